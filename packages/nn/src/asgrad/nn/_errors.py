@@ -1,0 +1,61 @@
+"""Exceptions raised by the data, metrics and serialization parts of ``asgrad.nn``.
+
+Every class also derives from the built-in exception a plain Python user would expect
+(``ValueError`` for bad input), so ``except ValueError`` keeps working.
+
+Example:
+    >>> from asgrad.nn._errors import CheckpointError, NNError
+    >>> issubclass(CheckpointError, NNError)
+    True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CheckpointError",
+    "DataError",
+    "MetricError",
+    "NNError",
+    "StateMismatchError",
+]
+
+
+class NNError(Exception):
+    """Base class of every error raised by ``asgrad.nn``."""
+
+
+class DataError(NNError, ValueError):
+    """A dataset, sampler, loader or transform was given inconsistent input."""
+
+
+class MetricError(NNError, ValueError):
+    """A metric was given arrays of the wrong shape, dtype or content."""
+
+
+class CheckpointError(NNError):
+    """A tensor file or checkpoint directory could not be written, read or matched."""
+
+
+class StateMismatchError(CheckpointError, KeyError):
+    """A loaded state does not match the expected one.
+
+    Attributes list every problem at once, so one run shows everything to fix.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        missing: list[str],
+        unexpected: list[str],
+        mismatched: list[str],
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.missing = missing
+        self.unexpected = unexpected
+        self.mismatched = mismatched
+
+    def __str__(self) -> str:
+        # KeyError would repr() the message, which garbles a multi-line report.
+        return self.message

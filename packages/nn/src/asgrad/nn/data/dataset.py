@@ -1,0 +1,423 @@
+"""Datasets: indexable collections of samples, each sample a tuple of numpy arrays.
+
+A ``Dataset`` has ``__len__`` and ``__getitem__(i) -> tuple[np.ndarray, ...]``.
+Datasets also answer ``get_batch(indices)``, which returns the stacked batch directly;
+the default collects items one by one, and :class:`TensorDataset` overrides it with one
+fancy-indexing operation per array, which is what makes ``DataLoader`` fast.
+
+Example:
+    >>> import numpy as np
+    >>> from asgrad.nn.data import TensorDataset
+    >>> ds = TensorDataset(np.arange(6.0).reshape(3, 2), np.array([0, 1, 0]))
+    >>> len(ds), ds[1][0].tolist(), int(ds[1][1])
+    (3, [2.0, 3.0], 1)
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from asgrad.nn._errors import DataError
+
+__all__ = [
+    "ConcatDataset",
+    "Dataset",
+    "MapDataset",
+    "Sample",
+    "Subset",
+    "TensorDataset",
+    "default_collate",
+    "random_split",
+    "train_test_split",
+]
+
+Sample = tuple[NDArray[Any], ...]
+"""One item of a dataset (or one batch): a tuple of numpy arrays, e.g. ``(x, y)``."""
+
+
+def default_collate(samples: Sequence[Sample]) -> Sample:
+    """Stack a list of samples field by field into one batch.
+
+    Example:
+        >>> import numpy as np
+        >>> items = [(np.zeros(2), np.array(1)), (np.ones(2), np.array(0))]
+        >>> xb, yb = default_collate(items)
+        >>> xb.shape, yb.tolist()
+        ((2, 2), [1, 0])
+    """
+    if not samples:
+        raise DataError("default_collate: cannot collate an empty list of samples")
+    arity = len(samples[0])
+    for k, sample in enumerate(samples):
+        if len(sample) != arity:
+            raise DataError(
+                f"default_collate: sample 0 has {arity} fields but sample {k} has "
+                f"{len(sample)}; every item of a dataset must have the same structure"
+            )
+    batch = []
+    for field in range(arity):
+        parts = [np.asarray(sample[field]) for sample in samples]
+        shapes = {p.shape for p in parts}
+        if len(shapes) > 1:
+            raise DataError(
+                f"default_collate: field {field} has different shapes across the batch "
+                f"({sorted(shapes)}); pad or resize the items, or pass a collate_fn"
+            )
+        batch.append(np.stack(parts))
+    return tuple(batch)
+
+
+def _check_index(index: int, length: int, what: str) -> int:
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise TypeError(f"{what} indices must be integers, got {type(index).__name__}")
+    i = int(index)
+    if i < -length or i >= length:
+        raise IndexError(f"{what} index {i} is out of range for length {length}")
+    return i + length if i < 0 else i
+
+
+def _as_index_array(indices: ArrayLike, length: int, what: str) -> NDArray[np.intp]:
+    idx = np.asarray(indices)
+    if idx.ndim != 1 or not (idx.size == 0 or np.issubdtype(idx.dtype, np.integer)):
+        raise DataError(
+            f"{what}: batch indices must be a 1-D integer array, got {idx!r}"
+        )
+    idx = idx.astype(np.intp, copy=False)
+    if idx.size and (idx.min() < -length or idx.max() >= length):
+        raise IndexError(f"{what}: batch indices out of range for length {length}")
+    return np.where(idx < 0, idx + length, idx)
+
+
+class Dataset(ABC):
+    """Abstract base class: a sized, indexable collection of samples.
+
+    Subclasses implement ``__len__`` and ``__getitem__``; they may override
+    ``get_batch`` with a vectorised version. ``a + b`` concatenates two datasets.
+    """
+
+    @abstractmethod
+    def __len__(self) -> int: ...
+
+    @abstractmethod
+    def __getitem__(self, index: int) -> Sample: ...
+
+    def get_batch(self, indices: ArrayLike) -> Sample:
+        """Return the samples at ``indices`` stacked into one batch (item by item)."""
+        idx = _as_index_array(indices, len(self), type(self).__name__)
+        return default_collate([self[int(i)] for i in idx])
+
+    def __iter__(self) -> Iterator[Sample]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __add__(self, other: Dataset) -> ConcatDataset:
+        return ConcatDataset([self, other])
+
+
+class TensorDataset(Dataset):
+    """The in-memory dataset: equal-length numpy arrays indexed along their first axis.
+
+    Batches are taken with one fancy-indexing operation per array.
+
+    Example:
+        >>> import numpy as np
+        >>> ds = TensorDataset(np.zeros((4, 3)), np.arange(4))
+        >>> [a.shape for a in ds.get_batch([3, 0])]
+        [(2, 3), (2,)]
+    """
+
+    def __init__(self, *arrays: ArrayLike) -> None:
+        if not arrays:
+            raise DataError("TensorDataset needs at least one array")
+        self.arrays: tuple[NDArray[Any], ...] = tuple(np.asarray(a) for a in arrays)
+        for k, a in enumerate(self.arrays):
+            if a.ndim == 0:
+                raise DataError(
+                    f"TensorDataset: array {k} is a scalar; need a leading axis"
+                )
+        lengths = [a.shape[0] for a in self.arrays]
+        if len(set(lengths)) != 1:
+            raise DataError(
+                f"TensorDataset: arrays differ in length along axis 0 ({lengths}); "
+                "every array must hold one row per sample"
+            )
+
+    def __len__(self) -> int:
+        return int(self.arrays[0].shape[0])
+
+    def __getitem__(self, index: int) -> Sample:
+        i = _check_index(index, len(self), "TensorDataset")
+        # `a[i, ...]` keeps 0-d arrays (not numpy scalars) for 1-D columns.
+        return tuple(a[i, ...] for a in self.arrays)
+
+    def get_batch(self, indices: ArrayLike) -> Sample:
+        idx = _as_index_array(indices, len(self), "TensorDataset")
+        return tuple(a[idx] for a in self.arrays)
+
+
+class MapDataset(Dataset):
+    """Apply a function to every sample of another dataset, lazily.
+
+    With ``columns=None`` the function receives the whole sample as positional arguments
+    and returns a tuple (or one array). With ``columns=(0,)`` it receives one array at a
+    time and is applied to the listed fields only, e.g. a transform on the inputs.
+
+    With ``batched=True`` the function is applied once per batch in ``get_batch``
+    instead of once per item (it must then accept arrays with a leading batch axis).
+
+    Example:
+        >>> import numpy as np
+        >>> base = TensorDataset(np.array([[1.0], [2.0]]), np.array([0, 1]))
+        >>> doubled = MapDataset(base, lambda x: 2 * x, columns=(0,))
+        >>> doubled[1][0].tolist()
+        [4.0]
+    """
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        fn: Callable[..., Any],
+        *,
+        columns: Iterable[int] | None = None,
+        batched: bool = False,
+    ) -> None:
+        self.dataset = dataset
+        self.fn = fn
+        self.columns = None if columns is None else tuple(columns)
+        self.batched = batched
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def _apply(self, sample: Sample) -> Sample:
+        if self.columns is None:
+            out = self.fn(*sample)
+            return tuple(out) if isinstance(out, tuple) else (np.asarray(out),)
+        fields = list(sample)
+        for c in self.columns:
+            if not -len(fields) <= c < len(fields):
+                raise DataError(
+                    f"MapDataset: column {c} does not exist in a "
+                    f"{len(fields)}-field sample"
+                )
+            fields[c] = np.asarray(self.fn(fields[c]))
+        return tuple(fields)
+
+    def __getitem__(self, index: int) -> Sample:
+        return self._apply(self.dataset[index])
+
+    def get_batch(self, indices: ArrayLike) -> Sample:
+        if self.batched:
+            return self._apply(self.dataset.get_batch(indices))
+        return super().get_batch(indices)
+
+
+class Subset(Dataset):
+    """A view of ``dataset`` restricted to ``indices`` (in that order).
+
+    Example:
+        >>> import numpy as np
+        >>> sub = Subset(TensorDataset(np.arange(5)), [4, 0])
+        >>> [int(s[0]) for s in sub]
+        [4, 0]
+    """
+
+    def __init__(self, dataset: Dataset, indices: ArrayLike) -> None:
+        self.dataset = dataset
+        self.indices = _as_index_array(indices, len(dataset), "Subset")
+
+    def __len__(self) -> int:
+        return int(self.indices.shape[0])
+
+    def __getitem__(self, index: int) -> Sample:
+        return self.dataset[int(self.indices[_check_index(index, len(self), "Subset")])]
+
+    def get_batch(self, indices: ArrayLike) -> Sample:
+        idx = _as_index_array(indices, len(self), "Subset")
+        return self.dataset.get_batch(self.indices[idx])
+
+
+class ConcatDataset(Dataset):
+    """Several datasets one after the other.
+
+    Example:
+        >>> import numpy as np
+        >>> a, b = TensorDataset(np.arange(2)), TensorDataset(np.arange(10, 13))
+        >>> cat = ConcatDataset([a, b])
+        >>> len(cat), int(cat[2][0])
+        (5, 10)
+    """
+
+    def __init__(self, datasets: Iterable[Dataset]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise DataError("ConcatDataset needs at least one dataset")
+        self.offsets = np.cumsum([0] + [len(d) for d in self.datasets])
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def __getitem__(self, index: int) -> Sample:
+        i = _check_index(index, len(self), "ConcatDataset")
+        which = int(np.searchsorted(self.offsets, i, side="right")) - 1
+        return self.datasets[which][i - int(self.offsets[which])]
+
+    def get_batch(self, indices: ArrayLike) -> Sample:
+        idx = _as_index_array(indices, len(self), "ConcatDataset")
+        which = np.searchsorted(self.offsets, idx, side="right") - 1
+        order = np.argsort(which, kind="stable")
+        parts = []
+        for d in np.unique(which):
+            local = idx[order][which[order] == d] - self.offsets[d]
+            parts.append(self.datasets[int(d)].get_batch(local))
+        grouped = tuple(np.concatenate(fields) for fields in zip(*parts, strict=True))
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        return tuple(field[inverse] for field in grouped)
+
+
+def random_split(
+    dataset: Dataset, lengths: Sequence[float], seed: int | None = None
+) -> list[Subset]:
+    """Split ``dataset`` into disjoint random subsets of the given lengths.
+
+    ``lengths`` are either integers summing to ``len(dataset)`` or fractions summing
+    to 1; fractional sizes are floored and the remainder is handed out one by one from the
+    first subset on.
+
+    Example:
+        >>> import numpy as np
+        >>> train, val = random_split(TensorDataset(np.arange(10)), [0.8, 0.2], seed=0)
+        >>> len(train), len(val)
+        (8, 2)
+    """
+    n = len(dataset)
+    if not lengths:
+        raise DataError("random_split: lengths is empty")
+    if all(
+        isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in lengths
+    ):
+        sizes = [int(x) for x in lengths]
+        if any(s < 0 for s in sizes) or sum(sizes) != n:
+            raise DataError(
+                f"random_split: lengths {sizes} must be non-negative and sum to the "
+                f"dataset length {n}"
+            )
+    else:
+        fracs = [float(x) for x in lengths]
+        if any(f < 0 for f in fracs) or not math.isclose(sum(fracs), 1.0, abs_tol=1e-6):
+            raise DataError(
+                f"random_split: fractions {fracs} must be non-negative and sum to 1"
+            )
+        sizes = [math.floor(n * f) for f in fracs]
+        for k in range(n - sum(sizes)):
+            sizes[k % len(sizes)] += 1
+    perm = np.random.default_rng(seed).permutation(n)
+    bounds = np.cumsum([0, *sizes])
+    return [Subset(dataset, perm[a:b]) for a, b in itertools.pairwise(bounds)]
+
+
+def _split_size(value: float, n: int, name: str) -> int:
+    if isinstance(value, bool):
+        raise DataError(f"train_test_split: {name} must be an int or a float, not bool")
+    if isinstance(value, (int, np.integer)):
+        size = int(value)
+    elif 0.0 < float(value) < 1.0:
+        size = math.ceil(float(value) * n)
+    else:
+        raise DataError(
+            f"train_test_split: {name}={value!r} must be a fraction in (0, 1) "
+            "or a count"
+        )
+    if not 0 < size < n:
+        raise DataError(
+            f"train_test_split: {name}={value!r} leaves an empty train or test set for "
+            f"{n} samples"
+        )
+    return size
+
+
+def _stratified_test_indices(
+    labels: NDArray[Any], n_test: int, rng: np.random.Generator
+) -> NDArray[np.intp]:
+    classes, inverse, counts = np.unique(
+        labels, return_inverse=True, return_counts=True
+    )
+    exact = counts * n_test / labels.shape[0]
+    per_class = np.floor(exact).astype(np.intp)
+    # Largest remainders first; random tie-break so no class is favoured systematically.
+    remainder = exact - per_class
+    order = np.lexsort((rng.random(classes.size), -remainder))
+    per_class[order[: n_test - int(per_class.sum())]] += 1
+    chosen = [
+        rng.permutation(np.flatnonzero(inverse == c))[: per_class[c]]
+        for c in range(classes.size)
+    ]
+    return rng.permutation(np.concatenate(chosen)).astype(np.intp)
+
+
+def train_test_split(
+    *arrays: ArrayLike,
+    test_size: float = 0.25,
+    seed: int | None = None,
+    shuffle: bool = True,
+    stratify: ArrayLike | None = None,
+) -> list[NDArray[Any]]:
+    """Split equal-length arrays into disjoint train and test parts.
+
+    Returns ``[a_train, a_test, b_train, b_test, ...]`` like scikit-learn. Each row
+    goes to exactly one side: the test rows are chosen first and the train rows are the
+    complement, so the two sets are disjoint by construction. ``test_size`` is a
+    fraction (rounded up) or a row count. With ``stratify=labels`` every class keeps its
+    share in both parts (this needs ``shuffle=True``). With ``shuffle=False`` the last
+    rows are the test set.
+
+    Example:
+        >>> import numpy as np
+        >>> x, y = np.arange(10).reshape(5, 2), np.array([0, 1, 0, 1, 0])
+        >>> x_tr, x_te, y_tr, y_te = train_test_split(x, y, test_size=0.4, seed=0)
+        >>> x_tr.shape, x_te.shape
+        ((3, 2), (2, 2))
+    """
+    if not arrays:
+        raise DataError("train_test_split needs at least one array")
+    data = [np.asarray(a) for a in arrays]
+    n = data[0].shape[0] if data[0].ndim else 0
+    for k, a in enumerate(data):
+        if a.ndim == 0 or a.shape[0] != n:
+            raise DataError(
+                f"train_test_split: array {k} has shape {a.shape} but array 0 has "
+                f"{n} rows; "
+                "all arrays need the same length along axis 0"
+            )
+    n_test = _split_size(test_size, n, "test_size")
+    rng = np.random.default_rng(seed)
+    if stratify is not None:
+        if not shuffle:
+            raise DataError("train_test_split: stratify needs shuffle=True")
+        labels = np.asarray(stratify)
+        if labels.shape[:1] != (n,):
+            raise DataError(
+                f"train_test_split: stratify has shape {labels.shape}, expected ({n},)"
+            )
+        test_idx = _stratified_test_indices(labels, n_test, rng)
+    elif shuffle:
+        test_idx = rng.permutation(n)[:n_test].astype(np.intp)
+    else:
+        test_idx = np.arange(n - n_test, n, dtype=np.intp)
+    in_test = np.zeros(n, dtype=bool)
+    in_test[test_idx] = True
+    train_idx = np.flatnonzero(~in_test)
+    if shuffle:
+        train_idx = rng.permutation(train_idx)
+    out: list[NDArray[Any]] = []
+    for a in data:
+        out.extend((a[train_idx], a[test_idx]))
+    return out
