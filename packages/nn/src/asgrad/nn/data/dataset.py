@@ -289,8 +289,8 @@ def random_split(
     """Split ``dataset`` into disjoint random subsets of the given lengths.
 
     ``lengths`` are either integers summing to ``len(dataset)`` or fractions summing
-    to 1; fractional sizes are floored and the remainder is handed out one by one from the
-    first subset on.
+    to 1; fractional sizes are floored and the remainder is handed out one by one from
+    the first subset on.
 
     Example:
         >>> import numpy as np

@@ -172,7 +172,8 @@ class WeightedRandomSampler(Sampler):
         if not replacement and num_samples > int(np.count_nonzero(w)):
             raise DataError(
                 f"WeightedRandomSampler: cannot draw {num_samples} distinct indices: "
-                f"only {np.count_nonzero(w)} have non-zero weight; pass replacement=True"
+                f"only {np.count_nonzero(w)} have non-zero weight; "
+                "pass replacement=True"
             )
         self.probabilities: NDArray[np.float64] = w / w.sum()
         self.num_samples = num_samples
