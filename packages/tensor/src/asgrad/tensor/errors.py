@@ -1,0 +1,40 @@
+"""The exception hierarchy of asgrad.
+
+Every error a user can make while building or running a graph derives from
+:class:`AsgradError`. Messages name the op, the shapes involved, the user's source
+line where it is known, and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class AsgradError(Exception):
+    """Base class of every error raised by asgrad."""
+
+
+class GraphError(AsgradError):
+    """The graph is malformed: mixed graphs, unknown inputs, cycles."""
+
+
+class NameConflictError(GraphError):
+    """A name was registered twice in one graph."""
+
+
+class ShapeError(AsgradError, ValueError):
+    """Operand shapes do not fit the op (broadcasting, reshape, matmul, axes)."""
+
+
+class DTypeError(AsgradError, TypeError):
+    """Operand dtypes do not fit the op."""
+
+
+class FeedError(AsgradError, ValueError):
+    """A value fed to a compiled program is missing or has the wrong shape/dtype."""
+
+
+class NotDifferentiableError(AsgradError, TypeError):
+    """A gradient was asked of a value that has none (integer, bool, no rule)."""
+
+
+class BackendError(AsgradError, RuntimeError):
+    """A backend is unknown or cannot run the program."""

@@ -1,0 +1,331 @@
+"""The graph IR: nodes, variables and the :class:`Graph` that owns them."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from asgrad.tensor.dtypes import as_dtype
+from asgrad.tensor.errors import AsgradError, GraphError, NameConflictError, ShapeError
+from asgrad.tensor.registry import Shape, TensorType, get_op
+
+if TYPE_CHECKING:
+    from asgrad.tensor.tensor import Tensor
+
+Initializer = Callable[[Shape, str], np.ndarray]
+
+_NODE_IDS = itertools.count()
+_INTERNAL_DIRS = tuple(
+    os.path.join("asgrad", name) + os.sep for name in ("tensor", "autograd", "nn", "gpu")
+)
+
+
+def user_location() -> str:
+    """``file:line`` of the innermost stack frame outside asgrad's own packages."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not any(d in filename for d in _INTERNAL_DIRS):
+            return f"{filename}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the loop
+    return "<unknown>"
+
+
+class Variable:
+    """A named, mutable value that outlives any one graph: a model parameter.
+
+    Graphs refer to a variable through a ``parameter`` node; a compiled program reads
+    its value when it runs and writes it when the program updates it. A backend
+    that keeps the value elsewhere (a GPU) registers itself as the variable's
+    holder and is asked for the value when someone reads it.
+
+    >>> v = Variable("w", np.zeros((2, 3), np.float32))
+    >>> v.shape
+    (2, 3)
+    """
+
+    __slots__ = ("_holder", "_value", "name", "trainable")
+
+    def __init__(self, name: str, value: np.ndarray, *, trainable: bool = True) -> None:
+        self.name = name
+        self._value = np.asarray(value)
+        as_dtype(self._value.dtype)
+        self.trainable = trainable
+        self._holder: VariableHolder | None = None
+
+    @property
+    def value(self) -> np.ndarray:
+        """The current value (fetched from the backend holding it, if any)."""
+        if self._holder is not None:
+            holder, self._holder = self._holder, None
+            self._value = holder.fetch(self)
+        return self._value
+
+    @value.setter
+    def value(self, new: np.ndarray) -> None:
+        new = np.asarray(new)
+        if new.shape != self._value.shape or new.dtype != self._value.dtype:
+            raise ShapeError(
+                f"variable {self.name!r} holds {self._value.dtype}{list(self._value.shape)};"
+                f" cannot assign {new.dtype}{list(new.shape)}"
+            )
+        if self._holder is not None:
+            self._holder.release(self)
+            self._holder = None
+        self._value = new
+
+    def hold(self, holder: VariableHolder) -> None:
+        """Mark ``holder`` as owning the newest value (used by device backends)."""
+        if self._holder is not None and self._holder is not holder:
+            self._value = self._holder.fetch(self)
+            self._holder.release(self)
+        self._holder = holder
+
+    @property
+    def holder(self) -> VariableHolder | None:
+        """The backend holding the newest value, or None when it is on the host."""
+        return self._holder
+
+    def host_value(self) -> np.ndarray:
+        """The value last on the host, without fetching from a holder."""
+        return self._value
+
+    def set_host_value(self, new: np.ndarray) -> None:
+        """Store ``new`` on the host, for the CPU executor's in-place updates."""
+        self._value = new
+
+    @property
+    def shape(self) -> Shape:
+        return tuple(self._value.shape)
+
+    @property
+    def dtype(self) -> str:
+        return str(self._value.dtype)
+
+    def __repr__(self) -> str:
+        return f"Variable({self.name!r}, {self.dtype}{list(self.shape)})"
+
+
+class VariableHolder:
+    """Interface of a backend that holds variables' newest values."""
+
+    def fetch(self, variable: Variable) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(self, variable: Variable) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class Node:
+    """One value of the graph: an op applied to input nodes, with a static type."""
+
+    __slots__ = ("attrs", "graph", "id", "inputs", "location", "name", "op", "type")
+
+    def __init__(
+        self,
+        graph: Graph,
+        op: str,
+        inputs: tuple[Node, ...],
+        attrs: dict[str, Any],
+        type_: TensorType,
+        name: str | None,
+        location: str,
+    ) -> None:
+        self.id = next(_NODE_IDS)
+        self.graph = graph
+        self.op = op
+        self.inputs = inputs
+        self.attrs = attrs
+        self.type = type_
+        self.name = name or f"{op}_{self.id}"
+        self.location = location
+
+    @property
+    def shape(self) -> Shape:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    def __repr__(self) -> str:
+        return f"<Node {self.name}: {self.op} -> {self.type}>"
+
+
+class Graph:
+    """A graph of tensor operations, built through symbolic :class:`Tensor` handles.
+
+    >>> g = Graph()
+    >>> x = g.input("x", (3, 4))
+    >>> y = (x * 2.0).sum(axis=1)
+    >>> y.shape
+    (3,)
+    """
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.nodes: list[Node] = []
+        self._names: dict[str, Node] = {}
+        self._variables: dict[int, Node] = {}
+        # Programs compiled by ``evaluate`` for this graph, keyed by outputs and backend.
+        self.programs: dict[tuple[Any, ...], Any] = {}
+
+    # -- leaves ---------------------------------------------------------------------
+    def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Tensor:
+        """A value fed when the graph runs. Its leading sizes may change per run."""
+        shape = _check_shape(shape, f"input {name!r}")
+        node = self._add_leaf("input", name, TensorType(shape, as_dtype(dtype)), {})
+        return self._wrap(node)
+
+    def parameter(
+        self,
+        name: str,
+        shape: Sequence[int] | None = None,
+        dtype: str = "float32",
+        *,
+        init: Initializer | np.ndarray | None = None,
+        trainable: bool = True,
+        variable: Variable | None = None,
+    ) -> Tensor:
+        """A named value that persists between runs (see :class:`Variable`).
+
+        Pass ``variable`` to refer to an existing one (the usual case for a model's
+        parameters), or ``shape`` and ``init`` (an array or ``init(shape, dtype)``)
+        to create one.
+        """
+        if variable is None:
+            if shape is None:
+                raise GraphError(f"parameter {name!r}: give a shape or a variable")
+            shape = _check_shape(shape, f"parameter {name!r}")
+            dt = as_dtype(dtype)
+            if init is None:
+                value = np.zeros(shape, dtype=dt)
+            elif callable(init):
+                value = np.asarray(init(shape, dt), dtype=dt)
+            else:
+                value = np.asarray(init, dtype=dt)
+            if value.shape != shape:
+                raise ShapeError(
+                    f"parameter {name!r}: initial value has shape {list(value.shape)},"
+                    f" expected {list(shape)}"
+                )
+            variable = Variable(name, value, trainable=trainable)
+        if id(variable) in self._variables:
+            return self._wrap(self._variables[id(variable)])
+        node = self._add_leaf(
+            "parameter",
+            name,
+            TensorType(variable.shape, variable.dtype),
+            {"variable": variable},
+        )
+        self._variables[id(variable)] = node
+        return self._wrap(node)
+
+    def constant(self, value: object, dtype: str | None = None) -> Tensor:
+        """A constant value, folded into the graph."""
+        array = np.array(value, dtype=None if dtype is None else as_dtype(dtype))
+        if dtype is None and array.dtype == np.float64:
+            array = array.astype(np.float32)
+        elif dtype is None and array.dtype.kind == "i":
+            array = array.astype(np.int64)
+        type_ = TensorType(tuple(array.shape), as_dtype(array.dtype))
+        array.setflags(write=False)
+        node = Node(self, "constant", (), {"value": array}, type_, None, user_location())
+        self.nodes.append(node)
+        return self._wrap(node)
+
+    # -- ops --------------------------------------------------------------------------
+    def apply(
+        self, op: str, inputs: Sequence[Tensor], attrs: Mapping[str, Any] | None = None
+    ) -> Tensor:
+        """Append ``op(*inputs, **attrs)``, inferring its type (errors name the line)."""
+        opdef = get_op(op)
+        nodes = tuple(t.node for t in inputs)
+        for n in nodes:
+            if n.graph is not self:
+                raise GraphError(
+                    f"{op}: input {n.name} belongs to graph {n.graph.name!r}, not"
+                    f" {self.name!r}; build every value of one computation in one graph"
+                )
+        attrs = dict(attrs or {})
+        try:
+            type_ = opdef.infer([n.type for n in nodes], attrs)
+        except AsgradError as exc:
+            where = user_location()
+            raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
+        node = Node(self, op, nodes, attrs, type_, None, user_location())
+        self.nodes.append(node)
+        return self._wrap(node)
+
+    # -- lookup -----------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Tensor:
+        try:
+            return self._wrap(self._names[name])
+        except KeyError:
+            known = ", ".join(sorted(self._names)) or "none"
+            raise GraphError(f"no input or parameter {name!r}; known: {known}") from None
+
+    @property
+    def inputs(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "input"]
+
+    @property
+    def parameters(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "parameter"]
+
+    def variables(self) -> list[Variable]:
+        """Every variable a parameter node of this graph refers to."""
+        return [n.attrs["variable"] for n in self.parameters]
+
+    def dump(self, outputs: Iterable[Tensor] | None = None) -> str:
+        """A readable text listing of the graph (see :func:`asgrad.tensor.dump`)."""
+        from asgrad.tensor.printing import dump
+
+        return dump(self, outputs)
+
+    def to_dot(self, outputs: Iterable[Tensor] | None = None) -> str:
+        """The graph in Graphviz DOT (see :func:`asgrad.tensor.to_dot`)."""
+        from asgrad.tensor.printing import to_dot
+
+        return to_dot(self, outputs)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __repr__(self) -> str:
+        return f"<Graph {self.name!r}: {len(self.nodes)} nodes>"
+
+    # -- internals ----------------------------------------------------------------------
+    def _add_leaf(self, op: str, name: str, type_: TensorType, attrs: dict[str, Any]) -> Node:
+        if not name or not isinstance(name, str):
+            raise GraphError(f"a {op} needs a non-empty string name, got {name!r}")
+        if name in self._names:
+            other = self._names[name]
+            raise NameConflictError(
+                f"name {name!r} is already used by a {other.op} of this graph"
+                f" (defined at {other.location}); choose another name"
+            )
+        node = Node(self, op, (), attrs, type_, name, user_location())
+        self._names[name] = node
+        self.nodes.append(node)
+        return node
+
+    def _wrap(self, node: Node) -> Tensor:
+        from asgrad.tensor.tensor import Tensor
+
+        return Tensor(node)
+
+
+def _check_shape(shape: Sequence[int], what: str) -> Shape:
+    try:
+        out = tuple(int(d) for d in shape)
+    except TypeError:
+        raise ShapeError(f"{what}: shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in out):
+        raise ShapeError(f"{what}: shape {list(out)} has a negative size")
+    return out

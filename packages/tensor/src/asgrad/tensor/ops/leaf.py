@@ -1,0 +1,26 @@
+"""The leaf ops: inputs fed at run time, parameters (variables) and constants."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from asgrad.tensor.errors import GraphError
+from asgrad.tensor.registry import Attrs, OpDef, TensorType, register_op
+
+
+def _no_infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    raise GraphError("leaf nodes are made by Graph.input, Graph.parameter and Graph.constant")
+
+
+def _no_kernel(*arrays: np.ndarray) -> np.ndarray:
+    raise GraphError("leaf nodes take their values from feeds, variables and constants")
+
+
+for _name, _doc in (
+    ("input", "a value fed at run time"),
+    ("parameter", "a variable's value, persistent between runs"),
+    ("constant", "a constant array"),
+):
+    register_op(OpDef(_name, "leaf", _no_infer, _no_kernel, 0, False, (0.0, 0.0), None, doc=_doc))

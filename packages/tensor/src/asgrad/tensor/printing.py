@@ -1,0 +1,78 @@
+"""Readable text dumps of a graph and export to Graphviz DOT."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from asgrad.tensor.passes import topological_order
+
+if TYPE_CHECKING:
+    from asgrad.tensor.graph import Graph, Node
+    from asgrad.tensor.tensor import Tensor
+
+
+def _nodes(graph: Graph, outputs: Iterable[Tensor] | None) -> list[Node]:
+    if outputs is None:
+        return list(graph.nodes)
+    return topological_order([t.node for t in outputs])
+
+
+def _format_attr(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        if value.size <= 4:
+            return np.array2string(value, precision=4, separator=",")
+        return f"array{list(value.shape)}"
+    if isinstance(value, slice):
+        parts = ["" if p is None else str(p) for p in (value.start, value.stop, value.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if value.step is not None else "")
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_format_attr(v) for v in value) + ")"
+    if hasattr(value, "name") and hasattr(value, "shape"):
+        return str(value.name)
+    return repr(value)
+
+
+def _describe(node: Node) -> str:
+    attrs = ", ".join(f"{k}={_format_attr(v)}" for k, v in node.attrs.items() if k != "variable")
+    return f"{node.op}({attrs})" if attrs else node.op
+
+
+def dump(graph: Graph, outputs: Iterable[Tensor] | None = None) -> str:
+    """One line per node: ``%name: dtype[shape] = op(inputs) attrs``.
+
+    >>> from asgrad.tensor import Graph
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> print(dump(g, [x * 2.0]))  # doctest: +ELLIPSIS
+    graph 'graph'
+      %x: float32[2] = input
+      %constant_...: float32[] = constant(value=2.)
+      %mul_...: float32[2] = mul(%x, %constant_...)
+    """
+    lines = [f"graph {graph.name!r}"]
+    for node in _nodes(graph, outputs):
+        args = ", ".join(f"%{n.name}" for n in node.inputs)
+        desc = _describe(node)
+        if node.inputs:
+            op, _, rest = desc.partition("(")
+            desc = f"{op}({args}{', ' + rest[:-1] if rest else ''})"
+        lines.append(f"  %{node.name}: {node.type} = {desc}")
+    return "\n".join(lines)
+
+
+def to_dot(graph: Graph, outputs: Iterable[Tensor] | None = None) -> str:
+    """The graph in Graphviz DOT: inputs as ellipses, parameters as boxes."""
+    lines = [f'digraph "{graph.name}" {{', "  rankdir=TB;", '  node [fontname="monospace"];']
+    shapes = {"input": "ellipse", "parameter": "box", "constant": "note"}
+    for node in _nodes(graph, outputs):
+        label = f"{node.name}\\n{_describe(node)}\\n{node.type}".replace('"', "'")
+        shape = shapes.get(node.op, "record" if False else "box")
+        style = ', style="rounded"' if node.op not in shapes else ""
+        lines.append(f'  n{node.id} [label="{label}", shape={shape}{style}];')
+        for inp in node.inputs:
+            lines.append(f"  n{inp.id} -> n{node.id};")
+    lines.append("}")
+    return "\n".join(lines)

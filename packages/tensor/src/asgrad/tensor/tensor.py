@@ -1,0 +1,401 @@
+"""The symbolic :class:`Tensor`: a handle on a graph node with numpy-like methods."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from asgrad.tensor.errors import GraphError, ShapeError
+from asgrad.tensor.ops._common import normalize_axes, normalize_axis
+from asgrad.tensor.registry import Shape
+
+if TYPE_CHECKING:
+    from asgrad.tensor.graph import Graph, Node
+
+AxisArg = int | Sequence[int] | None
+
+
+class Tensor:
+    """A symbolic value of a :class:`~asgrad.tensor.Graph`.
+
+    Operators and methods append nodes to the graph; nothing is computed until the
+    graph is compiled and run. Shapes and dtypes are known at once.
+
+    >>> from asgrad.tensor import Graph
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 3))
+    >>> (x.exp() + 1.0).mean(axis=0).shape
+    (3,)
+    """
+
+    __slots__ = ("node",)
+    __array_priority__ = 1000  # so ndarray <op> Tensor defers to Tensor's reflected op
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    # -- static facts -------------------------------------------------------------------
+    @property
+    def graph(self) -> Graph:
+        return self.node.graph
+
+    @property
+    def shape(self) -> Shape:
+        return self.node.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.node.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.type.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.node.type.shape)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def op(self) -> str:
+        return self.node.op
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.node.name}: {self.node.op} -> {self.node.type})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise ShapeError("len() of a scalar tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        raise GraphError(
+            "a symbolic Tensor has no truth value until the graph runs; use"
+            " asgrad.tensor.where(cond, a, b) for data-dependent choices"
+        )
+
+    __hash__ = object.__hash__
+
+    # -- helpers --------------------------------------------------------------------------
+    def _apply(self, op: str, *others: Tensor, **attrs: Any) -> Tensor:
+        return self.node.graph.apply(op, (self, *others), attrs)
+
+    def _lift(self, other: object) -> Tensor:
+        """Turn a Python or numpy value into a constant of this tensor's dtype."""
+        if isinstance(other, Tensor):
+            return other
+        if isinstance(other, bool | int | float | np.number):
+            return self.graph.constant(other, self.dtype)
+        if isinstance(other, np.ndarray):
+            same_kind = np.dtype(self.dtype).kind == other.dtype.kind
+            return self.graph.constant(other, self.dtype if same_kind else None)
+        raise TypeError(f"cannot combine a Tensor with {type(other).__name__}")
+
+    def _binary(self, op: str, other: object) -> Tensor:
+        return self._apply(op, self._lift(other))
+
+    def _rbinary(self, op: str, other: object) -> Tensor:
+        return self.graph.apply(op, (self._lift(other), self), {})
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def __add__(self, other: object) -> Tensor:
+        return self._binary("add", other)
+
+    def __radd__(self, other: object) -> Tensor:
+        return self._rbinary("add", other)
+
+    def __sub__(self, other: object) -> Tensor:
+        return self._binary("sub", other)
+
+    def __rsub__(self, other: object) -> Tensor:
+        return self._rbinary("sub", other)
+
+    def __mul__(self, other: object) -> Tensor:
+        return self._binary("mul", other)
+
+    def __rmul__(self, other: object) -> Tensor:
+        return self._rbinary("mul", other)
+
+    def __truediv__(self, other: object) -> Tensor:
+        return self._binary("div", other)
+
+    def __rtruediv__(self, other: object) -> Tensor:
+        return self._rbinary("div", other)
+
+    def __pow__(self, other: object) -> Tensor:
+        return self._binary("pow", other)
+
+    def __rpow__(self, other: object) -> Tensor:
+        return self._rbinary("pow", other)
+
+    def __matmul__(self, other: object) -> Tensor:
+        return self.matmul(self._lift(other))
+
+    def __rmatmul__(self, other: object) -> Tensor:
+        return self._lift(other).matmul(self)
+
+    def __neg__(self) -> Tensor:
+        return self._apply("neg")
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return self._apply("abs")
+
+    # -- comparisons -------------------------------------------------------------------------
+    def __lt__(self, other: object) -> Tensor:
+        return self._binary("less", other)
+
+    def __le__(self, other: object) -> Tensor:
+        return self._binary("less_equal", other)
+
+    def __gt__(self, other: object) -> Tensor:
+        return self._binary("greater", other)
+
+    def __ge__(self, other: object) -> Tensor:
+        return self._binary("greater_equal", other)
+
+    def __eq__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as numpy
+        return self._binary("equal", other)
+
+    def __ne__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as numpy
+        return self._binary("not_equal", other)
+
+    # -- unary math and activations ----------------------------------------------------------
+    def exp(self) -> Tensor:
+        return self._apply("exp")
+
+    def log(self) -> Tensor:
+        return self._apply("log")
+
+    def sqrt(self) -> Tensor:
+        return self._apply("sqrt")
+
+    def abs(self) -> Tensor:
+        return self._apply("abs")
+
+    def sign(self) -> Tensor:
+        return self._apply("sign")
+
+    def sin(self) -> Tensor:
+        return self._apply("sin")
+
+    def cos(self) -> Tensor:
+        return self._apply("cos")
+
+    def tanh(self) -> Tensor:
+        return self._apply("tanh")
+
+    def sigmoid(self) -> Tensor:
+        return self._apply("sigmoid")
+
+    def relu(self) -> Tensor:
+        return self._apply("relu")
+
+    def leaky_relu(self, alpha: float = 0.01) -> Tensor:
+        return self._apply("leaky_relu", alpha=float(alpha))
+
+    def gelu(self, approximate: str = "none") -> Tensor:
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        return self._apply("gelu", approximate=approximate)
+
+    def erf(self) -> Tensor:
+        return self._apply("erf")
+
+    def silu(self) -> Tensor:
+        return self._apply("silu")
+
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        return self._apply("elu", alpha=float(alpha))
+
+    def softplus(self, beta: float = 1.0) -> Tensor:
+        return self._apply("softplus", beta=float(beta))
+
+    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002  # PyTorch's names
+        return self._apply(
+            "clamp",
+            min=None if min is None else float(min),
+            max=None if max is None else float(max),
+        )
+
+    clip = clamp
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def maximum(self, other: object) -> Tensor:
+        return self._binary("maximum", other)
+
+    def minimum(self, other: object) -> Tensor:
+        return self._binary("minimum", other)
+
+    def cast(self, dtype: str) -> Tensor:
+        from asgrad.tensor.dtypes import as_dtype
+
+        dt = as_dtype(dtype)
+        return self if dt == self.dtype else self._apply("cast", dtype=dt)
+
+    astype = cast
+
+    # -- reductions ------------------------------------------------------------------------------
+    def _reduce(self, op: str, axis: AxisArg, keepdims: bool) -> Tensor:
+        axes = normalize_axes(axis, self.ndim)
+        return self._apply(op, axis=axes, keepdims=bool(keepdims))
+
+    def sum(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("sum", axis, keepdims)
+
+    def mean(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("mean", axis, keepdims)
+
+    def max(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("max", axis, keepdims)
+
+    def min(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("min", axis, keepdims)
+
+    def var(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        """Variance with ddof=0, as ``numpy.var``."""
+        return self._reduce("var", axis, keepdims)
+
+    def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
+        return self._apply("argmax", axis=normalize_axis(axis, self.ndim), keepdims=keepdims)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        return self._apply("softmax", axis=normalize_axis(axis, self.ndim))
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        return self._apply("log_softmax", axis=normalize_axis(axis, self.ndim))
+
+    # -- shape ------------------------------------------------------------------------------------
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        target = _shape_args(shape)
+        return self._apply("reshape", shape=target)
+
+    def flatten(self, start_axis: int = 0) -> Tensor:
+        start = normalize_axis(start_axis, self.ndim) if self.ndim else 0
+        return self.reshape(*self.shape[:start], -1)
+
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        perm = _shape_args(axes) if axes else tuple(reversed(range(self.ndim)))
+        perm = tuple(normalize_axis(a, self.ndim) for a in perm)
+        if perm == tuple(range(self.ndim)):
+            return self
+        return self._apply("transpose", axes=perm)
+
+    permute = transpose
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802  # numpy's name
+        return self.transpose()
+
+    def swapaxes(self, a: int, b: int) -> Tensor:
+        perm = list(range(self.ndim))
+        a, b = normalize_axis(a, self.ndim), normalize_axis(b, self.ndim)
+        perm[a], perm[b] = perm[b], perm[a]
+        return self.transpose(*perm)
+
+    def broadcast_to(self, *shape: int | Sequence[int]) -> Tensor:
+        target = _shape_args(shape)
+        return self if target == self.shape else self._apply("broadcast_to", shape=target)
+
+    def expand_dims(self, axis: int | Sequence[int]) -> Tensor:
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        return self._apply("expand_dims", axis=axes)
+
+    unsqueeze = expand_dims
+
+    def squeeze(self, axis: AxisArg = None) -> Tensor:
+        if axis is None:
+            axes = tuple(i for i, d in enumerate(self.shape) if d == 1)
+        else:
+            axes = normalize_axes(axis, self.ndim)
+        return self._apply("squeeze", axis=axes) if axes else self
+
+    def matmul(self, other: Tensor) -> Tensor:
+        a, b = self, other
+        squeeze: list[int] = []
+        if a.ndim == 1:
+            a = a.expand_dims(0)
+            squeeze.append(-2)
+        if b.ndim == 1:
+            b = b.expand_dims(-1) if b.ndim else b
+            b = b.reshape(-1, 1)
+            squeeze.append(-1)
+        out = a._apply("matmul", b)
+        if squeeze:
+            out = out.squeeze(tuple(out.ndim + s for s in squeeze))
+        return out
+
+    def gather(self, indices: Tensor, axis: int = 0) -> Tensor:
+        return self._apply("gather", indices, axis=normalize_axis(axis, self.ndim))
+
+    take = gather
+
+    def one_hot(self, depth: int, dtype: str = "float32") -> Tensor:
+        return self._apply("one_hot", depth=int(depth), dtype=dtype)
+
+    def __getitem__(self, index: object) -> Tensor:
+        items = index if isinstance(index, tuple) else (index,)
+        tensors = [i for i, item in enumerate(items) if isinstance(item, Tensor)]
+        if tensors:
+            return self._gather_index(items, tensors)
+        items = _expand_ellipsis(items, self.ndim)
+        basic = tuple(item for item in items if item is not None)
+        for item in basic:
+            if not isinstance(item, int | slice | np.integer):
+                raise TypeError(f"unsupported index {item!r}; use ints, slices, None, ... or a Tensor")
+        basic = tuple(int(i) if isinstance(i, np.integer) else i for i in basic)  # type: ignore[misc]
+        out = self
+        if any(not (isinstance(i, slice) and i == slice(None)) for i in basic):
+            while basic and basic[-1] == slice(None):
+                basic = basic[:-1]
+            out = self._apply("slice", index=basic)
+        new_axes: list[int] = []
+        pos = 0
+        for item in items:
+            if item is None:
+                new_axes.append(pos)
+                pos += 1
+            elif isinstance(item, slice):
+                pos += 1
+        return out.expand_dims(tuple(new_axes)) if new_axes else out
+
+    def _gather_index(self, items: tuple[object, ...], tensors: list[int]) -> Tensor:
+        if len(tensors) != 1 or any(
+            not (isinstance(item, slice) and item == slice(None))
+            for i, item in enumerate(items)
+            if i != tensors[0]
+        ):
+            raise TypeError(
+                "indexing with a Tensor supports one integer Tensor on one axis, the"
+                " others ':' (as x[:, idx]); use gather() for more"
+            )
+        idx = items[tensors[0]]
+        assert isinstance(idx, Tensor)
+        return self.gather(idx, axis=tensors[0])
+
+
+def _shape_args(args: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
+    if len(args) == 1 and not isinstance(args[0], int | np.integer):
+        return tuple(int(d) for d in args[0])
+    return tuple(int(d) for d in args)  # type: ignore[arg-type]  # ints checked by int()
+
+
+def _expand_ellipsis(items: tuple[object, ...], ndim: int) -> tuple[object, ...]:
+    count = sum(item is Ellipsis for item in items)
+    if count > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if not count:
+        return items
+    used = sum(item is not None and item is not Ellipsis for item in items)
+    at = items.index(Ellipsis)
+    return items[:at] + (slice(None),) * (ndim - used) + items[at + 1 :]
