@@ -198,7 +198,7 @@ def _where_cases(rng: np.random.Generator) -> list[OpCase]:
 def _cast_cases(rng: np.random.Generator) -> list[OpCase]:
     x = randn(rng, 3, 4, scale=3.0)
     return [
-        OpCase((x,), {"dtype": "float32"}, label="to float32"),
+        OpCase((x,), {"dtype": "float32"}, grad=False, label="to float32"),
         OpCase((x,), {"dtype": "int64"}, grad=False, label="to int64"),
         OpCase((x > 0,), {"dtype": "float64"}, grad=False, label="bool to float"),
     ]
