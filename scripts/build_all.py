@@ -1,0 +1,212 @@
+"""Build every distribution's wheel and sdist into dist/, and check them.
+
+Usage: python scripts/build_all.py [--out DIR] [--check-reproducible] [--root PATH]
+
+For each distribution, in dependency order:
+1. build the sdist and the wheel from the source tree (isolated, PEP 517);
+2. check the wheel's contents: every file of the leaf package is there (so
+   package data such as `.wgsl` kernels ships), `py.typed` is there, and there
+   is no `asgrad/__init__.py` (a PEP 420 namespace); the meta-distribution's
+   wheel holds metadata only;
+3. rebuild the wheel from the sdist and require the same contents, so the
+   sdist is complete.
+Then `twine check --strict` over everything. With --check-reproducible, build
+everything a second time and require byte-identical files.
+
+SOURCE_DATE_EPOCH is taken from the environment, or else from the last commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+
+from workspace import ROOT, Distribution, load_distributions
+
+
+class BuildError(Exception):
+    """A build or a check of a built file failed."""
+
+
+def run(command: list[str], cwd: Path | None = None) -> None:
+    print("+ " + " ".join(command), flush=True)
+    subprocess.run(command, cwd=cwd, check=True)
+
+
+def build_command() -> list[str]:
+    command = [sys.executable, "-m", "build"]
+    if shutil.which("uv"):
+        command.append("--installer=uv")  # isolated build envs in seconds
+    return command
+
+
+def source_date_epoch(root: Path) -> str:
+    if "SOURCE_DATE_EPOCH" in os.environ:
+        return os.environ["SOURCE_DATE_EPOCH"]
+    try:
+        result = subprocess.run(
+            ["git", "log", "-1", "--pretty=%ct"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "315532800"  # 1980-01-01, the earliest time a zip file can hold
+
+
+def artifact(out: Path, dist: Distribution, suffix: str) -> Path:
+    stem = dist.name.replace("-", "_")
+    matches = sorted(out.glob(f"{stem}-{dist.version}{suffix}"))
+    if len(matches) != 1:
+        raise BuildError(f"expected one {stem}-{dist.version}{suffix} in {out}")
+    return matches[0]
+
+
+def wheel_contents(wheel: Path) -> dict[str, str]:
+    """File name -> sha256 of every file in a wheel, RECORD excluded."""
+    with zipfile.ZipFile(wheel) as archive:
+        return {
+            name: hashlib.sha256(archive.read(name)).hexdigest()
+            for name in archive.namelist()
+            if not name.endswith(".dist-info/RECORD")
+        }
+
+
+def check_wheel(dist: Distribution, wheel: Path) -> None:
+    names = set(wheel_contents(wheel))
+    code = {name for name in names if ".dist-info/" not in name}
+    if dist.leaf_directory is None:
+        if code:
+            raise BuildError(
+                f"{wheel.name} must hold metadata only, found {sorted(code)}"
+            )
+        return
+    if "asgrad/__init__.py" in names:
+        raise BuildError(
+            f"{wheel.name} ships asgrad/__init__.py; asgrad is a namespace"
+        )
+    src = dist.directory / "src"
+    expected = {
+        path.relative_to(src).as_posix()
+        for path in dist.leaf_directory.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    }
+    missing = expected - code
+    if missing:
+        raise BuildError(f"{wheel.name} lacks {sorted(missing)}")
+    leaf_prefix = dist.leaf_directory.relative_to(src).as_posix() + "/"
+    if leaf_prefix + "py.typed" not in code:
+        raise BuildError(f"{wheel.name} lacks {leaf_prefix}py.typed")
+    strays = {name for name in code if not name.startswith(leaf_prefix)}
+    if strays:
+        raise BuildError(
+            f"{wheel.name} ships files outside {leaf_prefix}: {sorted(strays)}"
+        )
+
+
+def rebuild_from_sdist(
+    dist: Distribution, sdist: Path, wheel: Path, scratch: Path
+) -> None:
+    unpack = scratch / f"{dist.name}-sdist"
+    with tarfile.open(sdist) as archive:
+        archive.extractall(unpack, filter="data")
+    (tree,) = list(unpack.iterdir())
+    rebuilt = scratch / f"{dist.name}-rebuilt"
+    run([*build_command(), "--wheel", "--outdir", str(rebuilt), str(tree)])
+    again = artifact(rebuilt, dist, "-*.whl")
+    if wheel_contents(again) != wheel_contents(wheel):
+        raise BuildError(
+            f"{wheel.name}: the wheel built from the sdist differs from the one "
+            "built from the tree; the sdist lacks files "
+            "(see [tool.hatch.build.targets.sdist])"
+        )
+
+
+def build_all(root: Path, out: Path) -> list[Path]:
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    built: list[Path] = []
+    with tempfile.TemporaryDirectory(prefix="asgrad-build-") as scratch_name:
+        scratch = Path(scratch_name)
+        for dist in load_distributions(root):
+            print(
+                f"\n=== {dist.name} {dist.version} ({dist.directory.relative_to(root)})"
+            )
+            run(
+                [
+                    *build_command(),
+                    "--sdist",
+                    "--wheel",
+                    "--outdir",
+                    str(out),
+                    str(dist.directory),
+                ]
+            )
+            sdist = artifact(out, dist, ".tar.gz")
+            wheel = artifact(out, dist, "-*.whl")
+            check_wheel(dist, wheel)
+            rebuild_from_sdist(dist, sdist, wheel, scratch)
+            built += [sdist, wheel]
+    return built
+
+
+def digests(directory: Path) -> dict[str, str]:
+    return {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.iterdir())
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository root")
+    parser.add_argument("--out", type=Path, default=None, help="default: ROOT/dist")
+    parser.add_argument(
+        "--check-reproducible",
+        action="store_true",
+        help="build twice and require byte-identical files",
+    )
+    args = parser.parse_args(argv)
+    root: Path = args.root.resolve()
+    out: Path = (args.out or root / "dist").resolve()
+    os.environ["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
+    print(f"SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']}")
+
+    try:
+        built = build_all(root, out)
+        run([sys.executable, "-m", "twine", "check", "--strict", *map(str, built)])
+        if args.check_reproducible:
+            with tempfile.TemporaryDirectory(prefix="asgrad-rebuild-") as second_name:
+                second = Path(second_name) / "dist"
+                build_all(root, second)
+                first_digests, second_digests = digests(out), digests(second)
+                differing = sorted(
+                    name
+                    for name in first_digests.keys() | second_digests.keys()
+                    if first_digests.get(name) != second_digests.get(name)
+                )
+                if differing:
+                    raise BuildError(f"not reproducible: {', '.join(differing)} differ")
+                print(f"\nreproducible: {len(first_digests)} files byte-identical")
+    except (BuildError, subprocess.CalledProcessError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"\nbuilt {len(built)} files into {out}:")
+    for path in built:
+        print(f"  {path.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""Rehearse a release: upload to a local index, install each distribution alone.
+
+Usage: python scripts/release_rehearsal.py [--dist DIR] [--root PATH] [--keep]
+
+1. Start pypiserver on 127.0.0.1 (a free port, an empty temporary folder) and
+   upload every file of dist/ (see scripts/build_all.py) with twine.
+2. Download the third-party dependencies that the wheels declare (numpy, wgpu,
+   ...) from PyPI into a local wheelhouse, which holds no asgrad file.
+3. For each distribution, in a fresh virtual environment, `pip install` it on its
+   own from the local index (`--index-url` = the local server, `--find-links` =
+   the wheelhouse, no other index, no pip configuration), so an asgrad
+   distribution can only come from the files just uploaded, never from PyPI.
+   Then, from a folder outside the repository, check which distributions got
+   installed, run `pip check`, import the packages and evaluate a small graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.parser import Parser
+from pathlib import Path
+
+from workspace import ROOT, is_internal, load_distributions
+
+GRAPH_SMOKE = """
+import numpy as np
+from asgrad.tensor import Graph, evaluate
+g = Graph()
+x = g.input("x", (2, 2))
+result = evaluate([(x * 2).sum()], {"x": np.ones((2, 2), np.float32)})
+print("graph:", result)
+assert float(np.asarray(result[0])) == 8.0, result
+"""
+
+GPU_SMOKE = """
+import importlib.resources
+import wgpu
+kernels = importlib.resources.files("asgrad.gpu").joinpath("kernels")
+if kernels.is_dir():
+    names = [p.name for p in kernels.iterdir() if p.name.endswith(".wgsl")]
+    assert names, "asgrad/gpu/kernels holds no .wgsl file"
+    print("wgsl kernels:", len(names))
+print("wgpu", wgpu.__version__)
+"""
+
+EXAMPLES_SMOKE = """
+import importlib.resources
+data = importlib.resources.files("asgrad.examples").joinpath("data")
+if data.is_dir():
+    print("example data files:", sorted(p.name for p in data.iterdir()))
+"""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One fresh environment: what to install, and what must (not) be there."""
+
+    requirement: str
+    installed: tuple[str, ...]
+    absent: tuple[str, ...]
+    imports: tuple[str, ...]
+    extra_code: str = ""
+
+
+def scenarios(version: str) -> list[Scenario]:
+    every = (
+        "asgrad-tensor",
+        "asgrad-autograd",
+        "asgrad-nn",
+        "asgrad-gpu",
+        "asgrad-examples",
+    )
+    return [
+        Scenario(
+            f"asgrad-tensor=={version}",
+            installed=("asgrad-tensor",),
+            absent=("asgrad-autograd", "asgrad-nn", "asgrad-gpu", "asgrad-examples"),
+            imports=("asgrad.tensor",),
+        ),
+        Scenario(
+            f"asgrad-autograd=={version}",
+            installed=("asgrad-tensor", "asgrad-autograd"),
+            absent=("asgrad-nn", "asgrad-gpu", "asgrad-examples"),
+            imports=("asgrad.tensor", "asgrad.autograd"),
+        ),
+        Scenario(
+            f"asgrad-nn=={version}",
+            installed=("asgrad-tensor", "asgrad-autograd", "asgrad-nn"),
+            absent=("asgrad-gpu", "asgrad-examples"),
+            imports=("asgrad.tensor", "asgrad.autograd", "asgrad.nn"),
+        ),
+        Scenario(
+            f"asgrad-gpu=={version}",
+            installed=("asgrad-tensor", "asgrad-gpu"),
+            absent=("asgrad-autograd", "asgrad-nn", "asgrad-examples"),
+            imports=("asgrad.tensor", "asgrad.gpu"),
+            extra_code=GPU_SMOKE,
+        ),
+        Scenario(
+            f"asgrad-examples=={version}",
+            installed=(
+                "asgrad-tensor",
+                "asgrad-autograd",
+                "asgrad-nn",
+                "asgrad-examples",
+            ),
+            absent=("asgrad-gpu",),
+            imports=(
+                "asgrad.tensor",
+                "asgrad.autograd",
+                "asgrad.nn",
+                "asgrad.examples",
+            ),
+            extra_code=EXAMPLES_SMOKE,
+        ),
+        Scenario(
+            f"asgrad[gpu]=={version}",
+            installed=("asgrad", *every),
+            absent=(),
+            imports=tuple("asgrad." + name.removeprefix("asgrad-") for name in every),
+            extra_code=GPU_SMOKE + EXAMPLES_SMOKE,
+        ),
+    ]
+
+
+def smoke_code(scenario: Scenario, version: str) -> str:
+    lines = [
+        "import importlib.metadata as md",
+        "import importlib.util",
+        f"for name in {scenario.installed!r}:",
+        f"    assert md.version(name) == {version!r}, (name, md.version(name))",
+        f"for name in {scenario.absent!r}:",
+        "    try:",
+        "        md.version(name)",
+        "    except md.PackageNotFoundError:",
+        "        continue",
+        "    raise AssertionError(name + ' was installed but nothing asked for it')",
+        *(f"import {module}" for module in scenario.imports),
+        *(
+            f"assert 'site-packages' in str(list({module}.__path__)), {module}.__path__"
+            for module in scenario.imports
+        ),
+        "print('imports ok:', " + repr(", ".join(scenario.imports)) + ")",
+    ]
+    return "\n".join(lines) + "\n" + GRAPH_SMOKE + scenario.extra_code
+
+
+def run(
+    command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> None:
+    shown = [*command[:2], "<smoke test>"] if command[1:2] == ["-c"] else command
+    print("+ " + " ".join(shown), flush=True)
+    subprocess.run(command, check=True, cwd=cwd, env=env)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def local_index(packages: Path) -> Iterator[str]:
+    """Run pypiserver on loopback, accepting uploads without authentication."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "pypiserver", "run",
+        "--host", "127.0.0.1", "--port", str(port),
+        "--authenticate", ".", "--passwords", ".",
+        "--disable-fallback",
+        str(packages),
+    ]  # fmt: skip
+    print("+ " + " ".join(command), flush=True)
+    server = subprocess.Popen(command)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/simple/", timeout=5):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("pypiserver did not start") from None
+                time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+def third_party_requirements(dist_dir: Path) -> list[str]:
+    """Every requirement of every wheel (extras included) that is not asgrad's."""
+    requirements: set[str] = set()
+    for wheel in sorted(dist_dir.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            (metadata_name,) = [
+                n for n in archive.namelist() if n.endswith(".dist-info/METADATA")
+            ]
+            metadata = Parser().parsestr(archive.read(metadata_name).decode())
+        for requirement in metadata.get_all("Requires-Dist") or []:
+            requirement_only = requirement.split(";")[0].strip()
+            name = requirement_only.split("[")[0]
+            for separator in "=<>!~ ":
+                name = name.split(separator)[0]
+            if not is_internal(name.lower()):
+                requirements.add(requirement_only)
+    return sorted(requirements)
+
+
+def isolated_pip_environment() -> dict[str, str]:
+    """The environment without any pip configuration that could add an index."""
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith("PIP_")
+    }
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    if "PIP_CERT" in os.environ:
+        env["PIP_CERT"] = os.environ["PIP_CERT"]
+    return env
+
+
+def rehearse(dist_dir: Path, work: Path, version: str) -> None:
+    files = sorted(p for p in dist_dir.iterdir() if p.suffix in {".whl", ".gz"})
+    if not files:
+        raise RuntimeError(f"{dist_dir} is empty: run scripts/build_all.py first")
+
+    wheelhouse = work / "wheelhouse"
+    print("\n=== third-party dependencies into a local wheelhouse", flush=True)
+    requirements = third_party_requirements(dist_dir)
+    run([sys.executable, "-m", "pip", "download", "--only-binary=:all:",
+         "--dest", str(wheelhouse), *requirements])  # fmt: skip
+    leaked = [
+        p.name for p in wheelhouse.iterdir() if p.name.lower().startswith("asgrad")
+    ]
+    if leaked:
+        raise RuntimeError(f"the wheelhouse must hold no asgrad file, found {leaked}")
+
+    packages = work / "index"
+    packages.mkdir()
+    with local_index(packages) as url:
+        print(f"\n=== upload {len(files)} files to {url}", flush=True)
+        run([sys.executable, "-m", "twine", "upload", "--non-interactive",
+             "--repository-url", f"{url}/", "--username", "rehearsal",
+             "--password", "rehearsal", *map(str, files)])  # fmt: skip
+
+        pip_env = isolated_pip_environment()
+        for number, scenario in enumerate(scenarios(version)):
+            print(f"\n=== install {scenario.requirement} on its own", flush=True)
+            venv = work / f"venv-{number}"
+            run([sys.executable, "-m", "venv", str(venv)])
+            python = str(venv / "bin" / "python")
+            run([python, "-m", "pip", "install", "--quiet", "--no-cache-dir",
+                 "--index-url", f"{url}/simple/", "--find-links", str(wheelhouse),
+                 scenario.requirement], env=pip_env)  # fmt: skip
+            run([python, "-m", "pip", "check"], env=pip_env)
+            outside = work / "cwd"
+            outside.mkdir(exist_ok=True)
+            run([python, "-c", smoke_code(scenario, version)], cwd=outside)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="repository root")
+    parser.add_argument("--dist", type=Path, default=None, help="default: ROOT/dist")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    args = parser.parse_args(argv)
+    root: Path = args.root.resolve()
+    dist_dir: Path = (args.dist or root / "dist").resolve()
+    version = load_distributions(root)[0].version
+
+    work = Path(tempfile.mkdtemp(prefix="asgrad-rehearsal-"))
+    try:
+        rehearse(dist_dir, work, version)
+    except (RuntimeError, subprocess.CalledProcessError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    count = len(scenarios(version))
+    print(f"\nrelease rehearsal passed: {count} fresh installs of {version}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
