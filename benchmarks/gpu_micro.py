@@ -1,0 +1,230 @@
+"""GPU micro-benchmarks: matmul TFLOP/s, copy bandwidth, host cost of a dispatch.
+
+Prints one JSON line per measurement and a summary table; where PyTorch with CUDA is
+importable, times the same operations with it in the same run (fp32, TF32 off)::
+
+    WGPU_BACKEND_TYPE=Vulkan python benchmarks/gpu_micro.py            # full sizes
+    WGPU_BACKEND_TYPE=Vulkan python benchmarks/gpu_micro.py --quick    # lavapipe/CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from asgrad.gpu import GpuArray, get_device, to_gpu
+from asgrad.gpu.ops import copy_into, elementwise, matmul_into
+from asgrad.gpu.ops.matmul import MatrixView
+
+Row = dict[str, Any]
+
+
+def _torch() -> Any:
+    try:
+        torch = importlib.import_module("torch")  # optional: the comparison column
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
+def _time_gpu(record: Callable[[], object], reps: int) -> float:
+    """Seconds per repetition of ``record`` (all reps in one encoder, then a sync)."""
+    device = get_device()
+    record()
+    device.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        record()
+    device.synchronize()
+    return (time.perf_counter() - start) / reps
+
+
+def _time_torch(torch: Any, fn: Callable[[], object], reps: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / reps
+
+
+def bench_matmul(sizes: list[int], variants: list[str], torch: Any) -> list[Row]:
+    rows: list[Row] = []
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        ga, gb = to_gpu(a), to_gpu(b)
+        out = GpuArray.empty((n, n), np.float32)
+        flops = 2.0 * n**3
+        reps = max(2, min(50, int(2e12 / flops)))
+        for variant in variants:
+
+            def run(
+                variant: str = variant,
+                ga: GpuArray = ga,
+                gb: GpuArray = gb,
+                out: GpuArray = out,
+            ) -> None:
+                matmul_into(MatrixView(ga), MatrixView(gb), out, variant)
+
+            sec = _time_gpu(run, reps)
+            check = ""
+            if n <= 2048:
+                ref = a[:64] @ b
+                got = out.numpy()[:64]
+                check = f"{np.abs(got - ref).max() / np.abs(ref).max():.1e}"
+            rows.append(
+                {
+                    "bench": "matmul",
+                    "impl": f"asgrad-wgsl-{variant}",
+                    "n": n,
+                    "ms": sec * 1e3,
+                    "tflops": flops / sec / 1e12,
+                    "relerr": check,
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+        if torch is not None:
+            ta = torch.from_numpy(a).cuda()
+            tb = torch.from_numpy(b).cuda()
+
+            def run_torch(ta: Any = ta, tb: Any = tb) -> object:
+                return ta @ tb
+
+            sec = _time_torch(torch, run_torch, reps)
+            rows.append(
+                {
+                    "bench": "matmul",
+                    "impl": "torch-cuda-fp32",
+                    "n": n,
+                    "ms": sec * 1e3,
+                    "tflops": flops / sec / 1e12,
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def bench_copy(mib: int, torch: Any) -> list[Row]:
+    rows: list[Row] = []
+    n = mib * 2**20 // 4
+    src = to_gpu(np.ones(n, np.float32))
+    dst = GpuArray.empty((n,), np.float32)
+    device = get_device()
+    moved = 2 * n * 4  # read + write
+    reps = 20
+    sec = _time_gpu(lambda: copy_into(src, dst), reps)
+    rows.append(
+        {"bench": "copy", "impl": "asgrad-wgsl", "mib": mib, "gbps": moved / sec / 1e9}
+    )
+    print(json.dumps(rows[-1]), flush=True)
+    sec = _time_gpu(lambda: device.copy(src.buffer, dst.buffer, n * 4), reps)
+    rows.append(
+        {
+            "bench": "copy",
+            "impl": "wgpu-copy_buffer",
+            "mib": mib,
+            "gbps": moved / sec / 1e9,
+        }
+    )
+    print(json.dumps(rows[-1]), flush=True)
+    if torch is not None:
+        tx = torch.ones(n, device="cuda")
+        ty = torch.empty_like(tx)
+        sec = _time_torch(torch, lambda: ty.copy_(tx), reps)
+        rows.append(
+            {
+                "bench": "copy",
+                "impl": "torch-cuda",
+                "mib": mib,
+                "gbps": moved / sec / 1e9,
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def bench_dispatch(count: int) -> list[Row]:
+    """Host cost of recording one small elementwise dispatch (everything cached)."""
+    device = get_device()
+    x = to_gpu(np.ones(256, np.float32))
+    out = GpuArray.empty((256,), np.float32)
+    elementwise("x0 + 1.0", [x], out=out)
+    device.synchronize()
+    start = time.perf_counter()
+    for _ in range(count):
+        elementwise("x0 + 1.0", [x], out=out)
+    recorded = time.perf_counter() - start
+    device.synchronize()
+    total = time.perf_counter() - start
+    small = to_gpu(np.ones(4, np.float32))
+    start = time.perf_counter()
+    for _ in range(20):
+        small.numpy()
+    readback = (time.perf_counter() - start) / 20
+    row = {
+        "bench": "dispatch",
+        "impl": "asgrad",
+        "count": count,
+        "host_us_per_dispatch": recorded / count * 1e6,
+        "us_per_dispatch_with_gpu": total / count * 1e6,
+        "small_readback_us": readback * 1e6,
+    }
+    print(json.dumps(row), flush=True)
+    return [row]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes (lavapipe)")
+    parser.add_argument("--json", help="also write all rows to this file")
+    args = parser.parse_args()
+    device = get_device()
+    caps = device.capabilities
+    print(
+        f"# adapter: {caps.adapter} via {caps.backend} ({caps.adapter_type})",
+        flush=True,
+    )
+    torch = None if args.quick else _torch()
+    if torch is not None:
+        print(
+            f"# torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True
+        )
+    sizes = [128, 256] if args.quick else [1024, 2048, 4096, 8192]
+    variants = ["128", "64"]
+    rows = bench_matmul(sizes, variants, torch)
+    rows += bench_copy(4 if args.quick else 256, torch)
+    rows += bench_dispatch(200 if args.quick else 2000)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(
+                {"adapter": caps.adapter, "backend": caps.backend, "rows": rows}, fh
+            )
+    print("\n| bench | impl | size | result |\n|---|---|---|---|")
+    for r in rows:
+        if r["bench"] == "matmul":
+            print(f"| matmul | {r['impl']} | {r['n']}^3 | {r['tflops']:.2f} TFLOP/s |")
+        elif r["bench"] == "copy":
+            print(f"| copy | {r['impl']} | {r['mib']} MiB | {r['gbps']:.0f} GB/s |")
+        else:
+            print(
+                f"| dispatch | {r['impl']} | {r['count']} | "
+                f"{r['host_us_per_dispatch']:.1f} us host/dispatch, "
+                f"{r['small_readback_us']:.0f} us small readback |"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,385 @@
+"""The wgpu device: adapter, limits, buffers, pipelines, dispatch and transfers.
+
+One :class:`Device` per process (:func:`get_device`). Work is recorded into one open
+compute pass of one command encoder; the encoder is submitted in chunks of
+``chunk_dispatches`` and whenever the host needs a result. Readback goes through one
+reused ``MAP_READ`` staging buffer, which grows when a larger read comes; mapping it is
+also how the host waits for the GPU (``queue.on_submitted_work_done_sync()`` raises in
+wgpu-py 0.32).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from asgrad.gpu.buffers import BufferPool, GpuBuffer, size_class
+from asgrad.gpu.capabilities import Capabilities
+from asgrad.gpu.errors import GpuError, GpuUnavailableError, GpuUnsupportedError
+from asgrad.gpu.limits import requested_limits
+from asgrad.gpu.transfers import TransferCounter
+
+__all__ = ["Device", "Pipeline", "fold_groups", "get_device", "last_unavailable_reason"]
+
+Binding = str  # "uniform" | "read" | "write"
+
+_device: Device | None = None
+_unavailable: str | None = None
+_lock = threading.Lock()
+
+
+def _import_wgpu() -> Any:
+    try:
+        import wgpu  # untyped: the root pyproject ignores its missing stubs
+    except ImportError as exc:
+        raise GpuUnavailableError(
+            f"the GPU backend needs the 'wgpu' package ({exc}); "
+            "install it with: pip install 'asgrad[gpu]'"
+        ) from exc
+    return wgpu
+
+
+def get_device() -> Device:
+    """The process-wide :class:`Device`, created on first use.
+
+    Raises :class:`GpuUnavailableError` (and remembers why) when no adapter is found.
+    """
+    global _device, _unavailable
+    with _lock:
+        if _device is not None:
+            return _device
+        if _unavailable is not None:
+            raise GpuUnavailableError(_unavailable)
+        try:
+            _device = Device.open()
+        except GpuUnavailableError as exc:
+            _unavailable = str(exc)
+            raise
+        return _device
+
+
+def last_unavailable_reason() -> str:
+    """Why :func:`get_device` last failed ('' if it has not)."""
+    return _unavailable or ""
+
+
+def fold_groups(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]:
+    """Fold a 1-D launch of ``n_groups`` workgroups into a 2-D grid within the limit.
+
+    Kernels recover the linear id as ``wid.x + wid.y * num_workgroups.x`` and must
+    bounds-check it (the grid may be a little larger than asked).
+
+    >>> fold_groups(10), fold_groups(70000)
+    ((10, 1, 1), (35000, 2, 1))
+    """
+    if n_groups <= max_per_dim:
+        return (max(n_groups, 1), 1, 1)
+    y = -(-n_groups // max_per_dim)
+    x = -(-n_groups // y)
+    if y > max_per_dim:
+        raise GpuUnsupportedError(
+            f"a launch of {n_groups} workgroups exceeds {max_per_dim}^2; "
+            "split the tensor"
+        )
+    return (x, y, 1)
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A compiled compute pipeline and the explicit bind group layout it uses."""
+
+    name: str
+    handle: Any
+    layout: Any
+    bindings: tuple[Binding, ...]
+
+
+class Device:
+    """A wgpu device with asgrad's pools and caches. Use :func:`get_device`."""
+
+    chunk_dispatches = 256
+
+    def __init__(self, wgpu: Any, adapter: Any) -> None:
+        self.wgpu = wgpu
+        self.adapter = adapter
+        adapter_limits = {k: int(v) for k, v in dict(adapter.limits).items()}
+        limits = requested_limits(adapter_limits)
+        wanted_features = [f for f in ("shader-f16",) if f in adapter.features]
+        try:
+            self.handle = adapter.request_device_sync(
+                label="asgrad",
+                required_features=wanted_features,
+                required_limits=limits,
+            )
+        except Exception as exc:  # wgpu raises its own error types
+            raise GpuUnavailableError(f"the adapter refused a device: {exc}") from exc
+        self.queue = self.handle.queue
+        self.limits = limits
+        info = adapter.info
+        self.capabilities = Capabilities(
+            adapter=str(info.get("device", "")),
+            vendor=str(info.get("vendor", "")),
+            backend=str(info.get("backend_type", "")),
+            adapter_type=str(info.get("adapter_type", "")),
+            description=str(info.get("description", "")),
+            limits=dict(limits),
+            adapter_limits=adapter_limits,
+            features=tuple(sorted(wanted_features)),
+            adapter_features=tuple(sorted(str(f) for f in adapter.features)),
+        )
+        self.counter = TransferCounter()
+        usage = wgpu.BufferUsage
+        storage_usage = usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
+        self.pool = BufferPool(
+            lambda size: self.handle.create_buffer(size=size, usage=storage_usage)
+        )
+        self.max_groups = limits["max-compute-workgroups-per-dimension"]
+        self.max_binding = limits["max-storage-buffer-binding-size"]
+        self._staging: Any = None
+        self._staging_size = 0
+        self._sync_buffer = self.pool.acquire(4)
+        self._params: dict[bytes, GpuBuffer] = {}
+        self._layouts: dict[tuple[Binding, ...], tuple[Any, Any]] = {}
+        self._pipelines: dict[tuple[Any, ...], Pipeline] = {}
+        self._bind_groups: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._encoder: Any = None
+        self._pass: Any = None
+        self._pending = 0
+
+    # ----------------------------------------------------------------- creation
+    @classmethod
+    def open(cls) -> Device:
+        """Find an adapter (high-performance preferred) and create the device."""
+        wgpu = _import_wgpu()
+        try:
+            adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        except Exception as exc:  # no adapter, no driver, no loader
+            backend = os.environ.get("WGPU_BACKEND_TYPE", "any")
+            raise GpuUnavailableError(
+                f"no GPU adapter found (WGPU_BACKEND_TYPE={backend}): {exc}. "
+                "Install a Vulkan/Metal/DX12 driver (CPU-only Linux: "
+                "apt-get install mesa-vulkan-drivers) or use backend='cpu'"
+            ) from exc
+        if adapter is None:
+            raise GpuUnavailableError("wgpu returned no adapter; use backend='cpu'")
+        return cls(wgpu, adapter)
+
+    # ----------------------------------------------------------------- buffers
+    def alloc(self, nbytes: int) -> GpuBuffer:
+        """A pooled storage buffer of at least ``nbytes`` (contents undefined)."""
+        if nbytes > self.max_binding:
+            raise GpuUnsupportedError(
+                f"a tensor of {nbytes} bytes exceeds the storage binding limit "
+                f"{self.max_binding} of {self.capabilities.adapter}"
+            )
+        return self.pool.acquire(nbytes)
+
+    def release(self, buffer: GpuBuffer) -> None:
+        """Give ``buffer`` back to the pool (work already recorded still sees it)."""
+        self.pool.release(buffer)
+
+    def write(self, buffer: GpuBuffer, data: np.ndarray) -> None:
+        """Upload ``data`` (C-contiguous) into ``buffer`` at offset 0.
+
+        Recorded work is submitted first: ``queue.write_buffer`` would otherwise take
+        effect before the commands recorded earlier that still read the old contents.
+        """
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        if raw.nbytes % 4:
+            raw = np.concatenate([raw, np.zeros(4 - raw.nbytes % 4, np.uint8)])
+        if self._pending:
+            self.flush()
+        self.queue.write_buffer(buffer.handle, 0, raw)
+        self.counter.uploads += 1
+        self.counter.upload_bytes += int(raw.nbytes)
+
+    def read(self, buffer: GpuBuffer, nbytes: int, offset: int = 0) -> bytes:
+        """Submit recorded work; copy ``nbytes`` of ``buffer`` to the host."""
+        padded = -(-nbytes // 4) * 4
+        self._ensure_staging(padded)
+        self._end_pass()
+        self._open_encoder().copy_buffer_to_buffer(
+            buffer.handle, offset, self._staging, 0, padded
+        )
+        self.flush()
+        self._staging.map_sync(self.wgpu.MapMode.READ, 0, padded)
+        try:
+            data = bytes(self._staging.read_mapped(0, padded))
+        finally:
+            self._staging.unmap()
+        self.counter.readbacks += 1
+        self.counter.readback_bytes += nbytes
+        return data[:nbytes]
+
+    def synchronize(self) -> None:
+        """Block until every submitted command has finished."""
+        self._ensure_staging(4)
+        self._end_pass()
+        self._open_encoder().copy_buffer_to_buffer(
+            self._sync_buffer.handle, 0, self._staging, 0, 4
+        )
+        self.flush()
+        self._staging.map_sync(self.wgpu.MapMode.READ, 0, 4)
+        self._staging.unmap()
+
+    def _ensure_staging(self, nbytes: int) -> None:
+        if nbytes <= self._staging_size:
+            return
+        if self._pending:
+            # recorded copies may still target the old staging buffer
+            self.flush()
+        if self._staging is not None:
+            self._staging.destroy()
+        size = size_class(nbytes)
+        usage = self.wgpu.BufferUsage
+        self._staging = self.handle.create_buffer(
+            size=size, usage=usage.MAP_READ | usage.COPY_DST, label="asgrad-staging"
+        )
+        self._staging_size = size
+
+    def params(self, data: bytes) -> GpuBuffer:
+        """A uniform buffer holding ``data`` (shapes, strides), cached by content."""
+        buf = self._params.get(data)
+        if buf is None:
+            padded = data + b"\0" * (-len(data) % 16)
+            usage = self.wgpu.BufferUsage.UNIFORM
+            handle = self.handle.create_buffer_with_data(
+                data=padded or b"\0" * 16, usage=usage
+            )
+            buf = GpuBuffer(handle, len(padded))
+            self._params[data] = buf
+            self.counter.param_uploads += 1
+        return buf
+
+    # ----------------------------------------------------------------- pipelines
+    def _layout(self, bindings: tuple[Binding, ...]) -> tuple[Any, Any]:
+        cached = self._layouts.get(bindings)
+        if cached is not None:
+            return cached
+        wgpu = self.wgpu
+        kinds = {
+            "uniform": wgpu.BufferBindingType.uniform,
+            "read": wgpu.BufferBindingType.read_only_storage,
+            "write": wgpu.BufferBindingType.storage,
+        }
+        entries = [
+            {
+                "binding": i,
+                "visibility": wgpu.ShaderStage.COMPUTE,
+                "buffer": {"type": kinds[kind]},
+            }
+            for i, kind in enumerate(bindings)
+        ]
+        bgl = self.handle.create_bind_group_layout(entries=entries)
+        layout = self.handle.create_pipeline_layout(bind_group_layouts=[bgl])
+        self._layouts[bindings] = (bgl, layout)
+        return bgl, layout
+
+    def pipeline(
+        self,
+        key: tuple[Any, ...],
+        source: Callable[[], str],
+        bindings: Sequence[Binding],
+        constants: dict[str, float | int] | None = None,
+    ) -> Pipeline:
+        """The pipeline for ``key`` (kernel, dtype, constants...), compiled once.
+
+        ``source()`` is called only on a cache miss; ``bindings`` gives the kind of
+        each ``@binding(i)`` of group 0 for the explicit layout.
+        """
+        full_key = (key, tuple(sorted((constants or {}).items())))
+        pipe = self._pipelines.get(full_key)
+        if pipe is not None:
+            return pipe
+        binds = tuple(bindings)
+        bgl, layout = self._layout(binds)
+        code = source()
+        try:
+            module = self.handle.create_shader_module(code=code, label=str(key[0]))
+            compute: dict[str, Any] = {"module": module, "entry_point": "main"}
+            if constants:
+                compute["constants"] = dict(constants)
+            handle = self.handle.create_compute_pipeline(layout=layout, compute=compute)
+        except Exception as exc:
+            raise GpuError(
+                f"compiling kernel {key!r} failed: {exc}\n--- source ---\n{code}"
+            ) from exc
+        pipe = Pipeline(str(key[0]), handle, bgl, binds)
+        self._pipelines[full_key] = pipe
+        return pipe
+
+    def _bind_group(self, pipe: Pipeline, buffers: Sequence[GpuBuffer]) -> Any:
+        key = (id(pipe.layout), *(b.serial for b in buffers))
+        group = self._bind_groups.get(key)
+        if group is not None:
+            self._bind_groups.move_to_end(key)
+            return group
+        entries = [
+            {
+                "binding": i,
+                "resource": {"buffer": b.handle, "offset": 0, "size": b.size},
+            }
+            for i, b in enumerate(buffers)
+        ]
+        group = self.handle.create_bind_group(layout=pipe.layout, entries=entries)
+        self._bind_groups[key] = group
+        if len(self._bind_groups) > 16384:
+            self._bind_groups.popitem(last=False)
+        return group
+
+    # ----------------------------------------------------------------- dispatch
+    def _open_encoder(self) -> Any:
+        if self._encoder is None:
+            self._encoder = self.handle.create_command_encoder()
+        return self._encoder
+
+    def _end_pass(self) -> None:
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = None
+
+    def dispatch(
+        self, pipe: Pipeline, buffers: Sequence[GpuBuffer], groups: tuple[int, int, int]
+    ) -> None:
+        """Record one dispatch of ``pipe`` over ``groups`` in the open pass."""
+        if len(buffers) != len(pipe.bindings):
+            raise GpuError(
+                f"kernel {pipe.name} takes {len(pipe.bindings)} buffers, "
+                f"got {len(buffers)}"
+            )
+        if max(groups) > self.max_groups:
+            raise GpuUnsupportedError(
+                f"kernel {pipe.name}: grid {groups} exceeds limits"
+            )
+        group = self._bind_group(pipe, buffers)
+        if self._pass is None:
+            self._pass = self._open_encoder().begin_compute_pass()
+        cpass = self._pass
+        cpass.set_pipeline(pipe.handle)
+        cpass.set_bind_group(0, group)
+        cpass.dispatch_workgroups(*groups)
+        self._pending += 1
+        self.counter.dispatches += 1
+        if self._pending >= self.chunk_dispatches:
+            self.flush()
+
+    def copy(self, src: GpuBuffer, dst: GpuBuffer, nbytes: int) -> None:
+        """Record a buffer-to-buffer copy of ``nbytes`` (ends the open compute pass)."""
+        self._end_pass()
+        self._open_encoder().copy_buffer_to_buffer(src.handle, 0, dst.handle, 0, nbytes)
+        self._pending += 1
+
+    def flush(self) -> None:
+        """Submit everything recorded so far (does not wait)."""
+        self._end_pass()
+        if self._encoder is not None:
+            self.queue.submit([self._encoder.finish()])
+            self._encoder = None
+            self.counter.submits += 1
+        self._pending = 0

@@ -1,0 +1,75 @@
+"""Loading WGSL kernels shipped as package data and specialising them.
+
+Kernel files live in ``asgrad/gpu/kernels/*.wgsl``. Specialisation is plain
+``string.Template`` substitution (``${NAME}``; WGSL never uses ``$``) for what must be
+known when the module is compiled (element types, tile sizes, generated expressions);
+numeric knobs that WGSL allows as ``override`` constants go through pipeline constants.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from importlib import resources
+
+import numpy as np
+
+__all__ = ["kernel_text", "render", "storage_dtype", "wgsl_type"]
+
+
+@functools.cache
+def kernel_text(name: str) -> str:
+    """The text of ``kernels/<name>.wgsl``."""
+    return resources.files("asgrad.gpu").joinpath("kernels", f"{name}.wgsl").read_text()
+
+
+def render(name: str, **subs: object) -> str:
+    """``kernels/<name>.wgsl`` with every ``${KEY}`` replaced by ``subs[KEY]``.
+
+    A missing substitution raises ``KeyError`` naming it.
+    """
+    return string.Template(kernel_text(name)).substitute(
+        {k: str(v) for k, v in subs.items()}
+    )
+
+
+# How each numpy dtype is stored on the GPU. WGSL has no 8/64-bit storage types, so
+# booleans are stored as u32 (0/1) and 64-bit integers as i32 (values must fit).
+_STORAGE = {
+    np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.int32): np.dtype(np.int32),
+    np.dtype(np.int64): np.dtype(np.int32),
+    np.dtype(np.int16): np.dtype(np.int32),
+    np.dtype(np.int8): np.dtype(np.int32),
+    np.dtype(np.uint8): np.dtype(np.uint32),
+    np.dtype(np.uint32): np.dtype(np.uint32),
+    np.dtype(np.bool_): np.dtype(np.uint32),
+}
+_WGSL = {
+    np.dtype(np.float32): "f32",
+    np.dtype(np.int32): "i32",
+    np.dtype(np.uint32): "u32",
+}
+
+
+def storage_dtype(dtype: np.dtype | type) -> np.dtype:
+    """The numpy dtype a tensor of ``dtype`` has in a GPU buffer.
+
+    Raises :class:`~asgrad.gpu.errors.GpuUnsupportedError` for dtypes WGSL cannot hold
+    (float64: run gradient checks on the CPU backend).
+    """
+    from asgrad.gpu.errors import GpuUnsupportedError
+
+    dt = np.dtype(dtype)
+    try:
+        return _STORAGE[dt]
+    except KeyError:
+        raise GpuUnsupportedError(
+            f"dtype {dt} has no GPU storage type (WGSL has f32, i32, u32); "
+            "use float32 on the GPU, or backend='cpu' for float64"
+        ) from None
+
+
+def wgsl_type(dtype: np.dtype | type) -> str:
+    """The WGSL scalar type that stores ``dtype`` (``f32``, ``i32`` or ``u32``)."""
+    return _WGSL[storage_dtype(dtype)]

@@ -1,0 +1,42 @@
+"""Counting host<->device traffic, so tests can prove what a training step moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+__all__ = ["TransferCounter"]
+
+
+@dataclass
+class TransferCounter:
+    """Host<->device transfers of tensor data since the last :meth:`reset`.
+
+    ``uploads``/``readbacks`` count calls; ``*_bytes`` count payload bytes. Kernel
+    parameter blocks (a few bytes of shapes and strides, cached by content) are
+    counted apart in ``param_uploads`` since they are not tensor data.
+    """
+
+    uploads: int = 0
+    upload_bytes: int = 0
+    readbacks: int = 0
+    readback_bytes: int = 0
+    param_uploads: int = 0
+    dispatches: int = 0
+    submits: int = 0
+
+    def reset(self) -> None:
+        """Set every count back to zero."""
+        for name in self.__dataclass_fields__:
+            setattr(self, name, 0)
+
+    def snapshot(self) -> TransferCounter:
+        """A copy of the counts as they are now."""
+        return replace(self)
+
+    def __sub__(self, other: TransferCounter) -> TransferCounter:
+        return TransferCounter(
+            **{
+                name: getattr(self, name) - getattr(other, name)
+                for name in self.__dataclass_fields__
+            }
+        )
