@@ -172,6 +172,9 @@ class Graph:
         self.nodes: list[Node] = []
         self._names: dict[str, Node] = {}
         self._variables: dict[int, Node] = {}
+        # Variable updates that layers ask for (batch norm's running statistics, a
+        # dropout seed): a training step built from this graph applies them.
+        self.updates: dict[Variable, Tensor] = {}
         # Programs compiled by ``evaluate`` for this graph, keyed by outputs and backend.
         self.programs: dict[tuple[Any, ...], Any] = {}
 
@@ -225,6 +228,16 @@ class Graph:
         )
         self._variables[id(variable)] = node
         return self._wrap(node)
+
+    def add_update(self, variable: Variable, value: Tensor) -> None:
+        """Ask that ``variable`` take ``value`` after each run of a training step."""
+        if variable in self.updates:
+            raise NameConflictError(f"variable {variable.name!r} already has an update in this graph")
+        self.updates[variable] = value
+
+    def bind(self, variable: Variable) -> Tensor:
+        """The parameter node of ``variable`` in this graph (made on first use)."""
+        return self.parameter(variable.name, variable=variable)
 
     def constant(self, value: object, dtype: str | None = None) -> Tensor:
         """A constant value, folded into the graph."""

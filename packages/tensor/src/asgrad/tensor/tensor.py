@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import GraphError, ShapeError
+from asgrad.tensor.graph import Variable
 from asgrad.tensor.ops._common import normalize_axes, normalize_axis
 from asgrad.tensor.registry import Shape
 
@@ -90,6 +91,8 @@ class Tensor:
         """Turn a Python or numpy value into a constant of this tensor's dtype."""
         if isinstance(other, Tensor):
             return other
+        if isinstance(other, Variable):
+            return self.graph.bind(other)
         if isinstance(other, bool | int | float | np.number):
             return self.graph.constant(other, self.dtype)
         if isinstance(other, np.ndarray):

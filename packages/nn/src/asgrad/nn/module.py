@@ -1,0 +1,192 @@
+"""``Module``: layers that declare their parameters, and ``Parameter`` itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from asgrad.nn import init as init_
+from asgrad.tensor import Variable
+from asgrad.tensor.errors import GraphError, ShapeError
+
+
+class Parameter(Variable):
+    """A trainable :class:`~asgrad.tensor.Variable` that knows how it is initialised.
+
+    A layer declares each parameter's shape and initializer; the value is drawn at
+    once from ``rng`` (a Generator or an int seed) and again by
+    :meth:`Module.initialize`.
+
+    >>> p = Parameter((2, 3), init_.zeros)
+    >>> p.value.sum()
+    np.float32(0.0)
+    """
+
+    __slots__ = ("init",)
+
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        init: Callable[..., np.ndarray],
+        *,
+        dtype: str = "float32",
+        rng: init_.RNG = None,
+        trainable: bool = True,
+        name: str = "param",
+    ) -> None:
+        self.init = init
+        super().__init__(name, _draw(init, shape, dtype, rng), trainable=trainable)
+
+    def reset(self, rng: init_.RNG = None) -> None:
+        """Draw a new initial value."""
+        self.value = _draw(self.init, self.shape, self.dtype, rng)
+
+
+def _draw(init: Callable[..., np.ndarray], shape: tuple[int, ...], dtype: str, rng: init_.RNG) -> np.ndarray:
+    value = np.asarray(init(shape, dtype, rng), dtype=dtype)
+    if value.shape != tuple(shape):
+        raise ShapeError(f"initializer returned shape {list(value.shape)}, expected {list(shape)}")
+    return value
+
+
+class Module:
+    """Base class of layers and models, as PyTorch's ``nn.Module``.
+
+    Assigning a :class:`Parameter`, a buffer (:class:`~asgrad.tensor.Variable`) or a
+    sub-module to an attribute registers it; names are dotted paths from the
+    outermost module (``"encoder.0.weight"``). Calling a module on symbolic tensors
+    runs :meth:`forward`, which appends graph nodes; parameters enter the graph of
+    their inputs as ``parameter`` nodes, so one model can be traced into a training
+    graph and an evaluation graph.
+    """
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise GraphError(f"call Module.__init__() in {type(self).__name__}.__init__ first")
+        for store in (self._parameters, self._buffers, self._modules):
+            store.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+            value.name = name
+        elif isinstance(value, Variable):
+            self._buffers[name] = value
+            value.name = name
+        elif isinstance(value, Module):
+            self._modules[name] = value
+            for sub, var in value.named_variables():
+                var.name = f"{name}.{sub}"
+        object.__setattr__(self, name, value)
+
+    # -- registry ----------------------------------------------------------------------
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
+        """``(dotted name, parameter)`` for every parameter, this module's first."""
+        for name, p in self._parameters.items():
+            yield prefix + name, p
+        for name, m in self._modules.items():
+            yield from m.named_parameters(f"{prefix}{name}.")
+
+    def parameters(self) -> list[Parameter]:
+        """Every parameter (trainable or frozen), in registration order."""
+        return [p for _, p in self.named_parameters()]
+
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Variable]]:
+        """Non-trainable state, such as batch norm's running statistics."""
+        for name, b in self._buffers.items():
+            yield prefix + name, b
+        for name, m in self._modules.items():
+            yield from m.named_buffers(f"{prefix}{name}.")
+
+    def named_variables(self) -> Iterator[tuple[str, Variable]]:
+        """Parameters and buffers."""
+        yield from self.named_parameters()
+        yield from self.named_buffers()
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        yield prefix.rstrip("."), self
+        for name, m in self._modules.items():
+            yield from m.named_modules(f"{prefix}{name}.")
+
+    def children(self) -> list[Module]:
+        return list(self._modules.values())
+
+    def num_parameters(self) -> int:
+        return sum(int(np.prod(p.shape)) for p in self.parameters())
+
+    # -- modes ---------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout active, batch norm on batch statistics)."""
+        for _, m in self.named_modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode (dropout off, batch norm on running statistics)."""
+        return self.train(False)
+
+    def initialize(self, seed: int | np.random.Generator = 0) -> Module:
+        """Redraw every parameter from its initializer, reproducibly from ``seed``."""
+        rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+        for _, p in self.named_parameters():
+            p.reset(rng)
+        return self
+
+    # -- state -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Every parameter and buffer by dotted name (copies)."""
+        return {name: np.array(v.value) for name, v in self.named_variables()}
+
+    def load_state_dict(self, state: Mapping[str, np.ndarray], strict: bool = True) -> None:
+        """Load values by dotted name; reports every missing, unexpected and mismatched entry."""
+        own = dict(self.named_variables())
+        missing = sorted(set(own) - set(state))
+        unexpected = sorted(set(state) - set(own))
+        mismatched = [
+            f"{k}: expected {own[k].dtype}{list(own[k].shape)}, got"
+            f" {np.asarray(state[k]).dtype}{list(np.shape(state[k]))}"
+            for k in sorted(set(own) & set(state))
+            if np.shape(state[k]) != own[k].shape or np.asarray(state[k]).dtype != own[k].dtype
+        ]
+        if mismatched or (strict and (missing or unexpected)):
+            from asgrad.nn._errors import StateMismatchError
+
+            parts = []
+            if missing:
+                parts.append("missing: " + ", ".join(missing))
+            if unexpected:
+                parts.append("unexpected: " + ", ".join(unexpected))
+            if mismatched:
+                parts.append("mismatched: " + "; ".join(mismatched))
+            raise StateMismatchError(
+                "state does not fit the model (" + " | ".join(parts) + ");"
+                " check that it was saved from the same architecture"
+            )
+        for k, v in own.items():
+            if k in state:
+                v.value = np.array(state[k], dtype=v.dtype)
+
+    # -- calling ---------------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}({self.extra_repr()}"]
+        for name, m in self._modules.items():
+            sub = repr(m).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {sub}")
+        return "\n".join(lines) + ("\n)" if self._modules else ")")

@@ -1,0 +1,7 @@
+"""Optimizers whose updates are graph ops, compiled into the training step."""
+
+from asgrad.nn.optim.adam import Adam, AdamW
+from asgrad.nn.optim.optimizer import Optimizer
+from asgrad.nn.optim.sgd import SGD
+
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
