@@ -46,15 +46,15 @@ class StateMismatchError(CheckpointError, KeyError):
         self,
         message: str,
         *,
-        missing: list[str],
-        unexpected: list[str],
-        mismatched: list[str],
+        missing: list[str] | None = None,
+        unexpected: list[str] | None = None,
+        mismatched: list[str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.missing = missing
-        self.unexpected = unexpected
-        self.mismatched = mismatched
+        self.missing = missing or []
+        self.unexpected = unexpected or []
+        self.mismatched = mismatched or []
 
     def __str__(self) -> str:
         # KeyError would repr() the message, which garbles a multi-line report.

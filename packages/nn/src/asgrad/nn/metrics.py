@@ -17,8 +17,8 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal, overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -167,6 +167,22 @@ def _prf(
     return tuple(float(np.average(m, weights=weights)) for m in (prec, rec, f1))
 
 
+@overload
+def precision(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    average: None,
+    num_classes: int | None = ...,
+    zero_division: float = ...,
+) -> NDArray[np.float64]: ...
+@overload
+def precision(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    average: Literal["macro", "micro", "weighted"] = ...,
+    num_classes: int | None = ...,
+    zero_division: float = ...,
+) -> float: ...
 def precision(
     y_true: ArrayLike,
     y_pred: ArrayLike,
@@ -190,6 +206,22 @@ def precision(
     return _prf("precision", y_true, y_pred, average, num_classes, zero_division)[0]
 
 
+@overload
+def recall(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    average: None,
+    num_classes: int | None = ...,
+    zero_division: float = ...,
+) -> NDArray[np.float64]: ...
+@overload
+def recall(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    average: Literal["macro", "micro", "weighted"] = ...,
+    num_classes: int | None = ...,
+    zero_division: float = ...,
+) -> float: ...
 def recall(
     y_true: ArrayLike,
     y_pred: ArrayLike,
@@ -207,6 +239,22 @@ def recall(
     return _prf("recall", y_true, y_pred, average, num_classes, zero_division)[1]
 
 
+@overload
+def f1_score(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    average: None,
+    num_classes: int | None = ...,
+    zero_division: float = ...,
+) -> NDArray[np.float64]: ...
+@overload
+def f1_score(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    average: Literal["macro", "micro", "weighted"] = ...,
+    num_classes: int | None = ...,
+    zero_division: float = ...,
+) -> float: ...
 def f1_score(
     y_true: ArrayLike,
     y_pred: ArrayLike,
@@ -358,6 +406,16 @@ def _score(
     return float(np.mean(score))
 
 
+@overload
+def r2_score(
+    y_true: ArrayLike, y_pred: ArrayLike, multioutput: Literal["raw_values"]
+) -> NDArray[np.float64]: ...
+@overload
+def r2_score(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    multioutput: Literal["uniform_average"] = ...,
+) -> float: ...
 def r2_score(
     y_true: ArrayLike, y_pred: ArrayLike, multioutput: Multioutput = "uniform_average"
 ) -> float | NDArray[np.float64]:
@@ -373,6 +431,16 @@ def r2_score(
     return _score(ss_res, ss_tot, multioutput)
 
 
+@overload
+def explained_variance(
+    y_true: ArrayLike, y_pred: ArrayLike, multioutput: Literal["raw_values"]
+) -> NDArray[np.float64]: ...
+@overload
+def explained_variance(
+    y_true: ArrayLike,
+    y_pred: ArrayLike,
+    multioutput: Literal["uniform_average"] = ...,
+) -> float: ...
 def explained_variance(
     y_true: ArrayLike, y_pred: ArrayLike, multioutput: Multioutput = "uniform_average"
 ) -> float | NDArray[np.float64]:
@@ -589,7 +657,7 @@ class MetricLogger:
     def state_dict(self) -> dict[str, list[list[float]]]:
         return {k: [[s, v] for s, v in series] for k, series in self.history.items()}
 
-    def load_state_dict(self, state: dict[str, Iterable[Iterable[float]]]) -> None:
+    def load_state_dict(self, state: Mapping[str, Iterable[Iterable[float]]]) -> None:
         self.history = {
             k: [(int(s), float(v)) for s, v in series] for k, series in state.items()
         }

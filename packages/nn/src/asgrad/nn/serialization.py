@@ -41,7 +41,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, SupportsFloat
 
 import numpy as np
 import safetensors
@@ -117,7 +117,8 @@ def _tensors(state: Mapping[Any, Any], what: str) -> dict[str, NDArray[Any]]:
                 f"{what}: tensor {key!r} has dtype {array.dtype}, which safetensors "
                 f"cannot store; convert it to one of: {names}"
             )
-        out[key] = np.ascontiguousarray(array)
+        # Not np.ascontiguousarray: it turns 0-d arrays into shape (1,).
+        out[key] = array if array.flags.c_contiguous else array.copy(order="C")
     return out
 
 
@@ -352,7 +353,7 @@ def save_checkpoint(
     optimizer_state: Mapping[str, Any] | None = None,
     scheduler_state: Mapping[str, Any] | None = None,
     rng: np.random.Generator | np.random.BitGenerator | None = None,
-    metrics: Mapping[str, float] | None = None,
+    metrics: Mapping[str, SupportsFloat] | None = None,
     extra: Mapping[str, Any] | None = None,
     overwrite: bool = False,
 ) -> Path:
@@ -580,7 +581,7 @@ class CheckpointManager:
         optimizer_state: Mapping[str, Any] | None = None,
         scheduler_state: Mapping[str, Any] | None = None,
         rng: np.random.Generator | np.random.BitGenerator | None = None,
-        metrics: Mapping[str, float] | None = None,
+        metrics: Mapping[str, SupportsFloat] | None = None,
         extra: Mapping[str, Any] | None = None,
         *,
         epoch: int | None = None,
