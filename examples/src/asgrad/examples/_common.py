@@ -16,7 +16,9 @@ from asgrad.tensor import resolve_backend_name
 T = TypeVar("T")
 
 
-def parser(description: str, *, steps: int | None = None, epochs: int | None = None) -> argparse.ArgumentParser:
+def parser(
+    description: str, *, steps: int | None = None, epochs: int | None = None
+) -> argparse.ArgumentParser:
     """The common flags: ``--seed``, ``--device`` and ``--steps`` or ``--epochs``."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
@@ -29,7 +31,9 @@ def parser(description: str, *, steps: int | None = None, epochs: int | None = N
     if steps is not None:
         p.add_argument("--steps", type=int, default=steps, help=f"training steps (default {steps})")
     if epochs is not None:
-        p.add_argument("--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})")
+        p.add_argument(
+            "--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})"
+        )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -39,7 +43,9 @@ def device(name: str | None) -> str:
     return resolve_backend_name(name)
 
 
-def progress(items: Iterable[T], *, total: int | None = None, quiet: bool = False, desc: str = "") -> Iterator[T]:
+def progress(
+    items: Iterable[T], *, total: int | None = None, quiet: bool = False, desc: str = ""
+) -> Iterator[T]:
     """A tqdm progress bar on stderr (none with ``quiet``)."""
     return iter(tqdm(items, total=total, disable=quiet, desc=desc, file=sys.stderr, leave=False))
 

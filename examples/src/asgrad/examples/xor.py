@@ -29,8 +29,13 @@ def build_model(seed: int) -> nn.Module:
     return model.initialize(seed)
 
 
-def train(steps: int = 1000, seed: int = 0, backend: str | None = None, quiet: bool = True,
-          target_loss: float = 1e-3) -> dict[str, Any]:
+def train(
+    steps: int = 1000,
+    seed: int = 0,
+    backend: str | None = None,
+    quiet: bool = True,
+    target_loss: float = 1e-3,
+) -> dict[str, Any]:
     """Train until ``steps`` or until the loss is below ``target_loss``; returns results."""
     model = build_model(seed)
     g = Graph("xor")

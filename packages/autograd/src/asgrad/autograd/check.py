@@ -63,7 +63,9 @@ def gradient_check(
     projection = np.random.default_rng(seed).standard_normal(out.shape)
     proj = g.input("projection", out.shape, "float64")
     loss = (out * proj).sum()
-    chosen = list(wrt) if wrt is not None else [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]
+    chosen = (
+        list(wrt) if wrt is not None else [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]
+    )
     grads = grad(loss, [tensors[i] for i in chosen])
     forward = compile([loss])
     analytic = compile(grads)
@@ -122,5 +124,3 @@ def check_op_case(op: OpDef, case: OpCase, **tolerances: Any) -> GradientCheckRe
         return out if out.dtype == "float64" else out.cast("float64")
 
     return gradient_check(build, case.inputs, wrt=case.wrt, **tolerances)
-
-

@@ -55,40 +55,72 @@ def _zero(like: Tensor) -> Tensor:
     return like.graph.constant(0, like.dtype)
 
 
-# -- arithmetic ------------------------------------------------------------------------------
+# -- arithmetic --------------------------------------------------------------------------------
 @rule("add")
-def _add(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _add(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return g, g
 
 
 @rule("sub")
-def _sub(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _sub(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return g, (-g if needs[1] else None)
 
 
 @rule("mul")
-def _mul(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _mul(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     a, b = ins
     return (g * b if needs[0] else None), (g * a if needs[1] else None)
 
 
 @rule("div")
-def _div(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
-    a, b = ins
+def _div(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
+    b = ins[1]
     ga = g / b if needs[0] else None
     gb = -(g * out) / b if needs[1] else None
     return ga, gb
 
 
 @rule("pow")
-def _pow(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _pow(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     a, b = ins
     ga = g * b * a ** (b - 1.0) if needs[0] else None
     gb = g * out * a.log() if needs[1] else None
     return ga, gb
 
 
-def _minmax(g: Tensor, ins: tuple[Tensor, ...], first_wins: Callable[[Tensor, Tensor], Tensor]) -> Grads:
+def _minmax(
+    g: Tensor, ins: tuple[Tensor, ...], first_wins: Callable[[Tensor, Tensor], Tensor]
+) -> Grads:
     a, b = ins
     half = g * 0.5
     ga = where(first_wins(a, b), g, where(a == b, half, _zero(g)))
@@ -97,17 +129,35 @@ def _minmax(g: Tensor, ins: tuple[Tensor, ...], first_wins: Callable[[Tensor, Te
 
 
 @rule("maximum")
-def _maximum(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _maximum(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return _minmax(g, ins, lambda x, y: x > y)
 
 
 @rule("minimum")
-def _minimum(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _minimum(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return _minmax(g, ins, lambda x, y: x < y)
 
 
 @rule("where")
-def _where(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _where(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     cond = ins[0]
     zero = _zero(g)
     return (
@@ -119,7 +169,13 @@ def _where(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, 
 
 # -- unary -------------------------------------------------------------------------------------
 def _unary(op: str, fn: Callable[[Tensor, Tensor, Tensor, Mapping[str, Any]], Tensor]) -> None:
-    def unary_rule(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+    def unary_rule(
+        g: Tensor,
+        out: Tensor,
+        ins: tuple[Tensor, ...],
+        attrs: Mapping[str, Any],
+        needs: tuple[bool, ...],
+    ) -> Grads:
         return (fn(g, out, ins[0], attrs),)
 
     rule(op)(unary_rule)
@@ -175,25 +231,49 @@ _unary("clamp", _clamp_grad)
 
 
 @rule("cast")
-def _cast(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _cast(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return (g.cast(ins[0].dtype),)
 
 
-# -- reductions --------------------------------------------------------------------------------------
+# -- reductions --------------------------------------------------------------------------------
 @rule("sum")
-def _sum(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _sum(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return (_unreduce(g, ins[0], attrs),)
 
 
 @rule("mean")
-def _mean(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _mean(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     x = ins[0]
     ratio = x.graph.apply("size_ratio", (out, x))
     return (_unreduce(g * ratio, x, attrs),)
 
 
 @rule("var")
-def _var(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _var(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     x = ins[0]
     ratio = x.graph.apply("size_ratio", (out, x))
     centered = x - x.mean(axis=attrs["axis"], keepdims=True)
@@ -201,7 +281,13 @@ def _var(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, An
 
 
 @rule("max", "min")
-def _max(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _max(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     x = ins[0]
     axes, keep = tuple(attrs["axis"]), bool(attrs.get("keepdims", False))
     hit = x == x.graph.apply("broadcast_like", (_expand(out, axes, keep), x))
@@ -212,77 +298,155 @@ def _max(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, An
 
 
 @rule("softmax")
-def _softmax(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _softmax(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     axis = attrs["axis"]
     return (out * (g - (g * out).sum(axis=axis, keepdims=True)),)
 
 
 @rule("log_softmax")
-def _log_softmax(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _log_softmax(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     axis = attrs["axis"]
     return (g - out.exp() * g.sum(axis=axis, keepdims=True),)
 
 
-# -- linear algebra -----------------------------------------------------------------------------------
+# -- linear algebra ----------------------------------------------------------------------------
 @rule("matmul")
-def _matmul(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _matmul(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     a, b = ins
     ga = g @ b.swapaxes(-1, -2) if needs[0] else None
     gb = a.swapaxes(-1, -2) @ g if needs[1] else None
     return ga, gb
 
 
-# -- shape ------------------------------------------------------------------------------------------------
+# -- shape -------------------------------------------------------------------------------------
 @rule("reshape", "reshape_like")
-def _reshape(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _reshape(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     gx = g.graph.apply("reshape_like", (g, ins[0]))
     return (gx, None) if len(ins) == 2 else (gx,)
 
 
 @rule("transpose")
-def _transpose(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _transpose(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     axes = tuple(attrs["axes"])
     inverse = tuple(sorted(range(len(axes)), key=axes.__getitem__))
     return (g.transpose(inverse),)
 
 
 @rule("broadcast_to")
-def _broadcast_to(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _broadcast_to(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return (g,)  # grad() sums it down to the operand's shape
 
 
 @rule("broadcast_like")
-def _broadcast_like(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _broadcast_like(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return g, None
 
 
 @rule("sum_to_like")
-def _sum_to_like(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _sum_to_like(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return g.graph.apply("broadcast_like", (g, ins[0])), None
 
 
 @rule("expand_dims")
-def _expand_dims(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _expand_dims(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return (g.squeeze(tuple(attrs["axis"])),)
 
 
 @rule("squeeze")
-def _squeeze(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _squeeze(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return (g.expand_dims(tuple(attrs["axis"])),)
 
 
 @rule("slice")
-def _slice(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _slice(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return (g.graph.apply("scatter_slice", (g, ins[0]), {"index": attrs["index"]}),)
 
 
 @rule("scatter_slice")
-def _scatter_slice(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _scatter_slice(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     return g.graph.apply("slice", (g,), {"index": attrs["index"]}), None
 
 
 @rule("concat")
-def _concat(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _concat(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     axis = attrs["axis"] % out.ndim
     grads: list[Tensor | None] = []
     start = 0
@@ -295,12 +459,24 @@ def _concat(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str,
 
 
 @rule("gather")
-def _gather(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _gather(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     x, idx = ins
     return g.graph.apply("scatter_add", (g, idx, x), {"axis": attrs["axis"]}), None
 
 
 @rule("scatter_add")
-def _scatter_add(g: Tensor, out: Tensor, ins: tuple[Tensor, ...], attrs: Mapping[str, Any], needs: tuple[bool, ...]) -> Grads:
+def _scatter_add(
+    g: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
     _, idx, _ = ins
     return g.gather(idx, axis=attrs["axis"]), None, None

@@ -78,7 +78,9 @@ def ones(shape: Shape, dtype: str = "float32", rng: RNG = None) -> np.ndarray:
     return np.ones(tuple(shape), dtype=dtype)
 
 
-def constant(shape: Shape, dtype: str = "float32", rng: RNG = None, *, value: float = 0.0) -> np.ndarray:
+def constant(
+    shape: Shape, dtype: str = "float32", rng: RNG = None, *, value: float = 0.0
+) -> np.ndarray:
     """Every element equal to ``value``."""
     return np.full(tuple(shape), value, dtype=dtype)
 
@@ -97,14 +99,18 @@ def normal(
     return _rng(rng).normal(mean, std, tuple(shape)).astype(dtype)
 
 
-def xavier_uniform(shape: Shape, dtype: str = "float32", rng: RNG = None, *, gain: float = 1.0) -> np.ndarray:
+def xavier_uniform(
+    shape: Shape, dtype: str = "float32", rng: RNG = None, *, gain: float = 1.0
+) -> np.ndarray:
     """U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010)."""
     fan_in, fan_out = calculate_fans(shape)
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform(shape, dtype, rng, low=-a, high=a)
 
 
-def xavier_normal(shape: Shape, dtype: str = "float32", rng: RNG = None, *, gain: float = 1.0) -> np.ndarray:
+def xavier_normal(
+    shape: Shape, dtype: str = "float32", rng: RNG = None, *, gain: float = 1.0
+) -> np.ndarray:
     """N(0, std**2), std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot & Bengio, 2010)."""
     fan_in, fan_out = calculate_fans(shape)
     return normal(shape, dtype, rng, std=gain * math.sqrt(2.0 / (fan_in + fan_out)))

@@ -22,7 +22,7 @@ def reduce(loss: Tensor, reduction: Reduction) -> Tensor:
     raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002  # PyTorch's name
+def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # PyTorch's name
     if input.shape != target.shape:
         raise ShapeError(
             f"{name}: input {list(input.shape)} and target {list(target.shape)} differ;"
@@ -30,7 +30,7 @@ def _same_shape(name: str, input: Tensor, target: Tensor) -> None:  # noqa: A002
         )
 
 
-def mse_loss(input: Tensor, target: Tensor, reduction: Reduction = "mean") -> Tensor:  # noqa: A002
+def mse_loss(input: Tensor, target: Tensor, reduction: Reduction = "mean") -> Tensor:
     """Mean squared error, (input - target)**2."""
     _same_shape("mse_loss", input, target)
     d = input - target
@@ -38,7 +38,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: Reduction = "mean") -> Te
 
 
 def binary_cross_entropy(
-    input: Tensor,  # noqa: A002
+    input: Tensor,
     target: Tensor,
     reduction: Reduction = "mean",
     eps: float = 1e-7,
@@ -50,7 +50,7 @@ def binary_cross_entropy(
 
 
 def binary_cross_entropy_with_logits(
-    input: Tensor,  # noqa: A002
+    input: Tensor,
     target: Tensor,
     reduction: Reduction = "mean",
 ) -> Tensor:
@@ -62,7 +62,7 @@ def binary_cross_entropy_with_logits(
 
 
 def cross_entropy(
-    input: Tensor,  # noqa: A002
+    input: Tensor,
     target: Tensor,
     reduction: Reduction = "mean",
     axis: int = -1,

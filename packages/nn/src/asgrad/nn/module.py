@@ -44,7 +44,9 @@ class Parameter(Variable):
         self.value = _draw(self.init, self.shape, self.dtype, rng)
 
 
-def _draw(init: Callable[..., np.ndarray], shape: tuple[int, ...], dtype: str, rng: init_.RNG) -> np.ndarray:
+def _draw(
+    init: Callable[..., np.ndarray], shape: tuple[int, ...], dtype: str, rng: init_.RNG
+) -> np.ndarray:
     value = np.asarray(init(shape, dtype, rng), dtype=dtype)
     if value.shape != tuple(shape):
         raise ShapeError(f"initializer returned shape {list(value.shape)}, expected {list(shape)}")
@@ -63,6 +65,9 @@ class Module:
     """
 
     training: bool
+    _parameters: dict[str, Parameter]
+    _buffers: dict[str, Variable]
+    _modules: dict[str, Module]
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", {})

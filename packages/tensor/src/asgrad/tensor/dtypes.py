@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 import numpy as np
 
@@ -27,7 +27,7 @@ def as_dtype(value: object) -> DType:
         raise DTypeError(f"unknown dtype {value!r}; use one of {', '.join(DTYPES)}") from exc
     if name not in DTYPES:
         raise DTypeError(f"dtype {name!r} is not supported; use one of {', '.join(DTYPES)}")
-    return name  # type: ignore[return-value]  # checked against DTYPES above
+    return cast(DType, name)  # checked against DTYPES above
 
 
 def is_float(dtype: str) -> bool:

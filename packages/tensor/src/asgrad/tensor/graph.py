@@ -6,6 +6,7 @@ import itertools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,12 +28,12 @@ _INTERNAL_DIRS = tuple(
 
 def user_location() -> str:
     """``file:line`` of the innermost stack frame outside asgrad's own packages."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not any(d in filename for d in _INTERNAL_DIRS):
             return f"{filename}:{frame.f_lineno}"
-        frame = frame.f_back  # type: ignore[assignment]  # None ends the loop
+        frame = frame.f_back
     return "<unknown>"
 
 
@@ -232,7 +233,9 @@ class Graph:
     def add_update(self, variable: Variable, value: Tensor) -> None:
         """Ask that ``variable`` take ``value`` after each run of a training step."""
         if variable in self.updates:
-            raise NameConflictError(f"variable {variable.name!r} already has an update in this graph")
+            raise NameConflictError(
+                f"variable {variable.name!r} already has an update in this graph"
+            )
         self.updates[variable] = value
 
     def bind(self, variable: Variable) -> Tensor:

@@ -94,13 +94,23 @@ def _fold(node: Node, inputs: tuple[Node, ...]) -> Node | None:
 
 def _simplify(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     """Identities that need no computation: reshape/cast/broadcast to the same type."""
-    if node.op in ("reshape", "broadcast_to", "cast", "reshape_like", "broadcast_like",
-                   "sum_to_like") and inputs[0].type == node.type:
+    if node.op in ("reshape", "broadcast_to", "cast") and inputs[0].type == node.type:
+        return inputs[0]
+    # Fix: the *_like ops read their target shape at run time, where an axis declared
+    # with size 1 may have grown (batch declared 1, fed 7); drop them only when no
+    # axis is 1, so that static equality implies run-time equality.
+    if (
+        node.op in ("reshape_like", "broadcast_like", "sum_to_like")
+        and inputs[0].type == node.type
+        and 1 not in node.shape
+    ):
         return inputs[0]
     return None
 
 
-def optimize(roots: Sequence[Node], *, fold_constants: bool = True) -> tuple[list[Node], list[Node]]:
+def optimize(
+    roots: Sequence[Node], *, fold_constants: bool = True
+) -> tuple[list[Node], list[Node]]:
     """Dead code, common subexpressions, constant folding and identities.
 
     Returns ``(nodes, new_roots)``: the nodes to compute in order, and what each

@@ -69,7 +69,7 @@ def to_dot(graph: Graph, outputs: Iterable[Tensor] | None = None) -> str:
     shapes = {"input": "ellipse", "parameter": "box", "constant": "note"}
     for node in _nodes(graph, outputs):
         label = f"{node.name}\\n{_describe(node)}\\n{node.type}".replace('"', "'")
-        shape = shapes.get(node.op, "record" if False else "box")
+        shape = shapes.get(node.op, "box")
         style = ', style="rounded"' if node.op not in shapes else ""
         lines.append(f'  n{node.id} [label="{label}", shape={shape}{style}];')
         for inp in node.inputs:

@@ -222,7 +222,8 @@ class Tensor:
     def softplus(self, beta: float = 1.0) -> Tensor:
         return self._apply("softplus", beta=float(beta))
 
-    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:  # noqa: A002  # PyTorch's names
+    # ``min``/``max`` shadow builtins on purpose: they are PyTorch's argument names.
+    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
         return self._apply(
             "clamp",
             min=None if min is None else float(min),
@@ -355,8 +356,10 @@ class Tensor:
         basic = tuple(item for item in items if item is not None)
         for item in basic:
             if not isinstance(item, int | slice | np.integer):
-                raise TypeError(f"unsupported index {item!r}; use ints, slices, None, ... or a Tensor")
-        basic = tuple(int(i) if isinstance(i, np.integer) else i for i in basic)  # type: ignore[misc]
+                raise TypeError(
+                    f"unsupported index {item!r}; use ints, slices, None, ... or a Tensor"
+                )
+        basic = tuple(int(i) if isinstance(i, np.integer) else i for i in basic)
         out = self
         if any(not (isinstance(i, slice) and i == slice(None)) for i in basic):
             while basic and basic[-1] == slice(None):

@@ -60,5 +60,7 @@ class Linear(Module):
         return f"{self.in_features}, {self.out_features}, bias={self.bias is not None}"
 
 
-def _torch_linear_weight(shape: tuple[int, ...], dtype: str = "float32", rng: init.RNG = None) -> np.ndarray:
+def _torch_linear_weight(
+    shape: tuple[int, ...], dtype: str = "float32", rng: init.RNG = None
+) -> np.ndarray:
     return init.kaiming_uniform(shape, dtype, rng, a=math.sqrt(5.0))

@@ -63,5 +63,12 @@ class AdamW(Adam):
         clip_grad_norm: float | None = None,
         clip_grad_value: float | None = None,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay,
-                         clip_grad_norm=clip_grad_norm, clip_grad_value=clip_grad_value)
+        super().__init__(
+            params,
+            lr,
+            betas,
+            eps,
+            weight_decay,
+            clip_grad_norm=clip_grad_norm,
+            clip_grad_value=clip_grad_value,
+        )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ class Optimizer:
         self.state: dict[str, dict[int, Variable]] = {}
         self.step_count = Variable("optimizer.step", np.array(0.0), trainable=False)
 
-    # -- learning rate -----------------------------------------------------------------------
+    # -- learning rate -----------------------------------------------------------------------------
     @property
     def lr(self) -> float:
         return float(self._lr.value)
@@ -55,20 +54,25 @@ class Optimizer:
         """The learning rate in ``like``'s graph and dtype."""
         return like.graph.bind(self._lr).cast(like.dtype)
 
-    # -- state ------------------------------------------------------------------------------------
+    # -- state -------------------------------------------------------------------------------------
     def slot(self, name: str, param: Variable, fill: float = 0.0) -> Variable:
         """The state variable ``name`` of ``param`` (made zero-filled on first use)."""
         slots = self.state.setdefault(name, {})
         var = slots.get(id(param))
         if var is None:
-            var = Variable(f"{name}", np.full(param.shape, fill, dtype=param.dtype), trainable=False)
+            var = Variable(
+                f"{name}", np.full(param.shape, fill, dtype=param.dtype), trainable=False
+            )
             slots[id(param)] = var
         var.name = f"optimizer.{name}.{param.name}"
         return var
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """Learning rate, step and every state slot, keyed ``slot.param_name``."""
-        out: dict[str, np.ndarray] = {"lr": np.array(self._lr.value), "step": np.array(self.step_count.value)}
+        out: dict[str, np.ndarray] = {
+            "lr": np.array(self._lr.value),
+            "step": np.array(self.step_count.value),
+        }
         for slot, by_param in self.state.items():
             for p in self.params:
                 if id(p) in by_param:
@@ -88,7 +92,7 @@ class Optimizer:
                 raise GraphError(f"optimizer state {key!r} names no parameter of this optimizer")
             self.slot(slot, by_name[pname]).value = np.asarray(value, dtype=by_name[pname].dtype)
 
-    # -- the step -------------------------------------------------------------------------------------
+    # -- the step ----------------------------------------------------------------------------------
     def update(self, param: Tensor, g: Tensor, var: Variable, step: Tensor) -> Tensor:
         """The parameter's new value, in graph ops (and state updates via ``self.assign``)."""
         raise NotImplementedError
@@ -148,5 +152,3 @@ class Optimizer:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lr={self.lr}, params={len(self.params)})"
-
-

@@ -20,7 +20,7 @@ from asgrad.tensor.ops._common import (
 from asgrad.tensor.registry import Attrs, CasesFn, OpCase, OpDef, TensorType, register_op
 
 try:  # scipy's erf is exact and fast; it is optional.
-    from scipy.special import erf as _scipy_erf
+    from scipy.special import erf as _scipy_erf  # type: ignore[import-untyped]  # no stubs
 except ImportError:  # pragma: no cover - depends on the environment
     _scipy_erf = None
 
@@ -95,7 +95,8 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     if approximate == "tanh":
-        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+        out: np.ndarray = 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+        return out
     return 0.5 * x * (1.0 + erf_kernel(x * (1.0 / math.sqrt(2.0))))
 
 
@@ -111,8 +112,9 @@ def _softplus(x: np.ndarray, beta: float = 1.0) -> np.ndarray:
     return np.logaddexp(0, x * beta) * (1.0 / beta)
 
 
-def _clamp(x: np.ndarray, min: float | None = None, max: float | None = None) -> np.ndarray:  # noqa: A002  # numpy/PyTorch's argument names
-    return np.clip(x, min, max)
+def _clamp(x: np.ndarray, min: float | None = None, max: float | None = None) -> np.ndarray:
+    out: np.ndarray = np.clip(x, min, max)
+    return out
 
 
 def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -120,7 +122,8 @@ def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.divide(a, b)
+    out: np.ndarray = np.divide(a, b)
+    return out
 
 
 # -- cases ------------------------------------------------------------------------------------
@@ -134,9 +137,7 @@ def _unary_cases(
 ) -> CasesFn:
     def cases(rng: np.random.Generator) -> list[OpCase]:
         out = [
-            OpCase((make(rng, s),), a, label=f"{list(s)} {a}")
-            for s in _UNARY_SHAPES
-            for a in attrs
+            OpCase((make(rng, s),), a, label=f"{list(s)} {a}") for s in _UNARY_SHAPES for a in attrs
         ]
         if large is not None:
             big = rng.uniform(-large, large, (4, 33))
@@ -158,7 +159,13 @@ def _kinked_at_zero(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndar
     return away_from(rng, [0.0], *shape)
 
 
-_BINARY_SHAPES = (((3, 4), (3, 4)), ((2, 3, 4), (3, 1)), ((4, 1), (1, 5)), ((), (2, 3)), ((5,), (2, 1, 5)))
+_BINARY_SHAPES = (
+    ((3, 4), (3, 4)),
+    ((2, 3, 4), (3, 1)),
+    ((4, 1), (1, 5)),
+    ((), (2, 3)),
+    ((5,), (2, 1, 5)),
+)
 
 
 def _binary_cases(
@@ -175,7 +182,8 @@ def _binary_cases(
 
 
 def _nonzero(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return uniform(rng, 0.5, 2.0, *shape) * rng.choice([-1.0, 1.0], shape)
+    out: np.ndarray = uniform(rng, 0.5, 2.0, *shape) * rng.choice([-1.0, 1.0], shape)
+    return out
 
 
 def _compare_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -225,9 +233,7 @@ def _unary(
     differentiable: bool = True,
 ) -> None:
     register_op(
-        OpDef(
-            name, "elementwise", infer, kernel, 1, differentiable, tolerance, cases, doc=doc
-        )
+        OpDef(name, "elementwise", infer, kernel, 1, differentiable, tolerance, cases, doc=doc)
     )
 
 
@@ -236,29 +242,82 @@ _unary("exp", np.exp, "e**x", _unary_cases(_normal, large=80.0), tolerance=(2e-5
 _unary("log", np.log, "natural logarithm", _unary_cases(_positive), tolerance=(2e-5, 1e-6))
 _unary("sqrt", np.sqrt, "square root", _unary_cases(_positive))
 _unary("abs", np.abs, "|x|", _unary_cases(_kinked_at_zero), infer=_infer_unary_numeric)
-_unary("sign", np.sign, "-1, 0 or 1 (zero gradient)", _unary_cases(_kinked_at_zero),
-       infer=_infer_unary_numeric, differentiable=False)
+_unary(
+    "sign",
+    np.sign,
+    "-1, 0 or 1 (zero gradient)",
+    _unary_cases(_kinked_at_zero),
+    infer=_infer_unary_numeric,
+    differentiable=False,
+)
 _unary("sin", np.sin, "sine", _unary_cases(_normal), tolerance=(2e-5, 2e-6))
 _unary("cos", np.cos, "cosine", _unary_cases(_normal), tolerance=(2e-5, 2e-6))
-_unary("tanh", np.tanh, "hyperbolic tangent", _unary_cases(_normal, large=60.0), tolerance=(2e-5, 2e-6))
-_unary("sigmoid", _sigmoid, "1 / (1 + e**-x)", _unary_cases(_normal, large=60.0), tolerance=(2e-5, 2e-6))
-_unary("relu", lambda x: np.maximum(x, 0), "max(x, 0)", _unary_cases(_kinked_at_zero),
-       infer=_infer_unary_numeric)
-_unary("leaky_relu", _leaky_relu, "x if x > 0 else alpha * x",
-       _unary_cases(_kinked_at_zero, [{"alpha": 0.01}, {"alpha": 0.2}]))
-_unary("gelu", _gelu, "x * Phi(x), exact (erf) or tanh approximation",
-       _unary_cases(_normal, [{"approximate": "none"}, {"approximate": "tanh"}], large=30.0),
-       tolerance=(5e-5, 5e-6))
+_unary(
+    "tanh", np.tanh, "hyperbolic tangent", _unary_cases(_normal, large=60.0), tolerance=(2e-5, 2e-6)
+)
+_unary(
+    "sigmoid",
+    _sigmoid,
+    "1 / (1 + e**-x)",
+    _unary_cases(_normal, large=60.0),
+    tolerance=(2e-5, 2e-6),
+)
+_unary(
+    "relu",
+    lambda x: np.maximum(x, 0),
+    "max(x, 0)",
+    _unary_cases(_kinked_at_zero),
+    infer=_infer_unary_numeric,
+)
+_unary(
+    "leaky_relu",
+    _leaky_relu,
+    "x if x > 0 else alpha * x",
+    _unary_cases(_kinked_at_zero, [{"alpha": 0.01}, {"alpha": 0.2}]),
+)
+_unary(
+    "gelu",
+    _gelu,
+    "x * Phi(x), exact (erf) or tanh approximation",
+    _unary_cases(_normal, [{"approximate": "none"}, {"approximate": "tanh"}], large=30.0),
+    tolerance=(5e-5, 5e-6),
+)
 _unary("erf", erf_kernel, "the error function", _unary_cases(_normal), tolerance=(1e-5, 2e-6))
-_unary("silu", lambda x: x * _sigmoid(x), "x * sigmoid(x)", _unary_cases(_normal),
-       tolerance=(2e-5, 2e-6))
-_unary("elu", _elu, "x if x > 0 else alpha * (e**x - 1)",
-       _unary_cases(_kinked_at_zero, [{"alpha": 1.0}, {"alpha": 0.5}]), tolerance=(2e-5, 2e-6))
-_unary("softplus", _softplus, "log(1 + e**(beta x)) / beta",
-       _unary_cases(_normal, [{"beta": 1.0}, {"beta": 2.0}], large=60.0), tolerance=(2e-5, 2e-6))
+_unary(
+    "silu",
+    lambda x: x * _sigmoid(x),
+    "x * sigmoid(x)",
+    _unary_cases(_normal),
+    tolerance=(2e-5, 2e-6),
+)
+_unary(
+    "elu",
+    _elu,
+    "x if x > 0 else alpha * (e**x - 1)",
+    _unary_cases(_kinked_at_zero, [{"alpha": 1.0}, {"alpha": 0.5}]),
+    tolerance=(2e-5, 2e-6),
+)
+_unary(
+    "softplus",
+    _softplus,
+    "log(1 + e**(beta x)) / beta",
+    _unary_cases(_normal, [{"beta": 1.0}, {"beta": 2.0}], large=60.0),
+    tolerance=(2e-5, 2e-6),
+)
 _unary("clamp", _clamp, "clip to [min, max]", _clamp_cases, infer=_infer_clamp)
-register_op(OpDef("cast", "elementwise", _infer_cast, _cast, 1, True, (1e-6, 1e-6),
-                  _cast_cases, doc="convert to another dtype"))
+register_op(
+    OpDef(
+        "cast",
+        "elementwise",
+        _infer_cast,
+        _cast,
+        1,
+        True,
+        (1e-6, 1e-6),
+        _cast_cases,
+        doc="convert to another dtype",
+    )
+)
 
 
 def _binary(
@@ -280,8 +339,14 @@ _binary("add", np.add, "a + b", _binary_cases())
 _binary("sub", np.subtract, "a - b", _binary_cases())
 _binary("mul", np.multiply, "a * b", _binary_cases())
 _binary("div", _div, "a / b (floats)", _binary_cases(_normal, _nonzero), infer=_infer_binary_float)
-_binary("pow", np.power, "a ** b (floats)", _binary_cases(_positive, _normal),
-        infer=_infer_binary_float, tolerance=(5e-5, 1e-6))
+_binary(
+    "pow",
+    np.power,
+    "a ** b (floats)",
+    _binary_cases(_positive, _normal),
+    infer=_infer_binary_float,
+    tolerance=(5e-5, 1e-6),
+)
 _binary("maximum", np.maximum, "elementwise max", _binary_cases())
 _binary("minimum", np.minimum, "elementwise min", _binary_cases())
 for _name, _kernel, _doc in (
@@ -294,6 +359,16 @@ for _name, _kernel, _doc in (
 ):
     _binary(_name, _kernel, _doc, _compare_cases, infer=_infer_compare, differentiable=False)
 
-register_op(OpDef("where", "elementwise", _infer_where, np.where, 3, True, (1e-6, 1e-7),
-                  _where_cases, doc="cond ? a : b"))
-
+register_op(
+    OpDef(
+        "where",
+        "elementwise",
+        _infer_where,
+        np.where,
+        3,
+        True,
+        (1e-6, 1e-7),
+        _where_cases,
+        doc="cond ? a : b",
+    )
+)

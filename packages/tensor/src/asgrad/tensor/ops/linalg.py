@@ -34,14 +34,33 @@ def _infer_matmul(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.matmul(a, b)
+    out: np.ndarray = np.matmul(a, b)
+    return out
 
 
 def _matmul_cases(rng: np.random.Generator) -> list[OpCase]:
-    pairs = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 1, 3, 4), (3, 4, 2)), ((1, 7), (7, 1)),
-             ((17, 33), (33, 9))]
-    return [OpCase((randn(rng, *a), randn(rng, *b)), label=f"{list(a)}@{list(b)}") for a, b in pairs]
+    pairs = [
+        ((3, 4), (4, 5)),
+        ((2, 3, 4), (4, 5)),
+        ((2, 1, 3, 4), (3, 4, 2)),
+        ((1, 7), (7, 1)),
+        ((17, 33), (33, 9)),
+    ]
+    return [
+        OpCase((randn(rng, *a), randn(rng, *b)), label=f"{list(a)}@{list(b)}") for a, b in pairs
+    ]
 
 
-register_op(OpDef("matmul", "linalg", _infer_matmul, _matmul, 2, True, (1e-4, 1e-5), _matmul_cases,
-                  doc="batched matrix product, batch dims broadcast"))
+register_op(
+    OpDef(
+        "matmul",
+        "linalg",
+        _infer_matmul,
+        _matmul,
+        2,
+        True,
+        (1e-4, 1e-5),
+        _matmul_cases,
+        doc="batched matrix product, batch dims broadcast",
+    )
+)

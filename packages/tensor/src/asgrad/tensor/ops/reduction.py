@@ -7,7 +7,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import normalize_axes, normalize_axis, randn, reduced_shape, require_float
+from asgrad.tensor.ops._common import (
+    normalize_axes,
+    normalize_axis,
+    randn,
+    reduced_shape,
+    require_float,
+)
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 
@@ -51,38 +57,46 @@ def _infer_size_ratio(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _sum(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
-    return np.sum(x, axis=axis, keepdims=keepdims)
+    out: np.ndarray = np.sum(x, axis=axis, keepdims=keepdims)
+    return out
 
 
 def _mean(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
-    return np.mean(x, axis=axis, keepdims=keepdims)
+    out: np.ndarray = np.mean(x, axis=axis, keepdims=keepdims)
+    return out
 
 
 def _max(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
-    return np.max(x, axis=axis, keepdims=keepdims)
+    out: np.ndarray = np.max(x, axis=axis, keepdims=keepdims)
+    return out
 
 
 def _min(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
-    return np.min(x, axis=axis, keepdims=keepdims)
+    out: np.ndarray = np.min(x, axis=axis, keepdims=keepdims)
+    return out
 
 
 def _var(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
-    return np.var(x, axis=axis, keepdims=keepdims)
+    out: np.ndarray = np.var(x, axis=axis, keepdims=keepdims)
+    return out
 
 
 def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
-    return np.argmax(x, axis=axis, keepdims=keepdims)
+    out: np.ndarray = np.argmax(x, axis=axis, keepdims=keepdims)
+    return out
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     e /= np.sum(e, axis=axis, keepdims=True)
-    return e
+    out: np.ndarray = e
+    return out
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    out: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return out
 
 
 def _size_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -112,7 +126,10 @@ def _softmax_cases(rng: np.random.Generator) -> list[OpCase]:
 
 def _argmax_cases(rng: np.random.Generator) -> list[OpCase]:
     x = randn(rng, 3, 5)
-    return [OpCase((x,), {"axis": 1}, grad=False), OpCase((x,), {"axis": 0, "keepdims": True}, grad=False)]
+    return [
+        OpCase((x,), {"axis": 1}, grad=False),
+        OpCase((x,), {"axis": 0, "keepdims": True}, grad=False),
+    ]
 
 
 def _size_ratio_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -134,13 +151,57 @@ _reduction("mean", _mean, "mean over axes", _infer_reduce_float)
 _reduction("max", _max, "max over axes", _infer_nonempty_reduce)
 _reduction("min", _min, "min over axes", _infer_nonempty_reduce)
 _reduction("var", _var, "variance over axes (ddof=0)", _infer_reduce_float, (1e-4, 1e-5))
-register_op(OpDef("argmax", "reduction", _infer_argmax, _argmax, 1, False, (0.0, 0.0),
-                  _argmax_cases, doc="index of the max along an axis"))
-register_op(OpDef("softmax", "reduction", _infer_softmax, _softmax, 1, True, (2e-5, 1e-6),
-                  _softmax_cases, fused=True, doc="exp(x) / sum(exp(x)) along an axis, stable"))
-register_op(OpDef("log_softmax", "reduction", _infer_softmax, _log_softmax, 1, True,
-                  (2e-5, 2e-5), _softmax_cases, fused=True,
-                  doc="x - logsumexp(x) along an axis, stable"))
-register_op(OpDef("size_ratio", "reduction", _infer_size_ratio, _size_ratio, 2, False,
-                  (0.0, 0.0), _size_ratio_cases,
-                  doc="a.size / b.size as a scalar (gradient rules of mean and var)"))
+register_op(
+    OpDef(
+        "argmax",
+        "reduction",
+        _infer_argmax,
+        _argmax,
+        1,
+        False,
+        (0.0, 0.0),
+        _argmax_cases,
+        doc="index of the max along an axis",
+    )
+)
+register_op(
+    OpDef(
+        "softmax",
+        "reduction",
+        _infer_softmax,
+        _softmax,
+        1,
+        True,
+        (2e-5, 1e-6),
+        _softmax_cases,
+        fused=True,
+        doc="exp(x) / sum(exp(x)) along an axis, stable",
+    )
+)
+register_op(
+    OpDef(
+        "log_softmax",
+        "reduction",
+        _infer_softmax,
+        _log_softmax,
+        1,
+        True,
+        (2e-5, 2e-5),
+        _softmax_cases,
+        fused=True,
+        doc="x - logsumexp(x) along an axis, stable",
+    )
+)
+register_op(
+    OpDef(
+        "size_ratio",
+        "reduction",
+        _infer_size_ratio,
+        _size_ratio,
+        2,
+        False,
+        (0.0, 0.0),
+        _size_ratio_cases,
+        doc="a.size / b.size as a scalar (gradient rules of mean and var)",
+    )
+)

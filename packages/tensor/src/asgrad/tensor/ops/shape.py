@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +11,13 @@ import numpy as np
 
 from asgrad.tensor.dtypes import as_dtype, is_int
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import broadcast_shapes, normalize_axes, normalize_axis, randn, same_dtype
+from asgrad.tensor.ops._common import (
+    broadcast_shapes,
+    normalize_axes,
+    normalize_axis,
+    randn,
+    same_dtype,
+)
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, Shape, TensorType, register_op
 
 
@@ -51,7 +58,9 @@ def _infer_transpose(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (t,) = types
     axes = tuple(attrs["axes"])
     if sorted(normalize_axis(a, len(t.shape)) for a in axes) != list(range(len(t.shape))):
-        raise ShapeError(f"axes {list(axes)} are not a permutation of the {len(t.shape)} axes of {t}")
+        raise ShapeError(
+            f"axes {list(axes)} are not a permutation of the {len(t.shape)} axes of {t}"
+        )
     return TensorType(tuple(t.shape[a] for a in axes), t.dtype)
 
 
@@ -162,7 +171,7 @@ def sliced_shape(shape: Shape, index: Index) -> Shape:
             out.append(len(range(*item.indices(size))))
         elif not -size <= item < size:
             raise ShapeError(f"index {item} is out of bounds for axis {i} with size {size}")
-    out.extend(shape[len(index):])
+    out.extend(shape[len(index) :])
     return tuple(out)
 
 
@@ -199,7 +208,9 @@ def _infer_concat(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     axis = normalize_axis(attrs["axis"], ndim)
     for t in types:
         if len(t.shape) != ndim or any(
-            a != b for i, (a, b) in enumerate(zip(t.shape, types[0].shape, strict=True)) if i != axis
+            a != b
+            for i, (a, b) in enumerate(zip(t.shape, types[0].shape, strict=True))
+            if i != axis
         ):
             shown = ", ".join(str(list(t.shape)) for t in types)
             raise ShapeError(f"shapes {shown} differ outside the concat axis {axis}")
@@ -222,7 +233,8 @@ def _infer_gather(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _gather(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
     if axis == 0:
-        return x[indices]
+        out: np.ndarray = x[indices]
+        return out
     return np.take(x, indices, axis=axis)
 
 
@@ -230,7 +242,9 @@ def _infer_scatter_add(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     g, idx, x = types
     expected = _infer_gather([x, idx], attrs)
     if g.shape != expected.shape:
-        raise ShapeError(f"gather gradient {g} does not match the gather shape {list(expected.shape)}")
+        raise ShapeError(
+            f"gather gradient {g} does not match the gather shape {list(expected.shape)}"
+        )
     return TensorType(x.shape, g.dtype)
 
 
@@ -240,7 +254,11 @@ def _scatter_add(g: np.ndarray, indices: np.ndarray, x: np.ndarray, axis: int) -
         # One bincount per column is much faster than np.add.at for embeddings.
         n = x.shape[0]
         flat = (indices[:, None] * x.shape[1] + np.arange(x.shape[1])).ravel()
-        out += np.bincount(flat, weights=g.ravel(), minlength=n * x.shape[1]).reshape(x.shape).astype(g.dtype)
+        out += (
+            np.bincount(flat, weights=g.ravel(), minlength=n * x.shape[1])
+            .reshape(x.shape)
+            .astype(g.dtype)
+        )
         return out
     moved = np.moveaxis(out, axis, 0)
     gm = np.moveaxis(g, tuple(range(axis, axis + indices.ndim)), tuple(range(indices.ndim)))
@@ -259,7 +277,8 @@ def _infer_one_hot(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _one_hot(indices: np.ndarray, depth: int, dtype: str = "float32") -> np.ndarray:
-    return (indices[..., None] == np.arange(depth)).astype(dtype)
+    out: np.ndarray = (indices[..., None] == np.arange(depth)).astype(dtype)
+    return out
 
 
 # -- cases ---------------------------------------------------------------------------------------
@@ -268,11 +287,17 @@ def _c(inputs: tuple[np.ndarray, ...], attrs: dict[str, Any], **kw: Any) -> OpCa
 
 
 def _reshape_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [_c((randn(rng, 2, 6),), {"shape": (3, 4)}), _c((randn(rng, 2, 3, 4),), {"shape": (-1, 4)})]
+    return [
+        _c((randn(rng, 2, 6),), {"shape": (3, 4)}),
+        _c((randn(rng, 2, 3, 4),), {"shape": (-1, 4)}),
+    ]
 
 
 def _transpose_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [_c((randn(rng, 3, 4),), {"axes": (1, 0)}), _c((randn(rng, 2, 3, 4),), {"axes": (2, 0, 1)})]
+    return [
+        _c((randn(rng, 3, 4),), {"axes": (1, 0)}),
+        _c((randn(rng, 2, 3, 4),), {"axes": (2, 0, 1)}),
+    ]
 
 
 def _broadcast_to_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -284,7 +309,10 @@ def _expand_cases(rng: np.random.Generator) -> list[OpCase]:
 
 
 def _squeeze_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [_c((randn(rng, 3, 1, 4),), {"axis": (1,)}), _c((randn(rng, 1, 3, 1),), {"axis": (0, 2)})]
+    return [
+        _c((randn(rng, 3, 1, 4),), {"axis": (1,)}),
+        _c((randn(rng, 1, 3, 1),), {"axis": (0, 2)}),
+    ]
 
 
 def _like_cases(rng: np.random.Generator, op: str) -> list[OpCase]:
@@ -308,8 +336,10 @@ def _slice_cases(rng: np.random.Generator) -> list[OpCase]:
 
 def _scatter_slice_cases(rng: np.random.Generator) -> list[OpCase]:
     x = randn(rng, 4, 5)
-    return [_c((randn(rng, 2, 5), x), {"index": (slice(1, 3),)}, wrt=(0,)),
-            _c((randn(rng, 4), x), {"index": (slice(None), 2)}, wrt=(0,))]
+    return [
+        _c((randn(rng, 2, 5), x), {"index": (slice(1, 3),)}, wrt=(0,)),
+        _c((randn(rng, 4), x), {"index": (slice(None), 2)}, wrt=(0,)),
+    ]
 
 
 def _concat_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -330,7 +360,11 @@ def _gather_cases(rng: np.random.Generator) -> list[OpCase]:
 def _scatter_add_cases(rng: np.random.Generator) -> list[OpCase]:
     return [
         _c((randn(rng, 4, 3), rng.integers(0, 6, (4,)), randn(rng, 6, 3)), {"axis": 0}, wrt=(0,)),
-        _c((randn(rng, 2, 4, 3), rng.integers(0, 5, (4,)), randn(rng, 2, 5, 3)), {"axis": 1}, wrt=(0,)),
+        _c(
+            (randn(rng, 2, 4, 3), rng.integers(0, 5, (4,)), randn(rng, 2, 5, 3)),
+            {"axis": 1},
+            wrt=(0,),
+        ),
     ]
 
 
@@ -338,32 +372,174 @@ def _one_hot_cases(rng: np.random.Generator) -> list[OpCase]:
     return [_c((rng.integers(0, 5, (3, 2)),), {"depth": 5}, grad=False)]
 
 
-register_op(OpDef("reshape", "shape", _infer_reshape, _reshape, 1, True, (0.0, 0.0), _reshape_cases,
-                  doc="new shape, same elements (one -1 allowed)"))
-register_op(OpDef("transpose", "shape", _infer_transpose, _transpose, 1, True, (0.0, 0.0),
-                  _transpose_cases, doc="permute axes"))
-register_op(OpDef("broadcast_to", "shape", _infer_broadcast_to, _broadcast_to, 1, True, (0.0, 0.0),
-                  _broadcast_to_cases, doc="broadcast to a shape"))
-register_op(OpDef("expand_dims", "shape", _infer_expand_dims, _expand_dims, 1, True, (0.0, 0.0),
-                  _expand_cases, doc="insert size-1 axes"))
-register_op(OpDef("squeeze", "shape", _infer_squeeze, _squeeze, 1, True, (0.0, 0.0), _squeeze_cases,
-                  doc="remove size-1 axes"))
+register_op(
+    OpDef(
+        "reshape",
+        "shape",
+        _infer_reshape,
+        _reshape,
+        1,
+        True,
+        (0.0, 0.0),
+        _reshape_cases,
+        doc="new shape, same elements (one -1 allowed)",
+    )
+)
+register_op(
+    OpDef(
+        "transpose",
+        "shape",
+        _infer_transpose,
+        _transpose,
+        1,
+        True,
+        (0.0, 0.0),
+        _transpose_cases,
+        doc="permute axes",
+    )
+)
+register_op(
+    OpDef(
+        "broadcast_to",
+        "shape",
+        _infer_broadcast_to,
+        _broadcast_to,
+        1,
+        True,
+        (0.0, 0.0),
+        _broadcast_to_cases,
+        doc="broadcast to a shape",
+    )
+)
+register_op(
+    OpDef(
+        "expand_dims",
+        "shape",
+        _infer_expand_dims,
+        _expand_dims,
+        1,
+        True,
+        (0.0, 0.0),
+        _expand_cases,
+        doc="insert size-1 axes",
+    )
+)
+register_op(
+    OpDef(
+        "squeeze",
+        "shape",
+        _infer_squeeze,
+        _squeeze,
+        1,
+        True,
+        (0.0, 0.0),
+        _squeeze_cases,
+        doc="remove size-1 axes",
+    )
+)
 for _op, _infer, _kernel, _doc in (
-    ("sum_to_like", _infer_sum_to_like, _sum_to_like, "sum a gradient down to a shape (broadcast reverse)"),
-    ("broadcast_like", _infer_broadcast_like, _broadcast_like, "broadcast to the shape of another value"),
+    (
+        "sum_to_like",
+        _infer_sum_to_like,
+        _sum_to_like,
+        "sum a gradient down to a shape (broadcast reverse)",
+    ),
+    (
+        "broadcast_like",
+        _infer_broadcast_like,
+        _broadcast_like,
+        "broadcast to the shape of another value",
+    ),
     ("reshape_like", _infer_reshape_like, _reshape_like, "reshape to the shape of another value"),
 ):
-    register_op(OpDef(_op, "shape", _infer, _kernel, 2, True, (1e-5, 1e-6),
-                      lambda rng, _o=_op: _like_cases(rng, _o), doc=_doc))
-register_op(OpDef("slice", "index", _infer_slice, _slice, 1, True, (0.0, 0.0), _slice_cases,
-                  doc="basic indexing with ints and slices"))
-register_op(OpDef("scatter_slice", "index", _infer_scatter_slice, _scatter_slice, 2, True, (0.0, 0.0),
-                  _scatter_slice_cases, doc="zeros shaped like x with g written at a slice"))
-register_op(OpDef("concat", "shape", _infer_concat, _concat, None, True, (0.0, 0.0), _concat_cases,
-                  doc="join along an axis"))
-register_op(OpDef("gather", "index", _infer_gather, _gather, 2, True, (0.0, 0.0), _gather_cases,
-                  doc="take indices along an axis (embedding lookup)"))
-register_op(OpDef("scatter_add", "index", _infer_scatter_add, _scatter_add, 3, True, (1e-5, 1e-6),
-                  _scatter_add_cases, doc="add g into zeros shaped like x at indices (gather's gradient)"))
-register_op(OpDef("one_hot", "index", _infer_one_hot, _one_hot, 1, False, (0.0, 0.0), _one_hot_cases,
-                  doc="one-hot encode integer indices"))
+    register_op(
+        OpDef(
+            _op,
+            "shape",
+            _infer,
+            _kernel,
+            2,
+            True,
+            (1e-5, 1e-6),
+            functools.partial(_like_cases, op=_op),
+            doc=_doc,
+        )
+    )
+register_op(
+    OpDef(
+        "slice",
+        "index",
+        _infer_slice,
+        _slice,
+        1,
+        True,
+        (0.0, 0.0),
+        _slice_cases,
+        doc="basic indexing with ints and slices",
+    )
+)
+register_op(
+    OpDef(
+        "scatter_slice",
+        "index",
+        _infer_scatter_slice,
+        _scatter_slice,
+        2,
+        True,
+        (0.0, 0.0),
+        _scatter_slice_cases,
+        doc="zeros shaped like x with g written at a slice",
+    )
+)
+register_op(
+    OpDef(
+        "concat",
+        "shape",
+        _infer_concat,
+        _concat,
+        None,
+        True,
+        (0.0, 0.0),
+        _concat_cases,
+        doc="join along an axis",
+    )
+)
+register_op(
+    OpDef(
+        "gather",
+        "index",
+        _infer_gather,
+        _gather,
+        2,
+        True,
+        (0.0, 0.0),
+        _gather_cases,
+        doc="take indices along an axis (embedding lookup)",
+    )
+)
+register_op(
+    OpDef(
+        "scatter_add",
+        "index",
+        _infer_scatter_add,
+        _scatter_add,
+        3,
+        True,
+        (1e-5, 1e-6),
+        _scatter_add_cases,
+        doc="add g into zeros shaped like x at indices (gather's gradient)",
+    )
+)
+register_op(
+    OpDef(
+        "one_hot",
+        "index",
+        _infer_one_hot,
+        _one_hot,
+        1,
+        False,
+        (0.0, 0.0),
+        _one_hot_cases,
+        doc="one-hot encode integer indices",
+    )
+)
