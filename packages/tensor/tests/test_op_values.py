@@ -172,8 +172,10 @@ def _op_cases() -> list[tuple[OpDef, OpCase]]:
     rng = np.random.default_rng(0)
     out = []
     for op in _non_leaf_ops():
-        assert op.cases is not None, f"op {op.name!r} has no test cases"
-        out.extend((op, case) for case in op.cases(rng))
+        # An op without cases or a reference fails the two coverage tests below, once,
+        # rather than every one of its cases.
+        if op.cases is not None and op.name in REFERENCES:
+            out.extend((op, case) for case in op.cases(rng))
     return out
 
 
