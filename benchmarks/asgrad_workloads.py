@@ -1,0 +1,174 @@
+"""The reference workloads of WORKLOADS.md in asgrad: each a compiled training step.
+
+``build(name, backend)`` returns a :class:`Workload`: a ``step()`` that runs one whole
+training step (forward, backward, optimizer update: one compiled program) and
+returns the loss, and the number of timed steps. Workloads whose layers have not
+landed in ``asgrad.nn`` yet raise :class:`UnavailableError` with the missing names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from asgrad import nn
+from asgrad.tensor import Graph, Tensor
+
+STEPS = {"xor": 1000, "mlp": 300, "cnn": 40, "transformer": 20, "transformer_large": 10}
+
+
+class UnavailableError(Exception):
+    """The workload needs something asgrad does not provide yet."""
+
+
+@dataclass
+class Workload:
+    step: Callable[[], Any]
+    steps: int
+
+
+def _need(*names: str) -> list[Any]:
+    missing = [n for n in names if not hasattr(nn, n)]
+    if missing:
+        raise UnavailableError(
+            "asgrad.nn has no " + ", ".join(missing) + " yet (waiting for the layers to land)"
+        )
+    return [getattr(nn, n) for n in names]
+
+
+def _runner(program: Any, feeds: dict[str, np.ndarray]) -> Callable[[], Any]:
+    def step() -> Any:
+        return program(feeds)[0]
+
+    return step
+
+
+def xor(backend: str) -> Workload:
+    model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1), nn.Sigmoid())
+    model.initialize(0)
+    g = Graph("xor")
+    x, y = g.input("x", (4, 2)), g.input("y", (4, 1))
+    loss = nn.mse_loss(model(x), y)
+    program = nn.SGD(model.parameters(), lr=0.5, momentum=0.9).compile(loss, backend=backend)
+    feeds: dict[str, np.ndarray] = {
+        "x": np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32),
+        "y": np.array([[0], [1], [1], [0]], dtype=np.float32),
+    }
+    return Workload(_runner(program, feeds), STEPS["xor"])
+
+
+def mlp(backend: str) -> Workload:
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(
+        nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10)
+    )
+    model.initialize(0)
+    g = Graph("mlp")
+    x, y = g.input("x", (64, 784)), g.input("y", (64,), "int64")
+    loss = nn.cross_entropy(model(x), y)
+    program = nn.Adam(model.parameters(), lr=1e-3).compile(loss, backend=backend)
+    feeds: dict[str, np.ndarray] = {
+        "x": rng.standard_normal((64, 784)).astype(np.float32),
+        "y": rng.integers(0, 10, (64,)).astype(np.int64),
+    }
+    return Workload(_runner(program, feeds), STEPS["mlp"])
+
+
+def cnn(backend: str) -> Workload:
+    Conv2d, MaxPool2d = _need("Conv2d", "MaxPool2d")
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(
+        Conv2d(1, 16, 3, padding=1), nn.ReLU(), MaxPool2d(2),
+        Conv2d(16, 32, 3, padding=1), nn.ReLU(), MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 7 * 7, 10),
+    )  # fmt: skip
+    model.initialize(0)
+    g = Graph("cnn")
+    x, y = g.input("x", (32, 1, 28, 28)), g.input("y", (32,), "int64")
+    loss = nn.cross_entropy(model(x), y)
+    program = nn.Adam(model.parameters(), lr=1e-3).compile(loss, backend=backend)
+    feeds: dict[str, np.ndarray] = {
+        "x": rng.standard_normal((32, 1, 28, 28)).astype(np.float32),
+        "y": rng.integers(0, 10, (32,)).astype(np.int64),
+    }
+    return Workload(_runner(program, feeds), STEPS["cnn"])
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: causal self-attention (qkv in one Linear), GELU FF."""
+
+    def __init__(self, d: int, heads: int, ff: int) -> None:
+        super().__init__()
+        (LayerNorm,) = _need("LayerNorm")
+        self.heads = heads
+        self.ln1, self.ln2 = LayerNorm(d), LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.ff1, self.ff2 = nn.Linear(d, ff), nn.Linear(ff, d)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, D = x.shape
+        h, dh = self.heads, D // self.heads
+        qkv = self.qkv(self.ln1(x))
+        q, k, v = (
+            qkv[:, :, i * D : (i + 1) * D].reshape(B, T, h, dh).transpose(0, 2, 1, 3)
+            for i in range(3)
+        )
+        mask = np.triu(np.full((T, T), -1e9, dtype=np.float32), 1)
+        att = (q @ k.swapaxes(-1, -2)) * (1.0 / math.sqrt(dh)) + x.graph.constant(mask)
+        att = att.softmax(-1)
+        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, D)
+        x = x + self.proj(y)
+        result: Tensor = x + self.ff2(self.ff1(self.ln2(x)).gelu())
+        return result
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab: int, seq: int, d: int, heads: int, ff: int, layers: int) -> None:
+        super().__init__()
+        Embedding, LayerNorm = _need("Embedding", "LayerNorm")
+        self.emb = Embedding(vocab, d)
+        self.pos = nn.Parameter((1, seq, d), nn.init.zeros)
+        self.blocks = nn.Sequential(*[Block(d, heads, ff) for _ in range(layers)])
+        self.lnf, self.head = LayerNorm(d), nn.Linear(d, vocab)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        h = self.lnf(self.blocks(self.emb(idx) + self.pos))
+        logits: Tensor = self.head(h)
+        return logits
+
+
+def transformer(backend: str, large: bool = False) -> Workload:
+    V, T, D, H, FF, L, B = (
+        (256, 256, 512, 8, 2048, 4, 32) if large else (64, 64, 128, 4, 512, 2, 16)
+    )
+    rng = np.random.default_rng(0)
+    model = TinyGPT(V, T, D, H, FF, L)
+    model.initialize(0)
+    g = Graph("transformer")
+    idx, tgt = g.input("idx", (B, T), "int64"), g.input("tgt", (B * T,), "int64")
+    logits = model(idx).reshape(B * T, V)
+    loss = nn.cross_entropy(logits, tgt)
+    program = nn.AdamW(model.parameters(), lr=1e-3).compile(loss, backend=backend)
+    feeds: dict[str, np.ndarray] = {
+        "idx": rng.integers(0, V, (B, T)).astype(np.int64),
+        "tgt": rng.integers(0, V, (B * T,)).astype(np.int64),
+    }
+    name = "transformer_large" if large else "transformer"
+    return Workload(_runner(program, feeds), STEPS[name])
+
+
+def build(name: str, backend: str) -> Workload:
+    """The workload ``name`` compiled for ``backend`` ("cpu" or "gpu")."""
+    if name == "xor":
+        return xor(backend)
+    if name == "mlp":
+        return mlp(backend)
+    if name == "cnn":
+        return cnn(backend)
+    if name in ("transformer", "transformer_large"):
+        return transformer(backend, large=name == "transformer_large")
+    raise ValueError(f"unknown workload {name!r}")
