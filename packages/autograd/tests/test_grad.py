@@ -53,11 +53,18 @@ def test_broadcast_gradients_are_reduced_to_operand_shapes(
     S = rng.standard_normal(out.shape)
     s = g.input("s", out.shape, "float64")
     da, db = grad((out * s).sum(), [a, b])
-    assert da.shape == sa and db.shape == sb
+    assert da.shape == sa
+    assert db.shape == sb
     got_a, got_b = evaluate([da, db], {"a": A, "b": B, "s": S})
     Ab, Bb = np.broadcast_arrays(A, B)
-    local_a = {"add": 1.0, "mul": Bb, "sub": 1.0, "div": 1.0 / Bb}[op]
-    local_b = {"add": 1.0, "mul": Ab, "sub": -1.0, "div": -Ab / Bb**2}[op]
+    locals_a: dict[str, float | np.ndarray] = {"add": 1.0, "mul": Bb, "sub": 1.0, "div": 1.0 / Bb}
+    locals_b: dict[str, float | np.ndarray] = {
+        "add": 1.0,
+        "mul": Ab,
+        "sub": -1.0,
+        "div": -Ab / Bb**2,
+    }
+    local_a, local_b = locals_a[op], locals_b[op]
     np.testing.assert_allclose(got_a, _reduce_to(S * local_a, sa), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got_b, _reduce_to(S * local_b, sb), rtol=1e-12, atol=1e-12)
 
@@ -102,8 +109,11 @@ def test_seed_gives_vector_jacobian_products() -> None:
 
 def test_gradient_through_cast() -> None:
     _ = gradient_check(
-        lambda x: (x.cast("float32") * 3.0).cast("float64"), [np.linspace(-1, 1, 4)],
-        eps=1e-2, rtol=1e-5, atol=1e-5,
+        lambda x: (x.cast("float32") * 3.0).cast("float64"),
+        [np.linspace(-1, 1, 4)],
+        eps=1e-2,
+        rtol=1e-5,
+        atol=1e-5,
     )
 
 
@@ -157,9 +167,12 @@ def test_entry_point_example_verbatim() -> None:
     (dw,) = grad(y, [w])
     y_val, dw_val = evaluate([y, dw], {"x": X, "w": W})
 
-    assert isinstance(y, Tensor) and y.dtype == "float32" and x.dtype == "float32"
+    assert type(y) is Tensor
+    assert y.dtype == "float32"
+    assert x.dtype == "float32"
     X64, W64 = X.astype(np.float64), W.astype(np.float64)
-    assert y_val.dtype == np.float32 and dw_val.dtype == np.float32
+    assert y_val.dtype == np.float32
+    assert dw_val.dtype == np.float32
     assert float(y_val) == pytest.approx(float(np.tanh(X64 @ W64).sum()), rel=1e-5)
     expected_dw = X64.T @ (1.0 - np.tanh(X64 @ W64) ** 2)
     np.testing.assert_allclose(dw_val, expected_dw, rtol=1e-5, atol=1e-6)

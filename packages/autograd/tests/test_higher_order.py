@@ -15,7 +15,7 @@ X = np.linspace(-1.7, 1.9, 9)
 
 def _second_difference(f: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> np.ndarray:
     h = 1e-4
-    return (f(x + h) - 2.0 * f(x) + f(x - h)) / (h * h)
+    return np.asarray((f(x + h) - 2.0 * f(x) + f(x - h)) / (h * h))
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,9 @@ def test_hessian_vector_product_of_an_mlp() -> None:
     loss = ((out - t) ** 2.0).mean()
     grads = grad(loss, list(p.values()))
     gv = grads[0] * v["W1"]
-    directional = sum(((gi * v[k]).sum() for gi, k in zip(grads[1:], list(p)[1:], strict=True)), gv.sum())
+    directional = sum(
+        ((gi * v[k]).sum() for gi, k in zip(grads[1:], list(p)[1:], strict=True)), gv.sum()
+    )
     hvp = grad(directional, list(p.values()))
 
     gradient = compile(grads)

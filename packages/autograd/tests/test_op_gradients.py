@@ -19,7 +19,7 @@ def _differentiable_ops() -> list[OpDef]:
 
 def _grad_cases() -> list[tuple[OpDef, OpCase]]:
     rng = np.random.default_rng(1)
-    out = []
+    out: list[tuple[OpDef, OpCase]] = []
     for op in _differentiable_ops():
         assert op.cases is not None, f"op {op.name!r} has no test cases"
         out.extend((op, case) for case in op.cases(rng) if case.grad)

@@ -26,7 +26,8 @@ from asgrad.tensor import (
 def line_below(n: int = 1) -> str:
     """``file:line`` of the caller's line plus ``n``, as asgrad reports locations."""
     frame = inspect.currentframe()
-    assert frame is not None and frame.f_back is not None
+    assert frame is not None
+    assert frame.f_back is not None
     return f"{__file__}:{frame.f_back.f_lineno + n}"
 
 
@@ -46,7 +47,8 @@ def test_broadcast_error_names_op_shapes_and_line() -> None:
         x + y
     message = str(info.value)
     assert message.startswith("add:")
-    assert "[2, 3]" in message and "[4]" in message
+    assert "[2, 3]" in message
+    assert "[4]" in message
     assert where_ in message
 
 
@@ -57,7 +59,9 @@ def test_matmul_error_names_inner_dimensions_and_line() -> None:
     with pytest.raises(ShapeError) as info:
         a @ b
     message = str(info.value)
-    assert "matmul" in message and "[3, 4] @ [5, 6]" in message and "4 != 5" in message
+    assert "matmul" in message
+    assert "[3, 4] @ [5, 6]" in message
+    assert "4 != 5" in message
     assert where_ in message
 
 
@@ -74,7 +78,9 @@ def test_reshape_error_names_counts_and_line() -> None:
     with pytest.raises(ShapeError) as info:
         x.reshape(4, 2)
     message = str(info.value)
-    assert message.startswith("reshape:") and "[2, 3]" in message and "[4, 2]" in message
+    assert message.startswith("reshape:")
+    assert "[2, 3]" in message
+    assert "[4, 2]" in message
     assert where_ in message
 
 
@@ -91,8 +97,10 @@ def test_dtype_errors() -> None:
     where_ = line_below(2)
     with pytest.raises(DTypeError) as info:
         f32 + f64
-    assert "float32[2]" in str(info.value) and "float64[2]" in str(info.value)
-    assert str(info.value).startswith("add:") and where_ in str(info.value)
+    assert "float32[2]" in str(info.value)
+    assert "float64[2]" in str(info.value)
+    assert str(info.value).startswith("add:")
+    assert where_ in str(info.value)
     with pytest.raises(DTypeError, match="exp: input must be float32 or float64"):
         i64.exp()
     with pytest.raises(DTypeError, match="condition must be bool"):
@@ -109,7 +117,8 @@ def test_name_conflicts_are_errors() -> None:
     g.input("x", (2,))
     with pytest.raises(NameConflictError) as info:
         g.input("x", (3,))
-    assert "'x'" in str(info.value) and first in str(info.value)
+    assert "'x'" in str(info.value)
+    assert first in str(info.value)
     with pytest.raises(NameConflictError):
         g.parameter("x", (2,))
     g.parameter("w", (2,))
@@ -162,7 +171,7 @@ def _feeds(**over: object) -> dict[str, object]:
 
 def test_missing_feed_is_an_error() -> None:
     _, program = _program()
-    with pytest.raises(FeedError, match="'w' was not fed.*w: float32\\[4, 5\\]"):
+    with pytest.raises(FeedError, match=r"'w' was not fed.*w: float32\[4, 5\]"):
         program(_feeds(w=None))  # type: ignore[operator]  # Program is callable
 
 
@@ -183,7 +192,9 @@ def test_wrong_shape_feed_names_the_op_and_line() -> None:
     with pytest.raises(FeedError) as info:
         program(_feeds(x=np.ones((3, 6), np.float32)))  # type: ignore[operator]  # Program is callable
     message = str(info.value)
-    assert "matmul" in message and "[3, 6] @ [4, 5]" in message and where_ in message
+    assert "matmul" in message
+    assert "[3, 6] @ [4, 5]" in message
+    assert where_ in message
 
 
 def test_unknown_feed_is_an_error() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -51,7 +50,9 @@ def test_one_graph_runs_on_two_batch_sizes(optimize_graph: bool) -> None:
         X = rng.standard_normal((batch, 4))
         loss, dw, db, dx = program({"x": X})
         assert loss == pytest.approx(_mlp_reference(X, W.value, b.value), rel=1e-12)
-        assert dw.shape == (4, 5) and db.shape == (5,) and dx.shape == (batch, 4)
+        assert dw.shape == (4, 5)
+        assert db.shape == (5,)
+        assert dx.shape == (batch, 4)
         # Central differences on a few entries of W.
         eps = 1e-6
         for i, j in ((0, 0), (3, 4), (1, 2)):
@@ -117,7 +118,7 @@ def test_intermediates_are_freed_after_their_last_use(monkeypatch: pytest.Monkey
     step_of = {n.id: i for i, n in enumerate(schedule.nodes)}
     results: list[tuple[int, weakref.ref[np.ndarray]]] = []
     violations: list[str] = []
-    real_get_op = executor_module.get_op
+    real_get_op = get_op
     # The executor asks for each node's op in schedule order: hand out the steps so.
     steps = {
         name: iter([step_of[n.id] for n in schedule.nodes if n.op == name])
@@ -144,9 +145,17 @@ def test_intermediates_are_freed_after_their_last_use(monkeypatch: pytest.Monkey
     program = compile([out])
     X = np.linspace(-1, 1, 64)
     (value,) = program({"x": X})
-    assert value == pytest.approx(float((np.tanh(np.cos(np.sin(np.exp(X))) * np.exp(X)) ** 2).sum()))
+    assert value == pytest.approx(
+        float((np.tanh(np.cos(np.sin(np.exp(X))) * np.exp(X)) ** 2).sum())
+    )
     assert [schedule.nodes[made].op for made, _ in results] == [
-        "exp", "sin", "cos", "mul", "tanh", "mul", "sum"
+        "exp",
+        "sin",
+        "cos",
+        "mul",
+        "tanh",
+        "mul",
+        "sum",
     ]
     assert not violations, violations
     # Every intermediate is gone once the run is over; only the output survives.
@@ -186,13 +195,13 @@ def test_evaluate_caches_programs_per_graph() -> None:
     evaluate([y], {"x": np.ones(5, np.float32)})
     assert len(g.programs) == 1
     (single,) = evaluate(y, {"x": np.array([1.0, 2.0], np.float32)})
-    assert single.tolist() == [2.0, 4.0] and single.dtype == np.float32
+    assert single.tolist() == [2.0, 4.0]
+    assert single.dtype == np.float32
 
 
 def test_feeds_are_converted_to_the_declared_dtype() -> None:
     g = Graph()
     x = g.input("x", (2,))
     (value,) = evaluate([x + 1.0], {"x": np.array([1, 2])})
-    assert value.dtype == np.float32 and value.tolist() == [2.0, 3.0]
-
-
+    assert value.dtype == np.float32
+    assert value.tolist() == [2.0, 3.0]

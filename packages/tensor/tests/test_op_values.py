@@ -23,35 +23,35 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+    return np.asarray(1.0 / (1.0 + np.exp(-x)))
 
 
 def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     if approximate == "tanh":
         c = math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x**3)))
-    return x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
+        return np.asarray(0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x**3))))
+    return np.asarray(x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0))))
 
 
 def _softplus(x: np.ndarray, beta: float = 1.0) -> np.ndarray:
     # log(1 + e^z) = max(z, 0) + log1p(e^-|z|), stable for the large cases.
     z = beta * x
-    return (np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))) / beta
+    return np.asarray((np.maximum(z, 0.0) + np.log1p(np.exp(-np.abs(z)))) / beta)
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     e = np.exp(x - x.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+    return np.asarray(e / e.sum(axis=axis, keepdims=True))
 
 
 def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     m = x.max(axis=axis, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
+    return np.asarray(x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True)))
 
 
 def _var(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
     mu = x.mean(axis=axis, keepdims=True)
-    return ((x - mu) ** 2).mean(axis=axis, keepdims=keepdims)
+    return np.asarray(((x - mu) ** 2).mean(axis=axis, keepdims=keepdims))
 
 
 def _sum_to_like(g: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -71,13 +71,16 @@ def _scatter_slice(g: np.ndarray, x: np.ndarray, index: tuple[Any, ...]) -> np.n
 
 def _scatter_add(g: np.ndarray, idx: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
     out = np.zeros(x.shape, dtype=g.dtype)
-    lead = (slice(None),) * axis
+    lead: tuple[Any, ...] = (slice(None),) * axis
     for pos in np.ndindex(*idx.shape):
-        out[(*lead, int(idx[pos]))] += g[(*lead, *pos)]
+        at: tuple[Any, ...] = (*lead, int(idx[pos]))
+        out[at] += g[(*lead, *pos)]
     return out
 
 
-def _clamp(x: np.ndarray, min: float | None = None, max: float | None = None) -> np.ndarray:  # noqa: A002  # the op's attribute names
+def _clamp(
+    x: np.ndarray, min: float | None = None, max: float | None = None
+) -> np.ndarray:  # the op's attribute names
     if min is not None:
         x = np.where(x < min, min, x)
     if max is not None:
@@ -117,10 +120,10 @@ REFERENCES: dict[str, Reference] = {
     "mul": operator.mul,
     "div": operator.truediv,
     "pow": lambda a, b: np.exp(b * np.log(a)),
-    "maximum": lambda a, b: np.where(a >= b, a, b),
-    "minimum": lambda a, b: np.where(a <= b, a, b),
-    "equal": operator.eq,
-    "not_equal": operator.ne,
+    "maximum": lambda a, b: a * (a >= b) + b * (a < b),
+    "minimum": lambda a, b: a * (a <= b) + b * (a > b),
+    "equal": lambda a, b: a == b,
+    "not_equal": lambda a, b: a != b,
     "less": operator.lt,
     "less_equal": operator.le,
     "greater": operator.gt,
@@ -128,8 +131,9 @@ REFERENCES: dict[str, Reference] = {
     "where": lambda c, a, b: c * a + (1 - c) * b,
     # reductions
     "sum": lambda x, axis, keepdims=False: x.sum(axis=axis, keepdims=keepdims),
-    "mean": lambda x, axis, keepdims=False: x.sum(axis=axis, keepdims=keepdims)
-    / math.prod(x.shape[a] for a in axis),
+    "mean": lambda x, axis, keepdims=False: (
+        x.sum(axis=axis, keepdims=keepdims) / math.prod(x.shape[a] for a in axis)
+    ),
     "max": lambda x, axis, keepdims=False: np.amax(x, axis=axis, keepdims=keepdims),
     "min": lambda x, axis, keepdims=False: -np.amax(-x, axis=axis, keepdims=keepdims),
     "var": _var,
@@ -170,7 +174,7 @@ def _non_leaf_ops() -> list[OpDef]:
 
 def _op_cases() -> list[tuple[OpDef, OpCase]]:
     rng = np.random.default_rng(0)
-    out = []
+    out: list[tuple[OpDef, OpCase]] = []
     for op in _non_leaf_ops():
         # An op without cases or a reference fails the two coverage tests below, once,
         # rather than every one of its cases.

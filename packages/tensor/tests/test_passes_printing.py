@@ -20,8 +20,11 @@ def test_cse_merges_duplicate_subexpressions() -> None:
     y = x.exp() * 2.0 + x.exp() * 2.0
     optimized = make_schedule([y]).nodes
     plain = make_schedule([y], optimize_graph=False).nodes
-    assert _ops(plain)["exp"] == 2 and _ops(plain)["mul"] == 2 and _ops(plain)["constant"] == 2
-    assert _ops(optimized)["exp"] == 1 and _ops(optimized)["mul"] == 1
+    assert _ops(plain)["exp"] == 2
+    assert _ops(plain)["mul"] == 2
+    assert _ops(plain)["constant"] == 2
+    assert _ops(optimized)["exp"] == 1
+    assert _ops(optimized)["mul"] == 1
     assert _ops(optimized)["constant"] == 1
     assert len(optimized) == 5  # x, exp, 2.0, mul, add
     X = np.array([0.0, 1.0, -1.0])
@@ -59,7 +62,8 @@ def test_constant_folding() -> None:
     (folded,) = (n for n in nodes if n.op == "constant")
     assert float(folded.attrs["value"]) == np.exp(6.0)
     unfolded, _ = optimize([y.node], fold_constants=False)
-    assert _ops(unfolded)["mul"] == 1 and _ops(unfolded)["exp"] == 1
+    assert _ops(unfolded)["mul"] == 1
+    assert _ops(unfolded)["exp"] == 1
 
 
 def test_identity_reshape_and_cast_are_dropped() -> None:
@@ -92,9 +96,11 @@ def test_to_dot_has_every_node_and_edge() -> None:
     m = x @ w
     y = m.tanh()
     dot = to_dot(g, [y])
-    assert dot.startswith('digraph "demo" {') and dot.rstrip().endswith("}")
+    assert dot.startswith('digraph "demo" {')
+    assert dot.rstrip().endswith("}")
     for node in (x.node, w.node, m.node, y.node):
-        assert f"n{node.id} [label=" in dot and node.name in dot
+        assert f"n{node.id} [label=" in dot
+        assert node.name in dot
     for src, dst in ((x, m), (w, m), (m, y)):
         assert f"n{src.node.id} -> n{dst.node.id};" in dot
     assert dot.count("->") == 3
