@@ -87,14 +87,10 @@ def check_wheel(dist: Distribution, wheel: Path) -> None:
     code = {name for name in names if ".dist-info/" not in name}
     if dist.leaf_directory is None:
         if code:
-            raise BuildError(
-                f"{wheel.name} must hold metadata only, found {sorted(code)}"
-            )
+            raise BuildError(f"{wheel.name} must hold metadata only, found {sorted(code)}")
         return
     if "asgrad/__init__.py" in names:
-        raise BuildError(
-            f"{wheel.name} ships asgrad/__init__.py; asgrad is a namespace"
-        )
+        raise BuildError(f"{wheel.name} ships asgrad/__init__.py; asgrad is a namespace")
     src = dist.directory / "src"
     expected = {
         path.relative_to(src).as_posix()
@@ -109,14 +105,10 @@ def check_wheel(dist: Distribution, wheel: Path) -> None:
         raise BuildError(f"{wheel.name} lacks {leaf_prefix}py.typed")
     strays = {name for name in code if not name.startswith(leaf_prefix)}
     if strays:
-        raise BuildError(
-            f"{wheel.name} ships files outside {leaf_prefix}: {sorted(strays)}"
-        )
+        raise BuildError(f"{wheel.name} ships files outside {leaf_prefix}: {sorted(strays)}")
 
 
-def rebuild_from_sdist(
-    dist: Distribution, sdist: Path, wheel: Path, scratch: Path
-) -> None:
+def rebuild_from_sdist(dist: Distribution, sdist: Path, wheel: Path, scratch: Path) -> None:
     unpack = scratch / f"{dist.name}-sdist"
     with tarfile.open(sdist) as archive:
         archive.extractall(unpack, filter="data")
@@ -140,9 +132,7 @@ def build_all(root: Path, out: Path) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="asgrad-build-") as scratch_name:
         scratch = Path(scratch_name)
         for dist in load_distributions(root):
-            print(
-                f"\n=== {dist.name} {dist.version} ({dist.directory.relative_to(root)})"
-            )
+            print(f"\n=== {dist.name} {dist.version} ({dist.directory.relative_to(root)})")
             run(
                 [
                     *build_command(),

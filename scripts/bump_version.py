@@ -54,9 +54,7 @@ def bump(root: Path, new_version: str) -> list[Path]:
             changed.append(dist.pyproject)
         for init in dunder_version_files(dist):
             old = init.read_text(encoding="utf-8")
-            new = DUNDER_VERSION_LINE.sub(
-                f'__version__ = "{new_version}"', old, count=1
-            )
+            new = DUNDER_VERSION_LINE.sub(f'__version__ = "{new_version}"', old, count=1)
             if new != old:
                 init.write_text(new, encoding="utf-8")
                 changed.append(init)

@@ -58,8 +58,7 @@ def find_problems(root: Path) -> list[str]:
             name, spec = internal
             if spec != f"=={expected}":
                 problems.append(
-                    f"{dist.name}: requirement {requirement!r} must pin "
-                    f"{name}=={expected} exactly"
+                    f"{dist.name}: requirement {requirement!r} must pin {name}=={expected} exactly"
                 )
 
         for init in dunder_version_files(dist):
@@ -70,10 +69,7 @@ def find_problems(root: Path) -> list[str]:
                     f"expected {expected!r} (scripts/bump_version.py rewrites it)"
                 )
 
-    known = {
-        (root / directory / "pyproject.toml").resolve()
-        for directory in DISTRIBUTION_DIRS
-    }
+    known = {(root / directory / "pyproject.toml").resolve() for directory in DISTRIBUTION_DIRS}
     for pyproject in find_pyprojects(root):
         if pyproject.resolve() not in known:
             problems.append(
@@ -83,17 +79,13 @@ def find_problems(root: Path) -> list[str]:
     members = workspace_members(root)
     for directory in DISTRIBUTION_DIRS:
         if directory not in members:
-            problems.append(
-                f"{directory} is not a Hatch workspace member in pyproject.toml"
-            )
+            problems.append(f"{directory} is not a Hatch workspace member in pyproject.toml")
 
     license_text = (root / "LICENSE").read_bytes()
     for dist in distributions:
         shipped = dist.directory / "LICENSE"
         if not shipped.exists() or shipped.read_bytes() != license_text:
-            problems.append(
-                f"{shipped.relative_to(root)} must be a copy of the root LICENSE"
-            )
+            problems.append(f"{shipped.relative_to(root)} must be a copy of the root LICENSE")
         leaf = dist.leaf_directory
         if leaf is not None and not (leaf / "py.typed").exists():
             problems.append(f"{(leaf / 'py.typed').relative_to(root)} is missing")
@@ -118,9 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {problem}", file=sys.stderr)
         return 1
     distributions = load_distributions(root)
-    print(
-        f"ok: {len(distributions)} distributions at version {distributions[0].version}"
-    )
+    print(f"ok: {len(distributions)} distributions at version {distributions[0].version}")
     return 0
 
 

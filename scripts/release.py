@@ -44,9 +44,7 @@ def prepare(root: Path, new_version: str, date: str) -> None:
         bump(root, new_version)
     except ValueError as error:
         raise ReleaseError(str(error)) from error
-    changelog_path.write_text(
-        roll_unreleased(text, new_version, date), encoding="utf-8"
-    )
+    changelog_path.write_text(roll_unreleased(text, new_version, date), encoding="utf-8")
     problems = find_problems(root)
     if problems:
         raise ReleaseError("; ".join(problems))

@@ -25,9 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     body = section_body(args.changelog.read_text(encoding="utf-8"), version)
     if body is None:
-        print(
-            f"error: {args.changelog} has no `## [{version}]` section", file=sys.stderr
-        )
+        print(f"error: {args.changelog} has no `## [{version}]` section", file=sys.stderr)
         return 1
     if not has_entries(body):
         print(f"error: the `## [{version}]` section lists no change", file=sys.stderr)

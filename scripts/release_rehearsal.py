@@ -157,9 +157,7 @@ def smoke_code(scenario: Scenario, version: str) -> str:
     return "\n".join(lines) + "\n" + GRAPH_SMOKE + scenario.extra_code
 
 
-def run(
-    command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
-) -> None:
+def run(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
     shown = [*command[:2], "<smoke test>"] if command[1:2] == ["-c"] else command
     print("+ " + " ".join(shown), flush=True)
     subprocess.run(command, check=True, cwd=cwd, env=env)
@@ -211,9 +209,7 @@ def third_party_requirements(dist_dir: Path) -> list[str]:
     requirements: set[str] = set()
     for wheel in sorted(dist_dir.glob("*.whl")):
         with zipfile.ZipFile(wheel) as archive:
-            (metadata_name,) = [
-                n for n in archive.namelist() if n.endswith(".dist-info/METADATA")
-            ]
+            (metadata_name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
             metadata = Parser().parsestr(archive.read(metadata_name).decode())
         for requirement in metadata.get_all("Requires-Dist") or []:
             requirement_only = requirement.split(";")[0].strip()
@@ -227,9 +223,7 @@ def third_party_requirements(dist_dir: Path) -> list[str]:
 
 def isolated_pip_environment() -> dict[str, str]:
     """The environment without any pip configuration that could add an index."""
-    env = {
-        key: value for key, value in os.environ.items() if not key.startswith("PIP_")
-    }
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
     env["PIP_CONFIG_FILE"] = os.devnull
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     if "PIP_CERT" in os.environ:
@@ -247,9 +241,7 @@ def rehearse(dist_dir: Path, work: Path, version: str) -> None:
     requirements = third_party_requirements(dist_dir)
     run([sys.executable, "-m", "pip", "download", "--only-binary=:all:",
          "--dest", str(wheelhouse), *requirements])  # fmt: skip
-    leaked = [
-        p.name for p in wheelhouse.iterdir() if p.name.lower().startswith("asgrad")
-    ]
+    leaked = [p.name for p in wheelhouse.iterdir() if p.name.lower().startswith("asgrad")]
     if leaked:
         raise RuntimeError(f"the wheelhouse must hold no asgrad file, found {leaked}")
 

@@ -42,9 +42,7 @@ INTERNAL_REQUIREMENT = re.compile(
 )
 
 # The name at the start of a requirement string (PEP 508).
-REQUIREMENT_NAME = re.compile(
-    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<rest>.*)$"
-)
+REQUIREMENT_NAME = re.compile(r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)\s*(?P<rest>.*)$")
 REQUIREMENT_SPEC = re.compile(r"^(?:\[[^\]]*\])?\s*(?P<spec>[^;]*)")
 
 
@@ -77,9 +75,7 @@ class Distribution:
 
 
 # `__version__ = "0.1.0"` in a leaf package's __init__.py, where there is one.
-DUNDER_VERSION_LINE = re.compile(
-    r'^__version__\s*=\s*"(?P<version>[^"]*)"\s*$', re.MULTILINE
-)
+DUNDER_VERSION_LINE = re.compile(r'^__version__\s*=\s*"(?P<version>[^"]*)"\s*$', re.MULTILINE)
 
 
 def dunder_version_files(dist: Distribution) -> list[Path]:
@@ -88,9 +84,7 @@ def dunder_version_files(dist: Distribution) -> list[Path]:
     if leaf is None or not (leaf / "__init__.py").exists():
         return []
     init = leaf / "__init__.py"
-    return (
-        [init] if DUNDER_VERSION_LINE.search(init.read_text(encoding="utf-8")) else []
-    )
+    return [init] if DUNDER_VERSION_LINE.search(init.read_text(encoding="utf-8")) else []
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -100,18 +100,14 @@ def test_the_extractor_finds_blocks_and_no_run_markers() -> None:
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=page_id)
-def test_page_code_runs(
-    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_page_code_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # files a snippet writes land in a scratch folder
     namespace: dict[str, object] = {"__name__": "__docs__"}
     for snippet in snippets(page):
         where = f"{page_id(page)}:{snippet.line}"
         compiled = compile(snippet.code, where, "exec")
         if not snippet.runs:
-            assert snippet.reason, (
-                f"{where}: say why a block does not run: <!-- no-run: why -->"
-            )
+            assert snippet.reason, f"{where}: say why a block does not run: <!-- no-run: why -->"
             continue
         try:
             exec(compiled, namespace)

@@ -109,9 +109,7 @@ def test_prepare_then_check_then_refuse_an_empty_unreleased(tmp_path: Path) -> N
     checked = run_script("release.py", "--root", str(root), "check", "--tag", "v99.0.0")
     assert checked.returncode == 0, checked.stderr
 
-    notes = run_script(
-        "release_notes.py", "v99.0.0", "--changelog", str(root / "CHANGELOG.md")
-    )
+    notes = run_script("release_notes.py", "v99.0.0", "--changelog", str(root / "CHANGELOG.md"))
     assert notes.returncode == 0, notes.stderr
     assert notes.stdout.startswith("### Added")
 
