@@ -14,23 +14,55 @@ from asgrad.nn.layers.activation import (
     Softplus,
     Tanh,
 )
+from asgrad.nn.layers.attention import MultiHeadAttention
 from asgrad.nn.layers.container import ModuleList, Sequential
+from asgrad.nn.layers.conv import Conv2d, ConvTranspose2d
+from asgrad.nn.layers.dropout import Dropout
+from asgrad.nn.layers.embedding import Embedding
+from asgrad.nn.layers.feedforward import FeedForward
 from asgrad.nn.layers.linear import Linear
+from asgrad.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from asgrad.nn.layers.pooling import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from asgrad.nn.layers.positional import (
+    ALiBi,
+    LearnedPositionalEncoding,
+    RoPE,
+    SinusoidalPositionalEncoding,
+)
+from asgrad.nn.layers.transformer import TransformerBlock
 
 __all__ = [
     "ELU",
     "GELU",
+    "ALiBi",
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv2d",
+    "ConvTranspose2d",
+    "Dropout",
+    "Embedding",
+    "FeedForward",
     "Flatten",
+    "GlobalAvgPool2d",
     "Identity",
+    "LayerNorm",
     "LeakyReLU",
+    "LearnedPositionalEncoding",
     "Linear",
     "LogSoftmax",
+    "MaxPool2d",
     "ModuleList",
+    "MultiHeadAttention",
     "ReLU",
+    "RoPE",
     "Sequential",
     "SiLU",
     "Sigmoid",
+    "SinusoidalPositionalEncoding",
     "Softmax",
     "Softplus",
     "Tanh",
+    "TransformerBlock",
 ]

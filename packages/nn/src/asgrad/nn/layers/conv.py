@@ -1,0 +1,218 @@
+"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d`` (NCHW, as PyTorch)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from asgrad.nn import init
+from asgrad.nn.module import Module, Parameter
+from asgrad.tensor import Tensor
+from asgrad.tensor.errors import ShapeError
+
+IntPair = int | tuple[int, int]
+
+
+def as_pair(value: IntPair, name: str, minimum: int = 0) -> tuple[int, int]:
+    out = (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
+    if min(out) < minimum:
+        raise ShapeError(f"{name} must be an int >= {minimum} or a pair of them, got {value!r}")
+    return out
+
+
+def _torch_conv_weight(
+    shape: tuple[int, ...], dtype: str = "float32", rng: init.RNG = None
+) -> np.ndarray:
+    # PyTorch's ``_ConvNd.reset_parameters``: Kaiming-uniform with a = sqrt(5), i.e.
+    # U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = shape[1] * kH * kW.
+    return init.kaiming_uniform(shape, dtype, rng, a=math.sqrt(5.0))
+
+
+class _ConvNd(Module):
+    """Shared parameters and checks of the 2-D convolutions."""
+
+    transposed = False
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntPair,
+        stride: IntPair,
+        padding: IntPair,
+        dilation: IntPair,
+        groups: int,
+        bias: bool,
+        weight_init: Callable[..., np.ndarray] | None,
+        bias_init: Callable[..., np.ndarray] | None,
+        dtype: str,
+        rng: init.RNG,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        if groups < 1 or in_channels % groups or out_channels % groups:
+            raise ShapeError(
+                f"{name}: groups={groups} must divide in_channels ({in_channels}) and"
+                f" out_channels ({out_channels})"
+            )
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = as_pair(kernel_size, "kernel_size", 1)
+        self.stride = as_pair(stride, "stride", 1)
+        self.padding = as_pair(padding, "padding")
+        self.dilation = as_pair(dilation, "dilation", 1)
+        self.groups = groups
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        if self.transposed:
+            shape = (in_channels, out_channels // groups, *self.kernel_size)
+        else:
+            shape = (out_channels, in_channels // groups, *self.kernel_size)
+        self.weight = Parameter(shape, weight_init or _torch_conv_weight, dtype=dtype, rng=rng)
+        self.bias: Parameter | None = None
+        if bias:
+            fan_in = shape[1] * self.kernel_size[0] * self.kernel_size[1]
+            b_init = bias_init or init.fan_in_uniform(fan_in)
+            self.bias = Parameter((out_channels,), b_init, dtype=dtype, rng=rng)
+
+    def _check(self, x: Tensor) -> None:
+        if x.ndim != 4 or x.shape[1] != self.in_channels:
+            hint = " (add a batch axis with x.expand_dims(0))" if x.ndim == 3 else ""
+            raise ShapeError(
+                f"{type(self).__name__}({self.in_channels}, {self.out_channels}) expects"
+                f" (N, {self.in_channels}, H, W) input, got shape {list(x.shape)}{hint}"
+            )
+
+    def _apply(self, op: str, x: Tensor, **attrs: Any) -> Tensor:
+        self._check(x)
+        g = x.graph
+        inputs = [x, g.bind(self.weight)]
+        if self.bias is not None:
+            inputs.append(g.bind(self.bias))
+        return g.apply(
+            op,
+            inputs,
+            {
+                "stride": self.stride,
+                "padding": self.padding,
+                "dilation": self.dilation,
+                "groups": self.groups,
+                **attrs,
+            },
+        )
+
+    def extra_repr(self) -> str:
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
+        if self.stride != (1, 1):
+            s += f", stride={self.stride}"
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + f", bias={self.bias is not None}"
+
+
+class Conv2d(_ConvNd):
+    """2-D convolution of ``(N, C_in, H, W)`` into ``(N, C_out, H', W')``, as PyTorch's.
+
+    ``weight`` is ``(out_channels, in_channels / groups, kH, kW)``; weight and bias
+    are drawn as PyTorch's ``nn.Conv2d`` draws them (U(-1/sqrt(fan_in),
+    1/sqrt(fan_in)), ``fan_in = in_channels / groups * kH * kW``).
+
+    >>> from asgrad.tensor import Graph
+    >>> conv = Conv2d(3, 8, 3, padding=1, rng=0)
+    >>> conv(Graph().input("x", (2, 3, 16, 16))).shape
+    (2, 8, 16, 16)
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntPair,
+        stride: IntPair = 1,
+        padding: IntPair = 0,
+        dilation: IntPair = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        weight_init: Callable[..., np.ndarray] | None = None,
+        bias_init: Callable[..., np.ndarray] | None = None,
+        dtype: str = "float32",
+        rng: init.RNG = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            weight_init,
+            bias_init,
+            dtype,
+            rng,
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._apply("conv2d", x)
+
+
+class ConvTranspose2d(_ConvNd):
+    """Transposed 2-D convolution (the adjoint of ``Conv2d``), as PyTorch's.
+
+    ``weight`` is ``(in_channels, out_channels / groups, kH, kW)``; the output size
+    is ``(H - 1) stride - 2 padding + dilation (kH - 1) + output_padding + 1``.
+
+    >>> from asgrad.tensor import Graph
+    >>> up = ConvTranspose2d(8, 3, 4, stride=2, padding=1, rng=0)
+    >>> up(Graph().input("x", (2, 8, 7, 7))).shape
+    (2, 3, 14, 14)
+    """
+
+    transposed = True
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: IntPair,
+        stride: IntPair = 1,
+        padding: IntPair = 0,
+        output_padding: IntPair = 0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation: IntPair = 1,
+        *,
+        weight_init: Callable[..., np.ndarray] | None = None,
+        bias_init: Callable[..., np.ndarray] | None = None,
+        dtype: str = "float32",
+        rng: init.RNG = None,
+    ) -> None:
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            weight_init,
+            bias_init,
+            dtype,
+            rng,
+        )
+        self.output_padding = as_pair(output_padding, "output_padding")
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._apply("conv_transpose2d", x, output_padding=self.output_padding)
+
+    def extra_repr(self) -> str:
+        extra = f", output_padding={self.output_padding}" if self.output_padding != (0, 0) else ""
+        return super().extra_repr() + extra

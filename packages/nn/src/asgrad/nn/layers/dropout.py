@@ -1,0 +1,57 @@
+"""``Dropout``: zeroes a fresh random subset of elements at every training step."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from asgrad.nn.module import Module
+from asgrad.tensor import Tensor, Variable
+
+# Each Dropout draws its masks from its own stream: modules made in the same order
+# get the same seeds, so a model built under one ``--seed`` is reproducible, and two
+# dropout layers of the same shape never share masks.
+_SEEDS = itertools.count()
+
+
+class Dropout(Module):
+    """Zeroes each element with probability ``p`` and scales the rest by ``1 / (1 - p)``.
+
+    In training mode the mask comes from the ``dropout`` op, seeded by the buffer
+    ``seed``, which the training step advances (``graph.add_update``), so every
+    step draws a fresh mask; in evaluation mode (or with ``p = 0``) it is the
+    identity. ``seed`` (default: a per-process counter) fixes the first mask.
+
+    >>> from asgrad.tensor import Graph
+    >>> drop = Dropout(0.1)
+    >>> x = Graph().input("x", (4, 8))
+    >>> drop.eval()(x) is x
+    True
+    """
+
+    def __init__(self, p: float = 0.5, *, seed: int | None = None) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"Dropout probability must be in [0, 1), got {p}")
+        self.p = float(p)
+        # Scattered starts (golden-ratio steps, kept in the int32 range that every
+        # backend holds): layers' seed streams do not overlap for millions of steps.
+        start = (next(_SEEDS) * 0x9E3779B1) % (1 << 30) if seed is None else int(seed)
+        self.seed = Variable("seed", np.array(start, dtype=np.int64), trainable=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        g = x.graph
+        # A module applied twice in one graph continues its own stream.
+        seed = g.updates[self.seed] if self.seed in g.updates else g.bind(self.seed)
+        out = g.apply("dropout", [x, seed], {"p": self.p})
+        if self.seed in g.updates:
+            g.updates[self.seed] = seed + 1
+        else:
+            g.add_update(self.seed, seed + 1)
+        return out
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

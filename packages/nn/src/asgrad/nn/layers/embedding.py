@@ -1,0 +1,57 @@
+"""``Embedding``: a lookup table of learned vectors, indexed by integer ids."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+
+from asgrad.nn import init
+from asgrad.nn.module import Module, Parameter
+from asgrad.tensor import Tensor
+from asgrad.tensor.dtypes import is_int
+from asgrad.tensor.errors import DTypeError
+
+
+class Embedding(Module):
+    """``weight[ids]``: maps integer ids of any shape to vectors of ``embedding_dim``.
+
+    ``weight`` is ``(num_embeddings, embedding_dim)``, drawn from N(0, 1) as
+    PyTorch's ``nn.Embedding`` draws it, or from N(0, ``std``**2) when ``std`` is
+    given (``std=0.02`` is GPT-2's choice). Ids outside ``[0, num_embeddings)``
+    raise when the graph runs.
+
+    >>> from asgrad.tensor import Graph
+    >>> emb = Embedding(10, 4, rng=0)
+    >>> emb(Graph().input("ids", (2, 3), "int64")).shape
+    (2, 3, 4)
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        *,
+        std: float | None = None,
+        weight_init: Callable[..., np.ndarray] | None = None,
+        dtype: str = "float32",
+        rng: init.RNG = None,
+    ) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.std = std
+        w_init = weight_init or functools.partial(init.normal, std=1.0 if std is None else std)
+        self.weight = Parameter((num_embeddings, embedding_dim), w_init, dtype=dtype, rng=rng)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        if not is_int(ids.dtype):
+            raise DTypeError(
+                f"Embedding({self.num_embeddings}, {self.embedding_dim}) takes integer ids,"
+                f" got {ids.dtype}{list(ids.shape)}; declare the input with dtype 'int64'"
+            )
+        return ids.graph.bind(self.weight).gather(ids, axis=0)
+
+    def extra_repr(self) -> str:
+        std = "" if self.std is None else f", std={self.std}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{std}"

@@ -1,0 +1,218 @@
+"""Normalisation layers: ``LayerNorm`` and ``BatchNorm1d`` / ``BatchNorm2d``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from asgrad.nn import init
+from asgrad.nn.module import Module, Parameter
+from asgrad.tensor import Tensor, Variable
+from asgrad.tensor.errors import ShapeError
+
+
+class LayerNorm(Module):
+    """Normalises over the last ``len(normalized_shape)`` axes (Ba et al., 2016).
+
+    ``y = (x - mean) / sqrt(var + eps) * weight + bias`` with the biased variance,
+    as PyTorch's ``nn.LayerNorm``; ``weight`` starts at ones and ``bias`` at zeros.
+    The same in training and evaluation.
+
+    >>> from asgrad.tensor import Graph
+    >>> ln = LayerNorm(8)
+    >>> ln(Graph().input("x", (2, 5, 8))).shape
+    (2, 5, 8)
+    """
+
+    def __init__(
+        self,
+        normalized_shape: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        *,
+        dtype: str = "float32",
+    ) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(int(d) for d in shape)
+        self.eps = float(eps)
+        self.weight: Parameter | None = None
+        self.bias: Parameter | None = None
+        if elementwise_affine:
+            self.weight = Parameter(self.normalized_shape, init.ones, dtype=dtype)
+            if bias:
+                self.bias = Parameter(self.normalized_shape, init.zeros, dtype=dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        k = len(self.normalized_shape)
+        if x.ndim < k or tuple(x.shape[x.ndim - k :]) != self.normalized_shape:
+            raise ShapeError(
+                f"LayerNorm({list(self.normalized_shape)}) got input of shape"
+                f" {list(x.shape)}; its last {k} axes must be {list(self.normalized_shape)}"
+            )
+        g = x.graph
+        inputs = [x]
+        if self.weight is not None:
+            bias = (
+                g.bind(self.bias)
+                if self.bias is not None
+                else g.constant(np.zeros(self.normalized_shape), x.dtype)
+            )
+            inputs += [g.bind(self.weight), bias]
+        # The fused op: one kernel forward, one for the input gradient.
+        attrs = {"normalized_shape": self.normalized_shape, "eps": self.eps}
+        return g.apply("layer_norm", inputs, attrs)
+
+    def extra_repr(self) -> str:
+        shape = (
+            self.normalized_shape[0] if len(self.normalized_shape) == 1 else self.normalized_shape
+        )
+        return f"{shape}, eps={self.eps}, elementwise_affine={self.weight is not None}"
+
+
+class _BatchNorm(Module):
+    """Shared code of ``BatchNorm1d`` and ``BatchNorm2d``."""
+
+    _ranks: tuple[int, ...] = ()
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        *,
+        dtype: str = "float32",
+    ) -> None:
+        super().__init__()
+        self.num_features = int(num_features)
+        self.eps = float(eps)
+        self.momentum = momentum
+        self.weight: Parameter | None = None
+        self.bias: Parameter | None = None
+        if affine:
+            self.weight = Parameter((num_features,), init.ones, dtype=dtype)
+            self.bias = Parameter((num_features,), init.zeros, dtype=dtype)
+        self.running_mean: Variable | None = None
+        self.running_var: Variable | None = None
+        self.num_batches_tracked: Variable | None = None
+        if track_running_stats:
+            self.running_mean = Variable(
+                "running_mean", np.zeros(num_features, dtype), trainable=False
+            )
+            self.running_var = Variable(
+                "running_var", np.ones(num_features, dtype), trainable=False
+            )
+            self.num_batches_tracked = Variable(
+                "num_batches_tracked", np.zeros((), np.int64), trainable=False
+            )
+
+    def reset_running_stats(self) -> None:
+        """Running mean 0, running variance 1, no batches seen."""
+        if self.running_mean is not None and self.running_var is not None:
+            self.running_mean.value = np.zeros_like(self.running_mean.value)
+            self.running_var.value = np.ones_like(self.running_var.value)
+        if self.num_batches_tracked is not None:
+            self.num_batches_tracked.value = np.zeros((), np.int64)
+
+    def _check(self, x: Tensor) -> None:
+        name = type(self).__name__
+        if x.ndim not in self._ranks:
+            ranks = " or ".join(str(r) for r in self._ranks)
+            raise ShapeError(
+                f"{name}({self.num_features}) expects an input of rank {ranks}, got shape"
+                f" {list(x.shape)}"
+            )
+        if x.shape[1] != self.num_features:
+            raise ShapeError(
+                f"{name}({self.num_features}) got input of shape {list(x.shape)}; axis 1"
+                f" (channels) must be {self.num_features}"
+            )
+
+    def forward(self, x: Tensor) -> Tensor:
+        self._check(x)
+        g = x.graph
+        axes = (0, *range(2, x.ndim))
+        # Per-channel values broadcast against (N, C) or (N, C, L...) from (C, 1...).
+        tail = (1,) * (x.ndim - 2)
+
+        def per_channel(t: Tensor) -> Tensor:
+            return t.reshape(self.num_features, *tail) if tail else t
+
+        if self.training or self.running_mean is None or self.running_var is None:
+            inputs = [x]
+            if self.weight is not None and self.bias is not None:
+                inputs += [g.bind(self.weight), g.bind(self.bias)]
+            y = g.apply("batch_norm", inputs, {"eps": self.eps})
+            if self.training and self.running_mean is not None:
+                mean = x.mean(axis=axes, keepdims=True)
+                centred = x - mean
+                self._update_running(x, mean, (centred * centred).mean(axis=axes))
+            return y
+        mean = per_channel(g.bind(self.running_mean))
+        var = per_channel(g.bind(self.running_var))
+        y = (x - mean) / (var + self.eps).sqrt()
+        if self.weight is not None and self.bias is not None:
+            y = y * per_channel(g.bind(self.weight)) + per_channel(g.bind(self.bias))
+        return y
+
+    def _update_running(self, x: Tensor, mean: Tensor, var: Tensor) -> None:
+        # PyTorch's semantics: running = (1 - momentum) * running + momentum * batch,
+        # with the *unbiased* batch variance; momentum None is a cumulative average.
+        assert self.running_mean is not None
+        assert self.running_var is not None
+        assert self.num_batches_tracked is not None
+        g = x.graph
+        count = g.apply("size_ratio", (x, mean))  # N * L..., read at run time
+        unbiased = var * (count / (count - 1.0).maximum(1.0))
+        tracked = g.bind(self.num_batches_tracked) + 1
+        if self.momentum is None:
+            factor = 1.0 / tracked.cast(x.dtype)
+        else:
+            factor = g.constant(float(self.momentum), x.dtype)
+        running_mean = g.bind(self.running_mean)
+        running_var = g.bind(self.running_var)
+        g.add_update(self.running_mean, running_mean + (mean.reshape(-1) - running_mean) * factor)
+        g.add_update(self.running_var, running_var + (unbiased - running_var) * factor)
+        g.add_update(self.num_batches_tracked, tracked)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum},"
+            f" affine={self.weight is not None},"
+            f" track_running_stats={self.running_mean is not None}"
+        )
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of ``(N, C)`` or ``(N, C, L)`` inputs (Ioffe & Szegedy, 2015).
+
+    Training mode normalises with the batch's statistics and updates the running
+    mean and (unbiased) variance as PyTorch does,
+    ``running = (1 - momentum) * running + momentum * batch``, through
+    ``graph.add_update`` (an optimizer's compiled step applies it); evaluation mode
+    normalises with the running statistics. ``weight`` starts at ones, ``bias`` at
+    zeros.
+
+    >>> from asgrad.tensor import Graph
+    >>> bn = BatchNorm1d(4)
+    >>> bn(Graph().input("x", (8, 4))).shape
+    (8, 4)
+    """
+
+    _ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of ``(N, C, H, W)`` inputs, per channel (see ``BatchNorm1d``).
+
+    >>> from asgrad.tensor import Graph
+    >>> bn = BatchNorm2d(3)
+    >>> bn(Graph().input("x", (2, 3, 5, 5))).shape
+    (2, 3, 5, 5)
+    """
+
+    _ranks = (4,)

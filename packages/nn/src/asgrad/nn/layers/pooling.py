@@ -1,0 +1,121 @@
+"""Pooling layers over ``(N, C, H, W)``: max, average, adaptive and global average."""
+
+from __future__ import annotations
+
+from asgrad.nn.layers.conv import IntPair, as_pair
+from asgrad.nn.module import Module
+from asgrad.tensor import Tensor
+from asgrad.tensor.errors import ShapeError
+
+
+def _check_nchw(name: str, x: Tensor) -> None:
+    if x.ndim != 4:
+        hint = " (add a batch axis with x.expand_dims(0))" if x.ndim == 3 else ""
+        raise ShapeError(f"{name} expects (N, C, H, W) input, got shape {list(x.shape)}{hint}")
+
+
+class _Pool2d(Module):
+    op = ""
+
+    def __init__(
+        self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0
+    ) -> None:
+        super().__init__()
+        self.kernel_size = as_pair(kernel_size, "kernel_size", 1)
+        self.stride = self.kernel_size if stride is None else as_pair(stride, "stride", 1)
+        self.padding = as_pair(padding, "padding")
+        if any(p > k // 2 for p, k in zip(self.padding, self.kernel_size, strict=True)):
+            raise ShapeError(
+                f"{type(self).__name__}: padding {self.padding} must be at most half the"
+                f" kernel size {self.kernel_size}"
+            )
+
+    def _attrs(self) -> dict[str, object]:
+        return {"kernel_size": self.kernel_size, "stride": self.stride, "padding": self.padding}
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_nchw(type(self).__name__, x)
+        return x.graph.apply(self.op, [x], self._attrs())
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2d(_Pool2d):
+    """The maximum of each ``kernel_size`` window (stride defaults to the kernel size).
+
+    Padding counts as -inf, as in PyTorch.
+
+    >>> from asgrad.tensor import Graph
+    >>> MaxPool2d(2)(Graph().input("x", (1, 3, 8, 8))).shape
+    (1, 3, 4, 4)
+    """
+
+    op = "max_pool2d"
+
+
+class AvgPool2d(_Pool2d):
+    """The mean of each ``kernel_size`` window; ``count_include_pad`` as in PyTorch.
+
+    >>> from asgrad.tensor import Graph
+    >>> AvgPool2d(3, stride=2, padding=1)(Graph().input("x", (1, 3, 8, 8))).shape
+    (1, 3, 4, 4)
+    """
+
+    op = "avg_pool2d"
+
+    def __init__(
+        self,
+        kernel_size: IntPair,
+        stride: IntPair | None = None,
+        padding: IntPair = 0,
+        count_include_pad: bool = True,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding)
+        self.count_include_pad = count_include_pad
+
+    def _attrs(self) -> dict[str, object]:
+        return {**super()._attrs(), "count_include_pad": self.count_include_pad}
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", count_include_pad={self.count_include_pad}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """Averages into a fixed ``output_size`` grid whatever the input size (PyTorch's bins).
+
+    >>> from asgrad.tensor import Graph
+    >>> AdaptiveAvgPool2d((2, 3))(Graph().input("x", (1, 4, 9, 10))).shape
+    (1, 4, 2, 3)
+    """
+
+    def __init__(self, output_size: IntPair) -> None:
+        super().__init__()
+        self.output_size = as_pair(output_size, "output_size", 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_nchw("AdaptiveAvgPool2d", x)
+        return x.graph.apply("adaptive_avg_pool2d", [x], {"output_size": self.output_size})
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class GlobalAvgPool2d(Module):
+    """The mean over height and width: ``(N, C, H, W) -> (N, C)`` (``keepdims`` keeps 1x1).
+
+    >>> from asgrad.tensor import Graph
+    >>> GlobalAvgPool2d()(Graph().input("x", (2, 4, 5, 5))).shape
+    (2, 4)
+    """
+
+    def __init__(self, keepdims: bool = False) -> None:
+        super().__init__()
+        self.keepdims = keepdims
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_nchw("GlobalAvgPool2d", x)
+        return x.mean(axis=(2, 3), keepdims=self.keepdims)
+
+    def extra_repr(self) -> str:
+        return f"keepdims={self.keepdims}" if self.keepdims else ""
