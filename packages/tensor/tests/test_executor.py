@@ -205,3 +205,16 @@ def test_feeds_are_converted_to_the_declared_dtype() -> None:
     (value,) = evaluate([x + 1.0], {"x": np.array([1, 2])})
     assert value.dtype == np.float32
     assert value.tolist() == [2.0, 3.0]
+
+
+def test_flatten_does_not_bake_in_the_batch_size() -> None:
+    g = Graph()
+    x = g.input("x", (3, 2, 5), "float64")
+    flat, tail = x.flatten(1), x.flatten(2)
+    program = compile([flat, tail])
+    for batch in (3, 7):
+        X = np.arange(batch * 10, dtype=np.float64).reshape(batch, 2, 5)
+        got_flat, got_tail = program({"x": X})
+        np.testing.assert_array_equal(got_flat, X.reshape(batch, 10))
+        np.testing.assert_array_equal(got_tail, X)
+    assert x.flatten().shape == (30,)

@@ -286,6 +286,12 @@ class Tensor:
 
     def flatten(self, start_axis: int = 0) -> Tensor:
         start = normalize_axis(start_axis, self.ndim) if self.ndim else 0
+        # Fix: the -1 goes on the leading (batch) axis, so that the reshape does not
+        # bake in the batch size declared at build time (flatten(1) on batch 3,
+        # then run on batch 7, used to fail).
+        inner = math.prod(self.shape[start:])
+        if start >= 1 and inner > 0:
+            return self.reshape(-1, *self.shape[1:start], inner)
         return self.reshape(*self.shape[:start], -1)
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
