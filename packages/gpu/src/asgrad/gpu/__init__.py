@@ -16,21 +16,25 @@ from asgrad.gpu.errors import (
     GpuUnavailableError,
     GpuUnsupportedError,
 )
+from asgrad.gpu.executor import GpuBackend, GpuExecutable, GpuVariableStore, variable_store
 from asgrad.gpu.selection import ENV_VAR, gpu_available, resolve_backend
 from asgrad.gpu.transfers import TransferCounter
 
 __all__ = [
     "ENV_VAR",
-
     "Capabilities",
     "Device",
     "GpuArray",
+    "GpuBackend",
     "GpuError",
+    "GpuExecutable",
     "GpuUnavailableError",
     "GpuUnsupportedError",
+    "GpuVariableStore",
     "TransferCounter",
     "get_device",
     "gpu_available",
     "resolve_backend",
     "to_gpu",
+    "variable_store",
 ]

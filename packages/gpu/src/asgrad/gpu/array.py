@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.buffers import GpuBuffer
+from asgrad.gpu.buffers import BufferPool, GpuBuffer, ScopedPool
 from asgrad.gpu.device import Device, get_device
 from asgrad.gpu.source import storage_dtype, wgsl_type
 
@@ -28,7 +28,7 @@ class GpuArray:
     array([0., 1., 2.], dtype=float32)
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "buffer", "device", "dtype", "shape")
+    __slots__ = ("__weakref__", "_finalizer", "base", "buffer", "device", "dtype", "shape")
 
     def __init__(
         self,
@@ -37,23 +37,39 @@ class GpuArray:
         shape: tuple[int, ...],
         dtype: Any,
         owned: bool = True,
+        base: GpuArray | None = None,
+        pool: BufferPool | ScopedPool | None = None,
     ) -> None:
         self.device = device
         self.buffer = buffer
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
-        self._finalizer = (
-            weakref.finalize(self, device.release, buffer) if owned else None
-        )
+        self.base = base  # an alias keeps the array that owns its buffer alive
+        release = (pool or device.pool).release
+        self._finalizer = weakref.finalize(self, release, buffer) if owned else None
 
     @classmethod
-    def empty(
-        cls, shape: tuple[int, ...], dtype: Any, device: Device | None = None
-    ) -> GpuArray:
-        """An uninitialised array from the pool."""
+    def empty(cls, shape: tuple[int, ...], dtype: Any, device: Device | None = None) -> GpuArray:
+        """An uninitialised array from the device's current pool.
+
+        While a plan is compiled that is the plan's own pool, and the buffer goes back
+        to it when the array is garbage-collected.
+        """
         dev = device or get_device()
         nbytes = max(math.prod(shape), 1) * storage_dtype(dtype).itemsize
-        return cls(dev, dev.alloc(nbytes), shape, dtype)
+        pool = dev.current_pool
+        return cls(dev, dev.alloc(nbytes, pool), shape, dtype, pool=pool)
+
+    def view(self, shape: tuple[int, ...], dtype: Any = None) -> GpuArray:
+        """The same buffer seen with another shape (or a dtype of the same storage)."""
+        return GpuArray(
+            self.device,
+            self.buffer,
+            shape,
+            self.dtype if dtype is None else dtype,
+            owned=False,
+            base=self.base or self,
+        )
 
     @property
     def size(self) -> int:

@@ -88,3 +88,42 @@ class BufferPool:
         self._free.clear()
         self.allocated_bytes -= freed
         return freed
+
+
+class ScopedPool:
+    """Buffers borrowed from a parent pool for one compiled plan.
+
+    Released buffers go on the scope's own free lists, so they are reused only by later
+    allocations of the same plan, whose commands run in the order they were recorded;
+    :meth:`close` hands every buffer back to the parent.
+    """
+
+    def __init__(self, parent: BufferPool) -> None:
+        self.parent = parent
+        self._free: dict[int, list[GpuBuffer]] = {}
+        self.owned: list[GpuBuffer] = []
+
+    def acquire(self, nbytes: int) -> GpuBuffer:
+        """A buffer of at least ``nbytes`` for this scope."""
+        free = self._free.get(size_class(nbytes))
+        if free:
+            return free.pop()
+        buffer = self.parent.acquire(nbytes)
+        self.owned.append(buffer)
+        return buffer
+
+    def release(self, buffer: GpuBuffer) -> None:
+        """Make ``buffer`` available to later allocations of this scope."""
+        self._free.setdefault(buffer.size, []).append(buffer)
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes borrowed from the parent."""
+        return sum(b.size for b in self.owned)
+
+    def close(self) -> None:
+        """Give every borrowed buffer back to the parent."""
+        for buffer in self.owned:
+            self.parent.release(buffer)
+        self.owned.clear()
+        self._free.clear()

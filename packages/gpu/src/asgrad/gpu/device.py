@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.buffers import BufferPool, GpuBuffer, size_class
+from asgrad.gpu.buffers import BufferPool, GpuBuffer, ScopedPool, size_class
 from asgrad.gpu.capabilities import Capabilities
 from asgrad.gpu.errors import GpuError, GpuUnavailableError, GpuUnsupportedError
 from asgrad.gpu.limits import requested_limits
@@ -28,6 +28,7 @@ from asgrad.gpu.transfers import TransferCounter
 __all__ = ["Device", "Pipeline", "fold_groups", "get_device", "last_unavailable_reason"]
 
 Binding = str  # "uniform" | "read" | "write"
+Command = tuple[Any, Any, tuple[int, int, int]]  # pipeline, bind group, grid
 
 _device: Device | None = None
 _unavailable: str | None = None
@@ -84,8 +85,7 @@ def fold_groups(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]
     x = -(-n_groups // y)
     if y > max_per_dim:
         raise GpuUnsupportedError(
-            f"a launch of {n_groups} workgroups exceeds {max_per_dim}^2; "
-            "split the tensor"
+            f"a launch of {n_groups} workgroups exceeds {max_per_dim}^2; split the tensor"
         )
     return (x, y, 1)
 
@@ -151,6 +151,8 @@ class Device:
         self._encoder: Any = None
         self._pass: Any = None
         self._pending = 0
+        self._scope: ScopedPool | None = None
+        self._capture: list[Command] | None = None
 
     # ----------------------------------------------------------------- creation
     @classmethod
@@ -171,14 +173,19 @@ class Device:
         return cls(wgpu, adapter)
 
     # ----------------------------------------------------------------- buffers
-    def alloc(self, nbytes: int) -> GpuBuffer:
+    @property
+    def current_pool(self) -> BufferPool | ScopedPool:
+        """Where new arrays come from: a plan's pool while one is compiled."""
+        return self._scope if self._scope is not None else self.pool
+
+    def alloc(self, nbytes: int, pool: BufferPool | ScopedPool | None = None) -> GpuBuffer:
         """A pooled storage buffer of at least ``nbytes`` (contents undefined)."""
         if nbytes > self.max_binding:
             raise GpuUnsupportedError(
                 f"a tensor of {nbytes} bytes exceeds the storage binding limit "
                 f"{self.max_binding} of {self.capabilities.adapter}"
             )
-        return self.pool.acquire(nbytes)
+        return (pool or self.current_pool).acquire(nbytes)
 
     def release(self, buffer: GpuBuffer) -> None:
         """Give ``buffer`` back to the pool (work already recorded still sees it)."""
@@ -204,9 +211,7 @@ class Device:
         padded = -(-nbytes // 4) * 4
         self._ensure_staging(padded)
         self._end_pass()
-        self._open_encoder().copy_buffer_to_buffer(
-            buffer.handle, offset, self._staging, 0, padded
-        )
+        self._open_encoder().copy_buffer_to_buffer(buffer.handle, offset, self._staging, 0, padded)
         self.flush()
         self._staging.map_sync(self.wgpu.MapMode.READ, 0, padded)
         try:
@@ -221,9 +226,7 @@ class Device:
         """Block until every submitted command has finished."""
         self._ensure_staging(4)
         self._end_pass()
-        self._open_encoder().copy_buffer_to_buffer(
-            self._sync_buffer.handle, 0, self._staging, 0, 4
-        )
+        self._open_encoder().copy_buffer_to_buffer(self._sync_buffer.handle, 0, self._staging, 0, 4)
         self.flush()
         self._staging.map_sync(self.wgpu.MapMode.READ, 0, 4)
         self._staging.unmap()
@@ -249,9 +252,7 @@ class Device:
         if buf is None:
             padded = data + b"\0" * (-len(data) % 16)
             usage = self.wgpu.BufferUsage.UNIFORM
-            handle = self.handle.create_buffer_with_data(
-                data=padded or b"\0" * 16, usage=usage
-            )
+            handle = self.handle.create_buffer_with_data(data=padded or b"\0" * 16, usage=usage)
             buf = GpuBuffer(handle, len(padded))
             self._params[data] = buf
             self.counter.param_uploads += 1
@@ -350,14 +351,14 @@ class Device:
         """Record one dispatch of ``pipe`` over ``groups`` in the open pass."""
         if len(buffers) != len(pipe.bindings):
             raise GpuError(
-                f"kernel {pipe.name} takes {len(pipe.bindings)} buffers, "
-                f"got {len(buffers)}"
+                f"kernel {pipe.name} takes {len(pipe.bindings)} buffers, got {len(buffers)}"
             )
         if max(groups) > self.max_groups:
-            raise GpuUnsupportedError(
-                f"kernel {pipe.name}: grid {groups} exceeds limits"
-            )
+            raise GpuUnsupportedError(f"kernel {pipe.name}: grid {groups} exceeds limits")
         group = self._bind_group(pipe, buffers)
+        if self._capture is not None:
+            self._capture.append((pipe.handle, group, groups))
+            return
         if self._pass is None:
             self._pass = self._open_encoder().begin_compute_pass()
         cpass = self._pass
@@ -368,6 +369,62 @@ class Device:
         self.counter.dispatches += 1
         if self._pending >= self.chunk_dispatches:
             self.flush()
+
+    def begin_capture(self, scope: ScopedPool) -> None:
+        """Collect dispatches instead of recording them, allocating from ``scope``.
+
+        Used to compile a plan once and :meth:`replay` it every run.
+        """
+        if self._capture is not None:
+            raise GpuError("a capture is already in progress")
+        self._capture = []
+        self._scope = scope
+
+    def end_capture(self) -> list[Command]:
+        """Stop capturing; returns the captured commands."""
+        commands, self._capture, self._scope = self._capture or [], None, None
+        return commands
+
+    def replay(self, commands: Sequence[Command]) -> None:
+        """Record captured commands into the open compute pass (chunked submits)."""
+        chunk = self.chunk_dispatches
+        for pipeline, group, groups in commands:
+            if self._pass is None:
+                self._pass = self._open_encoder().begin_compute_pass()
+            cpass = self._pass
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, group)
+            cpass.dispatch_workgroups(*groups)
+            self._pending += 1
+            if self._pending >= chunk:
+                self.flush()
+        self.counter.dispatches += len(commands)
+
+    def read_many(self, items: Sequence[tuple[GpuBuffer, int]]) -> list[bytes]:
+        """Read several buffers with one submit and one mapping (one readback)."""
+        if not items:
+            return []
+        offsets = []
+        total = 0
+        for _, nbytes in items:
+            offsets.append(total)
+            total += -(-max(nbytes, 4) // 8) * 8
+        self._ensure_staging(total)
+        self._end_pass()
+        encoder = self._open_encoder()
+        for (buffer, nbytes), offset in zip(items, offsets, strict=True):
+            encoder.copy_buffer_to_buffer(
+                buffer.handle, 0, self._staging, offset, -(-max(nbytes, 4) // 4) * 4
+            )
+        self.flush()
+        self._staging.map_sync(self.wgpu.MapMode.READ, 0, total)
+        try:
+            data = bytes(self._staging.read_mapped(0, total))
+        finally:
+            self._staging.unmap()
+        self.counter.readbacks += 1
+        self.counter.readback_bytes += sum(n for _, n in items)
+        return [data[o : o + n] for (_, n), o in zip(items, offsets, strict=True)]
 
     def copy(self, src: GpuBuffer, dst: GpuBuffer, nbytes: int) -> None:
         """Record a buffer-to-buffer copy of ``nbytes`` (ends the open compute pass)."""

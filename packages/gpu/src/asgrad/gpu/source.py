@@ -28,15 +28,15 @@ def render(name: str, **subs: object) -> str:
 
     A missing substitution raises ``KeyError`` naming it.
     """
-    return string.Template(kernel_text(name)).substitute(
-        {k: str(v) for k, v in subs.items()}
-    )
+    return string.Template(kernel_text(name)).substitute({k: str(v) for k, v in subs.items()})
 
 
 # How each numpy dtype is stored on the GPU. WGSL has no 8/64-bit storage types, so
-# booleans are stored as u32 (0/1) and 64-bit integers as i32 (values must fit).
+# booleans are stored as u32 (0/1), 64-bit integers as i32 (values must fit) and
+# float64 values (optimizer scalars such as a step count) are computed in float32.
 _STORAGE = {
     np.dtype(np.float32): np.dtype(np.float32),
+    np.dtype(np.float64): np.dtype(np.float32),
     np.dtype(np.int32): np.dtype(np.int32),
     np.dtype(np.int64): np.dtype(np.int32),
     np.dtype(np.int16): np.dtype(np.int32),
@@ -66,7 +66,7 @@ def storage_dtype(dtype: np.dtype | type) -> np.dtype:
     except KeyError:
         raise GpuUnsupportedError(
             f"dtype {dt} has no GPU storage type (WGSL has f32, i32, u32); "
-            "use float32 on the GPU, or backend='cpu' for float64"
+            "use float32, int32/int64 or bool on the GPU"
         ) from None
 
 

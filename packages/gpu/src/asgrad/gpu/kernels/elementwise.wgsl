@@ -7,12 +7,16 @@
 // EXPR is composed from the functions of prelude.wgsl, so a chain of elementwise ops
 // fuses into one kernel by nesting expressions.
 //
-// params (uniform, 20 x vec4<u32>): [0] n, [1] rank; [4..12) output shape;
-// [12 + 8k .. 20 + 8k) strides of input k; [72 + k] element offset of input k.
+// The output is written at i, or through strides too (slot 7) when it is a view of a
+// larger buffer (a slice of a concatenation, say).
+//
+// params (uniform, 24 x vec4<u32>): [0] n, [1] rank; [4..12) output shape;
+// [12 + 8k .. 20 + 8k) strides of operand k (k = 7: the output); [76 + k] its offset.
+// Strides are u32 modulo 2^32, so a negative stride wraps to the right index.
 
 ${PRELUDE}
 
-@group(0) @binding(0) var<uniform> params: array<vec4<u32>, 20>;
+@group(0) @binding(0) var<uniform> params: array<vec4<u32>, 24>;
 ${BINDINGS}
 
 fn mu(i: u32) -> u32 {
@@ -31,5 +35,5 @@ fn main(
     }
 ${INDEX}
 ${LOADS}
-    out[i] = ${EXPR};
+    out[${OUT_INDEX}] = ${EXPR};
 }

@@ -18,9 +18,7 @@ def copy_into(src: GpuArray, dst: GpuArray) -> GpuArray:
     """
     device = src.device
     words = -(-src.nbytes // 16)  # pooled buffers are multiples of 256 bytes
-    pipe = device.pipeline(
-        ("copy",), lambda: render("copy"), ("uniform", "read", "write")
-    )
+    pipe = device.pipeline(("copy",), lambda: render("copy"), ("uniform", "read", "write"))
     params = device.params(struct.pack("<4I", words, 0, 0, 0))
     groups = fold_groups(-(-words // 256), device.max_groups)
     device.dispatch(pipe, (params, src.buffer, dst.buffer), groups)

@@ -14,12 +14,13 @@ from asgrad.gpu.array import GpuArray
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.ops.matmul import contiguous_strides
-from asgrad.gpu.source import kernel_text, render, wgsl_type
+from asgrad.gpu.source import kernel_text, render
 
 __all__ = ["MAX_INPUTS", "MAX_RANK", "Operand", "elementwise"]
 
 MAX_INPUTS = 7  # 8 storage buffers per stage (WebGPU default): 7 inputs + the output
 MAX_RANK = 8
+OUT_SLOT = 7  # params slot of the output's strides and offset
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,9 @@ class Operand:
         """Strides over ``out_shape`` (0 on broadcast dimensions)."""
         lead = len(out_shape) - len(self.shape)
         if lead < 0:
-            raise GpuUnsupportedError(
-                f"operand {self.shape} has more dims than {out_shape}"
-            )
+            raise GpuUnsupportedError(f"operand {self.shape} has more dims than {out_shape}")
         result = [0] * lead
-        for size, stride, target in zip(
-            self.shape, self.strides, out_shape[lead:], strict=True
-        ):
+        for size, stride, target in zip(self.shape, self.strides, out_shape[lead:], strict=True):
             if size == target:
                 result.append(stride if size != 1 else 0)
             elif size == 1:
@@ -88,8 +85,7 @@ def _collapse(
     out_strides: list[list[int]] = [[] for _ in strides]
     for d in dims:
         if out_shape and all(
-            st[d] * shape[d] == os[-1]
-            for st, os in zip(strides, out_strides, strict=True)
+            st[d] * shape[d] == os[-1] for st, os in zip(strides, out_strides, strict=True)
         ):
             out_shape[-1] *= shape[d]
             for st, os in zip(strides, out_strides, strict=True):
@@ -106,50 +102,59 @@ def elementwise(
     inputs: Sequence[GpuArray | Operand],
     out_dtype: Any = np.float32,
     out_shape: tuple[int, ...] | None = None,
-    out: GpuArray | None = None,
+    out: GpuArray | Operand | None = None,
 ) -> GpuArray:
     """Record ``out = expr(x0, x1, ...)`` elementwise with numpy broadcasting.
 
     ``expr`` is a WGSL expression over ``x0..x{n-1}`` (each of its input's storage
     type) that yields the output's storage type; functions of ``prelude.wgsl`` may be
-    used. Returns ``out`` (allocated when not given).
+    used. ``out`` may be an :class:`Operand`: a strided view of a larger buffer (a
+    slice, say), whose shape is the output shape. Returns the array written.
     """
     ops = [Operand.of(x) for x in inputs]
     if len(ops) > MAX_INPUTS:
-        raise GpuUnsupportedError(
-            f"an elementwise kernel takes at most {MAX_INPUTS} inputs"
-        )
+        raise GpuUnsupportedError(f"an elementwise kernel takes at most {MAX_INPUTS} inputs")
+    out_view = out if isinstance(out, Operand) else None
+    if out_view is not None:
+        out_shape = out_view.shape
     if out_shape is None:
         out_shape = tuple(np.broadcast_shapes(*(o.shape for o in ops))) if ops else ()
-    device = out.device if out is not None else (ops[0].array.device if ops else None)
     if out is None:
-        out = GpuArray.empty(out_shape, out_dtype, device)
+        out = GpuArray.empty(out_shape, out_dtype, ops[0].array.device if ops else None)
+    target = out_view.array if out_view is not None else out
+    assert isinstance(target, GpuArray)
     n = math.prod(out_shape)
     if n == 0:
-        return out
+        return target
     strides = [o.broadcast_strides(out_shape) for o in ops]
+    if out_view is not None:
+        strides.append(out_view.strides)
     shape, strides = _collapse(out_shape, strides)
     if len(shape) > MAX_RANK:
         raise GpuUnsupportedError(f"elementwise kernels support rank <= {MAX_RANK}")
     contiguous = contiguous_strides(shape)
     modes = tuple(
-        "scalar"
-        if all(s == 0 for s in st)
-        else "contig"
-        if st == contiguous
-        else "strided"
+        "scalar" if all(s == 0 for s in st) else "contig" if st == contiguous else "strided"
         for st in strides
     )
-    rank = len(shape) if "strided" in modes else 0
+    out_mode = "contig"
+    offsets = [o.offset for o in ops]
+    if out_view is not None:
+        out_mode = "contig" if modes[-1] == "contig" else "strided"
+        modes = modes[:-1]
+        offsets += [0] * (OUT_SLOT - len(ops)) + [out_view.offset]
+        strides = strides[:-1] + [()] * (OUT_SLOT - len(ops)) + [strides[-1]]
+    rank = len(shape) if "strided" in (*modes, out_mode) else 0
     in_types = tuple(o.array.wgsl for o in ops)
-    out_type = wgsl_type(out.dtype)
+    out_type = target.wgsl
 
-    meta = [0] * 80
+    meta = [0] * 96
     meta[0], meta[1] = n, len(shape)
     meta[4 : 4 + len(shape)] = shape
-    for k, (op, st) in enumerate(zip(ops, strides, strict=True)):
-        meta[12 + 8 * k : 12 + 8 * k + len(st)] = st
-        meta[72 + k] = op.offset
+    for k, st in enumerate(strides):
+        meta[12 + 8 * k : 12 + 8 * k + len(st)] = [s & 0xFFFFFFFF for s in st]
+    for k, off in enumerate(offsets):
+        meta[76 + k] = off
 
     def source() -> str:
         bindings = [
@@ -157,14 +162,15 @@ def elementwise(
             for k, t in enumerate(in_types)
         ]
         bindings.append(
-            f"@group(0) @binding({len(ops) + 1}) "
-            f"var<storage, read_write> out: array<{out_type}>;"
+            f"@group(0) @binding({len(ops) + 1}) var<storage, read_write> out: array<{out_type}>;"
         )
-        index: list[str] = []
         strided = [k for k, m in enumerate(modes) if m == "strided"]
+        if out_mode == "strided":
+            strided.append(OUT_SLOT)
+        index: list[str] = []
         if strided:
             index.append("    var rem = i;")
-            index += [f"    var o{k} = mu({72 + k}u);" for k in strided]
+            index += [f"    var o{k} = mu({76 + k}u);" for k in strided]
             for d in range(rank - 1, -1, -1):
                 if d == 0:
                     index.append("    let c0 = rem;")
@@ -174,10 +180,9 @@ def elementwise(
                 index += [f"    o{k} += c{d} * mu({12 + 8 * k + d}u);" for k in strided]
         loads = []
         for k, mode in enumerate(modes):
-            where = {"contig": f"i + mu({72 + k}u)", "scalar": f"mu({72 + k}u)"}.get(
-                mode, f"o{k}"
-            )
+            where = {"contig": f"i + mu({76 + k}u)", "scalar": f"mu({76 + k}u)"}.get(mode, f"o{k}")
             loads.append(f"    let x{k} = in{k}[{where}];")
+        out_index = f"o{OUT_SLOT}" if out_mode == "strided" else f"i + mu({76 + OUT_SLOT}u)"
         return render(
             "elementwise",
             PRELUDE=kernel_text("prelude"),
@@ -185,13 +190,14 @@ def elementwise(
             INDEX="\n".join(index),
             LOADS="\n".join(loads),
             EXPR=expr,
+            OUT_INDEX=out_index,
         )
 
     binds = ("uniform",) + ("read",) * len(ops) + ("write",)
-    pipe = out.device.pipeline(
-        ("elementwise", expr, modes, rank, in_types, out_type), source, binds
-    )
-    params = out.device.params(struct.pack(f"<{len(meta)}I", *meta))
-    buffers = (params, *(o.array.buffer for o in ops), out.buffer)
-    out.device.dispatch(pipe, buffers, fold_groups(-(-n // 256), out.device.max_groups))
-    return out
+    device = target.device
+    key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type)
+    pipe = device.pipeline(key, source, binds)
+    params = device.params(struct.pack(f"<{len(meta)}I", *meta))
+    buffers = (params, *(o.array.buffer for o in ops), target.buffer)
+    device.dispatch(pipe, buffers, fold_groups(-(-n // 256), device.max_groups))
+    return target

@@ -93,25 +93,17 @@ def _batch_strides(view: MatrixView, batch: tuple[int, ...]) -> list[int]:
     return [0 if s == 1 else st for s, st in zip(shape, strides, strict=True)]
 
 
-def matmul_into(
-    a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None = None
-) -> None:
+def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None = None) -> None:
     """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape."""
     device = out.device
-    if (
-        out.dtype != np.float32
-        or a.array.dtype != np.float32
-        or b.array.dtype != np.float32
-    ):
+    if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
         raise GpuUnsupportedError(
             f"matmul on the GPU takes float32; got {a.array.dtype} @ {b.array.dtype}"
         )
     M, K = a.shape[-2], a.shape[-1]
     K2, N = b.shape[-2], b.shape[-1]
     if K != K2:
-        raise GpuUnsupportedError(
-            f"matmul: shapes {a.shape} and {b.shape} do not align"
-        )
+        raise GpuUnsupportedError(f"matmul: shapes {a.shape} and {b.shape} do not align")
     batch = tuple(out.shape[:-2])
     if len(batch) > MAX_BATCH_DIMS:
         # fold leading batch dims that are contiguous in every operand
@@ -166,6 +158,4 @@ def matmul_into(
     groups = (-(-N // tile), -(-M // tile), nbatch)
     if max(groups) > device.max_groups:
         raise GpuUnsupportedError(f"matmul grid {groups} exceeds the device limit")
-    device.dispatch(
-        pipe, (device.params(meta), a.array.buffer, b.array.buffer, out.buffer), groups
-    )
+    device.dispatch(pipe, (device.params(meta), a.array.buffer, b.array.buffer, out.buffer), groups)

@@ -1,0 +1,77 @@
+"""Index ops: gather (take along an axis), its gradient scatter-add, one-hot."""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any
+
+import numpy as np
+
+from asgrad.gpu.array import GpuArray
+from asgrad.gpu.device import fold_groups
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.source import render
+
+__all__ = ["gather", "one_hot", "scatter_add"]
+
+
+def _split(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+
+
+def gather(x: GpuArray, indices: GpuArray, axis: int) -> GpuArray:
+    """``numpy.take(x, indices, axis)`` (indices of an integer dtype)."""
+    axis %= max(x.ndim, 1)
+    _, length, inner = _split(x.shape, axis)
+    shape = x.shape[:axis] + indices.shape + x.shape[axis + 1 :]
+    out = GpuArray.empty(shape, x.dtype, x.device)
+    if out.size == 0:
+        return out
+    device = x.device
+    t = x.wgsl
+    pipe = device.pipeline(
+        ("gather", t), lambda: render("gather", T=t), ("uniform", "read", "read", "write")
+    )
+    params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
+    groups = fold_groups(-(-out.size // 256), device.max_groups)
+    device.dispatch(pipe, (params, x.buffer, indices.buffer, out.buffer), groups)
+    return out
+
+
+def scatter_add(g: GpuArray, indices: GpuArray, shape: tuple[int, ...], axis: int) -> GpuArray:
+    """Zeros of ``shape`` with ``g`` added at ``indices`` along ``axis`` (gather's VJP)."""
+    if g.dtype != np.float32:
+        raise GpuUnsupportedError(f"scatter_add on the GPU takes float32, got {g.dtype}")
+    axis %= max(len(shape), 1)
+    _, length, inner = _split(shape, axis)
+    out = GpuArray.empty(shape, np.float32, g.device)
+    if out.size == 0:
+        return out
+    device = g.device
+    pipe = device.pipeline(
+        ("scatter_add",), lambda: render("scatter_add"), ("uniform", "read", "read", "write")
+    )
+    params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
+    groups = fold_groups(-(-out.size // 256), device.max_groups)
+    device.dispatch(pipe, (params, g.buffer, indices.buffer, out.buffer), groups)
+    return out
+
+
+def one_hot(indices: GpuArray, depth: int, dtype: Any = np.float32) -> GpuArray:
+    """``indices[..., None] == arange(depth)`` as ``dtype``."""
+    out = GpuArray.empty((*indices.shape, depth), dtype, indices.device)
+    if out.size == 0:
+        return out
+    t = out.wgsl
+    zero, one = {"f32": ("0.0", "1.0"), "i32": ("0i", "1i"), "u32": ("0u", "1u")}[t]
+    device = indices.device
+    pipe = device.pipeline(
+        ("one_hot", t),
+        lambda: render("one_hot", T=t, ZERO=zero, ONE=one),
+        ("uniform", "read", "write"),
+    )
+    params = device.params(struct.pack("<4I", out.size, depth, 0, 0))
+    groups = fold_groups(-(-out.size // 256), device.max_groups)
+    device.dispatch(pipe, (params, indices.buffer, out.buffer), groups)
+    return out
