@@ -2,6 +2,7 @@
 
 from asgrad.nn.optim.adam import Adam, AdamW
 from asgrad.nn.optim.optimizer import Optimizer
+from asgrad.nn.optim.rmsprop import RMSprop
 from asgrad.nn.optim.sgd import SGD
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop"]

@@ -5,11 +5,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
-from asgrad.tensor import Tensor, Variable
+from asgrad.tensor import Tensor, Variable, maximum
 
 
 class Adam(Optimizer):
-    """Adam (Kingma & Ba, 2015) with bias correction; L2 ``weight_decay`` as PyTorch's."""
+    """Adam (Kingma & Ba, 2015) as ``torch.optim.Adam``; L2 ``weight_decay``.
+
+    With ``g`` the (clipped) gradient and ``t`` the step number::
+
+        g = g + weight_decay * p                     (Adam with weight_decay)
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g**2
+        v_hat = max(v_hat, v)                        (amsgrad; v_hat is used below)
+        p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+    The two bias corrections and ``lr / (1 - beta1**t)`` are per-step scalars built
+    once per compiled step and shared by every parameter.
+
+    >>> from asgrad.nn import Linear
+    >>> Adam(Linear(2, 1, rng=0).parameters(), lr=1e-3)
+    Adam(lr=0.001, params=2)
+    """
 
     decoupled = False
 
@@ -21,34 +37,57 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         *,
+        amsgrad: bool = False,
         clip_grad_norm: float | None = None,
         clip_grad_value: float | None = None,
     ) -> None:
         super().__init__(params, lr, clip_grad_norm=clip_grad_norm, clip_grad_value=clip_grad_value)
+        if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
+            raise ValueError(f"betas must be in [0, 1), got {betas}")
+        if eps < 0 or weight_decay < 0:
+            raise ValueError(f"eps and weight_decay must be >= 0, got {eps}, {weight_decay}")
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
+        self.amsgrad = amsgrad
 
     def update(self, param: Tensor, g: Tensor, var: Variable, step: Tensor) -> Tensor:
         b1, b2 = self.betas
-        lr = self.lr_tensor(param)
+        dt = param.dtype
+        graph = param.graph
+        step_size = self.per_step(
+            "adam_step_size",
+            lambda: graph.bind(self._lr) / (1.0 - graph.constant(b1, "float64") ** step),
+            dt,
+        )
+        bc2_sqrt = self.per_step(
+            "adam_bias_correction2_sqrt",
+            lambda: (1.0 - graph.constant(b2, "float64") ** step).sqrt(),
+            dt,
+        )
         if self.weight_decay and not self.decoupled:
             g = g + param * self.weight_decay
+        if self.weight_decay and self.decoupled:
+            wd = self.weight_decay
+            decay = self.per_step("adamw_decay", lambda: 1.0 - graph.bind(self._lr) * wd, dt)
+            param = param * decay
         m_var, v_var = self.slot("exp_avg", var), self.slot("exp_avg_sq", var)
-        m = param.graph.bind(m_var) * b1 + g * (1.0 - b1)
-        v = param.graph.bind(v_var) * b2 + g * g * (1.0 - b2)
+        m = graph.bind(m_var) * b1 + g * (1.0 - b1)
+        v = graph.bind(v_var) * b2 + g * g * (1.0 - b2)
         self.assign(m_var, m)
         self.assign(v_var, v)
-        t = step.cast(param.dtype)
-        correction1 = 1.0 - param.graph.constant(b1, param.dtype) ** t
-        correction2 = 1.0 - param.graph.constant(b2, param.dtype) ** t
-        denom = (v / correction2).sqrt() + self.eps
-        new = param - lr * (m / correction1) / denom
-        if self.weight_decay and self.decoupled:
-            new = new - lr * self.weight_decay * param
-        return new
+        if self.amsgrad:
+            vmax_var = self.slot("max_exp_avg_sq", var)
+            v = maximum(graph.bind(vmax_var), v)
+            self.assign(vmax_var, v)
+        denom = v.sqrt() / bc2_sqrt + self.eps
+        return param - step_size * m / denom
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019); default 0.01."""
+    """Adam with decoupled weight decay (Loshchilov & Hutter, 2019), as ``torch.optim.AdamW``.
+
+    The parameter first shrinks, ``p = p * (1 - lr * weight_decay)``, then takes the
+    Adam step; ``weight_decay`` defaults to 0.01.
+    """
 
     decoupled = True
 
@@ -60,6 +99,7 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 0.01,
         *,
+        amsgrad: bool = False,
         clip_grad_norm: float | None = None,
         clip_grad_value: float | None = None,
     ) -> None:
@@ -69,6 +109,7 @@ class AdamW(Adam):
             betas,
             eps,
             weight_decay,
+            amsgrad=amsgrad,
             clip_grad_norm=clip_grad_norm,
             clip_grad_value=clip_grad_value,
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,18 @@ class Optimizer:
     the loss, its gradients and every update: a whole training step. The learning
     rate is a variable read by that program, so schedulers change it without
     recompiling.
+
+    Gradient clipping happens inside the step, before the update: first by value
+    (``clip_grad_value``: each element clamped to ``[-v, v]``, as
+    ``torch.nn.utils.clip_grad_value_``), then by global norm (``clip_grad_norm``:
+    every gradient scaled by ``min(1, max_norm / (norm + 1e-6))`` where ``norm`` is
+    the L2 norm of all gradients together, as ``torch.nn.utils.clip_grad_norm_``).
+
+    Subclasses write :meth:`update`. Scalars that depend only on the step (bias
+    corrections, the learning rate in the parameter's dtype) are made with
+    :meth:`per_step`, which builds each one once per compiled program and shares it
+    between all parameters, so the per-parameter part of the update stays a handful
+    of elementwise ops.
     """
 
     def __init__(
@@ -32,67 +45,152 @@ class Optimizer:
         self.params = [p for p in params if p.trainable]
         if not self.params:
             raise GraphError("the optimizer got no trainable parameters")
-        if lr < 0:
-            raise ValueError(f"learning rate must be >= 0, got {lr}")
+        _check_nonnegative("learning rate", lr)
+        if clip_grad_norm is not None and not clip_grad_norm > 0:
+            raise ValueError(f"clip_grad_norm must be > 0, got {clip_grad_norm}")
+        if clip_grad_value is not None and not clip_grad_value > 0:
+            raise ValueError(f"clip_grad_value must be > 0, got {clip_grad_value}")
         self._lr = Variable("optimizer.lr", np.array(lr, dtype=np.float64), trainable=False)
         self.clip_grad_norm = clip_grad_norm
         self.clip_grad_value = clip_grad_value
         # Per-parameter state variables, by slot name then parameter identity.
         self.state: dict[str, dict[int, Variable]] = {}
+        self._fills: dict[str, float] = {}
         self.step_count = Variable("optimizer.step", np.array(0.0), trainable=False)
+        self._pending: dict[Variable, Tensor] = {}
+        self._shared: dict[tuple[str, str], Tensor] = {}
+        self._step: Tensor | None = None
 
-    # -- learning rate -----------------------------------------------------------------------------
+    # -- learning rate -----------------------------------------------------------------------
     @property
     def lr(self) -> float:
+        """The learning rate the next step uses; setting it needs no recompiling."""
         return float(self._lr.value)
 
     @lr.setter
     def lr(self, value: float) -> None:
+        _check_nonnegative("learning rate", value)
         self._lr.value = np.array(value, dtype=np.float64)
 
     def lr_tensor(self, like: Tensor) -> Tensor:
-        """The learning rate in ``like``'s graph and dtype."""
-        return like.graph.bind(self._lr).cast(like.dtype)
+        """The learning rate in ``like``'s graph and dtype (shared by all parameters)."""
+        return self.per_step("lr", lambda: like.graph.bind(self._lr), like.dtype)
 
-    # -- state -------------------------------------------------------------------------------------
+    def per_step(self, key: str, build: Callable[[], Tensor], dtype: str) -> Tensor:
+        """A scalar that depends only on the step, built once per compiled program.
+
+        ``build`` returns it in float64 (the dtype of the step counter and the learning
+        rate) and is called once per :meth:`compile`; the value is cast once per
+        parameter dtype. Every parameter's update then reads the same node.
+        """
+        base = self._shared.get((key, "float64"))
+        if base is None:
+            base = self._shared[(key, "float64")] = build().cast("float64")
+        cast = self._shared.get((key, dtype))
+        if cast is None:
+            cast = self._shared[(key, dtype)] = base.cast(dtype)
+        return cast
+
+    @property
+    def step_tensor(self) -> Tensor:
+        """The number of the step being compiled (1 on the first run), float64."""
+        if self._step is None:
+            raise GraphError("step_tensor is only defined while Optimizer.compile runs")
+        return self._step
+
+    # -- state ------------------------------------------------------------------------------------
     def slot(self, name: str, param: Variable, fill: float = 0.0) -> Variable:
-        """The state variable ``name`` of ``param`` (made zero-filled on first use)."""
+        """The state variable ``name`` of ``param`` (made ``fill``-filled on first use)."""
+        if "." in name:
+            raise ValueError(f"slot names cannot contain '.', got {name!r}")
         slots = self.state.setdefault(name, {})
+        self._fills.setdefault(name, fill)
         var = slots.get(id(param))
         if var is None:
-            var = Variable(
-                f"{name}", np.full(param.shape, fill, dtype=param.dtype), trainable=False
-            )
+            var = Variable(name, np.full(param.shape, fill, dtype=param.dtype), trainable=False)
             slots[id(param)] = var
         var.name = f"optimizer.{name}.{param.name}"
         return var
 
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Learning rate, step and every state slot, keyed ``slot.param_name``."""
-        out: dict[str, np.ndarray] = {
-            "lr": np.array(self._lr.value),
-            "step": np.array(self.step_count.value),
-        }
+    def _names(self) -> dict[str, Variable]:
+        by_name: dict[str, Variable] = {}
+        for p in self.params:
+            if p.name in by_name:
+                raise GraphError(
+                    f"two parameters of this optimizer are named {p.name!r}, so their state"
+                    " cannot be saved by name; put the layers in one Module (names become"
+                    " dotted paths) or rename the parameters"
+                )
+            by_name[p.name] = p
+        return by_name
+
+    def state_dict(self) -> dict[str, Any]:
+        """Learning rate (float), step (int) and every state slot, keyed ``slot.param_name``.
+
+        Arrays are copies. Parameter names must be unique (a model's dotted names are).
+        """
+        by_name = self._names()
+        out: dict[str, Any] = {"lr": self.lr, "step": int(self.step_count.value)}
         for slot, by_param in self.state.items():
-            for p in self.params:
+            for name, p in by_name.items():
                 if id(p) in by_param:
-                    out[f"{slot}.{p.name}"] = np.array(by_param[id(p)].value)
+                    out[f"{slot}.{name}"] = np.array(by_param[id(p)].value)
         return out
 
-    def load_state_dict(self, state: Mapping[str, np.ndarray]) -> None:
-        """Restore what :meth:`state_dict` returned (parameters must have the same names)."""
-        self._lr.value = np.asarray(state["lr"], dtype=np.float64)
-        self.step_count.value = np.asarray(state["step"], dtype=self.step_count.dtype)
-        by_name = {p.name: p for p in self.params}
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned; the next step continues identically.
+
+        As in PyTorch, the loaded state replaces the current one: slots the state
+        does not hold are reset to their initial value. Unknown parameter names and
+        shape or dtype mismatches are all reported in one
+        :class:`~asgrad.nn._errors.StateMismatchError`, and nothing is changed.
+        """
+        from asgrad.nn._errors import StateMismatchError
+
+        by_name = self._names()
+        missing = [k for k in ("lr", "step") if k not in state]
+        unexpected: list[str] = []
+        mismatched: list[str] = []
+        arrays: dict[tuple[str, str], np.ndarray] = {}
         for key, value in state.items():
             if key in ("lr", "step"):
                 continue
             slot, _, pname = key.partition(".")
-            if pname not in by_name:
-                raise GraphError(f"optimizer state {key!r} names no parameter of this optimizer")
-            self.slot(slot, by_name[pname]).value = np.asarray(value, dtype=by_name[pname].dtype)
+            if pname not in by_name or not slot:
+                unexpected.append(key)
+                continue
+            p = by_name[pname]
+            array = np.asarray(value)
+            if array.shape != p.shape:
+                mismatched.append(f"{key}: expected {list(p.shape)}, got {list(array.shape)}")
+                continue
+            arrays[(slot, pname)] = array.astype(p.dtype, copy=True)
+        if missing or unexpected or mismatched:
+            parts = []
+            if missing:
+                parts.append("missing: " + ", ".join(missing))
+            if unexpected:
+                parts.append("unexpected (no such parameter): " + ", ".join(unexpected))
+            if mismatched:
+                parts.append("mismatched: " + "; ".join(mismatched))
+            raise StateMismatchError(
+                "optimizer state does not fit this optimizer (" + " | ".join(parts) + ");"
+                " load a state saved from the same model and optimizer",
+                missing=missing,
+                unexpected=unexpected,
+                mismatched=mismatched,
+            )
+        self.lr = float(np.asarray(state["lr"]))
+        self.step_count.value = np.array(float(np.asarray(state["step"])))
+        for slot, by_param in self.state.items():
+            fill = self._fills.get(slot, 0.0)
+            for p in self.params:
+                if id(p) in by_param and (slot, p.name) not in arrays:
+                    by_param[id(p)].value = np.full(p.shape, fill, dtype=p.dtype)
+        for (slot, pname), array in arrays.items():
+            self.slot(slot, by_name[pname]).value = array
 
-    # -- the step ----------------------------------------------------------------------------------
+    # -- the step ---------------------------------------------------------------------------
     def update(self, param: Tensor, g: Tensor, var: Variable, step: Tensor) -> Tensor:
         """The parameter's new value, in graph ops (and state updates via ``self.assign``)."""
         raise NotImplementedError
@@ -128,11 +226,17 @@ class Optimizer:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
         tensors = [graph.bind(p) for p in used]
         grads = self.clip(grad(loss, tensors))
-        self._pending: dict[Variable, Tensor] = {}
+        self._pending = {}
+        self._shared = {}
         step = graph.bind(self.step_count) + 1.0
+        self._step = step
         self.assign(self.step_count, step)
-        for p, t, g in zip(used, tensors, grads, strict=True):
-            self.assign(p, self.update(t, g, p, step))
+        try:
+            for p, t, g in zip(used, tensors, grads, strict=True):
+                self.assign(p, self.update(t, g, p, step))
+        finally:
+            self._step = None
+            self._shared = {}
         updates = {**graph.updates, **self._pending}
         return compile([loss, *outputs], updates, backend=backend)
 
@@ -142,13 +246,22 @@ class Optimizer:
             v = float(self.clip_grad_value)
             grads = [g.clamp(-v, v) for g in grads]
         if self.clip_grad_norm is not None:
-            total = grads[0].graph.constant(0.0, grads[0].dtype)
+            total = grads[0].graph.constant(0.0, "float64")
             for g in grads:
-                total = total + (g * g).sum().cast(total.dtype)
+                total = total + (g * g).sum().cast("float64")
             norm = total.sqrt()
             scale = (float(self.clip_grad_norm) / (norm + 1e-6)).minimum(1.0)
-            grads = [g * scale.cast(g.dtype) for g in grads]
+            scales: dict[str, Tensor] = {}
+            for g in grads:
+                if g.dtype not in scales:
+                    scales[g.dtype] = scale.cast(g.dtype)
+            grads = [g * scales[g.dtype] for g in grads]
         return grads
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lr={self.lr}, params={len(self.params)})"
+
+
+def _check_nonnegative(what: str, value: float) -> None:
+    if not value >= 0:  # also rejects NaN
+        raise ValueError(f"{what} must be a number >= 0, got {value!r}")

@@ -5,13 +5,22 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
-from asgrad.tensor import Tensor, Variable
+from asgrad.tensor import Tensor, Variable, where
 
 
 class SGD(Optimizer):
-    """PyTorch's SGD: ``v = momentum * v + g (+ wd * p)``; ``p -= lr * v``.
+    """PyTorch's SGD (``torch.optim.SGD``), as graph ops.
 
-    With ``nesterov=True`` the step is ``p -= lr * (g + momentum * v)``.
+    With ``g`` the (clipped) gradient::
+
+        g = g + weight_decay * p                        (if weight_decay)
+        b = momentum * b + (1 - dampening) * g          (b = g on the first step)
+        g = g + momentum * b  if nesterov  else  b      (if momentum)
+        p = p - lr * g
+
+    >>> from asgrad.nn import Linear
+    >>> SGD(Linear(2, 1, rng=0).parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    SGD(lr=0.1, params=2)
     """
 
     def __init__(
@@ -27,6 +36,10 @@ class SGD(Optimizer):
         clip_grad_value: float | None = None,
     ) -> None:
         super().__init__(params, lr, clip_grad_norm=clip_grad_norm, clip_grad_value=clip_grad_value)
+        if momentum < 0:
+            raise ValueError(f"momentum must be >= 0, got {momentum}")
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum needs momentum > 0 and no dampening")
         self.momentum, self.nesterov = momentum, nesterov
@@ -38,10 +51,18 @@ class SGD(Optimizer):
         if self.momentum:
             buf_var = self.slot("momentum_buffer", var)
             buf = param.graph.bind(buf_var)
-            # PyTorch starts the buffer at the first gradient, undampened.
-            first = (step == 1.0).cast(g.dtype)
-            damp = 1.0 - self.dampening
-            new_buf = buf * self.momentum + g * (first * (1.0 - damp) + damp)
+            if self.dampening:
+                # PyTorch starts the buffer at the first gradient, undampened.
+                coef = self.per_step(
+                    "sgd_grad_coef",
+                    lambda: where(
+                        step == 1.0, step.graph.constant(1.0, "float64"), 1.0 - self.dampening
+                    ),
+                    param.dtype,
+                )
+                new_buf = buf * self.momentum + g * coef
+            else:
+                new_buf = buf * self.momentum + g  # buf is 0 on the first step
             self.assign(buf_var, new_buf)
             g = g + new_buf * self.momentum if self.nesterov else new_buf
         return param - self.lr_tensor(param) * g
