@@ -64,12 +64,7 @@ class GpuVariableStore(VariableHolder):
         entry = self._arrays.get(id(variable))
         if entry is None:
             host = variable.host_value()
-            dtype = numpy_dtype(host.dtype.name)
-            pool = self.device.pool  # never a plan's pool: the buffer outlives plans
-            nbytes = max(host.size, 1) * storage_dtype(dtype).itemsize
-            array = GpuArray(
-                self.device, self.device.alloc(nbytes, pool), host.shape, dtype, pool=pool
-            )
+            array = _persistent(self.device, host.shape, numpy_dtype(host.dtype.name))
             entry = self._arrays[id(variable)] = (variable, array)
         return entry[1]
 
@@ -100,6 +95,13 @@ class GpuVariableStore(VariableHolder):
         self._dirty.discard(id(variable))
 
 
+def _persistent(device: Device, shape: tuple[int, ...], dtype: np.dtype[Any]) -> GpuArray:
+    """An array from the device's pool (not a plan's): it outlives any capture."""
+    pool = device.pool
+    nbytes = max(int(np.prod(shape)), 1) * storage_dtype(dtype).itemsize
+    return GpuArray(device, device.alloc(nbytes, pool), shape, dtype, pool=pool)
+
+
 class _Plan:
     """A schedule lowered for one set of fed shapes: captured dispatches + buffers."""
 
@@ -128,8 +130,10 @@ class _Plan:
                     self.variables.append(var)
                     arr = store.array(var)
                 elif node.op == "constant":
+                    # uploaded now, read at every replay: never a scope buffer that
+                    # captured kernels might overwrite
                     value = np.asarray(node.attrs["value"])
-                    arr = GpuArray.empty(value.shape, numpy_dtype(out_type.dtype), device)
+                    arr = _persistent(device, value.shape, numpy_dtype(out_type.dtype))
                     if value.size:
                         device.write(arr.buffer, np.ascontiguousarray(value, arr.storage_dtype))
                     self.keep.append(arr)
