@@ -100,8 +100,10 @@ def test_pooling_gradients(layer: Module) -> None:
 
 def test_layer_norm_gradients() -> None:
     layer = LayerNorm(6, dtype=F64)
-    layer.weight.value = 1.0 + 0.1 * rand(6, seed=1)  # type: ignore[union-attr]  # affine
-    layer.bias.value = 0.1 * rand(6, seed=2)  # type: ignore[union-attr]  # affine
+    assert layer.weight is not None
+    assert layer.bias is not None
+    layer.weight.value = 1.0 + 0.1 * rand(6, seed=1)
+    layer.bias.value = 0.1 * rand(6, seed=2)
     check_layer(layer, [rand(3, 4, 6)])
 
 
@@ -111,8 +113,10 @@ def test_layer_norm_over_two_axes_gradients() -> None:
 
 @pytest.mark.parametrize("training", [True, False])
 def test_batch_norm_gradients(training: bool) -> None:
-    bn2 = BatchNorm2d(3, dtype=F64).train(training)
-    bn2.running_mean.value = rand(3, seed=3)  # type: ignore[union-attr]  # tracked
+    bn2 = BatchNorm2d(3, dtype=F64)
+    bn2.train(training)
+    assert bn2.running_mean is not None
+    bn2.running_mean.value = rand(3, seed=3)
     check_layer(bn2, [rand(4, 3, 3, 3)])
     check_layer(BatchNorm1d(3, dtype=F64).train(training), [rand(5, 3)])
     check_layer(BatchNorm1d(2, dtype=F64).train(training), [rand(4, 2, 3)])
