@@ -59,7 +59,7 @@ def mha_ref(
     w, b = mha.in_proj.weight.value, value(mha.in_proj.bias)
 
     def heads(x: np.ndarray, part: int) -> np.ndarray:
-        y = x @ w[:, part * e : (part + 1) * e] + b[part * e : (part + 1) * e]
+        y: np.ndarray = x @ w[:, part * e : (part + 1) * e] + b[part * e : (part + 1) * e]
         return y.reshape(x.shape[0], x.shape[1], h, d).transpose(0, 2, 1, 3)
 
     Q, K, V = heads(q, 0), heads(kv, 1), heads(kv, 2)
