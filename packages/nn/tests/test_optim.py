@@ -53,16 +53,19 @@ def clip(gs: list[np.ndarray], norm: float | None, value: float | None) -> list[
 
 
 # -- numpy references of torch.optim's single-tensor update rules -------------------------------
-def ref_sgd(lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
-            nesterov: bool = False) -> Callable[[int, list[np.ndarray], list[np.ndarray], dict[str, Any]], None]:
-    def step(t: int, ps: list[np.ndarray], gs: list[np.ndarray], state: dict[str, Any]) -> None:
+def ref_sgd(
+    lr: float,
+    momentum: float = 0.0,
+    dampening: float = 0.0,
+    weight_decay: float = 0.0,
+    nesterov: bool = False,
+) -> Callable[[int, list[np.ndarray], list[np.ndarray], dict[int, Any]], None]:
+    def step(t: int, ps: list[np.ndarray], gs: list[np.ndarray], state: dict[int, Any]) -> None:
         for i, (p, g) in enumerate(zip(ps, gs, strict=True)):
             d = g + weight_decay * p if weight_decay else g
             if momentum:
-                if t == 1:
-                    buf = d.copy()
-                else:
-                    buf = momentum * state[i] + (1 - dampening) * d
+                # torch starts the buffer at the first gradient, undampened
+                buf = d.copy() if t == 1 else momentum * state[i] + (1 - dampening) * d
                 state[i] = buf
                 d = d + momentum * buf if nesterov else buf
             p -= lr * d
@@ -70,12 +73,17 @@ def ref_sgd(lr: float, momentum: float = 0.0, dampening: float = 0.0, weight_dec
     return step
 
 
-def ref_adam(lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-             weight_decay: float = 0.0, decoupled: bool = False,
-             amsgrad: bool = False) -> Callable[[int, list[np.ndarray], list[np.ndarray], dict[str, Any]], None]:
+def ref_adam(
+    lr: float,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    decoupled: bool = False,
+    amsgrad: bool = False,
+) -> Callable[[int, list[np.ndarray], list[np.ndarray], dict[int, Any]], None]:
     b1, b2 = betas
 
-    def step(t: int, ps: list[np.ndarray], gs: list[np.ndarray], state: dict[str, Any]) -> None:
+    def step(t: int, ps: list[np.ndarray], gs: list[np.ndarray], state: dict[int, Any]) -> None:
         for i, (p, g) in enumerate(zip(ps, gs, strict=True)):
             m, v, vmax = state.get(i, (np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)))
             if weight_decay and decoupled:
@@ -93,10 +101,15 @@ def ref_adam(lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 
     return step
 
 
-def ref_rmsprop(lr: float, alpha: float = 0.99, eps: float = 1e-8, weight_decay: float = 0.0,
-                momentum: float = 0.0,
-                centered: bool = False) -> Callable[[int, list[np.ndarray], list[np.ndarray], dict[str, Any]], None]:
-    def step(t: int, ps: list[np.ndarray], gs: list[np.ndarray], state: dict[str, Any]) -> None:
+def ref_rmsprop(
+    lr: float,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    centered: bool = False,
+) -> Callable[[int, list[np.ndarray], list[np.ndarray], dict[int, Any]], None]:
+    def step(t: int, ps: list[np.ndarray], gs: list[np.ndarray], state: dict[int, Any]) -> None:
         for i, (p, g) in enumerate(zip(ps, gs, strict=True)):
             sq, ga, buf = state.get(i, (np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)))
             if weight_decay:
@@ -119,45 +132,102 @@ def ref_rmsprop(lr: float, alpha: float = 0.99, eps: float = 1e-8, weight_decay:
 
 CASES: list[tuple[str, Callable[[list[Any]], Optimizer], Callable[..., Any], dict[str, Any]]] = [
     ("sgd", lambda ps: SGD(ps, lr=0.1), ref_sgd, {"lr": 0.1}),
-    ("sgd-momentum", lambda ps: SGD(ps, lr=0.1, momentum=0.9), ref_sgd, {"lr": 0.1, "momentum": 0.9}),
-    ("sgd-dampening-wd", lambda ps: SGD(ps, lr=0.05, momentum=0.8, dampening=0.3, weight_decay=0.01),
-     ref_sgd, {"lr": 0.05, "momentum": 0.8, "dampening": 0.3, "weight_decay": 0.01}),
-    ("sgd-nesterov", lambda ps: SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
-     ref_sgd, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-3}),
+    (
+        "sgd-momentum",
+        lambda ps: SGD(ps, lr=0.1, momentum=0.9),
+        ref_sgd,
+        {"lr": 0.1, "momentum": 0.9},
+    ),
+    (
+        "sgd-dampening-wd",
+        lambda ps: SGD(ps, lr=0.05, momentum=0.8, dampening=0.3, weight_decay=0.01),
+        ref_sgd,
+        {"lr": 0.05, "momentum": 0.8, "dampening": 0.3, "weight_decay": 0.01},
+    ),
+    (
+        "sgd-nesterov",
+        lambda ps: SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        ref_sgd,
+        {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 1e-3},
+    ),
     ("adam", lambda ps: Adam(ps, lr=0.01), ref_adam, {"lr": 0.01}),
-    ("adam-l2", lambda ps: Adam(ps, lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
-     ref_adam, {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6, "weight_decay": 0.1}),
-    ("adam-amsgrad", lambda ps: Adam(ps, lr=0.01, amsgrad=True), ref_adam, {"lr": 0.01, "amsgrad": True}),
-    ("adamw", lambda ps: AdamW(ps, lr=0.01), ref_adam,
-     {"lr": 0.01, "weight_decay": 0.01, "decoupled": True}),
-    ("adamw-amsgrad", lambda ps: AdamW(ps, lr=0.03, weight_decay=0.2, amsgrad=True), ref_adam,
-     {"lr": 0.03, "weight_decay": 0.2, "decoupled": True, "amsgrad": True}),
+    (
+        "adam-l2",
+        lambda ps: Adam(ps, lr=0.02, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1),
+        ref_adam,
+        {"lr": 0.02, "betas": (0.8, 0.99), "eps": 1e-6, "weight_decay": 0.1},
+    ),
+    (
+        "adam-amsgrad",
+        lambda ps: Adam(ps, lr=0.01, amsgrad=True),
+        ref_adam,
+        {"lr": 0.01, "amsgrad": True},
+    ),
+    (
+        "adamw",
+        lambda ps: AdamW(ps, lr=0.01),
+        ref_adam,
+        {"lr": 0.01, "weight_decay": 0.01, "decoupled": True},
+    ),
+    (
+        "adamw-amsgrad",
+        lambda ps: AdamW(ps, lr=0.03, weight_decay=0.2, amsgrad=True),
+        ref_adam,
+        {"lr": 0.03, "weight_decay": 0.2, "decoupled": True, "amsgrad": True},
+    ),
     ("rmsprop", lambda ps: RMSprop(ps, lr=0.01), ref_rmsprop, {"lr": 0.01}),
-    ("rmsprop-all", lambda ps: RMSprop(ps, lr=0.01, alpha=0.9, eps=1e-6, weight_decay=0.05,
-                                       momentum=0.5, centered=True),
-     ref_rmsprop, {"lr": 0.01, "alpha": 0.9, "eps": 1e-6, "weight_decay": 0.05, "momentum": 0.5,
-                   "centered": True}),
-    ("rmsprop-centered", lambda ps: RMSprop(ps, lr=0.01, centered=True), ref_rmsprop,
-     {"lr": 0.01, "centered": True}),
-    ("rmsprop-momentum", lambda ps: RMSprop(ps, lr=0.01, momentum=0.9), ref_rmsprop,
-     {"lr": 0.01, "momentum": 0.9}),
+    (
+        "rmsprop-all",
+        lambda ps: RMSprop(
+            ps, lr=0.01, alpha=0.9, eps=1e-6, weight_decay=0.05, momentum=0.5, centered=True
+        ),
+        ref_rmsprop,
+        {
+            "lr": 0.01,
+            "alpha": 0.9,
+            "eps": 1e-6,
+            "weight_decay": 0.05,
+            "momentum": 0.5,
+            "centered": True,
+        },
+    ),
+    (
+        "rmsprop-centered",
+        lambda ps: RMSprop(ps, lr=0.01, centered=True),
+        ref_rmsprop,
+        {"lr": 0.01, "centered": True},
+    ),
+    (
+        "rmsprop-momentum",
+        lambda ps: RMSprop(ps, lr=0.01, momentum=0.9),
+        ref_rmsprop,
+        {"lr": 0.01, "momentum": 0.9},
+    ),
 ]
 IDS = [c[0] for c in CASES]
 
 
-def run_reference(ref: Callable[..., Any], kwargs: dict[str, Any], data: list[tuple[np.ndarray, np.ndarray]],
-                  norm: float | None = None, value: float | None = None) -> list[np.ndarray]:
+def run_reference(
+    ref: Callable[..., Any],
+    kwargs: dict[str, Any],
+    data: list[tuple[np.ndarray, np.ndarray]],
+    norm: float | None = None,
+    value: float | None = None,
+) -> list[np.ndarray]:
     model = make_model()
     ps = [np.array(p.value) for p in model.parameters()]
     update = ref(**kwargs)
-    state: dict[str, Any] = {}
+    state: dict[int, Any] = {}
     for t, (x, y) in enumerate(data, start=1):
         update(t, ps, clip(grads(ps, x, y), norm, value), state)
     return ps
 
 
-def run_asgrad(make: Callable[[list[Any]], Optimizer], data: list[tuple[np.ndarray, np.ndarray]],
-               **clip_kw: float) -> list[np.ndarray]:
+def run_asgrad(
+    make: Callable[[list[Any]], Optimizer],
+    data: list[tuple[np.ndarray, np.ndarray]],
+    **clip_kw: float,
+) -> list[np.ndarray]:
     model = make_model()
     opt = make(model.parameters())
     opt.clip_grad_norm = clip_kw.get("clip_grad_norm")
@@ -169,7 +239,9 @@ def run_asgrad(make: Callable[[list[Any]], Optimizer], data: list[tuple[np.ndarr
 
 
 @pytest.mark.parametrize(("name", "make", "ref", "kwargs"), CASES, ids=IDS)
-def test_steps_match_the_numpy_reference(name: str, make: Any, ref: Any, kwargs: dict[str, Any]) -> None:
+def test_steps_match_the_numpy_reference(
+    name: str, make: Any, ref: Any, kwargs: dict[str, Any]
+) -> None:
     data = batches()
     got = run_asgrad(make, data)
     want = run_reference(ref, kwargs, data)
@@ -180,12 +252,18 @@ def test_steps_match_the_numpy_reference(name: str, make: Any, ref: Any, kwargs:
 
 
 @pytest.mark.parametrize(("name", "make", "ref", "kwargs"), CASES, ids=IDS)
-@pytest.mark.parametrize(("norm", "value"), [(0.05, None), (None, 0.02), (0.05, 0.02)],
-                         ids=["norm", "value", "value-then-norm"])
-def test_clipping_happens_inside_the_step(name: str, make: Any, ref: Any, kwargs: dict[str, Any],
-                                          norm: float | None, value: float | None) -> None:
+@pytest.mark.parametrize(
+    ("norm", "value"),
+    [(0.05, None), (None, 0.02), (0.05, 0.02)],
+    ids=["norm", "value", "value-then-norm"],
+)
+def test_clipping_happens_inside_the_step(
+    name: str, make: Any, ref: Any, kwargs: dict[str, Any], norm: float | None, value: float | None
+) -> None:
     data = batches()
-    clip_kw = {k: v for k, v in (("clip_grad_norm", norm), ("clip_grad_value", value)) if v is not None}
+    clip_kw = {
+        k: v for k, v in (("clip_grad_norm", norm), ("clip_grad_value", value)) if v is not None
+    }
     got = run_asgrad(make, data, **clip_kw)
     want = run_reference(ref, kwargs, data, norm, value)
     unclipped = run_reference(ref, kwargs, data)
@@ -243,3 +321,157 @@ def test_float32_training_lowers_the_loss() -> None:
     losses = [float(step(x=xb, y=yb)[0]) for _ in range(30)]
     assert model.weight.value.dtype == np.float32
     assert losses[-1] < 0.5 * losses[0]
+
+
+# -- state, learning rate, graph size -----------------------------------------------------------
+@pytest.mark.parametrize(("name", "make", "ref", "kwargs"), CASES, ids=IDS)
+def test_state_dict_round_trips_and_training_continues_identically(
+    name: str, make: Any, ref: Any, kwargs: dict[str, Any]
+) -> None:
+    data = batches(10)
+    model = make_model()
+    opt = make(model.parameters())
+    step = compile_step(model, opt)
+    for x, y in data[:5]:
+        step(x=x, y=y)
+    saved_model, saved_opt = model.state_dict(), opt.state_dict()
+    assert saved_opt["step"] == 5
+    assert isinstance(saved_opt["lr"], float)
+    for x, y in data[5:]:
+        step(x=x, y=y)
+
+    resumed = make_model(seed=7)  # different initial values, overwritten by the load
+    resumed.load_state_dict(saved_model)
+    opt2 = make(resumed.parameters())
+    step2 = compile_step(resumed, opt2)  # compiled before loading: the load still applies
+    opt2.load_state_dict(saved_opt)
+    for x, y in data[5:]:
+        step2(x=x, y=y)
+    for a, b in zip(model.parameters(), resumed.parameters(), strict=True):
+        np.testing.assert_array_equal(a.value, b.value)
+    assert opt2.state_dict().keys() == opt.state_dict().keys()
+
+
+def test_load_state_dict_reports_every_problem_at_once() -> None:
+    from asgrad.nn._errors import StateMismatchError
+
+    model = make_model()
+    opt = Adam(model.parameters())
+    compile_step(model, opt)
+    state = opt.state_dict()
+    state["exp_avg.weight"] = np.zeros((9, 9))
+    state["exp_avg.nonexistent"] = np.zeros(2)
+    del state["step"]
+    with pytest.raises(StateMismatchError) as info:
+        opt.load_state_dict(state)
+    message = str(info.value)
+    assert "missing: step" in message
+    assert "exp_avg.nonexistent" in message
+    assert "exp_avg.weight: expected [3, 2], got [9, 9]" in message
+
+
+def test_state_of_parameters_with_the_same_name_is_refused() -> None:
+    a, b = make_model(), make_model(1)  # both have "weight" and "bias"
+    opt = SGD(a.parameters() + b.parameters(), lr=0.1, momentum=0.9)
+    with pytest.raises(Exception, match="two parameters of this optimizer are named 'weight'"):
+        opt.state_dict()
+
+
+def test_changing_lr_needs_no_recompile_and_scales_the_step() -> None:
+    model = make_model()
+    opt = SGD(model.parameters(), lr=0.1)
+    step = compile_step(model, opt)
+    x, y = batches(1)[0]
+    w0 = np.array(model.weight.value)
+    g = grads([w0, np.array(model.parameters()[1].value)], x, y)[0]
+    step(x=x, y=y)
+    np.testing.assert_allclose(w0 - model.weight.value, 0.1 * g, rtol=1e-12)
+    opt.lr = 0.025
+    w1 = np.array(model.weight.value)
+    g1 = grads([w1, np.array(model.parameters()[1].value)], x, y)[0]
+    step(x=x, y=y)
+    np.testing.assert_allclose(w1 - model.weight.value, 0.025 * g1, rtol=1e-12)
+
+
+def count_ops(program: Program, op: str) -> int:
+    return sum(n.op == op for n in program.schedule.nodes)
+
+
+def test_per_step_scalars_are_built_once_for_all_parameters() -> None:
+    def program(layers: int) -> Program:
+        from asgrad.nn import Sequential
+
+        model = Sequential(*(Linear(4, 4, dtype="float64", rng=i) for i in range(layers)))
+        g = Graph()
+        x = g.input("x", (2, 4), "float64")
+        return AdamW(model.parameters(), weight_decay=0.1).compile(mse_loss(model(x), x))
+
+    small, big = program(1), program(4)
+    # bias corrections (beta1**t, beta2**t) once, whatever the number of parameters
+    assert count_ops(small, "pow") == count_ops(big, "pow") == 2
+    assert count_ops(big, "sqrt") == 1 + 8  # sqrt(1 - beta2**t) once, sqrt(v) per parameter
+    extra_per_param = (len(big.schedule.nodes) - len(small.schedule.nodes)) / 6
+    forward_backward = 12  # matmul, add, their gradients... (an upper bound for one layer)
+    assert extra_per_param <= forward_backward + 14
+
+
+def test_optimizers_refuse_graphs_without_their_parameters() -> None:
+    opt = SGD(make_model().parameters(), lr=0.1)
+    g = Graph()
+    x = g.input("x", (2,), "float64")
+    with pytest.raises(Exception, match="none of the optimizer's parameters"):
+        opt.compile((x * x).sum())
+
+
+# -- optional cross-check against torch.optim itself ----------------------------------------
+TORCH_CONFIGS: list[tuple[type[Optimizer], str, dict[str, Any]]] = [
+    (SGD, "SGD", {"lr": 0.1}),
+    (SGD, "SGD", {"lr": 0.1, "momentum": 0.9, "dampening": 0.2, "weight_decay": 0.01}),
+    (SGD, "SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
+    (Adam, "Adam", {"lr": 0.01, "weight_decay": 0.05}),
+    (Adam, "Adam", {"lr": 0.01, "betas": (0.8, 0.95), "amsgrad": True}),
+    (AdamW, "AdamW", {"lr": 0.01}),
+    (AdamW, "AdamW", {"lr": 0.02, "weight_decay": 0.3, "amsgrad": True}),
+    (RMSprop, "RMSprop", {"lr": 0.01}),
+    (
+        RMSprop,
+        "RMSprop",
+        {"lr": 0.01, "alpha": 0.9, "momentum": 0.5, "centered": True, "weight_decay": 0.1},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "kwargs"),
+    TORCH_CONFIGS,
+    ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(TORCH_CONFIGS)],
+)
+@pytest.mark.parametrize("clip", [None, "norm", "value"])
+def test_matches_torch_optim(
+    ours: type[Optimizer], theirs: Any, kwargs: dict[str, Any], clip: str | None
+) -> None:
+    torch = pytest.importorskip("torch")
+    data = batches(10)
+    model = make_model()
+    w = torch.tensor(model.weight.value, requires_grad=True)
+    b = torch.tensor(model.parameters()[1].value, requires_grad=True)
+    clip_kw = {"norm": {"clip_grad_norm": 0.05}, "value": {"clip_grad_value": 0.02}}.get(
+        clip or "", {}
+    )
+    opt = ours(model.parameters(), **kwargs, **clip_kw)
+    step = compile_step(model, opt)
+    topt = getattr(torch.optim, theirs)([w, b], **kwargs)
+    for x, y in data:
+        step(x=x, y=y)
+        topt.zero_grad()
+        loss = ((torch.tensor(x) @ w + b - torch.tensor(y)) ** 2).mean()
+        loss.backward()
+        if clip == "norm":
+            torch.nn.utils.clip_grad_norm_([w, b], 0.05)
+        elif clip == "value":
+            torch.nn.utils.clip_grad_value_([w, b], 0.02)
+        topt.step()
+    np.testing.assert_allclose(model.weight.value, w.detach().numpy(), rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(
+        model.parameters()[1].value, b.detach().numpy(), rtol=1e-6, atol=1e-12
+    )
