@@ -1,6 +1,6 @@
 """asgrad.nn: modules, layers, initializers, losses, optimizers, data and checkpoints."""
 
-from asgrad.nn import init
+from asgrad.nn import init, schedulers
 from asgrad.nn.layers import (
     ELU,
     GELU,
@@ -39,11 +39,32 @@ from asgrad.nn.layers import (
 from asgrad.nn.losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
     cross_entropy,
+    hinge_embedding_loss,
+    hinge_loss,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    margin_ranking_loss,
     mse_loss,
+    multi_margin_loss,
+    nll_loss,
+    sigmoid_focal_loss,
+    smooth_l1_loss,
+    squared_hinge_loss,
+    triplet_margin_loss,
 )
 from asgrad.nn.module import Module, Parameter
-from asgrad.nn.optim import SGD, Adam, AdamW, Optimizer
+from asgrad.nn.optim import SGD, Adam, AdamW, Optimizer, RMSprop
+from asgrad.nn.schedulers import (
+    CosineAnnealingLR,
+    ExponentialLR,
+    LinearWarmup,
+    LRScheduler,
+    StepLR,
+    WarmupCosine,
+)
 
 __version__ = "0.1.0"
 
@@ -60,16 +81,20 @@ __all__ = [
     "BatchNorm2d",
     "Conv2d",
     "ConvTranspose2d",
+    "CosineAnnealingLR",
     "Dropout",
     "Embedding",
+    "ExponentialLR",
     "FeedForward",
     "Flatten",
     "GlobalAvgPool2d",
     "Identity",
+    "LRScheduler",
     "LayerNorm",
     "LeakyReLU",
     "LearnedPositionalEncoding",
     "Linear",
+    "LinearWarmup",
     "LogSoftmax",
     "MaxPool2d",
     "Module",
@@ -77,6 +102,7 @@ __all__ = [
     "MultiHeadAttention",
     "Optimizer",
     "Parameter",
+    "RMSprop",
     "ReLU",
     "RoPE",
     "Sequential",
@@ -85,12 +111,28 @@ __all__ = [
     "SinusoidalPositionalEncoding",
     "Softmax",
     "Softplus",
+    "StepLR",
     "Tanh",
     "TransformerBlock",
+    "WarmupCosine",
     "__version__",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "cosine_embedding_loss",
     "cross_entropy",
+    "hinge_embedding_loss",
+    "hinge_loss",
+    "huber_loss",
     "init",
+    "kl_div",
+    "l1_loss",
+    "margin_ranking_loss",
     "mse_loss",
+    "multi_margin_loss",
+    "nll_loss",
+    "schedulers",
+    "sigmoid_focal_loss",
+    "smooth_l1_loss",
+    "squared_hinge_loss",
+    "triplet_margin_loss",
 ]
