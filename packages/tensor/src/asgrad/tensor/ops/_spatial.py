@@ -1,0 +1,111 @@
+"""Shared pieces of the NCHW ops (convolution, pooling): sizes, windows, padding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ops._common import require_float
+from asgrad.tensor.registry import Attrs, TensorType
+
+Pair = tuple[int, int]
+
+
+def pair(value: Any, name: str, *, minimum: int = 0) -> Pair:
+    """``value`` (an int or a pair of ints) as ``(height, width)``; checks ``minimum``."""
+    if isinstance(value, int | np.integer):
+        out = (int(value), int(value))
+    elif isinstance(value, Sequence) and len(value) == 2:
+        out = (int(value[0]), int(value[1]))
+    else:
+        raise ShapeError(f"{name} must be an int or a pair of ints, got {value!r}")
+    if out[0] < minimum or out[1] < minimum:
+        raise ShapeError(f"{name} must be at least {minimum}, got {value!r}")
+    return out
+
+
+def require_nchw(t: TensorType, what: str = "input") -> None:
+    """A float value of rank 4 (batch, channels, height, width)."""
+    require_float(t, what)
+    if len(t.shape) != 4:
+        hint = " (add a batch axis with x.expand_dims(0))" if len(t.shape) == 3 else ""
+        raise ShapeError(f"{what} must have rank 4 (N, C, H, W), got {t}{hint}")
+
+
+def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int) -> int:
+    """floor((size + 2 padding - dilation (kernel - 1) - 1) / stride) + 1."""
+    return (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def out_hw(
+    hw: Sequence[int], kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, what: str
+) -> Pair:
+    """The output height and width of a sliding window; an error when it is empty."""
+    sizes = tuple(out_size(hw[i], kernel[i], stride[i], padding[i], dilation[i]) for i in range(2))
+    if sizes[0] < 1 or sizes[1] < 1:
+        span = tuple(dilation[i] * (kernel[i] - 1) + 1 for i in range(2))
+        padded = tuple(hw[i] + 2 * padding[i] for i in range(2))
+        raise ShapeError(
+            f"the {what} window ({span[0]}x{span[1]} with dilation) is larger than the"
+            f" padded input ({padded[0]}x{padded[1]}); use a smaller kernel or more padding"
+        )
+    return sizes[0], sizes[1]
+
+
+def window_attrs(attrs: Attrs) -> tuple[Pair, Pair, Pair]:
+    """``(kernel_size, stride, padding)`` of a pooling op, checked."""
+    kernel = pair(attrs["kernel_size"], "kernel_size", minimum=1)
+    stride = pair(attrs.get("stride", kernel), "stride", minimum=1)
+    padding = pair(attrs.get("padding", 0), "padding")
+    if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
+        raise ShapeError(
+            f"padding {list(padding)} must be at most half the kernel size"
+            f" {list(kernel)} (as in PyTorch), so that no window lies in the padding only"
+        )
+    return kernel, stride, padding
+
+
+def pad_hw(x: np.ndarray, padding: Pair, value: float = 0.0) -> np.ndarray:
+    """``x`` padded by ``padding`` on both sides of its last two axes."""
+    ph, pw = padding
+    if not ph and not pw:
+        return x
+    n, c, h, w = x.shape
+    out = np.full((n, c, h + 2 * ph, w + 2 * pw), value, dtype=x.dtype)
+    out[:, :, ph : ph + h, pw : pw + w] = x
+    return out
+
+
+def crop_hw(xp: np.ndarray, padding: Pair, hw: Sequence[int]) -> np.ndarray:
+    """The inverse of :func:`pad_hw`: the ``hw`` interior of ``xp``."""
+    ph, pw = padding
+    if not ph and not pw and xp.shape[2:] == tuple(hw):
+        return xp
+    return np.ascontiguousarray(xp[:, :, ph : ph + hw[0], pw : pw + hw[1]])
+
+
+def windows(xp: np.ndarray, kernel: Pair, stride: Pair, dilation: Pair, ohw: Pair) -> np.ndarray:
+    """A read-only view of shape (N, C, kh, kw, OH, OW) of the windows of padded ``xp``."""
+    n, c = xp.shape[:2]
+    s0, s1, s2, s3 = xp.strides
+    return as_strided(
+        xp,
+        (n, c, kernel[0], kernel[1], ohw[0], ohw[1]),
+        (s0, s1, s2 * dilation[0], s3 * dilation[1], s2 * stride[0], s3 * stride[1]),
+        writeable=False,
+    )
+
+
+def offset_slice(i: int, j: int, stride: Pair, dilation: Pair, ohw: Pair) -> tuple[slice, ...]:
+    """The strided slice of a padded input that kernel offset (i, j) reads."""
+    y0, x0 = i * dilation[0], j * dilation[1]
+    return (
+        slice(None),
+        slice(None),
+        slice(y0, y0 + stride[0] * (ohw[0] - 1) + 1, stride[0]),
+        slice(x0, x0 + stride[1] * (ohw[1] - 1) + 1, stride[1]),
+    )

@@ -1,0 +1,424 @@
+"""2-D convolution (NCHW, weights OIHW), its transpose, and its two backward ops.
+
+The forward pass is im2col (a strided view of the padded input, copied once into
+channel-major columns (G, C/G*kh*kw, N*OH*OW)) followed by one matrix product per
+group. The weight gradient is one product with the same columns; the input
+gradient is the adjoint: one product into column space, then col2im as one
+strided add per kernel offset (kh*kw of them, never one per pixel). The transposed
+convolution *is* that adjoint, so it shares the kernel. The backward ops are
+registered ops with their own gradient rules, so higher-order gradients work:
+
+    conv2d(x, w)                  -> y
+    conv2d_backward_input(g, w, x)  = dL/dx   (x gives the shape only)
+    conv2d_backward_weight(x, g)    = dL/dw   (kernel_size is an attribute)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ops._common import randn, same_dtype
+from asgrad.tensor.ops._spatial import (
+    Pair,
+    offset_slice,
+    out_hw,
+    pad_hw,
+    pair,
+    require_nchw,
+    windows,
+)
+from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+
+CONV_TOLERANCE = (1e-4, 1e-5)
+
+
+# -- attributes and shape rules ------------------------------------------------------
+def conv_attrs(attrs: Attrs) -> tuple[Pair, Pair, Pair, int]:
+    """``(stride, padding, dilation, groups)``, checked."""
+    stride = pair(attrs.get("stride", 1), "stride", minimum=1)
+    padding = pair(attrs.get("padding", 0), "padding")
+    dilation = pair(attrs.get("dilation", 1), "dilation", minimum=1)
+    groups = int(attrs.get("groups", 1))
+    if groups < 1:
+        raise ShapeError(f"groups must be a positive int, got {groups}")
+    return stride, padding, dilation, groups
+
+
+def _check_bias(types: Sequence[TensorType], channels: int, dtype: str) -> None:
+    if len(types) == 3:
+        b = types[2]
+        if b.shape != (channels,):
+            raise ShapeError(
+                f"bias is {b}, expected shape [{channels}] (one value per output channel)"
+            )
+        same_dtype([types[0], b], "input and bias")
+    elif len(types) != 2:
+        raise ShapeError(f"takes (x, weight) or (x, weight, bias), got {len(types)} inputs")
+
+
+def _infer_conv2d(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if len(types) not in (2, 3):
+        raise ShapeError(f"takes (x, weight) or (x, weight, bias), got {len(types)} inputs")
+    x, w = types[0], types[1]
+    require_nchw(x, "input")
+    if len(w.shape) != 4:
+        raise ShapeError(f"weight must have rank 4 (out, in/groups, kH, kW), got {w}")
+    dtype = same_dtype([x, w], "input and weight")
+    stride, padding, dilation, groups = conv_attrs(attrs)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    if c % groups or o % groups:
+        raise ShapeError(
+            f"groups={groups} must divide both the input channels ({c}) and the output"
+            f" channels ({o}) (input {x}, weight {w})"
+        )
+    if cg != c // groups:
+        raise ShapeError(
+            f"input {x} has {c} channels, so weight {w} needs {c // groups} input"
+            f" channels per group (groups={groups}), not {cg}; check in_channels"
+        )
+    ohw = out_hw((h, wd), (kh, kw), stride, padding, dilation, "convolution")
+    _check_bias(types, o, dtype)
+    return TensorType((n, o, *ohw), dtype)
+
+
+def _infer_conv2d_backward_input(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    g, w, x = types
+    expected = _infer_conv2d([x, w], attrs)
+    if g.shape != expected.shape:
+        raise ShapeError(
+            f"gradient {g} does not match the convolution output {expected} of {x} and {w}"
+        )
+    return TensorType(x.shape, same_dtype([g, w], "gradient and weight"))
+
+
+def _infer_conv2d_backward_weight(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    x, g = types
+    require_nchw(x, "input")
+    require_nchw(g, "gradient")
+    dtype = same_dtype([x, g], "input and gradient")
+    stride, padding, dilation, groups = conv_attrs(attrs)
+    kh, kw = pair(attrs["kernel_size"], "kernel_size", minimum=1)
+    n, c, h, wd = x.shape
+    o = g.shape[1]
+    if c % groups or o % groups:
+        raise ShapeError(
+            f"groups={groups} must divide the input channels ({c}) and the gradient's"
+            f" channels ({o})"
+        )
+    ohw = out_hw((h, wd), (kh, kw), stride, padding, dilation, "convolution")
+    if g.shape != (n, o, *ohw):
+        raise ShapeError(f"gradient {g} does not match the convolution output of {x}")
+    return TensorType((o, c // groups, kh, kw), dtype)
+
+
+def transpose_out_size(
+    size: int, kernel: int, stride: int, padding: int, output_padding: int, dilation: int
+) -> int:
+    """(size - 1) stride - 2 padding + dilation (kernel - 1) + output_padding + 1."""
+    return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+
+def _infer_conv_transpose2d(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if len(types) not in (2, 3):
+        raise ShapeError(f"takes (x, weight) or (x, weight, bias), got {len(types)} inputs")
+    x, w = types[0], types[1]
+    require_nchw(x, "input")
+    if len(w.shape) != 4:
+        raise ShapeError(f"weight must have rank 4 (in, out/groups, kH, kW), got {w}")
+    dtype = same_dtype([x, w], "input and weight")
+    stride, padding, dilation, groups = conv_attrs(attrs)
+    output_padding = pair(attrs.get("output_padding", 0), "output_padding")
+    n, c, h, wd = x.shape
+    cin, og, kh, kw = w.shape
+    if cin != c:
+        raise ShapeError(
+            f"input {x} has {c} channels but weight {w} expects {cin}"
+            " (a transposed convolution's weight is (in, out/groups, kH, kW))"
+        )
+    if c % groups:
+        raise ShapeError(f"groups={groups} must divide the input channels ({c})")
+    if output_padding[0] >= stride[0] or output_padding[1] >= stride[1]:
+        raise ShapeError(
+            f"output_padding {list(output_padding)} must be smaller than stride {list(stride)}"
+        )
+    ohw = tuple(
+        transpose_out_size(s, k, st, p, op, d)
+        for s, k, st, p, op, d in zip(
+            (h, wd), (kh, kw), stride, padding, output_padding, dilation, strict=True
+        )
+    )
+    if ohw[0] < 1 or ohw[1] < 1:
+        raise ShapeError(f"padding {list(padding)} leaves no output for input {x} and weight {w}")
+    _check_bias(types, og * groups, dtype)
+    return TensorType((n, og * groups, ohw[0], ohw[1]), dtype)
+
+
+# -- kernels -----------------------------------------------------------------------------
+def _columns(
+    x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, groups: int
+) -> tuple[np.ndarray, Pair]:
+    """im2col, channel-major: (G, C/G*kh*kw, N*OH*OW), and (OH, OW).
+
+    This layout makes each pass one matrix product per group (one BLAS call), with
+    the long N*OH*OW axis contiguous, which beats a batch of small products per
+    image, most of all on a loaded multi-threaded BLAS.
+    """
+    n, c, h, w = x.shape
+    ohw = out_hw((h, w), kernel, stride, padding, dilation, "convolution")
+    view = windows(pad_hw(x, padding), kernel, stride, dilation, ohw)  # (N, C, kh, kw, OH, OW)
+    k = c // groups * kernel[0] * kernel[1]
+    cols = view.transpose(1, 2, 3, 0, 4, 5).reshape(groups, k, n * ohw[0] * ohw[1])
+    return cols, ohw
+
+
+def _channel_major(g: np.ndarray, groups: int) -> np.ndarray:
+    """(N, O, OH, OW) -> (G, O/G, N*OH*OW)."""
+    n, o, oh, ow = g.shape
+    return np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, n * oh * ow)
+
+
+def conv2d_kernel(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> np.ndarray:
+    """The numpy convolution (cross-correlation, as PyTorch)."""
+    st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    o, _, kh, kw = w.shape
+    cols, ohw = _columns(x, (kh, kw), st, pad, dil, groups)
+    out = np.matmul(w.reshape(groups, o // groups, -1), cols)  # (G, O/G, N*OH*OW)
+    if b is not None:
+        out += b.reshape(groups, o // groups, 1)
+    nchw: np.ndarray = out.reshape(o, x.shape[0], ohw[0], ohw[1]).transpose(1, 0, 2, 3)
+    return np.ascontiguousarray(nchw)
+
+
+def conv_input_grad(
+    g: np.ndarray,
+    w: np.ndarray,
+    hw: Sequence[int],
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+) -> np.ndarray:
+    """The adjoint of the convolution in its input: g (N, O, OH, OW) -> (N, C, *hw).
+
+    Rows and columns of the padded input past the last window (stride remainders,
+    output_padding) receive zeros.
+    """
+    n, o, oh, ow = g.shape
+    _, cg, kh, kw = w.shape
+    wt = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
+    cols = np.matmul(wt, _channel_major(g, groups))  # (G, C/G*kh*kw, N*OH*OW)
+    cols = cols.reshape(groups * cg, kh, kw, n, oh, ow)
+    hp, wp = hw[0] + 2 * padding[0], hw[1] + 2 * padding[1]
+    dxp = np.zeros((groups * cg, n, hp, wp), dtype=g.dtype)  # channel-major, like cols
+    for i in range(kh):
+        for j in range(kw):
+            dxp[offset_slice(i, j, stride, dilation, (oh, ow))] += cols[:, i, j]
+    inner = dxp[:, :, padding[0] : padding[0] + hw[0], padding[1] : padding[1] + hw[1]]
+    return np.ascontiguousarray(inner.transpose(1, 0, 2, 3))
+
+
+def _conv2d_backward_input(
+    g: np.ndarray,
+    w: np.ndarray,
+    x: np.ndarray,
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> np.ndarray:
+    st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    return conv_input_grad(g, w, x.shape[2:], st, pad, dil, groups)
+
+
+def _conv2d_backward_weight(
+    x: np.ndarray,
+    g: np.ndarray,
+    *,
+    kernel_size: Any,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> np.ndarray:
+    st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    kernel = pair(kernel_size, "kernel_size")
+    cols, _ = _columns(x, kernel, st, pad, dil, groups)
+    dw: np.ndarray = np.matmul(_channel_major(g, groups), cols.transpose(0, 2, 1))  # (G, O/G, K)
+    return dw.reshape(g.shape[1], x.shape[1] // groups, kernel[0], kernel[1])
+
+
+def _conv_transpose2d(
+    x: np.ndarray,
+    w: np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> np.ndarray:
+    st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
+    opad = pair(output_padding, "output_padding")
+    kh, kw = w.shape[2:]
+    hw = (
+        transpose_out_size(x.shape[2], kh, st[0], pad[0], opad[0], dil[0]),
+        transpose_out_size(x.shape[3], kw, st[1], pad[1], opad[1], dil[1]),
+    )
+    out = conv_input_grad(x, w, hw, st, pad, dil, groups)
+    if b is not None:
+        out += b.reshape(1, -1, 1, 1)
+    return out
+
+
+# -- cases -----------------------------------------------------------------------------------
+_CONV_CONFIGS: list[tuple[tuple[int, ...], tuple[int, ...], dict[str, Any], str]] = [
+    ((2, 3, 5, 5), (4, 3, 3, 3), {}, "3x3 valid"),
+    ((2, 2, 6, 5), (3, 2, 3, 3), {"padding": (1, 1)}, "pad 1"),
+    ((1, 2, 7, 6), (2, 2, 3, 2), {"stride": (2, 2), "padding": (1, 0)}, "stride 2"),
+    ((1, 2, 7, 7), (2, 2, 3, 3), {"dilation": (2, 2), "padding": (2, 1)}, "dilation 2"),
+    ((2, 4, 5, 5), (6, 2, 3, 3), {"groups": 2, "padding": (1, 1)}, "groups 2"),
+    ((1, 3, 4, 4), (3, 1, 2, 2), {"groups": 3, "stride": (2, 1)}, "depthwise"),
+    ((2, 3, 4, 4), (5, 3, 1, 1), {}, "1x1"),
+]
+
+
+def _full_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
+    return {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1, **attrs}
+
+
+def _conv2d_cases(rng: np.random.Generator) -> list[OpCase]:
+    cases = [
+        OpCase((randn(rng, *xs), randn(rng, *ws)), _full_attrs(a), label=label)
+        for xs, ws, a, label in _CONV_CONFIGS
+    ]
+    cases.append(
+        OpCase(
+            (randn(rng, 2, 3, 5, 4), randn(rng, 4, 3, 3, 3), randn(rng, 4)),
+            _full_attrs({"padding": (1, 1)}),
+            label="with bias",
+        )
+    )
+    return cases
+
+
+def _conv2d_backward_input_cases(rng: np.random.Generator) -> list[OpCase]:
+    cases = []
+    for xs, ws, a, label in _CONV_CONFIGS:
+        attrs = _full_attrs(a)
+        x, w = randn(rng, *xs), randn(rng, *ws)
+        g = randn(rng, *conv2d_kernel(x, w, **attrs).shape)
+        cases.append(OpCase((g, w, x), attrs, wrt=(0, 1), label=label))
+    return cases
+
+
+def _conv2d_backward_weight_cases(rng: np.random.Generator) -> list[OpCase]:
+    cases = []
+    for xs, ws, a, label in _CONV_CONFIGS:
+        attrs = _full_attrs(a)
+        x, w = randn(rng, *xs), randn(rng, *ws)
+        g = randn(rng, *conv2d_kernel(x, w, **attrs).shape)
+        attrs["kernel_size"] = tuple(ws[2:])
+        cases.append(OpCase((x, g), attrs, label=label))
+    return cases
+
+
+_TRANSPOSE_CONFIGS: list[tuple[tuple[int, ...], tuple[int, ...], dict[str, Any], str]] = [
+    ((2, 3, 4, 4), (3, 2, 3, 3), {}, "3x3"),
+    ((1, 2, 3, 4), (2, 3, 3, 3), {"stride": (2, 2), "padding": (1, 1)}, "stride 2 pad 1"),
+    (
+        (1, 2, 3, 3),
+        (2, 2, 3, 2),
+        {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2)},
+        "output_padding",
+    ),
+    ((1, 4, 3, 3), (4, 1, 3, 3), {"groups": 2, "dilation": (2, 1)}, "groups 2 dilation"),
+]
+
+
+def _conv_transpose2d_cases(rng: np.random.Generator) -> list[OpCase]:
+    cases = [
+        OpCase(
+            (randn(rng, *xs), randn(rng, *ws)),
+            {"output_padding": (0, 0), **_full_attrs(a)},
+            label=label,
+        )
+        for xs, ws, a, label in _TRANSPOSE_CONFIGS
+    ]
+    cases.append(
+        OpCase(
+            (randn(rng, 2, 3, 3, 3), randn(rng, 3, 2, 2, 2), randn(rng, 2)),
+            {"output_padding": (0, 0), **_full_attrs({"stride": (2, 2)})},
+            label="with bias",
+        )
+    )
+    return cases
+
+
+register_op(
+    OpDef(
+        "conv2d",
+        "nn",
+        _infer_conv2d,
+        conv2d_kernel,
+        None,
+        True,
+        CONV_TOLERANCE,
+        _conv2d_cases,
+        doc="2-D convolution, NCHW/OIHW: stride, padding, dilation, groups, bias",
+    )
+)
+register_op(
+    OpDef(
+        "conv2d_backward_input",
+        "nn",
+        _infer_conv2d_backward_input,
+        _conv2d_backward_input,
+        3,
+        True,
+        CONV_TOLERANCE,
+        _conv2d_backward_input_cases,
+        doc="conv2d's input gradient from (g, w); x gives the shape",
+    )
+)
+register_op(
+    OpDef(
+        "conv2d_backward_weight",
+        "nn",
+        _infer_conv2d_backward_weight,
+        _conv2d_backward_weight,
+        2,
+        True,
+        CONV_TOLERANCE,
+        _conv2d_backward_weight_cases,
+        doc="conv2d's weight gradient from (x, g)",
+    )
+)
+register_op(
+    OpDef(
+        "conv_transpose2d",
+        "nn",
+        _infer_conv_transpose2d,
+        _conv_transpose2d,
+        None,
+        True,
+        CONV_TOLERANCE,
+        _conv_transpose2d_cases,
+        doc="transposed 2-D convolution, weight (in, out/groups, kH, kW)",
+    )
+)

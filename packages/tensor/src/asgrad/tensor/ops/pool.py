@@ -1,0 +1,347 @@
+"""2-D pooling (NCHW): max, average, adaptive average, and their backward ops.
+
+Each kernel loops over the kh*kw kernel offsets (strided slices of the whole
+batch), never over pixels. The backward ops are registered ops whose gradient
+rules close the set, so higher-order gradients work:
+
+    max_pool2d(x)                    -> y
+    max_pool2d_backward(g, x)          g scattered to each window's argmax of x
+    max_pool2d_select(h, x)            h gathered at each window's argmax of x
+    avg_pool2d(x) / avg_pool2d_backward(g, x)         (each the other's adjoint)
+    adaptive_avg_pool2d(x) / adaptive_avg_pool2d_backward(g, x)
+
+The argmax of a window is its first maximum in row-major order, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ops._common import randn, same_dtype
+from asgrad.tensor.ops._spatial import (
+    Pair,
+    crop_hw,
+    offset_slice,
+    out_hw,
+    pad_hw,
+    pair,
+    require_nchw,
+    window_attrs,
+)
+from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+
+_NO_DILATION = (1, 1)
+
+
+# -- shape rules ---------------------------------------------------------------------
+def _pool_out(x: TensorType, attrs: Attrs) -> TensorType:
+    require_nchw(x, "input")
+    kernel, stride, padding = window_attrs(attrs)
+    ohw = out_hw(x.shape[2:], kernel, stride, padding, _NO_DILATION, "pooling")
+    return TensorType((*x.shape[:2], *ohw), x.dtype)
+
+
+def _infer_pool(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return _pool_out(types[0], attrs)
+
+
+def _infer_pool_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    g, x = types
+    expected = _pool_out(x, attrs)
+    if g.shape != expected.shape:
+        raise ShapeError(f"gradient {g} does not match the pooled output {expected} of {x}")
+    same_dtype([g, x], "gradient and input")
+    return x
+
+
+def _infer_max_pool2d_select(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    h, x = types
+    if h.shape != x.shape:
+        raise ShapeError(f"values {h} must have the shape of the input {x}")
+    same_dtype([h, x], "values and input")
+    return _pool_out(x, attrs)
+
+
+def adaptive_output_size(attrs: Attrs) -> Pair:
+    return pair(attrs["output_size"], "output_size", minimum=1)
+
+
+def _infer_adaptive(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (x,) = types
+    require_nchw(x, "input")
+    oh, ow = adaptive_output_size(attrs)
+    return TensorType((*x.shape[:2], oh, ow), x.dtype)
+
+
+def _infer_adaptive_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    g, x = types
+    expected = _infer_adaptive([x], attrs)
+    if g.shape != expected.shape:
+        raise ShapeError(f"gradient {g} does not match the pooled output {expected} of {x}")
+    same_dtype([g, x], "gradient and input")
+    return x
+
+
+# -- max pooling ---------------------------------------------------------------------
+def _geometry(x: np.ndarray, attrs: dict[str, Any]) -> tuple[Pair, Pair, Pair, Pair]:
+    kernel, stride, padding = window_attrs(attrs)
+    ohw = out_hw(x.shape[2:], kernel, stride, padding, _NO_DILATION, "pooling")
+    return kernel, stride, padding, ohw
+
+
+def _offsets(kernel: Pair) -> list[tuple[int, int]]:
+    return [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
+
+
+def _max_pool2d(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    kernel, stride, padding, ohw = _geometry(x, attrs)
+    xp = pad_hw(x, padding, -np.inf)
+    out: np.ndarray | None = None
+    for i, j in _offsets(kernel):
+        part = xp[offset_slice(i, j, stride, _NO_DILATION, ohw)]
+        out = part.copy() if out is None else np.maximum(out, part, out=out)
+    assert out is not None
+    return out
+
+
+def _argmax_offsets(
+    x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, ohw: Pair
+) -> np.ndarray:
+    """For each window, the index (i * kw + j) of its first maximum."""
+    xp = pad_hw(x, padding, -np.inf)
+    best = xp[offset_slice(0, 0, stride, _NO_DILATION, ohw)].copy()
+    index = np.zeros(best.shape, dtype=np.int32)
+    for k, (i, j) in enumerate(_offsets(kernel)[1:], start=1):
+        part = xp[offset_slice(i, j, stride, _NO_DILATION, ohw)]
+        better = part > best
+        np.copyto(best, part, where=better)
+        index[better] = k
+    return index
+
+
+def _max_pool2d_backward(g: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarray:
+    kernel, stride, padding, ohw = _geometry(x, attrs)
+    index = _argmax_offsets(x, kernel, stride, padding, ohw)
+    n, c, h, w = x.shape
+    dxp = np.zeros((n, c, h + 2 * padding[0], w + 2 * padding[1]), dtype=g.dtype)
+    zero = np.zeros((), dtype=g.dtype)
+    for k, (i, j) in enumerate(_offsets(kernel)):
+        dxp[offset_slice(i, j, stride, _NO_DILATION, ohw)] += np.where(index == k, g, zero)
+    return crop_hw(dxp, padding, (h, w))
+
+
+def _max_pool2d_select(h: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarray:
+    kernel, stride, padding, ohw = _geometry(x, attrs)
+    index = _argmax_offsets(x, kernel, stride, padding, ohw)
+    hp = pad_hw(h, padding)
+    out = np.zeros(index.shape, dtype=h.dtype)
+    for k, (i, j) in enumerate(_offsets(kernel)):
+        np.copyto(out, hp[offset_slice(i, j, stride, _NO_DILATION, ohw)], where=index == k)
+    return out
+
+
+# -- average pooling -------------------------------------------------------------------
+def _divisor(
+    x: np.ndarray, kernel: Pair, padding: Pair, ohw: Pair, stride: Pair, count_include_pad: bool
+) -> np.ndarray | float:
+    """What each window's sum is divided by: kh*kw, or its count of real pixels."""
+    if count_include_pad or (not padding[0] and not padding[1]):
+        return float(kernel[0] * kernel[1])
+    counts = []
+    for axis in range(2):
+        start = np.arange(ohw[axis]) * stride[axis] - padding[axis]
+        stop = np.minimum(start + kernel[axis], x.shape[2 + axis])
+        counts.append(stop - np.maximum(start, 0))
+    return np.outer(counts[0], counts[1]).astype(x.dtype)
+
+
+def _avg_pool2d(x: np.ndarray, count_include_pad: bool = True, **attrs: Any) -> np.ndarray:
+    kernel, stride, padding, ohw = _geometry(x, attrs)
+    xp = pad_hw(x, padding)
+    out = np.zeros((*x.shape[:2], *ohw), dtype=x.dtype)
+    for i, j in _offsets(kernel):
+        out += xp[offset_slice(i, j, stride, _NO_DILATION, ohw)]
+    div = _divisor(x, kernel, padding, ohw, stride, count_include_pad)
+    out /= np.asarray(div, dtype=x.dtype)
+    return out
+
+
+def _avg_pool2d_backward(
+    g: np.ndarray, x: np.ndarray, count_include_pad: bool = True, **attrs: Any
+) -> np.ndarray:
+    kernel, stride, padding, ohw = _geometry(x, attrs)
+    div = _divisor(x, kernel, padding, ohw, stride, count_include_pad)
+    share = g / np.asarray(div, dtype=g.dtype)
+    n, c, h, w = x.shape
+    dxp = np.zeros((n, c, h + 2 * padding[0], w + 2 * padding[1]), dtype=g.dtype)
+    for i, j in _offsets(kernel):
+        dxp[offset_slice(i, j, stride, _NO_DILATION, ohw)] += share
+    return crop_hw(dxp, padding, (h, w))
+
+
+# -- adaptive average pooling -----------------------------------------------------------
+def adaptive_matrix(size: int, out: int, dtype: Any) -> np.ndarray:
+    """(out, size): row i averages [floor(i size / out), ceil((i + 1) size / out))."""
+    i = np.arange(out)
+    start = (i * size) // out
+    stop = -((-(i + 1) * size) // out)
+    cols = np.arange(size)
+    inside = (cols >= start[:, None]) & (cols < stop[:, None])
+    return (inside / (stop - start)[:, None]).astype(dtype)
+
+
+def _adaptive_avg_pool2d(x: np.ndarray, output_size: Any) -> np.ndarray:
+    oh, ow = pair(output_size, "output_size", minimum=1)
+    ph = adaptive_matrix(x.shape[2], oh, x.dtype)
+    pw = adaptive_matrix(x.shape[3], ow, x.dtype)
+    out: np.ndarray = np.matmul(ph, np.matmul(x, pw.T))
+    return out
+
+
+def _adaptive_avg_pool2d_backward(g: np.ndarray, x: np.ndarray, output_size: Any) -> np.ndarray:
+    oh, ow = pair(output_size, "output_size", minimum=1)
+    ph = adaptive_matrix(x.shape[2], oh, g.dtype)
+    pw = adaptive_matrix(x.shape[3], ow, g.dtype)
+    out: np.ndarray = np.matmul(ph.T, np.matmul(g, pw))
+    return out
+
+
+# -- cases --------------------------------------------------------------------------------
+_POOL_CONFIGS: list[tuple[tuple[int, ...], dict[str, Any], str]] = [
+    ((2, 3, 4, 4), {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}, "2x2"),
+    ((1, 2, 5, 6), {"kernel_size": (3, 3), "stride": (1, 1), "padding": (0, 0)}, "overlap"),
+    ((1, 2, 5, 5), {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 1)}, "padded"),
+    ((2, 1, 7, 5), {"kernel_size": (2, 3), "stride": (3, 2), "padding": (1, 0)}, "stride 3"),
+]
+
+
+def _distinct(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """Values at least 0.01 apart, so a window's argmax is stable under eps shifts."""
+    size = int(np.prod(shape))
+    return (rng.permutation(size) * 0.05 - size * 0.025 + 0.01 * rng.random(size)).reshape(shape)
+
+
+def _max_pool_cases(rng: np.random.Generator) -> list[OpCase]:
+    cases = [OpCase((_distinct(rng, *s),), a, label=label) for s, a, label in _POOL_CONFIGS]
+    ties = np.zeros((1, 1, 4, 4))
+    cases.append(OpCase((ties,), _POOL_CONFIGS[0][1], grad=False, label="ties"))
+    return cases
+
+
+def _max_pool_pair_cases(rng: np.random.Generator, gradient_first: bool) -> list[OpCase]:
+    cases = []
+    for s, a, label in _POOL_CONFIGS:
+        x = _distinct(rng, *s)
+        if gradient_first:
+            g = randn(rng, *_max_pool2d(x, **a).shape)
+            cases.append(OpCase((g, x), a, wrt=(0,), label=label))
+        else:
+            cases.append(OpCase((randn(rng, *s), x), a, wrt=(0,), label=label))
+    return cases
+
+
+def _avg_pool_cases(rng: np.random.Generator) -> list[OpCase]:
+    cases = []
+    for s, a, label in _POOL_CONFIGS:
+        for include in (True, False):
+            attrs = {**a, "count_include_pad": include}
+            cases.append(OpCase((randn(rng, *s),), attrs, label=f"{label} include={include}"))
+    return cases
+
+
+def _avg_pool_backward_cases(rng: np.random.Generator) -> list[OpCase]:
+    cases = []
+    for s, a, label in _POOL_CONFIGS:
+        for include in (True, False):
+            attrs = {**a, "count_include_pad": include}
+            x = randn(rng, *s)
+            g = randn(rng, *_avg_pool2d(x, **attrs).shape)
+            cases.append(OpCase((g, x), attrs, wrt=(0,), label=f"{label} include={include}"))
+    return cases
+
+
+_ADAPTIVE_CONFIGS = [
+    ((2, 3, 6, 6), (3, 3)),
+    ((1, 2, 7, 5), (3, 2)),
+    ((2, 2, 5, 4), (1, 1)),
+    ((1, 1, 3, 3), (5, 4)),
+]
+
+
+def _adaptive_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase((randn(rng, *s),), {"output_size": o}, label=f"{list(s[2:])}->{list(o)}")
+        for s, o in _ADAPTIVE_CONFIGS
+    ]
+
+
+def _adaptive_backward_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase(
+            (randn(rng, *s[:2], *o), randn(rng, *s)),
+            {"output_size": o},
+            wrt=(0,),
+            label=f"{list(s[2:])}->{list(o)}",
+        )
+        for s, o in _ADAPTIVE_CONFIGS
+    ]
+
+
+_POOL_TOLERANCE = (1e-5, 1e-6)
+for _name, _infer, _kernel, _cases, _doc in (
+    (
+        "max_pool2d",
+        _infer_pool,
+        _max_pool2d,
+        _max_pool_cases,
+        "max over kh x kw windows (kernel_size, stride, padding)",
+    ),
+    (
+        "max_pool2d_backward",
+        _infer_pool_backward,
+        _max_pool2d_backward,
+        lambda rng: _max_pool_pair_cases(rng, True),
+        "max_pool2d's gradient: g scattered to each window's argmax of x",
+    ),
+    (
+        "max_pool2d_select",
+        _infer_max_pool2d_select,
+        _max_pool2d_select,
+        lambda rng: _max_pool_pair_cases(rng, False),
+        "h gathered at each window's argmax of x (max_pool2d_backward's gradient)",
+    ),
+    (
+        "avg_pool2d",
+        _infer_pool,
+        _avg_pool2d,
+        _avg_pool_cases,
+        "mean over kh x kw windows (padding, count_include_pad)",
+    ),
+    (
+        "avg_pool2d_backward",
+        _infer_pool_backward,
+        _avg_pool2d_backward,
+        _avg_pool_backward_cases,
+        "avg_pool2d's gradient, spread over each window",
+    ),
+    (
+        "adaptive_avg_pool2d",
+        _infer_adaptive,
+        _adaptive_avg_pool2d,
+        _adaptive_cases,
+        "mean pooling to a fixed output_size (PyTorch's window bounds)",
+    ),
+    (
+        "adaptive_avg_pool2d_backward",
+        _infer_adaptive_backward,
+        _adaptive_avg_pool2d_backward,
+        _adaptive_backward_cases,
+        "adaptive_avg_pool2d's gradient",
+    ),
+):
+    arity = 1 if _name in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d") else 2
+    register_op(OpDef(_name, "nn", _infer, _kernel, arity, True, _POOL_TOLERANCE, _cases, doc=_doc))
