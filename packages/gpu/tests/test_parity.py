@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device, to_gpu
+from asgrad.gpu import Device, GpuUnsupportedError, to_gpu
 from asgrad.gpu.lowering import LEAVES, gpu_kernel_names, lower
 from asgrad.tensor import Graph, evaluate
 from asgrad.tensor.registry import OpCase, OpDef, TensorType, all_ops
@@ -68,9 +68,14 @@ def test_op_matches_numpy_kernel(device: Device, op: OpDef, case: OpCase) -> Non
     types = [TensorType(x.shape, x.dtype.name) for x in inputs]
     out_type = op.infer(types, attrs)
     # the reference: the numpy kernel on the same float32 values, computed in float64
-    want = np.asarray(op.kernel(*[x.astype(np.float64) if x.dtype.kind == "f" else x
-                                  for x in inputs], **attrs))
-    got = lower(op.name, [to_gpu(x, device) for x in inputs], attrs, out_type).numpy()
+    want = np.asarray(
+        op.kernel(*[x.astype(np.float64) if x.dtype.kind == "f" else x for x in inputs], **attrs)
+    )
+    try:
+        arrays = [to_gpu(x, device) for x in inputs]
+    except GpuUnsupportedError as exc:  # an int64 beyond int32: not storable on the GPU
+        pytest.skip(str(exc))
+    got = lower(op.name, arrays, attrs, out_type).numpy()
     assert got.shape == tuple(out_type.shape)
     rtol, atol = op.tolerance
     if want.dtype.kind in "biu" or out_type.dtype in ("bool", "int32", "int64"):
@@ -88,9 +93,11 @@ def test_gradient_on_gpu_matches_cpu(device: Device, op: OpDef, case: OpCase) ->
     g = Graph(f"grad-{op.name}")
     xs = [g.input(f"x{i}", x.shape, x.dtype.name) for i, x in enumerate(inputs)]
     out = g.apply(op.name, xs, _attrs32(case.attrs))
-    wrt = case.wrt if case.wrt is not None else [
-        i for i, x in enumerate(inputs) if x.dtype.kind == "f"
-    ]
+    wrt = (
+        case.wrt
+        if case.wrt is not None
+        else [i for i, x in enumerate(inputs) if x.dtype.kind == "f"]
+    )
     if not wrt or out.dtype not in ("float32", "float64"):
         pytest.skip("nothing differentiable")
     weights = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)

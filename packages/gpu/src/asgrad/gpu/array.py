@@ -10,7 +10,7 @@ import numpy as np
 
 from asgrad.gpu.buffers import BufferPool, GpuBuffer, ScopedPool
 from asgrad.gpu.device import Device, get_device
-from asgrad.gpu.source import storage_dtype, wgsl_type
+from asgrad.gpu.source import storage_dtype, to_storage, wgsl_type
 
 __all__ = ["GpuArray", "to_gpu"]
 
@@ -119,5 +119,5 @@ def to_gpu(array: Any, device: Device | None = None) -> GpuArray:
     dev = device or get_device()
     out = GpuArray.empty(host.shape, host.dtype, dev)
     if host.size:
-        dev.write(out.buffer, np.ascontiguousarray(host, dtype=out.storage_dtype))
+        dev.write(out.buffer, to_storage(host, out.storage_dtype))
     return out

@@ -26,7 +26,7 @@ from asgrad.gpu.device import Command, Device, get_device
 from asgrad.gpu.errors import GpuError, GpuUnavailableError
 from asgrad.gpu.lowering import lower, numpy_dtype
 from asgrad.gpu.ops.copy import copy_into
-from asgrad.gpu.source import storage_dtype
+from asgrad.gpu.source import storage_dtype, to_storage
 from asgrad.tensor.backends import Executable, register_backend
 from asgrad.tensor.executor import Schedule
 from asgrad.tensor.graph import Variable, VariableHolder
@@ -74,7 +74,7 @@ class GpuVariableStore(VariableHolder):
             return
         value = variable.value  # fetched from another holder if one has it
         array = self.array(variable)
-        self.device.write(array.buffer, np.ascontiguousarray(value, array.storage_dtype))
+        self.device.write(array.buffer, to_storage(np.asarray(value), array.storage_dtype))
         variable.hold(self)
         self._dirty.discard(id(variable))
 
@@ -135,7 +135,7 @@ class _Plan:
                     value = np.asarray(node.attrs["value"])
                     arr = _persistent(device, value.shape, numpy_dtype(out_type.dtype))
                     if value.size:
-                        device.write(arr.buffer, np.ascontiguousarray(value, arr.storage_dtype))
+                        device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
                     self.keep.append(arr)
                 else:
                     ins = [values[n.id] for n in node.inputs]
@@ -165,7 +165,7 @@ class _Plan:
         for name, arr in self.inputs.items():
             value = feeds[name]
             if value.size:
-                device.write(arr.buffer, np.ascontiguousarray(value, arr.storage_dtype))
+                device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
         device.replay(self.commands)
         for var, _ in self.updates:
             store.mark_updated(var)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import string
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
@@ -73,3 +74,24 @@ def storage_dtype(dtype: np.dtype | type) -> np.dtype:
 def wgsl_type(dtype: np.dtype | type) -> str:
     """The WGSL scalar type that stores ``dtype`` (``f32``, ``i32`` or ``u32``)."""
     return _WGSL[storage_dtype(dtype)]
+
+
+_I32 = np.iinfo(np.int32)
+
+
+def to_storage(value: np.ndarray, storage: np.dtype[Any]) -> np.ndarray:
+    """``value`` as a C-contiguous array of ``storage`` dtype, ready to upload.
+
+    64-bit integers must fit in 32 bits (WGSL has no 64-bit storage): a value that
+    does not raises :class:`~asgrad.gpu.errors.GpuUnsupportedError` rather than wrap.
+    """
+    if value.dtype.kind in "iu" and value.dtype.itemsize > 4 and value.size:
+        low, high = int(value.min()), int(value.max())
+        if low < _I32.min or high > _I32.max:
+            from asgrad.gpu.errors import GpuUnsupportedError
+
+            raise GpuUnsupportedError(
+                f"an {value.dtype} value ({low if low < _I32.min else high}) is outside "
+                "the int32 range that GPU buffers hold; keep indices and seeds below 2**31"
+            )
+    return np.ascontiguousarray(value, dtype=storage)
