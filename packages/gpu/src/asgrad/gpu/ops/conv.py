@@ -1,0 +1,168 @@
+"""2-D convolution on the GPU as an implicit GEMM (``kernels/nn_conv.wgsl``).
+
+One kernel family computes the forward convolution, its input gradient (which is
+also the transposed convolution) and its weight gradient; the im2col matrix is
+gathered tile by tile into workgroup memory and never stored.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from asgrad.gpu.array import GpuArray
+from asgrad.gpu.device import fold_groups
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.ops.elementwise import elementwise
+from asgrad.gpu.source import render
+
+__all__ = ["ConvGeometry", "conv2d", "conv2d_input_grad", "conv2d_weight_grad"]
+
+Pair = tuple[int, int]
+_TILE = 64
+_MODES = {"forward": 0, "input": 1, "weight": 2}
+
+
+class ConvGeometry:
+    """Sizes of a convolution x (N, C, H, W) * w (O, C/G, kh, kw) -> y (N, O, OH, OW)."""
+
+    __slots__ = ("C", "G", "H", "N", "O", "OH", "OW", "W", "dilation", "kernel", "padding",
+                 "stride")  # fmt: skip
+
+    def __init__(
+        self,
+        x_shape: tuple[int, ...],
+        out_channels: int,
+        kernel: Pair,
+        y_hw: Pair,
+        stride: Pair,
+        padding: Pair,
+        dilation: Pair,
+        groups: int,
+    ) -> None:
+        self.N, self.C, self.H, self.W = (int(s) for s in x_shape)
+        self.O = int(out_channels)
+        self.OH, self.OW = int(y_hw[0]), int(y_hw[1])
+        self.kernel, self.stride, self.padding, self.dilation = kernel, stride, padding, dilation
+        self.G = int(groups)
+
+    def pack(self, mode: int, nb: int, M: int, N: int, K: int) -> tuple[bytes, int]:
+        """The kernel's params and its number of tiles."""
+        mtiles, ntiles = -(-M // _TILE), -(-N // _TILE)
+        total = mtiles * ntiles * nb
+        kh, kw = self.kernel
+        meta = struct.pack(
+            "<20I8i",
+            nb, self.G, M, N,
+            K, mtiles, ntiles, total,
+            self.N, self.C, self.H, self.W,
+            self.O, self.OH, self.OW, self.C // self.G,
+            self.O // self.G, kh, kw, 0,
+            self.stride[0], self.stride[1], self.padding[0], self.padding[1],
+            self.dilation[0], self.dilation[1], 0, 0,
+        )  # fmt: skip
+        return meta, total
+
+
+def _check(*arrays: GpuArray) -> None:
+    for a in arrays:
+        if a.dtype != np.float32:
+            raise GpuUnsupportedError(f"convolution on the GPU takes float32, got {a.dtype}")
+
+
+def _launch(
+    mode: str,
+    geo: ConvGeometry,
+    a: GpuArray,
+    b: GpuArray,
+    bias: GpuArray | None,
+    out: GpuArray,
+) -> GpuArray:
+    kh, kw = geo.kernel
+    cg, og = geo.C // geo.G, geo.O // geo.G
+    if mode == "forward":
+        nb, M, N, K = geo.N * geo.G, og, geo.OH * geo.OW, cg * kh * kw
+    elif mode == "input":
+        nb, M, N, K = geo.N * geo.G, cg, geo.H * geo.W, og * kh * kw
+    else:
+        nb, M, N, K = geo.G, og, cg * kh * kw, geo.N * geo.OH * geo.OW
+    if out.size == 0:
+        return out
+    if K == 0:  # an empty reduction (no channels, or an empty batch): zeros
+        return elementwise("0.0", [], np.float32, out.shape, out=out)
+    device = out.device
+    code = _MODES[mode]
+    has_bias = "true" if bias is not None else "false"
+    pipe = device.pipeline(
+        ("nn_conv", code, has_bias),
+        lambda: render("nn_conv", MODE=code, HAS_BIAS=has_bias),
+        ("uniform", "read", "read", "read", "write"),
+    )
+    meta, total = geo.pack(code, nb, M, N, K)
+    bias_buffer = (bias if bias is not None else a).buffer
+    groups = fold_groups(total, device.max_groups)
+    device.dispatch(
+        pipe, (device.params(meta), a.buffer, b.buffer, bias_buffer, out.buffer), groups
+    )
+    return out
+
+
+def conv2d(
+    x: GpuArray,
+    w: GpuArray,
+    bias: GpuArray | None,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+    out_hw: Pair,
+) -> GpuArray:
+    """Cross-correlation of x (N, C, H, W) with w (O, C/G, kh, kw), plus a bias (O,)."""
+    _check(x, w, *([bias] if bias is not None else []))
+    o, _, kh, kw = w.shape
+    geo = ConvGeometry(x.shape, o, (kh, kw), out_hw, stride, padding, dilation, groups)
+    out = GpuArray.empty((geo.N, o, *out_hw), np.float32, x.device)
+    return _launch("forward", geo, w, x, bias, out)
+
+
+def conv2d_input_grad(
+    gy: GpuArray,
+    w: GpuArray,
+    x_shape: tuple[int, ...],
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+    bias: GpuArray | None = None,
+) -> GpuArray:
+    """The adjoint of :func:`conv2d` in x: gy (N, O, OH, OW) -> (N, C, H, W).
+
+    With ``bias`` (one per input channel) it is ``conv_transpose2d``.
+    """
+    _check(gy, w, *([bias] if bias is not None else []))
+    o, _, kh, kw = w.shape
+    geo = ConvGeometry(
+        x_shape, o, (kh, kw), (gy.shape[2], gy.shape[3]), stride, padding, dilation, groups
+    )
+    out = GpuArray.empty(tuple(x_shape), np.float32, gy.device)
+    return _launch("input", geo, w, gy, bias, out)
+
+
+def conv2d_weight_grad(
+    x: GpuArray,
+    gy: GpuArray,
+    kernel: Pair,
+    stride: Pair,
+    padding: Pair,
+    dilation: Pair,
+    groups: int,
+) -> GpuArray:
+    """The gradient of :func:`conv2d` in w: (O, C/G, kh, kw) from x and gy."""
+    _check(x, gy)
+    o = gy.shape[1]
+    geo = ConvGeometry(
+        x.shape, o, kernel, (gy.shape[2], gy.shape[3]), stride, padding, dilation, groups
+    )
+    out = GpuArray.empty((o, geo.C // groups, *kernel), np.float32, x.device)
+    return _launch("weight", geo, gy, x, None, out)

@@ -1,0 +1,45 @@
+"""Seeded dropout on the GPU (``kernels/nn_dropout.wgsl``).
+
+The mask is the counter-based hash of ``asgrad.tensor.ops.nn.dropout_keep``
+computed in u32 arithmetic, so the GPU and the CPU drop the same elements for the
+same seed (a seed held as int64 must fit in int32: the GPU stores it as an i32).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from asgrad.gpu.array import GpuArray
+from asgrad.gpu.device import fold_groups
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.ops.elementwise import elementwise
+from asgrad.gpu.source import render
+from asgrad.tensor.ops.nn import dropout_threshold
+
+__all__ = ["dropout"]
+
+
+def dropout(x: GpuArray, seed: GpuArray, p: float) -> GpuArray:
+    """Zero each element of float32 ``x`` with probability ``p``; scale the rest by
+    ``1 / (1 - p)``. ``seed`` is an integer scalar on the device."""
+    if x.dtype != np.float32:
+        raise GpuUnsupportedError(f"dropout on the GPU takes float32, got {x.dtype}")
+    if seed.wgsl != "i32" or seed.size != 1:
+        raise GpuUnsupportedError(f"dropout's seed must be an integer scalar, got {seed}")
+    out = GpuArray.empty(x.shape, np.float32, x.device)
+    if p >= 1.0:
+        return elementwise("0.0", [], np.float32, out.shape, out=out)
+    if x.size == 0:
+        return out
+    threshold = dropout_threshold(p) if p > 0.0 else 0
+    scale = float(np.float32(1.0 / (1.0 - p)))
+    device = x.device
+    pipe = device.pipeline(
+        ("nn_dropout",), lambda: render("nn_dropout"), ("uniform", "read", "read", "write")
+    )
+    meta = struct.pack("<4If", x.size, threshold, 0, 0, scale)
+    groups = fold_groups(-(-x.size // 256), device.max_groups)
+    device.dispatch(pipe, (device.params(meta), x.buffer, seed.buffer, out.buffer), groups)
+    return out
