@@ -196,7 +196,10 @@ def _as(dtype: str, a: np.ndarray) -> np.ndarray:
 
 
 def test_every_op_has_a_reference() -> None:
-    missing = sorted(op.name for op in _non_leaf_ops() if op.name not in REFERENCES)
+    # The nn ops (conv, pooling, norms, dropout) have loop references in test_nn_ops.py.
+    missing = sorted(
+        op.name for op in _non_leaf_ops() if op.name not in REFERENCES and op.category != "nn"
+    )
     assert not missing, f"add a numpy reference to REFERENCES for: {missing}"
 
 
