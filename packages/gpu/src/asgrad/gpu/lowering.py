@@ -5,7 +5,9 @@ input arrays and returns the output array (``out`` gives the node's static shape
 dtype). Elementwise ops share one generated kernel family through WGSL expressions
 (:data:`UNARY`, :data:`BINARY`), so they can later be fused by nesting expressions;
 view ops (reshape, squeeze...) return an alias of their input's buffer and launch
-nothing. An op registered without an entry here fails the coverage test.
+nothing. The neural-network ops (convolution, pooling, norms, dropout) are lowered in
+:mod:`asgrad.gpu.lowering_nn`, which adds them to :data:`LOWERINGS`. An op registered
+without an entry fails the coverage test.
 """
 
 from __future__ import annotations
@@ -21,11 +23,9 @@ from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.ops.elementwise import Operand, elementwise
 from asgrad.gpu.ops.index import gather, one_hot, scatter_add
 from asgrad.gpu.ops.matmul import matmul
-from asgrad.gpu.ops.nchw import Pair, conv2d, conv2d_input_grad, conv2d_weight_grad, pool2d
 from asgrad.gpu.ops.reduce import normalize_axes, reduce_axis
-from asgrad.gpu.ops.rows import layer_norm, softmax
+from asgrad.gpu.ops.rows import softmax
 from asgrad.gpu.source import wgsl_type
-from asgrad.tensor.ops.nn import dropout_threshold
 from asgrad.tensor.registry import TensorType
 
 __all__ = ["LOWERINGS", "Lowering", "alias", "gpu_kernel_names", "lower", "numpy_dtype"]
@@ -310,171 +310,6 @@ def _matmul(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     return matmul(ins[0], ins[1])
 
 
-# -- NCHW ---------------------------------------------------------------------------------
-def _pair(value: Any) -> Pair:
-    if isinstance(value, int | np.integer):
-        return (int(value), int(value))
-    return (int(value[0]), int(value[1]))
-
-
-def _conv_attrs(attrs: Attrs) -> tuple[Pair, Pair, Pair, int]:
-    return (
-        _pair(attrs.get("stride", 1)),
-        _pair(attrs.get("padding", 0)),
-        _pair(attrs.get("dilation", 1)),
-        int(attrs.get("groups", 1)),
-    )
-
-
-def _add_channel_bias(y: GpuArray, bias: GpuArray) -> GpuArray:
-    channel = bias.view((1, bias.size, 1, 1))
-    return elementwise("x0 + x1", [y, channel], y.dtype, y.shape)
-
-
-def _conv2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    stride, padding, dilation, groups = _conv_attrs(attrs)
-    ohw = (out.shape[2], out.shape[3])
-    y = conv2d(ins[0], ins[1], ohw, stride, padding, dilation, groups)
-    return _add_channel_bias(y, ins[2]) if len(ins) == 3 else y
-
-
-def _conv2d_backward_input(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    stride, padding, dilation, groups = _conv_attrs(attrs)
-    g, w, _ = ins
-    return conv2d_input_grad(g, w, out.shape[2:], stride, padding, dilation, groups)
-
-
-def _conv2d_backward_weight(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    stride, padding, dilation, groups = _conv_attrs(attrs)
-    kernel = _pair(attrs["kernel_size"])
-    return conv2d_weight_grad(ins[0], ins[1], kernel, stride, padding, dilation, groups)
-
-
-def _conv_transpose2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    stride, padding, dilation, groups = _conv_attrs(attrs)
-    y = conv2d_input_grad(ins[0], ins[1], out.shape[2:], stride, padding, dilation, groups)
-    return _add_channel_bias(y, ins[2]) if len(ins) == 3 else y
-
-
-def _window(attrs: Attrs) -> tuple[Pair, Pair, Pair]:
-    kernel = _pair(attrs["kernel_size"])
-    stride = _pair(attrs.get("stride") or kernel)
-    return kernel, stride, _pair(attrs.get("padding", 0))
-
-
-def _pool(entry: str, backward: bool) -> Lowering:
-    def lower_pool(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        kernel, stride, padding = _window(attrs)
-        x = ins[1] if len(ins) == 2 else ins[0]
-        hw = (x.shape[2], x.shape[3])
-        pooled = ins[0].shape if backward else out.shape
-        ohw = (pooled[2], pooled[3])
-        b = ins[1] if len(ins) == 2 else None
-        include = bool(attrs.get("count_include_pad", True))
-        return pool2d(entry, ins[0], b, out.shape, hw, ohw, kernel, stride, padding, include)
-
-    return lower_pool
-
-
-def _adaptive(entry: str, backward: bool) -> Lowering:
-    def lower_adaptive(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        x = ins[1] if backward else ins[0]
-        pooled = ins[0].shape if backward else out.shape
-        b = ins[1] if backward else None
-        return pool2d(entry, ins[0], b, out.shape, (x.shape[2], x.shape[3]), (pooled[2], pooled[3]))
-
-    return lower_adaptive
-
-
-# -- normalisation and dropout ----------------------------------------------------------------
-def _moments(x: GpuArray, axes: tuple[int, ...]) -> tuple[GpuArray, GpuArray]:
-    """Mean and population variance over ``axes`` (kept as size-1 dims)."""
-    mean = reduce_axis("mean", x, axes, keepdims=True)
-    sq = elementwise("(x0 - x1) * (x0 - x1)", [x, mean], x.dtype, x.shape)
-    return mean, reduce_axis("mean", sq, axes, keepdims=True)
-
-
-def _normalize_backward(
-    g: GpuArray, x: GpuArray, weight: Operand | None, axes: tuple[int, ...], eps: float
-) -> GpuArray:
-    """rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat)), gw = g * weight."""
-    gw = g if weight is None else elementwise("x0 * x1", [g, weight], g.dtype, g.shape)
-    mean, var = _moments(x, axes)
-    rstd = f"inverseSqrt(x2 + {literal(eps)})"
-    x_hat = elementwise(f"(x0 - x1) * {rstd}", [x, mean, var], x.dtype, x.shape)
-    gx = elementwise("x0 * x1", [gw, x_hat], x.dtype, x.shape)
-    mean_g = reduce_axis("mean", gw, axes, keepdims=True)
-    mean_gx = reduce_axis("mean", gx, axes, keepdims=True)
-    return elementwise(
-        "inverseSqrt(x4 + " + literal(eps) + ") * (x0 - x1 - x2 * x3)",
-        [gw, mean_g, x_hat, mean_gx, var],
-        x.dtype,
-        x.shape,
-    )
-
-
-def _layer_norm_split(x: GpuArray, attrs: Attrs) -> tuple[int, int]:
-    k = len(tuple(attrs["normalized_shape"]))
-    r = math.prod(x.shape[x.ndim - k :])
-    return x.size // max(r, 1), r
-
-
-def _layer_norm(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    x = ins[0]
-    rows, r = _layer_norm_split(x, attrs)
-    eps = float(attrs.get("eps", 1e-5))
-    x2 = x.view((rows, r))
-    if len(ins) == 3:
-        y = layer_norm(x2, ins[1].view((r,)), ins[2].view((r,)), eps)
-    else:
-        y = layer_norm(x2, None, None, eps)
-    return y.view(out.shape)
-
-
-def _layer_norm_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    g, x = ins[0], ins[1]
-    rows, r = _layer_norm_split(x, attrs)
-    weight = Operand.of(ins[2].view((1, r))) if len(ins) == 3 else None
-    eps = float(attrs.get("eps", 1e-5))
-    dx = _normalize_backward(g.view((rows, r)), x.view((rows, r)), weight, (1,), eps)
-    return dx.view(out.shape)
-
-
-def _channel_view(v: GpuArray, ndim: int) -> Operand:
-    return Operand.of(v.view((1, v.size) + (1,) * (ndim - 2)))
-
-
-def _batch_norm(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    x = ins[0]
-    axes = (0, *range(2, x.ndim))
-    eps = literal(float(attrs.get("eps", 1e-5)))
-    mean, var = _moments(x, axes)
-    expr = f"(x0 - x1) * inverseSqrt(x2 + {eps})"
-    operands: list[GpuArray | Operand] = [x, mean, var]
-    if len(ins) == 3:
-        expr = f"{expr} * x3 + x4"
-        operands += [_channel_view(ins[1], x.ndim), _channel_view(ins[2], x.ndim)]
-    return elementwise(expr, operands, x.dtype, x.shape)
-
-
-def _batch_norm_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    g, x = ins[0], ins[1]
-    axes = (0, *range(2, x.ndim))
-    weight = _channel_view(ins[2], x.ndim) if len(ins) == 3 else None
-    return _normalize_backward(g, x, weight, axes, float(attrs.get("eps", 1e-5)))
-
-
-def _dropout(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    x, seed = ins
-    p = float(attrs["p"])
-    if p >= 1.0:
-        return elementwise("0.0", [x], x.dtype, x.shape)
-    threshold = dropout_threshold(p) if p > 0.0 else 0
-    scale = literal(1.0 / (1.0 - p))
-    expr = f"asg_dropout(x0, x1, i, {threshold}u, {scale})"
-    return elementwise(expr, [x, seed.view(())], x.dtype, x.shape)
-
-
 LOWERINGS: dict[str, Lowering] = {
     **{name: _unary_lowering(fn) for name, fn in UNARY.items()},
     **{name: _binary_lowering(expr) for name, expr in BINARY.items()},
@@ -505,22 +340,6 @@ LOWERINGS: dict[str, Lowering] = {
     "scatter_add": _scatter_add,
     "one_hot": _one_hot,
     "matmul": _matmul,
-    "conv2d": _conv2d,
-    "conv2d_backward_input": _conv2d_backward_input,
-    "conv2d_backward_weight": _conv2d_backward_weight,
-    "conv_transpose2d": _conv_transpose2d,
-    "max_pool2d": _pool("max_forward", backward=False),
-    "max_pool2d_select": _pool("max_select", backward=False),
-    "max_pool2d_backward": _pool("max_backward", backward=True),
-    "avg_pool2d": _pool("avg_forward", backward=False),
-    "avg_pool2d_backward": _pool("avg_backward", backward=True),
-    "adaptive_avg_pool2d": _adaptive("adaptive_forward", backward=False),
-    "adaptive_avg_pool2d_backward": _adaptive("adaptive_backward", backward=True),
-    "layer_norm": _layer_norm,
-    "layer_norm_backward": _layer_norm_backward,
-    "batch_norm": _batch_norm,
-    "batch_norm_backward": _batch_norm_backward,
-    "dropout": _dropout,
 }
 
 # Leaves are bound by the executor (fed, uploaded once, or held in the variable store).

@@ -109,19 +109,3 @@ fn asg_idiv(x: i32, y: i32) -> i32 {
     let q = x / y;
     return select(q, q - 1, (x % y != 0) && ((x < 0) != (y < 0)));
 }
-
-// PCG-RXS-M-XS 32-bit hash (Jarzynski and Olano 2020), as asgrad.tensor's pcg_hash.
-fn asg_pcg(v: u32) -> u32 {
-    let state = v * 747796405u + 2891336453u;
-    let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
-    return (word >> 22u) ^ word;
-}
-
-// Dropout of element i with an i32 seed: kept when pcg(pcg(i) ^ key) >= threshold,
-// key = pcg(lo ^ pcg(hi)) of the seed's int64 halves (hi is its sign extension).
-fn asg_dropout(x: f32, seed: i32, i: u32, threshold: u32, scale: f32) -> f32 {
-    let hi = select(0u, 0xffffffffu, seed < 0);
-    let key = asg_pcg(bitcast<u32>(seed) ^ asg_pcg(hi));
-    let keep = asg_pcg(asg_pcg(i) ^ key) >= threshold;
-    return select(0.0, x * scale, keep);
-}

@@ -1,0 +1,68 @@
+"""The examples train on the GPU with the CPU's loss trajectory (same seed, 20 steps)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from asgrad.gpu import Device
+
+pytestmark = pytest.mark.gpu
+STEPS = 20
+RTOL = 1e-3
+
+
+def _example(name: str) -> object:
+    try:
+        return importlib.import_module(f"asgrad.examples.{name}")
+    except ImportError as exc:
+        pytest.skip(f"asgrad.examples.{name} is not importable: {exc}")
+
+
+def _assert_same_trajectory(run: Callable[[str], list[float]]) -> None:
+    cpu, gpu = run("cpu"), run("gpu")
+    assert len(cpu) == len(gpu) == STEPS
+    np.testing.assert_allclose(gpu, cpu, rtol=RTOL)
+
+
+def test_xor_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
+    xor = _example("xor")
+
+    def run(backend: str) -> list[float]:
+        result = xor.train(STEPS, 0, backend, target_loss=0.0)  # type: ignore[attr-defined]
+        losses: list[float] = result["losses"]
+        return losses
+
+    _assert_same_trajectory(run)
+
+
+def test_cnn_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
+    cnn = _example("cnn")
+    from asgrad import nn
+    from asgrad.tensor import Graph
+
+    rng = np.random.default_rng(0)
+    images = rng.random((STEPS, 16, 1, 8, 8), dtype=np.float32)
+    labels = rng.integers(0, 10, (STEPS, 16))
+
+    def run(backend: str) -> list[float]:
+        model = cnn.build_model((8, 8), 0)  # type: ignore[attr-defined]
+        g = Graph("cnn-parity")
+        x, y = g.input("x", (16, 1, 8, 8)), g.input("y", (16,), "int64")
+        step = nn.Adam(model.parameters(), lr=2e-3).compile(
+            nn.cross_entropy(model(x), y), backend=backend
+        )
+        return [float(step(x=images[i], y=labels[i])[0]) for i in range(STEPS)]
+
+    _assert_same_trajectory(run)
+
+
+def test_transformer_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
+    transformer = _example("transformer")
+    train = getattr(transformer, "train_losses", None)
+    if train is None:
+        pytest.skip("asgrad.examples.transformer has no train_losses(steps, seed, backend)")
+    _assert_same_trajectory(lambda backend: list(train(STEPS, 0, backend))[:STEPS])

@@ -1,0 +1,84 @@
+"""backend='gpu' through the core's compile/evaluate: device-resident training steps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asgrad.gpu import Device, variable_store
+from asgrad.tensor import Graph, Variable, compile, evaluate
+from asgrad.tensor.executor import Program
+
+pytestmark = pytest.mark.gpu
+
+
+def _sgd_program(backend: str) -> tuple[Program, Variable, Variable]:
+    """A linear regression step: loss = mean((x @ w + b - y)^2), w -= 0.1 dL/dw."""
+    from asgrad.autograd import grad
+
+    rng = np.random.default_rng(0)
+    w = Variable("w", rng.standard_normal((3, 1)).astype(np.float32))
+    b = Variable("b", np.zeros((1,), np.float32))
+    g = Graph("regression")
+    x, y = g.input("x", (8, 3)), g.input("y", (8, 1))
+    wt, bt = g.parameter("w", variable=w), g.parameter("b", variable=b)
+    err = x @ wt + bt - y
+    loss = (err * err).mean()
+    dw, db = grad(loss, [wt, bt])
+    program = compile([loss], {w: wt - dw * 0.1, b: bt - db * 0.1}, backend=backend)
+    return program, w, b
+
+
+def _batch(step: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(step)
+    x = rng.standard_normal((8, 3)).astype(np.float32)
+    return {"x": x, "y": (x @ np.array([[1.0], [-2.0], [0.5]], np.float32) + 0.3)}
+
+
+def test_training_step_moves_only_the_batch_and_the_loss(device: Device) -> None:
+    program, w, _ = _sgd_program("gpu")
+    program(_batch(0))  # first step: compiles the plan, uploads the parameters
+    before = device.counter.snapshot()
+    steps = 5
+    for step in range(1, steps + 1):
+        program(_batch(step))
+    moved = device.counter - before
+    assert moved.uploads == 2 * steps  # x and y, nothing else
+    assert moved.upload_bytes == steps * (8 * 3 + 8) * 4
+    assert moved.readbacks == steps  # the loss, one mapping per step
+    assert moved.readback_bytes == steps * 4
+    assert w.holder is variable_store(device)  # the newest value is on the device
+
+
+def test_parameters_match_the_cpu_after_training(device: Device) -> None:
+    gpu_program, gw, gb = _sgd_program("gpu")
+    cpu_program, cw, cb = _sgd_program("cpu")
+    gpu_losses = [float(gpu_program(_batch(s))[0]) for s in range(20)]
+    cpu_losses = [float(cpu_program(_batch(s))[0]) for s in range(20)]
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-4)
+    before = device.counter.readbacks
+    np.testing.assert_allclose(gw.value, cw.value, rtol=1e-4, atol=1e-6)  # fetched once
+    np.testing.assert_allclose(gb.value, cb.value, rtol=1e-4, atol=1e-6)
+    assert device.counter.readbacks == before + 2
+    assert gw.holder is None  # the host has the newest value again
+
+
+def test_host_assignment_is_uploaded_before_the_next_run(device: Device) -> None:
+    program, w, _ = _sgd_program("gpu")
+    program(_batch(0))
+    w.value = np.zeros((3, 1), np.float32)
+    g = Graph("read")
+    out = g.parameter("w", variable=w) * 1.0
+    (value,) = evaluate([out], {}, backend="gpu")
+    np.testing.assert_array_equal(value, np.zeros((3, 1), np.float32))
+
+
+def test_plans_are_cached_per_fed_shape(device: Device) -> None:
+    g = Graph("shapes")
+    x = g.input("x", (2, 4))
+    program = compile([(x * 2.0).sum(axis=1)], backend="gpu")
+    ones = np.ones((2, 4), np.float32)
+    assert program(x=ones)[0].tolist() == [8.0, 8.0]
+    dispatches = device.counter.dispatches
+    assert program(x=ones * 2)[0].tolist() == [16.0, 16.0]
+    assert device.counter.dispatches - dispatches <= 2  # replayed, not re-lowered
