@@ -192,3 +192,15 @@ def test_folded_launches(device: Device, monkeypatch: pytest.MonkeyPatch) -> Non
     big = np.ones((5000,), np.float32)  # 20 workgroups
     got = _run(device, "dropout", [big, np.array(3, np.int64)], {"p": 0.25})
     np.testing.assert_array_equal(got != 0, dropout_keep(big.shape, 3, 0.25))
+
+
+def test_split_k_for_long_reductions(device: Device) -> None:
+    """Few output tiles and a long K: the reduction is split and the slices summed."""
+    rng = np.random.default_rng(11)
+    x, w = _randn(rng, 8, 2, 24, 24), _randn(rng, 3, 2, 3, 3)
+    a = _conv_attrs({})
+    y = _run(device, "conv2d", [x, w], a)
+    g = _randn(rng, *y.shape)
+    _run(device, "conv2d_backward_weight", [x, g], {**a, "kernel_size": (3, 3)})  # K = 3872
+    x2, w2 = _randn(rng, 1, 130, 4, 4), _randn(rng, 5, 130, 3, 3)
+    _run(device, "conv2d", [x2, w2], a)  # K = 1170 over one tile

@@ -12,7 +12,10 @@
 // x is (Nb, C, H, W), w is (O, cg, kh, kw), gy is (Nb, O, OH, OW); cg = C/G, og = O/G.
 // A 64x64 output tile per workgroup of 16x16 threads, each thread a 4x4 block in four
 // named vec4 accumulators (no dynamically indexed private arrays). The tile id is
-// folded over a 2-D grid: t = wid.x + wid.y * nwg.x, then (n-tile, m-tile, z).
+// folded over a 2-D grid: t = wid.x + wid.y * nwg.x, then (n-tile, m-tile, z, split).
+// Split-K (weight gradients, whose K = Nb*OH*OW is long and whose M x N is small): split
+// s sums k in [s * kchunk, (s + 1) * kchunk) into its own slice of `out`, at
+// s * split_stride; the host sums the slices.
 
 const MODE: u32 = ${MODE}u;
 const HAS_BIAS: bool = ${HAS_BIAS};
@@ -25,9 +28,10 @@ struct Meta {
     K: u32, mtiles: u32, ntiles: u32, total: u32,
     Nb: u32, C: u32, H: u32, W: u32,
     O: u32, OH: u32, OW: u32, cg: u32,
-    og: u32, kh: u32, kw: u32, _pad0: u32,
+    og: u32, kh: u32, kw: u32, kchunk: u32,
     sh: i32, sw: i32, ph: i32, pw: i32,
     dh: i32, dw: i32, _pad1: i32, _pad2: i32,
+    split_stride: u32, _pad3: u32, _pad4: u32, _pad5: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Meta;
@@ -138,7 +142,7 @@ fn bias_index(z: u32, m: u32) -> u32 {
     return g * params.og + m;
 }
 
-fn store(z: u32, m: u32, n0: u32, v: vec4<f32>) {
+fn store(z: u32, split: u32, m: u32, n0: u32, v: vec4<f32>) {
     if (m >= params.M) {
         return;
     }
@@ -146,7 +150,7 @@ fn store(z: u32, m: u32, n0: u32, v: vec4<f32>) {
     if (HAS_BIAS) {
         b = bias[bias_index(z, m)];
     }
-    let base = out_index(z, m, n0);
+    let base = out_index(z, m, n0) + split * params.split_stride;
     for (var q = 0u; q < 4u; q++) {
         if (n0 + q < params.N) {
             out[base + q] = v[q] + b;
@@ -168,7 +172,11 @@ fn main(
     let nt = t % params.ntiles;
     let rest = t / params.ntiles;
     let mt = rest % params.mtiles;
-    let z = rest / params.mtiles;
+    let zs = rest / params.mtiles;
+    let z = zs % params.nb;
+    let split = zs / params.nb;
+    let k_begin = split * params.kchunk;
+    let k_end = min(k_begin + params.kchunk, params.K);
     let row0 = mt * TM;
     let col0 = nt * TN;
     let tm = lid.y * 4u;
@@ -179,13 +187,19 @@ fn main(
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
 
-    for (var k0 = 0u; k0 < params.K; k0 += TK) {
+    for (var k0 = k_begin; k0 < k_end; k0 += TK) {
         for (var r = 0u; r < 4u; r++) {
             let e = li + r * 256u;
-            let k = e / 64u;
+            let k = k0 + e / 64u;
             let q = e % 64u;
-            As[e] = load_a(z, row0 + q, k0 + k);
-            Bs[e] = load_b(z, k0 + k, col0 + q);
+            var a = 0.0;
+            var b = 0.0;
+            if (k < k_end) {
+                a = load_a(z, row0 + q, k);
+                b = load_b(z, k, col0 + q);
+            }
+            As[e] = a;
+            Bs[e] = b;
         }
         workgroupBarrier();
         for (var kk = 0u; kk < TK; kk++) {
@@ -202,8 +216,8 @@ fn main(
     }
     let m = row0 + tm;
     let n0 = col0 + tn;
-    store(z, m, n0, acc0);
-    store(z, m + 1u, n0, acc1);
-    store(z, m + 2u, n0, acc2);
-    store(z, m + 3u, n0, acc3);
+    store(z, split, m, n0, acc0);
+    store(z, split, m + 1u, n0, acc1);
+    store(z, split, m + 2u, n0, acc2);
+    store(z, split, m + 3u, n0, acc3);
 }

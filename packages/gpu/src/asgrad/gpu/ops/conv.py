@@ -15,12 +15,16 @@ from asgrad.gpu.array import GpuArray
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.ops.elementwise import elementwise
+from asgrad.gpu.ops.reduce import reduce_axis
 from asgrad.gpu.source import render
 
 __all__ = ["ConvGeometry", "conv2d", "conv2d_input_grad", "conv2d_weight_grad"]
 
 Pair = tuple[int, int]
 _TILE = 64
+_TK = 16
+_SPLIT_MIN_K = 512  # no split-K chunk shorter than this
+_SPLIT_TARGET_TILES = 256  # split until about this many workgroups
 _MODES = {"forward": 0, "input": 1, "weight": 2}
 
 
@@ -47,20 +51,23 @@ class ConvGeometry:
         self.kernel, self.stride, self.padding, self.dilation = kernel, stride, padding, dilation
         self.G = int(groups)
 
-    def pack(self, mode: int, nb: int, M: int, N: int, K: int) -> tuple[bytes, int]:
-        """The kernel's params and its number of tiles."""
+    def pack(
+        self, nb: int, M: int, N: int, K: int, nsplit: int = 1, kchunk: int = 0
+    ) -> tuple[bytes, int]:
+        """The kernel's params and its number of tiles (split-K: ``nsplit`` chunks of K)."""
         mtiles, ntiles = -(-M // _TILE), -(-N // _TILE)
-        total = mtiles * ntiles * nb
+        total = mtiles * ntiles * nb * nsplit
         kh, kw = self.kernel
         meta = struct.pack(
-            "<20I8i",
+            "<20I8i4I",
             nb, self.G, M, N,
             K, mtiles, ntiles, total,
             self.N, self.C, self.H, self.W,
             self.O, self.OH, self.OW, self.C // self.G,
-            self.O // self.G, kh, kw, 0,
+            self.O // self.G, kh, kw, kchunk or K,
             self.stride[0], self.stride[1], self.padding[0], self.padding[1],
             self.dilation[0], self.dilation[1], 0, 0,
+            nb * M * N, 0, 0, 0,
         )  # fmt: skip
         return meta, total
 
@@ -99,13 +106,29 @@ def _launch(
         lambda: render("nn_conv", MODE=code, HAS_BIAS=has_bias),
         ("uniform", "read", "read", "read", "write"),
     )
-    meta, total = geo.pack(code, nb, M, N, K)
+    nsplit, kchunk = _split_k(nb * -(-M // _TILE) * -(-N // _TILE), K) if bias is None else (1, K)
+    meta, total = geo.pack(nb, M, N, K, nsplit, kchunk)
+    target = out if nsplit == 1 else GpuArray.empty((nsplit, *out.shape), np.float32, device)
     bias_buffer = (bias if bias is not None else a).buffer
     groups = fold_groups(total, device.max_groups)
     device.dispatch(
-        pipe, (device.params(meta), a.buffer, b.buffer, bias_buffer, out.buffer), groups
+        pipe, (device.params(meta), a.buffer, b.buffer, bias_buffer, target.buffer), groups
     )
-    return out
+    if nsplit == 1:
+        return out
+    summed = reduce_axis("sum", target.view((nsplit, out.size)), 0)
+    return summed.view(out.shape)
+
+
+def _split_k(tiles: int, K: int) -> tuple[int, int]:
+    """``(nsplit, kchunk)``: split a long reduction when there are too few tiles to fill
+    a GPU (weight gradients: K = N*OH*OW against a small M x N)."""
+    if K < 2 * _SPLIT_MIN_K or tiles >= _SPLIT_TARGET_TILES:
+        return 1, K
+    nsplit = min(-(-K // _SPLIT_MIN_K), max(1, _SPLIT_TARGET_TILES // tiles))
+    kchunk = -(-K // nsplit)
+    kchunk = -(-kchunk // _TK) * _TK
+    return -(-K // kchunk), kchunk
 
 
 def conv2d(
