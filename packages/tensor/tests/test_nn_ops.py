@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asgrad.tensor import (
     DTypeError,
@@ -422,6 +424,85 @@ def test_value_matches_reference(op: OpDef, case: OpCase, dtype: str) -> None:
     else:
         rtol, atol = op.tolerance
         np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
+
+
+# -- shape rules: properties -----------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 2),
+    groups=st.integers(1, 3),
+    cg=st.integers(1, 2),
+    og=st.integers(1, 2),
+    size=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+    kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    padding=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    dilation=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+)
+def test_conv2d_shape_rule_agrees_with_the_kernel_and_its_transpose(
+    n: int,
+    groups: int,
+    cg: int,
+    og: int,
+    size: tuple[int, int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    padding: tuple[int, int],
+    dilation: tuple[int, int],
+) -> None:
+    x = np.ones((n, groups * cg, *size), np.float32)
+    w = np.ones((groups * og, cg, *kernel), np.float32)
+    attrs = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+    g = Graph()
+    xt, wt = g.input("x", x.shape), g.input("w", w.shape)
+    spans = [dilation[i] * (kernel[i] - 1) + 1 for i in range(2)]
+    if any(size[i] + 2 * padding[i] < spans[i] for i in range(2)):
+        with pytest.raises(ShapeError, match="larger than the padded input"):
+            g.apply("conv2d", (xt, wt), attrs)
+        return
+    y = g.apply("conv2d", (xt, wt), attrs)
+    assert get_op("conv2d").kernel(x, w, **attrs).shape == y.shape
+    # The input gradient has the input's shape; a transposed convolution with the
+    # remainder as output_padding maps the output back to the input's size.
+    dx = g.apply("conv2d_backward_input", (g.input("gy", y.shape), wt, xt), attrs)
+    assert dx.shape == x.shape
+    rem = tuple((size[i] + 2 * padding[i] - spans[i]) % stride[i] for i in range(2))
+    back = g.apply(
+        "conv_transpose2d",
+        (g.input("y", y.shape), wt),
+        {**attrs, "output_padding": rem},
+    )
+    assert back.shape == x.shape
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.tuples(st.integers(1, 9), st.integers(1, 9)),
+    kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    stride=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    pad_frac=st.tuples(st.booleans(), st.booleans()),
+    op=st.sampled_from(["max_pool2d", "avg_pool2d"]),
+)
+def test_pool_shape_rule_agrees_with_the_kernel(
+    size: tuple[int, int],
+    kernel: tuple[int, int],
+    stride: tuple[int, int],
+    pad_frac: tuple[bool, bool],
+    op: str,
+) -> None:
+    padding = tuple(kernel[i] // 2 if pad_frac[i] else 0 for i in range(2))
+    attrs = {"kernel_size": kernel, "stride": stride, "padding": padding}
+    x = np.random.default_rng(0).standard_normal((1, 2, *size))
+    g = Graph()
+    xt = g.input("x", x.shape, "float64")
+    if any(size[i] + 2 * padding[i] < kernel[i] for i in range(2)):
+        with pytest.raises(ShapeError):
+            g.apply(op, (xt,), attrs)
+        return
+    y = g.apply(op, (xt,), attrs)
+    got = get_op(op).kernel(x, **attrs)
+    assert got.shape == y.shape
+    np.testing.assert_allclose(got, NN_REFERENCES[op](x, **attrs), rtol=1e-12)
 
 
 # -- errors -------------------------------------------------------------------------------------
