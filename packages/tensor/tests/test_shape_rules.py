@@ -103,7 +103,7 @@ def test_matmul_batch_broadcasting(
     assert out.shape == expected
     A, B = _arange(a_shape) / 7.0, _arange(b_shape) / 5.0
     (value,) = evaluate([out], {"a": A, "b": B})
-    np.testing.assert_allclose(value, A @ B, rtol=1e-12)
+    np.testing.assert_allclose(value, A @ B, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(
