@@ -8,8 +8,8 @@ landed in ``asgrad.nn`` yet raise :class:`UnavailableError` with the missing nam
 
 from __future__ import annotations
 
+import importlib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,24 +27,26 @@ class UnavailableError(Exception):
 
 @dataclass
 class Workload:
-    step: Callable[[], Any]
+    """A compiled training step, its feeds, and how many steps to time."""
+
+    program: Any
+    feeds: dict[str, np.ndarray]
     steps: int
+
+    def step(self) -> Any:
+        """One training step; returns the loss."""
+        return self.program(self.feeds)[0]
 
 
 def _need(*names: str) -> list[Any]:
-    missing = [n for n in names if not hasattr(nn, n)]
+    layers: Any = importlib.import_module("asgrad.nn.layers")
+    found = {n: getattr(nn, n, None) or getattr(layers, n, None) for n in names}
+    missing = [n for n, v in found.items() if v is None]
     if missing:
         raise UnavailableError(
             "asgrad.nn has no " + ", ".join(missing) + " yet (waiting for the layers to land)"
         )
-    return [getattr(nn, n) for n in names]
-
-
-def _runner(program: Any, feeds: dict[str, np.ndarray]) -> Callable[[], Any]:
-    def step() -> Any:
-        return program(feeds)[0]
-
-    return step
+    return list(found.values())
 
 
 def xor(backend: str) -> Workload:
@@ -58,7 +60,7 @@ def xor(backend: str) -> Workload:
         "x": np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32),
         "y": np.array([[0], [1], [1], [0]], dtype=np.float32),
     }
-    return Workload(_runner(program, feeds), STEPS["xor"])
+    return Workload(program, feeds, STEPS["xor"])
 
 
 def mlp(backend: str) -> Workload:
@@ -75,7 +77,7 @@ def mlp(backend: str) -> Workload:
         "x": rng.standard_normal((64, 784)).astype(np.float32),
         "y": rng.integers(0, 10, (64,)).astype(np.int64),
     }
-    return Workload(_runner(program, feeds), STEPS["mlp"])
+    return Workload(program, feeds, STEPS["mlp"])
 
 
 def cnn(backend: str) -> Workload:
@@ -95,7 +97,7 @@ def cnn(backend: str) -> Workload:
         "x": rng.standard_normal((32, 1, 28, 28)).astype(np.float32),
         "y": rng.integers(0, 10, (32,)).astype(np.int64),
     }
-    return Workload(_runner(program, feeds), STEPS["cnn"])
+    return Workload(program, feeds, STEPS["cnn"])
 
 
 class Block(nn.Module):
@@ -158,7 +160,7 @@ def transformer(backend: str, large: bool = False) -> Workload:
         "tgt": rng.integers(0, V, (B * T,)).astype(np.int64),
     }
     name = "transformer_large" if large else "transformer"
-    return Workload(_runner(program, feeds), STEPS[name])
+    return Workload(program, feeds, STEPS[name])
 
 
 def build(name: str, backend: str) -> Workload:

@@ -140,8 +140,8 @@ def probe(what: str) -> Row:
         try:
             from asgrad.gpu import get_device
 
-            info = str(getattr(get_device(), "adapter_info", "")).lower()
-            ok = "llvmpipe" not in info and "lavapipe" not in info
+            caps = get_device().capabilities
+            ok = caps.adapter_type.lower() != "cpu" and "llvmpipe" not in caps.adapter.lower()
         except Exception:
             ok = False
     return {"ok": ok}

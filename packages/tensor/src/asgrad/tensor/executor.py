@@ -116,52 +116,40 @@ def make_schedule(
 
 
 class CPUExecutable:
-    """The numpy backend: one generated Python function per schedule."""
+    """The numpy backend: one generated Python function per schedule and input shapes.
+
+    The first run with a given set of input shapes infers every node's exact type
+    and generates a function for them: a line per node calling its numpy kernel,
+    deleting each intermediate after its last use. Exact types let the generator
+    do what the static graph cannot (shapes may change between runs): drop ops that
+    are identities at these shapes, fold values that depend only on constants and
+    shapes (a mean's gradient scale), call numpy directly for simple ops, run a
+    batched matmul against a matrix as one matrix product, and sum a batched
+    product over its batch inside one product (a weight gradient). Specialisations
+    apply only to ops whose registered kernel they were written for.
+    """
+
+    MAX_SPECIALIZATIONS = 16
 
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
-        self._fn = self._generate(schedule)
+        self._input_names = tuple(n.name for n in schedule.inputs)
+        self._fns: dict[tuple[tuple[int, ...], ...], Any] = {}
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        outputs, new_values = self._fn(feeds)
-        for (var, _), value in zip(self.schedule.updates, new_values, strict=True):
-            var.set_host_value(value)
-        return [v if isinstance(v, np.ndarray) else np.asarray(v) for v in outputs]
+        key = tuple([feeds[name].shape for name in self._input_names])
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = self._specialize(key)
+        result: list[np.ndarray] = fn(feeds)
+        return result
 
-    @staticmethod
-    def _generate(schedule: Schedule) -> Any:
-        env: dict[str, Any] = {}
-        lines = ["def run(feeds):"]
-        names: dict[int, str] = {}
-        freed_after: dict[int, list[int]] = {}
-        for node_id, step in schedule.last_use.items():
-            freed_after.setdefault(step, []).append(node_id)
-        for i, node in enumerate(schedule.nodes):
-            v = f"v{i}"
-            names[node.id] = v
-            if node.op == "input":
-                lines.append(f"    {v} = feeds[{node.name!r}]")
-            elif node.op == "parameter":
-                env[f"var{i}"] = node.attrs["variable"]
-                lines.append(f"    {v} = var{i}.value")
-            elif node.op == "constant":
-                env[f"c{i}"] = node.attrs["value"]
-                lines.append(f"    {v} = c{i}")
-            else:
-                kernel = get_op(node.op).kernel
-                env[f"k{i}"] = functools.partial(kernel, **node.attrs) if node.attrs else kernel
-                args = ", ".join(names[n.id] for n in node.inputs)
-                lines.append(f"    {v} = k{i}({args})")
-            dead = [names[d] for d in freed_after.get(i, []) if d in names]
-            if dead:
-                lines.append(f"    del {', '.join(dead)}")
-        outs = "".join(f"{names[n.id]}, " for n in schedule.outputs)
-        ups = "".join(f"{names[n.id]}, " for _, n in schedule.updates)
-        lines.append(f"    return ({outs}), ({ups})")
-        # The source is generated from the schedule alone; no user strings reach it.
-        code = builtins.compile("\n".join(lines), f"<asgrad schedule {id(schedule):x}>", "exec")
-        exec(code, env)
-        return env["run"]
+    def _specialize(self, key: tuple[tuple[int, ...], ...]) -> Any:
+        if len(self._fns) >= self.MAX_SPECIALIZATIONS:
+            self._fns.clear()
+        types = self.schedule.infer_types(dict(zip(self._input_names, key, strict=True)))
+        fn = self._fns[key] = generate_cpu_function(self.schedule, types)
+        return fn
 
 
 class CPUBackend:
@@ -288,3 +276,289 @@ def evaluate(
         program = cache[key] = Program(outs, backend=key[1])
     result = program.run(feeds or {})
     return result[:1] if single else result
+
+
+# -- CPU code generation ---------------------------------------------------------------------
+# Ops whose listed inputs are read for their shape (and dtype) only: at known shapes
+# the value is not needed, so it may be folded away or freed earlier.
+SHAPE_ONLY_INPUTS: dict[str, tuple[int, ...]] = {
+    "sum_to_like": (1,),
+    "broadcast_like": (1,),
+    "reshape_like": (1,),
+    "size_ratio": (0, 1),
+    "scatter_slice": (1,),
+    "scatter_add": (2,),
+}
+# Ops that are the identity when their output type equals their first input's.
+IDENTITY_OPS = frozenset(
+    {"reshape", "broadcast_to", "cast", "reshape_like", "broadcast_like", "sum_to_like"}
+)
+# Values folded at code generation are kept with the function; larger ones run.
+FOLD_LIMIT_BYTES = 1 << 22
+
+_HELPERS: dict[str, Any] = {
+    "_matmul": np.matmul,
+    "_divide": np.divide,
+    "_maximum": np.maximum,
+    "_add_reduce": np.add.reduce,
+    "_max_reduce": np.maximum.reduce,
+    "_min_reduce": np.minimum.reduce,
+    "_broadcast_to": np.broadcast_to,
+    "_asarray": np.asarray,
+    "_array": np.array,
+    "np_float32": np.float32,
+    "np_float64": np.float64,
+}
+
+
+def _matmul_batch_sum(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``(p @ q).sum(batch axes)`` as one matrix product: p (..., K, T), q (..., T, N).
+
+    ``sum_b p_b @ q_b`` is ``P @ Q`` with the batches laid side by side along T, so
+    a weight gradient needs no batched product nor the reduction after it.
+    """
+    k, n = p.shape[-2], q.shape[-1]
+    result: np.ndarray = np.matmul(p.swapaxes(-1, -2).reshape(-1, k).T, q.reshape(-1, n))
+    return result
+
+
+def _registered_kernel(name: str) -> Any:
+    from asgrad.tensor.registry import get_op as registry_get_op
+
+    return registry_get_op(name).kernel
+
+
+def _shape_dummy(t: TensorType) -> np.ndarray:
+    """A zero-strided read-only array of type ``t``: for inputs read for shape only."""
+    return np.broadcast_to(np.zeros((), dtype=t.dtype), t.shape)
+
+
+def _sum_to_axes(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, ...]:
+    lead = len(src) - len(dst)
+    stretched = (i + lead for i, d in enumerate(dst) if d == 1 and src[i + lead] != 1)
+    return (*range(lead), *stretched)
+
+
+class _Ref:
+    """What a node's value is at code generation: a runtime value or a constant."""
+
+    __slots__ = ("const", "id", "is_const")
+
+    def __init__(self, node_id: int, const: Any = None, is_const: bool = False) -> None:
+        self.id, self.const, self.is_const = node_id, const, is_const
+
+
+def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -> Any:
+    """One Python function running ``schedule`` at the exact ``types`` of its nodes.
+
+    The function takes the feeds, applies the updates and returns the outputs.
+    """
+    from asgrad.tensor.passes import IMPURE_OPS
+
+    env: dict[str, Any] = dict(_HELPERS)
+    env["_matmul_batch_sum"] = _matmul_batch_sum
+    refs: dict[int, _Ref] = {}
+    # (node, format string over the argument names, argument node ids)
+    plan: list[tuple[Node, str, list[int]]] = []
+    position = {node.id: i for i, node in enumerate(schedule.nodes)}
+    users: dict[int, int] = {}
+    for node in schedule.nodes:
+        for inp in node.inputs:
+            users[inp.id] = users.get(inp.id, 0) + 1
+    roots = [n.id for n in schedule.outputs] + [n.id for _, n in schedule.updates]
+    for r in roots:
+        users[r] = users.get(r, 0) + 1
+    producer: dict[int, tuple[Node, list[int]]] = {}
+
+    def const_name(node_id: int) -> str:
+        name = f"c{position[node_id]}"
+        env[name] = refs[node_id].const
+        return name
+
+    for i, node in enumerate(schedule.nodes):
+        out_t = types[node.id]
+        if node.op == "input":
+            refs[node.id] = _Ref(node.id)
+            plan.append((node, f"feeds[{node.name!r}]", []))
+            continue
+        if node.op == "parameter":
+            refs[node.id] = _Ref(node.id)
+            env[f"var{i}"] = node.attrs["variable"]
+            plan.append((node, f"var{i}.value", []))
+            continue
+        if node.op == "constant":
+            refs[node.id] = _Ref(node.id, node.attrs["value"], True)
+            continue
+        op = get_op(node.op)
+        ins = [refs[n.id] for n in node.inputs]
+        in_t = [types[n.id] for n in node.inputs]
+        original = op.kernel is _registered_kernel(node.op)
+        shape_only = SHAPE_ONLY_INPUTS.get(node.op, ()) if original else ()
+        # 1. Fold what depends on constants and shapes only.
+        if node.op not in IMPURE_OPS and all(
+            r.is_const or j in shape_only for j, r in enumerate(ins)
+        ):
+            args = [r.const if r.is_const else _shape_dummy(in_t[j]) for j, r in enumerate(ins)]
+            try:
+                value = op.kernel(*args, **node.attrs)
+            except Exception:  # left to fail (or not) at run time
+                value = None
+            if value is not None and np.asarray(value).nbytes <= FOLD_LIMIT_BYTES:
+                if isinstance(value, np.ndarray):
+                    value.setflags(write=False)
+                refs[node.id] = _Ref(node.id, value, True)
+                continue
+        # 2. Identities at these shapes.
+        if original and node.op in IDENTITY_OPS and in_t[0] == out_t:
+            refs[node.id] = ins[0]
+            continue
+        refs[node.id] = _Ref(node.id)
+        arg_ids = [r.id for r in ins]
+        special = _specialize(node, types, producer, users, roots) if original else None
+        if special is not None:
+            fmt = special[0]
+            if special[1] is not None:
+                arg_ids = [refs[a].id for a in special[1]]
+        else:
+            env[f"k{i}"] = functools.partial(op.kernel, **node.attrs) if node.attrs else op.kernel
+            fmt = f"k{i}(" + ", ".join(f"{{{j}}}" for j in range(len(ins))) + ")"
+            for j in shape_only:  # a zero-strided stand-in, so the value can go
+                dummy = f"s{i}_{j}"
+                env[dummy] = _shape_dummy(in_t[j])
+                fmt = fmt.replace(f"{{{j}}}", dummy)
+        plan.append((node, fmt, arg_ids))
+        producer[node.id] = (node, [n.id for n in node.inputs])
+
+    # Dead code after folding and fusion: keep what the roots need.
+    needed = {refs[r].id for r in roots if not refs[r].is_const}
+    kept: list[tuple[Node, str, list[int]]] = []
+    for node, fmt, arg_ids in reversed(plan):
+        if node.id not in needed:
+            continue
+        kept.append((node, fmt, arg_ids))
+        for j, a in enumerate(arg_ids):
+            if f"{{{j}}}" in fmt and not refs[a].is_const:
+                needed.add(a)
+    kept.reverse()
+
+    def name_of(node_id: int) -> str:
+        r = refs[node_id]
+        return const_name(r.id) if r.is_const else f"v{position[r.id]}"
+
+    last: dict[int, int] = {}
+    for step, (_, fmt, arg_ids) in enumerate(kept):
+        for j, a in enumerate(arg_ids):
+            if f"{{{j}}}" in fmt and not refs[a].is_const:
+                last[a] = step
+    end = len(kept)
+    for r in roots:
+        if not refs[r].is_const:
+            last[refs[r].id] = end
+    freed: dict[int, list[int]] = {}
+    for node_id, step in last.items():
+        freed.setdefault(step, []).append(node_id)
+
+    lines = ["def run(feeds):"]
+    for step, (node, fmt, arg_ids) in enumerate(kept):
+        expr = fmt.format(*(name_of(a) for a in arg_ids))
+        lines.append(f"    v{position[node.id]} = {expr}")
+        dead = sorted(f"v{position[d]}" for d in freed.get(step, []))
+        if dead:
+            lines.append(f"    del {', '.join(dead)}")
+    for k, (var, n) in enumerate(schedule.updates):
+        env[f"upd{k}"] = var
+        src = name_of(n.id)
+        if refs[n.id].is_const:
+            src = f"_array({src})"
+        lines.append(f"    upd{k}.set_host_value({src})")
+    outs = []
+    for n in schedule.outputs:
+        src = name_of(n.id)
+        if refs[n.id].is_const:
+            src = f"_array({src})"
+        elif not types[n.id].shape:
+            src = f"_asarray({src})"
+        outs.append(src)
+    lines.append(f"    return [{', '.join(outs)}]")
+    # The source is generated from the schedule alone; no user strings reach it.
+    code = builtins.compile("\n".join(lines), f"<asgrad schedule {id(schedule):x}>", "exec")
+    exec(code, env)
+    run = env["run"]
+    run.source = "\n".join(lines)
+    return run
+
+
+def _specialize(
+    node: Node,
+    types: Mapping[int, TensorType],
+    producer: Mapping[int, tuple[Node, list[int]]],
+    users: Mapping[int, int],
+    roots: Sequence[int],
+) -> tuple[str, list[int] | None] | None:
+    """A faster expression for ``node`` at exact types, or None for its kernel.
+
+    Returns ``(format, argument ids)``; ``None`` ids mean the node's own inputs.
+    """
+    op, attrs = node.op, node.attrs
+    in_t = [types[n.id] for n in node.inputs]
+    out_t = types[node.id]
+    is_float = out_t.dtype in ("float32", "float64")
+    if op == "matmul":
+        a, b = in_t
+        if len(a.shape) > 2 and len(b.shape) == 2:
+            rows = int(np.prod(a.shape[:-1]))
+            return (
+                f"_matmul({{0}}.reshape({rows}, {a.shape[-1]}), {{1}}).reshape({out_t.shape})",
+                None,
+            )
+        return "_matmul({0}, {1})", None
+    if op == "div":
+        return "_divide({0}, {1})", None
+    if op == "relu":
+        return "_maximum({0}, 0)", None
+    if op in ("transpose",):
+        return f"{{0}}.transpose({tuple(attrs['axes'])})", None
+    if op in ("reshape", "reshape_like", "expand_dims", "squeeze"):
+        return f"{{0}}.reshape({out_t.shape})", None
+    if op == "broadcast_like" or op == "broadcast_to":
+        return f"_broadcast_to({{0}}, {out_t.shape})", None
+    if op == "cast":
+        return f"{{0}}.astype({out_t.dtype!r})", None
+    if op in ("sum", "mean", "max", "min") and is_float and tuple(attrs["axis"]):
+        axes = tuple(attrs["axis"])
+        keep = bool(attrs.get("keepdims", False))
+        reduce = {
+            "sum": "_add_reduce",
+            "mean": "_add_reduce",
+            "max": "_max_reduce",
+            "min": "_min_reduce",
+        }[op]
+        expr = f"{reduce}({{0}}, {axes}, None, None, {keep})"
+        if op == "mean":
+            count = int(np.prod([in_t[0].shape[a] for a in axes]))
+            expr = f"({expr} / np_{out_t.dtype}({count}))"
+        return expr, None
+    if op == "sum_to_like" and is_float:
+        src, dst = in_t[0].shape, out_t.shape
+        x = node.inputs[0]
+        made = producer.get(x.id)
+        if (
+            made is not None
+            and made[0].op == "matmul"
+            and users.get(x.id, 0) == 1
+            and x.id not in roots
+            and len(dst) == 2
+            and len(src) > 2
+            and dst == src[-2:]
+            and _registered_kernel("matmul") is get_op("matmul").kernel
+        ):
+            p, q = made[0].inputs
+            if types[p.id].shape[:-2] == types[q.id].shape[:-2] == src[:-2]:
+                return "_matmul_batch_sum({0}, {1})", [p.id, q.id]
+        axes = _sum_to_axes(src, dst)
+        if not axes:
+            return f"{{0}}.reshape({dst})", None
+        if axes == tuple(range(len(src) - len(dst))):  # leading axes only
+            return f"_add_reduce({{0}}, {axes})", None
+        return f"_add_reduce({{0}}, {axes}, None, None, True).reshape({dst})", None
+    return None
