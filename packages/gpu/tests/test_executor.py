@@ -82,3 +82,31 @@ def test_plans_are_cached_per_fed_shape(device: Device) -> None:
     dispatches = device.counter.dispatches
     assert program(x=ones * 2)[0].tolist() == [16.0, 16.0]
     assert device.counter.dispatches - dispatches <= 2  # replayed, not re-lowered
+
+
+def test_an_elementwise_chain_is_one_kernel(device: Device) -> None:
+    g = Graph("chain")
+    x, y = g.input("x", (5, 3)), g.input("y", (3,))
+    out = ((x * 2.0 + y).tanh() - x).relu()
+    program = compile([out], backend="gpu")
+    xv = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    yv = np.random.default_rng(1).standard_normal(3).astype(np.float32)
+    program(x=xv, y=yv)
+    before = device.counter.dispatches
+    (got,) = program(x=xv, y=yv)
+    assert device.counter.dispatches - before == 1
+    np.testing.assert_allclose(got, np.maximum(np.tanh(xv * 2 + yv) - xv, 0), atol=1e-6)
+
+
+def test_update_rules_write_their_variable_in_place(device: Device) -> None:
+    program, w, b = _sgd_program("gpu")
+    program(_batch(0))
+    store = variable_store(device)
+    buffers = (store.array(w).buffer, store.array(b).buffer)
+    before = device.counter.dispatches
+    program(_batch(1))
+    per_step = device.counter.dispatches - before
+    program(_batch(2))
+    assert (store.array(w).buffer, store.array(b).buffer) == buffers
+    assert device.counter.dispatches - before == 2 * per_step
+    assert per_step <= 9  # forward, backward and both updates, fused; no copies

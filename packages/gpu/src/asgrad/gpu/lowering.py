@@ -28,7 +28,16 @@ from asgrad.gpu.ops.rows import softmax
 from asgrad.gpu.source import wgsl_type
 from asgrad.tensor.registry import TensorType
 
-__all__ = ["LOWERINGS", "Lowering", "alias", "gpu_kernel_names", "lower", "numpy_dtype"]
+__all__ = [
+    "EXPRESSION_OPS",
+    "LOWERINGS",
+    "Lowering",
+    "alias",
+    "expression",
+    "gpu_kernel_names",
+    "lower",
+    "numpy_dtype",
+]
 
 Attrs = Mapping[str, Any]
 Lowering = Callable[[list[GpuArray], Attrs, TensorType], GpuArray]
@@ -136,45 +145,40 @@ COMPARE: dict[str, str] = {
 }
 
 
-def _unary_lowering(expr: ExprFn) -> Lowering:
-    def lower_unary(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        (x,) = ins
-        return elementwise(expr(attrs, x.wgsl), [x], numpy_dtype(out.dtype), out.shape)
+def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -> str | None:
+    """The WGSL expression of an elementwise op over ``x0, x1, ...``, or None.
 
-    return lower_unary
+    ``in_types`` are the inputs' WGSL storage types; the expression yields the storage
+    type of ``out_dtype``. Elementwise chains fuse by substituting one op's expression
+    for an input of the next (see :mod:`asgrad.gpu.fusion`).
+    """
+    if op in UNARY:
+        return UNARY[op](attrs, in_types[0])
+    if op in BINARY:
+        return BINARY[op]
+    if op in COMPARE:
+        return f"select(0u, 1u, x0 {COMPARE[op]} x1)"
+    if op == "where":
+        return f"select(x2, x1, x0 != {_zero(in_types[0])})"
+    if op == "cast":
+        dtype = numpy_dtype(out_dtype)
+        t_in, t_out = in_types[0], wgsl_type(dtype)
+        if dtype == np.bool_:
+            return f"select(0u, 1u, x0 != {_zero(t_in)})"
+        return "x0" if t_in == t_out else f"{t_out}(x0)"
+    return None
 
 
-def _binary_lowering(expr: str) -> Lowering:
-    def lower_binary(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+EXPRESSION_OPS = frozenset({*UNARY, *BINARY, *COMPARE, "where", "cast"})
+
+
+def _lower_expression(op: str) -> Lowering:
+    def lower_elementwise(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+        expr = expression(op, attrs, [x.wgsl for x in ins], out.dtype)
+        assert expr is not None
         return elementwise(expr, ins, numpy_dtype(out.dtype), out.shape)
 
-    return lower_binary
-
-
-def _compare_lowering(operator: str) -> Lowering:
-    def lower_compare(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        return elementwise(f"select(0u, 1u, x0 {operator} x1)", ins, np.bool_, out.shape)
-
-    return lower_compare
-
-
-def _where(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    cond = ins[0]
-    expr = f"select(x2, x1, x0 != {_zero(cond.wgsl)})"
-    return elementwise(expr, ins, numpy_dtype(out.dtype), out.shape)
-
-
-def _cast(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    (x,) = ins
-    dtype = numpy_dtype(out.dtype)
-    t_in, t_out = x.wgsl, wgsl_type(dtype)
-    if dtype == np.bool_:
-        expr = f"select(0u, 1u, x0 != {_zero(t_in)})"
-    elif t_in == t_out:
-        expr = "x0"
-    else:
-        expr = f"{t_out}(x0)"
-    return elementwise(expr, [x], dtype, out.shape)
+    return lower_elementwise
 
 
 # -- reductions ---------------------------------------------------------------------------
@@ -311,11 +315,7 @@ def _matmul(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
 
 
 LOWERINGS: dict[str, Lowering] = {
-    **{name: _unary_lowering(fn) for name, fn in UNARY.items()},
-    **{name: _binary_lowering(expr) for name, expr in BINARY.items()},
-    **{name: _compare_lowering(op) for name, op in COMPARE.items()},
-    "where": _where,
-    "cast": _cast,
+    **{name: _lower_expression(name) for name in sorted(EXPRESSION_OPS)},
     "sum": _reduction("sum"),
     "mean": _reduction("mean"),
     "max": _reduction("max"),

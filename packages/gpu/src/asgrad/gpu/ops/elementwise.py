@@ -156,13 +156,24 @@ def elementwise(
     for k, off in enumerate(offsets):
         meta[76 + k] = off
 
+    # an input that is the output's own buffer (an in-place update) is read through
+    # the output binding: one buffer may not be bound as both read and read_write
+    own = tuple(o.array.buffer is target.buffer for o in ops)
+    for k, is_own in enumerate(own):
+        same_walk = n == 1 or (modes[k] == "contig" and out_mode == "contig")
+        if is_own and (
+            not same_walk or offsets[k] != (out_view.offset if out_view is not None else 0)
+        ):
+            raise GpuUnsupportedError("an in-place input must be read exactly where it is written")
+    bound = [k for k in range(len(ops)) if not own[k]]
+
     def source() -> str:
         bindings = [
-            f"@group(0) @binding({k + 1}) var<storage, read> in{k}: array<{t}>;"
-            for k, t in enumerate(in_types)
+            f"@group(0) @binding({j + 1}) var<storage, read> in{k}: array<{in_types[k]}>;"
+            for j, k in enumerate(bound)
         ]
         bindings.append(
-            f"@group(0) @binding({len(ops) + 1}) var<storage, read_write> out: array<{out_type}>;"
+            f"@group(0) @binding({len(bound) + 1}) var<storage, read_write> out: array<{out_type}>;"
         )
         strided = [k for k, m in enumerate(modes) if m == "strided"]
         if out_mode == "strided":
@@ -181,7 +192,8 @@ def elementwise(
         loads = []
         for k, mode in enumerate(modes):
             where = {"contig": f"i + mu({76 + k}u)", "scalar": f"mu({76 + k}u)"}.get(mode, f"o{k}")
-            loads.append(f"    let x{k} = in{k}[{where}];")
+            source_array = "out" if own[k] else f"in{k}"
+            loads.append(f"    let x{k} = {source_array}[{where}];")
         out_index = f"o{OUT_SLOT}" if out_mode == "strided" else f"i + mu({76 + OUT_SLOT}u)"
         return render(
             "elementwise",
@@ -193,11 +205,11 @@ def elementwise(
             OUT_INDEX=out_index,
         )
 
-    binds = ("uniform",) + ("read",) * len(ops) + ("write",)
+    binds = ("uniform",) + ("read",) * len(bound) + ("write",)
     device = target.device
-    key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type)
+    key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type, own)
     pipe = device.pipeline(key, source, binds)
     params = device.params(struct.pack(f"<{len(meta)}I", *meta))
-    buffers = (params, *(o.array.buffer for o in ops), target.buffer)
+    buffers = (params, *(ops[k].array.buffer for k in bound), target.buffer)
     device.dispatch(pipe, buffers, fold_groups(-(-n // 256), device.max_groups))
     return target
