@@ -2,16 +2,16 @@
 
     python benchmarks/profile_ops.py mlp [--steps 50] [--top 25]
 
-Builds the workload as ``run.py`` does, then interprets its compiled schedule node
-by node with the same kernels, timing each call; prints the time per op kind (and
-the costliest single nodes with their shapes). Interpretation adds a little Python
-per node, so the total is a bit above the compiled step's.
+Builds the workload as ``run.py`` does, then runs the function the CPU executor
+generated for it with a timer around every line; prints the time per op kind and
+the costliest lines with their shapes (each line's median over the steps). The timers
+add a little per line, so the
+total is a bit above the compiled step's.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 import time
@@ -19,6 +19,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
@@ -34,7 +36,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import asgrad_workloads
     from asgrad.tensor import Program
-    from asgrad.tensor.registry import get_op
 
     w = asgrad_workloads.build(args.workload, "cpu")
     for _ in range(3):
@@ -48,53 +49,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         w.step()
     compiled = (time.perf_counter() - start) / args.steps
 
-    kernels: list[Any] = []
-    for node in schedule.nodes:
-        if node.op in ("input", "parameter", "constant"):
-            kernels.append(None)
+    # Time every line of the generated function: the code that really runs.
+    (fn,) = program.executable._fns.values()
+    node_of = {f"v{i}": node for i, node in enumerate(schedule.nodes)}
+    lines = fn.source.splitlines()
+    timed = [lines[0]]
+    labels: list[str] = []
+    sources: list[str] = []
+    for line in lines[1:]:
+        target = line.strip().split(" = ", 1)[0]
+        if target in node_of and " = " in line:
+            timed.append(f"    _t = _pc(); {line.strip()}; _acc[{len(labels)}] += _pc() - _t")
+            labels.append(target)
+            sources.append(line.strip())
         else:
-            k = get_op(node.op).kernel
-            kernels.append(functools.partial(k, **node.attrs) if node.attrs else k)
-    per_op: dict[str, float] = defaultdict(float)
-    per_node = [0.0] * len(schedule.nodes)
+            timed.append(line)
+    env = fn.__globals__
+    env["_pc"] = time.perf_counter
+    env["_acc"] = acc = [0.0] * len(labels)
+    exec(compile("\n".join(timed), "<timed schedule>", "exec"), env)
+    timed_run = env["run"]
+    samples = []
     for _ in range(args.steps):
-        values: dict[int, Any] = {}
-        for i, node in enumerate(schedule.nodes):
-            if node.op == "input":
-                values[node.id] = feeds[node.name]
-            elif node.op == "parameter":
-                values[node.id] = node.attrs["variable"].value
-            elif node.op == "constant":
-                values[node.id] = node.attrs["value"]
-            else:
-                ins = [values[n.id] for n in node.inputs]
-                t0 = time.perf_counter()
-                values[node.id] = kernels[i](*ins)
-                dt = time.perf_counter() - t0
-                per_op[node.op] += dt
-                per_node[i] += dt
+        acc[:] = [0.0] * len(acc)
+        timed_run(feeds)
+        samples.append(list(acc))
+    # The median step of each line: a shared machine stalls threads now and then.
+    acc[:] = [float(np.median(col)) * args.steps for col in zip(*samples, strict=True)]
+    per_op: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    per_node: list[tuple[float, Any, str]] = []
+    for label, t, line in zip(labels, acc, sources, strict=True):
+        node = node_of[label]
+        per_op[node.op] += t
+        counts[node.op] += 1
+        per_node.append((t, node, line))
     total = sum(per_op.values()) / args.steps
     print(
-        f"{args.workload}: compiled step {compiled * 1e3:.3f} ms; kernels {total * 1e3:.3f} ms"
-        f" over {len(schedule.nodes)} nodes"
+        f"{args.workload}: compiled step {compiled * 1e3:.3f} ms; lines {total * 1e3:.3f} ms"
+        f" over {len(labels)} lines ({len(schedule.nodes)} nodes)"
     )
     print(f"{'op':<28} {'count':>5} {'ms/step':>9} {'share':>6}")
-    counts: dict[str, int] = defaultdict(int)
-    for node in schedule.nodes:
-        counts[node.op] += 1
     for op, t in sorted(per_op.items(), key=lambda kv: -kv[1]):
-        print(
-            f"{op:<28} {counts[op]:>5} {t / args.steps * 1e3:>9.3f} {t / args.steps / total:>6.1%}"
-        )
-    print(f"\ncostliest nodes ({args.top}):")
-    order = sorted(range(len(per_node)), key=lambda i: -per_node[i])[: args.top]
-    for i in order:
-        n = schedule.nodes[i]
+        share = t / args.steps / total
+        print(f"{op:<28} {counts[op]:>5} {t / args.steps * 1e3:>9.3f} {share:>6.1%}")
+    print(f"\ncostliest lines ({args.top}):")
+    for t, n, line in sorted(per_node, key=lambda r: -r[0])[: args.top]:
         shapes = ", ".join(f"{x.dtype}{list(x.shape)}" for x in n.inputs)
-        print(
-            f"  {per_node[i] / args.steps * 1e3:8.3f} ms  {n.op}({shapes}) -> {n.type}"
-            f"  {n.location}"
-        )
+        print(f"  {t / args.steps * 1e3:8.3f} ms  {n.op}({shapes}) -> {n.type}")
+        print(f"               {line.strip()[:110]}")
     return 0
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from asgrad.tensor import cpu_kernels
 from asgrad.tensor.backends import Executable, get_backend, register_backend, resolve_backend_name
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import AsgradError, FeedError, GraphError
@@ -125,8 +126,9 @@ class CPUExecutable:
     are identities at these shapes, fold values that depend only on constants and
     shapes (a mean's gradient scale), call numpy directly for simple ops, run a
     batched matmul against a matrix as one matrix product, and sum a batched
-    product over its batch inside one product (a weight gradient). Specialisations
-    apply only to ops whose registered kernel they were written for.
+    product over its batch inside one product (a weight gradient), and take the
+    float32 fast paths of :mod:`asgrad.tensor.cpu_kernels` (erf, GELU).
+    Specialisations apply only to ops whose registered kernel they were written for.
     """
 
     MAX_SPECIALIZATIONS = 16
@@ -306,6 +308,8 @@ _HELPERS: dict[str, Any] = {
     "_broadcast_to": np.broadcast_to,
     "_asarray": np.asarray,
     "_array": np.array,
+    "_erf_f32": cpu_kernels.erf_f32,
+    "_gelu_f32": cpu_kernels.gelu_f32,
     "np_float32": np.float32,
     "np_float64": np.float64,
 }
@@ -514,6 +518,11 @@ def _specialize(
         return "_matmul({0}, {1})", None
     if op == "div":
         return "_divide({0}, {1})", None
+    if op == "erf" and out_t.dtype == "float32" and out_t.shape:
+        return "_erf_f32({0})", None
+    gelu_exact = op == "gelu" and attrs.get("approximate", "none") == "none"
+    if gelu_exact and out_t.dtype == "float32" and out_t.shape:
+        return "_gelu_f32({0})", None
     if op == "relu":
         return "_maximum({0}, 0)", None
     if op in ("transpose",):

@@ -1,0 +1,51 @@
+"""Fast float32 paths that the CPU executor substitutes for some registered kernels.
+
+The registered numpy kernels are the reference semantics. The executor calls these
+instead, at exact shapes and only while the op's registered kernel is the one they
+were written against; ``tests/test_cpu_kernels.py`` checks each against its kernel
+on the op's registered cases, within the op's registered tolerance.
+
+* ``erf_f32``/``gelu_f32``: the error function by Abramowitz & Stegun 7.1.26 (absolute
+  error below 1.5e-7, below 1e-6 evaluated in float32) from numpy's vectorised exp,
+  instead of scipy's scalar erf: about 6x faster on large arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_P = np.float32(0.3275911)
+_A = tuple(
+    np.float32(a) for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+)
+_INV_SQRT2 = np.float32(1.0 / math.sqrt(2.0))
+
+
+def erf_f32(x: np.ndarray) -> np.ndarray:
+    """erf of a float32 array of rank >= 1 (absolute error below 1e-6)."""
+    a = np.abs(x)
+    t = a * _P
+    t += np.float32(1.0)
+    np.reciprocal(t, out=t)
+    y: np.ndarray = t * _A[4]
+    for c in (_A[3], _A[2], _A[1], _A[0]):
+        y += c
+        y *= t
+    np.multiply(a, a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    y *= a
+    np.subtract(np.float32(1.0), y, out=y)
+    np.copysign(y, x, out=y)
+    return y
+
+
+def gelu_f32(x: np.ndarray) -> np.ndarray:
+    """Exact (erf) GELU of a float32 array of rank >= 1: x * Phi(x)."""
+    y = erf_f32(x * _INV_SQRT2)
+    y += np.float32(1.0)
+    y *= x
+    y *= np.float32(0.5)
+    return y
