@@ -176,3 +176,15 @@ def test_empty_arrays_need_no_dispatch(device: Device) -> None:
     out = elementwise("x0 + 1.0", [GpuArray.empty((0, 3), np.float32, device)])
     assert out.shape == (0, 3)
     assert device.counter.dispatches == before
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("shape_axis", [((3000, 5), 0), ((2, 20000), 1), ((1, 9000, 3), 1)])
+def test_long_axes_reduce_in_pieces(
+    device: Device, kind: str, shape_axis: tuple[tuple[int, ...], int]
+) -> None:
+    shape, axis = shape_axis
+    x = np.random.default_rng(7).uniform(-1, 1, shape).astype(np.float32)
+    got = reduce_axis(kind, to_gpu(x, device), axis).numpy()
+    want = getattr(np, kind)(x.astype(np.float64), axis=axis)
+    _close(got, want.astype(np.float32), rtol=1e-4, atol=1e-3)

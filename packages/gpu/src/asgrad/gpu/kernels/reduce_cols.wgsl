@@ -1,10 +1,14 @@
 // Reduction along one axis, one thread per output element: for (outer, R, inner)
 // inputs with inner > 1, neighbouring threads read neighbouring j (coalesced) and
 // each loops over R. Same placeholders as reduce_rows.wgsl.
+//
+// With chunk_len > 0 the axis is cut into `chunks` pieces of chunk_len and each thread
+// reduces one piece, writing a partial result (outer, chunks, inner) that a second
+// launch reduces: a long axis with few outputs still occupies the whole GPU.
 
 ${PRELUDE}
 
-struct Meta { outer: u32, R: u32, inner: u32, _pad: u32, scale: f32, }
+struct Meta { outer: u32, R: u32, inner: u32, chunk_len: u32, scale: f32, chunks: u32, }
 
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read> src: array<${T_IN}>;
@@ -21,14 +25,21 @@ fn main(
     @builtin(local_invocation_index) li: u32,
 ) {
     let row = (wid.x + wid.y * nwg.x) * 256u + li;
-    if (row >= params.outer * params.inner) {
+    if (row >= params.outer * params.chunks * params.inner) {
         return;
     }
-    let o = row / params.inner;
     let j = row % params.inner;
+    let c = (row / params.inner) % params.chunks;
+    let o = row / (params.inner * params.chunks);
+    var r0 = 0u;
+    var r1 = params.R;
+    if (params.chunk_len > 0u) {
+        r0 = c * params.chunk_len;
+        r1 = min(params.R, r0 + params.chunk_len);
+    }
     let base = o * params.R * params.inner + j;
     var acc: ${T_ACC} = ${INIT};
-    for (var r = 0u; r < params.R; r++) {
+    for (var r = r0; r < r1; r++) {
         let x = src[base + r * params.inner];
         acc = combine(acc, ${MAP});
     }

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu.array import GpuArray
-from asgrad.gpu.device import fold_groups
+from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.ops.elementwise import Operand, elementwise
 from asgrad.gpu.source import kernel_text, render
@@ -98,29 +98,78 @@ def reduce_axis(
             ("uniform", "read", "write"),
         )
         groups = fold_groups(rows, device.max_groups)
+        device.dispatch(pipe, (device.params(meta), src.buffer, out.buffer), groups)
+        return out
+    scale = 1.0 / max(r, 1)
+    if inner == 1 and rows < _BUSY_GROUPS and r > 2 * _ROW_CHUNK:
+        # a few long rows: one workgroup per piece of a row, then per row
+        chunks = min(-(-r // _ROW_CHUNK), -(-_BUSY_GROUPS // rows))
+        chunk_len = -(-r // chunks)
+        chunks = -(-r // chunk_len)
+        partial = GpuArray.empty((outer, chunks, 1), np.float32, device)
+        first, second = _SPLIT.get(kind, (kind, kind))
+        _launch(device, "reduce_rows", first, src, partial, (outer, r, 1), 1.0, chunk_len)
+        _launch(device, "reduce_rows", second, partial, out, (outer, chunks, 1), scale)
+    elif inner == 1:
+        _launch(device, "reduce_rows", kind, src, out, (outer, r, inner), scale)
+    elif rows < _BUSY_THREADS and r > 2 * _MIN_CHUNK:
+        # few outputs, long axis: partial results over chunks of the axis first
+        chunks = min(-(-r // _MIN_CHUNK), -(-_BUSY_THREADS // rows))
+        chunk_len = -(-r // chunks)
+        chunks = -(-r // chunk_len)
+        partial = GpuArray.empty((outer, chunks, inner), np.float32, device)
+        first, second = _SPLIT.get(kind, (kind, kind))
+        _launch(device, "reduce_cols", first, src, partial, (outer, r, inner), 1.0, chunk_len)
+        _launch(device, "reduce_cols", second, partial, out, (outer, chunks, inner), scale)
     else:
-        init, combine, mapped, finish = REDUCTIONS[kind]
-        t_out = out.wgsl
-        if t_out != "f32":
-            finish = f"{t_out}({finish})"
-        meta = struct.pack("<4If", outer, r, inner, 0, 1.0 / max(r, 1))
-        variant = "reduce_rows" if inner == 1 or rows < 2048 else "reduce_cols"
-        pipe = device.pipeline(
-            (variant, kind, t_in, t_out),
-            lambda: render(
-                variant,
-                PRELUDE=kernel_text("prelude"),
-                T_IN=t_in,
-                T_OUT=t_out,
-                T_ACC="f32",
-                INIT=init,
-                COMBINE=combine,
-                MAP=mapped,
-                FINISH=finish,
-            ),
-            ("uniform", "read", "write"),
-        )
-        n_groups = rows if variant == "reduce_rows" else -(-rows // 256)
-        groups = fold_groups(n_groups, device.max_groups)
-    device.dispatch(pipe, (device.params(meta), src.buffer, out.buffer), groups)
+        _launch(device, "reduce_cols", kind, src, out, (outer, r, inner), scale)
     return out
+
+
+# Threads that keep a large GPU busy, and the shortest piece of an axis worth a thread.
+_BUSY_THREADS = 65536
+_MIN_CHUNK = 32
+# Workgroups that keep a large GPU busy, and the shortest piece of a row worth one.
+_BUSY_GROUPS = 512
+_ROW_CHUNK = 4096
+# How a reduction splits into a reduction of pieces and a reduction of partial results.
+_SPLIT = {"mean": ("sum", "mean"), "sumsq": ("sumsq", "sum")}
+
+
+def _launch(
+    device: Device,
+    variant: str,
+    kind: str,
+    src: GpuArray,
+    out: GpuArray,
+    dims: tuple[int, int, int],
+    scale: float,
+    chunk_len: int = 0,
+) -> None:
+    """One reduction kernel over ``src`` seen as (outer, R, inner)."""
+    outer, r, inner = dims
+    init, combine, mapped, finish = REDUCTIONS[kind]
+    t_in, t_out = src.wgsl, out.wgsl
+    if t_out != "f32":
+        finish = f"{t_out}({finish})"
+    chunks = -(-r // chunk_len) if chunk_len else 1
+    meta = struct.pack("<4IfI", outer, r, inner, chunk_len, scale, chunks)
+    pipe = device.pipeline(
+        (variant, kind, t_in, t_out),
+        lambda: render(
+            variant,
+            PRELUDE=kernel_text("prelude"),
+            T_IN=t_in,
+            T_OUT=t_out,
+            T_ACC="f32",
+            INIT=init,
+            COMBINE=combine,
+            MAP=mapped,
+            FINISH=finish,
+        ),
+        ("uniform", "read", "write"),
+    )
+    rows = outer * chunks * inner
+    n_groups = rows if variant == "reduce_rows" else -(-rows // 256)
+    groups = fold_groups(n_groups, device.max_groups)
+    device.dispatch(pipe, (device.params(meta), src.buffer, out.buffer), groups)
