@@ -197,11 +197,71 @@ def bench_dispatch(count: int) -> list[Row]:
     return [row]
 
 
+def profile_workload(name: str, top: int) -> list[Row]:
+    """Per-kernel GPU time of one training step of a WORKLOADS.md workload.
+
+    Each captured dispatch runs alone and is waited for, so a time includes one
+    submit and one wait (the ``overhead`` row); kernels are grouped by pipeline.
+    """
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    workloads = importlib.import_module("asgrad_workloads")
+    workload = workloads.build(name, "gpu")
+    for _ in range(2):
+        workload.step()
+    plans = workload.program.executable._plans  # the compiled plan of these feeds
+    (plan,) = plans.values()
+    device = get_device()
+    start = time.perf_counter()
+    for _ in range(20):
+        device.synchronize()
+    overhead = (time.perf_counter() - start) / 20
+    totals: dict[str, list[float]] = {}
+    for label, seconds in device.profile(plan.commands):
+        entry = totals.setdefault(label, [0.0, 0.0])
+        entry[0] += 1
+        entry[1] += max(seconds - overhead, 0.0)
+    start = time.perf_counter()
+    for _ in range(3):
+        workload.step()
+    step_seconds = (time.perf_counter() - start) / 3
+    rows: list[Row] = [
+        {
+            "bench": "profile",
+            "workload": name,
+            "kernel": label,
+            "launches": int(count),
+            "ms": seconds * 1e3,
+        }
+        for label, (count, seconds) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:top]
+    ]
+    print(
+        f"# {name}: {len(plan.commands)} dispatches, step {step_seconds * 1e3:.1f} ms, "
+        f"sum of kernels {sum(v[1] for v in totals.values()) * 1e3:.1f} ms "
+        f"(wait overhead {overhead * 1e6:.0f} us subtracted)",
+        flush=True,
+    )
+    for row in rows:
+        print(f"#   {row['ms']:8.2f} ms {row['launches']:5d}x  {row['kernel']}", flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (lavapipe)")
     parser.add_argument("--json", help="also write all rows to this file")
+    parser.add_argument(
+        "--profile", metavar="WORKLOAD", help="per-kernel times of a training step instead"
+    )
+    parser.add_argument("--top", type=int, default=25, help="kernels listed by --profile")
     args = parser.parse_args()
+    if args.profile:
+        get_device()
+        for name in args.profile.split(","):
+            profile_workload(name, args.top)
+        return
     device = get_device()
     caps = device.capabilities
     print(

@@ -28,7 +28,7 @@ from asgrad.gpu.transfers import TransferCounter
 __all__ = ["Device", "Pipeline", "fold_groups", "get_device", "last_unavailable_reason"]
 
 Binding = str  # "uniform" | "read" | "write"
-Command = tuple[Any, Any, tuple[int, int, int]]  # pipeline, bind group, grid
+Command = tuple[Any, Any, tuple[int, int, int], str]  # pipeline, bind group, grid, label
 
 _device: Device | None = None
 _unavailable: str | None = None
@@ -98,6 +98,7 @@ class Pipeline:
     handle: Any
     layout: Any
     bindings: tuple[Binding, ...]
+    label: str = ""  # the cache key, shortened: what a profile reports
 
 
 class Device:
@@ -311,7 +312,8 @@ class Device:
             raise GpuError(
                 f"compiling kernel {key!r} failed: {exc}\n--- source ---\n{code}"
             ) from exc
-        pipe = Pipeline(str(key[0]), handle, bgl, binds)
+        label = " ".join(str(part) for part in key if not isinstance(part, tuple))
+        pipe = Pipeline(str(key[0]), handle, bgl, binds, label[:100])
         self._pipelines[full_key] = pipe
         return pipe
 
@@ -357,7 +359,7 @@ class Device:
             raise GpuUnsupportedError(f"kernel {pipe.name}: grid {groups} exceeds limits")
         group = self._bind_group(pipe, buffers)
         if self._capture is not None:
-            self._capture.append((pipe.handle, group, groups))
+            self._capture.append((pipe.handle, group, groups, pipe.label))
             return
         if self._pass is None:
             self._pass = self._open_encoder().begin_compute_pass()
@@ -388,7 +390,7 @@ class Device:
     def replay(self, commands: Sequence[Command]) -> None:
         """Record captured commands into the open compute pass (chunked submits)."""
         chunk = self.chunk_dispatches
-        for pipeline, group, groups in commands:
+        for pipeline, group, groups, _ in commands:
             if self._pass is None:
                 self._pass = self._open_encoder().begin_compute_pass()
             cpass = self._pass
@@ -399,6 +401,23 @@ class Device:
             if self._pending >= chunk:
                 self.flush()
         self.counter.dispatches += len(commands)
+
+    def profile(self, commands: Sequence[Command]) -> list[tuple[str, float]]:
+        """Run captured commands one at a time, waiting for each: (label, seconds).
+
+        Each time includes one submit and one wait (measure an empty command list's
+        cost with :meth:`synchronize`); meant for finding the kernels that dominate.
+        """
+        import time
+
+        self.synchronize()
+        timings = []
+        for command in commands:
+            start = time.perf_counter()
+            self.replay([command])
+            self.synchronize()
+            timings.append((command[3], time.perf_counter() - start))
+        return timings
 
     def read_many(self, items: Sequence[tuple[GpuBuffer, int]]) -> list[bytes]:
         """Read several buffers with one submit and one mapping (one readback)."""
