@@ -109,3 +109,16 @@ def test_gradient_on_gpu_matches_cpu(device: Device, op: OpDef, case: OpCase) ->
     rtol, atol = op.tolerance
     for c, d in zip(cpu, gpu, strict=True):
         np.testing.assert_allclose(d, c, rtol=max(10 * rtol, 1e-5), atol=max(10 * atol, 1e-5))
+
+
+def test_docs_coverage_table_is_current() -> None:
+    from pathlib import Path
+
+    from asgrad.gpu.coverage import coverage_page
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "ops.md"
+    if not page.exists():
+        pytest.skip("no docs/ops.md in this checkout")
+    assert page.read_text(encoding="utf-8") == coverage_page(), (
+        "docs/ops.md is out of date: run python -m asgrad.gpu coverage --output docs/ops.md"
+    )

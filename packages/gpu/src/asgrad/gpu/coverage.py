@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from asgrad.tensor.registry import all_ops
 
-__all__ = ["OpCoverage", "coverage", "coverage_json", "coverage_markdown"]
+__all__ = ["OpCoverage", "coverage", "coverage_json", "coverage_markdown", "coverage_page"]
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def coverage_markdown() -> str:
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        note = ("fused. " if r.fused else "") + r.doc
+        note = (("fused. " if r.fused else "") + r.doc).replace("|", "\\|")
         lines.append(
             f"| `{r.name}` | {r.category} | {mark(r.cpu_kernel)} | {mark(r.gpu_kernel)} "
             f"| {mark(r.gradient_rule)} | {mark(r.parity_cases)} | {note} |"
@@ -95,3 +95,26 @@ def coverage_markdown() -> str:
         "ops with a gradient rule."
     )
     return "\n".join(lines)
+
+
+PAGE_HEADER = """# Op coverage
+
+Every primitive op of the registry, with its numpy kernel (the reference), its WGSL
+kernel (the GPU twin), its gradient rule and its parity test cases. Generated from the
+registry by
+
+```bash
+python -m asgrad.gpu coverage --output docs/ops.md
+```
+
+and checked by the GPU tests, so a new op without a GPU kernel, a gradient rule or
+parity cases shows up here as **no** and fails `packages/gpu/tests/test_parity.py`.
+*fused* marks composite ops (softmax, layer norm...) that are primitives with their own
+kernels rather than compositions of smaller ops.
+
+"""
+
+
+def coverage_page() -> str:
+    """The whole ``docs/ops.md`` page: an introduction and the table."""
+    return PAGE_HEADER + coverage_markdown() + "\n"

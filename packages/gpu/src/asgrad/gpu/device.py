@@ -388,18 +388,28 @@ class Device:
         return commands
 
     def replay(self, commands: Sequence[Command]) -> None:
-        """Record captured commands into the open compute pass (chunked submits)."""
-        chunk = self.chunk_dispatches
+        """Record captured commands into the open compute pass.
+
+        Submits come after 32, 64, 128... commands (up to ``chunk_dispatches``): the
+        GPU starts on the first kernels while the host still encodes the rest, and a
+        long plan costs only a few submits.
+        """
+        chunk = min(32, self.chunk_dispatches)
+        last = None
         for pipeline, group, groups, _ in commands:
             if self._pass is None:
                 self._pass = self._open_encoder().begin_compute_pass()
+                last = None
             cpass = self._pass
-            cpass.set_pipeline(pipeline)
+            if pipeline is not last:
+                cpass.set_pipeline(pipeline)
+                last = pipeline
             cpass.set_bind_group(0, group)
             cpass.dispatch_workgroups(*groups)
             self._pending += 1
             if self._pending >= chunk:
                 self.flush()
+                chunk = min(2 * chunk, self.chunk_dispatches)
         self.counter.dispatches += len(commands)
 
     def profile(self, commands: Sequence[Command]) -> list[tuple[str, float]]:
