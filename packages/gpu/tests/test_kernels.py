@@ -31,7 +31,7 @@ def _close(got: Array, want: Array, rtol: float = 1e-5, atol: float = 1e-5) -> N
         ((1, 1), (1, 1)),
     ],
 )
-@pytest.mark.parametrize("transpose", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("transpose", [(False, False), (True, False), (False, True), (True, True)])
 def test_matmul_matches_numpy(
     device: Device,
     variant: str,

@@ -3,7 +3,8 @@
 // 256 threads (16x16), each computing an 8x8 block of C held in sixteen named vec4
 // accumulators: a dynamically indexed private array would spill to slow memory
 // (0.5 vs 25 TFLOP/s on an H200, see GPU_NOTES.md). The K dimension advances in
-// steps of BK = 8 through two 128x8 tiles in workgroup memory (8 KiB), stored
+// steps of BK = 8 through two 128x8 tiles in workgroup memory (8 KiB, the next pair
+// fetched into registers while the current one is used), stored
 // k-major as vec4 so the inner loop reads four consecutive rows/columns at once.
 // A thread owns rows {ty*4..ty*4+3, 64+ty*4..64+ty*4+3} and the same pattern of
 // columns, so the 16 threads of a row read 16 different vec4 of a tile (no bank
@@ -45,37 +46,62 @@ fn load_b(base: u32, k: u32, n: u32) -> f32 {
     return 0.0;
 }
 
-// Tile loaders: each of the 256 threads moves 4 elements of a 128x8 tile.
-fn load_a_tile_k(li: u32, a_base: u32, row0: u32, k0: u32) {
+// Tile loaders: each of the 256 threads fetches 4 elements of a 128x8 tile from global
+// memory into registers (fetch_*), and later stores them into workgroup memory
+// (stash_*): the next tile's fetch is issued before the current tile's arithmetic, so
+// its latency hides behind it (register double buffering).
+fn fetch_a_k(li: u32, a_base: u32, row0: u32, k0: u32) -> vec4<f32> {
+    let m = row0 + li / 2u;
+    let k = k0 + (li % 2u) * 4u;
+    return vec4<f32>(load_a(a_base, m, k), load_a(a_base, m, k + 1u),
+                     load_a(a_base, m, k + 2u), load_a(a_base, m, k + 3u));
+}
+
+fn stash_a_k(li: u32, v: vec4<f32>) {
     let m = li / 2u;
     let kk = (li % 2u) * 4u;
-    for (var j = 0u; j < 4u; j++) {
-        As[(kk + j) * 32u + m / 4u][m % 4u] = load_a(a_base, row0 + m, k0 + kk + j);
-    }
+    As[kk * 32u + m / 4u][m % 4u] = v.x;
+    As[(kk + 1u) * 32u + m / 4u][m % 4u] = v.y;
+    As[(kk + 2u) * 32u + m / 4u][m % 4u] = v.z;
+    As[(kk + 3u) * 32u + m / 4u][m % 4u] = v.w;
 }
 
-fn load_a_tile_m(li: u32, a_base: u32, row0: u32, k0: u32) {
+fn fetch_a_m(li: u32, a_base: u32, row0: u32, k0: u32) -> vec4<f32> {
     let k = k0 + li / 32u;
     let m = row0 + (li % 32u) * 4u;
-    As[(li / 32u) * 32u + li % 32u] = vec4<f32>(
-        load_a(a_base, m, k), load_a(a_base, m + 1u, k),
-        load_a(a_base, m + 2u, k), load_a(a_base, m + 3u, k));
+    return vec4<f32>(load_a(a_base, m, k), load_a(a_base, m + 1u, k),
+                     load_a(a_base, m + 2u, k), load_a(a_base, m + 3u, k));
 }
 
-fn load_b_tile_n(li: u32, b_base: u32, col0: u32, k0: u32) {
+fn stash_a_m(li: u32, v: vec4<f32>) {
+    As[(li / 32u) * 32u + li % 32u] = v;
+}
+
+fn fetch_b_n(li: u32, b_base: u32, col0: u32, k0: u32) -> vec4<f32> {
     let k = k0 + li / 32u;
     let n = col0 + (li % 32u) * 4u;
-    Bs[(li / 32u) * 32u + li % 32u] = vec4<f32>(
-        load_b(b_base, k, n), load_b(b_base, k, n + 1u),
-        load_b(b_base, k, n + 2u), load_b(b_base, k, n + 3u));
+    return vec4<f32>(load_b(b_base, k, n), load_b(b_base, k, n + 1u),
+                     load_b(b_base, k, n + 2u), load_b(b_base, k, n + 3u));
 }
 
-fn load_b_tile_k(li: u32, b_base: u32, col0: u32, k0: u32) {
+fn stash_b_n(li: u32, v: vec4<f32>) {
+    Bs[(li / 32u) * 32u + li % 32u] = v;
+}
+
+fn fetch_b_k(li: u32, b_base: u32, col0: u32, k0: u32) -> vec4<f32> {
+    let n = col0 + li / 2u;
+    let k = k0 + (li % 2u) * 4u;
+    return vec4<f32>(load_b(b_base, k, n), load_b(b_base, k + 1u, n),
+                     load_b(b_base, k + 2u, n), load_b(b_base, k + 3u, n));
+}
+
+fn stash_b_k(li: u32, v: vec4<f32>) {
     let n = li / 2u;
     let kk = (li % 2u) * 4u;
-    for (var j = 0u; j < 4u; j++) {
-        Bs[(kk + j) * 32u + n / 4u][n % 4u] = load_b(b_base, k0 + kk + j, col0 + n);
-    }
+    Bs[kk * 32u + n / 4u][n % 4u] = v.x;
+    Bs[(kk + 1u) * 32u + n / 4u][n % 4u] = v.y;
+    Bs[(kk + 2u) * 32u + n / 4u][n % 4u] = v.z;
+    Bs[(kk + 3u) * 32u + n / 4u][n % 4u] = v.w;
 }
 
 fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
@@ -136,10 +162,16 @@ fn main(
     var c7a = vec4<f32>(0.0);
     var c7b = vec4<f32>(0.0);
 
+    var next_a = fetch_a_${A_LAYOUT}(li, a_base, row0, 0u);
+    var next_b = fetch_b_${B_LAYOUT}(li, b_base, col0, 0u);
     for (var k0 = 0u; k0 < params.K; k0 += 8u) {
-        load_a_tile_${A_LAYOUT}(li, a_base, row0, k0);
-        load_b_tile_${B_LAYOUT}(li, b_base, col0, k0);
+        stash_a_${A_LAYOUT}(li, next_a);
+        stash_b_${B_LAYOUT}(li, next_b);
         workgroupBarrier();
+        if (k0 + 8u < params.K) {
+            next_a = fetch_a_${A_LAYOUT}(li, a_base, row0, k0 + 8u);
+            next_b = fetch_b_${B_LAYOUT}(li, b_base, col0, k0 + 8u);
+        }
         for (var k = 0u; k < 8u; k++) {
             let a0 = As[k * 32u + ty];
             let a1 = As[k * 32u + 16u + ty];
