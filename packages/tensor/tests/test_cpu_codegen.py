@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import asgrad.tensor.executor as executor_module
 from asgrad.autograd import grad
 from asgrad.tensor import Graph, Tensor, Variable, compile, get_op, make_schedule
 from asgrad.tensor.executor import CPUExecutable, Schedule
@@ -137,3 +138,21 @@ def test_scalar_outputs_are_arrays_and_updates_apply() -> None:
     assert out.shape == ()
     assert float(out) == pytest.approx(6.0)
     assert v.value.tolist() == [0.0, 1.0]
+
+
+def test_small_products_run_on_one_blas_thread_and_the_count_is_restored() -> None:
+    control = executor_module._blas()
+    if control.set is None:
+        pytest.skip("threadpoolctl cannot reach numpy's BLAS here")
+    before = control.get()
+    g = Graph()
+    x = g.input("x", (64, 200))
+    w = g.parameter("w", variable=Variable("w", np.ones((200, 100), np.float32)))
+    program = compile([(x @ w).sum()])
+    (value,) = program({"x": np.ones((64, 200), np.float32)})
+    assert float(value) == 64 * 100 * 200
+    assert control.get() == before
+    assert isinstance(program.executable, CPUExecutable)
+    (fn,) = program.executable._fns.values()
+    if before > 1:
+        assert "_blas_set(1)" in fn.source

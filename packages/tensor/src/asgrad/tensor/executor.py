@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -315,6 +316,43 @@ _HELPERS: dict[str, Any] = {
 }
 
 
+# Matrix products below this many flops run on one BLAS thread: a fork-join costs
+# more than it saves there, and on a loaded machine a descheduled BLAS worker stalls
+# the whole product for a scheduler quantum. Larger ones use the configured count.
+SERIAL_GEMM_FLOPS = int(os.environ.get("ASGRAD_SERIAL_GEMM_FLOPS", str(1 << 26)))
+
+
+class _BlasThreads:
+    """Sets the thread count of numpy's BLAS (through threadpoolctl, when installed)."""
+
+    def __init__(self) -> None:
+        self.get: Any = None
+        self.set: Any = None
+        try:
+            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+        except ImportError:
+            return
+        try:
+            blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+        except Exception:  # an unusual BLAS build: leave its threads alone
+            return
+        # numpy's own BLAS (scipy may have loaded another copy, left alone).
+        mine = [c for c in blas if os.sep + "numpy" in str(c.filepath)] or blas[:1]
+        if mine:
+            self.get = lambda: mine[0].num_threads
+            self.set = mine[0].set_num_threads
+
+
+_blas_threads: _BlasThreads | None = None
+
+
+def _blas() -> _BlasThreads:
+    global _blas_threads
+    if _blas_threads is None:
+        _blas_threads = _BlasThreads()
+    return _blas_threads
+
+
 def _matmul_batch_sum(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """``(p @ q).sum(batch axes)`` as one matrix product: p (..., K, T), q (..., T, N).
 
@@ -462,13 +500,30 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
     for node_id, step in last.items():
         freed.setdefault(step, []).append(node_id)
 
-    lines = ["def run(feeds):"]
+    body: list[str] = []
+    serial = switched = False  # BLAS runs on its configured threads at the start
+    control = _blas()
     for step, (node, fmt, arg_ids) in enumerate(kept):
+        flops = _gemm_flops(fmt, [types[a] for a in arg_ids], types[node.id])
+        # OpenBLAS itself runs products below 2 * 65536 * 4 flops on one thread.
+        if flops is not None and flops >= 1 << 19 and control.set is not None:
+            want = flops < SERIAL_GEMM_FLOPS
+            if want != serial:
+                body.append("    _blas_set(1)" if want else "    _blas_set(_threads)")
+                serial, switched = want, switched or want
         expr = fmt.format(*(name_of(a) for a in arg_ids))
-        lines.append(f"    v{position[node.id]} = {expr}")
+        body.append(f"    v{position[node.id]} = {expr}")
         dead = sorted(f"v{position[d]}" for d in freed.get(step, []))
         if dead:
-            lines.append(f"    del {', '.join(dead)}")
+            body.append(f"    del {', '.join(dead)}")
+    lines = ["def run(feeds):"]
+    if switched:
+        env["_blas_set"], env["_blas_get"] = control.set, control.get
+        lines += ["    _threads = _blas_get()", "    try:"]
+        lines += ["    " + line for line in body]
+        lines += ["    finally:", "        _blas_set(_threads)"]
+    else:
+        lines += body
     for k, (var, n) in enumerate(schedule.updates):
         env[f"upd{k}"] = var
         src = name_of(n.id)
@@ -490,6 +545,16 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
     run = env["run"]
     run.source = "\n".join(lines)
     return run
+
+
+def _gemm_flops(fmt: str, args: Sequence[TensorType], out: TensorType) -> int | None:
+    """The flops of a generated matrix product line, or None for any other line."""
+    if fmt.startswith("_matmul_batch_sum("):
+        p = args[0].shape
+        return 2 * int(np.prod(p)) * int(args[1].shape[-1])
+    if fmt.startswith("_matmul("):
+        return 2 * int(np.prod(out.shape)) * int(args[0].shape[-1])
+    return None
 
 
 def _specialize(
