@@ -146,3 +146,17 @@ def test_released_buffer_is_reused(device: Device) -> None:
     b = to_gpu(np.ones(1000, np.float32), device)
     assert b.buffer is buffer
     assert b.numpy().sum() == 1000.0
+
+
+def test_auto_falls_back_to_the_cpu_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    import asgrad.tensor.backends as backends
+
+    monkeypatch.setattr("asgrad.gpu.executor.get_device", _no_adapter)
+    monkeypatch.setattr(backends, "_warned_fallback", False)
+    with pytest.warns(RuntimeWarning, match="CPU"):
+        assert resolve_backend("auto") == "cpu"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_backend("auto") == "cpu"  # warned once per process
