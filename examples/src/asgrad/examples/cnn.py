@@ -27,11 +27,10 @@ import numpy as np
 
 from asgrad import nn
 from asgrad.examples._common import Timer, device, parser, progress, report
+from asgrad.examples._threads import blas_threads
 from asgrad.examples.idx import load_mnist
 from asgrad.nn.data import DataLoader, TensorDataset, train_test_split
-from asgrad.nn.layers import Conv2d, Dropout, MaxPool2d
 from asgrad.nn.metrics import accuracy
-from asgrad.nn.schedulers import CosineAnnealingLR
 from asgrad.tensor import Graph, evaluate
 
 DIGITS_EPOCHS = 15
@@ -98,13 +97,13 @@ def build_model(image_size: tuple[int, int] = (8, 8), seed: int = 0) -> nn.Modul
     rng = np.random.default_rng(seed)
     h, w = image_size
     return nn.Sequential(
-        Conv2d(1, 16, 3, padding=1, rng=rng),
+        nn.Conv2d(1, 16, 3, padding=1, rng=rng),
         nn.ReLU(),
-        Conv2d(16, 32, 3, padding=1, rng=rng),
+        nn.Conv2d(16, 32, 3, padding=1, rng=rng),
         nn.ReLU(),
-        MaxPool2d(2),
+        nn.MaxPool2d(2),
         nn.Flatten(),
-        Dropout(0.25, seed=seed),
+        nn.Dropout(0.25, seed=seed),
         nn.Linear(32 * (h // 2) * (w // 2), 10, rng=rng),
     )
 
@@ -132,8 +131,25 @@ def train(
     seed: int = 0,
     backend: str | None = None,
     quiet: bool = True,
+    threads: int | None = 1,
 ) -> dict[str, Any]:
-    """Train the CNN on ``split`` (default: the digits) and return the results."""
+    """Train the CNN on ``split`` (default: the digits) and return the results.
+
+    ``threads`` limits BLAS threads during the run (``None``: no limit).
+    """
+    with blas_threads(threads):
+        return _train(split, epochs, batch_size, lr, seed, backend, quiet)
+
+
+def _train(
+    split: Split | None,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    backend: str | None,
+    quiet: bool,
+) -> dict[str, Any]:
     split = split if split is not None else load_digits_split(seed)
     model = build_model(split.image_size, seed)
     g = Graph("cnn-train")
@@ -147,7 +163,7 @@ def train(
     )
     # Cosine decay of the learning rate over every step of the run (no recompiling:
     # the compiled step reads the rate from a variable).
-    schedule = CosineAnnealingLR(optimizer, T_max=epochs * len(loader))
+    schedule = nn.CosineAnnealingLR(optimizer, T_max=epochs * len(loader))
     timer = Timer()
     epoch_losses: list[float] = []
     bar = progress(range(epochs), total=epochs, quiet=quiet, desc=f"cnn {split.name}")
@@ -187,6 +203,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
     p.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS threads (default 1, fastest for this small model; 0: no limit)",
+    )
+    p.add_argument(
         "--data",
         metavar="DIR",
         default=None,
@@ -203,7 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if epochs is None:
         epochs = MNIST_EPOCHS if args.data else DIGITS_EPOCHS
     results = train(
-        split, epochs, args.batch_size, args.lr, args.seed, device(args.device), args.quiet
+        split,
+        epochs,
+        args.batch_size,
+        args.lr,
+        args.seed,
+        device(args.device),
+        args.quiet,
+        args.threads or None,
     )
     results.pop("epoch_losses")
     report("cnn", **results)

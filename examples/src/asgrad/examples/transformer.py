@@ -24,6 +24,7 @@ import numpy as np
 
 from asgrad import nn
 from asgrad.examples._common import Timer, device, parser, progress, report
+from asgrad.examples._threads import blas_threads
 from asgrad.examples.text import (
     CharVocab,
     load_text,
@@ -32,8 +33,6 @@ from asgrad.examples.text import (
     tiled_windows,
     unigram_loss,
 )
-from asgrad.nn.layers import Embedding, LayerNorm, LearnedPositionalEncoding, TransformerBlock
-from asgrad.nn.schedulers import WarmupCosine
 from asgrad.tensor import Graph, Tensor, evaluate
 
 STEPS = 800
@@ -56,13 +55,13 @@ class CharTransformer(nn.Module):
         super().__init__()
         rng = np.random.default_rng(seed)
         self.context = context
-        self.embed = Embedding(vocab_size, dim, std=0.02, rng=rng)
-        self.pos = LearnedPositionalEncoding(context, dim, std=0.02, rng=rng)
+        self.embed = nn.Embedding(vocab_size, dim, std=0.02, rng=rng)
+        self.pos = nn.LearnedPositionalEncoding(context, dim, std=0.02, rng=rng)
         self.blocks = nn.ModuleList(
-            TransformerBlock(dim, num_heads, 4 * dim, dropout, causal=True, rng=rng)
+            nn.TransformerBlock(dim, num_heads, 4 * dim, dropout, causal=True, rng=rng)
             for _ in range(num_layers)
         )
-        self.norm = LayerNorm(dim)
+        self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, vocab_size, rng=rng)
 
     def forward(self, ids: Tensor) -> Tensor:
@@ -147,8 +146,47 @@ def train(
     prompt: str = PROMPT,
     sample_length: int = 200,
     temperature: float = 0.8,
+    threads: int | None = 1,
 ) -> dict[str, Any]:
-    """Train the language model on the bundled text; returns losses, baseline and sample."""
+    """Train the language model on the bundled text; returns losses, baseline and sample.
+
+    ``threads`` limits BLAS threads during the run (``None``: no limit).
+    """
+    with blas_threads(threads):
+        return _train(
+            steps,
+            seed,
+            backend,
+            quiet,
+            batch_size,
+            context,
+            dim,
+            num_heads,
+            num_layers,
+            lr,
+            time_limit,
+            prompt,
+            sample_length,
+            temperature,
+        )
+
+
+def _train(
+    steps: int,
+    seed: int,
+    backend: str | None,
+    quiet: bool,
+    batch_size: int,
+    context: int,
+    dim: int,
+    num_heads: int,
+    num_layers: int,
+    lr: float,
+    time_limit: float | None,
+    prompt: str,
+    sample_length: int,
+    temperature: float,
+) -> dict[str, Any]:
     text = load_text()
     vocab = CharVocab(text)
     train_ids, val_ids = split_ids(vocab.encode(text), 0.1)
@@ -161,7 +199,7 @@ def train(
     loss = nn.cross_entropy(model(x), y)
     optimizer = nn.AdamW(model.parameters(), lr=lr, weight_decay=0.01, clip_grad_norm=1.0)
     step = optimizer.compile(loss, backend=backend)
-    schedule = WarmupCosine(optimizer, warmup_steps=max(1, steps // 10), total_steps=steps)
+    schedule = nn.WarmupCosine(optimizer, warmup_steps=max(1, steps // 10), total_steps=steps)
 
     rng = np.random.default_rng(seed)
     timer = Timer()
@@ -210,6 +248,12 @@ def make_parser() -> argparse.ArgumentParser:
         help="stop training after this many seconds (default: run every step)",
     )
     p.add_argument("--batch-size", type=int, default=32, help="windows per step (default 32)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="BLAS threads (default 1, fastest for this small model; 0: no limit)",
+    )
     p.add_argument("--prompt", default=PROMPT, help=f"start of the sample (default {PROMPT!r})")
     p.add_argument(
         "--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)"
@@ -228,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         time_limit=args.time_limit,
         prompt=args.prompt,
         temperature=args.temperature,
+        threads=args.threads or None,
     )
     results.pop("losses")
     if not args.quiet:
