@@ -59,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in lines[1:]:
         target = line.strip().split(" = ", 1)[0]
         if target in node_of and " = " in line:
-            timed.append(f"    _t = _pc(); {line.strip()}; _acc[{len(labels)}] += _pc() - _t")
+            indent = line[: len(line) - len(line.lstrip())]
+            timed.append(f"{indent}_t = _pc(); {line.strip()}; _acc[{len(labels)}] += _pc() - _t")
             labels.append(target)
             sources.append(line.strip())
         else:

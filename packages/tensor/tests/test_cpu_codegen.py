@@ -140,7 +140,9 @@ def test_scalar_outputs_are_arrays_and_updates_apply() -> None:
     assert v.value.tolist() == [0.0, 1.0]
 
 
-def test_small_products_run_on_one_blas_thread_and_the_count_is_restored() -> None:
+def test_serial_blas_is_opt_in_and_the_thread_count_is_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     control = executor_module._blas()
     if control.set is None:
         pytest.skip("threadpoolctl cannot reach numpy's BLAS here")
@@ -148,11 +150,16 @@ def test_small_products_run_on_one_blas_thread_and_the_count_is_restored() -> No
     g = Graph()
     x = g.input("x", (64, 200))
     w = g.parameter("w", variable=Variable("w", np.ones((200, 100), np.float32)))
-    program = compile([(x @ w).sum()])
-    (value,) = program({"x": np.ones((64, 200), np.float32)})
-    assert float(value) == 64 * 100 * 200
-    assert control.get() == before
-    assert isinstance(program.executable, CPUExecutable)
-    (fn,) = program.executable._fns.values()
-    if before > 1:
-        assert "_blas_set(1)" in fn.source
+    out = (x @ w).sum()
+    feeds = {"x": np.ones((64, 200), np.float32)}
+    default = compile([out])
+    default(feeds)  # code is generated at the first run with given shapes
+    monkeypatch.setattr(executor_module, "SERIAL_GEMM_FLOPS", 1 << 30)
+    serial = compile([out])
+    for program, switches in ((default, False), (serial, True)):
+        (value,) = program(feeds)
+        assert float(value) == 64 * 100 * 200
+        assert control.get() == before
+        assert isinstance(program.executable, CPUExecutable)
+        (fn,) = program.executable._fns.values()
+        assert ("_blas_set(1)" in fn.source) == switches

@@ -316,10 +316,13 @@ _HELPERS: dict[str, Any] = {
 }
 
 
-# Matrix products below this many flops run on one BLAS thread: a fork-join costs
-# more than it saves there, and on a loaded machine a descheduled BLAS worker stalls
-# the whole product for a scheduler quantum. Larger ones use the configured count.
-SERIAL_GEMM_FLOPS = int(os.environ.get("ASGRAD_SERIAL_GEMM_FLOPS", str(1 << 26)))
+# Opt-in (ASGRAD_SERIAL_GEMM_FLOPS=N): a program whose largest matrix product is
+# below N flops runs with numpy's BLAS on one thread. On an oversubscribed machine a
+# descheduled BLAS worker stalls every multi-threaded product for a scheduler
+# quantum; one thread is then steadier. On an idle machine the configured thread
+# count is faster, so it is the default. Switching per product is not done: raising
+# the count wakes the pool, which costs more than a product of this size.
+SERIAL_GEMM_FLOPS = int(os.environ.get("ASGRAD_SERIAL_GEMM_FLOPS", "0"))
 
 
 class _BlasThreads:
@@ -501,25 +504,21 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
         freed.setdefault(step, []).append(node_id)
 
     body: list[str] = []
-    serial = switched = False  # BLAS runs on its configured threads at the start
-    control = _blas()
+    largest = 0  # flops of the largest matrix product
     for step, (node, fmt, arg_ids) in enumerate(kept):
         flops = _gemm_flops(fmt, [types[a] for a in arg_ids], types[node.id])
-        # OpenBLAS itself runs products below 2 * 65536 * 4 flops on one thread.
-        if flops is not None and flops >= 1 << 19 and control.set is not None:
-            want = flops < SERIAL_GEMM_FLOPS
-            if want != serial:
-                body.append("    _blas_set(1)" if want else "    _blas_set(_threads)")
-                serial, switched = want, switched or want
+        largest = max(largest, flops or 0)
         expr = fmt.format(*(name_of(a) for a in arg_ids))
         body.append(f"    v{position[node.id]} = {expr}")
         dead = sorted(f"v{position[d]}" for d in freed.get(step, []))
         if dead:
             body.append(f"    del {', '.join(dead)}")
     lines = ["def run(feeds):"]
-    if switched:
+    control = _blas()
+    # OpenBLAS itself runs products below 2 * 65536 * 4 flops on one thread.
+    if control.set is not None and 1 << 19 <= largest < SERIAL_GEMM_FLOPS:
         env["_blas_set"], env["_blas_get"] = control.set, control.get
-        lines += ["    _threads = _blas_get()", "    try:"]
+        lines += ["    _threads = _blas_get()", "    _blas_set(1)", "    try:"]
         lines += ["    " + line for line in body]
         lines += ["    finally:", "        _blas_set(_threads)"]
     else:
