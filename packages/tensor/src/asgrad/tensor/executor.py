@@ -311,6 +311,7 @@ _HELPERS: dict[str, Any] = {
     "_array": np.array,
     "_erf_f32": cpu_kernels.erf_f32,
     "_gelu_f32": cpu_kernels.gelu_f32,
+    "_where_zero": cpu_kernels.where_zero,
     "np_float32": np.float32,
     "np_float64": np.float64,
 }
@@ -459,7 +460,7 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
             continue
         refs[node.id] = _Ref(node.id)
         arg_ids = [r.id for r in ins]
-        special = _specialize(node, types, producer, users, roots) if original else None
+        special = _specialize(node, types, producer, users, roots, refs) if original else None
         if special is not None:
             fmt = special[0]
             if special[1] is not None:
@@ -562,6 +563,7 @@ def _specialize(
     producer: Mapping[int, tuple[Node, list[int]]],
     users: Mapping[int, int],
     roots: Sequence[int],
+    refs: Mapping[int, _Ref],
 ) -> tuple[str, list[int] | None] | None:
     """A faster expression for ``node`` at exact types, or None for its kernel.
 
@@ -582,6 +584,18 @@ def _specialize(
         return "_matmul({0}, {1})", None
     if op == "div":
         return "_divide({0}, {1})", None
+    if op == "where" and is_float and out_t.shape and in_t[0].shape == out_t.shape:
+        cond, when_true, when_false = node.inputs
+        for keep, value, other in ((True, when_true, when_false), (False, when_false, when_true)):
+            zero = refs[other.id]
+            if (
+                types[value.id].shape == out_t.shape
+                and zero.is_const
+                and np.shape(zero.const) == ()
+                and float(zero.const) == 0.0
+                and not np.signbit(zero.const)
+            ):
+                return f"_where_zero({{0}}, {{1}}, {keep})", [cond.id, value.id]
     if op == "erf" and out_t.dtype == "float32" and out_t.shape:
         return "_erf_f32({0})", None
     gelu_exact = op == "gelu" and attrs.get("approximate", "none") == "none"
