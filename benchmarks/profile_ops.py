@@ -36,6 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import asgrad_workloads
     from asgrad.tensor import Program
+    from asgrad.tensor.executor import CPUExecutable
 
     w = asgrad_workloads.build(args.workload, "cpu")
     for _ in range(3):
@@ -50,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     compiled = (time.perf_counter() - start) / args.steps
 
     # Time every line of the generated function: the code that really runs.
+    assert isinstance(program.executable, CPUExecutable)
     (fn,) = program.executable._fns.values()
     node_of = {f"v{i}": node for i, node in enumerate(schedule.nodes)}
     lines = fn.source.splitlines()
