@@ -51,7 +51,8 @@ def test_resume_from_checkpoint_continues_bit_identically(tmp_path: Path) -> Non
     data = manager.load("latest")
     assert data.step == 6
     model2.load_state_dict(data.model_state)
-    assert data.optimizer_state is not None and data.scheduler_state is not None
+    assert data.optimizer_state is not None
+    assert data.scheduler_state is not None
     opt2.load_state_dict(data.optimizer_state)
     sched2.load_state_dict(data.scheduler_state)
     resumed = _run(step2, sched2, data.restore_rng(), 6)
