@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu import GpuArray, get_device, to_gpu
-from asgrad.gpu.ops import copy_into, elementwise, matmul_into
+from asgrad.gpu.ops import elementwise, matmul_into
+from asgrad.gpu.ops.copy import COPY_ITEMS, copy_bytes
 from asgrad.gpu.ops.matmul import MatrixView
 
 Row = dict[str, Any]
@@ -130,37 +131,110 @@ def bench_matmul(sizes: list[int], variants: list[str], torch: Any) -> list[Row]
     return rows
 
 
-def bench_copy(mib: int, torch: Any) -> list[Row]:
+def _wall_slope(run: Callable[[int], float], reps: int) -> float:
+    """Seconds per repetition as the slope between ``reps`` and ``2 * reps`` repetitions.
+
+    ``run(k)`` times k repetitions including one final wait; the difference removes
+    the fixed costs (first submit, the wait, a readback) that a plain mean would
+    spread over the repetitions.
+    """
+    return max(run(2 * reps) - run(reps), 1e-12) / reps
+
+
+def bench_copy(mib: int, torch: Any, variants: bool) -> list[Row]:
+    """Device-to-device copy bandwidth, counted the same way on both sides.
+
+    Both sides copy the same ``mib`` MiB between two distinct device buffers, and
+    both count ``2 * bytes`` (each byte read once and written once). ``gbps`` is
+    GPU time: timestamp queries around one compute pass of ``reps`` copies for asgrad,
+    CUDA events around ``reps`` ``copy_`` calls for PyTorch (``cudaMemcpyAsync``
+    device to device); ``wall_gbps`` is host wall time, the slope between ``reps``
+    and ``2 * reps`` copies (so neither side pays its fixed submit and wait costs).
+    """
     rows: list[Row] = []
-    n = mib * 2**20 // 4
+    nbytes = mib * 2**20
+    n = nbytes // 4
     src = to_gpu(np.ones(n, np.float32))
     dst = GpuArray.empty((n,), np.float32)
     device = get_device()
-    moved = 2 * n * 4  # read + write
+    moved = 2 * nbytes  # read + write
     reps = 20
-    sec = _time_gpu(lambda: copy_into(src, dst), reps)
-    rows.append({"bench": "copy", "impl": "asgrad-wgsl", "mib": mib, "gbps": moved / sec / 1e9})
-    print(json.dumps(rows[-1]), flush=True)
-    sec = _time_gpu(lambda: device.copy(src.buffer, dst.buffer, n * 4), reps)
+
+    def asgrad_wall(record: Callable[[], object]) -> Callable[[int], float]:
+        def run(k: int) -> float:
+            device.synchronize()
+            start = time.perf_counter()
+            for i in range(k):
+                record()
+                if i % 4 == 3:
+                    device.flush()  # let the GPU start while the host records more
+            device.synchronize()
+            return time.perf_counter() - start
+
+        return run
+
+    configs: list[tuple[str, int, int | None]] = [("asgrad-wgsl", COPY_ITEMS, None)]
+    if variants:
+        configs += [
+            (f"asgrad-wgsl-items{i}-wg{w or 'all'}", i, w)
+            for i, w in ((1, None), (2, None), (8, None), (4, 2048), (4, 8192), (8, 4096))
+        ]
+    for impl, items, cap in configs:
+
+        def record(items: int = items, cap: int | None = cap) -> None:
+            copy_bytes(src, dst, nbytes, items=items, max_workgroups=cap)
+
+        record()
+        device.synchronize()
+        gpu = device.gpu_seconds(lambda record=record: [record() for _ in range(reps)])  # type: ignore[misc]
+        wall = _wall_slope(asgrad_wall(record), reps)
+        row: Row = {"bench": "copy", "impl": impl, "mib": mib, "wall_gbps": moved / wall / 1e9}
+        row["gbps"] = moved / (gpu / reps) / 1e9 if gpu else row["wall_gbps"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if dst.numpy()[-1] != 1.0:
+        raise RuntimeError("the copy kernel did not copy")
+    wall = _wall_slope(asgrad_wall(lambda: device.copy(src.buffer, dst.buffer, nbytes)), reps)
     rows.append(
         {
             "bench": "copy",
             "impl": "wgpu-copy_buffer",
             "mib": mib,
-            "gbps": moved / sec / 1e9,
+            "gbps": moved / wall / 1e9,
+            "wall_gbps": moved / wall / 1e9,
         }
     )
     print(json.dumps(rows[-1]), flush=True)
     if torch is not None:
         tx = torch.ones(n, device="cuda")
         ty = torch.empty_like(tx)
-        sec = _time_torch(torch, lambda: ty.copy_(tx), reps)
+
+        def torch_wall(k: int) -> float:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(k):
+                ty.copy_(tx)
+            torch.cuda.synchronize()
+            return time.perf_counter() - start
+
+        ty.copy_(tx)
+        torch.cuda.synchronize()
+        begin = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(reps):
+            ty.copy_(tx)
+        end.record()
+        end.synchronize()
+        gpu = begin.elapsed_time(end) * 1e-3
+        wall = _wall_slope(torch_wall, reps)
         rows.append(
             {
                 "bench": "copy",
                 "impl": "torch-cuda",
                 "mib": mib,
-                "gbps": moved / sec / 1e9,
+                "gbps": moved / (gpu / reps) / 1e9,
+                "wall_gbps": moved / wall / 1e9,
             }
         )
         print(json.dumps(rows[-1]), flush=True)
@@ -251,6 +325,9 @@ def profile_workload(name: str, top: int) -> list[Row]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (lavapipe)")
+    parser.add_argument(
+        "--variants", action="store_true", help="also time copy-kernel variants (tuning)"
+    )
     parser.add_argument("--json", help="also write all rows to this file")
     parser.add_argument(
         "--profile", metavar="WORKLOAD", help="per-kernel times of a training step instead"
@@ -275,7 +352,7 @@ def main() -> None:
     variants = ["128", "64"]
     warm_up(0.2 if args.quick else 2.0)
     rows = bench_matmul(sizes, variants, torch)
-    rows += bench_copy(4 if args.quick else 256, torch)
+    rows += bench_copy(4 if args.quick else 256, torch, args.variants)
     rows += bench_dispatch(200 if args.quick else 2000)
     if args.json:
         with open(args.json, "w") as fh:
@@ -285,7 +362,10 @@ def main() -> None:
         if r["bench"] == "matmul":
             print(f"| matmul | {r['impl']} | {r['n']}^3 | {r['tflops']:.2f} TFLOP/s |")
         elif r["bench"] == "copy":
-            print(f"| copy | {r['impl']} | {r['mib']} MiB | {r['gbps']:.0f} GB/s |")
+            print(
+                f"| copy | {r['impl']} | {r['mib']} MiB | {r['gbps']:.0f} GB/s "
+                f"(wall {r['wall_gbps']:.0f}) |"
+            )
         else:
             print(
                 f"| dispatch | {r['impl']} | {r['count']} | "

@@ -188,3 +188,47 @@ def test_long_axes_reduce_in_pieces(
     got = reduce_axis(kind, to_gpu(x, device), axis).numpy()
     want = getattr(np, kind)(x.astype(np.float64), axis=axis)
     _close(got, want.astype(np.float32), rtol=1e-4, atol=1e-3)
+
+
+def _exact_array(device: Device, n: int) -> GpuArray:
+    """A float32 array in a buffer of exactly ``4 * n`` bytes (not a pooled size)."""
+    from asgrad.gpu.buffers import GpuBuffer
+
+    usage = device.wgpu.BufferUsage
+    handle = device.handle.create_buffer(
+        size=4 * n, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST
+    )
+    return GpuArray(device, GpuBuffer(handle, 4 * n), (n,), np.float32, owned=False)
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 255, 1027, 4 * 1024 * 3 + 7])
+@pytest.mark.parametrize("exact", [False, True])
+def test_copy_moves_every_word(device: Device, n: int, exact: bool) -> None:
+    from asgrad.gpu.ops import copy_into
+
+    x = np.arange(n, dtype=np.float32) - 0.5
+    src = _exact_array(device, n) if exact else to_gpu(x, device)
+    if exact:
+        device.write(src.buffer, x)
+    dst = _exact_array(device, n) if exact else GpuArray.empty((n,), np.float32, device)
+    device.write(dst.buffer, np.full(n, -7.0, np.float32))
+    copy_into(src, dst)
+    np.testing.assert_array_equal(dst.numpy(), x)
+
+
+@pytest.mark.parametrize(("items", "max_workgroups"), [(1, None), (2, 3), (4, 1), (8, None)])
+def test_copy_grid_stride_and_folded_grid(
+    device: Device,
+    monkeypatch: pytest.MonkeyPatch,
+    items: int,
+    max_workgroups: int | None,
+) -> None:
+    from asgrad.gpu.ops.copy import copy_bytes
+
+    n = 4 * 256 * 23 + 12  # 23+ blocks at one vec4 per thread
+    x = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    src = to_gpu(x, device)
+    dst = GpuArray.empty((n,), np.float32, device)
+    monkeypatch.setattr(device, "max_groups", 4)  # forces a 2-D fold of the grid
+    copy_bytes(src, dst, 4 * n, items=items, max_workgroups=max_workgroups)
+    np.testing.assert_array_equal(dst.numpy(), x)

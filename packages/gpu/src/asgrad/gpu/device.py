@@ -111,7 +111,9 @@ class Device:
         self.adapter = adapter
         adapter_limits = {k: int(v) for k, v in dict(adapter.limits).items()}
         limits = requested_limits(adapter_limits)
-        wanted_features = [f for f in ("shader-f16",) if f in adapter.features]
+        # timestamp-query: only for Device.gpu_seconds (benchmarks); costs nothing unused
+        wanted = ("shader-f16", "timestamp-query")
+        wanted_features = [f for f in wanted if f in adapter.features]
         try:
             self.handle = adapter.request_device_sync(
                 label="asgrad",
@@ -428,6 +430,40 @@ class Device:
             self.synchronize()
             timings.append((command[3], time.perf_counter() - start))
         return timings
+
+    def gpu_seconds(self, record: Callable[[], object]) -> float | None:
+        """GPU time of the dispatches ``record()`` makes, from timestamp queries.
+
+        The dispatches go into one compute pass with a timestamp at its start and end
+        (no submit in between), so the time excludes host encoding, submission and the
+        wait. ``None`` when the adapter has no ``timestamp-query``.
+        """
+        if "timestamp-query" not in self.capabilities.features:
+            return None
+        wgpu = self.wgpu
+        self.flush()
+        queries = self.handle.create_query_set(type=wgpu.QueryType.timestamp, count=2)
+        resolved = self.handle.create_buffer(
+            size=256, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
+        )
+        self._pass = self._open_encoder().begin_compute_pass(
+            timestamp_writes={
+                "query_set": queries,
+                "beginning_of_pass_write_index": 0,
+                "end_of_pass_write_index": 1,
+            }
+        )
+        chunk, self.chunk_dispatches = self.chunk_dispatches, 1 << 30  # one pass
+        try:
+            record()
+        finally:
+            self.chunk_dispatches = chunk
+        self._end_pass()
+        self._open_encoder().resolve_query_set(queries, 0, 2, resolved, 0)
+        stamps = np.frombuffer(self.read(GpuBuffer(resolved, 256), 16), dtype=np.uint64)
+        resolved.destroy()
+        queries.destroy()
+        return float(stamps[1] - stamps[0]) * 1e-9  # nanoseconds (WebGPU)
 
     def read_many(self, items: Sequence[tuple[GpuBuffer, int]]) -> list[bytes]:
         """Read several buffers with one submit and one mapping (one readback)."""
