@@ -11,6 +11,10 @@ rules close the set, so higher-order gradients work:
     adaptive_avg_pool2d(x) / adaptive_avg_pool2d_backward(g, x)
 
 The argmax of a window is its first maximum in row-major order, as in PyTorch.
+Max pooling's backward ops find it as one bool mask per kernel offset (no index
+array, no per-offset ``np.where``); where the windows tile the input exactly
+(stride == kernel, no padding, no remainder) the gradient is written once per
+offset into a strided view of the result, without a zeroed buffer or accumulation.
 """
 
 from __future__ import annotations
@@ -108,39 +112,89 @@ def _max_pool2d(x: np.ndarray, **attrs: Any) -> np.ndarray:
     return out
 
 
-def _argmax_offsets(
+def _winners(
     x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, ohw: Pair
-) -> np.ndarray:
-    """For each window, the index (i * kw + j) of its first maximum."""
+) -> list[np.ndarray]:
+    """Per kernel offset, a bool mask (output shape) of the windows whose first
+    maximum lies at that offset: the masks partition the windows.
+
+    One pass over the offsets keeps the running maximum (``fmax``: a NaN never wins,
+    as with ``>``), and each offset's "strictly greater" mask; the winner of a window
+    is the last offset that was strictly greater, else offset 0.
+    """
     xp = pad_hw(x, padding, -np.inf)
+    offsets = _offsets(kernel)
     best = xp[offset_slice(0, 0, stride, _NO_DILATION, ohw)].copy()
-    index = np.zeros(best.shape, dtype=np.int32)
-    for k, (i, j) in enumerate(_offsets(kernel)[1:], start=1):
+    # A NaN at offset 0 stays the running maximum (nothing is greater than it).
+    nan_first = bool(np.isnan(best).any())
+    masks: list[np.ndarray] = [best]  # offset 0's mask is filled in below
+    for i, j in offsets[1:]:
         part = xp[offset_slice(i, j, stride, _NO_DILATION, ohw)]
-        better = part > best
-        np.copyto(best, part, where=better)
-        index[better] = k
-    return index
+        better = np.greater(part, best)
+        if nan_first:
+            np.copyto(best, part, where=better)
+        else:
+            np.fmax(best, part, out=best)
+        masks.append(better)
+    if len(offsets) == 1:
+        return [np.ones(best.shape, dtype=bool)]
+    taken = masks[-1].copy()  # windows won by a later offset
+    for k in range(len(offsets) - 2, 0, -1):
+        np.greater(masks[k], taken, out=masks[k])  # better_k and not taken
+        taken |= masks[k]
+    masks[0] = np.logical_not(taken)
+    return masks
+
+
+_INT_OF = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+
+
+def _masked_into(dst: np.ndarray, mask: np.ndarray, g: np.ndarray) -> None:
+    """``dst[...] = where(mask, g, +0.0)``, bit for bit (an AND with the mask)."""
+    itype = _INT_OF.get(g.dtype)
+    if itype is None:
+        np.copyto(dst, np.where(mask, g, np.zeros((), dtype=g.dtype)))
+        return
+    bits = mask.view(np.uint8).astype(itype)
+    np.negative(bits, out=bits)  # True -> all ones, False -> 0
+    np.bitwise_and(bits, g.view(itype), out=dst.view(itype))
+
+
+def _tiles(x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, ohw: Pair) -> bool:
+    """Whether the windows tile x exactly: stride == kernel, no padding, no remainder."""
+    return (
+        stride == kernel
+        and padding == (0, 0)
+        and x.shape[2] == ohw[0] * kernel[0]
+        and x.shape[3] == ohw[1] * kernel[1]
+    )
 
 
 def _max_pool2d_backward(g: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarray:
     kernel, stride, padding, ohw = _geometry(x, attrs)
-    index = _argmax_offsets(x, kernel, stride, padding, ohw)
+    masks = _winners(x, kernel, stride, padding, ohw)
     n, c, h, w = x.shape
+    if _tiles(x, kernel, stride, padding, ohw):  # each input pixel in one window
+        out = np.empty(x.shape, dtype=g.dtype)
+        tiled = out.reshape(n, c, ohw[0], kernel[0], ohw[1], kernel[1])
+        for mask, (i, j) in zip(masks, _offsets(kernel), strict=True):
+            _masked_into(tiled[:, :, :, i, :, j], mask, g)
+        return out
     dxp = np.zeros((n, c, h + 2 * padding[0], w + 2 * padding[1]), dtype=g.dtype)
-    zero = np.zeros((), dtype=g.dtype)
-    for k, (i, j) in enumerate(_offsets(kernel)):
-        dxp[offset_slice(i, j, stride, _NO_DILATION, ohw)] += np.where(index == k, g, zero)
+    share = np.empty(g.shape, dtype=g.dtype)
+    for mask, (i, j) in zip(masks, _offsets(kernel), strict=True):
+        _masked_into(share, mask, g)
+        dxp[offset_slice(i, j, stride, _NO_DILATION, ohw)] += share
     return crop_hw(dxp, padding, (h, w))
 
 
 def _max_pool2d_select(h: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarray:
     kernel, stride, padding, ohw = _geometry(x, attrs)
-    index = _argmax_offsets(x, kernel, stride, padding, ohw)
+    masks = _winners(x, kernel, stride, padding, ohw)
     hp = pad_hw(h, padding)
-    out = np.zeros(index.shape, dtype=h.dtype)
-    for k, (i, j) in enumerate(_offsets(kernel)):
-        np.copyto(out, hp[offset_slice(i, j, stride, _NO_DILATION, ohw)], where=index == k)
+    out = np.empty(masks[0].shape, dtype=h.dtype)  # the masks cover every window once
+    for mask, (i, j) in zip(masks, _offsets(kernel), strict=True):
+        np.copyto(out, hp[offset_slice(i, j, stride, _NO_DILATION, ohw)], where=mask)
     return out
 
 
