@@ -33,6 +33,29 @@ def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     return np.asarray(x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0))))
 
 
+def _gelu_grad(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    if approximate == "tanh":
+        c = math.sqrt(2.0 / math.pi)
+        u = c * (x + 0.044715 * x**3)
+        sech2 = 1.0 / np.cosh(u) ** 2
+        return np.asarray(
+            g * (0.5 * (1.0 + np.tanh(u)) + 0.5 * x * sech2 * c * (1.0 + 0.134145 * x**2))
+        )
+    phi = np.exp(-(x**2) / 2.0) / math.sqrt(2.0 * math.pi)
+    return np.asarray(g * (0.5 * (1.0 + _erf(x / math.sqrt(2.0))) + x * phi))
+
+
+def _adam_ema(m: np.ndarray, g: np.ndarray, beta: float, square: bool = False) -> np.ndarray:
+    return np.asarray(beta * m + (1.0 - beta) * (g**2 if square else g))
+
+
+def _adam_update(
+    p: np.ndarray, m: np.ndarray, v: np.ndarray, lr: Any, bc2: Any, *decay: Any, eps: float = 1e-8
+) -> np.ndarray:
+    shrink = decay[0] if decay else 1.0
+    return np.asarray(p * shrink - lr * m / (np.sqrt(v) / bc2 + eps))
+
+
 def _softplus(x: np.ndarray, beta: float = 1.0) -> np.ndarray:
     # log(1 + e^z) = max(z, 0) + log1p(e^-|z|), stable for the large cases.
     z = beta * x
@@ -108,6 +131,7 @@ REFERENCES: dict[str, Reference] = {
     "relu": lambda x: np.where(x > 0, x, 0.0),
     "leaky_relu": lambda x, alpha=0.01: np.where(x > 0, x, alpha * x),
     "gelu": _gelu,
+    "gelu_grad": _gelu_grad,
     "erf": _erf,
     "silu": lambda x: x * _sigmoid(x),
     "elu": lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(np.minimum(x, 0)) - 1.0)),
@@ -157,6 +181,9 @@ REFERENCES: dict[str, Reference] = {
     "concat": lambda *xs, axis: np.concatenate(xs, axis=axis),
     "gather": lambda x, idx, axis: np.take(x, idx, axis=axis),
     "scatter_add": _scatter_add,
+    # optimizer updates
+    "adam_ema": _adam_ema,
+    "adam_update": _adam_update,
     "one_hot": lambda idx, depth, dtype="float32": np.eye(depth, dtype=dtype)[idx],
 }
 

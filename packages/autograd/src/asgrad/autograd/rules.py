@@ -187,14 +187,40 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
 def _gelu_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:
-    if attrs.get("approximate", "none") == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-        t = inner.tanh()
-        d_inner = _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x)
-        return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * d_inner)
-    cdf = 0.5 * (1.0 + (x * (1.0 / _SQRT_2)).erf())
+    # One fused op (erf and exp computed once); its own rule below is in graph ops.
+    approximate = attrs.get("approximate", "none")
+    return x.graph.apply("gelu_grad", (g, x), {"approximate": approximate})
+
+
+def _gelu_second(x: Tensor, approximate: str) -> Tensor:
+    """GELU''(x) in graph ops."""
+    if approximate == "tanh":
+        # u = k (x + a x^3), t = tanh(u), s = 1 - t^2:
+        # GELU'' = s (u' - x t u'^2 + x u'' / 2), u' = k (1 + 3 a x^2), u'' = 6 k a x
+        x2 = x * x
+        t = (_SQRT_2_OVER_PI * (x + 0.044715 * x * x2)).tanh()
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x2)
+        d2u = x * (6.0 * 0.044715 * _SQRT_2_OVER_PI)
+        return (1.0 - t * t) * (du - x * t * du * du + 0.5 * x * d2u)
+    # phi(x) (2 - x^2)
     pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
-    return g * (cdf + x * pdf)
+    return pdf * (2.0 - x * x)
+
+
+@rule("gelu_grad")
+def _gelu_grad_rule(
+    h: Tensor,
+    out: Tensor,
+    ins: tuple[Tensor, ...],
+    attrs: Mapping[str, Any],
+    needs: tuple[bool, ...],
+) -> Grads:
+    # out = g * GELU'(x): d/dg = GELU'(x), d/dx = g * GELU''(x)
+    g, x = ins
+    approximate = attrs.get("approximate", "none")
+    gg = x.graph.apply("gelu_grad", (h, x), {"approximate": approximate}) if needs[0] else None
+    gx = h * g * _gelu_second(x, approximate) if needs[1] else None
+    return gg, gx
 
 
 def _clamp_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:

@@ -8,6 +8,7 @@
 ``python -m asgrad.gpu coverage`` the op-coverage table.
 """
 
+from asgrad.gpu import lowering_fused as lowering_fused  # registers the fused ops' GPU kernels
 from asgrad.gpu import lowering_nn as lowering_nn  # registers the nn ops' GPU kernels
 from asgrad.gpu.array import GpuArray, to_gpu
 from asgrad.gpu.capabilities import Capabilities

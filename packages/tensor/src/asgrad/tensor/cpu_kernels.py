@@ -70,3 +70,38 @@ def where_zero(cond: np.ndarray, x: np.ndarray, keep: bool = True) -> np.ndarray
     np.bitwise_and(mask, x.view(mask.dtype), out=mask)
     out: np.ndarray = mask.view(x.dtype)
     return out
+
+
+_INV_SQRT_2PI = np.float32(1.0 / math.sqrt(2.0 * math.pi))
+
+
+def gelu_grad_f32(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``g * GELU'(x)`` (exact GELU) of float32 arrays of one shape, rank >= 1.
+
+    ``GELU'(x) = Phi(x) + x phi(x)``. Abramowitz & Stegun 7.1.26 computes
+    ``erfc(|x| / sqrt 2)`` through ``exp(-x**2 / 2)``, the very exponential the
+    density needs, so one exp serves both; every pass writes into a fresh buffer.
+    """
+    a = np.abs(x)
+    a *= _INV_SQRT2  # |z|, z = x / sqrt 2
+    t = a * _P
+    t += np.float32(1.0)
+    np.reciprocal(t, out=t)
+    y: np.ndarray = t * _A[4]
+    for c in (_A[3], _A[2], _A[1], _A[0]):
+        y += c
+        y *= t
+    np.multiply(a, a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)  # exp(-x**2 / 2)
+    y *= a  # erfc(|z|)
+    # Phi(x) = 0.5 + copysign(0.5 * erf(|z|), x), erf(|z|) = 1 - erfc(|z|)
+    y *= np.float32(-0.5)
+    y += np.float32(0.5)
+    np.copysign(y, x, out=y)
+    y += np.float32(0.5)
+    a *= x
+    a *= _INV_SQRT_2PI  # x phi(x)
+    y += a
+    y *= g
+    return y

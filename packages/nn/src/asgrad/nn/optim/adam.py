@@ -20,7 +20,8 @@ class Adam(Optimizer):
         p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
 
     The two bias corrections and ``lr / (1 - beta1**t)`` are per-step scalars built
-    once per compiled step and shared by every parameter.
+    once per compiled step and shared by every parameter. The per-parameter part is
+    three fused ops: ``adam_ema`` for each moment and ``adam_update`` for the step.
 
     >>> from asgrad.nn import Linear
     >>> Adam(Linear(2, 1, rng=0).parameters(), lr=1e-3)
@@ -65,21 +66,23 @@ class Adam(Optimizer):
         )
         if self.weight_decay and not self.decoupled:
             g = g + param * self.weight_decay
+        decay: tuple[Tensor, ...] = ()
         if self.weight_decay and self.decoupled:
             wd = self.weight_decay
-            decay = self.per_step("adamw_decay", lambda: 1.0 - graph.bind(self._lr) * wd, dt)
-            param = param * decay
+            decay = (self.per_step("adamw_decay", lambda: 1.0 - graph.bind(self._lr) * wd, dt),)
         m_var, v_var = self.slot("exp_avg", var), self.slot("exp_avg_sq", var)
-        m = graph.bind(m_var) * b1 + g * (1.0 - b1)
-        v = graph.bind(v_var) * b2 + g * g * (1.0 - b2)
+        # Fused elementwise ops: one kernel per moment and one for the step.
+        m = graph.apply("adam_ema", (graph.bind(m_var), g), {"beta": b1})
+        v = graph.apply("adam_ema", (graph.bind(v_var), g), {"beta": b2, "square": True})
         self.assign(m_var, m)
         self.assign(v_var, v)
         if self.amsgrad:
             vmax_var = self.slot("max_exp_avg_sq", var)
             v = maximum(graph.bind(vmax_var), v)
             self.assign(vmax_var, v)
-        denom = v.sqrt() / bc2_sqrt + self.eps
-        return param - step_size * m / denom
+        return graph.apply(
+            "adam_update", (param, m, v, step_size, bc2_sqrt, *decay), {"eps": self.eps}
+        )
 
 
 class AdamW(Adam):

@@ -1,0 +1,218 @@
+"""Fused elementwise ops for the backward pass and the optimizers.
+
+Each replaces a chain of arithmetic primitives with one kernel that reads its
+inputs once and writes into fresh buffers (``out=``):
+
+* ``gelu_grad(g, x)``: GELU's input gradient ``g * GELU'(x)``, exact (erf) or tanh.
+  Differentiable: its own gradient rule (in graph ops) gives higher-order gradients.
+* ``adam_ema(m, g)``: Adam's moment update ``beta * m + (1 - beta) * g`` (``g * g``
+  with ``square``), the same arithmetic, in the same order, as the graph-op form.
+* ``adam_update(p, m, v, step_size, bc2_sqrt[, decay])``: Adam's parameter step
+  ``p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``.
+
+The optimizer ops are not differentiable (an update is not differentiated).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from asgrad.tensor import cpu_kernels
+from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ops._common import randn, require_float, same_dtype, uniform
+from asgrad.tensor.ops.elementwise import erf_kernel
+from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_TANH_A = 0.044715
+
+
+def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:
+    for t, name in zip(types[1:], names[1:], strict=True):
+        if t.shape != types[0].shape:
+            raise ShapeError(f"{name} is {t}; it must have the shape of {names[0]} {types[0]}")
+
+
+# -- gelu_grad ------------------------------------------------------------------------------
+def _infer_gelu_grad(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(types[1])
+    same_dtype(types, "gradient and input")
+    _same_shape(types, ("gradient", "input"))
+    if attrs.get("approximate", "none") not in ("none", "tanh"):
+        raise ShapeError(f"approximate must be 'none' or 'tanh', got {attrs['approximate']!r}")
+    return types[1]
+
+
+def _gelu_grad(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    if approximate == "tanh":
+        x2 = x * x
+        t = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_A * x * x2))
+        d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (
+            _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_A * x2)
+        )
+        out: np.ndarray = g * d
+        return out.astype(x.dtype, copy=False)
+    if x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
+        return cpu_kernels.gelu_grad_f32(g, x)
+    cdf = 0.5 * (1.0 + erf_kernel(x * _INV_SQRT_2))
+    pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    result: np.ndarray = g * (cdf + x * pdf)
+    return result.astype(x.dtype, copy=False)
+
+
+def _gelu_grad_cases(rng: np.random.Generator) -> list[OpCase]:
+    out = []
+    for approximate in ("none", "tanh"):
+        a = {"approximate": approximate}
+        out += [
+            OpCase((randn(rng, 3, 4), randn(rng, 3, 4) * 2.0), a, label=f"(3, 4) {approximate}"),
+            OpCase((randn(rng, 2, 3, 5), randn(rng, 2, 3, 5)), a, label=f"rank 3 {approximate}"),
+            OpCase((randn(rng), randn(rng)), a, label=f"scalar {approximate}"),
+        ]
+    big = (randn(rng, 4, 33), uniform(rng, -30.0, 30.0, 4, 33))
+    out.append(OpCase(big, {"approximate": "none"}, grad=False, label="large magnitudes"))
+    return out
+
+
+# -- Adam ------------------------------------------------------------------------------------
+def _infer_adam_ema(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(types[0], "moment")
+    same_dtype(types, "moment and gradient")
+    _same_shape(types, ("moment", "gradient"))
+    if not 0.0 <= float(attrs["beta"]) < 1.0:
+        raise ShapeError(f"beta must be in [0, 1), got {attrs['beta']}")
+    return types[0]
+
+
+def _adam_ema(m: np.ndarray, g: np.ndarray, *, beta: float, square: bool = False) -> np.ndarray:
+    dt = m.dtype.type
+    out: np.ndarray = np.multiply(m, dt(beta))
+    if square:
+        sq = np.multiply(g, g)
+        sq *= dt(1.0 - beta)
+    else:
+        sq = np.multiply(g, dt(1.0 - beta))
+    out += sq
+    return out
+
+
+def _infer_adam_update(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if len(types) not in (5, 6):
+        raise ShapeError(f"takes (p, m, v, step_size, bc2_sqrt[, decay]), got {len(types)} inputs")
+    require_float(types[0], "parameter")
+    same_dtype(types, "parameter, moments and step scalars")
+    _same_shape(types[:3], ("parameter", "first moment", "second moment"))
+    for t in types[3:]:
+        if t.shape != ():
+            raise ShapeError(f"step scalars must be 0-d, got {t}")
+    if float(attrs.get("eps", 1e-8)) < 0:
+        raise ShapeError(f"eps must be >= 0, got {attrs['eps']}")
+    return types[0]
+
+
+def _adam_update(
+    p: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    step_size: np.ndarray,
+    bc2_sqrt: np.ndarray,
+    decay: np.ndarray | None = None,
+    *,
+    eps: float = 1e-8,
+) -> np.ndarray:
+    dt = p.dtype.type
+    denom = np.sqrt(v)
+    np.divide(denom, bc2_sqrt, out=denom)
+    denom += dt(eps)
+    step: np.ndarray = np.multiply(step_size, m)
+    np.divide(step, denom, out=step)
+    if decay is None:
+        np.subtract(p, step, out=step)
+        return step
+    out: np.ndarray = np.multiply(p, decay)
+    out -= step
+    return out
+
+
+def _adam_ema_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase((randn(rng, 3, 4), randn(rng, 3, 4)), {"beta": 0.9}, grad=False, label="first"),
+        OpCase(
+            (uniform(rng, 0.0, 1.0, 5), randn(rng, 5)),
+            {"beta": 0.999, "square": True},
+            grad=False,
+            label="second",
+        ),
+        OpCase((randn(rng), randn(rng)), {"beta": 0.5}, grad=False, label="scalar"),
+    ]
+
+
+def _adam_update_cases(rng: np.random.Generator) -> list[OpCase]:
+    def scalar(lo: float, hi: float) -> np.ndarray:
+        return np.asarray(rng.uniform(lo, hi))
+
+    p, m, v = randn(rng, 3, 4), randn(rng, 3, 4) * 0.1, uniform(rng, 0.0, 0.1, 3, 4)
+    return [
+        OpCase((p, m, v, scalar(1e-3, 1e-2), scalar(0.1, 1.0)), {"eps": 1e-8}, grad=False),
+        OpCase(
+            (p, m, v, scalar(1e-3, 1e-2), scalar(0.1, 1.0), scalar(0.99, 1.0)),
+            {"eps": 1e-6},
+            grad=False,
+            label="decay",
+        ),
+        OpCase(
+            (randn(rng, 7), randn(rng, 7), np.zeros(7), scalar(0.1, 1.0), scalar(0.1, 1.0)),
+            {"eps": 1e-3},
+            grad=False,
+            label="v = 0",
+        ),
+    ]
+
+
+register_op(
+    OpDef(
+        "gelu_grad",
+        "elementwise",
+        _infer_gelu_grad,
+        _gelu_grad,
+        2,
+        True,
+        (5e-5, 5e-6),
+        _gelu_grad_cases,
+        fused=True,
+        doc="GELU's input gradient g * GELU'(x), exact (erf) or tanh",
+    )
+)
+register_op(
+    OpDef(
+        "adam_ema",
+        "optim",
+        _infer_adam_ema,
+        _adam_ema,
+        2,
+        False,
+        (1e-5, 1e-6),
+        _adam_ema_cases,
+        fused=True,
+        doc="Adam's moment: beta * m + (1 - beta) * g (g * g with square)",
+    )
+)
+register_op(
+    OpDef(
+        "adam_update",
+        "optim",
+        _infer_adam_update,
+        _adam_update,
+        None,
+        False,
+        (1e-5, 1e-6),
+        _adam_update_cases,
+        fused=True,
+        doc="Adam's step: p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)",
+    )
+)
