@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,3 +110,48 @@ def offset_slice(i: int, j: int, stride: Pair, dilation: Pair, ohw: Pair) -> tup
         slice(y0, y0 + stride[0] * (ohw[0] - 1) + 1, stride[0]),
         slice(x0, x0 + stride[1] * (ohw[1] - 1) + 1, stride[1]),
     )
+
+
+class _ScratchBuffers(threading.local):
+    def __init__(self) -> None:
+        self.by_role: dict[str, np.ndarray] = {}
+
+
+_scratch = _ScratchBuffers()
+SCRATCH_LIMIT_BYTES = 1 << 26  # larger temporaries are allocated afresh
+
+
+def scratch(role: str, shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """An uninitialised C-contiguous array for a kernel's temporary, reused across calls.
+
+    One byte buffer per ``role`` and thread, grown to the largest request: the
+    im2col columns and padded copies of a training step then cost no fresh pages
+    (page faults on new memory dominated the convolutions). A kernel must never
+    return such an array (nor a view of it), and two live temporaries of one call
+    need two roles.
+    """
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if nbytes > SCRATCH_LIMIT_BYTES:
+        return np.empty(tuple(shape), dtype=dt)
+    buf = _scratch.by_role.get(role)
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.empty(max(nbytes, 64), dtype=np.uint8)
+        _scratch.by_role[role] = buf
+    out: np.ndarray = buf[:nbytes].view(dt).reshape(tuple(shape))
+    return out
+
+
+def pad_hw_scratch(x: np.ndarray, padding: Pair, role: str = "pad") -> np.ndarray:
+    """:func:`pad_hw` with zeros into a scratch buffer (``x`` itself without padding)."""
+    ph, pw = padding
+    if not ph and not pw:
+        return x
+    n, c, h, w = x.shape
+    out = scratch(role, (n, c, h + 2 * ph, w + 2 * pw), x.dtype)
+    out[:, :, :ph] = 0
+    out[:, :, ph + h :] = 0
+    out[:, :, ph : ph + h, :pw] = 0
+    out[:, :, ph : ph + h, pw + w :] = 0
+    out[:, :, ph : ph + h, pw : pw + w] = x
+    return out

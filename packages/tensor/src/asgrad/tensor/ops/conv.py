@@ -26,9 +26,10 @@ from asgrad.tensor.ops._spatial import (
     Pair,
     offset_slice,
     out_hw,
-    pad_hw,
+    pad_hw_scratch,
     pair,
     require_nchw,
+    scratch,
     windows,
 )
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
@@ -166,20 +167,27 @@ def _columns(
 
     This layout makes each pass one matrix product per group (one BLAS call), with
     the long N*OH*OW axis contiguous, which beats a batch of small products per
-    image, most of all on a loaded multi-threaded BLAS.
+    image, most of all on a loaded multi-threaded BLAS. The columns (and the padded
+    copy) are scratch buffers reused across calls.
     """
     n, c, h, w = x.shape
     ohw = out_hw((h, w), kernel, stride, padding, dilation, "convolution")
-    view = windows(pad_hw(x, padding), kernel, stride, dilation, ohw)  # (N, C, kh, kw, OH, OW)
+    xp = pad_hw_scratch(x, padding)
+    view = windows(xp, kernel, stride, dilation, ohw)  # (N, C, kh, kw, OH, OW)
     k = c // groups * kernel[0] * kernel[1]
-    cols = view.transpose(1, 2, 3, 0, 4, 5).reshape(groups, k, n * ohw[0] * ohw[1])
+    cols = scratch("cols", (groups, k, n * ohw[0] * ohw[1]), x.dtype)
+    np.copyto(
+        cols.reshape(c, kernel[0], kernel[1], n, ohw[0], ohw[1]), view.transpose(1, 2, 3, 0, 4, 5)
+    )
     return cols, ohw
 
 
 def _channel_major(g: np.ndarray, groups: int) -> np.ndarray:
-    """(N, O, OH, OW) -> (G, O/G, N*OH*OW)."""
+    """(N, O, OH, OW) -> (G, O/G, N*OH*OW), in a scratch buffer."""
     n, o, oh, ow = g.shape
-    return np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(groups, o // groups, n * oh * ow)
+    out = scratch("channel_major", (o, n, oh, ow), g.dtype)
+    np.copyto(out, g.transpose(1, 0, 2, 3))
+    return out.reshape(groups, o // groups, n * oh * ow)
 
 
 def conv2d_kernel(
@@ -196,11 +204,16 @@ def conv2d_kernel(
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     o, _, kh, kw = w.shape
     cols, ohw = _columns(x, (kh, kw), st, pad, dil, groups)
-    out = np.matmul(w.reshape(groups, o // groups, -1), cols)  # (G, O/G, N*OH*OW)
-    if b is not None:
-        out += b.reshape(groups, o // groups, 1)
-    nchw: np.ndarray = out.reshape(o, x.shape[0], ohw[0], ohw[1]).transpose(1, 0, 2, 3)
-    return np.ascontiguousarray(nchw)
+    n = x.shape[0]
+    gemm = scratch("gemm", (groups, o // groups, n * ohw[0] * ohw[1]), x.dtype)
+    np.matmul(w.reshape(groups, o // groups, -1), cols, out=gemm)  # (G, O/G, N*OH*OW)
+    by_image = gemm.reshape(o, n, ohw[0], ohw[1]).transpose(1, 0, 2, 3)
+    out = np.empty((n, o, ohw[0], ohw[1]), dtype=gemm.dtype)  # never a scratch view
+    if b is None:
+        np.copyto(out, by_image)
+    else:
+        np.add(by_image, b.reshape(1, o, 1, 1), out=out)
+    return out
 
 
 def conv_input_grad(
@@ -220,15 +233,19 @@ def conv_input_grad(
     n, o, oh, ow = g.shape
     _, cg, kh, kw = w.shape
     wt = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
-    cols = np.matmul(wt, _channel_major(g, groups))  # (G, C/G*kh*kw, N*OH*OW)
-    cols = cols.reshape(groups * cg, kh, kw, n, oh, ow)
+    cols = scratch("cols", (groups, cg * kh * kw, n * oh * ow), g.dtype)
+    np.matmul(wt, _channel_major(g, groups), out=cols)  # (G, C/G*kh*kw, N*OH*OW)
+    cols6 = cols.reshape(groups * cg, kh, kw, n, oh, ow)
     hp, wp = hw[0] + 2 * padding[0], hw[1] + 2 * padding[1]
-    dxp = np.zeros((groups * cg, n, hp, wp), dtype=g.dtype)  # channel-major, like cols
+    dxp = scratch("col2im", (groups * cg, n, hp, wp), g.dtype)  # channel-major, like cols
+    dxp.fill(0)
     for i in range(kh):
         for j in range(kw):
-            dxp[offset_slice(i, j, stride, dilation, (oh, ow))] += cols[:, i, j]
+            dxp[offset_slice(i, j, stride, dilation, (oh, ow))] += cols6[:, i, j]
     inner = dxp[:, :, padding[0] : padding[0] + hw[0], padding[1] : padding[1] + hw[1]]
-    return np.ascontiguousarray(inner.transpose(1, 0, 2, 3))
+    out = np.empty((n, groups * cg, hw[0], hw[1]), dtype=g.dtype)  # never a scratch view
+    np.copyto(out, inner.transpose(1, 0, 2, 3))
+    return out
 
 
 def _conv2d_backward_input(
