@@ -177,7 +177,7 @@ def bench_copy(mib: int, torch: Any, variants: bool) -> list[Row]:
     if variants:
         configs += [
             (f"asgrad-wgsl-items{i}-wg{w or 'all'}", i, w)
-            for i, w in ((1, None), (2, None), (8, None), (4, 2048), (4, 8192), (8, 4096))
+            for i, w in ((1, None), (4, None), (8, None), (2, 2048), (2, 8192), (8, 4096))
         ]
     for impl, items, cap in configs:
 
