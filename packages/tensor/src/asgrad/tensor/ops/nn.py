@@ -115,6 +115,8 @@ def _layer_norm(
     normalized_shape: Any,
     eps: float = 1e-5,
 ) -> np.ndarray:
+    if _f32_rows(x, weight):
+        return _layer_norm_f32(x, weight, bias, len(tuple(normalized_shape)), eps)
     y, _ = _normalize(x, layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape}), eps)
     if weight is not None and bias is not None:
         y = y * weight + bias
@@ -129,8 +131,61 @@ def _layer_norm_backward(
     normalized_shape: Any,
     eps: float = 1e-5,
 ) -> np.ndarray:
+    if _f32_rows(x, weight) and g.dtype == np.float32:
+        return _layer_norm_backward_f32(g, x, weight, len(tuple(normalized_shape)), eps)
     axes = layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape})
     return _normalize_backward(g if weight is None else g * weight, x, axes, eps)
+
+
+# float32 fast paths: rows of the normalised size, two fresh buffers, the rest in place;
+# a row's sum of squares is one dot product (einsum), without a squared temporary.
+def _f32_rows(x: np.ndarray, weight: np.ndarray | None) -> bool:
+    return x.dtype == np.float32 and x.size > 0 and (weight is None or weight.dtype == np.float32)
+
+
+def _row_stats(x: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(x - mean, 1 / std, n)`` over the trailing ``k`` axes, as (rows, n) and (rows, 1)."""
+    n = math.prod(x.shape[x.ndim - k :])
+    rows = x.reshape(-1, n)
+    mean = np.add.reduce(rows, axis=1, keepdims=True)
+    mean *= np.float32(1.0 / n)
+    centered = rows - mean
+    rstd = np.einsum("ij,ij->i", centered, centered)[:, None]
+    rstd *= np.float32(1.0 / n)
+    rstd += np.float32(eps)
+    np.sqrt(rstd, out=rstd)
+    np.reciprocal(rstd, out=rstd)
+    return centered, rstd, n
+
+
+def _layer_norm_f32(
+    x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, k: int, eps: float
+) -> np.ndarray:
+    y, rstd, _ = _row_stats(x, k, eps)
+    y *= rstd
+    if weight is not None and bias is not None:
+        y *= weight.reshape(-1)
+        y += bias.reshape(-1)
+    return y.reshape(x.shape)
+
+
+def _layer_norm_backward_f32(
+    g: np.ndarray, x: np.ndarray, weight: np.ndarray | None, k: int, eps: float
+) -> np.ndarray:
+    x_hat, rstd, n = _row_stats(x, k, eps)
+    x_hat *= rstd
+    gw: np.ndarray = g.reshape(x_hat.shape) * (
+        np.float32(1.0) if weight is None else weight.reshape(-1)
+    )
+    mean_g = np.add.reduce(gw, axis=1, keepdims=True)
+    mean_g *= np.float32(1.0 / n)
+    mean_gx = np.einsum("ij,ij->i", gw, x_hat)[:, None]
+    mean_gx *= np.float32(1.0 / n)
+    gw -= mean_g
+    x_hat *= mean_gx
+    gw -= x_hat
+    gw *= rstd
+    return gw.reshape(x.shape)
 
 
 # -- batch norm (training: batch statistics) --------------------------------------------
