@@ -14,7 +14,7 @@ __all__ = ["COPY_ITEMS", "copy_bytes", "copy_into"]
 COPY_ITEMS = 2
 """16-byte words each thread of the vec4 copy kernel moves (loads first, then stores).
 
-On the H200 (256 MiB, GPU time): 1 or 2 words 4.18-4.22 TB/s, 4 words 4.08, 8 words
+On the H200 (256 MiB, GPU time): 1 or 2 words 4.14-4.22 TB/s, 4 words 4.08-4.10, 8 words
 4.01; PyTorch's device-to-device copy 4.19 in the same run.
 """
 
