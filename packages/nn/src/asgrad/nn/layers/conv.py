@@ -41,15 +41,16 @@ class _ConvNd(Module):
         in_channels: int,
         out_channels: int,
         kernel_size: IntPair,
-        stride: IntPair,
-        padding: IntPair,
-        dilation: IntPair,
-        groups: int,
-        bias: bool,
-        weight_init: Callable[..., np.ndarray] | None,
-        bias_init: Callable[..., np.ndarray] | None,
-        dtype: str,
-        rng: init.RNG,
+        stride: IntPair = 1,
+        padding: IntPair = 0,
+        dilation: IntPair = 1,
+        groups: int = 1,
+        bias: bool = True,
+        *,
+        weight_init: Callable[..., np.ndarray] | None = None,
+        bias_init: Callable[..., np.ndarray] | None = None,
+        dtype: str = "float32",
+        rng: init.RNG = None,
     ) -> None:
         super().__init__()
         name = type(self).__name__
@@ -128,37 +129,6 @@ class Conv2d(_ConvNd):
     (2, 8, 16, 16)
     """
 
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size: IntPair,
-        stride: IntPair = 1,
-        padding: IntPair = 0,
-        dilation: IntPair = 1,
-        groups: int = 1,
-        bias: bool = True,
-        *,
-        weight_init: Callable[..., np.ndarray] | None = None,
-        bias_init: Callable[..., np.ndarray] | None = None,
-        dtype: str = "float32",
-        rng: init.RNG = None,
-    ) -> None:
-        super().__init__(
-            in_channels,
-            out_channels,
-            kernel_size,
-            stride,
-            padding,
-            dilation,
-            groups,
-            bias,
-            weight_init,
-            bias_init,
-            dtype,
-            rng,
-        )
-
     def forward(self, x: Tensor) -> Tensor:
         return self._apply("conv2d", x)
 
@@ -203,10 +173,10 @@ class ConvTranspose2d(_ConvNd):
             dilation,
             groups,
             bias,
-            weight_init,
-            bias_init,
-            dtype,
-            rng,
+            weight_init=weight_init,
+            bias_init=bias_init,
+            dtype=dtype,
+            rng=rng,
         )
         self.output_padding = as_pair(output_padding, "output_padding")
 
