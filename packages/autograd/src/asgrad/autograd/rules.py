@@ -18,7 +18,10 @@ from asgrad.tensor import Tensor, where
 from asgrad.tensor.errors import GraphError
 
 Grads = Sequence[Tensor | None]
-Rule = Callable[[Tensor, Tensor, tuple[Tensor, ...], Mapping[str, Any], tuple[bool, ...]], Grads]
+Ins = tuple[Tensor, ...]
+Attrs = Mapping[str, Any]
+Needs = tuple[bool, ...]
+Rule = Callable[[Tensor, Tensor, Ins, Attrs, Needs], Grads]
 
 RULES: dict[str, Rule] = {}
 
@@ -57,47 +60,23 @@ def _zero(like: Tensor) -> Tensor:
 
 # -- arithmetic --------------------------------------------------------------------------------
 @rule("add")
-def _add(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _add(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return g, g
 
 
 @rule("sub")
-def _sub(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _sub(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return g, (-g if needs[1] else None)
 
 
 @rule("mul")
-def _mul(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _mul(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     a, b = ins
     return (g * b if needs[0] else None), (g * a if needs[1] else None)
 
 
 @rule("div")
-def _div(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _div(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     b = ins[1]
     ga = g / b if needs[0] else None
     gb = -(g * out) / b if needs[1] else None
@@ -105,22 +84,14 @@ def _div(
 
 
 @rule("pow")
-def _pow(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _pow(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     a, b = ins
     ga = g * b * a ** (b - 1.0) if needs[0] else None
     gb = g * out * a.log() if needs[1] else None
     return ga, gb
 
 
-def _minmax(
-    g: Tensor, ins: tuple[Tensor, ...], first_wins: Callable[[Tensor, Tensor], Tensor]
-) -> Grads:
+def _minmax(g: Tensor, ins: Ins, first_wins: Callable[[Tensor, Tensor], Tensor]) -> Grads:
     a, b = ins
     half = g * 0.5
     ga = where(first_wins(a, b), g, where(a == b, half, _zero(g)))
@@ -129,35 +100,17 @@ def _minmax(
 
 
 @rule("maximum")
-def _maximum(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _maximum(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return _minmax(g, ins, lambda x, y: x > y)
 
 
 @rule("minimum")
-def _minimum(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _minimum(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return _minmax(g, ins, lambda x, y: x < y)
 
 
 @rule("where")
-def _where(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _where(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     cond = ins[0]
     zero = _zero(g)
     return (
@@ -169,13 +122,7 @@ def _where(
 
 # -- unary -------------------------------------------------------------------------------------
 def _unary(op: str, fn: Callable[[Tensor, Tensor, Tensor, Mapping[str, Any]], Tensor]) -> None:
-    def unary_rule(
-        g: Tensor,
-        out: Tensor,
-        ins: tuple[Tensor, ...],
-        attrs: Mapping[str, Any],
-        needs: tuple[bool, ...],
-    ) -> Grads:
+    def unary_rule(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
         return (fn(g, out, ins[0], attrs),)
 
     rule(op)(unary_rule)
@@ -208,13 +155,7 @@ def _gelu_second(x: Tensor, approximate: str) -> Tensor:
 
 
 @rule("gelu_grad")
-def _gelu_grad_rule(
-    h: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _gelu_grad_rule(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     # out = g * GELU'(x): d/dg = GELU'(x), d/dx = g * GELU''(x)
     g, x = ins
     approximate = attrs.get("approximate", "none")
@@ -257,49 +198,25 @@ _unary("clamp", _clamp_grad)
 
 
 @rule("cast")
-def _cast(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _cast(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return (g.cast(ins[0].dtype),)
 
 
 # -- reductions --------------------------------------------------------------------------------
 @rule("sum")
-def _sum(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _sum(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return (_unreduce(g, ins[0], attrs),)
 
 
 @rule("mean")
-def _mean(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _mean(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     x = ins[0]
     ratio = x.graph.apply("size_ratio", (out, x))
     return (_unreduce(g * ratio, x, attrs),)
 
 
 @rule("var")
-def _var(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _var(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     x = ins[0]
     ratio = x.graph.apply("size_ratio", (out, x))
     centered = x - x.mean(axis=attrs["axis"], keepdims=True)
@@ -307,13 +224,7 @@ def _var(
 
 
 @rule("max", "min")
-def _max(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _max(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     x = ins[0]
     axes, keep = tuple(attrs["axis"]), bool(attrs.get("keepdims", False))
     hit = x == x.graph.apply("broadcast_like", (_expand(out, axes, keep), x))
@@ -324,38 +235,20 @@ def _max(
 
 
 @rule("softmax")
-def _softmax(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _softmax(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     axis = attrs["axis"]
     return (out * (g - (g * out).sum(axis=axis, keepdims=True)),)
 
 
 @rule("log_softmax")
-def _log_softmax(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _log_softmax(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     axis = attrs["axis"]
     return (g - out.exp() * g.sum(axis=axis, keepdims=True),)
 
 
 # -- linear algebra ----------------------------------------------------------------------------
 @rule("matmul")
-def _matmul(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _matmul(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     a, b = ins
     ga = g @ b.swapaxes(-1, -2) if needs[0] else None
     gb = a.swapaxes(-1, -2) @ g if needs[1] else None
@@ -364,115 +257,55 @@ def _matmul(
 
 # -- shape -------------------------------------------------------------------------------------
 @rule("reshape", "reshape_like")
-def _reshape(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _reshape(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     gx = g.graph.apply("reshape_like", (g, ins[0]))
     return (gx, None) if len(ins) == 2 else (gx,)
 
 
 @rule("transpose")
-def _transpose(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _transpose(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     axes = tuple(attrs["axes"])
     inverse = tuple(sorted(range(len(axes)), key=axes.__getitem__))
     return (g.transpose(inverse),)
 
 
 @rule("broadcast_to")
-def _broadcast_to(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _broadcast_to(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return (g,)  # grad() sums it down to the operand's shape
 
 
 @rule("broadcast_like")
-def _broadcast_like(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _broadcast_like(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return g, None
 
 
 @rule("sum_to_like")
-def _sum_to_like(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _sum_to_like(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return g.graph.apply("broadcast_like", (g, ins[0])), None
 
 
 @rule("expand_dims")
-def _expand_dims(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _expand_dims(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return (g.squeeze(tuple(attrs["axis"])),)
 
 
 @rule("squeeze")
-def _squeeze(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _squeeze(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return (g.expand_dims(tuple(attrs["axis"])),)
 
 
 @rule("slice")
-def _slice(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _slice(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return (g.graph.apply("scatter_slice", (g, ins[0]), {"index": attrs["index"]}),)
 
 
 @rule("scatter_slice")
-def _scatter_slice(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _scatter_slice(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     return g.graph.apply("slice", (g,), {"index": attrs["index"]}), None
 
 
 @rule("concat")
-def _concat(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _concat(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     axis = attrs["axis"] % out.ndim
     grads: list[Tensor | None] = []
     start = 0
@@ -485,24 +318,12 @@ def _concat(
 
 
 @rule("gather")
-def _gather(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _gather(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     x, idx = ins
     return g.graph.apply("scatter_add", (g, idx, x), {"axis": attrs["axis"]}), None
 
 
 @rule("scatter_add")
-def _scatter_add(
-    g: Tensor,
-    out: Tensor,
-    ins: tuple[Tensor, ...],
-    attrs: Mapping[str, Any],
-    needs: tuple[bool, ...],
-) -> Grads:
+def _scatter_add(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     _, idx, _ = ins
     return g.gather(idx, axis=attrs["axis"]), None, None

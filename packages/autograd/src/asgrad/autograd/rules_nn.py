@@ -17,17 +17,13 @@ those come from differentiating the unfused definition in graph ops.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from asgrad.autograd.grad import grad
-from asgrad.autograd.rules import Grads, rule
+from asgrad.autograd.rules import Attrs, Grads, Ins, Needs, rule
 from asgrad.tensor import Tensor
 from asgrad.tensor.dtypes import is_float
-
-Ins = tuple[Tensor, ...]
-Needs = tuple[bool, ...]
-Attrs = Mapping[str, Any]
 
 _CONV_KEYS = ("stride", "padding", "dilation", "groups")
 
