@@ -1,4 +1,4 @@
-"""Row kernels, one workgroup per row: softmax, log-softmax, layer norm."""
+"""Row kernels, one workgroup per row: softmax and log-softmax."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from asgrad.gpu.device import fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.source import render
 
-__all__ = ["layer_norm", "softmax"]
+__all__ = ["softmax"]
 
 
 def softmax(
@@ -38,37 +38,4 @@ def softmax(
     meta = struct.pack("<4I", outer, r, inner, 0)
     groups = fold_groups(outer * inner, device.max_groups)
     device.dispatch(pipe, (device.params(meta), x.buffer, out.buffer), groups)
-    return out
-
-
-def layer_norm(
-    x: GpuArray,
-    gamma: GpuArray | None = None,
-    beta: GpuArray | None = None,
-    eps: float = 1e-5,
-    out: GpuArray | None = None,
-) -> GpuArray:
-    """Normalise float32 ``x`` over its last axis, then scale and shift."""
-    if x.dtype != np.float32:
-        raise GpuUnsupportedError(f"layer_norm on the GPU takes float32, got {x.dtype}")
-    if (gamma is None) != (beta is None):
-        raise GpuUnsupportedError("layer_norm takes both gamma and beta, or neither")
-    out = out or GpuArray.empty(x.shape, np.float32, x.device)
-    if x.size == 0:
-        return out
-    r = x.shape[-1]
-    rows = x.size // r
-    device = x.device
-    affine = gamma is not None
-    flag = "true" if affine else "false"
-    pipe = device.pipeline(
-        ("layer_norm", flag),
-        lambda: render("layer_norm", AFFINE=flag),
-        ("uniform", "read", "read", "read", "write"),
-    )
-    meta = struct.pack("<4If", rows, r, 0, 0, eps)
-    g = gamma.buffer if gamma is not None else x.buffer
-    b = beta.buffer if beta is not None else x.buffer
-    groups = fold_groups(rows, device.max_groups)
-    device.dispatch(pipe, (device.params(meta), x.buffer, g, b, out.buffer), groups)
     return out
