@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import functools
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,14 +358,16 @@ def _blas() -> _BlasThreads:
     return _blas_threads
 
 
-def _matmul_batch_sum(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+def _matmul_batch_sum(p: np.ndarray, q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``(p @ q).sum(batch axes)`` as one matrix product: p (..., K, T), q (..., T, N).
 
     ``sum_b p_b @ q_b`` is ``P @ Q`` with the batches laid side by side along T, so
-    a weight gradient needs no batched product nor the reduction after it.
+    a weight gradient needs no batched product nor the reduction after it. ``out``:
+    a (K, N) buffer to write into.
     """
     k, n = p.shape[-2], q.shape[-1]
-    result: np.ndarray = np.matmul(p.swapaxes(-1, -2).reshape(-1, k).T, q.reshape(-1, n))
+    a, b = p.swapaxes(-1, -2).reshape(-1, k).T, q.reshape(-1, n)
+    result: np.ndarray = np.matmul(a, b) if out is None else np.matmul(a, b, out=out)
     return result
 
 
@@ -415,6 +418,8 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
     for r in roots:
         users[r] = users.get(r, 0) + 1
     producer: dict[int, tuple[Node, list[int]]] = {}
+    # How each line's value may reuse memory (see _plan_buffers).
+    kinds: dict[int, tuple[str, str | None]] = {}
 
     def const_name(node_id: int) -> str:
         name = f"c{position[node_id]}"
@@ -474,6 +479,7 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
                 fmt = fmt.replace(f"{{{j}}}", dummy)
         plan.append((node, fmt, arg_ids))
         producer[node.id] = (node, [n.id for n in node.inputs])
+        kinds[node.id] = _reuse_kind(node, op, fmt, special is not None, original, types)
 
     # Dead code after folding and fusion: keep what the roots need.
     needed = {refs[r].id for r in roots if not refs[r].is_const}
@@ -504,12 +510,43 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
     for node_id, step in last.items():
         freed.setdefault(step, []).append(node_id)
 
+    used = [
+        [a for j, a in enumerate(arg_ids) if f"{{{j}}}" in fmt and not refs[a].is_const]
+        for _, fmt, arg_ids in kept
+    ]
+    root_ids = {refs[r].id for r in roots if not refs[r].is_const}
+    outs_to: list[str | int | None] = [None] * len(kept)
+    slots: list[TensorType] = []
+    if reuse_enabled():
+        outs_to, slots = _plan_buffers(kept, used, types, kinds, last, root_ids)
+
     body: list[str] = []
+    if slots:
+        # Scratch buffers kept with the function, one set per thread.
+        shapes = [(t.shape, np.dtype(t.dtype)) for t in slots]
+        env["_scratch"] = scratch = threading.local()
+        env["_scratch_alloc"] = lambda: tuple(np.empty(shape, dt) for shape, dt in shapes)
+        del scratch
+        body += [
+            "    try:",
+            "        _s = _scratch.s",
+            "    except AttributeError:",
+            "        _s = _scratch.s = _scratch_alloc()",
+            f"    {''.join(f'_s{k}, ' for k in range(len(slots)))}= _s",
+        ]
     largest = 0  # flops of the largest matrix product
     for step, (node, fmt, arg_ids) in enumerate(kept):
         flops = _gemm_flops(fmt, [types[a] for a in arg_ids], types[node.id])
         largest = max(largest, flops or 0)
-        expr = fmt.format(*(name_of(a) for a in arg_ids))
+        names = [name_of(a) for a in arg_ids]
+        target = outs_to[step]
+        if target is None:
+            expr = fmt.format(*names)
+        else:
+            out_fmt = kinds[node.id][1]
+            assert out_fmt is not None
+            out_name = target if isinstance(target, str) else name_of(target)
+            expr = out_fmt.format(*names, out=out_name)
         body.append(f"    v{position[node.id]} = {expr}")
         dead = sorted(f"v{position[d]}" for d in freed.get(step, []))
         if dead:
@@ -545,6 +582,184 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
     run = env["run"]
     run.source = "\n".join(lines)
     return run
+
+
+# -- buffer reuse ---------------------------------------------------------------------------
+# A static version of a caching allocator. Large intermediates are first-touch page faults
+# when freshly allocated (a fresh 2 MiB result costs more than the arithmetic into it), so
+# the generated function writes elementwise results into a dying input (``out=`` the
+# input) and the other out-capable results (ufuncs, matrix products) into scratch buffers
+# kept with the function across runs, one set per thread.
+#
+# Each value references a set of *buffers*: the arrays known to be fresh that it may
+# alias. A value made by a kernel known to return a fresh array (nothing else refers to
+# its memory) is a buffer of its own; a view (reshape, transpose, broadcast), or the
+# result of any kernel not known to be fresh, may alias every buffer of its inputs.
+# Feeds, variables' values and constants are no buffers: never written. A buffer is
+# written only when no live value references it. Values that are returned or stored in
+# a variable (or may alias such a value) never live in a scratch buffer.
+
+# Ops whose registered kernel returns a fresh array (not a view of an input).
+FRESH_KERNEL_OPS = frozenset(
+    {
+        "gelu_grad",
+        "adam_ema",
+        "adam_update",
+        "layer_norm",
+        "layer_norm_backward",
+        "softmax",
+        "log_softmax",
+        "scatter_slice",
+        "scatter_add",
+        "one_hot",
+    }
+)
+_FRESH_PREFIXES = ("_erf_f32(", "_gelu_f32(", "_where_zero(", "_add_reduce(", "(_add_reduce(")
+_VIEW_PREFIXES = ("{0}.transpose(", "{0}.reshape(", "_broadcast_to(")
+
+
+def reuse_enabled() -> bool:
+    """Whether generated CPU functions reuse buffers (``ASGRAD_CPU_REUSE=0`` turns it off)."""
+    return os.environ.get("ASGRAD_CPU_REUSE", "1") != "0"
+
+
+def _natural_dtype(ufunc: np.ufunc, dtypes: Sequence[str]) -> str | None:
+    try:
+        resolved = ufunc.resolve_dtypes((*(np.dtype(d) for d in dtypes), None))
+    except Exception:  # no loop, or an old numpy: no out=
+        return None
+    return str(resolved[-1])
+
+
+def _reuse_kind(
+    node: Node,
+    op: Any,
+    fmt: str,
+    special: bool,
+    original: bool,
+    types: Mapping[int, TensorType],
+) -> tuple[str, str | None]:
+    """``(kind, out format)`` of a generated line.
+
+    Kinds: ``ufunc`` (elementwise, may write into an input: ``out`` format given),
+    ``matmul`` (may write into a buffer that no input aliases), ``fresh`` (a new array,
+    no ``out``), ``other`` (may alias its inputs: views and unknown kernels).
+    """
+    out_t = types[node.id]
+    in_t = [types[n.id] for n in node.inputs]
+    if not original or not out_t.shape or 0 in out_t.shape:
+        return "other", None
+    same = all(t.dtype == out_t.dtype for t in in_t)
+    if special:
+        if fmt == "_divide({0}, {1})" and _natural_dtype(np.divide, [t.dtype for t in in_t]) == (
+            out_t.dtype
+        ):
+            return "ufunc", "_divide({0}, {1}, out={out})"
+        if fmt == "_maximum({0}, 0)" and same:
+            return "ufunc", "_maximum({0}, 0, out={out})"
+        if fmt == "_matmul({0}, {1})" and same:
+            return "matmul", "_matmul({0}, {1}, out={out})"
+        if fmt.startswith("_matmul({0}.reshape(") and same:
+            rows, k = int(np.prod(out_t.shape[:-1])), in_t[0].shape[-1]
+            return "matmul", (
+                f"_matmul({{0}}.reshape({rows}, {k}), {{1}},"
+                f" out={{out}}.reshape({rows}, {out_t.shape[-1]})).reshape({out_t.shape})"
+            )
+        if fmt == "_matmul_batch_sum({0}, {1})" and same:
+            return "matmul", "_matmul_batch_sum({0}, {1}, {out})"
+        if fmt.startswith(_FRESH_PREFIXES) or fmt.startswith("{0}.astype("):
+            return "fresh", None
+        return "other", None
+    kernel = op.kernel
+    if (
+        isinstance(kernel, np.ufunc)
+        and not node.attrs
+        and kernel.nout == 1
+        and kernel.nin == len(node.inputs)
+        and fmt.endswith(")")
+        and _natural_dtype(kernel, [t.dtype for t in in_t]) == out_t.dtype
+    ):
+        return "ufunc", fmt[:-1] + ", out={out})"
+    if node.op in FRESH_KERNEL_OPS:
+        return "fresh", None
+    return "other", None
+
+
+def _plan_buffers(
+    kept: Sequence[tuple[Node, str, list[int]]],
+    used: Sequence[Sequence[int]],
+    types: Mapping[int, TensorType],
+    kinds: Mapping[int, tuple[str, str | None]],
+    last: Mapping[int, int],
+    root_ids: set[int],
+) -> tuple[list[str | int | None], list[TensorType]]:
+    """Where each line writes: ``out=`` a dying input (its id), a scratch slot, or new.
+
+    Returns the target per line (``"_s<k>"``, an input's value id, or None) and the
+    type of each scratch slot.
+    """
+    # Values that are returned or stored, or may alias one: never in scratch slots.
+    escapes: set[int] = set(root_ids)
+    for step in range(len(kept) - 1, -1, -1):
+        node = kept[step][0]
+        if node.id in escapes and kinds.get(node.id, ("other", None))[0] == "other":
+            escapes.update(used[step])
+
+    buffers: dict[int, frozenset[int]] = {}  # value -> buffers it may reference
+    whole: dict[int, int] = {}  # value -> the buffer that it is, whole
+    holders: dict[int, set[int]] = {}  # buffer -> live values referencing it
+    slot_of: dict[int, int] = {}  # buffer -> its scratch slot
+    slot_buffer: dict[int, int] = {}  # slot -> the buffer living there
+    free: dict[TensorType, list[int]] = {}  # type -> free slots
+    slots: list[TensorType] = []
+    targets: list[str | int | None] = [None] * len(kept)
+    next_buffer = -1
+    dying: dict[int, list[int]] = {}
+    for value, step in last.items():
+        dying.setdefault(step, []).append(value)
+
+    for step, (node, _, _) in enumerate(kept):
+        v, t = node.id, types[node.id]
+        kind = kinds.get(v, ("other", None))[0]
+        args = used[step]
+        buffer: int | None = None
+        if kind == "ufunc":  # in place into a dying input that is a whole fresh buffer
+            for a in dict.fromkeys(args):
+                b = whole.get(a)
+                if (
+                    b is not None
+                    and types[a] == t
+                    and last.get(a) == step
+                    and holders[b] == {a}
+                    and not (v in escapes and b in slot_of)
+                ):
+                    buffer, targets[step] = b, a
+                    break
+        if buffer is None and kind in ("ufunc", "matmul") and v not in escapes:
+            pool = free.get(t)
+            if pool:
+                slot = pool.pop()
+            else:
+                slot = len(slots)
+                slots.append(t)
+            buffer, next_buffer = next_buffer, next_buffer - 1
+            slot_of[buffer], slot_buffer[slot] = slot, buffer
+            targets[step] = f"_s{slot}"
+        if buffer is None and kind in ("ufunc", "matmul", "fresh"):
+            buffer, next_buffer = next_buffer, next_buffer - 1
+        if buffer is not None:
+            buffers[v] = frozenset((buffer,))
+            whole[v] = buffer
+        else:
+            buffers[v] = frozenset().union(*(buffers.get(a, frozenset()) for a in args))
+        for b in buffers[v]:
+            holders.setdefault(b, set()).add(v)
+        for d in dying.get(step, []) + ([] if v in last else [v]):
+            for b in buffers.get(d, frozenset()):
+                holders[b].discard(d)
+                if not holders[b] and b in slot_of:
+                    free.setdefault(slots[slot_of[b]], []).append(slot_of[b])
+    return targets, slots
 
 
 def _gemm_flops(fmt: str, args: Sequence[TensorType], out: TensorType) -> int | None:
