@@ -23,13 +23,24 @@ _A = tuple(
 _INV_SQRT2 = np.float32(1.0 / math.sqrt(2.0))
 
 
-def erf_f32(x: np.ndarray) -> np.ndarray:
-    """erf of a float32 array of rank >= 1 (absolute error below 1e-6)."""
-    a = np.abs(x)
-    t = a * _P
+Work = tuple[np.ndarray, ...]
+
+
+def erf_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None) -> np.ndarray:
+    """erf of a float32 array of rank >= 1 (absolute error below 1e-6).
+
+    ``out`` and the two arrays of ``work`` (scratch, x's shape and dtype) are written
+    instead of fresh arrays; none may overlap x or each other. Same values either way.
+    """
+    if work is None:
+        a = np.abs(x)
+        t = a * _P
+    else:
+        a = np.abs(x, out=work[0])
+        t = np.multiply(a, _P, out=work[1])
     t += np.float32(1.0)
     np.reciprocal(t, out=t)
-    y: np.ndarray = t * _A[4]
+    y: np.ndarray = t * _A[4] if out is None else np.multiply(t, _A[4], out=out)
     for c in (_A[3], _A[2], _A[1], _A[0]):
         y += c
         y *= t
@@ -42,9 +53,15 @@ def erf_f32(x: np.ndarray) -> np.ndarray:
     return y
 
 
-def gelu_f32(x: np.ndarray) -> np.ndarray:
-    """Exact (erf) GELU of a float32 array of rank >= 1: x * Phi(x)."""
-    y = erf_f32(x * _INV_SQRT2)
+def gelu_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None) -> np.ndarray:
+    """Exact (erf) GELU of a float32 array of rank >= 1: x * Phi(x).
+
+    ``out`` and ``work`` (three scratch arrays) as for :func:`erf_f32`.
+    """
+    if work is None:
+        y = erf_f32(x * _INV_SQRT2, out)
+    else:
+        y = erf_f32(np.multiply(x, _INV_SQRT2, out=work[2]), out, work[:2])
     y += np.float32(1.0)
     y *= x
     y *= np.float32(0.5)
@@ -75,19 +92,22 @@ def where_zero(cond: np.ndarray, x: np.ndarray, keep: bool = True) -> np.ndarray
 _INV_SQRT_2PI = np.float32(1.0 / math.sqrt(2.0 * math.pi))
 
 
-def gelu_grad_f32(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+def gelu_grad_f32(
+    g: np.ndarray, x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None
+) -> np.ndarray:
     """``g * GELU'(x)`` (exact GELU) of float32 arrays of one shape, rank >= 1.
 
     ``GELU'(x) = Phi(x) + x phi(x)``. Abramowitz & Stegun 7.1.26 computes
     ``erfc(|x| / sqrt 2)`` through ``exp(-x**2 / 2)``, the very exponential the
-    density needs, so one exp serves both; every pass writes into a fresh buffer.
+    density needs, so one exp serves both; every pass writes into a fresh buffer, or
+    into ``out`` and the two arrays of ``work`` (none overlapping g, x or each other).
     """
-    a = np.abs(x)
+    a = np.abs(x) if work is None else np.abs(x, out=work[0])
     a *= _INV_SQRT2  # |z|, z = x / sqrt 2
-    t = a * _P
+    t = a * _P if work is None else np.multiply(a, _P, out=work[1])
     t += np.float32(1.0)
     np.reciprocal(t, out=t)
-    y: np.ndarray = t * _A[4]
+    y: np.ndarray = t * _A[4] if out is None else np.multiply(t, _A[4], out=out)
     for c in (_A[3], _A[2], _A[1], _A[0]):
         y += c
         y *= t

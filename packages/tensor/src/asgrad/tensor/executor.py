@@ -312,6 +312,7 @@ _HELPERS: dict[str, Any] = {
     "_array": np.array,
     "_erf_f32": cpu_kernels.erf_f32,
     "_gelu_f32": cpu_kernels.gelu_f32,
+    "_gelu_grad_f32": cpu_kernels.gelu_grad_f32,
     "_where_zero": cpu_kernels.where_zero,
     "np_float32": np.float32,
     "np_float64": np.float64,
@@ -419,7 +420,7 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
         users[r] = users.get(r, 0) + 1
     producer: dict[int, tuple[Node, list[int]]] = {}
     # How each line's value may reuse memory (see _plan_buffers).
-    kinds: dict[int, tuple[str, str | None]] = {}
+    kinds: dict[int, tuple[str, str | None, int]] = {}
 
     def const_name(node_id: int) -> str:
         name = f"c{position[node_id]}"
@@ -515,7 +516,7 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
         for _, fmt, arg_ids in kept
     ]
     root_ids = {refs[r].id for r in roots if not refs[r].is_const}
-    outs_to: list[str | int | None] = [None] * len(kept)
+    outs_to: list[tuple[str | int | None, tuple[str, ...]]] = [(None, ())] * len(kept)
     slots: list[TensorType] = []
     if reuse_enabled():
         outs_to, slots = _plan_buffers(kept, used, types, kinds, last, root_ids)
@@ -539,14 +540,17 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
         flops = _gemm_flops(fmt, [types[a] for a in arg_ids], types[node.id])
         largest = max(largest, flops or 0)
         names = [name_of(a) for a in arg_ids]
-        target = outs_to[step]
-        if target is None:
+        target, work = outs_to[step]
+        if target is None and not work:
             expr = fmt.format(*names)
         else:
             out_fmt = kinds[node.id][1]
             assert out_fmt is not None
-            out_name = target if isinstance(target, str) else name_of(target)
-            expr = out_fmt.format(*names, out=out_name)
+            if target is None:
+                out_name = "None"
+            else:
+                out_name = target if isinstance(target, str) else name_of(target)
+            expr = out_fmt.format(*names, out=out_name, work=f"({', '.join(work)},)")
         body.append(f"    v{position[node.id]} = {expr}")
         dead = sorted(f"v{position[d]}" for d in freed.get(step, []))
         if dead:
@@ -614,7 +618,13 @@ FRESH_KERNEL_OPS = frozenset(
         "one_hot",
     }
 )
-_FRESH_PREFIXES = ("_erf_f32(", "_gelu_f32(", "_where_zero(", "_add_reduce(", "(_add_reduce(")
+_FRESH_PREFIXES = ("_where_zero(", "_add_reduce(", "(_add_reduce(")
+# Float32 fast paths writing into ``out`` with scratch arrays of the output's type.
+_WORK_FORMS = {
+    "_erf_f32({0})": ("_erf_f32({0}, {out}, {work})", 2),
+    "_gelu_f32({0})": ("_gelu_f32({0}, {out}, {work})", 3),
+    "_gelu_grad_f32({0}, {1})": ("_gelu_grad_f32({0}, {1}, {out}, {work})", 2),
+}
 _VIEW_PREFIXES = ("{0}.transpose(", "{0}.reshape(", "_broadcast_to(")
 
 
@@ -638,38 +648,42 @@ def _reuse_kind(
     special: bool,
     original: bool,
     types: Mapping[int, TensorType],
-) -> tuple[str, str | None]:
-    """``(kind, out format)`` of a generated line.
+) -> tuple[str, str | None, int]:
+    """``(kind, out format, scratch arrays)`` of a generated line.
 
     Kinds: ``ufunc`` (elementwise, may write into an input: ``out`` format given),
-    ``matmul`` (may write into a buffer that no input aliases), ``fresh`` (a new array,
-    no ``out``), ``other`` (may alias its inputs: views and unknown kernels).
+    ``matmul`` (may write into a buffer that no input aliases, with that many scratch
+    arrays of its type), ``fresh`` (a new array, no ``out``), ``other`` (may alias its
+    inputs: views and unknown kernels).
     """
     out_t = types[node.id]
     in_t = [types[n.id] for n in node.inputs]
     if not original or not out_t.shape or 0 in out_t.shape:
-        return "other", None
+        return "other", None, 0
     same = all(t.dtype == out_t.dtype for t in in_t)
     if special:
         if fmt == "_divide({0}, {1})" and _natural_dtype(np.divide, [t.dtype for t in in_t]) == (
             out_t.dtype
         ):
-            return "ufunc", "_divide({0}, {1}, out={out})"
+            return "ufunc", "_divide({0}, {1}, out={out})", 0
         if fmt == "_maximum({0}, 0)" and same:
-            return "ufunc", "_maximum({0}, 0, out={out})"
+            return "ufunc", "_maximum({0}, 0, out={out})", 0
         if fmt == "_matmul({0}, {1})" and same:
-            return "matmul", "_matmul({0}, {1}, out={out})"
+            return "matmul", "_matmul({0}, {1}, out={out})", 0
         if fmt.startswith("_matmul({0}.reshape(") and same:
             rows, k = int(np.prod(out_t.shape[:-1])), in_t[0].shape[-1]
-            return "matmul", (
+            out_fmt = (
                 f"_matmul({{0}}.reshape({rows}, {k}), {{1}},"
                 f" out={{out}}.reshape({rows}, {out_t.shape[-1]})).reshape({out_t.shape})"
             )
+            return "matmul", out_fmt, 0
         if fmt == "_matmul_batch_sum({0}, {1})" and same:
-            return "matmul", "_matmul_batch_sum({0}, {1}, {out})"
-        if fmt.startswith(_FRESH_PREFIXES) or fmt.startswith("{0}.astype("):
-            return "fresh", None
-        return "other", None
+            return "matmul", "_matmul_batch_sum({0}, {1}, {out})", 0
+        if fmt in _WORK_FORMS and same:
+            return "matmul", *_WORK_FORMS[fmt]
+        if fmt.startswith(_FRESH_PREFIXES) or fmt.startswith("{0}.astype(") or fmt in _WORK_FORMS:
+            return "fresh", None, 0
+        return "other", None, 0
     kernel = op.kernel
     if (
         isinstance(kernel, np.ufunc)
@@ -679,50 +693,57 @@ def _reuse_kind(
         and fmt.endswith(")")
         and _natural_dtype(kernel, [t.dtype for t in in_t]) == out_t.dtype
     ):
-        return "ufunc", fmt[:-1] + ", out={out})"
+        return "ufunc", fmt[:-1] + ", out={out})", 0
     if node.op in FRESH_KERNEL_OPS:
-        return "fresh", None
-    return "other", None
+        return "fresh", None, 0
+    return "other", None, 0
 
 
 def _plan_buffers(
     kept: Sequence[tuple[Node, str, list[int]]],
     used: Sequence[Sequence[int]],
     types: Mapping[int, TensorType],
-    kinds: Mapping[int, tuple[str, str | None]],
+    kinds: Mapping[int, tuple[str, str | None, int]],
     last: Mapping[int, int],
     root_ids: set[int],
-) -> tuple[list[str | int | None], list[TensorType]]:
+) -> tuple[list[tuple[str | int | None, tuple[str, ...]]], list[TensorType]]:
     """Where each line writes: ``out=`` a dying input (its id), a scratch slot, or new.
 
-    Returns the target per line (``"_s<k>"``, an input's value id, or None) and the
-    type of each scratch slot.
+    Returns per line the target (``"_s<k>"``, an input's value id, or None) and the
+    scratch slots lent to it for the line's duration, and the type of each slot.
     """
     # Values that are returned or stored, or may alias one: never in scratch slots.
     escapes: set[int] = set(root_ids)
     for step in range(len(kept) - 1, -1, -1):
         node = kept[step][0]
-        if node.id in escapes and kinds.get(node.id, ("other", None))[0] == "other":
+        if node.id in escapes and kinds.get(node.id, ("other", None, 0))[0] == "other":
             escapes.update(used[step])
 
     buffers: dict[int, frozenset[int]] = {}  # value -> buffers it may reference
     whole: dict[int, int] = {}  # value -> the buffer that it is, whole
     holders: dict[int, set[int]] = {}  # buffer -> live values referencing it
     slot_of: dict[int, int] = {}  # buffer -> its scratch slot
-    slot_buffer: dict[int, int] = {}  # slot -> the buffer living there
     free: dict[TensorType, list[int]] = {}  # type -> free slots
     slots: list[TensorType] = []
-    targets: list[str | int | None] = [None] * len(kept)
+    targets: list[tuple[str | int | None, tuple[str, ...]]] = [(None, ())] * len(kept)
     next_buffer = -1
     dying: dict[int, list[int]] = {}
     for value, step in last.items():
         dying.setdefault(step, []).append(value)
 
+    def take(t: TensorType) -> int:
+        pool = free.get(t)
+        if pool:
+            return pool.pop()
+        slots.append(t)
+        return len(slots) - 1
+
     for step, (node, _, _) in enumerate(kept):
         v, t = node.id, types[node.id]
-        kind = kinds.get(v, ("other", None))[0]
+        kind, _, n_work = kinds.get(v, ("other", None, 0))
         args = used[step]
         buffer: int | None = None
+        target: str | int | None = None
         if kind == "ufunc":  # in place into a dying input that is a whole fresh buffer
             for a in dict.fromkeys(args):
                 b = whole.get(a)
@@ -733,18 +754,18 @@ def _plan_buffers(
                     and holders[b] == {a}
                     and not (v in escapes and b in slot_of)
                 ):
-                    buffer, targets[step] = b, a
+                    buffer, target = b, a
                     break
         if buffer is None and kind in ("ufunc", "matmul") and v not in escapes:
-            pool = free.get(t)
-            if pool:
-                slot = pool.pop()
-            else:
-                slot = len(slots)
-                slots.append(t)
+            slot = take(t)
             buffer, next_buffer = next_buffer, next_buffer - 1
-            slot_of[buffer], slot_buffer[slot] = slot, buffer
-            targets[step] = f"_s{slot}"
+            slot_of[buffer] = slot
+            target = f"_s{slot}"
+        # Scratch lent for this line only: free slots, which no live value references.
+        work = [take(t) for _ in range(n_work)]
+        for k in work:
+            free.setdefault(t, []).append(k)
+        targets[step] = (target, tuple(f"_s{k}" for k in work))
         if buffer is None and kind in ("ufunc", "matmul", "fresh"):
             buffer, next_buffer = next_buffer, next_buffer - 1
         if buffer is not None:
@@ -813,9 +834,12 @@ def _specialize(
                 return f"_where_zero({{0}}, {{1}}, {keep})", [cond.id, value.id]
     if op == "erf" and out_t.dtype == "float32" and out_t.shape:
         return "_erf_f32({0})", None
-    gelu_exact = op == "gelu" and attrs.get("approximate", "none") == "none"
+    gelu_exact = op in ("gelu", "gelu_grad") and attrs.get("approximate", "none") == "none"
     if gelu_exact and out_t.dtype == "float32" and out_t.shape:
-        return "_gelu_f32({0})", None
+        if op == "gelu":
+            return "_gelu_f32({0})", None
+        if all(t.dtype == "float32" for t in in_t):  # the kernel's own float32 path
+            return "_gelu_grad_f32({0}, {1})", None
     if op == "relu":
         return "_maximum({0}, 0)", None
     if op in ("transpose",):
