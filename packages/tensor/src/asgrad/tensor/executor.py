@@ -658,7 +658,11 @@ def _reuse_kind(
     """
     out_t = types[node.id]
     in_t = [types[n.id] for n in node.inputs]
-    if not original or not out_t.shape or 0 in out_t.shape:
+    if not original:
+        return "other", None, 0
+    if special and fmt.startswith(_FRESH_PREFIXES):  # a fresh array or a numpy scalar
+        return "fresh", None, 0
+    if not out_t.shape or 0 in out_t.shape:
         return "other", None, 0
     same = all(t.dtype == out_t.dtype for t in in_t)
     if special:
@@ -681,7 +685,7 @@ def _reuse_kind(
             return "matmul", "_matmul_batch_sum({0}, {1}, {out})", 0
         if fmt in _WORK_FORMS and same:
             return "matmul", *_WORK_FORMS[fmt]
-        if fmt.startswith(_FRESH_PREFIXES) or fmt.startswith("{0}.astype(") or fmt in _WORK_FORMS:
+        if fmt.startswith("{0}.astype(") or fmt in _WORK_FORMS:
             return "fresh", None, 0
         return "other", None, 0
     kernel = op.kernel
