@@ -372,6 +372,13 @@ def _matmul_batch_sum(p: np.ndarray, q: np.ndarray, out: np.ndarray | None = Non
     return result
 
 
+def _scatter_slice_into(g: np.ndarray, out: np.ndarray, index: Any) -> np.ndarray:
+    """``scatter_slice``'s kernel (zeros, then ``g`` at ``index``) writing into ``out``."""
+    out[...] = 0
+    out[index] = g
+    return out
+
+
 def _registered_kernel(name: str) -> Any:
     from asgrad.tensor.registry import get_op as registry_get_op
 
@@ -481,6 +488,15 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
         plan.append((node, fmt, arg_ids))
         producer[node.id] = (node, [n.id for n in node.inputs])
         kinds[node.id] = _reuse_kind(node, op, fmt, special is not None, original, types)
+        if (
+            node.op == "scatter_slice"
+            and original
+            and special is None
+            and out_t.shape
+            and in_t[0].dtype == out_t.dtype
+        ):  # the kernel's zeros, then the slice: into a buffer when one is free
+            env[f"z{i}"] = functools.partial(_scatter_slice_into, index=node.attrs["index"])
+            kinds[node.id] = ("matmul", f"z{i}({{0}}, {{out}})", 0)
 
     # Dead code after folding and fusion: keep what the roots need.
     needed = {refs[r].id for r in roots if not refs[r].is_const}
