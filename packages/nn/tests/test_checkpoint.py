@@ -91,13 +91,9 @@ def test_restore_rng_other_bit_generators(tmp_path: Path) -> None:
         np.random.SFC64(5),
     ):
         rng = np.random.Generator(bit_generator)
-        p = save_checkpoint(
-            tmp_path / type(bit_generator).__name__, {}, step=0, rng=rng
-        )
+        p = save_checkpoint(tmp_path / type(bit_generator).__name__, {}, step=0, rng=rng)
         restored = load_checkpoint(p).restore_rng()
-        np.testing.assert_array_equal(
-            restored.integers(0, 1000, 5), rng.integers(0, 1000, 5)
-        )
+        np.testing.assert_array_equal(restored.integers(0, 1000, 5), rng.integers(0, 1000, 5))
     with pytest.raises(CheckpointError, match="without rng"):
         CheckpointData(step=0, model_state={}).restore_rng()
 
@@ -134,9 +130,7 @@ def test_damaged_checkpoints_are_detected(tmp_path: Path) -> None:
     (p / "meta.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="not a complete checkpoint"):
         load_checkpoint(p)
-    (p / "meta.json").write_text(
-        json.dumps({"format": "asgrad-checkpoint", "version": 99})
-    )
+    (p / "meta.json").write_text(json.dumps({"format": "asgrad-checkpoint", "version": 99}))
     with pytest.raises(CheckpointError, match="upgrade"):
         load_checkpoint(p)
 

@@ -76,9 +76,7 @@ else:
 """
 
 
-def start_child(
-    tmp_path: Path, hang_at: str
-) -> tuple[subprocess.Popen[str], Path, Path]:
+def start_child(tmp_path: Path, hang_at: str) -> tuple[subprocess.Popen[str], Path, Path]:
     root, marker = tmp_path / "ckpts", tmp_path / "marker"
     root.mkdir()
     script = tmp_path / "child.py"
@@ -127,9 +125,7 @@ def assert_checkpoint(mgr: CheckpointManager, step: int) -> None:
 
 
 @pytest.mark.parametrize("hang_at", ["model.safetensors", "optimizer.safetensors"])
-def test_kill_mid_checkpoint_keeps_the_previous_one(
-    tmp_path: Path, hang_at: str
-) -> None:
+def test_kill_mid_checkpoint_keeps_the_previous_one(tmp_path: Path, hang_at: str) -> None:
     proc, root, marker = start_child(tmp_path, hang_at)
     wait_for(marker, proc)
     kill(proc)

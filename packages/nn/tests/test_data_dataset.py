@@ -147,14 +147,8 @@ def test_train_test_split_is_disjoint_and_complete() -> None:
     np.testing.assert_array_equal(x_tr[:, 0] // 2, y_tr)
     np.testing.assert_array_equal(x_te[:, 0] // 2, y_te)
     # Reproducible from the seed, different for another seed.
-    assert (
-        train_test_split(y, seed=0)[1].tolist()
-        == train_test_split(y, seed=0)[1].tolist()
-    )
-    assert (
-        train_test_split(y, seed=0)[1].tolist()
-        != train_test_split(y, seed=1)[1].tolist()
-    )
+    assert train_test_split(y, seed=0)[1].tolist() == train_test_split(y, seed=0)[1].tolist()
+    assert train_test_split(y, seed=0)[1].tolist() != train_test_split(y, seed=1)[1].tolist()
 
 
 def test_train_test_split_without_shuffle_takes_the_tail() -> None:

@@ -34,9 +34,7 @@ def make_dataset(n: int = 10) -> TensorDataset:
         (2, 5, True, 0),
     ],
 )
-def test_len_matches_iteration(
-    n: int, batch: int, drop_last: bool, expected: int
-) -> None:
+def test_len_matches_iteration(n: int, batch: int, drop_last: bool, expected: int) -> None:
     loader = DataLoader(make_dataset(n), batch_size=batch, drop_last=drop_last)
     batches = list(loader)
     assert len(loader) == expected == len(batches)

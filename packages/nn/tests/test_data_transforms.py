@@ -48,9 +48,7 @@ def test_standard_scale_fits_on_train_only() -> None:
 
 def test_standard_scale_constant_feature_and_unfitted() -> None:
     x = np.array([[1.0, 7.0], [3.0, 7.0]])
-    np.testing.assert_allclose(
-        StandardScale().fit_transform(x), [[-1.0, 0.0], [1.0, 0.0]]
-    )
+    np.testing.assert_allclose(StandardScale().fit_transform(x), [[-1.0, 0.0], [1.0, 0.0]])
     with pytest.raises(DataError, match="fit"):
         StandardScale()(x)
 
@@ -59,9 +57,7 @@ def test_minmax_scale() -> None:
     train = np.array([[0.0, 10.0], [10.0, 10.0], [5.0, 10.0]])
     s = MinMaxScale((-1.0, 1.0)).fit(train)
     np.testing.assert_allclose(s(train), [[-1.0, -1.0], [1.0, -1.0], [0.0, -1.0]])
-    np.testing.assert_allclose(
-        s(np.array([[20.0, 10.0]])), [[3.0, -1.0]]
-    )  # extrapolates
+    np.testing.assert_allclose(s(np.array([[20.0, 10.0]])), [[3.0, -1.0]])  # extrapolates
     with pytest.raises(DataError, match="low < high"):
         MinMaxScale((1.0, 0.0))
     with pytest.raises(DataError, match="fit"):

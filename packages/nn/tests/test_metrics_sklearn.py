@@ -22,9 +22,7 @@ def labels(request: pytest.FixtureRequest) -> tuple[np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("average", ["macro", "micro", "weighted", None])
-def test_precision_recall_f1(
-    labels: tuple[np.ndarray, np.ndarray], average: Any
-) -> None:
+def test_precision_recall_f1(labels: tuple[np.ndarray, np.ndarray], average: Any) -> None:
     t, p = labels
     for ours, theirs in [
         (metrics.precision, sk.precision_score),
@@ -52,9 +50,7 @@ def test_precision_with_a_missing_class() -> None:
 def test_accuracy_and_confusion(labels: tuple[np.ndarray, np.ndarray]) -> None:
     t, p = labels
     assert metrics.accuracy(t, p) == pytest.approx(sk.accuracy_score(t, p))
-    np.testing.assert_array_equal(
-        metrics.confusion_matrix(t, p), sk.confusion_matrix(t, p)
-    )
+    np.testing.assert_array_equal(metrics.confusion_matrix(t, p), sk.confusion_matrix(t, p))
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -75,9 +71,7 @@ def test_regression(shape: tuple[int, ...]) -> None:
     assert metrics.mae(t, p) == pytest.approx(sk.mean_absolute_error(t, p))
     assert metrics.mape(t, p) == pytest.approx(sk.mean_absolute_percentage_error(t, p))
     assert metrics.r2_score(t, p) == pytest.approx(sk.r2_score(t, p))
-    assert metrics.explained_variance(t, p) == pytest.approx(
-        sk.explained_variance_score(t, p)
-    )
+    assert metrics.explained_variance(t, p) == pytest.approx(sk.explained_variance_score(t, p))
     if len(shape) == 1:
         assert metrics.max_error(t, p) == pytest.approx(sk.max_error(t, p))
         assert metrics.rmse(t, p) == pytest.approx(np.sqrt(sk.mean_squared_error(t, p)))

@@ -22,9 +22,7 @@ from asgrad.nn.serialization import (
 
 def test_round_trip_keeps_values_dtypes_and_shapes(tmp_path: Path) -> None:
     state: dict[str, np.ndarray] = {
-        "linear.weight": np.random.default_rng(0)
-        .normal(size=(3, 4))
-        .astype(np.float32),
+        "linear.weight": np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32),
         "linear.bias": np.zeros(4, np.float64),
         "steps": np.array(7, np.int64),
         "mask": np.array([True, False]),
@@ -99,9 +97,7 @@ def test_truncated_file_is_reported(tmp_path: Path) -> None:
 
 def test_check_state_passes_on_a_match() -> None:
     expected = {"w": np.zeros((2, 3), np.float32), "b": ((3,), np.float32)}
-    check_state(
-        expected, {"w": np.ones((2, 3), np.float32), "b": np.ones(3, np.float32)}
-    )
+    check_state(expected, {"w": np.ones((2, 3), np.float32), "b": np.ones(3, np.float32)})
 
 
 def test_check_state_lists_every_problem_at_once() -> None:
@@ -134,8 +130,6 @@ def test_check_state_lists_every_problem_at_once() -> None:
 
 
 def test_check_state_non_strict_ignores_extras_only() -> None:
-    check_state(
-        {"a": ((1,), "f4")}, {"a": np.zeros(1, "f4"), "b": np.zeros(1)}, strict=False
-    )
+    check_state({"a": ((1,), "f4")}, {"a": np.zeros(1, "f4"), "b": np.zeros(1)}, strict=False)
     with pytest.raises(StateMismatchError):
         check_state({"a": ((1,), "f4")}, {"b": np.zeros(1)}, strict=False)

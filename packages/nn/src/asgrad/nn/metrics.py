@@ -55,15 +55,11 @@ Multioutput = Literal["uniform_average", "raw_values"]
 # classification
 
 
-def _labels(
-    name: str, y_true: ArrayLike, y_pred: ArrayLike
-) -> tuple[NDArray[Any], ...]:
+def _labels(name: str, y_true: ArrayLike, y_pred: ArrayLike) -> tuple[NDArray[Any], ...]:
     """Validate and return integer label arrays, applying argmax to score arrays."""
     t, p = np.asarray(y_true), np.asarray(y_pred)
     if t.ndim == 0 or t.size == 0:
-        raise MetricError(
-            f"{name}: y_true must be a non-empty array, got shape {t.shape}"
-        )
+        raise MetricError(f"{name}: y_true must be a non-empty array, got shape {t.shape}")
     if p.ndim == t.ndim + 1:
         if p.shape[:-1] != t.shape:
             raise MetricError(
@@ -76,9 +72,7 @@ def _labels(
             f"of the same shape or scores of shape {(*t.shape, -1)}"
         )
     for what, a in (("y_true", t), ("y_pred", p)):
-        integral = np.issubdtype(a.dtype, np.integer) or np.issubdtype(
-            a.dtype, np.bool_
-        )
+        integral = np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_)
         if not integral and not np.all(np.mod(a, 1) == 0):
             raise MetricError(
                 f"{name}: {what} must hold integer class labels, got non-integer "
@@ -119,8 +113,7 @@ def confusion_matrix(
     k = int(max(t.max(), p.max())) + 1 if num_classes is None else num_classes
     if max(t.max(), p.max()) >= k:
         raise MetricError(
-            f"confusion_matrix: found label {max(t.max(), p.max())} but "
-            f"num_classes={num_classes}"
+            f"confusion_matrix: found label {max(t.max(), p.max())} but num_classes={num_classes}"
         )
     return np.bincount(t * k + p, minlength=k * k).reshape(k, k).astype(np.int64)
 
@@ -141,8 +134,7 @@ def _prf(
 ) -> tuple[float | NDArray[np.float64], ...]:
     if average not in ("macro", "micro", "weighted", None):
         raise MetricError(
-            f"{name}: average must be 'macro', 'micro', 'weighted' or None, "
-            f"got {average!r}"
+            f"{name}: average must be 'macro', 'micro', 'weighted' or None, got {average!r}"
         )
     t, p = _labels(name, y_true, y_pred)
     cm = confusion_matrix(t, p, num_classes).astype(np.float64)
@@ -287,8 +279,7 @@ def top_k_accuracy(y_true: ArrayLike, scores: ArrayLike, k: int = 5) -> float:
     t, s = np.asarray(y_true), np.asarray(scores, dtype=np.float64)
     if t.ndim != 1 or s.ndim != 2 or s.shape[0] != t.shape[0] or t.size == 0:
         raise MetricError(
-            f"top_k_accuracy: need labels (n,) and scores (n, classes), got {t.shape} "
-            f"and {s.shape}"
+            f"top_k_accuracy: need labels (n,) and scores (n, classes), got {t.shape} and {s.shape}"
         )
     if not k >= 1:
         raise MetricError(f"top_k_accuracy: k must be >= 1, got {k}")
@@ -400,8 +391,7 @@ def _score(
         return np.asarray(score, dtype=np.float64)
     if multioutput != "uniform_average":
         raise MetricError(
-            "multioutput must be 'uniform_average' or 'raw_values', "
-            f"got {multioutput!r}"
+            f"multioutput must be 'uniform_average' or 'raw_values', got {multioutput!r}"
         )
     return float(np.mean(score))
 
@@ -529,9 +519,7 @@ class RunningStd:
     @property
     def var(self) -> float:
         """Variance with ``ddof`` (0: population); NaN with too few values."""
-        return (
-            self._m2 / (self.count - self.ddof) if self.count > self.ddof else math.nan
-        )
+        return self._m2 / (self.count - self.ddof) if self.count > self.ddof else math.nan
 
     @property
     def std(self) -> float:
@@ -658,9 +646,7 @@ class MetricLogger:
         return {k: [[s, v] for s, v in series] for k, series in self.history.items()}
 
     def load_state_dict(self, state: Mapping[str, Iterable[Iterable[float]]]) -> None:
-        self.history = {
-            k: [(int(s), float(v)) for s, v in series] for k, series in state.items()
-        }
+        self.history = {k: [(int(s), float(v)) for s, v in series] for k, series in state.items()}
 
 
 class EarlyStopping:
@@ -684,9 +670,7 @@ class EarlyStopping:
         mode: Literal["min", "max"] = "min",
     ) -> None:
         if mode not in ("min", "max"):
-            raise MetricError(
-                f"EarlyStopping: mode must be 'min' or 'max', got {mode!r}"
-            )
+            raise MetricError(f"EarlyStopping: mode must be 'min' or 'max', got {mode!r}")
         if patience < 0 or min_delta < 0:
             raise MetricError("EarlyStopping: patience and min_delta must be >= 0")
         self.patience = patience

@@ -107,9 +107,7 @@ def _tensors(state: Mapping[Any, Any], what: str) -> dict[str, NDArray[Any]]:
     out: dict[str, NDArray[Any]] = {}
     for key, value in state.items():
         if not isinstance(key, str) or not key:
-            raise CheckpointError(
-                f"{what}: keys must be non-empty strings, got {key!r}"
-            )
+            raise CheckpointError(f"{what}: keys must be non-empty strings, got {key!r}")
         array = np.asarray(value)
         if array.dtype not in _SUPPORTED:
             names = ", ".join(sorted(str(d) for d in _SUPPORTED))
@@ -150,9 +148,7 @@ def save_state(
                 "use json.dumps for structured values"
             )
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -178,8 +174,7 @@ def load_state(path: PathLike) -> dict[str, NDArray[Any]]:
         return dict(safetensors.numpy.load_file(p))
     except Exception as exc:  # safetensors raises its own error type, or OSError
         raise CheckpointError(
-            f"load_state: {p} is not a readable safetensors file (truncated or "
-            f"corrupt?): {exc}"
+            f"load_state: {p} is not a readable safetensors file (truncated or corrupt?): {exc}"
         ) from exc
 
 
@@ -254,8 +249,7 @@ def check_state(
         if ws == gs:
             why = f" (cast with .astype({wd.name!r}) if the values are right)"
         lines.append(
-            f"  mismatched  {k}: expected {_describe(want[k])}, "
-            f"got {_describe(got[k])}{why}"
+            f"  mismatched  {k}: expected {_describe(want[k])}, got {_describe(got[k])}{why}"
         )
     lines.append(
         "hint: the checkpoint was probably saved from a model built with other "
@@ -383,8 +377,7 @@ def save_checkpoint(
     opt_arrays = _tensors(opt_arrays, "save_checkpoint(optimizer_state)")
     if target.exists() and not overwrite:
         raise CheckpointError(
-            f"save_checkpoint: {target} already exists; pass overwrite=True to "
-            "replace it"
+            f"save_checkpoint: {target} already exists; pass overwrite=True to replace it"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
@@ -399,9 +392,7 @@ def save_checkpoint(
             "epoch": None if epoch is None else int(epoch),
             "created": time.time(),
             "metrics": {k: float(v) for k, v in (metrics or {}).items()},
-            "scheduler_state": None
-            if scheduler_state is None
-            else dict(scheduler_state),
+            "scheduler_state": None if scheduler_state is None else dict(scheduler_state),
             "rng_state": None if rng is None else _rng_state(rng),
             "extra": dict(extra or {}),
             "model_keys": list(model),
@@ -517,9 +508,7 @@ class CheckpointManager:
                 f"CheckpointManager: keep_last must be >= 1 or None, got {keep_last}"
             )
         if mode not in ("min", "max"):
-            raise CheckpointError(
-                f"CheckpointManager: mode must be 'min' or 'max', got {mode!r}"
-            )
+            raise CheckpointError(f"CheckpointManager: mode must be 'min' or 'max', got {mode!r}")
         self.directory = Path(directory)
         self.keep_last = keep_last
         self.keep_best = keep_best
@@ -649,9 +638,7 @@ class CheckpointManager:
         elif isinstance(which, int):
             folder = self._folder(which) if which in self.steps() else None
         else:
-            raise CheckpointError(
-                f"load: which must be 'latest', 'best' or a step, got {which!r}"
-            )
+            raise CheckpointError(f"load: which must be 'latest', 'best' or a step, got {which!r}")
         if folder is None:
             raise CheckpointError(
                 f"no {which if isinstance(which, str) else f'step {which}'} "

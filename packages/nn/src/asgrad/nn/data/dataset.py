@@ -86,9 +86,7 @@ def _check_index(index: int, length: int, what: str) -> int:
 def _as_index_array(indices: ArrayLike, length: int, what: str) -> NDArray[np.intp]:
     idx = np.asarray(indices)
     if idx.ndim != 1 or not (idx.size == 0 or np.issubdtype(idx.dtype, np.integer)):
-        raise DataError(
-            f"{what}: batch indices must be a 1-D integer array, got {idx!r}"
-        )
+        raise DataError(f"{what}: batch indices must be a 1-D integer array, got {idx!r}")
     idx = idx.astype(np.intp, copy=False)
     if idx.size and (idx.min() < -length or idx.max() >= length):
         raise IndexError(f"{what}: batch indices out of range for length {length}")
@@ -139,9 +137,7 @@ class TensorDataset(Dataset):
         self.arrays: tuple[NDArray[Any], ...] = tuple(np.asarray(a) for a in arrays)
         for k, a in enumerate(self.arrays):
             if a.ndim == 0:
-                raise DataError(
-                    f"TensorDataset: array {k} is a scalar; need a leading axis"
-                )
+                raise DataError(f"TensorDataset: array {k} is a scalar; need a leading axis")
         lengths = [a.shape[0] for a in self.arrays]
         if len(set(lengths)) != 1:
             raise DataError(
@@ -204,8 +200,7 @@ class MapDataset(Dataset):
         for c in self.columns:
             if not -len(fields) <= c < len(fields):
                 raise DataError(
-                    f"MapDataset: column {c} does not exist in a "
-                    f"{len(fields)}-field sample"
+                    f"MapDataset: column {c} does not exist in a {len(fields)}-field sample"
                 )
             fields[c] = np.asarray(self.fn(fields[c]))
         return tuple(fields)
@@ -301,9 +296,7 @@ def random_split(
     n = len(dataset)
     if not lengths:
         raise DataError("random_split: lengths is empty")
-    if all(
-        isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in lengths
-    ):
+    if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in lengths):
         sizes = [int(x) for x in lengths]
         if any(s < 0 for s in sizes) or sum(sizes) != n:
             raise DataError(
@@ -313,9 +306,7 @@ def random_split(
     else:
         fracs = [float(x) for x in lengths]
         if any(f < 0 for f in fracs) or not math.isclose(sum(fracs), 1.0, abs_tol=1e-6):
-            raise DataError(
-                f"random_split: fractions {fracs} must be non-negative and sum to 1"
-            )
+            raise DataError(f"random_split: fractions {fracs} must be non-negative and sum to 1")
         sizes = [math.floor(n * f) for f in fracs]
         for k in range(n - sum(sizes)):
             sizes[k % len(sizes)] += 1
@@ -333,13 +324,11 @@ def _split_size(value: float, n: int, name: str) -> int:
         size = math.ceil(float(value) * n)
     else:
         raise DataError(
-            f"train_test_split: {name}={value!r} must be a fraction in (0, 1) "
-            "or a count"
+            f"train_test_split: {name}={value!r} must be a fraction in (0, 1) or a count"
         )
     if not 0 < size < n:
         raise DataError(
-            f"train_test_split: {name}={value!r} leaves an empty train or test set for "
-            f"{n} samples"
+            f"train_test_split: {name}={value!r} leaves an empty train or test set for {n} samples"
         )
     return size
 
@@ -347,9 +336,7 @@ def _split_size(value: float, n: int, name: str) -> int:
 def _stratified_test_indices(
     labels: NDArray[Any], n_test: int, rng: np.random.Generator
 ) -> NDArray[np.intp]:
-    classes, inverse, counts = np.unique(
-        labels, return_inverse=True, return_counts=True
-    )
+    classes, inverse, counts = np.unique(labels, return_inverse=True, return_counts=True)
     exact = counts * n_test / labels.shape[0]
     per_class = np.floor(exact).astype(np.intp)
     # Largest remainders first; random tie-break so no class is favoured systematically.
@@ -357,8 +344,7 @@ def _stratified_test_indices(
     order = np.lexsort((rng.random(classes.size), -remainder))
     per_class[order[: n_test - int(per_class.sum())]] += 1
     chosen = [
-        rng.permutation(np.flatnonzero(inverse == c))[: per_class[c]]
-        for c in range(classes.size)
+        rng.permutation(np.flatnonzero(inverse == c))[: per_class[c]] for c in range(classes.size)
     ]
     return rng.permutation(np.concatenate(chosen)).astype(np.intp)
 
@@ -404,9 +390,7 @@ def train_test_split(
             raise DataError("train_test_split: stratify needs shuffle=True")
         labels = np.asarray(stratify)
         if labels.shape[:1] != (n,):
-            raise DataError(
-                f"train_test_split: stratify has shape {labels.shape}, expected ({n},)"
-            )
+            raise DataError(f"train_test_split: stratify has shape {labels.shape}, expected ({n},)")
         test_idx = _stratified_test_indices(labels, n_test, rng)
     elif shuffle:
         test_idx = rng.permutation(n)[:n_test].astype(np.intp)

@@ -62,11 +62,7 @@ class DataLoader:
                 "RandomSampler(dataset, seed=...) shuffles"
             )
         if sampler is None:
-            sampler = (
-                RandomSampler(dataset, seed=seed)
-                if shuffle
-                else SequentialSampler(dataset)
-            )
+            sampler = RandomSampler(dataset, seed=seed) if shuffle else SequentialSampler(dataset)
         self.dataset = dataset
         self.sampler = sampler
         self.batch_sampler = BatchSampler(sampler, batch_size, drop_last)

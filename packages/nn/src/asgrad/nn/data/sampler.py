@@ -115,9 +115,7 @@ class RandomSampler(Sampler):
         self.replacement = replacement
         self.num_samples = self.n if num_samples is None else num_samples
         if self.num_samples < 0:
-            raise DataError(
-                f"RandomSampler: num_samples must be >= 0, got {num_samples}"
-            )
+            raise DataError(f"RandomSampler: num_samples must be >= 0, got {num_samples}")
         if not replacement and self.num_samples > self.n:
             raise DataError(
                 f"RandomSampler: num_samples={self.num_samples} exceeds the dataset "
@@ -157,18 +155,14 @@ class WeightedRandomSampler(Sampler):
         w = np.asarray(weights, dtype=np.float64)
         if w.ndim != 1 or w.size == 0:
             raise DataError(
-                "WeightedRandomSampler: weights must be a non-empty 1-D array, "
-                f"got shape {w.shape}"
+                f"WeightedRandomSampler: weights must be a non-empty 1-D array, got shape {w.shape}"
             )
         if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
             raise DataError(
-                "WeightedRandomSampler: weights must be finite, non-negative and "
-                "not all zero"
+                "WeightedRandomSampler: weights must be finite, non-negative and not all zero"
             )
         if num_samples < 0:
-            raise DataError(
-                f"WeightedRandomSampler: num_samples must be >= 0, got {num_samples}"
-            )
+            raise DataError(f"WeightedRandomSampler: num_samples must be >= 0, got {num_samples}")
         if not replacement and num_samples > int(np.count_nonzero(w)):
             raise DataError(
                 f"WeightedRandomSampler: cannot draw {num_samples} distinct indices: "
@@ -202,13 +196,9 @@ class BatchSampler:
         [[0, 1], [2, 3], [4]]
     """
 
-    def __init__(
-        self, sampler: Sampler, batch_size: int, drop_last: bool = False
-    ) -> None:
+    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool = False) -> None:
         if isinstance(batch_size, bool) or batch_size < 1:
-            raise DataError(
-                f"BatchSampler: batch_size must be a positive int, got {batch_size!r}"
-            )
+            raise DataError(f"BatchSampler: batch_size must be a positive int, got {batch_size!r}")
         self.sampler = sampler
         self.batch_size = batch_size
         self.drop_last = drop_last

@@ -59,9 +59,7 @@ class Transform:
         return self.fit(x)(x)
 
     def __repr__(self) -> str:
-        fields = ", ".join(
-            f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_")
-        )
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({fields})"
 
 
@@ -105,9 +103,7 @@ class Normalize(Transform):
         self.mean = np.asarray(mean, dtype=np.float64)
         self.std = np.asarray(std, dtype=np.float64)
         if np.any(self.std <= 0) or not np.all(np.isfinite(self.std)):
-            raise DataError(
-                f"Normalize: std must be positive and finite, got {self.std}"
-            )
+            raise DataError(f"Normalize: std must be positive and finite, got {self.std}")
 
     def __call__(self, x: ArrayLike) -> Array:
         a = _as_float(x)
@@ -176,9 +172,7 @@ class MinMaxScale(Transform):
     ) -> None:
         low, high = feature_range
         if not low < high:
-            raise DataError(
-                f"MinMaxScale: feature_range {feature_range} needs low < high"
-            )
+            raise DataError(f"MinMaxScale: feature_range {feature_range} needs low < high")
         self.feature_range = (float(low), float(high))
         self.axis = axis
         self.min_: Array | None = None
@@ -198,9 +192,7 @@ class MinMaxScale(Transform):
             raise DataError("MinMaxScale: call fit(train_data) before transforming")
         low, high = self.feature_range
         a = _as_float(x)
-        return ((a - self.min_) / self.span_ * (high - low) + low).astype(
-            a.dtype, copy=False
-        )
+        return ((a - self.min_) / self.span_ * (high - low) + low).astype(a.dtype, copy=False)
 
 
 class OneHot(Transform):
@@ -212,9 +204,7 @@ class OneHot(Transform):
         [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
     """
 
-    def __init__(
-        self, num_classes: int, dtype: type[np.floating[Any]] = np.float32
-    ) -> None:
+    def __init__(self, num_classes: int, dtype: type[np.floating[Any]] = np.float32) -> None:
         if num_classes < 1:
             raise DataError(f"OneHot: num_classes must be >= 1, got {num_classes}")
         self.num_classes = num_classes
@@ -224,9 +214,7 @@ class OneHot(Transform):
         labels = np.asarray(x)
         if not np.issubdtype(labels.dtype, np.integer):
             if not np.all(np.equal(np.mod(labels, 1), 0)):
-                raise DataError(
-                    f"OneHot: labels must be integers, got dtype {labels.dtype}"
-                )
+                raise DataError(f"OneHot: labels must be integers, got dtype {labels.dtype}")
             labels = labels.astype(np.int64)
         if labels.size and (labels.min() < 0 or labels.max() >= self.num_classes):
             raise DataError(
@@ -252,9 +240,7 @@ class Flatten(Transform):
     def __call__(self, x: ArrayLike) -> Array:
         a = np.asarray(x)
         if not 0 <= self.start_axis <= a.ndim:
-            raise DataError(
-                f"Flatten: start_axis={self.start_axis} invalid for shape {a.shape}"
-            )
+            raise DataError(f"Flatten: start_axis={self.start_axis} invalid for shape {a.shape}")
         return a.reshape(*a.shape[: self.start_axis], -1)
 
 
@@ -277,9 +263,7 @@ class RandomNoise(Transform):
 
     def __call__(self, x: ArrayLike) -> Array:
         a = _as_float(x)
-        return (a + self._rng.normal(0.0, self.std, size=a.shape)).astype(
-            a.dtype, copy=False
-        )
+        return (a + self._rng.normal(0.0, self.std, size=a.shape)).astype(a.dtype, copy=False)
 
 
 class Clip(Transform):
@@ -317,9 +301,7 @@ class Log(Transform):
         [0.0, 1.0]
     """
 
-    def __init__(
-        self, mode: Literal["log1p", "log"] = "log1p", eps: float = 1e-8
-    ) -> None:
+    def __init__(self, mode: Literal["log1p", "log"] = "log1p", eps: float = 1e-8) -> None:
         if mode not in ("log1p", "log"):
             raise DataError(f"Log: mode must be 'log1p' or 'log', got {mode!r}")
         self.mode = mode
