@@ -25,6 +25,27 @@ _INV_SQRT2 = np.float32(1.0 / math.sqrt(2.0))
 
 Work = tuple[np.ndarray, ...]
 
+_F32 = np.dtype(np.float32)
+_SIGN = np.uint32(0x80000000)
+_MAGNITUDE = np.uint32(0x7FFFFFFF)
+_ONE = np.float32(1.0)
+
+
+def _copysign(y: np.ndarray, x: np.ndarray, scratch: np.ndarray) -> None:
+    """``np.copysign(y, x, out=y)``, bit for bit; ``scratch`` (y's shape) is clobbered.
+
+    For float32, three integer passes on the bits (magnitude of y, sign of x), about
+    twice as fast as numpy's copysign, which is not vectorised.
+    """
+    if y.dtype == _F32 and x.dtype == _F32 and scratch.dtype == _F32:
+        yb = y.view(np.uint32)
+        sb = scratch.view(np.uint32)
+        np.bitwise_and(x.view(np.uint32), _SIGN, out=sb)
+        np.bitwise_and(yb, _MAGNITUDE, out=yb)
+        np.bitwise_or(yb, sb, out=yb)
+    else:
+        np.copysign(y, x, out=y)
+
 
 def erf_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None) -> np.ndarray:
     """erf of a float32 array of rank >= 1 (absolute error below 1e-6).
@@ -38,8 +59,8 @@ def erf_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = No
     else:
         a = np.abs(x, out=work[0])
         t = np.multiply(a, _P, out=work[1])
-    t += np.float32(1.0)
-    np.reciprocal(t, out=t)
+    t += _ONE
+    np.divide(_ONE, t, out=t)  # = np.reciprocal (both correctly rounded), 2x faster
     y: np.ndarray = t * _A[4] if out is None else np.multiply(t, _A[4], out=out)
     for c in (_A[3], _A[2], _A[1], _A[0]):
         y += c
@@ -48,8 +69,8 @@ def erf_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = No
     np.negative(a, out=a)
     np.exp(a, out=a)
     y *= a
-    np.subtract(np.float32(1.0), y, out=y)
-    np.copysign(y, x, out=y)
+    np.subtract(_ONE, y, out=y)
+    _copysign(y, x, t)
     return y
 
 
@@ -105,8 +126,8 @@ def gelu_grad_f32(
     a = np.abs(x) if work is None else np.abs(x, out=work[0])
     a *= _INV_SQRT2  # |z|, z = x / sqrt 2
     t = a * _P if work is None else np.multiply(a, _P, out=work[1])
-    t += np.float32(1.0)
-    np.reciprocal(t, out=t)
+    t += _ONE
+    np.divide(_ONE, t, out=t)
     y: np.ndarray = t * _A[4] if out is None else np.multiply(t, _A[4], out=out)
     for c in (_A[3], _A[2], _A[1], _A[0]):
         y += c
@@ -118,7 +139,7 @@ def gelu_grad_f32(
     # Phi(x) = 0.5 + copysign(0.5 * erf(|z|), x), erf(|z|) = 1 - erfc(|z|)
     y *= np.float32(-0.5)
     y += np.float32(0.5)
-    np.copysign(y, x, out=y)
+    _copysign(y, x, t)
     y += np.float32(0.5)
     a *= x
     a *= _INV_SQRT_2PI  # x phi(x)
