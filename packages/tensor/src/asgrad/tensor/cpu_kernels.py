@@ -8,6 +8,7 @@ on the op's registered cases, within the op's registered tolerance.
 * ``erf_f32``/``gelu_f32``: the error function by Abramowitz & Stegun 7.1.26 (absolute
   error below 1.5e-7, below 1e-6 evaluated in float32) from numpy's vectorised exp,
   instead of scipy's scalar erf: about 6x faster on large arrays.
+* ``softmax_into``: the softmax kernel writing into a given buffer (or its input).
 """
 
 from __future__ import annotations
@@ -146,3 +147,15 @@ def gelu_grad_f32(
     y += a
     y *= g
     return y
+
+
+def softmax_into(x: np.ndarray, out: np.ndarray | None = None, *, axis: int) -> np.ndarray:
+    """The registered ``softmax`` kernel, its result written into ``out`` (x's shape and
+    dtype; may be x itself: the row maxima are taken before it is written), bit for bit:
+    ``exp(x - max) / sum`` with the same reductions, no fresh temporaries of x's size.
+    """
+    m = np.maximum.reduce(x, axis=axis, keepdims=True)
+    e: np.ndarray = np.subtract(x, m) if out is None else np.subtract(x, m, out=out)
+    np.exp(e, out=e)
+    e /= np.add.reduce(e, axis=axis, keepdims=True)
+    return e

@@ -25,6 +25,7 @@ from asgrad.tensor.backends import Executable, get_backend, register_backend, re
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import AsgradError, FeedError, GraphError
 from asgrad.tensor.graph import Node, Variable
+from asgrad.tensor.ops import nn as nn_ops
 from asgrad.tensor.passes import optimize
 from asgrad.tensor.registry import TensorType, get_op
 from asgrad.tensor.tensor import Tensor
@@ -497,6 +498,21 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
         ):  # the kernel's zeros, then the slice: into a buffer when one is free
             env[f"z{i}"] = functools.partial(_scatter_slice_into, index=node.attrs["index"])
             kinds[node.id] = ("matmul", f"z{i}({{0}}, {{out}})", 0)
+        into = _INTO_KERNELS.get(node.op) if original and special is None else None
+        if (
+            into is not None
+            and out_t.shape
+            and 0 not in out_t.shape
+            and out_t.dtype == "float32"
+            and all(t.dtype == "float32" for t in in_t)
+            and all(t == out_t for t in in_t[: into[1]])
+            and all(t != out_t for t in in_t[into[1] :])  # never out= a weight or bias
+        ):  # float32 kernels writing into a dying input or a slot (with scratch)
+            env[f"z{i}"] = functools.partial(into[0], **node.attrs)
+            call = ", ".join(f"{{{j}}}" for j in range(len(ins)))
+            extra = ", work={work}" if into[2] else ""
+            kinds[node.id] = ("ufunc", f"z{i}({call}, out={{out}}{extra})", into[2])
+
 
     # Dead code after folding and fusion: keep what the roots need.
     needed = {refs[r].id for r in roots if not refs[r].is_const}
@@ -634,6 +650,14 @@ FRESH_KERNEL_OPS = frozenset(
         "one_hot",
     }
 )
+# Registered kernels' float32 paths that write into ``out`` (x's type; may be a dying
+# input, as a ufunc: each reads an input only before writing that element or row):
+# op -> (function, leading inputs of the output's type, scratch arrays lent).
+_INTO_KERNELS: dict[str, tuple[Any, int, int]] = {
+    "softmax": (cpu_kernels.softmax_into, 1, 0),
+    "layer_norm": (nn_ops.layer_norm_into, 1, 0),
+    "layer_norm_backward": (nn_ops.layer_norm_backward_into, 2, 1),
+}
 _FRESH_PREFIXES = ("_where_zero(", "_add_reduce(", "(_add_reduce(")
 # Float32 fast paths writing into ``out`` with scratch arrays of the output's type.
 _WORK_FORMS = {

@@ -143,13 +143,18 @@ def _f32_rows(x: np.ndarray, weight: np.ndarray | None) -> bool:
     return x.dtype == np.float32 and x.size > 0 and (weight is None or weight.dtype == np.float32)
 
 
-def _row_stats(x: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(x - mean, 1 / std, n)`` over the trailing ``k`` axes, as (rows, n) and (rows, 1)."""
+def _row_stats(
+    x: np.ndarray, k: int, eps: float, out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(x - mean, 1 / std, n)`` over the trailing ``k`` axes, as (rows, n) and (rows, 1).
+
+    ``x - mean`` is written into ``out`` (x's shape, contiguous; may be x) when given.
+    """
     n = math.prod(x.shape[x.ndim - k :])
     rows = x.reshape(-1, n)
     mean = np.add.reduce(rows, axis=1, keepdims=True)
     mean *= np.float32(1.0 / n)
-    centered = rows - mean
+    centered = rows - mean if out is None else np.subtract(rows, mean, out=out.reshape(-1, n))
     rstd = np.einsum("ij,ij->i", centered, centered)[:, None]
     rstd *= np.float32(1.0 / n)
     rstd += np.float32(eps)
@@ -159,9 +164,14 @@ def _row_stats(x: np.ndarray, k: int, eps: float) -> tuple[np.ndarray, np.ndarra
 
 
 def _layer_norm_f32(
-    x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, k: int, eps: float
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+    k: int,
+    eps: float,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    y, rstd, _ = _row_stats(x, k, eps)
+    y, rstd, _ = _row_stats(x, k, eps, out)
     y *= rstd
     if weight is not None and bias is not None:
         y *= weight.reshape(-1)
@@ -170,12 +180,21 @@ def _layer_norm_f32(
 
 
 def _layer_norm_backward_f32(
-    g: np.ndarray, x: np.ndarray, weight: np.ndarray | None, k: int, eps: float
+    g: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    k: int,
+    eps: float,
+    out: np.ndarray | None = None,
+    work: np.ndarray | None = None,
 ) -> np.ndarray:
-    x_hat, rstd, n = _row_stats(x, k, eps)
+    x_hat, rstd, n = _row_stats(x, k, eps, work)
     x_hat *= rstd
-    gw: np.ndarray = g.reshape(x_hat.shape) * (
-        np.float32(1.0) if weight is None else weight.reshape(-1)
+    scale = np.float32(1.0) if weight is None else weight.reshape(-1)
+    gw: np.ndarray = (
+        g.reshape(x_hat.shape) * scale
+        if out is None
+        else np.multiply(g.reshape(x_hat.shape), scale, out=out.reshape(x_hat.shape))
     )
     mean_g = np.add.reduce(gw, axis=1, keepdims=True)
     mean_g *= np.float32(1.0 / n)
@@ -186,6 +205,38 @@ def _layer_norm_backward_f32(
     gw -= x_hat
     gw *= rstd
     return gw.reshape(x.shape)
+
+
+def layer_norm_into(
+    x: np.ndarray,
+    weight: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    *,
+    out: np.ndarray,
+    normalized_shape: Any,
+    eps: float = 1e-5,
+) -> np.ndarray:
+    """The registered ``layer_norm`` kernel's float32 path, its result written into
+    ``out`` (x's shape, float32, contiguous; may be x: x is read only before it is
+    written), bit for bit. Only for float32 x (and weight) of nonzero size."""
+    target = out if out.flags.c_contiguous else None  # a reshape must be a view of it
+    return _layer_norm_f32(x, weight, bias, len(tuple(normalized_shape)), eps, target)
+
+
+def layer_norm_backward_into(
+    g: np.ndarray,
+    x: np.ndarray,
+    weight: np.ndarray | None = None,
+    *,
+    out: np.ndarray | None,
+    work: tuple[np.ndarray, ...],
+    normalized_shape: Any,
+    eps: float = 1e-5,
+) -> np.ndarray:
+    """The registered ``layer_norm_backward`` kernel's float32 path, bit for bit: the
+    result in ``out`` (x's shape; may be g or x) or fresh, the centred x in ``work[0]``
+    (x's shape, overlapping none of g, x, out). Only for float32 g, x (and weight)."""
+    return _layer_norm_backward_f32(g, x, weight, len(tuple(normalized_shape)), eps, out, work[0])
 
 
 # -- batch norm (training: batch statistics) --------------------------------------------
