@@ -650,6 +650,17 @@ FRESH_KERNEL_OPS = frozenset(
         "one_hot",
     }
 )
+# Ops whose registered kernel also takes ``out=`` (its whole result written there, no
+# input aliased): their lines write into a free scratch slot, as a matrix product does.
+OUT_KERNEL_OPS = frozenset(
+    {
+        "conv2d",
+        "conv2d_backward_input",
+        "conv2d_backward_weight",
+        "max_pool2d",
+        "max_pool2d_backward",
+    }
+)
 # Registered kernels' float32 paths that write into ``out`` (x's type; may be a dying
 # input, as a ufunc: each reads an input only before writing that element or row):
 # op -> (function, leading inputs of the output's type, scratch arrays lent).
@@ -738,6 +749,8 @@ def _reuse_kind(
         and _natural_dtype(kernel, [t.dtype for t in in_t]) == out_t.dtype
     ):
         return "ufunc", fmt[:-1] + ", out={out})", 0
+    if node.op in OUT_KERNEL_OPS and same and fmt.endswith(")"):
+        return "matmul", fmt[:-1] + ", out={out})", 0
     if node.op in FRESH_KERNEL_OPS:
         return "fresh", None, 0
     return "other", None, 0

@@ -199,8 +199,9 @@ def conv2d_kernel(
     padding: Any = 0,
     dilation: Any = 1,
     groups: int = 1,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The numpy convolution (cross-correlation, as PyTorch)."""
+    """The numpy convolution (cross-correlation, as PyTorch); into ``out`` when given."""
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     o, _, kh, kw = w.shape
     cols, ohw = _columns(x, (kh, kw), st, pad, dil, groups)
@@ -208,7 +209,8 @@ def conv2d_kernel(
     gemm = scratch("gemm", (groups, o // groups, n * ohw[0] * ohw[1]), x.dtype)
     np.matmul(w.reshape(groups, o // groups, -1), cols, out=gemm)  # (G, O/G, N*OH*OW)
     by_image = gemm.reshape(o, n, ohw[0], ohw[1]).transpose(1, 0, 2, 3)
-    out = np.empty((n, o, ohw[0], ohw[1]), dtype=gemm.dtype)  # never a scratch view
+    if out is None:
+        out = np.empty((n, o, ohw[0], ohw[1]), dtype=gemm.dtype)  # never a scratch view
     if b is None:
         np.copyto(out, by_image)
     else:
@@ -224,6 +226,7 @@ def conv_input_grad(
     padding: Pair,
     dilation: Pair,
     groups: int,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The adjoint of the convolution in its input: g (N, O, OH, OW) -> (N, C, *hw).
 
@@ -243,7 +246,8 @@ def conv_input_grad(
         for j in range(kw):
             dxp[offset_slice(i, j, stride, dilation, (oh, ow))] += cols6[:, i, j]
     inner = dxp[:, :, padding[0] : padding[0] + hw[0], padding[1] : padding[1] + hw[1]]
-    out = np.empty((n, groups * cg, hw[0], hw[1]), dtype=g.dtype)  # never a scratch view
+    if out is None:
+        out = np.empty((n, groups * cg, hw[0], hw[1]), dtype=g.dtype)  # never a scratch view
     np.copyto(out, inner.transpose(1, 0, 2, 3))
     return out
 
@@ -257,9 +261,10 @@ def _conv2d_backward_input(
     padding: Any = 0,
     dilation: Any = 1,
     groups: int = 1,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
-    return conv_input_grad(g, w, x.shape[2:], st, pad, dil, groups)
+    return conv_input_grad(g, w, x.shape[2:], st, pad, dil, groups, out)
 
 
 def _conv2d_backward_weight(
@@ -271,12 +276,19 @@ def _conv2d_backward_weight(
     padding: Any = 0,
     dilation: Any = 1,
     groups: int = 1,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     kernel = pair(kernel_size, "kernel_size")
     cols, _ = _columns(x, kernel, st, pad, dil, groups)
-    dw: np.ndarray = np.matmul(_channel_major(g, groups), cols.transpose(0, 2, 1))  # (G, O/G, K)
-    return dw.reshape(g.shape[1], x.shape[1] // groups, kernel[0], kernel[1])
+    o = g.shape[1]
+    if out is None:
+        out = np.empty((o, x.shape[1] // groups, *kernel), dtype=np.result_type(x, g))
+    # (G, O/G, K) straight into out (C-contiguous: the reshape is a view of it)
+    np.matmul(
+        _channel_major(g, groups), cols.transpose(0, 2, 1), out=out.reshape(groups, o // groups, -1)
+    )
+    return out
 
 
 def _conv_transpose2d(

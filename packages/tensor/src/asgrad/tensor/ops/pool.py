@@ -101,14 +101,17 @@ def _offsets(kernel: Pair) -> list[tuple[int, int]]:
     return [(i, j) for i in range(kernel[0]) for j in range(kernel[1])]
 
 
-def _max_pool2d(x: np.ndarray, **attrs: Any) -> np.ndarray:
+def _max_pool2d(x: np.ndarray, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
     kernel, stride, padding, ohw = _geometry(x, attrs)
     xp = pad_hw(x, padding, -np.inf)
-    out: np.ndarray | None = None
-    for i, j in _offsets(kernel):
+    if out is None:
+        out = np.empty((*x.shape[:2], *ohw), dtype=x.dtype)
+    for k, (i, j) in enumerate(_offsets(kernel)):
         part = xp[offset_slice(i, j, stride, _NO_DILATION, ohw)]
-        out = part.copy() if out is None else np.maximum(out, part, out=out)
-    assert out is not None
+        if k == 0:
+            np.copyto(out, part)
+        else:
+            np.maximum(out, part, out=out)
     return out
 
 
@@ -170,12 +173,15 @@ def _tiles(x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, ohw: Pair) 
     )
 
 
-def _max_pool2d_backward(g: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarray:
+def _max_pool2d_backward(
+    g: np.ndarray, x: np.ndarray, out: np.ndarray | None = None, **attrs: Any
+) -> np.ndarray:
     kernel, stride, padding, ohw = _geometry(x, attrs)
     masks = _winners(x, kernel, stride, padding, ohw)
     n, c, h, w = x.shape
     if _tiles(x, kernel, stride, padding, ohw):  # each input pixel in one window
-        out = np.empty(x.shape, dtype=g.dtype)
+        if out is None:
+            out = np.empty(x.shape, dtype=g.dtype)
         tiled = out.reshape(n, c, ohw[0], kernel[0], ohw[1], kernel[1])
         for mask, (i, j) in zip(masks, _offsets(kernel), strict=True):
             _masked_into(tiled[:, :, :, i, :, j], mask, g)
@@ -185,7 +191,10 @@ def _max_pool2d_backward(g: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarr
     for mask, (i, j) in zip(masks, _offsets(kernel), strict=True):
         _masked_into(share, mask, g)
         dxp[offset_slice(i, j, stride, _NO_DILATION, ohw)] += share
-    return crop_hw(dxp, padding, (h, w))
+    if out is None:
+        return crop_hw(dxp, padding, (h, w))
+    np.copyto(out, dxp[:, :, padding[0] : padding[0] + h, padding[1] : padding[1] + w])
+    return out
 
 
 def _max_pool2d_select(h: np.ndarray, x: np.ndarray, **attrs: Any) -> np.ndarray:
