@@ -513,7 +513,6 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
             extra = ", work={work}" if into[2] else ""
             kinds[node.id] = ("ufunc", f"z{i}({call}, out={{out}}{extra})", into[2])
 
-
     # Dead code after folding and fusion: keep what the roots need.
     needed = {refs[r].id for r in roots if not refs[r].is_const}
     kept: list[tuple[Node, str, list[int]]] = []
