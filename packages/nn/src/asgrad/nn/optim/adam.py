@@ -29,6 +29,8 @@ class Adam(Optimizer):
     """
 
     decoupled = False
+    # ``weight_decay=None`` takes this: 0 for Adam, 0.01 for AdamW (PyTorch's defaults).
+    default_weight_decay = 0.0
 
     def __init__(
         self,
@@ -36,13 +38,15 @@ class Adam(Optimizer):
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float | None = None,
         *,
         amsgrad: bool = False,
         clip_grad_norm: float | None = None,
         clip_grad_value: float | None = None,
     ) -> None:
         super().__init__(params, lr, clip_grad_norm=clip_grad_norm, clip_grad_value=clip_grad_value)
+        if weight_decay is None:
+            weight_decay = self.default_weight_decay
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"betas must be in [0, 1), got {betas}")
         if eps < 0 or weight_decay < 0:
@@ -93,26 +97,4 @@ class AdamW(Adam):
     """
 
     decoupled = True
-
-    def __init__(
-        self,
-        params: Iterable[Variable],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.01,
-        *,
-        amsgrad: bool = False,
-        clip_grad_norm: float | None = None,
-        clip_grad_value: float | None = None,
-    ) -> None:
-        super().__init__(
-            params,
-            lr,
-            betas,
-            eps,
-            weight_decay,
-            amsgrad=amsgrad,
-            clip_grad_norm=clip_grad_norm,
-            clip_grad_value=clip_grad_value,
-        )
+    default_weight_decay = 0.01
