@@ -9,7 +9,7 @@ import pytest
 
 from asgrad import nn
 from asgrad.tensor import Graph
-from asgrad.tensor.executor import OUT_KERNEL_OPS, CPUExecutable
+from asgrad.tensor.cpu_backend import OUT_KERNEL_OPS, CPUExecutable
 from asgrad.tensor.registry import get_op
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import asgrad.tensor.executor as executor_module
+import asgrad.tensor.cpu_backend as executor_module
 from asgrad.autograd import grad
 from asgrad.tensor import Graph, Tensor, Variable, compile, get_op, make_schedule
 from asgrad.tensor.executor import CPUExecutable, Schedule
