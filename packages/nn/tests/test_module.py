@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -17,7 +19,7 @@ from asgrad.nn import (
     TransformerBlock,
 )
 from asgrad.nn._errors import StateMismatchError
-from asgrad.tensor import Graph, Tensor, evaluate
+from asgrad.tensor import Graph, ShapeError, Tensor, evaluate
 
 
 class TinyLM(Module):
@@ -102,3 +104,15 @@ def test_initialize_redraws_parameters_reproducibly() -> None:
     assert a.num_parameters() == sum(v.size for v in a.state_dict().values()) - sum(
         v.value.size for _, v in a.named_buffers()
     )
+
+
+def test_a_layer_error_names_the_callers_line_once() -> None:
+    model = Sequential(Linear(3, 8), ReLU(), Linear(4, 1))
+    x = Graph().input("x", (4, 3))
+    line = inspect.currentframe().f_lineno + 2  # type: ignore[union-attr]  # CPython frames
+    with pytest.raises(ShapeError, match=r"Linear\(4, 1\) got input of shape \[4, 8\]") as info:
+        model(x)
+    notes = info.value.__notes__
+    assert len(notes) == 1
+    assert f"test_module.py:{line}" in notes[0]
+    assert "in Linear" in notes[0]

@@ -9,7 +9,8 @@ import numpy as np
 
 from asgrad.nn import init as init_
 from asgrad.tensor import Variable
-from asgrad.tensor.errors import GraphError, ShapeError
+from asgrad.tensor.errors import AsgradError, GraphError, ShapeError
+from asgrad.tensor.graph import user_location
 
 
 class Parameter(Variable):
@@ -184,7 +185,15 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        try:
+            return self.forward(*args, **kwargs)
+        except AsgradError as exc:
+            # Name the line of user code that called the model, once, however deep
+            # in nested modules the mistake was found.
+            if "\n  (at " not in str(exc) and not getattr(exc, "located", False):
+                exc.add_note(f"  (at {user_location()}, in {type(self).__name__})")
+                exc.located = True  # type: ignore[attr-defined]  # marks the note as added
+            raise
 
     def extra_repr(self) -> str:
         return ""
