@@ -61,14 +61,21 @@ def _check_bias(types: Sequence[TensorType], channels: int, dtype: str) -> None:
         raise ShapeError(f"takes (x, weight) or (x, weight, bias), got {len(types)} inputs")
 
 
-def _infer_conv2d(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+def _conv_operands(
+    types: Sequence[TensorType], weight_layout: str
+) -> tuple[TensorType, TensorType, str]:
+    """``(x, w, dtype)`` of a (transposed) convolution, with the checks both share."""
     if len(types) not in (2, 3):
         raise ShapeError(f"takes (x, weight) or (x, weight, bias), got {len(types)} inputs")
     x, w = types[0], types[1]
     require_nchw(x, "input")
     if len(w.shape) != 4:
-        raise ShapeError(f"weight must have rank 4 (out, in/groups, kH, kW), got {w}")
-    dtype = same_dtype([x, w], "input and weight")
+        raise ShapeError(f"weight must have rank 4 ({weight_layout}), got {w}")
+    return x, w, same_dtype([x, w], "input and weight")
+
+
+def _infer_conv2d(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    x, w, dtype = _conv_operands(types, "out, in/groups, kH, kW")
     stride, padding, dilation, groups = conv_attrs(attrs)
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
@@ -125,13 +132,7 @@ def transpose_out_size(
 
 
 def _infer_conv_transpose2d(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    if len(types) not in (2, 3):
-        raise ShapeError(f"takes (x, weight) or (x, weight, bias), got {len(types)} inputs")
-    x, w = types[0], types[1]
-    require_nchw(x, "input")
-    if len(w.shape) != 4:
-        raise ShapeError(f"weight must have rank 4 (in, out/groups, kH, kW), got {w}")
-    dtype = same_dtype([x, w], "input and weight")
+    x, w, dtype = _conv_operands(types, "in, out/groups, kH, kW")
     stride, padding, dilation, groups = conv_attrs(attrs)
     output_padding = pair(attrs.get("output_padding", 0), "output_padding")
     n, c, h, wd = x.shape
