@@ -294,6 +294,10 @@ class Graph:
     def parameters(self) -> list[Node]:
         return [n for n in self.nodes if n.op == "parameter"]
 
+    def uses(self, variable: Variable) -> bool:
+        """Whether ``variable`` has a parameter node in this graph."""
+        return id(variable) in self._variables
+
     def variables(self) -> list[Variable]:
         """Every variable a parameter node of this graph refers to."""
         return [n.attrs["variable"] for n in self.parameters]

@@ -221,7 +221,7 @@ class Optimizer:
         True
         """
         graph = loss.graph
-        used = [p for p in self.params if id(p) in graph._variables]
+        used = [p for p in self.params if graph.uses(p)]
         if not used:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
         tensors = [graph.bind(p) for p in used]
