@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor import cpu_kernels
+from asgrad.tensor import cpu_kernels, passes
 from asgrad.tensor.backends import Executable, register_backend
 from asgrad.tensor.graph import Node
 from asgrad.tensor.ops import nn as nn_ops
@@ -88,10 +88,8 @@ SHAPE_ONLY_INPUTS: dict[str, tuple[int, ...]] = {
     "scatter_slice": (1,),
     "scatter_add": (2,),
 }
-# Ops that are the identity when their output type equals their first input's.
-IDENTITY_OPS = frozenset(
-    {"reshape", "broadcast_to", "cast", "reshape_like", "broadcast_like", "sum_to_like"}
-)
+# At exact shapes every identity op of the passes is one when the types agree.
+IDENTITY_OPS = passes.IDENTITY_OPS | passes.SHAPE_LIKE_IDENTITY_OPS
 # Values folded at code generation are kept with the function; larger ones run.
 FOLD_LIMIT_BYTES = 1 << 22
 

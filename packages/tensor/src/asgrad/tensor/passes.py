@@ -92,18 +92,20 @@ def _fold(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     return Node(node.graph, "constant", (), {"value": array}, node.type, None, node.location)
 
 
+# Ops that compute nothing when their output type equals their first input's.
+IDENTITY_OPS = frozenset({"reshape", "broadcast_to", "cast"})
+# The same for ops that read their target shape from another value at run time.
+SHAPE_LIKE_IDENTITY_OPS = frozenset({"reshape_like", "broadcast_like", "sum_to_like"})
+
+
 def _simplify(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     """Identities that need no computation: reshape/cast/broadcast to the same type."""
-    if node.op in ("reshape", "broadcast_to", "cast") and inputs[0].type == node.type:
+    if node.op in IDENTITY_OPS and inputs[0].type == node.type:
         return inputs[0]
     # Fix: the *_like ops read their target shape at run time, where an axis declared
     # with size 1 may have grown (batch declared 1, fed 7); drop them only when no
     # axis is 1, so that static equality implies run-time equality.
-    if (
-        node.op in ("reshape_like", "broadcast_like", "sum_to_like")
-        and inputs[0].type == node.type
-        and 1 not in node.shape
-    ):
+    if node.op in SHAPE_LIKE_IDENTITY_OPS and inputs[0].type == node.type and 1 not in node.shape:
         return inputs[0]
     return None
 
