@@ -29,7 +29,11 @@ from asgrad.tensor.nn_functional import (
 )
 from asgrad.tensor.ops.nn import dropout_keep
 
-NN_OPS = [op for op in all_ops() if op.category == "nn"]
+NN_OPS = [
+    op
+    for op in all_ops()
+    if op.family in ("conv", "pool", "norm", "random") and op.name not in ("softmax", "log_softmax")
+]
 
 
 def _grad_cases() -> list[tuple[OpDef, OpCase]]:

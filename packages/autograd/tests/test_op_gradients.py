@@ -14,7 +14,7 @@ from asgrad.tensor import OpCase, OpDef, all_ops
 
 
 def _differentiable_ops() -> list[OpDef]:
-    return [op for op in all_ops() if op.category != "leaf" and op.differentiable]
+    return [op for op in all_ops() if op.family != "leaf" and op.differentiable]
 
 
 def _grad_cases() -> list[tuple[OpDef, OpCase]]:
@@ -53,7 +53,7 @@ def test_broadcasting_cases_are_checked() -> None:
     broadcasting = [
         (op.name, case.label)
         for op, case in GRAD_CASES
-        if op.category == "elementwise"
+        if op.family == "elementwise"
         and len(case.inputs) >= 2
         and len({np.shape(a) for a in case.inputs}) > 1
     ]

@@ -45,7 +45,7 @@ def _same(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> None:
 def _op_case_programs() -> list[tuple[str, Any]]:
     out = []
     for op in all_ops():
-        if op.cases is None or op.category in ("leaf", "random"):
+        if op.cases is None or op.family in ("leaf", "random"):
             continue
         for k, case in enumerate(op.cases(np.random.default_rng(0))):
             out.append((f"{op.name}-{k}", (op.name, case)))

@@ -133,10 +133,10 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
-def _gelu_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:
+def _gelu_backward(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:
     # One fused op (erf and exp computed once); its own rule below is in graph ops.
     approximate = attrs.get("approximate", "none")
-    return x.graph.apply("gelu_grad", (g, x), {"approximate": approximate})
+    return x.graph.apply("gelu_backward", (g, x), {"approximate": approximate})
 
 
 def _gelu_second(x: Tensor, approximate: str) -> Tensor:
@@ -154,12 +154,12 @@ def _gelu_second(x: Tensor, approximate: str) -> Tensor:
     return pdf * (2.0 - x * x)
 
 
-@rule("gelu_grad")
-def _gelu_grad_rule(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
+@rule("gelu_backward")
+def _gelu_backward_rule(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     # out = g * GELU'(x): d/dg = GELU'(x), d/dx = g * GELU''(x)
     g, x = ins
     approximate = attrs.get("approximate", "none")
-    gg = x.graph.apply("gelu_grad", (h, x), {"approximate": approximate}) if needs[0] else None
+    gg = x.graph.apply("gelu_backward", (h, x), {"approximate": approximate}) if needs[0] else None
     gx = h * g * _gelu_second(x, approximate) if needs[1] else None
     return gg, gx
 
@@ -189,7 +189,7 @@ _unary("tanh", lambda g, out, x, a: g * (1.0 - out * out))
 _unary("sigmoid", lambda g, out, x, a: g * out * (1.0 - out))
 _unary("relu", lambda g, out, x, a: where(x > 0, g, _zero(g)))
 _unary("leaky_relu", lambda g, out, x, a: where(x > 0, g, g * a.get("alpha", 0.01)))
-_unary("gelu", _gelu_grad)
+_unary("gelu", _gelu_backward)
 _unary("erf", lambda g, out, x, a: g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi)))
 _unary("silu", _silu_grad)
 _unary("elu", lambda g, out, x, a: where(x > 0, g, g * (out + a.get("alpha", 1.0))))

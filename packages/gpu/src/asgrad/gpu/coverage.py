@@ -20,12 +20,12 @@ class OpCoverage:
     """One row of the coverage table."""
 
     name: str
-    category: str
+    family: str
     cpu_kernel: bool
     gpu_kernel: bool
     gradient_rule: bool | None  # None: not differentiable
     parity_cases: bool
-    fused: bool
+    composite: bool
     doc: str
 
 
@@ -52,12 +52,12 @@ def coverage() -> list[OpCoverage]:
         rows.append(
             OpCoverage(
                 name=op.name,
-                category=op.category,
+                family=op.family,
                 cpu_kernel=op.kernel is not None,
                 gpu_kernel=op.name in gpu,
                 gradient_rule=rule,
                 parity_cases=op.cases is not None,
-                fused=op.fused,
+                composite=op.composite,
                 doc=op.doc,
             )
         )
@@ -77,13 +77,13 @@ def coverage_markdown() -> str:
         return "n/a" if flag is None else ("yes" if flag else "**no**")
 
     lines = [
-        "| op | category | CPU kernel | GPU kernel | gradient rule | parity cases | notes |",
+        "| op | family | CPU kernel | GPU kernel | gradient rule | parity cases | notes |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        note = (("fused. " if r.fused else "") + r.doc).replace("|", "\\|")
+        note = (("composite. " if r.composite else "") + r.doc).replace("|", "\\|")
         lines.append(
-            f"| `{r.name}` | {r.category} | {mark(r.cpu_kernel)} | {mark(r.gpu_kernel)} "
+            f"| `{r.name}` | {r.family} | {mark(r.cpu_kernel)} | {mark(r.gpu_kernel)} "
             f"| {mark(r.gradient_rule)} | {mark(r.parity_cases)} | {note} |"
         )
     gpu = sum(r.gpu_kernel for r in rows)
@@ -109,7 +109,7 @@ python -m asgrad.gpu coverage --output docs/ops.md
 
 and checked by the GPU tests, so a new op without a GPU kernel, a gradient rule or
 parity cases shows up here as **no** and fails `packages/gpu/tests/test_parity.py`.
-*fused* marks composite ops (softmax, layer norm...) that are primitives with their own
+*composite* marks composite ops (softmax, layer norm...) that are primitives with their own
 kernels rather than compositions of smaller ops.
 
 """

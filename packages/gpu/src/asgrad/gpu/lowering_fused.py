@@ -15,12 +15,12 @@ from asgrad.gpu.lowering import LOWERINGS, Lowering, literal, numpy_dtype
 from asgrad.gpu.ops.elementwise import elementwise
 from asgrad.tensor.registry import TensorType
 
-__all__ = ["FUSED_LOWERINGS", "adam_ema_expr", "adam_update_expr", "gelu_grad_expr"]
+__all__ = ["FUSED_LOWERINGS", "adam_ema_expr", "adam_update_expr", "gelu_backward_expr"]
 
 Attrs = Mapping[str, Any]
 
 
-def gelu_grad_expr(attrs: Attrs) -> str:
+def gelu_backward_expr(attrs: Attrs) -> str:
     """``g * GELU'(x)`` over ``x0 = g, x1 = x``."""
     if attrs.get("approximate", "none") == "tanh":
         k, a = 0.7978845608028654, 0.044715
@@ -45,8 +45,8 @@ def adam_update_expr(attrs: Attrs, decay: bool) -> str:
     return f"{p} - x3 * x1 / (sqrt(x2) / x4 + {eps})"
 
 
-def _gelu_grad(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    return elementwise(gelu_grad_expr(attrs), ins, numpy_dtype(out.dtype), out.shape)
+def _gelu_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return elementwise(gelu_backward_expr(attrs), ins, numpy_dtype(out.dtype), out.shape)
 
 
 def _adam_ema(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
@@ -59,7 +59,7 @@ def _adam_update(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray
 
 
 FUSED_LOWERINGS: dict[str, Lowering] = {
-    "gelu_grad": _gelu_grad,
+    "gelu_backward": _gelu_backward,
     "adam_ema": _adam_ema,
     "adam_update": _adam_update,
 }

@@ -105,7 +105,7 @@ _HELPERS: dict[str, Any] = {
     "_array": np.array,
     "_erf_f32": cpu_kernels.erf_f32,
     "_gelu_f32": cpu_kernels.gelu_f32,
-    "_gelu_grad_f32": cpu_kernels.gelu_grad_f32,
+    "_gelu_backward_f32": cpu_kernels.gelu_backward_f32,
     "_where_zero": cpu_kernels.where_zero,
     "np_float32": np.float32,
     "np_float64": np.float64,
@@ -429,7 +429,7 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
 # Ops whose registered kernel returns a fresh array (not a view of an input).
 FRESH_KERNEL_OPS = frozenset(
     {
-        "gelu_grad",
+        "gelu_backward",
         "adam_ema",
         "adam_update",
         "layer_norm",
@@ -465,7 +465,7 @@ _FRESH_PREFIXES = ("_where_zero(", "_add_reduce(", "(_add_reduce(")
 _WORK_FORMS = {
     "_erf_f32({0})": ("_erf_f32({0}, {out}, {work})", 2),
     "_gelu_f32({0})": ("_gelu_f32({0}, {out}, {work})", 3),
-    "_gelu_grad_f32({0}, {1})": ("_gelu_grad_f32({0}, {1}, {out}, {work})", 2),
+    "_gelu_backward_f32({0}, {1})": ("_gelu_backward_f32({0}, {1}, {out}, {work})", 2),
 }
 _VIEW_PREFIXES = ("{0}.transpose(", "{0}.reshape(", "_broadcast_to(")
 
@@ -682,12 +682,12 @@ def _specialize(
                 return f"_where_zero({{0}}, {{1}}, {keep})", [cond.id, value.id]
     if op == "erf" and out_t.dtype == "float32" and out_t.shape:
         return "_erf_f32({0})", None
-    gelu_exact = op in ("gelu", "gelu_grad") and attrs.get("approximate", "none") == "none"
+    gelu_exact = op in ("gelu", "gelu_backward") and attrs.get("approximate", "none") == "none"
     if gelu_exact and out_t.dtype == "float32" and out_t.shape:
         if op == "gelu":
             return "_gelu_f32({0})", None
         if all(t.dtype == "float32" for t in in_t):  # the kernel's own float32 path
-            return "_gelu_grad_f32({0}, {1})", None
+            return "_gelu_backward_f32({0}, {1})", None
     if op == "relu":
         return "_maximum({0}, 0)", None
     if op in ("transpose",):

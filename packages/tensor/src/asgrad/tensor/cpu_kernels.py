@@ -114,7 +114,7 @@ def where_zero(cond: np.ndarray, x: np.ndarray, keep: bool = True) -> np.ndarray
 _INV_SQRT_2PI = np.float32(1.0 / math.sqrt(2.0 * math.pi))
 
 
-def gelu_grad_f32(
+def gelu_backward_f32(
     g: np.ndarray, x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None
 ) -> np.ndarray:
     """``g * GELU'(x)`` (exact GELU) of float32 arrays of one shape, rank >= 1.

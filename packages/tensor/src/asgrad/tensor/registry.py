@@ -20,6 +20,21 @@ from asgrad.tensor.errors import GraphError
 Shape = tuple[int, ...]
 Attrs = Mapping[str, Any]
 
+# The op families. Each family is one file of the same name in every package.
+FAMILIES = (
+    "leaf",
+    "elementwise",
+    "reduction",
+    "shape",
+    "index",
+    "linalg",
+    "conv",
+    "pool",
+    "norm",
+    "random",
+    "optim",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
@@ -58,8 +73,9 @@ class OpDef:
 
     Attributes:
         name: The op's unique name (``"matmul"``).
-        category: ``leaf``, ``elementwise``, ``reduction``, ``shape``, ``index``,
-            ``linalg``, ``nn``, ``optim`` or ``random``.
+        family: The op family, one of :data:`FAMILIES`; the same file name holds the
+            op in every package (``tensor/ops/<family>.py``,
+            ``autograd/rules/<family>.py``, ``gpu/lowering/<family>.py``).
         infer: The shape/dtype rule; raises :class:`ShapeError`/:class:`DTypeError`.
         kernel: The numpy kernel, ``kernel(*arrays, **attrs) -> ndarray``.
         arity: The number of inputs, or None for a variadic op.
@@ -67,20 +83,21 @@ class OpDef:
         tolerance: ``(rtol, atol)`` within which a float32 backend must match the
             numpy kernel.
         cases: Random test cases for value, gradient and parity tests.
-        fused: Whether the op is a fused composite (softmax, layer norm...) rather
-            than an arithmetic primitive; the docs' coverage table says which.
+        composite: Whether the op is a composite operation (softmax, layer norm...)
+            kept as one primitive with its own kernels instead of being decomposed;
+            the docs' op table says which.
         doc: One line for the coverage table.
     """
 
     name: str
-    category: str
+    family: str
     infer: InferFn
     kernel: KernelFn
     arity: int | None
     differentiable: bool = True
     tolerance: tuple[float, float] = (1e-5, 1e-6)
     cases: CasesFn | None = None
-    fused: bool = False
+    composite: bool = False
     doc: str = ""
 
 
@@ -89,6 +106,8 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register_op(op: OpDef) -> OpDef:
     """Add ``op`` to the registry; a second op of the same name is an error."""
+    if op.family not in FAMILIES:
+        raise GraphError(f"op {op.name!r} has unknown family {op.family!r}; use one of {FAMILIES}")
     if op.name in _REGISTRY:
         raise GraphError(f"op {op.name!r} is already registered")
     _REGISTRY[op.name] = op

@@ -403,7 +403,7 @@ def _conv_transpose2d_cases(rng: np.random.Generator) -> list[OpCase]:
 register_op(
     OpDef(
         "conv2d",
-        "nn",
+        "conv",
         _infer_conv2d,
         conv2d_kernel,
         None,
@@ -416,7 +416,7 @@ register_op(
 register_op(
     OpDef(
         "conv2d_backward_input",
-        "nn",
+        "conv",
         _infer_conv2d_backward_input,
         _conv2d_backward_input,
         3,
@@ -429,7 +429,7 @@ register_op(
 register_op(
     OpDef(
         "conv2d_backward_weight",
-        "nn",
+        "conv",
         _infer_conv2d_backward_weight,
         _conv2d_backward_weight,
         2,
@@ -442,7 +442,7 @@ register_op(
 register_op(
     OpDef(
         "conv_transpose2d",
-        "nn",
+        "conv",
         _infer_conv_transpose2d,
         _conv_transpose2d,
         None,

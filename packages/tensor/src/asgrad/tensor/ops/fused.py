@@ -3,7 +3,7 @@
 Each replaces a chain of arithmetic primitives with one kernel that reads its
 inputs once and writes into fresh buffers (``out=``):
 
-* ``gelu_grad(g, x)``: GELU's input gradient ``g * GELU'(x)``, exact (erf) or tanh.
+* ``gelu_backward(g, x)``: GELU's input gradient ``g * GELU'(x)``, exact (erf) or tanh.
   Differentiable: its own gradient rule (in graph ops) gives higher-order gradients.
 * ``adam_ema(m, g)``: Adam's moment update ``beta * m + (1 - beta) * g`` (``g * g``
   with ``square``), the same arithmetic, in the same order, as the graph-op form.
@@ -38,8 +38,8 @@ def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:
             raise ShapeError(f"{name} is {t}; it must have the shape of {names[0]} {types[0]}")
 
 
-# -- gelu_grad ------------------------------------------------------------------------------
-def _infer_gelu_grad(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+# -- gelu_backward ------------------------------------------------------------------------------
+def _infer_gelu_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(types[1])
     same_dtype(types, "gradient and input")
     _same_shape(types, ("gradient", "input"))
@@ -48,7 +48,7 @@ def _infer_gelu_grad(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return types[1]
 
 
-def _gelu_grad(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
+def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
     if approximate == "tanh":
         x2 = x * x
         t = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_A * x * x2))
@@ -58,14 +58,14 @@ def _gelu_grad(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.nd
         out: np.ndarray = g * d
         return out.astype(x.dtype, copy=False)
     if x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
-        return cpu_kernels.gelu_grad_f32(g, x)
+        return cpu_kernels.gelu_backward_f32(g, x)
     cdf = 0.5 * (1.0 + erf_kernel(x * _INV_SQRT_2))
     pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
     result: np.ndarray = g * (cdf + x * pdf)
     return result.astype(x.dtype, copy=False)
 
 
-def _gelu_grad_cases(rng: np.random.Generator) -> list[OpCase]:
+def _gelu_backward_cases(rng: np.random.Generator) -> list[OpCase]:
     out = []
     for approximate in ("none", "tanh"):
         a = {"approximate": approximate}
@@ -176,15 +176,15 @@ def _adam_update_cases(rng: np.random.Generator) -> list[OpCase]:
 
 register_op(
     OpDef(
-        "gelu_grad",
+        "gelu_backward",
         "elementwise",
-        _infer_gelu_grad,
-        _gelu_grad,
+        _infer_gelu_backward,
+        _gelu_backward,
         2,
         True,
         (5e-5, 5e-6),
-        _gelu_grad_cases,
-        fused=True,
+        _gelu_backward_cases,
+        composite=True,
         doc="GELU's input gradient g * GELU'(x), exact (erf) or tanh",
     )
 )
@@ -198,7 +198,7 @@ register_op(
         False,
         (1e-5, 1e-6),
         _adam_ema_cases,
-        fused=True,
+        composite=True,
         doc="Adam's moment: beta * m + (1 - beta) * g (g * g with square)",
     )
 )
@@ -212,7 +212,7 @@ register_op(
         False,
         (1e-5, 1e-6),
         _adam_update_cases,
-        fused=True,
+        composite=True,
         doc="Adam's step: p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)",
     )
 )

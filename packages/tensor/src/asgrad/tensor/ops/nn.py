@@ -428,63 +428,63 @@ def _dropout_cases(rng: np.random.Generator) -> list[OpCase]:
 register_op(
     OpDef(
         "layer_norm",
-        "nn",
+        "norm",
         _infer_layer_norm,
         _layer_norm,
         None,
         True,
         _NORM_TOLERANCE,
         _layer_norm_cases,
-        fused=True,
+        composite=True,
         doc="normalise the trailing normalized_shape axes, optional affine",
     )
 )
 register_op(
     OpDef(
         "layer_norm_backward",
-        "nn",
+        "norm",
         _infer_layer_norm_backward,
         _layer_norm_backward,
         None,
         True,
         _NORM_TOLERANCE,
         _layer_norm_backward_cases,
-        fused=True,
+        composite=True,
         doc="layer_norm's input gradient from (g, x[, weight])",
     )
 )
 register_op(
     OpDef(
         "batch_norm",
-        "nn",
+        "norm",
         _infer_batch_norm,
         _batch_norm,
         None,
         True,
         _NORM_TOLERANCE,
         _batch_norm_cases,
-        fused=True,
+        composite=True,
         doc="normalise each channel (axis 1) by batch statistics, optional affine",
     )
 )
 register_op(
     OpDef(
         "batch_norm_backward",
-        "nn",
+        "norm",
         _infer_batch_norm_backward,
         _batch_norm_backward,
         None,
         True,
         _NORM_TOLERANCE,
         _batch_norm_backward_cases,
-        fused=True,
+        composite=True,
         doc="batch_norm's input gradient from (g, x[, weight])",
     )
 )
 register_op(
     OpDef(
         "dropout",
-        "nn",
+        "random",
         _infer_dropout,
         _dropout,
         2,

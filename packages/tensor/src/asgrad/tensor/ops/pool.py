@@ -407,4 +407,6 @@ for _name, _infer, _kernel, _cases, _doc in (
     ),
 ):
     arity = 1 if _name in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d") else 2
-    register_op(OpDef(_name, "nn", _infer, _kernel, arity, True, _POOL_TOLERANCE, _cases, doc=_doc))
+    register_op(
+        OpDef(_name, "pool", _infer, _kernel, arity, True, _POOL_TOLERANCE, _cases, doc=_doc)
+    )

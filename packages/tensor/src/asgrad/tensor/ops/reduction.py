@@ -167,28 +167,28 @@ register_op(
 register_op(
     OpDef(
         "softmax",
-        "reduction",
+        "norm",
         _infer_softmax,
         _softmax,
         1,
         True,
         (2e-5, 1e-6),
         _softmax_cases,
-        fused=True,
+        composite=True,
         doc="exp(x) / sum(exp(x)) along an axis, stable",
     )
 )
 register_op(
     OpDef(
         "log_softmax",
-        "reduction",
+        "norm",
         _infer_softmax,
         _log_softmax,
         1,
         True,
         (2e-5, 2e-5),
         _softmax_cases,
-        fused=True,
+        composite=True,
         doc="x - logsumexp(x) along an axis, stable",
     )
 )
