@@ -1,0 +1,71 @@
+"""``docs/ops.md`` is current, and every op's parts live in files named after its family."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import ops_table  # noqa: E402  # a script, importable once scripts/ is on the path
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[ops_table.OpRow]:
+    return ops_table.rows()
+
+
+def test_docs_ops_page_is_current() -> None:
+    assert ops_table.PAGE.read_text(encoding="utf-8") == ops_table.page(), (
+        "docs/ops.md is stale: run python scripts/ops_table.py --write"
+    )
+
+
+def test_every_op_lives_in_its_family_files(rows: list[ops_table.OpRow]) -> None:
+    misplaced = []
+    for r in rows:
+        expected = {
+            "spec": (r.spec, f"tensor/ops/{r.family}.py"),
+            "gpu lowering": (r.gpu_lowering, f"gpu/lowering/{r.family}.py"),
+        }
+        if r.rule is not None:
+            expected["gradient rule"] = (r.rule, f"autograd/rules/{r.family}.py")
+        if not r.cpu_kernel.startswith("numpy."):
+            expected["CPU kernel"] = (r.cpu_kernel, f"tensor/ops/{r.family}.py")
+        for part, (found, wanted) in expected.items():
+            if found != wanted:
+                misplaced.append(f"{r.name}: {part} in {found}, expected {wanted}")
+    assert misplaced == []
+
+
+def test_every_computing_op_is_complete(rows: list[ops_table.OpRow]) -> None:
+    for r in rows:
+        if r.family == "leaf":
+            continue
+        assert r.parity_cases, f"{r.name} has no test cases"
+        assert r.wgsl, f"{r.name}'s GPU lowering names no WGSL file"
+        if r.rule is not None:
+            assert not r.rule.startswith("**"), f"{r.name} has no gradient rule"
+
+
+def test_kernel_files_exist(rows: list[ops_table.OpRow]) -> None:
+    kernels = ROOT / "packages/gpu/src/asgrad/gpu/kernels"
+    for r in rows:
+        for name in r.wgsl:
+            assert (kernels / name).is_file(), f"{r.name}: {name} is not in {kernels}"
+
+
+def test_check_mode_reports_a_stale_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stale = tmp_path / "ops.md"
+    stale.write_text("# Ops\n", encoding="utf-8")
+    monkeypatch.setattr(ops_table, "PAGE", stale)
+    monkeypatch.setattr(ops_table, "ROOT", tmp_path)
+    assert ops_table.main(["--check"]) == 1
+    assert "stale" in capsys.readouterr().out
+    assert ops_table.main(["--write"]) == 0
+    assert ops_table.main(["--check"]) == 0
