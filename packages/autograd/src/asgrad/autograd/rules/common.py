@@ -1,9 +1,4 @@
-"""What every rule module shares: the rule type, the ``@rule`` decorator, ``apply``.
-
-A rule gets the incoming gradient ``g`` (shaped like the op's output), the op's
-output, its inputs and attributes, and which inputs need a gradient; it returns one
-gradient (or None) per input.
-"""
+"""What every rule module shares: the rule type, the ``@rule`` decorator, ``apply``."""
 
 from __future__ import annotations
 
@@ -18,6 +13,7 @@ Ins = tuple[Tensor, ...]
 Attrs = Mapping[str, Any]
 Needs = tuple[bool, ...]
 Rule = Callable[[Tensor, Tensor, Ins, Attrs, Needs], Grads]
+"""``rule(g, out, ins, attrs, needs)``: one gradient (or None) per input of the op."""
 
 
 class RuleDecorator(Protocol):
