@@ -3,7 +3,7 @@
 Every differentiable registry case of an nn op is checked by float64 central
 differences (``check_op_case``). Second-order checks differentiate a gradient
 graph, which exercises the rules of the backward ops (``conv2d_backward_*``,
-``max_pool2d_backward``/``select``, the fused norms' backward ops). Last, small
+``max_pool2d_backward``/``select``, the composite norms' backward ops). Last, small
 networks built from the functional wrappers are checked end to end.
 """
 

@@ -10,7 +10,6 @@
 True
 """
 
-from asgrad.autograd import rules_nn as rules_nn  # registers the nn ops' rules
 from asgrad.autograd.check import (
     GradientCheckError,
     GradientCheckResult,

@@ -107,8 +107,7 @@ def _fit(contrib: Tensor, inp: Node, node: Node) -> Tensor:
     """Sum a broadcast contribution down to the operand's shape (at every node)."""
     if contrib.dtype != inp.dtype:
         contrib = contrib.cast(inp.dtype)
-    # Fix (tests: test_parameter_gradient_keeps_its_shape_when_a_declared_1_grows):
-    # a size-1 axis of the operand may be broadcast at run time even when the static
+    # A size-1 axis of the operand may be broadcast at run time even when the static
     # shapes agree (an input declared with batch 1, fed batch 7, added to a (1, n)
     # parameter), so such operands always get a sum_to_like; it is free when the
     # run-time shapes agree.
