@@ -2,7 +2,7 @@
 
 Moved here from the tensor package's tests (which use no autograd): the generated
 code's values against the kernels node by node, its batched weight-gradient product
-and folded shape-only values, and the executor on a small MLP and its gradients.
+and folded shape-only values, and compiled programs on a small MLP and its gradients.
 """
 
 from __future__ import annotations

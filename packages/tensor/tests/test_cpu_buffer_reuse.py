@@ -1,4 +1,4 @@
-"""The CPU executor's buffer reuse: the same values with it on and off, and its safety.
+"""The CPU backend's buffer reuse: the same values with it on and off, and its safety.
 
 Generated functions write elementwise results into dying inputs (``out=`` the input)
 and ufunc/matrix-product results into scratch slots kept across runs, unless

@@ -39,7 +39,7 @@ def test_intermediates_are_freed_after_their_last_use(monkeypatch: pytest.Monkey
     results: list[tuple[int, weakref.ref[np.ndarray]]] = []
     violations: list[str] = []
     real_get_op = get_op
-    # The executor asks for each node's op in schedule order: hand out the steps so.
+    # The code generator asks for each node's op in schedule order: hand out the steps so.
     steps = {
         name: iter([step_of[n.id] for n in schedule.nodes if n.op == name])
         for name in {n.op for n in schedule.nodes}

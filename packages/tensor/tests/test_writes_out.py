@@ -1,6 +1,6 @@
 """Kernels declaring ``writes_out`` (conv, pool, scatter_slice) write into ``out=``.
 
-The CPU executor lends them scratch slots; ``out`` must get the bits of a fresh
+The CPU backend lends them scratch slots; ``out`` must get the bits of a fresh
 result, whatever it held before.
 """
 

@@ -97,7 +97,7 @@ class Variable:
         return self._value
 
     def set_host_value(self, new: np.ndarray) -> None:
-        """Store ``new`` on the host, for the CPU executor's in-place updates."""
+        """Store ``new`` on the host, for the CPU backend's variable updates."""
         self._value = new
 
     @property

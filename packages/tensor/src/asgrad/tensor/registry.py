@@ -92,7 +92,9 @@ class IntoKernel:
     * ``work`` is a tuple of ``work`` scratch arrays of the result's type, passed
       (as a keyword) only when ``work > 0``; their contents on entry are garbage and
       on exit are free to be anything;
-    * the return value is the result: ``out`` itself when it was given.
+    * the return value is the result, which the generated code uses: ``out``
+      itself when it was given (a path may leave an ``out`` it cannot write
+      through, a strided one, and return a fresh result instead).
 
     ``out`` and the ``work`` arrays never overlap one another, nor any input other
     than one of the first ``leading`` inputs (see ``leading``).
@@ -109,8 +111,8 @@ class IntoKernel:
         exact: True: the result is the kernel's, bit for bit, so the path is taken
             only where it writes into a buffer (never for a fresh result). False: a
             faster approximation within the op's ``tolerance``, taken for every
-            float32 result of rank >= 1, with ``out=None`` and no ``work`` when no
-            buffer is free.
+            float32 result of rank >= 1: called as ``fn(*inputs, **attrs)`` when
+            no buffer is free, so ``out`` and ``work`` must default to None.
         when: A condition on the node's attributes (e.g. GELU's exact form only),
             or None for always.
     """
@@ -156,9 +158,9 @@ class OpDef:
             the same shape, a cast to the same dtype. Such nodes are dropped; one
             whose target shape comes from a ``shape_only_inputs`` input only when
             no axis has size 1 (a size 1 declared may be fed larger).
-        fresh_result: Whether the kernel always returns a new array that nothing
-            else references (no view of an input, no scratch memory), so that a
-            later elementwise op may write into it.
+        fresh_result: Whether the kernel (called without ``out``) always returns a
+            new array that nothing else references (no view of an input, no
+            scratch memory), so that a later elementwise op may write into it.
         writes_out: Whether the kernel also takes ``out=`` (an array of the
             result's type, overlapping no input) and writes its whole result there,
             so that its result may land in a scratch slot.

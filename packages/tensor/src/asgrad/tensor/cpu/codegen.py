@@ -135,6 +135,7 @@ class _LineMaker:
         return name
 
     def _add(self, i: int, node: Node) -> None:
+        """Node ``i``'s value: a line, a constant, or another node's value (an identity)."""
         if node.op == "input":
             self.refs[node.id] = Ref(node.id)
             self.lines.append(Line(node=node, call=f"feeds[{node.name!r}]"))

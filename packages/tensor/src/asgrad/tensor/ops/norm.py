@@ -15,7 +15,7 @@ product (einsum), without a squared temporary.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from asgrad.tensor.registry import (
     IntoKernel,
     OpCase,
     OpDef,
+    Shape,
     TensorType,
     register_op,
 )
@@ -141,18 +142,22 @@ def _infer_layer_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return x
 
 
-def _infer_layer_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+def _check_backward(types: Sequence[TensorType], weight_shape: Callable[[], Shape]) -> None:
+    """The operands ``(g, x[, weight])`` of a norm's backward op."""
     g, x = types[0], types[1]
     if g.shape != x.shape:
         raise ShapeError(f"gradient {g} must have the shape of the input {x}")
     same_dtype([g, x], "gradient and input")
     if len(types) == 3:
-        shape = tuple(int(d) for d in attrs["normalized_shape"])
-        if types[2].shape != shape:
-            raise ShapeError(f"weight is {types[2]}, expected shape {list(shape)}")
+        if types[2].shape != weight_shape():
+            raise ShapeError(f"weight is {types[2]}, expected shape {list(weight_shape())}")
     elif len(types) != 2:
         raise ShapeError(f"takes (g, x) or (g, x, weight), got {len(types)} inputs")
-    return _infer_layer_norm([x], attrs)
+
+
+def _infer_layer_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    _check_backward(types, lambda: tuple(int(d) for d in attrs["normalized_shape"]))
+    return _infer_layer_norm([types[1]], attrs)
 
 
 def _layer_norm(
@@ -276,16 +281,8 @@ def _infer_batch_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _infer_batch_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    g, x = types[0], types[1]
-    if g.shape != x.shape:
-        raise ShapeError(f"gradient {g} must have the shape of the input {x}")
-    same_dtype([g, x], "gradient and input")
-    if len(types) == 3:
-        if types[2].shape != (x.shape[1],):
-            raise ShapeError(f"weight is {types[2]}, expected shape [{x.shape[1]}]")
-    elif len(types) != 2:
-        raise ShapeError(f"takes (g, x) or (g, x, weight), got {len(types)} inputs")
-    return _infer_batch_norm([x], attrs)
+    _check_backward(types, lambda: (types[1].shape[1],))
+    return _infer_batch_norm([types[1]], attrs)
 
 
 def _channel(v: np.ndarray, ndim: int) -> np.ndarray:
