@@ -36,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import asgrad_workloads
     from asgrad.tensor import Program
-    from asgrad.tensor.executor import CPUExecutable
+    from asgrad.tensor.cpu import CPUExecutable
 
     w = asgrad_workloads.build(args.workload, "cpu")
     for _ in range(3):

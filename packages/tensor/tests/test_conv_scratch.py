@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asgrad.tensor.ops._spatial import scratch
+from asgrad.tensor.ops.spatial import scratch
 from asgrad.tensor.registry import get_op
 
 

@@ -42,7 +42,7 @@ from asgrad.tensor.nn_functional import (
     layer_norm,
     max_pool2d,
 )
-from asgrad.tensor.ops.nn import dropout_keep, dropout_key, pcg_hash
+from asgrad.tensor.ops.random import dropout_keep, dropout_key, pcg_hash
 
 Reference = Callable[..., np.ndarray]
 Attrs = dict[str, Any]

@@ -246,7 +246,7 @@ def test_op_value_matches_reference(op: OpDef, case: OpCase, dtype: str) -> None
     out = g.apply(op.name, xs, dict(case.attrs))
     (got,) = compile([out])({f"x{i}": a for i, a in enumerate(arrays)})
 
-    # Inference agrees with what the kernel (and the executor) produce.
+    # Inference agrees with what the kernel (and the CPU backend) produce.
     direct = np.asarray(op.kernel(*arrays, **case.attrs))
     assert got.shape == out.shape == direct.shape
     assert got.dtype.name == out.dtype == direct.dtype.name

@@ -33,7 +33,7 @@ from asgrad.tensor.functional import (
     stack,
     where,
 )
-from asgrad.tensor.graph import Graph, Node, Variable, VariableHolder
+from asgrad.tensor.graph import Graph, Node, Variable, VariableStore
 from asgrad.tensor.passes import optimize, topological_order
 from asgrad.tensor.printing import dump, to_dot
 from asgrad.tensor.registry import OpCase, OpDef, TensorType, all_ops, get_op, register_op
@@ -60,7 +60,7 @@ __all__ = [
     "Tensor",
     "TensorType",
     "Variable",
-    "VariableHolder",
+    "VariableStore",
     "__version__",
     "all_ops",
     "as_dtype",

@@ -1,13 +1,21 @@
-"""Backend selection: ``"cpu"``, ``"gpu"`` or ``"auto"``, with an environment override.
+"""Backend selection: a backend by name, ``"auto"``, or the ``ASGRAD_DEVICE`` variable.
 
-A backend compiles a :class:`~asgrad.tensor.executor.Schedule` into something that
-runs it. The CPU (numpy) backend is built in; ``asgrad.gpu`` registers ``"gpu"``
-when it is imported.
+A backend compiles a :class:`~asgrad.tensor.schedule.Schedule` into an
+:class:`Executable` that runs it. The CPU (numpy) backend is built in; other
+backends plug in without this package naming them: a distribution declares a
+zero-argument factory returning a :class:`Backend` in the entry point group
+``asgrad.backends``, e.g. in its ``pyproject.toml``::
+
+    [project.entry-points."asgrad.backends"]
+    gpu = "asgrad.gpu.backend:GpuBackend"
+
+The group is read once, on first need. :func:`register_backend` adds a factory
+directly (a plug-in imported before its entry point is installed, a test).
 """
 
 from __future__ import annotations
 
-import importlib
+import importlib.metadata
 import os
 import warnings
 from collections.abc import Callable, Mapping
@@ -18,10 +26,12 @@ import numpy as np
 from asgrad.tensor.errors import BackendError
 
 if TYPE_CHECKING:
-    from asgrad.tensor.executor import Schedule
+    from asgrad.tensor.schedule import Schedule
 
 ENV_VAR = "ASGRAD_DEVICE"
-BACKEND_NAMES = ("cpu", "gpu", "auto")
+BACKEND_ENTRY_POINT_GROUP = "asgrad.backends"
+# The distributions that provide the known plug-in backends, for error messages.
+_DISTRIBUTIONS = {"gpu": "asgrad-gpu"}
 
 
 class Executable(Protocol):
@@ -46,50 +56,82 @@ class Backend(Protocol):
         ...
 
 
-_BACKENDS: dict[str, Callable[[], Backend]] = {}
+def _cpu_backend() -> Backend:
+    from asgrad.tensor.cpu import CPUBackend
+
+    return CPUBackend()
+
+
+_BACKENDS: dict[str, Callable[[], Backend]] = {"cpu": _cpu_backend}
+_ENTRY_POINTS: dict[str, importlib.metadata.EntryPoint] | None = None
 _warned_fallback = False
 
 
 def register_backend(name: str, factory: Callable[[], Backend]) -> None:
-    """Make ``factory()`` the backend called ``name``."""
+    """Make ``factory()`` the backend called ``name`` (over an entry point's)."""
     _BACKENDS[name] = factory
 
 
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    """The ``asgrad.backends`` entry points by name, read once."""
+    global _ENTRY_POINTS
+    if _ENTRY_POINTS is None:
+        found = importlib.metadata.entry_points(group=BACKEND_ENTRY_POINT_GROUP)
+        _ENTRY_POINTS = {ep.name: ep for ep in found}
+    return _ENTRY_POINTS
+
+
+def backend_names() -> list[str]:
+    """Every backend that can be asked for: the CPU, then the plug-ins, by name."""
+    others = {*_BACKENDS, *_entry_points(), *_DISTRIBUTIONS} - {"cpu"}
+    return ["cpu", *sorted(others)]
+
+
 def resolve_backend_name(name: str | None = None) -> str:
-    """``"cpu"`` or ``"gpu"`` for a requested backend.
+    """The backend a request names (``"cpu"``, ``"gpu"``...).
 
     ``None`` means the ``ASGRAD_DEVICE`` environment variable, else ``"cpu"``.
-    ``"auto"`` is the GPU when one is usable, else the CPU with one warning.
+    ``"auto"`` is the first plug-in backend (by name) that is usable, else the CPU
+    with one warning.
     """
     global _warned_fallback
     requested = name if name is not None else os.environ.get(ENV_VAR, "cpu")
-    if requested not in BACKEND_NAMES:
-        raise BackendError(f"unknown backend {requested!r}; use one of {', '.join(BACKEND_NAMES)}")
+    names = backend_names()
+    if requested not in (*names, "auto"):
+        raise BackendError(f"unknown backend {requested!r}; use one of {', '.join(names)}, auto")
     if requested != "auto":
         return requested
-    try:
-        if get_backend("gpu").available():
-            return "gpu"
-        reason = "no GPU adapter was found"
-    except BackendError as exc:
-        reason = str(exc)
+    reasons = []
+    for candidate in names[1:]:
+        try:
+            if get_backend(candidate).available():
+                return candidate
+            reasons.append(f"the {candidate} backend is not usable here")
+        except BackendError as exc:
+            reasons.append(str(exc))
     if not _warned_fallback:
+        reason = "; ".join(reasons) or "no other backend is installed"
         warnings.warn(f"backend 'auto' runs on the CPU: {reason}", RuntimeWarning, stacklevel=2)
         _warned_fallback = True
     return "cpu"
 
 
 def get_backend(name: str) -> Backend:
-    """The backend called ``name`` (``"cpu"`` or ``"gpu"``)."""
-    if name not in _BACKENDS and name == "gpu":
+    """The backend called ``name``: built in, registered, or an installed entry point."""
+    factory = _BACKENDS.get(name)
+    if factory is None:
+        entry_point = _entry_points().get(name)
+        if entry_point is None:
+            hint = ""
+            if name in _DISTRIBUTIONS:
+                dist = _DISTRIBUTIONS[name]
+                hint = f"; it is in the {dist} distribution: `pip install {dist}`"
+            raise BackendError(f"no backend called {name!r} is installed{hint}")
         try:
-            importlib.import_module("asgrad.gpu")
+            factory = entry_point.load()
         except ImportError as exc:
             raise BackendError(
-                f"the GPU backend needs the asgrad-gpu distribution ({exc});"
-                " install it with `pip install asgrad-gpu`"
+                f"the {name!r} backend ({entry_point.value}) failed to import: {exc}"
             ) from exc
-    try:
-        return _BACKENDS[name]()
-    except KeyError:
-        raise BackendError(f"no backend called {name!r} is registered") from None
+        _BACKENDS[name] = factory
+    return factory()

@@ -3,9 +3,10 @@
 ``compile`` turns the values a user wants (and the variable updates of a training
 step) into a :class:`Schedule`: the minimal nodes in order, after the graph passes,
 with the step at which each value is used for the last time. A backend turns the
-schedule into something it runs. The CPU backend generates one Python function per
-schedule, a line per node, freeing each intermediate after its last use, so that
-running a compiled graph costs little more than the numpy calls themselves.
+schedule into an executable that runs it. The CPU backend (:mod:`asgrad.tensor.cpu`)
+generates one Python function per schedule, a line per node, freeing each
+intermediate after its last use, so that running a compiled graph costs little more
+than the numpy calls themselves.
 """
 
 from __future__ import annotations
@@ -16,15 +17,12 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.backends import get_backend, resolve_backend_name
-from asgrad.tensor.cpu_backend import CPUBackend, CPUExecutable
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import FeedError
 from asgrad.tensor.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.tensor import Tensor
 
 __all__ = [
-    "CPUBackend",
-    "CPUExecutable",
     "Program",
     "Schedule",
     "Updates",

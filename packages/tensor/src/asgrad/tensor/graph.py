@@ -57,7 +57,7 @@ class Variable:
         self._value = np.asarray(value)
         as_dtype(self._value.dtype)
         self.trainable = trainable
-        self._holder: VariableHolder | None = None
+        self._holder: VariableStore | None = None
 
     @property
     def value(self) -> np.ndarray:
@@ -80,7 +80,7 @@ class Variable:
             self._holder = None
         self._value = new
 
-    def hold(self, holder: VariableHolder) -> None:
+    def hold(self, holder: VariableStore) -> None:
         """Mark ``holder`` as owning the newest value (used by device backends)."""
         if self._holder is not None and self._holder is not holder:
             self._value = self._holder.fetch(self)
@@ -88,7 +88,7 @@ class Variable:
         self._holder = holder
 
     @property
-    def holder(self) -> VariableHolder | None:
+    def holder(self) -> VariableStore | None:
         """The backend holding the newest value, or None when it is on the host."""
         return self._holder
 
@@ -97,7 +97,7 @@ class Variable:
         return self._value
 
     def set_host_value(self, new: np.ndarray) -> None:
-        """Store ``new`` on the host, for the CPU executor's in-place updates."""
+        """Store ``new`` on the host, for the CPU backend's variable updates."""
         self._value = new
 
     @property
@@ -112,8 +112,12 @@ class Variable:
         return f"Variable({self.name!r}, {self.dtype}{list(self.shape)})"
 
 
-class VariableHolder:
-    """Interface of a backend that holds variables' newest values."""
+class VariableStore:
+    """Interface of a backend's store of variables' newest values (a GPU's memory).
+
+    A variable whose newest value lives in a store is *held* by it
+    (:meth:`Variable.hold`); reading ``variable.value`` fetches the value back.
+    """
 
     def fetch(self, variable: Variable) -> np.ndarray:  # pragma: no cover - interface
         raise NotImplementedError

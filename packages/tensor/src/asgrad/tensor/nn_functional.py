@@ -27,7 +27,7 @@ import numpy as np
 from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import AsgradError, DTypeError, GraphError, ShapeError
 from asgrad.tensor.graph import user_location
-from asgrad.tensor.ops._spatial import Pair, pair
+from asgrad.tensor.ops.spatial import Pair, pair
 from asgrad.tensor.tensor import Tensor
 
 IntOrPair = int | Sequence[int]

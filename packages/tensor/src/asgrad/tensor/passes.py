@@ -13,10 +13,7 @@ import numpy as np
 
 from asgrad.tensor.errors import GraphError
 from asgrad.tensor.graph import Node
-from asgrad.tensor.registry import get_op
-
-# Ops whose value changes from run to run even with equal inputs: never merged or folded.
-IMPURE_OPS: set[str] = set()
+from asgrad.tensor.registry import OpDef, TensorType, get_op
 
 
 def topological_order(roots: Iterable[Node]) -> list[Node]:
@@ -80,7 +77,7 @@ def _rebuild(node: Node, inputs: tuple[Node, ...]) -> Node:
 
 def _fold(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     """A constant node for ``node`` when every input is a small constant."""
-    if not inputs or node.op in IMPURE_OPS or any(n.op != "constant" for n in inputs):
+    if not inputs or not get_op(node.op).pure or any(n.op != "constant" for n in inputs):
         return None
     if any(n.attrs["value"].size > 4096 for n in inputs):
         return None
@@ -92,20 +89,23 @@ def _fold(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     return Node(node.graph, "constant", (), {"value": array}, node.type, None, node.location)
 
 
-# Ops that compute nothing when their output type equals their first input's.
-IDENTITY_OPS = frozenset({"reshape", "broadcast_to", "cast"})
-# The same for ops that read their target shape from another value at run time.
-SHAPE_LIKE_IDENTITY_OPS = frozenset({"reshape_like", "broadcast_like", "sum_to_like"})
+def is_identity(op: OpDef, input_type: TensorType, output_type: TensorType, *, exact: bool) -> bool:
+    """Whether a node of ``op`` computes nothing: ``op`` is an identity at the same
+    type (``OpDef.identity_if_same_type``) and the types of its first input and its
+    result are equal.
+
+    An op that reads its target shape from a shape-only input at run time (the
+    ``*_like`` ops) is one only when no axis has size 1, unless the types are
+    ``exact`` (the fed ones): a size declared 1 may be fed larger.
+    """
+    if not op.identity_if_same_type or input_type != output_type:
+        return False
+    return exact or not op.shape_only_inputs or 1 not in output_type.shape
 
 
 def _simplify(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     """Identities that need no computation: reshape/cast/broadcast to the same type."""
-    if node.op in IDENTITY_OPS and inputs[0].type == node.type:
-        return inputs[0]
-    # Fix: the *_like ops read their target shape at run time, where an axis declared
-    # with size 1 may have grown (batch declared 1, fed 7); drop them only when no
-    # axis is 1, so that static equality implies run-time equality.
-    if node.op in SHAPE_LIKE_IDENTITY_OPS and inputs[0].type == node.type and 1 not in node.shape:
+    if inputs and is_identity(get_op(node.op), inputs[0].type, node.type, exact=False):
         return inputs[0]
     return None
 
@@ -129,7 +129,7 @@ def optimize(
                 new = _fold(node, inputs)
         if new is None:
             new = _rebuild(node, inputs)
-        if new.op not in IMPURE_OPS and new.op not in ("input", "parameter"):
+        if new.op not in ("input", "parameter") and get_op(new.op).pure:
             key = node_key(new, new.inputs)
             new = seen.setdefault(key, new)
         replaced[node.id] = new

@@ -1,10 +1,18 @@
 """The op registry: one entry per primitive op, read by every layer of asgrad.
 
-An :class:`OpDef` holds what the tensor package knows of an op: its name, its
-shape/dtype rule, its numpy kernel (the reference semantics) and the test cases
-that the gradient checks and GPU parity tests are generated from. The autograd
-package adds a gradient rule per op and the GPU package a WGSL kernel per op, both
-keyed by the op's name; tests fail when an op lacks either.
+An :class:`OpDef` holds what the tensor package knows of an op, all of it declared
+by keyword in the op's family file (``asgrad/tensor/ops/<family>.py``):
+
+* what it is: ``name``, ``family``, ``arity``, ``doc``, and whether it is
+  ``differentiable``, ``composite`` or ``pure``;
+* what it means: ``infer`` (the shape/dtype rule) and ``kernel`` (the numpy
+  reference semantics), checked on ``cases`` within ``tolerance``;
+* what the CPU code generator may assume about the kernel, so that adding an op
+  never edits the backend: ``shape_only_inputs``, ``identity_if_same_type``,
+  ``fresh_result``, ``writes_out`` and ``into`` (an :class:`IntoKernel`).
+
+The autograd package adds a gradient rule per op and the GPU package a WGSL kernel
+per op, both keyed by the op's name; tests fail when an op lacks either.
 """
 
 from __future__ import annotations
@@ -67,26 +75,97 @@ KernelFn = Callable[..., np.ndarray]
 CasesFn = Callable[[np.random.Generator], list[OpCase]]
 
 
-@dataclass(frozen=True)
-class OpDef:
-    """Everything the tensor package knows about one primitive op.
+@dataclass(frozen=True, kw_only=True)
+class IntoKernel:
+    """A float32 path of an op's kernel that writes its result into a given array.
+
+    The CPU code generator calls it instead of the kernel when every input and the
+    result are float32 and the result has rank >= 1 (and elements, for an exact
+    path) and ``when(attrs)`` holds, so that the result lands in a buffer that is
+    already there (a dying input or a scratch slot kept across runs) instead of
+    fresh memory.
+
+    Calling convention: ``fn(*inputs, out=out, work=work, **attrs)``, where
+
+    * ``out`` is an array of the result's type (C-contiguous unless the function
+      copes with strides) that receives the result, or None for a fresh result;
+    * ``work`` is a tuple of ``work`` scratch arrays of the result's type, passed
+      (as a keyword) only when ``work > 0``; their contents on entry are garbage and
+      on exit are free to be anything;
+    * the return value is the result, which the generated code uses: ``out``
+      itself when it was given (a path may leave an ``out`` it cannot write
+      through, a strided one, and return a fresh result instead).
+
+    ``out`` and the ``work`` arrays never overlap one another, nor any input other
+    than one of the first ``leading`` inputs (see ``leading``).
 
     Attributes:
-        name: The op's unique name (``"matmul"``).
+        fn: The function, with the calling convention above.
+        leading: How many leading inputs may *be* ``out`` (a dying input written
+            in place): ``fn`` reads each element or row of them before it writes
+            that element or row of ``out``. With ``leading > 0`` the path is taken
+            only when those inputs have the result's type and the others (a
+            weight, a bias) another, so that no other input is ever written.
+            0: ``out`` never overlaps an input.
+        work: How many scratch arrays of the result's type ``fn`` needs.
+        exact: True: the result is the kernel's, bit for bit, so the path is taken
+            only where it writes into a buffer (never for a fresh result). False: a
+            faster approximation within the op's ``tolerance``, taken for every
+            float32 result of rank >= 1: called as ``fn(*inputs, **attrs)`` when
+            no buffer is free, so ``out`` and ``work`` must default to None.
+        when: A condition on the node's attributes (e.g. GELU's exact form only),
+            or None for always.
+    """
+
+    fn: Callable[..., np.ndarray]
+    leading: int = 0
+    work: int = 0
+    exact: bool = True
+    when: Callable[[Attrs], bool] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpDef:
+    """Everything the tensor package knows about one primitive op, declared by keyword.
+
+    Attributes:
+        name: The op's unique name (``"matmul"``); backward ops are
+            ``<op>_backward``.
         family: The op family, one of :data:`FAMILIES`; the same file name holds the
             op in every package (``tensor/ops/<family>.py``,
             ``autograd/rules/<family>.py``, ``gpu/lowering/<family>.py``).
-        infer: The shape/dtype rule; raises :class:`ShapeError`/:class:`DTypeError`.
-        kernel: The numpy kernel, ``kernel(*arrays, **attrs) -> ndarray``.
+        infer: The shape/dtype rule ``infer(input_types, attrs) -> TensorType``;
+            raises :class:`ShapeError`/:class:`DTypeError` naming the fix.
+        kernel: The numpy kernel, ``kernel(*arrays, **attrs) -> ndarray``: the
+            reference semantics every backend is tested against.
         arity: The number of inputs, or None for a variadic op.
         differentiable: Whether autograd must hold a gradient rule for it.
-        tolerance: ``(rtol, atol)`` within which a float32 backend must match the
-            numpy kernel.
+        tolerance: ``(rtol, atol)`` within which a float32 backend (or an inexact
+            float32 path) must match the numpy kernel.
         cases: Random test cases for value, gradient and parity tests.
         composite: Whether the op is a composite operation (softmax, layer norm...)
             kept as one primitive with its own kernels instead of being decomposed;
             the docs' op table says which.
         doc: One line for the coverage table.
+        pure: Whether the value depends on the inputs and attributes only, so that
+            equal nodes may be merged and nodes of constants folded (dropout is
+            pure: its randomness is a seed input).
+        shape_only_inputs: The inputs the kernel reads for their shape (and dtype)
+            only, never their values: at known shapes the code generator passes a
+            zero-strided stand-in, so the value may be freed early or folded away.
+        identity_if_same_type: Whether the op computes nothing (returns its first
+            input) when its result's type equals its first input's: a reshape to
+            the same shape, a cast to the same dtype. Such nodes are dropped; one
+            whose target shape comes from a ``shape_only_inputs`` input only when
+            no axis has size 1 (a size 1 declared may be fed larger).
+        fresh_result: Whether the kernel (called without ``out``) always returns a
+            new array that nothing else references (no view of an input, no
+            scratch memory), so that a later elementwise op may write into it.
+        writes_out: Whether the kernel also takes ``out=`` (an array of the
+            result's type, overlapping no input) and writes its whole result there,
+            so that its result may land in a scratch slot.
+        into: A float32 path writing into a given array (see :class:`IntoKernel`),
+            or None.
     """
 
     name: str
@@ -99,6 +178,12 @@ class OpDef:
     cases: CasesFn | None = None
     composite: bool = False
     doc: str = ""
+    pure: bool = True
+    shape_only_inputs: tuple[int, ...] = ()
+    identity_if_same_type: bool = False
+    fresh_result: bool = False
+    writes_out: bool = False
+    into: IntoKernel | None = None
 
 
 _REGISTRY: dict[str, OpDef] = {}
@@ -110,6 +195,12 @@ def register_op(op: OpDef) -> OpDef:
         raise GraphError(f"op {op.name!r} has unknown family {op.family!r}; use one of {FAMILIES}")
     if op.name in _REGISTRY:
         raise GraphError(f"op {op.name!r} is already registered")
+    if op.arity is not None:
+        for i in op.shape_only_inputs:
+            if not 0 <= i < op.arity:
+                raise GraphError(f"op {op.name!r}: shape-only input {i} is not one of its inputs")
+        if op.into is not None and op.into.leading > op.arity:
+            raise GraphError(f"op {op.name!r}: into.leading exceeds its {op.arity} inputs")
     _REGISTRY[op.name] = op
     return op
 

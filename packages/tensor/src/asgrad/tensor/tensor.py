@@ -286,9 +286,9 @@ class Tensor:
 
     def flatten(self, start_axis: int = 0) -> Tensor:
         start = normalize_axis(start_axis, self.ndim) if self.ndim else 0
-        # Fix: the -1 goes on the leading (batch) axis, so that the reshape does not
-        # bake in the batch size declared at build time (flatten(1) on batch 3,
-        # then run on batch 7, used to fail).
+        # The -1 goes on the leading (batch) axis, so that the reshape does not bake
+        # in the batch size declared at build time (a graph built for batch 3 runs
+        # on batch 7).
         inner = math.prod(self.shape[start:])
         if start >= 1 and inner > 0:
             return self.reshape(-1, *self.shape[1:start], inner)

@@ -1,5 +1,37 @@
-"""The built-in ops; importing this package registers them."""
+"""The built-in ops, one module per op family; importing this package registers them.
 
-from asgrad.tensor.ops import conv, elementwise, fused, leaf, linalg, nn, pool, reduction, shape
+Each family module (``leaf``, ``elementwise``, ``reduction``, ``shape``, ``index``,
+``linalg``, ``conv``, ``pool``, ``norm``, ``random``, ``optim``) holds its ops' shape
+rules, numpy kernels, test cases, CPU fast paths and registrations; ``spatial`` holds
+the window and size rules that conv and pool share (public, for other backends).
+"""
 
-__all__ = ["conv", "elementwise", "fused", "leaf", "linalg", "nn", "pool", "reduction", "shape"]
+from asgrad.tensor.ops import (
+    conv,
+    elementwise,
+    index,
+    leaf,
+    linalg,
+    norm,
+    optim,
+    pool,
+    random,
+    reduction,
+    shape,
+    spatial,
+)
+
+__all__ = [
+    "conv",
+    "elementwise",
+    "index",
+    "leaf",
+    "linalg",
+    "norm",
+    "optim",
+    "pool",
+    "random",
+    "reduction",
+    "shape",
+    "spatial",
+]

@@ -22,7 +22,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, same_dtype
-from asgrad.tensor.ops._spatial import (
+from asgrad.tensor.ops.spatial import (
     Pair,
     offset_slice,
     out_hw,
@@ -219,7 +219,7 @@ def conv2d_kernel(
     return out
 
 
-def conv_input_grad(
+def _conv_adjoint(
     g: np.ndarray,
     w: np.ndarray,
     hw: Sequence[int],
@@ -265,7 +265,7 @@ def _conv2d_backward_input(
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
-    return conv_input_grad(g, w, x.shape[2:], st, pad, dil, groups, out)
+    return _conv_adjoint(g, w, x.shape[2:], st, pad, dil, groups, out)
 
 
 def _conv2d_backward_weight(
@@ -310,7 +310,7 @@ def _conv_transpose2d(
         transpose_out_size(x.shape[2], kh, st[0], pad[0], opad[0], dil[0]),
         transpose_out_size(x.shape[3], kw, st[1], pad[1], opad[1], dil[1]),
     )
-    out = conv_input_grad(x, w, hw, st, pad, dil, groups)
+    out = _conv_adjoint(x, w, hw, st, pad, dil, groups)
     if b is not None:
         out += b.reshape(1, -1, 1, 1)
     return out
@@ -402,53 +402,52 @@ def _conv_transpose2d_cases(rng: np.random.Generator) -> list[OpCase]:
 
 register_op(
     OpDef(
-        "conv2d",
-        "conv",
-        _infer_conv2d,
-        conv2d_kernel,
-        None,
-        True,
-        CONV_TOLERANCE,
-        _conv2d_cases,
+        name="conv2d",
+        family="conv",
+        infer=_infer_conv2d,
+        kernel=conv2d_kernel,
+        arity=None,
+        tolerance=CONV_TOLERANCE,
+        cases=_conv2d_cases,
         doc="2-D convolution, NCHW/OIHW: stride, padding, dilation, groups, bias",
+        writes_out=True,
     )
 )
 register_op(
     OpDef(
-        "conv2d_backward_input",
-        "conv",
-        _infer_conv2d_backward_input,
-        _conv2d_backward_input,
-        3,
-        True,
-        CONV_TOLERANCE,
-        _conv2d_backward_input_cases,
+        name="conv2d_backward_input",
+        family="conv",
+        infer=_infer_conv2d_backward_input,
+        kernel=_conv2d_backward_input,
+        arity=3,
+        tolerance=CONV_TOLERANCE,
+        cases=_conv2d_backward_input_cases,
         doc="conv2d's input gradient from (g, w); x gives the shape",
+        writes_out=True,
     )
 )
 register_op(
     OpDef(
-        "conv2d_backward_weight",
-        "conv",
-        _infer_conv2d_backward_weight,
-        _conv2d_backward_weight,
-        2,
-        True,
-        CONV_TOLERANCE,
-        _conv2d_backward_weight_cases,
+        name="conv2d_backward_weight",
+        family="conv",
+        infer=_infer_conv2d_backward_weight,
+        kernel=_conv2d_backward_weight,
+        arity=2,
+        tolerance=CONV_TOLERANCE,
+        cases=_conv2d_backward_weight_cases,
         doc="conv2d's weight gradient from (x, g)",
+        writes_out=True,
     )
 )
 register_op(
     OpDef(
-        "conv_transpose2d",
-        "conv",
-        _infer_conv_transpose2d,
-        _conv_transpose2d,
-        None,
-        True,
-        CONV_TOLERANCE,
-        _conv_transpose2d_cases,
+        name="conv_transpose2d",
+        family="conv",
+        infer=_infer_conv_transpose2d,
+        kernel=_conv_transpose2d,
+        arity=None,
+        tolerance=CONV_TOLERANCE,
+        cases=_conv_transpose2d_cases,
         doc="transposed 2-D convolution, weight (in, out/groups, kH, kW)",
     )
 )

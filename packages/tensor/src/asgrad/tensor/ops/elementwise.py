@@ -1,9 +1,16 @@
-"""Elementwise ops: unary math and activations, binary arithmetic, comparisons, where."""
+"""Elementwise ops: unary math and activations, binary arithmetic, comparisons, where.
+
+``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
+op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
+``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
+code generator takes through :class:`~asgrad.tensor.registry.IntoKernel`.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +24,17 @@ from asgrad.tensor.ops._common import (
     same_dtype,
     uniform,
 )
-from asgrad.tensor.registry import Attrs, CasesFn, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ops._erf import erf_f32, gelu_backward_f32, gelu_f32
+from asgrad.tensor.registry import (
+    Attrs,
+    CasesFn,
+    IntoKernel,
+    KernelFn,
+    OpCase,
+    OpDef,
+    TensorType,
+    register_op,
+)
 
 try:  # scipy's erf is exact and fast; it is optional.
     from scipy.special import erf as _scipy_erf  # type: ignore[import-untyped]  # no stubs
@@ -85,8 +102,22 @@ def _infer_clamp(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return _infer_unary_numeric(types, attrs)
 
 
+def _infer_gelu_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    g, x = types
+    require_float(x)
+    same_dtype(types, "gradient and input")
+    if g.shape != x.shape:
+        raise ShapeError(f"gradient is {g}; it must have the shape of input {x}")
+    if attrs.get("approximate", "none") not in ("none", "tanh"):
+        raise ShapeError(f"approximate must be 'none' or 'tanh', got {attrs['approximate']!r}")
+    return x
+
+
 # -- kernels --------------------------------------------------------------------------------
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_TANH_A = 0.044715
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -98,6 +129,28 @@ def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
         out: np.ndarray = 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
         return out
     return 0.5 * x * (1.0 + erf_kernel(x * (1.0 / math.sqrt(2.0))))
+
+
+def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
+    if approximate == "tanh":
+        x2 = x * x
+        t = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_A * x * x2))
+        d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (
+            _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_A * x2)
+        )
+        out: np.ndarray = g * d
+        return out.astype(x.dtype, copy=False)
+    if x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
+        return gelu_backward_f32(g, x)
+    cdf = 0.5 * (1.0 + erf_kernel(x * _INV_SQRT_2))
+    pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    result: np.ndarray = g * (cdf + x * pdf)
+    return result.astype(x.dtype, copy=False)
+
+
+def _exact_gelu(attrs: Attrs) -> bool:
+    """Whether a GELU node is the exact (erf) form, which the float32 paths compute."""
+    return bool(attrs.get("approximate", "none") == "none")
 
 
 def _leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
@@ -119,11 +172,6 @@ def _clamp(x: np.ndarray, min: float | None = None, max: float | None = None) ->
 
 def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
     return x.astype(dtype)
-
-
-def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    out: np.ndarray = np.divide(a, b)
-    return out
 
 
 # -- cases ------------------------------------------------------------------------------------
@@ -212,6 +260,20 @@ def _cast_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
+def _gelu_backward_cases(rng: np.random.Generator) -> list[OpCase]:
+    out = []
+    for approximate in ("none", "tanh"):
+        a = {"approximate": approximate}
+        out += [
+            OpCase((randn(rng, 3, 4), randn(rng, 3, 4) * 2.0), a, label=f"(3, 4) {approximate}"),
+            OpCase((randn(rng, 2, 3, 5), randn(rng, 2, 3, 5)), a, label=f"rank 3 {approximate}"),
+            OpCase((randn(rng), randn(rng)), a, label=f"scalar {approximate}"),
+        ]
+    big = (randn(rng, 4, 33), uniform(rng, -30.0, 30.0, 4, 33))
+    out.append(OpCase(big, {"approximate": "none"}, grad=False, label="large magnitudes"))
+    return out
+
+
 def _clamp_cases(rng: np.random.Generator) -> list[OpCase]:
     x = away_from(rng, [-0.5, 0.7], 3, 4)
     return [
@@ -222,27 +284,26 @@ def _clamp_cases(rng: np.random.Generator) -> list[OpCase]:
 
 
 # -- registration ---------------------------------------------------------------------------------
-def _unary(
-    name: str,
-    kernel: Callable[..., np.ndarray],
-    doc: str,
-    cases: CasesFn,
-    *,
-    infer: Callable[[Sequence[TensorType], Attrs], TensorType] = _infer_unary_float,
-    tolerance: tuple[float, float] = (1e-5, 1e-6),
-    differentiable: bool = True,
-) -> None:
+def _elementwise(name: str, kernel: KernelFn, doc: str, cases: CasesFn, **fields: Any) -> None:
+    """Register an elementwise op; ``fields`` are further :class:`OpDef` fields, by keyword
+    (by default one float input)."""
+    fields = {"arity": 1, "infer": _infer_unary_float, **fields}
     register_op(
-        OpDef(name, "elementwise", infer, kernel, 1, differentiable, tolerance, cases, doc=doc)
+        OpDef(name=name, family="elementwise", kernel=kernel, doc=doc, cases=cases, **fields)
     )
 
 
-_unary("neg", np.negative, "-x", _unary_cases(_normal), infer=_infer_unary_numeric)
-_unary("exp", np.exp, "e**x", _unary_cases(_normal, large=80.0), tolerance=(2e-5, 1e-6))
-_unary("log", np.log, "natural logarithm", _unary_cases(_positive), tolerance=(2e-5, 1e-6))
-_unary("sqrt", np.sqrt, "square root", _unary_cases(_positive))
-_unary("abs", np.abs, "|x|", _unary_cases(_kinked_at_zero), infer=_infer_unary_numeric)
-_unary(
+def _binary(name: str, kernel: KernelFn, doc: str, cases: CasesFn, **fields: Any) -> None:
+    _elementwise(name, kernel, doc, cases, **{"arity": 2, "infer": _infer_binary, **fields})
+
+
+_T1, _T2 = (2e-5, 1e-6), (2e-5, 2e-6)
+_elementwise("neg", np.negative, "-x", _unary_cases(_normal), infer=_infer_unary_numeric)
+_elementwise("exp", np.exp, "e**x", _unary_cases(_normal, large=80.0), tolerance=_T1)
+_elementwise("log", np.log, "natural logarithm", _unary_cases(_positive), tolerance=_T1)
+_elementwise("sqrt", np.sqrt, "square root", _unary_cases(_positive))
+_elementwise("abs", np.abs, "|x|", _unary_cases(_kinked_at_zero), infer=_infer_unary_numeric)
+_elementwise(
     "sign",
     np.sign,
     "-1, 0 or 1 (zero gradient)",
@@ -250,95 +311,85 @@ _unary(
     infer=_infer_unary_numeric,
     differentiable=False,
 )
-_unary("sin", np.sin, "sine", _unary_cases(_normal), tolerance=(2e-5, 2e-6))
-_unary("cos", np.cos, "cosine", _unary_cases(_normal), tolerance=(2e-5, 2e-6))
-_unary(
-    "tanh", np.tanh, "hyperbolic tangent", _unary_cases(_normal, large=60.0), tolerance=(2e-5, 2e-6)
-)
-_unary(
-    "sigmoid",
-    _sigmoid,
-    "1 / (1 + e**-x)",
-    _unary_cases(_normal, large=60.0),
-    tolerance=(2e-5, 2e-6),
-)
-_unary(
+_elementwise("sin", np.sin, "sine", _unary_cases(_normal), tolerance=_T2)
+_elementwise("cos", np.cos, "cosine", _unary_cases(_normal), tolerance=_T2)
+_elementwise("tanh", np.tanh, "hyperbolic tangent", _unary_cases(_normal, large=60), tolerance=_T2)
+_elementwise("sigmoid", _sigmoid, "1 / (1 + e**-x)", _unary_cases(_normal, large=60), tolerance=_T2)
+_elementwise(
     "relu",
     lambda x: np.maximum(x, 0),
     "max(x, 0)",
     _unary_cases(_kinked_at_zero),
     infer=_infer_unary_numeric,
 )
-_unary(
+_elementwise(
     "leaky_relu",
     _leaky_relu,
     "x if x > 0 else alpha * x",
     _unary_cases(_kinked_at_zero, [{"alpha": 0.01}, {"alpha": 0.2}]),
 )
-_unary(
+_elementwise(
     "gelu",
     _gelu,
     "x * Phi(x), exact (erf) or tanh approximation",
     _unary_cases(_normal, [{"approximate": "none"}, {"approximate": "tanh"}], large=30.0),
     tolerance=(5e-5, 5e-6),
+    into=IntoKernel(fn=gelu_f32, work=3, exact=False, when=_exact_gelu),
 )
-_unary("erf", erf_kernel, "the error function", _unary_cases(_normal), tolerance=(1e-5, 2e-6))
-_unary(
-    "silu",
-    lambda x: x * _sigmoid(x),
-    "x * sigmoid(x)",
+_elementwise(
+    "gelu_backward",
+    _gelu_backward,
+    "GELU's input gradient g * GELU'(x), exact (erf) or tanh",
+    _gelu_backward_cases,
+    arity=2,
+    infer=_infer_gelu_backward,
+    tolerance=(5e-5, 5e-6),
+    composite=True,
+    fresh_result=True,
+    into=IntoKernel(fn=gelu_backward_f32, work=2, exact=False, when=_exact_gelu),
+)
+_elementwise(
+    "erf",
+    erf_kernel,
+    "the error function",
     _unary_cases(_normal),
-    tolerance=(2e-5, 2e-6),
+    tolerance=(1e-5, 2e-6),
+    into=IntoKernel(fn=erf_f32, work=2, exact=False),
 )
-_unary(
+_elementwise(
+    "silu", lambda x: x * _sigmoid(x), "x * sigmoid(x)", _unary_cases(_normal), tolerance=_T2
+)
+_elementwise(
     "elu",
     _elu,
     "x if x > 0 else alpha * (e**x - 1)",
     _unary_cases(_kinked_at_zero, [{"alpha": 1.0}, {"alpha": 0.5}]),
-    tolerance=(2e-5, 2e-6),
+    tolerance=_T2,
 )
-_unary(
+_elementwise(
     "softplus",
     _softplus,
     "log(1 + e**(beta x)) / beta",
     _unary_cases(_normal, [{"beta": 1.0}, {"beta": 2.0}], large=60.0),
-    tolerance=(2e-5, 2e-6),
+    tolerance=_T2,
 )
-_unary("clamp", _clamp, "clip to [min, max]", _clamp_cases, infer=_infer_clamp)
-register_op(
-    OpDef(
-        "cast",
-        "elementwise",
-        _infer_cast,
-        _cast,
-        1,
-        True,
-        (1e-6, 1e-6),
-        _cast_cases,
-        doc="convert to another dtype",
-    )
+_elementwise("clamp", _clamp, "clip to [min, max]", _clamp_cases, infer=_infer_clamp)
+_elementwise(
+    "cast",
+    _cast,
+    "convert to another dtype",
+    _cast_cases,
+    infer=_infer_cast,
+    tolerance=(1e-6, 1e-6),
+    identity_if_same_type=True,
 )
-
-
-def _binary(
-    name: str,
-    kernel: Callable[..., np.ndarray],
-    doc: str,
-    cases: CasesFn,
-    *,
-    infer: Callable[[Sequence[TensorType], Attrs], TensorType] = _infer_binary,
-    tolerance: tuple[float, float] = (1e-5, 1e-6),
-    differentiable: bool = True,
-) -> None:
-    register_op(
-        OpDef(name, "elementwise", infer, kernel, 2, differentiable, tolerance, cases, doc=doc)
-    )
-
 
 _binary("add", np.add, "a + b", _binary_cases())
 _binary("sub", np.subtract, "a - b", _binary_cases())
 _binary("mul", np.multiply, "a * b", _binary_cases())
-_binary("div", _div, "a / b (floats)", _binary_cases(_normal, _nonzero), infer=_infer_binary_float)
+_binary(
+    "div", np.divide, "a / b (floats)", _binary_cases(_normal, _nonzero), infer=_infer_binary_float
+)
 _binary(
     "pow",
     np.power,
@@ -358,17 +409,12 @@ for _name, _kernel, _doc in (
     ("greater_equal", np.greater_equal, "a >= b"),
 ):
     _binary(_name, _kernel, _doc, _compare_cases, infer=_infer_compare, differentiable=False)
-
-register_op(
-    OpDef(
-        "where",
-        "elementwise",
-        _infer_where,
-        np.where,
-        3,
-        True,
-        (1e-6, 1e-7),
-        _where_cases,
-        doc="cond ? a : b",
-    )
+_elementwise(
+    "where",
+    np.where,
+    "cond ? a : b",
+    _where_cases,
+    arity=3,
+    infer=_infer_where,
+    tolerance=(1e-6, 1e-7),
 )

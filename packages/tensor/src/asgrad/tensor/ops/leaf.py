@@ -23,4 +23,15 @@ for _name, _doc in (
     ("parameter", "a variable's value, persistent between runs"),
     ("constant", "a constant array"),
 ):
-    register_op(OpDef(_name, "leaf", _no_infer, _no_kernel, 0, False, (0.0, 0.0), None, doc=_doc))
+    register_op(
+        OpDef(
+            name=_name,
+            family="leaf",
+            infer=_no_infer,
+            kernel=_no_kernel,
+            arity=0,
+            differentiable=False,
+            tolerance=(0.0, 0.0),
+            doc=_doc,
+        )
+    )

@@ -53,14 +53,13 @@ def _matmul_cases(rng: np.random.Generator) -> list[OpCase]:
 
 register_op(
     OpDef(
-        "matmul",
-        "linalg",
-        _infer_matmul,
-        _matmul,
-        2,
-        True,
-        (1e-4, 1e-5),
-        _matmul_cases,
+        name="matmul",
+        family="linalg",
+        infer=_infer_matmul,
+        kernel=_matmul,
+        arity=2,
+        tolerance=(1e-4, 1e-5),
+        cases=_matmul_cases,
         doc="batched matrix product, batch dims broadcast",
     )
 )

@@ -26,7 +26,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, same_dtype
-from asgrad.tensor.ops._spatial import (
+from asgrad.tensor.ops.spatial import (
     Pair,
     crop_hw,
     offset_slice,
@@ -354,59 +354,66 @@ def _adaptive_backward_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
-_POOL_TOLERANCE = (1e-5, 1e-6)
-for _name, _infer, _kernel, _cases, _doc in (
-    (
-        "max_pool2d",
-        _infer_pool,
-        _max_pool2d,
-        _max_pool_cases,
-        "max over kh x kw windows (kernel_size, stride, padding)",
-    ),
-    (
-        "max_pool2d_backward",
-        _infer_pool_backward,
-        _max_pool2d_backward,
-        lambda rng: _max_pool_pair_cases(rng, True),
-        "max_pool2d's gradient: g scattered to each window's argmax of x",
-    ),
-    (
-        "max_pool2d_select",
-        _infer_max_pool2d_select,
-        _max_pool2d_select,
-        lambda rng: _max_pool_pair_cases(rng, False),
-        "h gathered at each window's argmax of x (max_pool2d_backward's gradient)",
-    ),
-    (
-        "avg_pool2d",
-        _infer_pool,
-        _avg_pool2d,
-        _avg_pool_cases,
-        "mean over kh x kw windows (padding, count_include_pad)",
-    ),
-    (
-        "avg_pool2d_backward",
-        _infer_pool_backward,
-        _avg_pool2d_backward,
-        _avg_pool_backward_cases,
-        "avg_pool2d's gradient, spread over each window",
-    ),
-    (
-        "adaptive_avg_pool2d",
-        _infer_adaptive,
-        _adaptive_avg_pool2d,
-        _adaptive_cases,
-        "mean pooling to a fixed output_size (PyTorch's window bounds)",
-    ),
-    (
-        "adaptive_avg_pool2d_backward",
-        _infer_adaptive_backward,
-        _adaptive_avg_pool2d_backward,
-        _adaptive_backward_cases,
-        "adaptive_avg_pool2d's gradient",
-    ),
-):
-    arity = 1 if _name in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d") else 2
-    register_op(
-        OpDef(_name, "pool", _infer, _kernel, arity, True, _POOL_TOLERANCE, _cases, doc=_doc)
-    )
+def _pool_op(name: str, **fields: Any) -> None:
+    """Register a pooling op; ``fields`` are the other :class:`OpDef` fields, by keyword."""
+    register_op(OpDef(name=name, family="pool", tolerance=(1e-5, 1e-6), **fields))
+
+
+_pool_op(
+    "max_pool2d",
+    infer=_infer_pool,
+    kernel=_max_pool2d,
+    arity=1,
+    cases=_max_pool_cases,
+    doc="max over kh x kw windows (kernel_size, stride, padding)",
+    writes_out=True,
+)
+_pool_op(
+    "max_pool2d_backward",
+    infer=_infer_pool_backward,
+    kernel=_max_pool2d_backward,
+    arity=2,
+    cases=lambda rng: _max_pool_pair_cases(rng, True),
+    doc="max_pool2d's gradient: g scattered to each window's argmax of x",
+    writes_out=True,
+)
+_pool_op(
+    "max_pool2d_select",
+    infer=_infer_max_pool2d_select,
+    kernel=_max_pool2d_select,
+    arity=2,
+    cases=lambda rng: _max_pool_pair_cases(rng, False),
+    doc="h gathered at each window's argmax of x (max_pool2d_backward's gradient)",
+)
+_pool_op(
+    "avg_pool2d",
+    infer=_infer_pool,
+    kernel=_avg_pool2d,
+    arity=1,
+    cases=_avg_pool_cases,
+    doc="mean over kh x kw windows (padding, count_include_pad)",
+)
+_pool_op(
+    "avg_pool2d_backward",
+    infer=_infer_pool_backward,
+    kernel=_avg_pool2d_backward,
+    arity=2,
+    cases=_avg_pool_backward_cases,
+    doc="avg_pool2d's gradient, spread over each window",
+)
+_pool_op(
+    "adaptive_avg_pool2d",
+    infer=_infer_adaptive,
+    kernel=_adaptive_avg_pool2d,
+    arity=1,
+    cases=_adaptive_cases,
+    doc="mean pooling to a fixed output_size (PyTorch's window bounds)",
+)
+_pool_op(
+    "adaptive_avg_pool2d_backward",
+    infer=_infer_adaptive_backward,
+    kernel=_adaptive_avg_pool2d_backward,
+    arity=2,
+    cases=_adaptive_backward_cases,
+    doc="adaptive_avg_pool2d's gradient",
+)

@@ -1,4 +1,4 @@
-"""Reductions over any axes (sum, mean, max, min, var, argmax) and softmax."""
+"""Reductions over any axes (sum, mean, max, min, var, argmax) and ``size_ratio``."""
 
 from __future__ import annotations
 
@@ -44,13 +44,6 @@ def _infer_argmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(reduced_shape(t.shape, (axis,), keep), "int64")
 
 
-def _infer_softmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (t,) = types
-    require_float(t)
-    normalize_axis(attrs["axis"], len(t.shape))
-    return t
-
-
 def _infer_size_ratio(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(types[0])
     return TensorType((), types[0].dtype)
@@ -86,19 +79,6 @@ def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
     return out
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    e /= np.sum(e, axis=axis, keepdims=True)
-    out: np.ndarray = e
-    return out
-
-
-def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    out: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-    return out
-
-
 def _size_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(a.size / max(b.size, 1), dtype=a.dtype)
 
@@ -111,16 +91,6 @@ def _reduce_cases(rng: np.random.Generator) -> list[OpCase]:
         OpCase((x3,), {"axis": (0, 2), "keepdims": False}, label="axes 0,2"),
         OpCase((randn(rng, 5, 1),), {"axis": (1,), "keepdims": False}, label="size-1 axis"),
         OpCase((randn(rng, 3, 70),), {"axis": (1,), "keepdims": False}, label="long row"),
-    ]
-
-
-def _softmax_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [
-        OpCase((randn(rng, 3, 5),), {"axis": 1}),
-        OpCase((randn(rng, 2, 3, 4),), {"axis": 1}),
-        OpCase((randn(rng, 2, 3, 4),), {"axis": 0}),
-        OpCase((randn(rng, 2, 300, scale=3.0),), {"axis": 1}, label="long rows"),
-        OpCase((randn(rng, 3, 6, scale=50.0),), {"axis": 1}, grad=False, label="large"),
     ]
 
 
@@ -143,7 +113,18 @@ def _reduction(
     infer: Callable[[Sequence[TensorType], Attrs], TensorType] = _infer_reduce,
     tolerance: tuple[float, float] = (1e-5, 1e-5),
 ) -> None:
-    register_op(OpDef(name, "reduction", infer, kernel, 1, True, tolerance, _reduce_cases, doc=doc))
+    register_op(
+        OpDef(
+            name=name,
+            family="reduction",
+            infer=infer,
+            kernel=kernel,
+            arity=1,
+            tolerance=tolerance,
+            cases=_reduce_cases,
+            doc=doc,
+        )
+    )
 
 
 _reduction("sum", _sum, "sum over axes")
@@ -153,55 +134,28 @@ _reduction("min", _min, "min over axes", _infer_nonempty_reduce)
 _reduction("var", _var, "variance over axes (ddof=0)", _infer_reduce_float, (1e-4, 1e-5))
 register_op(
     OpDef(
-        "argmax",
-        "reduction",
-        _infer_argmax,
-        _argmax,
-        1,
-        False,
-        (0.0, 0.0),
-        _argmax_cases,
+        name="argmax",
+        family="reduction",
+        infer=_infer_argmax,
+        kernel=_argmax,
+        arity=1,
+        differentiable=False,
+        tolerance=(0.0, 0.0),
+        cases=_argmax_cases,
         doc="index of the max along an axis",
     )
 )
 register_op(
     OpDef(
-        "softmax",
-        "norm",
-        _infer_softmax,
-        _softmax,
-        1,
-        True,
-        (2e-5, 1e-6),
-        _softmax_cases,
-        composite=True,
-        doc="exp(x) / sum(exp(x)) along an axis, stable",
-    )
-)
-register_op(
-    OpDef(
-        "log_softmax",
-        "norm",
-        _infer_softmax,
-        _log_softmax,
-        1,
-        True,
-        (2e-5, 2e-5),
-        _softmax_cases,
-        composite=True,
-        doc="x - logsumexp(x) along an axis, stable",
-    )
-)
-register_op(
-    OpDef(
-        "size_ratio",
-        "reduction",
-        _infer_size_ratio,
-        _size_ratio,
-        2,
-        False,
-        (0.0, 0.0),
-        _size_ratio_cases,
+        name="size_ratio",
+        family="reduction",
+        infer=_infer_size_ratio,
+        kernel=_size_ratio,
+        arity=2,
+        differentiable=False,
+        tolerance=(0.0, 0.0),
+        cases=_size_ratio_cases,
         doc="a.size / b.size as a scalar (gradient rules of mean and var)",
+        shape_only_inputs=(0, 1),
     )
 )

@@ -1,4 +1,8 @@
-"""Shape and indexing ops: reshape, transpose, broadcast, slicing, concat, gather."""
+"""Shape ops: reshape, transpose, broadcast, expand/squeeze, the ``*_like`` ops, concat.
+
+The ``*_like`` ops take their target shape from a second input at run time (read
+for its shape only), so that gradients work for any batch size.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.dtypes import as_dtype, is_int
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import (
     broadcast_shapes,
     normalize_axes,
@@ -18,7 +21,17 @@ from asgrad.tensor.ops._common import (
     randn,
     same_dtype,
 )
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, Shape, TensorType, register_op
+from asgrad.tensor.registry import (
+    Attrs,
+    CasesFn,
+    InferFn,
+    KernelFn,
+    OpCase,
+    OpDef,
+    Shape,
+    TensorType,
+    register_op,
+)
 
 
 # -- reshape family ---------------------------------------------------------------------
@@ -156,48 +169,7 @@ def _reshape_like(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return np.reshape(g, x.shape)
 
 
-# -- slicing ---------------------------------------------------------------------------------
-Index = tuple[int | slice, ...]
-
-
-def sliced_shape(shape: Shape, index: Index) -> Shape:
-    if len(index) > len(shape):
-        raise ShapeError(f"too many indices ({len(index)}) for a value of rank {len(shape)}")
-    out: list[int] = []
-    for i, (item, size) in enumerate(zip(index, shape, strict=False)):
-        if isinstance(item, slice):
-            if item.step == 0:
-                raise ShapeError("slice step cannot be zero")
-            out.append(len(range(*item.indices(size))))
-        elif not -size <= item < size:
-            raise ShapeError(f"index {item} is out of bounds for axis {i} with size {size}")
-    out.extend(shape[len(index) :])
-    return tuple(out)
-
-
-def _infer_slice(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return TensorType(sliced_shape(types[0].shape, attrs["index"]), types[0].dtype)
-
-
-def _slice(x: np.ndarray, index: Index) -> np.ndarray:
-    return x[index]
-
-
-def _infer_scatter_slice(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    g, x = types
-    expected = sliced_shape(x.shape, attrs["index"])
-    if g.shape != expected:
-        raise ShapeError(f"slice gradient {g} does not match the slice shape {list(expected)}")
-    return _infer_like(types, attrs)
-
-
-def _scatter_slice(g: np.ndarray, x: np.ndarray, index: Index) -> np.ndarray:
-    out = np.zeros(x.shape, dtype=g.dtype)
-    out[index] = g
-    return out
-
-
-# -- concat, gather, one_hot ----------------------------------------------------------------
+# -- concat ----------------------------------------------------------------------------------
 def _infer_concat(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if not types:
         raise ShapeError("concat needs at least one value")
@@ -221,64 +193,6 @@ def _infer_concat(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _concat(*xs: np.ndarray, axis: int) -> np.ndarray:
     return np.concatenate(xs, axis=axis)
-
-
-def _infer_gather(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    x, idx = types
-    if not is_int(idx.dtype):
-        raise DTypeError(f"indices must be int32 or int64, got {idx}")
-    axis = normalize_axis(attrs["axis"], len(x.shape))
-    return TensorType(x.shape[:axis] + idx.shape + x.shape[axis + 1 :], x.dtype)
-
-
-def _gather(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
-    if axis == 0:
-        out: np.ndarray = x[indices]
-        return out
-    return np.take(x, indices, axis=axis)
-
-
-def _infer_scatter_add(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    g, idx, x = types
-    expected = _infer_gather([x, idx], attrs)
-    if g.shape != expected.shape:
-        raise ShapeError(
-            f"gather gradient {g} does not match the gather shape {list(expected.shape)}"
-        )
-    return TensorType(x.shape, g.dtype)
-
-
-def _scatter_add(g: np.ndarray, indices: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
-    out = np.zeros(x.shape, dtype=g.dtype)
-    if axis == 0 and indices.ndim == 1 and x.ndim == 2:
-        # One bincount per column is much faster than np.add.at for embeddings.
-        n = x.shape[0]
-        flat = (indices[:, None] * x.shape[1] + np.arange(x.shape[1])).ravel()
-        out += (
-            np.bincount(flat, weights=g.ravel(), minlength=n * x.shape[1])
-            .reshape(x.shape)
-            .astype(g.dtype)
-        )
-        return out
-    moved = np.moveaxis(out, axis, 0)
-    gm = np.moveaxis(g, tuple(range(axis, axis + indices.ndim)), tuple(range(indices.ndim)))
-    np.add.at(moved, indices, gm)
-    return out
-
-
-def _infer_one_hot(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (idx,) = types
-    if not is_int(idx.dtype):
-        raise DTypeError(f"one_hot needs integer indices, got {idx}")
-    depth = int(attrs["depth"])
-    if depth <= 0:
-        raise ShapeError(f"one_hot depth must be positive, got {depth}")
-    return TensorType((*idx.shape, depth), as_dtype(attrs.get("dtype", "float32")))
-
-
-def _one_hot(indices: np.ndarray, depth: int, dtype: str = "float32") -> np.ndarray:
-    out: np.ndarray = (indices[..., None] == np.arange(depth)).astype(dtype)
-    return out
 
 
 # -- cases ---------------------------------------------------------------------------------------
@@ -325,23 +239,6 @@ def _like_cases(rng: np.random.Generator, op: str) -> list[OpCase]:
     return [_c((randn(rng, *a), randn(rng, *b)), {}, wrt=(0,)) for a, b in pairs]
 
 
-def _slice_cases(rng: np.random.Generator) -> list[OpCase]:
-    x = randn(rng, 4, 5, 3)
-    return [
-        _c((x,), {"index": (slice(1, 3),)}),
-        _c((x,), {"index": (slice(None), slice(0, 5, 2), 1)}),
-        _c((x,), {"index": (2, slice(None, None, -1))}),
-    ]
-
-
-def _scatter_slice_cases(rng: np.random.Generator) -> list[OpCase]:
-    x = randn(rng, 4, 5)
-    return [
-        _c((randn(rng, 2, 5), x), {"index": (slice(1, 3),)}, wrt=(0,)),
-        _c((randn(rng, 4), x), {"index": (slice(None), 2)}, wrt=(0,)),
-    ]
-
-
 def _concat_cases(rng: np.random.Generator) -> list[OpCase]:
     return [
         _c((randn(rng, 2, 3), randn(rng, 4, 3)), {"axis": 0}),
@@ -349,95 +246,52 @@ def _concat_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
-def _gather_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [
-        _c((randn(rng, 6, 3), rng.integers(0, 6, (4,))), {"axis": 0}, wrt=(0,)),
-        _c((randn(rng, 6, 3), rng.integers(0, 6, (2, 5))), {"axis": 0}, wrt=(0,)),
-        _c((randn(rng, 2, 5, 3), rng.integers(0, 5, (4,))), {"axis": 1}, wrt=(0,)),
-    ]
-
-
-def _scatter_add_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [
-        _c((randn(rng, 4, 3), rng.integers(0, 6, (4,)), randn(rng, 6, 3)), {"axis": 0}, wrt=(0,)),
-        _c(
-            (randn(rng, 2, 4, 3), rng.integers(0, 5, (4,)), randn(rng, 2, 5, 3)),
-            {"axis": 1},
-            wrt=(0,),
-        ),
-    ]
-
-
-def _one_hot_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [_c((rng.integers(0, 5, (3, 2)),), {"depth": 5}, grad=False)]
-
-
-register_op(
-    OpDef(
-        "reshape",
-        "shape",
-        _infer_reshape,
-        _reshape,
-        1,
-        True,
-        (0.0, 0.0),
-        _reshape_cases,
-        doc="new shape, same elements (one -1 allowed)",
+def _shape_op(
+    name: str,
+    infer: InferFn,
+    kernel: KernelFn,
+    cases: CasesFn,
+    doc: str,
+    *,
+    identity_if_same_type: bool = False,
+) -> None:
+    """Register a one-input shape op: exact (tolerance 0), a view of its input."""
+    register_op(
+        OpDef(
+            name=name,
+            family="shape",
+            infer=infer,
+            kernel=kernel,
+            arity=1,
+            tolerance=(0.0, 0.0),
+            cases=cases,
+            doc=doc,
+            identity_if_same_type=identity_if_same_type,
+        )
     )
+
+
+_shape_op(
+    "reshape",
+    _infer_reshape,
+    _reshape,
+    _reshape_cases,
+    "new shape, same elements (one -1 allowed)",
+    identity_if_same_type=True,
 )
-register_op(
-    OpDef(
-        "transpose",
-        "shape",
-        _infer_transpose,
-        _transpose,
-        1,
-        True,
-        (0.0, 0.0),
-        _transpose_cases,
-        doc="permute axes",
-    )
+_shape_op("transpose", _infer_transpose, _transpose, _transpose_cases, "permute axes")
+_shape_op(
+    "broadcast_to",
+    _infer_broadcast_to,
+    _broadcast_to,
+    _broadcast_to_cases,
+    "broadcast to a shape",
+    identity_if_same_type=True,
 )
-register_op(
-    OpDef(
-        "broadcast_to",
-        "shape",
-        _infer_broadcast_to,
-        _broadcast_to,
-        1,
-        True,
-        (0.0, 0.0),
-        _broadcast_to_cases,
-        doc="broadcast to a shape",
-    )
-)
-register_op(
-    OpDef(
-        "expand_dims",
-        "shape",
-        _infer_expand_dims,
-        _expand_dims,
-        1,
-        True,
-        (0.0, 0.0),
-        _expand_cases,
-        doc="insert size-1 axes",
-    )
-)
-register_op(
-    OpDef(
-        "squeeze",
-        "shape",
-        _infer_squeeze,
-        _squeeze,
-        1,
-        True,
-        (0.0, 0.0),
-        _squeeze_cases,
-        doc="remove size-1 axes",
-    )
-)
-for _op, _infer, _kernel, _doc in (
+_shape_op("expand_dims", _infer_expand_dims, _expand_dims, _expand_cases, "insert size-1 axes")
+_shape_op("squeeze", _infer_squeeze, _squeeze, _squeeze_cases, "remove size-1 axes")
+# The *_like ops read their target shape from the second input at run time.
+for _name, _infer, _kernel, _doc in (
     (
         "sum_to_like",
         _infer_sum_to_like,
@@ -454,92 +308,27 @@ for _op, _infer, _kernel, _doc in (
 ):
     register_op(
         OpDef(
-            _op,
-            "shape",
-            _infer,
-            _kernel,
-            2,
-            True,
-            (1e-5, 1e-6),
-            functools.partial(_like_cases, op=_op),
+            name=_name,
+            family="shape",
+            infer=_infer,
+            kernel=_kernel,
+            arity=2,
+            tolerance=(1e-5, 1e-6),
+            cases=functools.partial(_like_cases, op=_name),
             doc=_doc,
+            shape_only_inputs=(1,),
+            identity_if_same_type=True,
         )
     )
 register_op(
     OpDef(
-        "slice",
-        "index",
-        _infer_slice,
-        _slice,
-        1,
-        True,
-        (0.0, 0.0),
-        _slice_cases,
-        doc="basic indexing with ints and slices",
-    )
-)
-register_op(
-    OpDef(
-        "scatter_slice",
-        "index",
-        _infer_scatter_slice,
-        _scatter_slice,
-        2,
-        True,
-        (0.0, 0.0),
-        _scatter_slice_cases,
-        doc="zeros shaped like x with g written at a slice",
-    )
-)
-register_op(
-    OpDef(
-        "concat",
-        "shape",
-        _infer_concat,
-        _concat,
-        None,
-        True,
-        (0.0, 0.0),
-        _concat_cases,
+        name="concat",
+        family="shape",
+        infer=_infer_concat,
+        kernel=_concat,
+        arity=None,
+        tolerance=(0.0, 0.0),
+        cases=_concat_cases,
         doc="join along an axis",
-    )
-)
-register_op(
-    OpDef(
-        "gather",
-        "index",
-        _infer_gather,
-        _gather,
-        2,
-        True,
-        (0.0, 0.0),
-        _gather_cases,
-        doc="take indices along an axis (embedding lookup)",
-    )
-)
-register_op(
-    OpDef(
-        "scatter_add",
-        "index",
-        _infer_scatter_add,
-        _scatter_add,
-        3,
-        True,
-        (1e-5, 1e-6),
-        _scatter_add_cases,
-        doc="add g into zeros shaped like x at indices (gather's gradient)",
-    )
-)
-register_op(
-    OpDef(
-        "one_hot",
-        "index",
-        _infer_one_hot,
-        _one_hot,
-        1,
-        False,
-        (0.0, 0.0),
-        _one_hot_cases,
-        doc="one-hot encode integer indices",
     )
 )

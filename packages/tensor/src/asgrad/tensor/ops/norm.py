@@ -1,32 +1,81 @@
-"""Fused normalisation ops (layer norm, batch norm) and seeded dropout.
+"""Normalisation ops: softmax, log-softmax, layer norm and batch norm.
 
-Layer norm and batch norm are fused primitives: one numpy kernel for the forward
-pass and one for the input gradient (``*_backward``), each a registered op. Their
+All are composite primitives: one numpy kernel for the forward pass and, for the
+norms, one for the input gradient (``*_backward``), each a registered op. Their
 weight and bias gradients are plain reductions in graph ops, and the gradients of
-the backward ops come from differentiating the unfused definition, so
+the backward ops come from differentiating the decomposed definition, so
 higher-order gradients work.
 
-Dropout draws its mask from a counter-based hash of ``(seed, element index)``,
-not from a stateful generator: the mask is a pure function of the seed input,
-reproducible by any backend (the WGSL twin computes the same 32-bit hash), and a
-training program gets a fresh mask each step by advancing the seed (a fed value,
-or a Variable the program increments through its updates).
+Softmax and layer norm (and its backward) have float32 paths writing into a given
+buffer (:class:`~asgrad.tensor.registry.IntoKernel`), bit for bit their kernels:
+rows of the normalised size, the rest in place; a row's sum of squares is one dot
+product (einsum), without a squared temporary.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.dtypes import is_int
-from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import randn, require_float, same_dtype
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ops._common import normalize_axis, randn, require_float, same_dtype
+from asgrad.tensor.registry import (
+    Attrs,
+    IntoKernel,
+    OpCase,
+    OpDef,
+    Shape,
+    TensorType,
+    register_op,
+)
 
 _NORM_TOLERANCE = (1e-4, 1e-5)
+
+
+# -- softmax ------------------------------------------------------------------------------
+def _infer_softmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (t,) = types
+    require_float(t)
+    normalize_axis(attrs["axis"], len(t.shape))
+    return t
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    e /= np.sum(e, axis=axis, keepdims=True)
+    out: np.ndarray = e
+    return out
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    out: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return out
+
+
+def _softmax_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase((randn(rng, 3, 5),), {"axis": 1}),
+        OpCase((randn(rng, 2, 3, 4),), {"axis": 1}),
+        OpCase((randn(rng, 2, 3, 4),), {"axis": 0}),
+        OpCase((randn(rng, 2, 300, scale=3.0),), {"axis": 1}, label="long rows"),
+        OpCase((randn(rng, 3, 6, scale=50.0),), {"axis": 1}, grad=False, label="large"),
+    ]
+
+
+def softmax_into(x: np.ndarray, *, out: np.ndarray | None = None, axis: int) -> np.ndarray:
+    """The registered ``softmax`` kernel, its result written into ``out`` (x's shape and
+    dtype; may be x itself: the row maxima are taken before it is written), bit for bit:
+    ``exp(x - max) / sum`` with the same reductions, no fresh temporaries of x's size.
+    """
+    m = np.maximum.reduce(x, axis=axis, keepdims=True)
+    e: np.ndarray = np.subtract(x, m) if out is None else np.subtract(x, m, out=out)
+    np.exp(e, out=e)
+    e /= np.add.reduce(e, axis=axis, keepdims=True)
+    return e
 
 
 # -- shared normalisation ------------------------------------------------------------
@@ -93,18 +142,22 @@ def _infer_layer_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return x
 
 
-def _infer_layer_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+def _check_backward(types: Sequence[TensorType], weight_shape: Callable[[], Shape]) -> None:
+    """The operands ``(g, x[, weight])`` of a norm's backward op."""
     g, x = types[0], types[1]
     if g.shape != x.shape:
         raise ShapeError(f"gradient {g} must have the shape of the input {x}")
     same_dtype([g, x], "gradient and input")
     if len(types) == 3:
-        shape = tuple(int(d) for d in attrs["normalized_shape"])
-        if types[2].shape != shape:
-            raise ShapeError(f"weight is {types[2]}, expected shape {list(shape)}")
+        if types[2].shape != weight_shape():
+            raise ShapeError(f"weight is {types[2]}, expected shape {list(weight_shape())}")
     elif len(types) != 2:
         raise ShapeError(f"takes (g, x) or (g, x, weight), got {len(types)} inputs")
-    return _infer_layer_norm([x], attrs)
+
+
+def _infer_layer_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    _check_backward(types, lambda: tuple(int(d) for d in attrs["normalized_shape"]))
+    return _infer_layer_norm([types[1]], attrs)
 
 
 def _layer_norm(
@@ -116,7 +169,7 @@ def _layer_norm(
     eps: float = 1e-5,
 ) -> np.ndarray:
     if _f32_rows(x, weight):
-        return _layer_norm_f32(x, weight, bias, len(tuple(normalized_shape)), eps)
+        return layer_norm_into(x, weight, bias, normalized_shape=normalized_shape, eps=eps)
     y, _ = _normalize(x, layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape}), eps)
     if weight is not None and bias is not None:
         y = y * weight + bias
@@ -132,25 +185,23 @@ def _layer_norm_backward(
     eps: float = 1e-5,
 ) -> np.ndarray:
     if _f32_rows(x, weight) and g.dtype == np.float32:
-        return _layer_norm_backward_f32(g, x, weight, len(tuple(normalized_shape)), eps)
+        return layer_norm_backward_into(g, x, weight, normalized_shape=normalized_shape, eps=eps)
     axes = layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape})
     return _normalize_backward(g if weight is None else g * weight, x, axes, eps)
 
 
-# float32 fast paths: rows of the normalised size, two fresh buffers, the rest in place;
-# a row's sum of squares is one dot product (einsum), without a squared temporary.
 def _f32_rows(x: np.ndarray, weight: np.ndarray | None) -> bool:
     return x.dtype == np.float32 and x.size > 0 and (weight is None or weight.dtype == np.float32)
 
 
 def _row_stats(
-    x: np.ndarray, k: int, eps: float, out: np.ndarray | None = None
+    x: np.ndarray, normalized_shape: Any, eps: float, out: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(x - mean, 1 / std, n)`` over the trailing ``k`` axes, as (rows, n) and (rows, 1).
+    """``(x - mean, 1 / std, n)`` over the trailing axes, as (rows, n) and (rows, 1).
 
     ``x - mean`` is written into ``out`` (x's shape, contiguous; may be x) when given.
     """
-    n = math.prod(x.shape[x.ndim - k :])
+    n = math.prod(x.shape[x.ndim - len(tuple(normalized_shape)) :])
     rows = x.reshape(-1, n)
     mean = np.add.reduce(rows, axis=1, keepdims=True)
     mean *= np.float32(1.0 / n)
@@ -163,15 +214,21 @@ def _row_stats(
     return centered, rstd, n
 
 
-def _layer_norm_f32(
+def layer_norm_into(
     x: np.ndarray,
-    weight: np.ndarray | None,
-    bias: np.ndarray | None,
-    k: int,
-    eps: float,
+    weight: np.ndarray | None = None,
+    bias: np.ndarray | None = None,
+    *,
     out: np.ndarray | None = None,
+    normalized_shape: Any,
+    eps: float = 1e-5,
 ) -> np.ndarray:
-    y, rstd, _ = _row_stats(x, k, eps, out)
+    """The ``layer_norm`` kernel's float32 path (float32 x and weight, nonzero size),
+    its result written into ``out`` when given (x's shape; may be x: x is read only
+    before it is written; a non-contiguous ``out`` is left alone and the result is
+    fresh), bit for bit the same either way."""
+    target = out if out is not None and out.flags.c_contiguous else None  # reshapes are views
+    y, rstd, _ = _row_stats(x, normalized_shape, eps, target)
     y *= rstd
     if weight is not None and bias is not None:
         y *= weight.reshape(-1)
@@ -179,16 +236,20 @@ def _layer_norm_f32(
     return y.reshape(x.shape)
 
 
-def _layer_norm_backward_f32(
+def layer_norm_backward_into(
     g: np.ndarray,
     x: np.ndarray,
-    weight: np.ndarray | None,
-    k: int,
-    eps: float,
+    weight: np.ndarray | None = None,
+    *,
     out: np.ndarray | None = None,
-    work: np.ndarray | None = None,
+    work: tuple[np.ndarray, ...] | None = None,
+    normalized_shape: Any,
+    eps: float = 1e-5,
 ) -> np.ndarray:
-    x_hat, rstd, n = _row_stats(x, k, eps, work)
+    """The ``layer_norm_backward`` kernel's float32 path (float32 g, x and weight), bit
+    for bit: the result in ``out`` (x's shape; may be g or x) or fresh, the centred x
+    in ``work[0]`` (x's shape, overlapping none of g, x, out) or fresh."""
+    x_hat, rstd, n = _row_stats(x, normalized_shape, eps, None if work is None else work[0])
     x_hat *= rstd
     scale = np.float32(1.0) if weight is None else weight.reshape(-1)
     gw: np.ndarray = (
@@ -207,38 +268,6 @@ def _layer_norm_backward_f32(
     return gw.reshape(x.shape)
 
 
-def layer_norm_into(
-    x: np.ndarray,
-    weight: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    *,
-    out: np.ndarray,
-    normalized_shape: Any,
-    eps: float = 1e-5,
-) -> np.ndarray:
-    """The registered ``layer_norm`` kernel's float32 path, its result written into
-    ``out`` (x's shape, float32, contiguous; may be x: x is read only before it is
-    written), bit for bit. Only for float32 x (and weight) of nonzero size."""
-    target = out if out.flags.c_contiguous else None  # a reshape must be a view of it
-    return _layer_norm_f32(x, weight, bias, len(tuple(normalized_shape)), eps, target)
-
-
-def layer_norm_backward_into(
-    g: np.ndarray,
-    x: np.ndarray,
-    weight: np.ndarray | None = None,
-    *,
-    out: np.ndarray | None,
-    work: tuple[np.ndarray, ...],
-    normalized_shape: Any,
-    eps: float = 1e-5,
-) -> np.ndarray:
-    """The registered ``layer_norm_backward`` kernel's float32 path, bit for bit: the
-    result in ``out`` (x's shape; may be g or x) or fresh, the centred x in ``work[0]``
-    (x's shape, overlapping none of g, x, out). Only for float32 g, x (and weight)."""
-    return _layer_norm_backward_f32(g, x, weight, len(tuple(normalized_shape)), eps, out, work[0])
-
-
 # -- batch norm (training: batch statistics) --------------------------------------------
 def _infer_batch_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x = types[0]
@@ -252,16 +281,8 @@ def _infer_batch_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _infer_batch_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    g, x = types[0], types[1]
-    if g.shape != x.shape:
-        raise ShapeError(f"gradient {g} must have the shape of the input {x}")
-    same_dtype([g, x], "gradient and input")
-    if len(types) == 3:
-        if types[2].shape != (x.shape[1],):
-            raise ShapeError(f"weight is {types[2]}, expected shape [{x.shape[1]}]")
-    elif len(types) != 2:
-        raise ShapeError(f"takes (g, x) or (g, x, weight), got {len(types)} inputs")
-    return _infer_batch_norm([x], attrs)
+    _check_backward(types, lambda: (types[1].shape[1],))
+    return _infer_batch_norm([types[1]], attrs)
 
 
 def _channel(v: np.ndarray, ndim: int) -> np.ndarray:
@@ -286,64 +307,6 @@ def _batch_norm_backward(
 ) -> np.ndarray:
     gw = g if weight is None else g * _channel(weight, x.ndim)
     return _normalize_backward(gw, x, batch_norm_axes(x.ndim), eps)
-
-
-# -- dropout ----------------------------------------------------------------------------------
-def pcg_hash(v: np.ndarray) -> np.ndarray:
-    """The PCG-RXS-M-XS 32-bit hash (Jarzynski and Olano 2020) of uint32 values."""
-    state = v * np.uint32(747796405) + np.uint32(2891336453)
-    word = ((state >> ((state >> np.uint32(28)) + np.uint32(4))) ^ state) * np.uint32(277803737)
-    out: np.ndarray = (word >> np.uint32(22)) ^ word
-    return out
-
-
-def dropout_key(seed: int) -> int:
-    """The 32-bit key of a seed: pcg(lo ^ pcg(hi)) of its two's-complement int64 halves.
-
-    For a seed in the int32 range, ``hi`` is 0 (seed >= 0) or 0xFFFFFFFF (seed < 0),
-    so a backend holding the seed as an i32 computes the same key.
-    """
-    bits = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
-    lo, hi = np.array([bits & 0xFFFF_FFFF], np.uint32), np.array([bits >> 32], np.uint32)
-    return int(pcg_hash(lo ^ pcg_hash(hi))[0])
-
-
-def dropout_threshold(p: float) -> int:
-    """An element is kept when its hash is >= floor(p * 2**32)."""
-    return min(math.floor(p * 4294967296.0), 0xFFFF_FFFF)
-
-
-def dropout_keep(shape: tuple[int, ...], seed: int, p: float) -> np.ndarray:
-    """The keep mask: ``pcg(pcg(index) ^ key) >= threshold``, index in row-major order."""
-    if p <= 0.0:
-        return np.ones(shape, dtype=bool)
-    if p >= 1.0:
-        return np.zeros(shape, dtype=bool)
-    index = np.arange(math.prod(shape), dtype=np.uint32)
-    h = pcg_hash(pcg_hash(index) ^ np.uint32(dropout_key(seed)))
-    return (h >= np.uint32(dropout_threshold(p))).reshape(shape)
-
-
-def _infer_dropout(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    x, seed = types
-    require_float(x)
-    if not is_int(seed.dtype) or seed.shape != ():
-        raise DTypeError(
-            f"seed must be an int32/int64 scalar, got {seed}; feed one or hold it in a"
-            " Variable that the training program advances"
-        )
-    p = float(attrs["p"])
-    if not 0.0 <= p <= 1.0:
-        raise ShapeError(f"dropout probability p must be in [0, 1], got {p}")
-    return x
-
-
-def _dropout(x: np.ndarray, seed: np.ndarray, *, p: float) -> np.ndarray:
-    if p >= 1.0:
-        return np.zeros_like(x)
-    keep = dropout_keep(x.shape, int(seed), p)
-    scale = x.dtype.type(1.0 / (1.0 - p))
-    return np.where(keep, x * scale, np.zeros((), x.dtype))
 
 
 # -- cases ------------------------------------------------------------------------------------
@@ -409,88 +372,69 @@ def _batch_norm_backward_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
-def _dropout_cases(rng: np.random.Generator) -> list[OpCase]:
-    seed = np.array(12345, dtype=np.int64)
-    return [
-        OpCase((randn(rng, 4, 6), seed), {"p": 0.5}, wrt=(0,), label="p=0.5"),
-        OpCase((randn(rng, 2, 3, 5), np.array(-7, np.int64)), {"p": 0.2}, wrt=(0,), label="p=0.2"),
-        OpCase((randn(rng, 3, 4), seed), {"p": 0.0}, wrt=(0,), label="p=0"),
-        OpCase((randn(rng, 3, 4), seed), {"p": 1.0}, wrt=(0,), label="p=1"),
-        OpCase(
-            (randn(rng, 64, 65), np.array(2**40 + 3, np.int64)),
-            {"p": 0.3},
-            grad=False,
-            label="large, 64-bit seed",
-        ),
-    ]
+def _norm_op(name: str, **fields: Any) -> None:
+    """Register a composite normalisation op; ``fields``: the other OpDef fields."""
+    register_op(OpDef(name=name, family="norm", composite=True, **fields))
 
 
-register_op(
-    OpDef(
-        "layer_norm",
-        "norm",
-        _infer_layer_norm,
-        _layer_norm,
-        None,
-        True,
-        _NORM_TOLERANCE,
-        _layer_norm_cases,
-        composite=True,
-        doc="normalise the trailing normalized_shape axes, optional affine",
-    )
+_norm_op(
+    "softmax",
+    infer=_infer_softmax,
+    kernel=_softmax,
+    arity=1,
+    tolerance=(2e-5, 1e-6),
+    cases=_softmax_cases,
+    doc="exp(x) / sum(exp(x)) along an axis, stable",
+    fresh_result=True,
+    into=IntoKernel(fn=softmax_into, leading=1),
 )
-register_op(
-    OpDef(
-        "layer_norm_backward",
-        "norm",
-        _infer_layer_norm_backward,
-        _layer_norm_backward,
-        None,
-        True,
-        _NORM_TOLERANCE,
-        _layer_norm_backward_cases,
-        composite=True,
-        doc="layer_norm's input gradient from (g, x[, weight])",
-    )
+_norm_op(
+    "log_softmax",
+    infer=_infer_softmax,
+    kernel=_log_softmax,
+    arity=1,
+    tolerance=(2e-5, 2e-5),
+    cases=_softmax_cases,
+    doc="x - logsumexp(x) along an axis, stable",
+    fresh_result=True,
 )
-register_op(
-    OpDef(
-        "batch_norm",
-        "norm",
-        _infer_batch_norm,
-        _batch_norm,
-        None,
-        True,
-        _NORM_TOLERANCE,
-        _batch_norm_cases,
-        composite=True,
-        doc="normalise each channel (axis 1) by batch statistics, optional affine",
-    )
+_norm_op(
+    "layer_norm",
+    infer=_infer_layer_norm,
+    kernel=_layer_norm,
+    arity=None,
+    tolerance=_NORM_TOLERANCE,
+    cases=_layer_norm_cases,
+    doc="normalise the trailing normalized_shape axes, optional affine",
+    fresh_result=True,
+    into=IntoKernel(fn=layer_norm_into, leading=1),
 )
-register_op(
-    OpDef(
-        "batch_norm_backward",
-        "norm",
-        _infer_batch_norm_backward,
-        _batch_norm_backward,
-        None,
-        True,
-        _NORM_TOLERANCE,
-        _batch_norm_backward_cases,
-        composite=True,
-        doc="batch_norm's input gradient from (g, x[, weight])",
-    )
+_norm_op(
+    "layer_norm_backward",
+    infer=_infer_layer_norm_backward,
+    kernel=_layer_norm_backward,
+    arity=None,
+    tolerance=_NORM_TOLERANCE,
+    cases=_layer_norm_backward_cases,
+    doc="layer_norm's input gradient from (g, x[, weight])",
+    fresh_result=True,
+    into=IntoKernel(fn=layer_norm_backward_into, leading=2, work=1),
 )
-register_op(
-    OpDef(
-        "dropout",
-        "random",
-        _infer_dropout,
-        _dropout,
-        2,
-        True,
-        (1e-6, 1e-7),
-        _dropout_cases,
-        doc="zero elements with probability p by a hash of (seed, index); scale 1/(1-p)",
-    )
+_norm_op(
+    "batch_norm",
+    infer=_infer_batch_norm,
+    kernel=_batch_norm,
+    arity=None,
+    tolerance=_NORM_TOLERANCE,
+    cases=_batch_norm_cases,
+    doc="normalise each channel (axis 1) by batch statistics, optional affine",
+)
+_norm_op(
+    "batch_norm_backward",
+    infer=_infer_batch_norm_backward,
+    kernel=_batch_norm_backward,
+    arity=None,
+    tolerance=_NORM_TOLERANCE,
+    cases=_batch_norm_backward_cases,
+    doc="batch_norm's input gradient from (g, x[, weight])",
 )

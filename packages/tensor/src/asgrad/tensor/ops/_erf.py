@@ -1,14 +1,12 @@
-"""Fast float32 paths that the CPU executor substitutes for some registered kernels.
+"""Float32 paths of erf, GELU and GELU's gradient: the error function by Abramowitz &
+Stegun 7.1.26 (absolute error below 1.5e-7, below 1e-6 evaluated in float32) from
+numpy's vectorised exp, instead of scipy's scalar erf: about 6x faster on large arrays.
 
-The registered numpy kernels are the reference semantics. The executor calls these
-instead, at exact shapes and only while the op's registered kernel is the one they
-were written against; ``tests/test_cpu_kernels.py`` checks each against its kernel
-on the op's registered cases, within the op's registered tolerance.
-
-* ``erf_f32``/``gelu_f32``: the error function by Abramowitz & Stegun 7.1.26 (absolute
-  error below 1.5e-7, below 1e-6 evaluated in float32) from numpy's vectorised exp,
-  instead of scipy's scalar erf: about 6x faster on large arrays.
-* ``softmax_into``: the softmax kernel writing into a given buffer (or its input).
+Shared by three ops of :mod:`asgrad.tensor.ops.elementwise`, which declare them as
+their :class:`~asgrad.tensor.registry.IntoKernel` (calling convention there):
+``erf_f32`` and ``gelu_f32`` within the ops' tolerance of the exact kernels,
+``gelu_backward_f32`` the float32 path of ``gelu_backward``'s kernel itself.
+``tests/test_into_kernels.py`` checks each against its kernel on the op's cases.
 """
 
 from __future__ import annotations
@@ -48,7 +46,9 @@ def _copysign(y: np.ndarray, x: np.ndarray, scratch: np.ndarray) -> None:
         np.copysign(y, x, out=y)
 
 
-def erf_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None) -> np.ndarray:
+def erf_f32(
+    x: np.ndarray, *, out: np.ndarray | None = None, work: Work | None = None
+) -> np.ndarray:
     """erf of a float32 array of rank >= 1 (absolute error below 1e-6).
 
     ``out`` and the two arrays of ``work`` (scratch, x's shape and dtype) are written
@@ -75,47 +75,38 @@ def erf_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = No
     return y
 
 
-def gelu_f32(x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None) -> np.ndarray:
+def gelu_f32(
+    x: np.ndarray,
+    *,
+    out: np.ndarray | None = None,
+    work: Work | None = None,
+    approximate: str = "none",
+) -> np.ndarray:
     """Exact (erf) GELU of a float32 array of rank >= 1: x * Phi(x).
 
-    ``out`` and ``work`` (three scratch arrays) as for :func:`erf_f32`.
+    ``out`` and ``work`` (three scratch arrays) as for :func:`erf_f32`;
+    ``approximate`` is the op's attribute, always ``"none"`` here.
     """
     if work is None:
-        y = erf_f32(x * _INV_SQRT2, out)
+        y = erf_f32(x * _INV_SQRT2, out=out)
     else:
-        y = erf_f32(np.multiply(x, _INV_SQRT2, out=work[2]), out, work[:2])
+        y = erf_f32(np.multiply(x, _INV_SQRT2, out=work[2]), out=out, work=work[:2])
     y += np.float32(1.0)
     y *= x
     y *= np.float32(0.5)
     return y
 
 
-_INT_OF = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
-
-
-def where_zero(cond: np.ndarray, x: np.ndarray, keep: bool = True) -> np.ndarray:
-    """``where(cond, x, 0)`` (``keep``) or ``where(cond, 0, x)``, bit for bit.
-
-    ``cond`` and ``x`` have the output's shape, ``x`` is float32/float64. The bool
-    mask becomes an all-ones or all-zeros integer per element and is ANDed with x's
-    bits: NaN, infinities and signed zeros pass unchanged where kept, +0.0 elsewhere.
-    About 20x faster than ``np.where`` with a scalar branch.
-    """
-    mask = cond.view(np.uint8).astype(_INT_OF[x.dtype])
-    if keep:
-        np.negative(mask, out=mask)  # True -> all ones, False -> 0
-    else:
-        mask -= 1  # True -> 0, False -> all ones
-    np.bitwise_and(mask, x.view(mask.dtype), out=mask)
-    out: np.ndarray = mask.view(x.dtype)
-    return out
-
-
 _INV_SQRT_2PI = np.float32(1.0 / math.sqrt(2.0 * math.pi))
 
 
 def gelu_backward_f32(
-    g: np.ndarray, x: np.ndarray, out: np.ndarray | None = None, work: Work | None = None
+    g: np.ndarray,
+    x: np.ndarray,
+    *,
+    out: np.ndarray | None = None,
+    work: Work | None = None,
+    approximate: str = "none",
 ) -> np.ndarray:
     """``g * GELU'(x)`` (exact GELU) of float32 arrays of one shape, rank >= 1.
 
@@ -147,15 +138,3 @@ def gelu_backward_f32(
     y += a
     y *= g
     return y
-
-
-def softmax_into(x: np.ndarray, out: np.ndarray | None = None, *, axis: int) -> np.ndarray:
-    """The registered ``softmax`` kernel, its result written into ``out`` (x's shape and
-    dtype; may be x itself: the row maxima are taken before it is written), bit for bit:
-    ``exp(x - max) / sum`` with the same reductions, no fresh temporaries of x's size.
-    """
-    m = np.maximum.reduce(x, axis=axis, keepdims=True)
-    e: np.ndarray = np.subtract(x, m) if out is None else np.subtract(x, m, out=out)
-    np.exp(e, out=e)
-    e /= np.add.reduce(e, axis=axis, keepdims=True)
-    return e

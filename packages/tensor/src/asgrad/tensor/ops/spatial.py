@@ -1,4 +1,9 @@
-"""Shared pieces of the NCHW ops (convolution, pooling): sizes, windows, padding."""
+"""Shared pieces of the NCHW ops (convolution, pooling): sizes, windows, padding.
+
+A public module: backends lowering the conv and pool families read their
+attributes with :func:`pair`, :func:`window_attrs` and the size rules here, so that
+every backend checks and interprets them as the numpy kernels do.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,22 @@ from numpy.lib.stride_tricks import as_strided
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import require_float
 from asgrad.tensor.registry import Attrs, TensorType
+
+__all__ = [
+    "SCRATCH_LIMIT_BYTES",
+    "Pair",
+    "crop_hw",
+    "offset_slice",
+    "out_hw",
+    "out_size",
+    "pad_hw",
+    "pad_hw_scratch",
+    "pair",
+    "require_nchw",
+    "scratch",
+    "window_attrs",
+    "windows",
+]
 
 Pair = tuple[int, int]
 

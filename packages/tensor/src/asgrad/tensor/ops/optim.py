@@ -1,35 +1,25 @@
-"""Fused elementwise ops for the backward pass and the optimizers.
+"""Optimizer ops: Adam's moment and parameter updates, each one composite kernel.
 
 Each replaces a chain of arithmetic primitives with one kernel that reads its
 inputs once and writes into fresh buffers (``out=``):
 
-* ``gelu_backward(g, x)``: GELU's input gradient ``g * GELU'(x)``, exact (erf) or tanh.
-  Differentiable: its own gradient rule (in graph ops) gives higher-order gradients.
 * ``adam_ema(m, g)``: Adam's moment update ``beta * m + (1 - beta) * g`` (``g * g``
   with ``square``), the same arithmetic, in the same order, as the graph-op form.
 * ``adam_update(p, m, v, step_size, bc2_sqrt[, decay])``: Adam's parameter step
   ``p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``.
 
-The optimizer ops are not differentiable (an update is not differentiated).
+They are not differentiable (an update is not differentiated).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.tensor import cpu_kernels
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, require_float, same_dtype, uniform
-from asgrad.tensor.ops.elementwise import erf_kernel
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
-
-_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_TANH_A = 0.044715
 
 
 def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:
@@ -38,48 +28,6 @@ def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:
             raise ShapeError(f"{name} is {t}; it must have the shape of {names[0]} {types[0]}")
 
 
-# -- gelu_backward ------------------------------------------------------------------------------
-def _infer_gelu_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    require_float(types[1])
-    same_dtype(types, "gradient and input")
-    _same_shape(types, ("gradient", "input"))
-    if attrs.get("approximate", "none") not in ("none", "tanh"):
-        raise ShapeError(f"approximate must be 'none' or 'tanh', got {attrs['approximate']!r}")
-    return types[1]
-
-
-def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
-    if approximate == "tanh":
-        x2 = x * x
-        t = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_A * x * x2))
-        d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (
-            _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_A * x2)
-        )
-        out: np.ndarray = g * d
-        return out.astype(x.dtype, copy=False)
-    if x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
-        return cpu_kernels.gelu_backward_f32(g, x)
-    cdf = 0.5 * (1.0 + erf_kernel(x * _INV_SQRT_2))
-    pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
-    result: np.ndarray = g * (cdf + x * pdf)
-    return result.astype(x.dtype, copy=False)
-
-
-def _gelu_backward_cases(rng: np.random.Generator) -> list[OpCase]:
-    out = []
-    for approximate in ("none", "tanh"):
-        a = {"approximate": approximate}
-        out += [
-            OpCase((randn(rng, 3, 4), randn(rng, 3, 4) * 2.0), a, label=f"(3, 4) {approximate}"),
-            OpCase((randn(rng, 2, 3, 5), randn(rng, 2, 3, 5)), a, label=f"rank 3 {approximate}"),
-            OpCase((randn(rng), randn(rng)), a, label=f"scalar {approximate}"),
-        ]
-    big = (randn(rng, 4, 33), uniform(rng, -30.0, 30.0, 4, 33))
-    out.append(OpCase(big, {"approximate": "none"}, grad=False, label="large magnitudes"))
-    return out
-
-
-# -- Adam ------------------------------------------------------------------------------------
 def _infer_adam_ema(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(types[0], "moment")
     same_dtype(types, "moment and gradient")
@@ -176,43 +124,29 @@ def _adam_update_cases(rng: np.random.Generator) -> list[OpCase]:
 
 register_op(
     OpDef(
-        "gelu_backward",
-        "elementwise",
-        _infer_gelu_backward,
-        _gelu_backward,
-        2,
-        True,
-        (5e-5, 5e-6),
-        _gelu_backward_cases,
-        composite=True,
-        doc="GELU's input gradient g * GELU'(x), exact (erf) or tanh",
-    )
-)
-register_op(
-    OpDef(
-        "adam_ema",
-        "optim",
-        _infer_adam_ema,
-        _adam_ema,
-        2,
-        False,
-        (1e-5, 1e-6),
-        _adam_ema_cases,
+        name="adam_ema",
+        family="optim",
+        infer=_infer_adam_ema,
+        kernel=_adam_ema,
+        arity=2,
+        differentiable=False,
+        cases=_adam_ema_cases,
         composite=True,
         doc="Adam's moment: beta * m + (1 - beta) * g (g * g with square)",
+        fresh_result=True,
     )
 )
 register_op(
     OpDef(
-        "adam_update",
-        "optim",
-        _infer_adam_update,
-        _adam_update,
-        None,
-        False,
-        (1e-5, 1e-6),
-        _adam_update_cases,
+        name="adam_update",
+        family="optim",
+        infer=_infer_adam_update,
+        kernel=_adam_update,
+        arity=None,
+        differentiable=False,
+        cases=_adam_update_cases,
         composite=True,
         doc="Adam's step: p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)",
+        fresh_result=True,
     )
 )

@@ -1,0 +1,63 @@
+"""The CPU backend: a schedule compiles to one generated function per input shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.backends import Executable
+from asgrad.tensor.cpu.codegen import generate_cpu_function
+from asgrad.tensor.schedule import Schedule
+
+
+class CPUExecutable:
+    """A schedule on the CPU: one generated Python function per set of input shapes.
+
+    The first run with a given set of input shapes infers every node's exact type
+    and generates a function for them (:mod:`asgrad.tensor.cpu.codegen`): a line per
+    node calling its numpy kernel, deleting each intermediate after its last use.
+    Exact types let the generator do what the static graph cannot (shapes may
+    change between runs): drop ops that are identities at these shapes, fold values
+    that depend only on constants and shapes (a mean's gradient scale), call numpy
+    directly for simple ops, run a batched matmul against a matrix as one matrix
+    product, sum a batched product over its batch inside one product (a weight
+    gradient), take the ops' float32 paths (erf, GELU, softmax, layer norm) and
+    write results into dying inputs and scratch buffers.
+    """
+
+    MAX_SPECIALIZATIONS = 16
+
+    def __init__(self, schedule: Schedule) -> None:
+        self.schedule = schedule
+        self._input_names = tuple(n.name for n in schedule.inputs)
+        self._fns: dict[tuple[tuple[int, ...], ...], Any] = {}
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Run once on ``feeds``; returns the outputs and applies the updates."""
+        key = tuple([feeds[name].shape for name in self._input_names])
+        fn = self._fns.get(key)
+        if fn is None:
+            fn = self._specialize(key)
+        result: list[np.ndarray] = fn(feeds)
+        return result
+
+    def _specialize(self, key: tuple[tuple[int, ...], ...]) -> Any:
+        if len(self._fns) >= self.MAX_SPECIALIZATIONS:
+            self._fns.clear()
+        types = self.schedule.infer_types(dict(zip(self._input_names, key, strict=True)))
+        fn = self._fns[key] = generate_cpu_function(self.schedule, types)
+        return fn
+
+
+class CPUBackend:
+    """The numpy reference backend, built in as ``"cpu"`` (see :mod:`asgrad.tensor.backends`)."""
+
+    name = "cpu"
+
+    def available(self) -> bool:
+        return True
+
+    def compile(self, schedule: Schedule) -> Executable:
+        return CPUExecutable(schedule)

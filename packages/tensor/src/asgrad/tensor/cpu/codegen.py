@@ -1,0 +1,332 @@
+"""Code generation: one Python function per schedule and exact input shapes.
+
+:func:`generate_cpu_function` makes the function in four steps:
+
+1. :class:`_LineMaker` makes a :class:`~asgrad.tensor.cpu.records.Line` per node
+   that computes something: values that depend only on constants and shapes are
+   folded, identities at these types dropped, some ops specialised
+   (:mod:`asgrad.tensor.cpu.specialize`), the rest call their kernel, or its
+   float32 path (``OpDef.into``), as the op's declared facts allow;
+2. :func:`_needed` drops the lines no output or update needs, and :func:`_last_uses`
+   finds the line after which each value dies;
+3. :func:`~asgrad.tensor.cpu.buffers.plan_buffers` decides where each line writes;
+4. :func:`_source` renders the lines, deleting each value after its last use, and
+   :func:`_compile` turns the source into the function.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+import asgrad.tensor.registry as registry
+from asgrad.tensor.cpu import blas
+from asgrad.tensor.cpu.buffers import BufferPlan, no_reuse, plan_buffers, reuse_enabled
+from asgrad.tensor.cpu.records import (
+    Call,
+    Expr,
+    Line,
+    Ref,
+    Reuse,
+    Value,
+    render,
+    shaped,
+    values,
+    with_out,
+)
+from asgrad.tensor.cpu.specialize import HELPERS, Context, specialize
+from asgrad.tensor.graph import Node
+from asgrad.tensor.passes import is_identity
+from asgrad.tensor.registry import IntoKernel, OpDef, TensorType, get_op
+from asgrad.tensor.schedule import Schedule
+
+# Values folded at code generation are kept with the function; larger ones run.
+FOLD_LIMIT_BYTES = 1 << 22
+
+
+def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -> Any:
+    """One Python function running ``schedule`` at the exact ``types`` of its nodes.
+
+    The function takes the feeds, applies the updates and returns the outputs; its
+    source is its ``source`` attribute.
+    """
+    maker = _LineMaker(schedule, types)
+    lines = _needed(maker.lines, maker.refs, maker.roots)
+    reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
+    last = _last_uses(reads, maker.refs, maker.roots)
+    if reuse_enabled():
+        root_ids = {maker.refs[r].id for r in maker.roots if not maker.refs[r].is_const}
+        plan = plan_buffers(lines, reads, types, last, root_ids)
+    else:
+        plan = no_reuse(lines)
+    source = _source(maker, lines, last, plan)
+    return _compile(source, maker.env, schedule)
+
+
+def _shape_dummy(t: TensorType) -> np.ndarray:
+    """A zero-strided read-only array of type ``t``: for inputs read for shape only."""
+    return np.broadcast_to(np.zeros((), dtype=t.dtype), t.shape)
+
+
+def _natural_dtype(ufunc: np.ufunc, dtypes: Sequence[str]) -> str | None:
+    try:
+        resolved = ufunc.resolve_dtypes((*(np.dtype(d) for d in dtypes), None))
+    except Exception:  # no loop, or an old numpy: no out=
+        return None
+    return str(resolved[-1])
+
+
+def _is_registered(op: OpDef) -> bool:
+    """Whether ``op`` runs its registered kernel: only then do the op's declared CPU
+    facts and the specialisations (written for that kernel) apply."""
+    return op.kernel is registry.get_op(op.name).kernel
+
+
+def _into_applies(into: IntoKernel, ins: Sequence[TensorType], out: TensorType, node: Node) -> bool:
+    """Whether the float32 path ``into`` may run ``node`` (see :class:`IntoKernel`)."""
+    if out.dtype != "float32" or not out.shape or any(t.dtype != "float32" for t in ins):
+        return False
+    if (into.exact and 0 in out.shape) or (into.when is not None and not into.when(node.attrs)):
+        return False
+    lead = into.leading
+    return not lead or (all(t == out for t in ins[:lead]) and all(t != out for t in ins[lead:]))
+
+
+class _LineMaker:
+    """The lines of a schedule at exact types, and what rendering them needs."""
+
+    def __init__(self, schedule: Schedule, types: Mapping[int, TensorType]) -> None:
+        self.schedule, self.types = schedule, types
+        self.env: dict[str, Any] = {**HELPERS, "_asarray": np.asarray, "_array": np.array}
+        self.refs: dict[int, Ref] = {}
+        self.position = {node.id: i for i, node in enumerate(schedule.nodes)}
+        self.roots = [n.id for n in schedule.outputs] + [n.id for _, n in schedule.updates]
+        users: dict[int, int] = {}
+        for node in schedule.nodes:
+            for inp in node.inputs:
+                users[inp.id] = users.get(inp.id, 0) + 1
+        for r in self.roots:
+            users[r] = users.get(r, 0) + 1
+        self.producer: dict[int, Node] = {}
+        self.context = Context(
+            types,
+            self.refs,
+            self.producer,
+            users,
+            self.roots,
+            lambda name: _is_registered(get_op(name)),
+        )
+        self.lines: list[Line] = []
+        for i, node in enumerate(schedule.nodes):
+            self._add(i, node)
+
+    def name_of(self, node_id: int) -> str:
+        """The name of a node's value in the function (a constant is added to env)."""
+        r = self.refs[node_id]
+        if not r.is_const:
+            return f"v{self.position[r.id]}"
+        name = f"c{self.position[r.id]}"
+        self.env[name] = r.const
+        return name
+
+    def _add(self, i: int, node: Node) -> None:
+        """Node ``i``'s value: a line, a constant, or another node's value (an identity)."""
+        if node.op == "input":
+            self.refs[node.id] = Ref(node.id)
+            self.lines.append(Line(node=node, call=f"feeds[{node.name!r}]"))
+            return
+        if node.op == "parameter":
+            self.refs[node.id] = Ref(node.id)
+            self.env[f"var{i}"] = node.attrs["variable"]
+            self.lines.append(Line(node=node, call=f"var{i}.value"))
+            return
+        if node.op == "constant":
+            self.refs[node.id] = Ref(node.id, node.attrs["value"], True)
+            return
+        op = get_op(node.op)
+        original = _is_registered(op)
+        folded = self._fold(node, op, op.shape_only_inputs if original else ())
+        if folded is not None:
+            self.refs[node.id] = folded
+            return
+        in_t = [self.types[n.id] for n in node.inputs]
+        if original and is_identity(op, in_t[0], self.types[node.id], exact=True):
+            self.refs[node.id] = self.refs[node.inputs[0].id]
+            return
+        self.refs[node.id] = Ref(node.id)
+        line = specialize(node, self.context) if original else None
+        if line is None:
+            line = self._kernel_line(i, node, op, original)
+        self.lines.append(line)
+        self.producer[node.id] = node
+
+    def _fold(self, node: Node, op: OpDef, shape_only: tuple[int, ...]) -> Ref | None:
+        """A constant for a pure node whose inputs are constants or read for shape only."""
+        ins = [self.refs[n.id] for n in node.inputs]
+        if not op.pure or not all(r.is_const or j in shape_only for j, r in enumerate(ins)):
+            return None
+        args = [
+            r.const if r.is_const else _shape_dummy(self.types[n.id])
+            for r, n in zip(ins, node.inputs, strict=True)
+        ]
+        try:
+            value: Any = op.kernel(*args, **node.attrs)
+        except Exception:  # left to fail (or not) at run time
+            return None
+        if value is None or np.asarray(value).nbytes > FOLD_LIMIT_BYTES:
+            return None
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+        return Ref(node.id, value, True)
+
+    def _kernel_line(self, i: int, node: Node, op: OpDef, original: bool) -> Line:
+        """The line calling the op's kernel ``k<i>``, or its float32 path ``z<i>``."""
+        in_t = [self.types[n.id] for n in node.inputs]
+        out_t = self.types[node.id]
+        args: list[Expr] = []
+        for j, n in enumerate(node.inputs):
+            if original and j in op.shape_only_inputs:  # a stand-in, so the value can go
+                self.env[f"s{i}_{j}"] = _shape_dummy(in_t[j])
+                args.append(f"s{i}_{j}")
+            else:
+                args.append(Value(self.refs[n.id].id))
+        self.env[f"k{i}"] = functools.partial(op.kernel, **node.attrs) if node.attrs else op.kernel
+        call = Call(f"k{i}", tuple(args))
+        if not original:
+            return Line(node=node, call=call)
+        into = op.into
+        if into is not None and _into_applies(into, in_t, out_t, node):
+            self.env[f"z{i}"] = functools.partial(into.fn, **node.attrs) if node.attrs else into.fn
+            z = Call(f"z{i}", tuple(args))
+            fresh = call if into.exact else z
+            if not shaped(out_t):
+                return Line(node=node, call=fresh)
+            reuse = Reuse.IN_PLACE if into.leading else Reuse.INTO_SLOT
+            z_into = with_out(z, work=into.work > 0)
+            return Line(node=node, call=fresh, reuse=reuse, into=z_into, work=into.work)
+        return _kernel_reuse(Line(node=node, call=call), op, in_t, out_t)
+
+
+def _kernel_reuse(line: Line, op: OpDef, in_t: Sequence[TensorType], out_t: TensorType) -> Line:
+    """``line`` (a call of the op's registered kernel) with what the kernel allows:
+    a numpy ufunc writes in place, a kernel declaring ``writes_out`` into a slot, a
+    kernel declaring ``fresh_result`` gives a buffer of its own."""
+    assert isinstance(line.call, Call)
+    kernel, node = op.kernel, line.node
+    if not shaped(out_t):
+        return line
+    if (
+        isinstance(kernel, np.ufunc)
+        and not node.attrs
+        and kernel.nout == 1
+        and kernel.nin == len(node.inputs)
+        and _natural_dtype(kernel, [t.dtype for t in in_t]) == out_t.dtype
+    ):
+        return Line(node=node, call=line.call, reuse=Reuse.IN_PLACE, into=with_out(line.call))
+    if op.writes_out and all(t.dtype == out_t.dtype for t in in_t):
+        return Line(node=node, call=line.call, reuse=Reuse.INTO_SLOT, into=with_out(line.call))
+    if op.fresh_result:
+        return Line(node=node, call=line.call, reuse=Reuse.FRESH)
+    return line
+
+
+def _needed(lines: Sequence[Line], refs: Mapping[int, Ref], roots: Sequence[int]) -> list[Line]:
+    """The lines the roots need (dead code after folding and specialisation goes)."""
+    needed = {refs[r].id for r in roots if not refs[r].is_const}
+    kept: list[Line] = []
+    for line in reversed(lines):
+        if line.node.id in needed:
+            kept.append(line)
+            needed.update(a for a in values(line.call) if not refs[a].is_const)
+    kept.reverse()
+    return kept
+
+
+def _last_uses(
+    reads: Sequence[Sequence[int]], refs: Mapping[int, Ref], roots: Sequence[int]
+) -> dict[int, int]:
+    """The line of each runtime value's last use; the roots' is past the last line."""
+    last: dict[int, int] = {}
+    for step, used in enumerate(reads):
+        for a in used:
+            last[a] = step
+    for r in roots:
+        if not refs[r].is_const:
+            last[refs[r].id] = len(reads)
+    return last
+
+
+def _scratch_prologue(slots: Sequence[TensorType], env: dict[str, Any]) -> list[str]:
+    """Lines binding the scratch slots ``_s<k>``: kept with the function, one set per thread."""
+    if not slots:
+        return []
+    shapes = [(t.shape, np.dtype(t.dtype)) for t in slots]
+    env["_scratch"] = threading.local()
+    env["_scratch_alloc"] = lambda: tuple(np.empty(shape, dt) for shape, dt in shapes)
+    return [
+        "    try:",
+        "        _s = _scratch.s",
+        "    except AttributeError:",
+        "        _s = _scratch.s = _scratch_alloc()",
+        f"    {''.join(f'_s{k}, ' for k in range(len(slots)))}= _s",
+    ]
+
+
+def _source(
+    maker: _LineMaker, lines: Sequence[Line], last: Mapping[int, int], plan: BufferPlan
+) -> str:
+    """The function's source: the lines in order, each value deleted after its last use."""
+    freed: dict[int, list[int]] = {}
+    for node_id, step in last.items():
+        freed.setdefault(step, []).append(node_id)
+    body = _scratch_prologue(plan.slots, maker.env)
+    for step, (line, placement) in enumerate(zip(lines, plan.placements, strict=True)):
+        if placement.writes:
+            assert line.into is not None
+            out = "None"
+            if placement.into_slot is not None:
+                out = f"_s{placement.into_slot}"
+            elif placement.into_value is not None:
+                out = maker.name_of(placement.into_value)
+            work = f"({', '.join(f'_s{k}' for k in placement.work)},)"
+            expr = render(line.into, maker.name_of, out, work)
+        else:
+            expr = render(line.call, maker.name_of)
+        body.append(f"    v{maker.position[line.node.id]} = {expr}")
+        dead = sorted(f"v{maker.position[d]}" for d in freed.get(step, []))
+        if dead:
+            body.append(f"    del {', '.join(dead)}")
+    largest = max((line.flops for line in lines), default=0)
+    source = ["def run(feeds):", *blas.serial_body(body, largest, maker.env)]
+    schedule = maker.schedule
+    for k, (var, n) in enumerate(schedule.updates):
+        maker.env[f"upd{k}"] = var
+        src = maker.name_of(n.id)
+        source.append(f"    upd{k}.set_host_value({_array(src, maker.refs[n.id])})")
+    outs = []
+    for n in schedule.outputs:
+        src = maker.name_of(n.id)
+        if not maker.refs[n.id].is_const and not maker.types[n.id].shape:
+            src = f"_asarray({src})"
+        outs.append(_array(src, maker.refs[n.id]))
+    source.append(f"    return [{', '.join(outs)}]")
+    return "\n".join(source)
+
+
+def _array(name: str, ref: Ref) -> str:
+    """A constant as a fresh array (outputs and variables must be writable)."""
+    return f"_array({name})" if ref.is_const else name
+
+
+def _compile(source: str, env: dict[str, Any], schedule: Schedule) -> Any:
+    # The source is generated from the schedule alone; no user strings reach it.
+    code = builtins.compile(source, f"<asgrad schedule {id(schedule):x}>", "exec")
+    exec(code, env)
+    run = env["run"]
+    run.source = source
+    return run

@@ -1,0 +1,110 @@
+"""Seeded dropout: a mask from a counter-based hash, reproducible by every backend.
+
+Dropout draws its mask from a counter-based hash of ``(seed, element index)``,
+not from a stateful generator: the mask is a pure function of the seed input,
+reproducible by any backend (the WGSL twin computes the same 32-bit hash from
+:func:`dropout_key` and :func:`dropout_threshold`), and a training program gets a
+fresh mask each step by advancing the seed (a fed value, or a Variable the
+program increments through its updates).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from asgrad.tensor.dtypes import is_int
+from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.ops._common import randn, require_float
+from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+
+__all__ = ["dropout_keep", "dropout_key", "dropout_threshold", "pcg_hash"]
+
+
+def pcg_hash(v: np.ndarray) -> np.ndarray:
+    """The PCG-RXS-M-XS 32-bit hash (Jarzynski and Olano 2020) of uint32 values."""
+    state = v * np.uint32(747796405) + np.uint32(2891336453)
+    word = ((state >> ((state >> np.uint32(28)) + np.uint32(4))) ^ state) * np.uint32(277803737)
+    out: np.ndarray = (word >> np.uint32(22)) ^ word
+    return out
+
+
+def dropout_key(seed: int) -> int:
+    """The 32-bit key of a seed: pcg(lo ^ pcg(hi)) of its two's-complement int64 halves.
+
+    For a seed in the int32 range, ``hi`` is 0 (seed >= 0) or 0xFFFFFFFF (seed < 0),
+    so a backend holding the seed as an i32 computes the same key.
+    """
+    bits = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+    lo, hi = np.array([bits & 0xFFFF_FFFF], np.uint32), np.array([bits >> 32], np.uint32)
+    return int(pcg_hash(lo ^ pcg_hash(hi))[0])
+
+
+def dropout_threshold(p: float) -> int:
+    """An element is kept when its hash is >= floor(p * 2**32)."""
+    return min(math.floor(p * 4294967296.0), 0xFFFF_FFFF)
+
+
+def dropout_keep(shape: tuple[int, ...], seed: int, p: float) -> np.ndarray:
+    """The keep mask: ``pcg(pcg(index) ^ key) >= threshold``, index in row-major order."""
+    if p <= 0.0:
+        return np.ones(shape, dtype=bool)
+    if p >= 1.0:
+        return np.zeros(shape, dtype=bool)
+    index = np.arange(math.prod(shape), dtype=np.uint32)
+    h = pcg_hash(pcg_hash(index) ^ np.uint32(dropout_key(seed)))
+    return (h >= np.uint32(dropout_threshold(p))).reshape(shape)
+
+
+def _infer_dropout(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    x, seed = types
+    require_float(x)
+    if not is_int(seed.dtype) or seed.shape != ():
+        raise DTypeError(
+            f"seed must be an int32/int64 scalar, got {seed}; feed one or hold it in a"
+            " Variable that the training program advances"
+        )
+    p = float(attrs["p"])
+    if not 0.0 <= p <= 1.0:
+        raise ShapeError(f"dropout probability p must be in [0, 1], got {p}")
+    return x
+
+
+def _dropout(x: np.ndarray, seed: np.ndarray, *, p: float) -> np.ndarray:
+    if p >= 1.0:
+        return np.zeros_like(x)
+    keep = dropout_keep(x.shape, int(seed), p)
+    scale = x.dtype.type(1.0 / (1.0 - p))
+    return np.where(keep, x * scale, np.zeros((), x.dtype))
+
+
+def _dropout_cases(rng: np.random.Generator) -> list[OpCase]:
+    seed = np.array(12345, dtype=np.int64)
+    return [
+        OpCase((randn(rng, 4, 6), seed), {"p": 0.5}, wrt=(0,), label="p=0.5"),
+        OpCase((randn(rng, 2, 3, 5), np.array(-7, np.int64)), {"p": 0.2}, wrt=(0,), label="p=0.2"),
+        OpCase((randn(rng, 3, 4), seed), {"p": 0.0}, wrt=(0,), label="p=0"),
+        OpCase((randn(rng, 3, 4), seed), {"p": 1.0}, wrt=(0,), label="p=1"),
+        OpCase(
+            (randn(rng, 64, 65), np.array(2**40 + 3, np.int64)),
+            {"p": 0.3},
+            grad=False,
+            label="large, 64-bit seed",
+        ),
+    ]
+
+
+register_op(
+    OpDef(
+        name="dropout",
+        family="random",
+        infer=_infer_dropout,
+        kernel=_dropout,
+        arity=2,
+        tolerance=(1e-6, 1e-7),
+        cases=_dropout_cases,
+        doc="zero elements with probability p by a hash of (seed, index); scale 1/(1-p)",
+    )
+)
