@@ -23,7 +23,7 @@ from typing import Any, Literal, overload
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from asgrad.nn._errors import MetricError
+from asgrad.nn.errors import MetricError
 
 __all__ = [
     "EMA",

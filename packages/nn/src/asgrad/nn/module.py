@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.nn import init as init_
+from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Variable
 from asgrad.tensor.errors import AsgradError, GraphError, ShapeError
 from asgrad.tensor.graph import user_location
@@ -163,8 +164,6 @@ class Module:
             if np.shape(state[k]) != own[k].shape or np.asarray(state[k]).dtype != own[k].dtype
         ]
         if mismatched or (strict and (missing or unexpected)):
-            from asgrad.nn._errors import StateMismatchError
-
             parts = []
             if missing:
                 parts.append("missing: " + ", ".join(missing))

@@ -48,7 +48,7 @@ import safetensors
 import safetensors.numpy
 from numpy.typing import DTypeLike, NDArray
 
-from asgrad.nn._errors import CheckpointError, StateMismatchError
+from asgrad.nn.errors import CheckpointError, StateMismatchError
 
 __all__ = [
     "CheckpointData",

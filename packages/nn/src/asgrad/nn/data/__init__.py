@@ -13,7 +13,6 @@ Example:
     3
 """
 
-from asgrad.nn._errors import DataError
 from asgrad.nn.data.dataset import (
     ConcatDataset,
     Dataset,
@@ -45,6 +44,7 @@ from asgrad.nn.data.transforms import (
     StandardScale,
     Transform,
 )
+from asgrad.nn.errors import DataError
 
 __all__ = [
     "BatchSampler",

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from asgrad.nn._errors import DataError
+from asgrad.nn.errors import DataError
 
 __all__ = [
     "ConcatDataset",
