@@ -21,8 +21,6 @@ from asgrad.nn.data.dataset import (
     Subset,
     TensorDataset,
     default_collate,
-    random_split,
-    train_test_split,
 )
 from asgrad.nn.data.loader import CollateFn, DataLoader
 from asgrad.nn.data.sampler import (
@@ -32,6 +30,7 @@ from asgrad.nn.data.sampler import (
     SequentialSampler,
     WeightedRandomSampler,
 )
+from asgrad.nn.data.split import random_split, train_test_split
 from asgrad.nn.data.transforms import (
     Clip,
     Compose,
