@@ -21,6 +21,7 @@ IntPair = int | tuple[int, int]
 
 
 def as_pair(value: IntPair, name: str, minimum: int = 0) -> tuple[int, int]:
+    """``value`` as an ``(h, w)`` pair of ints, each at least ``minimum``."""
     out = (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
     if min(out) < minimum:
         raise ShapeError(f"{name} must be an int >= {minimum} or a pair of them, got {value!r}")

@@ -44,6 +44,7 @@ class EarlyStopping:
         self.should_stop = False
 
     def is_improvement(self, value: float) -> bool:
+        """Whether ``value`` beats the best so far by more than ``min_delta``."""
         if math.isnan(value):
             return False
         if self.mode == "min":
@@ -62,6 +63,7 @@ class EarlyStopping:
         return self.should_stop
 
     def state_dict(self) -> dict[str, float | int | bool]:
+        """The counters and the best value, JSON-able."""
         return {
             "best": self.best,
             "best_step": self.best_step,
@@ -71,6 +73,7 @@ class EarlyStopping:
         }
 
     def load_state_dict(self, state: dict[str, float | int | bool]) -> None:
+        """Continue from what :meth:`state_dict` returned."""
         self.best = float(state["best"])
         self.best_step = int(state["best_step"])
         self.num_bad = int(state["num_bad"])

@@ -24,6 +24,7 @@ class MetricLogger:
         self.history: dict[str, list[tuple[int, float]]] = {}
 
     def log(self, step: int, **values: float) -> None:
+        """Record each ``name=value`` at ``step``."""
         for name, value in values.items():
             v = float(value)
             self.history.setdefault(name, []).append((step, v))
@@ -33,9 +34,11 @@ class MetricLogger:
         return [v for _, v in self._series(name)]
 
     def steps(self, name: str) -> list[int]:
+        """The steps at which ``name`` was logged, in order."""
         return [s for s, _ in self._series(name)]
 
     def latest(self, name: str) -> float:
+        """The last value logged under ``name``."""
         return self._series(name)[-1][1]
 
     def _series(self, name: str) -> list[tuple[int, float]]:
@@ -64,7 +67,9 @@ class MetricLogger:
         return (f"step {step}: " if step is not None else "") + " ".join(parts)
 
     def state_dict(self) -> dict[str, list[list[float]]]:
+        """The whole history as JSON-able lists of ``[step, value]``."""
         return {k: [[s, v] for s, v in series] for k, series in self.history.items()}
 
     def load_state_dict(self, state: Mapping[str, Iterable[Iterable[float]]]) -> None:
+        """Replace the history by what :meth:`state_dict` returned."""
         self.history = {k: [(int(s), float(v)) for s, v in series] for k, series in state.items()}

@@ -31,10 +31,12 @@ class RunningMean:
         self.reset()
 
     def reset(self) -> None:
+        """Forget every value seen."""
         self.total = 0.0
         self.count = 0.0
 
     def update(self, value: float | ArrayLike, weight: float = 1.0) -> None:
+        """Add a scalar or every element of an array, each counted ``weight`` times."""
         v = _values(value)
         self.total += float(v.sum()) * weight
         self.count += v.size * weight
@@ -61,11 +63,13 @@ class RunningStd:
         self.reset()
 
     def reset(self) -> None:
+        """Forget every value seen."""
         self.count = 0
         self.mean = math.nan
         self._m2 = 0.0
 
     def update(self, value: float | ArrayLike) -> None:
+        """Merge a scalar or every element of an array."""
         v = _values(value)
         if v.size == 0:
             return
@@ -87,6 +91,7 @@ class RunningStd:
 
     @property
     def std(self) -> float:
+        """Standard deviation, the square root of :attr:`var`."""
         return math.sqrt(self.var)
 
 
@@ -104,10 +109,12 @@ class RunningMinMax:
         self.reset()
 
     def reset(self) -> None:
+        """Forget every value seen."""
         self.min = math.inf
         self.max = -math.inf
 
     def update(self, value: float | ArrayLike) -> None:
+        """Widen the range to cover a scalar or every element of an array."""
         v = _values(value)
         if v.size:
             self.min = min(self.min, float(v.min()))
@@ -136,15 +143,18 @@ class EMA:
         self.reset()
 
     def reset(self) -> None:
+        """Forget every value seen."""
         self._raw = 0.0
         self.steps = 0
 
     def update(self, value: float) -> None:
+        """Fold one value into the average."""
         self._raw = self.decay * self._raw + (1.0 - self.decay) * float(value)
         self.steps += 1
 
     @property
     def value(self) -> float:
+        """The (bias-corrected) average; NaN before the first update."""
         if self.steps == 0:
             return math.nan
         if self.bias_correction:
