@@ -359,7 +359,8 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
 def adam_ema(m: Tensor, g: Tensor, beta: float, *, square: bool = False) -> Tensor:
     """Adam's moment update ``beta * m + (1 - beta) * g`` (``g * g`` with ``square``).
 
-    One fused op, the same arithmetic in the same order as the graph-op form.
+    A composite op (one kernel), the same arithmetic in the same order as the graph-op
+    form.
     """
     attrs: dict[str, object] = {"beta": beta}
     if square:
@@ -381,7 +382,7 @@ def adam_update(
     """Adam's parameter step ``param * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``.
 
     ``step_size``, ``bc2_sqrt`` and ``decay`` (AdamW's ``1 - lr * weight_decay``;
-    none for Adam) are 0-d tensors computed once per step. One fused op.
+    none for Adam) are 0-d tensors computed once per step. A composite op (one kernel).
     """
     scalars = (step_size, bc2_sqrt) if decay is None else (step_size, bc2_sqrt, decay)
     return param.graph.apply("adam_update", (param, m, v, *scalars), {"eps": eps})
