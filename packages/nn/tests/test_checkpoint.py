@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.nn import serialization
 from asgrad.nn.serialization import (
     CheckpointData,
     CheckpointError,
     CheckpointManager,
     StateMismatchError,
+    atomic,
     load_checkpoint,
     load_state,
     save_checkpoint,
@@ -234,7 +234,7 @@ def test_failed_checkpoint_save_leaves_previous_and_no_debris(
     mgr = CheckpointManager(tmp_path)
     mgr.save(1, model_state(1))
     calls = {"n": 0}
-    real = serialization._fsync_file
+    real = atomic.fsync_file
 
     def fail_second(path: Path) -> None:
         calls["n"] += 1
@@ -242,7 +242,7 @@ def test_failed_checkpoint_save_leaves_previous_and_no_debris(
             raise OSError("I/O error")
         real(path)
 
-    monkeypatch.setattr(serialization, "_fsync_file", fail_second)
+    monkeypatch.setattr(atomic, "fsync_file", fail_second)
     with pytest.raises(OSError, match="I/O error"):
         mgr.save(2, model_state(2), optimizer_state=optimizer_state(2))
     assert mgr.steps() == [1]

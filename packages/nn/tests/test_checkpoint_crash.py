@@ -1,9 +1,9 @@
 """Crash safety: a process killed with SIGKILL in the middle of a save.
 
 A child process saves checkpoints; the parent kills it at a chosen point (a patched
-``_fsync_file`` or ``rmtree`` announces it has reached that point and then hangs) or
-at random moments, and then checks that the previous checkpoint still loads intact and
-that the half-written one is never picked up.
+``atomic.fsync_file`` or ``shutil.rmtree`` announces it has reached that point and then
+hangs) or at random moments, and then checks that the previous checkpoint still loads
+intact and that the half-written one is never picked up.
 """
 
 from __future__ import annotations
@@ -18,18 +18,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asgrad.nn import serialization
+import asgrad.nn
 from asgrad.nn.serialization import CheckpointManager, load_state
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
-SRC = Path(serialization.__file__).resolve().parents[2]
+SRC = Path(asgrad.nn.__file__).resolve().parents[2]
 
 CHILD = r"""
 import shutil, sys, time
 from pathlib import Path
 import numpy as np
 from asgrad.nn import serialization as ser
+from asgrad.nn.serialization import atomic
 
 root, marker, hang_at = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
 N = 2_000_000  # 8 MB per tensor
@@ -46,11 +47,11 @@ def hang():
 
 if hang_at == "save_state":
     ser.save_state(root / "weights.safetensors", model(1))
-    real = ser._fsync_file
+    real = atomic.fsync_file
     def fsync_then_hang(path):
         real(path)
         hang()
-    ser._fsync_file = fsync_then_hang
+    atomic.fsync_file = fsync_then_hang
     ser.save_state(root / "weights.safetensors", model(2))
 elif hang_at == "loop":
     mgr = ser.CheckpointManager(root, keep_last=2)
@@ -63,14 +64,14 @@ else:
     mgr = ser.CheckpointManager(root, keep_last=1)
     mgr.save(1, model(1), optim(1), metrics={"val_loss": 1.0})
     if hang_at == "rotation":
-        ser.shutil.rmtree = lambda *a, **k: hang()
+        shutil.rmtree = lambda *a, **k: hang()
     else:
-        real = ser._fsync_file
+        real = atomic.fsync_file
         def fsync_then_maybe_hang(path):
             real(path)
             if path.name == hang_at:
                 hang()
-        ser._fsync_file = fsync_then_maybe_hang
+        atomic.fsync_file = fsync_then_maybe_hang
     # Step 2 is better, so with keep_last=1 rotation deletes step 1.
     mgr.save(2, model(2), optim(2), metrics={"val_loss": 0.5})
 """

@@ -18,7 +18,7 @@ from asgrad.nn import (
     Sequential,
     TransformerBlock,
 )
-from asgrad.nn._errors import StateMismatchError
+from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Graph, ShapeError, Tensor, evaluate
 
 

@@ -353,7 +353,7 @@ def test_state_dict_round_trips_and_training_continues_identically(
 
 
 def test_load_state_dict_reports_every_problem_at_once() -> None:
-    from asgrad.nn._errors import StateMismatchError
+    from asgrad.nn.errors import StateMismatchError
 
     model = make_model()
     opt = Adam(model.parameters())

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from asgrad.nn import serialization
 from asgrad.nn.serialization import (
     CheckpointError,
     StateMismatchError,
+    atomic,
     check_state,
     load_state,
     read_metadata,
@@ -66,7 +66,7 @@ def test_failed_write_keeps_the_previous_file(
     def broken_fsync(path: Path) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(serialization, "_fsync_file", broken_fsync)
+    monkeypatch.setattr(atomic, "fsync_file", broken_fsync)
     with pytest.raises(OSError, match="disk full"):
         save_state(target, {"v": np.ones(2)})
     assert load_state(target)["v"].tolist() == [0.0, 0.0]

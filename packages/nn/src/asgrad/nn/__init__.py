@@ -1,6 +1,13 @@
 """asgrad.nn: modules, layers, initializers, losses, optimizers, data and checkpoints."""
 
 from asgrad.nn import init, schedulers
+from asgrad.nn.errors import (
+    CheckpointError,
+    DataError,
+    MetricError,
+    NNError,
+    StateMismatchError,
+)
 from asgrad.nn.layers import (
     ELU,
     GELU,
@@ -79,9 +86,11 @@ __all__ = [
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "CheckpointError",
     "Conv2d",
     "ConvTranspose2d",
     "CosineAnnealingLR",
+    "DataError",
     "Dropout",
     "Embedding",
     "ExponentialLR",
@@ -97,9 +106,11 @@ __all__ = [
     "LinearWarmup",
     "LogSoftmax",
     "MaxPool2d",
+    "MetricError",
     "Module",
     "ModuleList",
     "MultiHeadAttention",
+    "NNError",
     "Optimizer",
     "Parameter",
     "RMSprop",
@@ -111,6 +122,7 @@ __all__ = [
     "SinusoidalPositionalEncoding",
     "Softmax",
     "Softplus",
+    "StateMismatchError",
     "StepLR",
     "Tanh",
     "TransformerBlock",

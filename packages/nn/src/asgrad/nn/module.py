@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.nn import init as init_
+from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Variable
 from asgrad.tensor.errors import AsgradError, GraphError, ShapeError
 from asgrad.tensor.graph import user_location
@@ -118,14 +119,17 @@ class Module:
         yield from self.named_buffers()
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """``(dotted name, module)`` for this module (name ``""``) and every sub-module."""
         yield prefix.rstrip("."), self
         for name, m in self._modules.items():
             yield from m.named_modules(f"{prefix}{name}.")
 
     def children(self) -> list[Module]:
+        """The direct sub-modules, in registration order."""
         return list(self._modules.values())
 
     def num_parameters(self) -> int:
+        """The number of scalar values in all parameters."""
         return sum(int(np.prod(p.shape)) for p in self.parameters())
 
     # -- modes ---------------------------------------------------------------------------
@@ -163,8 +167,6 @@ class Module:
             if np.shape(state[k]) != own[k].shape or np.asarray(state[k]).dtype != own[k].dtype
         ]
         if mismatched or (strict and (missing or unexpected)):
-            from asgrad.nn._errors import StateMismatchError
-
             parts = []
             if missing:
                 parts.append("missing: " + ", ".join(missing))
@@ -182,6 +184,7 @@ class Module:
 
     # -- calling ---------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The computation, in graph ops; subclasses define it and are called as ``module(x)``."""
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -196,6 +199,7 @@ class Module:
             raise
 
     def extra_repr(self) -> str:
+        """The arguments shown inside this module's ``repr``."""
         return ""
 
     def __repr__(self) -> str:

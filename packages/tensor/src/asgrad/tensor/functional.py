@@ -63,3 +63,12 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 def one_hot(indices: Tensor, depth: int, dtype: str = "float32") -> Tensor:
     """One-hot encoding of integer ``indices`` along a new last axis."""
     return indices.one_hot(depth, dtype)
+
+
+def size_ratio(a: Tensor, b: Tensor) -> Tensor:
+    """``a.size / b.size`` as a 0-d tensor of ``a``'s (float) dtype, read when the graph runs.
+
+    A count that follows the fed sizes (an input's leading sizes may change per run),
+    e.g. the number of values a per-channel mean was taken over.
+    """
+    return a.graph.apply("size_ratio", (a, b), {})

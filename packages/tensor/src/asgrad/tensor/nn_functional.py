@@ -1,7 +1,9 @@
 """Neural-network functions over tensors, in PyTorch's argument names (NCHW layout).
 
 Each function checks and normalises its arguments and appends one registered op
-(or a short composition of them), so shape errors name the caller's line.
+(or a short composition of them), so shape errors name the caller's line. These are
+the front doors of the conv, pool, norm, random and optim ops: ``asgrad.nn``'s
+layers and optimizers call them, so each op's attributes are built here only.
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate
@@ -26,6 +28,7 @@ import numpy as np
 
 from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import AsgradError, DTypeError, GraphError, ShapeError
+from asgrad.tensor.functional import size_ratio
 from asgrad.tensor.graph import user_location
 from asgrad.tensor.ops.spatial import Pair, pair
 from asgrad.tensor.tensor import Tensor
@@ -36,9 +39,12 @@ R = TypeVar("R")
 
 __all__ = [
     "BatchNormOutput",
+    "adam_ema",
+    "adam_update",
     "adaptive_avg_pool2d",
     "avg_pool2d",
     "batch_norm",
+    "batch_normalize",
     "conv2d",
     "conv_transpose2d",
     "dropout",
@@ -130,9 +136,9 @@ def conv_transpose2d(
     attrs = {
         "stride": pair(stride, "stride", minimum=1),
         "padding": pair(padding, "padding"),
-        "output_padding": pair(output_padding, "output_padding"),
         "dilation": pair(dilation, "dilation", minimum=1),
         "groups": int(groups),
+        "output_padding": pair(output_padding, "output_padding"),
     }
     return x.graph.apply("conv_transpose2d", _with_bias(x, w, b), attrs)
 
@@ -194,6 +200,17 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | Sequence[int | None]) -> T
     return x.graph.apply("adaptive_avg_pool2d", (x,), {"output_size": size})
 
 
+def _affine_inputs(
+    x: Tensor, weight: Tensor | None, bias: Tensor | None, shape: tuple[int, ...]
+) -> tuple[Tensor, ...]:
+    """``(x,)``, or ``(x, weight, bias)`` with a missing one as ones or zeros of ``shape``."""
+    if weight is None and bias is None:
+        return (x,)
+    w = weight if weight is not None else x.graph.constant(np.ones(shape), x.dtype)
+    b = bias if bias is not None else x.graph.constant(np.zeros(shape), x.dtype)
+    return (x, w, b)
+
+
 @_named("layer_norm")
 def layer_norm(
     x: Tensor,
@@ -206,17 +223,13 @@ def layer_norm(
     """Normalise over the trailing axes, then scale by ``weight`` and shift by ``bias``.
 
     ``normalized_shape`` defaults to the weight's shape, or to the last axis. The
-    variance is the population variance, as in PyTorch. A fused op.
+    variance is the population variance, as in PyTorch. A composite op.
     """
     if normalized_shape is None:
         shape = tuple(weight.shape) if weight is not None else (x.shape[-1],)
     else:
         shape = tuple(int(d) for d in normalized_shape)
-    inputs: tuple[Tensor, ...] = (x,)
-    if weight is not None or bias is not None:
-        w = weight if weight is not None else x.graph.constant(np.ones(shape), x.dtype)
-        b = bias if bias is not None else x.graph.constant(np.zeros(shape), x.dtype)
-        inputs = (x, w, b)
+    inputs = _affine_inputs(x, weight, bias, shape)
     return x.graph.apply("layer_norm", inputs, {"normalized_shape": shape, "eps": float(eps)})
 
 
@@ -233,7 +246,24 @@ class BatchNormOutput(NamedTuple):
 
 
 def _channel(v: Tensor, ndim: int) -> Tensor:
-    return v.reshape((-1,) + (1,) * (ndim - 2))
+    """A per-channel (C,) vector shaped to broadcast against (N, C, ...)."""
+    return v.reshape((v.shape[0],) + (1,) * (ndim - 2)) if ndim > 2 else v
+
+
+@_named("batch_norm")
+def batch_normalize(
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """Normalise each channel (axis 1) of ``x`` by this batch's own mean and variance.
+
+    The ``batch_norm`` op (a composite) and the core of :func:`batch_norm` in training,
+    without running statistics. The statistics are taken when the graph runs, over
+    however many values a channel then holds, so no batch size is checked here.
+    """
+    if x.ndim < 2:
+        raise ShapeError(f"input must be (N, C, ...), got {x.shape}")
+    inputs = _affine_inputs(x, weight, bias, (x.shape[1],))
+    return x.graph.apply("batch_norm", inputs, {"eps": float(eps)})
 
 
 @_named("batch_norm")
@@ -249,10 +279,11 @@ def batch_norm(
 ) -> BatchNormOutput:
     """Batch normalisation over every axis but the channel axis 1 of (N, C, ...).
 
-    Training normalises by the batch statistics (a fused op) and returns the new
-    running statistics ``(1 - momentum) running + momentum batch`` (the variance
-    unbiased, as in PyTorch) for the program to store through its ``updates``.
-    Evaluation normalises by the running statistics, which must then be given.
+    Training normalises by the batch statistics (:func:`batch_normalize`) and
+    returns the new running statistics ``(1 - momentum) running + momentum batch``
+    (the variance unbiased, as in PyTorch) for the program to store through its
+    ``updates``. Evaluation normalises by the running statistics, which must then be
+    given.
     """
     if x.ndim < 2:
         raise ShapeError(f"input must be (N, C, ...), got {x.shape}")
@@ -277,17 +308,12 @@ def batch_norm(
     count = x.size // channels
     if count <= 1:
         raise ShapeError(f"training needs more than one value per channel, got input {x.shape}")
-    inputs: tuple[Tensor, ...] = (x,)
-    if weight is not None or bias is not None:
-        w = weight if weight is not None else x.graph.constant(np.ones(channels), x.dtype)
-        b = bias if bias is not None else x.graph.constant(np.zeros(channels), x.dtype)
-        inputs = (x, w, b)
-    y = x.graph.apply("batch_norm", inputs, {"eps": float(eps)})
+    y = batch_normalize(x, weight, bias, eps)
     if running_mean is None or running_var is None:
         return BatchNormOutput(y, running_mean, running_var)
     axes = (0, *range(2, x.ndim))
     mean = x.mean(axis=axes)
-    n = x.graph.apply("size_ratio", (x, mean), {})  # values per channel, read at run time
+    n = size_ratio(x, mean)  # values per channel, read at run time
     var = x.var(axis=axes) * (n / (n - 1.0))
     new_mean = running_mean * (1.0 - momentum) + mean * momentum
     new_var = running_var * (1.0 - momentum) + var * momentum
@@ -326,3 +352,37 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
     if weight.ndim != 2:
         raise ShapeError(f"weight must be (num_embeddings, dim), got {weight.shape}")
     return weight.gather(indices, axis=0)
+
+
+# -- optimizer steps ----------------------------------------------------------------------------
+@_named("adam_ema")
+def adam_ema(m: Tensor, g: Tensor, beta: float, *, square: bool = False) -> Tensor:
+    """Adam's moment update ``beta * m + (1 - beta) * g`` (``g * g`` with ``square``).
+
+    A composite op (one kernel), the same arithmetic in the same order as the graph-op
+    form.
+    """
+    attrs: dict[str, object] = {"beta": beta}
+    if square:
+        attrs["square"] = True
+    return m.graph.apply("adam_ema", (m, g), attrs)
+
+
+@_named("adam_update")
+def adam_update(
+    param: Tensor,
+    m: Tensor,
+    v: Tensor,
+    step_size: Tensor,
+    bc2_sqrt: Tensor,
+    decay: Tensor | None = None,
+    *,
+    eps: float = 1e-8,
+) -> Tensor:
+    """Adam's parameter step ``param * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``.
+
+    ``step_size``, ``bc2_sqrt`` and ``decay`` (AdamW's ``1 - lr * weight_decay``;
+    none for Adam) are 0-d tensors computed once per step. A composite op (one kernel).
+    """
+    scalars = (step_size, bc2_sqrt) if decay is None else (step_size, bc2_sqrt, decay)
+    return param.graph.apply("adam_update", (param, m, v, *scalars), {"eps": eps})

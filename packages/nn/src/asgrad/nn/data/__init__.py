@@ -13,7 +13,6 @@ Example:
     3
 """
 
-from asgrad.nn._errors import DataError
 from asgrad.nn.data.dataset import (
     ConcatDataset,
     Dataset,
@@ -22,8 +21,6 @@ from asgrad.nn.data.dataset import (
     Subset,
     TensorDataset,
     default_collate,
-    random_split,
-    train_test_split,
 )
 from asgrad.nn.data.loader import CollateFn, DataLoader
 from asgrad.nn.data.sampler import (
@@ -33,6 +30,7 @@ from asgrad.nn.data.sampler import (
     SequentialSampler,
     WeightedRandomSampler,
 )
+from asgrad.nn.data.split import random_split, train_test_split
 from asgrad.nn.data.transforms import (
     Clip,
     Compose,
@@ -45,6 +43,7 @@ from asgrad.nn.data.transforms import (
     StandardScale,
     Transform,
 )
+from asgrad.nn.errors import DataError
 
 __all__ = [
     "BatchSampler",

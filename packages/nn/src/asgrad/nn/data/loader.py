@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from asgrad.nn._errors import DataError
 from asgrad.nn.data.dataset import Dataset, Sample
 from asgrad.nn.data.sampler import (
     BatchSampler,
@@ -21,6 +20,7 @@ from asgrad.nn.data.sampler import (
     Sampler,
     SequentialSampler,
 )
+from asgrad.nn.errors import DataError
 
 __all__ = ["CollateFn", "DataLoader"]
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sized
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from asgrad.nn._errors import DataError
+from asgrad.nn.errors import DataError
 
 __all__ = [
     "BatchSampler",

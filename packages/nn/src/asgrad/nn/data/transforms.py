@@ -21,7 +21,7 @@ from typing import Any, Literal, Self
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from asgrad.nn._errors import DataError
+from asgrad.nn.errors import DataError
 
 __all__ = [
     "Clip",

@@ -43,6 +43,7 @@ class ModuleList(Module):
             self.append(m)
 
     def append(self, module: Module) -> None:
+        """Register ``module`` under the next index."""
         setattr(self, str(len(self._modules)), module)
 
     def __getitem__(self, i: int) -> Module:

@@ -1,10 +1,13 @@
-"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d`` (NCHW, as PyTorch)."""
+"""Convolution layers: ``Conv2d`` and ``ConvTranspose2d`` (NCHW, as PyTorch).
+
+The layers hold the parameters and check the input; the ops and their attributes
+come from :mod:`asgrad.tensor.nn_functional`.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -12,11 +15,13 @@ from asgrad.nn import init
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.nn_functional import conv2d, conv_transpose2d
 
 IntPair = int | tuple[int, int]
 
 
 def as_pair(value: IntPair, name: str, minimum: int = 0) -> tuple[int, int]:
+    """``value`` as an ``(h, w)`` pair of ints, each at least ``minimum``."""
     out = (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
     if min(out) < minimum:
         raise ShapeError(f"{name} must be an int >= {minimum} or a pair of them, got {value!r}")
@@ -85,23 +90,11 @@ class _ConvNd(Module):
                 f" (N, {self.in_channels}, H, W) input, got shape {list(x.shape)}{hint}"
             )
 
-    def _apply(self, op: str, x: Tensor, **attrs: Any) -> Tensor:
+    def _operands(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        """The weight and bias in ``x``'s graph, once ``x`` is checked."""
         self._check(x)
         g = x.graph
-        inputs = [x, g.bind(self.weight)]
-        if self.bias is not None:
-            inputs.append(g.bind(self.bias))
-        return g.apply(
-            op,
-            inputs,
-            {
-                "stride": self.stride,
-                "padding": self.padding,
-                "dilation": self.dilation,
-                "groups": self.groups,
-                **attrs,
-            },
-        )
+        return g.bind(self.weight), None if self.bias is None else g.bind(self.bias)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}"
@@ -130,7 +123,16 @@ class Conv2d(_ConvNd):
     """
 
     def forward(self, x: Tensor) -> Tensor:
-        return self._apply("conv2d", x)
+        w, b = self._operands(x)
+        return conv2d(
+            x,
+            w,
+            b,
+            stride=self.stride,
+            padding=self.padding,
+            dilation=self.dilation,
+            groups=self.groups,
+        )
 
 
 class ConvTranspose2d(_ConvNd):
@@ -181,7 +183,17 @@ class ConvTranspose2d(_ConvNd):
         self.output_padding = as_pair(output_padding, "output_padding")
 
     def forward(self, x: Tensor) -> Tensor:
-        return self._apply("conv_transpose2d", x, output_padding=self.output_padding)
+        w, b = self._operands(x)
+        return conv_transpose2d(
+            x,
+            w,
+            b,
+            stride=self.stride,
+            padding=self.padding,
+            output_padding=self.output_padding,
+            groups=self.groups,
+            dilation=self.dilation,
+        )
 
     def extra_repr(self) -> str:
         extra = f", output_padding={self.output_padding}" if self.output_padding != (0, 0) else ""

@@ -8,6 +8,7 @@ import numpy as np
 
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor, Variable
+from asgrad.tensor.nn_functional import dropout
 
 # Each Dropout draws its masks from its own stream: modules made in the same order
 # get the same seeds, so a model built under one ``--seed`` is reproducible, and two
@@ -46,7 +47,7 @@ class Dropout(Module):
         g = x.graph
         # A module applied twice in one graph continues its own stream.
         seed = g.updates[self.seed] if self.seed in g.updates else g.bind(self.seed)
-        out = g.apply("dropout", [x, seed], {"p": self.p})
+        out = dropout(x, self.p, seed)
         if self.seed in g.updates:
             g.updates[self.seed] = seed + 1
         else:

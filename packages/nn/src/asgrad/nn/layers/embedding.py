@@ -12,6 +12,7 @@ from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import DTypeError
+from asgrad.tensor.nn_functional import embedding
 
 
 class Embedding(Module):
@@ -50,7 +51,7 @@ class Embedding(Module):
                 f"Embedding({self.num_embeddings}, {self.embedding_dim}) takes integer ids,"
                 f" got {ids.dtype}{list(ids.shape)}; declare the input with dtype 'int64'"
             )
-        return ids.graph.bind(self.weight).gather(ids, axis=0)
+        return embedding(ids, ids.graph.bind(self.weight))
 
     def extra_repr(self) -> str:
         std = "" if self.std is None else f", std={self.std}"

@@ -1,4 +1,8 @@
-"""Normalisation layers: ``LayerNorm`` and ``BatchNorm1d`` / ``BatchNorm2d``."""
+"""Normalisation layers: ``LayerNorm`` and ``BatchNorm1d`` / ``BatchNorm2d``.
+
+The layers hold the parameters and running statistics; the normalisation comes from
+:mod:`asgrad.tensor.nn_functional`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,8 @@ from asgrad.nn import init
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor, Variable
 from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.functional import size_ratio
+from asgrad.tensor.nn_functional import batch_norm, batch_normalize, layer_norm
 
 
 class LayerNorm(Module):
@@ -53,17 +59,9 @@ class LayerNorm(Module):
                 f" {list(x.shape)}; its last {k} axes must be {list(self.normalized_shape)}"
             )
         g = x.graph
-        inputs = [x]
-        if self.weight is not None:
-            bias = (
-                g.bind(self.bias)
-                if self.bias is not None
-                else g.constant(np.zeros(self.normalized_shape), x.dtype)
-            )
-            inputs += [g.bind(self.weight), bias]
-        # The fused op: one kernel forward, one for the input gradient.
-        attrs = {"normalized_shape": self.normalized_shape, "eps": self.eps}
-        return g.apply("layer_norm", inputs, attrs)
+        weight = None if self.weight is None else g.bind(self.weight)
+        bias = None if self.bias is None else g.bind(self.bias)  # None: zeros
+        return layer_norm(x, weight, bias, self.eps, normalized_shape=self.normalized_shape)
 
     def extra_repr(self) -> str:
         shape = (
@@ -135,29 +133,20 @@ class _BatchNorm(Module):
     def forward(self, x: Tensor) -> Tensor:
         self._check(x)
         g = x.graph
-        axes = (0, *range(2, x.ndim))
-        # Per-channel values broadcast against (N, C) or (N, C, L...) from (C, 1...).
-        tail = (1,) * (x.ndim - 2)
-
-        def per_channel(t: Tensor) -> Tensor:
-            return t.reshape(self.num_features, *tail) if tail else t
-
         if self.training or self.running_mean is None or self.running_var is None:
-            inputs = [x]
-            if self.weight is not None and self.bias is not None:
-                inputs += [g.bind(self.weight), g.bind(self.bias)]
-            y = g.apply("batch_norm", inputs, {"eps": self.eps})
+            weight = None if self.weight is None else g.bind(self.weight)
+            bias = None if self.bias is None else g.bind(self.bias)
+            y = batch_normalize(x, weight, bias, self.eps)
             if self.training and self.running_mean is not None:
+                axes = (0, *range(2, x.ndim))
                 mean = x.mean(axis=axes, keepdims=True)
                 centred = x - mean
                 self._update_running(x, mean, (centred * centred).mean(axis=axes))
             return y
-        mean = per_channel(g.bind(self.running_mean))
-        var = per_channel(g.bind(self.running_var))
-        y = (x - mean) / (var + self.eps).sqrt()
-        if self.weight is not None and self.bias is not None:
-            y = y * per_channel(g.bind(self.weight)) + per_channel(g.bind(self.bias))
-        return y
+        running_mean, running_var = g.bind(self.running_mean), g.bind(self.running_var)
+        weight = None if self.weight is None else g.bind(self.weight)
+        bias = None if self.bias is None else g.bind(self.bias)
+        return batch_norm(x, running_mean, running_var, weight, bias, eps=self.eps).y
 
     def _update_running(self, x: Tensor, mean: Tensor, var: Tensor) -> None:
         # PyTorch's semantics: running = (1 - momentum) * running + momentum * batch,
@@ -166,7 +155,7 @@ class _BatchNorm(Module):
         assert self.running_var is not None
         assert self.num_batches_tracked is not None
         g = x.graph
-        count = g.apply("size_ratio", (x, mean))  # N * L..., read at run time
+        count = size_ratio(x, mean)  # N * L..., read at run time
         unbiased = var * (count / (count - 1.0).maximum(1.0))
         tracked = g.bind(self.num_batches_tracked) + 1
         if self.momentum is None:

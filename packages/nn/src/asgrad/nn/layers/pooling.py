@@ -1,4 +1,7 @@
-"""Pooling layers over ``(N, C, H, W)``: max, average, adaptive and global average."""
+"""Pooling layers over ``(N, C, H, W)``: max, average, adaptive and global average.
+
+The layers check the input; the ops come from :mod:`asgrad.tensor.nn_functional`.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ from asgrad.nn.layers.conv import IntPair, as_pair
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.nn_functional import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 
 
 def _check_nchw(name: str, x: Tensor) -> None:
@@ -15,7 +19,7 @@ def _check_nchw(name: str, x: Tensor) -> None:
 
 
 class _Pool2d(Module):
-    op = ""
+    """Shared arguments and checks of ``MaxPool2d`` and ``AvgPool2d``."""
 
     def __init__(
         self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0
@@ -29,13 +33,6 @@ class _Pool2d(Module):
                 f"{type(self).__name__}: padding {self.padding} must be at most half the"
                 f" kernel size {self.kernel_size}"
             )
-
-    def _attrs(self) -> dict[str, object]:
-        return {"kernel_size": self.kernel_size, "stride": self.stride, "padding": self.padding}
-
-    def forward(self, x: Tensor) -> Tensor:
-        _check_nchw(type(self).__name__, x)
-        return x.graph.apply(self.op, [x], self._attrs())
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -51,7 +48,9 @@ class MaxPool2d(_Pool2d):
     (1, 3, 4, 4)
     """
 
-    op = "max_pool2d"
+    def forward(self, x: Tensor) -> Tensor:
+        _check_nchw(type(self).__name__, x)
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding)
 
 
 class AvgPool2d(_Pool2d):
@@ -61,8 +60,6 @@ class AvgPool2d(_Pool2d):
     >>> AvgPool2d(3, stride=2, padding=1)(Graph().input("x", (1, 3, 8, 8))).shape
     (1, 3, 4, 4)
     """
-
-    op = "avg_pool2d"
 
     def __init__(
         self,
@@ -74,8 +71,9 @@ class AvgPool2d(_Pool2d):
         super().__init__(kernel_size, stride, padding)
         self.count_include_pad = count_include_pad
 
-    def _attrs(self) -> dict[str, object]:
-        return {**super()._attrs(), "count_include_pad": self.count_include_pad}
+    def forward(self, x: Tensor) -> Tensor:
+        _check_nchw(type(self).__name__, x)
+        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", count_include_pad={self.count_include_pad}"
@@ -95,7 +93,7 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         _check_nchw("AdaptiveAvgPool2d", x)
-        return x.graph.apply("adaptive_avg_pool2d", [x], {"output_size": self.output_size})
+        return adaptive_avg_pool2d(x, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

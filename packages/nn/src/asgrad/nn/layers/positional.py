@@ -219,6 +219,7 @@ class ALiBi(Module):
         return bias
 
     def bias(self, q_len: int, k_len: int, like: Tensor | Graph, dtype: str = "float32") -> Tensor:
+        """The (heads, q_len, k_len) bias as a constant in ``like``'s graph."""
         g = like.graph if isinstance(like, Tensor) else like
         dt = like.dtype if isinstance(like, Tensor) else dtype
         return g.constant(self.bias_array(q_len, k_len), dt)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Tensor, Variable, maximum
+from asgrad.tensor.nn_functional import adam_ema, adam_update
 
 
 class Adam(Optimizer):
@@ -21,7 +22,8 @@ class Adam(Optimizer):
 
     The two bias corrections and ``lr / (1 - beta1**t)`` are per-step scalars built
     once per compiled step and shared by every parameter. The per-parameter part is
-    three fused ops: ``adam_ema`` for each moment and ``adam_update`` for the step.
+    three ops of :mod:`asgrad.tensor.nn_functional`, one kernel each: ``adam_ema`` for
+    each moment and ``adam_update`` for the step.
 
     >>> from asgrad.nn import Linear
     >>> Adam(Linear(2, 1, rng=0).parameters(), lr=1e-3)
@@ -70,23 +72,21 @@ class Adam(Optimizer):
         )
         if self.weight_decay and not self.decoupled:
             g = g + param * self.weight_decay
-        decay: tuple[Tensor, ...] = ()
+        decay: Tensor | None = None
         if self.weight_decay and self.decoupled:
             wd = self.weight_decay
-            decay = (self.per_step("adamw_decay", lambda: 1.0 - graph.bind(self._lr) * wd, dt),)
+            decay = self.per_step("adamw_decay", lambda: 1.0 - graph.bind(self._lr) * wd, dt)
         m_var, v_var = self.slot("exp_avg", var), self.slot("exp_avg_sq", var)
-        # Fused elementwise ops: one kernel per moment and one for the step.
-        m = graph.apply("adam_ema", (graph.bind(m_var), g), {"beta": b1})
-        v = graph.apply("adam_ema", (graph.bind(v_var), g), {"beta": b2, "square": True})
+        # One op (one kernel) per moment and one for the step.
+        m = adam_ema(graph.bind(m_var), g, b1)
+        v = adam_ema(graph.bind(v_var), g, b2, square=True)
         self.assign(m_var, m)
         self.assign(v_var, v)
         if self.amsgrad:
             vmax_var = self.slot("max_exp_avg_sq", var)
             v = maximum(graph.bind(vmax_var), v)
             self.assign(vmax_var, v)
-        return graph.apply(
-            "adam_update", (param, m, v, step_size, bc2_sqrt, *decay), {"eps": self.eps}
-        )
+        return adam_update(param, m, v, step_size, bc2_sqrt, decay, eps=self.eps)
 
 
 class AdamW(Adam):

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.autograd import grad
+from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Program, Tensor, Variable, compile
 from asgrad.tensor.errors import GraphError
 
@@ -143,10 +144,8 @@ class Optimizer:
         As in PyTorch, the loaded state replaces the current one: slots the state
         does not hold are reset to their initial value. Unknown parameter names and
         shape or dtype mismatches are all reported in one
-        :class:`~asgrad.nn._errors.StateMismatchError`, and nothing is changed.
+        :class:`~asgrad.nn.errors.StateMismatchError`, and nothing is changed.
         """
-        from asgrad.nn._errors import StateMismatchError
-
         by_name = self._names()
         missing = [k for k in ("lr", "step") if k not in state]
         unexpected: list[str] = []

@@ -1,15 +1,20 @@
 """Exceptions raised by the data, metrics and serialization parts of ``asgrad.nn``.
 
-Every class also derives from the built-in exception a plain Python user would expect
-(``ValueError`` for bad input), so ``except ValueError`` keeps working.
+Every class derives from :class:`~asgrad.tensor.errors.AsgradError`, so one
+``except AsgradError`` catches every error asgrad raises, and also from the built-in
+exception a plain Python user would expect (``ValueError`` for bad input, ``KeyError``
+for a state that does not match), so ``except ValueError`` keeps working.
 
 Example:
-    >>> from asgrad.nn._errors import CheckpointError, NNError
-    >>> issubclass(CheckpointError, NNError)
-    True
+    >>> from asgrad.nn.errors import CheckpointError, NNError
+    >>> from asgrad.tensor.errors import AsgradError
+    >>> issubclass(CheckpointError, NNError), issubclass(NNError, AsgradError)
+    (True, True)
 """
 
 from __future__ import annotations
+
+from asgrad.tensor.errors import AsgradError
 
 __all__ = [
     "CheckpointError",
@@ -20,8 +25,8 @@ __all__ = [
 ]
 
 
-class NNError(Exception):
-    """Base class of every error raised by ``asgrad.nn``."""
+class NNError(AsgradError):
+    """Base class of the errors that only ``asgrad.nn`` raises."""
 
 
 class DataError(NNError, ValueError):

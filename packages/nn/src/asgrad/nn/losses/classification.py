@@ -1,0 +1,307 @@
+"""Classification losses: negative log-likelihood, cross-entropy, binary, focal and KL.
+
+Cross-entropy goes through ``log_softmax`` and the logit losses through ``softplus``,
+so large logits never overflow.
+"""
+
+from __future__ import annotations
+
+import math
+
+from asgrad.nn.losses.common import (
+    KLReduction,
+    Reduction,
+    Weight,
+    check_float_input,
+    check_reduction,
+    like_input,
+    reduce,
+    weight_tensor,
+)
+from asgrad.tensor import Tensor, where
+from asgrad.tensor.dtypes import is_float, is_int
+from asgrad.tensor.errors import DTypeError, ShapeError
+
+__all__ = [
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cross_entropy",
+    "kl_div",
+    "nll_loss",
+    "sigmoid_focal_loss",
+]
+
+# PyTorch clamps binary_cross_entropy's logs at -100; clamping the probability at
+# e**-100 first gives the same forward values and keeps the gradient finite.
+_LOG_FLOOR = math.exp(-100.0)
+
+
+def _class_axis(name: str, input: Tensor, axis: int) -> int:
+    if input.ndim < 1:
+        raise ShapeError(f"{name}: input must have a class axis, got a scalar")
+    if not -input.ndim <= axis < input.ndim:
+        raise ShapeError(f"{name}: axis {axis} is out of range for input {list(input.shape)}")
+    return axis % input.ndim
+
+
+def _index_targets(name: str, logp: Tensor, target: Tensor, axis: int) -> None:
+    expected = logp.shape[:axis] + logp.shape[axis + 1 :]
+    if target.shape != expected:
+        raise ShapeError(
+            f"{name}: input {list(logp.shape)} (classes on axis {axis}) needs integer"
+            f" targets of shape {list(expected)}, got {list(target.shape)}"
+        )
+
+
+def _move_classes_last(t: Tensor, axis: int) -> Tensor:
+    if axis == t.ndim - 1:
+        return t
+    perm = [i for i in range(t.ndim) if i != axis] + [axis]
+    return t.transpose(*perm)
+
+
+def _nll(
+    name: str,
+    logp: Tensor,
+    target: Tensor,
+    weight: Tensor | None,
+    ignore_index: int | None,
+    reduction: str,
+    axis: int,
+    label_smoothing: float = 0.0,
+) -> Tensor:
+    """PyTorch's nll_loss (and cross-entropy's label smoothing) on log-probabilities."""
+    n_classes = logp.shape[axis]
+    logp_last = _move_classes_last(logp, axis)
+    onehot = target.one_hot(n_classes, logp.dtype)  # all-zero rows for out-of-range labels
+    w_onehot = onehot if weight is None else onehot * weight
+    picked = -(logp_last * w_onehot).sum(axis=-1)  # -w[y] * logp[y]
+    mask: Tensor | None = None
+    if ignore_index is not None:
+        mask = (target != ignore_index).cast(logp.dtype)
+        picked = picked * mask
+    loss = picked
+    if label_smoothing > 0.0:
+        smooth = -(logp_last if weight is None else logp_last * weight).sum(axis=-1)
+        if mask is not None:
+            smooth = smooth * mask
+        loss = picked * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    # mean: divided by the total weight of the counted targets, as PyTorch
+    if weight is None and mask is None:
+        return loss.mean()
+    if weight is None:
+        assert mask is not None
+        return loss.sum() / mask.sum()
+    w_target = w_onehot.sum(axis=-1)
+    if mask is not None:
+        w_target = w_target * mask
+    return loss.sum() / w_target.sum()
+
+
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    weight: Weight = None,
+    ignore_index: int | None = None,
+    reduction: Reduction = "mean",
+    axis: int = -1,
+) -> Tensor:
+    """Negative log-likelihood of integer ``target`` under log-probabilities ``input``.
+
+    ``input`` holds log-probabilities with the classes on ``axis`` (default the last,
+    so ``(N, C)`` or ``(N, T, C)``; PyTorch's ``(N, C, d1, ...)`` layout is
+    ``axis=1``); ``target`` has input's shape without that axis. ``weight`` (one per
+    class) scales each sample's loss, and a ``"mean"`` divides by the total weight of
+    the targets. Targets equal to ``ignore_index`` count for nothing (PyTorch's default
+    is -100; here it is off unless given).
+    """
+    check_float_input("nll_loss", "input", input)
+    check_reduction("nll_loss", reduction)
+    if not is_int(target.dtype):
+        raise DTypeError(f"nll_loss: target must hold integer class labels, got {target.dtype}")
+    ax = _class_axis("nll_loss", input, axis)
+    _index_targets("nll_loss", input, target, ax)
+    w = weight_tensor("nll_loss", weight, input, (input.shape[ax],))
+    return _nll("nll_loss", input, target, w, ignore_index, reduction, ax)
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Weight = None,
+    ignore_index: int | None = None,
+    reduction: Reduction = "mean",
+    label_smoothing: float = 0.0,
+    axis: int = -1,
+) -> Tensor:
+    """Cross-entropy of logits ``input`` against class labels or class probabilities.
+
+    ``input`` holds unnormalised logits with the classes on ``axis`` (default the last;
+    PyTorch's ``(N, C, d1, ...)`` layout is ``axis=1``). ``target`` is either
+
+    * integer labels shaped like ``input`` without the class axis, or
+    * probabilities (float, the same shape as ``input``).
+
+    ``label_smoothing`` ``e`` mixes the target with the uniform distribution:
+    ``(1 - e) * nll + e / C * sum_c(-w_c * log p_c)``. ``weight`` (one per class) and
+    ``ignore_index`` (labels only) act as in :func:`nll_loss`; with probability targets
+    a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
+    it is stable for large logits.
+    """
+    name = "cross_entropy"
+    check_float_input(name, "input", input)
+    check_reduction(name, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"{name}: label_smoothing must be in [0, 1], got {label_smoothing}")
+    ax = _class_axis(name, input, axis)
+    n_classes = input.shape[ax]
+    w = weight_tensor(name, weight, input, (n_classes,))
+    logp = input.log_softmax(ax)
+    if is_int(target.dtype):
+        _index_targets(name, input, target, ax)
+        return _nll(name, logp, target, w, ignore_index, reduction, ax, label_smoothing)
+    if not is_float(target.dtype):
+        raise DTypeError(
+            f"{name}: target must be integer labels or float probabilities, got {target.dtype}"
+        )
+    if target.shape != input.shape:
+        raise ShapeError(
+            f"{name}: probability targets must have the logits' shape {list(input.shape)},"
+            f" got {list(target.shape)}; integer labels have shape"
+            f" {list(input.shape[:ax] + input.shape[ax + 1 :])}"
+        )
+    if ignore_index is not None:
+        raise ValueError(f"{name}: ignore_index applies to integer labels only, not probabilities")
+    probs = like_input(name, "target", target, input)
+    if label_smoothing > 0.0:
+        probs = probs * (1.0 - label_smoothing) + label_smoothing / n_classes
+    terms = logp * probs
+    if w is not None:
+        shape = [1] * input.ndim
+        shape[ax] = n_classes
+        terms = terms * w.reshape(*shape)
+    per_sample = -terms.sum(axis=ax)
+    return reduce(per_sample, reduction)
+
+
+def binary_cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    weight: Weight = None,
+    reduction: Reduction = "mean",
+) -> Tensor:
+    """BCE on probabilities: ``-(t * log(p) + (1 - t) * log(1 - p))``, times ``weight``.
+
+    As PyTorch, each log is clamped at -100, so ``p`` of exactly 0 or 1 gives a finite
+    loss; prefer :func:`binary_cross_entropy_with_logits`, which is stable everywhere.
+    ``weight`` broadcasts against the input.
+    """
+    name = "binary_cross_entropy"
+    check_float_input(name, "input", input)
+    check_reduction(name, reduction)
+    t = like_input(name, "target", target, input)
+    log_p = input.clamp(min=_LOG_FLOOR).log()
+    log_q = (1.0 - input).clamp(min=_LOG_FLOOR).log()
+    loss = -(t * log_p + (1.0 - t) * log_q)
+    w = weight_tensor(name, weight, input)
+    return reduce(loss if w is None else loss * w, reduction)
+
+
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Weight = None,
+    reduction: Reduction = "mean",
+    pos_weight: Weight = None,
+) -> Tensor:
+    """BCE on logits: ``(1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)``.
+
+    Stable for any magnitude of ``x``. ``pos_weight`` (broadcast against the input,
+    usually one per class on the last axis) weighs the positive term; ``weight``
+    rescales each element's loss.
+    """
+    name = "binary_cross_entropy_with_logits"
+    check_float_input(name, "input", input)
+    check_reduction(name, reduction)
+    t = like_input(name, "target", target, input)
+    x = input
+    softplus_neg = (-x).softplus()  # -log(sigmoid(x)), stable
+    pw = weight_tensor(name, pos_weight, input)
+    if pw is None:
+        loss = (1.0 - t) * x + softplus_neg
+    else:
+        loss = (1.0 - t) * x + ((pw - 1.0) * t + 1.0) * softplus_neg
+    w = weight_tensor(name, weight, input)
+    return reduce(loss if w is None else loss * w, reduction)
+
+
+def sigmoid_focal_loss(
+    inputs: Tensor,
+    targets: Tensor,
+    alpha: float = 0.25,
+    gamma: float = 2.0,
+    reduction: Reduction = "none",
+) -> Tensor:
+    """Focal loss (Lin et al., 2017) on logits, as ``torchvision.ops.sigmoid_focal_loss``.
+
+    ``ce * (1 - p_t)**gamma``, times ``alpha_t = alpha * t + (1 - alpha) * (1 - t)``
+    when ``alpha >= 0`` (a negative ``alpha`` turns the weighting off), where ``ce``
+    is :func:`binary_cross_entropy_with_logits` per element and
+    ``p_t = p * t + (1 - p) * (1 - t)``. As torchvision, the default reduction is
+    ``"none"``.
+    """
+    name = "sigmoid_focal_loss"
+    check_float_input(name, "inputs", inputs)
+    check_reduction(name, reduction)
+    if gamma < 0:
+        raise ValueError(f"{name}: gamma must be >= 0, got {gamma}")
+    t = like_input(name, "targets", targets, inputs)
+    p = inputs.sigmoid()
+    ce = binary_cross_entropy_with_logits(inputs, t, reduction="none")
+    one_minus_pt = 1.0 - (p * t + (1.0 - p) * (1.0 - t))
+    if gamma == 0:
+        loss = ce
+    elif gamma == 1:
+        loss = ce * one_minus_pt
+    elif gamma == 2:
+        loss = ce * (one_minus_pt * one_minus_pt)
+    else:
+        loss = ce * one_minus_pt**gamma
+    if alpha >= 0:
+        loss = loss * (t * alpha + (1.0 - t) * (1.0 - alpha))
+    return reduce(loss, reduction)
+
+
+def kl_div(
+    input: Tensor,
+    target: Tensor,
+    reduction: KLReduction = "mean",
+    log_target: bool = False,
+) -> Tensor:
+    """KL divergence ``target * (log(target) - input)`` with ``input`` log-probabilities.
+
+    ``log_target=True`` means the target holds log-probabilities too:
+    ``exp(target) * (target - input)``. Zero targets contribute 0. ``"batchmean"``
+    divides the sum by the batch size (``input.shape[0]``), which is the true KL
+    divergence per sample; ``"mean"`` divides by the number of elements, as PyTorch.
+    """
+    name = "kl_div"
+    check_float_input(name, "input", input)
+    check_reduction(name, reduction, ("mean", "sum", "none", "batchmean"))
+    t = like_input(name, "target", target, input)
+    if log_target:
+        loss = t.exp() * (t - input)
+    else:
+        positive = t > 0.0
+        safe_t = where(positive, t, 1.0)  # log(1) = 0: no -inf, no NaN in gradients
+        loss = t * safe_t.log() - t * input
+    if reduction == "batchmean":
+        if loss.ndim == 0:
+            return loss
+        per_sample = loss.sum(axis=tuple(range(1, loss.ndim))) if loss.ndim > 1 else loss
+        return per_sample.mean()
+    return reduce(loss, reduction)

@@ -1,0 +1,73 @@
+"""Saving and loading tensors and training checkpoints, crash-safely.
+
+Tensor files are plain safetensors (https://github.com/huggingface/safetensors), so
+any safetensors reader can open them. Every write is atomic: data goes to a temporary
+file (or folder) next to the target, is flushed to disk with ``fsync``, and is then
+renamed onto the target, so a crash in the middle of a save leaves the previous file
+intact.
+
+A checkpoint is a folder ``ckpt-<step>/`` holding
+
+* ``model.safetensors``: the model's ``state_dict()``;
+* ``optimizer.safetensors``: the array entries of the optimizer's ``state_dict()``
+  (its scalar entries go to ``meta.json``), present only when an optimizer was saved;
+* ``meta.json``: format version, step, epoch, metrics, scheduler state, the numpy RNG
+  state, the user's ``extra`` (e.g. model config) and the byte size of each file.
+
+The folder is assembled under a hidden temporary name and renamed into place only when
+complete, so a folder named ``ckpt-<step>`` is always whole; :class:`CheckpointManager`
+ignores anything else.
+
+One module per concern: :mod:`~asgrad.nn.serialization.atomic` (durable file-system
+primitives), :mod:`~asgrad.nn.serialization.state` (tensor files, state checks),
+:mod:`~asgrad.nn.serialization.checkpoint` (the checkpoint folder format) and
+:mod:`~asgrad.nn.serialization.manager` (numbering, rotation, latest and best).
+
+Example:
+    >>> import tempfile, numpy as np
+    >>> from asgrad.nn.serialization import load_state, save_state
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     w = {"w": np.ones((2, 2), np.float32)}
+    ...     path = save_state(f"{tmp}/w.safetensors", w)
+    ...     load_state(path)["w"].sum()
+    np.float32(4.0)
+"""
+
+from asgrad.nn.errors import CheckpointError, StateMismatchError
+from asgrad.nn.serialization.checkpoint import (
+    FORMAT,
+    FORMAT_VERSION,
+    META_FILE,
+    MODEL_FILE,
+    OPTIMIZER_FILE,
+    CheckpointData,
+    load_checkpoint,
+    save_checkpoint,
+)
+from asgrad.nn.serialization.manager import CheckpointManager
+from asgrad.nn.serialization.state import (
+    PathLike,
+    check_state,
+    load_state,
+    read_metadata,
+    save_state,
+)
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "META_FILE",
+    "MODEL_FILE",
+    "OPTIMIZER_FILE",
+    "CheckpointData",
+    "CheckpointError",
+    "CheckpointManager",
+    "PathLike",
+    "StateMismatchError",
+    "check_state",
+    "load_checkpoint",
+    "load_state",
+    "read_metadata",
+    "save_checkpoint",
+    "save_state",
+]
