@@ -15,8 +15,7 @@ import pytest
 
 from asgrad.gpu import Device, GpuUnsupportedError, to_gpu
 from asgrad.gpu.lowering import LEAVES, gpu_kernel_names, lower
-from asgrad.tensor import Graph, evaluate
-from asgrad.tensor.registry import OpCase, OpDef, TensorType, all_ops
+from asgrad.tensor import Graph, OpCase, OpDef, TensorType, all_ops, evaluate
 
 OPS = all_ops()
 

@@ -8,8 +8,6 @@
 ``python -m asgrad.gpu coverage`` the op-coverage table.
 """
 
-from asgrad.gpu import lowering_fused as lowering_fused  # registers the fused ops' GPU kernels
-from asgrad.gpu import lowering_nn as lowering_nn  # registers the nn ops' GPU kernels
 from asgrad.gpu.array import GpuArray, to_gpu
 from asgrad.gpu.capabilities import Capabilities
 from asgrad.gpu.device import Device, get_device
@@ -18,9 +16,10 @@ from asgrad.gpu.errors import (
     GpuUnavailableError,
     GpuUnsupportedError,
 )
-from asgrad.gpu.executor import GpuBackend, GpuExecutable, GpuVariableStore, variable_store
+from asgrad.gpu.executor import GpuBackend, GpuExecutable
 from asgrad.gpu.selection import ENV_VAR, gpu_available, resolve_backend
 from asgrad.gpu.transfers import TransferCounter
+from asgrad.gpu.variables import GpuVariableStore, variable_store
 
 __all__ = [
     "ENV_VAR",

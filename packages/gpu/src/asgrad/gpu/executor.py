@@ -20,91 +20,24 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.array import GpuArray, Operand
 from asgrad.gpu.buffers import ScopedPool
+from asgrad.gpu.copy import copy_into
 from asgrad.gpu.device import Command, Device, get_device
 from asgrad.gpu.errors import GpuError, GpuUnavailableError, GpuUnsupportedError
 from asgrad.gpu.fusion import Deferred, Value, emit, materialize
-from asgrad.gpu.lowering import EXPRESSION_OPS, expression, lower, numpy_dtype
-from asgrad.gpu.ops.copy import copy_into
-from asgrad.gpu.ops.elementwise import Operand
-from asgrad.gpu.ops.matmul import MatrixView, matmul
-from asgrad.gpu.source import storage_dtype, to_storage
+from asgrad.gpu.lowering import lower
+from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS, expression
+from asgrad.gpu.lowering.leaf import upload_constant
+from asgrad.gpu.lowering.linalg import MatrixView, matmul
+from asgrad.gpu.source import numpy_dtype, to_storage
+from asgrad.gpu.variables import GpuVariableStore, variable_store
+from asgrad.tensor import TensorType
 from asgrad.tensor.backends import Executable, register_backend
-from asgrad.tensor.executor import Schedule
-from asgrad.tensor.graph import Node, Variable, VariableHolder
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.graph import Node, Variable
+from asgrad.tensor.schedule import Schedule
 
 __all__ = ["GpuBackend", "GpuExecutable", "GpuVariableStore", "variable_store"]
-
-_stores: dict[int, GpuVariableStore] = {}
-
-
-def variable_store(device: Device | None = None) -> GpuVariableStore:
-    """The variable store of ``device`` (one per device)."""
-    dev = device or get_device()
-    store = _stores.get(id(dev))
-    if store is None:
-        store = _stores[id(dev)] = GpuVariableStore(dev)
-    return store
-
-
-class GpuVariableStore(VariableHolder):
-    """Variables' values in GPU buffers, mirrored from the host name->array store.
-
-    Each variable gets one buffer for its lifetime, so compiled plans can bind it once.
-    The host value is uploaded when it is newer than the device's (first use, or after
-    ``variable.value = ...``); a value updated on the device is read back only when
-    ``variable.value`` is read.
-    """
-
-    def __init__(self, device: Device) -> None:
-        self.device = device
-        self._arrays: dict[int, tuple[Variable, GpuArray]] = {}
-        self._dirty: set[int] = set()
-
-    def array(self, variable: Variable) -> GpuArray:
-        """The buffer of ``variable`` (allocated on first use; contents per :meth:`sync`)."""
-        entry = self._arrays.get(id(variable))
-        if entry is None:
-            host = variable.host_value()
-            array = _persistent(self.device, host.shape, numpy_dtype(host.dtype.name))
-            entry = self._arrays[id(variable)] = (variable, array)
-        return entry[1]
-
-    def sync(self, variable: Variable) -> None:
-        """Upload the host value if the device does not hold the newest one."""
-        if variable.holder is self:
-            return
-        value = variable.value  # fetched from another holder if one has it
-        array = self.array(variable)
-        self.device.write(array.buffer, to_storage(np.asarray(value), array.storage_dtype))
-        variable.hold(self)
-        self._dirty.discard(id(variable))
-
-    def mark_updated(self, variable: Variable) -> None:
-        """The device now holds a newer value than the host."""
-        self._dirty.add(id(variable))
-        variable.hold(self)
-
-    def fetch(self, variable: Variable) -> np.ndarray:
-        """The newest value of ``variable`` (a readback only if the device changed it)."""
-        if id(variable) not in self._dirty:
-            return variable.host_value()
-        self._dirty.discard(id(variable))
-        return self._arrays[id(variable)][1].numpy().astype(variable.host_value().dtype)
-
-    def release(self, variable: Variable) -> None:
-        """The host was given a new value; the next run uploads it."""
-        self._dirty.discard(id(variable))
-
-
-def _persistent(device: Device, shape: tuple[int, ...], dtype: np.dtype[Any]) -> GpuArray:
-    """An array from the device's pool (not a plan's): it outlives any capture."""
-    pool = device.pool
-    nbytes = max(int(np.prod(shape)), 1) * storage_dtype(dtype).itemsize
-    return GpuArray(device, device.alloc(nbytes, pool), shape, dtype, pool=pool)
-
 
 # Ops a fused kernel can absorb: elementwise expressions, and broadcasts/transposes,
 # which become strided reads of their input.
@@ -227,9 +160,7 @@ class _Plan:
                     # uploaded now, read at every replay: never a scope buffer that
                     # captured kernels might overwrite
                     host = np.asarray(node.attrs["value"])
-                    value = _persistent(device, host.shape, numpy_dtype(out_type.dtype))
-                    if host.size:
-                        device.write(value.buffer, to_storage(host, value.storage_dtype))
+                    value = upload_constant(device, host, numpy_dtype(out_type.dtype))
                     self.keep.append(value)
                 else:
                     ins = [values[n.id] for n in node.inputs]
@@ -238,13 +169,9 @@ class _Plan:
                         if target is not None:
                             value = self._lower_in_place(node, ins, out_type, target)
                         elif node.op == "size_ratio":  # a constant once shapes are known
-                            value = _persistent(device, (), numpy_dtype(out_type.dtype))
                             a, b = (types[n.id].shape for n in node.inputs)
-                            host = np.asarray(
-                                int(np.prod(a)) / max(int(np.prod(b)), 1),
-                                value.storage_dtype,
-                            )
-                            device.write(value.buffer, host.reshape(1))
+                            ratio = np.asarray(int(np.prod(a)) / max(int(np.prod(b)), 1))
+                            value = upload_constant(device, ratio, numpy_dtype(out_type.dtype))
                             self.keep.append(value)
                         else:
                             value = self._lower(node, ins, out_type, fusable(node))

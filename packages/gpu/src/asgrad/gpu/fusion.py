@@ -16,11 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgrad.gpu.array import GpuArray
-from asgrad.gpu.lowering import numpy_dtype
-from asgrad.gpu.ops.elementwise import MAX_INPUTS, Operand, elementwise
-from asgrad.gpu.source import wgsl_type
-from asgrad.tensor.registry import TensorType
+from asgrad.gpu.array import GpuArray, Operand
+from asgrad.gpu.lowering.elementwise import MAX_INPUTS, elementwise
+from asgrad.gpu.source import numpy_dtype, wgsl_type
+from asgrad.tensor import TensorType
 
 __all__ = ["Deferred", "Value", "fused_expression", "materialize"]
 

@@ -1,4 +1,9 @@
-"""Batched, broadcasting matmul on the GPU through strided operand reads."""
+"""The linalg family on the GPU: batched, broadcasting matmul through strided reads.
+
+Two tiled kernels (``kernels/matmul_128.wgsl`` for large products,
+``kernels/matmul_small.wgsl`` with 64 or 32 tiles otherwise) read their operands through
+:class:`MatrixView` strides, so a transposed operand costs no copy.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +12,17 @@ import struct
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.array import GpuArray, contiguous_strides
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.source import render
+from asgrad.tensor import TensorType
 
-__all__ = ["MatrixView", "contiguous_strides", "matmul", "matmul_into"]
+__all__ = ["LOWERINGS", "WGSL_FILES", "MatrixView", "matmul", "matmul_into"]
+
+WGSL_FILES: tuple[str, ...] = ("matmul_128.wgsl", "matmul_small.wgsl")
 
 MAX_BATCH_DIMS = 4
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a C-contiguous array of ``shape``."""
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
-    return tuple(strides)
 
 
 class MatrixView:
@@ -159,3 +160,10 @@ def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None
     if max(groups) > device.max_groups:
         raise GpuUnsupportedError(f"matmul grid {groups} exceeds the device limit")
     device.dispatch(pipe, (device.params(meta), a.array.buffer, b.array.buffer, out.buffer), groups)
+
+
+def _matmul(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return matmul(ins[0], ins[1])
+
+
+LOWERINGS: dict[str, Lowering] = {"matmul": _matmul}
