@@ -49,3 +49,11 @@ def test_every_kernel_file_is_named_by_a_family() -> None:
 def test_kernel_files_of_an_unknown_op_raise() -> None:
     with pytest.raises(GpuUnsupportedError, match="no_such_op"):
         kernel_files("no_such_op")
+
+
+def test_each_family_names_its_own_kernel_files() -> None:
+    for path in KERNELS.iterdir():
+        stem = path.name.removesuffix(".wgsl")
+        for family, module in FAMILY_MODULES.items():
+            if stem == family or stem.startswith(family + "_"):
+                assert path.name in module.WGSL_FILES, f"{path.name} not in {family}.WGSL_FILES"

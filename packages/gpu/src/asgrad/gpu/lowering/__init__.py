@@ -82,7 +82,7 @@ def kernel_files(op: str) -> tuple[str, ...]:
     They are the ``WGSL_FILES`` of the op's family module; a leaf launches none.
 
     >>> kernel_files("conv2d")[0]
-    'nn_conv.wgsl'
+    'conv.wgsl'
     """
     if op in LEAVES:
         return ()

@@ -1,4 +1,4 @@
-"""The conv family on the GPU: 2-D convolution as an implicit GEMM (``kernels/nn_conv.wgsl``).
+"""The conv family on the GPU: 2-D convolution as an implicit GEMM (``kernels/conv.wgsl``).
 
 One kernel family computes the forward convolution, its input gradient (which is
 also the transposed convolution) and its weight gradient; the im2col matrix is
@@ -32,7 +32,7 @@ __all__ = [
     "conv2d_backward_weight",
 ]
 
-WGSL_FILES: tuple[str, ...] = ("nn_conv.wgsl", "reduce_cols.wgsl", "elementwise.wgsl")
+WGSL_FILES: tuple[str, ...] = ("conv.wgsl", "reduction_cols.wgsl", "elementwise.wgsl")
 
 _TILE = 64
 _TK = 16
@@ -115,8 +115,8 @@ def _launch(
     code = _MODES[mode]
     has_bias = "true" if bias is not None else "false"
     pipe = device.pipeline(
-        ("nn_conv", code, has_bias),
-        lambda: render("nn_conv", MODE=code, HAS_BIAS=has_bias),
+        ("conv", code, has_bias),
+        lambda: render("conv", MODE=code, HAS_BIAS=has_bias),
         ("uniform", "read", "read", "read", "write"),
     )
     nsplit, kchunk = _split_k(nb * -(-M // _TILE) * -(-N // _TILE), K) if bias is None else (1, K)

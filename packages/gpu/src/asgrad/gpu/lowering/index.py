@@ -1,8 +1,8 @@
 """The index family on the GPU: slice, scatter_slice, gather, scatter_add, one_hot.
 
 Slices are copies through strided views with the elementwise kernel; gather, its
-gradient scatter-add and one-hot have kernels of their own (``kernels/gather.wgsl``,
-``kernels/scatter_add.wgsl``, ``kernels/one_hot.wgsl``), one thread per output element.
+gradient scatter-add and one-hot have kernels of their own (``kernels/index_gather.wgsl``,
+``kernels/index_scatter_add.wgsl``, ``kernels/index_one_hot.wgsl``), one thread per output element.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from asgrad.tensor import TensorType
 __all__ = ["LOWERINGS", "WGSL_FILES", "gather", "one_hot", "scatter_add"]
 
 WGSL_FILES: tuple[str, ...] = (
-    "gather.wgsl",
-    "scatter_add.wgsl",
-    "one_hot.wgsl",
+    "index_gather.wgsl",
+    "index_scatter_add.wgsl",
+    "index_one_hot.wgsl",
     "elementwise.wgsl",
 )
 
@@ -46,7 +46,9 @@ def gather(x: GpuArray, indices: GpuArray, axis: int) -> GpuArray:
     device = x.device
     t = x.wgsl
     pipe = device.pipeline(
-        ("gather", t), lambda: render("gather", T=t), ("uniform", "read", "read", "write")
+        ("index_gather", t),
+        lambda: render("index_gather", T=t),
+        ("uniform", "read", "read", "write"),
     )
     params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
     groups = fold_groups(-(-out.size // 256), device.max_groups)
@@ -65,7 +67,9 @@ def scatter_add(g: GpuArray, indices: GpuArray, shape: tuple[int, ...], axis: in
         return out
     device = g.device
     pipe = device.pipeline(
-        ("scatter_add",), lambda: render("scatter_add"), ("uniform", "read", "read", "write")
+        ("index_scatter_add",),
+        lambda: render("index_scatter_add"),
+        ("uniform", "read", "read", "write"),
     )
     params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
     groups = fold_groups(-(-out.size // 256), device.max_groups)
@@ -82,8 +86,8 @@ def one_hot(indices: GpuArray, depth: int, dtype: Any = np.float32) -> GpuArray:
     zero, one = {"f32": ("0.0", "1.0"), "i32": ("0i", "1i"), "u32": ("0u", "1u")}[t]
     device = indices.device
     pipe = device.pipeline(
-        ("one_hot", t),
-        lambda: render("one_hot", T=t, ZERO=zero, ONE=one),
+        ("index_one_hot", t),
+        lambda: render("index_one_hot", T=t, ZERO=zero, ONE=one),
         ("uniform", "read", "write"),
     )
     params = device.params(struct.pack("<4I", out.size, depth, 0, 0))

@@ -1,7 +1,7 @@
 """The linalg family on the GPU: batched, broadcasting matmul through strided reads.
 
-Two tiled kernels (``kernels/matmul_128.wgsl`` for large products,
-``kernels/matmul_small.wgsl`` with 64 or 32 tiles otherwise) read their operands through
+Two tiled kernels (``kernels/linalg_matmul_128.wgsl`` for large products,
+``kernels/linalg_matmul_small.wgsl`` with 64 or 32 tiles otherwise) read their operands through
 :class:`MatrixView` strides, so a transposed operand costs no copy.
 """
 
@@ -20,7 +20,7 @@ from asgrad.tensor import TensorType
 
 __all__ = ["LOWERINGS", "WGSL_FILES", "MatrixView", "matmul", "matmul_into"]
 
-WGSL_FILES: tuple[str, ...] = ("matmul_128.wgsl", "matmul_small.wgsl")
+WGSL_FILES: tuple[str, ...] = ("linalg_matmul_128.wgsl", "linalg_matmul_small.wgsl")
 
 MAX_BATCH_DIMS = 4
 
@@ -137,17 +137,17 @@ def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None
     if variant == "128":
         tile = 128
         pipe = device.pipeline(
-            ("matmul_128", a_layout, b_layout),
-            lambda: render("matmul_128", A_LAYOUT=a_layout, B_LAYOUT=b_layout),
+            ("linalg_matmul_128", a_layout, b_layout),
+            lambda: render("linalg_matmul_128", A_LAYOUT=a_layout, B_LAYOUT=b_layout),
             ("uniform", "read", "read", "write"),
         )
     else:
         t = {"64": 16, "32": 8}[variant]
         tile = 4 * t
         pipe = device.pipeline(
-            ("matmul_small", t, a_layout, b_layout),
+            ("linalg_matmul_small", t, a_layout, b_layout),
             lambda: render(
-                "matmul_small",
+                "linalg_matmul_small",
                 T=t,
                 TILE=tile,
                 TILE_VEC4=8 * t,

@@ -1,8 +1,8 @@
 """The norm family on the GPU: softmax, log-softmax, layer norm, batch norm.
 
-Softmax is one workgroup per row (``kernels/softmax.wgsl``); layer norm and batch norm,
+Softmax is one workgroup per row (``kernels/norm_softmax.wgsl``); layer norm and batch norm,
 forward and input gradient, one workgroup per normalised row or channel
-(``kernels/nn_norm.wgsl``).
+(``kernels/norm.wgsl``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ __all__ = [
     "softmax",
 ]
 
-WGSL_FILES: tuple[str, ...] = ("softmax.wgsl", "nn_norm.wgsl")
+WGSL_FILES: tuple[str, ...] = ("norm_softmax.wgsl", "norm.wgsl")
 
 
 def softmax(
@@ -49,8 +49,8 @@ def softmax(
     device = x.device
     flag = "true" if log else "false"
     pipe = device.pipeline(
-        ("softmax", flag),
-        lambda: render("softmax", LOG=flag),
+        ("norm_softmax", flag),
+        lambda: render("norm_softmax", LOG=flag),
         ("uniform", "read", "write"),
     )
     meta = struct.pack("<4I", outer, r, inner, 0)
@@ -92,8 +92,8 @@ def normalize(
     flags = tuple("true" if f else "false" for f in (backward, affine, per_row))
     device = x.device
     pipe = device.pipeline(
-        ("nn_norm", *flags),
-        lambda: render("nn_norm", BACKWARD=flags[0], AFFINE=flags[1], PER_ROW=flags[2]),
+        ("norm", *flags),
+        lambda: render("norm", BACKWARD=flags[0], AFFINE=flags[1], PER_ROW=flags[2]),
         ("uniform", "read", "read", "read", "read", "write"),
     )
     meta = struct.pack("<8If", rows, count, inner, outer_stride, row_stride, 0, 0, 0, eps)

@@ -1,4 +1,4 @@
-"""The pool family on the GPU (``kernels/nn_pool.wgsl``): one thread per element written.
+"""The pool family on the GPU (``kernels/pool.wgsl``): one thread per element written.
 
 Forward kernels run one thread per output; backward kernels one thread per input
 pixel, gathering from the windows that hold it, so no atomics are needed.
@@ -30,7 +30,7 @@ __all__ = [
     "max_pool2d_select",
 ]
 
-WGSL_FILES: tuple[str, ...] = ("nn_pool.wgsl",)
+WGSL_FILES: tuple[str, ...] = ("pool.wgsl",)
 
 _MODES = {
     "max_select": 0,
@@ -65,8 +65,8 @@ def _launch(
     device = src.device
     code = _MODES[mode]
     pipe = device.pipeline(
-        ("nn_pool", code),
-        lambda: render("nn_pool", MODE=code),
+        ("pool", code),
+        lambda: render("pool", MODE=code),
         ("uniform", "read", "read", "write"),
     )
     meta = struct.pack(

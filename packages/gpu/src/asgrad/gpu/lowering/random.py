@@ -1,4 +1,4 @@
-"""The random family on the GPU: seeded dropout (``kernels/nn_dropout.wgsl``).
+"""The random family on the GPU: seeded dropout (``kernels/random.wgsl``).
 
 The mask is the counter-based hash of ``asgrad.tensor.ops.random.dropout_keep``
 computed in u32 arithmetic, so the GPU and the CPU drop the same elements for the
@@ -22,7 +22,7 @@ from asgrad.tensor.ops.random import dropout_threshold
 
 __all__ = ["LOWERINGS", "WGSL_FILES", "dropout"]
 
-WGSL_FILES: tuple[str, ...] = ("nn_dropout.wgsl", "elementwise.wgsl")
+WGSL_FILES: tuple[str, ...] = ("random.wgsl", "elementwise.wgsl")
 
 
 def dropout(x: GpuArray, seed: GpuArray, p: float) -> GpuArray:
@@ -41,7 +41,7 @@ def dropout(x: GpuArray, seed: GpuArray, p: float) -> GpuArray:
     scale = float(np.float32(1.0 / (1.0 - p)))
     device = x.device
     pipe = device.pipeline(
-        ("nn_dropout",), lambda: render("nn_dropout"), ("uniform", "read", "read", "write")
+        ("random",), lambda: render("random"), ("uniform", "read", "read", "write")
     )
     meta = struct.pack("<4If", x.size, threshold, 0, 0, scale)
     groups = fold_groups(-(-x.size // 256), device.max_groups)

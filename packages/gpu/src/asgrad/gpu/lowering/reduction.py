@@ -1,9 +1,9 @@
 """The reduction family on the GPU: sum, mean, max, min, var, argmax, size_ratio.
 
 :func:`reduce_axis` reduces along axes with a workgroup per row (a tree,
-``kernels/reduce_rows.wgsl``) or a thread per output (``kernels/reduce_cols.wgsl``),
+``kernels/reduction_rows.wgsl``) or a thread per output (``kernels/reduction_cols.wgsl``),
 splitting long axes into pieces first; arg-reductions use
-``kernels/argreduce_rows.wgsl``. Reduced axes that are not adjacent are brought
+``kernels/reduction_arg_rows.wgsl``. Reduced axes that are not adjacent are brought
 together by a permuting copy.
 """
 
@@ -27,9 +27,9 @@ from asgrad.tensor import TensorType
 __all__ = ["LOWERINGS", "REDUCTIONS", "WGSL_FILES", "normalize_axes", "reduce_axis"]
 
 WGSL_FILES: tuple[str, ...] = (
-    "reduce_rows.wgsl",
-    "reduce_cols.wgsl",
-    "argreduce_rows.wgsl",
+    "reduction_rows.wgsl",
+    "reduction_cols.wgsl",
+    "reduction_arg_rows.wgsl",
     "prelude.wgsl",
     "elementwise.wgsl",
 )
@@ -110,8 +110,8 @@ def reduce_axis(
         meta = struct.pack("<4I", outer, r, inner, 0)
         better = "a > b" if kind == "argmax" else "a < b"
         pipe = device.pipeline(
-            ("argreduce_rows", better, t_in),
-            lambda: render("argreduce_rows", T_IN=t_in, BETTER=better),
+            ("reduction_arg_rows", better, t_in),
+            lambda: render("reduction_arg_rows", T_IN=t_in, BETTER=better),
             ("uniform", "read", "write"),
         )
         groups = fold_groups(rows, device.max_groups)
@@ -125,10 +125,10 @@ def reduce_axis(
         chunks = -(-r // chunk_len)
         partial = GpuArray.empty((outer, chunks, 1), np.float32, device)
         first, second = _SPLIT.get(kind, (kind, kind))
-        _launch(device, "reduce_rows", first, src, partial, (outer, r, 1), 1.0, chunk_len)
-        _launch(device, "reduce_rows", second, partial, out, (outer, chunks, 1), scale)
+        _launch(device, "reduction_rows", first, src, partial, (outer, r, 1), 1.0, chunk_len)
+        _launch(device, "reduction_rows", second, partial, out, (outer, chunks, 1), scale)
     elif inner == 1:
-        _launch(device, "reduce_rows", kind, src, out, (outer, r, inner), scale)
+        _launch(device, "reduction_rows", kind, src, out, (outer, r, inner), scale)
     elif rows < _BUSY_THREADS and r > 2 * _MIN_CHUNK:
         # few outputs, long axis: partial results over chunks of the axis first
         chunks = min(-(-r // _MIN_CHUNK), -(-_BUSY_THREADS // rows))
@@ -136,10 +136,10 @@ def reduce_axis(
         chunks = -(-r // chunk_len)
         partial = GpuArray.empty((outer, chunks, inner), np.float32, device)
         first, second = _SPLIT.get(kind, (kind, kind))
-        _launch(device, "reduce_cols", first, src, partial, (outer, r, inner), 1.0, chunk_len)
-        _launch(device, "reduce_cols", second, partial, out, (outer, chunks, inner), scale)
+        _launch(device, "reduction_cols", first, src, partial, (outer, r, inner), 1.0, chunk_len)
+        _launch(device, "reduction_cols", second, partial, out, (outer, chunks, inner), scale)
     else:
-        _launch(device, "reduce_cols", kind, src, out, (outer, r, inner), scale)
+        _launch(device, "reduction_cols", kind, src, out, (outer, r, inner), scale)
     return out
 
 
@@ -187,7 +187,7 @@ def _launch(
         ("uniform", "read", "write"),
     )
     rows = outer * chunks * inner
-    n_groups = rows if variant == "reduce_rows" else -(-rows // 256)
+    n_groups = rows if variant == "reduction_rows" else -(-rows // 256)
     groups = fold_groups(n_groups, device.max_groups)
     device.dispatch(pipe, (device.params(meta), src.buffer, out.buffer), groups)
 

@@ -17,7 +17,7 @@ from asgrad.tensor import TensorType
 
 __all__ = ["LOWERINGS", "WGSL_FILES"]
 
-WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl", "reduce_rows.wgsl", "reduce_cols.wgsl")
+WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl", "reduction_rows.wgsl", "reduction_cols.wgsl")
 
 
 def _view(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
