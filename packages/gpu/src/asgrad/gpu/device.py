@@ -27,7 +27,7 @@ from asgrad.gpu.transfers import TransferCounter
 if TYPE_CHECKING:
     from asgrad.gpu.capture import Capture
 
-__all__ = ["Device", "Pipeline", "fold_groups", "get_device", "last_unavailable_reason"]
+__all__ = ["Device", "fold_groups", "get_device", "last_unavailable_reason"]
 
 _device: Device | None = None
 _unavailable: str | None = None
