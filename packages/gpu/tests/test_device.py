@@ -153,7 +153,7 @@ def test_auto_falls_back_to_the_cpu_with_one_warning(monkeypatch: pytest.MonkeyP
 
     import asgrad.tensor.backends as backends
 
-    monkeypatch.setattr("asgrad.gpu.executor.get_device", _no_adapter)
+    monkeypatch.setattr("asgrad.gpu.backend.get_device", _no_adapter)
     monkeypatch.setattr(backends, "_warned_fallback", False)
     with pytest.warns(RuntimeWarning, match="CPU"):
         assert resolve_backend("auto") == "cpu"

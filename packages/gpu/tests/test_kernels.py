@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, GpuArray, to_gpu
-from asgrad.gpu.ops import Operand, elementwise, reduce_axis, softmax
-from asgrad.gpu.ops import matmul as gpu_matmul
-from asgrad.gpu.ops.matmul import MatrixView
-from asgrad.gpu.ops.norm import layer_norm
+from asgrad.gpu.array import Operand
+from asgrad.gpu.lowering.elementwise import elementwise
+from asgrad.gpu.lowering.linalg import MatrixView
+from asgrad.gpu.lowering.linalg import matmul as gpu_matmul
+from asgrad.gpu.lowering.norm import layer_norm, softmax
+from asgrad.gpu.lowering.reduction import reduce_axis
 
 pytestmark = pytest.mark.gpu
 Array = np.ndarray
@@ -205,7 +207,7 @@ def _exact_array(device: Device, n: int) -> GpuArray:
 @pytest.mark.parametrize("n", [1, 3, 4, 255, 1027, 4 * 1024 * 3 + 7])
 @pytest.mark.parametrize("exact", [False, True])
 def test_copy_moves_every_word(device: Device, n: int, exact: bool) -> None:
-    from asgrad.gpu.ops import copy_into
+    from asgrad.gpu.copy import copy_into
 
     x = np.arange(n, dtype=np.float32) - 0.5
     src = _exact_array(device, n) if exact else to_gpu(x, device)
@@ -224,7 +226,7 @@ def test_copy_grid_stride_and_folded_grid(
     items: int,
     max_workgroups: int | None,
 ) -> None:
-    from asgrad.gpu.ops.copy import copy_bytes
+    from asgrad.gpu.copy import copy_bytes
 
     n = 4 * 256 * 23 + 12  # 23+ blocks at one vec4 per thread
     x = np.random.default_rng(3).standard_normal(n).astype(np.float32)

@@ -14,8 +14,8 @@ import pytest
 
 from asgrad.gpu import Device, to_gpu
 from asgrad.gpu.lowering import lower
-from asgrad.tensor.ops.nn import dropout_keep
-from asgrad.tensor.registry import TensorType, get_op
+from asgrad.tensor import TensorType, get_op
+from asgrad.tensor.ops.random import dropout_keep
 
 pytestmark = pytest.mark.gpu
 Array = np.ndarray

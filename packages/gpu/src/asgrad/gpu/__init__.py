@@ -1,16 +1,18 @@
 """asgrad's GPU backend: WGSL compute kernels run through wgpu.
 
+Importing ``asgrad.gpu`` registers the backend ``"gpu"`` with ``asgrad.tensor`` (the
+``asgrad.backends`` entry point ``gpu`` names the same factory, :class:`GpuBackend`).
+
 >>> from asgrad.gpu import resolve_backend
 >>> resolve_backend("cpu")
 'cpu'
 
 ``python -m asgrad.gpu info`` prints the adapter's capability record;
-``python -m asgrad.gpu coverage`` the op-coverage table.
+``python -m asgrad.gpu coverage`` the GPU's op coverage.
 """
 
-from asgrad.gpu import lowering_fused as lowering_fused  # registers the fused ops' GPU kernels
-from asgrad.gpu import lowering_nn as lowering_nn  # registers the nn ops' GPU kernels
 from asgrad.gpu.array import GpuArray, to_gpu
+from asgrad.gpu.backend import GpuBackend, GpuExecutable
 from asgrad.gpu.capabilities import Capabilities
 from asgrad.gpu.device import Device, get_device
 from asgrad.gpu.errors import (
@@ -18,9 +20,14 @@ from asgrad.gpu.errors import (
     GpuUnavailableError,
     GpuUnsupportedError,
 )
-from asgrad.gpu.executor import GpuBackend, GpuExecutable, GpuVariableStore, variable_store
 from asgrad.gpu.selection import ENV_VAR, gpu_available, resolve_backend
 from asgrad.gpu.transfers import TransferCounter
+from asgrad.gpu.variables import GpuVariableStore, variable_store
+from asgrad.tensor.backends import register_backend
+
+__version__ = "0.1.0"
+
+register_backend("gpu", GpuBackend)
 
 __all__ = [
     "ENV_VAR",
@@ -34,6 +41,7 @@ __all__ = [
     "GpuUnsupportedError",
     "GpuVariableStore",
     "TransferCounter",
+    "__version__",
     "get_device",
     "gpu_available",
     "resolve_backend",

@@ -1,18 +1,30 @@
-"""``GpuArray``: a tensor's data in a pooled device buffer (always C-contiguous)."""
+"""``GpuArray``: a tensor's data in a pooled device buffer (always C-contiguous), and
+``Operand``: an array seen through a strided view, as kernels read it."""
 
 from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from asgrad.gpu.buffers import BufferPool, GpuBuffer, ScopedPool
 from asgrad.gpu.device import Device, get_device
+from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.source import storage_dtype, to_storage, wgsl_type
 
-__all__ = ["GpuArray", "to_gpu"]
+__all__ = ["GpuArray", "Operand", "contiguous_strides", "persistent", "slice_view", "to_gpu"]
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    strides = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        strides[d] = strides[d + 1] * shape[d + 1]
+    return tuple(strides)
 
 
 class GpuArray:
@@ -121,3 +133,80 @@ def to_gpu(array: Any, device: Device | None = None) -> GpuArray:
     if host.size:
         dev.write(out.buffer, to_storage(host, out.storage_dtype))
     return out
+
+
+def persistent(device: Device, shape: tuple[int, ...], dtype: Any) -> GpuArray:
+    """An array from the device's own pool, never a plan's: it outlives any capture."""
+    pool = device.pool
+    nbytes = max(math.prod(shape), 1) * storage_dtype(dtype).itemsize
+    return GpuArray(device, device.alloc(nbytes, pool), shape, dtype, pool=pool)
+
+
+@dataclass(frozen=True)
+class Operand:
+    """An input of an elementwise kernel: an array seen through a strided view.
+
+    ``shape`` must broadcast to the output shape; ``strides`` and ``offset`` are in
+    elements of the array's buffer. Build with :meth:`of` (contiguous) or a view method.
+    """
+
+    array: GpuArray
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    offset: int = 0
+
+    @classmethod
+    def of(cls, array: GpuArray | Operand) -> Operand:
+        """The whole array, contiguous."""
+        if isinstance(array, Operand):
+            return array
+        return cls(array, array.shape, contiguous_strides(array.shape))
+
+    def permute(self, axes: Sequence[int]) -> Operand:
+        """Axes reordered (``numpy.transpose``) without a copy."""
+        return Operand(
+            self.array,
+            tuple(self.shape[a] for a in axes),
+            tuple(self.strides[a] for a in axes),
+            self.offset,
+        )
+
+    def reshape(self, shape: tuple[int, ...]) -> Operand:
+        """A new shape of a contiguous operand."""
+        if self.strides != contiguous_strides(self.shape):
+            raise GpuUnsupportedError("reshape of a non-contiguous view; copy it first")
+        return Operand(self.array, shape, contiguous_strides(shape), self.offset)
+
+    def broadcast_strides(self, out_shape: tuple[int, ...]) -> tuple[int, ...]:
+        """Strides over ``out_shape`` (0 on broadcast dimensions)."""
+        lead = len(out_shape) - len(self.shape)
+        if lead < 0:
+            raise GpuUnsupportedError(f"operand {self.shape} has more dims than {out_shape}")
+        result = [0] * lead
+        for size, stride, target in zip(self.shape, self.strides, out_shape[lead:], strict=True):
+            if size == target:
+                result.append(stride if size != 1 else 0)
+            elif size == 1:
+                result.append(0)
+            else:
+                raise GpuUnsupportedError(
+                    f"operand of shape {self.shape} does not broadcast to {out_shape}"
+                )
+        return tuple(result)
+
+
+def slice_view(x: Operand, index: Sequence[Any]) -> Operand:
+    """The strided view ``x[index]`` for basic indexing with ints and slices."""
+    shape: list[int] = []
+    strides: list[int] = []
+    offset = x.offset
+    for d, size in enumerate(x.shape):
+        item = index[d] if d < len(index) else slice(None)
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            shape.append(len(range(start, stop, step)))
+            strides.append(x.strides[d] * step)
+            offset += start * x.strides[d]
+        else:
+            offset += (int(item) % size) * x.strides[d]
+    return Operand(x.array, tuple(shape), tuple(strides), offset)

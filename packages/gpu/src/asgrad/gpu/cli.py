@@ -23,13 +23,9 @@ def _info(as_json: bool) -> int:
     return 0
 
 
-def _coverage(as_json: bool, output: str | None) -> int:
-    from asgrad.gpu.coverage import coverage_json, coverage_markdown, coverage_page
+def _coverage(as_json: bool) -> int:
+    from asgrad.gpu.coverage import coverage_json, coverage_markdown
 
-    if output:
-        with open(output, "w", encoding="utf-8") as fh:
-            fh.write(coverage_json() + "\n" if as_json else coverage_page())
-        return 0
     print(coverage_json() if as_json else coverage_markdown())
     return 0
 
@@ -40,10 +36,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="print the adapter's capability record")
     info.add_argument("--json", action="store_true")
-    cov = sub.add_parser("coverage", help="print every op's CPU/GPU kernel and gradient rule")
+    cov = sub.add_parser(
+        "coverage", help="print every op's GPU lowering, WGSL files and parity cases"
+    )
     cov.add_argument("--json", action="store_true")
-    cov.add_argument("--output", metavar="PATH", help="write the page (docs/ops.md) there")
     args = parser.parse_args(argv)
     if args.command == "info":
         return _info(args.json)
-    return _coverage(args.json, args.output)
+    return _coverage(args.json)

@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,12 +21,13 @@ from asgrad.gpu.buffers import BufferPool, GpuBuffer, ScopedPool, size_class
 from asgrad.gpu.capabilities import Capabilities
 from asgrad.gpu.errors import GpuError, GpuUnavailableError, GpuUnsupportedError
 from asgrad.gpu.limits import requested_limits
+from asgrad.gpu.pipelines import Binding, Pipeline, PipelineCache
 from asgrad.gpu.transfers import TransferCounter
 
-__all__ = ["Device", "Pipeline", "fold_groups", "get_device", "last_unavailable_reason"]
+if TYPE_CHECKING:
+    from asgrad.gpu.capture import Capture
 
-Binding = str  # "uniform" | "read" | "write"
-Command = tuple[Any, Any, tuple[int, int, int], str]  # pipeline, bind group, grid, label
+__all__ = ["Device", "fold_groups", "get_device", "last_unavailable_reason"]
 
 _device: Device | None = None
 _unavailable: str | None = None
@@ -90,17 +89,6 @@ def fold_groups(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]
     return (x, y, 1)
 
 
-@dataclass(frozen=True)
-class Pipeline:
-    """A compiled compute pipeline and the explicit bind group layout it uses."""
-
-    name: str
-    handle: Any
-    layout: Any
-    bindings: tuple[Binding, ...]
-    label: str = ""  # the cache key, shortened: what a profile reports
-
-
 class Device:
     """A wgpu device with asgrad's pools and caches. Use :func:`get_device`."""
 
@@ -148,14 +136,11 @@ class Device:
         self._staging_size = 0
         self._sync_buffer = self.pool.acquire(4)
         self._params: dict[bytes, GpuBuffer] = {}
-        self._layouts: dict[tuple[Binding, ...], tuple[Any, Any]] = {}
-        self._pipelines: dict[tuple[Any, ...], Pipeline] = {}
-        self._bind_groups: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self.pipelines = PipelineCache(wgpu, self.handle)
         self._encoder: Any = None
         self._pass: Any = None
         self._pending = 0
-        self._scope: ScopedPool | None = None
-        self._capture: list[Command] | None = None
+        self.capture: Capture | None = None  # set by asgrad.gpu.capture.capturing
 
     # ----------------------------------------------------------------- creation
     @classmethod
@@ -178,8 +163,8 @@ class Device:
     # ----------------------------------------------------------------- buffers
     @property
     def current_pool(self) -> BufferPool | ScopedPool:
-        """Where new arrays come from: a plan's pool while one is compiled."""
-        return self._scope if self._scope is not None else self.pool
+        """Where new arrays come from: a plan's pool while one is captured."""
+        return self.capture.scope if self.capture is not None else self.pool
 
     def alloc(self, nbytes: int, pool: BufferPool | ScopedPool | None = None) -> GpuBuffer:
         """A pooled storage buffer of at least ``nbytes`` (contents undefined)."""
@@ -262,29 +247,6 @@ class Device:
         return buf
 
     # ----------------------------------------------------------------- pipelines
-    def _layout(self, bindings: tuple[Binding, ...]) -> tuple[Any, Any]:
-        cached = self._layouts.get(bindings)
-        if cached is not None:
-            return cached
-        wgpu = self.wgpu
-        kinds = {
-            "uniform": wgpu.BufferBindingType.uniform,
-            "read": wgpu.BufferBindingType.read_only_storage,
-            "write": wgpu.BufferBindingType.storage,
-        }
-        entries = [
-            {
-                "binding": i,
-                "visibility": wgpu.ShaderStage.COMPUTE,
-                "buffer": {"type": kinds[kind]},
-            }
-            for i, kind in enumerate(bindings)
-        ]
-        bgl = self.handle.create_bind_group_layout(entries=entries)
-        layout = self.handle.create_pipeline_layout(bind_group_layouts=[bgl])
-        self._layouts[bindings] = (bgl, layout)
-        return bgl, layout
-
     def pipeline(
         self,
         key: tuple[Any, ...],
@@ -292,51 +254,8 @@ class Device:
         bindings: Sequence[Binding],
         constants: dict[str, float | int] | None = None,
     ) -> Pipeline:
-        """The pipeline for ``key`` (kernel, dtype, constants...), compiled once.
-
-        ``source()`` is called only on a cache miss; ``bindings`` gives the kind of
-        each ``@binding(i)`` of group 0 for the explicit layout.
-        """
-        full_key = (key, tuple(sorted((constants or {}).items())))
-        pipe = self._pipelines.get(full_key)
-        if pipe is not None:
-            return pipe
-        binds = tuple(bindings)
-        bgl, layout = self._layout(binds)
-        code = source()
-        try:
-            module = self.handle.create_shader_module(code=code, label=str(key[0]))
-            compute: dict[str, Any] = {"module": module, "entry_point": "main"}
-            if constants:
-                compute["constants"] = dict(constants)
-            handle = self.handle.create_compute_pipeline(layout=layout, compute=compute)
-        except Exception as exc:
-            raise GpuError(
-                f"compiling kernel {key!r} failed: {exc}\n--- source ---\n{code}"
-            ) from exc
-        label = " ".join(str(part) for part in key if not isinstance(part, tuple))
-        pipe = Pipeline(str(key[0]), handle, bgl, binds, label[:100])
-        self._pipelines[full_key] = pipe
-        return pipe
-
-    def _bind_group(self, pipe: Pipeline, buffers: Sequence[GpuBuffer]) -> Any:
-        key = (id(pipe.layout), *(b.serial for b in buffers))
-        group = self._bind_groups.get(key)
-        if group is not None:
-            self._bind_groups.move_to_end(key)
-            return group
-        entries = [
-            {
-                "binding": i,
-                "resource": {"buffer": b.handle, "offset": 0, "size": b.size},
-            }
-            for i, b in enumerate(buffers)
-        ]
-        group = self.handle.create_bind_group(layout=pipe.layout, entries=entries)
-        self._bind_groups[key] = group
-        if len(self._bind_groups) > 16384:
-            self._bind_groups.popitem(last=False)
-        return group
+        """The pipeline for ``key``, compiled once (see :meth:`PipelineCache.get`)."""
+        return self.pipelines.get(key, source, bindings, constants)
 
     # ----------------------------------------------------------------- dispatch
     def _open_encoder(self) -> Any:
@@ -349,6 +268,17 @@ class Device:
             self._pass.end()
             self._pass = None
 
+    def compute_pass(self, **options: Any) -> Any:
+        """The open compute pass; one is begun (with ``options``) if none is open."""
+        if self._pass is None:
+            self._pass = self._open_encoder().begin_compute_pass(**options)
+        return self._pass
+
+    def recorded(self) -> int:
+        """Count one more command recorded since the last submit; returns the count."""
+        self._pending += 1
+        return self._pending
+
     def dispatch(
         self, pipe: Pipeline, buffers: Sequence[GpuBuffer], groups: tuple[int, int, int]
     ) -> None:
@@ -359,77 +289,17 @@ class Device:
             )
         if max(groups) > self.max_groups:
             raise GpuUnsupportedError(f"kernel {pipe.name}: grid {groups} exceeds limits")
-        group = self._bind_group(pipe, buffers)
-        if self._capture is not None:
-            self._capture.append((pipe.handle, group, groups, pipe.label))
+        group = self.pipelines.bind_group(pipe, buffers)
+        if self.capture is not None:
+            self.capture.commands.append((pipe.handle, group, groups, pipe.label))
             return
-        if self._pass is None:
-            self._pass = self._open_encoder().begin_compute_pass()
-        cpass = self._pass
+        cpass = self.compute_pass()
         cpass.set_pipeline(pipe.handle)
         cpass.set_bind_group(0, group)
         cpass.dispatch_workgroups(*groups)
-        self._pending += 1
         self.counter.dispatches += 1
-        if self._pending >= self.chunk_dispatches:
+        if self.recorded() >= self.chunk_dispatches:
             self.flush()
-
-    def begin_capture(self, scope: ScopedPool) -> None:
-        """Collect dispatches instead of recording them, allocating from ``scope``.
-
-        Used to compile a plan once and :meth:`replay` it every run.
-        """
-        if self._capture is not None:
-            raise GpuError("a capture is already in progress")
-        self._capture = []
-        self._scope = scope
-
-    def end_capture(self) -> list[Command]:
-        """Stop capturing; returns the captured commands."""
-        commands, self._capture, self._scope = self._capture or [], None, None
-        return commands
-
-    def replay(self, commands: Sequence[Command]) -> None:
-        """Record captured commands into the open compute pass.
-
-        Submits come after 32, 64, 128... commands (up to ``chunk_dispatches``): the
-        GPU starts on the first kernels while the host still encodes the rest, and a
-        long plan costs only a few submits.
-        """
-        chunk = min(32, self.chunk_dispatches)
-        last = None
-        for pipeline, group, groups, _ in commands:
-            if self._pass is None:
-                self._pass = self._open_encoder().begin_compute_pass()
-                last = None
-            cpass = self._pass
-            if pipeline is not last:
-                cpass.set_pipeline(pipeline)
-                last = pipeline
-            cpass.set_bind_group(0, group)
-            cpass.dispatch_workgroups(*groups)
-            self._pending += 1
-            if self._pending >= chunk:
-                self.flush()
-                chunk = min(2 * chunk, self.chunk_dispatches)
-        self.counter.dispatches += len(commands)
-
-    def profile(self, commands: Sequence[Command]) -> list[tuple[str, float]]:
-        """Run captured commands one at a time, waiting for each: (label, seconds).
-
-        Each time includes one submit and one wait (measure an empty command list's
-        cost with :meth:`synchronize`); meant for finding the kernels that dominate.
-        """
-        import time
-
-        self.synchronize()
-        timings = []
-        for command in commands:
-            start = time.perf_counter()
-            self.replay([command])
-            self.synchronize()
-            timings.append((command[3], time.perf_counter() - start))
-        return timings
 
     def gpu_seconds(self, record: Callable[[], object]) -> float | None:
         """GPU time of the dispatches ``record()`` makes, from timestamp queries.
@@ -446,7 +316,7 @@ class Device:
         resolved = self.handle.create_buffer(
             size=256, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC
         )
-        self._pass = self._open_encoder().begin_compute_pass(
+        self.compute_pass(
             timestamp_writes={
                 "query_set": queries,
                 "beginning_of_pass_write_index": 0,

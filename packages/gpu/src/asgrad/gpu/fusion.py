@@ -1,9 +1,11 @@
-"""Elementwise fusion: a chain of elementwise ops becomes one generated kernel.
+"""Kernel fusion: a chain of elementwise ops becomes one generated kernel.
 
-While a plan is compiled, an elementwise node whose value has exactly one user, that
-user elementwise of the same shape, is not launched: it becomes a :class:`Deferred`
-expression that the user inlines in place of its input. The fused kernel reads only
-the chain's leaves (broadcast through strides as usual) and writes only its end, so
+While a plan is built, a node that the plan inlines into its users
+(:func:`asgrad.gpu.plan.inlined_nodes`) is not launched: an elementwise node becomes a
+:class:`Deferred` expression that its users inline in place of their input, a
+broadcast or a view passes its input on (the user broadcasts it), a transpose becomes
+a strided :class:`~asgrad.gpu.array.Operand`. The fused kernel reads only the chain's
+leaves (broadcast through strides as usual) and writes only its end, so
 ``sigmoid(x @ w + b)``'s add and sigmoid, or an optimizer's whole update rule, are
 one dispatch and no intermediate buffer. A deferred node holds its inputs, which keeps
 their buffers alive (pool release is driven by garbage collection) until it is used.
@@ -16,13 +18,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgrad.gpu.array import GpuArray
-from asgrad.gpu.lowering import numpy_dtype
-from asgrad.gpu.ops.elementwise import MAX_INPUTS, Operand, elementwise
-from asgrad.gpu.source import wgsl_type
-from asgrad.tensor.registry import TensorType
+from asgrad.gpu.array import GpuArray, Operand
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering import lower
+from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS, MAX_INPUTS, elementwise, expression
+from asgrad.gpu.lowering.linalg import MatrixView, matmul
+from asgrad.gpu.source import numpy_dtype, wgsl_type
+from asgrad.tensor import TensorType
+from asgrad.tensor.graph import Node
 
-__all__ = ["Deferred", "Value", "fused_expression", "materialize"]
+__all__ = [
+    "INLINE_OPS",
+    "VIEW_OPS",
+    "Deferred",
+    "Value",
+    "emit",
+    "fused_expression",
+    "lower_in_place",
+    "lower_node",
+    "materialize",
+]
+
+# Ops whose result aliases their input's buffer.
+VIEW_OPS = frozenset({"reshape", "reshape_like", "expand_dims", "squeeze", "sum_to_like"})
+# Ops a fused kernel can absorb: elementwise expressions, and broadcasts/transposes,
+# which become strided reads of their input.
+INLINE_OPS = EXPRESSION_OPS | {"broadcast_to", "broadcast_like", "transpose"}
 
 _OPERAND = re.compile(r"\bx(\d+)\b")
 # Longer fused expressions (recomputed values nest) launch their deferred inputs first.
@@ -113,3 +134,46 @@ def emit(
     if target is not None:
         return elementwise(full, leaves, out=Operand.of(target))
     return elementwise(full, leaves, numpy_dtype(out.dtype), out.shape)
+
+
+def _wgsl(value: Value) -> str:
+    if isinstance(value, Operand):
+        return value.array.wgsl
+    return value.wgsl
+
+
+def lower_node(node: Node, ins: list[Value], out_type: TensorType, inline: bool) -> Value:
+    """The value of ``node`` from its inputs' values: launched, or with ``inline``
+    deferred into its users (an expression, a passed-on input, a strided view)."""
+    if inline and node.op in VIEW_OPS:
+        return ins[0]  # shapes differ by leading 1s only: broadcasting realigns them
+    if node.op in EXPRESSION_OPS:
+        expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
+        assert expr is not None
+        if inline:
+            return Deferred(expr, ins, out_type, node.attrs)
+        return emit(expr, ins, out_type)
+    if inline and node.op in ("broadcast_to", "broadcast_like"):
+        return ins[0]  # the user broadcasts it
+    if inline and node.op == "transpose":
+        source = ins[0] if isinstance(ins[0], Operand) else materialize(ins[0])
+        return Operand.of(source).permute(tuple(node.attrs["axes"]))
+    if node.op == "matmul":
+        a, b = (
+            MatrixView(v.array, v.shape, v.strides, v.offset)
+            if isinstance(v, Operand)
+            else materialize(v)
+            for v in ins
+        )
+        return matmul(a, b)
+    return lower(node.op, [materialize(v) for v in ins], node.attrs, out_type)
+
+
+def lower_in_place(node: Node, ins: list[Value], out_type: TensorType, target: GpuArray) -> Value:
+    """An update rule (an elementwise node) written straight into its variable's buffer."""
+    expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
+    assert expr is not None
+    try:
+        return emit(expr, ins, out_type, target)
+    except GpuUnsupportedError:  # the old value is read other than element-wise
+        return emit(expr, ins, out_type)

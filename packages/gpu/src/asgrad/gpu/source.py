@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["kernel_text", "render", "storage_dtype", "wgsl_type"]
+__all__ = ["kernel_text", "numpy_dtype", "render", "storage_dtype", "to_storage", "wgsl_type"]
 
 
 @functools.cache
@@ -51,6 +51,11 @@ _WGSL = {
     np.dtype(np.int32): "i32",
     np.dtype(np.uint32): "u32",
 }
+
+
+def numpy_dtype(dtype: str) -> np.dtype[Any]:
+    """The numpy dtype of a graph dtype (float64 values are computed in float32)."""
+    return np.dtype(dtype)
 
 
 def storage_dtype(dtype: np.dtype | type) -> np.dtype:

@@ -1,4 +1,11 @@
-"""Reductions along axes: a workgroup (tree) or a thread per output."""
+"""The reduction family on the GPU: sum, mean, max, min, var, argmax, size_ratio.
+
+:func:`reduce_axis` reduces along axes with a workgroup per row (a tree,
+``kernels/reduction_rows.wgsl``) or a thread per output (``kernels/reduction_cols.wgsl``),
+splitting long axes into pieces first; arg-reductions use
+``kernels/reduction_arg_rows.wgsl``. Reduced axes that are not adjacent are brought
+together by a permuting copy.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +16,23 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.array import GpuArray, Operand
 from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.ops.elementwise import Operand, elementwise
-from asgrad.gpu.source import kernel_text, render
+from asgrad.gpu.lowering.common import Attrs, Lowering, alias, literal
+from asgrad.gpu.lowering.elementwise import elementwise
+from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
+from asgrad.tensor import TensorType
 
-__all__ = ["REDUCTIONS", "normalize_axes", "reduce_axis"]
+__all__ = ["LOWERINGS", "REDUCTIONS", "WGSL_FILES", "normalize_axes", "reduce_axis"]
+
+WGSL_FILES: tuple[str, ...] = (
+    "reduction_rows.wgsl",
+    "reduction_cols.wgsl",
+    "reduction_arg_rows.wgsl",
+    "prelude.wgsl",
+    "elementwise.wgsl",
+)
 
 # name -> (init, combine(a, b), map(x), finish(acc_final)) for float32 accumulation
 _F32_MAX = "3.4028234663852886e38"
@@ -93,8 +110,8 @@ def reduce_axis(
         meta = struct.pack("<4I", outer, r, inner, 0)
         better = "a > b" if kind == "argmax" else "a < b"
         pipe = device.pipeline(
-            ("argreduce_rows", better, t_in),
-            lambda: render("argreduce_rows", T_IN=t_in, BETTER=better),
+            ("reduction_arg_rows", better, t_in),
+            lambda: render("reduction_arg_rows", T_IN=t_in, BETTER=better),
             ("uniform", "read", "write"),
         )
         groups = fold_groups(rows, device.max_groups)
@@ -108,10 +125,10 @@ def reduce_axis(
         chunks = -(-r // chunk_len)
         partial = GpuArray.empty((outer, chunks, 1), np.float32, device)
         first, second = _SPLIT.get(kind, (kind, kind))
-        _launch(device, "reduce_rows", first, src, partial, (outer, r, 1), 1.0, chunk_len)
-        _launch(device, "reduce_rows", second, partial, out, (outer, chunks, 1), scale)
+        _launch(device, "reduction_rows", first, src, partial, (outer, r, 1), 1.0, chunk_len)
+        _launch(device, "reduction_rows", second, partial, out, (outer, chunks, 1), scale)
     elif inner == 1:
-        _launch(device, "reduce_rows", kind, src, out, (outer, r, inner), scale)
+        _launch(device, "reduction_rows", kind, src, out, (outer, r, inner), scale)
     elif rows < _BUSY_THREADS and r > 2 * _MIN_CHUNK:
         # few outputs, long axis: partial results over chunks of the axis first
         chunks = min(-(-r // _MIN_CHUNK), -(-_BUSY_THREADS // rows))
@@ -119,10 +136,10 @@ def reduce_axis(
         chunks = -(-r // chunk_len)
         partial = GpuArray.empty((outer, chunks, inner), np.float32, device)
         first, second = _SPLIT.get(kind, (kind, kind))
-        _launch(device, "reduce_cols", first, src, partial, (outer, r, inner), 1.0, chunk_len)
-        _launch(device, "reduce_cols", second, partial, out, (outer, chunks, inner), scale)
+        _launch(device, "reduction_cols", first, src, partial, (outer, r, inner), 1.0, chunk_len)
+        _launch(device, "reduction_cols", second, partial, out, (outer, chunks, inner), scale)
     else:
-        _launch(device, "reduce_cols", kind, src, out, (outer, r, inner), scale)
+        _launch(device, "reduction_cols", kind, src, out, (outer, r, inner), scale)
     return out
 
 
@@ -170,6 +187,52 @@ def _launch(
         ("uniform", "read", "write"),
     )
     rows = outer * chunks * inner
-    n_groups = rows if variant == "reduce_rows" else -(-rows // 256)
+    n_groups = rows if variant == "reduction_rows" else -(-rows // 256)
     groups = fold_groups(n_groups, device.max_groups)
     device.dispatch(pipe, (device.params(meta), src.buffer, out.buffer), groups)
+
+
+def _reduction(kind: str) -> Lowering:
+    def lower_reduction(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+        (x,) = ins
+        return reduce_axis(
+            kind,
+            x,
+            attrs.get("axis"),
+            bool(attrs.get("keepdims", False)),
+            out_dtype=numpy_dtype(out.dtype),
+        )
+
+    return lower_reduction
+
+
+def _var(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    (x,) = ins
+    axes = normalize_axes(attrs.get("axis"), x.ndim)
+    mean = reduce_axis("mean", x, axes, keepdims=True)
+    sq = elementwise("(x0 - x1) * (x0 - x1)", [x, mean], np.float32, x.shape)
+    return reduce_axis("mean", sq, axes, bool(attrs.get("keepdims", False)))
+
+
+def _argmax(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    (x,) = ins
+    result = reduce_axis("argmax", x, int(attrs["axis"]), out_dtype=np.int64)
+    return alias(result, out.shape)
+
+
+def _size_ratio(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    a, b = ins
+    value = a.size / max(b.size, 1)
+    dtype = numpy_dtype(out.dtype)
+    return elementwise(literal(value, wgsl_type(dtype)), [], dtype, (), None)
+
+
+LOWERINGS: dict[str, Lowering] = {
+    "sum": _reduction("sum"),
+    "mean": _reduction("mean"),
+    "max": _reduction("max"),
+    "min": _reduction("min"),
+    "var": _var,
+    "argmax": _argmax,
+    "size_ratio": _size_ratio,
+}

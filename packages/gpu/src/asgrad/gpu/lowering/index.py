@@ -1,4 +1,9 @@
-"""Index ops: gather (take along an axis), its gradient scatter-add, one-hot."""
+"""The index family on the GPU: slice, scatter_slice, gather, scatter_add, one_hot.
+
+Slices are copies through strided views with the elementwise kernel; gather, its
+gradient scatter-add and one-hot have kernels of their own (``kernels/index_gather.wgsl``,
+``kernels/index_scatter_add.wgsl``, ``kernels/index_one_hot.wgsl``), one thread per output element.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,22 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.array import GpuArray, Operand, slice_view
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.source import render
+from asgrad.gpu.lowering.common import Attrs, Lowering, zero
+from asgrad.gpu.lowering.elementwise import elementwise, strided_copy
+from asgrad.gpu.source import numpy_dtype, render, wgsl_type
+from asgrad.tensor import TensorType
 
-__all__ = ["gather", "one_hot", "scatter_add"]
+__all__ = ["LOWERINGS", "WGSL_FILES", "gather", "one_hot", "scatter_add"]
+
+WGSL_FILES: tuple[str, ...] = (
+    "index_gather.wgsl",
+    "index_scatter_add.wgsl",
+    "index_one_hot.wgsl",
+    "elementwise.wgsl",
+)
 
 
 def _split(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
@@ -31,7 +46,9 @@ def gather(x: GpuArray, indices: GpuArray, axis: int) -> GpuArray:
     device = x.device
     t = x.wgsl
     pipe = device.pipeline(
-        ("gather", t), lambda: render("gather", T=t), ("uniform", "read", "read", "write")
+        ("index_gather", t),
+        lambda: render("index_gather", T=t),
+        ("uniform", "read", "read", "write"),
     )
     params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
     groups = fold_groups(-(-out.size // 256), device.max_groups)
@@ -50,7 +67,9 @@ def scatter_add(g: GpuArray, indices: GpuArray, shape: tuple[int, ...], axis: in
         return out
     device = g.device
     pipe = device.pipeline(
-        ("scatter_add",), lambda: render("scatter_add"), ("uniform", "read", "read", "write")
+        ("index_scatter_add",),
+        lambda: render("index_scatter_add"),
+        ("uniform", "read", "read", "write"),
     )
     params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
     groups = fold_groups(-(-out.size // 256), device.max_groups)
@@ -67,11 +86,49 @@ def one_hot(indices: GpuArray, depth: int, dtype: Any = np.float32) -> GpuArray:
     zero, one = {"f32": ("0.0", "1.0"), "i32": ("0i", "1i"), "u32": ("0u", "1u")}[t]
     device = indices.device
     pipe = device.pipeline(
-        ("one_hot", t),
-        lambda: render("one_hot", T=t, ZERO=zero, ONE=one),
+        ("index_one_hot", t),
+        lambda: render("index_one_hot", T=t, ZERO=zero, ONE=one),
         ("uniform", "read", "write"),
     )
     params = device.params(struct.pack("<4I", out.size, depth, 0, 0))
     groups = fold_groups(-(-out.size // 256), device.max_groups)
     device.dispatch(pipe, (params, indices.buffer, out.buffer), groups)
     return out
+
+
+def _slice(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return strided_copy(slice_view(Operand.of(ins[0]), attrs["index"]), out)
+
+
+def _zeros(out: TensorType) -> GpuArray:
+    dtype = numpy_dtype(out.dtype)
+    return elementwise(zero(wgsl_type(dtype)), [], dtype, out.shape)
+
+
+def _scatter_slice(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    result = _zeros(out)
+    view = slice_view(Operand.of(result), attrs["index"])
+    elementwise("x0", [ins[0]], out=view)
+    return result
+
+
+def _gather(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return gather(ins[0], ins[1], int(attrs["axis"]))
+
+
+def _scatter_add(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    g, indices, _ = ins
+    return scatter_add(g, indices, out.shape, int(attrs["axis"]))
+
+
+def _one_hot(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return one_hot(ins[0], int(attrs["depth"]), numpy_dtype(out.dtype))
+
+
+LOWERINGS: dict[str, Lowering] = {
+    "slice": _slice,
+    "scatter_slice": _scatter_slice,
+    "gather": _gather,
+    "scatter_add": _scatter_add,
+    "one_hot": _one_hot,
+}

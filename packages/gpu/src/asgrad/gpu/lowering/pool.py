@@ -1,4 +1,4 @@
-"""2-D pooling on the GPU (``kernels/nn_pool.wgsl``): one thread per element written.
+"""The pool family on the GPU (``kernels/pool.wgsl``): one thread per element written.
 
 Forward kernels run one thread per output; backward kernels one thread per input
 pixel, gathering from the windows that hold it, so no atomics are needed.
@@ -13,9 +13,14 @@ import numpy as np
 from asgrad.gpu.array import GpuArray
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering.common import Attrs, Lowering, hw
 from asgrad.gpu.source import render
+from asgrad.tensor import TensorType
+from asgrad.tensor.ops.spatial import Pair, window_attrs
 
 __all__ = [
+    "LOWERINGS",
+    "WGSL_FILES",
     "adaptive_avg_pool2d",
     "adaptive_avg_pool2d_backward",
     "avg_pool2d",
@@ -25,7 +30,8 @@ __all__ = [
     "max_pool2d_select",
 ]
 
-Pair = tuple[int, int]
+WGSL_FILES: tuple[str, ...] = ("pool.wgsl",)
+
 _MODES = {
     "max_select": 0,
     "max_backward": 1,
@@ -34,10 +40,6 @@ _MODES = {
     "adaptive": 4,
     "adaptive_backward": 5,
 }
-
-
-def _hw(a: GpuArray) -> Pair:
-    return a.shape[2], a.shape[3]
 
 
 def _launch(
@@ -63,8 +65,8 @@ def _launch(
     device = src.device
     code = _MODES[mode]
     pipe = device.pipeline(
-        ("nn_pool", code),
-        lambda: render("nn_pool", MODE=code),
+        ("pool", code),
+        lambda: render("pool", MODE=code),
         ("uniform", "read", "read", "write"),
     )
     meta = struct.pack(
@@ -94,7 +96,7 @@ def max_pool2d_backward(
     g: GpuArray, x: GpuArray, kernel: Pair, stride: Pair, padding: Pair
 ) -> GpuArray:
     """``g`` scattered to each window's argmax of ``x`` (summed where windows share it)."""
-    return _launch("max_backward", x.shape, _hw(g), x, g, kernel, stride, padding)
+    return _launch("max_backward", x.shape, hw(g), x, g, kernel, stride, padding)
 
 
 def avg_pool2d(
@@ -113,7 +115,7 @@ def avg_pool2d_backward(
     include_pad: bool,
 ) -> GpuArray:
     """The adjoint of :func:`avg_pool2d`: each window's share of ``g`` spread over it."""
-    return _launch("avg_backward", x_shape, _hw(g), g, g, kernel, stride, padding, include_pad)
+    return _launch("avg_backward", x_shape, hw(g), g, g, kernel, stride, padding, include_pad)
 
 
 def adaptive_avg_pool2d(x: GpuArray, out_hw: Pair) -> GpuArray:
@@ -123,4 +125,56 @@ def adaptive_avg_pool2d(x: GpuArray, out_hw: Pair) -> GpuArray:
 
 def adaptive_avg_pool2d_backward(g: GpuArray, x_shape: tuple[int, ...]) -> GpuArray:
     """The adjoint of :func:`adaptive_avg_pool2d`."""
-    return _launch("adaptive_backward", x_shape, _hw(g), g, g)
+    return _launch("adaptive_backward", x_shape, hw(g), g, g)
+
+
+def _max_pool2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    kernel, stride, padding = window_attrs(attrs)
+    return max_pool2d(ins[0], kernel, stride, padding, hw(out))
+
+
+def _max_pool2d_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    kernel, stride, padding = window_attrs(attrs)
+    g, x = ins
+    return max_pool2d_backward(g, x, kernel, stride, padding)
+
+
+def _max_pool2d_select(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    kernel, stride, padding = window_attrs(attrs)
+    h, x = ins
+    return max_pool2d_select(h, x, kernel, stride, padding, hw(out))
+
+
+def _include_pad(attrs: Attrs) -> bool:
+    return bool(attrs.get("count_include_pad", True))
+
+
+def _avg_pool2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    kernel, stride, padding = window_attrs(attrs)
+    return avg_pool2d(ins[0], kernel, stride, padding, hw(out), _include_pad(attrs))
+
+
+def _avg_pool2d_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    kernel, stride, padding = window_attrs(attrs)
+    g, x = ins
+    return avg_pool2d_backward(g, x.shape, kernel, stride, padding, _include_pad(attrs))
+
+
+def _adaptive_avg_pool2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return adaptive_avg_pool2d(ins[0], hw(out))
+
+
+def _adaptive_avg_pool2d_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    g, x = ins
+    return adaptive_avg_pool2d_backward(g, x.shape)
+
+
+LOWERINGS: dict[str, Lowering] = {
+    "max_pool2d": _max_pool2d,
+    "max_pool2d_backward": _max_pool2d_backward,
+    "max_pool2d_select": _max_pool2d_select,
+    "avg_pool2d": _avg_pool2d,
+    "avg_pool2d_backward": _avg_pool2d_backward,
+    "adaptive_avg_pool2d": _adaptive_avg_pool2d,
+    "adaptive_avg_pool2d_backward": _adaptive_avg_pool2d_backward,
+}

@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-import importlib
+import os
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device
+from asgrad import nn
+from asgrad.examples import cnn, transformer, xor
+from asgrad.gpu import Device, GpuUnavailableError, get_device
+from asgrad.tensor import Graph
 
 pytestmark = pytest.mark.gpu
 STEPS = 20
 RTOL = 1e-3
 
 
-def _example(name: str) -> object:
+@pytest.fixture(scope="module")
+def device() -> Device:
+    """The GPU device; skips (or fails, under ASGRAD_REQUIRE_GPU=1) without an adapter."""
     try:
-        return importlib.import_module(f"asgrad.examples.{name}")
-    except ImportError as exc:
-        pytest.skip(f"asgrad.examples.{name} is not importable: {exc}")
+        return get_device()
+    except GpuUnavailableError as exc:
+        if os.environ.get("ASGRAD_REQUIRE_GPU", "") not in ("", "0"):
+            pytest.fail(f"ASGRAD_REQUIRE_GPU=1 but no GPU adapter: {exc}")
+        pytest.skip(f"no GPU adapter: {exc}")
 
 
 def _assert_same_trajectory(run: Callable[[str], list[float]]) -> None:
@@ -29,10 +36,8 @@ def _assert_same_trajectory(run: Callable[[str], list[float]]) -> None:
 
 
 def test_xor_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
-    xor = _example("xor")
-
     def run(backend: str) -> list[float]:
-        result = xor.train(STEPS, 0, backend, target_loss=0.0)  # type: ignore[attr-defined]
+        result = xor.train(STEPS, 0, backend, target_loss=0.0)
         losses: list[float] = result["losses"]
         return losses
 
@@ -40,16 +45,12 @@ def test_xor_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
 
 
 def test_cnn_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
-    cnn = _example("cnn")
-    from asgrad import nn
-    from asgrad.tensor import Graph
-
     rng = np.random.default_rng(0)
     images = rng.random((STEPS, 16, 1, 8, 8), dtype=np.float32)
     labels = rng.integers(0, 10, (STEPS, 16))
 
     def run(backend: str) -> list[float]:
-        model = cnn.build_model((8, 8), 0)  # type: ignore[attr-defined]
+        model = cnn.build_model((8, 8), 0)
         g = Graph("cnn-parity")
         x, y = g.input("x", (16, 1, 8, 8)), g.input("y", (16,), "int64")
         step = nn.Adam(model.parameters(), lr=2e-3).compile(
@@ -61,10 +62,8 @@ def test_cnn_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
 
 
 def test_transformer_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
-    transformer = _example("transformer")
-
     def run(backend: str) -> list[float]:
-        result = transformer.train(  # type: ignore[attr-defined]
+        result = transformer.train(
             STEPS,
             0,
             backend,

@@ -1,4 +1,9 @@
-"""Batched, broadcasting matmul on the GPU through strided operand reads."""
+"""The linalg family on the GPU: batched, broadcasting matmul through strided reads.
+
+Two tiled kernels (``kernels/linalg_matmul_128.wgsl`` for large products,
+``kernels/linalg_matmul_small.wgsl`` with 64 or 32 tiles otherwise) read their operands through
+:class:`MatrixView` strides, so a transposed operand costs no copy.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +12,17 @@ import struct
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.array import GpuArray, contiguous_strides
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.source import render
+from asgrad.tensor import TensorType
 
-__all__ = ["MatrixView", "contiguous_strides", "matmul", "matmul_into"]
+__all__ = ["LOWERINGS", "WGSL_FILES", "MatrixView", "matmul", "matmul_into"]
+
+WGSL_FILES: tuple[str, ...] = ("linalg_matmul_128.wgsl", "linalg_matmul_small.wgsl")
 
 MAX_BATCH_DIMS = 4
-
-
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a C-contiguous array of ``shape``."""
-    strides = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        strides[d] = strides[d + 1] * shape[d + 1]
-    return tuple(strides)
 
 
 class MatrixView:
@@ -136,17 +137,17 @@ def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None
     if variant == "128":
         tile = 128
         pipe = device.pipeline(
-            ("matmul_128", a_layout, b_layout),
-            lambda: render("matmul_128", A_LAYOUT=a_layout, B_LAYOUT=b_layout),
+            ("linalg_matmul_128", a_layout, b_layout),
+            lambda: render("linalg_matmul_128", A_LAYOUT=a_layout, B_LAYOUT=b_layout),
             ("uniform", "read", "read", "write"),
         )
     else:
         t = {"64": 16, "32": 8}[variant]
         tile = 4 * t
         pipe = device.pipeline(
-            ("matmul_small", t, a_layout, b_layout),
+            ("linalg_matmul_small", t, a_layout, b_layout),
             lambda: render(
-                "matmul_small",
+                "linalg_matmul_small",
                 T=t,
                 TILE=tile,
                 TILE_VEC4=8 * t,
@@ -159,3 +160,10 @@ def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None
     if max(groups) > device.max_groups:
         raise GpuUnsupportedError(f"matmul grid {groups} exceeds the device limit")
     device.dispatch(pipe, (device.params(meta), a.array.buffer, b.array.buffer, out.buffer), groups)
+
+
+def _matmul(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return matmul(ins[0], ins[1])
+
+
+LOWERINGS: dict[str, Lowering] = {"matmul": _matmul}

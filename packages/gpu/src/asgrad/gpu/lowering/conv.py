@@ -1,8 +1,9 @@
-"""2-D convolution on the GPU as an implicit GEMM (``kernels/nn_conv.wgsl``).
+"""The conv family on the GPU: 2-D convolution as an implicit GEMM (``kernels/conv.wgsl``).
 
 One kernel family computes the forward convolution, its input gradient (which is
 also the transposed convolution) and its weight gradient; the im2col matrix is
-gathered tile by tile into workgroup memory and never stored.
+gathered tile by tile into workgroup memory and never stored. Long reductions of
+weight gradients are split (split-K) and their slices summed by a reduction.
 """
 
 from __future__ import annotations
@@ -14,18 +15,30 @@ import numpy as np
 from asgrad.gpu.array import GpuArray
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.ops.elementwise import elementwise
-from asgrad.gpu.ops.reduce import reduce_axis
+from asgrad.gpu.lowering.common import Attrs, Lowering, hw, optional
+from asgrad.gpu.lowering.elementwise import elementwise
+from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.gpu.source import render
+from asgrad.tensor import TensorType
+from asgrad.tensor.ops.conv import conv_attrs
+from asgrad.tensor.ops.spatial import Pair, pair
 
-__all__ = ["ConvGeometry", "conv2d", "conv2d_input_grad", "conv2d_weight_grad"]
+__all__ = [
+    "LOWERINGS",
+    "WGSL_FILES",
+    "ConvGeometry",
+    "conv2d",
+    "conv2d_backward_input",
+    "conv2d_backward_weight",
+]
 
-Pair = tuple[int, int]
+WGSL_FILES: tuple[str, ...] = ("conv.wgsl", "reduction_cols.wgsl", "elementwise.wgsl")
+
 _TILE = 64
 _TK = 16
 _SPLIT_MIN_K = 512  # no split-K chunk shorter than this
 _SPLIT_TARGET_TILES = 256  # split until about this many workgroups
-_MODES = {"forward": 0, "input": 1, "weight": 2}
+_MODES = {"forward": 0, "backward_input": 1, "backward_weight": 2}
 
 
 class ConvGeometry:
@@ -90,7 +103,7 @@ def _launch(
     cg, og = geo.C // geo.G, geo.O // geo.G
     if mode == "forward":
         nb, M, N, K = geo.N * geo.G, og, geo.OH * geo.OW, cg * kh * kw
-    elif mode == "input":
+    elif mode == "backward_input":
         nb, M, N, K = geo.N * geo.G, cg, geo.H * geo.W, og * kh * kw
     else:
         nb, M, N, K = geo.G, og, cg * kh * kw, geo.N * geo.OH * geo.OW
@@ -102,8 +115,8 @@ def _launch(
     code = _MODES[mode]
     has_bias = "true" if bias is not None else "false"
     pipe = device.pipeline(
-        ("nn_conv", code, has_bias),
-        lambda: render("nn_conv", MODE=code, HAS_BIAS=has_bias),
+        ("conv", code, has_bias),
+        lambda: render("conv", MODE=code, HAS_BIAS=has_bias),
         ("uniform", "read", "read", "read", "write"),
     )
     nsplit, kchunk = _split_k(nb * -(-M // _TILE) * -(-N // _TILE), K) if bias is None else (1, K)
@@ -149,7 +162,7 @@ def conv2d(
     return _launch("forward", geo, w, x, bias, out)
 
 
-def conv2d_input_grad(
+def conv2d_backward_input(
     gy: GpuArray,
     w: GpuArray,
     x_shape: tuple[int, ...],
@@ -169,10 +182,10 @@ def conv2d_input_grad(
         x_shape, o, (kh, kw), (gy.shape[2], gy.shape[3]), stride, padding, dilation, groups
     )
     out = GpuArray.empty(tuple(x_shape), np.float32, gy.device)
-    return _launch("input", geo, w, gy, bias, out)
+    return _launch("backward_input", geo, w, gy, bias, out)
 
 
-def conv2d_weight_grad(
+def conv2d_backward_weight(
     x: GpuArray,
     gy: GpuArray,
     kernel: Pair,
@@ -188,4 +201,40 @@ def conv2d_weight_grad(
         x.shape, o, kernel, (gy.shape[2], gy.shape[3]), stride, padding, dilation, groups
     )
     out = GpuArray.empty((o, geo.C // groups, *kernel), np.float32, x.device)
-    return _launch("weight", geo, gy, x, None, out)
+    return _launch("backward_weight", geo, gy, x, None, out)
+
+
+def _conv2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    stride, padding, dilation, groups = conv_attrs(attrs)
+    x, w = ins[0], ins[1]
+    return conv2d(x, w, optional(ins, 2), stride, padding, dilation, groups, hw(out))
+
+
+def _conv2d_backward_input(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    stride, padding, dilation, groups = conv_attrs(attrs)
+    g, w, x = ins
+    return conv2d_backward_input(g, w, x.shape, stride, padding, dilation, groups)
+
+
+def _conv2d_backward_weight(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    stride, padding, dilation, groups = conv_attrs(attrs)
+    kernel = pair(attrs["kernel_size"], "kernel_size", minimum=1)
+    x, g = ins
+    return conv2d_backward_weight(x, g, kernel, stride, padding, dilation, groups)
+
+
+def _conv_transpose2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    # the transposed convolution is conv2d_backward_input, x playing the output gradient
+    stride, padding, dilation, groups = conv_attrs(attrs)
+    x, w = ins[0], ins[1]
+    return conv2d_backward_input(
+        x, w, tuple(out.shape), stride, padding, dilation, groups, bias=optional(ins, 2)
+    )
+
+
+LOWERINGS: dict[str, Lowering] = {
+    "conv2d": _conv2d,
+    "conv2d_backward_input": _conv2d_backward_input,
+    "conv2d_backward_weight": _conv2d_backward_weight,
+    "conv_transpose2d": _conv_transpose2d,
+}

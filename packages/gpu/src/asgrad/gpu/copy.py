@@ -5,8 +5,9 @@ from __future__ import annotations
 import struct
 
 from asgrad.gpu.array import GpuArray
-from asgrad.gpu.device import Device, Pipeline, fold_groups
+from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.pipelines import Pipeline
 from asgrad.gpu.source import render
 
 __all__ = ["COPY_ITEMS", "copy_bytes", "copy_into"]

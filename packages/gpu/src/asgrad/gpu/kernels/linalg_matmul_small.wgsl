@@ -1,7 +1,7 @@
 // Batched matmul C[b] = A[b] @ B[b], float32, for matrices too small to fill a GPU with
 // 128x128 tiles: a TILE x TILE tile per workgroup (TILE = 4 * T), T x T threads each
 // computing a 4x4 block held in four named vec4 accumulators, BK = 8.
-// Same params and strided/broadcast operand reads as matmul_128.wgsl.
+// Same params and strided/broadcast operand reads as linalg_matmul_128.wgsl.
 
 struct Meta {
     M: u32, N: u32, K: u32, _pad0: u32,

@@ -4,7 +4,7 @@
 // o * inner + j reduces input[o, :, j]. 256 threads stride over R accumulating
 // ACC(acc, MAP(x)), then a tree reduction in workgroup memory; FINISH(acc) is written.
 // Best when inner == 1 (reads coalesced along R). chunk_len/chunks cut a long axis
-// into pieces reduced by separate workgroups, as in reduce_cols.wgsl.
+// into pieces reduced by separate workgroups, as in reduction_cols.wgsl.
 
 ${PRELUDE}
 

@@ -2,12 +2,12 @@
 // stored; each 64x16 operand tile is gathered from the input straight into workgroup
 // memory. One kernel, three GEMMs (MODE), each batched over `nb` independent problems:
 //
-//   MODE 0  forward       y[n, g*og+m, s]      = sum_k w[g*og+m, k] * cols(x)[k, s]
-//           z = n*G+g     M = og, N = OH*OW, K = cg*kh*kw
-//   MODE 1  input grad    dx[n, g*cg+m, p]     = sum_k w^T[m, k] * taps(gy)[k, p]
-//           z = n*G+g     M = cg, N = H*W,   K = og*kh*kw   (also conv_transpose2d)
-//   MODE 2  weight grad   dw[g*og+m, q]        = sum_k gy[m, k] * cols(x)^T[k, q]
-//           z = g         M = og, N = cg*kh*kw, K = Nb*OH*OW
+//   MODE 0  conv2d                  y[n, g*og+m, s]  = sum_k w[g*og+m, k] * cols(x)[k, s]
+//           z = n*G+g               M = og, N = OH*OW, K = cg*kh*kw
+//   MODE 1  conv2d_backward_input   dx[n, g*cg+m, p] = sum_k w^T[m, k] * taps(gy)[k, p]
+//           z = n*G+g               M = cg, N = H*W,   K = og*kh*kw   (also conv_transpose2d)
+//   MODE 2  conv2d_backward_weight  dw[g*og+m, q]    = sum_k gy[m, k] * cols(x)^T[k, q]
+//           z = g                   M = og, N = cg*kh*kw, K = Nb*OH*OW
 //
 // x is (Nb, C, H, W), w is (O, cg, kh, kw), gy is (Nb, O, OH, OW); cg = C/G, og = O/G.
 // A 64x64 output tile per workgroup of 16x16 threads, each thread a 4x4 block in four

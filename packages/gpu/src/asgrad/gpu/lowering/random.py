@@ -1,6 +1,6 @@
-"""Seeded dropout on the GPU (``kernels/nn_dropout.wgsl``).
+"""The random family on the GPU: seeded dropout (``kernels/random.wgsl``).
 
-The mask is the counter-based hash of ``asgrad.tensor.ops.nn.dropout_keep``
+The mask is the counter-based hash of ``asgrad.tensor.ops.random.dropout_keep``
 computed in u32 arithmetic, so the GPU and the CPU drop the same elements for the
 same seed (a seed held as int64 must fit in int32: the GPU stores it as an i32).
 """
@@ -14,11 +14,15 @@ import numpy as np
 from asgrad.gpu.array import GpuArray
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.ops.elementwise import elementwise
+from asgrad.gpu.lowering.common import Attrs, Lowering
+from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.source import render
-from asgrad.tensor.ops.nn import dropout_threshold
+from asgrad.tensor import TensorType
+from asgrad.tensor.ops.random import dropout_threshold
 
-__all__ = ["dropout"]
+__all__ = ["LOWERINGS", "WGSL_FILES", "dropout"]
+
+WGSL_FILES: tuple[str, ...] = ("random.wgsl", "elementwise.wgsl")
 
 
 def dropout(x: GpuArray, seed: GpuArray, p: float) -> GpuArray:
@@ -37,9 +41,17 @@ def dropout(x: GpuArray, seed: GpuArray, p: float) -> GpuArray:
     scale = float(np.float32(1.0 / (1.0 - p)))
     device = x.device
     pipe = device.pipeline(
-        ("nn_dropout",), lambda: render("nn_dropout"), ("uniform", "read", "read", "write")
+        ("random",), lambda: render("random"), ("uniform", "read", "read", "write")
     )
     meta = struct.pack("<4If", x.size, threshold, 0, 0, scale)
     groups = fold_groups(-(-x.size // 256), device.max_groups)
     device.dispatch(pipe, (device.params(meta), x.buffer, seed.buffer, out.buffer), groups)
     return out
+
+
+def _dropout(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    x, seed = ins
+    return dropout(x, seed, float(attrs["p"]))
+
+
+LOWERINGS: dict[str, Lowering] = {"dropout": _dropout}

@@ -1,4 +1,4 @@
-// Dropout with the counter-based mask of asgrad.tensor.ops.nn, bit for bit:
+// Dropout with the counter-based mask of asgrad.tensor.ops.random, bit for bit:
 //   key  = pcg(lo ^ pcg(hi))          lo, hi: the two's-complement halves of the seed
 //   keep = pcg(pcg(i) ^ key) >= threshold          i: the row-major element index
 //   out  = keep ? x * scale : 0

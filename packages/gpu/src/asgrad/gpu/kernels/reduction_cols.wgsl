@@ -1,6 +1,6 @@
 // Reduction along one axis, one thread per output element: for (outer, R, inner)
 // inputs with inner > 1, neighbouring threads read neighbouring j (coalesced) and
-// each loops over R. Same placeholders as reduce_rows.wgsl.
+// each loops over R. Same placeholders as reduction_rows.wgsl.
 //
 // With chunk_len > 0 the axis is cut into `chunks` pieces of chunk_len and each thread
 // reduces one piece, writing a partial result (outer, chunks, inner) that a second

@@ -1,0 +1,277 @@
+"""Planning: a schedule lowered, once per set of fed shapes, into captured dispatches.
+
+:func:`build_plan` reads top-down:
+
+1. every node's type for the fed shapes;
+2. fusion groups (:func:`inlined_nodes`): the nodes inlined into their users' kernels
+   rather than launched (:mod:`asgrad.gpu.fusion`);
+3. in-place updates (:func:`in_place_updates`): update rules written straight into
+   their variable's buffer;
+4. every node lowered in order while the device captures the dispatches
+   (:func:`lower_schedule`), each value dropped after its last use
+   (:func:`release_steps`) so that its buffer serves later nodes; then the outputs and
+   the update values are written where the run reads them.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from asgrad.gpu.array import GpuArray
+from asgrad.gpu.buffers import ScopedPool
+from asgrad.gpu.capture import Command, capturing
+from asgrad.gpu.copy import copy_into
+from asgrad.gpu.device import Device
+from asgrad.gpu.errors import GpuError
+from asgrad.gpu.fusion import INLINE_OPS, VIEW_OPS, Value, lower_in_place, lower_node, materialize
+from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
+from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
+from asgrad.gpu.source import numpy_dtype
+from asgrad.gpu.variables import GpuVariableStore, variable_store
+from asgrad.tensor import TensorType
+from asgrad.tensor.graph import Node, Variable
+from asgrad.tensor.schedule import Schedule
+
+__all__ = [
+    "MAX_RECOMPUTE",
+    "Plan",
+    "build_plan",
+    "in_place_updates",
+    "inlined_nodes",
+    "lower_schedule",
+    "release_steps",
+    "users_of",
+]
+
+# An elementwise value read by up to this many elementwise users is recomputed in each.
+MAX_RECOMPUTE = 4
+
+Users = Mapping[int, list[Node]]
+Types = Mapping[int, TensorType]
+
+
+@dataclass
+class Plan:
+    """A schedule lowered for one set of fed shapes: captured dispatches and buffers.
+
+    The plan's buffers (``scope``) go back to the device's pool when it is collected.
+    """
+
+    device: Device
+    scope: ScopedPool
+    bindings: Bindings
+    outputs: list[GpuArray]
+    updates: list[tuple[Variable, GpuArray]]
+    commands: list[Command]
+
+    def __post_init__(self) -> None:
+        weakref.finalize(self, self.scope.close)
+
+
+def build_plan(
+    schedule: Schedule, feeds: Mapping[str, np.ndarray], device: Device, *, fuse: bool = True
+) -> Plan:
+    """``schedule`` lowered for the shapes of ``feeds`` (``fuse=False``: a kernel per node)."""
+    store = variable_store(device)
+    types = schedule.infer_types({name: v.shape for name, v in feeds.items()})
+    users = users_of(schedule)
+    inlined = inlined_nodes(schedule, users, types) if fuse else frozenset()
+    in_place = in_place_updates(schedule, users, inlined, store) if fuse else {}
+    scope = ScopedPool(device.pool)
+    try:
+        with capturing(device, scope) as capture:
+            bindings, outputs, updates = lower_schedule(
+                schedule, types, inlined, in_place, device, store
+            )
+    except BaseException:
+        scope.close()
+        raise
+    return Plan(device, scope, bindings, outputs, updates, capture.commands)
+
+
+def users_of(schedule: Schedule) -> dict[int, list[Node]]:
+    """For each node id, the nodes reading it (once per read: ``x * x`` reads x twice)."""
+    users: dict[int, list[Node]] = {}
+    for node in schedule.nodes:
+        for inp in node.inputs:
+            users.setdefault(inp.id, []).append(node)
+    return users
+
+
+# -- fusion groups --------------------------------------------------------------------------
+def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[int]:
+    """The nodes inlined into their users rather than launched.
+
+    Every user must be elementwise (it broadcasts the value, so any shape of it
+    broadcasts to the user's), or a view or broadcast that is itself inlined; an
+    elementwise value with several users is recomputed in each (up to
+    :data:`MAX_RECOMPUTE`), which costs arithmetic, not a launch. A transpose read by a
+    matmul becomes strides. Outputs and update values are always launched.
+    """
+    kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
+    inlined: set[int] = set()
+    for node in reversed(schedule.nodes):  # a node's users come after it
+        following = users.get(node.id, [])
+        if node.id not in kept and following and _inlinable(node, following, inlined, types):
+            inlined.add(node.id)
+    return frozenset(inlined)
+
+
+def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Types) -> bool:
+    if (
+        node.op == "transpose"
+        and _swaps_last_two(node)
+        and len(following) == 1
+        and following[0].op == "matmul"
+    ):
+        return True
+    if node.op in EXPRESSION_OPS:
+        allowed = len(following) <= MAX_RECOMPUTE
+    elif node.op in INLINE_OPS or _passes_through(node, types):
+        allowed = node.op != "transpose" or len(following) == 1
+    else:
+        return False
+    return allowed and all(
+        u.op in EXPRESSION_OPS
+        or ((u.op in INLINE_OPS or _passes_through(u, types)) and u.id in inlined)
+        for u in following
+    )
+
+
+def _passes_through(node: Node, types: Types) -> bool:
+    """A view whose input broadcasts to its users exactly as its output would: the
+    shapes agree once leading 1s are dropped (``sum_to_like`` to the same shape)."""
+    if node.op not in VIEW_OPS:
+        return False
+    return _core(types[node.inputs[0].id].shape) == _core(types[node.id].shape)
+
+
+def _core(shape: tuple[int, ...]) -> tuple[int, ...]:
+    dims = list(shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return tuple(dims)
+
+
+def _swaps_last_two(node: Node) -> bool:
+    axes = tuple(node.attrs["axes"])
+    n = len(axes)
+    return n >= 2 and axes == (*range(n - 2), n - 1, n - 2)
+
+
+# -- in-place updates ---------------------------------------------------------------------
+def in_place_updates(
+    schedule: Schedule, users: Users, inlined: frozenset[int], store: GpuVariableStore
+) -> dict[int, GpuArray]:
+    """Update values that can be written into their variable's buffer directly.
+
+    Safe when every other read of the variable's old value is launched before the
+    update (a read fused into a later kernel counts at that kernel's position); a read
+    fused into the update's own kernel reads each element before it is overwritten, by
+    the same thread.
+    """
+    launched_at = _launch_steps(schedule, users, inlined)
+    out_ids = {n.id for n in schedule.outputs}
+    params = {id(n.attrs["variable"]): n for n in schedule.nodes if n.op == "parameter"}
+    result: dict[int, GpuArray] = {}
+    for var, node in schedule.updates:
+        if node.op not in EXPRESSION_OPS or node.id in out_ids or node.id in result:
+            continue
+        if sum(1 for _, other in schedule.updates if other is node) > 1:
+            continue
+        param = params.get(id(var))
+        readers = _readers(param, users) if param is not None else []
+        at = launched_at[node.id]
+        if all(r is node or launched_at[r.id] <= at for r in readers):
+            result[node.id] = store.array(var)
+    return result
+
+
+def _launch_steps(schedule: Schedule, users: Users, inlined: frozenset[int]) -> dict[int, int]:
+    """Where the kernel that reads for each node is launched: its own step, or for an
+    inlined node the last of its users' kernels."""
+    steps: dict[int, int] = {}
+    for i in range(len(schedule.nodes) - 1, -1, -1):
+        node = schedule.nodes[i]
+        if node.id in inlined:
+            steps[node.id] = max(steps[user.id] for user in users[node.id])
+        else:
+            steps[node.id] = i
+    return steps
+
+
+def _readers(param: Node, users: Users) -> list[Node]:
+    """The nodes reading a parameter, directly or through views of it."""
+    readers: list[Node] = []
+    frontier = [param]
+    while frontier:
+        for user in users.get(frontier.pop().id, []):
+            readers.append(user)
+            if user.op in VIEW_OPS:
+                frontier.append(user)
+    return readers
+
+
+# -- lowering -------------------------------------------------------------------------------
+def release_steps(schedule: Schedule) -> dict[int, list[int]]:
+    """For each step, the nodes whose values are dropped after it (their last use)."""
+    released: dict[int, list[int]] = {}
+    for node_id, step in schedule.last_use.items():
+        released.setdefault(step, []).append(node_id)
+    return released
+
+
+def lower_schedule(
+    schedule: Schedule,
+    types: Types,
+    inlined: frozenset[int],
+    in_place: Mapping[int, GpuArray],
+    device: Device,
+    store: GpuVariableStore,
+) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
+    """Lower every node in order; returns the leaves' bindings, the outputs and the
+    updates (each variable's buffer, holding its new value after a run).
+
+    A value is dropped after its last use, so its buffer goes back to the plan's pool
+    (garbage collection releases it) for the nodes after it.
+    """
+    bindings = Bindings()
+    released = release_steps(schedule)
+    values: dict[int, Value] = {}
+    for i, node in enumerate(schedule.nodes):
+        out_type = types[node.id]
+        value: Value
+        if node.op in LEAVES:
+            value = bindings.bind(node, out_type, device, store)
+        else:
+            ins = [values[n.id] for n in node.inputs]
+            try:
+                target = in_place.get(node.id)
+                if target is not None:
+                    value = lower_in_place(node, ins, out_type, target)
+                elif node.op == "size_ratio":  # a constant once shapes are known
+                    a, b = (types[n.id].shape for n in node.inputs)
+                    ratio = np.asarray(math.prod(a) / max(math.prod(b), 1))
+                    value = upload_constant(device, ratio, numpy_dtype(out_type.dtype))
+                    bindings.constants.append(value)
+                else:
+                    value = lower_node(node, ins, out_type, node.id in inlined)
+            except GpuError as exc:
+                raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
+        values[node.id] = value
+        for dead in released.get(i, []):
+            values.pop(dead, None)
+    outputs = [materialize(values[n.id]) for n in schedule.outputs]
+    updates: list[tuple[Variable, GpuArray]] = []
+    for var, node in schedule.updates:
+        target = store.array(var)
+        new_value = materialize(values[node.id])
+        if new_value.buffer is not target.buffer:
+            copy_into(new_value, target)
+        updates.append((var, target))
+    return bindings, outputs, updates

@@ -1,0 +1,73 @@
+"""Variables' values on the GPU: one buffer per variable, synced with the host lazily."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asgrad.gpu.array import GpuArray, persistent
+from asgrad.gpu.device import Device, get_device
+from asgrad.gpu.source import numpy_dtype, to_storage
+from asgrad.tensor.graph import Variable, VariableStore
+
+__all__ = ["GpuVariableStore", "variable_store"]
+
+_stores: dict[int, GpuVariableStore] = {}
+
+
+def variable_store(device: Device | None = None) -> GpuVariableStore:
+    """The variable store of ``device`` (one per device)."""
+    dev = device or get_device()
+    store = _stores.get(id(dev))
+    if store is None:
+        store = _stores[id(dev)] = GpuVariableStore(dev)
+    return store
+
+
+class GpuVariableStore(VariableStore):
+    """Variables' values in GPU buffers, mirrored from the host name->array store.
+
+    Each variable gets one buffer for its lifetime, so compiled plans can bind it once.
+    The host value is uploaded when it is newer than the device's (first use, or after
+    ``variable.value = ...``); a value updated on the device is read back only when
+    ``variable.value`` is read.
+    """
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self._arrays: dict[int, tuple[Variable, GpuArray]] = {}
+        self._dirty: set[int] = set()
+
+    def array(self, variable: Variable) -> GpuArray:
+        """The buffer of ``variable`` (allocated on first use; contents per :meth:`sync`)."""
+        entry = self._arrays.get(id(variable))
+        if entry is None:
+            host = variable.host_value()
+            array = persistent(self.device, host.shape, numpy_dtype(host.dtype.name))
+            entry = self._arrays[id(variable)] = (variable, array)
+        return entry[1]
+
+    def sync(self, variable: Variable) -> None:
+        """Upload the host value if the device does not hold the newest one."""
+        if variable.holder is self:
+            return
+        value = variable.value  # fetched from another store if one has it
+        array = self.array(variable)
+        self.device.write(array.buffer, to_storage(np.asarray(value), array.storage_dtype))
+        variable.hold(self)
+        self._dirty.discard(id(variable))
+
+    def mark_updated(self, variable: Variable) -> None:
+        """The device now holds a newer value than the host."""
+        self._dirty.add(id(variable))
+        variable.hold(self)
+
+    def fetch(self, variable: Variable) -> np.ndarray:
+        """The newest value of ``variable`` (a readback only if the device changed it)."""
+        if id(variable) not in self._dirty:
+            return variable.host_value()
+        self._dirty.discard(id(variable))
+        return self._arrays[id(variable)][1].numpy().astype(variable.host_value().dtype)
+
+    def release(self, variable: Variable) -> None:
+        """The host was given a new value; the next run uploads it."""
+        self._dirty.discard(id(variable))
