@@ -27,6 +27,8 @@ def test_docs_ops_page_is_current() -> None:
 def test_every_op_lives_in_its_family_files(rows: list[ops_table.OpRow]) -> None:
     misplaced = []
     for r in rows:
+        if r.family == "leaf":  # no kernel: the backends read leaves themselves
+            continue
         expected = {
             "spec": (r.spec, f"tensor/ops/{r.family}.py"),
             "gpu lowering": (r.gpu_lowering, f"gpu/lowering/{r.family}.py"),
