@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu import GpuArray, get_device, to_gpu
-from asgrad.gpu.ops import elementwise, matmul_into
-from asgrad.gpu.ops.copy import COPY_ITEMS, copy_bytes
-from asgrad.gpu.ops.matmul import MatrixView
+from asgrad.gpu.capture import profile
+from asgrad.gpu.copy import COPY_ITEMS, copy_bytes
+from asgrad.gpu.lowering.elementwise import elementwise
+from asgrad.gpu.lowering.linalg import MatrixView, matmul_into
 
 Row = dict[str, Any]
 
@@ -293,7 +294,7 @@ def profile_workload(name: str, top: int) -> list[Row]:
         device.synchronize()
     overhead = (time.perf_counter() - start) / 20
     totals: dict[str, list[float]] = {}
-    for label, seconds in device.profile(plan.commands):
+    for label, seconds in profile(device, plan.commands):
         entry = totals.setdefault(label, [0.0, 0.0])
         entry[0] += 1
         entry[1] += max(seconds - overhead, 0.0)

@@ -97,7 +97,8 @@ and dtype rule) and numpy kernel, the reference semantics, in `asgrad.tensor`; i
 gradient rule, written in graph ops, in `asgrad.autograd`; its GPU lowering and the
 WGSL kernels it launches in `asgrad.gpu`. An op of family *f* lives in files named
 *f* in every package: `tensor/ops/f.py`, `autograd/rules/f.py`,
-`gpu/lowering/f.py`, `gpu/kernels/f*.wgsl` (see [the anatomy of an op](contributing.md#anatomy-of-an-op)).
+`gpu/lowering/f.py`, `gpu/kernels/f*.wgsl` (see
+[the anatomy of an op](contributing.md#anatomy-of-an-op)).
 Paths are relative to `packages/<distribution>/src/asgrad/`.
 
 This page is generated from the live registry and rule and lowering tables by

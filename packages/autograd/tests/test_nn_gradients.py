@@ -27,7 +27,7 @@ from asgrad.tensor.nn_functional import (
     layer_norm,
     max_pool2d,
 )
-from asgrad.tensor.ops.nn import dropout_keep
+from asgrad.tensor.ops.random import dropout_keep
 
 NN_OPS = [
     op

@@ -7,7 +7,7 @@ zero-argument factory returning a :class:`Backend` in the entry point group
 ``asgrad.backends``, e.g. in its ``pyproject.toml``::
 
     [project.entry-points."asgrad.backends"]
-    gpu = "asgrad.gpu.backend:GpuBackend"
+    mybackend = "mypackage.backend:MyBackend"
 
 The group is read once, on first need. :func:`register_backend` adds a factory
 directly (a plug-in imported before its entry point is installed, a test).

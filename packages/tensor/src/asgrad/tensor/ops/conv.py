@@ -24,13 +24,14 @@ from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, same_dtype
 from asgrad.tensor.ops.spatial import (
     Pair,
+    channel_major,
+    im2col,
     offset_slice,
     out_hw,
-    pad_hw_scratch,
     pair,
     require_nchw,
     scratch,
-    windows,
+    transpose_out_size,
 )
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
@@ -124,13 +125,6 @@ def _infer_conv2d_backward_weight(types: Sequence[TensorType], attrs: Attrs) -> 
     return TensorType((o, c // groups, kh, kw), dtype)
 
 
-def transpose_out_size(
-    size: int, kernel: int, stride: int, padding: int, output_padding: int, dilation: int
-) -> int:
-    """(size - 1) stride - 2 padding + dilation (kernel - 1) + output_padding + 1."""
-    return (size - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
-
-
 def _infer_conv_transpose2d(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x, w, dtype = _conv_operands(types, "in, out/groups, kH, kW")
     stride, padding, dilation, groups = conv_attrs(attrs)
@@ -161,36 +155,6 @@ def _infer_conv_transpose2d(types: Sequence[TensorType], attrs: Attrs) -> Tensor
 
 
 # -- kernels -----------------------------------------------------------------------------
-def _columns(
-    x: np.ndarray, kernel: Pair, stride: Pair, padding: Pair, dilation: Pair, groups: int
-) -> tuple[np.ndarray, Pair]:
-    """im2col, channel-major: (G, C/G*kh*kw, N*OH*OW), and (OH, OW).
-
-    This layout makes each pass one matrix product per group (one BLAS call), with
-    the long N*OH*OW axis contiguous, which beats a batch of small products per
-    image, most of all on a loaded multi-threaded BLAS. The columns (and the padded
-    copy) are scratch buffers reused across calls.
-    """
-    n, c, h, w = x.shape
-    ohw = out_hw((h, w), kernel, stride, padding, dilation, "convolution")
-    xp = pad_hw_scratch(x, padding)
-    view = windows(xp, kernel, stride, dilation, ohw)  # (N, C, kh, kw, OH, OW)
-    k = c // groups * kernel[0] * kernel[1]
-    cols = scratch("cols", (groups, k, n * ohw[0] * ohw[1]), x.dtype)
-    np.copyto(
-        cols.reshape(c, kernel[0], kernel[1], n, ohw[0], ohw[1]), view.transpose(1, 2, 3, 0, 4, 5)
-    )
-    return cols, ohw
-
-
-def _channel_major(g: np.ndarray, groups: int) -> np.ndarray:
-    """(N, O, OH, OW) -> (G, O/G, N*OH*OW), in a scratch buffer."""
-    n, o, oh, ow = g.shape
-    out = scratch("channel_major", (o, n, oh, ow), g.dtype)
-    np.copyto(out, g.transpose(1, 0, 2, 3))
-    return out.reshape(groups, o // groups, n * oh * ow)
-
-
 def conv2d_kernel(
     x: np.ndarray,
     w: np.ndarray,
@@ -205,7 +169,7 @@ def conv2d_kernel(
     """The numpy convolution (cross-correlation, as PyTorch); into ``out`` when given."""
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     o, _, kh, kw = w.shape
-    cols, ohw = _columns(x, (kh, kw), st, pad, dil, groups)
+    cols, ohw = im2col(x, (kh, kw), st, pad, dil, groups)
     n = x.shape[0]
     gemm = scratch("gemm", (groups, o // groups, n * ohw[0] * ohw[1]), x.dtype)
     np.matmul(w.reshape(groups, o // groups, -1), cols, out=gemm)  # (G, O/G, N*OH*OW)
@@ -238,7 +202,7 @@ def _conv_adjoint(
     _, cg, kh, kw = w.shape
     wt = w.reshape(groups, o // groups, cg * kh * kw).transpose(0, 2, 1)
     cols = scratch("cols", (groups, cg * kh * kw, n * oh * ow), g.dtype)
-    np.matmul(wt, _channel_major(g, groups), out=cols)  # (G, C/G*kh*kw, N*OH*OW)
+    np.matmul(wt, channel_major(g, groups), out=cols)  # (G, C/G*kh*kw, N*OH*OW)
     cols6 = cols.reshape(groups * cg, kh, kw, n, oh, ow)
     hp, wp = hw[0] + 2 * padding[0], hw[1] + 2 * padding[1]
     dxp = scratch("col2im", (groups * cg, n, hp, wp), g.dtype)  # channel-major, like cols
@@ -281,13 +245,13 @@ def _conv2d_backward_weight(
 ) -> np.ndarray:
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     kernel = pair(kernel_size, "kernel_size")
-    cols, _ = _columns(x, kernel, st, pad, dil, groups)
+    cols, _ = im2col(x, kernel, st, pad, dil, groups)
     o = g.shape[1]
     if out is None:
         out = np.empty((o, x.shape[1] // groups, *kernel), dtype=np.result_type(x, g))
     # (G, O/G, K) straight into out (C-contiguous: the reshape is a view of it)
     np.matmul(
-        _channel_major(g, groups), cols.transpose(0, 2, 1), out=out.reshape(groups, o // groups, -1)
+        channel_major(g, groups), cols.transpose(0, 2, 1), out=out.reshape(groups, o // groups, -1)
     )
     return out
 

@@ -14,7 +14,6 @@ product (einsum), without a squared temporary.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import normalize_axis, randn, require_float, same_dtype
+from asgrad.tensor.ops._moments import normalize, normalize_backward, row_stats
 from asgrad.tensor.registry import (
     Attrs,
     IntoKernel,
@@ -90,26 +90,6 @@ def batch_norm_axes(ndim: int) -> tuple[int, ...]:
     return (0, *range(2, ndim))
 
 
-def _normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(x_hat, 1 / std)`` with the population variance over ``axes``."""
-    mean = np.mean(x, axis=axes, keepdims=True)
-    centered = x - mean
-    var = np.mean(centered * centered, axis=axes, keepdims=True)
-    rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
-    return centered * rstd, rstd
-
-
-def _normalize_backward(
-    g: np.ndarray, x: np.ndarray, axes: tuple[int, ...], eps: float
-) -> np.ndarray:
-    """The input gradient of :func:`_normalize` for an incoming ``g`` (weight applied)."""
-    x_hat, rstd = _normalize(x, axes, eps)
-    mean_g = np.mean(g, axis=axes, keepdims=True)
-    mean_gx = np.mean(g * x_hat, axis=axes, keepdims=True)
-    out: np.ndarray = rstd * (g - mean_g - x_hat * mean_gx)
-    return out
-
-
 # -- layer norm ------------------------------------------------------------------------
 def _check_affine(types: Sequence[TensorType], shape: tuple[int, ...], what: str) -> None:
     if len(types) == 1:
@@ -170,7 +150,7 @@ def _layer_norm(
 ) -> np.ndarray:
     if _f32_rows(x, weight):
         return layer_norm_into(x, weight, bias, normalized_shape=normalized_shape, eps=eps)
-    y, _ = _normalize(x, layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape}), eps)
+    y, _ = normalize(x, layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape}), eps)
     if weight is not None and bias is not None:
         y = y * weight + bias
     return y
@@ -187,31 +167,11 @@ def _layer_norm_backward(
     if _f32_rows(x, weight) and g.dtype == np.float32:
         return layer_norm_backward_into(g, x, weight, normalized_shape=normalized_shape, eps=eps)
     axes = layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape})
-    return _normalize_backward(g if weight is None else g * weight, x, axes, eps)
+    return normalize_backward(g if weight is None else g * weight, x, axes, eps)
 
 
 def _f32_rows(x: np.ndarray, weight: np.ndarray | None) -> bool:
     return x.dtype == np.float32 and x.size > 0 and (weight is None or weight.dtype == np.float32)
-
-
-def _row_stats(
-    x: np.ndarray, normalized_shape: Any, eps: float, out: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """``(x - mean, 1 / std, n)`` over the trailing axes, as (rows, n) and (rows, 1).
-
-    ``x - mean`` is written into ``out`` (x's shape, contiguous; may be x) when given.
-    """
-    n = math.prod(x.shape[x.ndim - len(tuple(normalized_shape)) :])
-    rows = x.reshape(-1, n)
-    mean = np.add.reduce(rows, axis=1, keepdims=True)
-    mean *= np.float32(1.0 / n)
-    centered = rows - mean if out is None else np.subtract(rows, mean, out=out.reshape(-1, n))
-    rstd = np.einsum("ij,ij->i", centered, centered)[:, None]
-    rstd *= np.float32(1.0 / n)
-    rstd += np.float32(eps)
-    np.sqrt(rstd, out=rstd)
-    np.reciprocal(rstd, out=rstd)
-    return centered, rstd, n
 
 
 def layer_norm_into(
@@ -228,7 +188,7 @@ def layer_norm_into(
     before it is written; a non-contiguous ``out`` is left alone and the result is
     fresh), bit for bit the same either way."""
     target = out if out is not None and out.flags.c_contiguous else None  # reshapes are views
-    y, rstd, _ = _row_stats(x, normalized_shape, eps, target)
+    y, rstd, _ = row_stats(x, normalized_shape, eps, target)
     y *= rstd
     if weight is not None and bias is not None:
         y *= weight.reshape(-1)
@@ -249,7 +209,7 @@ def layer_norm_backward_into(
     """The ``layer_norm_backward`` kernel's float32 path (float32 g, x and weight), bit
     for bit: the result in ``out`` (x's shape; may be g or x) or fresh, the centred x
     in ``work[0]`` (x's shape, overlapping none of g, x, out) or fresh."""
-    x_hat, rstd, n = _row_stats(x, normalized_shape, eps, None if work is None else work[0])
+    x_hat, rstd, n = row_stats(x, normalized_shape, eps, None if work is None else work[0])
     x_hat *= rstd
     scale = np.float32(1.0) if weight is None else weight.reshape(-1)
     gw: np.ndarray = (
@@ -296,7 +256,7 @@ def _batch_norm(
     *,
     eps: float = 1e-5,
 ) -> np.ndarray:
-    y, _ = _normalize(x, batch_norm_axes(x.ndim), eps)
+    y, _ = normalize(x, batch_norm_axes(x.ndim), eps)
     if weight is not None and bias is not None:
         y = y * _channel(weight, x.ndim) + _channel(bias, x.ndim)
     return y
@@ -306,7 +266,7 @@ def _batch_norm_backward(
     g: np.ndarray, x: np.ndarray, weight: np.ndarray | None = None, *, eps: float = 1e-5
 ) -> np.ndarray:
     gw = g if weight is None else g * _channel(weight, x.ndim)
-    return _normalize_backward(gw, x, batch_norm_axes(x.ndim), eps)
+    return normalize_backward(gw, x, batch_norm_axes(x.ndim), eps)
 
 
 # -- cases ------------------------------------------------------------------------------------
