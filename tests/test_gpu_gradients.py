@@ -6,7 +6,6 @@ because it needs ``asgrad.autograd`` as well as ``asgrad.gpu``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,19 +13,8 @@ import numpy as np
 import pytest
 
 from asgrad.autograd import grad
-from asgrad.gpu import Device, GpuUnavailableError, get_device
+from asgrad.gpu import Device
 from asgrad.tensor import Graph, OpCase, OpDef, all_ops, evaluate
-
-
-@pytest.fixture(scope="module")
-def device() -> Device:
-    """The GPU device; skips (or fails, under ASGRAD_REQUIRE_GPU=1) without an adapter."""
-    try:
-        return get_device()
-    except GpuUnavailableError as exc:
-        if os.environ.get("ASGRAD_REQUIRE_GPU", "") not in ("", "0"):
-            pytest.fail(f"ASGRAD_REQUIRE_GPU=1 but no GPU adapter: {exc}")
-        pytest.skip(f"no GPU adapter: {exc}")
 
 
 def _float32(x: np.ndarray) -> np.ndarray:

@@ -6,28 +6,15 @@ Needs ``asgrad.autograd`` as well as ``asgrad.gpu``, hence here rather than in
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 from asgrad.autograd import grad
-from asgrad.gpu import Device, GpuUnavailableError, get_device, variable_store
+from asgrad.gpu import Device, variable_store
 from asgrad.tensor import Graph, Variable, compile, evaluate
 from asgrad.tensor.executor import Program
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def device() -> Device:
-    """The GPU device; skips (or fails, under ASGRAD_REQUIRE_GPU=1) without an adapter."""
-    try:
-        return get_device()
-    except GpuUnavailableError as exc:
-        if os.environ.get("ASGRAD_REQUIRE_GPU", "") not in ("", "0"):
-            pytest.fail(f"ASGRAD_REQUIRE_GPU=1 but no GPU adapter: {exc}")
-        pytest.skip(f"no GPU adapter: {exc}")
 
 
 def _sgd_program(backend: str) -> tuple[Program, Variable, Variable]:
