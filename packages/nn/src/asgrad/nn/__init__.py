@@ -7,6 +7,7 @@ from asgrad.nn.errors import (
     MetricError,
     NNError,
     StateMismatchError,
+    UnknownMetricError,
 )
 from asgrad.nn.layers import (
     ELU,
@@ -126,6 +127,7 @@ __all__ = [
     "StepLR",
     "Tanh",
     "TransformerBlock",
+    "UnknownMetricError",
     "WarmupCosine",
     "__version__",
     "binary_cross_entropy",

@@ -22,6 +22,7 @@ __all__ = [
     "MetricError",
     "NNError",
     "StateMismatchError",
+    "UnknownMetricError",
 ]
 
 
@@ -35,6 +36,10 @@ class DataError(NNError, ValueError):
 
 class MetricError(NNError, ValueError):
     """A metric was given arrays of the wrong shape, dtype or content."""
+
+
+class UnknownMetricError(MetricError, KeyError):
+    """A metric was asked for by a name that was never logged."""
 
 
 class CheckpointError(NNError):

@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.errors import ArgumentError, ShapeError
 
 Shape = Sequence[int]
 RNG = np.random.Generator | int | None
@@ -65,7 +65,7 @@ def calculate_gain(nonlinearity: Nonlinearity, param: float | None = None) -> fl
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"unknown nonlinearity {nonlinearity!r}")
+    raise ArgumentError(f"unknown nonlinearity {nonlinearity!r}")
 
 
 def zeros(shape: Shape, dtype: str = "float32", rng: RNG = None) -> np.ndarray:
@@ -119,7 +119,7 @@ def xavier_normal(
 def _kaiming_std(shape: Shape, a: float, mode: str, nonlinearity: Nonlinearity) -> float:
     fan_in, fan_out = calculate_fans(shape)
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        raise ArgumentError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
     fan = fan_in if mode == "fan_in" else fan_out
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from asgrad.nn.optim.optimizer import Optimizer
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError
 
 __all__ = [
     "CosineAnnealingLR",
@@ -44,7 +45,7 @@ class LRScheduler:
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"{type(self).__name__} needs an asgrad Optimizer, got {type(optimizer).__name__}"
             )
         self.optimizer = optimizer
@@ -79,11 +80,11 @@ class LRScheduler:
         """Restore :meth:`state_dict`'s output and set the optimizer's rate to match."""
         name = state.get("name", type(self).__name__)
         if name != type(self).__name__:
-            raise ValueError(f"state is of a {name}, not of a {type(self).__name__}")
+            raise ArgumentError(f"state is of a {name}, not of a {type(self).__name__}")
         own = self.state_dict()
         unknown = sorted(set(state) - set(own))
         if unknown:
-            raise ValueError(f"{type(self).__name__}.load_state_dict: unknown keys {unknown}")
+            raise ArgumentError(f"{type(self).__name__}.load_state_dict: unknown keys {unknown}")
         for key, value in state.items():
             if key != "name":
                 setattr(self, key, value)
@@ -100,7 +101,7 @@ class StepLR(LRScheduler):
         self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1
     ) -> None:
         if step_size < 1:
-            raise ValueError(f"step_size must be >= 1, got {step_size}")
+            raise ArgumentError(f"step_size must be >= 1, got {step_size}")
         self.step_size, self.gamma = int(step_size), float(gamma)
         super().__init__(optimizer, last_epoch)
 
@@ -130,7 +131,7 @@ class CosineAnnealingLR(LRScheduler):
         self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
     ) -> None:  # PyTorch's name
         if T_max < 1:
-            raise ValueError(f"T_max must be >= 1, got {T_max}")
+            raise ArgumentError(f"T_max must be >= 1, got {T_max}")
         self.T_max, self.eta_min = int(T_max), float(eta_min)
         super().__init__(optimizer, last_epoch)
 
@@ -164,9 +165,9 @@ class LinearWarmup(LRScheduler):
         last_epoch: int = -1,
     ) -> None:
         if warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be >= 0, got {warmup_steps}")
+            raise ArgumentError(f"warmup_steps must be >= 0, got {warmup_steps}")
         if not 0.0 <= start_factor <= 1.0:
-            raise ValueError(f"start_factor must be in [0, 1], got {start_factor}")
+            raise ArgumentError(f"start_factor must be in [0, 1], got {start_factor}")
         self.warmup_steps, self.start_factor = int(warmup_steps), float(start_factor)
         super().__init__(optimizer, last_epoch)
 
@@ -192,11 +193,11 @@ class WarmupCosine(LRScheduler):
         last_epoch: int = -1,
     ) -> None:
         if not 0 <= warmup_steps < total_steps:
-            raise ValueError(
+            raise ArgumentError(
                 f"need 0 <= warmup_steps < total_steps, got {warmup_steps} and {total_steps}"
             )
         if not 0.0 <= start_factor <= 1.0:
-            raise ValueError(f"start_factor must be in [0, 1], got {start_factor}")
+            raise ArgumentError(f"start_factor must be in [0, 1], got {start_factor}")
         self.warmup_steps, self.total_steps = int(warmup_steps), int(total_steps)
         self.eta_min, self.start_factor = float(eta_min), float(start_factor)
         super().__init__(optimizer, last_epoch)

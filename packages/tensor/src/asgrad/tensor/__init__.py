@@ -13,6 +13,8 @@ from asgrad.tensor import ops as _ops  # noqa: F401  # registers the built-in op
 from asgrad.tensor.backends import get_backend, register_backend, resolve_backend_name
 from asgrad.tensor.dtypes import DType, as_dtype
 from asgrad.tensor.errors import (
+    ArgumentError,
+    ArgumentTypeError,
     AsgradError,
     BackendError,
     DTypeError,
@@ -20,6 +22,7 @@ from asgrad.tensor.errors import (
     GraphError,
     NameConflictError,
     NotDifferentiableError,
+    OutOfRangeError,
     ShapeError,
 )
 from asgrad.tensor.executor import Program, Schedule, compile, evaluate, make_schedule
@@ -42,6 +45,8 @@ from asgrad.tensor.tensor import Tensor
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
     "AsgradError",
     "BackendError",
     "DType",
@@ -54,6 +59,7 @@ __all__ = [
     "NotDifferentiableError",
     "OpCase",
     "OpDef",
+    "OutOfRangeError",
     "Program",
     "Schedule",
     "ShapeError",

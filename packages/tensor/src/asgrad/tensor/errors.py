@@ -20,6 +20,18 @@ class NameConflictError(GraphError):
     """A name was registered twice in one graph."""
 
 
+class ArgumentError(AsgradError, ValueError):
+    """An argument is outside the values it may take (a negative rate, an unknown mode)."""
+
+
+class ArgumentTypeError(AsgradError, TypeError):
+    """An argument is of the wrong type (a list where a Tensor is needed)."""
+
+
+class OutOfRangeError(AsgradError, IndexError):
+    """An index is out of range for the sequence or axis it indexes."""
+
+
 class ShapeError(AsgradError, ValueError):
     """Operand shapes do not fit the op (broadcasting, reshape, matmul, axes)."""
 

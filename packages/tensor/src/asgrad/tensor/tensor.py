@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from asgrad.tensor.errors import GraphError, ShapeError
+from asgrad.tensor.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    GraphError,
+    OutOfRangeError,
+    ShapeError,
+)
 from asgrad.tensor.graph import Variable
 from asgrad.tensor.ops._common import normalize_axes, normalize_axis
 from asgrad.tensor.registry import Shape
@@ -98,7 +104,7 @@ class Tensor:
         if isinstance(other, np.ndarray):
             same_kind = np.dtype(self.dtype).kind == other.dtype.kind
             return self.graph.constant(other, self.dtype if same_kind else None)
-        raise TypeError(f"cannot combine a Tensor with {type(other).__name__}")
+        raise ArgumentTypeError(f"cannot combine a Tensor with {type(other).__name__}")
 
     def _binary(self, op: str, other: object) -> Tensor:
         return self._apply(op, self._lift(other))
@@ -207,7 +213,7 @@ class Tensor:
 
     def gelu(self, approximate: str = "none") -> Tensor:
         if approximate not in ("none", "tanh"):
-            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+            raise ArgumentError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
         return self._apply("gelu", approximate=approximate)
 
     def erf(self) -> Tensor:
@@ -362,7 +368,7 @@ class Tensor:
         basic = tuple(item for item in items if item is not None)
         for item in basic:
             if not isinstance(item, int | slice | np.integer):
-                raise TypeError(
+                raise ArgumentTypeError(
                     f"unsupported index {item!r}; use ints, slices, None, ... or a Tensor"
                 )
         basic = tuple(int(i) if isinstance(i, np.integer) else i for i in basic)
@@ -387,7 +393,7 @@ class Tensor:
             for i, item in enumerate(items)
             if i != tensors[0]
         ):
-            raise TypeError(
+            raise ArgumentTypeError(
                 "indexing with a Tensor supports one integer Tensor on one axis, the"
                 " others ':' (as x[:, idx]); use gather() for more"
             )
@@ -405,7 +411,7 @@ def _shape_args(args: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
 def _expand_ellipsis(items: tuple[object, ...], ndim: int) -> tuple[object, ...]:
     count = sum(item is Ellipsis for item in items)
     if count > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise OutOfRangeError("an index can only have a single ellipsis ('...')")
     if not count:
         return items
     used = sum(item is not None and item is not Ellipsis for item in items)

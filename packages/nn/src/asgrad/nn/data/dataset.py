@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from asgrad.nn.errors import DataError
+from asgrad.tensor.errors import ArgumentTypeError, OutOfRangeError
 
 __all__ = [
     "ConcatDataset",
@@ -75,10 +76,10 @@ def default_collate(samples: Sequence[Sample]) -> Sample:
 
 def _check_index(index: int, length: int, what: str) -> int:
     if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-        raise TypeError(f"{what} indices must be integers, got {type(index).__name__}")
+        raise ArgumentTypeError(f"{what} indices must be integers, got {type(index).__name__}")
     i = int(index)
     if i < -length or i >= length:
-        raise IndexError(f"{what} index {i} is out of range for length {length}")
+        raise OutOfRangeError(f"{what} index {i} is out of range for length {length}")
     return i + length if i < 0 else i
 
 
@@ -88,7 +89,7 @@ def _as_index_array(indices: ArrayLike, length: int, what: str) -> NDArray[np.in
         raise DataError(f"{what}: batch indices must be a 1-D integer array, got {idx!r}")
     idx = idx.astype(np.intp, copy=False)
     if idx.size and (idx.min() < -length or idx.max() >= length):
-        raise IndexError(f"{what}: batch indices out of range for length {length}")
+        raise OutOfRangeError(f"{what}: batch indices out of range for length {length}")
     return np.where(idx < 0, idx + length, idx)
 
 

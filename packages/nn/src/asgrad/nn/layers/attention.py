@@ -17,7 +17,7 @@ from asgrad.nn.layers.linear import Linear
 from asgrad.nn.layers.positional import ALiBi, Offset, RoPE
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor, where
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 
 # Masked scores: finite, so that a fully masked row gives uniform weights, not NaN.
 MASKED = -1e9
@@ -69,7 +69,7 @@ class MultiHeadAttention(Module):
                 f" {num_heads}"
             )
         if position not in (None, "rope", "alibi"):
-            raise ValueError(f"position must be None, 'rope' or 'alibi', got {position!r}")
+            raise ArgumentError(f"position must be None, 'rope' or 'alibi', got {position!r}")
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads

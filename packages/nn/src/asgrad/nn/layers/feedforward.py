@@ -9,6 +9,7 @@ from asgrad.nn.layers.activation import ELU, GELU, Identity, LeakyReLU, ReLU, Si
 from asgrad.nn.layers.linear import Linear
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor
+from asgrad.tensor.errors import ArgumentError
 
 _ACTIVATIONS: dict[str, type[Module]] = {
     "gelu": GELU,
@@ -32,7 +33,7 @@ def make_activation(activation: str | Module) -> Module:
         return _ACTIVATIONS[activation]()
     except KeyError:
         known = ", ".join([*sorted(_ACTIVATIONS), "gelu_tanh"])
-        raise ValueError(f"unknown activation {activation!r}; choose one of {known}") from None
+        raise ArgumentError(f"unknown activation {activation!r}; choose one of {known}") from None
 
 
 class FeedForward(Module):

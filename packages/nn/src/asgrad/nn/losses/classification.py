@@ -20,7 +20,7 @@ from asgrad.nn.losses.common import (
 )
 from asgrad.tensor import Tensor, where
 from asgrad.tensor.dtypes import is_float, is_int
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 
 __all__ = [
     "binary_cross_entropy",
@@ -156,7 +156,7 @@ def cross_entropy(
     check_float_input(name, "input", input)
     check_reduction(name, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{name}: label_smoothing must be in [0, 1], got {label_smoothing}")
+        raise ArgumentError(f"{name}: label_smoothing must be in [0, 1], got {label_smoothing}")
     ax = _class_axis(name, input, axis)
     n_classes = input.shape[ax]
     w = weight_tensor(name, weight, input, (n_classes,))
@@ -175,7 +175,9 @@ def cross_entropy(
             f" {list(input.shape[:ax] + input.shape[ax + 1 :])}"
         )
     if ignore_index is not None:
-        raise ValueError(f"{name}: ignore_index applies to integer labels only, not probabilities")
+        raise ArgumentError(
+            f"{name}: ignore_index applies to integer labels only, not probabilities"
+        )
     probs = like_input(name, "target", target, input)
     if label_smoothing > 0.0:
         probs = probs * (1.0 - label_smoothing) + label_smoothing / n_classes
@@ -258,7 +260,7 @@ def sigmoid_focal_loss(
     check_float_input(name, "inputs", inputs)
     check_reduction(name, reduction)
     if gamma < 0:
-        raise ValueError(f"{name}: gamma must be >= 0, got {gamma}")
+        raise ArgumentError(f"{name}: gamma must be >= 0, got {gamma}")
     t = like_input(name, "targets", targets, inputs)
     p = inputs.sigmoid()
     ce = binary_cross_entropy_with_logits(inputs, t, reduction="none")

@@ -8,7 +8,7 @@ import numpy as np
 
 from asgrad.tensor import Tensor
 from asgrad.tensor.dtypes import is_float
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 
 __all__ = [
     "KLReduction",
@@ -34,7 +34,7 @@ def reduce(loss: Tensor, reduction: str) -> Tensor:
         return loss.sum()
     if reduction == "none":
         return loss
-    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    raise ArgumentError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def check_reduction(
@@ -42,7 +42,7 @@ def check_reduction(
 ) -> None:
     """Raise unless ``reduction`` is one of ``allowed``."""
     if reduction not in allowed:
-        raise ValueError(
+        raise ArgumentError(
             f"{name}: reduction must be one of {', '.join(map(repr, allowed))}, got {reduction!r}"
         )
 
@@ -50,7 +50,7 @@ def check_reduction(
 def check_float_input(name: str, what: str, t: Tensor) -> None:
     """Raise unless ``t`` is a float Tensor."""
     if not isinstance(t, Tensor):
-        raise TypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
+        raise ArgumentTypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
     if not is_float(t.dtype):
         raise DTypeError(
             f"{name}: {what} must be float32 or float64, got {t.dtype};"
@@ -63,7 +63,7 @@ def like_input(
 ) -> Tensor:  # PyTorch's name
     """``t`` checked against ``input``: same shape (if asked) and dtype (ints/bools are cast)."""
     if not isinstance(t, Tensor):
-        raise TypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
+        raise ArgumentTypeError(f"{name}: {what} must be a Tensor, got {type(t).__name__}")
     if same_shape and t.shape != input.shape:
         raise ShapeError(
             f"{name}: input {list(input.shape)} and {what} {list(t.shape)} differ;"

@@ -13,7 +13,7 @@ from asgrad.nn.losses.common import (
 )
 from asgrad.tensor import Tensor, where
 from asgrad.tensor.dtypes import is_int
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 
 __all__ = [
     "cosine_embedding_loss",
@@ -28,7 +28,9 @@ __all__ = [
 
 def _sign_target(name: str, target: Tensor, input: Tensor) -> Tensor:
     if not isinstance(target, Tensor):
-        raise TypeError(f"{name}: target must be a Tensor of 1 and -1, got {type(target).__name__}")
+        raise ArgumentTypeError(
+            f"{name}: target must be a Tensor of 1 and -1, got {type(target).__name__}"
+        )
     if target.dtype == "bool":
         raise DTypeError(
             f"{name}: target must hold 1 and -1, got bool; map it with where(t, 1, -1)"
@@ -102,7 +104,7 @@ def multi_margin_loss(
     check_float_input(name, "input", input)
     check_reduction(name, reduction)
     if p not in (1, 2):
-        raise ValueError(f"{name}: p must be 1 or 2, got {p}")
+        raise ArgumentError(f"{name}: p must be 1 or 2, got {p}")
     if not is_int(target.dtype):
         raise DTypeError(f"{name}: target must hold integer class labels, got {target.dtype}")
     if input.ndim not in (1, 2) or target.shape != input.shape[:-1]:
@@ -186,7 +188,7 @@ def triplet_margin_loss(
     check_float_input(name, "anchor", anchor)
     check_reduction(name, reduction)
     if p <= 0:
-        raise ValueError(f"{name}: p must be > 0, got {p}")
+        raise ArgumentError(f"{name}: p must be > 0, got {p}")
     pos = like_input(name, "positive", positive, anchor)
     neg = like_input(name, "negative", negative, anchor)
     if anchor.ndim not in (1, 2):

@@ -10,6 +10,7 @@ from asgrad.nn.losses.common import (
     reduce,
 )
 from asgrad.tensor import Tensor, where
+from asgrad.tensor.errors import ArgumentError
 
 __all__ = ["huber_loss", "l1_loss", "mse_loss", "smooth_l1_loss"]
 
@@ -49,7 +50,7 @@ def smooth_l1_loss(
     check_float_input("smooth_l1_loss", "input", input)
     check_reduction("smooth_l1_loss", reduction)
     if beta < 0:
-        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+        raise ArgumentError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
     z = (input - like_input("smooth_l1_loss", "target", target, input)).abs()
     if beta == 0:
         return reduce(z, reduction)
@@ -66,6 +67,6 @@ def huber_loss(
     check_float_input("huber_loss", "input", input)
     check_reduction("huber_loss", reduction)
     if delta <= 0:
-        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+        raise ArgumentError(f"huber_loss: delta must be > 0, got {delta}")
     z = (input - like_input("huber_loss", "target", target, input)).abs()
     return reduce(where(z < delta, z * z * 0.5, (z - 0.5 * delta) * delta), reduction)

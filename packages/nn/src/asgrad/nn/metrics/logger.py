@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from asgrad.nn.errors import UnknownMetricError
+
 __all__ = ["MetricLogger"]
 
 
@@ -44,7 +46,7 @@ class MetricLogger:
     def _series(self, name: str) -> list[tuple[int, float]]:
         if name not in self.history:
             known = ", ".join(sorted(self.history)) or "none yet"
-            raise KeyError(f"MetricLogger: no metric {name!r} (logged: {known})")
+            raise UnknownMetricError(f"MetricLogger: no metric {name!r} (logged: {known})")
         return self.history[name]
 
     def summary(self) -> dict[str, dict[str, float]]:

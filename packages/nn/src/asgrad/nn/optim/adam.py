@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Tensor, Variable, maximum
+from asgrad.tensor.errors import ArgumentError
 from asgrad.tensor.nn_functional import adam_ema, adam_update
 
 
@@ -50,9 +51,9 @@ class Adam(Optimizer):
         if weight_decay is None:
             weight_decay = self.default_weight_decay
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
-            raise ValueError(f"betas must be in [0, 1), got {betas}")
+            raise ArgumentError(f"betas must be in [0, 1), got {betas}")
         if eps < 0 or weight_decay < 0:
-            raise ValueError(f"eps and weight_decay must be >= 0, got {eps}, {weight_decay}")
+            raise ArgumentError(f"eps and weight_decay must be >= 0, got {eps}, {weight_decay}")
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
         self.amsgrad = amsgrad
 

@@ -10,7 +10,7 @@ import numpy as np
 from asgrad.autograd import grad
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Program, Tensor, Variable, compile
-from asgrad.tensor.errors import GraphError
+from asgrad.tensor.errors import ArgumentError, GraphError
 
 
 class Optimizer:
@@ -48,9 +48,9 @@ class Optimizer:
             raise GraphError("the optimizer got no trainable parameters")
         _check_nonnegative("learning rate", lr)
         if clip_grad_norm is not None and not clip_grad_norm > 0:
-            raise ValueError(f"clip_grad_norm must be > 0, got {clip_grad_norm}")
+            raise ArgumentError(f"clip_grad_norm must be > 0, got {clip_grad_norm}")
         if clip_grad_value is not None and not clip_grad_value > 0:
-            raise ValueError(f"clip_grad_value must be > 0, got {clip_grad_value}")
+            raise ArgumentError(f"clip_grad_value must be > 0, got {clip_grad_value}")
         self._lr = Variable("optimizer.lr", np.array(lr, dtype=np.float64), trainable=False)
         self.clip_grad_norm = clip_grad_norm
         self.clip_grad_value = clip_grad_value
@@ -103,7 +103,7 @@ class Optimizer:
     def slot(self, name: str, param: Variable, fill: float = 0.0) -> Variable:
         """The state variable ``name`` of ``param`` (made ``fill``-filled on first use)."""
         if "." in name:
-            raise ValueError(f"slot names cannot contain '.', got {name!r}")
+            raise ArgumentError(f"slot names cannot contain '.', got {name!r}")
         slots = self.state.setdefault(name, {})
         self._fills.setdefault(name, fill)
         var = slots.get(id(param))
@@ -263,4 +263,4 @@ class Optimizer:
 
 def _check_nonnegative(what: str, value: float) -> None:
     if not value >= 0:  # also rejects NaN
-        raise ValueError(f"{what} must be a number >= 0, got {value!r}")
+        raise ArgumentError(f"{what} must be a number >= 0, got {value!r}")

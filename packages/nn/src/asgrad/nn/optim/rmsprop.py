@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Tensor, Variable
+from asgrad.tensor.errors import ArgumentError
 
 
 class RMSprop(Optimizer):
@@ -40,9 +41,9 @@ class RMSprop(Optimizer):
     ) -> None:
         super().__init__(params, lr, clip_grad_norm=clip_grad_norm, clip_grad_value=clip_grad_value)
         if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+            raise ArgumentError(f"alpha must be in [0, 1], got {alpha}")
         if eps < 0 or weight_decay < 0 or momentum < 0:
-            raise ValueError(
+            raise ArgumentError(
                 "eps, weight_decay and momentum must be >= 0,"
                 f" got {eps}, {weight_decay}, {momentum}"
             )

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Tensor, Variable, where
+from asgrad.tensor.errors import ArgumentError
 
 
 class SGD(Optimizer):
@@ -37,11 +38,11 @@ class SGD(Optimizer):
     ) -> None:
         super().__init__(params, lr, clip_grad_norm=clip_grad_norm, clip_grad_value=clip_grad_value)
         if momentum < 0:
-            raise ValueError(f"momentum must be >= 0, got {momentum}")
+            raise ArgumentError(f"momentum must be >= 0, got {momentum}")
         if weight_decay < 0:
-            raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+            raise ArgumentError(f"weight_decay must be >= 0, got {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("Nesterov momentum needs momentum > 0 and no dampening")
+            raise ArgumentError("Nesterov momentum needs momentum > 0 and no dampening")
         self.momentum, self.nesterov = momentum, nesterov
         self.weight_decay, self.dampening = weight_decay, dampening
 
