@@ -75,3 +75,13 @@ def test_captures_do_not_nest(device: Device) -> None:
     assert capture.commands == []
     assert device.capture is None
     scope.close()
+
+
+def test_a_fixed_reshape_means_the_same_at_another_batch_size(device: Device) -> None:
+    # Declared (3, 3) the reshape to (3, -1) is a no-op; fed (6, 3) it is not.
+    g = Graph()
+    x = g.input("x", (3, 3))
+    program = compile([x.reshape(3, -1).sum(axis=1)], backend="gpu")
+    fed = np.arange(18, dtype=np.float32).reshape(6, 3)
+    (got,) = program({"x": fed})
+    np.testing.assert_allclose(got, fed.reshape(3, -1).sum(axis=1), rtol=1e-6)

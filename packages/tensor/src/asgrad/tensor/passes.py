@@ -96,9 +96,13 @@ def is_identity(op: OpDef, input_type: TensorType, output_type: TensorType, *, e
 
     An op that reads its target shape from a shape-only input at run time (the
     ``*_like`` ops) is one only when no axis has size 1, unless the types are
-    ``exact`` (the fed ones): a size declared 1 may be fed larger.
+    ``exact`` (the fed ones): a size declared 1 may be fed larger. An op whose
+    target shape is an attribute (a reshape to ``(3, -1)``) is one only at ``exact``
+    types: fed another batch size, the same attribute means another shape.
     """
     if not op.identity_if_same_type or input_type != output_type:
+        return False
+    if op.result_shape_from_attrs and not exact:
         return False
     return exact or not op.shape_only_inputs or 1 not in output_type.shape
 

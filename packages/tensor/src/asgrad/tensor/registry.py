@@ -157,7 +157,14 @@ class OpDef:
             input) when its result's type equals its first input's: a reshape to
             the same shape, a cast to the same dtype. Such nodes are dropped; one
             whose target shape comes from a ``shape_only_inputs`` input only when
-            no axis has size 1 (a size 1 declared may be fed larger).
+            no axis has size 1 (a size 1 declared may be fed larger), and one whose
+            target shape is an attribute (see ``result_shape_from_attrs``) only at
+            fed shapes.
+        result_shape_from_attrs: Whether the result's shape is fixed by the
+            attributes (a reshape or broadcast to a given shape) rather than by the
+            inputs' shapes: such an op is an identity at the declared shapes but not
+            at every fed shape (a larger batch), so the graph passes keep it and
+            only a backend that knows the fed shapes may drop it.
         fresh_result: Whether the kernel (called without ``out``) always returns a
             new array that nothing else references (no view of an input, no
             scratch memory), so that a later elementwise op may write into it.
@@ -181,6 +188,7 @@ class OpDef:
     pure: bool = True
     shape_only_inputs: tuple[int, ...] = ()
     identity_if_same_type: bool = False
+    result_shape_from_attrs: bool = False
     fresh_result: bool = False
     writes_out: bool = False
     into: IntoKernel | None = None

@@ -320,8 +320,8 @@ class Tensor:
         return self.transpose(*perm)
 
     def broadcast_to(self, *shape: int | Sequence[int]) -> Tensor:
-        target = _shape_args(shape)
-        return self if target == self.shape else self._apply("broadcast_to", shape=target)
+        # Kept at the declared shape too: fed a larger batch, the target still holds.
+        return self._apply("broadcast_to", shape=_shape_args(shape))
 
     def expand_dims(self, axis: int | Sequence[int]) -> Tensor:
         axes = (axis,) if isinstance(axis, int) else tuple(axis)

@@ -254,6 +254,7 @@ def _shape_op(
     doc: str,
     *,
     identity_if_same_type: bool = False,
+    result_shape_from_attrs: bool = False,
 ) -> None:
     """Register a one-input shape op: exact (tolerance 0), a view of its input."""
     register_op(
@@ -267,6 +268,7 @@ def _shape_op(
             cases=cases,
             doc=doc,
             identity_if_same_type=identity_if_same_type,
+            result_shape_from_attrs=result_shape_from_attrs,
         )
     )
 
@@ -278,6 +280,7 @@ _shape_op(
     _reshape_cases,
     "new shape, same elements (one -1 allowed)",
     identity_if_same_type=True,
+    result_shape_from_attrs=True,
 )
 _shape_op("transpose", _infer_transpose, _transpose, _transpose_cases, "permute axes")
 _shape_op(
@@ -287,6 +290,7 @@ _shape_op(
     _broadcast_to_cases,
     "broadcast to a shape",
     identity_if_same_type=True,
+    result_shape_from_attrs=True,
 )
 _shape_op("expand_dims", _infer_expand_dims, _expand_dims, _expand_cases, "insert size-1 axes")
 _shape_op("squeeze", _infer_squeeze, _squeeze, _squeeze_cases, "remove size-1 axes")
