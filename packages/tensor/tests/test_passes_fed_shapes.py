@@ -29,7 +29,7 @@ def test_a_broadcast_to_the_declared_shape_still_checks_the_fed_one(batch: int) 
     if batch == 3:
         np.testing.assert_array_equal(evaluate([y], {"x": fed})[0], fed * 2.0)
     else:  # (6, 1) cannot broadcast to (3, 1): an error, not a silent result
-        with pytest.raises(FeedError, match="broadcast_to .* do not broadcast"):
+        with pytest.raises(FeedError, match=r"broadcast_to .* do not broadcast"):
             evaluate([y], {"x": fed})
 
 
