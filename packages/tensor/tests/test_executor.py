@@ -78,8 +78,11 @@ def test_intermediates_are_freed_after_their_last_use(monkeypatch: pytest.Monkey
         "sum",
     ]
     assert not violations, violations
-    # Every intermediate is gone once the run is over; only the output survives.
-    assert [made for made, ref in results if ref() is not None] == [len(schedule.nodes) - 1]
+    # Every intermediate is gone once the run is over; only the output may survive
+    # (the wrapped kernels are unknown, so they may view the feed: the output handed
+    # out is then a copy, and the kernel's own result is gone too).
+    alive = [made for made, ref in results if ref() is not None]
+    assert alive in ([len(schedule.nodes) - 1], [])
 
 
 def test_update_with_wrong_shape_is_rejected() -> None:

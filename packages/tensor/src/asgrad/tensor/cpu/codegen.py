@@ -138,7 +138,9 @@ class _LineMaker:
         """Node ``i``'s value: a line, a constant, or another node's value (an identity)."""
         if node.op == "input":
             self.refs[node.id] = Ref(node.id)
-            self.lines.append(Line(node=node, call=f"feeds[{node.name!r}]"))
+            # The name goes in as a value, never as source text (braces, odd reprs).
+            self.env[f"name{i}"] = str.__str__(node.name)
+            self.lines.append(Line(node=node, call=f"feeds[name{i}]"))
             return
         if node.op == "parameter":
             self.refs[node.id] = Ref(node.id)
@@ -309,13 +311,32 @@ def _source(
         src = maker.name_of(n.id)
         source.append(f"    upd{k}.set_host_value({_array(src, maker.refs[n.id])})")
     outs = []
+    leaf_views = _leaf_views(lines, maker.refs)
     for n in schedule.outputs:
         src = maker.name_of(n.id)
-        if not maker.refs[n.id].is_const and not maker.types[n.id].shape:
+        ref = maker.refs[n.id]
+        if not ref.is_const and ref.id in leaf_views:  # the caller owns what it gets
+            src = f"_array({src})"
+        elif not ref.is_const and not maker.types[n.id].shape:
             src = f"_asarray({src})"
-        outs.append(_array(src, maker.refs[n.id]))
+        outs.append(_array(src, ref))
     source.append(f"    return [{', '.join(outs)}]")
     return "\n".join(source)
+
+
+def _leaf_views(lines: Sequence[Line], refs: Mapping[int, Ref]) -> set[int]:
+    """The values that may be (or view) a feed or a variable's value.
+
+    Returned as they are, a write into an output would change the model or the
+    caller's feed, so such outputs are copied.
+    """
+    found: set[int] = set()
+    for line in lines:
+        leaf = line.node.op in ("input", "parameter")
+        reads_one = any(refs[a].id in found for a in values(line.call))
+        if leaf or (line.reuse is Reuse.ALIAS and reads_one):
+            found.add(line.node.id)
+    return found
 
 
 def _array(name: str, ref: Ref) -> str:
