@@ -6,6 +6,7 @@ of nodes (sharing the user's leaves) that computes the same outputs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
@@ -75,11 +76,21 @@ def _rebuild(node: Node, inputs: tuple[Node, ...]) -> Node:
     return Node(node.graph, node.op, inputs, node.attrs, node.type, node.name, node.location)
 
 
+# Constants of at most this many elements are folded into the graph.
+FOLD_LIMIT = 4096
+
+
+def _size(node: Node) -> int:
+    return math.prod(node.shape)
+
+
 def _fold(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     """A constant node for ``node`` when every input is a small constant."""
     if not inputs or not get_op(node.op).pure or any(n.op != "constant" for n in inputs):
         return None
-    if any(n.attrs["value"].size > 4096 for n in inputs):
+    # Sizes are checked before anything is computed: a small constant broadcast to a
+    # large shape is no candidate.
+    if any(n.attrs["value"].size > FOLD_LIMIT for n in inputs) or _size(node) > FOLD_LIMIT:
         return None
     value = get_op(node.op).kernel(*(n.attrs["value"] for n in inputs), **node.attrs)
     array = np.array(value, dtype=node.dtype)

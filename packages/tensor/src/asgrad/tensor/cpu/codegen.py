@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import math
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -172,6 +173,9 @@ class _LineMaker:
         ins = [self.refs[n.id] for n in node.inputs]
         if not op.pure or not all(r.is_const or j in shape_only for j, r in enumerate(ins)):
             return None
+        out_t = self.types[node.id]
+        if math.prod(out_t.shape) * np.dtype(out_t.dtype).itemsize > FOLD_LIMIT_BYTES:
+            return None  # checked before computing: folding would materialise it
         args = [
             r.const if r.is_const else _shape_dummy(self.types[n.id])
             for r, n in zip(ins, node.inputs, strict=True)
