@@ -85,3 +85,14 @@ def test_a_fixed_reshape_means_the_same_at_another_batch_size(device: Device) ->
     fed = np.arange(18, dtype=np.float32).reshape(6, 3)
     (got,) = program({"x": fed})
     np.testing.assert_allclose(got, fed.reshape(3, -1).sum(axis=1), rtol=1e-6)
+
+
+def test_the_plan_cache_is_bounded(device: Device) -> None:
+    g = Graph()
+    x = g.input("x", (1, 4))
+    program = compile([(x * 3.0).sum(axis=1)], backend="gpu")
+    limit = type(program.executable).MAX_PLANS  # type: ignore[attr-defined]
+    for b in range(1, limit + 4):
+        (got,) = program({"x": np.ones((b, 4), np.float32)})
+        np.testing.assert_allclose(got, np.full(b, 12.0, np.float32))
+    assert len(program.executable._plans) == limit  # type: ignore[attr-defined]

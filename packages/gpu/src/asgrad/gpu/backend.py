@@ -27,25 +27,32 @@ from asgrad.gpu.plan import Plan, build_plan
 from asgrad.gpu.source import to_storage
 from asgrad.gpu.variables import variable_store
 from asgrad.tensor.backends import Executable
+from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.schedule import Schedule
 
 __all__ = ["GpuBackend", "GpuExecutable", "run_plan"]
 
 
 class GpuExecutable:
-    """A schedule compiled for the GPU; plans are cached by the fed shapes."""
+    """A schedule compiled for the GPU; plans are cached by the fed shapes.
+
+    A plan holds its device buffers, so the :data:`MAX_PLANS` used most recently are
+    kept; a program fed many batch sizes rebuilds the plans it dropped.
+    """
+
+    MAX_PLANS = 8
 
     def __init__(self, schedule: Schedule, device: Device) -> None:
         self.schedule = schedule
         self.device = device
-        self._plans: dict[tuple[Any, ...], Plan] = {}
+        self._plans: LRUCache[tuple[Any, ...], Plan] = LRUCache(self.MAX_PLANS)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
         key = tuple((name, v.shape, v.dtype.str) for name, v in sorted(feeds.items()))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = build_plan(self.schedule, feeds, self.device)
+            plan = self._plans.put(key, build_plan(self.schedule, feeds, self.device))
         return run_plan(plan, feeds)
 
 

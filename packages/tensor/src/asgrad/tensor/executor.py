@@ -121,7 +121,10 @@ def evaluate(
     *,
     backend: str | None = None,
 ) -> list[np.ndarray]:
-    """Compute ``outputs`` on ``feeds`` once (compiled programs are cached per graph).
+    """Compute ``outputs`` on ``feeds`` once.
+
+    Compiled programs are cached per graph, the :data:`Graph.MAX_PROGRAMS` used most
+    recently; to run the same outputs many times, :func:`compile` them once instead.
 
     >>> from asgrad.tensor import Graph
     >>> g = Graph()
@@ -138,6 +141,6 @@ def evaluate(
     key = (tuple(t.node.id for t in outs), resolve_backend_name(backend))
     program: Program | None = cache.get(key)
     if program is None:
-        program = cache[key] = Program(outs, backend=key[1])
+        program = cache.put(key, Program(outs, backend=key[1]))
     result = program.run(feeds or {})
     return result[:1] if single else result

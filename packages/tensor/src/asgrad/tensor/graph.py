@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import AsgradError, GraphError, NameConflictError, ShapeError
 from asgrad.tensor.registry import Shape, TensorType, get_op
@@ -172,6 +173,9 @@ class Graph:
     (3,)
     """
 
+    # Programs that ``evaluate`` compiled for this graph, the most recently used.
+    MAX_PROGRAMS = 32
+
     def __init__(self, name: str = "graph") -> None:
         self.name = name
         self.nodes: list[Node] = []
@@ -181,7 +185,7 @@ class Graph:
         # dropout seed): a training step built from this graph applies them.
         self.updates: dict[Variable, Tensor] = {}
         # Programs compiled by ``evaluate`` for this graph, keyed by outputs and backend.
-        self.programs: dict[tuple[Any, ...], Any] = {}
+        self.programs: LRUCache[tuple[Any, ...], Any] = LRUCache(self.MAX_PROGRAMS)
 
     # -- leaves ---------------------------------------------------------------------
     def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Tensor:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.backends import Executable
+from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.cpu.codegen import generate_cpu_function
 from asgrad.tensor.schedule import Schedule
 
@@ -27,12 +28,13 @@ class CPUExecutable:
     write results into dying inputs and scratch buffers.
     """
 
+    # Generated functions kept, one per set of fed shapes, the most recently used.
     MAX_SPECIALIZATIONS = 16
 
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
         self._input_names = tuple(n.name for n in schedule.inputs)
-        self._fns: dict[tuple[tuple[int, ...], ...], Any] = {}
+        self._fns: LRUCache[tuple[tuple[int, ...], ...], Any] = LRUCache(self.MAX_SPECIALIZATIONS)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
@@ -44,11 +46,8 @@ class CPUExecutable:
         return result
 
     def _specialize(self, key: tuple[tuple[int, ...], ...]) -> Any:
-        if len(self._fns) >= self.MAX_SPECIALIZATIONS:
-            self._fns.clear()
         types = self.schedule.infer_types(dict(zip(self._input_names, key, strict=True)))
-        fn = self._fns[key] = generate_cpu_function(self.schedule, types)
-        return fn
+        return self._fns.put(key, generate_cpu_function(self.schedule, types))
 
 
 class CPUBackend:
