@@ -190,3 +190,14 @@ def test_entry_point_module_functions() -> None:
     np.testing.assert_array_equal(got[1], np.maximum(A, B))
     np.testing.assert_array_equal(got[2], np.minimum(A, 0.0))
     np.testing.assert_array_equal(got[3], np.concatenate([A, B]))
+
+
+def test_grad_of_or_with_respect_to_a_non_tensor_is_a_typed_error() -> None:
+    from asgrad.tensor import ArgumentTypeError
+
+    g = Graph()
+    x = g.input("x", (2,), "float64")
+    with pytest.raises(ArgumentTypeError, match="grad: wrt: item 0 must be a Tensor"):
+        grad((x * x).sum(), [np.ones(2)])  # type: ignore[list-item]
+    with pytest.raises(ArgumentTypeError, match="grad: y must be a Tensor"):
+        grad(np.ones(()), [x])  # type: ignore[arg-type]

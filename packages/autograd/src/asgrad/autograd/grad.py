@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from asgrad.autograd.rules import get_rule
 from asgrad.tensor import Node, Tensor, topological_order
+from asgrad.tensor.arguments import require_tensor, require_tensors
 from asgrad.tensor.dtypes import is_float
 from asgrad.tensor.errors import GraphError, NotDifferentiableError, ShapeError
 from asgrad.tensor.registry import get_op
@@ -28,6 +29,10 @@ def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[T
     >>> evaluate([dx], {"x": np.array([1.0, 2.0, 3.0])})[0].tolist()
     [2.0, 4.0, 6.0]
     """
+    y = require_tensor(y, "grad: y")
+    wrt = require_tensors(wrt, "grad: wrt")
+    if seed is not None:
+        seed = require_tensor(seed, "grad: seed")
     graph = y.graph
     if seed is None:
         if y.shape != ():

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from asgrad.tensor.arguments import require_tensors
 from asgrad.tensor.backends import get_backend, resolve_backend_name
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import FeedError
@@ -112,7 +113,9 @@ def compile(  # the natural name; shadows the builtin only in this module
     optimize_graph: bool = True,
 ) -> Program:
     """Compile ``outputs`` (and variable ``updates``) into a :class:`Program`."""
-    return Program(outputs, updates, backend=backend, optimize_graph=optimize_graph)
+    return Program(
+        require_tensors(outputs, "compile"), updates, backend=backend, optimize_graph=optimize_graph
+    )
 
 
 def evaluate(
@@ -133,7 +136,7 @@ def evaluate(
     [1.0, 4.0, 9.0]
     """
     single = isinstance(outputs, Tensor)
-    outs: list[Tensor] = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    outs = require_tensors(outputs, "evaluate")
     if not outs:
         return []
     graph = outs[0].graph

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.dtypes import is_float
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentTypeError, DTypeError, ShapeError
 from asgrad.tensor.registry import Attrs, Shape, TensorType
 
 
@@ -48,6 +48,8 @@ def require_float(t: TensorType, what: str = "input") -> None:
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise ArgumentTypeError(f"{what} must be an integer, got {axis!r}")
     if not -ndim <= axis < max(ndim, 1):
         raise ShapeError(f"{what} {axis} is out of bounds for a value of rank {ndim}")
     return axis % ndim if ndim else 0
@@ -57,8 +59,13 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
     """Sorted, non-negative, unique axes; None means every axis."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
-    out = tuple(sorted({normalize_axis(int(a), ndim) for a in axes}))
+    if isinstance(axis, int | np.integer):
+        axes: tuple[Any, ...] = (axis,)
+    elif isinstance(axis, Sequence):
+        axes = tuple(axis)
+    else:
+        raise ArgumentTypeError(f"axis must be an integer or a sequence of them, got {axis!r}")
+    out = tuple(sorted({int(normalize_axis(a, ndim)) for a in axes}))
     if len(out) != len(axes):
         raise ShapeError(f"axis {axis} repeats an axis")
     return out
