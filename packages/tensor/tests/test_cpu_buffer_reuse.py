@@ -36,10 +36,8 @@ def _source(program: Program) -> str:
 def _same(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> None:
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
-        x, y = np.asarray(x), np.asarray(y)
-        assert x.dtype == y.dtype
-        assert x.shape == y.shape
-        np.testing.assert_array_equal(x, y)  # NaN equals NaN; bit-identical otherwise
+        # Same dtype and shape (strict), NaN equals NaN, bit-identical otherwise.
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y), strict=True)
 
 
 def _op_case_programs() -> list[tuple[str, Any]]:
