@@ -22,7 +22,9 @@ from asgrad.tensor.errors import (
     GraphError,
     NameConflictError,
     NotDifferentiableError,
+    NumericsError,
     OutOfRangeError,
+    PrecisionWarning,
     ShapeError,
 )
 from asgrad.tensor.executor import Program, Schedule, compile, evaluate, make_schedule
@@ -57,9 +59,11 @@ __all__ = [
     "NameConflictError",
     "Node",
     "NotDifferentiableError",
+    "NumericsError",
     "OpCase",
     "OpDef",
     "OutOfRangeError",
+    "PrecisionWarning",
     "Program",
     "Schedule",
     "ShapeError",

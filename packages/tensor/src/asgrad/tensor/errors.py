@@ -50,3 +50,12 @@ class NotDifferentiableError(AsgradError, TypeError):
 
 class BackendError(AsgradError, RuntimeError):
     """A backend is unknown or cannot run the program."""
+
+
+class PrecisionWarning(UserWarning):
+    """A fed array was narrowed to the input's dtype (float64 to float32): values are
+    rounded. Issued once per program and input; feed the input's dtype to avoid it."""
+
+
+class NumericsError(AsgradError, FloatingPointError):
+    """An op produced NaN or infinity while numerics checking was on."""

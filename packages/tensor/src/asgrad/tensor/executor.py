@@ -11,6 +11,7 @@ than the numpy calls themselves.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,8 +19,8 @@ import numpy as np
 
 from asgrad.tensor.arguments import require_tensors
 from asgrad.tensor.backends import get_backend, resolve_backend_name
-from asgrad.tensor.dtypes import as_dtype
-from asgrad.tensor.errors import FeedError
+from asgrad.tensor.errors import FeedError, PrecisionWarning
+from asgrad.tensor.graph import Node
 from asgrad.tensor.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.tensor import Tensor
 
@@ -58,6 +59,7 @@ class Program:
         self._inputs = {n.name: n for n in self.schedule.inputs}
         self._known_names = {n.name for n in outputs[0].graph.inputs} if outputs else set()
         self._checked: set[tuple[tuple[str, tuple[int, ...]], ...]] = set()
+        self._warned: set[str] = set()
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
         return self.run({**(feeds or {}), **kwargs})
@@ -75,7 +77,17 @@ class Program:
                 raise FeedError(f"input {name!r} was not fed; this program needs {needed}")
             value = feeds[name]
             if not isinstance(value, np.ndarray) or value.dtype.name != node.dtype:
-                value = _convert_feed(name, value, node.dtype)
+                original = getattr(value, "dtype", None)
+                value, rounded = _convert_feed(name, value, node.dtype)
+                if rounded and name not in self._warned:
+                    self._warned.add(name)
+                    warnings.warn(
+                        f"input {name!r} is {node.dtype}: the {original} array fed was rounded"
+                        f" to {node.dtype} (warned once per program). Feed {node.dtype} arrays"
+                        " to avoid the conversion",
+                        PrecisionWarning,
+                        stacklevel=4,
+                    )
             out[name] = value
         for name in feeds:
             if name not in self._inputs and name not in self._known_names:
@@ -83,26 +95,80 @@ class Program:
         signature = tuple((name, v.shape) for name, v in out.items())
         if signature not in self._checked:
             for name, v in out.items():
-                if v.ndim != len(self._inputs[name].shape):
-                    raise FeedError(
-                        f"input {name!r} was declared {self._inputs[name].type},"
-                        f" fed rank {v.ndim} array of shape {list(v.shape)}"
-                    )
+                _check_fed_shape(self._inputs[name], v.shape)
             self.schedule.infer_types({name: v.shape for name, v in out.items()})
             self._checked.add(signature)
         return out
 
 
-def _convert_feed(name: str, value: Any, dtype: str) -> np.ndarray:
-    array = np.asarray(value)
-    if array.dtype.kind != np.dtype(dtype).kind and not (
-        array.dtype.kind in "iub" and np.dtype(dtype).kind == "f"
-    ):
+def _check_fed_shape(node: Node, fed: tuple[int, ...]) -> None:
+    """A feed has the declared rank and the declared size on every axis not free."""
+    declared = node.shape
+    free = node.attrs.get("free", (0,) if declared else ())
+    fixed = [a for a in range(len(declared)) if a not in free]
+    if len(fed) != len(declared) or any(fed[a] != declared[a] for a in fixed):
+        if free:
+            rule = f"axes {list(free)} may change size, the others must match"
+        else:
+            rule = "no axis may change size"
+        raise FeedError(
+            f"input {node.name!r} was declared {node.type} ({rule}); it was fed an array of"
+            f" shape {list(fed)}. Feed the declared shape, or declare the axes that vary with"
+            f" g.input(..., free=(axis, ...))"
+        )
+
+
+def _convert_feed(name: str, value: Any, dtype: str) -> tuple[np.ndarray, bool]:
+    """``value`` as an array of ``dtype``, and whether float values were rounded.
+
+    Conversion may not change a value: an integer out of the input's range, an integer
+    a float input cannot hold exactly, or a finite float that overflows is an error.
+    """
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:  # ragged nested sequences
+        raise FeedError(f"input {name!r}: cannot make an array of the value fed ({exc})") from None
+    target = np.dtype(dtype)
+    kind = array.dtype.kind
+    if kind not in "biuf" or (kind == "f" and target.kind in "iub") or target.kind == "b" != kind:
         raise FeedError(
             f"input {name!r} is {dtype}; got a {array.dtype} array. Convert it with"
             f" .astype({dtype!r})"
         )
-    return array.astype(as_dtype(dtype), copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below
+        converted = array.astype(target, copy=False)
+    if converted is array or array.size == 0:
+        return converted, False
+    if kind in "iu" and target.kind in "iu":
+        info = np.iinfo(target)
+        low, high = array.min(), array.max()
+        if low < info.min or high > info.max:
+            raise FeedError(
+                f"input {name!r} is {dtype}, which holds {info.min}..{info.max}; the {array.dtype}"
+                f" array fed has values in {low}..{high}. Feed values in range or declare the"
+                " input with a wider dtype"
+            )
+    elif kind in "iu":  # integers into a float input
+        limit = 2 ** (np.finfo(target).nmant + 1)
+        if (np.abs(array.min()) > limit or np.abs(array.max()) > limit) and not np.array_equal(
+            converted.astype(array.dtype), array
+        ):
+            raise FeedError(
+                f"input {name!r} is {dtype}, which holds integers exactly only up to {limit};"
+                f" the {array.dtype} array fed has larger values that would change. Declare the"
+                " input float64 or an integer dtype"
+            )
+    elif kind == "f" and target.itemsize < array.dtype.itemsize:
+        overflow = np.isinf(converted) & np.isfinite(array)
+        if overflow.any():
+            first = array[overflow].flat[0]
+            raise FeedError(
+                f"input {name!r} is {dtype}; the {array.dtype} array fed has finite values"
+                f" beyond its range (e.g. {first:g}), which would become infinite. Scale the"
+                " values or declare the input with a wider dtype"
+            )
+        return converted, isinstance(value, np.ndarray | np.generic)
+    return converted, False
 
 
 def compile(  # the natural name; shadows the builtin only in this module

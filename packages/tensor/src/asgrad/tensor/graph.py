@@ -188,10 +188,35 @@ class Graph:
         self.programs: LRUCache[tuple[Any, ...], Any] = LRUCache(self.MAX_PROGRAMS)
 
     # -- leaves ---------------------------------------------------------------------
-    def input(self, name: str, shape: Sequence[int], dtype: str = "float32") -> Tensor:
-        """A value fed when the graph runs. Its leading sizes may change per run."""
+    def input(
+        self,
+        name: str,
+        shape: Sequence[int],
+        dtype: str = "float32",
+        *,
+        free: Sequence[int] | None = None,
+    ) -> Tensor:
+        """A value fed when the graph runs.
+
+        ``shape`` is the declared shape, used to infer every shape of the graph.
+        ``free`` lists the axes whose size may change from run to run (the default:
+        the leading axis, the batch; ``()`` for none); a feed must match the declared
+        size on every other axis.
+
+        >>> g = Graph()
+        >>> tokens = g.input("tokens", (8, 16), "int32", free=(0, 1))
+        >>> tokens.node.attrs["free"]
+        (0, 1)
+        """
+        if not isinstance(shape, str | bytes) and any(d is None for d in shape):
+            raise ShapeError(
+                f"input {name!r}: shape {list(shape)} has None; give every axis a size (used"
+                " to infer the graph's shapes) and list the axes whose size may change per"
+                " run in free=, e.g. free=(0,)"
+            )
         shape = _check_shape(shape, f"input {name!r}")
-        node = self._add_leaf("input", name, TensorType(shape, as_dtype(dtype)), {})
+        axes = _free_axes(free, len(shape), f"input {name!r}")
+        node = self._add_leaf("input", name, TensorType(shape, as_dtype(dtype)), {"free": axes})
         return self._wrap(node)
 
     def parameter(
@@ -357,3 +382,19 @@ def _check_shape(shape: Sequence[int], what: str) -> Shape:
     if any(d < 0 for d in out):
         raise ShapeError(f"{what}: shape {list(out)} has a negative size")
     return out
+
+
+def _free_axes(free: Sequence[int] | None, rank: int, what: str) -> tuple[int, ...]:
+    """The sorted, non-negative axes of ``free`` (default: the leading axis)."""
+    if free is None:
+        return (0,) if rank else ()
+    if isinstance(free, int | str | bytes):
+        raise ShapeError(f"{what}: free must be a sequence of axes, e.g. free=(0,); got {free!r}")
+    axes: set[int] = set()
+    for axis in free:
+        if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+            raise ShapeError(f"{what}: free axes must be integers, got {axis!r}")
+        if not -rank <= axis < rank:
+            raise ShapeError(f"{what}: free axis {axis} is out of range for rank {rank}")
+        axes.add(int(axis) % rank)
+    return tuple(sorted(axes))

@@ -29,14 +29,24 @@ def _format_attr(value: Any) -> str:
         parts = ["" if p is None else str(p) for p in (value.start, value.stop, value.step)]
         return ":".join(parts[:2]) + (f":{parts[2]}" if value.step is not None else "")
     if isinstance(value, tuple):
-        return "(" + ", ".join(_format_attr(v) for v in value) + ")"
+        items = [_format_attr(v) for v in value]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     if hasattr(value, "name") and hasattr(value, "shape"):
         return str(value.name)
     return repr(value)
 
 
+def _implied(node: Node, key: str, value: Any) -> bool:
+    """Attributes a listing leaves out: a parameter's variable, an input's default free axes."""
+    if key == "variable":
+        return True
+    return node.op == "input" and key == "free" and value == ((0,) if node.shape else ())
+
+
 def _describe(node: Node) -> str:
-    attrs = ", ".join(f"{k}={_format_attr(v)}" for k, v in node.attrs.items() if k != "variable")
+    attrs = ", ".join(
+        f"{k}={_format_attr(v)}" for k, v in node.attrs.items() if not _implied(node, k, v)
+    )
     return f"{node.op}({attrs})" if attrs else node.op
 
 

@@ -22,7 +22,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: Reduction = "mean") -> Te
     >>> from asgrad.tensor import Graph, evaluate
     >>> g = Graph()
     >>> x, y = g.input("x", (2,)), g.input("y", (2,))
-    >>> evaluate(mse_loss(x, y, "sum"), {"x": np.array([1.0, 2.0]), "y": np.zeros(2)})[0]
+    >>> evaluate(mse_loss(x, y, "sum"), {"x": [1.0, 2.0], "y": [0.0, 0.0]})[0]
     array(5., dtype=float32)
     """
     check_float_input("mse_loss", "input", input)

@@ -214,8 +214,8 @@ class Optimizer:
         >>> g = Graph()
         >>> x, y = g.input("x", (4, 2)), g.input("y", (4, 1))
         >>> step = SGD(model.parameters(), lr=0.1).compile(mse_loss(model(x), y))
-        >>> first = step(x=np.ones((4, 2)), y=np.zeros((4, 1)))[0]
-        >>> second = step(x=np.ones((4, 2)), y=np.zeros((4, 1)))[0]
+        >>> first = step(x=np.ones((4, 2), "float32"), y=np.zeros((4, 1), "float32"))[0]
+        >>> second = step(x=np.ones((4, 2), "float32"), y=np.zeros((4, 1), "float32"))[0]
         >>> bool(second < first)
         True
         """
