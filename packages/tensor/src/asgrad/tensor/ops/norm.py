@@ -14,6 +14,7 @@ product (einsum), without a squared temporary.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -235,6 +236,12 @@ def _infer_batch_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if len(x.shape) < 2:
         raise ShapeError(f"input must be (N, C, ...), got {x}")
     _check_affine(types, (x.shape[1],), "one value per channel")
+    per_channel = math.prod(x.shape) // x.shape[1] if x.shape[1] else 0
+    if per_channel < 2:
+        raise ShapeError(
+            f"batch statistics need more than one value per channel; input {x} has"
+            f" {per_channel}. Train on batches of at least 2 (or put the layer in eval mode)"
+        )
     if float(attrs.get("eps", 1e-5)) <= 0:
         raise ShapeError(f"eps must be positive, got {attrs.get('eps')}")
     return x
