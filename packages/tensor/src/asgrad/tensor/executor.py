@@ -21,6 +21,7 @@ from asgrad.tensor.arguments import require_tensors
 from asgrad.tensor.backends import get_backend, resolve_backend_name
 from asgrad.tensor.errors import FeedError, PrecisionWarning
 from asgrad.tensor.graph import Node
+from asgrad.tensor.numerics import NumericsProbe, checking_by_default
 from asgrad.tensor.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.tensor import Tensor
 
@@ -52,10 +53,17 @@ class Program:
         *,
         backend: str | None = None,
         optimize_graph: bool = True,
+        check_numerics: bool | None = None,
     ) -> None:
         self.schedule = make_schedule(outputs, updates, optimize_graph=optimize_graph)
         self.backend = resolve_backend_name(backend)
-        self.executable = get_backend(self.backend).compile(self.schedule)
+        compile_schedule = get_backend(self.backend).compile
+        self.check_numerics = checking_by_default() if check_numerics is None else check_numerics
+        self.executable = (
+            NumericsProbe(self.schedule, compile_schedule)
+            if self.check_numerics
+            else compile_schedule(self.schedule)
+        )
         self._inputs = {n.name: n for n in self.schedule.inputs}
         self._known_names = {n.name for n in outputs[0].graph.inputs} if outputs else set()
         self._checked: set[tuple[tuple[str, tuple[int, ...]], ...]] = set()
@@ -177,10 +185,20 @@ def compile(  # the natural name; shadows the builtin only in this module
     *,
     backend: str | None = None,
     optimize_graph: bool = True,
+    check_numerics: bool | None = None,
 ) -> Program:
-    """Compile ``outputs`` (and variable ``updates``) into a :class:`Program`."""
+    """Compile ``outputs`` (and variable ``updates``) into a :class:`Program`.
+
+    ``check_numerics=True`` stops each run at the first op that makes a NaN or an
+    infinity, naming it (see :mod:`asgrad.tensor.numerics`); the default comes from
+    the ``ASGRAD_CHECK_NUMERICS`` environment variable.
+    """
     return Program(
-        require_tensors(outputs, "compile"), updates, backend=backend, optimize_graph=optimize_graph
+        require_tensors(outputs, "compile"),
+        updates,
+        backend=backend,
+        optimize_graph=optimize_graph,
+        check_numerics=check_numerics,
     )
 
 
@@ -189,8 +207,9 @@ def evaluate(
     feeds: Mapping[str, Any] | None = None,
     *,
     backend: str | None = None,
+    check_numerics: bool | None = None,
 ) -> list[np.ndarray]:
-    """Compute ``outputs`` on ``feeds`` once.
+    """Compute ``outputs`` on ``feeds`` once (``check_numerics``: see :func:`compile`).
 
     Compiled programs are cached per graph, the :data:`Graph.MAX_PROGRAMS` used most
     recently; to run the same outputs many times, :func:`compile` them once instead.
@@ -207,9 +226,10 @@ def evaluate(
         return []
     graph = outs[0].graph
     cache = graph.programs
-    key = (tuple(t.node.id for t in outs), resolve_backend_name(backend))
+    check = checking_by_default() if check_numerics is None else bool(check_numerics)
+    key = (tuple(t.node.id for t in outs), resolve_backend_name(backend), check)
     program: Program | None = cache.get(key)
     if program is None:
-        program = cache.put(key, Program(outs, backend=key[1]))
+        program = cache.put(key, Program(outs, backend=key[1], check_numerics=check))
     result = program.run(feeds or {})
     return result[:1] if single else result

@@ -204,8 +204,14 @@ class Optimizer:
         outputs: Sequence[Tensor] = (),
         *,
         backend: str | None = None,
+        debug: bool | None = None,
     ) -> Program:
         """One program computing ``[loss, *outputs]`` and applying every update.
+
+        ``debug=True`` checks numerics: a step stops at the first op that makes a NaN
+        or an infinity and raises :class:`~asgrad.tensor.NumericsError` naming it,
+        its inputs' ranges and the source line that made it, without updating any
+        variable (the default comes from ``ASGRAD_CHECK_NUMERICS``).
 
         >>> import numpy as np
         >>> from asgrad.tensor import Graph
@@ -237,7 +243,7 @@ class Optimizer:
             self._step = None
             self._shared = {}
         updates = {**graph.updates, **self._pending}
-        return compile([loss, *outputs], updates, backend=backend)
+        return compile([loss, *outputs], updates, backend=backend, check_numerics=debug)
 
     def clip(self, grads: list[Tensor]) -> list[Tensor]:
         """Clip by value, then by global norm, as configured (inside the step)."""
