@@ -29,7 +29,8 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 def _line_below() -> str:
     frame = inspect.currentframe()
-    assert frame is not None and frame.f_back is not None
+    assert frame is not None
+    assert frame.f_back is not None
     return f"{__file__}:{frame.f_back.f_lineno + 1}"
 
 
@@ -134,7 +135,7 @@ def test_a_failing_debug_step_names_the_op_and_updates_nothing(backend: str) -> 
     (preds,) = evaluate([model(Graph().input("x", (4, 2)))], feeds)
     assert (preds < 0).any()  # some prediction is negative: its log is NaN
     with pytest.raises(NumericsError, match="No variable was updated") as info:
-        step(feeds)  # type: ignore[operator]
+        step(feeds)
     assert "log made at " + where_ in str(info.value)
     for old, p in zip(before, model.parameters(), strict=True):
         np.testing.assert_array_equal(p.value, old)
@@ -148,5 +149,5 @@ def test_the_environment_variable_turns_checking_on(
     x = g.input("x", (2,))
     program = compile([x.log()], backend=backend)
     with pytest.raises(NumericsError, match="log made at"):
-        program(x=np.array([-1.0, 1.0], np.float32))  # type: ignore[operator]
+        program(x=np.array([-1.0, 1.0], np.float32))
     assert compile([x.log()], backend=backend, check_numerics=False).check_numerics is False
