@@ -91,8 +91,10 @@ def test_load_state_dict_non_strict_and_dtype_mismatch() -> None:
     model.load_state_dict(partial, strict=False)
     assert model.head.bias is not None
     np.testing.assert_array_equal(model.head.bias.value, 1.0)
-    with pytest.raises(StateMismatchError, match=r"head\.bias: expected float32"):
-        model.load_state_dict({"head.bias": np.ones(11, np.float64)}, strict=False)
+    with pytest.raises(StateMismatchError, match=r"head\.bias: the model holds float32"):
+        model.load_state_dict({"head.bias": np.full(11, 0.1, np.float64)}, strict=False)
+    with pytest.raises(StateMismatchError, match=r"head\.bias: expected float32\[11\]"):
+        model.load_state_dict({"head.bias": np.ones(12, np.float32)}, strict=False)
 
 
 def test_initialize_redraws_parameters_reproducibly() -> None:

@@ -10,7 +10,7 @@ import numpy as np
 from asgrad.nn import init as init_
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Variable
-from asgrad.tensor.errors import AsgradError, GraphError, ShapeError
+from asgrad.tensor.errors import ArgumentError, AsgradError, GraphError, ShapeError
 from asgrad.tensor.graph import user_location
 
 
@@ -21,29 +21,54 @@ class Parameter(Variable):
     once from ``rng`` (a Generator or an int seed) and again by
     :meth:`Module.initialize`.
 
+    Give a shape and an initializer, or (PyTorch's form) an initial array, which is
+    copied, cast to ``dtype``, and restored by :meth:`reset`:
+
     >>> p = Parameter((2, 3), init_.zeros)
     >>> p.value.sum()
     np.float32(0.0)
+    >>> Parameter(np.ones(3)).value
+    array([1., 1., 1.], dtype=float32)
     """
 
     __slots__ = ("init",)
 
     def __init__(
         self,
-        shape: tuple[int, ...],
-        init: Callable[..., np.ndarray],
+        shape: tuple[int, ...] | np.ndarray,
+        init: Callable[..., np.ndarray] | None = None,
         *,
         dtype: str = "float32",
         rng: init_.RNG = None,
         trainable: bool = True,
         name: str = "param",
     ) -> None:
+        if isinstance(shape, np.ndarray):
+            if init is not None:
+                raise ArgumentError(
+                    "Parameter: give an initial array or a shape and an initializer, not both"
+                )
+            initial = np.array(shape, dtype=dtype, copy=True)
+            initial.setflags(write=False)
+            init, shape = _constant_init(initial), initial.shape
+        elif init is None:
+            raise ArgumentError(
+                f"Parameter({shape!r}): give an initializer, e.g. Parameter(shape, init.zeros),"
+                " or an initial numpy array, e.g. Parameter(np.ones(3))"
+            )
         self.init = init
-        super().__init__(name, _draw(init, shape, dtype, rng), trainable=trainable)
+        super().__init__(name, _draw(init, tuple(shape), dtype, rng), trainable=trainable)
 
     def reset(self, rng: init_.RNG = None) -> None:
         """Draw a new initial value."""
         self.value = _draw(self.init, self.shape, self.dtype, rng)
+
+
+def _constant_init(initial: np.ndarray) -> Callable[..., np.ndarray]:
+    def init(shape: tuple[int, ...], dtype: str, rng: init_.RNG = None) -> np.ndarray:
+        return np.array(initial, dtype=dtype, copy=True)
+
+    return init
 
 
 def _draw(
@@ -156,7 +181,12 @@ class Module:
         return {name: np.array(v.value) for name, v in self.named_variables()}
 
     def load_state_dict(self, state: Mapping[str, np.ndarray], strict: bool = True) -> None:
-        """Load values by dotted name; reports every missing, unexpected and mismatched entry."""
+        """Load values by dotted name; reports every missing, unexpected and mismatched entry.
+
+        A value of another dtype is cast when no value changes (float64 arrays saved
+        from a float32 model); a cast that would change a value is refused, naming the
+        dtypes.
+        """
         own = dict(self.named_variables())
         missing = sorted(set(own) - set(state))
         unexpected = sorted(set(state) - set(own))
@@ -164,7 +194,7 @@ class Module:
             f"{k}: expected {own[k].dtype}{list(own[k].shape)}, got"
             f" {np.asarray(state[k]).dtype}{list(np.shape(state[k]))}"
             for k in sorted(set(own) & set(state))
-            if np.shape(state[k]) != own[k].shape or np.asarray(state[k]).dtype != own[k].dtype
+            if np.shape(state[k]) != own[k].shape
         ]
         if mismatched or (strict and (missing or unexpected)):
             parts = []
@@ -178,9 +208,9 @@ class Module:
                 "state does not fit the model (" + " | ".join(parts) + ");"
                 " check that it was saved from the same architecture"
             )
-        for k, v in own.items():
-            if k in state:
-                v.value = np.array(state[k], dtype=v.dtype)
+        values = {k: _lossless_cast(k, state[k], v.dtype) for k, v in own.items() if k in state}
+        for k, value in values.items():
+            own[k].value = value
 
     # -- calling ---------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -208,3 +238,22 @@ class Module:
             sub = repr(m).replace("\n", "\n  ")
             lines.append(f"  ({name}): {sub}")
         return "\n".join(lines) + ("\n)" if self._modules else ")")
+
+
+def _lossless_cast(name: str, value: object, dtype: str) -> np.ndarray:
+    """``value`` as a fresh ``dtype`` array; a cast that changes a value is refused."""
+    array = np.asarray(value)
+    if array.dtype == np.dtype(dtype):
+        return np.array(array, copy=True)
+    with np.errstate(all="ignore"):
+        cast = array.astype(dtype)
+        same = array.dtype.kind in "biuf" and np.array_equal(
+            cast.astype(array.dtype), array, equal_nan=array.dtype.kind == "f"
+        )
+    if not same:
+        raise StateMismatchError(
+            f"{name}: the model holds {dtype}, the state {array.dtype}, and casting would"
+            f" change values; convert the state first (value.astype({dtype!r})) if rounding"
+            " is what you want"
+        )
+    return cast

@@ -11,6 +11,7 @@ than the numpy calls themselves.
 
 from __future__ import annotations
 
+import difflib
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -70,6 +71,12 @@ class Program:
         self._warned: set[str] = set()
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
+        both = sorted(set(feeds or {}) & set(kwargs))
+        if both:
+            raise FeedError(
+                f"{', '.join(map(repr, both))} fed both in the dict and as a keyword; feed each"
+                " input once"
+            )
         return self.run({**(feeds or {}), **kwargs})
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
@@ -82,7 +89,13 @@ class Program:
         for name, node in self._inputs.items():
             if name not in feeds:
                 needed = ", ".join(f"{n.name}: {n.type}" for n in self._inputs.values())
-                raise FeedError(f"input {name!r} was not fed; this program needs {needed}")
+                unknown = [k for k in feeds if k not in self._inputs and k not in self._known_names]
+                hint = ""
+                if unknown:
+                    hint = f"; it was fed {', '.join(map(repr, unknown))}, which is not an input"
+                    if _near(name, unknown):
+                        hint += f" (did you mean {name!r} for {_near(name, unknown)!r}?)"
+                raise FeedError(f"input {name!r} was not fed{hint}; this program needs {needed}")
             value = feeds[name]
             if not isinstance(value, np.ndarray) or value.dtype.name != node.dtype:
                 original = getattr(value, "dtype", None)
@@ -99,7 +112,9 @@ class Program:
             out[name] = value
         for name in feeds:
             if name not in self._inputs and name not in self._known_names:
-                raise FeedError(f"{name!r} is not an input of this graph")
+                near = _near(name, list(self._known_names))
+                hint = f"; did you mean {near!r}?" if near else ""
+                raise FeedError(f"{name!r} is not an input of this graph{hint}")
         signature = tuple((name, v.shape) for name, v in out.items())
         if signature not in self._checked:
             for name, v in out.items():
@@ -107,6 +122,15 @@ class Program:
             self.schedule.infer_types({name: v.shape for name, v in out.items()})
             self._checked.add(signature)
         return out
+
+
+def _near(name: str, candidates: Sequence[str]) -> str | None:
+    """The candidate closest to ``name`` (case differences first), if one is close."""
+    by_case = [c for c in candidates if c.lower() == name.lower()]
+    if by_case:
+        return by_case[0]
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def _check_fed_shape(node: Node, fed: tuple[int, ...]) -> None:

@@ -272,8 +272,19 @@ class Graph:
         self.updates[variable] = value
 
     def bind(self, variable: Variable) -> Tensor:
-        """The parameter node of ``variable`` in this graph (made on first use)."""
-        return self.parameter(variable.name, variable=variable)
+        """The parameter node of ``variable`` in this graph (made on first use).
+
+        The node takes the variable's name, or ``name_2``, ``name_3``, ... when another
+        node of this graph has it (two optimizers' step counters, two models' layers).
+        """
+        if id(variable) in self._variables:
+            return self._wrap(self._variables[id(variable)])
+        name = variable.name
+        for k in itertools.count(2):
+            if name not in self._names:
+                break
+            name = f"{variable.name}_{k}"
+        return self.parameter(name, variable=variable)
 
     def constant(self, value: object, dtype: str | None = None) -> Tensor:
         """A constant value, folded into the graph."""
