@@ -7,6 +7,7 @@ so large logits never overflow.
 from __future__ import annotations
 
 import math
+import numbers
 
 from asgrad.nn.losses.common import (
     KLReduction,
@@ -20,7 +21,7 @@ from asgrad.nn.losses.common import (
 )
 from asgrad.tensor import Tensor, where
 from asgrad.tensor.dtypes import is_float, is_int
-from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 
 __all__ = [
     "binary_cross_entropy",
@@ -73,12 +74,22 @@ def _nll(
     """PyTorch's nll_loss (and cross-entropy's label smoothing) on log-probabilities."""
     n_classes = logp.shape[axis]
     logp_last = _move_classes_last(logp, axis)
-    onehot = target.one_hot(n_classes, logp.dtype)  # all-zero rows for out-of-range labels
+    mask: Tensor | None = None
+    labels = target
+    if ignore_index is not None:
+        if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
+            raise ArgumentTypeError(
+                f"{name}: ignore_index must be an int (a label value), got {ignore_index!r}"
+            )
+        # Ignored labels become class 0 before one_hot sees them (it raises for a
+        # label outside [0, C), as PyTorch does); the mask then zeroes their loss.
+        kept = target != ignore_index
+        labels = where(kept, target, target.graph.constant(0, target.dtype))
+        mask = kept.cast(logp.dtype)
+    onehot = labels.one_hot(n_classes, logp.dtype)
     w_onehot = onehot if weight is None else onehot * weight
     picked = -(logp_last * w_onehot).sum(axis=-1)  # -w[y] * logp[y]
-    mask: Tensor | None = None
-    if ignore_index is not None:
-        mask = (target != ignore_index).cast(logp.dtype)
+    if mask is not None:
         picked = picked * mask
     loss = picked
     if label_smoothing > 0.0:
@@ -117,7 +128,9 @@ def nll_loss(
     ``axis=1``); ``target`` has input's shape without that axis. ``weight`` (one per
     class) scales each sample's loss, and a ``"mean"`` divides by the total weight of
     the targets. Targets equal to ``ignore_index`` count for nothing (PyTorch's default
-    is -100; here it is off unless given).
+    is -100; here it is off unless given). Any other target outside ``[0, C)``, ``-1``
+    included, raises :class:`~asgrad.tensor.errors.OutOfRangeError` when the graph
+    runs, as in PyTorch.
     """
     check_float_input("nll_loss", "input", input)
     check_reduction("nll_loss", reduction)
@@ -150,7 +163,9 @@ def cross_entropy(
     ``(1 - e) * nll + e / C * sum_c(-w_c * log p_c)``. ``weight`` (one per class) and
     ``ignore_index`` (labels only) act as in :func:`nll_loss`; with probability targets
     a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
-    it is stable for large logits.
+    it is stable for large logits. Integer labels outside ``[0, C)`` that are not
+    ``ignore_index`` raise :class:`~asgrad.tensor.errors.OutOfRangeError` when the
+    graph runs.
     """
     name = "cross_entropy"
     check_float_input(name, "input", input)
