@@ -13,6 +13,7 @@ from typing import Any
 
 from asgrad.autograd.rules.common import Attrs, Grads, Ins, Needs, Rule, registrar
 from asgrad.tensor import Tensor, where
+from asgrad.tensor.ops.elementwise import softplus_bounds
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)
@@ -146,6 +147,15 @@ def _silu_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> T
     return g * (s * (1.0 + x * (1.0 - s)))
 
 
+def _softplus_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:
+    # The kernel's own rule: 1 where softplus is x (beta x > 20), else sigmoid(beta x),
+    # x clipped as the kernel clips it so that beta x never overflows.
+    beta = float(attrs.get("beta", 1.0))
+    low, high = softplus_bounds(beta)
+    above = x > high if beta > 0 else x < low
+    return where(above, g, g * (x.clamp(min=low, max=high) * beta).sigmoid())
+
+
 _unary("neg", lambda g, out, x, a: -g)
 _unary("exp", lambda g, out, x, a: g * out)
 _unary("log", lambda g, out, x, a: g / x)
@@ -161,5 +171,5 @@ _unary("gelu", _gelu_backward)
 _unary("erf", lambda g, out, x, a: g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi)))
 _unary("silu", _silu_grad)
 _unary("elu", lambda g, out, x, a: where(x > 0, g, g * (out + a.get("alpha", 1.0))))
-_unary("softplus", lambda g, out, x, a: g * (x * a.get("beta", 1.0)).sigmoid())
+_unary("softplus", _softplus_grad)
 _unary("clamp", _clamp_grad)

@@ -6,7 +6,7 @@ so large logits never overflow.
 
 from __future__ import annotations
 
-import math
+import numbers
 
 from asgrad.nn.losses.common import (
     KLReduction,
@@ -20,7 +20,8 @@ from asgrad.nn.losses.common import (
 )
 from asgrad.tensor import Tensor, where
 from asgrad.tensor.dtypes import is_float, is_int
-from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
+from asgrad.tensor.nn_functional import adam_ema
 
 __all__ = [
     "binary_cross_entropy",
@@ -31,9 +32,41 @@ __all__ = [
     "sigmoid_focal_loss",
 ]
 
-# PyTorch clamps binary_cross_entropy's logs at -100; clamping the probability at
-# e**-100 first gives the same forward values and keeps the gradient finite.
-_LOG_FLOOR = math.exp(-100.0)
+# PyTorch's binary_cross_entropy clamps its logs at -100 and has a backward of its own,
+# (p - t) / max(p (1 - p), 1e-12): bounded, and where p (1 - p) < 1e-12 not the
+# derivative of the clamped value (at p = 0, t = 1 the value is 100, the gradient -1e12).
+_LOG_MIN = -100.0
+_BCE_EPS = 1e-12
+
+
+def _log(p: Tensor) -> Tensor:
+    """``log p``, and -100 at 0: ``log(0)`` is never computed (no warning, no 0/0 in
+    its gradient)."""
+    nonzero = p != 0.0
+    return where(nonzero, where(nonzero, p, 1.0).log(), _LOG_MIN)
+
+
+def _stop_gradient(x: Tensor) -> Tensor:
+    """``x``'s value, through which no gradient flows.
+
+    asgrad has no stop-gradient op yet: ``adam_ema`` with ``beta = 0`` computes
+    ``0 * x + 1 * x``, ``x`` itself for any finite ``x``, on every backend, and is not
+    differentiable.
+    """
+    return adam_ema(x, x, 0.0)
+
+
+def _bce_terms(p: Tensor, t: Tensor) -> Tensor:
+    """PyTorch's binary cross-entropy per element: its value and its gradients."""
+    log_p, log_q = _log(p), _log(1.0 - p)
+    loss = -(t * log_p.clamp(min=_LOG_MIN) + (1.0 - t) * log_q.clamp(min=_LOG_MIN))
+    # That is PyTorch's gradient where p (1 - p) >= 1e-12. Elsewhere the value stays, and
+    # the gradients are PyTorch's: (p - t) / 1e-12 for p, log(1 - p) - log(p) for t
+    # (100 at p = 0, -100 at p = 1, where PyTorch's is infinite), from a slope whose
+    # value is taken away.
+    slope = (p * p * 0.5 - _stop_gradient(t) * p) / _BCE_EPS + t * _stop_gradient(log_q - log_p)
+    pinned = _stop_gradient(loss) + (slope - _stop_gradient(slope))
+    return where(p * (1.0 - p) < _BCE_EPS, pinned, loss)
 
 
 def _class_axis(name: str, input: Tensor, axis: int) -> int:
@@ -51,6 +84,14 @@ def _index_targets(name: str, logp: Tensor, target: Tensor, axis: int) -> None:
             f"{name}: input {list(logp.shape)} (classes on axis {axis}) needs integer"
             f" targets of shape {list(expected)}, got {list(target.shape)}"
         )
+
+
+def _label_value(name: str, ignore_index: object) -> int:
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
+        raise ArgumentTypeError(
+            f"{name}: ignore_index must be an int (a label value), got {ignore_index!r}"
+        )
+    return int(ignore_index)
 
 
 def _move_classes_last(t: Tensor, axis: int) -> Tensor:
@@ -73,12 +114,18 @@ def _nll(
     """PyTorch's nll_loss (and cross-entropy's label smoothing) on log-probabilities."""
     n_classes = logp.shape[axis]
     logp_last = _move_classes_last(logp, axis)
-    onehot = target.one_hot(n_classes, logp.dtype)  # all-zero rows for out-of-range labels
+    mask: Tensor | None = None
+    labels = target
+    if ignore_index is not None:
+        # Ignored labels become class 0 before one_hot sees them (it raises for a
+        # label outside [0, C), as PyTorch does); the mask then zeroes their loss.
+        kept = target != _label_value(name, ignore_index)
+        labels = where(kept, target, target.graph.constant(0, target.dtype))
+        mask = kept.cast(logp.dtype)
+    onehot = labels.one_hot(n_classes, logp.dtype)
     w_onehot = onehot if weight is None else onehot * weight
     picked = -(logp_last * w_onehot).sum(axis=-1)  # -w[y] * logp[y]
-    mask: Tensor | None = None
-    if ignore_index is not None:
-        mask = (target != ignore_index).cast(logp.dtype)
+    if mask is not None:
         picked = picked * mask
     loss = picked
     if label_smoothing > 0.0:
@@ -117,7 +164,9 @@ def nll_loss(
     ``axis=1``); ``target`` has input's shape without that axis. ``weight`` (one per
     class) scales each sample's loss, and a ``"mean"`` divides by the total weight of
     the targets. Targets equal to ``ignore_index`` count for nothing (PyTorch's default
-    is -100; here it is off unless given).
+    is -100; here it is off unless given). Any other target outside ``[0, C)``, ``-1``
+    included, raises :class:`~asgrad.tensor.errors.OutOfRangeError` when the graph
+    runs, as in PyTorch.
     """
     check_float_input("nll_loss", "input", input)
     check_reduction("nll_loss", reduction)
@@ -150,7 +199,9 @@ def cross_entropy(
     ``(1 - e) * nll + e / C * sum_c(-w_c * log p_c)``. ``weight`` (one per class) and
     ``ignore_index`` (labels only) act as in :func:`nll_loss`; with probability targets
     a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
-    it is stable for large logits.
+    it is stable for large logits. Integer labels outside ``[0, C)`` that are not
+    ``ignore_index`` raise :class:`~asgrad.tensor.errors.OutOfRangeError` when the
+    graph runs.
     """
     name = "cross_entropy"
     check_float_input(name, "input", input)
@@ -199,16 +250,18 @@ def binary_cross_entropy(
     """BCE on probabilities: ``-(t * log(p) + (1 - t) * log(1 - p))``, times ``weight``.
 
     As PyTorch, each log is clamped at -100, so ``p`` of exactly 0 or 1 gives a finite
-    loss; prefer :func:`binary_cross_entropy_with_logits`, which is stable everywhere.
-    ``weight`` broadcasts against the input.
+    loss (100 at ``p = 0, t = 1``), and the gradient is PyTorch's:
+    ``(p - t) / max(p (1 - p), 1e-12)`` for the input (-1e12 at ``p = 0, t = 1``, where
+    the clamped value is flat) and ``log(1 - p) - log(p)`` for the target (100 at
+    ``p = 0`` and -100 at 1, where PyTorch's is infinite). Prefer
+    :func:`binary_cross_entropy_with_logits`, which is stable everywhere. ``weight``
+    broadcasts against the input.
     """
     name = "binary_cross_entropy"
     check_float_input(name, "input", input)
     check_reduction(name, reduction)
     t = like_input(name, "target", target, input)
-    log_p = input.clamp(min=_LOG_FLOOR).log()
-    log_q = (1.0 - input).clamp(min=_LOG_FLOOR).log()
-    loss = -(t * log_p + (1.0 - t) * log_q)
+    loss = _bce_terms(input, t)
     w = weight_tensor(name, weight, input)
     return reduce(loss if w is None else loss * w, reduction)
 

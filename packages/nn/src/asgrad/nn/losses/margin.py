@@ -99,6 +99,8 @@ def multi_margin_loss(
 
     For scores ``x`` of shape ``(N, C)`` (or ``(C,)``) and integer labels ``y``:
     ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C``, times ``weight[y]`` if given.
+    A label outside ``[0, C)`` raises :class:`~asgrad.tensor.errors.OutOfRangeError`
+    when the graph runs, as in PyTorch.
     """
     name = "multi_margin_loss"
     check_float_input(name, "input", input)

@@ -3,26 +3,35 @@
 ``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
 op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
 ``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
-code generator takes through :class:`~asgrad.tensor.registry.IntoKernel`.
+code generator takes through :class:`~asgrad.tensor.registry.IntoKernel`. The test
+cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from asgrad.tensor.dtypes import as_dtype
-from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import (
-    away_from,
-    broadcast_shapes,
-    randn,
-    require_float,
-    same_dtype,
-    uniform,
+from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
+from asgrad.tensor.ops._common import broadcast_shapes, require_float, same_dtype
+from asgrad.tensor.ops._elementwise_cases import (
+    binary_cases,
+    cast_cases,
+    clamp_cases,
+    compare_cases,
+    gelu_backward_cases,
+    kinked_at_zero,
+    nonzero,
+    normal,
+    positive,
+    sigmoid_cases,
+    softplus_cases,
+    unary_cases,
+    where_cases,
 )
 from asgrad.tensor.ops._erf import erf_f32, gelu_backward_f32, gelu_f32
 from asgrad.tensor.registry import (
@@ -30,7 +39,6 @@ from asgrad.tensor.registry import (
     CasesFn,
     IntoKernel,
     KernelFn,
-    OpCase,
     OpDef,
     TensorType,
     register_op,
@@ -102,6 +110,13 @@ def _infer_clamp(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return _infer_unary_numeric(types, attrs)
 
 
+def _infer_softplus(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    beta = float(attrs.get("beta", 1.0))
+    if beta == 0.0 or not math.isfinite(beta):
+        raise ArgumentError(f"softplus: beta must be a finite non-zero number, got {beta}")
+    return _infer_unary_float(types, attrs)
+
+
 def _infer_gelu_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     g, x = types
     require_float(x)
@@ -121,7 +136,17 @@ _TANH_A = 0.044715
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    """``1 / (1 + e**-x)`` for ``x >= 0``, ``e**x / (1 + e**x)`` below, from one
+    ``e = e**-|x|``: no exponential overflows, and a small result keeps its relative
+    precision (float32 ``sigmoid(-20)`` is 2.06e-9, not 0). NaN stays NaN."""
+    e = np.exp(-np.abs(x))
+    out: np.ndarray = np.where(x < 0, e, 1) / (e + 1)
+    return out
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray = x * _sigmoid(x)
+    return out
 
 
 def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
@@ -161,8 +186,25 @@ def _elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
     return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
 
 
+# softplus is x where beta x > 20 (PyTorch's threshold); below beta x = -1000 it and its
+# gradient underflow to 0. beta x is formed on x clipped to that range: no overflow.
+SOFTPLUS_THRESHOLD, SOFTPLUS_FLOOR = 20.0, -1000.0
+
+
+def softplus_bounds(beta: float) -> tuple[float, float]:
+    """The interval of ``x`` where ``SOFTPLUS_FLOOR <= beta * x <= SOFTPLUS_THRESHOLD``."""
+    a, b = SOFTPLUS_FLOOR / beta, SOFTPLUS_THRESHOLD / beta
+    return (a, b) if beta > 0 else (b, a)
+
+
 def _softplus(x: np.ndarray, beta: float = 1.0) -> np.ndarray:
-    return np.logaddexp(0, x * beta) * (1.0 / beta)
+    """``x`` where ``beta * x > 20``, else ``(max(bx, 0) + log1p(e**-|bx|)) / beta``."""
+    low, high = softplus_bounds(beta)
+    above = x > high if beta > 0 else x < low
+    bx = np.clip(x, low, high) * beta  # softplus(3e38, beta=2) is 3e38, not inf
+    soft = (np.maximum(bx, 0) + np.log1p(np.exp(-np.abs(bx)))) / beta
+    out: np.ndarray = np.where(above, x, soft)
+    return out
 
 
 def _clamp(x: np.ndarray, min: float | None = None, max: float | None = None) -> np.ndarray:
@@ -172,115 +214,6 @@ def _clamp(x: np.ndarray, min: float | None = None, max: float | None = None) ->
 
 def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
     return x.astype(dtype)
-
-
-# -- cases ------------------------------------------------------------------------------------
-_UNARY_SHAPES = ((3, 4), (2, 1, 5), ())
-
-
-def _unary_cases(
-    make: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray],
-    attrs: Sequence[dict[str, object]] = ({},),
-    large: float | None = None,
-) -> CasesFn:
-    def cases(rng: np.random.Generator) -> list[OpCase]:
-        out = [
-            OpCase((make(rng, s),), a, label=f"{list(s)} {a}") for s in _UNARY_SHAPES for a in attrs
-        ]
-        if large is not None:
-            big = rng.uniform(-large, large, (4, 33))
-            out.append(OpCase((big,), attrs[0], grad=False, label="large magnitudes"))
-        return out
-
-    return cases
-
-
-def _normal(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return randn(rng, *shape)
-
-
-def _positive(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return uniform(rng, 0.3, 3.0, *shape)
-
-
-def _kinked_at_zero(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return away_from(rng, [0.0], *shape)
-
-
-_BINARY_SHAPES = (
-    ((3, 4), (3, 4)),
-    ((2, 3, 4), (3, 1)),
-    ((4, 1), (1, 5)),
-    ((), (2, 3)),
-    ((5,), (2, 1, 5)),
-)
-
-
-def _binary_cases(
-    make_a: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] = _normal,
-    make_b: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] = _normal,
-) -> CasesFn:
-    def cases(rng: np.random.Generator) -> list[OpCase]:
-        return [
-            OpCase((make_a(rng, sa), make_b(rng, sb)), label=f"{list(sa)} {list(sb)}")
-            for sa, sb in _BINARY_SHAPES
-        ]
-
-    return cases
-
-
-def _nonzero(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    out: np.ndarray = uniform(rng, 0.5, 2.0, *shape) * rng.choice([-1.0, 1.0], shape)
-    return out
-
-
-def _compare_cases(rng: np.random.Generator) -> list[OpCase]:
-    out = []
-    for sa, sb in _BINARY_SHAPES:
-        a = rng.integers(-2, 3, sa).astype(np.float64)
-        b = rng.integers(-2, 3, sb).astype(np.float64)
-        out.append(OpCase((a, b), grad=False, label=f"{list(sa)} {list(sb)}"))
-    return out
-
-
-def _where_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [
-        OpCase((rng.random((3, 4)) > 0.5, randn(rng, 3, 4), randn(rng, 3, 4)), wrt=(1, 2)),
-        OpCase((rng.random((3, 1)) > 0.5, randn(rng, 1, 4), randn(rng, 2, 3, 4)), wrt=(1, 2)),
-        OpCase((rng.random((4,)) > 0.5, randn(rng, 3, 4), randn(rng)), wrt=(1, 2)),
-    ]
-
-
-def _cast_cases(rng: np.random.Generator) -> list[OpCase]:
-    x = randn(rng, 3, 4, scale=3.0)
-    return [
-        OpCase((x,), {"dtype": "float32"}, grad=False, label="to float32"),
-        OpCase((x,), {"dtype": "int64"}, grad=False, label="to int64"),
-        OpCase((x > 0,), {"dtype": "float64"}, grad=False, label="bool to float"),
-    ]
-
-
-def _gelu_backward_cases(rng: np.random.Generator) -> list[OpCase]:
-    out = []
-    for approximate in ("none", "tanh"):
-        a = {"approximate": approximate}
-        out += [
-            OpCase((randn(rng, 3, 4), randn(rng, 3, 4) * 2.0), a, label=f"(3, 4) {approximate}"),
-            OpCase((randn(rng, 2, 3, 5), randn(rng, 2, 3, 5)), a, label=f"rank 3 {approximate}"),
-            OpCase((randn(rng), randn(rng)), a, label=f"scalar {approximate}"),
-        ]
-    big = (randn(rng, 4, 33), uniform(rng, -30.0, 30.0, 4, 33))
-    out.append(OpCase(big, {"approximate": "none"}, grad=False, label="large magnitudes"))
-    return out
-
-
-def _clamp_cases(rng: np.random.Generator) -> list[OpCase]:
-    x = away_from(rng, [-0.5, 0.7], 3, 4)
-    return [
-        OpCase((x,), {"min": -0.5, "max": 0.7}),
-        OpCase((x,), {"min": -0.5}),
-        OpCase((x,), {"max": 0.7}),
-    ]
 
 
 # -- registration ---------------------------------------------------------------------------------
@@ -298,41 +231,47 @@ def _binary(name: str, kernel: KernelFn, doc: str, cases: CasesFn, **fields: Any
 
 
 _T1, _T2 = (2e-5, 1e-6), (2e-5, 2e-6)
-_elementwise("neg", np.negative, "-x", _unary_cases(_normal), infer=_infer_unary_numeric)
-_elementwise("exp", np.exp, "e**x", _unary_cases(_normal, large=80.0), tolerance=_T1)
-_elementwise("log", np.log, "natural logarithm", _unary_cases(_positive), tolerance=_T1)
-_elementwise("sqrt", np.sqrt, "square root", _unary_cases(_positive))
-_elementwise("abs", np.abs, "|x|", _unary_cases(_kinked_at_zero), infer=_infer_unary_numeric)
+_elementwise("neg", np.negative, "-x", unary_cases(normal), infer=_infer_unary_numeric)
+_elementwise("exp", np.exp, "e**x", unary_cases(normal, large=80.0), tolerance=_T1)
+_elementwise("log", np.log, "natural logarithm", unary_cases(positive), tolerance=_T1)
+_elementwise("sqrt", np.sqrt, "square root", unary_cases(positive))
+_elementwise("abs", np.abs, "|x|", unary_cases(kinked_at_zero), infer=_infer_unary_numeric)
 _elementwise(
     "sign",
     np.sign,
     "-1, 0 or 1 (zero gradient)",
-    _unary_cases(_kinked_at_zero),
+    unary_cases(kinked_at_zero),
     infer=_infer_unary_numeric,
     differentiable=False,
 )
-_elementwise("sin", np.sin, "sine", _unary_cases(_normal), tolerance=_T2)
-_elementwise("cos", np.cos, "cosine", _unary_cases(_normal), tolerance=_T2)
-_elementwise("tanh", np.tanh, "hyperbolic tangent", _unary_cases(_normal, large=60), tolerance=_T2)
-_elementwise("sigmoid", _sigmoid, "1 / (1 + e**-x)", _unary_cases(_normal, large=60), tolerance=_T2)
+_elementwise("sin", np.sin, "sine", unary_cases(normal), tolerance=_T2)
+_elementwise("cos", np.cos, "cosine", unary_cases(normal), tolerance=_T2)
+_elementwise("tanh", np.tanh, "hyperbolic tangent", unary_cases(normal, large=60), tolerance=_T2)
+_elementwise(
+    "sigmoid",
+    _sigmoid,
+    "1 / (1 + e**-x), as e**x / (1 + e**x) for x < 0 (no underflow to 0 near -20)",
+    sigmoid_cases,
+    tolerance=_T2,
+)
 _elementwise(
     "relu",
     lambda x: np.maximum(x, 0),
     "max(x, 0)",
-    _unary_cases(_kinked_at_zero),
+    unary_cases(kinked_at_zero),
     infer=_infer_unary_numeric,
 )
 _elementwise(
     "leaky_relu",
     _leaky_relu,
     "x if x > 0 else alpha * x",
-    _unary_cases(_kinked_at_zero, [{"alpha": 0.01}, {"alpha": 0.2}]),
+    unary_cases(kinked_at_zero, [{"alpha": 0.01}, {"alpha": 0.2}]),
 )
 _elementwise(
     "gelu",
     _gelu,
     "x * Phi(x), exact (erf) or tanh approximation",
-    _unary_cases(_normal, [{"approximate": "none"}, {"approximate": "tanh"}], large=30.0),
+    unary_cases(normal, [{"approximate": "none"}, {"approximate": "tanh"}], large=30.0),
     tolerance=(5e-5, 5e-6),
     into=IntoKernel(fn=gelu_f32, work=3, exact=False, when=_exact_gelu),
 )
@@ -340,7 +279,7 @@ _elementwise(
     "gelu_backward",
     _gelu_backward,
     "GELU's input gradient g * GELU'(x), exact (erf) or tanh",
-    _gelu_backward_cases,
+    gelu_backward_cases,
     arity=2,
     infer=_infer_gelu_backward,
     tolerance=(5e-5, 5e-6),
@@ -352,54 +291,53 @@ _elementwise(
     "erf",
     erf_kernel,
     "the error function",
-    _unary_cases(_normal),
+    unary_cases(normal),
     tolerance=(1e-5, 2e-6),
     into=IntoKernel(fn=erf_f32, work=2, exact=False),
 )
-_elementwise(
-    "silu", lambda x: x * _sigmoid(x), "x * sigmoid(x)", _unary_cases(_normal), tolerance=_T2
-)
+_elementwise("silu", _silu, "x * sigmoid(x)", sigmoid_cases, tolerance=_T2)
 _elementwise(
     "elu",
     _elu,
     "x if x > 0 else alpha * (e**x - 1)",
-    _unary_cases(_kinked_at_zero, [{"alpha": 1.0}, {"alpha": 0.5}]),
+    unary_cases(kinked_at_zero, [{"alpha": 1.0}, {"alpha": 0.5}]),
     tolerance=_T2,
 )
 _elementwise(
     "softplus",
     _softplus,
-    "log(1 + e**(beta x)) / beta",
-    _unary_cases(_normal, [{"beta": 1.0}, {"beta": 2.0}], large=60.0),
+    "log(1 + e**(beta x)) / beta; x where beta x > 20 (PyTorch's threshold)",
+    softplus_cases,
+    infer=_infer_softplus,
     tolerance=_T2,
 )
-_elementwise("clamp", _clamp, "clip to [min, max]", _clamp_cases, infer=_infer_clamp)
+_elementwise("clamp", _clamp, "clip to [min, max]", clamp_cases, infer=_infer_clamp)
 _elementwise(
     "cast",
     _cast,
     "convert to another dtype",
-    _cast_cases,
+    cast_cases,
     infer=_infer_cast,
     tolerance=(1e-6, 1e-6),
     identity_if_same_type=True,
 )
 
-_binary("add", np.add, "a + b", _binary_cases())
-_binary("sub", np.subtract, "a - b", _binary_cases())
-_binary("mul", np.multiply, "a * b", _binary_cases())
+_binary("add", np.add, "a + b", binary_cases())
+_binary("sub", np.subtract, "a - b", binary_cases())
+_binary("mul", np.multiply, "a * b", binary_cases())
 _binary(
-    "div", np.divide, "a / b (floats)", _binary_cases(_normal, _nonzero), infer=_infer_binary_float
+    "div", np.divide, "a / b (floats)", binary_cases(normal, nonzero), infer=_infer_binary_float
 )
 _binary(
     "pow",
     np.power,
     "a ** b (floats)",
-    _binary_cases(_positive, _normal),
+    binary_cases(positive, normal),
     infer=_infer_binary_float,
     tolerance=(5e-5, 1e-6),
 )
-_binary("maximum", np.maximum, "elementwise max", _binary_cases())
-_binary("minimum", np.minimum, "elementwise min", _binary_cases())
+_binary("maximum", np.maximum, "elementwise max", binary_cases())
+_binary("minimum", np.minimum, "elementwise min", binary_cases())
 for _name, _kernel, _doc in (
     ("equal", np.equal, "a == b"),
     ("not_equal", np.not_equal, "a != b"),
@@ -408,12 +346,12 @@ for _name, _kernel, _doc in (
     ("greater", np.greater, "a > b"),
     ("greater_equal", np.greater_equal, "a >= b"),
 ):
-    _binary(_name, _kernel, _doc, _compare_cases, infer=_infer_compare, differentiable=False)
+    _binary(_name, _kernel, _doc, compare_cases, infer=_infer_compare, differentiable=False)
 _elementwise(
     "where",
     np.where,
     "cond ? a : b",
-    _where_cases,
+    where_cases,
     arity=3,
     infer=_infer_where,
     tolerance=(1e-6, 1e-7),

@@ -3,6 +3,11 @@
 ``scatter_slice(g, x)`` and ``scatter_add(g, indices, x)`` are the gradients of
 ``slice`` and ``gather``: zeros shaped like ``x`` (read for its shape only) with
 ``g`` written or added at the indices.
+
+The ops that take an integer index array (``gather``, ``scatter_add``, ``one_hot``)
+accept indices in ``[0, n)`` only: a negative index is an error, not a count from the
+end (as PyTorch's ``gather`` and ``embedding``), and every kernel checks its indices
+with :func:`check_indices` before it reads anything.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.tensor.dtypes import as_dtype, is_int
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import DTypeError, OutOfRangeError, ShapeError
 from asgrad.tensor.ops._common import normalize_axis, randn
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, Shape, TensorType, register_op
 
@@ -62,6 +67,30 @@ def _scatter_slice(
     return out
 
 
+def check_indices(op: str, indices: np.ndarray, n: int, what: str, hint: str = "") -> None:
+    """Raise :class:`OutOfRangeError` unless every element of ``indices`` is in ``[0, n)``.
+
+    One pass over the array: seen as unsigned integers of the same width, negative
+    indices are larger than any valid one, so the maximum alone decides. The message
+    names ``op``, an offending value and the valid range; ``what`` says what ``n``
+    counts (``"axis 0 of size 5"``, ``"depth 3"``); ``hint`` ends the message.
+    """
+    flat = np.asarray(indices)
+    if flat.size == 0:
+        return
+    if int(flat.view(f"u{flat.dtype.itemsize}").max()) < n:
+        return
+    low, high = int(flat.min()), int(flat.max())
+    bad = low if low < 0 else high
+    valid = f"the valid range is [0, {n - 1}]" if n > 0 else "no index is valid"
+    if bad < 0:
+        valid += ": a negative index is an error, not a count from the end"
+    raise OutOfRangeError(
+        f"{op}: index {bad} is out of range for {what} (the indices range over"
+        f" [{low}, {high}]); {valid}{hint}"
+    )
+
+
 def _infer_gather(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x, idx = types
     if not is_int(idx.dtype):
@@ -71,6 +100,7 @@ def _infer_gather(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _gather(x: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
+    check_indices("gather", indices, x.shape[axis], f"axis {axis} of size {x.shape[axis]}")
     if axis == 0:
         out: np.ndarray = x[indices]
         return out
@@ -88,10 +118,11 @@ def _infer_scatter_add(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _scatter_add(g: np.ndarray, indices: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
+    n = x.shape[axis]
+    check_indices("scatter_add", indices, n, f"axis {axis} of size {n}")
     out = np.zeros(x.shape, dtype=g.dtype)
     if axis == 0 and indices.ndim == 1 and x.ndim == 2:
         # One bincount per column is much faster than np.add.at for embeddings.
-        n = x.shape[0]
         flat = (indices[:, None] * x.shape[1] + np.arange(x.shape[1])).ravel()
         out += (
             np.bincount(flat, weights=g.ravel(), minlength=n * x.shape[1])
@@ -116,6 +147,8 @@ def _infer_one_hot(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _one_hot(indices: np.ndarray, depth: int, dtype: str = "float32") -> np.ndarray:
+    hint = "; a loss's class labels must be in this range or equal its ignore_index"
+    check_indices("one_hot", indices, depth, f"depth {depth}", hint)
     out: np.ndarray = (indices[..., None] == np.arange(depth)).astype(dtype)
     return out
 
@@ -199,7 +232,7 @@ register_op(
         arity=2,
         tolerance=(0.0, 0.0),
         cases=_gather_cases,
-        doc="take indices along an axis (embedding lookup)",
+        doc="take indices in [0, n) along an axis (embedding lookup); others raise",
     )
 )
 register_op(
@@ -211,7 +244,7 @@ register_op(
         arity=3,
         tolerance=(1e-5, 1e-6),
         cases=_scatter_add_cases,
-        doc="add g into zeros shaped like x at indices (gather's gradient)",
+        doc="add g into zeros shaped like x at indices in [0, n) (gather's gradient)",
         shape_only_inputs=(2,),
         fresh_result=True,
     )
@@ -226,7 +259,7 @@ register_op(
         differentiable=False,
         tolerance=(0.0, 0.0),
         cases=_one_hot_cases,
-        doc="one-hot encode integer indices",
+        doc="one-hot encode integer indices in [0, depth); others raise",
         fresh_result=True,
     )
 )
