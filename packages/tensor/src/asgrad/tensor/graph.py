@@ -51,7 +51,7 @@ class Variable:
     (2, 3)
     """
 
-    __slots__ = ("_holder", "_value", "name", "trainable")
+    __slots__ = ("__weakref__", "_holder", "_value", "name", "trainable")
 
     def __init__(self, name: str, value: np.ndarray, *, trainable: bool = True) -> None:
         self.name = name
