@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -13,7 +14,14 @@ import numpy as np
 
 from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.dtypes import as_dtype
-from asgrad.tensor.errors import AsgradError, GraphError, NameConflictError, ShapeError
+from asgrad.tensor.errors import (
+    ArgumentError,
+    AsgradError,
+    GraphError,
+    NameConflictError,
+    ShapeError,
+)
+from asgrad.tensor.ops._common import check_size
 from asgrad.tensor.registry import Shape, TensorType, get_op
 
 if TYPE_CHECKING:
@@ -36,6 +44,12 @@ def user_location() -> str:
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
+
+
+def locate(op: str, exc: AsgradError) -> AsgradError:
+    """``exc``, raised while building ``op``, as an error of the same class whose message
+    names the op and the user's source line (raise it ``from None``)."""
+    return type(exc)(f"{op}: {exc}\n  (at {user_location()})")
 
 
 class Variable:
@@ -215,6 +229,7 @@ class Graph:
                 raise GraphError(f"parameter {name!r}: give a shape or a variable")
             shape = _check_shape(shape, f"parameter {name!r}")
             dt = as_dtype(dtype)
+            check_size(shape, f"parameter {name!r}", np.dtype(dt).itemsize)
             if init is None:
                 value = np.zeros(shape, dtype=dt)
             elif callable(init):
@@ -252,7 +267,14 @@ class Graph:
 
     def constant(self, value: object, dtype: str | None = None) -> Tensor:
         """A constant value, folded into the graph."""
-        array = np.array(value, dtype=None if dtype is None else as_dtype(dtype))
+        dt = None if dtype is None else as_dtype(dtype)
+        try:
+            array = np.array(value, dtype=dt)
+        except (TypeError, ValueError) as exc:  # ragged lists, strings as numbers
+            raise ArgumentError(
+                f"constant: cannot make an array of the value given ({exc}); give a number,"
+                " an array, or nested lists of one length per axis"
+            ) from None
         if dtype is None and array.dtype == np.float64:
             array = array.astype(np.float32)
         elif dtype is None and array.dtype.kind == "i":
@@ -279,9 +301,9 @@ class Graph:
         attrs = dict(attrs or {})
         try:
             type_ = opdef.infer([n.type for n in nodes], attrs)
+            check_size(type_.shape, "the result", np.dtype(type_.dtype).itemsize)
         except AsgradError as exc:
-            where = user_location()
-            raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
+            raise locate(op, exc) from None
         node = Node(self, op, nodes, attrs, type_, None, user_location())
         self.nodes.append(node)
         return self._wrap(node)
@@ -351,9 +373,10 @@ class Graph:
 
 def _check_shape(shape: Sequence[int], what: str) -> Shape:
     try:
-        out = tuple(int(d) for d in shape)
+        out = tuple(operator.index(d) for d in shape)
     except TypeError:
         raise ShapeError(f"{what}: shape must be a sequence of ints, got {shape!r}") from None
     if any(d < 0 for d in out):
         raise ShapeError(f"{what}: shape {list(out)} has a negative size")
+    check_size(out, what)
     return out

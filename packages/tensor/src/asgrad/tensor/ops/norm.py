@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import normalize_axis, randn, require_float, same_dtype
+from asgrad.tensor.ops._common import (
+    normalize_axis,
+    randn,
+    require_float,
+    require_nonempty_axis,
+    same_dtype,
+)
 from asgrad.tensor.ops._moments import normalize, normalize_backward, row_stats
 from asgrad.tensor.registry import (
     Attrs,
@@ -39,7 +45,7 @@ _NORM_TOLERANCE = (1e-4, 1e-5)
 def _infer_softmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (t,) = types
     require_float(t)
-    normalize_axis(attrs["axis"], len(t.shape))
+    require_nonempty_axis(t, normalize_axis(attrs["axis"], len(t.shape)), "normalise over")
     return t
 
 
