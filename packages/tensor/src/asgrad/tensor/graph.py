@@ -46,12 +46,6 @@ def user_location() -> str:
     return "<unknown>"
 
 
-def locate(op: str, exc: AsgradError) -> AsgradError:
-    """``exc``, raised while building ``op``, as an error of the same class whose message
-    names the op and the user's source line (raise it ``from None``)."""
-    return type(exc)(f"{op}: {exc}\n  (at {user_location()})")
-
-
 class Variable:
     """A named, mutable value that outlives any one graph: a model parameter.
 
@@ -268,13 +262,11 @@ class Graph:
     def constant(self, value: object, dtype: str | None = None) -> Tensor:
         """A constant value, folded into the graph."""
         dt = None if dtype is None else as_dtype(dtype)
-        try:
+        try:  # a ragged list, a string where a number belongs
             array = np.array(value, dtype=dt)
-        except (TypeError, ValueError) as exc:  # ragged lists, strings as numbers
-            raise ArgumentError(
-                f"constant: cannot make an array of the value given ({exc}); give a number,"
-                " an array, or nested lists of one length per axis"
-            ) from None
+        except (TypeError, ValueError) as exc:
+            msg = f"constant: cannot make an array ({exc}); give numbers, one length per axis"
+            raise ArgumentError(msg) from None
         if dtype is None and array.dtype == np.float64:
             array = array.astype(np.float32)
         elif dtype is None and array.dtype.kind == "i":
@@ -303,7 +295,8 @@ class Graph:
             type_ = opdef.infer([n.type for n in nodes], attrs)
             check_size(type_.shape, "the result", np.dtype(type_.dtype).itemsize)
         except AsgradError as exc:
-            raise locate(op, exc) from None
+            where = user_location()
+            raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
         node = Node(self, op, nodes, attrs, type_, None, user_location())
         self.nodes.append(node)
         return self._wrap(node)

@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from asgrad.tensor.errors import (
     ArgumentError,
     ArgumentTypeError,
-    AsgradError,
     GraphError,
     ShapeError,
 )
-from asgrad.tensor.graph import Variable, locate
+from asgrad.tensor.graph import Variable
+from asgrad.tensor.located import checked
 from asgrad.tensor.ops._common import (
     axis_tuple,
     expand_ellipsis,
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from asgrad.tensor.graph import Graph, Node
 
 AxisArg = int | Sequence[int] | None
-T = TypeVar("T")
 
 
 class Tensor:
@@ -101,13 +100,6 @@ class Tensor:
     # -- helpers --------------------------------------------------------------------------
     def _apply(self, op: str, *others: Tensor, **attrs: Any) -> Tensor:
         return self.node.graph.apply(op, (self, *others), attrs)
-
-    def _arg(self, op: str, check: Callable[..., T], *args: Any) -> T:
-        """``check(*args)``; its error names ``op`` and the user's line, as apply's do."""
-        try:
-            return check(*args)
-        except AsgradError as exc:
-            raise locate(op, exc) from None
 
     def _lift(self, other: object) -> Tensor:
         """Turn a Python or numpy value into a constant of this tensor's dtype."""
@@ -225,7 +217,7 @@ class Tensor:
         return self._apply("relu")
 
     def leaky_relu(self, alpha: float = 0.01) -> Tensor:
-        return self._apply("leaky_relu", alpha=self._arg("leaky_relu", float_arg, alpha, "alpha"))
+        return self._apply("leaky_relu", alpha=checked("leaky_relu", float_arg, alpha, "alpha"))
 
     def gelu(self, approximate: str = "none") -> Tensor:
         if approximate not in ("none", "tanh"):
@@ -239,17 +231,17 @@ class Tensor:
         return self._apply("silu")
 
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return self._apply("elu", alpha=self._arg("elu", float_arg, alpha, "alpha"))
+        return self._apply("elu", alpha=checked("elu", float_arg, alpha, "alpha"))
 
     def softplus(self, beta: float = 1.0) -> Tensor:
-        return self._apply("softplus", beta=self._arg("softplus", float_arg, beta, "beta"))
+        return self._apply("softplus", beta=checked("softplus", float_arg, beta, "beta"))
 
     # ``min``/``max`` shadow builtins on purpose: they are PyTorch's argument names.
     def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
         return self._apply(
             "clamp",
-            min=None if min is None else self._arg("clamp", float_arg, min, "min"),
-            max=None if max is None else self._arg("clamp", float_arg, max, "max"),
+            min=None if min is None else checked("clamp", float_arg, min, "min"),
+            max=None if max is None else checked("clamp", float_arg, max, "max"),
         )
 
     clip = clamp
@@ -273,7 +265,7 @@ class Tensor:
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, op: str, axis: AxisArg, keepdims: bool) -> Tensor:
-        axes = self._arg(op, normalize_axes, axis, self.ndim)
+        axes = checked(op, normalize_axes, axis, self.ndim)
         return self._apply(op, axis=axes, keepdims=bool(keepdims))
 
     def sum(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
@@ -293,22 +285,22 @@ class Tensor:
         return self._reduce("var", axis, keepdims)
 
     def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
-        axis = self._arg("argmax", normalize_axis, axis, self.ndim)
+        axis = checked("argmax", normalize_axis, axis, self.ndim)
         return self._apply("argmax", axis=axis, keepdims=bool(keepdims))
 
     def softmax(self, axis: int = -1) -> Tensor:
-        return self._apply("softmax", axis=self._arg("softmax", normalize_axis, axis, self.ndim))
+        return self._apply("softmax", axis=checked("softmax", normalize_axis, axis, self.ndim))
 
     def log_softmax(self, axis: int = -1) -> Tensor:
-        axis = self._arg("log_softmax", normalize_axis, axis, self.ndim)
+        axis = checked("log_softmax", normalize_axis, axis, self.ndim)
         return self._apply("log_softmax", axis=axis)
 
     # -- shape ------------------------------------------------------------------------------------
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        return self._apply("reshape", shape=self._arg("reshape", shape_arg, shape, "shape"))
+        return self._apply("reshape", shape=checked("reshape", shape_arg, shape, "shape"))
 
     def flatten(self, start_axis: int = 0) -> Tensor:
-        start = self._arg("flatten", normalize_axis, start_axis, self.ndim) if self.ndim else 0
+        start = checked("flatten", normalize_axis, start_axis, self.ndim) if self.ndim else 0
         # The -1 goes on the leading (batch) axis, so that the reshape does not bake
         # in the batch size declared at build time (a graph built for batch 3 runs
         # on batch 7).
@@ -318,8 +310,8 @@ class Tensor:
         return self.reshape(*self.shape[:start], -1)
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
-        given = self._arg("transpose", shape_arg, axes, "axes") if axes else ()
-        perm = tuple(self._arg("transpose", normalize_axis, a, self.ndim) for a in given)
+        given = checked("transpose", shape_arg, axes, "axes") if axes else ()
+        perm = tuple(checked("transpose", normalize_axis, a, self.ndim) for a in given)
         perm = perm or tuple(reversed(range(self.ndim)))
         if perm == tuple(range(self.ndim)):
             return self
@@ -333,16 +325,16 @@ class Tensor:
 
     def swapaxes(self, a: int, b: int) -> Tensor:
         perm = list(range(self.ndim))
-        a, b = (self._arg("swapaxes", normalize_axis, i, self.ndim) for i in (a, b))
+        a, b = (checked("swapaxes", normalize_axis, i, self.ndim) for i in (a, b))
         perm[a], perm[b] = perm[b], perm[a]
         return self.transpose(*perm)
 
     def broadcast_to(self, *shape: int | Sequence[int]) -> Tensor:
         # Kept at the declared shape too: fed a larger batch, the target still holds.
-        return self._apply("broadcast_to", shape=self._arg("broadcast_to", shape_arg, shape))
+        return self._apply("broadcast_to", shape=checked("broadcast_to", shape_arg, shape))
 
     def expand_dims(self, axis: int | Sequence[int]) -> Tensor:
-        return self._apply("expand_dims", axis=self._arg("expand_dims", axis_tuple, axis))
+        return self._apply("expand_dims", axis=checked("expand_dims", axis_tuple, axis))
 
     unsqueeze = expand_dims
 
@@ -350,7 +342,7 @@ class Tensor:
         if axis is None:
             axes = tuple(i for i, d in enumerate(self.shape) if d == 1)
         else:
-            axes = self._arg("squeeze", normalize_axes, axis, self.ndim)
+            axes = checked("squeeze", normalize_axes, axis, self.ndim)
         return self._apply("squeeze", axis=axes) if axes else self
 
     def matmul(self, other: Tensor) -> Tensor:
@@ -369,13 +361,13 @@ class Tensor:
         return out
 
     def gather(self, indices: Tensor, axis: int = 0) -> Tensor:
-        axis = self._arg("gather", normalize_axis, axis, self.ndim)
+        axis = checked("gather", normalize_axis, axis, self.ndim)
         return self._apply("gather", indices, axis=axis)
 
     take = gather
 
     def one_hot(self, depth: int, dtype: str = "float32") -> Tensor:
-        depth = self._arg("one_hot", int_arg, depth, "depth")
+        depth = checked("one_hot", int_arg, depth, "depth")
         return self._apply("one_hot", depth=depth, dtype=dtype)
 
     def __getitem__(self, index: object) -> Tensor:
@@ -383,7 +375,7 @@ class Tensor:
         tensors = [i for i, item in enumerate(items) if isinstance(item, Tensor)]
         if tensors:
             return self._gather_index(items, tensors)
-        items = self._arg("index", expand_ellipsis, items, self.ndim)
+        items = checked("index", expand_ellipsis, items, self.ndim)
         basic = tuple(item for item in items if item is not None)
         for item in basic:
             if not isinstance(item, int | slice | np.integer):
