@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from asgrad.gpu.array import GpuArray, persistent
@@ -30,21 +32,34 @@ class GpuVariableStore(VariableStore):
     The host value is uploaded when it is newer than the device's (first use, or after
     ``variable.value = ...``); a value updated on the device is read back only when
     ``variable.value`` is read.
+
+    The store refers to variables weakly: when a variable is garbage-collected (its
+    model, and every graph and compiled program using it, dropped), its buffer goes
+    back to the device's pool for reuse, so a dropped model does not keep device memory.
     """
 
     def __init__(self, device: Device) -> None:
         self.device = device
-        self._arrays: dict[int, tuple[Variable, GpuArray]] = {}
-        self._dirty: set[int] = set()
+        self._arrays: weakref.WeakKeyDictionary[Variable, GpuArray] = weakref.WeakKeyDictionary()
+        self._dirty: weakref.WeakSet[Variable] = weakref.WeakSet()
+
+    def __len__(self) -> int:
+        """Number of variables with a buffer (variables still alive)."""
+        return len(self._arrays)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the variables' buffers (their stored elements)."""
+        return sum(array.nbytes for array in list(self._arrays.values()))
 
     def array(self, variable: Variable) -> GpuArray:
         """The buffer of ``variable`` (allocated on first use; contents per :meth:`sync`)."""
-        entry = self._arrays.get(id(variable))
-        if entry is None:
+        array = self._arrays.get(variable)
+        if array is None:
             host = variable.host_value()
             array = persistent(self.device, host.shape, numpy_dtype(host.dtype.name))
-            entry = self._arrays[id(variable)] = (variable, array)
-        return entry[1]
+            self._arrays[variable] = array
+        return array
 
     def sync(self, variable: Variable) -> None:
         """Upload the host value if the device does not hold the newest one."""
@@ -54,20 +69,20 @@ class GpuVariableStore(VariableStore):
         array = self.array(variable)
         self.device.write(array.buffer, to_storage(np.asarray(value), array.storage_dtype))
         variable.hold(self)
-        self._dirty.discard(id(variable))
+        self._dirty.discard(variable)
 
     def mark_updated(self, variable: Variable) -> None:
         """The device now holds a newer value than the host."""
-        self._dirty.add(id(variable))
+        self._dirty.add(variable)
         variable.hold(self)
 
     def fetch(self, variable: Variable) -> np.ndarray:
         """The newest value of ``variable`` (a readback only if the device changed it)."""
-        if id(variable) not in self._dirty:
+        if variable not in self._dirty:
             return variable.host_value()
-        self._dirty.discard(id(variable))
-        return self._arrays[id(variable)][1].numpy().astype(variable.host_value().dtype)
+        self._dirty.discard(variable)
+        return self._arrays[variable].numpy().astype(variable.host_value().dtype)
 
     def release(self, variable: Variable) -> None:
         """The host was given a new value; the next run uploads it."""
-        self._dirty.discard(id(variable))
+        self._dirty.discard(variable)

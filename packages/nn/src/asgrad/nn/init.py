@@ -18,12 +18,14 @@ multiplies from the right, ``x @ w``), so ``fan_in = shape[0]`` and
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Literal
 
 import numpy as np
 
-from asgrad.tensor.errors import ArgumentError, ShapeError
+from asgrad.tensor.dtypes import as_dtype
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, ShapeError
 
 Shape = Sequence[int]
 RNG = np.random.Generator | int | None
@@ -37,9 +39,32 @@ def _rng(rng: RNG) -> np.random.Generator:
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
+def _shape(shape: Shape) -> tuple[int, ...]:
+    """``shape`` as a tuple of sizes >= 0; a float, a string or a negative size is an error."""
+    try:
+        dims = tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise ArgumentTypeError(f"a shape must be a sequence of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ArgumentError(f"shape {list(dims)} has a negative size")
+    return dims
+
+
+def _positive_fans(shape: Shape, name: str) -> tuple[int, int]:
+    """The fans of ``shape``, which must have every size positive (the scale divides by them)."""
+    dims = _shape(shape)
+    fans = calculate_fans(dims)
+    if 0 in dims:
+        raise ArgumentError(
+            f"{name}: shape {list(dims)} has a size of 0 (fan_in {fans[0]}, fan_out"
+            f" {fans[1]}); a size must be positive for an initializer scaled by the fans"
+        )
+    return fans
+
+
 def calculate_fans(shape: Shape) -> tuple[int, int]:
     """``(fan_in, fan_out)`` of a weight of ``shape`` (see the module docstring)."""
-    shape = tuple(shape)
+    shape = _shape(shape)
     if len(shape) < 2:
         raise ShapeError(f"fans need a weight of rank >= 2, got shape {list(shape)}")
     if len(shape) == 2:
@@ -61,7 +86,9 @@ def calculate_gain(nonlinearity: Nonlinearity, param: float | None = None) -> fl
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
-        slope = 0.01 if param is None else param
+        if param is not None and not isinstance(param, int | float | np.number):
+            raise ArgumentTypeError(f"the leaky_relu slope must be a number, got {param!r}")
+        slope = 0.01 if param is None else float(param)
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
@@ -70,40 +97,44 @@ def calculate_gain(nonlinearity: Nonlinearity, param: float | None = None) -> fl
 
 def zeros(shape: Shape, dtype: str = "float32", rng: RNG = None) -> np.ndarray:
     """All zeros."""
-    return np.zeros(tuple(shape), dtype=dtype)
+    return np.zeros(_shape(shape), dtype=as_dtype(dtype))
 
 
 def ones(shape: Shape, dtype: str = "float32", rng: RNG = None) -> np.ndarray:
     """All ones."""
-    return np.ones(tuple(shape), dtype=dtype)
+    return np.ones(_shape(shape), dtype=as_dtype(dtype))
 
 
 def constant(
     shape: Shape, dtype: str = "float32", rng: RNG = None, *, value: float = 0.0
 ) -> np.ndarray:
     """Every element equal to ``value``."""
-    return np.full(tuple(shape), value, dtype=dtype)
+    return np.full(_shape(shape), value, dtype=as_dtype(dtype))
 
 
 def uniform(
     shape: Shape, dtype: str = "float32", rng: RNG = None, *, low: float = 0.0, high: float = 1.0
 ) -> np.ndarray:
     """U(low, high)."""
-    return _rng(rng).uniform(low, high, tuple(shape)).astype(dtype)
+    if not low <= high:
+        raise ArgumentError(f"uniform: low ({low}) must not exceed high ({high})")
+    return _rng(rng).uniform(low, high, _shape(shape)).astype(as_dtype(dtype))
 
 
 def normal(
     shape: Shape, dtype: str = "float32", rng: RNG = None, *, mean: float = 0.0, std: float = 1.0
 ) -> np.ndarray:
     """N(mean, std**2)."""
-    return _rng(rng).normal(mean, std, tuple(shape)).astype(dtype)
+    if not std >= 0:
+        raise ArgumentError(f"normal: std must be >= 0, got {std}")
+    return _rng(rng).normal(mean, std, _shape(shape)).astype(as_dtype(dtype))
 
 
 def xavier_uniform(
     shape: Shape, dtype: str = "float32", rng: RNG = None, *, gain: float = 1.0
 ) -> np.ndarray:
     """U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio, 2010)."""
-    fan_in, fan_out = calculate_fans(shape)
+    fan_in, fan_out = _positive_fans(shape, "xavier_uniform")
     a = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform(shape, dtype, rng, low=-a, high=a)
 
@@ -112,12 +143,12 @@ def xavier_normal(
     shape: Shape, dtype: str = "float32", rng: RNG = None, *, gain: float = 1.0
 ) -> np.ndarray:
     """N(0, std**2), std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot & Bengio, 2010)."""
-    fan_in, fan_out = calculate_fans(shape)
+    fan_in, fan_out = _positive_fans(shape, "xavier_normal")
     return normal(shape, dtype, rng, std=gain * math.sqrt(2.0 / (fan_in + fan_out)))
 
 
-def _kaiming_std(shape: Shape, a: float, mode: str, nonlinearity: Nonlinearity) -> float:
-    fan_in, fan_out = calculate_fans(shape)
+def _kaiming_std(shape: Shape, a: float, mode: str, nonlinearity: Nonlinearity, name: str) -> float:
+    fan_in, fan_out = _positive_fans(shape, name)
     if mode not in ("fan_in", "fan_out"):
         raise ArgumentError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
     fan = fan_in if mode == "fan_in" else fan_out
@@ -134,7 +165,7 @@ def kaiming_uniform(
     nonlinearity: Nonlinearity = "leaky_relu",
 ) -> np.ndarray:
     """U(-b, b), b = gain * sqrt(3 / fan) (He et al., 2015), as PyTorch's defaults."""
-    bound = math.sqrt(3.0) * _kaiming_std(shape, a, mode, nonlinearity)
+    bound = math.sqrt(3.0) * _kaiming_std(shape, a, mode, nonlinearity, "kaiming_uniform")
     return uniform(shape, dtype, rng, low=-bound, high=bound)
 
 
@@ -148,12 +179,20 @@ def kaiming_normal(
     nonlinearity: Nonlinearity = "leaky_relu",
 ) -> np.ndarray:
     """N(0, std**2), std = gain / sqrt(fan) (He et al., 2015)."""
-    return normal(shape, dtype, rng, std=_kaiming_std(shape, a, mode, nonlinearity))
+    return normal(
+        shape, dtype, rng, std=_kaiming_std(shape, a, mode, nonlinearity, "kaiming_normal")
+    )
 
 
 def fan_in_uniform(fan_in: int) -> Initializer:
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for biases."""
-    bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
+    try:
+        n = 0 if isinstance(fan_in, bool) else operator.index(fan_in)
+    except TypeError:
+        n = 0
+    if n < 1:
+        raise ArgumentError(f"fan_in_uniform: fan_in must be a positive integer, got {fan_in!r}")
+    bound = 1.0 / math.sqrt(n)
 
     def init(shape: Shape, dtype: str = "float32", rng: RNG = None) -> np.ndarray:
         return uniform(shape, dtype, rng, low=-bound, high=bound)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -13,7 +14,14 @@ import numpy as np
 
 from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.dtypes import as_dtype
-from asgrad.tensor.errors import AsgradError, GraphError, NameConflictError, ShapeError
+from asgrad.tensor.errors import (
+    ArgumentError,
+    AsgradError,
+    GraphError,
+    NameConflictError,
+    ShapeError,
+)
+from asgrad.tensor.ops._common import check_size
 from asgrad.tensor.registry import Shape, TensorType, get_op
 
 if TYPE_CHECKING:
@@ -51,7 +59,7 @@ class Variable:
     (2, 3)
     """
 
-    __slots__ = ("_holder", "_value", "name", "trainable")
+    __slots__ = ("__weakref__", "_holder", "_value", "name", "trainable")
 
     def __init__(self, name: str, value: np.ndarray, *, trainable: bool = True) -> None:
         self.name = name
@@ -240,6 +248,7 @@ class Graph:
                 raise GraphError(f"parameter {name!r}: give a shape or a variable")
             shape = _check_shape(shape, f"parameter {name!r}")
             dt = as_dtype(dtype)
+            check_size(shape, f"parameter {name!r}", np.dtype(dt).itemsize)
             if init is None:
                 value = np.zeros(shape, dtype=dt)
             elif callable(init):
@@ -288,7 +297,12 @@ class Graph:
 
     def constant(self, value: object, dtype: str | None = None) -> Tensor:
         """A constant value, folded into the graph."""
-        array = np.array(value, dtype=None if dtype is None else as_dtype(dtype))
+        dt = None if dtype is None else as_dtype(dtype)
+        try:  # a ragged list, a string where a number belongs
+            array = np.array(value, dtype=dt)
+        except (TypeError, ValueError) as exc:
+            msg = f"constant: cannot make an array ({exc}); give numbers, one length per axis"
+            raise ArgumentError(msg) from None
         if dtype is None and array.dtype == np.float64:
             array = array.astype(np.float32)
         elif dtype is None and array.dtype.kind == "i":
@@ -315,6 +329,7 @@ class Graph:
         attrs = dict(attrs or {})
         try:
             type_ = opdef.infer([n.type for n in nodes], attrs)
+            check_size(type_.shape, "the result", np.dtype(type_.dtype).itemsize)
         except AsgradError as exc:
             where = user_location()
             raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
@@ -387,11 +402,12 @@ class Graph:
 
 def _check_shape(shape: Sequence[int], what: str) -> Shape:
     try:
-        out = tuple(int(d) for d in shape)
+        out = tuple(operator.index(d) for d in shape)
     except TypeError:
         raise ShapeError(f"{what}: shape must be a sequence of ints, got {shape!r}") from None
     if any(d < 0 for d in out):
         raise ShapeError(f"{what}: shape {list(out)} has a negative size")
+    check_size(out, what)
     return out
 
 

@@ -12,11 +12,19 @@ from asgrad.tensor.errors import (
     ArgumentError,
     ArgumentTypeError,
     GraphError,
-    OutOfRangeError,
     ShapeError,
 )
 from asgrad.tensor.graph import Variable
-from asgrad.tensor.ops._common import normalize_axes, normalize_axis
+from asgrad.tensor.located import checked
+from asgrad.tensor.ops._common import (
+    axis_tuple,
+    expand_ellipsis,
+    float_arg,
+    int_arg,
+    normalize_axes,
+    normalize_axis,
+    shape_arg,
+)
 from asgrad.tensor.registry import Shape
 
 if TYPE_CHECKING:
@@ -209,7 +217,7 @@ class Tensor:
         return self._apply("relu")
 
     def leaky_relu(self, alpha: float = 0.01) -> Tensor:
-        return self._apply("leaky_relu", alpha=float(alpha))
+        return self._apply("leaky_relu", alpha=checked("leaky_relu", float_arg, alpha, "alpha"))
 
     def gelu(self, approximate: str = "none") -> Tensor:
         if approximate not in ("none", "tanh"):
@@ -223,17 +231,17 @@ class Tensor:
         return self._apply("silu")
 
     def elu(self, alpha: float = 1.0) -> Tensor:
-        return self._apply("elu", alpha=float(alpha))
+        return self._apply("elu", alpha=checked("elu", float_arg, alpha, "alpha"))
 
     def softplus(self, beta: float = 1.0) -> Tensor:
-        return self._apply("softplus", beta=float(beta))
+        return self._apply("softplus", beta=checked("softplus", float_arg, beta, "beta"))
 
     # ``min``/``max`` shadow builtins on purpose: they are PyTorch's argument names.
     def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
         return self._apply(
             "clamp",
-            min=None if min is None else float(min),
-            max=None if max is None else float(max),
+            min=None if min is None else checked("clamp", float_arg, min, "min"),
+            max=None if max is None else checked("clamp", float_arg, max, "max"),
         )
 
     clip = clamp
@@ -257,7 +265,7 @@ class Tensor:
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, op: str, axis: AxisArg, keepdims: bool) -> Tensor:
-        axes = normalize_axes(axis, self.ndim)
+        axes = checked(op, normalize_axes, axis, self.ndim)
         return self._apply(op, axis=axes, keepdims=bool(keepdims))
 
     def sum(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
@@ -277,21 +285,22 @@ class Tensor:
         return self._reduce("var", axis, keepdims)
 
     def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
-        return self._apply("argmax", axis=normalize_axis(axis, self.ndim), keepdims=keepdims)
+        axis = checked("argmax", normalize_axis, axis, self.ndim)
+        return self._apply("argmax", axis=axis, keepdims=bool(keepdims))
 
     def softmax(self, axis: int = -1) -> Tensor:
-        return self._apply("softmax", axis=normalize_axis(axis, self.ndim))
+        return self._apply("softmax", axis=checked("softmax", normalize_axis, axis, self.ndim))
 
     def log_softmax(self, axis: int = -1) -> Tensor:
-        return self._apply("log_softmax", axis=normalize_axis(axis, self.ndim))
+        axis = checked("log_softmax", normalize_axis, axis, self.ndim)
+        return self._apply("log_softmax", axis=axis)
 
     # -- shape ------------------------------------------------------------------------------------
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        target = _shape_args(shape)
-        return self._apply("reshape", shape=target)
+        return self._apply("reshape", shape=checked("reshape", shape_arg, shape, "shape"))
 
     def flatten(self, start_axis: int = 0) -> Tensor:
-        start = normalize_axis(start_axis, self.ndim) if self.ndim else 0
+        start = checked("flatten", normalize_axis, start_axis, self.ndim) if self.ndim else 0
         # The -1 goes on the leading (batch) axis, so that the reshape does not bake
         # in the batch size declared at build time (a graph built for batch 3 runs
         # on batch 7).
@@ -301,8 +310,9 @@ class Tensor:
         return self.reshape(*self.shape[:start], -1)
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
-        perm = _shape_args(axes) if axes else tuple(reversed(range(self.ndim)))
-        perm = tuple(normalize_axis(a, self.ndim) for a in perm)
+        given = checked("transpose", shape_arg, axes, "axes") if axes else ()
+        perm = tuple(checked("transpose", normalize_axis, a, self.ndim) for a in given)
+        perm = perm or tuple(reversed(range(self.ndim)))
         if perm == tuple(range(self.ndim)):
             return self
         return self._apply("transpose", axes=perm)
@@ -315,17 +325,16 @@ class Tensor:
 
     def swapaxes(self, a: int, b: int) -> Tensor:
         perm = list(range(self.ndim))
-        a, b = normalize_axis(a, self.ndim), normalize_axis(b, self.ndim)
+        a, b = (checked("swapaxes", normalize_axis, i, self.ndim) for i in (a, b))
         perm[a], perm[b] = perm[b], perm[a]
         return self.transpose(*perm)
 
     def broadcast_to(self, *shape: int | Sequence[int]) -> Tensor:
         # Kept at the declared shape too: fed a larger batch, the target still holds.
-        return self._apply("broadcast_to", shape=_shape_args(shape))
+        return self._apply("broadcast_to", shape=checked("broadcast_to", shape_arg, shape))
 
     def expand_dims(self, axis: int | Sequence[int]) -> Tensor:
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
-        return self._apply("expand_dims", axis=axes)
+        return self._apply("expand_dims", axis=checked("expand_dims", axis_tuple, axis))
 
     unsqueeze = expand_dims
 
@@ -333,7 +342,7 @@ class Tensor:
         if axis is None:
             axes = tuple(i for i, d in enumerate(self.shape) if d == 1)
         else:
-            axes = normalize_axes(axis, self.ndim)
+            axes = checked("squeeze", normalize_axes, axis, self.ndim)
         return self._apply("squeeze", axis=axes) if axes else self
 
     def matmul(self, other: Tensor) -> Tensor:
@@ -352,19 +361,21 @@ class Tensor:
         return out
 
     def gather(self, indices: Tensor, axis: int = 0) -> Tensor:
-        return self._apply("gather", indices, axis=normalize_axis(axis, self.ndim))
+        axis = checked("gather", normalize_axis, axis, self.ndim)
+        return self._apply("gather", indices, axis=axis)
 
     take = gather
 
     def one_hot(self, depth: int, dtype: str = "float32") -> Tensor:
-        return self._apply("one_hot", depth=int(depth), dtype=dtype)
+        depth = checked("one_hot", int_arg, depth, "depth")
+        return self._apply("one_hot", depth=depth, dtype=dtype)
 
     def __getitem__(self, index: object) -> Tensor:
         items = index if isinstance(index, tuple) else (index,)
         tensors = [i for i, item in enumerate(items) if isinstance(item, Tensor)]
         if tensors:
             return self._gather_index(items, tensors)
-        items = _expand_ellipsis(items, self.ndim)
+        items = checked("index", expand_ellipsis, items, self.ndim)
         basic = tuple(item for item in items if item is not None)
         for item in basic:
             if not isinstance(item, int | slice | np.integer):
@@ -400,20 +411,3 @@ class Tensor:
         idx = items[tensors[0]]
         assert isinstance(idx, Tensor)
         return self.gather(idx, axis=tensors[0])
-
-
-def _shape_args(args: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
-    if len(args) == 1 and not isinstance(args[0], int | np.integer):
-        return tuple(int(d) for d in args[0])
-    return tuple(int(d) for d in args)  # type: ignore[arg-type]  # ints checked by int()
-
-
-def _expand_ellipsis(items: tuple[object, ...], ndim: int) -> tuple[object, ...]:
-    count = sum(item is Ellipsis for item in items)
-    if count > 1:
-        raise OutOfRangeError("an index can only have a single ellipsis ('...')")
-    if not count:
-        return items
-    used = sum(item is not None and item is not Ellipsis for item in items)
-    at = items.index(Ellipsis)
-    return items[:at] + (slice(None),) * (ndim - used) + items[at + 1 :]

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.linear import Linear
 from asgrad.nn.layers.positional import ALiBi, Offset, RoPE
@@ -63,6 +64,8 @@ class MultiHeadAttention(Module):
         rng: init.RNG = None,
     ) -> None:
         super().__init__()
+        embed_dim = positive_int(embed_dim, "MultiHeadAttention", "embed_dim")
+        num_heads = positive_int(num_heads, "MultiHeadAttention", "num_heads")
         if embed_dim % num_heads:
             raise ShapeError(
                 f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by num_heads"

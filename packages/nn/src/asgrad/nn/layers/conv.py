@@ -12,20 +12,13 @@ from collections.abc import Callable
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._checks import IntPair, as_pair, positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.nn_functional import conv2d, conv_transpose2d
 
-IntPair = int | tuple[int, int]
-
-
-def as_pair(value: IntPair, name: str, minimum: int = 0) -> tuple[int, int]:
-    """``value`` as an ``(h, w)`` pair of ints, each at least ``minimum``."""
-    out = (value, value) if isinstance(value, int) else (int(value[0]), int(value[1]))
-    if min(out) < minimum:
-        raise ShapeError(f"{name} must be an int >= {minimum} or a pair of them, got {value!r}")
-    return out
+__all__ = ["Conv2d", "ConvTranspose2d", "IntPair", "as_pair"]
 
 
 def _torch_conv_weight(
@@ -59,7 +52,10 @@ class _ConvNd(Module):
     ) -> None:
         super().__init__()
         name = type(self).__name__
-        if groups < 1 or in_channels % groups or out_channels % groups:
+        in_channels = positive_int(in_channels, name, "in_channels")
+        out_channels = positive_int(out_channels, name, "out_channels")
+        groups = positive_int(groups, name, "groups")
+        if in_channels % groups or out_channels % groups:
             raise ShapeError(
                 f"{name}: groups={groups} must divide in_channels ({in_channels}) and"
                 f" out_channels ({out_channels})"

@@ -6,9 +6,9 @@ import itertools
 
 import numpy as np
 
+from asgrad.nn.layers._checks import probability
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor, Variable
-from asgrad.tensor.errors import ArgumentError
 from asgrad.tensor.nn_functional import dropout
 
 # Each Dropout draws its masks from its own stream: modules made in the same order
@@ -34,9 +34,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5, *, seed: int | None = None) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ArgumentError(f"Dropout probability must be in [0, 1), got {p}")
-        self.p = float(p)
+        self.p = probability(p, "Dropout")
         # Scattered starts (golden-ratio steps, kept in the int32 range that every
         # backend holds): layers' seed streams do not overlap for millions of steps.
         start = (next(_SEEDS) * 0x9E3779B1) % (1 << 30) if seed is None else int(seed)

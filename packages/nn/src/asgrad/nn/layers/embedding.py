@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.dtypes import is_int
@@ -40,6 +41,8 @@ class Embedding(Module):
         rng: init.RNG = None,
     ) -> None:
         super().__init__()
+        num_embeddings = positive_int(num_embeddings, "Embedding", "num_embeddings")
+        embedding_dim = positive_int(embedding_dim, "Embedding", "embedding_dim")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.std = std
         w_init = weight_init or functools.partial(init.normal, std=1.0 if std is None else std)

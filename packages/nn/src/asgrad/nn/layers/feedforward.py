@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.layers.activation import ELU, GELU, Identity, LeakyReLU, ReLU, Sigmoid, SiLU, Tanh
 from asgrad.nn.layers.linear import Linear
 from asgrad.nn.module import Module
@@ -64,12 +65,13 @@ class FeedForward(Module):
         from asgrad.nn.layers.dropout import Dropout
 
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        self.dim = dim
-        self.hidden_dim = hidden_dim if hidden_dim is not None else 4 * dim
-        self.fc1 = Linear(dim, self.hidden_dim, bias, dtype=dtype, rng=rng)
+        self.dim = positive_int(dim, "FeedForward", "dim")
+        hidden = 4 * self.dim if hidden_dim is None else hidden_dim
+        self.hidden_dim = positive_int(hidden, "FeedForward", "hidden_dim")
+        self.fc1 = Linear(self.dim, self.hidden_dim, bias, dtype=dtype, rng=rng)
         self.act = make_activation(activation)
         self.dropout = Dropout(dropout)
-        self.fc2 = Linear(self.hidden_dim, dim, bias, dtype=dtype, rng=rng)
+        self.fc2 = Linear(self.hidden_dim, self.dim, bias, dtype=dtype, rng=rng)
 
     def forward(self, x: Tensor) -> Tensor:
         out: Tensor = self.fc2(self.dropout(self.act(self.fc1(x))))

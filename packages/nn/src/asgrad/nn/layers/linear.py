@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
@@ -38,6 +39,8 @@ class Linear(Module):
         rng: init.RNG = None,
     ) -> None:
         super().__init__()
+        in_features = positive_int(in_features, "Linear", "in_features")
+        out_features = positive_int(out_features, "Linear", "out_features")
         self.in_features, self.out_features = in_features, out_features
         rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
         w_init = weight_init or _torch_linear_weight

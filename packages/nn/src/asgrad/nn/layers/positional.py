@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Graph, Tensor, concat
 from asgrad.tensor.dtypes import is_int
@@ -78,6 +79,8 @@ class SinusoidalPositionalEncoding(Module):
 
     def __init__(self, dim: int, max_len: int = 5000, base: float = 10000.0) -> None:
         super().__init__()
+        dim = positive_int(dim, "SinusoidalPositionalEncoding", "dim")
+        max_len = positive_int(max_len, "SinusoidalPositionalEncoding", "max_len")
         self.dim, self.max_len, self.base = dim, max_len, base
         self.table = sinusoidal_table(max_len, dim, base)
 
@@ -117,6 +120,8 @@ class LearnedPositionalEncoding(Module):
         rng: init.RNG = None,
     ) -> None:
         super().__init__()
+        max_len = positive_int(max_len, "LearnedPositionalEncoding", "max_len")
+        dim = positive_int(dim, "LearnedPositionalEncoding", "dim")
         self.max_len, self.dim, self.std = max_len, dim, std
         w_init = weight_init or functools.partial(init.normal, std=1.0 if std is None else std)
         self.weight = Parameter((max_len, dim), w_init, dtype=dtype, rng=rng)
@@ -153,6 +158,7 @@ class RoPE(Module):
 
     def __init__(self, dim: int, max_len: int = 2048, base: float = 10000.0) -> None:
         super().__init__()
+        dim, max_len = positive_int(dim, "RoPE", "dim"), positive_int(max_len, "RoPE", "max_len")
         if dim % 2:
             raise ShapeError(f"RoPE needs an even head dimension, got {dim}")
         self.dim, self.max_len, self.base = dim, max_len, base
@@ -207,8 +213,8 @@ class ALiBi(Module):
 
     def __init__(self, num_heads: int) -> None:
         super().__init__()
-        self.num_heads = num_heads
-        self.slopes = alibi_slopes(num_heads)
+        self.num_heads = positive_int(num_heads, "ALiBi", "num_heads")
+        self.slopes = alibi_slopes(self.num_heads)
 
     def bias_array(self, q_len: int, k_len: int) -> np.ndarray:
         """The bias ``(H, q_len, k_len)`` as a float64 numpy array."""

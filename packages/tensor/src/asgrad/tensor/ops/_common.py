@@ -1,14 +1,17 @@
-"""Shared pieces of the op definitions: broadcasting, axes, dtype rules, cases."""
+"""Shared pieces of the op definitions and their front doors: broadcasting, axes, sizes,
+argument checks, dtype rules, cases."""
 
 from __future__ import annotations
 
+import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from asgrad.tensor.dtypes import is_float
-from asgrad.tensor.errors import ArgumentTypeError, DTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentTypeError, DTypeError, OutOfRangeError, ShapeError
 from asgrad.tensor.registry import Attrs, Shape, TensorType
 
 
@@ -48,23 +51,95 @@ def require_float(t: TensorType, what: str = "input") -> None:
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:
+    """``axis`` in ``[0, ndim)``; negative axes count from the end, as in numpy."""
     if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
         raise ArgumentTypeError(f"{what} must be an integer, got {axis!r}")
-    if not -ndim <= axis < max(ndim, 1):
-        raise ShapeError(f"{what} {axis} is out of bounds for a value of rank {ndim}")
-    return axis % ndim if ndim else 0
+    if not ndim:
+        raise ShapeError(f"{what} {axis} is out of bounds: a scalar (rank 0) has no axes")
+    if not -ndim <= axis < ndim:
+        raise ShapeError(
+            f"{what} {axis} is out of bounds for a value of rank {ndim};"
+            f" use an axis in [{-ndim}, {ndim - 1}]"
+        )
+    return int(axis) % ndim
+
+
+def require_nonempty_axis(t: TensorType, axis: int, doing: str) -> None:
+    """A ShapeError when an op ``doing`` something over ``axis`` of ``t`` finds it empty."""
+    if t.shape[axis] == 0:
+        raise ShapeError(
+            f"cannot {doing} axis {axis} of {t}: it has size 0, so there is no element"
+            " to take; check how the value became empty (an empty batch or class axis)"
+        )
+
+
+# Element counts above this overflow numpy's int64 sizes (and any memory).
+MAX_ELEMENTS = 2**63 - 1
+
+
+def check_size(shape: Shape, what: str, itemsize: int = 1) -> None:
+    """A ShapeError when ``shape`` has more elements (times ``itemsize`` bytes) than an
+    int64 can count, so that no array of it could exist."""
+    count = math.prod(shape)
+    if count * itemsize > MAX_ELEMENTS:
+        nbytes = f" of {itemsize} bytes" if itemsize > 1 else ""
+        raise ShapeError(
+            f"{what} has shape {list(shape)}: {count} elements{nbytes}, more than an"
+            " int64 can count (2**63 - 1); no array can be this large, check the sizes"
+        )
+
+
+def shape_arg(args: tuple[Any, ...], what: str = "sizes") -> tuple[int, ...]:
+    """Sizes given as ``f(2, 3)`` or ``f((2, 3))``, as ints; a float, string or None is an
+    error, not truncated."""
+    dims = args[0] if len(args) == 1 and not isinstance(args[0], int | np.integer) else args
+    try:
+        return tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be integers, got {args!r}") from None
+
+
+def int_arg(value: Any, what: str) -> int:
+    """``value`` as an int; a float or string is an error, not truncated."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be an integer, got {value!r}") from None
+
+
+def float_arg(value: Any, what: str) -> float:
+    """``value`` as a float (a real number, not a string)."""
+    if isinstance(value, str) or not isinstance(value, int | float | np.number):
+        raise ArgumentTypeError(f"{what} must be a real number, got {value!r}")
+    return float(value)
+
+
+def expand_ellipsis(items: tuple[object, ...], ndim: int) -> tuple[object, ...]:
+    """An index with its ``...`` replaced by as many ``:`` as the axes it stands for."""
+    count = sum(item is Ellipsis for item in items)
+    if count > 1:
+        raise OutOfRangeError("an index can only have a single ellipsis ('...')")
+    if not count:
+        return items
+    used = sum(item is not None and item is not Ellipsis for item in items)
+    at = items.index(Ellipsis)
+    return items[:at] + (slice(None),) * (ndim - used) + items[at + 1 :]
+
+
+def axis_tuple(axis: object) -> tuple[Any, ...]:
+    """``axis`` (an int or a sequence of them) as a tuple, not yet checked."""
+    if isinstance(axis, int | np.integer):
+        return (axis,)
+    if isinstance(axis, Sequence) and not isinstance(axis, str):
+        return tuple(axis)
+    raise ArgumentTypeError(f"axis must be an integer or a sequence of them, got {axis!r}")
 
 
 def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     """Sorted, non-negative, unique axes; None means every axis."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int | np.integer):
-        axes: tuple[Any, ...] = (axis,)
-    elif isinstance(axis, Sequence):
-        axes = tuple(axis)
-    else:
-        raise ArgumentTypeError(f"axis must be an integer or a sequence of them, got {axis!r}")
+    axes = axis_tuple(axis)
     out = tuple(sorted({int(normalize_axis(a, ndim)) for a in axes}))
     if len(out) != len(axes):
         raise ShapeError(f"axis {axis} repeats an axis")

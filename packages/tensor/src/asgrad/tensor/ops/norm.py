@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import normalize_axis, randn, require_float, same_dtype
+from asgrad.tensor.ops._common import (
+    int_arg,
+    normalize_axis,
+    randn,
+    require_float,
+    require_nonempty_axis,
+    same_dtype,
+)
 from asgrad.tensor.ops._moments import normalize, normalize_backward, row_stats
 from asgrad.tensor.registry import (
     Attrs,
@@ -40,7 +47,7 @@ _NORM_TOLERANCE = (1e-4, 1e-5)
 def _infer_softmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (t,) = types
     require_float(t)
-    normalize_axis(attrs["axis"], len(t.shape))
+    require_nonempty_axis(t, normalize_axis(attrs["axis"], len(t.shape)), "normalise over")
     return t
 
 
@@ -106,10 +113,14 @@ def _check_affine(types: Sequence[TensorType], shape: tuple[int, ...], what: str
     same_dtype(types, "input, weight and bias")
 
 
+def _normalized_shape(attrs: Attrs) -> Shape:
+    return tuple(int_arg(d, "normalized_shape") for d in attrs["normalized_shape"])
+
+
 def _infer_layer_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x = types[0]
     require_float(x)
-    shape = tuple(int(d) for d in attrs["normalized_shape"])
+    shape = _normalized_shape(attrs)
     if not shape:
         raise ShapeError("normalized_shape must name at least one trailing axis")
     if x.shape[len(x.shape) - len(shape) :] != shape or len(shape) > len(x.shape):
@@ -137,7 +148,7 @@ def _check_backward(types: Sequence[TensorType], weight_shape: Callable[[], Shap
 
 
 def _infer_layer_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    _check_backward(types, lambda: tuple(int(d) for d in attrs["normalized_shape"]))
+    _check_backward(types, lambda: _normalized_shape(attrs))
     return _infer_layer_norm([types[1]], attrs)
 
 

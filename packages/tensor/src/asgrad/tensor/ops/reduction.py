@@ -13,6 +13,7 @@ from asgrad.tensor.ops._common import (
     randn,
     reduced_shape,
     require_float,
+    require_nonempty_axis,
 )
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
@@ -40,6 +41,7 @@ def _infer_nonempty_reduce(types: Sequence[TensorType], attrs: Attrs) -> TensorT
 def _infer_argmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (t,) = types
     axis = normalize_axis(attrs["axis"], len(t.shape))
+    require_nonempty_axis(t, axis, "take the argmax over")
     keep = bool(attrs.get("keepdims", False))
     return TensorType(reduced_shape(t.shape, (axis,), keep), "int64")
 
