@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from asgrad.tensor.errors import (
     NameConflictError,
     ShapeError,
 )
+from asgrad.tensor.leaf_shapes import check_shape, free_axes
 from asgrad.tensor.ops._common import check_size
 from asgrad.tensor.registry import Shape, TensorType, get_op
 
@@ -216,14 +216,8 @@ class Graph:
         >>> tokens.node.attrs["free"]
         (0, 1)
         """
-        if not isinstance(shape, str | bytes) and any(d is None for d in shape):
-            raise ShapeError(
-                f"input {name!r}: shape {list(shape)} has None; give every axis a size (used"
-                " to infer the graph's shapes) and list the axes whose size may change per"
-                " run in free=, e.g. free=(0,)"
-            )
-        shape = _check_shape(shape, f"input {name!r}")
-        axes = _free_axes(free, len(shape), f"input {name!r}")
+        shape = check_shape(shape, f"input {name!r}", free_hint=True)
+        axes = free_axes(free, len(shape), f"input {name!r}")
         node = self._add_leaf("input", name, TensorType(shape, as_dtype(dtype)), {"free": axes})
         return self._wrap(node)
 
@@ -246,7 +240,7 @@ class Graph:
         if variable is None:
             if shape is None:
                 raise GraphError(f"parameter {name!r}: give a shape or a variable")
-            shape = _check_shape(shape, f"parameter {name!r}")
+            shape = check_shape(shape, f"parameter {name!r}")
             dt = as_dtype(dtype)
             check_size(shape, f"parameter {name!r}", np.dtype(dt).itemsize)
             if init is None:
@@ -398,30 +392,3 @@ class Graph:
         from asgrad.tensor.tensor import Tensor
 
         return Tensor(node)
-
-
-def _check_shape(shape: Sequence[int], what: str) -> Shape:
-    try:
-        out = tuple(operator.index(d) for d in shape)
-    except TypeError:
-        raise ShapeError(f"{what}: shape must be a sequence of ints, got {shape!r}") from None
-    if any(d < 0 for d in out):
-        raise ShapeError(f"{what}: shape {list(out)} has a negative size")
-    check_size(out, what)
-    return out
-
-
-def _free_axes(free: Sequence[int] | None, rank: int, what: str) -> tuple[int, ...]:
-    """The sorted, non-negative axes of ``free`` (default: the leading axis)."""
-    if free is None:
-        return (0,) if rank else ()
-    if isinstance(free, int | str | bytes):
-        raise ShapeError(f"{what}: free must be a sequence of axes, e.g. free=(0,); got {free!r}")
-    axes: set[int] = set()
-    for axis in free:
-        if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-            raise ShapeError(f"{what}: free axes must be integers, got {axis!r}")
-        if not -rank <= axis < rank:
-            raise ShapeError(f"{what}: free axis {axis} is out of range for rank {rank}")
-        axes.add(int(axis) % rank)
-    return tuple(sorted(axes))
