@@ -153,3 +153,22 @@ def test_valid_axes_sizes_and_shapes_still_work() -> None:
     assert Graph().input("y", (np.int64(4), 2)).shape == (4, 2)
     assert _x(()).sum().shape == ()
     assert Graph().constant([[1.0, 2.0], [3.0, 4.0]]).shape == (2, 2)
+
+
+def test_concat_and_stack_axes_name_the_users_line() -> None:
+    from asgrad.tensor.functional import concat, stack
+
+    x = Graph().input("x", (2, 3))
+    for fn, name in ((concat, "concat"), (stack, "stack")):
+        with pytest.raises(ShapeError, match=rf"{name}: axis 5 is out of bounds") as info:
+            fn([x, x], axis=5)
+        assert __file__ in str(info.value)
+
+
+def test_layer_norm_refuses_a_fractional_normalized_shape() -> None:
+    from asgrad.tensor.errors import ArgumentTypeError
+    from asgrad.tensor.nn_functional import layer_norm
+
+    x = Graph().input("x", (2, 4))
+    with pytest.raises(ArgumentTypeError, match=r"normalized_shape must be an integer, got 4\.5"):
+        layer_norm(x, normalized_shape=(4.5,))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from asgrad.tensor.errors import GraphError
+from asgrad.tensor.located import checked
 from asgrad.tensor.ops._common import normalize_axis
 from asgrad.tensor.tensor import Tensor
 
@@ -40,7 +41,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
         raise GraphError("concat needs at least one tensor")
     if len(tensors) == 1:
         return tensors[0]
-    axis = normalize_axis(axis, tensors[0].ndim)
+    axis = checked("concat", normalize_axis, axis, tensors[0].ndim)
     return tensors[0].graph.apply("concat", tuple(tensors), {"axis": axis})
 
 
@@ -51,7 +52,7 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
     """Join tensors along a new axis (numpy.stack)."""
     if not tensors:
         raise GraphError("stack needs at least one tensor")
-    axis = normalize_axis(axis, tensors[0].ndim + 1)
+    axis = checked("stack", normalize_axis, axis, tensors[0].ndim + 1)
     return concat([t.expand_dims(axis) for t in tensors], axis=axis)
 
 

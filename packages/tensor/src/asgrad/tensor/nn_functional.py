@@ -30,6 +30,7 @@ from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import AsgradError, DTypeError, GraphError, ShapeError
 from asgrad.tensor.functional import size_ratio
 from asgrad.tensor.graph import user_location
+from asgrad.tensor.ops._common import int_arg
 from asgrad.tensor.ops.spatial import Pair, pair
 from asgrad.tensor.tensor import Tensor
 
@@ -228,7 +229,7 @@ def layer_norm(
     if normalized_shape is None:
         shape = tuple(weight.shape) if weight is not None else (x.shape[-1],)
     else:
-        shape = tuple(int(d) for d in normalized_shape)
+        shape = tuple(int_arg(d, "layer_norm's normalized_shape") for d in normalized_shape)
     inputs = _affine_inputs(x, weight, bias, shape)
     return x.graph.apply("layer_norm", inputs, {"normalized_shape": shape, "eps": float(eps)})
 
