@@ -7,7 +7,7 @@ import pytest
 
 from asgrad import nn
 from asgrad.nn.errors import StateMismatchError
-from asgrad.tensor import ArgumentError, Graph
+from asgrad.tensor import ArgumentError, ArgumentTypeError, Graph
 
 
 def _regression() -> tuple[nn.Linear, object, dict[str, np.ndarray]]:
@@ -79,3 +79,11 @@ def test_load_state_dict_refuses_a_cast_that_changes_values_and_says_it_is_the_d
     assert "architecture" not in str(info.value)
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
+
+
+def test_a_numpy_array_given_to_a_layer_says_what_to_do_at_the_users_line() -> None:
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    with pytest.raises(ArgumentTypeError, match=r"Sequential expects a symbolic Tensor") as info:
+        model(np.ones((2, 3), np.float32))
+    assert "got numpy.ndarray" in str(info.value)
+    assert __file__ in str(info.value)

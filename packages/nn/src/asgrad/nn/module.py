@@ -10,7 +10,13 @@ import numpy as np
 from asgrad.nn import init as init_
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Variable
-from asgrad.tensor.errors import ArgumentError, AsgradError, GraphError, ShapeError
+from asgrad.tensor.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    AsgradError,
+    GraphError,
+    ShapeError,
+)
 from asgrad.tensor.graph import user_location
 
 
@@ -218,6 +224,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        for arg in (*args, *kwargs.values()):
+            if isinstance(arg, np.ndarray | np.generic):
+                raise ArgumentTypeError(
+                    f"{type(self).__name__} expects a symbolic Tensor from g.input(...), got"
+                    f" {type(arg).__module__}.{type(arg).__name__}; build the graph on inputs"
+                    " and feed the arrays when it runs (asgrad.tensor.evaluate, or a compiled"
+                    f" step)\n  (at {user_location()})"
+                )
         try:
             return self.forward(*args, **kwargs)
         except AsgradError as exc:

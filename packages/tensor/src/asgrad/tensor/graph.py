@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 Initializer = Callable[[Shape, str], np.ndarray]
 
 _NODE_IDS = itertools.count()
+_GRAPH_SERIALS = itertools.count(1)
 _INTERNAL_DIRS = tuple(
     os.path.join("asgrad", name) + os.sep for name in ("tensor", "autograd", "nn", "gpu")
 )
@@ -186,6 +187,7 @@ class Graph:
 
     def __init__(self, name: str = "graph") -> None:
         self.name = name
+        self.serial = next(_GRAPH_SERIALS)  # tells apart graphs of one name in messages
         self.nodes: list[Node] = []
         self._names: dict[str, Node] = {}
         self._variables: dict[int, Node] = {}
@@ -194,6 +196,11 @@ class Graph:
         self.updates: dict[Variable, Tensor] = {}
         # Programs compiled by ``evaluate`` for this graph, keyed by outputs and backend.
         self.programs: LRUCache[tuple[Any, ...], Any] = LRUCache(self.MAX_PROGRAMS)
+
+    @property
+    def label(self) -> str:
+        """How messages name this graph: ``graph 'name' (#serial)``."""
+        return f"graph {self.name!r} (#{self.serial})"
 
     # -- leaves ---------------------------------------------------------------------
     def input(
@@ -317,8 +324,8 @@ class Graph:
         for n in nodes:
             if n.graph is not self:
                 raise GraphError(
-                    f"{op}: input {n.name} belongs to graph {n.graph.name!r}, not"
-                    f" {self.name!r}; build every value of one computation in one graph"
+                    f"{op}: input {n.name} belongs to {n.graph.label}, not {self.label};"
+                    " build every value of one computation in one graph"
                 )
         attrs = dict(attrs or {})
         try:

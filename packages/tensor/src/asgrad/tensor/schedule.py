@@ -75,7 +75,8 @@ def make_schedule(
     roots = [t.node for t in outputs] + [t.node for _, t in pairs]
     graphs = {n.graph for n in roots}
     if len(graphs) > 1:
-        raise GraphError("outputs come from different graphs; compile each graph on its own")
+        names = ", ".join(sorted(g.label for g in graphs))
+        raise GraphError(f"outputs come from different graphs ({names}); compile each on its own")
     for var, value in pairs:
         if not isinstance(var, Variable):
             raise GraphError(f"updates are keyed by Variable, got {type(var).__name__}")

@@ -16,6 +16,7 @@ from asgrad.tensor.errors import (
 )
 from asgrad.tensor.graph import Variable
 from asgrad.tensor.located import checked
+from asgrad.tensor.numpy_interop import NumpyInterop
 from asgrad.tensor.ops._common import (
     axis_tuple,
     expand_ellipsis,
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 AxisArg = int | Sequence[int] | None
 
 
-class Tensor:
+class Tensor(NumpyInterop):
     """A symbolic value of a :class:`~asgrad.tensor.Graph`.
 
     Operators and methods append nodes to the graph; nothing is computed until the
