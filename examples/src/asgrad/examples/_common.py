@@ -11,16 +11,21 @@ from typing import Any, TypeVar
 
 from tqdm import tqdm
 
-from asgrad.tensor import resolve_backend_name
+from asgrad.tensor import AsgradError, get_backend, resolve_backend_name
 
 T = TypeVar("T")
 
 
 def parser(
-    description: str, *, steps: int | None = None, epochs: int | None = None
+    description: str, *, steps: int | None = None, epochs: int | None = None, module: str = ""
 ) -> argparse.ArgumentParser:
-    """The common flags: ``--seed``, ``--device`` and ``--steps`` or ``--epochs``."""
-    p = argparse.ArgumentParser(description=description)
+    """The common flags: ``--seed``, ``--device`` and ``--steps`` or ``--epochs``.
+
+    ``module`` (the example's ``__name__``) names the program in ``--help`` as it is
+    run: ``python -m asgrad.examples.xor``.
+    """
+    prog = f"python -m {module}" if module and module != "__main__" else None
+    p = argparse.ArgumentParser(prog=prog, description=description)
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument(
         "--device",
@@ -39,8 +44,22 @@ def parser(
 
 
 def device(name: str | None) -> str:
-    """The backend name an example runs on."""
-    return resolve_backend_name(name)
+    """The backend name an example runs on.
+
+    A backend that cannot run here (``--device gpu`` without an adapter) ends the
+    program with one line on stderr naming the flag to use instead, and status 1.
+    """
+    try:
+        resolved = resolve_backend_name(name)
+        usable = resolved == "cpu" or get_backend(resolved).available()
+    except AsgradError as exc:
+        raise SystemExit(f"error: --device {name}: {exc}") from None
+    if not usable:
+        raise SystemExit(
+            f"error: --device {name or resolved}: no {resolved} adapter can be opened on this"
+            " machine (python -m asgrad.gpu info says why); run with --device cpu"
+        )
+    return resolved
 
 
 def progress(

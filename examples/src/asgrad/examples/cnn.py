@@ -193,7 +193,10 @@ def _train(
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = parser("Train a small CNN on handwritten digits (sklearn's 8x8 digits or MNIST).")
+    p = parser(
+        "Train a small CNN on handwritten digits (sklearn's 8x8 digits or MNIST).",
+        module="asgrad.examples.cnn",
+    )
     p.add_argument(
         "--epochs",
         type=int,

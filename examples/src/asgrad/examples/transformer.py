@@ -239,7 +239,11 @@ def _train(
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = parser("Train a character-level transformer language model.", steps=STEPS)
+    p = parser(
+        "Train a character-level transformer language model.",
+        steps=STEPS,
+        module="asgrad.examples.transformer",
+    )
     p.add_argument(
         "--time-limit",
         type=float,

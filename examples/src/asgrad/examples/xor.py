@@ -64,7 +64,9 @@ def train(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser("Train a two-layer perceptron on XOR.", steps=1000).parse_args(argv)
+    args = parser(
+        "Train a two-layer perceptron on XOR.", steps=1000, module="asgrad.examples.xor"
+    ).parse_args(argv)
     results = train(args.steps, args.seed, device(args.device), args.quiet)
     results.pop("losses")
     report("xor", **results)
