@@ -134,6 +134,7 @@ def mike(*args: str) -> None:
 
 
 def publish(ref: str, remote: str, branch: str, push: bool) -> Plan:
+    plan(ref, [])  # refuse a ref that publishes nothing before any git command
     had_branch = fetch_pages(remote, branch)
     published = published_versions(remote, branch) if had_branch else []
     chosen = plan(ref, published)
