@@ -182,6 +182,8 @@ def rehearse(temporary: Path, link_check: bool) -> list[str]:
     env = publish_environment(link_check)
 
     run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(origin)], temporary)
+    # A shallow clone (CI's checkout) can only push to a repository that accepts that.
+    run(["git", "--git-dir", str(origin), "config", "receive.shallowUpdate", "true"], temporary)
     run(["git", "push", "--quiet", str(origin), "HEAD:refs/heads/main"], ROOT, env)
     run(["git", "--git-dir", str(origin), "update-ref", f"refs/tags/{tag}", "main"], temporary)
     run(["git", "clone", "--quiet", str(origin), str(work)], temporary, env)
