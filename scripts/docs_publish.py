@@ -173,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         chosen = publish(args.ref, args.remote, args.branch, args.push)
-    except (PublishError, subprocess.CalledProcessError) as exc:
+    except (PublishError, subprocess.CalledProcessError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     aliases = ", ".join(chosen.aliases) or "none"
