@@ -1,0 +1,369 @@
+"""Fault injection: saves killed at every step and at random moments, in every mode.
+
+A forked child (``os.fork`` after the imports, so it starts in milliseconds) saves,
+and is killed with SIGKILL either right after its k-th call of an
+:mod:`asgrad.nn.serialization.atomic` primitive (a sweep over every step of a save,
+every k) or by the parent after a random delay from a seeded generator (``slow``: 100
+kills per mode). After every kill, every checkpoint whose save returned loads intact,
+the one being saved is either the old or the new version, nothing unloadable is
+visible, and the next writer removes what the killed one left. The disk-full,
+read-only and concurrent-writer faults are in ``test_checkpoint_concurrency.py``
+and ``test_checkpoint_disk.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import struct
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from asgrad.nn.serialization import (
+    CheckpointData,
+    CheckpointManager,
+    atomic,
+    load_checkpoint,
+    load_state,
+    save_checkpoint,
+    save_state,
+)
+from asgrad.nn.serialization.locking import LOCK_FILE
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork and SIGKILL")
+
+N = 1 << 14  # float32 elements of the big tensors: 64 KiB each
+PRIMITIVES = ("open_new", "write", "write_at", "fsync", "fsync_dir", "mkdir", "rename", "replace")
+PRIMITIVES += ("unlink",)
+
+
+def model(v: int) -> dict[str, np.ndarray]:
+    return {"w": np.full(N, v, np.float32), "b": np.full(7, v, np.float32)}
+
+
+def optim(v: int) -> dict[str, Any]:
+    return {"m.w": np.full(N, -v, np.float32), "t": v}
+
+
+def state_version(path: Path) -> int:
+    state = load_state(path)
+    v = int(state["b"][0])
+    assert state.keys() == {"b", "w"}
+    assert state["w"].shape == (N,)
+    assert np.all(state["w"] == v)
+    assert np.all(state["b"] == v)
+    return v
+
+
+def ckpt_version(data: CheckpointData) -> int:
+    v = int(data.model_state["b"][0])
+    assert data.verified
+    assert data.model_state["w"].shape == (N,)
+    assert np.all(data.model_state["w"] == v)
+    assert np.all(data.model_state["b"] == v)
+    assert data.optimizer_state is not None
+    assert np.all(data.optimizer_state["m.w"] == -v)
+    assert data.optimizer_state["t"] == v
+    assert data.metrics == {"val_loss": 1.0 / (v + 1)}
+    return v
+
+
+def debris(folder: Path) -> list[str]:
+    """What killed saves left: hidden names other than the lock file."""
+    return sorted(
+        p.name for p in folder.iterdir() if p.name.startswith(".") and p.name != LOCK_FILE
+    )
+
+
+@dataclass
+class Mode:
+    """One way of saving: ``save(folder, v)`` writes version ``v``."""
+
+    save: Callable[[Path, int], None]
+    #: The invariants after a kill, given the last version whose save returned;
+    #: returns the version now visible of what was being saved.
+    check: Callable[[Path, int], int]
+
+
+def _state_check(folder: Path, acked: int) -> int:
+    v = state_version(folder / "w.safetensors")
+    assert v in (acked, acked + 1)
+    return v
+
+
+def _new_check(folder: Path, acked: int) -> int:
+    # The acknowledged folder is whole, and so is any other near it; the one in
+    # flight is whole or absent.
+    assert ckpt_version(load_checkpoint(folder / f"c-{acked}")) == acked
+    for v in range(max(0, acked - 3), acked):
+        if (folder / f"c-{v}").exists():
+            assert ckpt_version(load_checkpoint(folder / f"c-{v}")) == v
+    assert not (folder / f"c-{acked + 2}").exists()
+    if (folder / f"c-{acked + 1}").exists():
+        assert ckpt_version(load_checkpoint(folder / f"c-{acked + 1}")) == acked + 1
+        return acked + 1
+    return acked
+
+
+def _overwrite_check(folder: Path, acked: int) -> int:
+    v = ckpt_version(load_checkpoint(folder / "c"))
+    assert v in (acked, acked + 1)
+    return v
+
+
+def _manager_check(folder: Path, acked: int, keep_last: int) -> int:
+    mgr = CheckpointManager(folder, keep_last=keep_last)
+    steps = mgr.steps()
+    assert steps, "no checkpoint left"
+    assert steps[-1] in (acked, acked + 1)
+    if keep_last >= 2:
+        assert acked in steps
+    for step in steps:
+        assert ckpt_version(mgr.load(step)) == step
+    assert mgr.latest() == mgr.best() == mgr.path_for(steps[-1])  # val_loss falls
+    return steps[-1]
+
+
+def _resave_check(folder: Path, acked: int) -> int:
+    mgr = CheckpointManager(folder)
+    assert mgr.steps() == [7]
+    data = mgr.load(7)
+    v = int(data.model_state["b"][0])
+    data.step = v  # the version, for ckpt_version's checks
+    assert ckpt_version(data) in (acked, acked + 1)
+    return v
+
+
+def _manager_save(folder: Path, v: int, keep_last: int, step: int | None = None) -> None:
+    with CheckpointManager(folder, keep_last=keep_last) as mgr:
+        metrics = {"val_loss": 1 / (v + 1)}
+        mgr.save(v if step is None else step, model(v), optim(v), metrics=metrics)
+
+
+def _ckpt_save(path: Path, v: int, overwrite: bool) -> None:
+    metrics = {"val_loss": 1 / (v + 1)}
+    opt = optim(v)
+    save_checkpoint(
+        path, model(v), step=v, optimizer_state=opt, metrics=metrics, overwrite=overwrite
+    )
+
+
+MODES = {
+    "save_state": Mode(lambda d, v: save_state(d / "w.safetensors", model(v)), _state_check),
+    "save_checkpoint": Mode(lambda d, v: _ckpt_save(d / f"c-{v}", v, False), _new_check),
+    "overwrite": Mode(lambda d, v: _ckpt_save(d / "c", v, True), _overwrite_check),
+    # keep_last=1: the save of step v deletes step v - 1, so kills land in rotation too.
+    "manager": Mode(
+        lambda d, v: _manager_save(d, v, keep_last=1),
+        lambda d, a: _manager_check(d, a, keep_last=1),
+    ),
+    "manager_resave": Mode(lambda d, v: _manager_save(d, v, 2, step=7), _resave_check),
+}
+
+
+def fork(body: Callable[[int], None]) -> tuple[int, int]:
+    """Run ``body(write_fd)`` in a forked child; return its pid and the pipe's read end.
+
+    The child exits 0 when ``body`` returns, 1 (traceback on stderr) when it raises.
+    """
+    read_fd, write_fd = os.pipe()
+    with warnings.catch_warnings():  # forking a process with threads warns on 3.12+
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.close(read_fd)
+            body(write_fd)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+def reap(pid: int) -> bool:
+    """Wait for the child; True if SIGKILL ended it, False if it exited 0."""
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        assert os.WTERMSIG(status) == signal.SIGKILL
+        return True
+    assert os.WEXITSTATUS(status) == 0, "the child failed (its traceback is above)"
+    return False
+
+
+def read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def kill_after(k: int) -> None:
+    """In the child: SIGKILL this process right after the k-th primitive call."""
+    calls = [0]
+    for name in PRIMITIVES:
+        real = getattr(atomic, name)
+
+        def counted(*args: Any, _real: Callable[..., Any] = real) -> Any:
+            result = _real(*args)
+            calls[0] += 1
+            if calls[0] == k:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return result
+
+        setattr(atomic, name, counted)
+
+
+@pytest.fixture
+def no_flush(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``fsync`` a no-op (still a counted primitive call) for speed.
+
+    A SIGKILL cannot undo what reached the page cache, so flushing changes nothing a
+    kill can observe (it matters for power loss); the other tests flush for real.
+    """
+    monkeypatch.setattr(atomic, "fsync", lambda fd: None)
+    monkeypatch.setattr(atomic, "fsync_dir", lambda path: None)
+
+
+@pytest.mark.usefixtures("no_flush")
+@pytest.mark.parametrize("name", sorted(MODES))
+def test_kill_after_every_step_of_a_save(tmp_path: Path, name: str) -> None:
+    """Kill right after the 1st, 2nd, ... file-system call, until the save completes."""
+    mode = MODES[name]
+    seen: set[str] = set()
+    k = 0
+    while True:
+        k += 1
+        folder = tmp_path / str(k)
+        folder.mkdir()
+        mode.save(folder, 0)
+
+        def save_one(_: int, k: int = k, folder: Path = folder) -> None:
+            kill_after(k)
+            mode.save(folder, 1)
+
+        pid, fd = fork(save_one)
+        killed = reap(pid)
+        read_all(fd)
+        if not killed:  # k is past the last call: the sweep is complete
+            break
+        left = debris(folder)
+        if name == "overwrite" and not (folder / "c").exists():
+            seen.add("between the renames")  # load_checkpoint reads .old-c then
+        visible = mode.check(folder, 0)
+        seen.add(f"{'new' if visible == 1 else 'old'}{' + debris' if left else ''}")
+        # The next save (the next start) repairs everything and leaves no debris.
+        mode.save(folder, 2)
+        assert debris(folder) == []
+        assert mode.check(folder, 2) == 2
+    assert k - 1 >= (6 if name == "save_state" else 12), f"only {k - 1} kill points"
+    assert "old + debris" in seen, seen
+    assert any(s.startswith("new") for s in seen), seen
+    if name == "overwrite":
+        assert "between the renames" in seen
+
+
+KILLS = 100  # per mode
+SEED = 20240610
+
+
+def _events(data: bytes) -> list[int]:
+    return [v for (v,) in struct.iter_unpack("<i", data)]
+
+
+READY = -1
+
+
+def _save_forever(mode: Mode, folder: Path, start: int) -> Callable[[int], None]:
+    """The child: save versions start, start + 1, ... and report on the pipe.
+
+    Before each save it sends ``-2 - v``, after it ``v`` (acknowledged: it returned).
+    """
+
+    def body(fd: int) -> None:
+        os.write(fd, struct.pack("<i", READY))
+        for v in itertools.count(start):
+            os.write(fd, struct.pack("<i", -2 - v))
+            mode.save(folder, v)
+            os.write(fd, struct.pack("<i", v))
+
+    return body
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_flush")
+@pytest.mark.parametrize("name", sorted(MODES))
+def test_random_kills_lose_nothing(tmp_path: Path, name: str) -> None:
+    """100 SIGKILLs at random moments of a child that saves in a loop, per mode.
+
+    The child starts on whatever the previous one left, so kills also land in the
+    repair of a previous kill's leftovers. After each kill: the invariants of
+    :class:`Mode`, and the debris never piles up (each start removes the last).
+    """
+    mode = MODES[name]
+    rng = np.random.default_rng(SEED)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    scratch = tmp_path / "calibrate"
+    scratch.mkdir()
+    times = []
+    for v in range(5):
+        t0 = time.perf_counter()
+        mode.save(scratch, v)
+        times.append(time.perf_counter() - t0)
+    save_time = float(np.median(times))
+    mode.save(folder, 0)
+    acked = 0
+    in_save = with_debris = unacknowledged_commits = acknowledged = 0
+    for kill in range(KILLS):
+        pid, fd = fork(_save_forever(mode, folder, acked + 1))
+        assert _events(os.read(fd, 4)) == [READY]
+        time.sleep(rng.uniform(0.0, 2.5 * save_time))
+        os.kill(pid, signal.SIGKILL)
+        assert reap(pid), "the saving child ended by itself"
+        events = _events(read_all(fd))
+        acks = [v for v in events if v >= 0]
+        acknowledged += len(acks)
+        in_save += bool(events) and events[-1] < READY
+        left = debris(folder)
+        with_debris += bool(left)
+        assert len(left) <= 4, f"kill {kill} (seed {SEED}): debris piles up: {left}"
+        last = acks[-1] if acks else acked
+        try:
+            visible = mode.check(folder, last)
+        except Exception as exc:
+            raise AssertionError(f"kill {kill} (seed {SEED}), last acknowledged {last}") from exc
+        unacknowledged_commits += visible == last + 1
+        acked = visible
+        if name == "save_checkpoint":  # keep the folder small: drop old versions
+            for old in folder.glob("c-*"):
+                if int(old.name[2:]) < acked - 3:
+                    shutil.rmtree(old)
+    mode.save(folder, acked + 1)
+    assert debris(folder) == []
+    assert mode.check(folder, acked + 1) == acked + 1
+    print(
+        f"{name}: {KILLS} kills, {in_save} inside a save ({with_debris} left debris, "
+        f"{unacknowledged_commits} after the commit); {acknowledged} saves returned; "
+        f"one save takes {save_time * 1e3:.1f} ms"
+    )
+    # The kills must land inside saves, at all stages, or the test proves nothing.
+    assert in_save >= KILLS // 2, f"only {in_save} of {KILLS} kills landed inside a save"
+    assert with_debris >= KILLS // 10, f"only {with_debris} kills left debris"
+    assert acknowledged >= KILLS // 10, "the children hardly ever finished a save"
