@@ -13,12 +13,14 @@ and ``test_checkpoint_disk.py``.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import shutil
 import signal
 import struct
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -30,8 +32,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+if sys.platform != "win32":
+    import resource
+
 from asgrad.nn.serialization import (
     CheckpointData,
+    CheckpointIOError,
     CheckpointManager,
     atomic,
     load_checkpoint,
@@ -367,3 +373,171 @@ def test_random_kills_lose_nothing(tmp_path: Path, name: str) -> None:
     assert in_save >= KILLS // 2, f"only {in_save} of {KILLS} kills landed inside a save"
     assert with_debris >= KILLS // 10, f"only {with_debris} kills left debris"
     assert acknowledged >= KILLS // 10, "the children hardly ever finished a save"
+
+
+# --- full disk --------------------------------------------------------------------------
+
+
+def fail_at(monkeypatch: pytest.MonkeyPatch, k: int, code: int) -> list[int]:
+    """Make the k-th primitive call raise ``OSError(code)`` before it does anything."""
+    calls = [0]
+    for name in PRIMITIVES:
+        real = getattr(atomic, name)
+
+        def failing(*args: Any, _real: Callable[..., Any] = real) -> Any:
+            calls[0] += 1
+            if calls[0] == k:
+                raise OSError(code, os.strerror(code))
+            return _real(*args)
+
+        monkeypatch.setattr(atomic, name, failing)
+    return calls
+
+
+def _assert_failed_cleanly(exc: CheckpointIOError, folder: Path, visible: int, code: int) -> None:
+    assert exc.errno == code
+    assert isinstance(exc, OSError)
+    assert isinstance(exc.__cause__, OSError)
+    assert str(folder) in str(exc)  # names the path
+    saved_anyway = any(
+        words in str(exc)
+        for words in ("was saved", "new checkpoint is in place", "new file is in place")
+    )
+    # A failed save leaves the previous version, unless it failed after its commit
+    # (deleting old checkpoints) and says so.
+    assert visible == (1 if saved_anyway else 0), str(exc)
+    if not saved_anyway:
+        assert debris(folder) == []  # a failed save removes its own temporary files
+
+
+@pytest.mark.usefixtures("no_flush")
+@pytest.mark.parametrize("name", sorted(MODES))
+def test_disk_full_at_every_step_of_a_save(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC from the 1st, 2nd, ... file-system call of a save, until it completes."""
+    mode = MODES[name]
+    failures = k = 0
+    while True:
+        k += 1
+        folder = tmp_path / str(k)
+        folder.mkdir()
+        mode.save(folder, 0)
+        error: CheckpointIOError | None = None
+        with monkeypatch.context() as patch:
+            calls = fail_at(patch, k, errno.ENOSPC)
+            try:
+                mode.save(folder, 1)
+            except CheckpointIOError as exc:
+                error = exc
+        visible = mode.check(folder, 0)
+        if error is None:
+            assert visible == 1  # the save completed, or only a clean-up failed
+            if calls[0] < k:  # the save made fewer calls: all fault points done
+                break
+        else:
+            failures += 1
+            assert "disk is full" in str(error)
+            _assert_failed_cleanly(error, folder, visible, errno.ENOSPC)
+        mode.save(folder, 2)  # with space again, the next save works and tidies up
+        assert debris(folder) == []
+        assert mode.check(folder, 2) == 2
+    assert failures >= (5 if name == "save_state" else 10), f"{failures} of {k - 1}"
+
+
+def _limited(limit: int, mode: Mode, folder: Path) -> Callable[[int], None]:
+    def body(fd: int) -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+        try:
+            mode.save(folder, 1)
+        except CheckpointIOError as exc:
+            os.write(fd, f"{exc.errno}".encode())
+        else:
+            os.write(fd, b"saved")
+
+    return body
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+@pytest.mark.usefixtures("no_flush")
+@pytest.mark.parametrize("name", sorted(MODES))
+def test_file_size_limit_mid_write(tmp_path: Path, name: str) -> None:
+    """A child whose files may not grow past a limit (RLIMIT_FSIZE): real short writes."""
+    mode = MODES[name]
+    rng = np.random.default_rng(SEED)
+    limits = [0, 1, 100, *rng.integers(0, 4 * N + 2000, 12).tolist(), 10 * N]
+    outcomes = []
+    for i, limit in enumerate(limits):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        mode.save(folder, 0)
+        pid, fd = fork(_limited(int(limit), mode, folder))
+        assert not reap(pid)
+        outcome = read_all(fd).decode()
+        outcomes.append(outcome)
+        visible = mode.check(folder, 0)
+        if outcome == "saved":
+            assert visible == 1
+        else:
+            assert outcome == str(errno.EFBIG)
+            assert visible == 0
+            assert debris(folder) == []
+    assert outcomes[0] == str(errno.EFBIG)
+    assert outcomes[-1] == "saved"
+
+
+# --- read-only folder --------------------------------------------------------------------
+
+
+def _try_save(mode: Mode, folder: Path, as_user: int | None) -> Callable[[int], None]:
+    def body(fd: int) -> None:
+        if as_user is not None:
+            os.setgid(as_user)
+            os.setuid(as_user)
+        try:
+            mode.save(folder, 1)
+        except CheckpointIOError as exc:
+            os.write(fd, f"{exc.errno}\n{exc}".encode())
+        else:
+            os.write(fd, b"saved")
+
+    return body
+
+
+@pytest.mark.usefixtures("no_flush")
+@pytest.mark.parametrize("name", sorted(MODES))
+def test_read_only_folder(tmp_path: Path, name: str) -> None:
+    """Saving into a folder the process may not write: a clear error, nothing changed.
+
+    As root (which may write anywhere) the save runs in a child that first becomes
+    the user ``nobody``; the folder then lies outside pytest's private temp folder.
+    """
+    mode = MODES[name]
+    root = os.geteuid() == 0 if hasattr(os, "geteuid") else False
+    base = Path(tempfile.mkdtemp()) if root else tmp_path
+    try:
+        base.chmod(0o755)
+        folder = base / "ro"
+        folder.mkdir(mode=0o755)
+        mode.save(folder, 0)
+        if root:
+            pid, fd = fork(_try_save(mode, folder, as_user=65534))
+            assert not reap(pid)
+        else:
+            folder.chmod(0o555)
+            pid, fd = fork(_try_save(mode, folder, as_user=None))
+            assert not reap(pid)
+        code, _, message = read_all(fd).decode().partition("\n")
+        assert code in (str(errno.EACCES), str(errno.EPERM)), code
+        assert str(folder) in message
+        assert "make the folder writable" in message
+        folder.chmod(0o755)
+        assert mode.check(folder, 0) == 0
+        assert debris(folder) == []
+    finally:
+        for path in (base, *base.rglob("*")):
+            if path.is_dir():
+                path.chmod(0o755)
+        if root:
+            shutil.rmtree(base)

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asgrad.nn.errors import CheckpointError, CheckpointIOError
+from asgrad.nn.errors import CheckpointError
 from asgrad.nn.serialization import atomic
+from asgrad.nn.serialization.failures import io_error
 from asgrad.nn.serialization.meta import META_FILE, Default, meta_bytes
 from asgrad.nn.serialization.tensorfile import Prepared, write_tensor_file
 
@@ -116,11 +117,9 @@ def commit_checkpoint(target: Path, plan: Plan, overwrite: bool) -> Path:
                     atomic.rename(old, target)
             shutil.rmtree(tmp, ignore_errors=True)
         elif isinstance(exc, OSError):
-            raise CheckpointIOError(
-                f"save_checkpoint: {target} was written and renamed into place, but "
-                f"flushing {parent} failed ({exc}); it may not survive a power loss",
-                path=target,
-                errno=exc.errno,
+            after = "the new checkpoint is in place but may not survive a power loss"
+            raise io_error(
+                exc, "save_checkpoint: cannot flush the folder of", target, after
             ) from exc
         raise
     if exists:

@@ -35,6 +35,11 @@ _HINTS = {
 }
 
 
+def _where(exc: OSError, path: Path) -> str:
+    """The file the call failed on, when it is not ``path`` itself."""
+    return f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+
+
 def io_error(exc: OSError, doing: str, path: Path, after: str = "") -> CheckpointError:
     """The :class:`CheckpointError` to raise for ``exc``, met while ``doing`` ``path``.
 
@@ -43,8 +48,7 @@ def io_error(exc: OSError, doing: str, path: Path, after: str = "") -> Checkpoin
     code = exc.errno
     reason = exc.strerror or str(exc) or type(exc).__name__
     hint = _HINTS.get(code or -1, "check the path and the disk, then retry")
-    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
-    message = f"{doing} {path}: {reason}{where}; {hint}"
+    message = f"{doing} {path}: {reason}{_where(exc, path)}; {hint}"
     if after:
         message += f"; {after}"
     return CheckpointIOError(message, path=path, errno=code)
@@ -64,8 +68,9 @@ def translated(doing: str, path: Path, after: str = "", *, reading: bool = False
     except FileNotFoundError as exc:
         if reading:
             raise CheckpointNotFoundError(
-                f"{doing} {path}: no such file or folder ({exc.filename}); check the path, "
-                "or, if it was just there, retry: a writer may have replaced or rotated it",
+                f"{doing} {path}: no such file or folder{_where(exc, path)}; check the "
+                "path, or, if it was just there, retry: a writer may have replaced or "
+                "rotated it",
                 path=path,
             ) from exc
         raise io_error(exc, doing, path, after) from exc

@@ -12,7 +12,7 @@ from typing import Any, Literal, SupportsFloat
 
 import numpy as np
 
-from asgrad.nn.errors import CheckpointError, CheckpointNotFoundError
+from asgrad.nn.errors import CheckpointError, CheckpointIOError, CheckpointNotFoundError
 from asgrad.nn.serialization import atomic
 from asgrad.nn.serialization.checkpoint import (
     META_FILE,
@@ -207,7 +207,15 @@ class CheckpointManager:
             failed = "the checkpoints already saved are unchanged"
             with translated("CheckpointManager.save: cannot write", target, failed):
                 commit_checkpoint(target, plan, overwrite=True)
-            self.rotate()
+            try:
+                self.rotate()
+            except CheckpointIOError as exc:
+                raise CheckpointIOError(
+                    f"CheckpointManager.save: checkpoint {step} was saved to {target}, but "
+                    f"deleting old checkpoints failed: {exc}",
+                    path=exc.path,
+                    errno=exc.errno,
+                ) from exc
         return target
 
     def rotate(self) -> list[int]:

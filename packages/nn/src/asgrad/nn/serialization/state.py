@@ -29,7 +29,7 @@ from asgrad.nn.errors import (
     StateMismatchError,
 )
 from asgrad.nn.serialization import atomic
-from asgrad.nn.serialization.failures import translated
+from asgrad.nn.serialization.failures import io_error, translated
 from asgrad.nn.serialization.locking import remove_if_abandoned, same_file, try_lock
 from asgrad.nn.serialization.tensorfile import (
     RESERVED_KEYS,
@@ -96,7 +96,7 @@ def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
                 f"save_state: metadata must map str to str, got {k!r}: {v!r}; "
                 "use json.dumps for structured values"
             )
-        if k in RESERVED_KEYS or k == "__metadata__":
+        if k in RESERVED_KEYS:
             raise InvalidStateError(
                 f"save_state: metadata key {k!r} is reserved (asgrad stores the file's "
                 "checksum under it); rename it"
@@ -175,8 +175,7 @@ def save_state(
             if sys.platform == "win32":  # an open file cannot be renamed there
                 os.close(fd)
                 fd = -1
-            atomic.replace(tmp, target)
-            atomic.fsync_dir(folder)
+            atomic.replace(tmp, target)  # the commit
         except BaseException:
             with suppress(OSError):
                 atomic.unlink(tmp)
@@ -184,6 +183,11 @@ def save_state(
         finally:
             if fd >= 0:
                 os.close(fd)
+    try:
+        atomic.fsync_dir(folder)
+    except OSError as exc:
+        after = "the new file is in place but may not survive a power loss"
+        raise io_error(exc, "save_state: cannot flush the folder of", target, after) from exc
     return target
 
 
