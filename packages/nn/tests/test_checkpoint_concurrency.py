@@ -9,8 +9,10 @@ Other processes are forked children (``os.fork`` after the imports).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -275,3 +277,31 @@ def test_killed_checkpoint_writer_leftovers_go_at_the_next_start(tmp_path: Path)
         "ckpt-000000002",
     ]
     assert version(writer.load(2).model_state) == 2
+
+
+def test_another_users_lock_file_does_not_block_a_permitted_writer(tmp_path: Path) -> None:
+    """A shared folder: the lock file belongs to someone else and is read-only to us."""
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    base = Path(tempfile.mkdtemp()) if root else tmp_path
+    try:
+        base.chmod(0o755)
+        folder = base / "shared"
+        folder.mkdir()
+        CheckpointManager(folder).save(1, state(1))
+        (folder / LOCK_FILE).chmod(0o444)
+        folder.chmod(0o777)
+
+        def writer(fd: int) -> None:
+            if root:
+                os.setgid(65534)
+                os.setuid(65534)
+            with CheckpointManager(folder) as mgr:
+                mgr.save(2, state(2))
+            os.write(fd, b"saved")
+
+        pid, fd = fork(writer)
+        assert finish(pid, fd) == b"saved"
+        assert CheckpointManager(folder).steps() == [1, 2]
+    finally:
+        if root:
+            shutil.rmtree(base)

@@ -114,8 +114,15 @@ class WriterLock:
     def acquire(cls, directory: Path, who: str) -> WriterLock:
         """Lock ``directory`` (which must exist) or raise :class:`CheckpointLockedError`."""
         path = directory / LOCK_FILE
+        writable = True
         with translated(f"{who}: cannot open the writer lock", path):
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            except PermissionError:
+                # Another user's lock file in a folder this one may write: lock it
+                # read-only (flock allows that), without saying who holds it.
+                fd = os.open(path, os.O_RDONLY)
+                writable = False
         try:
             if not try_lock(fd):
                 raise CheckpointLockedError(
@@ -125,11 +132,12 @@ class WriterLock:
                     "of scope), or write to another folder",
                     path=directory,
                 )
-            info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.ctime()}
-            with translated(f"{who}: cannot write the writer lock", path):
-                os.ftruncate(fd, 0)
-                os.lseek(fd, 0, os.SEEK_SET)
-                atomic.write(fd, json.dumps(info).encode("utf-8"))
+            if writable:
+                info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.ctime()}
+                with translated(f"{who}: cannot write the writer lock", path):
+                    os.ftruncate(fd, 0)
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    atomic.write(fd, json.dumps(info).encode("utf-8"))
         except BaseException:
             os.close(fd)
             raise

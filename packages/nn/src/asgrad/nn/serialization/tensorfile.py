@@ -115,7 +115,7 @@ def write_tensor_file(fd: int, prepared: Prepared) -> str:
         data = _bytes_of(array)
         for start in range(0, len(data), atomic.CHUNK):
             chunk = data[start : start + atomic.CHUNK]
-            digest.update(chunk)
+            digest.update(chunk)  # while the chunk is in the CPU cache
             atomic.write(fd, chunk)
     checksum = digest.hexdigest()
     atomic.write_at(fd, checksum.encode("ascii"), _SUM_AT)
@@ -226,20 +226,25 @@ def read_tensor_file(path: Path) -> tuple[dict[str, NDArray[Any]], dict[str, str
                 or meta.get(INTEGRITY_KEY) != "sha256"
             ):
                 raise _corrupt(path, "its checksum entry in the header is damaged")
-        digest = hashlib.sha256(raw[:_SUM_AT] + _ZEROS + raw[_SUM_AT + 64 :]) if checksum else None
+        layout = _layout(header, path, file_size - len(raw))
+        zeroed = raw[:_SUM_AT] + _ZEROS + raw[_SUM_AT + 64 :]
+        digest = hashlib.sha256(zeroed) if checksum else None
         tensors: dict[str, NDArray[Any]] = {}
-        for name, dtype, shape in _layout(header, path, file_size - len(raw)):
+        for name, dtype, shape in layout:
             array = np.empty(shape, dtype)
             data = _bytes_of(array)
-            if f.readinto(data) != len(data):
-                raise _corrupt(path, f"it ends inside tensor {name!r}")
-            if digest is not None:
-                digest.update(data)
+            for start in range(0, len(data), atomic.CHUNK):
+                chunk = data[start : start + atomic.CHUNK]
+                if f.readinto(chunk) != len(chunk):
+                    raise _corrupt(path, f"it ends inside tensor {name!r}")
+                if digest is not None:
+                    digest.update(chunk)  # while the chunk is in the CPU cache
             tensors[name] = array
-        if digest is not None and digest.hexdigest() != checksum:
+        actual = None if digest is None else digest.hexdigest()
+        if actual != checksum:
             raise CheckpointCorruptError(
-                f"{path} failed its checksum (SHA-256 {digest.hexdigest()}, the header "
-                f"says {checksum}): it changed after it was written (disk or copy error, "
+                f"{path} failed its checksum (SHA-256 {actual}, the header says "
+                f"{checksum}): it changed after it was written (disk or copy error, "
                 "another program). Load another copy or an older checkpoint",
                 path=path,
             )
