@@ -120,3 +120,17 @@ def test_bad_values_are_invalid_state_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidStateError, match="non-empty strings"):
         save_state(tmp_path / "s", {"": np.zeros(1)})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_manifest_cannot_point_outside_its_folder(tmp_path: Path) -> None:
+    (tmp_path / "secret.safetensors").write_bytes(b"")
+    folder = save_checkpoint(tmp_path / "c", {"x": np.zeros(1)}, step=0)
+    meta = json.loads((folder / "meta.json").read_text())
+    del meta["sha256"], meta["meta_sha256"]  # an old-style manifest, edited
+    meta["files"] = {
+        "model.safetensors": meta["files"]["model.safetensors"],
+        "../secret.safetensors": 0,
+    }
+    (folder / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointCorruptError, match="file list"):
+        load_checkpoint(folder)

@@ -19,6 +19,7 @@ from asgrad.nn.serialization import (
     CheckpointCorruptError,
     CheckpointError,
     InvalidStateError,
+    atomic,
     load_state,
     read_metadata,
     save_state,
@@ -198,3 +199,22 @@ def test_a_header_that_claims_more_than_the_file_holds(tmp_path: Path) -> None:
     path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"\0" * 4)
     with pytest.raises(CheckpointCorruptError, match="'BF16', which numpy cannot"):
         load_state(path)
+
+
+def test_an_array_changed_during_the_save_still_gives_a_valid_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another thread updating parameters mid-save: the bytes hashed are the bytes written."""
+    weights = np.zeros(1000, np.float32)
+    real = atomic.write
+
+    def write_while_training(fd: int, data: bytes | memoryview) -> None:
+        weights[:] += 1  # the "other thread" steps the optimizer right now
+        real(fd, data)
+
+    monkeypatch.setattr(atomic, "write", write_while_training)
+    path = save_state(tmp_path / "s.safetensors", {"w": weights})
+    monkeypatch.undo()
+    loaded = load_state(path)["w"]
+    assert loaded.shape == (1000,)
+    assert np.all(loaded == loaded[0])

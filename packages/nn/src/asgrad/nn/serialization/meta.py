@@ -100,6 +100,7 @@ def _check_fields(meta: dict[str, Any], path: Path) -> None:
     files, sums = meta["files"], meta.get("sha256", {})
     if not (
         all(isinstance(k, str) and type(v) is int for k, v in files.items())
+        and all(k not in ("", ".", "..") and "/" not in k and "\\" not in k for k in files)
         and isinstance(sums, dict)
         and all(isinstance(k, str) and isinstance(v, str) for k, v in sums.items())
         and all(isinstance(k, str) for k in meta.get("model_keys", []))

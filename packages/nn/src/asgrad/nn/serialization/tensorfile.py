@@ -111,11 +111,16 @@ def write_tensor_file(fd: int, prepared: Prepared) -> str:
     head, arrays = prepared
     digest = hashlib.sha256(head)
     atomic.write(fd, head)
+    # Each chunk is copied once, so the bytes hashed are the bytes written even if
+    # another thread changes an array meanwhile (the file is then a torn snapshot
+    # but a valid one), and hashed while they are in the CPU cache.
+    buffer = memoryview(bytearray(min(atomic.CHUNK, max((a.nbytes for a in arrays), default=0))))
     for array in arrays:
         data = _bytes_of(array)
         for start in range(0, len(data), atomic.CHUNK):
-            chunk = data[start : start + atomic.CHUNK]
-            digest.update(chunk)  # while the chunk is in the CPU cache
+            chunk = buffer[: min(atomic.CHUNK, len(data) - start)]
+            chunk[:] = data[start : start + len(chunk)]
+            digest.update(chunk)
             atomic.write(fd, chunk)
     checksum = digest.hexdigest()
     atomic.write_at(fd, checksum.encode("ascii"), _SUM_AT)
