@@ -47,8 +47,11 @@ def recover(parent: Path, names: str) -> list[Path]:
     old = re.compile(rf"\.old-({names})")
     debris = re.compile(rf"\.tmp-(?:{names})-[a-z0-9_]{{8}}|\.trash-(?:{names})-\d+-\d+")
     handled = []
-    for entry in sorted(parent.iterdir()):
-        match = old.fullmatch(entry.name)
+    for name in sorted(
+        n for n in os.listdir(parent) if n.startswith((".old-", ".tmp-", ".trash-"))
+    ):
+        entry = parent / name
+        match = old.fullmatch(name)
         if match and (entry / META_FILE).is_file():
             target = parent / match.group(1)
             if os.path.lexists(target):
@@ -57,7 +60,7 @@ def recover(parent: Path, names: str) -> list[Path]:
                 atomic.rename(entry, target)
                 atomic.fsync_dir(parent)
             handled.append(entry)
-        elif debris.fullmatch(entry.name) and entry.is_dir():
+        elif debris.fullmatch(name) and entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)
             handled.append(entry)
     return handled

@@ -34,6 +34,7 @@ else:
 __all__ = ["LOCK_FILE", "WriterLock", "remove_if_abandoned", "same_file", "try_lock"]
 
 LOCK_FILE = ".asgrad.lock"
+_INFO_SIZE = 1024  # bytes of the holder's description in the lock file
 
 
 def try_lock(fd: int) -> bool:
@@ -88,7 +89,7 @@ def remove_if_abandoned(path: Path) -> bool:
 def _holder(fd: int) -> str:
     try:
         os.lseek(fd, 0, os.SEEK_SET)
-        info = json.loads(os.read(fd, 4096).decode("utf-8"))
+        info = json.loads(os.read(fd, 2 * _INFO_SIZE).decode("utf-8"))
         where = "this process" if info["pid"] == os.getpid() else f"pid {info['pid']}"
         return f"{where} on host {info['host']}, since {info['since']}"
     except (OSError, ValueError, KeyError, TypeError):
@@ -134,10 +135,11 @@ class WriterLock:
                 )
             if writable:
                 info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.ctime()}
+                text = json.dumps(info).encode("utf-8")
                 with translated(f"{who}: cannot write the writer lock", path):
-                    os.ftruncate(fd, 0)
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    atomic.write(fd, json.dumps(info).encode("utf-8"))
+                    # Overwritten in place, padded to a fixed size: no truncation,
+                    # which costs a journal commit on some file systems.
+                    atomic.write_at(fd, text.ljust(_INFO_SIZE), 0)
         except BaseException:
             os.close(fd)
             raise
