@@ -15,6 +15,7 @@ import pytest
 from asgrad.nn.errors import NNError
 from asgrad.nn.serialization import (
     CheckpointCorruptError,
+    CheckpointData,
     CheckpointError,
     CheckpointIOError,
     CheckpointManager,
@@ -134,3 +135,14 @@ def test_a_manifest_cannot_point_outside_its_folder(tmp_path: Path) -> None:
     (folder / "meta.json").write_text(json.dumps(meta))
     with pytest.raises(CheckpointCorruptError, match="file list"):
         load_checkpoint(folder)
+
+
+def test_malformed_rng_state_and_nested_json(tmp_path: Path) -> None:
+    data = CheckpointData(step=0, model_state={}, rng_state={"bit_generator": "PCG64"})
+    with pytest.raises(CheckpointCorruptError, match="PCG64 state is malformed"):
+        data.restore_rng()
+    path = tmp_path / "deep.safetensors"
+    header = b'{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(CheckpointCorruptError, match="not valid JSON"):
+        load_state(path)

@@ -1,14 +1,18 @@
-"""Fault injection: saves killed at every step and at random moments, in every mode.
+"""Fault injection: saves killed, starved of disk and refused, in every save mode.
 
-A forked child (``os.fork`` after the imports, so it starts in milliseconds) saves,
-and is killed with SIGKILL either right after its k-th call of an
-:mod:`asgrad.nn.serialization.atomic` primitive (a sweep over every step of a save,
-every k) or by the parent after a random delay from a seeded generator (``slow``: 100
-kills per mode). After every kill, every checkpoint whose save returned loads intact,
-the one being saved is either the old or the new version, nothing unloadable is
-visible, and the next writer removes what the killed one left. The disk-full,
-read-only and concurrent-writer faults are in ``test_checkpoint_concurrency.py``
-and ``test_checkpoint_disk.py``.
+Modes: ``save_state``, ``save_checkpoint`` of new folders, ``save_checkpoint`` with
+``overwrite=True``, ``CheckpointManager.save`` (rotating the previous step away) and
+``CheckpointManager.save`` of a step that exists. A forked child (``os.fork`` after
+the imports, so it starts in milliseconds) saves, and is killed with SIGKILL either
+right after its k-th call of an :mod:`asgrad.nn.serialization.atomic` primitive (a
+sweep over every step of a save) or by the parent after a random delay from a seeded
+generator (``slow``: 100 kills per mode, counting how many landed mid-save so that the
+test cannot pass vacuously). After every kill, every checkpoint whose save returned
+loads intact, the one being saved is either the old or the new version, nothing
+unloadable is visible, and the next writer removes what the killed one left. Then the
+disk fills up at every step (ENOSPC), files hit a size limit mid-write
+(RLIMIT_FSIZE), and the folder is read-only. Concurrent writers are in
+``test_checkpoint_concurrency.py``.
 """
 
 from __future__ import annotations

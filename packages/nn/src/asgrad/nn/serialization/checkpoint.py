@@ -113,7 +113,14 @@ class CheckpointData:
         ):
             raise CheckpointError(f"restore_rng: unknown bit generator {name!r}")
         bit_generator = bit_generator_type()
-        bit_generator.state = self.rng_state
+        try:
+            bit_generator.state = self.rng_state
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CheckpointCorruptError(
+                f"restore_rng: the saved {name} state is malformed ({exc!r}); the "
+                "checkpoint's meta.json was edited or damaged",
+                path=self.path,
+            ) from exc
         return np.random.Generator(bit_generator)
 
 

@@ -125,7 +125,7 @@ def parse_meta(raw: bytes, path: Path) -> dict[str, Any]:
             raise _corrupt(path, f"its SHA-256 is {actual}, it says {tail.group(1).decode()}")
     try:
         meta = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _corrupt(path, f"it is not valid JSON ({exc})") from exc
     if not isinstance(meta, dict):
         raise _corrupt(path, "it is not a JSON object")

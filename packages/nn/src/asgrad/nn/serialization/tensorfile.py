@@ -157,7 +157,7 @@ def _parse_header(f: Any, path: Path, file_size: int) -> tuple[bytes, dict[str, 
         raise _corrupt(path, "its header does not start with '{'")
     try:
         header = json.loads(raw.decode("utf-8"))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise _corrupt(path, f"its header is not valid JSON ({exc})") from exc
     if not isinstance(header, dict):
         raise _corrupt(path, "its header is not a JSON object")
