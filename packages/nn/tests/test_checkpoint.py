@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 from pathlib import Path
@@ -11,8 +12,10 @@ import numpy as np
 import pytest
 
 from asgrad.nn.serialization import (
+    CheckpointCorruptError,
     CheckpointData,
     CheckpointError,
+    CheckpointIOError,
     CheckpointManager,
     StateMismatchError,
     atomic,
@@ -118,17 +121,20 @@ def test_existing_checkpoint_needs_overwrite(tmp_path: Path) -> None:
         save_checkpoint(p, model_state(2), step=2)
     save_checkpoint(p, model_state(2), step=2, overwrite=True)
     assert load_checkpoint(p).step == 2
-    assert [x.name for x in tmp_path.iterdir()] == ["c"]
+    # No temporary or replaced folder is left; the writer lock file stays.
+    assert sorted(x.name for x in tmp_path.iterdir()) == [".asgrad.lock", "c"]
 
 
 def test_damaged_checkpoints_are_detected(tmp_path: Path) -> None:
     p = save_checkpoint(tmp_path / "c", model_state(1), step=1)
     model = p / "model.safetensors"
     model.write_bytes(model.read_bytes()[:-8])
-    with pytest.raises(CheckpointError, match="damaged"):
+    with pytest.raises(CheckpointCorruptError, match="damaged"):
         load_checkpoint(p)
     (p / "meta.json").write_text("{not json")
-    with pytest.raises(CheckpointError, match="not a complete checkpoint"):
+    with pytest.raises(
+        CheckpointCorruptError, match=r"meta\.json is damaged: it is not valid JSON"
+    ):
         load_checkpoint(p)
     (p / "meta.json").write_text(json.dumps({"format": "asgrad-checkpoint", "version": 99}))
     with pytest.raises(CheckpointError, match="upgrade"):
@@ -148,6 +154,7 @@ def test_manager_rotation_keeps_last_and_best(tmp_path: Path) -> None:
     assert mgr.load(4).step == 4
     np.testing.assert_array_equal(mgr.load("best").model_state["fc1.weight"], 2.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".asgrad.lock",
         "ckpt-000000002",
         "ckpt-000000004",
         "ckpt-000000005",
@@ -216,16 +223,23 @@ def test_half_written_folders_are_ignored_and_cleaned(tmp_path: Path) -> None:
     mgr.save(1, model_state(1))
     # What a crash leaves behind: a temporary folder, a folder being deleted, and a
     # foreign folder that looks like a checkpoint but has no meta.json.
-    (tmp_path / ".tmp-ckpt-000000002-abc").mkdir()
-    (tmp_path / ".tmp-ckpt-000000002-abc" / "model.safetensors").write_bytes(b"xx")
+    (tmp_path / ".tmp-ckpt-000000002-0a1b2c3d").mkdir()
+    (tmp_path / ".tmp-ckpt-000000002-0a1b2c3d" / "model.safetensors").write_bytes(b"xx")
     (tmp_path / ".trash-ckpt-000000000-1-2").mkdir()
     (tmp_path / "ckpt-000000009").mkdir()
+    (tmp_path / ".tmp-not-ours").mkdir()  # not a name asgrad makes: left alone
     assert mgr.steps() == [1]
     assert mgr.load().step == 1
     assert {p.name for p in mgr.cleanup()} == {
-        ".tmp-ckpt-000000002-abc",
+        ".tmp-ckpt-000000002-0a1b2c3d",
         ".trash-ckpt-000000000-1-2",
     }
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".asgrad.lock",
+        ".tmp-not-ours",
+        "ckpt-000000001",
+        "ckpt-000000009",
+    ]
 
 
 def test_failed_checkpoint_save_leaves_previous_and_no_debris(
@@ -234,16 +248,19 @@ def test_failed_checkpoint_save_leaves_previous_and_no_debris(
     mgr = CheckpointManager(tmp_path)
     mgr.save(1, model_state(1))
     calls = {"n": 0}
-    real = atomic.fsync_file
+    real = atomic.fsync
 
-    def fail_second(path: Path) -> None:
+    def fail_second(fd: int) -> None:
         calls["n"] += 1
         if calls["n"] == 2:
-            raise OSError("I/O error")
-        real(path)
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
 
-    monkeypatch.setattr(atomic, "fsync_file", fail_second)
-    with pytest.raises(OSError, match="I/O error"):
+    monkeypatch.setattr(atomic, "fsync", fail_second)
+    with pytest.raises(CheckpointIOError, match="I/O error") as info:
         mgr.save(2, model_state(2), optimizer_state=optimizer_state(2))
+    assert isinstance(info.value, OSError)  # still an OSError, errno kept
+    assert info.value.errno == errno.EIO
+    assert isinstance(info.value.__cause__, OSError)
     assert mgr.steps() == [1]
-    assert [p.name for p in tmp_path.iterdir()] == ["ckpt-000000001"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".asgrad.lock", "ckpt-000000001"]

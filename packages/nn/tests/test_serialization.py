@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -10,7 +11,9 @@ import pytest
 import safetensors.numpy
 
 from asgrad.nn.serialization import (
+    CheckpointCorruptError,
     CheckpointError,
+    CheckpointIOError,
     StateMismatchError,
     atomic,
     check_state,
@@ -63,12 +66,14 @@ def test_failed_write_keeps_the_previous_file(
     target = tmp_path / "s.safetensors"
     save_state(target, {"v": np.zeros(2)})
 
-    def broken_fsync(path: Path) -> None:
-        raise OSError("disk full")
+    def broken_fsync(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(atomic, "fsync_file", broken_fsync)
-    with pytest.raises(OSError, match="disk full"):
+    monkeypatch.setattr(atomic, "fsync", broken_fsync)
+    with pytest.raises(CheckpointIOError, match="disk is full") as info:
         save_state(target, {"v": np.ones(2)})
+    assert isinstance(info.value, OSError)
+    assert "previous file is unchanged" in str(info.value)
     assert load_state(target)["v"].tolist() == [0.0, 0.0]
     assert os.listdir(tmp_path) == ["s.safetensors"]
 
@@ -83,7 +88,7 @@ def test_invalid_inputs(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="no file"):
         load_state(tmp_path / "missing.safetensors")
     (tmp_path / "junk.safetensors").write_bytes(b"\x00" * 3)
-    with pytest.raises(CheckpointError, match="truncated or corrupt"):
+    with pytest.raises(CheckpointCorruptError, match="not a safetensors file"):
         load_state(tmp_path / "junk.safetensors")
 
 

@@ -17,8 +17,13 @@ from __future__ import annotations
 from asgrad.tensor.errors import AsgradError
 
 __all__ = [
+    "CheckpointCorruptError",
     "CheckpointError",
+    "CheckpointIOError",
+    "CheckpointLockedError",
+    "CheckpointNotFoundError",
     "DataError",
+    "InvalidStateError",
     "MetricError",
     "NNError",
     "StateMismatchError",
@@ -43,7 +48,45 @@ class UnknownMetricError(MetricError, KeyError):
 
 
 class CheckpointError(NNError):
-    """A tensor file or checkpoint directory could not be written, read or matched."""
+    """A tensor file or checkpoint directory could not be written, read or matched.
+
+    ``path`` names the file or folder concerned when there is one (else None).
+    """
+
+    def __init__(self, message: str, *, path: object = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No checkpoint or tensor file where one was asked for (or it was deleted mid-read)."""
+
+
+class CheckpointCorruptError(CheckpointError, ValueError):
+    """A file failed its checksum or format check: it was damaged after it was written.
+
+    Re-saving cannot repair it; load another checkpoint (for example an older step).
+    """
+
+
+class CheckpointIOError(CheckpointError, OSError):
+    """The file system refused a read or write: disk full, read-only folder, no permission,
+    a folder where a file belongs. ``errno`` is the refused call's error number.
+
+    A failed save leaves the previous file or checkpoint as it was.
+    """
+
+    def __init__(self, message: str, *, path: object = None, errno: int | None = None) -> None:
+        super().__init__(message, path=path)
+        self.errno = errno
+
+
+class CheckpointLockedError(CheckpointError):
+    """Another writer holds the folder's writer lock; one folder takes one writer at a time."""
+
+
+class InvalidStateError(CheckpointError, ValueError):
+    """A saver was given something it cannot store (a key, dtype or metadata value)."""
 
 
 class StateMismatchError(CheckpointError, KeyError):

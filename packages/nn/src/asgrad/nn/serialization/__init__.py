@@ -4,7 +4,9 @@ Tensor files are plain safetensors (https://github.com/huggingface/safetensors),
 any safetensors reader can open them. Every write is atomic: data goes to a temporary
 file (or folder) next to the target, is flushed to disk with ``fsync``, and is then
 renamed onto the target, so a crash in the middle of a save leaves the previous file
-intact.
+intact; the next writer deletes what a killed save left. Every file carries a SHA-256
+checksum that loading verifies. One folder of checkpoints takes one writer at a time
+(a lock file, ``.asgrad.lock``); a second gets :class:`CheckpointLockedError`.
 
 A checkpoint is a folder ``ckpt-<step>/`` holding
 
@@ -12,14 +14,25 @@ A checkpoint is a folder ``ckpt-<step>/`` holding
 * ``optimizer.safetensors``: the array entries of the optimizer's ``state_dict()``
   (its scalar entries go to ``meta.json``), present only when an optimizer was saved;
 * ``meta.json``: format version, step, epoch, metrics, scheduler state, the numpy RNG
-  state, the user's ``extra`` (e.g. model config) and the byte size of each file.
+  state, the user's ``extra`` (e.g. model config), each file's size and checksum, and
+  its own checksum.
 
 The folder is assembled under a hidden temporary name and renamed into place only when
 complete, so a folder named ``ckpt-<step>`` is always whole; :class:`CheckpointManager`
 ignores anything else.
 
+Errors are :class:`CheckpointError` subclasses naming the path:
+:class:`CheckpointNotFoundError`, :class:`CheckpointCorruptError` (failed checksum or
+format check), :class:`CheckpointIOError` (the disk refused; an ``OSError``),
+:class:`CheckpointLockedError` and :class:`InvalidStateError` (bad input to a saver).
+
 One module per concern: :mod:`~asgrad.nn.serialization.atomic` (durable file-system
-primitives), :mod:`~asgrad.nn.serialization.state` (tensor files, state checks),
+primitives), :mod:`~asgrad.nn.serialization.failures` (OS errors to asgrad errors),
+:mod:`~asgrad.nn.serialization.locking` (writer locks),
+:mod:`~asgrad.nn.serialization.tensorfile` (the safetensors format with checksums),
+:mod:`~asgrad.nn.serialization.state` (tensor files, state checks),
+:mod:`~asgrad.nn.serialization.meta` (``meta.json``),
+:mod:`~asgrad.nn.serialization.commit` (the commit protocol and crash recovery),
 :mod:`~asgrad.nn.serialization.checkpoint` (the checkpoint folder format) and
 :mod:`~asgrad.nn.serialization.manager` (numbering, rotation, latest and best).
 
@@ -33,7 +46,15 @@ Example:
     np.float32(4.0)
 """
 
-from asgrad.nn.errors import CheckpointError, StateMismatchError
+from asgrad.nn.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointIOError,
+    CheckpointLockedError,
+    CheckpointNotFoundError,
+    InvalidStateError,
+    StateMismatchError,
+)
 from asgrad.nn.serialization.checkpoint import (
     FORMAT,
     FORMAT_VERSION,
@@ -59,9 +80,14 @@ __all__ = [
     "META_FILE",
     "MODEL_FILE",
     "OPTIMIZER_FILE",
+    "CheckpointCorruptError",
     "CheckpointData",
     "CheckpointError",
+    "CheckpointIOError",
+    "CheckpointLockedError",
     "CheckpointManager",
+    "CheckpointNotFoundError",
+    "InvalidStateError",
     "PathLike",
     "StateMismatchError",
     "check_state",

@@ -6,31 +6,43 @@ A checkpoint is a folder ``ckpt-<step>/`` holding
 * ``optimizer.safetensors``: the array entries of the optimizer's ``state_dict()``
   (its scalar entries go to ``meta.json``), present only when an optimizer was saved;
 * ``meta.json``: format version, step, epoch, metrics, scheduler state, the numpy RNG
-  state, the user's ``extra`` (e.g. model config) and the byte size of each file.
+  state, the user's ``extra`` (e.g. model config) and each file's size and checksum
+  (see :mod:`~asgrad.nn.serialization.meta`).
 
-The folder is assembled under a hidden temporary name and renamed into place only when
-complete, so a folder named ``ckpt-<step>`` is always whole.
+Writing takes the writer lock of the parent folder (see
+:mod:`~asgrad.nn.serialization.locking`), assembles the folder under a hidden name
+``.tmp-<name>-<8 hex>``, flushes every file and then renames it into place: that
+rename is the commit. Replacing an existing checkpoint first renames it to
+``.old-<name>``, renames the new one into place and then deletes the old one; a crash
+between the two renames leaves ``.old-<name>``, which :func:`load_checkpoint` falls
+back to and the next writer renames back. So a folder named ``<name>`` is always
+whole, and at every moment one complete version of it can be loaded.
 """
 
 from __future__ import annotations
 
-import json
+import errno
 import os
-import shutil
-import tempfile
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, SupportsFloat
 
 import numpy as np
-import safetensors.numpy
 from numpy.typing import NDArray
 
-from asgrad.nn.errors import CheckpointError
-from asgrad.nn.serialization import atomic
-from asgrad.nn.serialization.state import PathLike, as_tensors, load_state
+from asgrad.nn.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointIOError,
+    CheckpointNotFoundError,
+)
+from asgrad.nn.serialization.commit import Plan, commit_checkpoint, recover
+from asgrad.nn.serialization.failures import translated
+from asgrad.nn.serialization.locking import WriterLock
+from asgrad.nn.serialization.meta import FORMAT, FORMAT_VERSION, META_FILE, check_json, parse_meta
+from asgrad.nn.serialization.state import PathLike, as_tensors
+from asgrad.nn.serialization.tensorfile import prepare, read_tensor_file
 
 __all__ = [
     "FORMAT",
@@ -40,15 +52,14 @@ __all__ = [
     "OPTIMIZER_FILE",
     "CheckpointData",
     "load_checkpoint",
+    "plan_checkpoint",
     "read_meta",
     "save_checkpoint",
 ]
 
-FORMAT = "asgrad-checkpoint"
-FORMAT_VERSION = 1
 MODEL_FILE = "model.safetensors"
 OPTIMIZER_FILE = "optimizer.safetensors"
-META_FILE = "meta.json"
+_SAVE_FAILED = "the checkpoint previously at that path, if any, is unchanged"
 
 
 def _to_json(value: Any) -> Any:
@@ -78,6 +89,9 @@ class CheckpointData:
     epoch: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
+    #: True when every file was verified against its checksum; False for checkpoints
+    #: saved before asgrad wrote checksums, which are only checked for size.
+    verified: bool = False
 
     def restore_rng(self) -> np.random.Generator:
         """A ``numpy.random.Generator`` continuing exactly where the saved one stopped.
@@ -99,29 +113,57 @@ class CheckpointData:
         ):
             raise CheckpointError(f"restore_rng: unknown bit generator {name!r}")
         bit_generator = bit_generator_type()
-        bit_generator.state = self.rng_state
+        try:
+            bit_generator.state = self.rng_state
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CheckpointCorruptError(
+                f"restore_rng: the saved {name} state is malformed ({exc!r}); the "
+                "checkpoint's meta.json was edited or damaged",
+                path=self.path,
+            ) from exc
         return np.random.Generator(bit_generator)
 
 
-def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
-    try:
-        text = json.dumps(payload, indent=2, default=_to_json)
-    except (TypeError, ValueError) as exc:
-        raise CheckpointError(
-            f"save_checkpoint: meta.json cannot hold a value: {exc}; scheduler_state, "
-            "metrics, extra and the optimizer's non-array entries must be JSON-able "
-            "(numbers, strings, lists, dicts)"
-        ) from exc
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _write_tensors(path: Path, tensors: dict[str, NDArray[Any]]) -> int:
-    safetensors.numpy.save_file(tensors, path, metadata={"format": FORMAT})
-    atomic.fsync_file(path)
-    return path.stat().st_size
+def plan_checkpoint(
+    model_state: Mapping[str, Any],
+    *,
+    step: int,
+    epoch: int | None = None,
+    optimizer_state: Mapping[str, Any] | None = None,
+    scheduler_state: Mapping[str, Any] | None = None,
+    rng: np.random.Generator | np.random.BitGenerator | None = None,
+    metrics: Mapping[str, SupportsFloat] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> Plan:
+    """Check every argument of :func:`save_checkpoint`; nothing touches the disk."""
+    model = as_tensors(model_state, "save_checkpoint(model_state)")
+    opt_arrays: dict[str, NDArray[Any]] = {}
+    opt_scalars: dict[str, Any] = {}
+    for k, v in (optimizer_state or {}).items():
+        if isinstance(v, np.ndarray):
+            opt_arrays[k] = v
+        else:
+            opt_scalars[k] = v
+    files = {MODEL_FILE: prepare(model, {"format": FORMAT})}
+    if optimizer_state is not None:
+        arrays = as_tensors(opt_arrays, "save_checkpoint(optimizer_state)")
+        files[OPTIMIZER_FILE] = prepare(arrays, {"format": FORMAT})
+    meta = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "step": int(step),
+        "epoch": None if epoch is None else int(epoch),
+        "metrics": {k: float(v) for k, v in (metrics or {}).items()},
+        "scheduler_state": None if scheduler_state is None else dict(scheduler_state),
+        "rng_state": None if rng is None else _rng_state(rng),
+        "extra": dict(extra or {}),
+        "model_keys": list(model),
+        "optimizer": None
+        if optimizer_state is None
+        else {"keys": list(optimizer_state), "scalars": opt_scalars},
+    }
+    check_json(meta, _to_json)
+    return Plan(files, meta, _to_json)
 
 
 def save_checkpoint(
@@ -140,7 +182,13 @@ def save_checkpoint(
     """Write one checkpoint folder at ``path`` atomically; return ``path``.
 
     Optimizer entries that are arrays go to ``optimizer.safetensors``; its other entries
-    (step counts, hyper-parameters) go to ``meta.json`` and must be JSON-able.
+    (step counts, hyper-parameters) go to ``meta.json`` and must be JSON-able. Bad
+    input raises :class:`~asgrad.nn.errors.InvalidStateError` before anything is
+    written. While it writes, the call holds the writer lock of the parent folder: if
+    another writer (a :class:`CheckpointManager` or a save in another process) holds
+    it, :class:`~asgrad.nn.errors.CheckpointLockedError` is raised. A refused write
+    raises :class:`~asgrad.nn.errors.CheckpointIOError` and leaves any previous
+    checkpoint at ``path`` in place.
 
     Example:
         >>> import tempfile, numpy as np
@@ -152,95 +200,101 @@ def save_checkpoint(
         (7, 7)
     """
     target = Path(path)
-    model = as_tensors(model_state, "save_checkpoint(model_state)")
-    opt_arrays: dict[str, NDArray[Any]] = {}
-    opt_scalars: dict[str, Any] = {}
-    for k, v in (optimizer_state or {}).items():
-        if isinstance(v, np.ndarray):
-            opt_arrays[k] = v
-        else:
-            opt_scalars[k] = v
-    opt_arrays = as_tensors(opt_arrays, "save_checkpoint(optimizer_state)")
-    if target.exists() and not overwrite:
-        raise CheckpointError(
-            f"save_checkpoint: {target} already exists; pass overwrite=True to replace it"
-        )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{target.name}-", dir=target.parent))
-    try:
-        sizes = {MODEL_FILE: _write_tensors(tmp / MODEL_FILE, model)}
-        if optimizer_state is not None:
-            sizes[OPTIMIZER_FILE] = _write_tensors(tmp / OPTIMIZER_FILE, opt_arrays)
-        meta = {
-            "format": FORMAT,
-            "version": FORMAT_VERSION,
-            "step": int(step),
-            "epoch": None if epoch is None else int(epoch),
-            "created": time.time(),
-            "metrics": {k: float(v) for k, v in (metrics or {}).items()},
-            "scheduler_state": None if scheduler_state is None else dict(scheduler_state),
-            "rng_state": None if rng is None else _rng_state(rng),
-            "extra": dict(extra or {}),
-            "model_keys": list(model),
-            "optimizer": None
-            if optimizer_state is None
-            else {"keys": list(optimizer_state), "scalars": opt_scalars},
-            "files": sizes,
-        }
-        _write_json(tmp / META_FILE, meta)  # written last: marks the folder complete
-        atomic.fsync_dir(tmp)
-        if target.exists():
-            atomic.remove_tree(target)
-        os.rename(tmp, target)  # the commit point
-        atomic.fsync_dir(target.parent)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    plan = plan_checkpoint(
+        model_state,
+        step=step,
+        epoch=epoch,
+        optimizer_state=optimizer_state,
+        scheduler_state=scheduler_state,
+        rng=rng,
+        metrics=metrics,
+        extra=extra,
+    )
+    with translated("save_checkpoint: cannot write", target, _SAVE_FAILED):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with WriterLock.acquire(target.parent, "save_checkpoint"):
+            recover(target.parent, r".+")
+            return commit_checkpoint(target, plan, overwrite)
 
 
 def read_meta(folder: Path) -> dict[str, Any]:
-    """The checked ``meta.json`` of a checkpoint folder; raises if it is not complete."""
-    try:
-        with open(folder / META_FILE, encoding="utf-8") as f:
-            meta: dict[str, Any] = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise CheckpointError(
-            f"{folder} is not a complete checkpoint ({META_FILE} unreadable: {exc})"
-        ) from exc
-    if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int):
-        raise CheckpointError(f"{folder / META_FILE} is not an {FORMAT} file")
-    if meta["version"] > FORMAT_VERSION:
-        raise CheckpointError(
-            f"{folder} uses checkpoint format version {meta['version']}, newer than "
-            f"this asgrad's {FORMAT_VERSION}; upgrade asgrad to load it"
-        )
-    return meta
-
-
-def load_checkpoint(path: PathLike) -> CheckpointData:
-    """Read a checkpoint folder written by :func:`save_checkpoint`.
-
-    File sizes are checked against ``meta.json``, so a truncated file raises
-    :class:`CheckpointError` instead of loading garbage.
-    """
-    folder = Path(path)
-    meta = read_meta(folder)
-    for name, size in meta["files"].items():
-        actual = (folder / name).stat().st_size if (folder / name).is_file() else None
-        if actual != size:
-            raise CheckpointError(
-                f"{folder / name}: expected {size} bytes, found "
-                f"{'no file' if actual is None else f'{actual} bytes'}; the checkpoint "
-                "was damaged after it was written"
+    """The checked ``meta.json`` of checkpoint folder ``folder``."""
+    path = folder / META_FILE
+    with translated("cannot read", path, reading=True):
+        if not path.is_file():
+            raise CheckpointNotFoundError(
+                f"{folder} is not a checkpoint folder: it has no {META_FILE}; check the path",
+                path=folder,
             )
-    model = load_state(folder / MODEL_FILE)
-    model = {k: model[k] for k in meta.get("model_keys", model)}
-    optimizer: dict[str, Any] | None = None
-    if meta.get("optimizer") is not None:
-        arrays = load_state(folder / OPTIMIZER_FILE)
-        merged = {**arrays, **meta["optimizer"]["scalars"]}
-        optimizer = {k: merged[k] for k in meta["optimizer"]["keys"]}
+        return parse_meta(path.read_bytes(), path)
+
+
+def _source(folder: Path) -> Path:
+    """``folder``, or the previous version a crash left under ``.old-<name>``."""
+    if folder.is_dir():
+        return folder
+    if folder.exists():
+        raise CheckpointIOError(
+            f"load_checkpoint: {folder} is a file, not a checkpoint folder; a single "
+            "tensor file loads with load_state",
+            path=folder,
+            errno=errno.ENOTDIR,
+        )
+    old = folder.with_name(f".old-{folder.name}")
+    if (old / META_FILE).is_file():
+        return old
+    raise CheckpointNotFoundError(
+        f"load_checkpoint: no checkpoint at {folder}; check the path", path=folder
+    )
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _read(folder: Path) -> CheckpointData:
+    meta = read_meta(folder)
+    sums: dict[str, str] | None = meta.get("sha256")
+    if MODEL_FILE not in meta["files"] or (
+        sums is not None and sums.keys() != meta["files"].keys()
+    ):
+        raise CheckpointCorruptError(
+            f"{folder / META_FILE} is damaged: its file list is incomplete", path=folder
+        )
+    loaded: dict[str, dict[str, NDArray[Any]]] = {}
+    with translated("load_checkpoint: cannot read", folder, reading=True):
+        for name, size in meta["files"].items():
+            path = folder / name
+            actual = path.stat().st_size if path.is_file() else None
+            if actual != size:
+                found = "no file" if actual is None else f"{actual} bytes"
+                raise CheckpointCorruptError(
+                    f"{path}: expected {size} bytes, found {found}; the checkpoint was "
+                    "damaged after it was written. Load another checkpoint (an older step)",
+                    path=path,
+                )
+            loaded[name], _, checksum = read_tensor_file(path)
+            if sums is not None and sums[name] != checksum:
+                raise CheckpointCorruptError(
+                    f"{path} is damaged: its checksum is {checksum}, {META_FILE} says "
+                    f"{sums[name]}; the file belongs to another checkpoint or was changed",
+                    path=path,
+                )
+    try:
+        model = {k: loaded[MODEL_FILE][k] for k in meta.get("model_keys", loaded[MODEL_FILE])}
+        optimizer: dict[str, Any] | None = None
+        if meta.get("optimizer") is not None:
+            merged = {**loaded.get(OPTIMIZER_FILE, {}), **meta["optimizer"]["scalars"]}
+            optimizer = {k: merged[k] for k in meta["optimizer"]["keys"]}
+    except (KeyError, TypeError) as exc:
+        raise CheckpointCorruptError(
+            f"{folder} is damaged: {META_FILE} lists tensor {exc} that its files lack",
+            path=folder,
+        ) from exc
     return CheckpointData(
         step=meta["step"],
         model_state=model,
@@ -251,4 +305,31 @@ def load_checkpoint(path: PathLike) -> CheckpointData:
         epoch=meta.get("epoch"),
         extra=meta.get("extra", {}),
         path=folder,
+        verified=sums is not None,
     )
+
+
+def load_checkpoint(path: PathLike) -> CheckpointData:
+    """Read a checkpoint folder written by :func:`save_checkpoint`.
+
+    Every file's size and checksum are checked against ``meta.json`` (whose own
+    checksum is checked too): a damaged file raises
+    :class:`~asgrad.nn.errors.CheckpointCorruptError` naming it. Checkpoints saved
+    before checksums existed load with sizes checked only. A folder replaced or
+    deleted by a writer while it is read is read again (up to three times).
+    """
+    folder = Path(path)
+    attempt = 1
+    while True:
+        with translated("load_checkpoint: cannot read", folder, reading=True):
+            source = _source(folder)
+        identity = _identity(source)
+        try:
+            data = _read(source)
+        except (CheckpointNotFoundError, CheckpointCorruptError):
+            if attempt == 3 or _identity(source) == identity:
+                raise
+            attempt += 1
+            continue
+        data.path = folder
+        return data
