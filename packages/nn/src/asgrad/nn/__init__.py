@@ -2,8 +2,13 @@
 
 from asgrad.nn import init, schedulers
 from asgrad.nn.errors import (
+    CheckpointCorruptError,
     CheckpointError,
+    CheckpointIOError,
+    CheckpointLockedError,
+    CheckpointNotFoundError,
     DataError,
+    InvalidStateError,
     MetricError,
     NNError,
     StateMismatchError,
@@ -87,7 +92,11 @@ __all__ = [
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "CheckpointCorruptError",
     "CheckpointError",
+    "CheckpointIOError",
+    "CheckpointLockedError",
+    "CheckpointNotFoundError",
     "Conv2d",
     "ConvTranspose2d",
     "CosineAnnealingLR",
@@ -99,6 +108,7 @@ __all__ = [
     "Flatten",
     "GlobalAvgPool2d",
     "Identity",
+    "InvalidStateError",
     "LRScheduler",
     "LayerNorm",
     "LeakyReLU",
