@@ -263,7 +263,7 @@ def test_sigmoid_is_accurate_at_large_negative_inputs(device: Device, x: float) 
     feeds = {"x": np.array([x], np.float32)}
     outs = [t.sigmoid(), t.silu(), t.sigmoid().log()]
     sig, silu, log_sig = evaluate(outs, feeds, backend="gpu")
-    tiny = np.finfo(np.float32).tiny  # float32 subnormals may flush to zero on a GPU
+    tiny = float(np.finfo(np.float32).tiny)  # float32 subnormals may flush to zero on a GPU
     np.testing.assert_allclose(sig[0], want, rtol=1e-5, atol=tiny)
     np.testing.assert_allclose(silu[0], x * want, rtol=1e-5, atol=tiny * 100)
     if want > tiny:  # log(sigmoid(-20)) is -20, not -inf
