@@ -63,8 +63,8 @@ class Check:
             seen = f"index {lowest}" if lowest == highest else f"indices from {lowest} to {highest}"
             return OutOfRangeError(
                 f"{self.op}{made}: {seen} out of range on the GPU ({many}); {self.detail}. "
-                "The run used 0 for them and its results are discarded; fix the indices "
-                "(a label to leave out belongs to the loss's ignore_index)"
+                "The run's results are discarded; fix the indices (a label to leave out "
+                "belongs to the loss's ignore_index)"
             )
         return GpuIntegerOverflowError(
             f"{self.op}{made}: an integer result left the int32 range on the GPU ({many}); "

@@ -56,16 +56,16 @@ def gather(x: GpuArray, indices: GpuArray, axis: int) -> GpuArray:
         lambda: render("index_gather", T=t, ZERO=zero(t), CHECKS=checks_source(4)),
         ("uniform", "read", "read", "write", "checks"),
     )
-    slot = _slot(device, "gather", f"axis {axis} of the {x.shape} input", length)
+    slot = _slot(device, "gather", f"axis {axis} of the {x.shape} input", length, "read 0")
     meta = struct.pack("<8I", out.size, length, indices.size, inner, slot, 0, 0, 0)
     buffers = (device.params(meta), x.buffer, indices.buffer, out.buffer, device.checks.buffer)
     device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
     return out
 
 
-def _slot(device: Device, op: str, what: str, n: int) -> int:
+def _slot(device: Device, op: str, what: str, n: int, effect: str) -> int:
     """The check slot of an index op whose indices must lie in [0, n)."""
-    detail = f"indices into {what} must satisfy 0 <= index < {n}"
+    detail = f"indices into {what} must satisfy 0 <= index < {n} (the kernel {effect} for them)"
     return device.checks.slot("index", op, detail)
 
 
@@ -84,7 +84,9 @@ def scatter_add(g: GpuArray, indices: GpuArray, shape: tuple[int, ...], axis: in
         lambda: render("index_scatter_add", CHECKS=checks_source(4)),
         ("uniform", "read", "read", "write", "checks"),
     )
-    slot = _slot(device, "scatter_add", f"axis {axis} of the {shape} result", length)
+    slot = _slot(
+        device, "scatter_add", f"axis {axis} of the {shape} result", length, "added nothing"
+    )
     meta = struct.pack("<8I", out.size, length, indices.size, inner, slot, 0, 0, 0)
     buffers = (device.params(meta), g.buffer, indices.buffer, out.buffer, device.checks.buffer)
     device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
@@ -104,7 +106,7 @@ def one_hot(indices: GpuArray, depth: int, dtype: Any = np.float32) -> GpuArray:
         lambda: render("index_one_hot", T=t, ZERO=zero_t, ONE=one, CHECKS=checks_source(3)),
         ("uniform", "read", "write", "checks"),
     )
-    slot = _slot(device, "one_hot", f"one_hot of depth {depth}", depth)
+    slot = _slot(device, "one_hot", f"one_hot of depth {depth}", depth, "wrote zero rows")
     params = device.params(struct.pack("<4I", out.size, depth, slot, 0))
     buffers = (params, indices.buffer, out.buffer, device.checks.buffer)
     device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
