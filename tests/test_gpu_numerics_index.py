@@ -15,14 +15,22 @@ import pytest
 from asgrad.gpu import Device, to_gpu
 from asgrad.gpu.lowering.index import gather
 from asgrad.nn import cross_entropy
-from asgrad.tensor import AsgradError, Graph, OutOfRangeError, Variable, compile, evaluate
+from asgrad.tensor import (
+    AsgradError,
+    Graph,
+    OutOfRangeError,
+    Tensor,
+    Variable,
+    compile,
+    evaluate,
+)
 
 pytestmark = pytest.mark.gpu
 
 TABLE = np.arange(40, dtype=np.float32).reshape(10, 4)
 
 
-def _embedding() -> tuple[Graph, list]:
+def _embedding() -> tuple[Graph, list[Tensor]]:
     g = Graph("lookup")
     table = g.input("table", (10, 4))
     ids = g.input("ids", (3,), "int64")
