@@ -67,6 +67,8 @@ def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if value.size:
             device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
     replay(device, plan.commands)
+    if plan.checked:
+        device.checks.armed = True  # the next readback brings the check word along
     for var, _ in plan.updates:
         store.mark_updated(var)
     if not plan.outputs:

@@ -25,11 +25,16 @@ Command = tuple[Any, Any, tuple[int, int, int], str]  # pipeline, bind group, gr
 
 
 class Capture:
-    """The commands collected so far, and the pool that new arrays come from."""
+    """The commands collected so far, and the pool that new arrays come from.
+
+    ``checked``: some command records faults in the device's check slots
+    (:mod:`asgrad.gpu.checks`), so a replay arms the device's checks.
+    """
 
     def __init__(self, scope: ScopedPool) -> None:
         self.scope = scope
         self.commands: list[Command] = []
+        self.checked = False
 
 
 @contextmanager

@@ -19,6 +19,7 @@ import numpy as np
 
 from asgrad.gpu.buffers import BufferPool, GpuBuffer, ScopedPool, size_class
 from asgrad.gpu.capabilities import Capabilities
+from asgrad.gpu.checks import DeviceChecks
 from asgrad.gpu.errors import GpuError, GpuUnavailableError, GpuUnsupportedError
 from asgrad.gpu.limits import requested_limits
 from asgrad.gpu.pipelines import Binding, Pipeline, PipelineCache
@@ -141,6 +142,7 @@ class Device:
         self._pass: Any = None
         self._pending = 0
         self.capture: Capture | None = None  # set by asgrad.gpu.capture.capturing
+        self.checks = DeviceChecks(self)  # faults kernels record, raised at a readback
 
     # ----------------------------------------------------------------- creation
     @classmethod
@@ -194,21 +196,9 @@ class Device:
         self.counter.uploads += 1
         self.counter.upload_bytes += int(raw.nbytes)
 
-    def read(self, buffer: GpuBuffer, nbytes: int, offset: int = 0) -> bytes:
+    def read(self, buffer: GpuBuffer, nbytes: int) -> bytes:
         """Submit recorded work; copy ``nbytes`` of ``buffer`` to the host."""
-        padded = -(-nbytes // 4) * 4
-        self._ensure_staging(padded)
-        self._end_pass()
-        self._open_encoder().copy_buffer_to_buffer(buffer.handle, offset, self._staging, 0, padded)
-        self.flush()
-        self._staging.map_sync(self.wgpu.MapMode.READ, 0, padded)
-        try:
-            data = bytes(self._staging.read_mapped(0, padded))
-        finally:
-            self._staging.unmap()
-        self.counter.readbacks += 1
-        self.counter.readback_bytes += nbytes
-        return data[:nbytes]
+        return self.read_many([(buffer, nbytes)])[0]
 
     def synchronize(self) -> None:
         """Block until every submitted command has finished."""
@@ -292,7 +282,10 @@ class Device:
         group = self.pipelines.bind_group(pipe, buffers)
         if self.capture is not None:
             self.capture.commands.append((pipe.handle, group, groups, pipe.label))
+            self.capture.checked |= pipe.checked
             return
+        if pipe.checked:
+            self.checks.armed = True
         cpass = self.compute_pass()
         cpass.set_pipeline(pipe.handle)
         cpass.set_bind_group(0, group)
@@ -336,18 +329,24 @@ class Device:
         return float(stamps[1] - stamps[0]) * 1e-9  # nanoseconds (WebGPU)
 
     def read_many(self, items: Sequence[tuple[GpuBuffer, int]]) -> list[bytes]:
-        """Read several buffers with one submit and one mapping (one readback)."""
+        """Read several buffers with one submit and one mapping (one readback).
+
+        When a checking kernel ran since the last readback, the checks' summary word
+        comes along, and a recorded fault raises here (:mod:`asgrad.gpu.checks`).
+        """
         if not items:
             return []
+        flag = self.checks.flag_item()
+        copies = [*items, flag] if flag is not None else list(items)
         offsets = []
         total = 0
-        for _, nbytes in items:
+        for _, nbytes in copies:
             offsets.append(total)
             total += -(-max(nbytes, 4) // 8) * 8
         self._ensure_staging(total)
         self._end_pass()
         encoder = self._open_encoder()
-        for (buffer, nbytes), offset in zip(items, offsets, strict=True):
+        for (buffer, nbytes), offset in zip(copies, offsets, strict=True):
             encoder.copy_buffer_to_buffer(
                 buffer.handle, 0, self._staging, offset, -(-max(nbytes, 4) // 4) * 4
             )
@@ -359,7 +358,9 @@ class Device:
             self._staging.unmap()
         self.counter.readbacks += 1
         self.counter.readback_bytes += sum(n for _, n in items)
-        return [data[o : o + n] for (_, n), o in zip(items, offsets, strict=True)]
+        if flag is not None:
+            self.checks.verify(data[offsets[-1] : offsets[-1] + 4])
+        return [data[o : o + n] for (_, n), o in zip(items, offsets[: len(items)], strict=True)]
 
     def copy(self, src: GpuBuffer, dst: GpuBuffer, nbytes: int) -> None:
         """Record a buffer-to-buffer copy of ``nbytes`` (ends the open compute pass)."""

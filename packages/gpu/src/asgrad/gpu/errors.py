@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from asgrad.tensor.errors import BackendError
 
-__all__ = ["GpuError", "GpuUnavailableError", "GpuUnsupportedError"]
+__all__ = ["GpuError", "GpuIntegerOverflowError", "GpuUnavailableError", "GpuUnsupportedError"]
 
 
 class GpuError(BackendError):
@@ -27,3 +27,14 @@ class GpuUnavailableError(GpuError):
 
 class GpuUnsupportedError(GpuError):
     """The GPU backend cannot run something (an op, a dtype, a size) it was given."""
+
+
+class GpuIntegerOverflowError(GpuUnsupportedError, OverflowError):
+    """An integer result does not fit the GPU's int32 storage.
+
+    GPU buffers hold int64 values as int32. An int64 add, subtract, multiply, negate,
+    abs, cast from float, or a sum (of int32 or int64 values: the CPU returns it
+    exactly, as int64) whose exact value leaves the int32 range is flagged by the
+    kernel and raised at the next readback (see :mod:`asgrad.gpu.checks`). int32
+    elementwise arithmetic wraps instead, on both backends, as numpy's does.
+    """

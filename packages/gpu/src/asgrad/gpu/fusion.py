@@ -21,7 +21,12 @@ from typing import Any
 from asgrad.gpu.array import GpuArray, Operand
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import lower
-from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS, MAX_INPUTS, elementwise, expression
+from asgrad.gpu.lowering.elementwise import (
+    EXPRESSION_OPS,
+    elementwise,
+    expression,
+    max_inputs,
+)
 from asgrad.gpu.lowering.linalg import MatrixView, matmul
 from asgrad.gpu.source import numpy_dtype, wgsl_type
 from asgrad.tensor import TensorType
@@ -85,7 +90,7 @@ def _same_leaf(a: Leaf, b: Leaf) -> bool:
 def fused_expression(expr: str, inputs: list[Value]) -> tuple[str, list[Leaf]] | None:
     """``expr`` with deferred inputs inlined, and the leaves (arrays, views) it reads.
 
-    None when the leaves would exceed the kernel's :data:`MAX_INPUTS` bindings.
+    None when the leaves would exceed the kernel's bindings (:func:`max_inputs`).
     """
     leaves: list[Leaf] = []
 
@@ -105,7 +110,7 @@ def fused_expression(expr: str, inputs: list[Value]) -> tuple[str, list[Leaf]] |
         return _OPERAND.sub(lambda m: parts[int(m.group(1))], template)
 
     full = build(expr, inputs)
-    if len(leaves) > MAX_INPUTS:
+    if len(leaves) > max_inputs(full):
         return None
     return full, leaves
 

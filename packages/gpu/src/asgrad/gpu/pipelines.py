@@ -12,7 +12,7 @@ from asgrad.gpu.errors import GpuError
 
 __all__ = ["Binding", "Pipeline", "PipelineCache"]
 
-Binding = str  # "uniform" | "read" | "write"
+Binding = str  # "uniform" | "read" | "write" | "checks" (the device's check slots)
 
 # Bind groups kept (least recently used dropped first).
 MAX_BIND_GROUPS = 16384
@@ -27,6 +27,11 @@ class Pipeline:
     layout: Any
     bindings: tuple[Binding, ...]
     label: str = ""  # the cache key, shortened: what a profile reports
+
+    @property
+    def checked(self) -> bool:
+        """Whether the kernel records faults in the device's check slots."""
+        return "checks" in self.bindings
 
 
 class PipelineCache:
@@ -48,6 +53,7 @@ class PipelineCache:
             "uniform": wgpu.BufferBindingType.uniform,
             "read": wgpu.BufferBindingType.read_only_storage,
             "write": wgpu.BufferBindingType.storage,
+            "checks": wgpu.BufferBindingType.storage,
         }
         entries = [
             {

@@ -68,6 +68,7 @@ class Plan:
     outputs: list[GpuArray]
     updates: list[tuple[Variable, GpuArray]]
     commands: list[Command]
+    checked: bool = False  # a kernel records faults: a run arms the device's checks
 
     def __post_init__(self) -> None:
         weakref.finalize(self, self.scope.close)
@@ -91,7 +92,7 @@ def build_plan(
     except BaseException:
         scope.close()
         raise
-    return Plan(device, scope, bindings, outputs, updates, capture.commands)
+    return Plan(device, scope, bindings, outputs, updates, capture.commands, capture.checked)
 
 
 def users_of(schedule: Schedule) -> dict[int, list[Node]]:
@@ -251,16 +252,8 @@ def lower_schedule(
         else:
             ins = [values[n.id] for n in node.inputs]
             try:
-                target = in_place.get(node.id)
-                if target is not None:
-                    value = lower_in_place(node, ins, out_type, target)
-                elif node.op == "size_ratio":  # a constant once shapes are known
-                    a, b = (types[n.id].shape for n in node.inputs)
-                    ratio = np.asarray(math.prod(a) / max(math.prod(b), 1))
-                    value = upload_constant(device, ratio, numpy_dtype(out_type.dtype))
-                    bindings.constants.append(value)
-                else:
-                    value = lower_node(node, ins, out_type, node.id in inlined)
+                with device.checks.lowering(node.op, node.location):
+                    value = _lower_one(node, ins, types, inlined, in_place, device, bindings)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
         values[node.id] = value
@@ -275,3 +268,26 @@ def lower_schedule(
             copy_into(new_value, target)
         updates.append((var, target))
     return bindings, outputs, updates
+
+
+def _lower_one(
+    node: Node,
+    ins: list[Value],
+    types: Types,
+    inlined: frozenset[int],
+    in_place: Mapping[int, GpuArray],
+    device: Device,
+    bindings: Bindings,
+) -> Value:
+    """The value of one computing node: written in place, a constant, or lowered."""
+    out_type = types[node.id]
+    target = in_place.get(node.id)
+    if target is not None:
+        return lower_in_place(node, ins, out_type, target)
+    if node.op == "size_ratio":  # a constant once shapes are known
+        a, b = (types[n.id].shape for n in node.inputs)
+        ratio = np.asarray(math.prod(a) / max(math.prod(b), 1))
+        value = upload_constant(device, ratio, numpy_dtype(out_type.dtype))
+        bindings.constants.append(value)
+        return value
+    return lower_node(node, ins, out_type, node.id in inlined)

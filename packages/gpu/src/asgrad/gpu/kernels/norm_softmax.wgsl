@@ -1,6 +1,8 @@
 // Softmax (or log-softmax when LOG is true) along one axis, one workgroup per row of an
 // (outer, R, inner) input: a max reduction, a sum of exp(x - max), then the write.
-// Subtracting the row maximum keeps exp in range for any input magnitude.
+// Subtracting the row maximum keeps exp in range for any input magnitude. A NaN in a
+// row makes the row maximum NaN (recognised from the bits: WGSL's max of NaN is
+// undefined), so the whole row is NaN, as numpy's.
 
 const LOG: bool = ${LOG};
 
@@ -11,6 +13,12 @@ struct Meta { outer: u32, R: u32, inner: u32, _pad: u32, }
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 
 var<workgroup> partial: array<f32, 256>;
+
+fn nan_max(a: f32, b: f32) -> f32 {
+    let a_nan = (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u;
+    let b_nan = (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u;
+    return select(select(max(a, b), b, b_nan), a, a_nan);
+}
 
 @compute @workgroup_size(256, 1, 1)
 fn main(
@@ -25,17 +33,17 @@ fn main(
     let base = o * params.R * params.inner + j;
     let step = params.inner;
 
-    var m = -3.4028234663852886e38;
+    var m = bitcast<f32>(0xff800000u);  // -inf
     if (valid) {
         for (var r = li; r < params.R; r += 256u) {
-            m = max(m, src[base + r * step]);
+            m = nan_max(m, src[base + r * step]);
         }
     }
     partial[li] = m;
     workgroupBarrier();
     for (var s = 128u; s > 0u; s = s >> 1u) {
         if (li < s) {
-            partial[li] = max(partial[li], partial[li + s]);
+            partial[li] = nan_max(partial[li], partial[li + s]);
         }
         workgroupBarrier();
     }

@@ -7,10 +7,14 @@
 //   MODE 3  avg backward  out[p, y, x] = sum of g / divisor over the windows holding (y, x)
 //   MODE 4  adaptive avg  out[p, oy, ox] = mean of src over PyTorch's adaptive window
 //   MODE 5  adaptive bwd  out[p, y, x] = sum of g / count over the windows holding (y, x)
+//   MODE 6  max           out[p, oy, ox] = max of window (oy, ox) of src; a NaN wins
 //
-// The argmax of a window is its first maximum in row-major order over the real (not
-// padding) pixels, as in PyTorch. Backward modes gather from the windows that hold a
-// pixel, so every output is written by exactly one thread.
+// The argmax of a window is its first maximum in row-major order, padding counting as
+// -inf (it wins only when every real pixel is -inf or NaN, and then selects 0), as the
+// CPU kernels: a later pixel wins when it is strictly greater, so a NaN wins only as
+// the first pixel (comparisons with NaN are false; from the bits, since WGSL leaves
+// them undefined). Backward modes gather from the windows that hold a pixel, so every
+// output is written by exactly one thread.
 
 const MODE: u32 = ${MODE}u;
 
@@ -25,35 +29,53 @@ struct Meta {
 @group(0) @binding(2) var<storage, read> src2: array<f32>;   // h (MODE 0) or g
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-// The offset i * kw + j of the argmax of window (oy, ox) of plane p, and its pixel.
+fn is_nan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+const NO_PIXEL: u32 = 0xffffffffu;
+
+// The offset i * kw + j of the argmax of window (oy, ox) of plane p, and its pixel
+// (NO_PIXEL when the padding wins).
 fn argmax(p: u32, oy: u32, ox: u32) -> vec2<u32> {
     let y0 = i32(oy) * params.sh - params.ph;
     let x0 = i32(ox) * params.sw - params.pw;
-    var best = 0.0;
-    var found = false;
+    var best = bitcast<f32>(0xff800000u);  // -inf
     var index = 0u;
-    var pixel = 0u;
+    var pixel = NO_PIXEL;
     for (var i = 0u; i < params.kh; i++) {
         let y = y0 + i32(i);
-        if (y < 0 || y >= i32(params.H)) {
-            continue;
-        }
         for (var j = 0u; j < params.kw; j++) {
             let x = x0 + i32(j);
-            if (x < 0 || x >= i32(params.W)) {
-                continue;
-            }
             let at = (p * params.H + u32(y)) * params.W + u32(x);
-            let v = src[at];
-            if (!found || v > best) {
+            var v = bitcast<f32>(0xff800000u);
+            let real = y >= 0 && y < i32(params.H) && x >= 0 && x < i32(params.W);
+            if (real) {
+                v = src[at];
+            }
+            let first = i == 0u && j == 0u;
+            if (first || (!is_nan(v) && !is_nan(best) && v > best)) {
                 best = v;
-                found = true;
                 index = i * params.kw + j;
-                pixel = at;
+                pixel = select(NO_PIXEL, at, real);
             }
         }
     }
     return vec2<u32>(index, pixel);
+}
+
+// The maximum of window (oy, ox) of plane p (padding is -inf; a NaN wins, as numpy's).
+fn window_max(p: u32, oy: u32, ox: u32) -> f32 {
+    let y0 = i32(oy) * params.sh - params.ph;
+    let x0 = i32(ox) * params.sw - params.pw;
+    var m = bitcast<f32>(0xff800000u);
+    for (var y = max(y0, 0); y < min(y0 + i32(params.kh), i32(params.H)); y++) {
+        for (var x = max(x0, 0); x < min(x0 + i32(params.kw), i32(params.W)); x++) {
+            let v = src[(p * params.H + u32(y)) * params.W + u32(x)];
+            m = select(select(max(m, v), v, is_nan(v)), m, is_nan(m));
+        }
+    }
+    return m;
 }
 
 // What the sum of window (oy, ox) is divided by: kh*kw, or its count of real pixels.
@@ -103,13 +125,22 @@ fn main(
     let W = params.W;
     let OH = params.OH;
     let OW = params.OW;
-    if (MODE == 0u || MODE == 2u || MODE == 4u) {
+    if (MODE == 0u || MODE == 2u || MODE == 4u || MODE == 6u) {
         // one thread per output (p, oy, ox)
         let ox = e % OW;
         let oy = (e / OW) % OH;
         let p = e / (OW * OH);
         if (MODE == 0u) {
-            out[e] = src2[argmax(p, oy, ox).y];
+            let pixel = argmax(p, oy, ox).y;
+            var picked = 0.0;  // the padding selects 0
+            if (pixel != NO_PIXEL) {
+                picked = src2[pixel];
+            }
+            out[e] = picked;
+            return;
+        }
+        if (MODE == 6u) {
+            out[e] = window_max(p, oy, ox);
             return;
         }
         var y0 = i32(oy) * params.sh - params.ph;

@@ -1,34 +1,156 @@
 // asgrad scalar function library, pasted in front of elementwise and row kernels.
-// WGSL has no inf/NaN literals, and exp/tanh may overflow to NaN on some drivers, so
-// inputs are clamped where the result is already saturated in float32.
+//
+// Special values follow numpy (IEEE 754). WGSL lets a compiler assume that floats are
+// finite: `x != x` may fold to false, min/max/clamp/sign of NaN and comparisons with
+// NaN are not defined (lavapipe's max(NaN, 0.0) is 0.0, NaN != 0.0 is false). So NaN
+// and infinity are recognised from the bits, and every function below that numpy
+// defines at NaN or +-inf selects that result explicitly. WGSL has no inf/NaN
+// literals either: asg_nan()/asg_inf() make them from bits. exp/tanh may overflow to
+// NaN on some drivers, so their inputs are clamped where float32 saturates anyway.
 
 const ASG_F32_MAX: f32 = 3.4028234663852886e38;
 
+fn asg_isnan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn asg_isfinite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+fn asg_nan() -> f32 {
+    return bitcast<f32>(0x7fc00000u);
+}
+
+fn asg_inf() -> f32 {
+    return bitcast<f32>(0x7f800000u);
+}
+
+fn asg_ninf() -> f32 {
+    return bitcast<f32>(0xff800000u);
+}
+
+// NaN in, NaN out: r where x is a number
+fn asg_keepnan(x: f32, r: f32) -> f32 {
+    return select(r, x, asg_isnan(x));
+}
+
+// numpy.maximum/minimum: a NaN operand wins (the first one when both are NaN)
+fn asg_max(a: f32, b: f32) -> f32 {
+    return select(select(max(a, b), b, asg_isnan(b)), a, asg_isnan(a));
+}
+
+fn asg_min(a: f32, b: f32) -> f32 {
+    return select(select(min(a, b), b, asg_isnan(b)), a, asg_isnan(a));
+}
+
+// Ordered comparisons are false and != is true when either operand is NaN.
+fn asg_unordered(a: f32, b: f32) -> bool {
+    return asg_isnan(a) || asg_isnan(b);
+}
+
+fn asg_eq(a: f32, b: f32) -> bool {
+    return !asg_unordered(a, b) && a == b;
+}
+
+fn asg_ne(a: f32, b: f32) -> bool {
+    return asg_unordered(a, b) || a != b;
+}
+
+fn asg_lt(a: f32, b: f32) -> bool {
+    return !asg_unordered(a, b) && a < b;
+}
+
+fn asg_le(a: f32, b: f32) -> bool {
+    return !asg_unordered(a, b) && a <= b;
+}
+
+fn asg_gt(a: f32, b: f32) -> bool {
+    return !asg_unordered(a, b) && a > b;
+}
+
+fn asg_ge(a: f32, b: f32) -> bool {
+    return !asg_unordered(a, b) && a >= b;
+}
+
+// bool(x) as numpy: true for NaN and infinities, false for +-0
+fn asg_truthy(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) != 0u;
+}
+
+// float32 -> int32 as numpy on x86-64: NaN, +-inf and values outside the int32 range
+// give -2**31 (WGSL's conversion saturates instead)
+fn asg_f2i(x: f32) -> i32 {
+    let outside = (bitcast<u32>(x) & 0x7fffffffu) >= 0x4f000000u;  // |x| >= 2**31
+    return select(i32(x), bitcast<i32>(0x80000000u), outside);
+}
+
+fn asg_relu(x: f32) -> f32 {
+    return asg_keepnan(x, max(x, 0.0));
+}
+
+fn asg_clamp(x: f32, lo: f32, hi: f32) -> f32 {
+    return asg_keepnan(x, min(max(x, lo), hi));
+}
+
+fn asg_sign(x: f32) -> f32 {
+    return asg_keepnan(x, sign(x));
+}
+
+fn asg_leaky_relu(x: f32, alpha: f32) -> f32 {
+    return asg_keepnan(x, select(x * alpha, x, x > 0.0));
+}
+
+fn asg_elu(x: f32, alpha: f32) -> f32 {
+    return asg_keepnan(x, select(alpha * asg_expm1(min(x, 0.0)), x, x > 0.0));
+}
+
 fn asg_exp(x: f32) -> f32 {
-    return exp(clamp(x, -103.0, 88.7));
+    // float32 exp overflows above 88.72283 (numpy: inf) and is 0 below -103.98
+    let r = exp(clamp(x, -103.0, 88.72283));
+    return asg_keepnan(x, select(r, asg_inf(), x > 88.72283));
 }
 
 fn asg_log(x: f32) -> f32 {
-    // log(0) = -inf in numpy; the most negative finite float stands in for it.
-    return select(log(x), -ASG_F32_MAX, x <= 0.0);
+    // numpy: log(+-0) = -inf, log(x < 0) = nan, log(inf) = inf
+    let b = bitcast<u32>(x);
+    var r = select(log(x), x, b == 0x7f800000u);
+    r = select(r, asg_ninf(), (b & 0x7fffffffu) == 0u);
+    return select(r, asg_nan(), b > 0x80000000u || asg_isnan(x));
+}
+
+fn asg_sqrt(x: f32) -> f32 {
+    // numpy: sqrt(-0) = -0, sqrt(x < 0) = nan, sqrt(inf) = inf
+    let b = bitcast<u32>(x);
+    let r = select(sqrt(x), x, b == 0x7f800000u || b == 0x80000000u);
+    return select(r, asg_nan(), b > 0x80000000u || asg_isnan(x));
+}
+
+fn asg_sin(x: f32) -> f32 {
+    return select(sin(x), asg_nan(), !asg_isfinite(x));
+}
+
+fn asg_cos(x: f32) -> f32 {
+    return select(cos(x), asg_nan(), !asg_isfinite(x));
 }
 
 fn asg_tanh(x: f32) -> f32 {
     let c = clamp(x, -15.0, 15.0);
     let e = exp(2.0 * c);
-    return (e - 1.0) / (e + 1.0);
+    return asg_keepnan(x, (e - 1.0) / (e + 1.0));
 }
 
 fn asg_sigmoid(x: f32) -> f32 {
-    // two branches so neither exp overflows
+    // 1 / (1 + e**-x) for x >= 0 and e**x / (1 + e**x) below, so that neither exp
+    // overflows and sigmoid(-20) is 2.06e-9, not 0
     let e = exp(-abs(x));
-    return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
+    return asg_keepnan(x, select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0));
 }
 
 fn asg_softplus(x: f32) -> f32 {
     // log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))
     let e = exp(-abs(x));
-    return max(x, 0.0) + asg_log1p(e);
+    return asg_keepnan(x, max(x, 0.0) + asg_log1p(e));
 }
 
 fn asg_log1p(x: f32) -> f32 {
@@ -39,8 +161,8 @@ fn asg_log1p(x: f32) -> f32 {
 
 fn asg_expm1(x: f32) -> f32 {
     let u = asg_exp(x);
-    if (u == 1.0) {
-        return x;
+    if (u == 1.0 || !asg_isfinite(u)) {
+        return select(x, u, u > 1.0);  // x itself when tiny or NaN, inf on overflow
     }
     let um1 = u - 1.0;
     if (um1 == -1.0) {
@@ -53,6 +175,9 @@ fn asg_erf(x: f32) -> f32 {
     // Abramowitz & Stegun 7.1.26 is only 1e-7 absolute; use the W. J. Cody-style
     // rational approximation through erfc for |x| > 0.5 and a series below.
     let ax = abs(x);
+    if (asg_isnan(x)) {
+        return x;
+    }
     if (ax < 0.5) {
         let t = x * x;
         // Taylor series to x^11 (error < 1e-9 for |x| < 0.5)
@@ -78,19 +203,34 @@ fn asg_gelu_erf(x: f32) -> f32 {
     return 0.5 * x * (1.0 + asg_erf(x * 0.7071067811865476));
 }
 
+fn asg_isinf(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+}
+
 fn asg_pow(x: f32, y: f32) -> f32 {
-    // WGSL pow is undefined for x < 0; numpy gives a real result for integer y.
-    let ay = abs(x);
-    let r = pow(ay, y);
-    let yi = round(y);
-    if (x >= 0.0) {
-        return select(r, 1.0, y == 0.0);
-    }
-    if (yi != y) {
-        return ASG_F32_MAX;  // numpy: nan; no NaN literal in WGSL
-    }
-    let odd = (i32(yi) & 1) == 1;
-    return select(r, -r, odd);
+    // numpy (C99) pow; WGSL's pow is exp2(y * log2(x)), undefined for x <= 0.
+    let ax = abs(x);
+    let ay = abs(y);
+    let x_neg = bitcast<u32>(x) >= 0x80000000u;  // -0 included
+    let y_int = round(y) == y || asg_isinf(y);
+    // an odd integer y (every float32 of magnitude >= 2**24 is even)
+    let y_odd = !asg_isinf(y) && ay < 16777216.0 && y_int && (i32(y) & 1) == 1;
+    var r = pow(ax, y);
+    // x = +-0 or +-inf, and y = +-inf, by their limits
+    r = select(r, select(0.0, asg_inf(), y < 0.0), ax == 0.0);
+    r = select(r, select(asg_inf(), 0.0, y < 0.0), asg_isinf(x));
+    let big = ax > 1.0;
+    let y_limit = select(select(asg_inf(), 0.0, big), select(0.0, asg_inf(), big), y > 0.0);
+    r = select(r, y_limit, asg_isinf(y) && ax != 1.0);
+    // a negative base: negated for an odd integer y, NaN for a non-integer y
+    r = select(r, -r, x_neg && y_odd);
+    r = select(r, asg_nan(), x_neg && ax != 0.0 && !asg_isinf(x) && !y_int);
+    r = select(r, asg_nan(), asg_isnan(x) || asg_isnan(y));
+    // pow(x, +-0) = 1 for every x, pow(1, y) = 1 for every y (NaN included), and
+    // pow(-1, +-inf) = 1
+    let one = (!asg_isnan(y) && y == 0.0) || (!asg_isnan(x) && x == 1.0)
+        || (!asg_isnan(x) && ax == 1.0 && asg_isinf(y));
+    return select(r, 1.0, one);
 }
 
 fn asg_fmod(x: f32, y: f32) -> f32 {
@@ -108,4 +248,11 @@ fn asg_idiv(x: i32, y: i32) -> i32 {
     // floor division like numpy's //
     let q = x / y;
     return select(q, q - 1, (x % y != 0) && ((x < 0) != (y < 0)));
+}
+
+// 64-bit integer addition on (lo, hi) pairs: integer sums accumulate exactly
+fn asg_add64(a: vec2<i32>, b: vec2<i32>) -> vec2<i32> {
+    let lo = bitcast<u32>(a.x) + bitcast<u32>(b.x);
+    let carry = select(0i, 1i, lo < bitcast<u32>(a.x));
+    return vec2<i32>(bitcast<i32>(lo), a.y + b.y + carry);
 }

@@ -1,6 +1,8 @@
 // Index of the maximum (or minimum) along one axis of an (outer, R, inner) input, one
 // workgroup per output; ties resolve to the first index like numpy.argmax.
-// BETTER(a, b) is true when value a beats b strictly (a > b for argmax).
+// BETTER(a, b) is true when value a beats b strictly (a > b for argmax). For floats,
+// NAN_FIRST puts a NaN ahead of every number, as numpy returns the first NaN's index
+// (from the bits: WGSL leaves comparisons with NaN undefined).
 
 struct Meta { outer: u32, R: u32, inner: u32, _pad: u32, }
 
@@ -12,6 +14,7 @@ var<workgroup> best_val: array<${T_IN}, 256>;
 var<workgroup> best_idx: array<u32, 256>;
 
 fn better(a: ${T_IN}, ia: u32, b: ${T_IN}, ib: u32) -> bool {
+${NAN_FIRST}
     return ${BETTER} || (a == b && ia < ib);
 }
 

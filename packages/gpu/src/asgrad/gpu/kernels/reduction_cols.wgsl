@@ -13,6 +13,7 @@ struct Meta { outer: u32, R: u32, inner: u32, chunk_len: u32, scale: f32, chunks
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read> src: array<${T_IN}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<${T_OUT}>;
+${CHECKS}
 
 fn combine(a: ${T_ACC}, b: ${T_ACC}) -> ${T_ACC} {
     return ${COMBINE};

@@ -24,13 +24,20 @@ _F32_MAX = 3.4028234663852886e38
 
 def literal(value: float, wgsl: str = "f32") -> str:
     """A WGSL literal of ``value`` for an element of type ``wgsl``."""
-    if wgsl == "i32":
-        return f"{int(value)}i"
+    if wgsl == "i32":  # clamped to the range: a bound beyond it acts like the range's end
+        v = float(value)
+        n = int(v) if math.isfinite(v) else (2**31 if v > 0 else -(2**31))
+        n = min(max(n, -(2**31)), 2**31 - 1)
+        return "bitcast<i32>(0x80000000u)" if n == -(2**31) else f"{n}i"
     if wgsl == "u32":
         return f"{int(value)}u"
     v = float(value)
-    if not math.isfinite(v):
-        v = math.copysign(_F32_MAX, v)
+    if math.isnan(v):
+        return "asg_nan()"
+    if math.isinf(v):
+        return "asg_inf()" if v > 0 else "asg_ninf()"
+    if abs(v) > _F32_MAX:  # beyond float32: numpy rounds it to an infinity too
+        return "asg_inf()" if v > 0 else "asg_ninf()"
     text = repr(v)
     return text if ("." in text or "e" in text) else text + ".0"
 

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu.array import GpuArray, Operand, contiguous_strides
-from asgrad.gpu.device import fold_groups
+from asgrad.gpu.checks import checks_source
+from asgrad.gpu.device import fold_groups, get_device
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, literal, zero
 from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
@@ -32,6 +33,7 @@ __all__ = [
     "elementwise",
     "expression",
     "gelu_backward_expr",
+    "max_inputs",
     "strided_copy",
 ]
 
@@ -60,6 +62,8 @@ def _source(
     bindings.append(
         f"@group(0) @binding({len(bound) + 1}) var<storage, read_write> out: array<{out_type}>;"
     )
+    if CHECKED in expr:
+        bindings.append(checks_source(len(bound) + 2))
     strided = [k for k, m in enumerate(modes) if m == "strided"]
     if out_mode == "strided":
         strided.append(OUT_SLOT)
@@ -89,6 +93,11 @@ def _source(
         EXPR=expr,
         OUT_INDEX=out_index,
     )
+
+
+def max_inputs(expr: str) -> int:
+    """Inputs a kernel of ``expr`` may bind: one fewer when it checks (the check slots)."""
+    return MAX_INPUTS - (CHECKED in expr)
 
 
 def _collapse(
@@ -127,8 +136,8 @@ def elementwise(
     slice, say), whose shape is the output shape. Returns the array written.
     """
     ops = [Operand.of(x) for x in inputs]
-    if len(ops) > MAX_INPUTS:
-        raise GpuUnsupportedError(f"an elementwise kernel takes at most {MAX_INPUTS} inputs")
+    if len(ops) > max_inputs(expr):
+        raise GpuUnsupportedError(f"an elementwise kernel takes at most {max_inputs(expr)} inputs")
     out_view = out if isinstance(out, Operand) else None
     if out_view is not None:
         out_shape = out_view.shape
@@ -182,7 +191,8 @@ def elementwise(
             raise GpuUnsupportedError("an in-place input must be read exactly where it is written")
     bound = [k for k in range(len(ops)) if not own[k]]
 
-    binds = ("uniform",) + ("read",) * len(bound) + ("write",)
+    checked = CHECKED in expr
+    binds = ("uniform",) + ("read",) * len(bound) + ("write",) + ("checks",) * checked
     device = target.device
     key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type, own)
     pipe = device.pipeline(
@@ -190,6 +200,8 @@ def elementwise(
     )
     params = device.params(struct.pack(f"<{len(meta)}I", *meta))
     buffers = (params, *(ops[k].array.buffer for k in bound), target.buffer)
+    if checked:
+        buffers = (*buffers, device.checks.buffer)
     device.dispatch(pipe, buffers, fold_groups(-(-n // 256), device.max_groups))
     return target
 
@@ -200,6 +212,8 @@ def strided_copy(x: Operand, out: TensorType) -> GpuArray:
 
 
 # Each builds the WGSL expression over x0, x1, ... from the attrs and the element type.
+# Float expressions go through prelude.wgsl's functions wherever numpy defines a result
+# at NaN or +-inf that WGSL leaves undefined (max/min/clamp/sign/comparisons).
 ExprFn = Callable[[Attrs, str], str]
 
 
@@ -207,12 +221,22 @@ def _fixed(expr: str) -> ExprFn:
     return lambda attrs, t: expr
 
 
+def _typed(f32: str, other: str) -> ExprFn:
+    """``f32`` for float operands, ``other`` for integers (no NaN to carry)."""
+    return lambda attrs, t: f32 if t == "f32" else other
+
+
 def _clamp_expr(attrs: Attrs, t: str) -> str:
+    lo, hi = attrs.get("min"), attrs.get("max")
+    if t == "f32":
+        low = literal(lo) if lo is not None else "asg_ninf()"
+        high = literal(hi) if hi is not None else "asg_inf()"
+        return f"asg_clamp(x0, {low}, {high})"
     expr = "x0"
-    if attrs.get("min") is not None:
-        expr = f"max({expr}, {literal(attrs['min'], t)})"
-    if attrs.get("max") is not None:
-        expr = f"min({expr}, {literal(attrs['max'], t)})"
+    if lo is not None:
+        expr = f"max({expr}, {literal(lo, t)})"
+    if hi is not None:
+        expr = f"min({expr}, {literal(hi, t)})"
     return expr
 
 
@@ -230,45 +254,73 @@ UNARY: dict[str, ExprFn] = {
     "neg": _fixed("-x0"),
     "exp": _fixed("asg_exp(x0)"),
     "log": _fixed("asg_log(x0)"),
-    "sqrt": _fixed("sqrt(x0)"),
+    "sqrt": _fixed("asg_sqrt(x0)"),
     "abs": _fixed("abs(x0)"),
-    "sign": _fixed("sign(x0)"),
-    "sin": _fixed("sin(x0)"),
-    "cos": _fixed("cos(x0)"),
+    "sign": _typed("asg_sign(x0)", "sign(x0)"),
+    "sin": _fixed("asg_sin(x0)"),
+    "cos": _fixed("asg_cos(x0)"),
     "tanh": _fixed("asg_tanh(x0)"),
     "sigmoid": _fixed("asg_sigmoid(x0)"),
-    "relu": lambda attrs, t: f"max(x0, {zero(t)})",
-    "leaky_relu": lambda attrs, t: (
-        f"select(x0 * {literal(attrs.get('alpha', 0.01))}, x0, x0 > 0.0)"
-    ),
+    "relu": lambda attrs, t: "asg_relu(x0)" if t == "f32" else f"max(x0, {zero(t)})",
+    "leaky_relu": lambda attrs, t: f"asg_leaky_relu(x0, {literal(attrs.get('alpha', 0.01))})",
     "gelu": _gelu_expr,
     "erf": _fixed("asg_erf(x0)"),
     "silu": _fixed("x0 * asg_sigmoid(x0)"),
-    "elu": lambda attrs, t: (
-        f"select({literal(attrs.get('alpha', 1.0))} * asg_expm1(min(x0, 0.0)), x0, x0 > 0.0)"
-    ),
+    "elu": lambda attrs, t: f"asg_elu(x0, {literal(attrs.get('alpha', 1.0))})",
     "softplus": _softplus_expr,
     "clamp": _clamp_expr,
 }
 
-BINARY: dict[str, str] = {
-    "add": "x0 + x1",
-    "sub": "x0 - x1",
-    "mul": "x0 * x1",
-    "div": "x0 / x1",
-    "pow": "asg_pow(x0, x1)",
-    "maximum": "max(x0, x1)",
-    "minimum": "min(x0, x1)",
+BINARY: dict[str, ExprFn] = {
+    "add": _fixed("x0 + x1"),
+    "sub": _fixed("x0 - x1"),
+    "mul": _fixed("x0 * x1"),
+    "div": _fixed("x0 / x1"),
+    "pow": _fixed("asg_pow(x0, x1)"),
+    "maximum": _typed("asg_max(x0, x1)", "max(x0, x1)"),
+    "minimum": _typed("asg_min(x0, x1)", "min(x0, x1)"),
 }
 
-COMPARE: dict[str, str] = {
-    "equal": "==",
-    "not_equal": "!=",
-    "less": "<",
-    "less_equal": "<=",
-    "greater": ">",
-    "greater_equal": ">=",
+COMPARE: dict[str, tuple[str, str]] = {
+    "equal": ("==", "asg_eq"),
+    "not_equal": ("!=", "asg_ne"),
+    "less": ("<", "asg_lt"),
+    "less_equal": ("<=", "asg_le"),
+    "greater": (">", "asg_gt"),
+    "greater_equal": (">=", "asg_ge"),
 }
+
+# int64 values live in int32 storage: these ops check that their result fits
+# (kernels/checks.wgsl); int32 arithmetic wraps, as numpy's does.
+CHECKED_INT64: dict[str, str] = {
+    "add": "asg_chk_add(x0, x1, {slot}u)",
+    "sub": "asg_chk_sub(x0, x1, {slot}u)",
+    "mul": "asg_chk_mul(x0, x1, {slot}u)",
+    "neg": "asg_chk_neg(x0, {slot}u)",
+    "abs": "asg_chk_abs(x0, {slot}u)",
+}
+CHECKED = "asg_chk_"  # the prefix of every checking function
+
+
+def _overflow_slot(op: str) -> int:
+    detail = (
+        f"the exact int64 {op} result must fit the int32 range [-2**31, 2**31) that GPU "
+        "buffers hold (int32 values wrap instead)"
+    )
+    return get_device().checks.slot("overflow", op, detail)
+
+
+def _cast_expr(out_dtype: str, t_in: str) -> str:
+    dtype = numpy_dtype(out_dtype)
+    t_out = wgsl_type(dtype)
+    if dtype == np.bool_:
+        truthy = "asg_truthy(x0)" if t_in == "f32" else f"x0 != {zero(t_in)}"
+        return f"select(0u, 1u, {truthy})"
+    if t_in == "f32" and t_out == "i32":
+        if dtype == np.int64:
+            return f"asg_chk_f2i(x0, {_overflow_slot('cast')}u)"
+        return "asg_f2i(x0)"
+    return "x0" if t_in == t_out else f"{t_out}(x0)"
 
 
 def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -> str | None:
@@ -278,20 +330,21 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
     type of ``out_dtype``. Elementwise chains fuse by substituting one op's expression
     for an input of the next (see :mod:`asgrad.gpu.fusion`).
     """
+    if out_dtype == "int64" and op in CHECKED_INT64:
+        return CHECKED_INT64[op].format(slot=_overflow_slot(op))
     if op in UNARY:
         return UNARY[op](attrs, in_types[0])
     if op in BINARY:
-        return BINARY[op]
+        return BINARY[op](attrs, in_types[0])
     if op in COMPARE:
-        return f"select(0u, 1u, x0 {COMPARE[op]} x1)"
+        native, nan_aware = COMPARE[op]
+        if in_types[0] == "f32":
+            return f"select(0u, 1u, {nan_aware}(x0, x1))"
+        return f"select(0u, 1u, x0 {native} x1)"
     if op == "where":
         return f"select(x2, x1, x0 != {zero(in_types[0])})"
     if op == "cast":
-        dtype = numpy_dtype(out_dtype)
-        t_in, t_out = in_types[0], wgsl_type(dtype)
-        if dtype == np.bool_:
-            return f"select(0u, 1u, x0 != {zero(t_in)})"
-        return "x0" if t_in == t_out else f"{t_out}(x0)"
+        return _cast_expr(out_dtype, in_types[0])
     return None
 
 

@@ -3,6 +3,11 @@
 Slices are copies through strided views with the elementwise kernel; gather, its
 gradient scatter-add and one-hot have kernels of their own (``kernels/index_gather.wgsl``,
 ``kernels/index_scatter_add.wgsl``, ``kernels/index_one_hot.wgsl``), one thread per output element.
+
+An index outside ``[0, n)`` (a negative one too: indices do not wrap) reads nothing:
+gather gives 0 for it, scatter-add adds nothing, one-hot an all-zero row; the kernel
+records it in a check slot (:mod:`asgrad.gpu.checks`) and the next readback raises
+:class:`~asgrad.tensor.errors.OutOfRangeError` naming the op and the valid range.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu.array import GpuArray, Operand, slice_view
-from asgrad.gpu.device import fold_groups
+from asgrad.gpu.checks import checks_source
+from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, zero
 from asgrad.gpu.lowering.elementwise import elementwise, strided_copy
@@ -47,13 +53,20 @@ def gather(x: GpuArray, indices: GpuArray, axis: int) -> GpuArray:
     t = x.wgsl
     pipe = device.pipeline(
         ("index_gather", t),
-        lambda: render("index_gather", T=t),
-        ("uniform", "read", "read", "write"),
+        lambda: render("index_gather", T=t, ZERO=zero(t), CHECKS=checks_source(4)),
+        ("uniform", "read", "read", "write", "checks"),
     )
-    params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
-    groups = fold_groups(-(-out.size // 256), device.max_groups)
-    device.dispatch(pipe, (params, x.buffer, indices.buffer, out.buffer), groups)
+    slot = _slot(device, "gather", f"axis {axis} of the {x.shape} input", length, "read 0")
+    meta = struct.pack("<8I", out.size, length, indices.size, inner, slot, 0, 0, 0)
+    buffers = (device.params(meta), x.buffer, indices.buffer, out.buffer, device.checks.buffer)
+    device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
     return out
+
+
+def _slot(device: Device, op: str, what: str, n: int, effect: str) -> int:
+    """The check slot of an index op whose indices must lie in [0, n)."""
+    detail = f"indices into {what} must satisfy 0 <= index < {n} (the kernel {effect} for them)"
+    return device.checks.slot("index", op, detail)
 
 
 def scatter_add(g: GpuArray, indices: GpuArray, shape: tuple[int, ...], axis: int) -> GpuArray:
@@ -68,12 +81,15 @@ def scatter_add(g: GpuArray, indices: GpuArray, shape: tuple[int, ...], axis: in
     device = g.device
     pipe = device.pipeline(
         ("index_scatter_add",),
-        lambda: render("index_scatter_add"),
-        ("uniform", "read", "read", "write"),
+        lambda: render("index_scatter_add", CHECKS=checks_source(4)),
+        ("uniform", "read", "read", "write", "checks"),
     )
-    params = device.params(struct.pack("<4I", out.size, length, indices.size, inner))
-    groups = fold_groups(-(-out.size // 256), device.max_groups)
-    device.dispatch(pipe, (params, g.buffer, indices.buffer, out.buffer), groups)
+    slot = _slot(
+        device, "scatter_add", f"axis {axis} of the {shape} result", length, "added nothing"
+    )
+    meta = struct.pack("<8I", out.size, length, indices.size, inner, slot, 0, 0, 0)
+    buffers = (device.params(meta), g.buffer, indices.buffer, out.buffer, device.checks.buffer)
+    device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
     return out
 
 
@@ -83,16 +99,17 @@ def one_hot(indices: GpuArray, depth: int, dtype: Any = np.float32) -> GpuArray:
     if out.size == 0:
         return out
     t = out.wgsl
-    zero, one = {"f32": ("0.0", "1.0"), "i32": ("0i", "1i"), "u32": ("0u", "1u")}[t]
+    zero_t, one = {"f32": ("0.0", "1.0"), "i32": ("0i", "1i"), "u32": ("0u", "1u")}[t]
     device = indices.device
     pipe = device.pipeline(
         ("index_one_hot", t),
-        lambda: render("index_one_hot", T=t, ZERO=zero, ONE=one),
-        ("uniform", "read", "write"),
+        lambda: render("index_one_hot", T=t, ZERO=zero_t, ONE=one, CHECKS=checks_source(3)),
+        ("uniform", "read", "write", "checks"),
     )
-    params = device.params(struct.pack("<4I", out.size, depth, 0, 0))
-    groups = fold_groups(-(-out.size // 256), device.max_groups)
-    device.dispatch(pipe, (params, indices.buffer, out.buffer), groups)
+    slot = _slot(device, "one_hot", f"one_hot of depth {depth}", depth, "wrote zero rows")
+    params = device.params(struct.pack("<4I", out.size, depth, slot, 0))
+    buffers = (params, indices.buffer, out.buffer, device.checks.buffer)
+    device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
     return out
 
 

@@ -39,6 +39,7 @@ _MODES = {
     "avg_backward": 3,
     "adaptive": 4,
     "adaptive_backward": 5,
+    "max": 6,
 }
 
 
@@ -81,8 +82,8 @@ def _launch(
 
 
 def max_pool2d(x: GpuArray, kernel: Pair, stride: Pair, padding: Pair, out_hw: Pair) -> GpuArray:
-    """The maximum of each window (padding never wins)."""
-    return _launch("max_select", x.shape, out_hw, x, x, kernel, stride, padding)
+    """The maximum of each window (padding never wins; a NaN does, as numpy's)."""
+    return _launch("max", x.shape, out_hw, x, x, kernel, stride, padding)
 
 
 def max_pool2d_select(

@@ -5,6 +5,11 @@
 splitting long axes into pieces first; arg-reductions use
 ``kernels/reduction_arg_rows.wgsl``. Reduced axes that are not adjacent are brought
 together by a permuting copy.
+
+Floats follow numpy at NaN: max/min and argmax/argmin let a NaN win (the first one's
+index). Integers never go through float32: max/min compare int32, and a sum
+accumulates exactly in 64 bits, flagged (:mod:`asgrad.gpu.checks`) when the total
+does not fit the int32 result.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu.array import GpuArray, Operand
+from asgrad.gpu.buffers import GpuBuffer
+from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, alias, literal
@@ -39,10 +46,16 @@ _F32_MAX = "3.4028234663852886e38"
 REDUCTIONS: dict[str, tuple[str, str, str, str]] = {
     "sum": ("0.0", "a + b", "f32(x)", "acc_final"),
     "mean": ("0.0", "a + b", "f32(x)", "acc_final * params.scale"),
-    "max": (f"-{_F32_MAX}", "max(a, b)", "f32(x)", "acc_final"),
-    "min": (_F32_MAX, "min(a, b)", "f32(x)", "acc_final"),
+    "max": ("asg_ninf()", "asg_max(a, b)", "f32(x)", "acc_final"),
+    "min": ("asg_inf()", "asg_min(a, b)", "f32(x)", "acc_final"),
     "prod": ("1.0", "a * b", "f32(x)", "acc_final"),
     "sumsq": ("0.0", "a + b", "f32(x) * f32(x)", "acc_final"),
+}
+# ... and for int32 elements: exact (accumulator type, init, combine)
+_INT_REDUCTIONS: dict[str, tuple[str, str, str]] = {
+    "sum": ("vec2<i32>", "vec2<i32>(0i, 0i)", "asg_add64(a, b)"),
+    "max": ("i32", "bitcast<i32>(0x80000000u)", "max(a, b)"),
+    "min": ("i32", "2147483647i", "min(a, b)"),
 }
 
 
@@ -109,24 +122,29 @@ def reduce_axis(
     if arg:
         meta = struct.pack("<4I", outer, r, inner, 0)
         better = "a > b" if kind == "argmax" else "a < b"
+        nan_first = _NAN_FIRST if t_in == "f32" else ""
         pipe = device.pipeline(
             ("reduction_arg_rows", better, t_in),
-            lambda: render("reduction_arg_rows", T_IN=t_in, BETTER=better),
+            lambda: render("reduction_arg_rows", T_IN=t_in, BETTER=better, NAN_FIRST=nan_first),
             ("uniform", "read", "write"),
         )
         groups = fold_groups(rows, device.max_groups)
         device.dispatch(pipe, (device.params(meta), src.buffer, out.buffer), groups)
         return out
     scale = 1.0 / max(r, 1)
+    # partial results: float32, or exact int32 (a (lo, hi) pair per partial sum)
+    exact = t_in == "i32" and kind in _INT_REDUCTIONS and out.wgsl == "i32"
+    width = 2 if exact and kind == "sum" else 1
+    part_dtype = np.int32 if exact else np.float32
     if inner == 1 and rows < _BUSY_GROUPS and r > 2 * _ROW_CHUNK:
         # a few long rows: one workgroup per piece of a row, then per row
         chunks = min(-(-r // _ROW_CHUNK), -(-_BUSY_GROUPS // rows))
         chunk_len = -(-r // chunks)
         chunks = -(-r // chunk_len)
-        partial = GpuArray.empty((outer, chunks, 1), np.float32, device)
+        partial = GpuArray.empty((outer, chunks, width), part_dtype, device)
         first, second = _SPLIT.get(kind, (kind, kind))
         _launch(device, "reduction_rows", first, src, partial, (outer, r, 1), 1.0, chunk_len)
-        _launch(device, "reduction_rows", second, partial, out, (outer, chunks, 1), scale)
+        _launch(device, "reduction_rows", second, partial, out, (outer, chunks, 1), scale, 0, True)
     elif inner == 1:
         _launch(device, "reduction_rows", kind, src, out, (outer, r, inner), scale)
     elif rows < _BUSY_THREADS and r > 2 * _MIN_CHUNK:
@@ -134,13 +152,22 @@ def reduce_axis(
         chunks = min(-(-r // _MIN_CHUNK), -(-_BUSY_THREADS // rows))
         chunk_len = -(-r // chunks)
         chunks = -(-r // chunk_len)
-        partial = GpuArray.empty((outer, chunks, inner), np.float32, device)
+        partial = GpuArray.empty((outer, chunks, inner, width), part_dtype, device)
         first, second = _SPLIT.get(kind, (kind, kind))
         _launch(device, "reduction_cols", first, src, partial, (outer, r, inner), 1.0, chunk_len)
-        _launch(device, "reduction_cols", second, partial, out, (outer, chunks, inner), scale)
+        dims = (outer, chunks, inner)
+        _launch(device, "reduction_cols", second, partial, out, dims, scale, 0, True)
     else:
         _launch(device, "reduction_cols", kind, src, out, (outer, r, inner), scale)
     return out
+
+
+# Ahead of BETTER in reduction_arg_rows.wgsl for floats: a NaN wins (the first one)
+_NAN_FIRST = """    let na = (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u;
+    let nb = (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u;
+    if (na || nb) {
+        return na && (!nb || ia < ib);
+    }"""
 
 
 # Threads that keep a large GPU busy, and the shortest piece of an axis worth a thread.
@@ -162,34 +189,60 @@ def _launch(
     dims: tuple[int, int, int],
     scale: float,
     chunk_len: int = 0,
+    from_partials: bool = False,
 ) -> None:
-    """One reduction kernel over ``src`` seen as (outer, R, inner)."""
+    """One reduction kernel over ``src`` seen as (outer, R, inner).
+
+    With ``chunk_len`` it writes partial results into ``out``; ``from_partials``: the
+    ``src`` holds such partial results.
+    """
     outer, r, inner = dims
-    init, combine, mapped, finish = REDUCTIONS[kind]
-    t_in, t_out = src.wgsl, out.wgsl
-    if t_out != "f32":
-        finish = f"{t_out}({finish})"
     chunks = -(-r // chunk_len) if chunk_len else 1
+    code = _code(device, kind, src.wgsl, out.wgsl, chunk_len > 0, from_partials)
     meta = struct.pack("<4IfI", outer, r, inner, chunk_len, scale, chunks)
+    binds = ("uniform", "read", "write") + ("checks",) * bool(code["CHECKS"])
     pipe = device.pipeline(
-        (variant, kind, t_in, t_out),
-        lambda: render(
-            variant,
-            PRELUDE=kernel_text("prelude"),
-            T_IN=t_in,
-            T_OUT=t_out,
-            T_ACC="f32",
-            INIT=init,
-            COMBINE=combine,
-            MAP=mapped,
-            FINISH=finish,
-        ),
-        ("uniform", "read", "write"),
+        (variant, kind, *code.values()),
+        lambda: render(variant, PRELUDE=kernel_text("prelude"), **code),
+        binds,
     )
     rows = outer * chunks * inner
     n_groups = rows if variant == "reduction_rows" else -(-rows // 256)
     groups = fold_groups(n_groups, device.max_groups)
-    device.dispatch(pipe, (device.params(meta), src.buffer, out.buffer), groups)
+    buffers: tuple[GpuBuffer, ...] = (device.params(meta), src.buffer, out.buffer)
+    if code["CHECKS"]:
+        buffers = (*buffers, device.checks.buffer)
+    device.dispatch(pipe, buffers, groups)
+
+
+def _code(
+    device: Device, kind: str, t_in: str, t_out: str, to_partials: bool, from_partials: bool
+) -> dict[str, str]:
+    """The template values of one reduction kernel (types, init, combine, map, finish)."""
+    if not (t_in == "i32" and t_out == "i32" and kind in _INT_REDUCTIONS):
+        init, combine, mapped, finish = REDUCTIONS[kind]
+        if t_out != "f32":
+            finish = f"{t_out}({finish})"
+        code = {"T_ACC": "f32", "INIT": init, "COMBINE": combine, "MAP": mapped}
+        return {"T_IN": t_in, "T_OUT": t_out, **code, "FINISH": finish, "CHECKS": ""}
+    acc, init, combine = _INT_REDUCTIONS[kind]
+    wide = acc == "vec2<i32>"
+    finish, checks = "acc_final", ""
+    if wide and to_partials:
+        t_out = acc  # (lo, hi) partial sums
+    elif wide:
+        detail = (
+            "the exact sum must fit the int32 range [-2**31, 2**31) that GPU buffers hold "
+            "(the CPU computes it exactly, as int64)"
+        )
+        slot = device.checks.slot("overflow", "sum", detail)
+        finish, checks = f"asg_chk_narrow(acc_final, {slot}u)", checks_source(3)
+    if wide and from_partials:
+        t_in, mapped = acc, "x"
+    else:
+        mapped = "vec2<i32>(x, x >> 31u)" if wide else "x"
+    code = {"T_ACC": acc, "INIT": init, "COMBINE": combine, "MAP": mapped}
+    return {"T_IN": t_in, "T_OUT": t_out, **code, "FINISH": finish, "CHECKS": checks}
 
 
 def _reduction(kind: str) -> Lowering:
