@@ -119,6 +119,7 @@ def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
 REFERENCES: dict[str, Reference] = {
     # elementwise, unary
     "neg": lambda x: -x,
+    "stop_gradient": lambda x: x + 0,
     "exp": np.exp,
     "log": np.log,
     "sqrt": lambda x: x**0.5,

@@ -36,6 +36,7 @@ from asgrad.tensor.functional import (
     minimum,
     one_hot,
     stack,
+    stop_gradient,
     where,
 )
 from asgrad.tensor.graph import Graph, Node, Variable, VariableStore
@@ -91,6 +92,7 @@ __all__ = [
     "register_op",
     "resolve_backend_name",
     "stack",
+    "stop_gradient",
     "to_dot",
     "topological_order",
     "where",

@@ -23,6 +23,12 @@ def where(cond: Tensor, a: object, b: object) -> Tensor:
     return cond.graph.apply("where", (cond, like._lift(a), like._lift(b)), {})
 
 
+def stop_gradient(x: Tensor) -> Tensor:
+    """``x``'s value, through which no gradient flows (``jax.lax.stop_gradient``,
+    PyTorch's ``detach``); a no-op once compiled."""
+    return x.detach()
+
+
 def maximum(a: object, b: object) -> Tensor:
     """Elementwise maximum (numpy.maximum)."""
     like = _first_tensor(a, b)

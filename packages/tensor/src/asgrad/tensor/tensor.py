@@ -256,6 +256,10 @@ class Tensor(NumpyInterop):
     def minimum(self, other: object) -> Tensor:
         return self._binary("minimum", other)
 
+    def detach(self) -> Tensor:
+        """This value, through which no gradient flows (``stop_gradient``)."""
+        return self._apply("stop_gradient")
+
     def cast(self, dtype: str) -> Tensor:
         from asgrad.tensor.dtypes import as_dtype
 

@@ -252,6 +252,7 @@ def _gelu_expr(attrs: Attrs, t: str) -> str:
 
 UNARY: dict[str, ExprFn] = {
     "neg": _fixed("-x0"),
+    "stop_gradient": _fixed("x0"),
     "exp": _fixed("asg_exp(x0)"),
     "log": _fixed("asg_log(x0)"),
     "sqrt": _fixed("asg_sqrt(x0)"),

@@ -21,7 +21,7 @@ from asgrad.nn.losses.common import (
 from asgrad.tensor import Tensor, where
 from asgrad.tensor.dtypes import is_float, is_int
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from asgrad.tensor.nn_functional import adam_ema
+from asgrad.tensor.functional import stop_gradient
 
 __all__ = [
     "binary_cross_entropy",
@@ -46,16 +46,6 @@ def _log(p: Tensor) -> Tensor:
     return where(nonzero, where(nonzero, p, 1.0).log(), _LOG_MIN)
 
 
-def _stop_gradient(x: Tensor) -> Tensor:
-    """``x``'s value, through which no gradient flows.
-
-    asgrad has no stop-gradient op yet: ``adam_ema`` with ``beta = 0`` computes
-    ``0 * x + 1 * x``, ``x`` itself for any finite ``x``, on every backend, and is not
-    differentiable.
-    """
-    return adam_ema(x, x, 0.0)
-
-
 def _bce_terms(p: Tensor, t: Tensor) -> Tensor:
     """PyTorch's binary cross-entropy per element: its value and its gradients."""
     log_p, log_q = _log(p), _log(1.0 - p)
@@ -64,8 +54,8 @@ def _bce_terms(p: Tensor, t: Tensor) -> Tensor:
     # the gradients are PyTorch's: (p - t) / 1e-12 for p, log(1 - p) - log(p) for t
     # (100 at p = 0, -100 at p = 1, where PyTorch's is infinite), from a slope whose
     # value is taken away.
-    slope = (p * p * 0.5 - _stop_gradient(t) * p) / _BCE_EPS + t * _stop_gradient(log_q - log_p)
-    pinned = _stop_gradient(loss) + (slope - _stop_gradient(slope))
+    slope = (p * p * 0.5 - stop_gradient(t) * p) / _BCE_EPS + t * stop_gradient(log_q - log_p)
+    pinned = stop_gradient(loss) + (slope - stop_gradient(slope))
     return where(p * (1.0 - p) < _BCE_EPS, pinned, loss)
 
 

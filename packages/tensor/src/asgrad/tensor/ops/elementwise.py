@@ -244,6 +244,15 @@ _elementwise(
     infer=_infer_unary_numeric,
     differentiable=False,
 )
+_elementwise(
+    "stop_gradient",
+    np.positive,  # a copy of x
+    "x; no gradient flows through it (removed when compiled)",
+    unary_cases(normal),
+    infer=_infer_unary_numeric,
+    differentiable=False,
+    identity_if_same_type=True,
+)
 _elementwise("sin", np.sin, "sine", unary_cases(normal), tolerance=_T2)
 _elementwise("cos", np.cos, "cosine", unary_cases(normal), tolerance=_T2)
 _elementwise("tanh", np.tanh, "hyperbolic tangent", unary_cases(normal, large=60), tolerance=_T2)
