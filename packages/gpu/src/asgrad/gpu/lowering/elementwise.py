@@ -23,6 +23,7 @@ from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, literal, zero
 from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType
+from asgrad.tensor.ops.elementwise import softplus_bounds
 
 __all__ = [
     "EXPRESSION_OPS",
@@ -241,8 +242,12 @@ def _clamp_expr(attrs: Attrs, t: str) -> str:
 
 
 def _softplus_expr(attrs: Attrs, t: str) -> str:
+    # As the CPU kernel: x where beta x > 20, and beta x never formed beyond [-1000, 20].
     beta = float(attrs.get("beta", 1.0))
-    return f"asg_softplus(x0 * {literal(beta)}) * {literal(1.0 / beta)}"
+    lo, hi = softplus_bounds(beta)
+    above = f"x0 > {literal(hi)}" if beta > 0 else f"x0 < {literal(lo)}"
+    soft = f"asg_softplus(clamp(x0, {literal(lo)}, {literal(hi)}) * {literal(beta)})"
+    return f"asg_keepnan(x0, select({soft} * {literal(1.0 / beta)}, x0, {above}))"
 
 
 def _gelu_expr(attrs: Attrs, t: str) -> str:
