@@ -154,7 +154,12 @@ fn asg_softplus(x: f32) -> f32 {
 }
 
 fn asg_log1p(x: f32) -> f32 {
-    // accurate for small x: log1p(x) = x * log(u) / (u - 1) with u = 1 + x
+    // Below 1e-3 the series x - x^2/2 + x^3/3 - x^4/4 (error < x^5/5): a device's log
+    // near 1 may be off by an ulp of 1, which is large next to log1p(x). Above it,
+    // log1p(x) = x * log(u) / (u - 1) with u = 1 + x.
+    if (abs(x) < 1e-3) {
+        return x * (1.0 - x * (0.5 - x * (0.33333334 - x * 0.25)));
+    }
     let u = 1.0 + x;
     return select(x * log(u) / (u - 1.0), x, u == 1.0);
 }
