@@ -17,6 +17,7 @@ from asgrad.gpu.capabilities import Capabilities
 from asgrad.gpu.device import Device, get_device
 from asgrad.gpu.errors import (
     GpuError,
+    GpuIntegerOverflowError,
     GpuUnavailableError,
     GpuUnsupportedError,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "GpuBackend",
     "GpuError",
     "GpuExecutable",
+    "GpuIntegerOverflowError",
     "GpuUnavailableError",
     "GpuUnsupportedError",
     "GpuVariableStore",
