@@ -129,3 +129,17 @@ def test_checks_cost_no_extra_readback_or_submit(device: Device) -> None:
     assert spent.readbacks == 3  # one per run: the check word rides along
     assert spent.submits == 3
     assert not device.checks.armed  # the readback looked
+
+
+def test_a_failed_variable_read_does_not_leave_the_stale_host_value(device: Device) -> None:
+    g = Graph("train")
+    table = Variable("table", TABLE.copy())
+    ids = g.input("ids", (3,), "int64")
+    param = g.parameter("table", variable=table)
+    step = compile([], [(table, param + param.gather(ids, axis=0).sum())], backend="gpu")
+    step.run({"ids": np.array([0, 11, 2])})  # the device value changes, with a fault
+    with pytest.raises(OutOfRangeError):
+        _ = table.value
+    # The next read returns the device's value (bad row summed as 0), not the stale host one.
+    expected = TABLE + (TABLE[0] + TABLE[2]).sum()
+    np.testing.assert_allclose(table.value, expected, rtol=1e-6)

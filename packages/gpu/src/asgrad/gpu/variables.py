@@ -80,8 +80,9 @@ class GpuVariableStore(VariableStore):
         """The newest value of ``variable`` (a readback only if the device changed it)."""
         if variable not in self._dirty:
             return variable.host_value()
-        self._dirty.discard(variable)
-        return self._arrays[variable].numpy().astype(variable.host_value().dtype)
+        value = self._arrays[variable].numpy().astype(variable.host_value().dtype)
+        self._dirty.discard(variable)  # only once read: a failed read leaves it newer
+        return value
 
     def release(self, variable: Variable) -> None:
         """The host was given a new value; the next run uploads it."""

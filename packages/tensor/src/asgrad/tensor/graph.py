@@ -73,8 +73,8 @@ class Variable:
     def value(self) -> np.ndarray:
         """The current value (fetched from the backend holding it, if any)."""
         if self._holder is not None:
-            holder, self._holder = self._holder, None
-            self._value = holder.fetch(self)
+            self._value = self._holder.fetch(self)  # if it raises, the holder still has it
+            self._holder = None
         return self._value
 
     @value.setter
