@@ -26,6 +26,12 @@ def _infer_reduce(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(reduced_shape(t.shape, axes, bool(attrs.get("keepdims", False))), t.dtype)
 
 
+def _infer_sum(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    # Integers sum in int64 (as numpy and PyTorch), so an int32 total never wraps.
+    out = _infer_reduce(types, attrs)
+    return TensorType(out.shape, "int64") if out.dtype == "int32" else out
+
+
 def _infer_reduce_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(types[0])
     return _infer_reduce(types, attrs)
@@ -129,7 +135,7 @@ def _reduction(
     )
 
 
-_reduction("sum", _sum, "sum over axes")
+_reduction("sum", _sum, "sum over axes (integers in int64)", _infer_sum)
 _reduction("mean", _mean, "mean over axes", _infer_reduce_float)
 _reduction("max", _max, "max over axes", _infer_nonempty_reduce)
 _reduction("min", _min, "min over axes", _infer_nonempty_reduce)
