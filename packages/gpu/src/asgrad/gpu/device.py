@@ -10,7 +10,11 @@ wgpu-py 0.32).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,6 +37,21 @@ __all__ = ["Device", "fold_groups", "get_device", "last_unavailable_reason"]
 _device: Device | None = None
 _unavailable: str | None = None
 _lock = threading.Lock()
+
+
+def ensure_runtime_dir() -> None:
+    """Give the process a private ``XDG_RUNTIME_DIR`` when it has none (Linux).
+
+    Mesa's Vulkan drivers print "XDG_RUNTIME_DIR is invalid or not set" on every
+    start without one (headless machines, containers, CI); a private, empty folder
+    (mode 0700, removed at exit) silences it and changes nothing else.
+    """
+    current = os.environ.get("XDG_RUNTIME_DIR", "")
+    if not sys.platform.startswith("linux") or (current and os.path.isdir(current)):
+        return
+    folder = tempfile.mkdtemp(prefix="asgrad-xdg-")  # mkdtemp makes it 0700
+    atexit.register(shutil.rmtree, folder, True)
+    os.environ["XDG_RUNTIME_DIR"] = folder
 
 
 def _import_wgpu() -> Any:
@@ -149,6 +168,7 @@ class Device:
     def open(cls) -> Device:
         """Find an adapter (high-performance preferred) and create the device."""
         wgpu = _import_wgpu()
+        ensure_runtime_dir()
         try:
             adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
         except Exception as exc:  # no adapter, no driver, no loader
