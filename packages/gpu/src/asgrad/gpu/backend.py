@@ -28,6 +28,7 @@ from asgrad.gpu.source import to_storage
 from asgrad.gpu.variables import variable_store
 from asgrad.tensor.backends import Executable
 from asgrad.tensor.cache import LRUCache
+from asgrad.tensor.progress import reporting
 from asgrad.tensor.schedule import Schedule
 
 __all__ = ["GpuBackend", "GpuExecutable", "run_plan"]
@@ -52,7 +53,9 @@ class GpuExecutable:
         key = tuple((name, v.shape, v.dtype.str) for name, v in sorted(feeds.items()))
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans.put(key, build_plan(self.schedule, feeds, self.device))
+            shapes = ", ".join(str(list(v.shape)) for _, v in sorted(feeds.items()))
+            with reporting(f"first GPU run at shapes {shapes}"):
+                plan = self._plans.put(key, build_plan(self.schedule, feeds, self.device))
         return run_plan(plan, feeds)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from asgrad.gpu.buffers import GpuBuffer
 from asgrad.gpu.errors import GpuError
+from asgrad.tensor.progress import current
 
 __all__ = ["Binding", "Pipeline", "PipelineCache"]
 
@@ -84,6 +85,7 @@ class PipelineCache:
         pipe = self._pipelines.get(full_key)
         if pipe is not None:
             return pipe
+        current().bump("pipelines built")
         binds = tuple(bindings)
         bgl, layout = self._layout(binds)
         code = source()

@@ -35,6 +35,7 @@ from asgrad.gpu.source import numpy_dtype
 from asgrad.gpu.variables import GpuVariableStore, variable_store
 from asgrad.tensor import TensorType
 from asgrad.tensor.graph import Node, Variable
+from asgrad.tensor.progress import current
 from asgrad.tensor.schedule import Schedule
 
 __all__ = [
@@ -244,7 +245,10 @@ def lower_schedule(
     bindings = Bindings()
     released = release_steps(schedule)
     values: dict[int, Value] = {}
+    progress = current()
+    progress.stage("GPU: lowering nodes", len(schedule.nodes))
     for i, node in enumerate(schedule.nodes):
+        progress.advance()
         out_type = types[node.id]
         value: Value
         if node.op in LEAVES:

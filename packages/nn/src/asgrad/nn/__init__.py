@@ -78,6 +78,7 @@ from asgrad.nn.schedulers import (
     StepLR,
     WarmupCosine,
 )
+from asgrad.nn.summary import summary
 
 __version__ = "0.1.0"
 
@@ -158,5 +159,6 @@ __all__ = [
     "sigmoid_focal_loss",
     "smooth_l1_loss",
     "squared_hinge_loss",
+    "summary",
     "triplet_margin_loss",
 ]

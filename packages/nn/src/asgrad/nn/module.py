@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -233,6 +234,8 @@ class Module:
                     f" step)\n  (at {user_location()})"
                 )
         try:
+            if _CALL_HOOKS:  # asgrad.nn.summary records each call while it traces
+                return _CALL_HOOKS[-1](self, lambda: self.forward(*args, **kwargs))
             return self.forward(*args, **kwargs)
         except AsgradError as exc:
             # Name the line of user code that called the model, once, however deep
@@ -252,6 +255,21 @@ class Module:
             sub = repr(m).replace("\n", "\n  ")
             lines.append(f"  ({name}): {sub}")
         return "\n".join(lines) + ("\n)" if self._modules else ")")
+
+
+CallHook = Callable[[Module, Callable[[], Any]], Any]
+_CALL_HOOKS: list[CallHook] = []
+
+
+@contextmanager
+def call_hook(hook: CallHook) -> Iterator[None]:
+    """While active, ``module(...)`` returns ``hook(module, run)``, where ``run()``
+    runs the module's ``forward`` and returns its outputs (the innermost hook only)."""
+    _CALL_HOOKS.append(hook)
+    try:
+        yield
+    finally:
+        _CALL_HOOKS.remove(hook)
 
 
 def _lossless_cast(name: str, value: object, dtype: str) -> np.ndarray:

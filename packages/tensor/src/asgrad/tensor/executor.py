@@ -23,6 +23,7 @@ from asgrad.tensor.backends import get_backend, resolve_backend_name
 from asgrad.tensor.errors import FeedError, PrecisionWarning
 from asgrad.tensor.graph import Node
 from asgrad.tensor.numerics import NumericsProbe, checking_by_default
+from asgrad.tensor.progress import reporting
 from asgrad.tensor.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.tensor import Tensor
 
@@ -56,15 +57,20 @@ class Program:
         optimize_graph: bool = True,
         check_numerics: bool | None = None,
     ) -> None:
-        self.schedule = make_schedule(outputs, updates, optimize_graph=optimize_graph)
         self.backend = resolve_backend_name(backend)
-        compile_schedule = get_backend(self.backend).compile
-        self.check_numerics = checking_by_default() if check_numerics is None else check_numerics
-        self.executable = (
-            NumericsProbe(self.schedule, compile_schedule)
-            if self.check_numerics
-            else compile_schedule(self.schedule)
-        )
+        with reporting("compiling") as progress:
+            size = len(outputs[0].graph) if outputs else 0
+            progress.stage(f"scheduling a graph of {size:,} nodes")
+            self.schedule = make_schedule(outputs, updates, optimize_graph=optimize_graph)
+            progress.stage(f"{self.backend}: compiling {len(self.schedule.nodes):,} nodes")
+            compile_schedule = get_backend(self.backend).compile
+            check = checking_by_default() if check_numerics is None else check_numerics
+            self.check_numerics = check
+            self.executable = (
+                NumericsProbe(self.schedule, compile_schedule)
+                if self.check_numerics
+                else compile_schedule(self.schedule)
+            )
         self._inputs = {n.name: n for n in self.schedule.inputs}
         self._known_names = {n.name for n in outputs[0].graph.inputs} if outputs else set()
         self._checked: set[tuple[tuple[str, tuple[int, ...]], ...]] = set()

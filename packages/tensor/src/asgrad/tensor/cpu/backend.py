@@ -10,6 +10,7 @@ import numpy as np
 from asgrad.tensor.backends import Executable
 from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.cpu.codegen import generate_cpu_function
+from asgrad.tensor.progress import reporting
 from asgrad.tensor.schedule import Schedule
 
 
@@ -46,8 +47,11 @@ class CPUExecutable:
         return result
 
     def _specialize(self, key: tuple[tuple[int, ...], ...]) -> Any:
-        types = self.schedule.infer_types(dict(zip(self._input_names, key, strict=True)))
-        return self._fns.put(key, generate_cpu_function(self.schedule, types))
+        with reporting(f"first run at shapes {', '.join(map(str, map(list, key)))}") as progress:
+            progress.stage("CPU: inferring types")
+            types = self.schedule.infer_types(dict(zip(self._input_names, key, strict=True)))
+            progress.stage("CPU: generating code for nodes", len(self.schedule.nodes))
+            return self._fns.put(key, generate_cpu_function(self.schedule, types))
 
 
 class CPUBackend:

@@ -43,6 +43,7 @@ from asgrad.tensor.cpu.records import (
 from asgrad.tensor.cpu.specialize import HELPERS, Context, specialize
 from asgrad.tensor.graph import Node
 from asgrad.tensor.passes import is_identity
+from asgrad.tensor.progress import current
 from asgrad.tensor.registry import IntoKernel, OpDef, TensorType, get_op
 from asgrad.tensor.schedule import Schedule
 
@@ -57,6 +58,7 @@ def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -
     source is its ``source`` attribute.
     """
     maker = _LineMaker(schedule, types)
+    current().stage(f"CPU: planning buffers and compiling {len(maker.lines):,} lines")
     lines = _needed(maker.lines, maker.refs, maker.roots)
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
     last = _last_uses(reads, maker.refs, maker.roots)
@@ -123,8 +125,10 @@ class _LineMaker:
             lambda name: _is_registered(get_op(name)),
         )
         self.lines: list[Line] = []
+        progress = current()
         for i, node in enumerate(schedule.nodes):
             self._add(i, node)
+            progress.advance()
 
     def name_of(self, node_id: int) -> str:
         """The name of a node's value in the function (a constant is added to env)."""
