@@ -104,3 +104,11 @@ def test_transformer_quiet_keeps_summary_and_plots(
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["step"] for r in records] == list(range(1, 26))
     assert {"loss", "lr"} <= set(records[0])
+
+
+def test_transformer_quiet_hides_only_the_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    transformer.main(["--steps", "2", "--quiet"])
+    out, err = capsys.readouterr()
+    assert err.strip().startswith("train loss ")
+    assert "validation loss" in err
+    assert json.loads(out.strip().splitlines()[-1])["steps"] == 2
