@@ -11,15 +11,18 @@ import importlib.util
 import runpy
 import sys
 
-# (module, what a run shows and how long it takes). The times are `time hatch run demo`
-# on this project's 2-core development machine (docs/tutorials/transformer.md, xor.md).
+# (module, what a run shows and how long it takes). The transformer's 800 steps took 55 s
+# on this project's 2-core development machine with its cores free
+# (docs/tutorials/transformer.md); `time hatch run demo` took 5 min 17 s there on
+# 2026-12-01 with the cores shared (load average 7), the same losses and sample.
 PREFERRED_EXAMPLES = (
     (
         "asgrad.examples.transformer",
-        "trains a character-level transformer language model for 800 steps on the CPU,"
-        " then prints its train and validation loss next to a unigram baseline, a text"
-        " sample and one JSON line of results. It takes about {minutes} on 2 free CPU cores"
-        " (--steps 100 or --time-limit 10 for a shorter run; --quiet hides the progress bar)",
+        "trains a character-level transformer language model for 800 steps (the default)"
+        " on the CPU, then prints its train and validation loss next to a unigram baseline,"
+        " a text sample and one JSON line of results. It takes about a minute on 2 free CPU"
+        " cores, up to 5 minutes on a busy machine (--steps 100 or --time-limit 10 for a"
+        " shorter run; --quiet hides the progress bar)",
     ),
     (
         "asgrad.examples.xor",
@@ -27,13 +30,12 @@ PREFERRED_EXAMPLES = (
         " JSON line of results; it takes a few seconds",
     ),
 )
-TRANSFORMER_MINUTES = "1 to 2 minutes"
 
 
 def main() -> int:
     for module, shows in PREFERRED_EXAMPLES:
         if importlib.util.find_spec(module) is not None:
-            print(f"running python -m {module}: it " + shows.format(minutes=TRANSFORMER_MINUTES))
+            print(f"running python -m {module}: it " + shows)
             print("", flush=True)
             sys.argv = [module, *sys.argv[1:]]
             runpy.run_module(module, run_name="__main__", alter_sys=True)
