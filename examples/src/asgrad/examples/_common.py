@@ -1,17 +1,25 @@
-"""What every example shares: its command line, progress bar and final JSON line."""
+"""What every example shares: its command line, progress bar, metrics log, plot and JSON line."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from tqdm import tqdm
 
+from asgrad.nn.metrics import MetricWriter
 from asgrad.tensor import AsgradError, get_backend, resolve_backend_name
+
+PLOT_EXTRA = "pip install 'asgrad-examples[plot]'"
+"""How to install what ``--plot`` needs (matplotlib)."""
+
+Series = tuple[Sequence[float], Sequence[float]]
+"""A curve: x values and y values."""
 
 T = TypeVar("T")
 
@@ -40,7 +48,76 @@ def parser(
             "--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})"
         )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--plot",
+        metavar="PNG",
+        default=None,
+        help=f"write the training curves to this PNG (needs matplotlib: {PLOT_EXTRA})",
+    )
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        default=None,
+        help="write each step's (or epoch's) metrics to this .jsonl or .csv file",
+    )
     return p
+
+
+def check_plot(path: str | None) -> None:
+    """End the program (status 1, one line) if ``--plot`` was given without matplotlib.
+
+    Called before training, so that a missing extra costs no training time.
+    """
+    if path is None:
+        return
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise SystemExit(f"error: --plot needs matplotlib; install it with {PLOT_EXTRA}") from None
+
+
+def open_log(path: str | None) -> contextlib.AbstractContextManager[MetricWriter | None]:
+    """The ``--log`` file's :class:`~asgrad.nn.metrics.MetricWriter` (``None`` without one)."""
+    if path is None:
+        return contextlib.nullcontext(None)
+    try:
+        return MetricWriter(path)
+    except (AsgradError, OSError) as exc:
+        raise SystemExit(f"error: --log {path}: {exc}") from None
+
+
+def plot(
+    path: str,
+    title: str,
+    panels: Sequence[tuple[str, str, Mapping[str, Series]]],
+    *,
+    log_y: Sequence[bool] = (),
+) -> None:
+    """Write ``panels`` side by side to the PNG ``path`` with matplotlib's Agg backend.
+
+    Each panel is ``(x label, y label, {curve label: (xs, ys)})``; a curve of one point
+    is drawn as a marker. ``log_y[i]`` puts panel ``i`` on a log scale.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(4.2 * len(panels), 3.4), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.suptitle(title)
+    for i, (xlabel, ylabel, curves) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        for label, (xs, ys) in curves.items():
+            style = {"marker": "o", "linestyle": "none"} if len(xs) == 1 else {}
+            ax.plot(list(xs), list(ys), label=label, **style)  # type: ignore[arg-type]
+        ax.set_xlabel(xlabel)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(ylabel)
+        if i < len(log_y) and log_y[i]:
+            ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.savefig(path)
 
 
 def device(name: str | None) -> str:

@@ -2,6 +2,7 @@
 
     python -m asgrad.examples.cnn [--epochs 15] [--batch-size 32] [--seed 0]
                                   [--device cpu|gpu|auto] [--data MNIST_DIR]
+                                  [--plot curve.png] [--log metrics.jsonl]
 
 By default it trains on scikit-learn's bundled 8x8 digits (1,797 real scans, no
 download) with a stratified 20% test split that is checked to be disjoint from the
@@ -11,7 +12,11 @@ training set. ``--data DIR`` trains on MNIST instead, read from the IDX files
 Conv 1-16 3x3 pad 1, ReLU, Conv 16-32 3x3 pad 1, ReLU, MaxPool 2, Flatten,
 Dropout, Linear -> 10; cross-entropy; Adam. The training step (forward, backward,
 update) is one compiled program; evaluation traces the same model, in eval mode,
-into a second graph. Ends with one JSON line of results.
+into a second graph. Ends with one JSON line of results. ``--log`` writes one record
+per epoch (``epoch``, ``train_loss``, ``test_accuracy``, ``lr``) to a .jsonl or .csv
+file; ``--plot`` draws the training loss and test accuracy per epoch (needs matplotlib).
+With either, the test split is classified after every epoch (about 0.1 s each on the
+digits), not only at the end.
 """
 
 from __future__ import annotations
@@ -26,7 +31,16 @@ from typing import Any
 import numpy as np
 
 from asgrad import nn
-from asgrad.examples._common import Timer, device, parser, progress, report
+from asgrad.examples._common import (
+    Timer,
+    check_plot,
+    device,
+    open_log,
+    parser,
+    plot,
+    progress,
+    report,
+)
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.idx import load_mnist
 from asgrad.nn.data import DataLoader, TensorDataset, train_test_split
@@ -132,13 +146,17 @@ def train(
     backend: str | None = None,
     quiet: bool = True,
     threads: int | None = 1,
+    log: nn.MetricWriter | None = None,
+    per_epoch_accuracy: bool = False,
 ) -> dict[str, Any]:
     """Train the CNN on ``split`` (default: the digits) and return the results.
 
-    ``threads`` limits BLAS threads during the run (``None``: no limit).
+    ``threads`` limits BLAS threads during the run (``None``: no limit). With
+    ``per_epoch_accuracy`` (or a ``log``) the test split is classified after every
+    epoch too (``epoch_accuracies``); ``log`` receives one record per epoch.
     """
     with blas_threads(threads):
-        return _train(split, epochs, batch_size, lr, seed, backend, quiet)
+        return _train(split, epochs, batch_size, lr, seed, backend, quiet, log, per_epoch_accuracy)
 
 
 def _train(
@@ -149,6 +167,8 @@ def _train(
     seed: int,
     backend: str | None,
     quiet: bool,
+    log: nn.MetricWriter | None,
+    per_epoch_accuracy: bool,
 ) -> dict[str, Any]:
     split = split if split is not None else load_digits_split(seed)
     model = build_model(split.image_size, seed)
@@ -166,14 +186,27 @@ def _train(
     schedule = nn.CosineAnnealingLR(optimizer, T_max=epochs * len(loader))
     timer = Timer()
     epoch_losses: list[float] = []
+    epoch_accuracies: list[float] = []
     bar = progress(range(epochs), total=epochs, quiet=quiet, desc=f"cnn {split.name}")
-    for _ in bar:
+    for epoch in bar:
         total, count = 0.0, 0
+        lr_used = optimizer.lr
         for xb, yb in loader:
             total += float(step(x=xb, y=yb)[0]) * len(yb)
             schedule.step()
             count += len(yb)
         epoch_losses.append(total / count)
+        if per_epoch_accuracy or log is not None:
+            epoch_accuracies.append(
+                accuracy(split.y_test, predict(model, split.x_test, step.backend))
+            )
+        if log is not None:
+            log.write(
+                epoch=epoch + 1,
+                train_loss=epoch_losses[-1],
+                test_accuracy=epoch_accuracies[-1],
+                lr=lr_used,
+            )
     train_seconds = timer.seconds
     test_acc = accuracy(split.y_test, predict(model, split.x_test, step.backend))
     return {
@@ -189,6 +222,7 @@ def _train(
         "train_seconds": round(train_seconds, 2),
         "device": step.backend,
         "epoch_losses": [round(v, 4) for v in epoch_losses],
+        "epoch_accuracies": [round(v, 4) for v in epoch_accuracies],
     }
 
 
@@ -227,17 +261,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     epochs = args.epochs
     if epochs is None:
         epochs = MNIST_EPOCHS if args.data else DIGITS_EPOCHS
-    results = train(
-        split,
-        epochs,
-        args.batch_size,
-        args.lr,
-        args.seed,
-        device(args.device),
-        args.quiet,
-        args.threads or None,
-    )
-    results.pop("epoch_losses")
+    check_plot(args.plot)
+    with open_log(args.log) as log:
+        results = train(
+            split,
+            epochs,
+            args.batch_size,
+            args.lr,
+            args.seed,
+            device(args.device),
+            args.quiet,
+            args.threads or None,
+            log=log,
+            per_epoch_accuracy=args.plot is not None,
+        )
+    losses, accuracies = results.pop("epoch_losses"), results.pop("epoch_accuracies")
+    if args.plot:
+        x = range(1, len(losses) + 1)
+        panels = [
+            ("epoch", "cross-entropy loss", {"train": (x, losses)}),
+            ("epoch", "accuracy", {"test": (x, accuracies)}),
+        ]
+        plot(args.plot, f"CNN on {split.name}", panels)
     report("cnn", **results)
     return 0
 

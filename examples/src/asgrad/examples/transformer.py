@@ -2,6 +2,7 @@
 
     python -m asgrad.examples.transformer [--steps 800] [--seed 0] [--device cpu|gpu|auto]
                                           [--time-limit SECONDS] [--prompt TEXT]
+                                          [--plot curve.png] [--log metrics.jsonl]
 
 Token embedding + learned positions, two pre-norm TransformerBlocks (multi-head
 causal self-attention, GELU feed-forward), a final LayerNorm and a Linear head to
@@ -10,7 +11,9 @@ the vocabulary. Trained with AdamW and a warmup-cosine learning rate on the firs
 out. Reports the train and validation loss (nats per character) against the
 unigram baseline (the validation text's cross-entropy under the training text's
 character frequencies), prints a sample drawn from a prompt, and ends with one
-JSON line of results.
+JSON line of results. ``--log`` writes one record per step (``step``, ``loss`` of the
+batch, ``lr``) to a .jsonl or .csv file; ``--plot`` draws the batch loss, its 20-step
+mean, the final train and validation loss and the unigram baseline (needs matplotlib).
 """
 
 from __future__ import annotations
@@ -23,7 +26,17 @@ from typing import Any
 import numpy as np
 
 from asgrad import nn
-from asgrad.examples._common import Timer, device, parser, progress, report
+from asgrad.examples._common import (
+    Series,
+    Timer,
+    check_plot,
+    device,
+    open_log,
+    parser,
+    plot,
+    progress,
+    report,
+)
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.text import (
     CharVocab,
@@ -147,10 +160,12 @@ def train(
     sample_length: int = 200,
     temperature: float = 0.8,
     threads: int | None = 1,
+    log: nn.MetricWriter | None = None,
 ) -> dict[str, Any]:
     """Train the language model on the bundled text; returns losses, baseline and sample.
 
-    ``threads`` limits BLAS threads during the run (``None``: no limit).
+    ``threads`` limits BLAS threads during the run (``None``: no limit). ``log``
+    receives one record per step: ``step`` (from 1), the batch ``loss`` and its ``lr``.
     """
     with blas_threads(threads):
         return _train(
@@ -168,6 +183,7 @@ def train(
             prompt,
             sample_length,
             temperature,
+            log,
         )
 
 
@@ -186,6 +202,7 @@ def _train(
     prompt: str,
     sample_length: int,
     temperature: float,
+    log: nn.MetricWriter | None,
 ) -> dict[str, Any]:
     text = load_text()
     vocab = CharVocab(text)
@@ -206,7 +223,10 @@ def _train(
     losses: list[float] = []
     for _ in progress(range(steps), total=steps, quiet=quiet, desc="transformer"):
         xb, yb = random_windows(train_ids, batch_size, context, rng)
+        lr_used = optimizer.lr
         losses.append(float(step(x=xb, y=yb)[0]))
+        if log is not None:
+            log.write(step=len(losses), loss=losses[-1], lr=lr_used)
         schedule.step()
         if time_limit is not None and timer.seconds > time_limit:
             break
@@ -265,27 +285,47 @@ def make_parser() -> argparse.ArgumentParser:
     return p
 
 
+def plot_curves(path: str, losses: list[float], results: dict[str, Any]) -> None:
+    """The batch loss per step, its 20-step mean, the final losses and the baseline."""
+    n = len(losses)
+    steps = list(range(1, n + 1))
+    window = min(20, n)
+    mean = np.convolve(losses, np.ones(window) / window, mode="valid").tolist()
+    curves: dict[str, Series] = {
+        "batch": (steps, losses),
+        f"batch, {window}-step mean": (steps[window - 1 :], mean),
+        "train (end)": ([n], [results["train_loss"]]),
+        "validation (end)": ([n], [results["val_loss"]]),
+        "unigram baseline": ([1, n], [results["unigram_loss"]] * 2),
+    }
+    plot(path, "Character transformer", [("step", "loss (nats/char)", curves)])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
-    results = train(
-        args.steps,
-        args.seed,
-        device(args.device),
-        args.quiet,
-        batch_size=args.batch_size,
-        time_limit=args.time_limit,
-        prompt=args.prompt,
-        temperature=args.temperature,
-        threads=args.threads or None,
-    )
-    results.pop("losses")
-    if not args.quiet:
-        print(
-            f"train loss {results['train_loss']:.3f}, validation loss {results['val_loss']:.3f}"
-            f" nats/char; unigram baseline {results['unigram_loss']:.3f}"
-            f" ({results['improvement']:.3f} better)",
-            file=sys.stderr,
+    check_plot(args.plot)
+    with open_log(args.log) as log:
+        results = train(
+            args.steps,
+            args.seed,
+            device(args.device),
+            args.quiet,
+            batch_size=args.batch_size,
+            time_limit=args.time_limit,
+            prompt=args.prompt,
+            temperature=args.temperature,
+            threads=args.threads or None,
+            log=log,
         )
+    losses = results.pop("losses")
+    if args.plot:
+        plot_curves(args.plot, losses, results)
+    print(
+        f"train loss {results['train_loss']:.3f}, validation loss {results['val_loss']:.3f}"
+        f" nats/char; unigram baseline {results['unigram_loss']:.3f}"
+        f" ({results['improvement']:.3f} better)",
+        file=sys.stderr,
+    )
     print(f"--- sample (seed {args.seed}) ---\n{results['sample']}\n---", flush=True)
     report("transformer", **results)
     return 0

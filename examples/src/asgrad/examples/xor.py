@@ -1,10 +1,12 @@
 """XOR: a two-layer perceptron learns exclusive-or.
 
     python -m asgrad.examples.xor [--steps 1000] [--seed 0] [--device cpu|gpu|auto]
+                                  [--plot curve.png] [--log metrics.jsonl]
 
 Linear 2-8, ReLU, Linear 8-1, sigmoid; MSE; SGD (lr 0.5, momentum 0.9). The whole
 training step (forward, backward, update) is one compiled program. Ends with one JSON
-line of results.
+line of results. ``--log`` writes each step's loss (``step``, ``loss``) to a .jsonl or
+.csv file; ``--plot`` draws the loss curve (needs matplotlib).
 """
 
 from __future__ import annotations
@@ -16,7 +18,16 @@ from typing import Any
 import numpy as np
 
 from asgrad import nn
-from asgrad.examples._common import Timer, device, parser, progress, report
+from asgrad.examples._common import (
+    Timer,
+    check_plot,
+    device,
+    open_log,
+    parser,
+    plot,
+    progress,
+    report,
+)
 from asgrad.tensor import Graph, evaluate
 
 INPUTS = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32)
@@ -35,8 +46,12 @@ def train(
     backend: str | None = None,
     quiet: bool = True,
     target_loss: float = 1e-3,
+    log: nn.MetricWriter | None = None,
 ) -> dict[str, Any]:
-    """Train until ``steps`` or until the loss is below ``target_loss``; returns results."""
+    """Train until ``steps`` or until the loss is below ``target_loss``; returns results.
+
+    ``log`` receives one record per step: ``step`` (from 1) and ``loss``.
+    """
     model = build_model(seed)
     g = Graph("xor")
     x, y = g.input("x", (4, 2)), g.input("y", (4, 1))
@@ -47,6 +62,8 @@ def train(
     losses: list[float] = []
     for _ in progress(range(steps), total=steps, quiet=quiet, desc="xor"):
         losses.append(float(step(x=INPUTS, y=TARGETS)[0]))
+        if log is not None:
+            log.write(step=len(losses), loss=losses[-1])
         if losses[-1] < target_loss:
             break
     seconds = timer.seconds
@@ -67,8 +84,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser(
         "Train a two-layer perceptron on XOR.", steps=1000, module="asgrad.examples.xor"
     ).parse_args(argv)
-    results = train(args.steps, args.seed, device(args.device), args.quiet)
-    results.pop("losses")
+    check_plot(args.plot)
+    with open_log(args.log) as log:
+        results = train(args.steps, args.seed, device(args.device), args.quiet, log=log)
+    losses = results.pop("losses")
+    if args.plot:
+        steps = range(1, len(losses) + 1)
+        plot(args.plot, "XOR", [("step", "MSE loss", {"train": (steps, losses)})], log_y=[True])
     report("xor", **results)
     return 0 if results["final_loss"] < 1e-3 else 1
 

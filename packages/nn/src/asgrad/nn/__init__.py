@@ -68,6 +68,7 @@ from asgrad.nn.losses import (
     squared_hinge_loss,
     triplet_margin_loss,
 )
+from asgrad.nn.metrics.logger import MetricWriter
 from asgrad.nn.module import Module, Parameter
 from asgrad.nn.optim import SGD, Adam, AdamW, Optimizer, RMSprop
 from asgrad.nn.schedulers import (
@@ -119,6 +120,7 @@ __all__ = [
     "LogSoftmax",
     "MaxPool2d",
     "MetricError",
+    "MetricWriter",
     "Module",
     "ModuleList",
     "MultiHeadAttention",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
@@ -111,9 +112,27 @@ def resolve_backend_name(name: str | None = None) -> str:
             reasons.append(str(exc))
     if not _warned_fallback:
         reason = "; ".join(reasons) or "no other backend is installed"
-        warnings.warn(f"backend 'auto' runs on the CPU: {reason}", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"backend 'auto' runs on the CPU: {reason}",
+            RuntimeWarning,
+            stacklevel=_user_stacklevel(),
+        )
         _warned_fallback = True
     return "cpu"
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning raised by our caller point at the user's line.
+
+    It counts the frames from that caller out to the first one outside asgrad's own
+    packages (the user's code), as :func:`asgrad.tensor.graph.user_location` does.
+    """
+    from asgrad.tensor.graph import _INTERNAL_DIRS
+
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and any(d in frame.f_code.co_filename for d in _INTERNAL_DIRS):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def get_backend(name: str) -> Backend:

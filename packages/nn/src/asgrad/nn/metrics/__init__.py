@@ -29,7 +29,7 @@ from asgrad.nn.metrics.classification import (
     top_k_accuracy,
 )
 from asgrad.nn.metrics.early_stopping import EarlyStopping
-from asgrad.nn.metrics.logger import MetricLogger
+from asgrad.nn.metrics.logger import MetricLogger, MetricWriter
 from asgrad.nn.metrics.regression import (
     Multioutput,
     explained_variance,
@@ -48,6 +48,7 @@ __all__ = [
     "EarlyStopping",
     "MetricError",
     "MetricLogger",
+    "MetricWriter",
     "Multioutput",
     "RunningMean",
     "RunningMinMax",
