@@ -124,8 +124,11 @@ def test_mode_is_not_state() -> None:
     model.eval()
     other = _model()
     other.load_state_dict(model.state_dict())
-    assert other.training and not model.training
-    assert not any(v.name.startswith("training") for v in g.variables() if v.trainable)
+    assert other.training
+    assert not model.training
+    modes = [v for v in g.variables() if v.name.startswith("training")]
+    assert len(modes) == 2  # BatchNorm's and Dropout's
+    assert not any(v.trainable for v in modes)
 
 
 def test_graph_traced_in_eval_mode_stays_an_evaluation_graph() -> None:
@@ -156,3 +159,39 @@ def test_attention_dropout_follows_the_mode() -> None:
     np.testing.assert_allclose(_run(out, X), _run(fresh, X), rtol=1e-5, atol=1e-6)
     block.train()
     np.testing.assert_array_equal(_run(out, X), train_a)
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_gradients_of_a_training_graph_in_eval_mode(affine: bool) -> None:
+    """Gradients flow through the branch the mode selects: a graph traced in training
+    mode and run in eval mode has the gradients of the running-statistics formula."""
+    from asgrad.autograd import gradient_check
+
+    rng = np.random.default_rng(2)
+    layers = (nn.BatchNorm1d(3, affine=affine, dtype="float64"), nn.Dropout(0.5, seed=1))
+    bn, drop = layers
+    bn.running_mean.value = rng.normal(size=3)
+    bn.running_var.value = rng.uniform(0.5, 2.0, size=3)
+    params = bn.parameters()
+
+    def build(x: object, *ps: object) -> object:
+        g = x.graph  # type: ignore[attr-defined]
+        for p, t in zip(params, ps, strict=True):
+            g._variables[id(p)] = t.node  # type: ignore[attr-defined]
+        for layer in layers:
+            layer.train()
+        out = drop(bn(x))
+        for layer in layers:
+            layer.eval()  # the graph runs in eval mode
+        return out
+
+    gradient_check(build, [rng.normal(size=(5, 3)), *(p.value for p in params)])
+    # in eval mode the output is the running-statistics formula's
+    g = Graph()
+    x = g.input("x", (5, 3), dtype="float64")
+    out = build(x, *(g.bind(p) for p in params))
+    X = rng.normal(size=(5, 3))
+    want = (X - bn.running_mean.value) / np.sqrt(bn.running_var.value + 1e-5)
+    if affine:
+        want = want * bn.weight.value + bn.bias.value
+    np.testing.assert_allclose(_run(out, X), want, rtol=1e-9, atol=1e-9)
