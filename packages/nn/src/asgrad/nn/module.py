@@ -10,7 +10,7 @@ import numpy as np
 
 from asgrad.nn import init as init_
 from asgrad.nn.errors import StateMismatchError
-from asgrad.tensor import Variable
+from asgrad.tensor import Graph, Tensor, Variable
 from asgrad.tensor.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -166,14 +166,37 @@ class Module:
 
     # -- modes ---------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
-        """Training mode (dropout active, batch norm on batch statistics)."""
+        """Training mode (dropout active, batch norm on batch statistics).
+
+        Also sets the mode variable that graphs traced in training mode read when
+        they run (:meth:`mode_flag`), so a graph already built follows the switch.
+        """
         for _, m in self.named_modules():
-            object.__setattr__(m, "training", mode)
+            object.__setattr__(m, "training", bool(mode))
+            flag = m.__dict__.get("_mode_variable")
+            if flag is not None:
+                flag.value = np.array(1.0 if mode else 0.0, dtype=np.float32)
         return self
 
     def eval(self) -> Module:
         """Evaluation mode (dropout off, batch norm on running statistics)."""
         return self.train(False)
+
+    def mode_flag(self, graph: Graph) -> Tensor:
+        """A bool scalar of ``graph``, true while this module is in training mode.
+
+        It reads this module's mode variable (a float32 scalar, 1 in training mode, 0
+        in evaluation mode, not trainable and not part of :meth:`state_dict`) when the
+        graph runs, so a compiled program follows :meth:`train` / :meth:`eval`
+        without being traced again. Layers whose forward depends on the mode select
+        with it (``where(self.mode_flag(g), train_value, eval_value)``).
+        """
+        flag = self.__dict__.get("_mode_variable")
+        if flag is None:
+            value = np.array(1.0 if self.training else 0.0, dtype=np.float32)
+            flag = Variable("training", value, trainable=False)
+            object.__setattr__(self, "_mode_variable", flag)
+        return graph.bind(flag) > 0.5
 
     def initialize(self, seed: int | np.random.Generator = 0) -> Module:
         """Redraw every parameter from its initializer, reproducibly from ``seed``."""

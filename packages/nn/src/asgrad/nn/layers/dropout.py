@@ -8,7 +8,7 @@ import numpy as np
 
 from asgrad.nn.layers._checks import probability
 from asgrad.nn.module import Module
-from asgrad.tensor import Tensor, Variable
+from asgrad.tensor import Tensor, Variable, where
 from asgrad.tensor.nn_functional import dropout
 
 # Each Dropout draws its masks from its own stream: modules made in the same order
@@ -24,6 +24,11 @@ class Dropout(Module):
     ``seed``, which the training step advances (``graph.add_update``), so every
     step draws a fresh mask; in evaluation mode (or with ``p = 0``) it is the
     identity. ``seed`` (default: a per-process counter) fixes the first mask.
+
+    A graph traced in training mode reads the module's mode when it runs
+    (:meth:`~asgrad.nn.Module.mode_flag`): after ``eval()`` the same graph passes
+    its input through unchanged, after ``train()`` it drops again. A graph traced in
+    evaluation mode has no dropout op and stays an evaluation graph.
 
     >>> from asgrad.tensor import Graph
     >>> drop = Dropout(0.1)
@@ -42,11 +47,13 @@ class Dropout(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
-            return x
+            return x  # traced in evaluation mode: an evaluation graph, no dropout op
         g = x.graph
         # A module applied twice in one graph continues its own stream.
         seed = g.updates[self.seed] if self.seed in g.updates else g.bind(self.seed)
-        out = dropout(x, self.p, seed)
+        # The mode is read when the graph runs: eval() turns dropout off in a graph
+        # already traced (where() passes the gradient of the branch taken).
+        out = where(self.mode_flag(g), dropout(x, self.p, seed), x)
         if self.seed in g.updates:
             g.updates[self.seed] = seed + 1
         else:

@@ -12,7 +12,7 @@ import numpy as np
 
 from asgrad.nn import init
 from asgrad.nn.module import Module, Parameter
-from asgrad.tensor import Tensor, Variable
+from asgrad.tensor import Tensor, Variable, where
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.functional import size_ratio
 from asgrad.tensor.nn_functional import batch_norm, batch_normalize, layer_norm
@@ -133,40 +133,63 @@ class _BatchNorm(Module):
     def forward(self, x: Tensor) -> Tensor:
         self._check(x)
         g = x.graph
-        if self.training or self.running_mean is None or self.running_var is None:
-            weight = None if self.weight is None else g.bind(self.weight)
-            bias = None if self.bias is None else g.bind(self.bias)
-            y = batch_normalize(x, weight, bias, self.eps)
-            if self.training and self.running_mean is not None:
-                axes = (0, *range(2, x.ndim))
-                mean = x.mean(axis=axes, keepdims=True)
-                centred = x - mean
-                self._update_running(x, mean, (centred * centred).mean(axis=axes))
-            return y
-        running_mean, running_var = g.bind(self.running_mean), g.bind(self.running_var)
         weight = None if self.weight is None else g.bind(self.weight)
         bias = None if self.bias is None else g.bind(self.bias)
-        return batch_norm(x, running_mean, running_var, weight, bias, eps=self.eps).y
+        if self.running_mean is None or self.running_var is None:
+            return batch_normalize(x, weight, bias, self.eps)  # batch statistics always
+        running_mean, running_var = g.bind(self.running_mean), g.bind(self.running_var)
+        if not self.training:  # traced in evaluation mode: an evaluation graph
+            return batch_norm(x, running_mean, running_var, weight, bias, eps=self.eps).y
+        # Traced in training mode: the mode is read when the graph runs. The batch is
+        # normalised by its own statistics (the fused op), then scaled and shifted per
+        # channel; in evaluation mode the scale and shift also turn the batch
+        # statistics into the running ones: (x - rm) / sr = x_hat * sb / sr + (mb - rm) / sr.
+        active = self.mode_flag(g)
+        axes = (0, *range(2, x.ndim))
+        shape = (-1,) + (1,) * (x.ndim - 2)  # a (C,) vector against (N, C, ...)
+        batch_mean = x.mean(axis=axes)
+        centred = x - batch_mean.reshape(shape)
+        var = (centred * centred).mean(axis=axes)
+        running_std = (running_var + self.eps).sqrt()
+        ratio = (var + self.eps).sqrt() / running_std
+        offset = (batch_mean - running_mean) / running_std
+        one = g.constant(1.0, x.dtype)
+        scale = (
+            where(active, one, ratio) if weight is None else where(active, weight, weight * ratio)
+        )
+        if weight is not None:
+            offset = offset * weight
+        zero = g.constant(0.0, x.dtype)
+        shift = where(
+            active, zero if bias is None else bias, offset if bias is None else offset + bias
+        )
+        x_hat = batch_normalize(x, None, None, self.eps)
+        self._update_running(x, batch_mean, var, active)
+        return x_hat * scale.reshape(shape) + shift.reshape(shape)
 
-    def _update_running(self, x: Tensor, mean: Tensor, var: Tensor) -> None:
+    def _update_running(self, x: Tensor, mean: Tensor, var: Tensor, active: Tensor) -> None:
         # PyTorch's semantics: running = (1 - momentum) * running + momentum * batch,
         # with the *unbiased* batch variance; momentum None is a cumulative average.
+        # Only in training mode: in evaluation mode each keeps its value.
         assert self.running_mean is not None
         assert self.running_var is not None
         assert self.num_batches_tracked is not None
         g = x.graph
         count = size_ratio(x, mean)  # N * L..., read at run time
         unbiased = var * (count / (count - 1.0).maximum(1.0))
-        tracked = g.bind(self.num_batches_tracked) + 1
+        seen = g.bind(self.num_batches_tracked)
+        tracked = seen + 1
         if self.momentum is None:
             factor = 1.0 / tracked.cast(x.dtype)
         else:
             factor = g.constant(float(self.momentum), x.dtype)
         running_mean = g.bind(self.running_mean)
         running_var = g.bind(self.running_var)
-        g.add_update(self.running_mean, running_mean + (mean.reshape(-1) - running_mean) * factor)
-        g.add_update(self.running_var, running_var + (unbiased - running_var) * factor)
-        g.add_update(self.num_batches_tracked, tracked)
+        new_mean = running_mean + (mean - running_mean) * factor
+        new_var = running_var + (unbiased - running_var) * factor
+        g.add_update(self.running_mean, where(active, new_mean, running_mean))
+        g.add_update(self.running_var, where(active, new_var, running_var))
+        g.add_update(self.num_batches_tracked, where(active, tracked, seen))
 
     def extra_repr(self) -> str:
         return (
