@@ -127,10 +127,10 @@ def _user_stacklevel() -> int:
     It counts the frames from that caller out to the first one outside asgrad's own
     packages (the user's code), as :func:`asgrad.tensor.graph.user_location` does.
     """
-    from asgrad.tensor.graph import _INTERNAL_DIRS
+    from asgrad.tensor.graph import INTERNAL_DIRS
 
     frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and any(d in frame.f_code.co_filename for d in _INTERNAL_DIRS):
+    while frame.f_back is not None and any(d in frame.f_code.co_filename for d in INTERNAL_DIRS):
         frame, level = frame.f_back, level + 1
     return level
 

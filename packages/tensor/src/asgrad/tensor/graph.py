@@ -31,7 +31,7 @@ Initializer = Callable[[Shape, str], np.ndarray]
 
 _NODE_IDS = itertools.count()
 _GRAPH_SERIALS = itertools.count(1)
-_INTERNAL_DIRS = tuple(
+INTERNAL_DIRS = tuple(
     os.path.join("asgrad", name) + os.sep for name in ("tensor", "autograd", "nn", "gpu")
 )
 
@@ -41,7 +41,7 @@ def user_location() -> str:
     frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not any(d in filename for d in _INTERNAL_DIRS):
+        if not any(d in filename for d in INTERNAL_DIRS):
             return f"{filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"
