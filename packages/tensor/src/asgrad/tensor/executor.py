@@ -72,12 +72,14 @@ class Program:
                 else compile_schedule(self.schedule)
             )
         self._inputs = {n.name: n for n in self.schedule.inputs}
+        # numpy dtypes compared by identity per run (``dtype.name`` builds a string each time)
+        self._dtypes = {n.name: np.dtype(n.dtype) for n in self.schedule.inputs}
         self._known_names = {n.name for n in outputs[0].graph.inputs} if outputs else set()
         self._checked: set[tuple[tuple[str, tuple[int, ...]], ...]] = set()
         self._warned: set[str] = set()
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
-        both = sorted(set(feeds or {}) & set(kwargs))
+        both = sorted(set(feeds) & set(kwargs)) if feeds and kwargs else []
         if both:
             raise FeedError(
                 f"{', '.join(map(repr, both))} fed both in the dict and as a keyword; feed each"
@@ -103,7 +105,7 @@ class Program:
                         hint += f" (did you mean {name!r} for {_near(name, unknown)!r}?)"
                 raise FeedError(f"input {name!r} was not fed{hint}; this program needs {needed}")
             value = feeds[name]
-            if not isinstance(value, np.ndarray) or value.dtype.name != node.dtype:
+            if not isinstance(value, np.ndarray) or value.dtype != self._dtypes[name]:
                 original = getattr(value, "dtype", None)
                 value, rounded = _convert_feed(name, value, node.dtype)
                 if rounded and name not in self._warned:
@@ -142,7 +144,7 @@ def _near(name: str, candidates: Sequence[str]) -> str | None:
 def _check_fed_shape(node: Node, fed: tuple[int, ...]) -> None:
     """A feed has the declared rank and the declared size on every axis not free."""
     declared = node.shape
-    free = node.attrs.get("free", (0,) if declared else ())
+    free = node.attrs["free"]  # Graph.input always records it
     fixed = [a for a in range(len(declared)) if a not in free]
     if len(fed) != len(declared) or any(fed[a] != declared[a] for a in fixed):
         if free:
