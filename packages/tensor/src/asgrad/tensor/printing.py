@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from asgrad.tensor.leaf_shapes import free_axes
 from asgrad.tensor.passes import topological_order
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ def _implied(node: Node, key: str, value: Any) -> bool:
     """Attributes a listing leaves out: a parameter's variable, an input's default free axes."""
     if key == "variable":
         return True
-    return node.op == "input" and key == "free" and value == ((0,) if node.shape else ())
+    return node.op == "input" and key == "free" and value == free_axes(None, len(node.shape), "")
 
 
 def _describe(node: Node) -> str:
