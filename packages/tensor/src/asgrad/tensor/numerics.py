@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from asgrad.tensor.errors import NumericsError
-from asgrad.tensor.graph import Node, Variable
+from asgrad.tensor.graph import Node
 from asgrad.tensor.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -69,11 +69,8 @@ class NumericsProbe:
         for node in self.nodes:
             if node.id in self._index:
                 _check(node, by_id)
-        new_values: list[tuple[Variable, np.ndarray]] = [
-            (var, values[i]) for var, i in self._updates
-        ]
-        for var, value in new_values:
-            var.value = np.array(value, dtype=var.dtype, copy=True)
+        for var, i in self._updates:
+            var.value = np.array(values[i], dtype=var.dtype, copy=True)
         return [values[i] for i in self._outputs]
 
 
