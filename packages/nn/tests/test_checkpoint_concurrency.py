@@ -11,12 +11,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
-import traceback
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +29,9 @@ from asgrad.nn.serialization import (
     save_state,
 )
 from asgrad.nn.serialization.locking import LOCK_FILE, try_lock
+
+# The conftest fixture: runs a function in a forked child, returns (pid, read fd).
+Fork = Callable[[Callable[[int], None]], tuple[int, int]]
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -54,27 +54,6 @@ def debris(folder: Path) -> list[str]:
     return sorted(
         p.name for p in folder.iterdir() if p.name.startswith(".") and p.name != LOCK_FILE
     )
-
-
-def fork(body: Callable[[int], None]) -> tuple[int, int]:
-    """Run ``body(write_fd)`` in a forked child that exits 0, or 1 if it raised."""
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():  # forking a process with threads warns on 3.12+
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.close(read_fd)
-            body(write_fd)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    return pid, read_fd
 
 
 def finish(pid: int, fd: int, *, kill: bool = False) -> bytes:
@@ -147,7 +126,7 @@ def test_threads_of_one_manager_take_turns(tmp_path: Path) -> None:
     assert debris(tmp_path) == []
 
 
-def test_second_writer_process_is_refused_until_the_first_dies(tmp_path: Path) -> None:
+def test_second_writer_process_is_refused_until_the_first_dies(tmp_path: Path, fork: Fork) -> None:
     """The issue's two writers: now the second gets an error naming the first."""
 
     def writer(fd: int) -> None:
@@ -178,7 +157,7 @@ def test_second_writer_process_is_refused_until_the_first_dies(tmp_path: Path) -
         assert version(mine.load(step).model_state) == step
 
 
-def test_a_forked_child_does_not_inherit_the_lock(tmp_path: Path) -> None:
+def test_a_forked_child_does_not_inherit_the_lock(tmp_path: Path, fork: Fork) -> None:
     mgr = CheckpointManager(tmp_path)
     mgr.save(1, state(1))
 
@@ -195,7 +174,7 @@ def test_a_forked_child_does_not_inherit_the_lock(tmp_path: Path) -> None:
     assert mgr.steps() == [1, 3]
 
 
-def test_two_processes_saving_one_file_with_a_reader(tmp_path: Path) -> None:
+def test_two_processes_saving_one_file_with_a_reader(tmp_path: Path, fork: Fork) -> None:
     """save_state needs no lock: writers replace the file in turn, readers see whole files,
     and neither writer deletes the other's temporary file while it is being written.
     """
@@ -279,7 +258,9 @@ def test_killed_checkpoint_writer_leftovers_go_at_the_next_start(tmp_path: Path)
     assert version(writer.load(2).model_state) == 2
 
 
-def test_another_users_lock_file_does_not_block_a_permitted_writer(tmp_path: Path) -> None:
+def test_another_users_lock_file_does_not_block_a_permitted_writer(
+    tmp_path: Path, fork: Fork
+) -> None:
     """A shared folder: the lock file belongs to someone else and is read-only to us."""
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     base = Path(tempfile.mkdtemp()) if root else tmp_path

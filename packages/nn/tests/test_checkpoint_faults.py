@@ -26,8 +26,6 @@ import struct
 import sys
 import tempfile
 import time
-import traceback
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +48,9 @@ from asgrad.nn.serialization import (
     save_state,
 )
 from asgrad.nn.serialization.locking import LOCK_FILE
+
+# The conftest fixture: runs a function in a forked child, returns (pid, read fd).
+Fork = Callable[[Callable[[int], None]], tuple[int, int]]
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork and SIGKILL")
 
@@ -207,30 +208,6 @@ MODES = {
 }
 
 
-def fork(body: Callable[[int], None]) -> tuple[int, int]:
-    """Run ``body(write_fd)`` in a forked child; return its pid and the pipe's read end.
-
-    The child exits 0 when ``body`` returns, 1 (traceback on stderr) when it raises.
-    """
-    read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():  # forking a process with threads warns on 3.12+
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.close(read_fd)
-            body(write_fd)
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    return pid, read_fd
-
-
 def reap(pid: int) -> bool:
     """Wait for the child; True if SIGKILL ended it, False if it exited 0."""
     _, status = os.waitpid(pid, 0)
@@ -278,7 +255,7 @@ def no_flush(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("no_flush")
 @pytest.mark.parametrize("name", sorted(MODES))
-def test_kill_after_every_step_of_a_save(tmp_path: Path, name: str) -> None:
+def test_kill_after_every_step_of_a_save(tmp_path: Path, name: str, fork: Fork) -> None:
     """Kill right after the 1st, 2nd, ... file-system call, until the save completes."""
     mode = MODES[name]
     seen: set[str] = set()
@@ -345,7 +322,7 @@ def _save_forever(mode: Mode, folder: Path, start: int) -> Callable[[int], None]
 @pytest.mark.slow
 @pytest.mark.usefixtures("no_flush")
 @pytest.mark.parametrize("name", sorted(MODES))
-def test_random_kills_lose_nothing(tmp_path: Path, name: str) -> None:
+def test_random_kills_lose_nothing(tmp_path: Path, name: str, fork: Fork) -> None:
     """100 SIGKILLs at random moments of a child that saves in a loop, per mode.
 
     The child starts on whatever the previous one left, so kills also land in the
@@ -501,7 +478,7 @@ def _limited(limit: int, mode: Mode, folder: Path) -> Callable[[int], None]:
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
 @pytest.mark.usefixtures("no_flush")
 @pytest.mark.parametrize("name", sorted(MODES))
-def test_file_size_limit_mid_write(tmp_path: Path, name: str) -> None:
+def test_file_size_limit_mid_write(tmp_path: Path, name: str, fork: Fork) -> None:
     """A child whose files may not grow past a limit (RLIMIT_FSIZE): real short writes."""
     mode = MODES[name]
     rng = np.random.default_rng(SEED)
@@ -546,7 +523,7 @@ def _try_save(mode: Mode, folder: Path, as_user: int | None) -> Callable[[int], 
 
 @pytest.mark.usefixtures("no_flush")
 @pytest.mark.parametrize("name", sorted(MODES))
-def test_read_only_folder(tmp_path: Path, name: str) -> None:
+def test_read_only_folder(tmp_path: Path, name: str, fork: Fork) -> None:
     """Saving into a folder the process may not write: a clear error, nothing changed.
 
     As root (which may write anywhere) the save runs in a child that first becomes
