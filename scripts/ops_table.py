@@ -43,6 +43,7 @@ class OpRow:
     parity_cases: bool
     composite: bool
     doc: str
+    expands: bool = False  # a decomposition into other ops: no rule or lowering of its own
 
 
 def module_file(module: str) -> str:
@@ -78,13 +79,14 @@ def rows() -> list[OpRow]:
                 spec=module_file(op.infer.__module__),
                 cpu_kernel=kernel_location(op),
                 rule=(module_file(rule.__module__) if rule else "**none**")
-                if op.differentiable
+                if op.differentiable and op.primitive
                 else None,
                 gpu_lowering=module_file(lowering.__module__) if lowering else None,
                 wgsl=kernel_files(op.name) if lowering else (),
                 parity_cases=op.cases is not None,
                 composite=op.composite,
                 doc=op.doc,
+                expands=not op.primitive,
             )
         )
     return table
@@ -110,7 +112,11 @@ python scripts/ops_table.py --write
 and `tests/test_ops_table.py` fails when it is not current, or when an op lacks a
 GPU lowering, a gradient rule (if differentiable) or test cases. *composite* marks
 ops that stand for a decomposition (softmax, layer norm...) but are one primitive
-with kernels of their own, for speed and numerical stability.
+with kernels of their own, for speed and numerical stability. *expands* marks ops
+that are built from other ops when they are applied (their spec checks the inputs,
+then the expansion in the same file builds the primitives): graphs never hold them,
+so their gradients and GPU kernels are those of the ops they expand into, and their
+numpy kernel is the reference their test cases check the expansion against.
 
 """
 
@@ -132,15 +138,19 @@ def markdown(table: list[OpRow]) -> str:
         if not r.parity_cases and r.family != "leaf":
             note = "**no test cases**. " + note
         wgsl = ", ".join(f"`{w}`" for w in r.wgsl) or "—"
+        rule, lowering = code(r.rule), code(r.gpu_lowering) if r.gpu_lowering else "**none**"
+        if r.expands:
+            note = "expands. " + note
+            rule = lowering = wgsl = "its expansion's"
         lines.append(
             f"| `{r.name}` | {r.family} | {code(r.spec)} | {code(r.cpu_kernel)} "
-            f"| {code(r.rule)} | {code(r.gpu_lowering) if r.gpu_lowering else '**none**'} "
-            f"| {wgsl} | {note} |"
+            f"| {rule} | {lowering} | {wgsl} | {note} |"
         )
     differentiable = [r for r in table if r.rule is not None]
     lines += [
         "",
-        f"{len(table)} ops in {len({r.family for r in table})} families: "
+        f"{len(table)} ops in {len({r.family for r in table})} families, "
+        f"{sum(r.expands for r in table)} of them expanding into others: "
         f"{sum(r.gpu_lowering is not None for r in table)} with a GPU lowering, "
         f"{sum(r.rule is not None and not r.rule.startswith('**') for r in differentiable)}"
         f" of {len(differentiable)} differentiable ops with a gradient rule.",

@@ -21,7 +21,8 @@ from asgrad.tensor.errors import GraphError
 
 
 def _differentiable_ops() -> list[OpDef]:
-    return [op for op in all_ops() if op.family != "leaf" and op.differentiable]
+    # Ops that expand into others have no rule: their gradient is their expansion's.
+    return [op for op in all_ops() if op.family != "leaf" and op.differentiable and op.primitive]
 
 
 def _families() -> set[str]:

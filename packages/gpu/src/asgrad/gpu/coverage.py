@@ -26,11 +26,12 @@ class OpCoverage:
     leaf: bool  # bound to a buffer by the plan, no kernel
     wgsl: tuple[str, ...]  # kernel files (in asgrad/gpu/kernels/) the lowering launches
     parity_cases: bool  # the registry has cases to test the GPU against numpy with
+    expands: bool = False  # built from other ops, so it runs wherever they do
 
     @property
     def covered(self) -> bool:
         """Whether the GPU backend can run the op."""
-        return self.leaf or self.lowering is not None
+        return self.leaf or self.expands or self.lowering is not None
 
 
 def coverage() -> list[OpCoverage]:
@@ -47,6 +48,7 @@ def coverage() -> list[OpCoverage]:
                 leaf=leaf,
                 wgsl=kernel_files(op.name) if (fn is not None or leaf) else (),
                 parity_cases=op.cases is not None,
+                expands=not op.primitive,
             )
         )
     return sorted(rows, key=lambda r: r.name)
@@ -68,7 +70,11 @@ def coverage_markdown() -> str:
         where = (
             "leaf (bound by the plan)"
             if r.leaf
-            else (f"`{r.lowering}`" if r.lowering else "**none**")
+            else (
+                f"`{r.lowering}`"
+                if r.lowering
+                else ("its expansion's" if r.expands else "**none**")
+            )
         )
         wgsl = ", ".join(f"`{w}`" for w in r.wgsl) or "—"
         cases = "n/a" if r.leaf else ("yes" if r.parity_cases else "**no**")

@@ -22,7 +22,7 @@ from asgrad.tensor.errors import (
 )
 from asgrad.tensor.leaf_shapes import check_shape, free_axes
 from asgrad.tensor.ops._common import check_size
-from asgrad.tensor.registry import Shape, TensorType, get_op
+from asgrad.tensor.registry import OpDef, Shape, TensorType, get_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -334,9 +334,23 @@ class Graph:
         except AsgradError as exc:
             where = user_location()
             raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
+        if opdef.expand is not None:
+            return self._expand(opdef, inputs, attrs, type_)
         node = Node(self, op, nodes, attrs, type_, None, user_location())
         self.nodes.append(node)
         return self._wrap(node)
+
+    def _expand(
+        self, opdef: OpDef, inputs: Sequence[Tensor], attrs: dict[str, Any], type_: TensorType
+    ) -> Tensor:
+        assert opdef.expand is not None
+        result: Tensor = opdef.expand(*inputs, **attrs)
+        if result.node.type != type_:
+            raise GraphError(
+                f"{opdef.name}: its expansion built {result.node.type}, but its shape rule"
+                f" says {type_}; this is a bug in the op's definition, please report it"
+            )
+        return result
 
     # -- lookup -----------------------------------------------------------------------
     def __getitem__(self, name: str) -> Tensor:

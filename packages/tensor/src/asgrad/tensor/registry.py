@@ -173,6 +173,12 @@ class OpDef:
             so that its result may land in a scratch slot.
         into: A float32 path writing into a given array (see :class:`IntoKernel`),
             or None.
+        expand: For an op defined as a decomposition into other registered ops
+            (``flip``, ``mish``...): ``expand(*inputs, **attrs) -> Tensor`` builds
+            it, and :meth:`Graph.apply` calls it after the shape rule instead of
+            adding a node of its own. Backends and autograd see only the ops it
+            builds, so such an op needs no gradient rule or GPU lowering; its
+            ``kernel`` stays the numpy reference its cases are checked against.
     """
 
     name: str
@@ -192,6 +198,12 @@ class OpDef:
     fresh_result: bool = False
     writes_out: bool = False
     into: IntoKernel | None = None
+    expand: Callable[..., Any] | None = None
+
+    @property
+    def primitive(self) -> bool:
+        """Whether graphs hold nodes of this op (it does not expand into others)."""
+        return self.expand is None
 
 
 _REGISTRY: dict[str, OpDef] = {}

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import (
-    ArgumentError,
     ArgumentTypeError,
     GraphError,
     ShapeError,
 )
 from asgrad.tensor.graph import Variable
 from asgrad.tensor.located import checked
+from asgrad.tensor.methods_math import MathMethods
+from asgrad.tensor.methods_nn import NNMethods
+from asgrad.tensor.methods_shape import ShapeMethods
 from asgrad.tensor.numpy_interop import NumpyInterop
 from asgrad.tensor.ops._common import (
     axis_tuple,
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 AxisArg = int | Sequence[int] | None
 
 
-class Tensor(NumpyInterop):
+class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
     """A symbolic value of a :class:`~asgrad.tensor.Graph`.
 
     Operators and methods append nodes to the graph; nothing is computed until the
@@ -214,28 +216,8 @@ class Tensor(NumpyInterop):
     def sigmoid(self) -> Tensor:
         return self._apply("sigmoid")
 
-    def relu(self) -> Tensor:
-        return self._apply("relu")
-
-    def leaky_relu(self, alpha: float = 0.01) -> Tensor:
-        return self._apply("leaky_relu", alpha=checked("leaky_relu", float_arg, alpha, "alpha"))
-
-    def gelu(self, approximate: str = "none") -> Tensor:
-        if approximate not in ("none", "tanh"):
-            raise ArgumentError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-        return self._apply("gelu", approximate=approximate)
-
     def erf(self) -> Tensor:
         return self._apply("erf")
-
-    def silu(self) -> Tensor:
-        return self._apply("silu")
-
-    def elu(self, alpha: float = 1.0) -> Tensor:
-        return self._apply("elu", alpha=checked("elu", float_arg, alpha, "alpha"))
-
-    def softplus(self, beta: float = 1.0) -> Tensor:
-        return self._apply("softplus", beta=checked("softplus", float_arg, beta, "beta"))
 
     # ``min``/``max`` shadow builtins on purpose: they are PyTorch's argument names.
     def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
@@ -292,13 +274,6 @@ class Tensor(NumpyInterop):
     def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
         axis = checked("argmax", normalize_axis, axis, self.ndim)
         return self._apply("argmax", axis=axis, keepdims=bool(keepdims))
-
-    def softmax(self, axis: int = -1) -> Tensor:
-        return self._apply("softmax", axis=checked("softmax", normalize_axis, axis, self.ndim))
-
-    def log_softmax(self, axis: int = -1) -> Tensor:
-        axis = checked("log_softmax", normalize_axis, axis, self.ndim)
-        return self._apply("log_softmax", axis=axis)
 
     # -- shape ------------------------------------------------------------------------------------
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
