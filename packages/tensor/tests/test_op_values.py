@@ -188,6 +188,48 @@ REFERENCES: dict[str, Reference] = {
     "one_hot": lambda idx, depth, dtype="float32": np.eye(depth, dtype=dtype)[idx],
 }
 
+# Activations that expand into other ops (tensor/ops/elementwise_activation.py).
+_SELU = (1.6732632423543772848170429916717, 1.0507009873554804934193349852946)
+
+
+def _softplus1(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x))))
+
+
+def _reference_prelu(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    shaped = w.reshape((-1,) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else w
+    return np.asarray(np.maximum(x, 0.0) + shaped * np.minimum(x, 0.0))
+
+
+def _reference_glu(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    half = x.shape[axis] // 2
+    a = np.take(x, np.arange(half), axis=axis)
+    b = np.take(x, np.arange(half, 2 * half), axis=axis)
+    return np.asarray(a / (1.0 + np.exp(-b)))
+
+
+REFERENCES.update(
+    {
+        "mish": lambda x: x * np.tanh(_softplus1(x)),
+        "hardswish": lambda x: np.where(x <= -3, 0.0, np.where(x >= 3, x, x * (x + 3) / 6)),
+        "hardsigmoid": lambda x: np.where(x <= -3, 0.0, np.where(x >= 3, 1.0, x / 6 + 0.5)),
+        "relu6": lambda x: np.minimum(np.maximum(x, 0.0), 6.0),
+        "hardtanh": lambda x, min_val, max_val: np.minimum(np.maximum(x, min_val), max_val),
+        "selu": lambda x: _SELU[1] * np.where(x > 0, x, _SELU[0] * (np.exp(x) - 1.0)),
+        "celu": lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(x / alpha) - 1.0)),
+        "softsign": lambda x: x / (1.0 + np.abs(x)),
+        "logsigmoid": lambda x: -_softplus1(-x),
+        "tanhshrink": lambda x: x - np.tanh(x),
+        "softshrink": lambda x, lambd=0.5: np.where(
+            x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0.0)
+        ),
+        "hardshrink": lambda x, lambd=0.5: np.where((x > lambd) | (x < -lambd), x, 0.0),
+        "threshold": lambda x, threshold, value: np.where(x > threshold, x, value),
+        "glu": _reference_glu,
+        "prelu": _reference_prelu,
+    }
+)
+
 
 def _inserted_shape(shape: tuple[int, ...], axis: tuple[int, ...]) -> list[int]:
     out = list(shape)

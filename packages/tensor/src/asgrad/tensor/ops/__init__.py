@@ -9,6 +9,7 @@ the window and size rules that conv and pool share (public, for other backends).
 from asgrad.tensor.ops import (
     conv,
     elementwise,
+    elementwise_activation,
     index,
     leaf,
     linalg,
@@ -24,6 +25,7 @@ from asgrad.tensor.ops import (
 __all__ = [
     "conv",
     "elementwise",
+    "elementwise_activation",
     "index",
     "leaf",
     "linalg",
