@@ -103,6 +103,10 @@ def _prelu(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, x, _channel_weight(w, x.ndim) * x)
 
 
+def _threshold(x: np.ndarray, threshold: float, value: float) -> np.ndarray:
+    return np.where(x > threshold, x, value)
+
+
 # -- expansions ------------------------------------------------------------------------------
 def _where(cond: Tensor, a: Tensor, b: object) -> Tensor:
     return cond.graph.apply("where", (cond, a, a._lift(b)), {})
@@ -281,7 +285,7 @@ _activation(
 )
 _activation(
     "threshold",
-    lambda x, threshold, value: np.where(x > threshold, x, value),
+    _threshold,
     lambda x, threshold, value: _where(x > threshold, x, value),
     "x if x > threshold, else value",
     unary_cases(lambda rng, s: away_from(rng, [0.1], *s), [{"threshold": 0.1, "value": -2.0}]),
