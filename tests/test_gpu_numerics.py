@@ -190,7 +190,7 @@ def test_every_pair_of_special_values_matches_the_cpu(
     elif op.name == "glu":  # a * sigmoid(b), the halves along the last axis
         # without b = -88.8, whose sigmoid is a float32 subnormal, which a GPU may flush
         # to zero (docs/gpu.md): inf * 3e-39 is inf on the CPU, NaN there
-        keep = VALUES != np.float32(-88.8)
+        keep = np.float32(-88.8) != VALUES
         inputs = [np.concatenate([a[:, keep], b[:, keep]], axis=-1)]
         attrs = {"axis": -1}
     elif op.name == "prelu":  # x[0, c, j] = VALUES[j] with the weight VALUES[c]
