@@ -231,6 +231,61 @@ REFERENCES.update(
 )
 
 
+# Normalisations and distances that expand into other ops (tensor/ops/norm_groups.py).
+def _reference_group_norm(
+    x: np.ndarray, *affine: np.ndarray, num_groups: int, eps: float = 1e-5
+) -> np.ndarray:
+    out = np.empty_like(x)
+    per = x.shape[1] // num_groups
+    for n in range(x.shape[0]):
+        for k in range(num_groups):
+            part = x[n, k * per : (k + 1) * per]
+            out[n, k * per : (k + 1) * per] = (part - part.mean()) / np.sqrt(part.var() + eps)
+    if affine:
+        shape = (-1,) + (1,) * (x.ndim - 2)
+        out = out * affine[0].reshape(shape) + affine[1].reshape(shape)
+    return out
+
+
+def _reference_rms_norm(
+    x: np.ndarray, *weight: np.ndarray, normalized_shape: tuple[int, ...], eps: float | None = None
+) -> np.ndarray:
+    flat = x.reshape(-1, int(np.prod(normalized_shape)))
+    eps = float(np.finfo(x.dtype).eps) if eps is None else eps
+    rms = np.sqrt((flat**2).sum(axis=1) / flat.shape[1] + eps)
+    out = (flat / rms[:, None]).reshape(x.shape)
+    return out * weight[0] if weight else out
+
+
+def _reference_norm(v: np.ndarray, p: float, axis: int, keepdims: bool) -> np.ndarray:
+    return np.asarray(np.linalg.norm(v, ord=p, axis=axis, keepdims=keepdims))
+
+
+def _reference_cosine(a: np.ndarray, b: np.ndarray, axis: int = 1, eps: float = 1e-8) -> Any:
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    na = np.maximum(_reference_norm(a, 2, axis, False), eps)
+    nb = np.maximum(_reference_norm(b, 2, axis, False), eps)
+    return np.einsum("...i,...i->...", np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)) / (
+        na * nb
+    )
+
+
+REFERENCES.update(
+    {
+        "group_norm": _reference_group_norm,
+        "rms_norm": _reference_rms_norm,
+        "normalize": lambda x, p=2.0, axis=1, eps=1e-12: (
+            x / np.maximum(_reference_norm(x, p, axis, True), eps)
+        ),
+        "cosine_similarity": _reference_cosine,
+        "pairwise_distance": lambda a, b, p=2.0, eps=1e-6, keepdim=False: _reference_norm(
+            np.broadcast_to(a - b + eps, np.broadcast_shapes(a.shape, b.shape)), p, -1, keepdim
+        ),
+    }
+)
+
+
 def _inserted_shape(shape: tuple[int, ...], axis: tuple[int, ...]) -> list[int]:
     out = list(shape)
     for a in sorted(axis):

@@ -40,6 +40,15 @@ from asgrad.nn.layers.embedding import Embedding
 from asgrad.nn.layers.feedforward import FeedForward
 from asgrad.nn.layers.linear import Linear
 from asgrad.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from asgrad.nn.layers.normalization_more import (
+    CosineSimilarity,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    PairwiseDistance,
+    RMSNorm,
+)
 from asgrad.nn.layers.pooling import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from asgrad.nn.layers.positional import (
     ALiBi,
@@ -62,16 +71,21 @@ __all__ = [
     "BatchNorm2d",
     "Conv2d",
     "ConvTranspose2d",
+    "CosineSimilarity",
     "Dropout",
     "Embedding",
     "FeedForward",
     "Flatten",
     "GlobalAvgPool2d",
+    "GroupNorm",
     "Hardshrink",
     "Hardsigmoid",
     "Hardswish",
     "Hardtanh",
     "Identity",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
     "LayerNorm",
     "LeakyReLU",
     "LearnedPositionalEncoding",
@@ -83,6 +97,8 @@ __all__ = [
     "ModuleList",
     "MultiHeadAttention",
     "PReLU",
+    "PairwiseDistance",
+    "RMSNorm",
     "ReLU",
     "ReLU6",
     "RoPE",
