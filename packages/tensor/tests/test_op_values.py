@@ -325,7 +325,8 @@ def test_every_op_has_a_reference() -> None:
     missing = sorted(
         op.name
         for op in _non_leaf_ops()
-        if op.name not in REFERENCES and op.family not in ("conv", "pool", "norm", "random")
+        if op.name not in REFERENCES
+        and (op.family not in ("conv", "pool", "norm", "random") or not op.primitive)
     )
     assert not missing, f"add a numpy reference to REFERENCES for: {missing}"
 
@@ -360,3 +361,100 @@ def test_op_value_matches_reference(op: OpDef, case: OpCase, dtype: str) -> None
     else:
         rtol, atol = op.tolerance
         np.testing.assert_allclose(got, expected, rtol=max(rtol, 1e-6), atol=max(atol, 1e-6))
+
+
+# 1-D convolution and pooling (tensor/ops/conv_1d.py, pool_1d.py): direct loops.
+def _reference_conv1d(
+    x: np.ndarray,
+    w: np.ndarray,
+    *b: np.ndarray,
+    stride: int,
+    padding: int,
+    dilation: int,
+    groups: int,
+) -> np.ndarray:
+    n, _, length = x.shape
+    o, cg, k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
+    out_len = (length + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((n, o, out_len))
+    per = o // groups
+    for oc in range(o):
+        g = oc // per
+        for t in range(out_len):
+            taps = xp[:, g * cg : (g + 1) * cg, t * stride : t * stride + dilation * k : dilation]
+            out[:, oc, t] = np.sum(taps * w[oc], axis=(1, 2))
+    return out + b[0][None, :, None] if b else out
+
+
+def _reference_conv_transpose1d(
+    x: np.ndarray,
+    w: np.ndarray,
+    *b: np.ndarray,
+    stride: int,
+    padding: int,
+    dilation: int,
+    groups: int,
+    output_padding: int,
+) -> np.ndarray:
+    n, c, length = x.shape
+    _, og, k = w.shape
+    full = (length - 1) * stride + dilation * (k - 1) + 1 + output_padding
+    out = np.zeros((n, og * groups, full))
+    per = c // groups
+    for ic in range(c):
+        g = ic // per
+        for t in range(length):
+            for j in range(k):
+                out[:, g * og : (g + 1) * og, t * stride + j * dilation] += (
+                    x[:, ic, t, None] * w[ic, :, j]
+                )
+    out = out[:, :, padding : full - padding]
+    return out + b[0][None, :, None] if b else out
+
+
+def _windows(length: int, kernel: int, stride: int, padding: int) -> list[range]:
+    count = (length + 2 * padding - kernel) // stride + 1
+    return [range(t * stride - padding, t * stride - padding + kernel) for t in range(count)]
+
+
+def _reference_max_pool1d(x: np.ndarray, kernel_size: int, stride: int, padding: int) -> Any:
+    cols = [
+        np.max(x[:, :, [i for i in r if 0 <= i < x.shape[2]]], axis=2)
+        for r in _windows(x.shape[2], kernel_size, stride, padding)
+    ]
+    return np.stack(cols, axis=2)
+
+
+def _reference_avg_pool1d(
+    x: np.ndarray, kernel_size: int, stride: int, padding: int, count_include_pad: bool
+) -> Any:
+    cols = []
+    for r in _windows(x.shape[2], kernel_size, stride, padding):
+        inside = [i for i in r if 0 <= i < x.shape[2]]
+        cols.append(
+            np.sum(x[:, :, inside], axis=2) / (kernel_size if count_include_pad else len(inside))
+        )
+    return np.stack(cols, axis=2)
+
+
+def _reference_adaptive_avg_pool1d(x: np.ndarray, output_size: int) -> Any:
+    length = x.shape[2]
+    return np.stack(
+        [
+            x[:, :, i * length // output_size : -(-(i + 1) * length // output_size)].mean(axis=2)
+            for i in range(output_size)
+        ],
+        axis=2,
+    )
+
+
+REFERENCES.update(
+    {
+        "conv1d": _reference_conv1d,
+        "conv_transpose1d": _reference_conv_transpose1d,
+        "max_pool1d": _reference_max_pool1d,
+        "avg_pool1d": _reference_avg_pool1d,
+        "adaptive_avg_pool1d": _reference_adaptive_avg_pool1d,
+    }
+)

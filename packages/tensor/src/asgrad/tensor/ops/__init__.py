@@ -8,6 +8,7 @@ the window and size rules that conv and pool share (public, for other backends).
 
 from asgrad.tensor.ops import (
     conv,
+    conv_1d,
     elementwise,
     elementwise_activation,
     index,
@@ -17,6 +18,7 @@ from asgrad.tensor.ops import (
     norm_groups,
     optim,
     pool,
+    pool_1d,
     random,
     reduction,
     shape,
@@ -25,6 +27,7 @@ from asgrad.tensor.ops import (
 
 __all__ = [
     "conv",
+    "conv_1d",
     "elementwise",
     "elementwise_activation",
     "index",
@@ -34,6 +37,7 @@ __all__ = [
     "norm_groups",
     "optim",
     "pool",
+    "pool_1d",
     "random",
     "reduction",
     "shape",
