@@ -78,15 +78,26 @@ from asgrad.tensor.nn_norms import (
     pairwise_distance,
     rms_norm,
 )
+from asgrad.tensor.nn_spatial import (
+    adaptive_avg_pool1d,
+    avg_pool1d,
+    conv1d,
+    conv_transpose1d,
+    max_pool1d,
+)
 
 __all__ = [
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "celu",
+    "conv1d",
     "conv2d",
+    "conv_transpose1d",
     "conv_transpose2d",
     "cosine_embedding_loss",
     "cosine_similarity",
@@ -111,6 +122,7 @@ __all__ = [
     "log_softmax",
     "logsigmoid",
     "margin_ranking_loss",
+    "max_pool1d",
     "max_pool2d",
     "mish",
     "mse_loss",

@@ -35,6 +35,13 @@ from asgrad.nn.layers.activation_more import (
 from asgrad.nn.layers.attention import MultiHeadAttention
 from asgrad.nn.layers.container import ModuleList, Sequential
 from asgrad.nn.layers.conv import Conv2d, ConvTranspose2d
+from asgrad.nn.layers.conv_1d import (
+    AdaptiveAvgPool1d,
+    AvgPool1d,
+    Conv1d,
+    ConvTranspose1d,
+    MaxPool1d,
+)
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.embedding import Embedding
 from asgrad.nn.layers.feedforward import FeedForward
@@ -65,11 +72,15 @@ __all__ = [
     "GLU",
     "SELU",
     "ALiBi",
+    "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AvgPool1d",
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
     "ConvTranspose2d",
     "CosineSimilarity",
     "Dropout",
@@ -92,6 +103,7 @@ __all__ = [
     "Linear",
     "LogSigmoid",
     "LogSoftmax",
+    "MaxPool1d",
     "MaxPool2d",
     "Mish",
     "ModuleList",

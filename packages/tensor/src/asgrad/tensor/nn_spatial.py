@@ -1,0 +1,129 @@
+"""1-D convolution and pooling in PyTorch's functional names and argument names.
+
+Each appends one op that expands into its 2-D op over a unit height (see
+``tensor/ops/conv_1d.py`` and ``pool_1d.py``), so it has the 2-D op's kernels,
+gradient and GPU twin.
+
+>>> import numpy as np
+>>> from asgrad.tensor import Graph
+>>> from asgrad.tensor.nn_spatial import conv1d, max_pool1d
+>>> g = Graph()
+>>> x = g.input("x", (2, 3, 16))
+>>> w = g.constant(np.ones((4, 3, 3), np.float32))
+>>> max_pool1d(conv1d(x, w, padding=1), 2).shape
+(2, 4, 8)
+"""
+
+from __future__ import annotations
+
+from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ops._common import int_arg
+from asgrad.tensor.tensor import Tensor
+
+__all__ = [
+    "adaptive_avg_pool1d",
+    "avg_pool1d",
+    "conv1d",
+    "conv_transpose1d",
+    "max_pool1d",
+]
+
+
+def _int(value: int | tuple[int], what: str) -> int:
+    """An int, or a 1-tuple of one (PyTorch accepts both)."""
+    if isinstance(value, tuple | list):
+        if len(value) != 1:
+            raise ShapeError(f"{what} must be an int or a 1-tuple, got {value!r}")
+        value = value[0]
+    return int_arg(value, what)
+
+
+def _with_bias(x: Tensor, w: Tensor, b: Tensor | None) -> tuple[Tensor, ...]:
+    return (x, w) if b is None else (x, w, b)
+
+
+def conv1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | tuple[int] = 1,
+    padding: int | tuple[int] | str = 0,
+    dilation: int | tuple[int] = 1,
+    groups: int = 1,
+) -> Tensor:
+    """1-D convolution of ``x`` (N, C, L) with ``weight`` (O, C/groups, K); ``padding``
+    an int, ``"valid"`` or ``"same"`` (stride 1, odd dilated kernel)."""
+    st, dil = _int(stride, "conv1d's stride"), _int(dilation, "conv1d's dilation")
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ShapeError(f"padding must be an int, 'same' or 'valid', got {padding!r}")
+        total = dil * (weight.shape[-1] - 1)
+        if padding == "same" and (st != 1 or total % 2):
+            raise ShapeError("padding='same' needs stride 1 and an odd (dilated) kernel")
+        pad = total // 2 if padding == "same" else 0
+    else:
+        pad = _int(padding, "conv1d's padding")
+    attrs = {"stride": st, "padding": pad, "dilation": dil, "groups": int(groups)}
+    return x.graph.apply("conv1d", _with_bias(x, weight, bias), attrs)
+
+
+def conv_transpose1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int | tuple[int] = 1,
+    padding: int | tuple[int] = 0,
+    output_padding: int | tuple[int] = 0,
+    groups: int = 1,
+    dilation: int | tuple[int] = 1,
+) -> Tensor:
+    """Transposed 1-D convolution of ``x`` (N, C_in, L) with ``weight``
+    (C_in, C_out/groups, K), PyTorch's argument order."""
+    attrs = {
+        "stride": _int(stride, "conv_transpose1d's stride"),
+        "padding": _int(padding, "conv_transpose1d's padding"),
+        "output_padding": _int(output_padding, "conv_transpose1d's output_padding"),
+        "dilation": _int(dilation, "conv_transpose1d's dilation"),
+        "groups": int(groups),
+    }
+    return x.graph.apply("conv_transpose1d", _with_bias(x, weight, bias), attrs)
+
+
+def _pool_attrs(
+    kernel_size: int | tuple[int], stride: int | tuple[int] | None, padding: int | tuple[int]
+) -> dict[str, int]:
+    kernel = _int(kernel_size, "kernel_size")
+    return {
+        "kernel_size": kernel,
+        "stride": kernel if stride is None else _int(stride, "stride"),
+        "padding": _int(padding, "padding"),
+    }
+
+
+def max_pool1d(
+    x: Tensor,
+    kernel_size: int | tuple[int],
+    stride: int | tuple[int] | None = None,
+    padding: int | tuple[int] = 0,
+) -> Tensor:
+    """The max of each window of ``kernel_size`` (stride defaults to it)."""
+    return x.graph.apply("max_pool1d", (x,), _pool_attrs(kernel_size, stride, padding))
+
+
+def avg_pool1d(
+    x: Tensor,
+    kernel_size: int | tuple[int],
+    stride: int | tuple[int] | None = None,
+    padding: int | tuple[int] = 0,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """The mean of each window; zero padding counts unless ``count_include_pad=False``."""
+    attrs: dict[str, object] = dict(_pool_attrs(kernel_size, stride, padding))
+    attrs["count_include_pad"] = bool(count_include_pad)
+    return x.graph.apply("avg_pool1d", (x,), attrs)
+
+
+def adaptive_avg_pool1d(x: Tensor, output_size: int | tuple[int]) -> Tensor:
+    """Average pooling to ``output_size`` positions (PyTorch's window bounds)."""
+    size = _int(output_size, "output_size")
+    return x.graph.apply("adaptive_avg_pool1d", (x,), {"output_size": size})
