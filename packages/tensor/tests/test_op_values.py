@@ -458,3 +458,85 @@ REFERENCES.update(
         "adaptive_avg_pool1d": _reference_adaptive_avg_pool1d,
     }
 )
+
+
+# Resampling, pixel shuffle and attention (pool_resize.py, shape_pixel.py,
+# linalg_attention.py): element by element, PyTorch's formulas.
+def _source_1d(mode: str, n: int, m: int, j: int, corners: bool, scale: float | None) -> Any:
+    step = ((n - 1) / (m - 1) if m > 1 else 0.0) if corners else (1.0 / scale if scale else n / m)
+    if mode.startswith("nearest"):
+        shift = 0.5 if mode == "nearest-exact" else 0.0
+        return [(min(math.floor((j + shift) * step), n - 1), 1.0)]
+    src = j * step if corners else (j + 0.5) * step - 0.5
+    if mode == "bicubic":
+        i, t, a = math.floor(src), src - math.floor(src), -0.75
+
+        def w(d: float) -> float:  # Keys' cubic convolution kernel
+            d = abs(d)
+            if d <= 1:
+                return ((a + 2) * d - (a + 3)) * d * d + 1
+            return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a if d < 2 else 0.0
+
+        return [(min(max(i + k, 0), n - 1), w(t - k)) for k in (-1, 0, 1, 2)]
+    src = max(src, 0.0)
+    i = min(math.floor(src), n - 1)
+    return [(i, 1.0 - (src - i)), (min(i + 1, n - 1), src - i)]
+
+
+def _reference_interpolate(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    out = x
+    scales = attrs.get("scales") or (None,) * len(attrs["size"])
+    for k, (m, scale) in enumerate(zip(attrs["size"], scales, strict=True)):
+        axis, n = 2 + k, out.shape[2 + k]
+        moved = np.moveaxis(out, axis, -1)
+        result = np.zeros((*moved.shape[:-1], m))
+        for j in range(m):
+            for i, weight in _source_1d(
+                attrs["mode"], n, m, j, bool(attrs.get("align_corners")), scale
+            ):
+                result[..., j] += moved[..., i] * weight
+        out = np.moveaxis(result, -1, axis)
+    return out
+
+
+def _reference_pixel_shuffle(x: np.ndarray, upscale_factor: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    r = upscale_factor
+    out = np.zeros((n, c // (r * r), h * r, w * r))
+    for ch in range(c):
+        oc, dy, dx = ch // (r * r), (ch % (r * r)) // r, ch % r
+        out[:, oc, dy::r, dx::r] = x[:, ch]
+    return out
+
+
+def _reference_pixel_unshuffle(x: np.ndarray, downscale_factor: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    r = downscale_factor
+    out = np.zeros((n, c * r * r, h // r, w // r))
+    for ch in range(c * r * r):
+        ic, dy, dx = ch // (r * r), (ch % (r * r)) // r, ch % r
+        out[:, ch] = x[:, ic, dy::r, dx::r]
+    return out
+
+
+def _reference_sdpa(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, *mask: np.ndarray, **a: Any
+) -> Any:
+    scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
+    scores = np.einsum("...le,...se->...ls", q, k) * scale
+    if a.get("is_causal"):
+        scores = scores + np.triu(np.full(scores.shape[-2:], -np.inf), 1)
+    if mask:
+        scores = scores + (np.where(mask[0], 0.0, -np.inf) if mask[0].dtype == bool else mask[0])
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return np.einsum("...ls,...sd->...ld", weights / weights.sum(axis=-1, keepdims=True), v)
+
+
+REFERENCES.update(
+    {
+        "interpolate": _reference_interpolate,
+        "pixel_shuffle": _reference_pixel_shuffle,
+        "pixel_unshuffle": _reference_pixel_unshuffle,
+        "scaled_dot_product_attention": _reference_sdpa,
+    }
+)
