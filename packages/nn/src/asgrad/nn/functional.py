@@ -59,6 +59,7 @@ from asgrad.tensor.nn_activation import (
     tanhshrink,
     threshold,
 )
+from asgrad.tensor.nn_attention import scaled_dot_product_attention
 from asgrad.tensor.nn_functional import (
     adaptive_avg_pool2d,
     avg_pool2d,
@@ -83,7 +84,11 @@ from asgrad.tensor.nn_spatial import (
     avg_pool1d,
     conv1d,
     conv_transpose1d,
+    interpolate,
     max_pool1d,
+    pixel_shuffle,
+    pixel_unshuffle,
+    upsample,
 )
 
 __all__ = [
@@ -115,6 +120,7 @@ __all__ = [
     "hinge_embedding_loss",
     "huber_loss",
     "instance_norm",
+    "interpolate",
     "kl_div",
     "l1_loss",
     "layer_norm",
@@ -131,10 +137,13 @@ __all__ = [
     "normalize",
     "one_hot",
     "pairwise_distance",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "prelu",
     "relu",
     "relu6",
     "rms_norm",
+    "scaled_dot_product_attention",
     "selu",
     "sigmoid",
     "silu",
@@ -148,4 +157,5 @@ __all__ = [
     "tanhshrink",
     "threshold",
     "triplet_margin_loss",
+    "upsample",
 ]

@@ -1,8 +1,10 @@
-"""1-D convolution and pooling in PyTorch's functional names and argument names.
+"""1-D convolution and pooling, resampling and pixel shuffles, in PyTorch's
+functional names and argument names.
 
-Each appends one op that expands into its 2-D op over a unit height (see
-``tensor/ops/conv_1d.py`` and ``pool_1d.py``), so it has the 2-D op's kernels,
-gradient and GPU twin.
+Each appends one op that expands into others: the 1-D ops into their 2-D ops over a
+unit height (``tensor/ops/conv_1d.py``, ``pool_1d.py``), ``interpolate`` into gathers
+and weighted sums (``pool_resize.py``), the pixel shuffles into shape ops
+(``shape_pixel.py``); so each has their kernels, gradients and GPU twins.
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph
@@ -16,8 +18,11 @@ gradient and GPU twin.
 
 from __future__ import annotations
 
-from asgrad.tensor.errors import ShapeError
+from collections.abc import Sequence
+
+from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ops._common import int_arg
+from asgrad.tensor.ops.pool_resize import output_size
 from asgrad.tensor.tensor import Tensor
 
 __all__ = [
@@ -25,7 +30,11 @@ __all__ = [
     "avg_pool1d",
     "conv1d",
     "conv_transpose1d",
+    "interpolate",
     "max_pool1d",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "upsample",
 ]
 
 
@@ -127,3 +136,48 @@ def adaptive_avg_pool1d(x: Tensor, output_size: int | tuple[int]) -> Tensor:
     """Average pooling to ``output_size`` positions (PyTorch's window bounds)."""
     size = _int(output_size, "output_size")
     return x.graph.apply("adaptive_avg_pool1d", (x,), {"output_size": size})
+
+
+def interpolate(
+    x: Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+) -> Tensor:
+    """Resize the spatial axes of ``x`` (N, C, *spatial) to ``size``, or by
+    ``scale_factor`` (output ``floor(n * scale)``), as PyTorch's ``F.interpolate``:
+    ``mode`` nearest, nearest-exact, linear (1-D), bilinear or bicubic (2-D),
+    trilinear (3-D). ``antialias`` is not supported."""
+    if antialias:
+        raise ArgumentError("interpolate: antialias=True is not supported")
+    sizes, scales = output_size(x.shape, size, scale_factor)
+    if recompute_scale_factor:
+        scales = None  # the coordinates follow in/out, as PyTorch then does
+    attrs = {"size": sizes, "mode": mode, "align_corners": align_corners, "scales": scales}
+    return x.graph.apply("interpolate", (x,), attrs)
+
+
+def upsample(
+    x: Tensor,
+    size: int | Sequence[int] | None = None,
+    scale_factor: float | Sequence[float] | None = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+) -> Tensor:
+    """:func:`interpolate` (PyTorch's older name)."""
+    return interpolate(x, size, scale_factor, mode, align_corners)
+
+
+def pixel_shuffle(x: Tensor, upscale_factor: int) -> Tensor:
+    """(N, C r^2, H, W) to (N, C, H r, W r)."""
+    r = int_arg(upscale_factor, "upscale_factor")
+    return x.graph.apply("pixel_shuffle", (x,), {"upscale_factor": r})
+
+
+def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
+    """(N, C, H r, W r) to (N, C r^2, H, W)."""
+    r = int_arg(downscale_factor, "downscale_factor")
+    return x.graph.apply("pixel_unshuffle", (x,), {"downscale_factor": r})

@@ -63,6 +63,13 @@ from asgrad.nn.layers.positional import (
     RoPE,
     SinusoidalPositionalEncoding,
 )
+from asgrad.nn.layers.resample import (
+    PixelShuffle,
+    PixelUnshuffle,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 from asgrad.nn.layers.transformer import TransformerBlock
 
 __all__ = [
@@ -110,6 +117,8 @@ __all__ = [
     "MultiHeadAttention",
     "PReLU",
     "PairwiseDistance",
+    "PixelShuffle",
+    "PixelUnshuffle",
     "RMSNorm",
     "ReLU",
     "ReLU6",
@@ -127,4 +136,7 @@ __all__ = [
     "Tanhshrink",
     "Threshold",
     "TransformerBlock",
+    "Upsample",
+    "UpsamplingBilinear2d",
+    "UpsamplingNearest2d",
 ]
