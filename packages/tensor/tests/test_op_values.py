@@ -540,3 +540,79 @@ REFERENCES.update(
         "scaled_dot_product_attention": _reference_sdpa,
     }
 )
+
+
+# Pooling with PyTorch's window options (pool_window.py): window by window.
+def _pool_windows(shape: tuple[int, ...], a: dict[str, Any]) -> Any:
+    kernel, stride, padding = a["kernel_size"], a["stride"], a["padding"]
+    dilation, ceil = a.get("dilation", (1, 1)), a.get("ceil_mode", False)
+    sizes = []
+    for i in range(2):
+        n = shape[2 + i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1
+        out = -(-n // stride[i]) + 1 if ceil else n // stride[i] + 1
+        if ceil and (out - 1) * stride[i] >= shape[2 + i] + padding[i]:
+            out -= 1
+        sizes.append(out)
+    for oh in range(sizes[0]):
+        for ow in range(sizes[1]):
+            rows = [oh * stride[0] - padding[0] + i * dilation[0] for i in range(kernel[0])]
+            cols = [ow * stride[1] - padding[1] + j * dilation[1] for j in range(kernel[1])]
+            yield oh, ow, rows, cols, sizes
+
+
+def _reference_max_pool_general(x: np.ndarray, **a: Any) -> np.ndarray:
+    out: np.ndarray | None = None
+    for oh, ow, rows, cols, sizes in _pool_windows(x.shape, a):
+        if out is None:
+            out = np.zeros((*x.shape[:2], *sizes))
+        taps = [
+            x[:, :, r, c] for r in rows for c in cols if 0 <= r < x.shape[2] and 0 <= c < x.shape[3]
+        ]
+        out[:, :, oh, ow] = np.max(np.stack(taps), axis=0)
+    assert out is not None
+    return out
+
+
+def _reference_max_pool_indices(x: np.ndarray, **a: Any) -> np.ndarray:
+    out: np.ndarray | None = None
+    for oh, ow, rows, cols, sizes in _pool_windows(x.shape, a):
+        if out is None:
+            out = np.zeros((*x.shape[:2], *sizes), dtype=np.int64)
+        inside = [(r, c) for r in rows for c in cols if 0 <= r < x.shape[2] and 0 <= c < x.shape[3]]
+        values = np.stack([x[:, :, r, c] for r, c in inside])
+        best = np.argmax(values, axis=0)
+        flat = np.array([r * x.shape[3] + c for r, c in inside])
+        out[:, :, oh, ow] = flat[best]
+    assert out is not None
+    return out
+
+
+def _reference_avg_pool_general(x: np.ndarray, **a: Any) -> np.ndarray:
+    out: np.ndarray | None = None
+    h, w = x.shape[2:]
+    for oh, ow, rows, cols, sizes in _pool_windows(x.shape, a):
+        if out is None:
+            out = np.zeros((*x.shape[:2], *sizes))
+        inside = [(r, c) for r in rows for c in cols if 0 <= r < h and 0 <= c < w]
+        total = sum(x[:, :, r, c] for r, c in inside)
+        # PyTorch: the window clipped to the padded input (not the ceil overhang)
+        rh = len([r for r in rows if r < h + a["padding"][0]])
+        rw = len([c for c in cols if c < w + a["padding"][1]])
+        if a.get("divisor_override"):
+            divisor = a["divisor_override"]
+        elif a.get("count_include_pad", True):
+            divisor = rh * rw
+        else:
+            divisor = len(inside)
+        out[:, :, oh, ow] = total / divisor
+    assert out is not None
+    return out
+
+
+REFERENCES.update(
+    {
+        "max_pool2d_general": _reference_max_pool_general,
+        "max_pool2d_indices": _reference_max_pool_indices,
+        "avg_pool2d_general": _reference_avg_pool_general,
+    }
+)

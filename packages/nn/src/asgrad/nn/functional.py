@@ -62,14 +62,12 @@ from asgrad.tensor.nn_activation import (
 from asgrad.tensor.nn_attention import scaled_dot_product_attention
 from asgrad.tensor.nn_functional import (
     adaptive_avg_pool2d,
-    avg_pool2d,
     batch_norm,
     conv2d,
     conv_transpose2d,
     dropout,
     embedding,
     layer_norm,
-    max_pool2d,
 )
 from asgrad.tensor.nn_norms import (
     cosine_similarity,
@@ -82,10 +80,12 @@ from asgrad.tensor.nn_norms import (
 from asgrad.tensor.nn_spatial import (
     adaptive_avg_pool1d,
     avg_pool1d,
+    avg_pool2d,
     conv1d,
     conv_transpose1d,
     interpolate,
     max_pool1d,
+    max_pool2d,
     pixel_shuffle,
     pixel_unshuffle,
     upsample,

@@ -20,18 +20,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from asgrad.tensor import nn_functional as _plain
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ops._common import int_arg
 from asgrad.tensor.ops.pool_resize import output_size
+from asgrad.tensor.ops.spatial import pair
 from asgrad.tensor.tensor import Tensor
 
 __all__ = [
     "adaptive_avg_pool1d",
     "avg_pool1d",
+    "avg_pool2d",
     "conv1d",
     "conv_transpose1d",
     "interpolate",
     "max_pool1d",
+    "max_pool2d",
     "pixel_shuffle",
     "pixel_unshuffle",
     "upsample",
@@ -181,3 +185,66 @@ def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
     """(N, C, H r, W r) to (N, C r^2, H, W)."""
     r = int_arg(downscale_factor, "downscale_factor")
     return x.graph.apply("pixel_unshuffle", (x,), {"downscale_factor": r})
+
+
+IntOrPair = int | Sequence[int]
+
+
+def max_pool2d(
+    x: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    dilation: IntOrPair = 1,
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """PyTorch's ``F.max_pool2d``: the max of each window, with ``dilation`` and
+    ``ceil_mode``; ``return_indices`` also gives each maximum's flat index ``h * W + w``
+    in its input plane (int64), as ``max_unpool2d`` reads them."""
+    kernel = pair(kernel_size, "kernel_size", minimum=1)
+    st = kernel if stride is None else pair(stride, "stride", minimum=1)
+    pad, dil = pair(padding, "padding"), pair(dilation, "dilation", minimum=1)
+    attrs = {
+        "kernel_size": kernel,
+        "stride": st,
+        "padding": pad,
+        "dilation": dil,
+        "ceil_mode": bool(ceil_mode),
+    }
+    if dil == (1, 1) and not ceil_mode:
+        y = _plain.max_pool2d(x, kernel, st, pad)
+    else:
+        y = x.graph.apply("max_pool2d_general", (x,), attrs)
+    if not return_indices:
+        return y
+    return y, x.graph.apply("max_pool2d_indices", (x,), attrs)
+
+
+def avg_pool2d(
+    x: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
+) -> Tensor:
+    """PyTorch's ``F.avg_pool2d``: the mean of each window, with ``ceil_mode`` and
+    ``divisor_override`` (each window's sum divided by it)."""
+    kernel = pair(kernel_size, "kernel_size", minimum=1)
+    st = kernel if stride is None else pair(stride, "stride", minimum=1)
+    pad = pair(padding, "padding")
+    if not ceil_mode and divisor_override is None:
+        return _plain.avg_pool2d(x, kernel, st, pad, count_include_pad)
+    if divisor_override is not None and int(divisor_override) <= 0:
+        raise ArgumentError(f"divisor_override must be positive, got {divisor_override}")
+    attrs = {
+        "kernel_size": kernel,
+        "stride": st,
+        "padding": pad,
+        "ceil_mode": bool(ceil_mode),
+        "count_include_pad": bool(count_include_pad),
+        "divisor_override": None if divisor_override is None else int(divisor_override),
+    }
+    return x.graph.apply("avg_pool2d_general", (x,), attrs)
