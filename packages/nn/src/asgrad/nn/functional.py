@@ -60,13 +60,13 @@ from asgrad.tensor.nn_activation import (
     threshold,
 )
 from asgrad.tensor.nn_attention import scaled_dot_product_attention
+from asgrad.tensor.nn_embedding import embedding
 from asgrad.tensor.nn_functional import (
     adaptive_avg_pool2d,
     batch_norm,
     conv2d,
     conv_transpose2d,
     dropout,
-    embedding,
     layer_norm,
 )
 from asgrad.tensor.nn_norms import (
