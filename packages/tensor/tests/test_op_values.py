@@ -616,3 +616,73 @@ REFERENCES.update(
         "avg_pool2d_general": _reference_avg_pool_general,
     }
 )
+
+
+# 3-D convolution and pooling (conv_3d.py, pool_3d.py): output by output.
+def _triple(v: Any) -> tuple[int, int, int]:
+    return (v, v, v) if isinstance(v, int) else tuple(v)
+
+
+def _reference_conv3d(x: np.ndarray, w: np.ndarray, *b: np.ndarray, **a: Any) -> np.ndarray:
+    st, pad, dil, groups = (
+        _triple(a["stride"]),
+        _triple(a["padding"]),
+        _triple(a["dilation"]),
+        a["groups"],
+    )
+    xp = np.pad(x, ((0, 0), (0, 0), *((p, p) for p in pad)))
+    o, cg = w.shape[:2]
+    span = [dil[i] * (w.shape[2 + i] - 1) + 1 for i in range(3)]
+    out_shape = [(xp.shape[2 + i] - span[i]) // st[i] + 1 for i in range(3)]
+    out = np.zeros((x.shape[0], o, *out_shape))
+    per = o // groups
+    for oc in range(o):
+        c0 = (oc // per) * cg
+        for idx in np.ndindex(*out_shape):
+            sl = tuple(slice(idx[i] * st[i], idx[i] * st[i] + span[i], dil[i]) for i in range(3))
+            out[(slice(None), oc, *idx)] = np.sum(
+                xp[(slice(None), slice(c0, c0 + cg), *sl)] * w[oc], axis=(1, 2, 3, 4)
+            )
+    return out + b[0].reshape(-1, 1, 1, 1) if b else out
+
+
+def _pool3d_reference(x: np.ndarray, a: dict[str, Any], reduce: str) -> np.ndarray:
+    k = _triple(a["kernel_size"])
+    st = k if a.get("stride") is None else _triple(a["stride"])
+    pad = _triple(a.get("padding", 0))
+    out_shape = [(x.shape[2 + i] + 2 * pad[i] - k[i]) // st[i] + 1 for i in range(3)]
+    out = np.zeros((*x.shape[:2], *out_shape))
+    for idx in np.ndindex(*out_shape):
+        lo = [idx[i] * st[i] - pad[i] for i in range(3)]
+        sl = tuple(slice(max(lo[i], 0), min(lo[i] + k[i], x.shape[2 + i])) for i in range(3))
+        window = x[(slice(None), slice(None), *sl)]
+        if reduce == "max":
+            out[(slice(None), slice(None), *idx)] = window.max(axis=(2, 3, 4))
+        else:
+            count = int(np.prod(k)) if a.get("count_include_pad", True) else window[0, 0].size
+            out[(slice(None), slice(None), *idx)] = window.sum(axis=(2, 3, 4)) / count
+    return out
+
+
+def _reference_adaptive3d(x: np.ndarray, output_size: Any) -> np.ndarray:
+    size = _triple(output_size)
+    out = np.zeros((*x.shape[:2], *size))
+    for idx in np.ndindex(*size):
+        sl = tuple(
+            slice(idx[i] * x.shape[2 + i] // size[i], -(-(idx[i] + 1) * x.shape[2 + i] // size[i]))
+            for i in range(3)
+        )
+        out[(slice(None), slice(None), *idx)] = x[(slice(None), slice(None), *sl)].mean(
+            axis=(2, 3, 4)
+        )
+    return out
+
+
+REFERENCES.update(
+    {
+        "conv3d": _reference_conv3d,
+        "max_pool3d": lambda x, **a: _pool3d_reference(x, a, "max"),
+        "avg_pool3d": lambda x, **a: _pool3d_reference(x, a, "mean"),
+        "adaptive_avg_pool3d": _reference_adaptive3d,
+    }
+)

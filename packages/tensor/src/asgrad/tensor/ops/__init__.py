@@ -9,6 +9,7 @@ the window and size rules that conv and pool share (public, for other backends).
 from asgrad.tensor.ops import (
     conv,
     conv_1d,
+    conv_3d,
     elementwise,
     elementwise_activation,
     index,
@@ -20,6 +21,7 @@ from asgrad.tensor.ops import (
     optim,
     pool,
     pool_1d,
+    pool_3d,
     pool_resize,
     pool_window,
     random,
@@ -32,6 +34,7 @@ from asgrad.tensor.ops import (
 __all__ = [
     "conv",
     "conv_1d",
+    "conv_3d",
     "elementwise",
     "elementwise_activation",
     "index",
@@ -43,6 +46,7 @@ __all__ = [
     "optim",
     "pool",
     "pool_1d",
+    "pool_3d",
     "pool_resize",
     "pool_window",
     "random",
