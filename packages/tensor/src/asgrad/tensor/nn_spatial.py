@@ -29,13 +29,17 @@ from asgrad.tensor.tensor import Tensor
 
 __all__ = [
     "adaptive_avg_pool1d",
+    "adaptive_avg_pool3d",
     "avg_pool1d",
     "avg_pool2d",
+    "avg_pool3d",
     "conv1d",
+    "conv3d",
     "conv_transpose1d",
     "interpolate",
     "max_pool1d",
     "max_pool2d",
+    "max_pool3d",
     "pixel_shuffle",
     "pixel_unshuffle",
     "upsample",
@@ -248,3 +252,69 @@ def avg_pool2d(
         "divisor_override": None if divisor_override is None else int(divisor_override),
     }
     return x.graph.apply("avg_pool2d_general", (x,), attrs)
+
+
+Triple = int | Sequence[int]
+
+
+def conv3d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Triple = 1,
+    padding: Triple = 0,
+    dilation: Triple = 1,
+    groups: int = 1,
+) -> Tensor:
+    """3-D convolution of ``x`` (N, C, D, H, W) with ``weight`` (O, C/groups, kD, kH, kW)."""
+    attrs = {
+        "stride": _triple(stride, "stride"),
+        "padding": _triple(padding, "padding"),
+        "dilation": _triple(dilation, "dilation"),
+        "groups": int(groups),
+    }
+    return x.graph.apply("conv3d", _with_bias(x, weight, bias), attrs)
+
+
+def _triple(value: Triple, what: str) -> tuple[int, int, int]:
+    items = (value,) * 3 if isinstance(value, int) else tuple(value)
+    if len(items) != 3:
+        raise ShapeError(f"{what} must be an int or three ints, got {value!r}")
+    a, b, c = (int_arg(v, what) for v in items)
+    return a, b, c
+
+
+def max_pool3d(
+    x: Tensor, kernel_size: Triple, stride: Triple | None = None, padding: Triple = 0
+) -> Tensor:
+    """The max of each kD x kH x kW window of (N, C, D, H, W)."""
+    attrs = {
+        "kernel_size": _triple(kernel_size, "kernel_size"),
+        "stride": None if stride is None else _triple(stride, "stride"),
+        "padding": _triple(padding, "padding"),
+    }
+    return x.graph.apply("max_pool3d", (x,), attrs)
+
+
+def avg_pool3d(
+    x: Tensor,
+    kernel_size: Triple,
+    stride: Triple | None = None,
+    padding: Triple = 0,
+    count_include_pad: bool = True,
+) -> Tensor:
+    """The mean of each kD x kH x kW window; zero padding counts unless
+    ``count_include_pad=False``."""
+    attrs = {
+        "kernel_size": _triple(kernel_size, "kernel_size"),
+        "stride": None if stride is None else _triple(stride, "stride"),
+        "padding": _triple(padding, "padding"),
+        "count_include_pad": bool(count_include_pad),
+    }
+    return x.graph.apply("avg_pool3d", (x,), attrs)
+
+
+def adaptive_avg_pool3d(x: Tensor, output_size: Triple) -> Tensor:
+    """Average pooling of (N, C, D, H, W) to ``output_size`` (PyTorch's windows)."""
+    size = _triple(output_size, "output_size")
+    return x.graph.apply("adaptive_avg_pool3d", (x,), {"output_size": size})

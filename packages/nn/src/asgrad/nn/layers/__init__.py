@@ -42,6 +42,12 @@ from asgrad.nn.layers.conv_1d import (
     ConvTranspose1d,
     MaxPool1d,
 )
+from asgrad.nn.layers.conv_3d import (
+    AdaptiveAvgPool3d,
+    AvgPool3d,
+    Conv3d,
+    MaxPool3d,
+)
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.embedding import Embedding
 from asgrad.nn.layers.feedforward import FeedForward
@@ -81,12 +87,15 @@ __all__ = [
     "ALiBi",
     "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d",
     "AvgPool1d",
     "AvgPool2d",
+    "AvgPool3d",
     "BatchNorm1d",
     "BatchNorm2d",
     "Conv1d",
     "Conv2d",
+    "Conv3d",
     "ConvTranspose1d",
     "ConvTranspose2d",
     "CosineSimilarity",
@@ -112,6 +121,7 @@ __all__ = [
     "LogSoftmax",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxPool3d",
     "Mish",
     "ModuleList",
     "MultiHeadAttention",
