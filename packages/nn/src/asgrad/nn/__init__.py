@@ -70,7 +70,18 @@ from asgrad.nn.losses import (
 )
 from asgrad.nn.metrics.logger import MetricWriter
 from asgrad.nn.module import Module, Parameter
-from asgrad.nn.optim import SGD, Adam, AdamW, Optimizer, RMSprop
+from asgrad.nn.optim import (
+    SGD,
+    Adadelta,
+    Adagrad,
+    Adam,
+    Adamax,
+    AdamW,
+    NAdam,
+    Optimizer,
+    RAdam,
+    RMSprop,
+)
 from asgrad.nn.schedulers import (
     CosineAnnealingLR,
     ExponentialLR,
@@ -88,8 +99,11 @@ __all__ = [
     "GELU",
     "SGD",
     "ALiBi",
+    "Adadelta",
+    "Adagrad",
     "Adam",
     "AdamW",
+    "Adamax",
     "AdaptiveAvgPool2d",
     "AvgPool2d",
     "BatchNorm1d",
@@ -124,9 +138,11 @@ __all__ = [
     "Module",
     "ModuleList",
     "MultiHeadAttention",
+    "NAdam",
     "NNError",
     "Optimizer",
     "Parameter",
+    "RAdam",
     "RMSprop",
     "ReLU",
     "RoPE",
