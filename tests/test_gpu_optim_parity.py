@@ -8,7 +8,17 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device
-from asgrad.nn import Adadelta, Adagrad, Adamax, Linear, NAdam, Optimizer, RAdam, mse_loss
+from asgrad.nn import (
+    LBFGS,
+    Adadelta,
+    Adagrad,
+    Adamax,
+    Linear,
+    NAdam,
+    Optimizer,
+    RAdam,
+    mse_loss,
+)
 from asgrad.tensor import Graph
 
 pytestmark = pytest.mark.gpu
@@ -45,3 +55,25 @@ def test_gpu_steps_match_the_cpu(
     assert min(moved) > 1e-3  # the steps did move the parameters
     for c, g in zip(cpu, gpu, strict=True):
         np.testing.assert_allclose(g, c, rtol=1e-5, atol=1e-6)
+
+
+def _lbfgs(backend: str) -> tuple[list[float], list[np.ndarray]]:
+    model = Linear(4, 3, rng=0)
+    g = Graph()
+    x, y = g.input("x", (16, 4)), g.input("y", (16, 3))
+    opt = LBFGS(model.parameters(), max_iter=5, line_search_fn="strong_wolfe")
+    evaluate = opt.compile(mse_loss(model(x), y), backend=backend)
+    rng = np.random.default_rng(1)
+    xs = rng.standard_normal((16, 4)).astype(np.float32)
+    ys = (xs @ rng.standard_normal((4, 3))).astype(np.float32)
+    losses = [opt.step(lambda: evaluate(x=xs, y=ys)) for _ in range(3)]
+    return losses, [np.array(p.value) for p in model.parameters()]
+
+
+def test_lbfgs_runs_its_program_on_the_gpu(device: Device) -> None:
+    cpu_losses, cpu = _lbfgs("cpu")
+    gpu_losses, gpu = _lbfgs("gpu")
+    assert gpu_losses[-1] < 0.01 * gpu_losses[0]
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-4, atol=1e-6)
+    for c, g in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(g, c, rtol=1e-3, atol=1e-4)

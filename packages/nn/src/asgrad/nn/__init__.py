@@ -71,6 +71,7 @@ from asgrad.nn.losses import (
 from asgrad.nn.metrics.logger import MetricWriter
 from asgrad.nn.module import Module, Parameter
 from asgrad.nn.optim import (
+    LBFGS,
     SGD,
     Adadelta,
     Adagrad,
@@ -102,6 +103,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ELU",
     "GELU",
+    "LBFGS",
     "SGD",
     "ALiBi",
     "Adadelta",
