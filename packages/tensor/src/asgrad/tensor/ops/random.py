@@ -178,12 +178,17 @@ def _randn_like(like: np.ndarray, seed: np.ndarray) -> np.ndarray:
 
 
 def _sample_cases(rng: np.random.Generator) -> list[OpCase]:
+    # Value cases only: a sample has no gradient (the op is not differentiable).
+    cases = [
+        ((4, 6), 12345, np.int64, "seed 12345"),
+        ((2, 3, 5), -7, np.int64, "negative seed"),
+        ((), 0, np.int32, "scalar, int32 seed"),
+        ((0, 3), 1, np.int64, "empty"),
+        ((64, 65), 2**30 + 5, np.int64, "large"),
+    ]
     return [
-        OpCase((np.zeros((4, 6)), np.array(12345, np.int64)), label="seed 12345"),
-        OpCase((np.zeros((2, 3, 5)), np.array(-7, np.int64)), label="negative seed"),
-        OpCase((np.zeros(()), np.array(0, np.int32)), label="scalar, int32 seed"),
-        OpCase((np.zeros((0, 3)), np.array(1, np.int64)), label="empty"),
-        OpCase((np.zeros((64, 65)), np.array(2**30 + 5, np.int64)), label="large"),
+        OpCase((np.zeros(shape), np.array(seed, dtype)), grad=False, label=label)
+        for shape, seed, dtype, label in cases
     ]
 
 
