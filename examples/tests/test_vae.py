@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
+import pytest
 
+from asgrad import nn
 from asgrad.examples import vae
 from asgrad.examples.cnn import load_digits_split
 from asgrad.tensor import Graph, compile, seed_stream
+from asgrad.tensor.ops.random import normal_from_seed
 
 
 def test_two_epochs_improve_the_test_elbo() -> None:
@@ -62,3 +66,54 @@ def test_command_line_prints_one_json_line() -> None:
     line = json.loads(out.stdout.strip().splitlines()[-1])
     assert line["example"] == "vae"
     assert line["test_loss"] < line["untrained_test_loss"]
+
+
+def test_losses_match_pytorchs_vae_given_the_same_noise() -> None:
+    # PyTorch's examples/vae model, from the same weights, with the noise asgrad draws
+    # (seed s + k at step k: normal_from_seed), trained by torch.optim.Adam in float64.
+    torch = pytest.importorskip("torch")
+    from torch import nn as tnn
+
+    x = load_digits_split(0).x_train[:96].reshape(-1, 64).astype(np.float64)
+    model = vae.VAE(64, seed=0, dtype="float64")
+    g = Graph()
+    seed_stream(g, 11)
+    xt = g.input("x", (32, 64), "float64")
+    recon, mu, logvar = model(xt)
+    step = nn.Adam(model.parameters()).compile(vae.loss_function(recon, xt, mu, logvar))
+
+    class TorchVAE(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1, self.fc21, self.fc22 = (
+                tnn.Linear(64, 400),
+                tnn.Linear(400, 20),
+                tnn.Linear(400, 20),
+            )
+            self.fc3, self.fc4 = tnn.Linear(20, 400), tnn.Linear(400, 64)
+
+        def forward(self, x: Any, eps: Any) -> Any:
+            h1 = torch.relu(self.fc1(x))
+            mu, logvar = self.fc21(h1), self.fc22(h1)
+            z = mu + eps * torch.exp(0.5 * logvar)
+            return torch.sigmoid(self.fc4(torch.relu(self.fc3(z)))), mu, logvar
+
+    theirs = TorchVAE().double()
+    with torch.no_grad():
+        for name in ("fc1", "fc21", "fc22", "fc3", "fc4"):
+            ours = getattr(model, name)
+            getattr(theirs, name).weight.copy_(torch.tensor(ours.weight.value.T))
+            getattr(theirs, name).bias.copy_(torch.tensor(ours.bias.value))
+    topt = torch.optim.Adam(theirs.parameters(), lr=1e-3)
+    for k in range(6):
+        xb = x[32 * (k % 3) : 32 * (k % 3 + 1)]
+        got = float(step(x=xb)[0])
+        eps = torch.tensor(normal_from_seed((32, 20), 11 + k))
+        xb_t = torch.tensor(xb)
+        r, m, lv = theirs(xb_t, eps)
+        bce = tnn.functional.binary_cross_entropy(r, xb_t, reduction="sum")
+        loss = bce - 0.5 * torch.sum(1 + lv - m.pow(2) - lv.exp())
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+        assert got == pytest.approx(float(loss.detach()), rel=1e-9), k

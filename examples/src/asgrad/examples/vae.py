@@ -41,15 +41,15 @@ HIDDEN, LATENT = 400, 20
 class VAE(nn.Module):
     """``fc1 -> (fc21, fc22)`` encoder, ``fc3 -> fc4`` decoder, as PyTorch's example."""
 
-    def __init__(self, n_in: int, seed: int = 0) -> None:
+    def __init__(self, n_in: int, seed: int = 0, dtype: str = "float32") -> None:
         super().__init__()
         rng = np.random.default_rng(seed)
         self.n_in = n_in
-        self.fc1 = nn.Linear(n_in, HIDDEN, rng=rng)
-        self.fc21 = nn.Linear(HIDDEN, LATENT, rng=rng)
-        self.fc22 = nn.Linear(HIDDEN, LATENT, rng=rng)
-        self.fc3 = nn.Linear(LATENT, HIDDEN, rng=rng)
-        self.fc4 = nn.Linear(HIDDEN, n_in, rng=rng)
+        self.fc1 = nn.Linear(n_in, HIDDEN, rng=rng, dtype=dtype)
+        self.fc21 = nn.Linear(HIDDEN, LATENT, rng=rng, dtype=dtype)
+        self.fc22 = nn.Linear(HIDDEN, LATENT, rng=rng, dtype=dtype)
+        self.fc3 = nn.Linear(LATENT, HIDDEN, rng=rng, dtype=dtype)
+        self.fc4 = nn.Linear(HIDDEN, n_in, rng=rng, dtype=dtype)
 
     def encode(self, x: Tensor) -> tuple[Tensor, Tensor]:
         h1 = self.fc1(x).relu()
