@@ -138,11 +138,17 @@ def _hashes(n: int, key: int) -> np.ndarray:
     return pcg_hash(pcg_hash(np.arange(n, dtype=np.uint32)) ^ np.uint32(key))
 
 
-def uniform_from_seed(shape: tuple[int, ...], seed: int) -> np.ndarray:
-    """Element ``i`` (row-major) is ``(pcg(pcg(i) ^ k1) >> 8) * 2**-24``, in ``[0, 1)``."""
+def uniform_from_seed(
+    shape: tuple[int, ...], seed: int, dtype: type[np.floating] = np.float64
+) -> np.ndarray:
+    """Element ``i`` (row-major) is ``(pcg(pcg(i) ^ k1) >> 8) * 2**-24``, in ``[0, 1)``.
+
+    Exact in any float dtype of 24 or more mantissa bits (float32 and float64 alike).
+    """
     k1, _ = sample_keys(seed)
     bits = _hashes(math.prod(shape), k1) >> np.uint32(8)
-    return (bits.astype(np.float64) * _U24).reshape(shape)
+    out: np.ndarray = (bits.astype(dtype) * dtype(_U24)).reshape(shape)
+    return out
 
 
 def normal_from_seed(shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -170,7 +176,9 @@ def _infer_sample(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _rand_like(like: np.ndarray, seed: np.ndarray) -> np.ndarray:
-    return uniform_from_seed(like.shape, int(seed)).astype(like.dtype)
+    if like.dtype == np.float32 or like.dtype == np.float64:
+        return uniform_from_seed(like.shape, int(seed), like.dtype.type)
+    return uniform_from_seed(like.shape, int(seed)).astype(like.dtype)  # float16: rounded
 
 
 def _randn_like(like: np.ndarray, seed: np.ndarray) -> np.ndarray:
