@@ -39,6 +39,15 @@ from asgrad.tensor.functional import (
     stop_gradient,
     where,
 )
+from asgrad.tensor.functional_random import (
+    bernoulli,
+    normal,
+    rand,
+    rand_like,
+    randn,
+    randn_like,
+    seed_stream,
+)
 from asgrad.tensor.graph import Graph, Node, Variable, VariableStore
 from asgrad.tensor.passes import optimize, topological_order
 from asgrad.tensor.printing import dump, to_dot
@@ -75,6 +84,7 @@ __all__ = [
     "__version__",
     "all_ops",
     "as_dtype",
+    "bernoulli",
     "compile",
     "concat",
     "concatenate",
@@ -86,11 +96,17 @@ __all__ = [
     "matmul",
     "maximum",
     "minimum",
+    "normal",
     "one_hot",
     "optimize",
+    "rand",
+    "rand_like",
+    "randn",
+    "randn_like",
     "register_backend",
     "register_op",
     "resolve_backend_name",
+    "seed_stream",
     "stack",
     "stop_gradient",
     "to_dot",
