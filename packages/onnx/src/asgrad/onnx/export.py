@@ -19,7 +19,7 @@ from asgrad.onnx.builder import DTYPE_TO_ONNX, OnnxBuilder
 from asgrad.onnx.errors import OnnxExportError
 from asgrad.onnx.export_nn import NN_EXPORTERS, NOT_EXPORTED
 from asgrad.onnx.export_ops import BASIC_EXPORTERS, Exporter
-from asgrad.tensor import Node, Tensor, __version__, topological_order
+from asgrad.tensor import Node, Tensor, topological_order
 from onnx import helper, numpy_helper
 
 __all__ = ["DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
@@ -121,7 +121,7 @@ def to_model(
         onnx_graph,
         opset_imports=opsets,
         producer_name="asgrad",
-        producer_version=__version__,
+        producer_version=_producer_version(),
         ir_version=helper.find_min_ir_version_for(opsets),
     )
     model = _with_output_shapes(model)
@@ -215,3 +215,12 @@ def _with_output_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
         if info is not None and info.type.tensor_type.HasField("shape"):
             out.type.tensor_type.shape.CopyFrom(info.type.tensor_type.shape)
     return model
+
+
+def _producer_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("asgrad-onnx")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
