@@ -186,7 +186,10 @@ def _reshape(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[
     source = x.value.shape if isinstance(x, Static) else x.shape
     if not attributes(node).get("allowzero", 0):
         target = [source[i] if d == 0 else d for i, d in enumerate(target)]
-    if -1 not in target and int(np.sum(dynamic)) == 1:
+    if int(np.sum(dynamic)) == 1:  # the batch entry becomes the -1 (solved for at run time)
+        if -1 in target:
+            known = int(np.prod([d for d in target if d != -1]))
+            target[target.index(-1)] = int(np.prod(source)) // max(known, 1)
         target[int(np.argmax(dynamic))] = -1
     if isinstance(x, Static):
         return [Static(x.value.reshape(target))]

@@ -111,12 +111,15 @@ class OnnxModel:
             env[name] = Static(array)
         for node in self.proto.graph.node:
             args = [env[n] if n in env else _undefined(n, node) for n in node.input]
+            first = len(graph.nodes)
             try:
                 results = IMPORTERS[node.op_type](ctx, node, args)
             except OnnxImportError as exc:
                 raise OnnxImportError(
                     f"ONNX node {node.name or node.op_type!r} ({node.op_type}): {exc}"
                 ) from None
+            for made in graph.nodes[first:]:  # errors name the ONNX node, not this file
+                made.location = f"ONNX node {node.name or node.op_type!r} ({node.op_type})"
             for out, value in zip(node.output, results, strict=False):
                 if out:
                     env[out] = value
