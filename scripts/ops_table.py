@@ -7,10 +7,11 @@ Usage:
 
 One row per op of the registry: its family, the file of its spec and numpy kernel
 (``asgrad.tensor``), of its gradient rule (``asgrad.autograd``), of its GPU lowering
-and the WGSL files it launches (``asgrad.gpu``). Each location is read from the live
-objects (the module that defines the function), so the page cannot claim a layout
-the code does not have; ``tests/test_ops_table.py`` checks that the page is current
-and that every op's parts sit in files named after its family.
+and the WGSL files it launches (``asgrad.gpu``), and whether ``asgrad.onnx`` exports it
+and loads it back (``asgrad.onnx.coverage()``, when asgrad-onnx is installed). Each
+location is read from the live objects (the module that defines the function), so the
+page cannot claim a layout the code does not have; ``tests/test_ops_table.py`` checks
+that the page is current and that every op's parts sit in files named after its family.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class OpRow:
     parity_cases: bool
     composite: bool
     doc: str
+    onnx: str = "n/a"  # "export / import" verdicts, or n/a without asgrad-onnx
 
 
 def module_file(module: str) -> str:
@@ -65,8 +67,18 @@ def kernel_location(op: OpDef) -> str:
     return f"numpy.{getattr(op.kernel, '__name__', repr(op.kernel))}"
 
 
+def onnx_coverage() -> dict[str, str]:
+    """``"yes / yes"`` (exported / imported) per op; empty without asgrad-onnx."""
+    try:
+        from asgrad.onnx import coverage
+    except ImportError:
+        return {}
+    return {name: f"{c.exported} / {c.imported}" for name, c in coverage().items()}
+
+
 def rows() -> list[OpRow]:
     """One :class:`OpRow` per registered op, sorted by name."""
+    onnx = onnx_coverage()
     table = []
     for op in all_ops():
         rule = get_rule(op.name)
@@ -85,6 +97,7 @@ def rows() -> list[OpRow]:
                 parity_cases=op.cases is not None,
                 composite=op.composite,
                 doc=op.doc,
+                onnx=onnx.get(op.name, "n/a"),
             )
         )
     return table
@@ -110,7 +123,10 @@ python scripts/ops_table.py --write
 and `tests/test_ops_table.py` fails when it is not current, or when an op lacks a
 GPU lowering, a gradient rule (if differentiable) or test cases. *composite* marks
 ops that stand for a decomposition (softmax, layer norm...) but are one primitive
-with kernels of their own, for speed and numerical stability.
+with kernels of their own, for speed and numerical stability. *ONNX* says whether
+[`asgrad.onnx`](onnx.md) exports the op (`export`) and reads the exported form back
+(`load`), over the op's test cases: *yes*, *some cases* (dropout: only `p = 0` has an
+inference form) or *no* (gradient ops: export the forward graph).
 
 """
 
@@ -124,8 +140,9 @@ def markdown(table: list[OpRow]) -> str:
         return path if path.startswith("**") else f"`{path}`"
 
     lines = [
-        "| op | family | spec | CPU kernel | gradient rule | GPU lowering | WGSL | notes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| op | family | spec | CPU kernel | gradient rule | GPU lowering | WGSL"
+        " | ONNX (export / import) | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         note = (("composite. " if r.composite else "") + r.doc).replace("|", "\\|")
@@ -135,7 +152,7 @@ def markdown(table: list[OpRow]) -> str:
         lines.append(
             f"| `{r.name}` | {r.family} | {code(r.spec)} | {code(r.cpu_kernel)} "
             f"| {code(r.rule)} | {code(r.gpu_lowering) if r.gpu_lowering else '**none**'} "
-            f"| {wgsl} | {note} |"
+            f"| {wgsl} | {r.onnx} | {note} |"
         )
     differentiable = [r for r in table if r.rule is not None]
     lines += [
@@ -143,7 +160,8 @@ def markdown(table: list[OpRow]) -> str:
         f"{len(table)} ops in {len({r.family for r in table})} families: "
         f"{sum(r.gpu_lowering is not None for r in table)} with a GPU lowering, "
         f"{sum(r.rule is not None and not r.rule.startswith('**') for r in differentiable)}"
-        f" of {len(differentiable)} differentiable ops with a gradient rule.",
+        f" of {len(differentiable)} differentiable ops with a gradient rule, "
+        f"{sum(r.onnx.startswith('yes') for r in table)} exported to ONNX.",
     ]
     return "\n".join(lines)
 

@@ -18,6 +18,7 @@ model back as an asgrad graph whose initializers are trainable variables.
 (5, 1)
 """
 
+from asgrad.onnx.coverage import OpCoverage, coverage
 from asgrad.onnx.errors import (
     OnnxError,
     OnnxExportError,
@@ -38,8 +39,10 @@ __all__ = [
     "OnnxExportError",
     "OnnxImportError",
     "OnnxModel",
+    "OpCoverage",
     "UnsupportedOnnxOpsError",
     "__version__",
+    "coverage",
     "export",
     "load",
     "to_model",

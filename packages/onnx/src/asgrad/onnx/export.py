@@ -75,8 +75,10 @@ def to_model(
     inputs: Sequence[Tensor | str] | None = None,
     opset: int = DEFAULT_OPSET,
     name: str | None = None,
+    check: bool = True,
 ) -> onnx.ModelProto:
-    """The checked ONNX model :func:`export` writes, without writing it."""
+    """The ONNX model :func:`export` writes, without writing it; ``check=False`` skips
+    ``onnx.checker`` (and the outputs' inferred shapes)."""
     named = _named_outputs(outputs)
     newest = onnx.defs.onnx_opset_version()
     if isinstance(opset, bool) or not MIN_OPSET <= opset <= newest:
@@ -124,8 +126,9 @@ def to_model(
         producer_version=_producer_version(),
         ir_version=helper.find_min_ir_version_for(opsets),
     )
-    model = _with_output_shapes(model)
-    onnx.checker.check_model(model, full_check=True)
+    if check:
+        model = _with_output_shapes(model)
+        onnx.checker.check_model(model, full_check=True)
     return model
 
 
