@@ -60,6 +60,8 @@ class ImportContext:
         node = value.node
         if node.op == "constant":
             return np.asarray(node.attrs["value"])
+        if node.op == "parameter":  # an initializer read as a setting (Clip's bounds)
+            return np.asarray(node.attrs["variable"].value)
         raise OnnxImportError(
             f"{what} must be known when the model is loaded (a constant or an initializer);"
             f" here it is computed by a {node.op} node"
