@@ -2,11 +2,14 @@
 
 PyTorch is optional (a test dependency only, as elsewhere): these tests skip without
 it. The model is exported by the TorchScript exporter (``dynamo=False``), which
-needs nothing beyond PyTorch, with a dynamic batch axis.
+needs nothing beyond PyTorch, with a dynamic batch axis. ``tests/data/torch_cnn.onnx``
+and its expected values (``torch_cnn.npz``), which ``test_onnx_torch_fixture.py``
+checks without PyTorch, are written by ``python tests/test_onnx_torch.py``.
 """
 
 from __future__ import annotations
 
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -126,3 +129,18 @@ def test_torch_model_trains_in_asgrad(tmp_path: Path) -> None:
     assert all(
         not np.allclose(v.value, b) for v, b in zip(loaded.parameters(), initial, strict=True)
     )
+
+
+def write_fixture(directory: Path) -> None:
+    """The PyTorch-written CNN, its input, output and gradients of ``sum(y * y)``."""
+    model = _torch_model(seed=11).eval()
+    _export(model, directory / "torch_cnn.onnx")
+    x = _images(6, seed=12)
+    out = model(torch.from_numpy(x))
+    (out * out).sum().backward()
+    grads = {f"grad:{n}": p.grad.numpy() for n, p in model.named_parameters()}
+    np.savez(directory / "torch_cnn.npz", x=x, y=out.detach().numpy(), **grads)
+
+
+if __name__ == "__main__":
+    write_fixture(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "data")
