@@ -144,3 +144,11 @@ def test_every_written_file_passes_the_checker(tmp_path: Path) -> None:
     _, _, y = _mlp()
     export(y, tmp_path / "m.onnx")
     onnx.checker.check_model(str(tmp_path / "m.onnx"), full_check=True)
+
+
+def test_an_attribute_the_exporter_does_not_know_is_refused(tmp_path: Path) -> None:
+    g = Graph()
+    out = g.apply("max_pool2d", [g.input("x", (1, 1, 4, 4))], {"kernel_size": 2})
+    out.node.attrs["ceil_mode"] = True  # as if the op had grown an option
+    with pytest.raises(OnnxExportError, match=r"\['ceil_mode'\] that its ONNX exporter"):
+        export(out, tmp_path / "m.onnx")

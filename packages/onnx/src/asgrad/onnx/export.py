@@ -22,10 +22,41 @@ from asgrad.onnx.export_ops import BASIC_EXPORTERS, Exporter
 from asgrad.tensor import Node, Tensor, topological_order
 from onnx import helper, numpy_helper
 
-__all__ = ["DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
+__all__ = ["ATTRIBUTES", "DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
 
 EXPORTERS: dict[str, Exporter] = {**BASIC_EXPORTERS, **NN_EXPORTERS}
 """The asgrad ops :func:`export` can write, by name (leaves aside)."""
+
+# The attributes each exporter reads. A node with another attribute (an op that grew
+# an option after its exporter was written) is refused rather than exported wrongly.
+_REDUCE = frozenset({"axis", "keepdims"})
+_CONV = frozenset({"stride", "padding", "dilation", "groups"})
+_POOL = frozenset({"kernel_size", "stride", "padding"})
+ATTRIBUTES: dict[str, frozenset[str]] = {
+    **dict.fromkeys(("sum", "mean", "max", "min", "var", "argmax"), _REDUCE),
+    **dict.fromkeys(("softmax", "log_softmax", "concat", "gather"), frozenset({"axis"})),
+    **dict.fromkeys(("expand_dims", "squeeze"), frozenset({"axis"})),
+    **dict.fromkeys(("reshape", "broadcast_to"), frozenset({"shape"})),
+    **dict.fromkeys(("elu", "leaky_relu"), frozenset({"alpha"})),
+    "adam_ema": frozenset({"beta", "square"}),
+    "adam_update": frozenset({"eps"}),
+    "adaptive_avg_pool2d": frozenset({"output_size"}),
+    "avg_pool2d": _POOL | {"count_include_pad"},
+    "max_pool2d": _POOL,
+    "batch_norm": frozenset({"eps"}),
+    "layer_norm": frozenset({"eps", "normalized_shape"}),
+    "cast": frozenset({"dtype"}),
+    "clamp": frozenset({"min", "max"}),
+    "conv2d": _CONV,
+    "conv_transpose2d": _CONV | {"output_padding"},
+    "dropout": frozenset({"p"}),
+    "gelu": frozenset({"approximate"}),
+    "one_hot": frozenset({"depth", "dtype"}),
+    "slice": frozenset({"index"}),
+    "softplus": frozenset({"beta"}),
+    "transpose": frozenset({"axes"}),
+}
+"""Attributes read by the exporters, by op (ops absent here take none)."""
 
 MIN_OPSET = 17  # LayerNormalization
 DEFAULT_OPSET = 17
@@ -193,6 +224,14 @@ def _export_node(b: OnnxBuilder, node: Node, inputs: list[str]) -> str:
         reason = NOT_EXPORTED.get(node.op, "asgrad.onnx has no exporter for it yet")
         raise OnnxExportError(
             f"op {node.op!r} cannot be exported to ONNX ({reason})\n  (at {node.location})",
+            op=node.op,
+            location=node.location,
+        )
+    unknown = sorted(set(node.attrs) - ATTRIBUTES.get(node.op, frozenset()))
+    if unknown:
+        raise OnnxExportError(
+            f"op {node.op!r} has attribute(s) {unknown} that its ONNX exporter does not"
+            f" know; update asgrad-onnx or leave them at their defaults\n  (at {node.location})",
             op=node.op,
             location=node.location,
         )
