@@ -10,6 +10,7 @@ parameter as the original graph; and it trains on the CPU and the GPU.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -122,6 +123,15 @@ def test_xor_cli_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     inputs = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
     (pred,) = session.run(None, {"x": inputs})
     assert ((pred.ravel() > 0.5) == np.array([False, True, True, False])).all()
+
+
+def test_export_flag_without_asgrad_onnx_stops_before_training(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "asgrad.onnx", None)  # import fails as if not installed
+    with pytest.raises(SystemExit, match=r"--export needs asgrad-onnx.*asgrad-examples\[onnx\]"):
+        xor.main(["--quiet", "--export", str(tmp_path / "x.onnx")])
+    assert not (tmp_path / "x.onnx").exists()
 
 
 @pytest.mark.gpu
