@@ -136,3 +136,12 @@ def test_asymmetric_padding_is_refused_with_the_reason() -> None:
     nodes = [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 0, 0])]
     with pytest.raises(OnnxImportError, match="not symmetric"):
         load(_model(nodes, [w], ["w"], ["batch", 1, 5, 5], 4))
+
+
+def test_a_reshape_that_copies_the_batch_axis_keeps_it_free() -> None:
+    nodes = [helper.make_node("Reshape", ["x", "target"], ["y"])]
+    model = _model(nodes, [np.array([0, -1], np.int64)], ["target"], ["batch", 3, 4], 2)
+    loaded = load(model)
+    x = np.arange(5 * 12, dtype=np.float32).reshape(5, 3, 4)
+    (got,) = evaluate([loaded.outputs["y"]], {"x": x})
+    np.testing.assert_array_equal(got, x.reshape(5, 12))

@@ -183,8 +183,11 @@ def _reshape(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[
     x, shape_value = xs
     target = [int(d) for d in ctx.static(shape_value, "Reshape's shape")]
     dynamic = shape_value.mask() if isinstance(shape_value, Static) else np.zeros(len(target), bool)
+    dynamic = dynamic.reshape(-1).copy()
     source = x.value.shape if isinstance(x, Static) else x.shape
     if not attributes(node).get("allowzero", 0):
+        if target and target[0] == 0 and isinstance(x, Tensor):
+            dynamic[0] = True  # a 0 copies the leading (batch) axis: keep it dynamic
         target = [source[i] if d == 0 else d for i, d in enumerate(target)]
     if int(np.sum(dynamic)) == 1:  # the batch entry becomes the -1 (solved for at run time)
         if -1 in target:
