@@ -138,6 +138,38 @@ CASES: dict[str, tuple[list[onnx.NodeProto], list[onnx.TensorProto], np.ndarray,
         X2,
         17,
     ),
+    "HardSigmoid, HardSwish, Selu, Mish": (
+        [
+            helper.make_node("HardSigmoid", ["x"], ["a"], alpha=0.3, beta=0.4),
+            helper.make_node("HardSwish", ["x"], ["b"]),
+            helper.make_node("Selu", ["x"], ["c"]),
+            helper.make_node("Mish", ["x"], ["d"]),
+            helper.make_node("Mean", ["a", "b", "c", "d"], ["y"]),
+        ],
+        [],
+        X2 * 3,
+        18,
+    ),
+    "PRelu, Reciprocal": (
+        [
+            helper.make_node("PRelu", ["x", "slope"], ["p"]),
+            helper.make_node("Reciprocal", ["p"], ["y"]),
+        ],
+        [_init("slope", [0.1, 0.2, 0.3, 0.4])],
+        X2,
+        17,
+    ),
+    "Split, Tile, Concat": (
+        [
+            helper.make_node("Split", ["x", "sizes"], ["s0", "s1"], axis=1),
+            helper.make_node("Tile", ["s0", "reps"], ["t"]),
+            helper.make_node("Split", ["x"], ["h0", "h1"], axis=1, num_outputs=2),
+            helper.make_node("Concat", ["t", "s1", "h1", "h0"], ["y"], axis=1),
+        ],
+        [_init("sizes", [1, 3], np.int64), _init("reps", [1, 2], np.int64)],
+        X2,
+        18,
+    ),
 }
 
 

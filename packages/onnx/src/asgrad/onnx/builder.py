@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 import onnx
-from asgrad.tensor import Node
 from onnx import helper, numpy_helper
+
+from asgrad.tensor import Node
 
 __all__ = ["DTYPE_TO_ONNX", "ONNX_TO_DTYPE", "OnnxBuilder"]
 

@@ -13,14 +13,14 @@ import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-
 import onnx
+from onnx import helper, numpy_helper
+
 from asgrad.onnx.builder import DTYPE_TO_ONNX, OnnxBuilder
 from asgrad.onnx.errors import OnnxExportError
 from asgrad.onnx.export_nn import NN_EXPORTERS, NOT_EXPORTED
 from asgrad.onnx.export_ops import BASIC_EXPORTERS, Exporter
 from asgrad.tensor import Node, Tensor, topological_order
-from onnx import helper, numpy_helper
 
 __all__ = ["ATTRIBUTES", "DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 import onnx
+from onnx import helper
+
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.tensor import Graph, Tensor
-from onnx import helper
 
 __all__ = ["ImportContext", "Importer", "Static", "Value"]
 

@@ -9,6 +9,7 @@ normalise each channel.
 from __future__ import annotations
 
 import onnx
+
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_context import ImportContext, Importer, Value, attributes
 from asgrad.tensor import Tensor

@@ -12,14 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
 import onnx
+from onnx import numpy_helper
+
 from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError
+from asgrad.onnx.import_composite import COMPOSITE_IMPORTERS
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
 from asgrad.onnx.import_nn import NN_IMPORTERS
 from asgrad.tensor import Tensor
-from onnx import numpy_helper
 
 __all__ = ["IMPORTERS", "ImportContext", "Static", "Value"]
 
@@ -355,5 +356,6 @@ IMPORTERS: dict[str, Importer] = {
     "Gather": _gather,
     "Slice": _slice,
     **NN_IMPORTERS,
+    **COMPOSITE_IMPORTERS,
 }
 """The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""

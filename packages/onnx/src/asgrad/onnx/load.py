@@ -20,13 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
-
 import onnx
+from onnx import numpy_helper
+
 from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError, UnsupportedOnnxOpsError
 from asgrad.onnx.import_ops import IMPORTERS, ImportContext, Static, Value
 from asgrad.tensor import Graph, Tensor, Variable
-from onnx import numpy_helper
 
 __all__ = ["IMPORTERS", "InputSpec", "OnnxModel", "load"]
 
