@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from asgrad.tensor import graph_file
 from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import (
@@ -23,6 +24,7 @@ from asgrad.tensor.errors import (
 from asgrad.tensor.leaf_shapes import check_shape, free_axes
 from asgrad.tensor.ops._common import check_size
 from asgrad.tensor.registry import Shape, TensorType, get_op
+from asgrad.tensor.scopes import current_meta
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -137,9 +139,10 @@ class VariableStore:
 
 
 class Node:
-    """One value of the graph: an op applied to input nodes, with a static type."""
+    """One value of the graph: an op applied to input nodes, with a static type and
+    ``meta``, its scope and role (:mod:`asgrad.tensor.scopes`)."""
 
-    __slots__ = ("attrs", "graph", "id", "inputs", "location", "name", "op", "type")
+    __slots__ = ("attrs", "graph", "id", "inputs", "location", "meta", "name", "op", "type")
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class Node:
         type_: TensorType,
         name: str | None,
         location: str,
+        meta: dict[str, Any] | None = None,
     ) -> None:
         self.id = next(_NODE_IDS)
         self.graph = graph
@@ -159,6 +163,7 @@ class Node:
         self.type = type_
         self.name = name or f"{op}_{self.id}"
         self.location = location
+        self.meta = current_meta() if meta is None else meta
 
     @property
     def shape(self) -> Shape:
@@ -373,6 +378,18 @@ class Graph:
         from asgrad.tensor.printing import to_dot
 
         return to_dot(self, outputs)
+
+    def save(self, path: str | os.PathLike[str], outputs: Iterable[Tensor] = ()) -> None:
+        """Write this graph (and its ``outputs``) to a file (:mod:`~asgrad.tensor.graph_file`)."""
+        graph_file.save_graph(self, path, list(outputs))
+
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> Graph:
+        """Read a graph file; no code is executed (:mod:`~asgrad.tensor.graph_file`)."""
+        return graph_file.load_graph(path).graph
+
+    def _repr_html_(self) -> str:  # Jupyter shows the graph viewer (needs asgrad-viz)
+        return graph_file.notebook_html(self)
 
     def __len__(self) -> int:
         return len(self.nodes)
