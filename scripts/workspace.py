@@ -20,6 +20,7 @@ DISTRIBUTION_DIRS = (
     "packages/autograd",
     "packages/nn",
     "packages/gpu",
+    "packages/viz",
     "examples",
     "packages/asgrad",
 )

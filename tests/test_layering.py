@@ -28,6 +28,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "nn": frozenset({"tensor", "autograd", "nn"}),
     "gpu": frozenset({"tensor", "gpu"}),
     "examples": frozenset({"tensor", "autograd", "nn", "gpu", "examples"}),
+    "viz": frozenset({"tensor", "gpu", "viz"}),  # gpu: optional, for fusion groups
 }
 TREES: dict[str, tuple[Path, ...]] = {
     "tensor": (ROOT / "packages/tensor/src", ROOT / "packages/tensor/tests"),
@@ -35,6 +36,7 @@ TREES: dict[str, tuple[Path, ...]] = {
     "nn": (ROOT / "packages/nn/src", ROOT / "packages/nn/tests"),
     "gpu": (ROOT / "packages/gpu/src", ROOT / "packages/gpu/tests"),
     "examples": (ROOT / "examples/src", ROOT / "examples/tests"),
+    "viz": (ROOT / "packages/viz/src", ROOT / "packages/viz/tests"),
 }
 
 
