@@ -30,7 +30,9 @@ CASES = _cases()
 def build_case(op: OpDef, case: OpCase) -> tuple[Graph, Tensor, dict[str, np.ndarray]]:
     """A graph applying ``op`` to the case's inputs, and the feeds."""
     g = Graph(f"case-{op.name}")
-    feeds = {f"x{i}": np.asarray(a).astype(_dtype(np.asarray(a))) for i, a in enumerate(case.inputs)}
+    feeds = {
+        f"x{i}": np.asarray(a).astype(_dtype(np.asarray(a))) for i, a in enumerate(case.inputs)
+    }
     xs = [g.input(k, v.shape, str(v.dtype), free=()) for k, v in feeds.items()]
     with scope("block"), node_meta(role="forward"):
         out = g.apply(op.name, xs, dict(case.attrs))

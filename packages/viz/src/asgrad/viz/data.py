@@ -50,7 +50,9 @@ def subject_of(item: Any) -> Subject:
     if isinstance(item, Graph):
         roots = [t.node for t in item.updates.values()]
         return _with_passes(item, _sinks(item) + roots)
-    tensors = [item] if isinstance(item, Tensor) else list(item)
+    tensors = (
+        [item] if isinstance(item, Tensor) else list(item) if isinstance(item, list | tuple) else []
+    )
     if not tensors or not all(isinstance(t, Tensor) for t in tensors):
         from asgrad.viz.errors import VizError
 

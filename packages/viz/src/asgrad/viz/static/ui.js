@@ -201,7 +201,7 @@
     setColour: (m) => { colourMode = m; $("colour").value = m; paintAll(); },
     svgText: () => svgText(api.panes[0]), pngURL: () => pngURL(api.panes[0]),
     shown: () => [...api.panes[0].items.keys()],
-    elkGraph: () => elkGraph(api.panes[0]),
+    elkGraph: () => elkGraph(api.panes[0]), getSelected: () => selected,
   });
   if (!DATA.profile) { $("colour").querySelector('[value="profile"]').disabled = true; $("colour").querySelector('[value="memory"]').disabled = true; }
   if (!DATA.fusion) $("colour").querySelector('[value="fusion"]').disabled = true;
