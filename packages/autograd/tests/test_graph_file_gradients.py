@@ -73,7 +73,8 @@ def test_gradient_nodes_record_their_forward_node() -> None:
     (dx,) = grad((y * y).sum(), [x])
     made = g.nodes[g.nodes.index(y.node) + 1 :]
     backward = [n for n in made if n.meta.get("role") == "gradient"]
-    assert backward and all(n.meta["scope"].startswith("backward") for n in backward)
+    assert backward
+    assert all(n.meta["scope"].startswith("backward") for n in backward)
     assert any(n.meta.get("grad_of") == y.node.name for n in backward)
     assert dx.node.meta["grad_wrt"] == ["x"]
     assert "role" not in y.node.meta

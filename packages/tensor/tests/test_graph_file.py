@@ -73,7 +73,8 @@ def test_leaves_variables_updates_and_attrs_round_trip(tmp_path: Path) -> None:
     g.save(tmp_path / "g.json", outputs=[y])
     loaded = load_graph(tmp_path / "g.json")
     lw = loaded["w"].node.attrs["variable"]
-    assert lw is not w.node.attrs["variable"] and lw.trainable is False
+    assert lw is not w.node.attrs["variable"]
+    assert lw.trainable is False
     np.testing.assert_array_equal(lw.value, np.arange(3.0))
     assert list(loaded.graph.updates) == [lw]
     assert loaded.graph["x"].node.attrs["free"] == (0,)
@@ -95,11 +96,14 @@ def test_generic_attribute_values_round_trip() -> None:
     }
     back = decode_value(json.loads(json.dumps(encode_value(value))), "test")
     assert back["t"] == (1, (2.5, None), "s", True)
-    assert back["l"][0] == slice(1, None, -1) and np.isnan(back["l"][1])
+    assert back["l"][0] == slice(1, None, -1)
+    assert np.isnan(back["l"][1])
     assert back["l"][2] == float("-inf")
     np.testing.assert_array_equal(back["a"], value["a"])
-    assert back["a"].dtype == np.int32 and back["s"].dtype == np.float32
-    assert back[1] == "int key" and back["$x"] == "dollar key"
+    assert back["a"].dtype == np.int32
+    assert back["s"].dtype == np.float32
+    assert back[1] == "int key"
+    assert back["$x"] == "dollar key"
 
 
 def test_unsupported_attribute_is_a_typed_error(tmp_path: Path) -> None:
