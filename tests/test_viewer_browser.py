@@ -211,6 +211,13 @@ def test_before_after_profile_and_export(browser: Any, loaded: dict[str, Any], s
         f"return [...{VIEWER}.panes[1].items.values()].map(i => i.g.firstChild.style.fill)"
     )
     assert any(f.startswith("rgb(") and f != "rgb(208, 208, 208)" for f in fills)
+    # a folded scope is coloured by its nodes' summed time, and says it
+    backward = browser.execute_script(
+        f"return {VIEWER}.panes[1].items.get('s:backward').g.firstChild.style.fill"
+    )
+    assert backward.startswith("rgb(")
+    call(browser, f"{VIEWER}.select('s:backward')")
+    assert "its nodes summed" in inspector(browser)
     browser.save_screenshot(str(shots / "viewer-passes-profile.png"))
     svg = browser.execute_script("return window.asgradViewer.svgText()")
     assert svg.startswith("<svg")

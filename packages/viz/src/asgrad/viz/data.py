@@ -130,6 +130,9 @@ def page_data(
     kept_names = {n.name for n in subject.after}
     before_view = _view(before, "before the passes")
     for node, entry in zip(before, before_view["nodes"], strict=True):
+        if profile is not None and node.name in profile.seconds:  # the same node, kept
+            entry["time"] = profile.seconds[node.name]
+            entry["bytes"] = profile.nbytes[node.name]
         if node.name in kept_names:
             entry["status"] = "kept"
         elif node.id in needed:

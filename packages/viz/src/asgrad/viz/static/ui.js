@@ -90,7 +90,9 @@
       walk(s);
       const top = Object.entries(ops).sort((a, b) => b[1] - a[1]).slice(0, 12).map(([o, c]) => `${esc(o)} \u00d7${c}`).join(", ");
       box.innerHTML = `<h2>scope ${esc(s.path)}</h2><table><tr><td>nodes</td><td>${s.count}</td></tr>`
-        + `<tr><td>role</td><td>${esc(s.role)}</td></tr><tr><td>ops</td><td>${top}</td></tr></table>`
+        + `<tr><td>role</td><td>${esc(s.role)}</td></tr><tr><td>ops</td><td>${top}</td></tr>`
+        + (s.time > 0 ? `<tr><td>time</td><td>${(s.time * 1e3).toFixed(3)} ms (profile, its nodes summed)</td></tr>` : "")
+        + "</table>"
         + `<p><button id="unfold-scope">Unfold</button></p>`;
       $("unfold-scope").onclick = () => { api.panes.forEach((p) => { if (!p.expanded.has(s.path)) toggle(p, s.path); }); };
       return;

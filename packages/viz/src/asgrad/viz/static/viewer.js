@@ -36,6 +36,7 @@
       s.nodes.push(n.i);
       for (let p = s; p; p = p.parent === null ? null : scopes.get(p.parent)) {
         p.count += 1; p.roles[n.role] = (p.roles[n.role] || 0) + 1;
+        p.time = (p.time || 0) + (n.time || 0); p.bytes = (p.bytes || 0) + (n.bytes || 0);
       }
     });
     scopes.forEach((s) => {
@@ -50,6 +51,9 @@
     const bytes = nodes.map((n) => n.bytes).filter((b) => b > 0);
     view.maxTime = Math.max(1e-12, ...times); view.minTime = Math.min(view.maxTime, ...times);
     view.maxBytes = Math.max(1, ...bytes);
+    const inner = [...scopes.values()].filter((sc) => sc.path !== "");
+    view.maxScopeTime = Math.max(view.maxTime, ...inner.map((sc) => sc.time));
+    view.maxScopeBytes = Math.max(view.maxBytes, ...inner.map((sc) => sc.bytes));
     Object.assign(view, { byName, scopes, gradOf });
     return view;
   }
@@ -216,15 +220,18 @@
   }
   function hash(s) { let h = 0; for (const c of s) h = (h * 31 + c.charCodeAt(0)) | 0; return Math.abs(h); }
 
+  function profileFill(view, time, bytes, folded) { // a node, or a folded scope's sum
+    const v = colourMode === "profile" ? time : bytes;
+    if (!(v > 0)) return "#d0d0d0";
+    const top = colourMode === "profile" ? (folded ? view.maxScopeTime : view.maxTime) : (folded ? view.maxScopeBytes : view.maxBytes);
+    const f = colourMode === "profile"
+      ? Math.log(v / view.minTime) / Math.log(Math.max(top / view.minTime, 1.0001))
+      : Math.sqrt(v / top);
+    return heat(Math.min(1, Math.max(0, f)));
+  }
+
   function fill(view, n) {
-    if (colourMode === "profile" || colourMode === "memory") {
-      const v = colourMode === "profile" ? n.time : n.bytes;
-      if (!(v > 0)) return "#d0d0d0";
-      const f = colourMode === "profile"
-        ? Math.log(v / view.minTime) / Math.log(Math.max(view.maxTime / view.minTime, 1.0001))
-        : Math.sqrt(v / view.maxBytes);
-      return heat(Math.min(1, Math.max(0, f)));
-    }
+    if (colourMode === "profile" || colourMode === "memory") return profileFill(view, n.time, n.bytes, false);
     if (colourMode === "fusion") return n.fusion ? `hsl(${hash(n.fusion) % 360},60%,50%)` : "#c8c8c8";
     if (colourMode === "status") {
       return { kept: "#4e79a7", dead: "#d62728", replaced: "#e5b80b", new: "#17becf" }[n.status] || "#999";
@@ -257,7 +264,11 @@
       const g = item.g;
       ["selected", "related", "traced", "dead", "replaced"].forEach((c) => g.classList.remove(c));
       (mark.get(id) || []).forEach((c) => g.classList.add(c));
-      if (id.startsWith("n:")) {
+      if (id.startsWith("s:") && !pane.expanded.has(id.slice(2))) {
+        const sc = view.scopes.get(id.slice(2));
+        const heatMode = colourMode === "profile" || colourMode === "memory";
+        g.firstChild.style.fill = heatMode ? profileFill(view, sc.time, sc.bytes, true) : "";
+      } else if (id.startsWith("n:")) {
         const n = view.nodes[+id.slice(2)];
         g.firstChild.style.fill = fill(view, n);
         if (n.status === "dead" || n.status === "replaced") g.classList.add(n.status);
