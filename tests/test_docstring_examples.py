@@ -13,7 +13,14 @@ from types import ModuleType
 
 import pytest
 
-LEAF_PACKAGES = ("asgrad.tensor", "asgrad.autograd", "asgrad.nn", "asgrad.gpu", "asgrad.examples")
+LEAF_PACKAGES = (
+    "asgrad.tensor",
+    "asgrad.autograd",
+    "asgrad.nn",
+    "asgrad.gpu",
+    "asgrad.viz",
+    "asgrad.examples",
+)
 
 
 def module_names() -> list[str]:
