@@ -27,7 +27,6 @@ from asgrad.examples.transformer import CharTransformer
 from asgrad.tensor import Graph, Program
 from asgrad.viz import show
 
-pytest_plugins = ["tests.viewer_browser"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 # The page must be ready (first layout drawn) within this many seconds. Measured:
