@@ -25,12 +25,16 @@ def device() -> Device:
 
 
 # -- issue 15: a headless Chromium for the graph viewer's browser tests ------------------
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+BROWSERS = ("chromium", "google-chrome", "chromium-browser")
 DRIVERS = ("chromedriver",)
 
 
 def _find(names: tuple[str, ...]) -> str | None:
+    # GitHub's runners keep their chromedriver in $CHROMEWEBDRIVER
+    folder = os.environ.get("CHROMEWEBDRIVER")
     for name in names:
+        if folder and os.path.exists(os.path.join(folder, name)):
+            return os.path.join(folder, name)
         found = shutil.which(name) or (
             f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None
         )
