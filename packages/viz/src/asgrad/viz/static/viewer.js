@@ -251,6 +251,7 @@
 
   function paint(pane) {
     const view = pane.view;
+    pane.svg.classList.toggle("heat", colourMode === "profile" || colourMode === "memory");
     const rel = related(view);
     const mark = new Map(); // item id -> classes
     const add = (id, cls) => { if (!mark.has(id)) mark.set(id, new Set()); mark.get(id).add(cls); };
@@ -268,6 +269,7 @@
         const sc = view.scopes.get(id.slice(2));
         const heatMode = colourMode === "profile" || colourMode === "memory";
         g.firstChild.style.fill = heatMode ? profileFill(view, sc.time, sc.bytes, true) : "";
+        g.classList.toggle("hot", heatMode && sc[colourMode === "profile" ? "time" : "bytes"] > 0);
       } else if (id.startsWith("n:")) {
         const n = view.nodes[+id.slice(2)];
         g.firstChild.style.fill = fill(view, n);
