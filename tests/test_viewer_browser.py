@@ -257,3 +257,25 @@ def test_ten_thousand_nodes_stay_legible(browser: Any, tmp_path: Path) -> None:
     assert "s:blocks.40" in shown  # the other blocks stay folded
     assert layout_ms < RELAYOUT_BUDGET_MS
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_ten_thousand_unscoped_nodes_open_in_parts(browser: Any, tmp_path: Path) -> None:
+    """A graph of 10,000 ops made outside any module opens as folded parts."""
+    g = Graph("flat")
+    t = g.input("x", (8,))
+    for k in range(5_000):
+        t = t * 1.0001 if k % 2 else t + 0.5
+    assert len(g.nodes) > 10_000
+    page = show(t, tmp_path / "flat.html", open_browser=False, title="flat")
+    started = time.monotonic()
+    browser.get(page.resolve().as_uri())
+    wait(browser, f"{VIEWER} && ({VIEWER}.ready || {VIEWER}.errors.length > 0)")
+    seconds = time.monotonic() - started
+    assert browser.execute_script(f"return {VIEWER}.errors") == []
+    shown = browser.execute_script(f"return {VIEWER}.shown()")
+    assert 40 < len(shown) < 60  # 10,001 nodes in parts of 200
+    call(browser, f"{VIEWER}.unfold('part7')")
+    assert len(browser.execute_script(f"return {VIEWER}.shown()")) > 200
+    assert browser.execute_script(f"return {VIEWER}.layoutMs.before") < RELAYOUT_BUDGET_MS
+    layout_ms = browser.execute_script(f"return {VIEWER}.layoutMs.before")
+    print(f"flat: {len(g.nodes)} nodes: ready in {seconds:.2f} s; part7 layout {layout_ms:.0f} ms")

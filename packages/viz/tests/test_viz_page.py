@@ -156,3 +156,18 @@ def test_jupyter_repr_and_bad_input() -> None:
     assert "asgrad-data" in html
     with pytest.raises(VizError, match="show\\(\\) takes a Graph"):
         to_html(42)
+
+
+def test_a_large_flat_scope_is_cut_into_parts() -> None:
+    g = Graph("flat")
+    t = g.input("x", (3,))
+    for _ in range(700):
+        t = t * 1.5
+    data = page_data(subject_of(t))
+    nodes = data["views"]["before"]["nodes"]
+    assert len(nodes) > 1400  # 700 muls, 700 constants, the input
+    parts = {n["scope"] for n in nodes}
+    assert {"part1", "part2"} <= parts
+    assert all(n["module"] == "" for n in nodes)
+    counts = [sum(n["scope"] == p for n in nodes) for p in parts]
+    assert max(counts) == 200

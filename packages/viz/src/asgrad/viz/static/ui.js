@@ -100,7 +100,7 @@
     const n = view.byName.get(selected);
     if (!n) { box.innerHTML = `<h2>${esc(selected)}</h2><p>not in this view</p>`; return; }
     const rows = [["op", esc(n.op)], ["output", esc(typeText(n))], ["role", esc(n.role)],
-      ["module", esc(n.scope || "(top level)")], ["source", esc(n.loc)]];
+      ["module", esc((n.module ?? n.scope) || "(top level)")], ["source", esc(n.loc)]];
     if (n.status) rows.push(["passes", esc(n.status)]);
     if (n.fusion) rows.push(["fusion group", esc(n.fusion)]);
     if (n.time !== undefined) rows.push(["time", `${(n.time * 1e6).toFixed(1)} \u00b5s`]);
