@@ -21,6 +21,7 @@ DISTRIBUTION_DIRS = (
     "packages/nn",
     "packages/gpu",
     "packages/onnx",
+    "packages/viz",
     "examples",
     "packages/asgrad",
 )

@@ -20,6 +20,8 @@ LEAF_PACKAGES = (
     "asgrad.gpu",
     "asgrad.examples",
     "asgrad.onnx",
+    "asgrad.viz",
+    "asgrad.examples",
 )
 
 

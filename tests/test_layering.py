@@ -29,6 +29,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "gpu": frozenset({"tensor", "gpu"}),
     "examples": frozenset({"tensor", "autograd", "nn", "gpu", "examples", "onnx"}),
     "onnx": frozenset({"tensor", "onnx"}),
+    "viz": frozenset({"tensor", "gpu", "viz"}),  # gpu: optional, for fusion groups
 }
 TREES: dict[str, tuple[Path, ...]] = {
     "tensor": (ROOT / "packages/tensor/src", ROOT / "packages/tensor/tests"),
@@ -37,6 +38,7 @@ TREES: dict[str, tuple[Path, ...]] = {
     "gpu": (ROOT / "packages/gpu/src", ROOT / "packages/gpu/tests"),
     "examples": (ROOT / "examples/src", ROOT / "examples/tests"),
     "onnx": (ROOT / "packages/onnx/src", ROOT / "packages/onnx/tests"),
+    "viz": (ROOT / "packages/viz/src", ROOT / "packages/viz/tests"),
 }
 
 

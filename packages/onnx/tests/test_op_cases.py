@@ -4,7 +4,8 @@ Generated from the op registry, as the GPU parity tests are: for each case of an
 with an exporter, the exported model's ONNX Runtime output matches the op's numpy
 kernel within the op's float32 tolerance, and the model loaded back into asgrad
 gives asgrad's own output (an op that expands into others is exported as those). An
-op without an exporter (a gradient op, a new op) must be refused with :class:`OnnxExportError` naming it and the line that built it.
+op without an exporter (a gradient op, a new op) must be refused with
+:class:`OnnxExportError` naming it and the line that built it.
 """
 
 from __future__ import annotations

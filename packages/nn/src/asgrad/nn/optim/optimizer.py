@@ -11,6 +11,7 @@ from asgrad.autograd import grad
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Program, Tensor, Variable, compile
 from asgrad.tensor.errors import ArgumentError, GraphError
+from asgrad.tensor.scopes import node_meta, scope
 
 
 class Optimizer:
@@ -250,18 +251,21 @@ class Optimizer:
         if not used:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
         tensors = [graph.bind(p) for p in used]
-        grads = self.clip(grad(loss, tensors))
-        self._pending = {}
-        self._shared = {}
-        step = graph.bind(self.step_count) + 1.0
-        self._step = step
-        self.assign(self.step_count, step)
-        try:
-            for p, t, g in zip(used, tensors, grads, strict=True):
-                self.assign(p, self.update(t, g, p, step))
-        finally:
-            self._step = None
+        grads = grad(loss, tensors)
+        with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
+            grads = self.clip(grads)
+            self._pending = {}
             self._shared = {}
+            step = graph.bind(self.step_count) + 1.0
+            self._step = step
+            self.assign(self.step_count, step)
+            try:
+                for p, t, g in zip(used, tensors, grads, strict=True):
+                    with scope(p.name):
+                        self.assign(p, self.update(t, g, p, step))
+            finally:
+                self._step = None
+                self._shared = {}
         updates = {**graph.updates, **self._pending}
         return compile([loss, *outputs], updates, backend=backend, check_numerics=debug)
 
