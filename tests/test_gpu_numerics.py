@@ -40,6 +40,7 @@ DIVERGENT = {
     ("adaptive_avg_pool2d", 0): "windows",
     ("adaptive_avg_pool2d_backward", 0): "windows",
     ("conv_transpose1d", 1): "more",  # conv_transpose2d's, which it expands into
+    ("conv_transpose3d", 1): "more",  # conv_transpose2d's, per depth tap
     ("adaptive_avg_pool1d", 0): "windows",  # adaptive_avg_pool2d's
     ("adaptive_avg_pool3d", 0): "windows",  # adaptive_avg_pool2d's, per depth window
 }

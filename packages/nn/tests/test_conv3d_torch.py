@@ -93,3 +93,35 @@ def test_layers_match_pytorch() -> None:
     bound = 1.0 / np.sqrt(3 * 2 * 3 * 3)
     fresh = nn.Conv3d(3, 4, (2, 3, 3), rng=0)
     assert 0.8 * bound < np.abs(fresh.weight.value).max() <= bound
+
+
+def test_conv_transpose3d_values_gradients_and_layer() -> None:
+    x, w, b = _r(2, 4, 3, 3, 4), _r(4, 1, 3, 2, 3), _r(2)
+    kwargs: dict[str, Any] = {
+        "stride": (2, 1, 2),
+        "padding": (1, 0, 1),
+        "output_padding": (1, 0, 1),
+        "groups": 2,
+    }
+    g = Graph()
+    tx, tw, tb = (
+        g.input(n, a.shape, "float64", free=()) for n, a in zip("xwb", (x, w, b), strict=True)
+    )
+    y = F.conv_transpose3d(tx, tw, tb, **kwargs)
+    got = evaluate([y, *grad((y * y).sum(), [tx, tw, tb])], {"x": x, "w": w, "b": b})
+    xt, wt, bt = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    want = TF.conv_transpose3d(xt, wt, bt, **kwargs)
+    (want * want).sum().backward()
+    np.testing.assert_allclose(got[0], want.detach().numpy(), rtol=1e-10)
+    for mine, t in zip(got[1:], (xt, wt, bt), strict=True):
+        np.testing.assert_allclose(mine, t.grad.numpy(), rtol=1e-9, atol=1e-12)
+    ours, theirs = (
+        nn.ConvTranspose3d(4, 2, 2, stride=2),
+        torch.nn.ConvTranspose3d(4, 2, 2, stride=2),
+    )
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    x32 = x.astype(np.float32)
+    (mine,) = evaluate([ours(Graph().input("x", x32.shape))], {"x": x32})
+    np.testing.assert_allclose(
+        mine, theirs(torch.tensor(x32)).detach().numpy(), rtol=1e-5, atol=1e-5
+    )

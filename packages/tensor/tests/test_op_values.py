@@ -678,8 +678,32 @@ def _reference_adaptive3d(x: np.ndarray, output_size: Any) -> np.ndarray:
     return out
 
 
+def _reference_conv_transpose3d(x: np.ndarray, w: np.ndarray, *b: np.ndarray, **a: Any) -> Any:
+    st, pad, dil = _triple(a["stride"]), _triple(a["padding"]), _triple(a["dilation"])
+    extra, groups = _triple(a["output_padding"]), a["groups"]
+    cin, og = w.shape[:2]
+    full = [
+        (x.shape[2 + i] - 1) * st[i] + dil[i] * (w.shape[2 + i] - 1) + 1 + extra[i]
+        for i in range(3)
+    ]
+    out = np.zeros((x.shape[0], og * groups, *full))
+    per = cin // groups
+    for ic in range(cin):
+        oc0 = (ic // per) * og
+        for idx in np.ndindex(*x.shape[2:]):
+            for kidx in np.ndindex(*w.shape[2:]):
+                pos = tuple(idx[i] * st[i] + kidx[i] * dil[i] for i in range(3))
+                out[(slice(None), slice(oc0, oc0 + og), *pos)] += (
+                    x[(slice(None), ic, *idx)][:, None] * w[(ic, slice(None), *kidx)]
+                )
+    crop = tuple(slice(pad[i], full[i] - pad[i]) for i in range(3))
+    out = out[(slice(None), slice(None), *crop)]
+    return out + b[0].reshape(-1, 1, 1, 1) if b else out
+
+
 REFERENCES.update(
     {
+        "conv_transpose3d": _reference_conv_transpose3d,
         "conv3d": _reference_conv3d,
         "max_pool3d": lambda x, **a: _pool3d_reference(x, a, "max"),
         "avg_pool3d": lambda x, **a: _pool3d_reference(x, a, "mean"),

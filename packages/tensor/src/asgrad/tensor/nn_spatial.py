@@ -36,6 +36,7 @@ __all__ = [
     "conv1d",
     "conv3d",
     "conv_transpose1d",
+    "conv_transpose3d",
     "interpolate",
     "max_pool1d",
     "max_pool2d",
@@ -318,3 +319,25 @@ def adaptive_avg_pool3d(x: Tensor, output_size: Triple) -> Tensor:
     """Average pooling of (N, C, D, H, W) to ``output_size`` (PyTorch's windows)."""
     size = _triple(output_size, "output_size")
     return x.graph.apply("adaptive_avg_pool3d", (x,), {"output_size": size})
+
+
+def conv_transpose3d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Triple = 1,
+    padding: Triple = 0,
+    output_padding: Triple = 0,
+    groups: int = 1,
+    dilation: Triple = 1,
+) -> Tensor:
+    """Transposed 3-D convolution of ``x`` (N, C_in, D, H, W) with ``weight``
+    (C_in, C_out/groups, kD, kH, kW), PyTorch's argument order."""
+    attrs = {
+        "stride": _triple(stride, "stride"),
+        "padding": _triple(padding, "padding"),
+        "output_padding": _triple(output_padding, "output_padding"),
+        "dilation": _triple(dilation, "dilation"),
+        "groups": int(groups),
+    }
+    return x.graph.apply("conv_transpose3d", _with_bias(x, weight, bias), attrs)

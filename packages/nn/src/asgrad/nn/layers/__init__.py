@@ -46,6 +46,7 @@ from asgrad.nn.layers.conv_3d import (
     AdaptiveAvgPool3d,
     AvgPool3d,
     Conv3d,
+    ConvTranspose3d,
     MaxPool3d,
 )
 from asgrad.nn.layers.dropout import Dropout
@@ -98,6 +99,7 @@ __all__ = [
     "Conv3d",
     "ConvTranspose1d",
     "ConvTranspose2d",
+    "ConvTranspose3d",
     "CosineSimilarity",
     "Dropout",
     "Embedding",
