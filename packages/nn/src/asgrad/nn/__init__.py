@@ -38,6 +38,7 @@ from asgrad.nn.layers import (
     MaxPool2d,
     ModuleList,
     MultiHeadAttention,
+    MultiheadAttention,
     ReLU,
     RoPE,
     Sequential,
@@ -47,7 +48,12 @@ from asgrad.nn.layers import (
     Softmax,
     Softplus,
     Tanh,
+    Transformer,
     TransformerBlock,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
 )
 from asgrad.nn.losses import (
     binary_cross_entropy,
@@ -80,6 +86,7 @@ from asgrad.nn.schedulers import (
     WarmupCosine,
 )
 from asgrad.nn.summary import summary
+from asgrad.nn.torch_state import load_torch_state_dict, torch_state_dict
 
 __version__ = "0.1.0"
 
@@ -124,6 +131,7 @@ __all__ = [
     "Module",
     "ModuleList",
     "MultiHeadAttention",
+    "MultiheadAttention",
     "NNError",
     "Optimizer",
     "Parameter",
@@ -139,7 +147,12 @@ __all__ = [
     "StateMismatchError",
     "StepLR",
     "Tanh",
+    "Transformer",
     "TransformerBlock",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "UnknownMetricError",
     "WarmupCosine",
     "__version__",
@@ -153,6 +166,7 @@ __all__ = [
     "init",
     "kl_div",
     "l1_loss",
+    "load_torch_state_dict",
     "margin_ranking_loss",
     "mse_loss",
     "multi_margin_loss",
@@ -162,5 +176,6 @@ __all__ = [
     "smooth_l1_loss",
     "squared_hinge_loss",
     "summary",
+    "torch_state_dict",
     "triplet_margin_loss",
 ]

@@ -340,7 +340,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for arg in (*args, *kwargs.values()):
+        # Masks given by keyword (tgt_mask=...) may be arrays: constants of the graph.
+        fixed = [v for k, v in kwargs.items() if not k.endswith("mask")]
+        for arg in (*args, *fixed):
             if isinstance(arg, np.ndarray | np.generic):
                 raise ArgumentTypeError(
                     f"{type(self).__name__} expects a symbolic Tensor from g.input(...), got"

@@ -29,6 +29,14 @@ from asgrad.nn.layers.positional import (
     RoPE,
     SinusoidalPositionalEncoding,
 )
+from asgrad.nn.layers.torch_attention import MultiheadAttention
+from asgrad.nn.layers.torch_transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from asgrad.nn.layers.transformer import TransformerBlock
 
 __all__ = [
@@ -55,6 +63,7 @@ __all__ = [
     "MaxPool2d",
     "ModuleList",
     "MultiHeadAttention",
+    "MultiheadAttention",
     "ReLU",
     "RoPE",
     "Sequential",
@@ -64,5 +73,10 @@ __all__ = [
     "Softmax",
     "Softplus",
     "Tanh",
+    "Transformer",
     "TransformerBlock",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
 ]
