@@ -13,6 +13,7 @@ from asgrad.nn.errors import (
     NNError,
     StateMismatchError,
     UnknownMetricError,
+    UnsafeCheckpointError,
 )
 from asgrad.nn.layers import (
     ELU,
@@ -154,6 +155,7 @@ __all__ = [
     "TransformerEncoder",
     "TransformerEncoderLayer",
     "UnknownMetricError",
+    "UnsafeCheckpointError",
     "WarmupCosine",
     "__version__",
     "binary_cross_entropy",

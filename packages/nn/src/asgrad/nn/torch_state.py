@@ -22,6 +22,7 @@ PyTorch is installed; a pickle that needs anything but tensors is refused by it.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Mapping
 from os import PathLike
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.nn.errors import StateMismatchError
+from asgrad.nn.errors import StateMismatchError, UnsafeCheckpointError
 from asgrad.nn.layers.attention import MultiHeadAttention
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.linear import Linear
@@ -154,7 +155,16 @@ def read_torch_file(path: str | PathLike[str]) -> dict[str, Any]:
                 " asgrad then runs with weights_only=True; or export the state from PyTorch"
                 " as safetensors (safetensors.torch.save_file(model.state_dict(), path))"
             ) from None
-        loaded = torch.load(str(p), map_location="cpu", weights_only=True)
+        try:
+            loaded = torch.load(str(p), map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            raise UnsafeCheckpointError(
+                f"{p.name} holds more than tensors (PyTorch's safe loader refused it:"
+                f" {first}); asgrad never unpickles code: in PyTorch, save"
+                " model.state_dict() rather than the model, or export it as safetensors",
+                path=p,
+            ) from None
         if not isinstance(loaded, Mapping):
             raise StateMismatchError(
                 f"{p.name} holds a {type(loaded).__name__}, not a state_dict; save"
