@@ -1,6 +1,7 @@
 """asgrad.nn: modules, layers, initializers, losses, optimizers, data and checkpoints."""
 
 from asgrad.nn import init, schedulers
+from asgrad.nn.accumulation import GradientAccumulator
 from asgrad.nn.errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -117,6 +118,7 @@ __all__ = [
     "FeedForward",
     "Flatten",
     "GlobalAvgPool2d",
+    "GradientAccumulator",
     "Identity",
     "InvalidStateError",
     "LRScheduler",
