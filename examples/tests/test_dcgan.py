@@ -31,7 +31,7 @@ def test_frechet_distance_is_zero_for_one_set_and_grows_with_a_shift() -> None:
 
 
 def test_weights_init_draws_dcgan_s_distributions() -> None:
-    net = dcgan.Discriminator(ndf=64).apply(dcgan.weights_init)
+    net = dcgan.Discriminator(ndf=64).apply(dcgan.weights_init)  # as PyTorch's, unseeded
     conv, bn = net.main[2], net.main[3]
     assert abs(float(conv.weight.value.std()) - 0.02) < 0.002
     assert abs(float(bn.weight.value.mean()) - 1.0) < 0.01

@@ -204,3 +204,19 @@ def test_a_square_tied_weight_must_say_its_layout() -> None:
     assert dec.weight_transposed
     with pytest.raises(ShapeError, match="must be"):
         nn.Linear(4, 3).tie_weight(enc.weight, transposed=True)
+
+
+def test_a_weight_tied_before_registration_keeps_its_first_name() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            encoder, decoder = nn.Embedding(10, 4), nn.Linear(4, 10)
+            decoder.weight = encoder.weight  # tied before either is registered
+            self.encoder = encoder
+            self.decoder = decoder
+
+    model = Model()
+    assert model.encoder.weight.name == "encoder.weight"
+    opt = nn.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt.slot("momentum_buffer", model.encoder.weight)
+    assert "momentum_buffer.encoder.weight" in opt.state_dict()

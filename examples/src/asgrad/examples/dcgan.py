@@ -30,6 +30,7 @@ Ends with one JSON line of results.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -46,16 +47,17 @@ from asgrad.tensor import Graph, Tensor, evaluate
 STEPS = 1500
 
 
-def weights_init(m: nn.Module) -> None:
-    """DCGAN's initialisation: convolutions N(0, 0.02), batch norm scales N(1, 0.02)."""
+def weights_init(m: nn.Module, rng: init.RNG = None) -> None:
+    """DCGAN's initialisation: convolutions N(0, 0.02), batch norm scales N(1, 0.02).
+
+    Use it as PyTorch's example does, ``net.apply(weights_init)``, or with a seeded
+    generator, ``net.apply(functools.partial(weights_init, rng=rng))``.
+    """
     if isinstance(m, nn.Conv2d | nn.ConvTranspose2d):
-        init.normal_(m.weight, 0.0, 0.02, rng=_INIT_RNG)
+        init.normal_(m.weight, 0.0, 0.02, rng=rng)
     elif isinstance(m, nn.BatchNorm2d) and m.weight is not None and m.bias is not None:
-        init.normal_(m.weight, 1.0, 0.02, rng=_INIT_RNG)
+        init.normal_(m.weight, 1.0, 0.02, rng=rng)
         init.zeros_(m.bias)
-
-
-_INIT_RNG = np.random.default_rng(0)
 
 
 class Generator(nn.Module):
@@ -156,9 +158,8 @@ def _train(
     split = load_digits_split(seed)
     real_images = split.x_train * 2.0 - 1.0  # [-1, 1], as Tanh's range
     held_out = split.x_test * 2.0 - 1.0
-    global _INIT_RNG
-    _INIT_RNG = np.random.default_rng(seed)
-    net_g, net_d = Generator(nz).apply(weights_init), Discriminator().apply(weights_init)
+    init_fn = functools.partial(weights_init, rng=np.random.default_rng(seed))
+    net_g, net_d = Generator(nz).apply(init_fn), Discriminator().apply(init_fn)
     opt_d = nn.Adam(net_d.parameters(), lr=lr, betas=(beta1, 0.999))
     opt_g = nn.Adam(net_g.parameters(), lr=lr, betas=(beta1, 0.999))
 

@@ -124,9 +124,11 @@ class Module:
             self._buffers[name] = value
             value.name = name
         elif isinstance(value, Module):
+            known = {id(v) for _, v in self.named_variables()}  # tied: keep the first name
             self._modules[name] = value
-            for sub, var in value.named_variables():  # shared ones: their first name
-                var.name = f"{name}.{sub}"
+            for sub, var in value.named_variables():
+                if id(var) not in known:
+                    var.name = f"{name}.{sub}"
         object.__setattr__(self, name, value)
 
     # -- registry ----------------------------------------------------------------------
