@@ -42,7 +42,7 @@ from asgrad.examples._common import Timer, check_plot, device, open_log, parser,
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.cnn import load_digits_split
 from asgrad.nn import init
-from asgrad.tensor import Graph, Tensor, evaluate
+from asgrad.tensor import Graph, Program, Tensor, evaluate
 
 STEPS = 1500
 
@@ -127,6 +127,41 @@ def sample(net_g: nn.Module, noise: np.ndarray, backend: str | None) -> np.ndarr
     return out
 
 
+def build_steps(
+    net_g: nn.Module,
+    net_d: nn.Module,
+    opt_d: nn.Optimizer,
+    opt_g: nn.Optimizer,
+    batch_size: int,
+    nz: int,
+    dtype: str = "float32",
+    backend: str | None = None,
+) -> tuple[Program, Program]:
+    """The discriminator's and the generator's compiled steps.
+
+    ``step_d(real=..., noise=...)`` returns ``[errD, D(x), D(G(z))]``,
+    ``step_g(noise=...)`` returns ``[errG, D(G(z))]`` (PyTorch's printed values).
+    """
+    # The discriminator's step: real batch labelled 1, fake batch (no gradient into
+    # the generator: detach) labelled 0; netD's batch norm runs on each batch.
+    gd = Graph("dcgan-d")
+    real = gd.input("real", (batch_size, 1, 8, 8), dtype)
+    noise_d = gd.input("noise", (batch_size, nz, 1, 1), dtype)
+    out_real = net_d(real)
+    out_fake = net_d(net_g(noise_d).detach())
+    err_real = nn.binary_cross_entropy(out_real, full_like(out_real, 1.0))
+    err_fake = nn.binary_cross_entropy(out_fake, full_like(out_fake, 0.0))
+    step_d = opt_d.compile(err_real + err_fake, [out_real.mean(), out_fake.mean()], backend=backend)
+    # The generator's step: fakes labelled real, through the discriminator.
+    gg = Graph("dcgan-g")
+    noise_g = gg.input("noise", (batch_size, nz, 1, 1), dtype)
+    out_g = net_d(net_g(noise_g))
+    step_g = opt_g.compile(
+        nn.binary_cross_entropy(out_g, full_like(out_g, 1.0)), [out_g.mean()], backend=backend
+    )
+    return step_d, step_g
+
+
 def train(
     steps: int = STEPS,
     batch_size: int = 64,
@@ -163,25 +198,7 @@ def _train(
     opt_d = nn.Adam(net_d.parameters(), lr=lr, betas=(beta1, 0.999))
     opt_g = nn.Adam(net_g.parameters(), lr=lr, betas=(beta1, 0.999))
 
-    # The discriminator's step: real batch labelled 1, fake batch (no gradient into
-    # the generator: detach) labelled 0; netD's batch norm runs on each batch.
-    gd = Graph("dcgan-d")
-    real, noise_d = (
-        gd.input("real", (batch_size, 1, 8, 8)),
-        gd.input("noise", (batch_size, nz, 1, 1)),
-    )
-    out_real = net_d(real)
-    out_fake = net_d(net_g(noise_d).detach())
-    err_real = nn.binary_cross_entropy(out_real, full_like(out_real, 1.0))
-    err_fake = nn.binary_cross_entropy(out_fake, full_like(out_fake, 0.0))
-    step_d = opt_d.compile(err_real + err_fake, [out_real.mean(), out_fake.mean()], backend=backend)
-    # The generator's step: fakes labelled real, through the discriminator.
-    gg = Graph("dcgan-g")
-    noise_g = gg.input("noise", (batch_size, nz, 1, 1))
-    out_g = net_d(net_g(noise_g))
-    step_g = opt_g.compile(
-        nn.binary_cross_entropy(out_g, full_like(out_g, 1.0)), [out_g.mean()], backend=backend
-    )
+    step_d, step_g = build_steps(net_g, net_d, opt_d, opt_g, batch_size, nz, backend=backend)
 
     rng = np.random.default_rng(seed)
     fixed_noise = rng.standard_normal((len(held_out), nz, 1, 1)).astype(np.float32)
