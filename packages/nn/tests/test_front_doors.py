@@ -26,7 +26,7 @@ def test_nn_appends_no_op_by_name() -> None:
         f"{path.relative_to(NN_SRC)}:{n}: {line.strip()}"
         for path in sorted(NN_SRC.rglob("*.py"))
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if re.search(r"\.apply\(", line)
+        if re.search(r"\.apply\(", line) and "# Module.apply" not in line
     ]
     assert calls == [], "call the functional API instead of Graph.apply:\n" + "\n".join(calls)
 

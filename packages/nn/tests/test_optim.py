@@ -370,11 +370,21 @@ def test_load_state_dict_reports_every_problem_at_once() -> None:
     assert "exp_avg.weight: expected [3, 2], got [9, 9]" in message
 
 
-def test_state_of_parameters_with_the_same_name_is_refused() -> None:
+def test_state_of_parameters_with_the_same_name_is_keyed_by_order() -> None:
+    # Two models' "weight"s (issue 20): the second is saved as "weight_2", and the
+    # state loads back into an optimizer built the same way.
     a, b = make_model(), make_model(1)  # both have "weight" and "bias"
     opt = SGD(a.parameters() + b.parameters(), lr=0.1, momentum=0.9)
-    with pytest.raises(Exception, match="two parameters of this optimizer are named 'weight'"):
-        opt.state_dict()
+    opt.slot("momentum_buffer", a.weight)
+    opt.slot("momentum_buffer", b.weight).value = np.full(b.weight.shape, 7.0, b.weight.dtype)
+    state = opt.state_dict()
+    assert {"momentum_buffer.weight", "momentum_buffer.weight_2"} <= set(state)
+    assert (state["momentum_buffer.weight_2"] == 7.0).all()
+    again = SGD(a.parameters() + b.parameters(), lr=0.1, momentum=0.9)
+    again.slot("momentum_buffer", a.weight).value = np.ones(a.weight.shape, a.weight.dtype)
+    again.load_state_dict(state)
+    assert (again.slot("momentum_buffer", b.weight).value == 7.0).all()
+    assert (again.slot("momentum_buffer", a.weight).value == 0.0).all()
 
 
 def test_changing_lr_needs_no_recompile_and_scales_the_step() -> None:

@@ -1,6 +1,7 @@
 """asgrad.nn: modules, layers, initializers, losses, optimizers, data and checkpoints."""
 
 from asgrad.nn import init, schedulers
+from asgrad.nn.accumulation import GradientAccumulator
 from asgrad.nn.errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -13,6 +14,7 @@ from asgrad.nn.errors import (
     NNError,
     StateMismatchError,
     UnknownMetricError,
+    UnsafeCheckpointError,
 )
 from asgrad.nn.layers import (
     CELU,
@@ -62,6 +64,7 @@ from asgrad.nn.layers import (
     Mish,
     ModuleList,
     MultiHeadAttention,
+    MultiheadAttention,
     PairwiseDistance,
     PixelShuffle,
     PixelUnshuffle,
@@ -82,7 +85,12 @@ from asgrad.nn.layers import (
     Tanh,
     Tanhshrink,
     Threshold,
+    Transformer,
     TransformerBlock,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
     Upsample,
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
@@ -135,6 +143,7 @@ from asgrad.nn.schedulers import (
     WarmupCosine,
 )
 from asgrad.nn.summary import summary
+from asgrad.nn.torch_state import load_torch_state_dict, torch_state_dict
 
 __version__ = "0.1.0"
 
@@ -181,6 +190,7 @@ __all__ = [
     "FeedForward",
     "Flatten",
     "GlobalAvgPool2d",
+    "GradientAccumulator",
     "GroupNorm",
     "Hardshrink",
     "Hardsigmoid",
@@ -210,6 +220,7 @@ __all__ = [
     "ModuleList",
     "MultiHeadAttention",
     "MultiStepLR",
+    "MultiheadAttention",
     "NAdam",
     "NNError",
     "OneCycleLR",
@@ -240,8 +251,14 @@ __all__ = [
     "Tanh",
     "Tanhshrink",
     "Threshold",
+    "Transformer",
     "TransformerBlock",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "UnknownMetricError",
+    "UnsafeCheckpointError",
     "Upsample",
     "UpsamplingBilinear2d",
     "UpsamplingNearest2d",
@@ -257,6 +274,7 @@ __all__ = [
     "init",
     "kl_div",
     "l1_loss",
+    "load_torch_state_dict",
     "margin_ranking_loss",
     "mse_loss",
     "multi_margin_loss",
@@ -266,5 +284,6 @@ __all__ = [
     "smooth_l1_loss",
     "squared_hinge_loss",
     "summary",
+    "torch_state_dict",
     "triplet_margin_loss",
 ]

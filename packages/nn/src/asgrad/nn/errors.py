@@ -28,6 +28,7 @@ __all__ = [
     "NNError",
     "StateMismatchError",
     "UnknownMetricError",
+    "UnsafeCheckpointError",
 ]
 
 
@@ -112,3 +113,8 @@ class StateMismatchError(CheckpointError, KeyError):
     def __str__(self) -> str:
         # KeyError would repr() the message, which garbles a multi-line report.
         return self.message
+
+
+# -- issue 20 (PyTorch checkpoints) ------------------------------------------------------------
+class UnsafeCheckpointError(CheckpointError):
+    """A PyTorch file holds more than tensors (pickled code or objects); it is not loaded."""

@@ -24,6 +24,7 @@ from typing import Literal
 
 import numpy as np
 
+from asgrad.tensor import Variable
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, ShapeError
 
@@ -211,3 +212,50 @@ INITIALIZERS: dict[str, Initializer] = {
     "kaiming_uniform": kaiming_uniform,
     "kaiming_normal": kaiming_normal,
 }
+
+
+# -- in place, as torch.nn.init's trailing-underscore functions ---------------------------
+def _fill(var: Variable, init: Initializer, rng: RNG, **options: float) -> Variable:
+    var.value = np.asarray(init(var.shape, var.dtype, rng, **options), dtype=var.dtype)
+    return var
+
+
+def zeros_(var: Variable) -> Variable:
+    """Set ``var`` (a Parameter or buffer) to zeros in place, as ``torch.nn.init.zeros_``."""
+    return _fill(var, zeros, None)
+
+
+def ones_(var: Variable) -> Variable:
+    """Set ``var`` to ones in place."""
+    return _fill(var, ones, None)
+
+
+def constant_(var: Variable, val: float) -> Variable:
+    """Set every element of ``var`` to ``val`` in place."""
+    return _fill(var, constant, None, value=val)
+
+
+def normal_(var: Variable, mean: float = 0.0, std: float = 1.0, rng: RNG = None) -> Variable:
+    """Draw ``var`` from N(mean, std**2) in place (``rng``: a Generator or seed).
+
+    >>> from asgrad.nn import Parameter
+    >>> p = normal_(Parameter((100,), zeros), 1.0, 0.02, rng=0)
+    >>> bool(abs(p.value.mean() - 1.0) < 0.01)
+    True
+    """
+    return _fill(var, normal, rng, mean=mean, std=std)
+
+
+def uniform_(var: Variable, a: float = 0.0, b: float = 1.0, rng: RNG = None) -> Variable:
+    """Draw ``var`` from U(a, b) in place."""
+    return _fill(var, uniform, rng, low=a, high=b)
+
+
+def xavier_uniform_(var: Variable, gain: float = 1.0, rng: RNG = None) -> Variable:
+    """Xavier-uniform in place (fans in asgrad's layouts, see the module docstring)."""
+    return _fill(var, xavier_uniform, rng, gain=gain)
+
+
+def kaiming_uniform_(var: Variable, a: float = 0.0, rng: RNG = None) -> Variable:
+    """Kaiming-uniform in place (fans in asgrad's layouts, see the module docstring)."""
+    return _fill(var, kaiming_uniform, rng, a=a)

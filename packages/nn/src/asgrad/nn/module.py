@@ -39,7 +39,7 @@ class Parameter(Variable):
     array([1., 1., 1.], dtype=float32)
     """
 
-    __slots__ = ("init",)
+    __slots__ = ("init", "owned")
 
     def __init__(
         self,
@@ -65,6 +65,7 @@ class Parameter(Variable):
                 " or an initial numpy array, e.g. Parameter(np.ones(3))"
             )
         self.init = init
+        self.owned = False  # set when a module registers it: its name is then kept on tying
         super().__init__(name, _draw(init, tuple(shape), dtype, rng), trainable=trainable)
 
     def reset(self, rng: init_.RNG = None) -> None:
@@ -117,39 +118,62 @@ class Module:
             store.pop(name, None)
         if isinstance(value, Parameter):
             self._parameters[name] = value
-            value.name = name
+            if not value.owned:  # a tied parameter keeps the name of its first owner
+                value.name = name
+            value.owned = True
         elif isinstance(value, Variable):
             self._buffers[name] = value
             value.name = name
         elif isinstance(value, Module):
+            known = {id(v) for _, v in self.named_variables()}  # tied: keep the first name
             self._modules[name] = value
             for sub, var in value.named_variables():
-                var.name = f"{name}.{sub}"
+                if id(var) not in known:
+                    var.name = f"{name}.{sub}"
         object.__setattr__(self, name, value)
 
     # -- registry ----------------------------------------------------------------------
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple[str, Parameter]]:
-        """``(dotted name, parameter)`` for every parameter, this module's first."""
-        for name, p in self._parameters.items():
-            yield prefix + name, p
+    def named_parameters(
+        self, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
+        """``(dotted name, parameter)`` for every parameter, this module's first.
+
+        A parameter shared by several modules (tied weights, ``decoder.weight =
+        encoder.weight``) comes once, under its first name, as in PyTorch, unless
+        ``remove_duplicate=False``.
+        """
+        seen: set[int] = set()
+        for name, p in self._walk("_parameters", prefix):
+            if remove_duplicate and id(p) in seen:
+                continue
+            seen.add(id(p))
+            yield name, p
+
+    def _walk(self, store: str, prefix: str) -> Iterator[tuple[str, Any]]:
+        for name, v in getattr(self, store).items():
+            yield prefix + name, v
         for name, m in self._modules.items():
-            yield from m.named_parameters(f"{prefix}{name}.")
+            yield from m._walk(store, f"{prefix}{name}.")
 
     def parameters(self) -> list[Parameter]:
-        """Every parameter (trainable or frozen), in registration order."""
+        """Every parameter (trainable or frozen), in registration order, each once."""
         return [p for _, p in self.named_parameters()]
 
-    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Variable]]:
+    def named_buffers(
+        self, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Variable]]:
         """Non-trainable state, such as batch norm's running statistics."""
-        for name, b in self._buffers.items():
-            yield prefix + name, b
-        for name, m in self._modules.items():
-            yield from m.named_buffers(f"{prefix}{name}.")
+        seen: set[int] = set()
+        for name, b in self._walk("_buffers", prefix):
+            if remove_duplicate and id(b) in seen:
+                continue
+            seen.add(id(b))
+            yield name, b
 
-    def named_variables(self) -> Iterator[tuple[str, Variable]]:
-        """Parameters and buffers."""
-        yield from self.named_parameters()
-        yield from self.named_buffers()
+    def named_variables(self, remove_duplicate: bool = True) -> Iterator[tuple[str, Variable]]:
+        """Parameters and buffers (a shared one once, unless ``remove_duplicate=False``)."""
+        yield from self.named_parameters(remove_duplicate=remove_duplicate)
+        yield from self.named_buffers(remove_duplicate=remove_duplicate)
 
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         """``(dotted name, module)`` for this module (name ``""``) and every sub-module."""
@@ -206,10 +230,80 @@ class Module:
             p.reset(rng)
         return self
 
+    def apply(self, fn: Callable[[Module], object]) -> Module:
+        """Call ``fn`` on every sub-module, then on this one (PyTorch's order); returns self.
+
+        >>> from asgrad.nn import Linear, Sequential, init
+        >>> def weights_init(m):
+        ...     if isinstance(m, Linear):
+        ...         init.zeros_(m.weight)
+        >>> net = Sequential(Linear(2, 3), Linear(3, 1)).apply(weights_init)  # Module.apply
+        >>> float(abs(net[1].weight.value).sum())
+        0.0
+        """
+        for m in self._modules.values():
+            m.apply(fn)  # Module.apply
+        fn(self)
+        return self
+
+    def to(self, dtype: str | np.dtype[Any] | type, *, exact: bool = True) -> Module:
+        """Cast every floating-point parameter and buffer to ``dtype``, in place; returns self.
+
+        The same :class:`Parameter` objects keep their identity (an optimizer made
+        before still holds them). As :meth:`load_state_dict`, a cast that would change
+        a value (float64 to float32 of values float32 cannot hold) is refused unless
+        ``exact=False``. Integer buffers (``num_batches_tracked``) keep their dtype.
+        Build graphs after the cast: a graph traced before it has the old dtypes.
+        Devices are chosen when compiling (``backend="gpu"``), not here.
+
+        >>> from asgrad.nn import Linear
+        >>> Linear(2, 3).double().weight.dtype
+        'float64'
+        """
+        if isinstance(dtype, str) and dtype in ("cpu", "cuda", "gpu", "mps"):
+            raise ArgumentError(
+                f"Module.to({dtype!r}): asgrad places a program on a device when it is"
+                " compiled (optimizer.compile(loss, backend='gpu'), compile(..., backend="
+                "'gpu')); Module.to takes a dtype ('float64', 'float32')"
+            )
+        target = str(np.dtype(dtype))
+        if np.dtype(target).kind != "f":
+            raise ArgumentError(f"Module.to: give a floating-point dtype, got {target}")
+        casts = {}
+        for name, v in self.named_variables():
+            if np.dtype(v.dtype).kind == "f" and v.dtype != target:
+                value = v.value
+                if not exact:
+                    casts[name] = value.astype(target)
+                    continue
+                try:
+                    casts[name] = _lossless_cast(name, value, target)
+                except StateMismatchError:
+                    raise ArgumentError(
+                        f"Module.to({target!r}): {name} holds {v.dtype} values that"
+                        f" {target} cannot hold exactly; pass exact=False to round them"
+                        f" (model.to({target!r}, exact=False)), as PyTorch's .to does"
+                    ) from None
+        variables = dict(self.named_variables())
+        for name, value in casts.items():  # every cast checked before any is applied
+            variables[name].set_host_value(value)
+        return self
+
+    def double(self) -> Module:
+        """Cast floating-point parameters and buffers to float64 (see :meth:`to`)."""
+        return self.to("float64")
+
+    def float(self, *, exact: bool = True) -> Module:
+        """Cast floating-point parameters and buffers to float32 (see :meth:`to`)."""
+        return self.to("float32", exact=exact)
+
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, np.ndarray]:
-        """Every parameter and buffer by dotted name (copies)."""
-        return {name: np.array(v.value) for name, v in self.named_variables()}
+        """Every parameter and buffer by dotted name (copies).
+
+        A tied parameter appears under each of its names, as in PyTorch.
+        """
+        return {name: np.array(v.value) for name, v in self.named_variables(False)}
 
     def load_state_dict(self, state: Mapping[str, np.ndarray], strict: bool = True) -> None:
         """Load values by dotted name; reports every missing, unexpected and mismatched entry.
@@ -218,7 +312,7 @@ class Module:
         from a float32 model); a cast that would change a value is refused, naming the
         dtypes.
         """
-        own = dict(self.named_variables())
+        own = dict(self.named_variables(remove_duplicate=False))
         missing = sorted(set(own) - set(state))
         unexpected = sorted(set(state) - set(own))
         mismatched = [
@@ -249,7 +343,9 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        for arg in (*args, *kwargs.values()):
+        # Masks given by keyword (tgt_mask=...) may be arrays: constants of the graph.
+        fixed = [v for k, v in kwargs.items() if not k.endswith("mask")]
+        for arg in (*args, *fixed):
             if isinstance(arg, np.ndarray | np.generic):
                 raise ArgumentTypeError(
                     f"{type(self).__name__} expects a symbolic Tensor from g.input(...), got"

@@ -407,7 +407,11 @@ class Graph:
             other = self._names[name]
             raise NameConflictError(
                 f"name {name!r} is already used by a {other.op} of this graph"
-                f" (defined at {other.location}); choose another name"
+                f" (defined at {other.location}); inputs and parameters are fed and"
+                f" looked up by name, so each needs its own: pass another name, e.g."
+                f" g.{op}({name + '_2'!r}, ...), or reuse the first one (g[{name!r}])."
+                " A model's parameters need no name: calling a module binds them,"
+                " renaming the second of a name to name_2"
             )
         node = Node(self, op, (), attrs, type_, name, user_location())
         self._names[name] = node

@@ -77,6 +77,14 @@ from asgrad.nn.layers.resample import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
+from asgrad.nn.layers.torch_attention import MultiheadAttention
+from asgrad.nn.layers.torch_transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from asgrad.nn.layers.transformer import TransformerBlock
 
 __all__ = [
@@ -127,6 +135,7 @@ __all__ = [
     "Mish",
     "ModuleList",
     "MultiHeadAttention",
+    "MultiheadAttention",
     "PReLU",
     "PairwiseDistance",
     "PixelShuffle",
@@ -147,7 +156,12 @@ __all__ = [
     "Tanh",
     "Tanhshrink",
     "Threshold",
+    "Transformer",
     "TransformerBlock",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "Upsample",
     "UpsamplingBilinear2d",
     "UpsamplingNearest2d",

@@ -1,4 +1,10 @@
-"""Activation modules: thin wrappers over the Tensor methods."""
+"""Activation modules: thin wrappers over the Tensor methods.
+
+Where PyTorch's module takes ``inplace`` (``ReLU``, ``LeakyReLU``, ``ELU``, ``SiLU``;
+``Dropout`` too), asgrad's takes it as well and ignores it: a graph op never
+overwrites its input (the compiler reuses buffers itself), so ``nn.ReLU(True)`` and
+``nn.ReLU()`` compute the same. The flag is kept and shown in the ``repr``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,18 @@ from asgrad.tensor import Tensor
 
 
 class ReLU(Module):
-    """max(x, 0)."""
+    """max(x, 0); ``inplace`` is accepted and ignored (see the module docstring).
+
+    >>> ReLU(True)
+    ReLU(inplace=True)
+    """
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
     def forward(self, x: Tensor) -> Tensor:
         return x.relu()
@@ -16,9 +33,13 @@ class ReLU(Module):
 class LeakyReLU(Module):
     """x if x > 0 else negative_slope * x."""
 
-    def __init__(self, negative_slope: float = 0.01) -> None:
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
         self.negative_slope = negative_slope
+        self.inplace = bool(inplace)  # ignored: see the module docstring
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
     def forward(self, x: Tensor) -> Tensor:
         return x.leaky_relu(self.negative_slope)
@@ -36,7 +57,11 @@ class GELU(Module):
 
 
 class SiLU(Module):
-    """x * sigmoid(x)."""
+    """x * sigmoid(x); ``inplace`` is accepted and ignored."""
+
+    def __init__(self, inplace: bool = False) -> None:
+        super().__init__()
+        self.inplace = bool(inplace)
 
     def forward(self, x: Tensor) -> Tensor:
         return x.silu()
@@ -59,9 +84,10 @@ class Sigmoid(Module):
 class ELU(Module):
     """x if x > 0 else alpha * (exp(x) - 1)."""
 
-    def __init__(self, alpha: float = 1.0) -> None:
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
         self.alpha = alpha
+        self.inplace = bool(inplace)  # ignored: see the module docstring
 
     def forward(self, x: Tensor) -> Tensor:
         return x.elu(self.alpha)

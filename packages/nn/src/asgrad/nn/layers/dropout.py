@@ -23,7 +23,8 @@ class Dropout(Module):
     In training mode the mask comes from the ``dropout`` op, seeded by the buffer
     ``seed``, which the training step advances (``graph.add_update``), so every
     step draws a fresh mask; in evaluation mode (or with ``p = 0``) it is the
-    identity. ``seed`` (default: a per-process counter) fixes the first mask.
+    identity. ``inplace`` is accepted and ignored, as by the activations. ``seed``
+    (default: a per-process counter) fixes the first mask.
 
     A graph traced in training mode reads the module's mode when it runs
     (:meth:`~asgrad.nn.Module.mode_flag`): after ``eval()`` the same graph passes
@@ -37,9 +38,10 @@ class Dropout(Module):
     True
     """
 
-    def __init__(self, p: float = 0.5, *, seed: int | None = None) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, seed: int | None = None) -> None:
         super().__init__()
         self.p = probability(p, "Dropout")
+        self.inplace = bool(inplace)  # PyTorch's flag, ignored: graph ops never overwrite
         # Scattered starts (golden-ratio steps, kept in the int32 range that every
         # backend holds): layers' seed streams do not overlap for millions of steps.
         start = (next(_SEEDS) * 0x9E3779B1) % (1 << 30) if seed is None else int(seed)

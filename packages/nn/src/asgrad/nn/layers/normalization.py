@@ -12,7 +12,7 @@ import numpy as np
 
 from asgrad.nn import init
 from asgrad.nn.module import Module, Parameter
-from asgrad.tensor import Tensor, Variable, where
+from asgrad.tensor import Graph, Tensor, Variable, where
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.functional import size_ratio
 from asgrad.tensor.nn_functional import batch_norm, batch_normalize, layer_norm
@@ -177,19 +177,26 @@ class _BatchNorm(Module):
         g = x.graph
         count = size_ratio(x, mean)  # N * L..., read at run time
         unbiased = var * (count / (count - 1.0).maximum(1.0))
-        seen = g.bind(self.num_batches_tracked)
+        # A module called again in one graph (netD(real), then netD(fake)) continues
+        # from the statistics the earlier call left, as PyTorch's calls run in order.
+        seen = self._latest(g, self.num_batches_tracked)
         tracked = seen + 1
         if self.momentum is None:
             factor = 1.0 / tracked.cast(x.dtype)
         else:
             factor = g.constant(float(self.momentum), x.dtype)
-        running_mean = g.bind(self.running_mean)
-        running_var = g.bind(self.running_var)
+        running_mean = self._latest(g, self.running_mean)
+        running_var = self._latest(g, self.running_var)
         new_mean = running_mean + (mean - running_mean) * factor
         new_var = running_var + (unbiased - running_var) * factor
-        g.add_update(self.running_mean, where(active, new_mean, running_mean))
-        g.add_update(self.running_var, where(active, new_var, running_var))
-        g.add_update(self.num_batches_tracked, where(active, tracked, seen))
+        g.updates[self.running_mean] = where(active, new_mean, running_mean)
+        g.updates[self.running_var] = where(active, new_var, running_var)
+        g.updates[self.num_batches_tracked] = where(active, tracked, seen)
+
+    @staticmethod
+    def _latest(g: Graph, var: Variable) -> Tensor:
+        """``var``'s value after the updates this graph already asks for."""
+        return g.updates[var] if var in g.updates else g.bind(var)
 
     def extra_repr(self) -> str:
         return (

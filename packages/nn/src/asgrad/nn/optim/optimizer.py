@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -135,15 +136,22 @@ class Optimizer:
         return var
 
     def _names(self) -> dict[str, Variable]:
+        """Each parameter's key in :meth:`state_dict`: its name, made unique by order.
+
+        Parameters of two models can share a dotted name (``main.0.weight`` of a
+        generator and of a discriminator); as ``Graph.bind`` does, the second gets
+        ``main.0.weight_2``, the third ``_3``, in the order the optimizer was given
+        them, so the state of an optimizer built the same way loads back (PyTorch's
+        optimizer state is keyed by that order too).
+        """
         by_name: dict[str, Variable] = {}
         for p in self.params:
-            if p.name in by_name:
-                raise GraphError(
-                    f"two parameters of this optimizer are named {p.name!r}, so their state"
-                    " cannot be saved by name; put the layers in one Module (names become"
-                    " dotted paths) or rename the parameters"
-                )
-            by_name[p.name] = p
+            name = p.name
+            for k in itertools.count(2):
+                if name not in by_name:
+                    break
+                name = f"{p.name}_{k}"
+            by_name[name] = p
         return by_name
 
     def state_dict(self) -> dict[str, Any]:
@@ -204,8 +212,8 @@ class Optimizer:
         self.step_count.value = np.array(float(np.asarray(state["step"])))
         for slot, by_param in self.state.items():
             fill = self._fills.get(slot, 0.0)
-            for p in self.params:
-                if id(p) in by_param and (slot, p.name) not in arrays:
+            for pname, p in by_name.items():
+                if id(p) in by_param and (slot, pname) not in arrays:
                     by_param[id(p)].value = np.full(p.shape, fill, dtype=p.dtype)
         for (slot, pname), array in arrays.items():
             self.slot(slot, by_name[pname]).value = array
