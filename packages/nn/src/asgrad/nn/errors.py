@@ -23,6 +23,8 @@ __all__ = [
     "CheckpointLockedError",
     "CheckpointNotFoundError",
     "DataError",
+    "DistributedError",
+    "DistributedTimeoutError",
     "InvalidStateError",
     "MetricError",
     "NNError",
@@ -112,3 +114,14 @@ class StateMismatchError(CheckpointError, KeyError):
     def __str__(self) -> str:
         # KeyError would repr() the message, which garbles a multi-line report.
         return self.message
+
+
+# -- asgrad.nn.distributed (issue 17) ------------------------------------------------------
+
+
+class DistributedError(NNError, RuntimeError):
+    """Data-parallel training cannot go on: MPI is missing, or the ranks disagree."""
+
+
+class DistributedTimeoutError(DistributedError, TimeoutError):
+    """A collective did not complete in time: another rank died, hung or took another path."""
