@@ -49,6 +49,12 @@ def parser(
         )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
+        "--distributed",
+        action="store_true",
+        help="data-parallel over MPI: run as `mpirun -n N python -m ...`; each rank takes"
+        " 1/N of every batch (needs asgrad-nn[mpi])",
+    )
+    p.add_argument(
         "--plot",
         metavar="PNG",
         default=None,
