@@ -101,7 +101,7 @@ def test_ranks_together_see_one_process_batches() -> None:
 
 
 def test_sampler_arguments_are_checked() -> None:
-    with pytest.raises(DataError, match="rank must be in 0..1"):
+    with pytest.raises(DataError, match=r"rank must be in 0\.\.1"):
         dist.DistributedSampler(10, 2, 2)
     with pytest.raises(DataError, match="num_replicas must be >= 1"):
         dist.DistributedSampler(10, 0, 0)
