@@ -72,6 +72,13 @@ def test_a_failing_rank_stops_every_rank(mode: str, expected: str | None) -> Non
     assert took < 100
 
 
+def test_ranks_that_start_from_different_parameters_are_stopped() -> None:
+    code, output = launch(2, "faults.py", "unsynced", limit=120)
+    assert code != 0, output
+    assert "the ranks start from different parameter values" in output, output
+    assert "rank 1 fails now" not in output
+
+
 def test_a_restart_from_the_last_checkpoint_continues_as_if_unbroken(tmp_path: Path) -> None:
     broken, unbroken = tmp_path / "broken", tmp_path / "unbroken"
     code, output = launch(2, "resume.py", str(broken), str(tmp_path / "a.npz"), "1", limit=120)

@@ -3,7 +3,8 @@
 ``python faults.py MODE`` with MODE one of
   raise: rank 1 raises (the exception hook prints it and calls MPI_Abort);
   exit:  rank 1 leaves with os._exit(3), no MPI_Finalize (a crash);
-  hang:  rank 1 stops calling collectives (sleeps); rank 0's all-reduce times out.
+  hang:  rank 1 stops calling collectives (sleeps); rank 0's all-reduce times out;
+  unsynced: the ranks build different parameters and skip the broadcast.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from asgrad.tensor import Graph
 
 def main(mode: str) -> None:
     dist.init(timeout=float(os.environ.get("FAULT_TIMEOUT", "5")))
-    model = nn.Linear(3, 1, rng=0)
-    dist.broadcast_variables(model.parameters())
+    model = nn.Linear(3, 1, rng=dist.rank() if mode == "unsynced" else 0)
+    if mode != "unsynced":
+        dist.broadcast_variables(model.parameters())
     g = Graph()
     x, y = g.input("x", (4, 3)), g.input("y", (4, 1))
     step = dist.compile_step(nn.SGD(model.parameters(), lr=0.1), nn.mse_loss(model(x), y))

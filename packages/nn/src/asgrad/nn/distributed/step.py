@@ -100,6 +100,24 @@ def broadcast_variables(variables: Iterable[Variable], root: int = 0) -> None:
         v.value = broadcast(v.value, root)
 
 
+def _check_same_start(params: Sequence[Variable]) -> None:
+    """Raise unless every rank holds the same values of ``params`` (one digest each)."""
+    if world_size() == 1:
+        return
+    digest = hashlib.sha256()
+    for p in params:
+        digest.update(p.name.encode())
+        digest.update(np.ascontiguousarray(p.value).tobytes())
+    digests = all_gather_object(digest.hexdigest())
+    if len(set(digests)) > 1:
+        differ = [r for r, d in enumerate(digests) if d != digests[0]]
+        raise DistributedError(
+            f"the ranks start from different parameter values (ranks {differ} differ from"
+            " rank 0); call asgrad.nn.distributed.broadcast_variables(model.parameters())"
+            " before compiling the step"
+        )
+
+
 class DistributedStep:
     """A compiled training step whose gradients are averaged over ranks and micro-batches.
 
@@ -111,7 +129,8 @@ class DistributedStep:
 
     With ``N`` ranks, micro-batches of ``B`` samples and a loss that is a mean over
     the batch, an update equals one process's step on the ``N * accumulate * B``
-    samples together, to float32 round-off.
+    samples together, to float32 round-off. The ranks must start from the same
+    parameters (:func:`broadcast_variables`); this is checked, by digest, here.
     """
 
     def __init__(
@@ -131,6 +150,7 @@ class DistributedStep:
         used = [p for p in optimizer.params if graph.uses(p)]
         if not used:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
+        _check_same_start(used)
         self.optimizer = optimizer
         self.accumulate = accumulate
         self.params = used
