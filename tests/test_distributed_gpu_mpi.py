@@ -3,8 +3,11 @@
 Runs ``packages/nn/tests/mpi/exactness.py`` under ``mpiexec -n 2`` with
 ``ASGRAD_DEVICE=gpu``: each rank's gradient program reads its buckets back, MPI
 reduces them, the update program writes them back; the reference is one process on
-the GPU with the global batch. One case per launch (see the GC note in the report of
-issue 17: a later case in the same process can hit a GPU-backend buffer problem).
+the GPU with the global batch. One case per launch: in one process, a later case can
+fail with a spurious one_hot OutOfRangeError when the plan binds an input leaf late
+and the scope hands it the buffer of an intermediate that earlier recorded kernels
+write after the upload (a GPU-backend problem of input buffers taken from a plan's
+free list, reported with issue 17; fixed by allocating input buffers fresh).
 """
 
 from __future__ import annotations
