@@ -268,6 +268,7 @@ def make_parser() -> argparse.ArgumentParser:
     p = parser(
         "Train a small CNN on handwritten digits (sklearn's 8x8 digits or MNIST).",
         module="asgrad.examples.cnn",
+        distributed=True,
     )
     p.add_argument(
         "--epochs",

@@ -299,6 +299,7 @@ def make_parser() -> argparse.ArgumentParser:
         "Train a character-level transformer language model.",
         steps=STEPS,
         module="asgrad.examples.transformer",
+        distributed=True,
     )
     p.add_argument(
         "--time-limit",
