@@ -25,12 +25,18 @@ T = TypeVar("T")
 
 
 def parser(
-    description: str, *, steps: int | None = None, epochs: int | None = None, module: str = ""
+    description: str,
+    *,
+    steps: int | None = None,
+    epochs: int | None = None,
+    module: str = "",
+    distributed: bool = False,
 ) -> argparse.ArgumentParser:
     """The common flags: ``--seed``, ``--device`` and ``--steps`` or ``--epochs``.
 
     ``module`` (the example's ``__name__``) names the program in ``--help`` as it is
-    run: ``python -m asgrad.examples.xor``.
+    run: ``python -m asgrad.examples.xor``. ``distributed``: the example also takes
+    ``--distributed`` (data-parallel under ``mpirun``).
     """
     prog = f"python -m {module}" if module and module != "__main__" else None
     p = argparse.ArgumentParser(prog=prog, description=description)
@@ -48,6 +54,13 @@ def parser(
             "--epochs", type=int, default=epochs, help=f"training epochs (default {epochs})"
         )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    if distributed:
+        p.add_argument(
+            "--distributed",
+            action="store_true",
+            help="data-parallel over MPI: run as `mpirun -n N python -m ...`; each rank"
+            " takes 1/N of every batch (needs asgrad-nn[mpi])",
+        )
     p.add_argument(
         "--plot",
         metavar="PNG",

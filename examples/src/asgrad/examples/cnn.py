@@ -43,9 +43,11 @@ from asgrad.examples._common import (
     progress,
     report,
 )
+from asgrad.examples._distributed import per_rank, setup
 from asgrad.examples._onnx import check_export, export_onnx
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.idx import load_mnist
+from asgrad.nn import distributed as dist
 from asgrad.nn.data import DataLoader, TensorDataset, train_test_split
 from asgrad.nn.metrics import accuracy
 from asgrad.tensor import Graph, evaluate
@@ -152,6 +154,7 @@ def train(
     log: nn.MetricWriter | None = None,
     per_epoch_accuracy: bool = False,
     export: str | None = None,
+    distributed: bool = False,
 ) -> dict[str, Any]:
     """Train the CNN on ``split`` (default: the digits) and return the results.
 
@@ -159,10 +162,23 @@ def train(
     ``per_epoch_accuracy`` (or a ``log``) the test split is classified after every
     epoch too (``epoch_accuracies``); ``log`` receives one record per epoch.
     ``export``: an .onnx path to write the trained model to (checked in ONNX Runtime).
+    ``distributed`` (under ``mpirun -n N``) trains data-parallel: each rank takes
+    ``batch_size / N`` of every batch from its shard, the gradients are averaged, and
+    the loss and accuracy are reduced over the ranks.
     """
     with blas_threads(threads):
         return _train(
-            split, epochs, batch_size, lr, seed, backend, quiet, log, per_epoch_accuracy, export
+            split,
+            epochs,
+            batch_size,
+            lr,
+            seed,
+            backend,
+            quiet,
+            log,
+            per_epoch_accuracy,
+            export,
+            distributed,
         )
 
 
@@ -177,18 +193,27 @@ def _train(
     log: nn.MetricWriter | None,
     per_epoch_accuracy: bool,
     export: str | None = None,
+    distributed: bool = False,
 ) -> dict[str, Any]:
+    rank, ranks = setup(distributed)
+    local_batch = per_rank(batch_size, ranks)
     split = split if split is not None else load_digits_split(seed)
     model = build_model(split.image_size, seed)
     g = Graph("cnn-train")
-    x = g.input("x", (batch_size, *split.x_train.shape[1:]))
-    y = g.input("y", (batch_size,), "int64")
+    x = g.input("x", (local_batch, *split.x_train.shape[1:]))
+    y = g.input("y", (local_batch,), "int64")
     loss = nn.cross_entropy(model(x), y)
     optimizer = nn.Adam(model.parameters(), lr=lr)
-    step = optimizer.compile(loss, backend=backend)
-    loader = DataLoader(
-        TensorDataset(split.x_train, split.y_train), batch_size, shuffle=True, seed=seed
-    )
+    train_set = TensorDataset(split.x_train, split.y_train)
+    if distributed:
+        dist.broadcast_variables(model.parameters())
+        step = dist.compile_step(optimizer, loss, backend=backend)
+        sampler = dist.DistributedSampler(train_set, seed=seed)
+        loader = DataLoader(train_set, local_batch, sampler=sampler)
+    else:
+        step = optimizer.compile(loss, backend=backend)
+        loader = DataLoader(train_set, batch_size, shuffle=True, seed=seed)
+    quiet = quiet or rank != 0
     # Cosine decay of the learning rate over every step of the run (no recompiling:
     # the compiled step reads the rate from a variable).
     schedule = nn.CosineAnnealingLR(optimizer, T_max=epochs * len(loader))
@@ -203,11 +228,11 @@ def _train(
             total += float(step(x=xb, y=yb)[0]) * len(yb)
             schedule.step()
             count += len(yb)
+        if distributed:
+            total, count = dist.all_reduce([total, count]).tolist()
         epoch_losses.append(total / count)
         if per_epoch_accuracy or log is not None:
-            epoch_accuracies.append(
-                accuracy(split.y_test, predict(model, split.x_test, step.backend))
-            )
+            epoch_accuracies.append(test_accuracy(model, split, step.backend, distributed))
         if log is not None:
             log.write(
                 epoch=epoch + 1,
@@ -216,8 +241,10 @@ def _train(
                 lr=lr_used,
             )
     train_seconds = timer.seconds
-    test_acc = accuracy(split.y_test, predict(model, split.x_test, step.backend))
-    exported = {} if export is None else export_onnx(export, model, {"x": split.x_test[:64]})
+    test_acc = test_accuracy(model, split, step.backend, distributed)
+    exported = {}
+    if export is not None and rank == 0:  # one file, written by rank 0
+        exported = export_onnx(export, model, {"x": split.x_test[:64]})
     return {
         "dataset": split.name,
         "test_accuracy": round(test_acc, 4),
@@ -230,16 +257,29 @@ def _train(
         "seconds": round(timer.seconds, 2),
         "train_seconds": round(train_seconds, 2),
         "device": step.backend,
+        "ranks": ranks,
         "epoch_losses": [round(v, 4) for v in epoch_losses],
         "epoch_accuracies": [round(v, 4) for v in epoch_accuracies],
         **exported,
     }
 
 
+def test_accuracy(model: nn.Module, split: Split, backend: str, distributed: bool) -> float:
+    """Accuracy on the test split; ``distributed``: each rank classifies a shard, counts summed."""
+    if not distributed:
+        return accuracy(split.y_test, predict(model, split.x_test, backend))
+    rank, ranks = dist.rank(), dist.world_size()
+    x, y = split.x_test[rank::ranks], split.y_test[rank::ranks]
+    correct = int(np.sum(predict(model, x, backend) == y)) if len(y) else 0
+    hits, total = dist.all_reduce([correct, len(y)]).tolist()
+    return float(hits / total)
+
+
 def make_parser() -> argparse.ArgumentParser:
     p = parser(
         "Train a small CNN on handwritten digits (sklearn's 8x8 digits or MNIST).",
         module="asgrad.examples.cnn",
+        distributed=True,
     )
     p.add_argument(
         "--epochs",
@@ -273,7 +313,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         epochs = MNIST_EPOCHS if args.data else DIGITS_EPOCHS
     check_plot(args.plot)
     check_export(args.export)
-    with open_log(args.log) as log:
+    lead = setup(args.distributed)[0] == 0  # under --distributed, rank 0 logs and reports
+    with open_log(args.log if lead else None) as log:
         results = train(
             split,
             epochs,
@@ -286,8 +327,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             log=log,
             per_epoch_accuracy=args.plot is not None,
             export=args.export,
+            distributed=args.distributed,
         )
     losses, accuracies = results.pop("epoch_losses"), results.pop("epoch_accuracies")
+    if not lead:
+        return 0
     if args.plot:
         x = range(1, len(losses) + 1)
         panels = [

@@ -40,6 +40,7 @@ from asgrad.examples._common import (
     progress,
     report,
 )
+from asgrad.examples._distributed import per_rank, setup
 from asgrad.examples._onnx import check_export, export_onnx
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.text import (
@@ -50,6 +51,7 @@ from asgrad.examples.text import (
     tiled_windows,
     unigram_loss,
 )
+from asgrad.nn import distributed as dist
 from asgrad.tensor import Graph, Tensor, evaluate
 
 STEPS = 800
@@ -166,12 +168,16 @@ def train(
     threads: int | None = 1,
     log: nn.MetricWriter | None = None,
     export: str | None = None,
+    distributed: bool = False,
 ) -> dict[str, Any]:
     """Train the language model on the bundled text; returns losses, baseline and sample.
 
     ``threads`` limits BLAS threads during the run (``None``: no limit). ``log``
     receives one record per step: ``step`` (from 1), the batch ``loss`` and its ``lr``.
     ``export``: an .onnx path to write the trained model to (checked in ONNX Runtime).
+    ``distributed`` (under ``mpirun -n N``) trains data-parallel: each rank draws
+    ``batch_size / N`` windows per step from its own random stream, the gradients are
+    averaged, and the losses are reduced over the ranks (the sample comes from rank 0).
     """
     with blas_threads(threads):
         return _train(
@@ -191,6 +197,7 @@ def train(
             temperature,
             log,
             export,
+            distributed,
         )
 
 
@@ -211,7 +218,10 @@ def _train(
     temperature: float,
     log: nn.MetricWriter | None,
     export: str | None = None,
+    distributed: bool = False,
 ) -> dict[str, Any]:
+    rank, ranks = setup(distributed)
+    local_batch = per_rank(batch_size, ranks)
     text = load_text()
     vocab = CharVocab(text)
     train_ids, val_ids = split_ids(vocab.encode(text), 0.1)
@@ -219,34 +229,48 @@ def _train(
 
     model = CharTransformer(len(vocab), dim, num_heads, num_layers, context, seed=seed)
     g = Graph("lm-train")
-    x = g.input("x", (batch_size, context), "int64")
-    y = g.input("y", (batch_size, context), "int64")
+    x = g.input("x", (local_batch, context), "int64")
+    y = g.input("y", (local_batch, context), "int64")
     loss = nn.cross_entropy(model(x), y)
     optimizer = nn.AdamW(model.parameters(), lr=lr, weight_decay=0.01, clip_grad_norm=1.0)
-    step = optimizer.compile(loss, backend=backend)
+    if distributed:
+        dist.broadcast_variables(model.parameters())
+        step = dist.compile_step(optimizer, loss, backend=backend)
+    else:
+        step = optimizer.compile(loss, backend=backend)
     schedule = nn.WarmupCosine(optimizer, warmup_steps=max(1, steps // 10), total_steps=steps)
 
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, rank] if distributed else seed)
     timer = Timer()
     losses: list[float] = []
-    for _ in progress(range(steps), total=steps, quiet=quiet, desc="transformer"):
-        xb, yb = random_windows(train_ids, batch_size, context, rng)
+    bar = progress(range(steps), total=steps, quiet=quiet or rank != 0, desc="transformer")
+    for _ in bar:
+        xb, yb = random_windows(train_ids, local_batch, context, rng)
         lr_used = optimizer.lr
         losses.append(float(step(x=xb, y=yb)[0]))
         if log is not None:
             log.write(step=len(losses), loss=losses[-1], lr=lr_used)
         schedule.step()
-        if time_limit is not None and timer.seconds > time_limit:
+        late = time_limit is not None and timer.seconds > time_limit
+        if time_limit is not None and distributed:  # every rank stops at the same step
+            late = bool(dist.all_reduce(late, "max"))
+        if late:
             break
     train_seconds = timer.seconds
+    if distributed:  # each step's loss over the whole global batch
+        losses = dist.all_reduce(np.array(losses), "mean").tolist()
 
     x_val, y_val = tiled_windows(val_ids, context)
     x_tr, y_tr = tiled_windows(train_ids, context)
     pick = np.random.default_rng(seed + 1).choice(len(x_tr), size=len(x_val), replace=False)
-    val_loss = mean_loss(model, x_val, y_val, step.backend)
-    train_loss = mean_loss(model, x_tr[pick], y_tr[pick], step.backend)
-    sample = generate(model, vocab, prompt, sample_length, temperature, seed, step.backend)
-    exported = {} if export is None else export_onnx(export, model, {"ids": x_val[:8]})
+    val_loss = sharded_loss(model, x_val, y_val, step.backend, distributed)
+    train_loss = sharded_loss(model, x_tr[pick], y_tr[pick], step.backend, distributed)
+    sample = ""
+    exported = {}
+    if rank == 0:
+        sample = generate(model, vocab, prompt, sample_length, temperature, seed, step.backend)
+        if export is not None:  # one file, written by rank 0
+            exported = export_onnx(export, model, {"ids": x_val[:8]})
     return {
         "train_loss": round(train_loss, 4),
         "val_loss": round(val_loss, 4),
@@ -262,10 +286,24 @@ def _train(
         "train_seconds": round(train_seconds, 2),
         "steps_per_s": round(len(losses) / train_seconds, 2),
         "device": step.backend,
+        "ranks": ranks,
         "sample": sample,
         "losses": losses,
         **exported,
     }
+
+
+def sharded_loss(
+    model: CharTransformer, x: np.ndarray, y: np.ndarray, backend: str, distributed: bool
+) -> float:
+    """:func:`mean_loss`; ``distributed``: each rank a shard of the windows, sums reduced."""
+    if not distributed:
+        return mean_loss(model, x, y, backend)
+    rank, ranks = dist.rank(), dist.world_size()
+    xs, ys = x[rank::ranks], y[rank::ranks]
+    total = mean_loss(model, xs, ys, backend) * ys.size if len(ys) else 0.0
+    summed, count = dist.all_reduce([total, ys.size]).tolist()
+    return float(summed / count)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -273,6 +311,7 @@ def make_parser() -> argparse.ArgumentParser:
         "Train a character-level transformer language model.",
         steps=STEPS,
         module="asgrad.examples.transformer",
+        distributed=True,
     )
     p.add_argument(
         "--time-limit",
@@ -315,7 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     check_plot(args.plot)
     check_export(args.export)
-    with open_log(args.log) as log:
+    lead = setup(args.distributed)[0] == 0  # under --distributed, rank 0 logs and reports
+    with open_log(args.log if lead else None) as log:
         results = train(
             args.steps,
             args.seed,
@@ -328,8 +368,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             threads=args.threads or None,
             log=log,
             export=args.export,
+            distributed=args.distributed,
         )
     losses = results.pop("losses")
+    if not lead:
+        return 0
     if args.plot:
         plot_curves(args.plot, losses, results)
     print(

@@ -23,6 +23,8 @@ __all__ = [
     "CheckpointLockedError",
     "CheckpointNotFoundError",
     "DataError",
+    "DistributedError",
+    "DistributedTimeoutError",
     "InvalidStateError",
     "MetricError",
     "NNError",
@@ -118,3 +120,14 @@ class StateMismatchError(CheckpointError, KeyError):
 # -- issue 20 (PyTorch checkpoints) ------------------------------------------------------------
 class UnsafeCheckpointError(CheckpointError):
     """A PyTorch file holds more than tensors (pickled code or objects); it is not loaded."""
+
+
+# -- asgrad.nn.distributed (issue 17) ------------------------------------------------------
+
+
+class DistributedError(NNError, RuntimeError):
+    """Data-parallel training cannot go on: MPI is missing, or the ranks disagree."""
+
+
+class DistributedTimeoutError(DistributedError, TimeoutError):
+    """A collective did not complete in time: another rank died, hung or took another path."""

@@ -261,21 +261,36 @@ class Optimizer:
         tensors = [graph.bind(p) for p in used]
         grads = grad(loss, tensors)
         with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
-            grads = self.clip(grads)
-            self._pending = {}
-            self._shared = {}
-            step = graph.bind(self.step_count) + 1.0
-            self._step = step
-            self.assign(self.step_count, step)
-            try:
-                for p, t, g in zip(used, tensors, grads, strict=True):
-                    with scope(p.name):
-                        self.assign(p, self.update(t, g, p, step))
-            finally:
-                self._step = None
-                self._shared = {}
-        updates = {**graph.updates, **self._pending}
+            pending = self.updates_for(used, tensors, grads)
+        updates = {**graph.updates, **pending}
         return compile([loss, *outputs], updates, backend=backend, check_numerics=debug)
+
+    def updates_for(
+        self, used: Sequence[Variable], tensors: Sequence[Tensor], grads: Sequence[Tensor]
+    ) -> dict[Variable, Tensor]:
+        """The variable updates of one step, given each parameter's gradient tensor.
+
+        ``tensors[i]`` is ``used[i]`` bound in the gradients' graph. The gradients are
+        clipped here (:meth:`clip`); the step counter's update is included. This is
+        what :meth:`compile` applies; :mod:`asgrad.nn.distributed` builds its update
+        program from it, with the gradients fed as inputs.
+        """
+        clipped = self.clip(list(grads))
+        graph = tensors[0].graph
+        self._pending = {}
+        self._shared = {}
+        step = graph.bind(self.step_count) + 1.0
+        self._step = step
+        self.assign(self.step_count, step)
+        try:
+            for p, t, g in zip(used, tensors, clipped, strict=True):
+                with scope(p.name):
+                    self.assign(p, self.update(t, g, p, step))
+        finally:
+            self._step = None
+            self._shared = {}
+        pending, self._pending = self._pending, {}
+        return pending
 
     def clip(self, grads: list[Tensor]) -> list[Tensor]:
         """Clip by value, then by global norm, as configured (inside the step)."""

@@ -1,0 +1,314 @@
+"""The process group: ``init``, ``rank``, ``world_size``, ``barrier`` and collectives.
+
+Every collective is non-blocking underneath (``MPI_Iallreduce``, ``MPI_Ibcast``...)
+and waited for with a deadline, so a rank whose peer died or stopped calling
+collectives raises :class:`~asgrad.nn.errors.DistributedTimeoutError` instead of
+hanging. :func:`init` also installs an exception hook that prints the traceback and
+then calls ``MPI_Abort``, so a rank that raises ends every rank at once.
+
+In a single process (no MPI launcher in the environment) everything here is a no-op:
+rank 0 of 1, collectives return their input. mpi4py is imported only under a launcher.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import sys
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from asgrad.nn.errors import DistributedError, DistributedTimeoutError
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "LAUNCHER_VARIABLES",
+    "TIMEOUT_VARIABLE",
+    "Pending",
+    "abort",
+    "all_gather_object",
+    "all_reduce",
+    "all_reduce_start",
+    "barrier",
+    "broadcast",
+    "broadcast_object",
+    "init",
+    "is_distributed",
+    "launched_by_mpi",
+    "rank",
+    "timeout",
+    "world_size",
+]
+
+LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
+"""Variables that ``mpirun``/``mpiexec`` (MPICH's Hydra, Open MPI, PMIx) set in each rank."""
+
+TIMEOUT_VARIABLE = "ASGRAD_DIST_TIMEOUT"
+"""Environment variable: seconds a collective may wait before it raises."""
+
+DEFAULT_TIMEOUT = 300.0
+"""Seconds a collective waits by default (the first one also waits for slow starters)."""
+
+INSTALL_HINT = "pip install 'asgrad-nn[mpi]' (mpi4py and MPICH from PyPI)"
+
+_OPS = ("sum", "max", "min")
+
+
+class _World:
+    """The MPI communicator (``None`` in a single process) and the settings."""
+
+    def __init__(self, comm: Any, mpi: Any, timeout: float) -> None:
+        self.comm = comm
+        self.mpi = mpi
+        self.timeout = timeout
+        self.rank = 0 if comm is None else int(comm.Get_rank())
+        self.size = 1 if comm is None else int(comm.Get_size())
+
+
+_world: _World | None = None
+_previous_hook: Callable[[type[BaseException], BaseException, TracebackType | None], Any] | None
+_previous_hook = None
+
+
+def launched_by_mpi() -> bool:
+    """Whether this process was started by an MPI launcher (``mpirun``, ``mpiexec``)."""
+    return any(name in os.environ for name in LAUNCHER_VARIABLES)
+
+
+def _default_timeout() -> float:
+    raw = os.environ.get(TIMEOUT_VARIABLE)
+    if raw is None:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise DistributedError(
+            f"{TIMEOUT_VARIABLE}={raw!r} is not a positive number of seconds; set it to e.g. 300"
+        )
+    return value
+
+
+def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
+    """Join the process group (idempotent; a no-op in a single process).
+
+    Under an MPI launcher (or with ``force_mpi``) this imports mpi4py, which starts
+    MPI, and installs an exception hook: a rank that raises prints its traceback and
+    calls ``MPI_Abort``, which ends every rank. ``timeout`` is how long any collective
+    may wait, in seconds (default: ``$ASGRAD_DIST_TIMEOUT``, else 300).
+
+    >>> init()  # outside mpirun: one process
+    >>> rank(), world_size()
+    (0, 1)
+    """
+    global _world
+    if timeout is not None and not timeout > 0:
+        raise DistributedError(f"init: timeout must be > 0 seconds, got {timeout!r}")
+    seconds = _default_timeout() if timeout is None else float(timeout)
+    if _world is not None:
+        _world.timeout = seconds
+        return
+    if not (force_mpi or launched_by_mpi()):
+        _world = _World(None, None, seconds)
+        return
+    try:
+        mpi = importlib.import_module("mpi4py.MPI")
+    except ImportError as exc:
+        raise DistributedError(
+            f"this process was started by an MPI launcher but mpi4py cannot be imported ({exc});"
+            f" install it with {INSTALL_HINT}"
+        ) from None
+    comm = mpi.COMM_WORLD.Dup()
+    _world = _World(comm, mpi, seconds)
+    if _world.size > 1:
+        _install_excepthook()
+
+
+def _get() -> _World:
+    if _world is None:
+        init()
+    assert _world is not None
+    return _world
+
+
+def rank() -> int:
+    """This process's rank, 0 to ``world_size() - 1`` (0 in a single process)."""
+    return _get().rank
+
+
+def world_size() -> int:
+    """The number of ranks (1 in a single process)."""
+    return _get().size
+
+
+def is_distributed() -> bool:
+    """Whether more than one rank takes part."""
+    return _get().size > 1
+
+
+def timeout() -> float:
+    """Seconds a collective waits before raising ``DistributedTimeoutError``."""
+    return _get().timeout
+
+
+def _install_excepthook() -> None:
+    global _previous_hook
+    if _previous_hook is not None:
+        return
+    _previous_hook = sys.excepthook
+    sys.excepthook = _abort_on_exception
+
+
+def _abort_on_exception(
+    kind: type[BaseException], exc: BaseException, tb: TracebackType | None
+) -> None:
+    if _previous_hook is not None:
+        _previous_hook(kind, exc, tb)
+    abort(f"{kind.__name__} was not caught")
+
+
+def abort(reason: str, code: int = 1) -> None:
+    """Print ``reason`` with this rank's number on stderr and end every rank (``MPI_Abort``).
+
+    In a single process this exits with ``code``.
+    """
+    world = _get()
+    sys.stderr.write(
+        f"asgrad.nn.distributed: rank {world.rank} of {world.size}: {reason};"
+        " aborting every rank (MPI_Abort)\n"
+    )
+    sys.stderr.flush()
+    if world.comm is None:
+        raise SystemExit(code)
+    world.mpi.COMM_WORLD.Abort(code)
+
+
+class Pending:
+    """A collective in flight; :meth:`wait` returns its result or raises on the deadline."""
+
+    def __init__(self, request: Any, result: np.ndarray, what: str) -> None:
+        self.request = request
+        self.result = result
+        self.what = what
+
+    def wait(self) -> np.ndarray:
+        """Wait (polling, with backoff) until the collective is done; return its array."""
+        if self.request is not None:
+            _wait(self.request, self.what)
+            self.request = None
+        return self.result
+
+
+def _wait(request: Any, what: str) -> None:
+    world = _get()
+    deadline = time.monotonic() + world.timeout
+    pause = 0.0
+    while not request.Test():
+        if time.monotonic() > deadline:
+            raise DistributedTimeoutError(
+                f"rank {world.rank} of {world.size}: {what} did not complete within"
+                f" {world.timeout:g} s; another rank has probably died, raised, or stopped"
+                " calling the same collectives (see its output). Set"
+                f" {TIMEOUT_VARIABLE} to wait longer"
+            )
+        if pause:
+            time.sleep(pause)
+        pause = min(pause * 2 if pause else 1e-5, 1e-3)
+
+
+def _numeric(array: np.ndarray, what: str) -> np.ndarray:
+    if array.dtype.kind not in "biuf":
+        raise DistributedError(f"{what}: cannot reduce a {array.dtype} array; use numbers")
+    return array
+
+
+def all_reduce_start(array: np.ndarray, op: str = "sum") -> Pending:
+    """Start reducing ``array`` over the ranks in place (``sum``, ``max`` or ``min``).
+
+    ``array`` must be C-contiguous and must not be touched until :meth:`Pending.wait`.
+    """
+    if op not in _OPS:
+        raise DistributedError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
+    world = _get()
+    if world.comm is None or world.size == 1:
+        return Pending(None, array, "all_reduce")
+    if not array.flags.c_contiguous:
+        raise DistributedError("all_reduce_start: the array must be C-contiguous")
+    mpi_op = {"sum": world.mpi.SUM, "max": world.mpi.MAX, "min": world.mpi.MIN}[op]
+    request = world.comm.Iallreduce(world.mpi.IN_PLACE, array, op=mpi_op)
+    return Pending(request, array, f"all_reduce({op}) of {array.size} {array.dtype} values")
+
+
+def all_reduce(value: Any, op: str = "sum") -> np.ndarray:
+    """``value`` (a number or array) combined over every rank: a new array.
+
+    ``op="mean"`` divides the sum by the number of ranks (in float64 for integers).
+
+    >>> all_reduce(np.array([1.0, 2.0])).tolist()  # one process: the value itself
+    [1.0, 2.0]
+    """
+    array = np.array(_numeric(np.asarray(value), "all_reduce"), copy=True, order="C")
+    if op == "mean":
+        total = all_reduce_start(array, "sum").wait()
+        if total.dtype.kind != "f":
+            total = total.astype(np.float64)
+        return total / world_size()
+    return all_reduce_start(array, op).wait()
+
+
+def broadcast(value: Any, root: int = 0) -> np.ndarray:
+    """Rank ``root``'s array on every rank (same shape and dtype on every rank)."""
+    world = _get()
+    array = np.array(_numeric(np.asarray(value), "broadcast"), copy=True, order="C")
+    if world.comm is None or world.size == 1:
+        return array
+    request = world.comm.Ibcast(array, root=root)
+    _wait(request, f"broadcast of {array.size} {array.dtype} values from rank {root}")
+    return array
+
+
+def broadcast_object(obj: Any, root: int = 0) -> Any:
+    """Rank ``root``'s picklable object on every rank."""
+    world = _get()
+    if world.comm is None or world.size == 1:
+        return obj
+    data = pickle.dumps(obj) if world.rank == root else b""
+    size = int(broadcast(np.array([len(data)], np.int64), root)[0])
+    buffer = (
+        np.frombuffer(data, np.uint8).copy() if world.rank == root else np.empty(size, np.uint8)
+    )
+    return pickle.loads(broadcast(buffer, root).tobytes())
+
+
+def all_gather_object(obj: Any) -> list[Any]:
+    """Every rank's picklable object, in rank order, on every rank."""
+    world = _get()
+    if world.comm is None or world.size == 1:
+        return [obj]
+    data = pickle.dumps(obj)
+    longest = int(all_reduce(np.array([len(data)], np.int64), "max")[0])
+    mine = np.zeros(longest + 8, np.uint8)
+    mine[:8] = np.frombuffer(np.array([len(data)], np.int64).tobytes(), np.uint8)
+    mine[8 : 8 + len(data)] = np.frombuffer(data, np.uint8)
+    everyone = np.empty((world.size, longest + 8), np.uint8)
+    request = world.comm.Iallgather(mine, everyone)
+    _wait(request, "all_gather_object")
+    out = []
+    for row in everyone:
+        n = int(np.frombuffer(row[:8].tobytes(), np.int64)[0])
+        out.append(pickle.loads(row[8 : 8 + n].tobytes()))
+    return out
+
+
+def barrier() -> None:
+    """Wait until every rank gets here (with the deadline; a no-op in one process)."""
+    world = _get()
+    if world.comm is None or world.size == 1:
+        return
+    _wait(world.comm.Ibarrier(), "barrier")
