@@ -21,6 +21,7 @@ from asgrad.tensor.methods_shape import ShapeMethods
 from asgrad.tensor.numpy_interop import NumpyInterop
 from asgrad.tensor.ops._common import (
     axis_tuple,
+    check_basic_index,
     expand_ellipsis,
     float_arg,
     int_arg,
@@ -357,6 +358,7 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
             return self._gather_index(items, tensors)
         items = checked("index", expand_ellipsis, items, self.ndim)
         basic = tuple(item for item in items if item is not None)
+        checked("index", check_basic_index, basic, self.shape)
         for item in basic:
             if not isinstance(item, int | slice | np.integer):
                 raise ArgumentTypeError(
