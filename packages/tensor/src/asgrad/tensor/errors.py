@@ -59,3 +59,9 @@ class PrecisionWarning(UserWarning):
 
 class NumericsError(AsgradError, FloatingPointError):
     """An op produced NaN or infinity while numerics checking was on."""
+
+
+# -- integer arithmetic (issue 13) ----------------------------------------------------
+class IntegerArithmeticError(AsgradError, ArithmeticError):
+    """An integer op met values it has no integer result for: a division or remainder
+    by zero, a negative power. Raised by every backend (the GPU at the readback)."""

@@ -15,7 +15,7 @@ from asgrad.tensor.errors import (
 )
 from asgrad.tensor.graph import Variable
 from asgrad.tensor.located import checked
-from asgrad.tensor.methods_math import MathMethods
+from asgrad.tensor.methods_math import MathMethods, correction_attr
 from asgrad.tensor.methods_nn import NNMethods
 from asgrad.tensor.methods_shape import ShapeMethods
 from asgrad.tensor.numpy_interop import NumpyInterop
@@ -268,9 +268,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
     def min(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
         return self._reduce("min", axis, keepdims)
 
-    def var(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """Variance with ddof=0, as ``numpy.var``."""
-        return self._reduce("var", axis, keepdims)
+    def var(
+        self, axis: AxisArg = None, keepdims: bool = False, *, correction: float | None = None,
+        ddof: float | None = None,
+    ) -> Tensor:  # fmt: skip
+        """Variance dividing by ``n - correction`` (``ddof``: numpy's name; default 0, as
+        ``numpy.var``; PyTorch's default is 1)."""
+        return self._reduce_math("var", axis, keepdims, **correction_attr(correction, ddof))
 
     def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
         axis = checked("argmax", normalize_axis, axis, self.ndim)

@@ -1,4 +1,4 @@
-"""Gradient rules of the reductions: ``sum``, ``mean``, ``var``, ``max``, ``min``.
+"""Gradient rules of the reductions: ``sum``, ``mean``, ``var``, ``max``, ``min``, ``prod``.
 
 Each broadcasts the incoming gradient back over the reduced axes (``broadcast_like``
 the input, so it also holds for shapes known only at run time). ``argmax`` is
@@ -8,7 +8,7 @@ piecewise constant and ``size_ratio`` depends only on shapes: neither has a rule
 from __future__ import annotations
 
 from asgrad.autograd.rules.common import Attrs, Grads, Ins, Needs, Rule, registrar
-from asgrad.tensor import Tensor
+from asgrad.tensor import Tensor, where
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)
@@ -39,7 +39,10 @@ def _mean(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
 @rule("var")
 def _var(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     x = ins[0]
-    ratio = x.graph.apply("size_ratio", (out, x))
+    ratio = x.graph.apply("size_ratio", (out, x))  # 1 / n
+    correction = float(attrs.get("correction", 0))
+    if correction:  # 1 / (n - correction)
+        ratio = ratio / (1.0 - ratio * correction)
     centered = x - x.mean(axis=attrs["axis"], keepdims=True)
     return (_unreduce(g * ratio, x, attrs) * centered * 2.0,)
 
@@ -54,3 +57,19 @@ def _max(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     count = share.sum(axis=axes, keepdims=True)
     gx = x.graph.apply("broadcast_like", (_expand(g, axes, keep) / count, x))
     return (gx * share,)
+
+
+@rule("prod")
+def _prod(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
+    # d out / d x_i is the product of the others: out / x_i where no x is 0; with one
+    # zero in the reduced values, the product of the others at the zero and 0 elsewhere;
+    # with several, 0. The product of the nonzero values gives all three without 0 / 0.
+    x = ins[0]
+    axes = tuple(attrs["axis"])
+    zero = x == 0
+    nonzero = where(zero, x.graph.constant(1, x.dtype), x)
+    others = nonzero.prod(axis=axes, keepdims=True)
+    zeros = zero.cast("int32").sum(axis=axes, keepdims=True)
+    at_zero = where(zero, others, x.graph.constant(0, x.dtype))
+    d = where(zeros == 0, others / nonzero, where(zeros == 1, at_zero, at_zero * 0.0))
+    return (_unreduce(g, x, attrs) * d,)

@@ -1,4 +1,5 @@
-"""The reduction family on the GPU: sum, mean, max, min, var, argmax, size_ratio.
+"""The reduction family on the GPU: sum, mean, max, min, prod, var, argmax, argmin,
+size_ratio.
 
 :func:`reduce_axis` reduces along axes with a workgroup per row (a tree,
 ``kernels/reduction_rows.wgsl``) or a thread per output (``kernels/reduction_cols.wgsl``),
@@ -264,13 +265,23 @@ def _var(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     axes = normalize_axes(attrs.get("axis"), x.ndim)
     mean = reduce_axis("mean", x, axes, keepdims=True)
     sq = elementwise("(x0 - x1) * (x0 - x1)", [x, mean], np.float32, x.shape)
-    return reduce_axis("mean", sq, axes, bool(attrs.get("keepdims", False)))
+    result = reduce_axis("mean", sq, axes, bool(attrs.get("keepdims", False)))
+    correction = float(attrs.get("correction", 0))
+    if not correction:
+        return result
+    # n / (n - correction), inf for n <= correction (numpy's division by max(n - c, 0))
+    n = math.prod(x.shape[a] for a in axes)
+    scale = n / (n - correction) if n > correction else math.inf
+    return elementwise(f"x0 * {literal(scale)}", [result], np.float32, result.shape)
 
 
-def _argmax(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    (x,) = ins
-    result = reduce_axis("argmax", x, int(attrs["axis"]), out_dtype=np.int64)
-    return alias(result, out.shape)
+def _arg(kind: str) -> Lowering:
+    def lower_arg(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+        (x,) = ins
+        result = reduce_axis(kind, x, int(attrs["axis"]), out_dtype=np.int64)
+        return alias(result, out.shape)
+
+    return lower_arg
 
 
 def _size_ratio(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
@@ -286,6 +297,8 @@ LOWERINGS: dict[str, Lowering] = {
     "max": _reduction("max"),
     "min": _reduction("min"),
     "var": _var,
-    "argmax": _argmax,
+    "prod": _reduction("prod"),
+    "argmax": _arg("argmax"),
+    "argmin": _arg("argmin"),
     "size_ratio": _size_ratio,
 }

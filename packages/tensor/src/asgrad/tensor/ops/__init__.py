@@ -7,6 +7,7 @@ the window and size rules that conv and pool share (public, for other backends).
 """
 
 from asgrad.tensor.ops import (
+    _elementwise_math,
     conv,
     elementwise,
     index,
@@ -22,6 +23,7 @@ from asgrad.tensor.ops import (
 )
 
 __all__ = [
+    "_elementwise_math",
     "conv",
     "elementwise",
     "index",
