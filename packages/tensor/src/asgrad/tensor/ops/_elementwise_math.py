@@ -86,7 +86,7 @@ def _logical_not(x: Tensor) -> Tensor:
     return _apply("bitwise_not", x) if x.dtype == "bool" else _apply("equal", x, _const(x, 0))
 
 
-_ROUND_ATTRS = ({}, {"decimals": 2}, {"decimals": -1})
+_ROUND_ATTRS: tuple[dict[str, object], ...] = ({}, {"decimals": 2}, {"decimals": -1})
 _elementwise(
     "floor",
     np.floor,
@@ -117,13 +117,13 @@ _elementwise(
     tolerance=(1e-6, 1e-6),
 )
 _elementwise("frac", _frac, "x - trunc(x)", cases.frac_cases, expand=_expand_frac)
-for _name, _fn, _doc in (
+for _name, _test_fn, _doc in (
     ("isnan", np.isnan, "whether x is NaN"),
     ("isinf", np.isinf, "whether x is +inf or -inf"),
     ("isfinite", np.isfinite, "whether x is neither NaN nor infinite"),
 ):
     _elementwise(
-        _name, _fn, _doc, cases.predicate_cases, infer=_infer_predicate, differentiable=False
+        _name, _test_fn, _doc, cases.predicate_cases, infer=_infer_predicate, differentiable=False
     )
 _binary(
     "isclose",
@@ -141,14 +141,14 @@ _elementwise(
     cases.nan_to_num_cases,
     expand=_nan_to_num,
 )
-for _name, _fn, _op in (
+for _name, _logic_fn, _op in (
     ("logical_and", np.logical_and, "bitwise_and"),
     ("logical_or", np.logical_or, "bitwise_or"),
     ("logical_xor", np.logical_xor, "bitwise_xor"),
 ):
     _binary(
         _name,
-        _fn,
+        _logic_fn,
         f"{_name} of the truth values (nonzero is true)",
         cases.logical_cases(),
         infer=_infer_logical,
@@ -164,14 +164,14 @@ _elementwise(
     differentiable=False,
     expand=_logical_not,
 )
-for _name, _fn, _doc in (
+for _name, _bit_fn, _doc in (
     ("bitwise_and", np.bitwise_and, "a & b (integers or bools)"),
     ("bitwise_or", np.bitwise_or, "a | b (integers or bools)"),
     ("bitwise_xor", np.bitwise_xor, "a ^ b (integers or bools)"),
 ):
     _binary(
         _name,
-        _fn,
+        _bit_fn,
         _doc,
         cases.int_binary_cases(bools=True),
         infer=_infer_bitwise,

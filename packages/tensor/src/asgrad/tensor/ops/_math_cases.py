@@ -28,7 +28,7 @@ def rounding_cases(attrs: Sequence[dict[str, object]] = ({},)) -> CasesFn:
         for a in attrs:
             out += [
                 OpCase((x,), a, label=f"(3, 5) {a}"),
-                OpCase((np.float64(x[0, 0]),), a, label=f"scalar {a}"),
+                OpCase((np.asarray(x[0, 0]),), a, label=f"scalar {a}"),
                 OpCase((halves,), a, grad=False, label=f"halves {a}"),
                 OpCase((_SPECIAL,), a, grad=False, label=f"specials {a}"),
             ]
@@ -110,7 +110,7 @@ def int_binary_cases(nonzero: bool = False, bools: bool = False) -> CasesFn:
         out = [
             OpCase((a, b), grad=False, label="int64"),
             OpCase((a.astype(np.int32), b.astype(np.int32)), grad=False, label="int32"),
-            OpCase((np.int64(-7), b), grad=False, label="scalar"),
+            OpCase((np.asarray(-7), b), grad=False, label="scalar"),
         ]
         if bools:
             out.append(OpCase((a > 0, b > 0), grad=False, label="bool"))

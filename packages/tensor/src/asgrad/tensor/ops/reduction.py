@@ -213,13 +213,13 @@ for _name, _fn, _doc in (
         differentiable=False,
         expand=getattr(expansions, f"{_name}_"),
     )
-for _name, _fn in (("argmax", _argmax), ("argmin", _argmin)):
+for _name, _arg_fn in (("argmax", _argmax), ("argmin", _argmin)):
     register_op(
         OpDef(
             name=_name,
             family="reduction",
             infer=_infer_argmax,
-            kernel=_fn,
+            kernel=_arg_fn,
             arity=1,
             differentiable=False,
             tolerance=(0.0, 0.0),
