@@ -99,3 +99,37 @@ def test_bitwise_ops_and_bool_reductions(device: Device, dtype: str) -> None:
     _both(lambda x: x.min(axis=0), a)
     _both(lambda x: x.any(axis=1), a)
     _both(lambda x: x.all(axis=0), a)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("shape", [(3, 2000), (700, 5, 2)], ids=["long rows", "axis 0"])
+def test_sorts_of_model_sized_lines_match_the_cpu(
+    device: Device, descending: bool, shape: tuple[int, ...]
+) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.integers(-50, 50, shape).astype(np.float32)  # many ties: stability shows
+    x.flat[::97] = np.nan
+    axis = 1 if shape[0] == 3 else 0
+    _both(lambda t: t.argsort(axis, descending=descending), x)
+    _both(lambda t: t.sort(axis, descending=descending)[0], x)
+    _both(lambda t: t.topk(5, axis, largest=not descending)[1], x)
+
+
+def test_a_line_beyond_the_gpu_sort_limit_is_a_typed_error(device: Device) -> None:
+    from asgrad.gpu import GpuUnsupportedError
+    from asgrad.gpu.lowering._scan import MAX_SORT
+
+    x = np.zeros((1, MAX_SORT + 1), np.float32)
+    with pytest.raises(GpuUnsupportedError, match=f"at most {MAX_SORT} elements"):
+        _run(lambda t: t.argsort(), "gpu", x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_integer_scans(device: Device, dtype: str) -> None:
+    x = np.random.default_rng(2).integers(-1000, 1000, (5, 300)).astype(dtype)
+    _both(lambda t: t.cumsum(1), x)
+    _both(lambda t: t.cumsum(0, reverse=True), x)
+    _both(lambda t: t.cummax(1)[1], x)
+    _both(lambda t: t.cummin(0)[0], x)
+    with pytest.raises(GpuIntegerOverflowError, match="cumsum"):
+        _run(lambda t: t.cumsum(), "gpu", np.array([2**30, 2**30, 5], dtype))

@@ -109,3 +109,50 @@ def test_isclose_and_nan_to_num_match_pytorch() -> None:
     np.testing.assert_array_equal(outs[0], torch.isclose(ta, tb).numpy())
     np.testing.assert_array_equal(outs[1], torch.isclose(ta, tb, equal_nan=True).numpy())
     np.testing.assert_array_equal(outs[2], torch.nan_to_num(ta).numpy())
+
+
+CUMPROD_INPUTS = {
+    "no zero": np.array([[1.5, -2.0, 0.5, 3.0], [3.0, 1.0, -1.0, 2.0]]),
+    "one zero": np.array([[1.5, 0.0, 0.5, 3.0], [3.0, 1.0, -1.0, 0.0]]),
+    "several zeros": np.array([[0.0, 2.0, 0.0, 3.0], [1.0, 0.0, 0.0, 2.0]]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CUMPROD_INPUTS))
+@pytest.mark.parametrize("axis", [0, 1])
+def test_cumprod_value_and_gradient_match_pytorch(name: str, axis: int) -> None:
+    x = CUMPROD_INPUTS[name]
+    got = _value_and_grad(lambda t: t.cumprod(axis), x)
+    want = _torch_value_and_grad(lambda t: t.cumprod(dim=axis), x)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("op", ["cumsum", "logcumsumexp", "cummax", "cummin"])
+def test_scans_match_pytorch(op: str) -> None:
+    x = np.array([[0.5, -1.0, 2.0, 2.0, -3.0], [4.0, 1.0, 1.0, 5.0, -100.0]])
+    ours = {"cummax": lambda t: t.cummax(1)[0], "cummin": lambda t: t.cummin(1)[0]}
+    theirs = {"cummax": lambda t: t.cummax(1)[0], "cummin": lambda t: t.cummin(1)[0]}
+    got = _value_and_grad(ours.get(op, lambda t: getattr(t, op)(1)), x)
+    want = _torch_value_and_grad(theirs.get(op, lambda t: getattr(t, op)(1)), x)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_and_topk_values_indices_and_gradients_match_pytorch(descending: bool) -> None:
+    x = np.array([[0.5, -1.0, 2.0, 2.0, -3.0, 7.0], [4.0, 1.0, 1.0, 5.0, -100.0, 0.0]])
+    got = _value_and_grad(lambda t: t.sort(1, descending=descending)[0], x)
+    want = _torch_value_and_grad(lambda t: t.sort(dim=1, descending=descending, stable=True)[0], x)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    g = Graph()
+    t = g.input("x", x.shape, "float64")
+    order = evaluate([t.argsort(1, descending=descending)], {"x": x})[0]
+    tx = torch.tensor(x)
+    np.testing.assert_array_equal(order, tx.sort(dim=1, descending=descending, stable=True)[1])
+    distinct = x + np.arange(x.size).reshape(x.shape) * 1e-3  # PyTorch orders ties freely
+    got = _value_and_grad(lambda t: t.topk(3, largest=not descending)[0], distinct)
+    want = _torch_value_and_grad(lambda t: t.topk(3, largest=not descending)[0], distinct)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

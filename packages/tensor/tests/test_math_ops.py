@@ -163,3 +163,54 @@ def test_every_function_is_the_method() -> None:
     for name in ("floor", "ceil", "trunc", "frac", "isnan", "isinf", "isfinite", "prod"):
         assert getattr(functional_math, name)(x).op == getattr(x, name)().op
     assert isinstance(functional_math.round(x), Tensor)
+
+
+def test_scans_along_any_axis_and_reversed() -> None:
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4) - 10
+    for axis in (0, 1, 2, -1):
+        np.testing.assert_array_equal(_run(lambda t, a=axis: t.cumsum(a), x), np.cumsum(x, axis))
+        got = _run(lambda t, a=axis: t.cumsum(a, reverse=True), x)
+        np.testing.assert_array_equal(got, np.flip(np.cumsum(np.flip(x, axis), axis), axis))
+    assert _run(lambda t: t.cumsum(), np.array([1, 2], np.int32)).dtype == np.int64
+
+
+def test_cummax_returns_values_and_pytorch_indices() -> None:
+    x = np.array([1.0, 3.0, 3.0, 2.0, np.nan, 5.0])
+    g = Graph()
+    t = g.input("x", x.shape, "float64")
+    values, indices = t.cummax()
+    low, low_at = t.cummin()
+    got = evaluate([values, indices, low, low_at], {"x": x})
+    np.testing.assert_array_equal(got[0], [1, 3, 3, 3, np.nan, np.nan])
+    assert got[1].tolist() == [0, 1, 2, 2, 4, 4]
+    assert got[3].tolist() == [0, 0, 0, 0, 4, 4]
+
+
+def test_sort_argsort_and_topk() -> None:
+    x = np.array([[3.0, 1.0, np.nan, 1.0, 2.0], [0.0, -1.0, 5.0, 5.0, 4.0]])
+    g = Graph()
+    t = g.input("x", x.shape, "float64")
+    values, order = t.sort()
+    _, down_order = t.sort(descending=True)
+    top, top_at = t.topk(2)
+    _, low_at = t.topk(2, largest=False)
+    got = evaluate([values, order, down_order, top, top_at, low_at, t.argsort(0)], {"x": x})
+    assert got[1].tolist() == [[1, 3, 4, 0, 2], [1, 0, 4, 2, 3]]
+    np.testing.assert_array_equal(got[0], np.take_along_axis(x, got[1], 1))
+    assert got[2].tolist() == [[2, 0, 4, 1, 3], [2, 3, 4, 0, 1]]
+    np.testing.assert_array_equal(got[3], [[np.nan, 3.0], [5.0, 5.0]])
+    assert got[4].tolist() == [[2, 0], [2, 3]]
+    assert got[5].tolist() == [[1, 3], [1, 0]]
+    assert got[6].tolist() == [[1, 1, 1, 0, 0], [0, 0, 0, 1, 1]]
+    with pytest.raises(ArgumentError, match="k = 6 is not in"):
+        t.topk(6)
+    assert t.topk(0)[0].shape == (2, 0)
+
+
+def test_scans_and_sorts_reject_bools_and_float_only_scans_ints() -> None:
+    g = Graph()
+    b, i = g.input("b", (3,), "bool"), g.input("i", (3,), "int64")
+    with pytest.raises(DTypeError, match="cannot scan or sort bool"):
+        b.sort()
+    with pytest.raises(DTypeError, match="float32 or float64"):
+        i.cumprod()

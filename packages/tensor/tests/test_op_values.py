@@ -197,6 +197,61 @@ def _truth(x: np.ndarray) -> np.ndarray:
     return x != 0
 
 
+def _lines(x: np.ndarray, axis: int) -> list[tuple[Any, ...]]:
+    """The index of every 1-D line along ``axis``."""
+    rest = [range(d) for i, d in enumerate(x.shape) if i != axis]
+    out = []
+    for pos in np.ndindex(*(len(r) for r in rest)):
+        at: list[Any] = list(pos)
+        at.insert(axis, slice(None))
+        out.append(tuple(at))
+    return out
+
+
+def _scan(x: np.ndarray, axis: int, reverse: bool, step: Callable[..., Any]) -> np.ndarray:
+    out = np.array(x, dtype=x.dtype, copy=True)
+    for line in _lines(x, axis):
+        values = list(x[line][::-1] if reverse else x[line])
+        for k in range(1, len(values)):
+            values[k] = step(values[k - 1], values[k])
+        out[line] = values[::-1] if reverse else values
+    return out
+
+
+def _cumsum(x: np.ndarray, axis: int, reverse: bool = False) -> np.ndarray:
+    wide = x.astype(np.int64) if x.dtype.kind in "iu" else x
+    return _scan(wide, axis, reverse, operator.add)
+
+
+def _cum_index(x: np.ndarray, axis: int, keeps: Callable[..., bool]) -> np.ndarray:
+    out = np.zeros(x.shape, np.int64)
+    for line in _lines(x, axis):
+        best, at, got = None, 0, []
+        for k, v in enumerate(x[line].tolist()):
+            if best is None or v != v or keeps(v, best):
+                best, at = v, k
+            got.append(at)
+        out[line] = got
+    return out
+
+
+def _ranked(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    # Python's sort is stable; NaN ranks above every number
+    out = np.zeros(x.shape, np.int64)
+    for line in _lines(x, axis):
+        v = x[line].tolist()
+        if descending:
+            order = sorted(range(len(v)), key=lambda i: _neg(v[i]))
+        else:
+            order = sorted(range(len(v)), key=lambda i: (v[i] != v[i], v[i] if v[i] == v[i] else 0))
+        out[line] = order
+    return out
+
+
+def _neg(v: Any) -> tuple[int, Any]:
+    return (0, 0) if v != v else (1, -v)
+
+
 def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
     out = np.argmax(x, axis=axis)
     return np.expand_dims(out, axis) if keepdims else out
@@ -286,6 +341,18 @@ REFERENCES: dict[str, Reference] = {
     ),
     "argmin": lambda x, axis, keepdims=False: _argmax(-x, axis, keepdims),
     "argmax": _argmax,
+    # scans and sorts (issue 13)
+    "cumsum": _cumsum,
+    "cumprod": lambda x, axis: _scan(x, axis, False, lambda a, b: a * b),
+    "cummax": lambda x, axis: _scan(x, axis, False, lambda a, b: b if b >= a or b != b else a),
+    "cummin": lambda x, axis: _scan(x, axis, False, lambda a, b: b if b <= a or b != b else a),
+    "logcumsumexp": lambda x, axis, reverse=False: _scan(x, axis, reverse, np.logaddexp),
+    "cummax_index": lambda x, axis: _cum_index(x, axis, operator.ge),
+    "cummin_index": lambda x, axis: _cum_index(x, axis, operator.le),
+    "sort": lambda x, axis, descending=False: np.take_along_axis(
+        x, _ranked(x, axis, descending), axis
+    ),
+    "argsort": lambda x, axis, descending=False: _ranked(x, axis, descending),
     "softmax": _softmax,
     "log_softmax": _log_softmax,
     "size_ratio": lambda a, b: np.asarray(a.size / b.size),

@@ -27,11 +27,16 @@ __all__ = [
     "amin",
     "any",
     "argmin",
+    "argsort",
     "bitwise_and",
     "bitwise_not",
     "bitwise_or",
     "bitwise_xor",
     "ceil",
+    "cummax",
+    "cummin",
+    "cumprod",
+    "cumsum",
     "floor",
     "floor_divide",
     "frac",
@@ -40,6 +45,7 @@ __all__ = [
     "isinf",
     "isnan",
     "left_shift",
+    "logcumsumexp",
     "logical_and",
     "logical_not",
     "logical_or",
@@ -50,7 +56,9 @@ __all__ = [
     "remainder",
     "right_shift",
     "round",
+    "sort",
     "std",
+    "topk",
     "trunc",
     "var",
 ]
@@ -453,3 +461,108 @@ def argmin(x: Tensor, axis: int = -1, keepdims: bool = False) -> Tensor:
     1
     """
     return x.argmin(axis, keepdims)
+
+
+def cumsum(x: Tensor, axis: int = -1, reverse: bool = False) -> Tensor:
+    """The running sum along ``axis`` (from the end with ``reverse``; integers in int64).
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int32")
+    >>> feed = {"x": np.array([1, 2, 3], np.int32)}
+    >>> [v.tolist() for v in evaluate([cumsum(x), cumsum(x, reverse=True)], feed)]
+    [[1, 3, 6], [6, 5, 3]]
+    """
+    return x.cumsum(axis, reverse)
+
+
+def cumprod(x: Tensor, axis: int = -1) -> Tensor:
+    """The running product along ``axis`` (floats); its gradient holds with zeros.
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate([cumprod(x)], {"x": np.array([2, 0, 3], np.float32)})[0].tolist()
+    [2.0, 0.0, 0.0]
+    """
+    return x.cumprod(axis)
+
+
+def cummax(x: Tensor, axis: int = -1) -> tuple[Tensor, Tensor]:
+    """``(values, indices)`` of the running max (the last of ties, as PyTorch).
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (4,))
+    >>> feed = {"x": np.array([1, 3, 3, 2], np.float32)}
+    >>> [v.tolist() for v in evaluate(list(cummax(x)), feed)]
+    [[1.0, 3.0, 3.0, 3.0], [0, 1, 2, 2]]
+    """
+    return x.cummax(axis)
+
+
+def cummin(x: Tensor, axis: int = -1) -> tuple[Tensor, Tensor]:
+    """``(values, indices)`` of the running min (the last of ties, as PyTorch).
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> feed = {"x": np.array([2, 1, 5], np.float32)}
+    >>> [v.tolist() for v in evaluate(list(cummin(x)), feed)]
+    [[2.0, 1.0, 1.0], [0, 1, 1]]
+    """
+    return x.cummin(axis)
+
+
+def logcumsumexp(x: Tensor, axis: int = -1, reverse: bool = False) -> Tensor:
+    """``log(cumsum(exp(x)))`` along ``axis``, without overflow.
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (2,))
+    >>> evaluate([logcumsumexp(x)], {"x": np.array([1000, 1000], np.float32)})[0].round(3)
+    array([1000.   , 1000.693], dtype=float32)
+    """
+    return x.logcumsumexp(axis, reverse)
+
+
+def sort(
+    x: Tensor, axis: int = -1, descending: bool = False, stable: bool = True
+) -> tuple[Tensor, Tensor]:
+    """``(values, indices)`` sorted along ``axis`` (always stable; NaN is the largest).
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (4,))
+    >>> feed = {"x": np.array([3, np.nan, 1, 3], np.float32)}
+    >>> [v.tolist() for v in evaluate(list(sort(x, descending=True)), feed)]
+    [[nan, 3.0, 3.0, 1.0], [1, 0, 3, 2]]
+    """
+    return x.sort(axis, descending, stable)
+
+
+def argsort(x: Tensor, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+    """The positions that sort ``axis`` (int64; stable; NaN is the largest).
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate([argsort(x)], {"x": np.array([5, -1, 5])})[0].tolist()
+    [1, 0, 2]
+    """
+    return x.argsort(axis, descending, stable)
+
+
+def topk(
+    x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
+) -> tuple[Tensor, Tensor]:
+    """``(values, indices)`` of the ``k`` largest (or smallest) along ``axis``, in order.
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (4,))
+    >>> feed = {"x": np.array([0.1, 0.7, 0.2, 0.5], np.float32)}
+    >>> [v.tolist() for v in evaluate(list(topk(x, 2)), feed)]
+    [[0.699999988079071, 0.5], [1, 3]]
+    """
+    return x.topk(k, axis, largest, sorted)

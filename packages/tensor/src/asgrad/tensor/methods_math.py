@@ -190,6 +190,61 @@ class MathMethods(TensorBase):
         axis = checked("argmin", normalize_axis, axis, self.ndim)
         return self._apply("argmin", axis=axis, keepdims=bool(keepdims))
 
+    # -- scans ------------------------------------------------------------------------------
+    def _scan(self, op: str, axis: int, **attrs: object) -> Tensor:
+        return self._apply(op, axis=checked(op, normalize_axis, axis, self.ndim), **attrs)
+
+    def cumsum(self, axis: int = -1, reverse: bool = False) -> Tensor:
+        """The running sum along ``axis`` (from the end with ``reverse``; ints in int64)."""
+        return self._scan("cumsum", axis, reverse=bool(reverse))
+
+    def cumprod(self, axis: int = -1) -> Tensor:
+        """The running product along ``axis`` (floats); its gradient holds with zeros."""
+        return self._scan("cumprod", axis)
+
+    def cummax(self, axis: int = -1) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` of the running max along ``axis``: the indices are
+        where each value is (the last of ties, and a NaN wins, as PyTorch's)."""
+        return self._scan("cummax", axis), self._scan("cummax_index", axis)
+
+    def cummin(self, axis: int = -1) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` of the running min along ``axis`` (as :meth:`cummax`)."""
+        return self._scan("cummin", axis), self._scan("cummin_index", axis)
+
+    def logcumsumexp(self, axis: int = -1, reverse: bool = False) -> Tensor:
+        """``log(cumsum(exp(x)))`` along ``axis``, without overflow (floats)."""
+        return self._scan("logcumsumexp", axis, reverse=bool(reverse))
+
+    # -- ordering ---------------------------------------------------------------------------
+    def sort(
+        self, axis: int = -1, descending: bool = False, stable: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` sorted along ``axis``. Always stable (ties keep their
+        order; ``stable`` is accepted for PyTorch's signature); NaN sorts as the
+        largest value. The gradient goes back to where each value came from."""
+        attrs = {"descending": bool(descending)}
+        return self._scan("sort", axis, **attrs), self._scan("argsort", axis, **attrs)
+
+    def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+        """The positions that sort ``axis`` (int64; stable, NaN largest)."""
+        return self._scan("argsort", axis, descending=bool(descending))
+
+    def topk(
+        self, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` of the ``k`` largest (or smallest) along ``axis``, in
+        order (``sorted`` is accepted for PyTorch's signature; the result is always
+        sorted; of ties, the first ones)."""
+        k = checked("topk", int_arg, k, "k")
+        axis = checked("topk", normalize_axis, axis, self.ndim)
+        if not 0 <= k <= self.shape[axis]:
+            raise ArgumentError(
+                f"topk: k = {k} is not in [0, {self.shape[axis]}], the size of axis {axis}"
+            )
+        values, indices = self.sort(axis, descending=bool(largest))
+        window = (slice(None),) * axis + (slice(0, k),)
+        return values[window], indices[window]
+
 
 def correction_attr(correction: float | None, ddof: float | None) -> dict[str, float]:
     """The ``correction`` attribute of var/std (none for 0, numpy's default)."""

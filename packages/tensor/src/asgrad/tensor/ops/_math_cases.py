@@ -255,3 +255,98 @@ def arg_cases(rng: np.random.Generator) -> list[OpCase]:
         OpCase((ties,), {"axis": 1}, grad=False, label="ties, NaN"),
         OpCase((rng.integers(-3, 3, (4, 6)),), {"axis": 1}, grad=False, label="int64"),
     ]
+
+
+# -- scans and sorts ----------------------------------------------------------------------
+def _distinct(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    """Values at least 0.05 apart (no ties), so that a gradient check can move them."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n) * 0.1 + rng.uniform(0, 0.05, n)).reshape(shape) - n * 0.05
+
+
+def cumsum_cases(rng: np.random.Generator) -> list[OpCase]:
+    x3 = randn(rng, 2, 3, 4)
+    ints = rng.integers(-9, 9, (3, 5))
+    return [
+        OpCase((x3,), {"axis": 2}, label="last axis"),
+        OpCase((x3,), {"axis": 0, "reverse": True}, label="axis 0 reversed"),
+        OpCase((x3,), {"axis": 1}, label="axis 1"),
+        OpCase((randn(rng, 3, 70),), {"axis": 1, "reverse": True}, label="long rows"),
+        OpCase((ints,), {"axis": 1}, grad=False, label="int64"),
+        OpCase((ints.astype(np.int32),), {"axis": 0}, grad=False, label="int32 to int64"),
+        OpCase((np.zeros((2, 0)),), {"axis": 1}, grad=False, label="empty axis"),
+    ]
+
+
+def cumprod_cases(rng: np.random.Generator) -> list[OpCase]:
+    x = rng.uniform(0.5, 1.5, (3, 6)) * rng.choice([-1.0, 1.0], (3, 6))
+    one_zero, zeros = x.copy(), x.copy()
+    one_zero[0, 2] = one_zero[1, 0] = one_zero[2, 5] = 0.0
+    zeros[1, [1, 3]] = zeros[2, [0, 2, 4]] = 0.0
+    return [
+        OpCase((x,), {"axis": 1}, label="row"),
+        OpCase((rng.uniform(0.5, 1.5, (4, 2, 3)),), {"axis": 0}, label="axis 0"),
+        OpCase((one_zero,), {"axis": 1}, label="one zero in a row"),
+        OpCase((zeros,), {"axis": 1}, label="several zeros in a row"),
+        OpCase((zeros,), {"axis": 0}, label="zeros, columns"),
+    ]
+
+
+def _extreme_cases(rng: np.random.Generator, grad: bool) -> list[OpCase]:
+    ties = np.array([[1.0, 3.0, 3.0, 2.0, 3.0], [2.0, 1.0, 1.0, 0.0, 0.0]])
+    nan = np.array([[1.0, np.nan, 2.0, np.nan, 5.0], [4.0, 3.0, np.nan, 9.0, -1.0]])
+    return [
+        OpCase((_distinct(rng, 3, 7),), {"axis": 1}, grad=grad, label="row"),
+        OpCase((_distinct(rng, 4, 2, 3),), {"axis": 0}, grad=grad, label="axis 0"),
+        OpCase((ties,), {"axis": 1}, grad=False, label="ties"),
+        OpCase((nan,), {"axis": 1}, grad=False, label="NaN"),
+        OpCase((rng.integers(-5, 5, (3, 6)),), {"axis": 1}, grad=False, label="int64"),
+    ]
+
+
+def cummax_cases(rng: np.random.Generator) -> list[OpCase]:
+    return _extreme_cases(rng, True)
+
+
+cummin_cases = cummax_cases
+
+
+def cummax_index_cases(rng: np.random.Generator) -> list[OpCase]:
+    return _extreme_cases(rng, False)
+
+
+cummin_index_cases = cummax_index_cases
+
+
+def logcumsumexp_cases(rng: np.random.Generator) -> list[OpCase]:
+    x3 = randn(rng, 2, 3, 4, scale=3.0)
+    ninf = randn(rng, 3, 5)
+    ninf[0, :2] = ninf[1, 3] = -np.inf
+    return [
+        OpCase((x3,), {"axis": 2}, label="last axis"),
+        OpCase((x3,), {"axis": 1, "reverse": True}, label="reversed"),
+        OpCase((rng.uniform(-1e3, 1e3, (3, 9)),), {"axis": 1}, grad=False, label="large"),
+        OpCase((ninf,), {"axis": 1}, grad=False, label="-inf"),
+    ]
+
+
+def _sort_cases(rng: np.random.Generator, grad: bool) -> list[OpCase]:
+    ties = np.array([[3.0, 1.0, np.nan, 1.0, 2.0, -0.0, 0.0], [5.0, 5.0, 5.0, 1.0, 1.0, 0, 9]])
+    out = []
+    for d in (False, True):
+        out += [
+            OpCase((_distinct(rng, 3, 8),), {"axis": 1, "descending": d}, grad=grad),
+            OpCase((_distinct(rng, 5, 2, 3),), {"axis": 0, "descending": d}, grad=grad),
+            OpCase((ties,), {"axis": 1, "descending": d}, grad=False, label=f"ties, NaN {d}"),
+        ]
+    ints = rng.integers(-4, 4, (3, 40))
+    out.append(OpCase((ints,), {"axis": 1}, grad=False, label="int64 long rows"))
+    return out
+
+
+def sort_cases(rng: np.random.Generator) -> list[OpCase]:
+    return _sort_cases(rng, True)
+
+
+def argsort_cases(rng: np.random.Generator) -> list[OpCase]:
+    return _sort_cases(rng, False)

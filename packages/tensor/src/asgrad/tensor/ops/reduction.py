@@ -65,6 +65,31 @@ def _infer_argmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(reduced_shape(t.shape, (axis,), keep), "int64")
 
 
+def _infer_scan(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """Scans and sorts along one axis (numbers): the input's type."""
+    (t,) = types
+    normalize_axis(attrs["axis"], len(t.shape))
+    if t.dtype == "bool":
+        raise DTypeError(f"cannot scan or sort bool values ({t}); cast them to a number first")
+    return t
+
+
+def _infer_cumsum(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    # Integers sum in int64, as ``sum``'s do.
+    t = _infer_scan(types, attrs)
+    return TensorType(t.shape, "int64") if t.dtype == "int32" else t
+
+
+def _infer_scan_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(types[0])
+    return _infer_scan(types, attrs)
+
+
+def _infer_scan_index(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """The int64 positions a scan or sort picks (cummax's indices, argsort)."""
+    return TensorType(_infer_scan(types, attrs).shape, "int64")
+
+
 def _infer_size_ratio(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(types[0])
     return TensorType((), types[0].dtype)
@@ -125,6 +150,57 @@ def _argmin(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
 def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
     out: np.ndarray = np.argmax(x, axis=axis, keepdims=keepdims)
     return out
+
+
+def _along(fn: Callable[..., np.ndarray], x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    if not reverse:
+        return fn(x, axis)
+    return np.flip(fn(np.flip(x, axis), axis), axis)
+
+
+def _cumsum(x: np.ndarray, axis: int, reverse: bool = False) -> np.ndarray:
+    dtype = np.int64 if x.dtype.kind in "iu" else x.dtype
+    return _along(lambda v, a: np.cumsum(v, axis=a, dtype=dtype), x, axis, reverse)
+
+
+def _cumprod(x: np.ndarray, axis: int) -> np.ndarray:
+    return np.asarray(np.cumprod(x, axis=axis))
+
+
+def _logcumsumexp(x: np.ndarray, axis: int, reverse: bool = False) -> np.ndarray:
+    return _along(lambda v, a: np.logaddexp.accumulate(v, axis=a), x, axis, reverse)
+
+
+def _cumarg(largest: bool) -> Callable[..., np.ndarray]:
+    """PyTorch's cummax/cummin indices: a tie or a NaN moves the index forward."""
+
+    def kernel(x: np.ndarray, axis: int) -> np.ndarray:
+        v = np.moveaxis(x, axis, -1)
+        out = np.zeros(v.shape, np.int64)
+        if not v.shape[-1]:
+            return np.moveaxis(out, -1, axis)
+        best, at = v[..., :1], np.zeros((*v.shape[:-1], 1), np.int64)
+        for k in range(v.shape[-1]):
+            cur = v[..., k : k + 1]
+            take = (cur >= best) if largest else (cur <= best)
+            take = take | (cur != cur)
+            best, at = np.where(take, cur, best), np.where(take, k, at)
+            out[..., k : k + 1] = at
+        return np.moveaxis(out, -1, axis)
+
+    return kernel
+
+
+def _argsort(x: np.ndarray, axis: int, descending: bool = False) -> np.ndarray:
+    """Stable: ties keep their order; NaN sorts as the largest value (numpy, PyTorch)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    ascending = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return np.asarray(x.shape[axis] - 1 - np.flip(ascending, axis))
+
+
+def _sort(x: np.ndarray, axis: int, descending: bool = False) -> np.ndarray:
+    return np.take_along_axis(x, _argsort(x, axis, descending), axis=axis)
 
 
 def _size_ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -200,13 +276,13 @@ _reduction(
     cases=cases.logsumexp_cases,
     expand=expansions.logsumexp,
 )
-for _name, _fn, _doc in (
+for _name, _truth_fn, _doc in (
     ("any", np.any, "whether any is nonzero"),
     ("all", np.all, "whether all are nonzero"),
 ):
     _reduction(
         _name,
-        _fn,
+        _truth_fn,
         f"{_doc} (empty: {_name == 'all'})",
         _infer_truth,
         cases=cases.truth_cases,
@@ -241,3 +317,27 @@ register_op(
         shape_only_inputs=(0, 1),
     )
 )
+
+for _name, _scan_fn, _infer, _doc in (
+    ("cumsum", _cumsum, _infer_cumsum, "running sum along an axis (reverse: from the end)"),
+    ("cumprod", _cumprod, _infer_scan_float, "running product along an axis (floats)"),
+    ("cummax", lambda x, axis: np.maximum.accumulate(x, axis=axis), _infer_scan, "running max"),
+    ("cummin", lambda x, axis: np.minimum.accumulate(x, axis=axis), _infer_scan, "running min"),
+    ("logcumsumexp", _logcumsumexp, _infer_scan_float, "running log(sum(e**x)), stable"),
+    ("sort", _sort, _infer_scan, "values sorted along an axis (stable; NaN largest)"),
+):
+    _reduction(_name, _scan_fn, _doc, _infer, (2e-5, 2e-6), cases=getattr(cases, f"{_name}_cases"))
+for _name, _index_fn, _doc in (
+    ("cummax_index", _cumarg(True), "where cummax's value is (the last of ties, as PyTorch)"),
+    ("cummin_index", _cumarg(False), "where cummin's value is (the last of ties, as PyTorch)"),
+    ("argsort", _argsort, "the positions that sort an axis (stable; NaN largest)"),
+):
+    _reduction(
+        _name,
+        _index_fn,
+        _doc,
+        _infer_scan_index,
+        (0.0, 0.0),
+        cases=getattr(cases, f"{_name}_cases"),
+        differentiable=False,
+    )
