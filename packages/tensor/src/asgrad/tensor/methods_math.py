@@ -2,7 +2,7 @@
 
 Each method appends one op (or the ops an op expands into) to the tensor's graph;
 the functions of the same names live in the functional modules
-(:mod:`asgrad.tensor.functional_math`).
+(:mod:`asgrad.tensor.functional_math`, :mod:`asgrad.tensor.functional_reduce`).
 """
 
 from __future__ import annotations
