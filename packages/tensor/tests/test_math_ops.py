@@ -216,3 +216,22 @@ def test_scans_and_sorts_reject_bools_and_float_only_scans_ints() -> None:
         b.sort()
     with pytest.raises(DTypeError, match="float32 or float64"):
         i.cumprod()
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [("int64", 1.5), ("int64", float("nan")), ("int32", 2**40), ("bool", 2), ("int64", np.inf)],
+)
+def test_a_python_number_that_a_tensor_cannot_hold_is_an_error(dtype: str, value: object) -> None:
+    # It used to be cast silently (int tensor + 1.5 added 1); asgrad does not promote.
+    x = Graph().input("x", (2,), dtype)
+    with pytest.raises(DTypeError, match="cannot join a .* tensor unchanged"):
+        x + value if dtype != "bool" else x & value
+
+
+def test_python_numbers_a_tensor_holds_exactly_still_join_it() -> None:
+    g = Graph()
+    i, b = g.input("i", (2,), "int64"), g.input("b", (2,), "bool")
+    assert (i + 2.0).dtype == "int64"
+    assert (b & 1).dtype == "bool"
+    assert _run(lambda t: t * 3.0, np.array([1, -2])).tolist() == [3, -6]

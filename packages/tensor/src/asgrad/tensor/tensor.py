@@ -22,6 +22,7 @@ from asgrad.tensor.numpy_interop import NumpyInterop
 from asgrad.tensor.ops._common import (
     axis_tuple,
     check_basic_index,
+    exact_scalar,
     expand_ellipsis,
     float_arg,
     int_arg,
@@ -112,7 +113,9 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         if isinstance(other, Variable):
             return self.graph.bind(other)
         if isinstance(other, bool | int | float | np.number):
-            return self.graph.constant(other, self.dtype)
+            return self.graph.constant(
+                checked("constant", exact_scalar, other, self.dtype), self.dtype
+            )
         if isinstance(other, np.ndarray):
             same_kind = np.dtype(self.dtype).kind == other.dtype.kind
             return self.graph.constant(other, self.dtype if same_kind else None)

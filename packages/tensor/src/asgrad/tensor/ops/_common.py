@@ -145,6 +145,24 @@ def check_basic_index(items: tuple[object, ...], shape: Shape) -> None:
         )
 
 
+def exact_scalar(value: Any, dtype: str) -> np.ndarray:
+    """A Python or numpy number as a 0-d array of ``dtype`` (a tensor's, which it joins);
+    a DTypeError where an integer or bool dtype would change it (1.5, inf, NaN, 2 as a
+    bool, 2**70), since asgrad does not promote a tensor's dtype."""
+    with np.errstate(all="ignore"):
+        try:
+            out = np.array(value).astype(dtype)
+            same = is_float(dtype) or bool(out == np.array(value))
+        except OverflowError:
+            same = False
+    if not same:
+        raise DTypeError(
+            f"{value!r} cannot join a {dtype} tensor unchanged (asgrad does not promote"
+            f" dtypes); cast the tensor first, e.g. x.cast('float32')"
+        )
+    return out
+
+
 def axis_tuple(axis: object) -> tuple[Any, ...]:
     """``axis`` (an int or a sequence of them) as a tuple, not yet checked."""
     if isinstance(axis, int | np.integer):
