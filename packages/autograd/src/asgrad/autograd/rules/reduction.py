@@ -70,8 +70,9 @@ def _prod(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
     nonzero = where(zero, x.graph.constant(1, x.dtype), x)
     others = nonzero.prod(axis=axes, keepdims=True)
     zeros = zero.cast("int32").sum(axis=axes, keepdims=True)
-    at_zero = where(zero, others, x.graph.constant(0, x.dtype))
-    d = where(zeros == 0, others / nonzero, where(zeros == 1, at_zero, at_zero * 0.0))
+    none = x.graph.constant(0, x.dtype)
+    at_zero = where(zero, others, none)
+    d = where(zeros == 0, others / nonzero, where(zeros == 1, at_zero, none))
     return (_unreduce(g, x, attrs) * d,)
 
 
