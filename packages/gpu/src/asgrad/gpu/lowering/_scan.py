@@ -1,11 +1,15 @@
 """Scans and sorts along one axis on the GPU (``kernels/reduction_scan.wgsl``,
-``kernels/reduction_sort.wgsl``), for the reduction family's lowerings.
+``kernels/reduction_sort_bitonic.wgsl``, ``kernels/reduction_sort.wgsl``), for the
+reduction family's lowerings.
 
 A scan runs one thread per line along the axis, sequentially, so a line of any length
-works (long lines with few of them are slow). A sort counts, for each element, the
-elements of its line that go before it: ``R * R`` comparisons a line of ``R``, all in
-parallel, exact and stable; lines longer than :data:`MAX_SORT` raise
-:class:`~asgrad.gpu.errors.GpuUnsupportedError` (sort them on the CPU backend).
+works (long lines with few of them are slow). A line of up to :data:`BITONIC_MAX`
+elements is sorted by one workgroup, a bitonic sort in workgroup memory on (value,
+position) pairs (``R log^2 R`` comparisons). A longer one is sorted by counting, for
+each element, the elements of its line that go before it: ``R * R`` comparisons, all
+in parallel. Both are exact and stable (ties ordered by position); lines longer than
+:data:`MAX_SORT` raise :class:`~asgrad.gpu.errors.GpuUnsupportedError` (sort them on
+the CPU backend).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from asgrad.gpu.source import kernel_text, numpy_dtype, render
 from asgrad.tensor import TensorType
 
 MAX_SORT = 16384  # elements of one line: 2.7e8 comparisons
+BITONIC_MAX = 1024  # lines this long or shorter: a bitonic sort in workgroup memory
 
 # kind -> (init, step) for float32 lines; `acc` starts at init
 _FLOAT_STEPS: dict[str, tuple[str, str]] = {
@@ -118,21 +123,24 @@ def sort(x: GpuArray, axis: int, descending: bool, indices: bool, out: TensorTyp
     if result.size == 0:
         return result
     device = x.device
+    bitonic = r <= BITONIC_MAX
+    variant = "reduction_sort_bitonic" if bitonic else "reduction_sort"
     code = {
         "T_IN": x.wgsl,
         "T_OUT": result.wgsl,
         "BEFORE": _before(x.wgsl, descending),
-        "OUT": "i32(i)" if indices else "x",
+        "OUT": ("i32(p)" if bitonic else "i32(i)") if indices else "x",
     }
     pipe = device.pipeline(
-        ("reduction_sort", *code.values()),
-        lambda: render("reduction_sort", PRELUDE=kernel_text("prelude"), **code),
+        (variant, *code.values()),
+        lambda: render(variant, PRELUDE=kernel_text("prelude"), **code),
         ("uniform", "read", "write"),
     )
-    meta = device.params(struct.pack("<4I", outer, r, inner, 0))
-    groups = fold_groups(-(-result.size // 64), device.max_groups)
-    device.dispatch(pipe, (meta, x.buffer, result.buffer), groups)
+    padded = 1 << max(r - 1, 1).bit_length()
+    meta = device.params(struct.pack("<4I", outer, r, inner, padded))
+    n_groups = outer * inner if bitonic else -(-result.size // 64)
+    device.dispatch(pipe, (meta, x.buffer, result.buffer), fold_groups(n_groups, device.max_groups))
     return result
 
 
-__all__ = ["MAX_SORT", "scan", "sort"]
+__all__ = ["BITONIC_MAX", "MAX_SORT", "scan", "sort"]

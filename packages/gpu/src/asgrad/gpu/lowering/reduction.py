@@ -41,6 +41,7 @@ WGSL_FILES: tuple[str, ...] = (
     "reduction_arg_rows.wgsl",
     "reduction_scan.wgsl",
     "reduction_sort.wgsl",
+    "reduction_sort_bitonic.wgsl",
     "prelude.wgsl",
     "elementwise.wgsl",
 )
