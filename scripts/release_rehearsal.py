@@ -62,6 +62,21 @@ if data.is_dir():
     print("example data files:", sorted(p.name for p in data.iterdir()))
 """
 
+ONNX_SMOKE = """
+import os, tempfile
+import numpy as np
+import onnxruntime
+from asgrad.onnx import export, load
+g2 = Graph()
+x2 = g2.input("x", (1, 3))
+path = os.path.join(tempfile.mkdtemp(), "smoke.onnx")
+export({"y": (x2 * 2.0).relu()}, path)
+session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+(served,) = session.run(None, {"x": np.array([[1, -1, 2], [0, 3, -4]], np.float32)})
+assert served.tolist() == [[2.0, 0.0, 4.0], [0.0, 6.0, 0.0]], served
+print("onnx round trip:", load(path))
+"""
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -109,6 +124,13 @@ def scenarios(version: str) -> list[Scenario]:
             extra_code=GPU_SMOKE,
         ),
         Scenario(
+            f"asgrad-onnx=={version}",
+            installed=("asgrad-tensor", "asgrad-onnx"),
+            absent=("asgrad-autograd", "asgrad-nn", "asgrad-gpu", "asgrad-examples"),
+            imports=("asgrad.tensor", "asgrad.onnx"),
+            extra_code=ONNX_SMOKE,
+        ),
+        Scenario(
             f"asgrad-examples=={version}",
             installed=(
                 "asgrad-tensor",
@@ -116,7 +138,7 @@ def scenarios(version: str) -> list[Scenario]:
                 "asgrad-nn",
                 "asgrad-examples",
             ),
-            absent=("asgrad-gpu",),
+            absent=("asgrad-gpu", "asgrad-onnx"),
             imports=(
                 "asgrad.tensor",
                 "asgrad.autograd",

@@ -20,6 +20,7 @@ DISTRIBUTION_DIRS = (
     "packages/autograd",
     "packages/nn",
     "packages/gpu",
+    "packages/onnx",
     "examples",
     "packages/asgrad",
 )

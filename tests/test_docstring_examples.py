@@ -13,7 +13,14 @@ from types import ModuleType
 
 import pytest
 
-LEAF_PACKAGES = ("asgrad.tensor", "asgrad.autograd", "asgrad.nn", "asgrad.gpu", "asgrad.examples")
+LEAF_PACKAGES = (
+    "asgrad.tensor",
+    "asgrad.autograd",
+    "asgrad.nn",
+    "asgrad.gpu",
+    "asgrad.examples",
+    "asgrad.onnx",
+)
 
 
 def module_names() -> list[str]:

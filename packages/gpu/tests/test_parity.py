@@ -36,7 +36,7 @@ def _cases() -> list[Any]:
 
 
 def test_every_registered_op_has_a_gpu_kernel() -> None:
-    # an op that expands into others runs as those ops
+    # An op that expands into others runs as its expansion (see _run below).
     missing = [op.name for op in OPS if op.primitive and op.name not in gpu_kernel_names()]
     assert not missing, f"ops without a GPU kernel (add them to asgrad.gpu.lowering): {missing}"
 
@@ -62,19 +62,30 @@ def test_op_matches_numpy_kernel(device: Device, op: OpDef, case: OpCase) -> Non
         op.kernel(*[x.astype(np.float64) if x.dtype.kind == "f" else x for x in inputs], **attrs)
     )
     try:
-        arrays = [to_gpu(x, device) for x in inputs]
+        got = _run(device, op, inputs, attrs, out_type)
     except GpuUnsupportedError as exc:  # an int64 beyond int32: not storable on the GPU
         pytest.skip(str(exc))
-    if op.primitive:
-        got = lower(op.name, arrays, attrs, out_type).numpy()
-    else:  # it runs as the ops it expands into: a graph of them on the GPU
-        g = Graph(f"parity-{op.name}")
-        xs = [g.input(f"x{i}", x.shape, x.dtype.name) for i, x in enumerate(inputs)]
-        feeds = {f"x{i}": x for i, x in enumerate(inputs)}
-        got = evaluate([g.apply(op.name, xs, attrs)], feeds, backend="gpu")[0]
     assert got.shape == tuple(out_type.shape)
     rtol, atol = op.tolerance
     if want.dtype.kind in "biu" or out_type.dtype in ("bool", "int32", "int64"):
         np.testing.assert_array_equal(got, want.astype(got.dtype))
     else:
         np.testing.assert_allclose(got, want.astype(np.float32), rtol=max(rtol, 1e-6), atol=atol)
+
+
+def _run(
+    device: Device, op: OpDef, inputs: list[np.ndarray], attrs: dict[str, Any], out: TensorType
+) -> np.ndarray:
+    """The op's value on the GPU: its lowering, or for an op that expands into others,
+    a graph of its expansion run by the GPU backend."""
+    if op.primitive:
+        arrays = [to_gpu(x, device) for x in inputs]
+        return lower(op.name, arrays, attrs, out).numpy()
+    g = Graph()
+    xs = [g.input(f"x{i}", x.shape, x.dtype.name, free=()) for i, x in enumerate(inputs)]
+    (got,) = evaluate(
+        [g.apply(op.name, xs, attrs)],
+        dict(zip([x.name for x in xs], inputs, strict=True)),
+        backend="gpu",
+    )
+    return np.asarray(got)

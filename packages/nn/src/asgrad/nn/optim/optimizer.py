@@ -33,6 +33,26 @@ class Optimizer:
     :meth:`per_step`, which builds each one once per compiled program and shares it
     between all parameters, so the per-parameter part of the update stays a handful
     of elementwise ops.
+
+    A subclass (signSGD with momentum; docs/training.md works through Lion)::
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.nn import Linear, mse_loss
+    >>> class SignSGD(Optimizer):
+    ...     def update(self, param, g, var, step):
+    ...         m_var = self.slot("momentum", var)
+    ...         m = param.graph.bind(m_var) * 0.9 + g
+    ...         self.assign(m_var, m)
+    ...         return param - self.lr_tensor(param) * m.sign()
+    >>> model = Linear(2, 1, rng=0)
+    >>> g = Graph()
+    >>> x = g.input("x", (4, 2))
+    >>> step = SignSGD(model.parameters(), lr=0.01).compile((model(x) ** 2).mean())
+    >>> before = model.weight.value.copy()
+    >>> _ = step(x=np.ones((4, 2), "float32"))
+    >>> np.allclose(np.abs(model.weight.value - before), 0.01)  # lr * |sign|
+    True
     """
 
     def __init__(
