@@ -72,9 +72,29 @@ def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
     return np.asarray(x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True)))
 
 
-def _var(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+def _var(
+    x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False, correction: float = 0
+) -> np.ndarray:
     mu = x.mean(axis=axis, keepdims=True)
-    return np.asarray(((x - mu) ** 2).mean(axis=axis, keepdims=keepdims))
+    n = math.prod(x.shape[a] for a in axis)
+    return np.asarray(((x - mu) ** 2).sum(axis=axis, keepdims=keepdims) / (n - correction))
+
+
+def _prod(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+    rest = [a for a in range(x.ndim) if a not in axis]
+    rows = np.transpose(x, rest + list(axis)).reshape(*(x.shape[a] for a in rest), -1)
+    out = np.array([math.prod(r) for r in rows.reshape(-1, rows.shape[-1])], x.dtype)
+    out = out.reshape(rows.shape[:-1])
+    return np.expand_dims(out, axis) if keepdims else out
+
+
+def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+    # in extended precision, shifted by a finite max; an all -inf row is -inf
+    m = np.max(np.where(np.isfinite(x), x, -1e300), axis=axis, keepdims=True)
+    with np.errstate(divide="ignore"):
+        s = np.log(np.sum(np.exp((x - m).astype(np.longdouble)), axis=axis, keepdims=True))
+    out = (s + m).astype(np.float64)
+    return out if keepdims else np.squeeze(out, axis=axis)
 
 
 def _sum_to_like(g: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -111,6 +131,127 @@ def _clamp(
     return x
 
 
+def _int_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.broadcast_arrays(a, b)
+    flat = [int(x) ** int(y) for x, y in zip(a.ravel(), b.ravel(), strict=True)]
+    return np.array(flat, a.dtype).reshape(a.shape)
+
+
+def _round(x: np.ndarray, decimals: int = 0) -> np.ndarray:
+    # halves to even: Python's round, one element at a time, on the scaled value
+    scale = 10.0**decimals
+    flat = [v if not math.isfinite(v * scale) else round(v * scale) / scale for v in x.ravel()]
+    return np.array(flat, x.dtype).reshape(x.shape)
+
+
+def _shift(a: np.ndarray, b: np.ndarray, left: bool) -> np.ndarray:
+    bits = a.dtype.itemsize * 8
+    a, b = np.broadcast_arrays(a, b)
+    out = []
+    for x, s in zip(a.ravel().tolist(), b.ravel().tolist(), strict=True):
+        if left:  # the low bits of the exact product, as two's complement
+            v = (x << s) % 2**bits if 0 <= s < bits else 0
+            out.append(v - 2**bits if v >= 2 ** (bits - 1) else v)
+        else:
+            out.append(x >> s if 0 <= s < bits else (-1 if x < 0 else 0))
+    return np.array(out, a.dtype).reshape(a.shape)
+
+
+def _isclose(
+    a: np.ndarray, b: np.ndarray, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+) -> np.ndarray:
+    a, b = np.broadcast_arrays(a, b)
+    out = []
+    for x, y in zip(a.ravel().tolist(), b.ravel().tolist(), strict=True):
+        if math.isnan(x) or math.isnan(y):
+            out.append(equal_nan and math.isnan(x) and math.isnan(y))
+        elif math.isinf(x) or math.isinf(y):
+            out.append(x == y)
+        else:
+            out.append(abs(x - y) <= atol + rtol * abs(y))
+    return np.array(out, bool).reshape(a.shape)
+
+
+def _nan_to_num(
+    x: np.ndarray, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+) -> np.ndarray:
+    big = np.finfo(x.dtype).max
+    out = np.where(x == np.inf, big if posinf is None else posinf, x)
+    out = np.where(x == -np.inf, -big if neginf is None else neginf, out)
+    return np.where(x != x, nan, out)
+
+
+def _floor_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.broadcast_arrays(a, b)
+    flat = [int(x) // int(y) for x, y in zip(a.ravel(), b.ravel(), strict=True)]
+    return np.array(flat, a.dtype).reshape(a.shape)
+
+
+def _mod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a, b = np.broadcast_arrays(a, b)
+    flat = [int(x) % int(y) for x, y in zip(a.ravel(), b.ravel(), strict=True)]
+    return np.array(flat, a.dtype).reshape(a.shape)
+
+
+def _truth(x: np.ndarray) -> np.ndarray:
+    return x != 0
+
+
+def _lines(x: np.ndarray, axis: int) -> list[tuple[Any, ...]]:
+    """The index of every 1-D line along ``axis``."""
+    rest = [range(d) for i, d in enumerate(x.shape) if i != axis]
+    out = []
+    for pos in np.ndindex(*(len(r) for r in rest)):
+        at: list[Any] = list(pos)
+        at.insert(axis, slice(None))
+        out.append(tuple(at))
+    return out
+
+
+def _scan(x: np.ndarray, axis: int, reverse: bool, step: Callable[..., Any]) -> np.ndarray:
+    out = np.array(x, dtype=x.dtype, copy=True)
+    for line in _lines(x, axis):
+        values = list(x[line][::-1] if reverse else x[line])
+        for k in range(1, len(values)):
+            values[k] = step(values[k - 1], values[k])
+        out[line] = values[::-1] if reverse else values
+    return out
+
+
+def _cumsum(x: np.ndarray, axis: int, reverse: bool = False) -> np.ndarray:
+    wide = x.astype(np.int64) if x.dtype.kind in "iu" else x
+    return _scan(wide, axis, reverse, operator.add)
+
+
+def _cum_index(x: np.ndarray, axis: int, keeps: Callable[..., bool]) -> np.ndarray:
+    out = np.zeros(x.shape, np.int64)
+    for line in _lines(x, axis):
+        best, at, got = None, 0, []
+        for k, v in enumerate(x[line].tolist()):
+            if best is None or v != v or keeps(v, best):
+                best, at = v, k
+            got.append(at)
+        out[line] = got
+    return out
+
+
+def _ranked(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    # Python's sort is stable; NaN ranks above every number
+    out = np.zeros(x.shape, np.int64)
+    for line in _lines(x, axis):
+        v = x[line].tolist()
+        if descending:
+            order = sorted(range(len(v)), key=lambda i: _neg(v[i]))
+        else:
+            order = sorted(range(len(v)), key=lambda i: (v[i] != v[i], v[i] if v[i] == v[i] else 0))
+        out[line] = order
+    return out
+
+
+def _neg(v: Any) -> tuple[int, Any]:
+    return (0, 0) if v != v else (1, -v)
+
+
 def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
     out = np.argmax(x, axis=axis)
     return np.expand_dims(out, axis) if keepdims else out
@@ -144,9 +285,9 @@ REFERENCES: dict[str, Reference] = {
     "sub": operator.sub,
     "mul": operator.mul,
     "div": operator.truediv,
-    "pow": lambda a, b: np.exp(b * np.log(a)),
-    "maximum": lambda a, b: a * (a >= b) + b * (a < b),
-    "minimum": lambda a, b: a * (a <= b) + b * (a > b),
+    "pow": lambda a, b: np.exp(b * np.log(a)) if a.dtype.kind == "f" else _int_pow(a, b),
+    "maximum": lambda a, b: np.where(a >= b, a, b),
+    "minimum": lambda a, b: np.where(a <= b, a, b),
     "equal": lambda a, b: a == b,
     "not_equal": lambda a, b: a != b,
     "less": operator.lt,
@@ -154,15 +295,64 @@ REFERENCES: dict[str, Reference] = {
     "greater": operator.gt,
     "greater_equal": operator.ge,
     "where": lambda c, a, b: c * a + (1 - c) * b,
+    # elementwise: rounding, tests, logic, integers (issue 13)
+    "floor": lambda x: np.where(np.isfinite(x), -np.trunc(-x) - (np.trunc(x) > x), x),
+    "ceil": lambda x: -np.floor(-x),
+    "trunc": lambda x: np.where(np.isfinite(x), np.fix(x), x),
+    "round": _round,
+    "frac": lambda x: np.fmod(x, 1.0),
+    "isnan": lambda x: x != x,
+    "isinf": lambda x: np.abs(x) == np.inf,
+    "isfinite": lambda x: (x == x) & (np.abs(x) != np.inf),
+    "isclose": _isclose,
+    "nan_to_num": _nan_to_num,
+    "logical_and": lambda a, b: _truth(a) & _truth(b),
+    "logical_or": lambda a, b: _truth(a) | _truth(b),
+    "logical_xor": lambda a, b: _truth(a) != _truth(b),
+    "logical_not": lambda x: ~_truth(x),
+    "bitwise_and": lambda a, b: a & b,
+    "bitwise_or": lambda a, b: a | b,
+    "bitwise_xor": lambda a, b: a ^ b,
+    "bitwise_not": lambda x: ~x,
+    "left_shift": lambda a, b: _shift(a, b, left=True),
+    "right_shift": lambda a, b: _shift(a, b, left=False),
+    "floor_divide": _floor_div,
+    "remainder": _mod,
     # reductions
     "sum": lambda x, axis, keepdims=False: x.sum(axis=axis, keepdims=keepdims),
     "mean": lambda x, axis, keepdims=False: (
         x.sum(axis=axis, keepdims=keepdims) / math.prod(x.shape[a] for a in axis)
     ),
     "max": lambda x, axis, keepdims=False: np.amax(x, axis=axis, keepdims=keepdims),
-    "min": lambda x, axis, keepdims=False: -np.amax(-x, axis=axis, keepdims=keepdims),
+    "min": lambda x, axis, keepdims=False: (
+        ~np.amax(~x, axis=axis, keepdims=keepdims)
+        if x.dtype == bool
+        else -np.amax(-x, axis=axis, keepdims=keepdims)
+    ),
     "var": _var,
+    "std": lambda x, axis, keepdims=False, correction=0: np.sqrt(
+        _var(x, axis, keepdims, correction)
+    ),
+    "prod": _prod,
+    "logsumexp": _logsumexp,
+    "any": lambda x, axis, keepdims=False: np.count_nonzero(x, axis=axis, keepdims=keepdims) > 0,
+    "all": lambda x, axis, keepdims=False: (
+        np.count_nonzero(x == 0, axis=axis, keepdims=keepdims) == 0
+    ),
+    "argmin": lambda x, axis, keepdims=False: _argmax(-x, axis, keepdims),
     "argmax": _argmax,
+    # scans and sorts (issue 13)
+    "cumsum": _cumsum,
+    "cumprod": lambda x, axis: _scan(x, axis, False, lambda a, b: a * b),
+    "cummax": lambda x, axis: _scan(x, axis, False, lambda a, b: b if b >= a or b != b else a),
+    "cummin": lambda x, axis: _scan(x, axis, False, lambda a, b: b if b <= a or b != b else a),
+    "logcumsumexp": lambda x, axis, reverse=False: _scan(x, axis, reverse, np.logaddexp),
+    "cummax_index": lambda x, axis: _cum_index(x, axis, operator.ge),
+    "cummin_index": lambda x, axis: _cum_index(x, axis, operator.le),
+    "sort": lambda x, axis, descending=False: np.take_along_axis(
+        x, _ranked(x, axis, descending), axis
+    ),
+    "argsort": lambda x, axis, descending=False: _ranked(x, axis, descending),
     "softmax": _softmax,
     "log_softmax": _log_softmax,
     "size_ratio": lambda a, b: np.asarray(a.size / b.size),

@@ -31,14 +31,14 @@ import numpy as np
 from asgrad.gpu.buffers import GpuBuffer
 from asgrad.gpu.errors import GpuIntegerOverflowError
 from asgrad.gpu.source import render
-from asgrad.tensor.errors import AsgradError, OutOfRangeError
+from asgrad.tensor.errors import AsgradError, IntegerArithmeticError, OutOfRangeError
 
 if TYPE_CHECKING:
     from asgrad.gpu.device import Device
 
 __all__ = ["Check", "DeviceChecks", "checks_source"]
 
-KINDS = ("index", "overflow")
+KINDS = ("index", "overflow", "arithmetic")
 
 
 def checks_source(binding: int) -> str:
@@ -50,7 +50,7 @@ def checks_source(binding: int) -> str:
 class Check:
     """What one slot checks: a fault ``kind`` of ``op`` (made at ``where``)."""
 
-    kind: str  # "index" | "overflow"
+    kind: str  # "index" | "overflow" | "arithmetic"
     op: str
     where: str
     detail: str  # what is valid, in words
@@ -65,6 +65,11 @@ class Check:
                 f"{self.op}{made}: {seen} out of range on the GPU ({many}); {self.detail}. "
                 "The run's results are discarded; fix the indices (a label to leave out "
                 "belongs to the loss's ignore_index)"
+            )
+        if self.kind == "arithmetic":
+            return IntegerArithmeticError(
+                f"{self.op}{made}: {many} on the GPU; {self.detail}. The run's results are"
+                " discarded"
             )
         return GpuIntegerOverflowError(
             f"{self.op}{made}: an integer result left the int32 range on the GPU ({many}); "

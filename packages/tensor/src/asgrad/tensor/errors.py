@@ -65,3 +65,9 @@ class NumericsError(AsgradError, FloatingPointError):
 class GraphFileError(AsgradError, ValueError):
     """A graph file cannot be read or written: malformed, of an unknown version, or
     holding a value the format cannot represent."""
+
+
+# -- integer arithmetic (issue 13) ----------------------------------------------------
+class IntegerArithmeticError(AsgradError, ArithmeticError):
+    """An integer op met values it has no integer result for: a division or remainder
+    by zero, a negative power. Raised by every backend (the GPU at the readback)."""

@@ -15,12 +15,14 @@ from asgrad.tensor.errors import (
 )
 from asgrad.tensor.graph import Variable
 from asgrad.tensor.located import checked
-from asgrad.tensor.methods_math import MathMethods
+from asgrad.tensor.methods_math import MathMethods, correction_attr
 from asgrad.tensor.methods_nn import NNMethods
 from asgrad.tensor.methods_shape import ShapeMethods
 from asgrad.tensor.numpy_interop import NumpyInterop
 from asgrad.tensor.ops._common import (
     axis_tuple,
+    check_basic_index,
+    exact_scalar,
     expand_ellipsis,
     float_arg,
     int_arg,
@@ -111,7 +113,9 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         if isinstance(other, Variable):
             return self.graph.bind(other)
         if isinstance(other, bool | int | float | np.number):
-            return self.graph.constant(other, self.dtype)
+            return self.graph.constant(
+                checked("constant", exact_scalar, other, self.dtype), self.dtype
+            )
         if isinstance(other, np.ndarray):
             same_kind = np.dtype(self.dtype).kind == other.dtype.kind
             return self.graph.constant(other, self.dtype if same_kind else None)
@@ -267,9 +271,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
     def min(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
         return self._reduce("min", axis, keepdims)
 
-    def var(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """Variance with ddof=0, as ``numpy.var``."""
-        return self._reduce("var", axis, keepdims)
+    def var(
+        self, axis: AxisArg = None, keepdims: bool = False, *, correction: float | None = None,
+        ddof: float | None = None,
+    ) -> Tensor:  # fmt: skip
+        """Variance dividing by ``n - correction`` (``ddof``: numpy's name; default 0, as
+        ``numpy.var``; PyTorch's default is 1)."""
+        return self._reduce_math("var", axis, keepdims, **correction_attr(correction, ddof))
 
     def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
         axis = checked("argmax", normalize_axis, axis, self.ndim)
@@ -357,6 +365,7 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
             return self._gather_index(items, tensors)
         items = checked("index", expand_ellipsis, items, self.ndim)
         basic = tuple(item for item in items if item is not None)
+        checked("index", check_basic_index, basic, self.shape)
         for item in basic:
             if not isinstance(item, int | slice | np.integer):
                 raise ArgumentTypeError(

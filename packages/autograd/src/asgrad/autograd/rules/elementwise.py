@@ -50,9 +50,15 @@ def _div(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
 
 @rule("pow")
 def _pow(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
+    # As PyTorch: d/da is 0 where b == 0 (not 0 * 0**-1), and d/db is 0 where a == 0
+    # and b >= 0 (not 0 * log 0); the masked branch never multiplies into the other.
     a, b = ins
-    ga = g * b * a ** (b - 1.0) if needs[0] else None
-    gb = g * out * a.log() if needs[1] else None
+    zero = _zero(g)
+    ga = where(b == 0, zero, g * b * a ** (b - 1.0)) if needs[0] else None
+    gb = None
+    if needs[1]:
+        d = g * out * a.log()
+        gb = where(a == 0, where(b >= 0, zero, d), d)
     return ga, gb
 
 

@@ -74,3 +74,83 @@ fn asg_chk_narrow(v: vec2<i32>, slot: u32) -> i32 {
     }
     return v.x;
 }
+
+// Integer division, remainder and power (issue 13), needing no prelude. A zero divisor or a negative
+// power flags `bad` and gives 0; with `wide` (an int64 held as int32) a result that
+// leaves the int32 range flags `ovf` (int32 results wrap, as numpy's).
+fn asg_chk_floordiv(a: i32, b: i32, bad: u32, ovf: u32, wide: bool) -> i32 {
+    if (b == 0i) {
+        asg_flag(bad, a);
+        return 0i;
+    }
+    if (wide && b == -1i && a == bitcast<i32>(0x80000000u)) {
+        asg_flag(ovf, a);
+    }
+    // rounded down, as numpy's // (WGSL's / truncates)
+    let q = a / b;
+    return select(q, q - 1i, (a % b != 0i) && ((a < 0i) != (b < 0i)));
+}
+
+fn asg_chk_mod(a: i32, b: i32, bad: u32, ovf: u32, wide: bool) -> i32 {
+    if (b == 0i) {
+        asg_flag(bad, a);
+        return 0i;
+    }
+    // the sign of the divisor, as numpy's % (WGSL's % takes the dividend's)
+    let r = a % b;
+    return select(r, r + b, r != 0i && ((r < 0i) != (b < 0i)));
+}
+
+fn asg_chk_ipow(a: i32, b: i32, bad: u32, ovf: u32, wide: bool) -> i32 {
+    if (b < 0i) {
+        asg_flag(bad, b);
+        return 0i;
+    }
+    // by squaring; once the base overflows with bits of b left, so does the result
+    var r = 1i;
+    var base = a;
+    var e = b;
+    var over = false;
+    loop {
+        if (e == 0i) {
+            break;
+        }
+        if ((e & 1i) == 1i) {
+            let p = r * base;
+            over = over || (r != 0i && (p / r != base || (r == -1i && base == bitcast<i32>(0x80000000u))));
+            r = p;
+        }
+        e = e >> 1u;
+        if (e != 0i) {
+            let sq = base * base;
+            over = over || (base != 0i && (sq / base != base || base == bitcast<i32>(0x80000000u)));
+            base = sq;
+        }
+    }
+    if (wide && over) {
+        asg_flag(ovf, r);
+    }
+    return r;
+}
+
+// int64 a << s with a held as int32: numpy's 0 outside [0, 64); flagged when the
+// exact 64-bit result leaves the int32 range
+fn asg_chk_shl64(a: i32, s: i32, ovf: u32) -> i32 {
+    if (s < 0i || s >= 64i) {
+        return 0i;
+    }
+    let hi0 = a >> 31u;
+    var lo = bitcast<u32>(a);
+    var hi = bitcast<u32>(hi0);
+    if (s >= 32i) {
+        hi = lo << u32(s - 32i);
+        lo = 0u;
+    } else if (s > 0i) {
+        hi = (hi << u32(s)) | (lo >> u32(32i - s));
+        lo = lo << u32(s);
+    }
+    if (bitcast<i32>(hi) != (bitcast<i32>(lo) >> 31u)) {
+        asg_flag(ovf, a);
+    }
+    return bitcast<i32>(lo);
+}

@@ -20,6 +20,7 @@ from asgrad.gpu.array import GpuArray, Operand, contiguous_strides
 from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import fold_groups, get_device
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering import _elementwise_math as math_ops
 from asgrad.gpu.lowering.common import Attrs, Lowering, literal, zero
 from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType
@@ -275,6 +276,7 @@ UNARY: dict[str, ExprFn] = {
     "elu": lambda attrs, t: f"asg_elu(x0, {literal(attrs.get('alpha', 1.0))})",
     "softplus": _softplus_expr,
     "clamp": _clamp_expr,
+    **math_ops.UNARY,
 }
 
 BINARY: dict[str, ExprFn] = {
@@ -285,6 +287,7 @@ BINARY: dict[str, ExprFn] = {
     "pow": _fixed("asg_pow(x0, x1)"),
     "maximum": _typed("asg_max(x0, x1)", "max(x0, x1)"),
     "minimum": _typed("asg_min(x0, x1)", "min(x0, x1)"),
+    **math_ops.BINARY,
 }
 
 COMPARE: dict[str, tuple[str, str]] = {
@@ -336,6 +339,9 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
     type of ``out_dtype``. Elementwise chains fuse by substituting one op's expression
     for an input of the next (see :mod:`asgrad.gpu.fusion`).
     """
+    int_checked = math_ops.checked_expression(op, out_dtype) if in_types[0] == "i32" else None
+    if int_checked is not None:
+        return int_checked
     if out_dtype == "int64" and op in CHECKED_INT64:
         return CHECKED_INT64[op].format(slot=_overflow_slot(op))
     if op in UNARY:
@@ -354,7 +360,9 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
     return None
 
 
-EXPRESSION_OPS = frozenset({*UNARY, *BINARY, *COMPARE, "where", "cast"})
+EXPRESSION_OPS = frozenset(
+    {*UNARY, *BINARY, *COMPARE, "where", "cast", "left_shift", "floor_divide", "remainder"}
+)
 
 
 def _lower_expression(op: str) -> Lowering:

@@ -1,4 +1,5 @@
-"""The reduction family on the GPU: sum, mean, max, min, var, argmax, size_ratio.
+"""The reduction family on the GPU: sum, mean, max, min, prod, var, argmax, argmin,
+size_ratio; the scans (cumsum...) and sorts along one axis (:mod:`._scan`).
 
 :func:`reduce_axis` reduces along axes with a workgroup per row (a tree,
 ``kernels/reduction_rows.wgsl``) or a thread per output (``kernels/reduction_cols.wgsl``),
@@ -26,6 +27,7 @@ from asgrad.gpu.buffers import GpuBuffer
 from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering import _scan as scans
 from asgrad.gpu.lowering.common import Attrs, Lowering, alias, literal
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
@@ -37,9 +39,14 @@ WGSL_FILES: tuple[str, ...] = (
     "reduction_rows.wgsl",
     "reduction_cols.wgsl",
     "reduction_arg_rows.wgsl",
+    "reduction_scan.wgsl",
+    "reduction_sort.wgsl",
+    "reduction_sort_bitonic.wgsl",
     "prelude.wgsl",
     "elementwise.wgsl",
 )
+
+SCANS = ("cumsum", "cumprod", "cummax", "cummin", "cummax_index", "cummin_index", "logcumsumexp")
 
 # name -> (init, combine(a, b), map(x), finish(acc_final)) for float32 accumulation
 _F32_MAX = "3.4028234663852886e38"
@@ -264,13 +271,23 @@ def _var(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     axes = normalize_axes(attrs.get("axis"), x.ndim)
     mean = reduce_axis("mean", x, axes, keepdims=True)
     sq = elementwise("(x0 - x1) * (x0 - x1)", [x, mean], np.float32, x.shape)
-    return reduce_axis("mean", sq, axes, bool(attrs.get("keepdims", False)))
+    result = reduce_axis("mean", sq, axes, bool(attrs.get("keepdims", False)))
+    correction = float(attrs.get("correction", 0))
+    if not correction:
+        return result
+    # n / (n - correction), inf for n <= correction (numpy's division by max(n - c, 0))
+    n = math.prod(x.shape[a] for a in axes)
+    scale = n / (n - correction) if n > correction else math.inf
+    return elementwise(f"x0 * {literal(scale)}", [result], np.float32, result.shape)
 
 
-def _argmax(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    (x,) = ins
-    result = reduce_axis("argmax", x, int(attrs["axis"]), out_dtype=np.int64)
-    return alias(result, out.shape)
+def _arg(kind: str) -> Lowering:
+    def lower_arg(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+        (x,) = ins
+        result = reduce_axis(kind, x, int(attrs["axis"]), out_dtype=np.int64)
+        return alias(result, out.shape)
+
+    return lower_arg
 
 
 def _size_ratio(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
@@ -280,12 +297,33 @@ def _size_ratio(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     return elementwise(literal(value, wgsl_type(dtype)), [], dtype, (), None)
 
 
+def _scan(kind: str) -> Lowering:
+    def lower_scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+        reverse = bool(attrs.get("reverse", False))
+        return scans.scan(kind, ins[0], int(attrs["axis"]), reverse, out)
+
+    return lower_scan
+
+
+def _sort(indices: bool) -> Lowering:
+    def lower_sort(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+        descending = bool(attrs.get("descending", False))
+        return scans.sort(ins[0], int(attrs["axis"]), descending, indices, out)
+
+    return lower_sort
+
+
 LOWERINGS: dict[str, Lowering] = {
+    **{kind: _scan(kind) for kind in SCANS},
+    "sort": _sort(False),
+    "argsort": _sort(True),
     "sum": _reduction("sum"),
     "mean": _reduction("mean"),
     "max": _reduction("max"),
     "min": _reduction("min"),
     "var": _var,
-    "argmax": _argmax,
+    "prod": _reduction("prod"),
+    "argmax": _arg("argmax"),
+    "argmin": _arg("argmin"),
     "size_ratio": _size_ratio,
 }

@@ -7,6 +7,7 @@ the window and size rules that conv and pool share (public, for other backends).
 """
 
 from asgrad.tensor.ops import (
+    _elementwise_math,
     conv,
     conv_1d,
     conv_3d,
@@ -32,6 +33,7 @@ from asgrad.tensor.ops import (
 )
 
 __all__ = [
+    "_elementwise_math",
     "conv",
     "conv_1d",
     "conv_3d",

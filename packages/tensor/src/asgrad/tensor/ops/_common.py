@@ -126,6 +126,43 @@ def expand_ellipsis(items: tuple[object, ...], ndim: int) -> tuple[object, ...]:
     return items[:at] + (slice(None),) * (ndim - used) + items[at + 1 :]
 
 
+def check_basic_index(items: tuple[object, ...], shape: Shape) -> None:
+    """Errors for an index (``...`` expanded, ``None`` dropped) that numpy rejects too:
+    more items than axes (``x[:]`` on a scalar), and a slice bound that is a Tensor."""
+    for item in items:
+        if isinstance(item, slice):
+            bounds = (item.start, item.stop, item.step)
+            if any(b is not None and not isinstance(b, int | np.integer) for b in bounds):
+                raise ArgumentTypeError(
+                    f"slice bounds must be Python ints or None, got {item!r}: a slice of a"
+                    " graph value has a static shape; for a bound known only when the graph"
+                    " runs, index with an integer Tensor (gather) or mask with where()"
+                )
+    if len(items) > len(shape):
+        raise ShapeError(
+            f"too many indices for a value of shape {list(shape)}: {len(items)} given,"
+            f" it has {len(shape)} axes"
+        )
+
+
+def exact_scalar(value: Any, dtype: str) -> np.ndarray:
+    """A Python or numpy number as a 0-d array of ``dtype`` (a tensor's, which it joins);
+    a DTypeError where an integer or bool dtype would change it (1.5, inf, NaN, 2 as a
+    bool, 2**70), since asgrad does not promote a tensor's dtype."""
+    with np.errstate(all="ignore"):
+        try:
+            out = np.array(value).astype(dtype)
+            same = is_float(dtype) or bool(out == np.array(value))
+        except OverflowError:
+            same = False
+    if not same:
+        raise DTypeError(
+            f"{value!r} cannot join a {dtype} tensor unchanged (asgrad does not promote"
+            f" dtypes); cast the tensor first, e.g. x.cast('float32')"
+        )
+    return out
+
+
 def axis_tuple(axis: object) -> tuple[Any, ...]:
     """``axis`` (an int or a sequence of them) as a tuple, not yet checked."""
     if isinstance(axis, int | np.integer):

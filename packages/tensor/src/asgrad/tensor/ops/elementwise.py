@@ -10,13 +10,13 @@ cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.dtypes import as_dtype
-from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
+from asgrad.tensor.dtypes import as_dtype, is_int
+from asgrad.tensor.errors import ArgumentError, DTypeError, IntegerArithmeticError, ShapeError
 from asgrad.tensor.ops._common import broadcast_shapes, require_float, same_dtype
 from asgrad.tensor.ops._elementwise_cases import (
     binary_cases,
@@ -34,6 +34,7 @@ from asgrad.tensor.ops._elementwise_cases import (
     where_cases,
 )
 from asgrad.tensor.ops._erf import erf_f32, gelu_backward_f32, gelu_f32
+from asgrad.tensor.ops._math_cases import minmax_cases, pow_cases
 from asgrad.tensor.registry import (
     Attrs,
     CasesFn,
@@ -82,6 +83,37 @@ def _infer_binary_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType
     out = _infer_binary(types, attrs)
     require_float(out, "operands")
     return out
+
+
+def _infer_binary_any(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """Two operands of one dtype, bools included (maximum, minimum)."""
+    return TensorType(broadcast_shapes(*(t.shape for t in types)), same_dtype(types))
+
+
+def _infer_bitwise(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """Integers or bools (``&``, ``|``, ``^``, ``~``); ``ints=True``: integers only."""
+    out = _infer_binary_any(types, {}) if len(types) == 2 else types[0]
+    if not (is_int(out.dtype) or (out.dtype == "bool" and not attrs.get("ints"))):
+        want = "integer" if attrs.get("ints") else "integer or bool"
+        raise DTypeError(f"operands must be {want}, got {out}; cast them first")
+    return out
+
+
+def _infer_int_binary(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return _infer_bitwise(types, {"ints": True})
+
+
+def _infer_logical(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    """Any dtypes (nonzero is true), a bool result."""
+    return TensorType(broadcast_shapes(*(t.shape for t in types)), "bool")
+
+
+def _infer_isclose(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return TensorType(_infer_binary_float(types, attrs).shape, "bool")
+
+
+def _infer_predicate(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return TensorType(types[0].shape, "bool")
 
 
 def _infer_compare(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -216,6 +248,27 @@ def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
     return x.astype(dtype)
 
 
+def _int_division(fn: Callable[..., Any], op: str) -> KernelFn:
+    """numpy's ``fn`` (// or %), with a zero integer divisor an error, not numpy's 0."""
+
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if b.dtype.kind in "iu" and not b.all():
+            raise IntegerArithmeticError(f"{op}: integer division by zero; mask the divisor")
+        return np.asarray(fn(a, b))
+
+    return kernel
+
+
+def _frac(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x - np.trunc(x))
+
+
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if b.dtype.kind in "iu" and (b < 0).any():
+        raise IntegerArithmeticError("pow: an integer to a negative power; cast to float first")
+    return np.asarray(np.power(a, b))
+
+
 # -- registration ---------------------------------------------------------------------------------
 def _elementwise(name: str, kernel: KernelFn, doc: str, cases: CasesFn, **fields: Any) -> None:
     """Register an elementwise op; ``fields`` are further :class:`OpDef` fields, by keyword
@@ -339,14 +392,13 @@ _binary(
 )
 _binary(
     "pow",
-    np.power,
-    "a ** b (floats)",
-    binary_cases(positive, normal),
-    infer=_infer_binary_float,
+    _pow,
+    "a ** b (integers: a negative power is an error)",
+    pow_cases,
     tolerance=(5e-5, 1e-6),
 )
-_binary("maximum", np.maximum, "elementwise max", binary_cases())
-_binary("minimum", np.minimum, "elementwise min", binary_cases())
+_binary("maximum", np.maximum, "elementwise max", minmax_cases, infer=_infer_binary_any)
+_binary("minimum", np.minimum, "elementwise min", minmax_cases, infer=_infer_binary_any)
 for _name, _kernel, _doc in (
     ("equal", np.equal, "a == b"),
     ("not_equal", np.not_equal, "a != b"),
