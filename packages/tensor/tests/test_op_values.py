@@ -189,6 +189,71 @@ REFERENCES: dict[str, Reference] = {
 }
 
 
+# -- issue 13 (shape, index, linalg ops): references written apart from the kernels ------
+def _take_each(x: np.ndarray, maps: dict[int, np.ndarray]) -> np.ndarray:
+    for axis, idx in maps.items():
+        x = np.take(x, idx, axis=axis)
+    return x
+
+
+def _ref_roll(x: np.ndarray, shift: tuple[int, ...], axis: tuple[int, ...] | None) -> np.ndarray:
+    if axis is None:
+        n = x.size
+        return x.reshape(-1)[(np.arange(n) - shift[0]) % n].reshape(x.shape)
+    for s, a in zip(shift, axis, strict=True):
+        n = x.shape[a]
+        x = np.take(x, (np.arange(n) - s) % n, axis=a)
+    return x
+
+
+def _ref_tri(x: np.ndarray, diagonal: int, upper: bool) -> np.ndarray:
+    n, m = x.shape[-2:]
+    keep = np.array([[(j - i >= diagonal) if upper else (j - i <= diagonal) for j in range(m)]
+                     for i in range(n)], dtype=bool).reshape(n, m)
+    return x * keep
+
+
+def _ref_diagonal(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
+    y = np.moveaxis(x, (axis1, axis2), (-2, -1))
+    n, m = y.shape[-2:]
+    pairs = [(i, i + offset) for i in range(n) if 0 <= i + offset < m]
+    return np.stack([y[..., i, j] for i, j in pairs], axis=-1) if pairs else y[..., 0, :0]
+
+
+def _ref_repeat(x: np.ndarray, repeats: tuple[int, ...]) -> np.ndarray:
+    x = x.reshape((1,) * (len(repeats) - x.ndim) + x.shape)
+    maps = {a: np.arange(n * r) % max(n, 1) for a, (n, r) in enumerate(zip(x.shape, repeats))}
+    return _take_each(x, maps)
+
+
+def _ref_repeat_interleave(x: np.ndarray, repeats: tuple[int, ...], axis: int) -> np.ndarray:
+    n = x.shape[axis]
+    reps = repeats * n if len(repeats) == 1 else repeats
+    idx = [i for i in range(n) for _ in range(reps[i])]
+    return np.take(x, np.asarray(idx, np.int64), axis=axis)
+
+
+def _ref_unfold(x: np.ndarray, axis: int, size: int, step: int) -> np.ndarray:
+    axis %= x.ndim
+    n = x.shape[axis]
+    windows = [np.take(x, np.arange(s, s + size), axis=axis) for s in range(0, n - size + 1, step)]
+    return np.moveaxis(np.stack(windows, axis=axis), axis + 1, -1)
+
+
+REFERENCES.update(
+    {
+        "flip": lambda x, axis: _take_each(x, {a: np.arange(x.shape[a])[::-1] for a in axis}),
+        "roll": _ref_roll,
+        "tril": lambda x, diagonal: _ref_tri(x, diagonal, upper=False),
+        "triu": lambda x, diagonal: _ref_tri(x, diagonal, upper=True),
+        "diagonal": _ref_diagonal,
+        "repeat": _ref_repeat,
+        "repeat_interleave": _ref_repeat_interleave,
+        "unfold": _ref_unfold,
+    }
+)
+
+
 def _inserted_shape(shape: tuple[int, ...], axis: tuple[int, ...]) -> list[int]:
     out = list(shape)
     for a in sorted(axis):

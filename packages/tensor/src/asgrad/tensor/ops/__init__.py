@@ -18,6 +18,7 @@ from asgrad.tensor.ops import (
     random,
     reduction,
     shape,
+    shape_expand,
     spatial,
 )
 
@@ -34,4 +35,5 @@ __all__ = [
     "reduction",
     "shape",
     "spatial",
+    "shape_expand",
 ]
