@@ -41,9 +41,27 @@ def test_every_op_lives_in_its_family_files(rows: list[ops_table.OpRow]) -> None
         if not r.cpu_kernel.startswith("numpy."):
             expected["CPU kernel"] = (r.cpu_kernel, f"tensor/ops/{r.family}.py")
         for part, (found, wanted) in expected.items():
-            if found != wanted:
+            if found != wanted and not _topic_file_of(found, wanted):
                 misplaced.append(f"{r.name}: {part} in {found}, expected {wanted}")
     assert misplaced == []
+
+
+def _topic_file_of(found: str | None, wanted: str | None) -> bool:
+    """Whether ``found`` is a topic file of the family file ``wanted``.
+
+    A family's specs and kernels may be split over ``tensor/ops/<family>.py`` and
+    ``tensor/ops/<family>_<topic>.py`` (``elementwise_rounding.py``) when one file
+    would pass the size limit, as its WGSL kernels are over ``<family>_<topic>.wgsl``.
+    """
+    if found is None or wanted is None or not wanted.startswith("tensor/ops/"):
+        return False
+    return found.startswith(wanted.removesuffix(".py") + "_") and found.endswith(".py")
+
+
+def test_a_topic_file_belongs_to_its_family_only() -> None:
+    assert _topic_file_of("tensor/ops/norm_groups.py", "tensor/ops/norm.py")
+    assert not _topic_file_of("tensor/ops/normal.py", "tensor/ops/norm.py")
+    assert not _topic_file_of("autograd/rules/norm_x.py", "autograd/rules/norm.py")
 
 
 def test_every_computing_op_is_complete(rows: list[ops_table.OpRow]) -> None:
