@@ -208,8 +208,13 @@ def _ref_roll(x: np.ndarray, shift: tuple[int, ...], axis: tuple[int, ...] | Non
 
 def _ref_tri(x: np.ndarray, diagonal: int, upper: bool) -> np.ndarray:
     n, m = x.shape[-2:]
-    keep = np.array([[(j - i >= diagonal) if upper else (j - i <= diagonal) for j in range(m)]
-                     for i in range(n)], dtype=bool).reshape(n, m)
+    keep = np.array(
+        [
+            [(j - i >= diagonal) if upper else (j - i <= diagonal) for j in range(m)]
+            for i in range(n)
+        ],
+        dtype=bool,
+    ).reshape(n, m)
     return x * keep
 
 
@@ -240,6 +245,30 @@ def _ref_unfold(x: np.ndarray, axis: int, size: int, step: int) -> np.ndarray:
     return np.moveaxis(np.stack(windows, axis=axis), axis + 1, -1)
 
 
+def _ref_take_along(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    moved_x, moved_i = np.moveaxis(x, axis, -1), np.moveaxis(idx, axis, -1)
+    out = np.empty(moved_i.shape, x.dtype)
+    for pos in np.ndindex(*moved_i.shape):
+        out[pos] = moved_x[pos[:-1] + (moved_i[pos],)]
+    return np.moveaxis(out, -1, axis)
+
+
+def _ref_scatter(
+    x: np.ndarray, idx: np.ndarray, src: np.ndarray, axis: int, reduce: str, include_self: bool
+) -> np.ndarray:
+    moved_x, moved_i = np.moveaxis(x, axis, -1), np.moveaxis(idx, axis, -1)
+    moved_s = np.moveaxis(src, axis, -1)
+    groups: dict[tuple[int, ...], list[float]] = {}
+    for pos in np.ndindex(*moved_i.shape):
+        groups.setdefault(pos[:-1] + (int(moved_i[pos]),), []).append(moved_s[pos])
+    out = moved_x.copy()
+    combine = {"sum": sum, "prod": math.prod, "mean": np.mean, "amax": max, "amin": min}
+    for pos, values in groups.items():
+        values = ([moved_x[pos]] if include_self else []) + values
+        out[pos] = combine[reduce](values)
+    return np.moveaxis(out, -1, axis)
+
+
 REFERENCES.update(
     {
         "flip": lambda x, axis: _take_each(x, {a: np.arange(x.shape[a])[::-1] for a in axis}),
@@ -250,6 +279,11 @@ REFERENCES.update(
         "repeat": _ref_repeat,
         "repeat_interleave": _ref_repeat_interleave,
         "unfold": _ref_unfold,
+        "take_along_axis": _ref_take_along,
+        "scatter_add_along": lambda g, idx, x, axis: _ref_scatter(
+            np.zeros(x.shape, g.dtype), idx, g, axis, "sum", True
+        ),
+        "scatter_reduce": _ref_scatter,
     }
 )
 

@@ -10,6 +10,7 @@ from asgrad.tensor.ops import (
     conv,
     elementwise,
     index,
+    index_along,
     leaf,
     linalg,
     norm,
@@ -36,4 +37,5 @@ __all__ = [
     "shape",
     "spatial",
     "shape_expand",
+    "index_along",
 ]

@@ -106,7 +106,9 @@ def _roll_axis(x: Tensor, shift: int, axis: int) -> Tensor:
     s = shift % n if n else 0
     if not s:
         return x
-    return concat([axis_slice(x, axis, slice(-s, None)), axis_slice(x, axis, slice(None, -s))], axis)
+    return concat(
+        [axis_slice(x, axis, slice(-s, None)), axis_slice(x, axis, slice(None, -s))], axis
+    )
 
 
 def _expand_roll(x: Tensor, shift: tuple[int, ...], axis: tuple[int, ...] | None) -> Tensor:
@@ -284,7 +286,11 @@ def _expand_unfold(x: Tensor, axis: int, size: int, step: int) -> Tensor:
 # -- cases ----------------------------------------------------------------------------------
 def _flip_cases(rng: np.random.Generator) -> list[OpCase]:
     x = randn(rng, 3, 4, 2)
-    return [OpCase((x,), {"axis": (0,)}), OpCase((x,), {"axis": (0, 2)}), OpCase((x,), {"axis": ()})]
+    return [
+        OpCase((x,), {"axis": (0,)}),
+        OpCase((x,), {"axis": (0, 2)}),
+        OpCase((x,), {"axis": ()}),
+    ]
 
 
 def _roll_cases(rng: np.random.Generator) -> list[OpCase]:
