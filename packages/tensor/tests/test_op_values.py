@@ -227,7 +227,8 @@ def _ref_diagonal(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndar
 
 def _ref_repeat(x: np.ndarray, repeats: tuple[int, ...]) -> np.ndarray:
     x = x.reshape((1,) * (len(repeats) - x.ndim) + x.shape)
-    maps = {a: np.arange(n * r) % max(n, 1) for a, (n, r) in enumerate(zip(x.shape, repeats))}
+    pairs = enumerate(zip(x.shape, repeats, strict=True))
+    maps = {a: np.arange(n * r) % max(n, 1) for a, (n, r) in pairs}
     return _take_each(x, maps)
 
 
@@ -249,7 +250,7 @@ def _ref_take_along(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
     moved_x, moved_i = np.moveaxis(x, axis, -1), np.moveaxis(idx, axis, -1)
     out = np.empty(moved_i.shape, x.dtype)
     for pos in np.ndindex(*moved_i.shape):
-        out[pos] = moved_x[pos[:-1] + (moved_i[pos],)]
+        out[pos] = moved_x[(*pos[:-1], moved_i[pos])]
     return np.moveaxis(out, -1, axis)
 
 
@@ -260,7 +261,7 @@ def _ref_scatter(
     moved_s = np.moveaxis(src, axis, -1)
     groups: dict[tuple[int, ...], list[float]] = {}
     for pos in np.ndindex(*moved_i.shape):
-        groups.setdefault(pos[:-1] + (int(moved_i[pos]),), []).append(moved_s[pos])
+        groups.setdefault((*pos[:-1], int(moved_i[pos])), []).append(moved_s[pos])
     out = moved_x.copy()
     combine = {"sum": sum, "prod": math.prod, "mean": np.mean, "amax": max, "amin": min}
     for pos, values in groups.items():

@@ -238,7 +238,7 @@ class IndexMethods(TensorBase):
             x = x.transpose(*positions, *rest)
             positions = list(range(len(positions)))
         p0 = positions[0]
-        merged = x.shape[:p0] + (math.prod(sizes),) + x.shape[p0 + len(positions) :]
+        merged = (*x.shape[:p0], math.prod(sizes), *x.shape[p0 + len(positions) :])
         if p0 > 0 and math.prod(merged[1:]) > 0:
             merged = (-1, *merged[1:])  # keep the batch axis free
         return x.reshape(merged).gather(position, axis=p0)

@@ -27,6 +27,7 @@ __all__ = [
     "conv",
     "elementwise",
     "index",
+    "index_along",
     "leaf",
     "linalg",
     "norm",
@@ -35,7 +36,6 @@ __all__ = [
     "random",
     "reduction",
     "shape",
-    "spatial",
     "shape_expand",
-    "index_along",
+    "spatial",
 ]

@@ -18,8 +18,16 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import normalize_axes, normalize_axis, randn
-from asgrad.tensor.registry import Attrs, CasesFn, InferFn, KernelFn, OpCase, OpDef, TensorType
-from asgrad.tensor.registry import register_op
+from asgrad.tensor.registry import (
+    Attrs,
+    CasesFn,
+    InferFn,
+    KernelFn,
+    OpCase,
+    OpDef,
+    TensorType,
+    register_op,
+)
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -184,10 +192,7 @@ def _expand_diagonal(x: Tensor, offset: int, axis1: int, axis2: int) -> Tensor:
     n, m = x.shape[-2:]
     flat = free_reshape(x, (*x.shape[:-2], n * m))
     start = off if off >= 0 else -off * m
-    if length == 0:
-        item = slice(0, 0)
-    else:
-        item = slice(start, start + (length - 1) * (m + 1) + 1, m + 1)
+    item = slice(0, 0) if length == 0 else slice(start, start + (length - 1) * (m + 1) + 1, m + 1)
     return axis_slice(flat, flat.ndim - 1, item)
 
 
@@ -233,7 +238,7 @@ def _infer_repeat_interleave(types: Sequence[TensorType], attrs: Attrs) -> Tenso
     if any(r < 0 for r in reps):
         raise ShapeError(f"repeats must be >= 0, got {list(reps)}")
     total = n * reps[0] if len(reps) == 1 else sum(reps)
-    return TensorType(t.shape[:axis] + (total,) + t.shape[axis + 1 :], t.dtype)
+    return TensorType((*t.shape[:axis], total, *t.shape[axis + 1 :]), t.dtype)
 
 
 def _repeat_interleave(x: np.ndarray, repeats: tuple[int, ...], axis: int) -> np.ndarray:
@@ -248,7 +253,7 @@ def _expand_repeat_interleave(x: Tensor, repeats: tuple[int, ...], axis: int) ->
         if r == 1:
             return x
         y = concat([apply(x, "expand_dims", axis=(axis + 1,))] * r, axis + 1)
-        return free_reshape(y, x.shape[:axis] + (n * r,) + x.shape[axis + 1 :])
+        return free_reshape(y, (*x.shape[:axis], n * r, *x.shape[axis + 1 :]))
     reps = repeats * n if len(repeats) == 1 else repeats
     return gather_const(x, np.repeat(np.arange(n), reps), axis)
 
@@ -264,7 +269,7 @@ def _infer_unfold(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if not 0 <= size <= n:
         raise ShapeError(f"unfold size {size} does not fit axis {axis} of size {n}")
     windows = (n - size) // step + 1
-    return TensorType(t.shape[:axis] + (windows,) + t.shape[axis + 1 :] + (size,), t.dtype)
+    return TensorType((*t.shape[:axis], windows, *t.shape[axis + 1 :], size), t.dtype)
 
 
 def _unfold(x: np.ndarray, axis: int, size: int, step: int) -> np.ndarray:
