@@ -270,6 +270,34 @@ def _ref_scatter(
     return np.moveaxis(out, -1, axis)
 
 
+def _ref_pad(
+    x: np.ndarray, pad: tuple[tuple[int, int], ...], mode: str, value: float
+) -> np.ndarray:
+    for axis, (before, after) in enumerate(pad):
+        n = x.shape[axis]
+        x = np.take(x, np.arange(max(-before, 0), n - max(-after, 0)), axis=axis)
+        n, before, after = x.shape[axis], max(before, 0), max(after, 0)
+        pieces = []
+        for i in range(-before, n + after):
+            j = i
+            if mode == "reflect":
+                while not 0 <= j < n:
+                    j = -j if j < 0 else 2 * (n - 1) - j
+            elif mode == "circular":
+                j = i % n
+            elif mode == "replicate":
+                j = min(max(i, 0), n - 1)
+            piece = np.take(x, [min(max(j, 0), n - 1)], axis=axis)
+            pieces.append(piece if 0 <= j < n else np.full_like(piece, value))
+        x = np.concatenate(pieces, axis=axis)
+    return x
+
+
+def _ref_einsum(*xs: np.ndarray, equation: str) -> np.ndarray:
+    # optimize=True takes another path through numpy (pairwise tensordot) than the kernel
+    return np.asarray(np.einsum(equation, *xs, optimize=True))
+
+
 REFERENCES.update(
     {
         "flip": lambda x, axis: _take_each(x, {a: np.arange(x.shape[a])[::-1] for a in axis}),
@@ -285,6 +313,11 @@ REFERENCES.update(
             np.zeros(x.shape, g.dtype), idx, g, axis, "sum", True
         ),
         "scatter_reduce": _ref_scatter,
+        "pad": _ref_pad,
+        "einsum": _ref_einsum,
+        "cross": lambda a, b, axis: np.moveaxis(
+            np.cross(np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)), -1, axis
+        ),
     }
 )
 

@@ -244,23 +244,26 @@ def lower_schedule(
     """
     bindings = Bindings()
     released = release_steps(schedule)
-    values: dict[int, Value] = {}
     progress = current()
     progress.stage("GPU: lowering nodes", len(schedule.nodes))
+    # Every leaf is bound before any node is lowered: an input is uploaded before the
+    # plan's commands run, so its buffer must not be one that an earlier-recorded
+    # command writes (a pool buffer released by a node scheduled before the input).
+    values: dict[int, Value] = {
+        node.id: bindings.bind(node, types[node.id], device, store)
+        for node in schedule.nodes
+        if node.op in LEAVES
+    }
     for i, node in enumerate(schedule.nodes):
         progress.advance()
-        out_type = types[node.id]
-        value: Value
-        if node.op in LEAVES:
-            value = bindings.bind(node, out_type, device, store)
-        else:
+        if node.op not in LEAVES:
             ins = [values[n.id] for n in node.inputs]
             try:
                 with device.checks.lowering(node.op, node.location):
                     value = _lower_one(node, ins, types, inlined, in_place, device, bindings)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
-        values[node.id] = value
+            values[node.id] = value
         for dead in released.get(i, []):
             values.pop(dead, None)
     outputs = [materialize(values[n.id]) for n in schedule.outputs]

@@ -13,6 +13,7 @@ from asgrad.tensor.ops import (
     index_along,
     leaf,
     linalg,
+    linalg_einsum,
     norm,
     optim,
     pool,
@@ -20,6 +21,7 @@ from asgrad.tensor.ops import (
     reduction,
     shape,
     shape_expand,
+    shape_pad,
     spatial,
 )
 
@@ -30,6 +32,7 @@ __all__ = [
     "index_along",
     "leaf",
     "linalg",
+    "linalg_einsum",
     "norm",
     "optim",
     "pool",
@@ -37,5 +40,6 @@ __all__ = [
     "reduction",
     "shape",
     "shape_expand",
+    "shape_pad",
     "spatial",
 ]
