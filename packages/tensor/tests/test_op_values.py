@@ -274,9 +274,10 @@ def _ref_pad(
     x: np.ndarray, pad: tuple[tuple[int, int], ...], mode: str, value: float
 ) -> np.ndarray:
     for axis, (before, after) in enumerate(pad):
+        if mode == "circular":  # PyTorch crops first, then wraps what is left
+            x = np.take(x, np.arange(max(-before, 0), x.shape[axis] - max(-after, 0)), axis=axis)
+            before, after = max(before, 0), max(after, 0)
         n = x.shape[axis]
-        x = np.take(x, np.arange(max(-before, 0), n - max(-after, 0)), axis=axis)
-        n, before, after = x.shape[axis], max(before, 0), max(after, 0)
         pieces = []
         for i in range(-before, n + after):
             j = i

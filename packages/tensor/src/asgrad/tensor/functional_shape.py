@@ -76,7 +76,7 @@ def _pad_pairs(x: Tensor, pad: object) -> tuple[tuple[int, int], ...]:
         raise ArgumentTypeError(f"pad must be a sequence of ints or of pairs, got {pad!r}")
     try:
         if pad and all(isinstance(p, Sequence) and not isinstance(p, str) for p in pad):
-            pairs = [tuple(operator.index(v) for v in p) for p in pad]  # type: ignore[union-attr]
+            pairs = [tuple(operator.index(v) for v in p) for p in pad]
             if any(len(p) != 2 for p in pairs):
                 raise ArgumentError(f"pad pairs must be (before, after), got {pad!r}")
             if len(pairs) == 1:
@@ -122,7 +122,7 @@ def pad(x: Tensor, pad: object, mode: str = "constant", value: float = 0.0) -> T
         pairs = _pad_pairs(x, pad)
     except (ArgumentError, ArgumentTypeError, ShapeError) as exc:
         raise locate("pad", exc) from None
-    if not isinstance(value, int | float | np.number) or isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
         raise locate("pad", ArgumentTypeError(f"value must be a number, got {value!r}"))
     if all(p == (0, 0) for p in pairs):
         return x

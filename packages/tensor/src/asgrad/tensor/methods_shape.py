@@ -38,7 +38,7 @@ def ints(op: str, value: object, what: str) -> tuple[int, ...]:
     """``value`` (an int or a sequence of ints) as a tuple of ints; else a typed error."""
     items = value if isinstance(value, Sequence | np.ndarray) else (value,)
     try:
-        return tuple(operator.index(v) for v in items)
+        return tuple(operator.index(v) for v in items)  # type: ignore[arg-type]
     except TypeError:
         raise ArgumentTypeError(
             f"{op}: {what} must be integers (Python ints, fixed when the graph is built),"

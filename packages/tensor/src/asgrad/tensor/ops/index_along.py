@@ -51,7 +51,7 @@ def check_along(x: TensorType, idx: TensorType, axis: int, what: str = "indices"
 
 def _grid(idx: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     """The full index tuple that puts ``idx`` along ``axis`` of a value of its rank."""
-    grids = list(np.indices(idx.shape, sparse=True))
+    grids: list[np.ndarray] = list(np.indices(idx.shape, sparse=True))
     grids[axis] = idx
     return tuple(grids)
 

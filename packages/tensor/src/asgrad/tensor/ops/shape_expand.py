@@ -149,11 +149,13 @@ def _tri_mask(n: int, m: int, diagonal: int, upper: bool) -> np.ndarray:
 
 
 def _expand_tril(x: Tensor, diagonal: int) -> Tensor:
-    return where_const(_tri_mask(*x.shape[-2:], diagonal, upper=False), x, 0)
+    n, m = x.shape[-2:]
+    return where_const(_tri_mask(n, m, diagonal, upper=False), x, 0)
 
 
 def _expand_triu(x: Tensor, diagonal: int) -> Tensor:
-    return where_const(_tri_mask(*x.shape[-2:], diagonal, upper=True), x, 0)
+    n, m = x.shape[-2:]
+    return where_const(_tri_mask(n, m, diagonal, upper=True), x, 0)
 
 
 # -- diagonal ----------------------------------------------------------------------------

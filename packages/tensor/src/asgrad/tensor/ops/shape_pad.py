@@ -1,8 +1,11 @@
 """``pad``: constant, reflect, replicate and circular padding of any axes, negative
 widths cropping; an op that expands into slices and gathers of constant indices.
 
-``pad`` holds one ``(before, after)`` pair per axis. A negative width removes that
-many elements from its side first; the positive widths are then filled by ``mode``:
+``pad`` holds one ``(before, after)`` pair per axis; element ``k`` of a padded axis
+is the input's position ``k - before``, and a negative width removes that many
+elements from its side. A position outside the input is filled by ``mode``, about
+the input's own edges (as PyTorch: ``(-1, 3)`` reflects about the last element;
+``circular`` alone wraps the input as cropped, again as PyTorch):
 ``constant`` (``value``), ``reflect`` (mirrored about the edge element, which is not
 repeated: PyTorch's ``reflect``, numpy's ``reflect``), ``replicate`` (the edge
 element: numpy's ``edge``) or ``circular`` (wrapped around: numpy's ``wrap``). Each
@@ -30,10 +33,6 @@ MODES = ("constant", "reflect", "replicate", "circular")
 Pairs = tuple[tuple[int, int], ...]
 
 
-def _cropped(n: int, before: int, after: int) -> int:
-    return n - max(-before, 0) - max(-after, 0)
-
-
 def _infer_pad(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (t,) = types
     pad: Pairs = attrs["pad"]
@@ -46,37 +45,46 @@ def _infer_pad(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
         )
     shape = []
     for axis, ((before, after), n) in enumerate(zip(pad, t.shape, strict=True)):
-        m = _cropped(n, before, after)
-        if m < 0:
+        if n + before + after < 0 or -before > n or -after > n:
             raise ShapeError(f"pad ({before}, {after}) crops more than axis {axis}'s {n} elements")
-        grow = max(before, 0), max(after, 0)
-        if any(grow) and mode == "reflect" and max(grow) >= m:
+        grow = max(before, after, 0)
+        kept = n - max(-before, 0) - max(-after, 0)
+        if grow and mode == "reflect" and grow >= n:
             raise ShapeError(
-                f"reflect padding of ({before}, {after}) needs more than {max(grow)} elements"
-                f" on axis {axis}, which has {m}; pad less or use mode='replicate'"
+                f"reflect padding of ({before}, {after}) needs more than {grow} elements on"
+                f" axis {axis}, which has {n}; pad less or use mode='replicate'"
             )
-        if any(grow) and mode == "circular" and max(grow) > m:
+        if grow and mode == "circular" and grow > kept:
             raise ShapeError(
-                f"circular padding of ({before}, {after}) wraps more than axis {axis}'s {m}"
-                " elements; pad at most the axis' size"
+                f"circular padding of ({before}, {after}) wraps more than the {kept} elements"
+                f" kept of axis {axis}; pad at most that many"
             )
-        if any(grow) and mode == "replicate" and m == 0:
+        if grow and mode == "replicate" and n == 0:
             raise ShapeError(f"replicate padding of an empty axis {axis}: no element to repeat")
-        shape.append(m + grow[0] + grow[1])
+        shape.append(n + before + after)
     return TensorType(tuple(shape), t.dtype)
 
 
 _NUMPY_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
+def _crop(x: np.ndarray, pad: Pairs) -> np.ndarray:
+    return x[
+        tuple(slice(max(-b, 0), n - max(-a, 0)) for (b, a), n in zip(pad, x.shape, strict=True))
+    ]
+
+
 def _pad(x: np.ndarray, pad: Pairs, mode: str, value: float = 0.0) -> np.ndarray:
-    crop = tuple(slice(max(-b, 0), n - max(-a, 0)) for (b, a), n in zip(pad, x.shape, strict=True))
-    x = x[crop]
+    """Pad by the positive widths (numpy's modes), then crop by the negative ones
+    (``circular``: crop first)."""
+    if mode == "circular":
+        x = _crop(x, pad)
     widths = [(max(b, 0), max(a, 0)) for b, a in pad]
     if mode == "constant":
         out: np.ndarray = np.pad(x, widths, mode="constant", constant_values=value)
-        return out
-    return np.asarray(np.pad(x, widths, mode=_NUMPY_MODES[mode]))  # type: ignore[call-overload]
+    else:
+        out = np.asarray(np.pad(x, widths, mode=_NUMPY_MODES[mode]))  # type: ignore[call-overload]
+    return out if mode == "circular" else _crop(out, pad)
 
 
 def source_positions(n: int, before: int, after: int, mode: str) -> np.ndarray:
@@ -94,30 +102,28 @@ def source_positions(n: int, before: int, after: int, mode: str) -> np.ndarray:
 def _expand_pad(x: Tensor, pad: Pairs, mode: str, value: float = 0.0) -> Tensor:
     for axis, (before, after) in enumerate(pad):
         n = x.shape[axis]
-        if before < 0 or after < 0:
+        if (before < 0 or after < 0) and (mode == "circular" or max(before, after) <= 0):
             x = axis_slice(x, axis, slice(max(-before, 0), n - max(-after, 0)))
-            n = x.shape[axis]
-        before, after = max(before, 0), max(after, 0)
-        if not (before or after):
+            n, before, after = x.shape[axis], max(before, 0), max(after, 0)
+        if before <= 0 and after <= 0:
             continue
         if mode == "constant" and n == 0:
             return _pad_empty(x, pad, axis, value)
+        positions = np.arange(-before, n + after)
         x = gather_const(x, source_positions(n, before, after, mode), axis)
         if mode == "constant":
-            inside = np.zeros((n + before + after,) + (1,) * (x.ndim - axis - 1), bool)
-            inside[before : before + n] = True
-            cond = x.graph.constant(inside, "bool")
+            inside = (positions >= 0) & (positions < n)
+            cond = x.graph.constant(inside.reshape((-1,) + (1,) * (x.ndim - axis - 1)), "bool")
             fill = x.graph.constant(value, x.dtype)
             x = x.graph.apply("where", (cond, x, fill), {})
     return x
 
 
 def _pad_empty(x: Tensor, pad: Pairs, axis: int, value: float) -> Tensor:
-    """Constant padding of ``axis``, cropped empty: every element is ``value``."""
-    grown = max(pad[axis][0], 0) + max(pad[axis][1], 0)
-    later = zip(pad[axis + 1 :], x.shape[axis + 1 :], strict=True)
-    rest = tuple(_cropped(n, b, a) + max(b, 0) + max(a, 0) for (b, a), n in later)
-    return x.graph.constant(np.full((*x.shape[:axis], grown, *rest), value), x.dtype)
+    """Constant padding of an empty ``axis``: every element is ``value``."""
+    later = zip(pad[axis:], x.shape[axis:], strict=True)
+    rest = tuple(n + b + a for (b, a), n in later)
+    return x.graph.constant(np.full((*x.shape[:axis], *rest), value), x.dtype)
 
 
 def _pad_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -134,6 +140,16 @@ def _pad_cases(rng: np.random.Generator) -> list[OpCase]:
         ),
         OpCase(
             (x,), {"pad": ((0, 0), (-2, -1), (0, 0)), "mode": "reflect", "value": 0.0}, label="crop"
+        ),
+        OpCase(
+            (x,),
+            {"pad": ((0, 0), (-1, 3), (2, -1)), "mode": "reflect", "value": 0.0},
+            label="crop and pad",
+        ),
+        OpCase(
+            (x,),
+            {"pad": ((0, 0), (-1, 3), (2, -1)), "mode": "circular", "value": 0.0},
+            label="crop and pad",
         ),
     ]
 
