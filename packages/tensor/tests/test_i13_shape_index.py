@@ -147,6 +147,7 @@ def test_expansions_keep_the_batch_axis_free() -> None:
         x.unflatten(1, (2, 3)),
     ]
     outs += [pad(x, (1, 1, 2, 0), mode="reflect"), x.repeat_interleave(2, 2), zeros_like(x)]
+    outs += [einsum("bij,bkj->bik", x, x), x[:, [0, 5], [2, 1]]]
     fed = RNG.standard_normal((5, 6, 3)).astype(np.float32)
     got = evaluate(outs, {"x": fed})
     want = [
@@ -159,9 +160,11 @@ def test_expansions_keep_the_batch_axis_free() -> None:
         np.pad(fed, ((0, 0), (2, 0), (1, 1)), mode="reflect"),
         np.repeat(fed, 2, 2),
         np.zeros_like(fed),
+        np.einsum("bij,bkj->bik", fed, fed),
+        fed[:, [0, 5], [2, 1]],
     ]
     for a, b in zip(got, want, strict=True):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
 # -- indexing -----------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ operand (a diagonal; ``ii->`` is a trace), and the implicit output (no ``->``: t
 ``...`` axes, then the labels used once, in alphabetical order). It expands into
 ``diagonal`` for repeated labels, ``sum`` for labels no later operand or the output
 needs, and one batched ``matmul`` per pair of operands (left to right), between
-``transpose`` and ``reshape``; so its gradient and GPU kernels are theirs.
+``transpose`` and ``reshape``; so its gradient and GPU kernels are theirs. The
+reshapes fix the operands' sizes except that of the first label the two operands
+of a product share and keep (a batch axis: ``bij,bjk->bik`` runs on any batch).
 
 ``cross(a, b, axis)``: the cross product of 3-vectors along ``axis`` (broadcasting),
 as ``torch.linalg.cross``.
@@ -153,15 +155,16 @@ def _contract(
     def n(group: Labels) -> int:
         return math.prod(size[lbl] for lbl in group)
 
-    a3 = apply(
-        _arrange(a, la, batch + left + inner), "reshape", shape=(n(batch), n(left), n(inner))
-    )
-    b3 = apply(
-        _arrange(b, lb, batch + inner + right), "reshape", shape=(n(batch), n(inner), n(right))
-    )
+    # The batch group's size is left to the reshape (-1), so that a leading batch
+    # axis may change size per run ('bij,bjk->bik' on any batch); the others are fixed.
+    free = bool(batch) and min(n(left), n(inner), n(right), n(batch)) > 0
+    lead = -1 if free else n(batch)
+    a3 = apply(_arrange(a, la, batch + left + inner), "reshape", shape=(lead, n(left), n(inner)))
+    b3 = apply(_arrange(b, lb, batch + inner + right), "reshape", shape=(lead, n(inner), n(right)))
     out = a3.graph.apply("matmul", (a3, b3), {})
     labels = batch + left + right
-    return apply(out, "reshape", shape=tuple(size[lbl] for lbl in labels)), labels
+    shape = tuple(size[lbl] for lbl in labels)
+    return apply(out, "reshape", shape=(-1, *shape[1:]) if free else shape), labels
 
 
 def _expand_einsum(*xs: Tensor, equation: str) -> Tensor:
