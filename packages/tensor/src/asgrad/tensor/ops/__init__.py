@@ -22,6 +22,7 @@ from asgrad.tensor.ops import (
     shape,
     shape_expand,
     shape_pad,
+    shape_repeat,
     spatial,
 )
 
@@ -41,5 +42,6 @@ __all__ = [
     "shape",
     "shape_expand",
     "shape_pad",
+    "shape_repeat",
     "spatial",
 ]

@@ -1,5 +1,6 @@
-"""Shape ops that expand into other ops: flip, roll, tril/triu, diagonal, repeat,
-repeat_interleave, unfold.
+"""Shape ops that expand into other ops: flip, roll, tril/triu, diagonal, unfold
+(``repeat`` and ``repeat_interleave`` are in :mod:`.shape_repeat`, ``pad`` in
+:mod:`.shape_pad`).
 
 Each is a short composition of slices, concats, reshapes, gathers of constant
 indices and ``where`` (see "Ops that expand into others" in the contributing guide),
@@ -198,68 +199,6 @@ def _expand_diagonal(x: Tensor, offset: int, axis1: int, axis2: int) -> Tensor:
     return axis_slice(flat, flat.ndim - 1, item)
 
 
-# -- repeat (torch Tensor.repeat, numpy tile) ---------------------------------------------
-def _infer_repeat(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (t,) = types
-    reps = tuple(int(r) for r in attrs["repeats"])
-    if len(reps) < len(t.shape):
-        raise ShapeError(
-            f"repeat got {len(reps)} repeats for a value of rank {len(t.shape)}; give at"
-            " least one per axis (tile() pads them with leading 1s)"
-        )
-    if any(r < 0 for r in reps):
-        raise ShapeError(f"repeats must be >= 0, got {list(reps)}")
-    shape = (1,) * (len(reps) - len(t.shape)) + t.shape
-    return TensorType(tuple(d * r for d, r in zip(shape, reps, strict=True)), t.dtype)
-
-
-def _repeat(x: np.ndarray, repeats: tuple[int, ...]) -> np.ndarray:
-    return np.tile(x, repeats)
-
-
-def _expand_repeat(x: Tensor, repeats: tuple[int, ...]) -> Tensor:
-    lead = len(repeats) - x.ndim
-    if lead:
-        x = apply(x, "expand_dims", axis=tuple(range(lead)))
-    for axis, r in enumerate(repeats):
-        if r == 0:
-            x = axis_slice(x, axis, slice(0, 0))
-        elif r > 1:
-            x = concat([x] * r, axis)
-    return x
-
-
-# -- repeat_interleave ---------------------------------------------------------------------
-def _infer_repeat_interleave(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    (t,) = types
-    axis = normalize_axis(attrs["axis"], len(t.shape))
-    reps = tuple(int(r) for r in attrs["repeats"])
-    n = t.shape[axis]
-    if len(reps) not in (1, n):
-        raise ShapeError(f"repeat_interleave got {len(reps)} repeats for axis {axis} of size {n}")
-    if any(r < 0 for r in reps):
-        raise ShapeError(f"repeats must be >= 0, got {list(reps)}")
-    total = n * reps[0] if len(reps) == 1 else sum(reps)
-    return TensorType((*t.shape[:axis], total, *t.shape[axis + 1 :]), t.dtype)
-
-
-def _repeat_interleave(x: np.ndarray, repeats: tuple[int, ...], axis: int) -> np.ndarray:
-    return np.repeat(x, repeats[0] if len(repeats) == 1 else repeats, axis)
-
-
-def _expand_repeat_interleave(x: Tensor, repeats: tuple[int, ...], axis: int) -> Tensor:
-    axis = normalize_axis(axis, x.ndim)
-    n = x.shape[axis]
-    if len(repeats) == 1 and repeats[0] > 0 and n > 0:
-        r = repeats[0]
-        if r == 1:
-            return x
-        y = concat([apply(x, "expand_dims", axis=(axis + 1,))] * r, axis + 1)
-        return free_reshape(y, (*x.shape[:axis], n * r, *x.shape[axis + 1 :]))
-    reps = repeats * n if len(repeats) == 1 else repeats
-    return gather_const(x, np.repeat(np.arange(n), reps), axis)
-
-
 # -- unfold (torch Tensor.unfold) -------------------------------------------------------------
 def _infer_unfold(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (t,) = types
@@ -328,22 +267,6 @@ def _diagonal_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
-def _repeat_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [
-        OpCase((randn(rng, 2, 3),), {"repeats": (2, 3)}),
-        OpCase((randn(rng, 3),), {"repeats": (2, 1, 2)}),
-        OpCase((randn(rng, 2, 2),), {"repeats": (1, 0)}, grad=False, label="zero"),
-    ]
-
-
-def _repeat_interleave_cases(rng: np.random.Generator) -> list[OpCase]:
-    return [
-        OpCase((randn(rng, 2, 3),), {"repeats": (2,), "axis": 1}),
-        OpCase((randn(rng, 3, 2),), {"repeats": (1, 0, 3), "axis": 0}),
-        OpCase((randn(rng, 4),), {"repeats": (3,), "axis": 0}),
-    ]
-
-
 def _unfold_cases(rng: np.random.Generator) -> list[OpCase]:
     return [
         OpCase((randn(rng, 7),), {"axis": 0, "size": 3, "step": 2}),
@@ -382,17 +305,6 @@ shape_expand_op(
     _diagonal_cases,
     "a diagonal of two axes (offset), as a new last axis",
     _expand_diagonal,
-)
-shape_expand_op(
-    "repeat", _infer_repeat, _repeat, _repeat_cases, "tile whole copies", _expand_repeat
-)
-shape_expand_op(
-    "repeat_interleave",
-    _infer_repeat_interleave,
-    _repeat_interleave,
-    _repeat_interleave_cases,
-    "repeat each element along an axis",
-    _expand_repeat_interleave,
 )
 shape_expand_op(
     "unfold",
