@@ -253,6 +253,8 @@ class IndexMethods(TensorBase):
                 raise locate("index", ArgumentTypeError(f"array indices must be integers: {t!r}"))
             return t.cast("int64")
         array = np.asarray(item)
+        if array.size == 0:  # x[[]]: numpy takes an empty list as integer indices
+            array = array.astype(np.int64)
         if array.dtype.kind not in "iu":
             raise locate(
                 "index", ArgumentTypeError(f"unsupported index {item!r}; use ints or int arrays")

@@ -343,8 +343,8 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
     def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
         """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
         :meth:`take_along_axis`."""
-        if isinstance(indices, int) and isinstance(axis, Tensor):
-            return self.take_along_axis(axis, indices)
+        if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
+            return self.take_along_axis(axis, int(indices))
         if not isinstance(indices, Tensor) or isinstance(axis, Tensor):
             raise ArgumentTypeError("gather takes (indices: Tensor, axis: int) or (dim, index)")
         axis = checked("gather", normalize_axis, axis, self.ndim)
