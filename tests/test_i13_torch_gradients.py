@@ -147,3 +147,15 @@ def test_amax_without_self_shares_the_gradient_among_the_values_that_take_part()
     got = evaluate([dx, ds], {"x": np.array([3.0, 0.0]), "s": np.array([3.0, 3.0, 1.0])})
     np.testing.assert_array_equal(got[0], [0.0, 0.0])
     np.testing.assert_array_equal(got[1], [0.5, 0.5, 1.0])
+
+
+@pytest.mark.parametrize("order", [2.0, 3.0])
+def test_the_norm_of_zeros_has_gradient_zero_as_pytorch(order: float) -> None:
+    torch = pytest.importorskip("torch")
+    x = np.array([[0.0, 0.0, 0.0], [1.0, -2.0, 0.5]])
+    _compare(
+        lambda a: linalg.vector_norm(a, order, axis=1),
+        lambda a: torch.linalg.vector_norm(a, order, dim=1),
+        [x],
+        [0],
+    )

@@ -19,6 +19,7 @@ import math
 from collections.abc import Sequence
 
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError
+from asgrad.tensor.functional import where
 from asgrad.tensor.functional_shape import bmm, einsum, outer
 from asgrad.tensor.located import checked, locate
 from asgrad.tensor.ops._common import normalize_axes, normalize_axis
@@ -56,7 +57,7 @@ def vector_norm(x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = F
     """``(sum |x|**ord) ** (1/ord)`` over ``axis`` (every axis when None); ``ord`` inf:
     the largest ``|x|``, -inf the smallest, 0 the count of nonzeros.
 
-    At ``x = 0`` the gradient of the 2-norm is NaN (``x / 0``); PyTorch gives 0 there.
+    Where every ``x`` is 0 the gradient is 0, as PyTorch's.
     """
     _float("vector_norm", x)
     if isinstance(ord, bool) or not isinstance(ord, int | float):
@@ -73,8 +74,17 @@ def vector_norm(x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = F
     if ord == 1:
         return a.sum(axes, keep)
     if ord == 2:
-        return (x * x).sum(axes, keep).sqrt()
-    return (a ** float(ord)).sum(axes, keep) ** (1.0 / float(ord))
+        return _root((x * x).sum(axes, keep), 2.0)
+    return _root((a ** float(ord)).sum(axes, keep), float(ord))
+
+
+def _root(total: Tensor, p: float) -> Tensor:
+    """``total ** (1/p)``, whose gradient is 0 (PyTorch's choice), not NaN, where
+    ``total`` is 0: the root is taken of 1 there and the result replaced by 0."""
+    zero = total == 0.0
+    safe = where(zero, 1.0, total)
+    root = safe.sqrt() if p == 2.0 else safe ** (1.0 / p)
+    return where(zero, 0.0, root)
 
 
 def matrix_norm(
