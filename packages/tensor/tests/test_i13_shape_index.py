@@ -408,3 +408,15 @@ def test_creation_functions() -> None:
         arange(g, 0, 1, 0)
     with pytest.raises(ArgumentTypeError, match="give the Graph"):
         zeros("g", 2)  # type: ignore[arg-type]
+
+
+def test_a_slice_bound_must_be_an_int() -> None:
+    g = Graph()
+    x = g.input("x", (5,))
+    with pytest.raises(ArgumentTypeError, match=r"slice bounds must be Python ints.*masked_fill"):
+        x[: g.constant(2)]
+    with pytest.raises(ArgumentTypeError, match=r"slice bounds must be Python ints.*2\.5"):
+        x[:2.5]
+    np.testing.assert_array_equal(
+        run(lambda t: t[np.int64(1) : 4 : np.int32(2)], np.arange(5.0)), [1.0, 3.0]
+    )

@@ -191,6 +191,31 @@ class IndexMethods(TensorBase):
         )
 
     # -- x[...] with integer arrays -----------------------------------------------------------
+    @staticmethod
+    def _check_slice_bounds(items: tuple[object, ...]) -> None:
+        """A typed error for a slice bound that is not a Python int (or None)."""
+        for item in items:
+            if not isinstance(item, slice):
+                continue
+            for bound in (item.start, item.stop, item.step):
+                if bound is None or (
+                    isinstance(bound, int | np.integer) and not isinstance(bound, bool)
+                ):
+                    continue
+                hint = (
+                    "; a bound held by a Tensor would make the result's shape depend on"
+                    " values when the graph runs: slice with ints, or keep the shape and"
+                    " choose values with masked_fill/where"
+                    if isinstance(bound, IndexMethods)
+                    else ""
+                )
+                raise locate(
+                    "index",
+                    ArgumentTypeError(
+                        f"slice bounds must be Python ints (or None), got {bound!r}{hint}"
+                    ),
+                )
+
     def _advanced_index(self, items: tuple[object, ...]) -> Tensor:
         """``x[items]`` where some items are integer arrays (Tensors, lists, numpy arrays):
         numpy's rules, with every array's values in ``[0, n)`` for Tensors (numpy arrays

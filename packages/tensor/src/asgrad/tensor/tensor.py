@@ -358,6 +358,7 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
 
     def __getitem__(self, index: object) -> Tensor:
         items = index if isinstance(index, tuple) else (index,)
+        self._check_slice_bounds(items)
         if any(isinstance(item, Tensor | list | np.ndarray) for item in items):
             return self._advanced_index(items)
         items = checked("index", expand_ellipsis, items, self.ndim)
