@@ -7,10 +7,11 @@ Usage:
 
 One row per op of the registry: its family, the file of its spec and numpy kernel
 (``asgrad.tensor``), of its gradient rule (``asgrad.autograd``), of its GPU lowering
-and the WGSL files it launches (``asgrad.gpu``). Each location is read from the live
-objects (the module that defines the function), so the page cannot claim a layout
-the code does not have; ``tests/test_ops_table.py`` checks that the page is current
-and that every op's parts sit in files named after its family.
+and the WGSL files it launches (``asgrad.gpu``), and whether ``asgrad.onnx`` exports it
+and loads it back (``asgrad.onnx.coverage()``, when asgrad-onnx is installed). Each
+location is read from the live objects (the module that defines the function), so the
+page cannot claim a layout the code does not have; ``tests/test_ops_table.py`` checks
+that the page is current and that every op's parts sit in files named after its family.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class OpRow:
     composite: bool
     doc: str
     expands: bool = False  # a decomposition into other ops: no rule or lowering of its own
+    onnx: str = "n/a"  # "export / import" verdicts, or n/a without asgrad-onnx
 
 
 def module_file(module: str) -> str:
@@ -66,8 +68,18 @@ def kernel_location(op: OpDef) -> str:
     return f"numpy.{getattr(op.kernel, '__name__', repr(op.kernel))}"
 
 
+def onnx_coverage() -> dict[str, str]:
+    """``"yes / yes"`` (exported / imported) per op; empty without asgrad-onnx."""
+    try:
+        from asgrad.onnx import coverage
+    except ImportError:
+        return {}
+    return {name: f"{c.exported} / {c.imported}" for name, c in coverage().items()}
+
+
 def rows() -> list[OpRow]:
     """One :class:`OpRow` per registered op, sorted by name."""
+    onnx = onnx_coverage()
     table = []
     for op in all_ops():
         rule = get_rule(op.name)
@@ -87,6 +99,7 @@ def rows() -> list[OpRow]:
                 composite=op.composite,
                 doc=op.doc,
                 expands=not op.primitive,
+                onnx=onnx.get(op.name, "n/a"),
             )
         )
     return table
@@ -116,7 +129,10 @@ with kernels of their own, for speed and numerical stability. *expands* marks op
 that are built from other ops when they are applied (their spec checks the inputs,
 then the expansion in the same file builds the primitives): graphs never hold them,
 so their gradients and GPU kernels are those of the ops they expand into, and their
-numpy kernel is the reference their test cases check the expansion against.
+numpy kernel is the reference their test cases check the expansion against. *ONNX* says whether
+[`asgrad.onnx`](onnx.md) exports the op (`export`) and reads the exported form back
+(`load`), over the op's test cases: *yes*, *some cases* (dropout: only `p = 0` has an
+inference form) or *no* (gradient ops: export the forward graph).
 
 """
 
@@ -130,8 +146,9 @@ def markdown(table: list[OpRow]) -> str:
         return path if path.startswith("**") else f"`{path}`"
 
     lines = [
-        "| op | family | spec | CPU kernel | gradient rule | GPU lowering | WGSL | notes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| op | family | spec | CPU kernel | gradient rule | GPU lowering | WGSL"
+        " | ONNX (export / import) | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         note = (("composite. " if r.composite else "") + r.doc).replace("|", "\\|")
@@ -144,7 +161,7 @@ def markdown(table: list[OpRow]) -> str:
             rule = lowering = wgsl = "its expansion's"
         lines.append(
             f"| `{r.name}` | {r.family} | {code(r.spec)} | {code(r.cpu_kernel)} "
-            f"| {rule} | {lowering} | {wgsl} | {note} |"
+            f"| {rule} | {lowering} | {wgsl} | {r.onnx} | {note} |"
         )
     differentiable = [r for r in table if r.rule is not None]
     lines += [
@@ -153,7 +170,8 @@ def markdown(table: list[OpRow]) -> str:
         f"{sum(r.expands for r in table)} of them expanding into others: "
         f"{sum(r.gpu_lowering is not None for r in table)} with a GPU lowering, "
         f"{sum(r.rule is not None and not r.rule.startswith('**') for r in differentiable)}"
-        f" of {len(differentiable)} differentiable ops with a gradient rule.",
+        f" of {len(differentiable)} differentiable ops with a gradient rule, "
+        f"{sum(r.onnx.startswith('yes') for r in table)} exported to ONNX.",
     ]
     return "\n".join(lines)
 

@@ -62,6 +62,33 @@ if data.is_dir():
     print("example data files:", sorted(p.name for p in data.iterdir()))
 """
 
+ONNX_SMOKE = """
+import os, tempfile
+import numpy as np
+import onnxruntime
+from asgrad.onnx import export, load
+g2 = Graph()
+x2 = g2.input("x", (1, 3))
+path = os.path.join(tempfile.mkdtemp(), "smoke.onnx")
+export({"y": (x2 * 2.0).relu()}, path)
+session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+(served,) = session.run(None, {"x": np.array([[1, -1, 2], [0, 3, -4]], np.float32)})
+assert served.tolist() == [[2.0, 0.0, 4.0], [0.0, 6.0, 0.0]], served
+print("onnx round trip:", load(path))
+"""
+
+VIZ_SMOKE = """
+import importlib.resources
+from asgrad.tensor import Graph
+vendor = importlib.resources.files("asgrad.viz").joinpath("vendor")
+assert vendor.joinpath("elk.bundled.js").is_file() and vendor.joinpath("elkjs-LICENSE.md").is_file()
+g = Graph()
+(g.input("x", (2,)) * 2.0).sum()
+html = g._repr_html_()  # found through the asgrad.viewers entry point, without an import
+assert html.startswith("<iframe srcdoc="), html[:80]
+print("viewer page:", len(html), "characters")
+"""
+
 
 @dataclass(frozen=True)
 class Scenario:
@@ -80,6 +107,8 @@ def scenarios(version: str) -> list[Scenario]:
         "asgrad-autograd",
         "asgrad-nn",
         "asgrad-gpu",
+        "asgrad-onnx",
+        "asgrad-viz",
         "asgrad-examples",
     )
     return [
@@ -109,6 +138,20 @@ def scenarios(version: str) -> list[Scenario]:
             extra_code=GPU_SMOKE,
         ),
         Scenario(
+            f"asgrad-onnx=={version}",
+            installed=("asgrad-tensor", "asgrad-onnx"),
+            absent=("asgrad-autograd", "asgrad-nn", "asgrad-gpu", "asgrad-examples"),
+            imports=("asgrad.tensor", "asgrad.onnx"),
+            extra_code=ONNX_SMOKE,
+        ),
+        Scenario(
+            f"asgrad-viz=={version}",
+            installed=("asgrad-tensor", "asgrad-viz"),
+            absent=("asgrad-autograd", "asgrad-nn", "asgrad-gpu", "asgrad-examples"),
+            imports=("asgrad.tensor",),
+            extra_code=VIZ_SMOKE,
+        ),
+        Scenario(
             f"asgrad-examples=={version}",
             installed=(
                 "asgrad-tensor",
@@ -116,7 +159,7 @@ def scenarios(version: str) -> list[Scenario]:
                 "asgrad-nn",
                 "asgrad-examples",
             ),
-            absent=("asgrad-gpu",),
+            absent=("asgrad-gpu", "asgrad-onnx", "asgrad-viz"),
             imports=(
                 "asgrad.tensor",
                 "asgrad.autograd",
@@ -126,11 +169,11 @@ def scenarios(version: str) -> list[Scenario]:
             extra_code=EXAMPLES_SMOKE,
         ),
         Scenario(
-            f"asgrad[gpu]=={version}",
+            f"asgrad[gpu,onnx,viz]=={version}",
             installed=("asgrad", *every),
             absent=(),
             imports=tuple("asgrad." + name.removeprefix("asgrad-") for name in every),
-            extra_code=GPU_SMOKE + EXAMPLES_SMOKE,
+            extra_code=GPU_SMOKE + EXAMPLES_SMOKE + VIZ_SMOKE + ONNX_SMOKE,
         ),
     ]
 

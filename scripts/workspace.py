@@ -20,6 +20,8 @@ DISTRIBUTION_DIRS = (
     "packages/autograd",
     "packages/nn",
     "packages/gpu",
+    "packages/onnx",
+    "packages/viz",
     "examples",
     "packages/asgrad",
 )

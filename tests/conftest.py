@@ -1,8 +1,12 @@
-"""Fixtures of the root tests: the GPU device for the tests that need gpu and a higher package."""
+"""Fixtures of the root tests: the GPU device for the tests that need gpu and a higher package,
+and a headless Chromium for the graph viewer's browser tests (issue 15)."""
 
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Iterator
+from typing import Any, NoReturn
 
 import pytest
 
@@ -18,3 +22,59 @@ def device() -> Device:
         if os.environ.get("ASGRAD_REQUIRE_GPU", "") not in ("", "0"):
             pytest.fail(f"ASGRAD_REQUIRE_GPU=1 but no GPU adapter: {exc}")
         pytest.skip(f"no GPU adapter: {exc}")
+
+
+# -- issue 15: a headless Chromium for the graph viewer's browser tests ------------------
+BROWSERS = ("chromium", "google-chrome", "chromium-browser")
+DRIVERS = ("chromedriver",)
+
+
+def _find(names: tuple[str, ...]) -> str | None:
+    # GitHub's runners keep their chromedriver in $CHROMEWEBDRIVER
+    folder = os.environ.get("CHROMEWEBDRIVER")
+    for name in names:
+        if folder and os.path.exists(os.path.join(folder, name)):
+            return os.path.join(folder, name)
+        found = shutil.which(name) or (
+            f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None
+        )
+        if found:
+            return found
+    return None
+
+
+def _unavailable(reason: str) -> NoReturn:
+    if os.environ.get("ASGRAD_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"ASGRAD_REQUIRE_BROWSER=1 but {reason}; install chromium and chromium-driver")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """A headless Chromium (Selenium WebDriver) that logs console messages and requests."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _unavailable("selenium is not installed")
+    binary, driver_path = _find(BROWSERS), _find(DRIVERS)
+    if binary is None or driver_path is None:
+        _unavailable("no chromium or chromedriver on PATH")
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,900",
+        "--force-device-scale-factor=1",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=Service(driver_path))
+    driver.set_script_timeout(300)
+    try:
+        yield driver
+    finally:
+        driver.quit()

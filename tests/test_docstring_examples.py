@@ -13,7 +13,16 @@ from types import ModuleType
 
 import pytest
 
-LEAF_PACKAGES = ("asgrad.tensor", "asgrad.autograd", "asgrad.nn", "asgrad.gpu", "asgrad.examples")
+LEAF_PACKAGES = (
+    "asgrad.tensor",
+    "asgrad.autograd",
+    "asgrad.nn",
+    "asgrad.gpu",
+    "asgrad.examples",
+    "asgrad.onnx",
+    "asgrad.viz",
+    "asgrad.examples",
+)
 
 
 def module_names() -> list[str]:

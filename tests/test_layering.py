@@ -1,6 +1,6 @@
 """The layering of the distributions holds: imports go down, never up or sideways.
 
-``tensor <- autograd <- nn <- examples``; ``gpu`` depends on ``tensor`` only. No
+``tensor <- autograd <- nn <- examples``; ``gpu`` and ``onnx`` depend on ``tensor`` only. No
 package imports another's private (``_``-prefixed) module, and the core never names a
 backend: backends plug in through the ``asgrad.backends`` entry point. Tests follow
 the same directions: what needs two packages is tested with the higher one (or here,
@@ -27,7 +27,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "autograd": frozenset({"tensor", "autograd"}),
     "nn": frozenset({"tensor", "autograd", "nn"}),
     "gpu": frozenset({"tensor", "gpu"}),
-    "examples": frozenset({"tensor", "autograd", "nn", "gpu", "examples"}),
+    "examples": frozenset({"tensor", "autograd", "nn", "gpu", "examples", "onnx"}),
+    "onnx": frozenset({"tensor", "onnx"}),
+    "viz": frozenset({"tensor", "gpu", "viz"}),  # gpu: optional, for fusion groups
 }
 TREES: dict[str, tuple[Path, ...]] = {
     "tensor": (ROOT / "packages/tensor/src", ROOT / "packages/tensor/tests"),
@@ -35,6 +37,8 @@ TREES: dict[str, tuple[Path, ...]] = {
     "nn": (ROOT / "packages/nn/src", ROOT / "packages/nn/tests"),
     "gpu": (ROOT / "packages/gpu/src", ROOT / "packages/gpu/tests"),
     "examples": (ROOT / "examples/src", ROOT / "examples/tests"),
+    "onnx": (ROOT / "packages/onnx/src", ROOT / "packages/onnx/tests"),
+    "viz": (ROOT / "packages/viz/src", ROOT / "packages/viz/tests"),
 }
 
 

@@ -11,6 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from workspace import DISTRIBUTION_DIRS  # noqa: E402  # a script, importable once on the path
 
 
 def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -44,7 +47,7 @@ def copy_release_files(destination: Path) -> Path:
 def test_versions_and_pins_are_in_step() -> None:
     result = run_script("check_versions.py")
     assert result.returncode == 0, result.stderr
-    assert "6 distributions" in result.stdout
+    assert f"{len(DISTRIBUTION_DIRS)} distributions" in result.stdout
 
 
 def test_check_fails_on_a_loose_internal_pin(tmp_path: Path) -> None:
@@ -71,7 +74,7 @@ def test_bump_rewrites_every_version_and_pin(tmp_path: Path) -> None:
     result = run_script("bump_version.py", "7.8.9rc1", "--root", str(root))
     assert result.returncode == 0, result.stderr
     texts = [p.read_text() for p in root.glob("**/pyproject.toml") if p.parent != root]
-    assert len(texts) == 6
+    assert len(texts) == len(DISTRIBUTION_DIRS)
     for text in texts:
         assert 'version = "7.8.9rc1"' in text
         assert "0.1.0" not in text.replace(">=0.1.0", "")

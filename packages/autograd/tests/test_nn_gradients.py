@@ -32,7 +32,9 @@ from asgrad.tensor.ops.random import dropout_keep
 NN_OPS = [
     op
     for op in all_ops()
-    if op.family in ("conv", "pool", "norm", "random") and op.name not in ("softmax", "log_softmax")
+    if op.family in ("conv", "pool", "norm", "random")
+    and op.name not in ("softmax", "log_softmax")
+    and op.differentiable  # rand_like and randn_like: samples, without a gradient
 ]
 
 

@@ -37,8 +37,10 @@ def test_the_table_is_the_union_of_the_family_tables() -> None:
 
 def test_kernel_files_name_shipped_kernels() -> None:
     for op in all_ops():
+        if not op.primitive:  # no kernels of its own: those of its expansion
+            continue
         files = kernel_files(op.name)
-        assert bool(files) == (op.family != "leaf" and op.primitive), op.name
+        assert bool(files) == (op.family != "leaf"), op.name
         for name in files:
             assert KERNELS.joinpath(name).is_file(), f"{op.name}: no kernels/{name}"
 

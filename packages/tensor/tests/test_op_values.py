@@ -188,6 +188,103 @@ REFERENCES: dict[str, Reference] = {
     "one_hot": lambda idx, depth, dtype="float32": np.eye(depth, dtype=dtype)[idx],
 }
 
+# Activations that expand into other ops (tensor/ops/elementwise_activation.py).
+_SELU = (1.6732632423543772848170429916717, 1.0507009873554804934193349852946)
+
+
+def _softplus1(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x))))
+
+
+def _reference_prelu(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    shaped = w.reshape((-1,) + (1,) * (x.ndim - 2)) if x.ndim >= 2 else w
+    return np.asarray(np.maximum(x, 0.0) + shaped * np.minimum(x, 0.0))
+
+
+def _reference_glu(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    half = x.shape[axis] // 2
+    a = np.take(x, np.arange(half), axis=axis)
+    b = np.take(x, np.arange(half, 2 * half), axis=axis)
+    return np.asarray(a / (1.0 + np.exp(-b)))
+
+
+REFERENCES.update(
+    {
+        "mish": lambda x: x * np.tanh(_softplus1(x)),
+        "hardswish": lambda x: np.where(x <= -3, 0.0, np.where(x >= 3, x, x * (x + 3) / 6)),
+        "hardsigmoid": lambda x: np.where(x <= -3, 0.0, np.where(x >= 3, 1.0, x / 6 + 0.5)),
+        "relu6": lambda x: np.minimum(np.maximum(x, 0.0), 6.0),
+        "hardtanh": lambda x, min_val, max_val: np.minimum(np.maximum(x, min_val), max_val),
+        "selu": lambda x: _SELU[1] * np.where(x > 0, x, _SELU[0] * (np.exp(x) - 1.0)),
+        "celu": lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(x / alpha) - 1.0)),
+        "softsign": lambda x: x / (1.0 + np.abs(x)),
+        "logsigmoid": lambda x: -_softplus1(-x),
+        "tanhshrink": lambda x: x - np.tanh(x),
+        "softshrink": lambda x, lambd=0.5: np.where(
+            x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0.0)
+        ),
+        "hardshrink": lambda x, lambd=0.5: np.where((x > lambd) | (x < -lambd), x, 0.0),
+        "threshold": lambda x, threshold, value: np.where(x > threshold, x, value),
+        "glu": _reference_glu,
+        "prelu": _reference_prelu,
+    }
+)
+
+
+# Normalisations and distances that expand into other ops (tensor/ops/norm_groups.py).
+def _reference_group_norm(
+    x: np.ndarray, *affine: np.ndarray, num_groups: int, eps: float = 1e-5
+) -> np.ndarray:
+    out = np.empty_like(x)
+    per = x.shape[1] // num_groups
+    for n in range(x.shape[0]):
+        for k in range(num_groups):
+            part = x[n, k * per : (k + 1) * per]
+            out[n, k * per : (k + 1) * per] = (part - part.mean()) / np.sqrt(part.var() + eps)
+    if affine:
+        shape = (-1,) + (1,) * (x.ndim - 2)
+        out = out * affine[0].reshape(shape) + affine[1].reshape(shape)
+    return out
+
+
+def _reference_rms_norm(
+    x: np.ndarray, *weight: np.ndarray, normalized_shape: tuple[int, ...], eps: float | None = None
+) -> np.ndarray:
+    flat = x.reshape(-1, int(np.prod(normalized_shape)))
+    eps = float(np.finfo(x.dtype).eps) if eps is None else eps
+    rms = np.sqrt((flat**2).sum(axis=1) / flat.shape[1] + eps)
+    out = (flat / rms[:, None]).reshape(x.shape)
+    return out * weight[0] if weight else out
+
+
+def _reference_norm(v: np.ndarray, p: float, axis: int, keepdims: bool) -> np.ndarray:
+    return np.asarray(np.linalg.norm(v, ord=p, axis=axis, keepdims=keepdims))
+
+
+def _reference_cosine(a: np.ndarray, b: np.ndarray, axis: int = 1, eps: float = 1e-8) -> Any:
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    na = np.maximum(_reference_norm(a, 2, axis, False), eps)
+    nb = np.maximum(_reference_norm(b, 2, axis, False), eps)
+    return np.einsum("...i,...i->...", np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)) / (
+        na * nb
+    )
+
+
+REFERENCES.update(
+    {
+        "group_norm": _reference_group_norm,
+        "rms_norm": _reference_rms_norm,
+        "normalize": lambda x, p=2.0, axis=1, eps=1e-12: (
+            x / np.maximum(_reference_norm(x, p, axis, True), eps)
+        ),
+        "cosine_similarity": _reference_cosine,
+        "pairwise_distance": lambda a, b, p=2.0, eps=1e-6, keepdim=False: _reference_norm(
+            np.broadcast_to(a - b + eps, np.broadcast_shapes(a.shape, b.shape)), p, -1, keepdim
+        ),
+    }
+)
+
 
 # -- issue 13 (shape, index, linalg ops): references written apart from the kernels ------
 def _take_each(x: np.ndarray, maps: dict[int, np.ndarray]) -> np.ndarray:
@@ -362,7 +459,8 @@ def test_every_op_has_a_reference() -> None:
     missing = sorted(
         op.name
         for op in _non_leaf_ops()
-        if op.name not in REFERENCES and op.family not in ("conv", "pool", "norm", "random")
+        if op.name not in REFERENCES
+        and (op.family not in ("conv", "pool", "norm", "random") or not op.primitive)
     )
     assert not missing, f"add a numpy reference to REFERENCES for: {missing}"
 
@@ -397,3 +495,328 @@ def test_op_value_matches_reference(op: OpDef, case: OpCase, dtype: str) -> None
     else:
         rtol, atol = op.tolerance
         np.testing.assert_allclose(got, expected, rtol=max(rtol, 1e-6), atol=max(atol, 1e-6))
+
+
+# 1-D convolution and pooling (tensor/ops/conv_1d.py, pool_1d.py): direct loops.
+def _reference_conv1d(
+    x: np.ndarray,
+    w: np.ndarray,
+    *b: np.ndarray,
+    stride: int,
+    padding: int,
+    dilation: int,
+    groups: int,
+) -> np.ndarray:
+    n, _, length = x.shape
+    o, cg, k = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding)))
+    out_len = (length + 2 * padding - dilation * (k - 1) - 1) // stride + 1
+    out = np.zeros((n, o, out_len))
+    per = o // groups
+    for oc in range(o):
+        g = oc // per
+        for t in range(out_len):
+            taps = xp[:, g * cg : (g + 1) * cg, t * stride : t * stride + dilation * k : dilation]
+            out[:, oc, t] = np.sum(taps * w[oc], axis=(1, 2))
+    return out + b[0][None, :, None] if b else out
+
+
+def _reference_conv_transpose1d(
+    x: np.ndarray,
+    w: np.ndarray,
+    *b: np.ndarray,
+    stride: int,
+    padding: int,
+    dilation: int,
+    groups: int,
+    output_padding: int,
+) -> np.ndarray:
+    n, c, length = x.shape
+    _, og, k = w.shape
+    full = (length - 1) * stride + dilation * (k - 1) + 1 + output_padding
+    out = np.zeros((n, og * groups, full))
+    per = c // groups
+    for ic in range(c):
+        g = ic // per
+        for t in range(length):
+            for j in range(k):
+                out[:, g * og : (g + 1) * og, t * stride + j * dilation] += (
+                    x[:, ic, t, None] * w[ic, :, j]
+                )
+    out = out[:, :, padding : full - padding]
+    return out + b[0][None, :, None] if b else out
+
+
+def _windows(length: int, kernel: int, stride: int, padding: int) -> list[range]:
+    count = (length + 2 * padding - kernel) // stride + 1
+    return [range(t * stride - padding, t * stride - padding + kernel) for t in range(count)]
+
+
+def _reference_max_pool1d(x: np.ndarray, kernel_size: int, stride: int, padding: int) -> Any:
+    cols = [
+        np.max(x[:, :, [i for i in r if 0 <= i < x.shape[2]]], axis=2)
+        for r in _windows(x.shape[2], kernel_size, stride, padding)
+    ]
+    return np.stack(cols, axis=2)
+
+
+def _reference_avg_pool1d(
+    x: np.ndarray, kernel_size: int, stride: int, padding: int, count_include_pad: bool
+) -> Any:
+    cols = []
+    for r in _windows(x.shape[2], kernel_size, stride, padding):
+        inside = [i for i in r if 0 <= i < x.shape[2]]
+        cols.append(
+            np.sum(x[:, :, inside], axis=2) / (kernel_size if count_include_pad else len(inside))
+        )
+    return np.stack(cols, axis=2)
+
+
+def _reference_adaptive_avg_pool1d(x: np.ndarray, output_size: int) -> Any:
+    length = x.shape[2]
+    return np.stack(
+        [
+            x[:, :, i * length // output_size : -(-(i + 1) * length // output_size)].mean(axis=2)
+            for i in range(output_size)
+        ],
+        axis=2,
+    )
+
+
+REFERENCES.update(
+    {
+        "conv1d": _reference_conv1d,
+        "conv_transpose1d": _reference_conv_transpose1d,
+        "max_pool1d": _reference_max_pool1d,
+        "avg_pool1d": _reference_avg_pool1d,
+        "adaptive_avg_pool1d": _reference_adaptive_avg_pool1d,
+    }
+)
+
+
+# Resampling, pixel shuffle and attention (pool_resize.py, shape_pixel.py,
+# linalg_attention.py): element by element, PyTorch's formulas.
+def _source_1d(mode: str, n: int, m: int, j: int, corners: bool, scale: float | None) -> Any:
+    step = ((n - 1) / (m - 1) if m > 1 else 0.0) if corners else (1.0 / scale if scale else n / m)
+    if mode.startswith("nearest"):
+        shift = 0.5 if mode == "nearest-exact" else 0.0
+        return [(min(math.floor((j + shift) * step), n - 1), 1.0)]
+    src = j * step if corners else (j + 0.5) * step - 0.5
+    if mode == "bicubic":
+        i, t, a = math.floor(src), src - math.floor(src), -0.75
+
+        def w(d: float) -> float:  # Keys' cubic convolution kernel
+            d = abs(d)
+            if d <= 1:
+                return ((a + 2) * d - (a + 3)) * d * d + 1
+            return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a if d < 2 else 0.0
+
+        return [(min(max(i + k, 0), n - 1), w(t - k)) for k in (-1, 0, 1, 2)]
+    src = max(src, 0.0)
+    i = min(math.floor(src), n - 1)
+    return [(i, 1.0 - (src - i)), (min(i + 1, n - 1), src - i)]
+
+
+def _reference_interpolate(x: np.ndarray, **attrs: Any) -> np.ndarray:
+    out = x
+    scales = attrs.get("scales") or (None,) * len(attrs["size"])
+    for k, (m, scale) in enumerate(zip(attrs["size"], scales, strict=True)):
+        axis, n = 2 + k, out.shape[2 + k]
+        moved = np.moveaxis(out, axis, -1)
+        result = np.zeros((*moved.shape[:-1], m))
+        for j in range(m):
+            for i, weight in _source_1d(
+                attrs["mode"], n, m, j, bool(attrs.get("align_corners")), scale
+            ):
+                result[..., j] += moved[..., i] * weight
+        out = np.moveaxis(result, -1, axis)
+    return out
+
+
+def _reference_pixel_shuffle(x: np.ndarray, upscale_factor: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    r = upscale_factor
+    out = np.zeros((n, c // (r * r), h * r, w * r))
+    for ch in range(c):
+        oc, dy, dx = ch // (r * r), (ch % (r * r)) // r, ch % r
+        out[:, oc, dy::r, dx::r] = x[:, ch]
+    return out
+
+
+def _reference_pixel_unshuffle(x: np.ndarray, downscale_factor: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    r = downscale_factor
+    out = np.zeros((n, c * r * r, h // r, w // r))
+    for ch in range(c * r * r):
+        ic, dy, dx = ch // (r * r), (ch % (r * r)) // r, ch % r
+        out[:, ch] = x[:, ic, dy::r, dx::r]
+    return out
+
+
+def _reference_sdpa(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, *mask: np.ndarray, **a: Any
+) -> Any:
+    scale = a.get("scale") or 1.0 / math.sqrt(q.shape[-1])
+    scores = np.einsum("...le,...se->...ls", q, k) * scale
+    if a.get("is_causal"):
+        scores = scores + np.triu(np.full(scores.shape[-2:], -np.inf), 1)
+    if mask:
+        scores = scores + (np.where(mask[0], 0.0, -np.inf) if mask[0].dtype == bool else mask[0])
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return np.einsum("...ls,...sd->...ld", weights / weights.sum(axis=-1, keepdims=True), v)
+
+
+REFERENCES.update(
+    {
+        "interpolate": _reference_interpolate,
+        "pixel_shuffle": _reference_pixel_shuffle,
+        "pixel_unshuffle": _reference_pixel_unshuffle,
+        "scaled_dot_product_attention": _reference_sdpa,
+    }
+)
+
+
+# Pooling with PyTorch's window options (pool_window.py): window by window.
+def _pool_windows(shape: tuple[int, ...], a: dict[str, Any]) -> Any:
+    kernel, stride, padding = a["kernel_size"], a["stride"], a["padding"]
+    dilation, ceil = a.get("dilation", (1, 1)), a.get("ceil_mode", False)
+    sizes = []
+    for i in range(2):
+        n = shape[2 + i] + 2 * padding[i] - dilation[i] * (kernel[i] - 1) - 1
+        out = -(-n // stride[i]) + 1 if ceil else n // stride[i] + 1
+        if ceil and (out - 1) * stride[i] >= shape[2 + i] + padding[i]:
+            out -= 1
+        sizes.append(out)
+    for oh in range(sizes[0]):
+        for ow in range(sizes[1]):
+            rows = [oh * stride[0] - padding[0] + i * dilation[0] for i in range(kernel[0])]
+            cols = [ow * stride[1] - padding[1] + j * dilation[1] for j in range(kernel[1])]
+            yield oh, ow, rows, cols, sizes
+
+
+def _reference_max_pool_general(x: np.ndarray, **a: Any) -> np.ndarray:
+    out: np.ndarray | None = None
+    for oh, ow, rows, cols, sizes in _pool_windows(x.shape, a):
+        if out is None:
+            out = np.zeros((*x.shape[:2], *sizes))
+        taps = [
+            x[:, :, r, c] for r in rows for c in cols if 0 <= r < x.shape[2] and 0 <= c < x.shape[3]
+        ]
+        out[:, :, oh, ow] = np.max(np.stack(taps), axis=0)
+    assert out is not None
+    return out
+
+
+def _reference_max_pool_indices(x: np.ndarray, **a: Any) -> np.ndarray:
+    out: np.ndarray | None = None
+    for oh, ow, rows, cols, sizes in _pool_windows(x.shape, a):
+        if out is None:
+            out = np.zeros((*x.shape[:2], *sizes), dtype=np.int64)
+        inside = [(r, c) for r in rows for c in cols if 0 <= r < x.shape[2] and 0 <= c < x.shape[3]]
+        values = np.stack([x[:, :, r, c] for r, c in inside])
+        best = np.argmax(values, axis=0)
+        flat = np.array([r * x.shape[3] + c for r, c in inside])
+        out[:, :, oh, ow] = flat[best]
+    assert out is not None
+    return out
+
+
+def _reference_avg_pool_general(x: np.ndarray, **a: Any) -> np.ndarray:
+    out: np.ndarray | None = None
+    h, w = x.shape[2:]
+    for oh, ow, rows, cols, sizes in _pool_windows(x.shape, a):
+        if out is None:
+            out = np.zeros((*x.shape[:2], *sizes))
+        inside = [(r, c) for r in rows for c in cols if 0 <= r < h and 0 <= c < w]
+        total = sum(x[:, :, r, c] for r, c in inside)
+        # PyTorch: the window clipped to the padded input (not the ceil overhang)
+        rh = len([r for r in rows if r < h + a["padding"][0]])
+        rw = len([c for c in cols if c < w + a["padding"][1]])
+        if a.get("divisor_override"):
+            divisor = a["divisor_override"]
+        elif a.get("count_include_pad", True):
+            divisor = rh * rw
+        else:
+            divisor = len(inside)
+        out[:, :, oh, ow] = total / divisor
+    assert out is not None
+    return out
+
+
+REFERENCES.update(
+    {
+        "max_pool2d_general": _reference_max_pool_general,
+        "max_pool2d_indices": _reference_max_pool_indices,
+        "avg_pool2d_general": _reference_avg_pool_general,
+    }
+)
+
+
+# 3-D convolution and pooling (conv_3d.py, pool_3d.py): output by output.
+def _triple(v: Any) -> tuple[int, int, int]:
+    return (v, v, v) if isinstance(v, int) else tuple(v)
+
+
+def _reference_conv3d(x: np.ndarray, w: np.ndarray, *b: np.ndarray, **a: Any) -> np.ndarray:
+    st, pad, dil, groups = (
+        _triple(a["stride"]),
+        _triple(a["padding"]),
+        _triple(a["dilation"]),
+        a["groups"],
+    )
+    xp = np.pad(x, ((0, 0), (0, 0), *((p, p) for p in pad)))
+    o, cg = w.shape[:2]
+    span = [dil[i] * (w.shape[2 + i] - 1) + 1 for i in range(3)]
+    out_shape = [(xp.shape[2 + i] - span[i]) // st[i] + 1 for i in range(3)]
+    out = np.zeros((x.shape[0], o, *out_shape))
+    per = o // groups
+    for oc in range(o):
+        c0 = (oc // per) * cg
+        for idx in np.ndindex(*out_shape):
+            sl = tuple(slice(idx[i] * st[i], idx[i] * st[i] + span[i], dil[i]) for i in range(3))
+            out[(slice(None), oc, *idx)] = np.sum(
+                xp[(slice(None), slice(c0, c0 + cg), *sl)] * w[oc], axis=(1, 2, 3, 4)
+            )
+    return out + b[0].reshape(-1, 1, 1, 1) if b else out
+
+
+def _pool3d_reference(x: np.ndarray, a: dict[str, Any], reduce: str) -> np.ndarray:
+    k = _triple(a["kernel_size"])
+    st = k if a.get("stride") is None else _triple(a["stride"])
+    pad = _triple(a.get("padding", 0))
+    out_shape = [(x.shape[2 + i] + 2 * pad[i] - k[i]) // st[i] + 1 for i in range(3)]
+    out = np.zeros((*x.shape[:2], *out_shape))
+    for idx in np.ndindex(*out_shape):
+        lo = [idx[i] * st[i] - pad[i] for i in range(3)]
+        sl = tuple(slice(max(lo[i], 0), min(lo[i] + k[i], x.shape[2 + i])) for i in range(3))
+        window = x[(slice(None), slice(None), *sl)]
+        if reduce == "max":
+            out[(slice(None), slice(None), *idx)] = window.max(axis=(2, 3, 4))
+        else:
+            count = int(np.prod(k)) if a.get("count_include_pad", True) else window[0, 0].size
+            out[(slice(None), slice(None), *idx)] = window.sum(axis=(2, 3, 4)) / count
+    return out
+
+
+def _reference_adaptive3d(x: np.ndarray, output_size: Any) -> np.ndarray:
+    size = _triple(output_size)
+    out = np.zeros((*x.shape[:2], *size))
+    for idx in np.ndindex(*size):
+        sl = tuple(
+            slice(idx[i] * x.shape[2 + i] // size[i], -(-(idx[i] + 1) * x.shape[2 + i] // size[i]))
+            for i in range(3)
+        )
+        out[(slice(None), slice(None), *idx)] = x[(slice(None), slice(None), *sl)].mean(
+            axis=(2, 3, 4)
+        )
+    return out
+
+
+REFERENCES.update(
+    {
+        "conv3d": _reference_conv3d,
+        "max_pool3d": lambda x, **a: _pool3d_reference(x, a, "max"),
+        "avg_pool3d": lambda x, **a: _pool3d_reference(x, a, "mean"),
+        "adaptive_avg_pool3d": _reference_adaptive3d,
+    }
+)

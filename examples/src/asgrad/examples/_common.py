@@ -60,6 +60,13 @@ def parser(
         default=None,
         help="write each step's (or epoch's) metrics to this .jsonl or .csv file",
     )
+    p.add_argument(
+        "--export",
+        metavar="ONNX",
+        default=None,
+        help="write the trained model to this .onnx file, checked by ONNX Runtime"
+        " (needs asgrad-onnx: pip install 'asgrad-examples[onnx]')",
+    )
     return p
 
 

@@ -3,6 +3,7 @@
     python -m asgrad.examples.cnn [--epochs 15] [--batch-size 32] [--seed 0]
                                   [--device cpu|gpu|auto] [--data MNIST_DIR]
                                   [--plot curve.png] [--log metrics.jsonl]
+                                  [--export model.onnx]
 
 By default it trains on scikit-learn's bundled 8x8 digits (1,797 real scans, no
 download) with a stratified 20% test split that is checked to be disjoint from the
@@ -12,11 +13,12 @@ training set. ``--data DIR`` trains on MNIST instead, read from the IDX files
 Conv 1-16 3x3 pad 1, ReLU, Conv 16-32 3x3 pad 1, ReLU, MaxPool 2, Flatten,
 Dropout, Linear -> 10; cross-entropy; Adam. The training step (forward, backward,
 update) is one compiled program; evaluation traces the same model, in eval mode,
-into a second graph. Ends with one JSON line of results. ``--log`` writes one record
-per epoch (``epoch``, ``train_loss``, ``test_accuracy``, ``lr``) to a .jsonl or .csv
-file; ``--plot`` draws the training loss and test accuracy per epoch (needs matplotlib).
-With either, the test split is classified after every epoch (about 0.1 s each on the
-digits), not only at the end.
+into a second graph. ``--export`` writes the trained model (eval mode) as ONNX and
+checks it in ONNX Runtime (needs asgrad-onnx). Ends with one JSON line of results.
+``--log`` writes one record per epoch (``epoch``, ``train_loss``, ``test_accuracy``,
+``lr``) to a .jsonl or .csv file; ``--plot`` draws the training loss and test
+accuracy per epoch (needs matplotlib). With either, the test split is classified
+after every epoch (about 0.1 s each on the digits), not only at the end.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from asgrad.examples._common import (
     progress,
     report,
 )
+from asgrad.examples._onnx import check_export, export_onnx
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.idx import load_mnist
 from asgrad.nn.data import DataLoader, TensorDataset, train_test_split
@@ -148,15 +151,19 @@ def train(
     threads: int | None = 1,
     log: nn.MetricWriter | None = None,
     per_epoch_accuracy: bool = False,
+    export: str | None = None,
 ) -> dict[str, Any]:
     """Train the CNN on ``split`` (default: the digits) and return the results.
 
     ``threads`` limits BLAS threads during the run (``None``: no limit). With
     ``per_epoch_accuracy`` (or a ``log``) the test split is classified after every
     epoch too (``epoch_accuracies``); ``log`` receives one record per epoch.
+    ``export``: an .onnx path to write the trained model to (checked in ONNX Runtime).
     """
     with blas_threads(threads):
-        return _train(split, epochs, batch_size, lr, seed, backend, quiet, log, per_epoch_accuracy)
+        return _train(
+            split, epochs, batch_size, lr, seed, backend, quiet, log, per_epoch_accuracy, export
+        )
 
 
 def _train(
@@ -169,6 +176,7 @@ def _train(
     quiet: bool,
     log: nn.MetricWriter | None,
     per_epoch_accuracy: bool,
+    export: str | None = None,
 ) -> dict[str, Any]:
     split = split if split is not None else load_digits_split(seed)
     model = build_model(split.image_size, seed)
@@ -209,6 +217,7 @@ def _train(
             )
     train_seconds = timer.seconds
     test_acc = accuracy(split.y_test, predict(model, split.x_test, step.backend))
+    exported = {} if export is None else export_onnx(export, model, {"x": split.x_test[:64]})
     return {
         "dataset": split.name,
         "test_accuracy": round(test_acc, 4),
@@ -223,6 +232,7 @@ def _train(
         "device": step.backend,
         "epoch_losses": [round(v, 4) for v in epoch_losses],
         "epoch_accuracies": [round(v, 4) for v in epoch_accuracies],
+        **exported,
     }
 
 
@@ -262,6 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if epochs is None:
         epochs = MNIST_EPOCHS if args.data else DIGITS_EPOCHS
     check_plot(args.plot)
+    check_export(args.export)
     with open_log(args.log) as log:
         results = train(
             split,
@@ -274,6 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.threads or None,
             log=log,
             per_epoch_accuracy=args.plot is not None,
+            export=args.export,
         )
     losses, accuracies = results.pop("epoch_losses"), results.pop("epoch_accuracies")
     if args.plot:

@@ -3,6 +3,7 @@
     python -m asgrad.examples.transformer [--steps 800] [--seed 0] [--device cpu|gpu|auto]
                                           [--time-limit SECONDS] [--prompt TEXT]
                                           [--plot curve.png] [--log metrics.jsonl]
+                                          [--export model.onnx]
 
 Token embedding + learned positions, two pre-norm TransformerBlocks (multi-head
 causal self-attention, GELU feed-forward), a final LayerNorm and a Linear head to
@@ -14,6 +15,8 @@ character frequencies), prints a sample drawn from a prompt, and ends with one
 JSON line of results. ``--log`` writes one record per step (``step``, ``loss`` of the
 batch, ``lr``) to a .jsonl or .csv file; ``--plot`` draws the batch loss, its 20-step
 mean, the final train and validation loss and the unigram baseline (needs matplotlib).
+``--export`` writes the trained model (token ids to logits) as ONNX and checks it in
+ONNX Runtime (needs asgrad-onnx).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from asgrad.examples._common import (
     progress,
     report,
 )
+from asgrad.examples._onnx import check_export, export_onnx
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.text import (
     CharVocab,
@@ -161,11 +165,13 @@ def train(
     temperature: float = 0.8,
     threads: int | None = 1,
     log: nn.MetricWriter | None = None,
+    export: str | None = None,
 ) -> dict[str, Any]:
     """Train the language model on the bundled text; returns losses, baseline and sample.
 
     ``threads`` limits BLAS threads during the run (``None``: no limit). ``log``
     receives one record per step: ``step`` (from 1), the batch ``loss`` and its ``lr``.
+    ``export``: an .onnx path to write the trained model to (checked in ONNX Runtime).
     """
     with blas_threads(threads):
         return _train(
@@ -184,6 +190,7 @@ def train(
             sample_length,
             temperature,
             log,
+            export,
         )
 
 
@@ -203,6 +210,7 @@ def _train(
     sample_length: int,
     temperature: float,
     log: nn.MetricWriter | None,
+    export: str | None = None,
 ) -> dict[str, Any]:
     text = load_text()
     vocab = CharVocab(text)
@@ -238,6 +246,7 @@ def _train(
     val_loss = mean_loss(model, x_val, y_val, step.backend)
     train_loss = mean_loss(model, x_tr[pick], y_tr[pick], step.backend)
     sample = generate(model, vocab, prompt, sample_length, temperature, seed, step.backend)
+    exported = {} if export is None else export_onnx(export, model, {"ids": x_val[:8]})
     return {
         "train_loss": round(train_loss, 4),
         "val_loss": round(val_loss, 4),
@@ -255,6 +264,7 @@ def _train(
         "device": step.backend,
         "sample": sample,
         "losses": losses,
+        **exported,
     }
 
 
@@ -304,6 +314,7 @@ def plot_curves(path: str, losses: list[float], results: dict[str, Any]) -> None
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     check_plot(args.plot)
+    check_export(args.export)
     with open_log(args.log) as log:
         results = train(
             args.steps,
@@ -316,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             temperature=args.temperature,
             threads=args.threads or None,
             log=log,
+            export=args.export,
         )
     losses = results.pop("losses")
     if args.plot:

@@ -2,11 +2,13 @@
 
     python -m asgrad.examples.xor [--steps 1000] [--seed 0] [--device cpu|gpu|auto]
                                   [--plot curve.png] [--log metrics.jsonl]
+                                  [--export model.onnx]
 
 Linear 2-8, ReLU, Linear 8-1, sigmoid; MSE; SGD (lr 0.5, momentum 0.9). The whole
 training step (forward, backward, update) is one compiled program. Ends with one JSON
 line of results. ``--log`` writes each step's loss (``step``, ``loss``) to a .jsonl or
-.csv file; ``--plot`` draws the loss curve (needs matplotlib).
+.csv file; ``--plot`` draws the loss curve (needs matplotlib); ``--export`` writes the
+trained model as ONNX and checks it in ONNX Runtime (needs asgrad-onnx).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from asgrad.examples._common import (
     progress,
     report,
 )
+from asgrad.examples._onnx import check_export, export_onnx
 from asgrad.tensor import Graph, evaluate
 
 INPUTS = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32)
@@ -47,10 +50,12 @@ def train(
     quiet: bool = True,
     target_loss: float = 1e-3,
     log: nn.MetricWriter | None = None,
+    export: str | None = None,
 ) -> dict[str, Any]:
     """Train until ``steps`` or until the loss is below ``target_loss``; returns results.
 
-    ``log`` receives one record per step: ``step`` (from 1) and ``loss``.
+    ``log`` receives one record per step: ``step`` (from 1) and ``loss``. ``export``:
+    an .onnx path to write the trained model to (checked in ONNX Runtime).
     """
     model = build_model(seed)
     g = Graph("xor")
@@ -68,6 +73,7 @@ def train(
             break
     seconds = timer.seconds
     (pred,) = evaluate([prediction], {"x": INPUTS})
+    exported = {} if export is None else export_onnx(export, model, {"x": INPUTS}, "prediction")
     return {
         "final_loss": losses[-1],
         "steps": len(losses),
@@ -77,6 +83,7 @@ def train(
         "correct": bool(np.all((pred > 0.5) == (TARGETS > 0.5))),
         "device": step.backend,
         "losses": losses,
+        **exported,
     }
 
 
@@ -85,8 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "Train a two-layer perceptron on XOR.", steps=1000, module="asgrad.examples.xor"
     ).parse_args(argv)
     check_plot(args.plot)
+    check_export(args.export)
     with open_log(args.log) as log:
-        results = train(args.steps, args.seed, device(args.device), args.quiet, log=log)
+        results = train(
+            args.steps, args.seed, device(args.device), args.quiet, log=log, export=args.export
+        )
     losses = results.pop("losses")
     if args.plot:
         steps = range(1, len(losses) + 1)

@@ -10,6 +10,7 @@ from asgrad.tensor.arguments import require_tensor, require_tensors
 from asgrad.tensor.dtypes import is_float
 from asgrad.tensor.errors import GraphError, NotDifferentiableError, ShapeError
 from asgrad.tensor.registry import get_op
+from asgrad.tensor.scopes import node_meta
 
 
 def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[Tensor]:
@@ -19,7 +20,10 @@ def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[T
     like it) is given. Contributions are summed where a value is used more than once,
     and broadcast gradients are summed back to each operand's shape at every node.
     The result is graph, so it can be compiled, run on any backend, or differentiated
-    again.
+    again. The nodes it makes record ``role="gradient"`` in their ``meta``, the
+    forward node whose backward they compute (``grad_of``) and a ``backward.<scope>``
+    scope; each result records the names of the values it is the gradient of
+    (``grad_wrt``), for the graph viewer.
 
     >>> import numpy as np
     >>> from asgrad.tensor import Graph, evaluate
@@ -29,6 +33,11 @@ def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[T
     >>> evaluate([dx], {"x": np.array([1.0, 2.0, 3.0])})[0].tolist()
     [2.0, 4.0, 6.0]
     """
+    with node_meta(role="gradient", scope="backward"):
+        return _grad(y, wrt, seed)
+
+
+def _grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None) -> list[Tensor]:
     y = require_tensor(y, "grad: y")
     wrt = require_tensors(wrt, "grad: wrt")
     if seed is not None:
@@ -67,30 +76,8 @@ def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[T
         parts = pending.pop(node.id, None)
         if parts is None or node.id not in relevant:
             continue
-        g = _sum(parts)
-        done[node.id] = g
-        if not node.inputs:
-            continue
-        needs = tuple(i.id in relevant and is_float(i.dtype) for i in node.inputs)
-        if not any(needs):
-            continue
-        opdef = get_op(node.op)
-        if not opdef.differentiable:
-            continue  # piecewise-constant ops (comparisons, sign, argmax): zero gradient
-        rule = get_rule(node.op)
-        if rule is None:
-            raise NotDifferentiableError(
-                f"op {node.op!r} (made at {node.location}) has no gradient rule;"
-                " register one with asgrad.autograd.rule"
-            )
-        out = Tensor(node)
-        inputs = tuple(Tensor(i) for i in node.inputs)
-        contributions = rule(g, out, inputs, node.attrs, needs)
-        for inp, need, contrib in zip(node.inputs, needs, contributions, strict=True):
-            if not need or contrib is None:
-                continue
-            pending.setdefault(inp.id, []).append(_fit(contrib, inp, node))
-
+        with node_meta(grad_of=node.name, scope=_backward_scope(node)):
+            _backward(node, parts, relevant, pending, done)
     results = []
     for t in wrt:
         if t.node.id in done:
@@ -98,7 +85,49 @@ def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[T
         else:
             zero = graph.constant(0, t.dtype)
             results.append(graph.apply("broadcast_like", (zero, t)))
+    for t, r in zip(wrt, results, strict=True):
+        r.node.meta = {**r.node.meta, "grad_wrt": [*r.node.meta.get("grad_wrt", ()), t.name]}
     return results
+
+
+def _backward_scope(node: Node) -> str:
+    scope = node.meta.get("scope", "")
+    if node.meta.get("role") == "gradient" or scope.startswith("backward"):
+        return str(scope)  # a second derivative stays in the first's scope
+    return f"backward.{scope}" if scope else "backward"
+
+
+def _backward(
+    node: Node,
+    parts: list[Tensor],
+    relevant: set[int],
+    pending: dict[int, list[Tensor]],
+    done: dict[int, Tensor],
+) -> None:
+    """Sum the gradient ``parts`` of ``node``, and send contributions to its inputs."""
+    g = _sum(parts)
+    done[node.id] = g
+    if not node.inputs:
+        return
+    needs = tuple(i.id in relevant and is_float(i.dtype) for i in node.inputs)
+    if not any(needs):
+        return
+    opdef = get_op(node.op)
+    if not opdef.differentiable:
+        return  # piecewise-constant ops (comparisons, sign, argmax): zero gradient
+    rule = get_rule(node.op)
+    if rule is None:
+        raise NotDifferentiableError(
+            f"op {node.op!r} (made at {node.location}) has no gradient rule;"
+            " register one with asgrad.autograd.rule"
+        )
+    out = Tensor(node)
+    inputs = tuple(Tensor(i) for i in node.inputs)
+    contributions = rule(g, out, inputs, node.attrs, needs)
+    for inp, need, contrib in zip(node.inputs, needs, contributions, strict=True):
+        if not need or contrib is None:
+            continue
+        pending.setdefault(inp.id, []).append(_fit(contrib, inp, node))
 
 
 def _sum(parts: list[Tensor]) -> Tensor:

@@ -163,11 +163,14 @@ class Operand:
         return cls(array, array.shape, contiguous_strides(array.shape))
 
     def permute(self, axes: Sequence[int]) -> Operand:
-        """Axes reordered (``numpy.transpose``) without a copy."""
+        """Axes reordered (``numpy.transpose``) without a copy. An operand of lower rank
+        (a view passed on that only dropped leading 1s) gains them first."""
+        lead = len(axes) - len(self.shape)
+        shape, strides = (1,) * lead + self.shape, (0,) * lead + self.strides
         return Operand(
             self.array,
-            tuple(self.shape[a] for a in axes),
-            tuple(self.strides[a] for a in axes),
+            tuple(shape[a] for a in axes),
+            tuple(strides[a] for a in axes),
             self.offset,
         )
 

@@ -244,26 +244,30 @@ def lower_schedule(
     """
     bindings = Bindings()
     released = release_steps(schedule)
+    values: dict[int, Value] = {}
     progress = current()
     progress.stage("GPU: lowering nodes", len(schedule.nodes))
-    # Every leaf is bound before any node is lowered: an input is uploaded before the
-    # plan's commands run, so its buffer must not be one that an earlier-recorded
-    # command writes (a pool buffer released by a node scheduled before the input).
-    values: dict[int, Value] = {
-        node.id: bindings.bind(node, types[node.id], device, store)
-        for node in schedule.nodes
-        if node.op in LEAVES
-    }
+    # Leaves and constants first: a run writes their buffers before any kernel runs,
+    # so none of them may be a buffer that a kernel earlier in the schedule writes
+    # (the pool hands a dead value's buffer to the next allocation).
+    for node in schedule.nodes:
+        if node.op in LEAVES:
+            values[node.id] = bindings.bind(node, types[node.id], device, store)
+        elif node.op == "size_ratio":
+            values[node.id] = _lower_one(node, [], types, inlined, in_place, device, bindings)
     for i, node in enumerate(schedule.nodes):
         progress.advance()
-        if node.op not in LEAVES:
+        value: Value
+        if node.id in values:
+            value = values[node.id]
+        else:
             ins = [values[n.id] for n in node.inputs]
             try:
                 with device.checks.lowering(node.op, node.location):
                     value = _lower_one(node, ins, types, inlined, in_place, device, bindings)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
-            values[node.id] = value
+        values[node.id] = value
         for dead in released.get(i, []):
             values.pop(dead, None)
     outputs = [materialize(values[n.id]) for n in schedule.outputs]

@@ -19,6 +19,7 @@ from asgrad.tensor.errors import (
     ShapeError,
 )
 from asgrad.tensor.graph import user_location
+from asgrad.tensor.scopes import scope
 
 
 class Parameter(Variable):
@@ -257,9 +258,16 @@ class Module:
                     f" step)\n  (at {user_location()})"
                 )
         try:
-            if _CALL_HOOKS:  # asgrad.nn.summary records each call while it traces
-                return _CALL_HOOKS[-1](self, lambda: self.forward(*args, **kwargs))
-            return self.forward(*args, **kwargs)
+            # Nodes made inside are in this module's scope: its dotted name in the
+            # module that called it (``blocks.0.attn``; the outermost module: none).
+            with scope(_name_in_caller(self)):
+                _CALLING.append(self)
+                try:
+                    if _CALL_HOOKS:  # asgrad.nn.summary records each call while it traces
+                        return _CALL_HOOKS[-1](self, lambda: self.forward(*args, **kwargs))
+                    return self.forward(*args, **kwargs)
+                finally:
+                    _CALLING.pop()
         except AsgradError as exc:
             # Name the line of user code that called the model, once, however deep
             # in nested modules the mistake was found.
@@ -278,6 +286,19 @@ class Module:
             sub = repr(m).replace("\n", "\n  ")
             lines.append(f"  ({name}): {sub}")
         return "\n".join(lines) + ("\n)" if self._modules else ")")
+
+
+# The modules whose forward is running, the innermost last (for node scopes).
+_CALLING: list[Module] = []
+
+
+def _name_in_caller(module: Module) -> str:
+    """``module``'s dotted name inside the module running now, or "" if not inside it."""
+    if _CALLING:
+        for name, m in _CALLING[-1].named_modules():
+            if m is module:
+                return name
+    return ""
 
 
 CallHook = Callable[[Module, Callable[[], Any]], Any]

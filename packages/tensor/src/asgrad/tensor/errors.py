@@ -59,3 +59,9 @@ class PrecisionWarning(UserWarning):
 
 class NumericsError(AsgradError, FloatingPointError):
     """An op produced NaN or infinity while numerics checking was on."""
+
+
+# -- issue 15: the graph file ------------------------------------------------------------
+class GraphFileError(AsgradError, ValueError):
+    """A graph file cannot be read or written: malformed, of an unknown version, or
+    holding a value the format cannot represent."""

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from asgrad.tensor import graph_file
 from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import (
@@ -22,7 +23,8 @@ from asgrad.tensor.errors import (
 )
 from asgrad.tensor.leaf_shapes import check_shape, free_axes
 from asgrad.tensor.ops._common import check_size
-from asgrad.tensor.registry import OpDef, Shape, TensorType, get_op
+from asgrad.tensor.registry import Shape, TensorType, expand_op, get_op
+from asgrad.tensor.scopes import current_meta
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -137,9 +139,10 @@ class VariableStore:
 
 
 class Node:
-    """One value of the graph: an op applied to input nodes, with a static type."""
+    """One value of the graph: an op applied to input nodes, with a static type and
+    ``meta``, its scope and role (:mod:`asgrad.tensor.scopes`)."""
 
-    __slots__ = ("attrs", "graph", "id", "inputs", "location", "name", "op", "type")
+    __slots__ = ("attrs", "graph", "id", "inputs", "location", "meta", "name", "op", "type")
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class Node:
         type_: TensorType,
         name: str | None,
         location: str,
+        meta: dict[str, Any] | None = None,
     ) -> None:
         self.id = next(_NODE_IDS)
         self.graph = graph
@@ -159,6 +163,7 @@ class Node:
         self.type = type_
         self.name = name or f"{op}_{self.id}"
         self.location = location
+        self.meta = current_meta() if meta is None else meta
 
     @property
     def shape(self) -> Shape:
@@ -334,23 +339,11 @@ class Graph:
         except AsgradError as exc:
             where = user_location()
             raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
-        if opdef.expand is not None:
-            return self._expand(opdef, inputs, attrs, type_)
+        if opdef.expand is not None:  # built from other ops: no node of its own
+            return expand_op(opdef, inputs, attrs, type_)  # type: ignore[no-any-return]
         node = Node(self, op, nodes, attrs, type_, None, user_location())
         self.nodes.append(node)
         return self._wrap(node)
-
-    def _expand(
-        self, opdef: OpDef, inputs: Sequence[Tensor], attrs: dict[str, Any], type_: TensorType
-    ) -> Tensor:
-        assert opdef.expand is not None
-        result: Tensor = opdef.expand(*inputs, **attrs)
-        if result.node.type != type_:
-            raise GraphError(
-                f"{opdef.name}: its expansion built {result.node.type}, but its shape rule"
-                f" says {type_}; this is a bug in the op's definition, please report it"
-            )
-        return result
 
     # -- lookup -----------------------------------------------------------------------
     def __getitem__(self, name: str) -> Tensor:
@@ -387,6 +380,18 @@ class Graph:
         from asgrad.tensor.printing import to_dot
 
         return to_dot(self, outputs)
+
+    def save(self, path: str | os.PathLike[str], outputs: Iterable[Tensor] = ()) -> None:
+        """Write this graph (and its ``outputs``) to a file (:mod:`~asgrad.tensor.graph_file`)."""
+        graph_file.save_graph(self, path, list(outputs))
+
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> Graph:
+        """Read a graph file; no code is executed (:mod:`~asgrad.tensor.graph_file`)."""
+        return graph_file.load_graph(path).graph
+
+    def _repr_html_(self) -> str:  # Jupyter shows the graph viewer (needs asgrad-viz)
+        return graph_file.notebook_html(self)
 
     def __len__(self) -> int:
         return len(self.nodes)

@@ -73,7 +73,9 @@ def node_key(node: Node, inputs: Sequence[Node]) -> Hashable:
 def _rebuild(node: Node, inputs: tuple[Node, ...]) -> Node:
     if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
         return node
-    return Node(node.graph, node.op, inputs, node.attrs, node.type, node.name, node.location)
+    return Node(
+        node.graph, node.op, inputs, node.attrs, node.type, node.name, node.location, node.meta
+    )
 
 
 # Constants of at most this many elements are folded into the graph.
@@ -97,7 +99,9 @@ def _fold(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     if array.shape != node.shape:
         return None
     array.setflags(write=False)
-    return Node(node.graph, "constant", (), {"value": array}, node.type, None, node.location)
+    return Node(
+        node.graph, "constant", (), {"value": array}, node.type, None, node.location, node.meta
+    )
 
 
 def is_identity(op: OpDef, input_type: TensorType, output_type: TensorType, *, exact: bool) -> bool:

@@ -233,6 +233,19 @@ def get_op(name: str) -> OpDef:
         raise GraphError(f"no op called {name!r} is registered") from None
 
 
+def expand_op(op: OpDef, inputs: Sequence[Any], attrs: Attrs, type_: TensorType) -> Any:
+    """``op`` built from the ops it expands into (``op.expand``), which must give the type
+    its shape rule gave (``Graph.apply`` calls this after the rule)."""
+    assert op.expand is not None
+    result = op.expand(*inputs, **attrs)
+    if result.node.type != type_:
+        raise GraphError(
+            f"{op.name}: its expansion built {result.node.type}, but its shape rule"
+            f" says {type_}; this is a bug in the op's definition, please report it"
+        )
+    return result
+
+
 def all_ops() -> list[OpDef]:
     """Every registered op, sorted by name."""
     _load_builtin_ops()

@@ -30,7 +30,7 @@ from asgrad.gpu.lowering import (
 )
 from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.leaf import LEAVES
-from asgrad.tensor import GraphError, TensorType, get_op
+from asgrad.tensor import TensorType
 
 __all__ = [
     "FAMILY_MODULES",
@@ -79,13 +79,12 @@ def gpu_kernel_names() -> frozenset[str]:
 def kernel_files(op: str) -> tuple[str, ...]:
     """The WGSL files (in ``asgrad/gpu/kernels/``) that the lowering of ``op`` launches.
 
-    They are the ``WGSL_FILES`` of the op's family module; a leaf launches none, nor does
-    an op that expands into others (its expansion's ops launch theirs).
+    They are the ``WGSL_FILES`` of the op's family module; a leaf launches none.
 
     >>> kernel_files("conv2d")[0]
     'conv.wgsl'
     """
-    if op in LEAVES or (op not in LOWERINGS and _expands(op)):
+    if op in LEAVES:
         return ()
     try:
         module = LOWERINGS[op].__module__
@@ -93,14 +92,6 @@ def kernel_files(op: str) -> tuple[str, ...]:
         raise GpuUnsupportedError(f"op {op!r} has no GPU lowering") from None
     files: tuple[str, ...] = FAMILY_MODULES[module.rsplit(".", 1)[-1]].WGSL_FILES
     return files
-
-
-def _expands(op: str) -> bool:
-    """Whether ``op`` is a registered op that expands into others (so launches none)."""
-    try:
-        return not get_op(op).primitive
-    except GraphError:
-        return False
 
 
 def lower(op: str, ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:

@@ -1,4 +1,5 @@
-"""The random family on the GPU: seeded dropout (``kernels/random.wgsl``).
+"""The random family on the GPU: seeded dropout (``kernels/random.wgsl``) and the
+samplers ``rand_like`` / ``randn_like`` (``kernels/random_sample.wgsl``).
 
 The mask is the counter-based hash of ``asgrad.tensor.ops.random.dropout_keep``
 computed in u32 arithmetic, so the GPU and the CPU drop the same elements for the
@@ -20,9 +21,25 @@ from asgrad.gpu.source import render
 from asgrad.tensor import TensorType
 from asgrad.tensor.ops.random import dropout_threshold
 
-__all__ = ["LOWERINGS", "WGSL_FILES", "dropout"]
+__all__ = ["LOWERINGS", "WGSL_FILES", "dropout", "sample"]
 
-WGSL_FILES: tuple[str, ...] = ("random.wgsl", "elementwise.wgsl")
+WGSL_FILES: tuple[str, ...] = ("random.wgsl", "random_sample.wgsl", "elementwise.wgsl")
+
+# The body of ``sample(i, k1, k2)`` (``h1`` is the first hash) for each sampler.
+_SAMPLERS = {
+    "uniform": "    return f32(h1 >> 8u) * U24;",
+    "normal": (
+        # ln(u1) from w = 1 - u1 (exact): a series where u1 is near 1, whose log has
+        # too large an absolute error for sqrt(-2 ln u1) near 0.
+        "    let w = f32(16777215u - (h1 >> 8u)) * U24;\n"
+        "    var l = log(1.0 - w);\n"
+        "    if (w < 0.0625) {\n"
+        "        l = -w * (1.0 + w * (0.5 + w * (1.0 / 3.0 + w * (0.25 + w * (0.2 + w / 6.0)))));\n"
+        "    }\n"
+        "    let u2 = f32(pcg(pcg(i) ^ k2) >> 8u) * U24;\n"
+        "    return sqrt(-2.0 * l) * cos(TAU * u2);"
+    ),
+}
 
 
 def dropout(x: GpuArray, seed: GpuArray, p: float) -> GpuArray:
@@ -54,4 +71,37 @@ def _dropout(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     return dropout(x, seed, float(attrs["p"]))
 
 
-LOWERINGS: dict[str, Lowering] = {"dropout": _dropout}
+def sample(like: GpuArray, seed: GpuArray, kind: str) -> GpuArray:
+    """Float32 samples of ``like``'s shape: ``kind`` is ``"uniform"`` or ``"normal"``."""
+    if like.dtype != np.float32:
+        raise GpuUnsupportedError(f"random samples on the GPU are float32, got {like.dtype}")
+    if seed.wgsl != "i32" or seed.size != 1:
+        raise GpuUnsupportedError(f"a sampler's seed must be an integer scalar, got {seed}")
+    out = GpuArray.empty(like.shape, np.float32, like.device)
+    if out.size == 0:
+        return out
+    device = like.device
+    pipe = device.pipeline(
+        ("random_sample", kind),
+        lambda: render("random_sample", SAMPLE=_SAMPLERS[kind]),
+        ("uniform", "read", "write"),
+    )
+    groups = fold_groups(-(-out.size // 256), device.max_groups)
+    meta = struct.pack("<4I", out.size, 0, 0, 0)
+    device.dispatch(pipe, (device.params(meta), seed.buffer, out.buffer), groups)
+    return out
+
+
+def _rand_like(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return sample(ins[0], ins[1], "uniform")
+
+
+def _randn_like(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return sample(ins[0], ins[1], "normal")
+
+
+LOWERINGS: dict[str, Lowering] = {
+    "dropout": _dropout,
+    "rand_like": _rand_like,
+    "randn_like": _randn_like,
+}

@@ -14,14 +14,54 @@ from asgrad.nn.layers.activation import (
     Softplus,
     Tanh,
 )
+from asgrad.nn.layers.activation_more import (
+    CELU,
+    GLU,
+    SELU,
+    Hardshrink,
+    Hardsigmoid,
+    Hardswish,
+    Hardtanh,
+    LogSigmoid,
+    Mish,
+    PReLU,
+    ReLU6,
+    Softmin,
+    Softshrink,
+    Softsign,
+    Tanhshrink,
+    Threshold,
+)
 from asgrad.nn.layers.attention import MultiHeadAttention
 from asgrad.nn.layers.container import ModuleList, Sequential
 from asgrad.nn.layers.conv import Conv2d, ConvTranspose2d
+from asgrad.nn.layers.conv_1d import (
+    AdaptiveAvgPool1d,
+    AvgPool1d,
+    Conv1d,
+    ConvTranspose1d,
+    MaxPool1d,
+)
+from asgrad.nn.layers.conv_3d import (
+    AdaptiveAvgPool3d,
+    AvgPool3d,
+    Conv3d,
+    MaxPool3d,
+)
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.embedding import Embedding
 from asgrad.nn.layers.feedforward import FeedForward
 from asgrad.nn.layers.linear import Linear
 from asgrad.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from asgrad.nn.layers.normalization_more import (
+    CosineSimilarity,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+    PairwiseDistance,
+    RMSNorm,
+)
 from asgrad.nn.layers.pooling import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
 from asgrad.nn.layers.positional import (
     ALiBi,
@@ -29,40 +69,84 @@ from asgrad.nn.layers.positional import (
     RoPE,
     SinusoidalPositionalEncoding,
 )
+from asgrad.nn.layers.resample import (
+    PixelShuffle,
+    PixelUnshuffle,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 from asgrad.nn.layers.transformer import TransformerBlock
 
 __all__ = [
+    "CELU",
     "ELU",
     "GELU",
+    "GLU",
+    "SELU",
     "ALiBi",
+    "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AdaptiveAvgPool3d",
+    "AvgPool1d",
     "AvgPool2d",
+    "AvgPool3d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "Conv1d",
     "Conv2d",
+    "Conv3d",
+    "ConvTranspose1d",
     "ConvTranspose2d",
+    "CosineSimilarity",
     "Dropout",
     "Embedding",
     "FeedForward",
     "Flatten",
     "GlobalAvgPool2d",
+    "GroupNorm",
+    "Hardshrink",
+    "Hardsigmoid",
+    "Hardswish",
+    "Hardtanh",
     "Identity",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
     "LayerNorm",
     "LeakyReLU",
     "LearnedPositionalEncoding",
     "Linear",
+    "LogSigmoid",
     "LogSoftmax",
+    "MaxPool1d",
     "MaxPool2d",
+    "MaxPool3d",
+    "Mish",
     "ModuleList",
     "MultiHeadAttention",
+    "PReLU",
+    "PairwiseDistance",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "RMSNorm",
     "ReLU",
+    "ReLU6",
     "RoPE",
     "Sequential",
     "SiLU",
     "Sigmoid",
     "SinusoidalPositionalEncoding",
     "Softmax",
+    "Softmin",
     "Softplus",
+    "Softshrink",
+    "Softsign",
     "Tanh",
+    "Tanhshrink",
+    "Threshold",
     "TransformerBlock",
+    "Upsample",
+    "UpsamplingBilinear2d",
+    "UpsamplingNearest2d",
 ]

@@ -9,7 +9,8 @@ from asgrad.nn.layers.conv import IntPair, as_pair
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.nn_functional import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from asgrad.tensor.nn_functional import adaptive_avg_pool2d
+from asgrad.tensor.nn_spatial import avg_pool2d, max_pool2d
 
 
 def _check_nchw(name: str, x: Tensor) -> None:
@@ -22,12 +23,17 @@ class _Pool2d(Module):
     """Shared arguments and checks of ``MaxPool2d`` and ``AvgPool2d``."""
 
     def __init__(
-        self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0
+        self,
+        kernel_size: IntPair,
+        stride: IntPair | None = None,
+        padding: IntPair = 0,
+        ceil_mode: bool = False,
     ) -> None:
         super().__init__()
         self.kernel_size = as_pair(kernel_size, "kernel_size", 1)
         self.stride = self.kernel_size if stride is None else as_pair(stride, "stride", 1)
         self.padding = as_pair(padding, "padding")
+        self.ceil_mode = bool(ceil_mode)
         if any(p > k // 2 for p, k in zip(self.padding, self.kernel_size, strict=True)):
             raise ShapeError(
                 f"{type(self).__name__}: padding {self.padding} must be at most half the"
@@ -41,16 +47,38 @@ class _Pool2d(Module):
 class MaxPool2d(_Pool2d):
     """The maximum of each ``kernel_size`` window (stride defaults to the kernel size).
 
-    Padding counts as -inf, as in PyTorch.
+    Padding counts as -inf, as in PyTorch; ``dilation`` and ``ceil_mode`` as PyTorch's.
+    ``return_indices=True`` makes the layer return ``(values, indices)``.
 
     >>> from asgrad.tensor import Graph
     >>> MaxPool2d(2)(Graph().input("x", (1, 3, 8, 8))).shape
     (1, 3, 4, 4)
     """
 
-    def forward(self, x: Tensor) -> Tensor:
+    def __init__(
+        self,
+        kernel_size: IntPair,
+        stride: IntPair | None = None,
+        padding: IntPair = 0,
+        dilation: IntPair = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ) -> None:
+        super().__init__(kernel_size, stride, padding, ceil_mode)
+        self.dilation = as_pair(dilation, "dilation", 1)
+        self.return_indices = return_indices
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         _check_nchw(type(self).__name__, x)
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding)
+        return max_pool2d(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.ceil_mode,
+            self.return_indices,
+        )
 
 
 class AvgPool2d(_Pool2d):
@@ -66,14 +94,25 @@ class AvgPool2d(_Pool2d):
         kernel_size: IntPair,
         stride: IntPair | None = None,
         padding: IntPair = 0,
+        ceil_mode: bool = False,
         count_include_pad: bool = True,
+        divisor_override: int | None = None,
     ) -> None:
-        super().__init__(kernel_size, stride, padding)
+        super().__init__(kernel_size, stride, padding, ceil_mode)
         self.count_include_pad = count_include_pad
+        self.divisor_override = divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
         _check_nchw(type(self).__name__, x)
-        return avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+        return avg_pool2d(
+            x,
+            self.kernel_size,
+            self.stride,
+            self.padding,
+            self.ceil_mode,
+            self.count_include_pad,
+            self.divisor_override,
+        )
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", count_include_pad={self.count_include_pad}"

@@ -11,6 +11,7 @@ from asgrad.autograd import grad
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Program, Tensor, Variable, compile
 from asgrad.tensor.errors import ArgumentError, GraphError
+from asgrad.tensor.scopes import node_meta, scope
 
 
 class Optimizer:
@@ -33,6 +34,26 @@ class Optimizer:
     :meth:`per_step`, which builds each one once per compiled program and shares it
     between all parameters, so the per-parameter part of the update stays a handful
     of elementwise ops.
+
+    A subclass (signSGD with momentum; docs/training.md works through Lion)::
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.nn import Linear, mse_loss
+    >>> class SignSGD(Optimizer):
+    ...     def update(self, param, g, var, step):
+    ...         m_var = self.slot("momentum", var)
+    ...         m = param.graph.bind(m_var) * 0.9 + g
+    ...         self.assign(m_var, m)
+    ...         return param - self.lr_tensor(param) * m.sign()
+    >>> model = Linear(2, 1, rng=0)
+    >>> g = Graph()
+    >>> x = g.input("x", (4, 2))
+    >>> step = SignSGD(model.parameters(), lr=0.01).compile((model(x) ** 2).mean())
+    >>> before = model.weight.value.copy()
+    >>> _ = step(x=np.ones((4, 2), "float32"))
+    >>> np.allclose(np.abs(model.weight.value - before), 0.01)  # lr * |sign|
+    True
     """
 
     def __init__(
@@ -230,18 +251,21 @@ class Optimizer:
         if not used:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
         tensors = [graph.bind(p) for p in used]
-        grads = self.clip(grad(loss, tensors))
-        self._pending = {}
-        self._shared = {}
-        step = graph.bind(self.step_count) + 1.0
-        self._step = step
-        self.assign(self.step_count, step)
-        try:
-            for p, t, g in zip(used, tensors, grads, strict=True):
-                self.assign(p, self.update(t, g, p, step))
-        finally:
-            self._step = None
+        grads = grad(loss, tensors)
+        with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
+            grads = self.clip(grads)
+            self._pending = {}
             self._shared = {}
+            step = graph.bind(self.step_count) + 1.0
+            self._step = step
+            self.assign(self.step_count, step)
+            try:
+                for p, t, g in zip(used, tensors, grads, strict=True):
+                    with scope(p.name):
+                        self.assign(p, self.update(t, g, p, step))
+            finally:
+                self._step = None
+                self._shared = {}
         updates = {**graph.updates, **self._pending}
         return compile([loss, *outputs], updates, backend=backend, check_numerics=debug)
 

@@ -51,13 +51,18 @@ from asgrad.tensor.schedule import Schedule
 FOLD_LIMIT_BYTES = 1 << 22
 
 
-def generate_cpu_function(schedule: Schedule, types: Mapping[int, TensorType]) -> Any:
+def generate_cpu_function(
+    schedule: Schedule, types: Mapping[int, TensorType], *, profile: Any = None
+) -> Any:
     """One Python function running ``schedule`` at the exact ``types`` of its nodes.
 
     The function takes the feeds, applies the updates and returns the outputs; its
-    source is its ``source`` attribute.
+    source is its ``source`` attribute. ``profile`` (opt-in, see
+    :mod:`asgrad.tensor.cpu.profile`) is called with a node's id after each line.
     """
     maker = _LineMaker(schedule, types)
+    if profile is not None:
+        maker.env["_prof"] = profile
     current().stage(f"CPU: planning buffers and compiling {len(maker.lines):,} lines")
     lines = _needed(maker.lines, maker.refs, maker.roots)
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
@@ -308,6 +313,8 @@ def _source(
         else:
             expr = render(line.call, maker.name_of)
         body.append(f"    v{maker.position[line.node.id]} = {expr}")
+        if "_prof" in maker.env:
+            body.append(f"    _prof({line.node.id})")
         dead = sorted(f"v{maker.position[d]}" for d in freed.get(step, []))
         if dead:
             body.append(f"    del {', '.join(dead)}")

@@ -20,7 +20,15 @@ from asgrad.tensor.errors import DTypeError, ShapeError
 from asgrad.tensor.ops._common import randn, require_float
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
-__all__ = ["dropout_keep", "dropout_key", "dropout_threshold", "pcg_hash"]
+__all__ = [
+    "dropout_keep",
+    "dropout_key",
+    "dropout_threshold",
+    "normal_from_seed",
+    "pcg_hash",
+    "sample_keys",
+    "uniform_from_seed",
+]
 
 
 def pcg_hash(v: np.ndarray) -> np.ndarray:
@@ -108,3 +116,111 @@ register_op(
         doc="zero elements with probability p by a hash of (seed, index); scale 1/(1-p)",
     )
 )
+
+
+# -- sampling: rand_like and randn_like ---------------------------------------------------------
+# Uniform and normal draws use the same hash as dropout under keys salted apart from
+# dropout's, so a sampler and a dropout given equal seeds draw unrelated numbers.
+_UNIFORM_SALT = 0x52414E44  # "RAND"
+_NORMAL_SALT = 0x4E4F524D  # "NORM"
+_U24 = 1.0 / 16777216.0  # 2**-24: uniforms carry 24 bits, exact in float32
+
+
+def sample_keys(seed: int) -> tuple[int, int]:
+    """The two 32-bit keys of a sampler seed: ``k1 = pcg(dropout_key ^ "RAND")`` and
+    ``k2 = pcg(k1 ^ "NORM")`` (``k2`` is the second uniform of a normal draw)."""
+    k1 = pcg_hash(np.array([dropout_key(seed) ^ _UNIFORM_SALT], np.uint32))
+    k2 = pcg_hash(k1 ^ np.uint32(_NORMAL_SALT))
+    return int(k1[0]), int(k2[0])
+
+
+def _hashes(n: int, key: int) -> np.ndarray:
+    return pcg_hash(pcg_hash(np.arange(n, dtype=np.uint32)) ^ np.uint32(key))
+
+
+def uniform_from_seed(
+    shape: tuple[int, ...], seed: int, dtype: type[np.floating] = np.float64
+) -> np.ndarray:
+    """Element ``i`` (row-major) is ``(pcg(pcg(i) ^ k1) >> 8) * 2**-24``, in ``[0, 1)``.
+
+    Exact in any float dtype of 24 or more mantissa bits (float32 and float64 alike).
+    """
+    k1, _ = sample_keys(seed)
+    bits = _hashes(math.prod(shape), k1) >> np.uint32(8)
+    out: np.ndarray = (bits.astype(dtype) * dtype(_U24)).reshape(shape)
+    return out
+
+
+def normal_from_seed(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """Box-Muller in float64: ``sqrt(-2 ln u1) * cos(2 pi u2)``, both uniforms 24-bit.
+
+    ``u1 = ((pcg(pcg(i) ^ k1) >> 8) + 1) * 2**-24`` lies in ``(0, 1]`` (no log of 0),
+    ``u2`` is the same with ``k2``, in ``[0, 1)``; ``|z| <= sqrt(2 ln 2**24) < 5.8``.
+    """
+    k1, k2 = sample_keys(seed)
+    n = math.prod(shape)
+    u1 = ((_hashes(n, k1) >> np.uint32(8)).astype(np.float64) + 1.0) * _U24
+    u2 = (_hashes(n, k2) >> np.uint32(8)).astype(np.float64) * _U24
+    return (np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)).reshape(shape)
+
+
+def _infer_sample(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    like, seed = types
+    require_float(like, "the tensor whose shape and dtype a sample takes")
+    if not is_int(seed.dtype) or seed.shape != ():
+        raise DTypeError(
+            f"seed must be an int32/int64 scalar, got {seed}; feed one or hold it in a"
+            " Variable that the training program advances"
+        )
+    return like
+
+
+def _rand_like(like: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    if like.dtype == np.float32 or like.dtype == np.float64:
+        return uniform_from_seed(like.shape, int(seed), like.dtype.type)
+    return uniform_from_seed(like.shape, int(seed)).astype(like.dtype)  # float16: rounded
+
+
+def _randn_like(like: np.ndarray, seed: np.ndarray) -> np.ndarray:
+    return normal_from_seed(like.shape, int(seed)).astype(like.dtype)
+
+
+def _sample_cases(rng: np.random.Generator) -> list[OpCase]:
+    # Value cases only: a sample has no gradient (the op is not differentiable).
+    cases = [
+        ((4, 6), 12345, np.int64, "seed 12345"),
+        ((2, 3, 5), -7, np.int64, "negative seed"),
+        ((), 0, np.int32, "scalar, int32 seed"),
+        ((0, 3), 1, np.int64, "empty"),
+        ((64, 65), 2**30 + 5, np.int64, "large"),
+    ]
+    return [
+        OpCase((np.zeros(shape), np.array(seed, dtype)), grad=False, label=label)
+        for shape, seed, dtype, label in cases
+    ]
+
+
+for _name, _kernel, _tol, _doc in (
+    ("rand_like", _rand_like, (0.0, 0.0), "uniform [0, 1) from a hash of (seed, index); x: shape"),
+    (
+        "randn_like",
+        _randn_like,
+        (2e-6, 2e-6),
+        "standard normal (Box-Muller on two hashes of (seed, index)); x: shape",
+    ),
+):
+    register_op(
+        OpDef(
+            name=_name,
+            family="random",
+            infer=_infer_sample,
+            kernel=_kernel,
+            arity=2,
+            differentiable=False,
+            tolerance=_tol,
+            cases=_sample_cases,
+            doc=_doc,
+            shape_only_inputs=(0,),
+            fresh_result=True,
+        )
+    )

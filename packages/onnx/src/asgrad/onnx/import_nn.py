@@ -1,0 +1,223 @@
+"""How ONNX's matrix, conv, pool, norm and reduction ops become asgrad ops.
+
+Convolutions and pooling are two-dimensional (NCHW) with symmetric padding, as
+asgrad's; another form is refused with the reason. ``BatchNormalization`` is the
+inference form: the running statistics (loaded as variables that are not trained)
+normalise each channel.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from asgrad.onnx.errors import OnnxImportError
+from asgrad.onnx.import_context import ImportContext, Importer, Value, attributes
+from asgrad.tensor import Tensor
+
+__all__ = ["NN_IMPORTERS"]
+
+
+def _matmul(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    return [ctx.graph.apply("matmul", [ctx.tensor(xs[0]), ctx.tensor(xs[1])], {})]
+
+
+def _gemm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """``alpha * A' @ B' + beta * C``, with ``'`` the optional transposes."""
+    a = attributes(node)
+    x, w = ctx.tensor(xs[0]), ctx.tensor(xs[1])
+    if a.get("transA", 0):
+        x = ctx.graph.apply("transpose", [x], {"axes": (1, 0)})
+    if a.get("transB", 0):
+        w = ctx.graph.apply("transpose", [w], {"axes": (1, 0)})
+    y = ctx.graph.apply("matmul", [x, w], {})
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    if alpha != 1.0:
+        y = y * alpha
+    if len(xs) > 2 and node.input[2]:
+        c = ctx.tensor(xs[2])
+        y = y + (c * beta if beta != 1.0 else c)
+    return [y]
+
+
+def _pair(values: object, name: str, default: int) -> tuple[int, int]:
+    items = [default, default] if values is None else [int(v) for v in values]  # type: ignore[attr-defined]  # an ONNX ints attribute
+    if len(items) != 2:
+        raise OnnxImportError(f"{name} {items} is not two-dimensional; asgrad has 2-D ops only")
+    return items[0], items[1]
+
+
+def _pads(a: dict[str, object], op: str) -> tuple[int, int]:
+    auto = a.get("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "VALID"):
+        raise OnnxImportError(f"{op} with auto_pad={auto} is not supported; give explicit pads")
+    pads = [0, 0, 0, 0] if auto == "VALID" or a.get("pads") is None else list(a["pads"])  # type: ignore[call-overload]  # an ints attribute
+    if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
+        raise OnnxImportError(
+            f"{op} pads {pads} are not symmetric 2-D pads; asgrad pads both sides equally"
+        )
+    return int(pads[0]), int(pads[1])
+
+
+def _check_2d(x: Tensor, op: str) -> None:
+    if len(x.shape) != 4:
+        raise OnnxImportError(f"{op} on a rank-{len(x.shape)} input; asgrad has 2-D (NCHW) only")
+
+
+def _conv(transposed: bool) -> Importer:
+    op_type = "ConvTranspose" if transposed else "Conv"
+
+    def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+        a = attributes(node)
+        x = ctx.tensor(xs[0])
+        _check_2d(x, op_type)
+        attrs: dict[str, object] = {
+            "stride": _pair(a.get("strides"), "strides", 1),
+            "padding": _pads(a, op_type),
+            "dilation": _pair(a.get("dilations"), "dilations", 1),
+            "groups": int(a.get("group", 1)),
+        }
+        if transposed:
+            if "output_shape" in a:
+                raise OnnxImportError("ConvTranspose's output_shape is not supported; give pads")
+            attrs["output_padding"] = _pair(a.get("output_padding"), "output_padding", 0)
+        inputs = [x, *(ctx.tensor(v) for v, n in zip(xs[1:], node.input[1:], strict=True) if n)]
+        op = "conv_transpose2d" if transposed else "conv2d"
+        return [ctx.graph.apply(op, inputs, attrs)]
+
+    return imp
+
+
+def _pool(average: bool) -> Importer:
+    op_type = "AveragePool" if average else "MaxPool"
+
+    def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+        a = attributes(node)
+        x = ctx.tensor(xs[0])
+        _check_2d(x, op_type)
+        if a.get("ceil_mode", 0):
+            raise OnnxImportError(f"{op_type} with ceil_mode=1 is not supported")
+        if _pair(a.get("dilations"), "dilations", 1) != (1, 1):
+            raise OnnxImportError(f"{op_type} with dilations is not supported")
+        if len(node.output) > 1 and node.output[1]:
+            raise OnnxImportError("MaxPool's Indices output is not supported")
+        attrs: dict[str, object] = {
+            "kernel_size": _pair(a["kernel_shape"], "kernel_shape", 1),
+            "stride": _pair(a.get("strides"), "strides", 1),
+            "padding": _pads(a, op_type),
+        }
+        if average:
+            attrs["count_include_pad"] = bool(a.get("count_include_pad", 0))
+        return [ctx.graph.apply("avg_pool2d" if average else "max_pool2d", [x], attrs)]
+
+    return imp
+
+
+def _global_pool(op: str) -> Importer:
+    def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+        x = ctx.tensor(xs[0])
+        axes = tuple(range(2, len(x.shape)))
+        return [ctx.graph.apply(op, [x], {"axis": axes, "keepdims": True})]
+
+    return imp
+
+
+def _flatten(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    x = ctx.tensor(xs[0])
+    axis = int(attributes(node).get("axis", 1)) % (len(x.shape) + 1)
+    inner = 1
+    for d in x.shape[axis:]:
+        inner *= d
+    shape = (1, -1) if axis == 0 else (-1, inner)  # -1 on the batch side: it stays free
+    return [ctx.graph.apply("reshape", [x], {"shape": shape})]
+
+
+def _softmax(op: str) -> Importer:
+    def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+        x = ctx.tensor(xs[0])
+        rank = len(x.shape)
+        default = -1 if ctx.opset >= 13 else 1
+        axis = int(attributes(node).get("axis", default)) % rank
+        if ctx.opset < 13 and axis != rank - 1:
+            raise OnnxImportError(
+                f"{node.op_type} before opset 13 flattens from axis {axis}; only the last"
+                " axis is supported there"
+            )
+        return [ctx.graph.apply(op, [x], {"axis": axis})]
+
+    return imp
+
+
+def _layer_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    axis = int(a.get("axis", -1)) % len(x.shape)
+    scale = ctx.tensor(xs[1])
+    bias = ctx.tensor(xs[2]) if len(xs) > 2 and node.input[2] else scale * 0.0
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise OnnxImportError("LayerNormalization's mean and inverse std outputs are not supported")
+    attrs = {"normalized_shape": tuple(x.shape[axis:]), "eps": float(a.get("epsilon", 1e-5))}
+    return [ctx.graph.apply("layer_norm", [x, scale, bias], attrs)]
+
+
+def _batch_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    if a.get("training_mode", 0):
+        raise OnnxImportError("BatchNormalization in training mode is not supported")
+    x, scale, bias, mean, var = (ctx.tensor(v) for v in xs[:5])
+    channel = (-1, *([1] * (len(x.shape) - 2)))
+
+    def per_channel(t: Tensor) -> Tensor:
+        return ctx.graph.apply("reshape", [t], {"shape": channel})
+
+    eps = float(a.get("epsilon", 1e-5))
+    y = (x - per_channel(mean)) / per_channel(var + eps).sqrt()
+    return [y * per_channel(scale) + per_channel(bias)]
+
+
+def _reduce(op: str) -> Importer:
+    def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+        a = attributes(node)
+        x = ctx.tensor(xs[0])
+        rank = len(x.shape)
+        if len(xs) > 1 and node.input[1]:
+            raw = [int(v) for v in ctx.static(xs[1], f"{node.op_type}'s axes").reshape(-1)]
+        else:
+            raw = list(a.get("axes", []))
+        if not raw and a.get("noop_with_empty_axes", 0):
+            return [x]
+        axes = tuple(sorted(int(v) % rank for v in raw)) if raw else tuple(range(rank))
+        keep = bool(a.get("keepdims", 1))
+        return [ctx.graph.apply(op, [x], {"axis": axes, "keepdims": keep})]
+
+    return imp
+
+
+def _argmax(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    if a.get("select_last_index", 0):
+        raise OnnxImportError("ArgMax with select_last_index=1 is not supported")
+    x = ctx.tensor(xs[0])
+    axis = int(a.get("axis", 0)) % len(x.shape)
+    return [ctx.graph.apply("argmax", [x], {"axis": axis, "keepdims": bool(a.get("keepdims", 1))})]
+
+
+NN_IMPORTERS: dict[str, Importer] = {
+    "MatMul": _matmul,
+    "Gemm": _gemm,
+    "Conv": _conv(transposed=False),
+    "ConvTranspose": _conv(transposed=True),
+    "MaxPool": _pool(average=False),
+    "AveragePool": _pool(average=True),
+    "GlobalAveragePool": _global_pool("mean"),
+    "GlobalMaxPool": _global_pool("max"),
+    "Flatten": _flatten,
+    "Softmax": _softmax("softmax"),
+    "LogSoftmax": _softmax("log_softmax"),
+    "LayerNormalization": _layer_norm,
+    "BatchNormalization": _batch_norm,
+    "ReduceSum": _reduce("sum"),
+    "ReduceMean": _reduce("mean"),
+    "ReduceMax": _reduce("max"),
+    "ReduceMin": _reduce("min"),
+    "ArgMax": _argmax,
+}

@@ -1,0 +1,311 @@
+"""Activations that expand into other elementwise ops when applied.
+
+Each op here is exactly a short composition of registered ops (``mish`` is
+``x * tanh(softplus(x))``), so it has no kernels of its own: its gradient and its GPU
+kernels are those of its expansion (see ``OpDef.expand``). The numpy functions are
+the reference semantics (PyTorch's) that the registry's test cases check.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from asgrad.tensor.errors import ArgumentError, ShapeError
+from asgrad.tensor.ops._common import away_from, normalize_axis, randn, require_float, same_dtype
+from asgrad.tensor.ops._elementwise_cases import normal, unary_cases
+from asgrad.tensor.registry import Attrs, CasesFn, OpCase, OpDef, TensorType, register_op
+
+if TYPE_CHECKING:
+    from asgrad.tensor.tensor import Tensor
+
+# SELU's constants (Klambauer et al. 2017), as PyTorch writes them.
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.logaddexp(0.0, x), dtype=x.dtype)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * x)), dtype=x.dtype)
+
+
+def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+
+
+def _infer_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    require_float(types[0])
+    return types[0]
+
+
+def _infer_celu(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    alpha = float(attrs.get("alpha", 1.0))
+    if alpha == 0.0 or not math.isfinite(alpha):
+        raise ArgumentError(f"alpha must be a finite non-zero number, got {alpha}")
+    return _infer_float(types, attrs)
+
+
+def _infer_bounds(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    lo, hi = float(attrs["min_val"]), float(attrs["max_val"])
+    if not lo <= hi:
+        raise ArgumentError(f"min_val {lo} is greater than max_val {hi}")
+    return _infer_float(types, attrs)
+
+
+def _infer_shrink(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if not float(attrs.get("lambd", 0.5)) >= 0:
+        raise ArgumentError(f"lambd must be >= 0, got {attrs.get('lambd')}")
+    return _infer_float(types, attrs)
+
+
+def _infer_glu(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    x = types[0]
+    require_float(x)
+    if not x.shape:
+        raise ShapeError("glu needs at least one axis to halve")
+    axis = normalize_axis(int(attrs.get("axis", -1)), len(x.shape))
+    if x.shape[axis] % 2:
+        raise ShapeError(f"glu halves axis {axis}, whose size {x.shape[axis]} is odd")
+    shape = list(x.shape)
+    shape[axis] //= 2
+    return TensorType(tuple(shape), x.dtype)
+
+
+def _infer_prelu(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    x, w = types
+    require_float(x)
+    same_dtype(types, "input and weight")
+    channels = x.shape[1] if len(x.shape) >= 2 else 1
+    if len(w.shape) != 1 or w.shape[0] not in (1, channels):
+        raise ShapeError(
+            f"prelu's weight must have shape (1,) or ({channels},) (the channels of axis 1),"
+            f" got {list(w.shape)}"
+        )
+    return x
+
+
+def _glu(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    a, b = np.split(x, 2, axis=axis)
+    return np.asarray(a * _sigmoid(b))
+
+
+def _channel_weight(w: np.ndarray, ndim: int) -> np.ndarray:
+    return w.reshape((-1,) + (1,) * (ndim - 2)) if ndim >= 2 else w
+
+
+def _prelu(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    return np.where(x >= 0, x, _channel_weight(w, x.ndim) * x)
+
+
+def _threshold(x: np.ndarray, threshold: float, value: float) -> np.ndarray:
+    return np.where(x > threshold, x, value)
+
+
+# -- expansions ------------------------------------------------------------------------------
+def _where(cond: Tensor, a: Tensor, b: object) -> Tensor:
+    return cond.graph.apply("where", (cond, a, a._lift(b)), {})
+
+
+def _expand_glu(x: Tensor, axis: int = -1) -> Tensor:
+    axis = normalize_axis(axis, x.ndim)
+    half = x.shape[axis] // 2
+    head = tuple(slice(None) for _ in range(axis))
+    a, b = x[(*head, slice(0, half))], x[(*head, slice(half, None))]
+    return a * b.sigmoid()
+
+
+def _expand_prelu(x: Tensor, w: Tensor) -> Tensor:
+    if x.ndim >= 2 and w.shape[0] > 1:
+        w = w.reshape((w.shape[0],) + (1,) * (x.ndim - 2))
+    return x.relu() + w * x.minimum(0.0)
+
+
+# -- cases -----------------------------------------------------------------------------------
+def _away(points: Sequence[float], scale: float = 1.0) -> CasesFn:
+    def make(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        out: np.ndarray = away_from(rng, [p / scale for p in points], *shape) * scale
+        return out
+
+    return unary_cases(make)
+
+
+def _glu_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase((randn(rng, 3, 4),), {"axis": -1}, label="last axis"),
+        OpCase((randn(rng, 4, 2, 3),), {"axis": 0}, label="axis 0"),
+        OpCase((randn(rng, 2, 6, 5),), {"axis": 1}, label="axis 1"),
+    ]
+
+
+def _prelu_cases(rng: np.random.Generator) -> list[OpCase]:
+    def x(*shape: int) -> np.ndarray:
+        return away_from(rng, [0.0], *shape)
+
+    return [
+        OpCase((x(2, 3, 4, 4), rng.uniform(0.05, 0.5, 3)), label="per channel"),
+        OpCase((x(3, 5), rng.uniform(0.05, 0.5, 1)), label="one weight"),
+        OpCase(
+            (
+                x(
+                    6,
+                ),
+                rng.uniform(0.05, 0.5, 1),
+            ),
+            label="rank 1",
+        ),
+        OpCase((x(2, 4, 7), rng.uniform(0.05, 0.5, 4)), label="sequence"),
+    ]
+
+
+# -- registration ----------------------------------------------------------------------------
+def _activation(
+    name: str,
+    kernel: Callable[..., np.ndarray],
+    expand: Callable[..., Tensor],
+    doc: str,
+    cases: CasesFn,
+    **fields: Any,
+) -> None:
+    fields = {"arity": 1, "infer": _infer_float, **fields}
+    register_op(
+        OpDef(
+            name=name,
+            family="elementwise",
+            kernel=kernel,
+            expand=expand,
+            doc=doc,
+            cases=cases,
+            **fields,
+        )
+    )
+
+
+_T = (2e-5, 2e-6)
+_activation(
+    "mish",
+    lambda x: np.tanh(_softplus(x)) * x,
+    lambda x: x * x.softplus().tanh(),
+    "x * tanh(softplus(x))",
+    unary_cases(normal, large=40.0),
+    tolerance=_T,
+)
+_activation(
+    "hardswish",
+    lambda x: x * np.clip(x + 3.0, 0.0, 6.0) / 6.0,
+    lambda x: x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+    "x * relu6(x + 3) / 6",
+    _away([-3.0, 3.0], 3.0),
+)
+_activation(
+    "hardsigmoid",
+    lambda x: np.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    lambda x: (x / 6.0 + 0.5).clamp(0.0, 1.0),
+    "relu6(x + 3) / 6",
+    _away([-3.0, 3.0], 3.0),
+)
+_activation(
+    "relu6",
+    lambda x: np.clip(x, 0.0, 6.0),
+    lambda x: x.clamp(0.0, 6.0),
+    "min(max(x, 0), 6)",
+    _away([0.0, 6.0], 4.0),
+)
+_activation(
+    "hardtanh",
+    lambda x, min_val, max_val: np.clip(x, min_val, max_val),
+    lambda x, min_val, max_val: x.clamp(min_val, max_val),
+    "x clamped to [min_val, max_val]",
+    unary_cases(
+        lambda rng, s: away_from(rng, [-1.0, 0.5], *s),
+        [{"min_val": -1.0, "max_val": 1.0}, {"min_val": -1.0, "max_val": 0.5}],
+    ),
+    infer=_infer_bounds,
+)
+_activation(
+    "selu",
+    lambda x: SELU_SCALE * _elu(x, SELU_ALPHA),
+    lambda x: x.elu(SELU_ALPHA) * SELU_SCALE,
+    "scale * elu(x, alpha) with SELU's constants",
+    _away([0.0]),
+    tolerance=_T,
+)
+_activation(
+    "celu",
+    lambda x, alpha=1.0: np.maximum(x, 0.0) + np.minimum(alpha * np.expm1(x / alpha), 0.0),
+    lambda x, alpha=1.0: (x / alpha).elu(1.0) * alpha,
+    "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))",
+    unary_cases(lambda rng, s: away_from(rng, [0.0], *s), [{"alpha": 1.0}, {"alpha": 0.5}]),
+    infer=_infer_celu,
+    tolerance=_T,
+)
+_activation(
+    "softsign",
+    lambda x: x / (1.0 + np.abs(x)),
+    lambda x: x / (x.abs() + 1.0),
+    "x / (1 + |x|)",
+    _away([0.0]),
+)
+_activation(
+    "logsigmoid",
+    lambda x: -_softplus(-x),
+    lambda x: -((-x).softplus()),
+    "log(sigmoid(x)), stable for large |x|",
+    unary_cases(normal, large=60.0),
+    tolerance=_T,
+)
+_activation(
+    "tanhshrink",
+    lambda x: x - np.tanh(x),
+    lambda x: x - x.tanh(),
+    "x - tanh(x)",
+    unary_cases(normal),
+    tolerance=_T,
+)
+_activation(
+    "softshrink",
+    lambda x, lambd=0.5: x - np.clip(x, -lambd, lambd),
+    lambda x, lambd=0.5: x - x.clamp(-lambd, lambd),
+    "x - lambd if x > lambd, x + lambd if x < -lambd, else 0",
+    unary_cases(lambda rng, s: away_from(rng, [-0.5, 0.5], *s), [{"lambd": 0.5}]),
+    infer=_infer_shrink,
+)
+_activation(
+    "hardshrink",
+    lambda x, lambd=0.5: np.where(np.abs(x) > lambd, x, 0.0),
+    lambda x, lambd=0.5: _where(x.abs() > lambd, x, 0.0),
+    "x if |x| > lambd, else 0",
+    unary_cases(lambda rng, s: away_from(rng, [-0.5, 0.5], *s), [{"lambd": 0.5}]),
+    infer=_infer_shrink,
+)
+_activation(
+    "threshold",
+    _threshold,
+    lambda x, threshold, value: _where(x > threshold, x, value),
+    "x if x > threshold, else value",
+    unary_cases(lambda rng, s: away_from(rng, [0.1], *s), [{"threshold": 0.1, "value": -2.0}]),
+)
+_activation(
+    "glu",
+    _glu,
+    _expand_glu,
+    "a * sigmoid(b), a and b the halves of x along axis",
+    _glu_cases,
+    infer=_infer_glu,
+)
+_activation(
+    "prelu",
+    _prelu,
+    _expand_prelu,
+    "x if x >= 0 else weight * x, one learned weight per channel (axis 1) or one in all",
+    _prelu_cases,
+    arity=2,
+    infer=_infer_prelu,
+)
+
+__all__ = ["SELU_ALPHA", "SELU_SCALE"]

@@ -1,0 +1,56 @@
+"""The viewer's page: one self-contained HTML file (styles, scripts, data inlined).
+
+The page loads nothing: its Content-Security-Policy allows no network request, and
+the layout library (elkjs, vendored from npm with its licence, see
+``scripts/vendor_js.py``) is inlined with the viewer's own script.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+__all__ = ["VENDORED", "render_page"]
+
+# The vendored files: (npm package@version, file in the package, file here).
+VENDORED = (
+    ("elkjs@0.12.1", "lib/elk.bundled.js", "elk.bundled.js"),
+    ("elkjs@0.12.1", "LICENSE.md", "elkjs-LICENSE.md"),
+)
+
+
+@cache
+def _asset(folder: str, name: str) -> str:
+    return (files("asgrad.viz") / folder / name).read_text(encoding="utf-8")
+
+
+def _script(text: str) -> str:
+    """``text`` safe inside a <script> element (no closing tag can end it early)."""
+    return text.replace("</", "<\\/")
+
+
+def render_page(data: dict[str, Any]) -> str:
+    """The HTML page showing ``data`` (:func:`asgrad.viz.data.page_data`)."""
+    viewer = (
+        '"use strict";\n(function () {\n'
+        + _asset("static", "viewer.js")
+        + _asset("static", "ui.js")
+        + "})();\n"
+    )
+    parts = {
+        "TITLE": _html(str(data.get("title", "graph"))),
+        "CSS": _asset("static", "viewer.css"),
+        "ELK": _script(_asset("vendor", "elk.bundled.js")),
+        "DATA": _script(json.dumps(data, separators=(",", ":"), allow_nan=False)),
+        "VIEWER": _script(viewer),
+    }
+    template = _asset("static", "template.html")
+    # One pass over the template: a placeholder inside inserted text stays as it is.
+    return re.sub(r"__(TITLE|CSS|ELK|DATA|VIEWER)__", lambda m: parts[m.group(1)], template)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
