@@ -59,6 +59,8 @@ def test_op_case_round_trips(op: OpDef, case: OpCase, tmp_path: Path) -> None:
     (want,) = evaluate([out], feeds)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+    if out.node.op == "input":  # an op that expands into its input (flip over no axes)
+        return
     assert loaded.outputs[0].node.meta == {"scope": "block", "role": "forward"}
     assert loaded.outputs[0].node.location == out.node.location
 

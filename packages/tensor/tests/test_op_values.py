@@ -476,6 +476,140 @@ REFERENCES.update(
 )
 
 
+# -- issue 13 (shape, index, linalg ops): references written apart from the kernels ------
+def _take_each(x: np.ndarray, maps: dict[int, np.ndarray]) -> np.ndarray:
+    for axis, idx in maps.items():
+        x = np.take(x, idx, axis=axis)
+    return x
+
+
+def _ref_roll(x: np.ndarray, shift: tuple[int, ...], axis: tuple[int, ...] | None) -> np.ndarray:
+    if axis is None:
+        n = x.size
+        return x.reshape(-1)[(np.arange(n) - shift[0]) % n].reshape(x.shape)
+    for s, a in zip(shift, axis, strict=True):
+        n = x.shape[a]
+        x = np.take(x, (np.arange(n) - s) % n, axis=a)
+    return x
+
+
+def _ref_tri(x: np.ndarray, diagonal: int, upper: bool) -> np.ndarray:
+    n, m = x.shape[-2:]
+    keep = np.array(
+        [
+            [(j - i >= diagonal) if upper else (j - i <= diagonal) for j in range(m)]
+            for i in range(n)
+        ],
+        dtype=bool,
+    ).reshape(n, m)
+    return x * keep
+
+
+def _ref_diagonal(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
+    y = np.moveaxis(x, (axis1, axis2), (-2, -1))
+    n, m = y.shape[-2:]
+    pairs = [(i, i + offset) for i in range(n) if 0 <= i + offset < m]
+    return np.stack([y[..., i, j] for i, j in pairs], axis=-1) if pairs else y[..., 0, :0]
+
+
+def _ref_repeat(x: np.ndarray, repeats: tuple[int, ...]) -> np.ndarray:
+    x = x.reshape((1,) * (len(repeats) - x.ndim) + x.shape)
+    pairs = enumerate(zip(x.shape, repeats, strict=True))
+    maps = {a: np.arange(n * r) % max(n, 1) for a, (n, r) in pairs}
+    return _take_each(x, maps)
+
+
+def _ref_repeat_interleave(x: np.ndarray, repeats: tuple[int, ...], axis: int) -> np.ndarray:
+    n = x.shape[axis]
+    reps = repeats * n if len(repeats) == 1 else repeats
+    idx = [i for i in range(n) for _ in range(reps[i])]
+    return np.take(x, np.asarray(idx, np.int64), axis=axis)
+
+
+def _ref_unfold(x: np.ndarray, axis: int, size: int, step: int) -> np.ndarray:
+    axis %= x.ndim
+    n = x.shape[axis]
+    windows = [np.take(x, np.arange(s, s + size), axis=axis) for s in range(0, n - size + 1, step)]
+    return np.moveaxis(np.stack(windows, axis=axis), axis + 1, -1)
+
+
+def _ref_take_along(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    moved_x, moved_i = np.moveaxis(x, axis, -1), np.moveaxis(idx, axis, -1)
+    out = np.empty(moved_i.shape, x.dtype)
+    for pos in np.ndindex(*moved_i.shape):
+        out[pos] = moved_x[(*pos[:-1], moved_i[pos])]
+    return np.moveaxis(out, -1, axis)
+
+
+def _ref_scatter(
+    x: np.ndarray, idx: np.ndarray, src: np.ndarray, axis: int, reduce: str, include_self: bool
+) -> np.ndarray:
+    moved_x, moved_i = np.moveaxis(x, axis, -1), np.moveaxis(idx, axis, -1)
+    moved_s = np.moveaxis(src, axis, -1)
+    groups: dict[tuple[int, ...], list[float]] = {}
+    for pos in np.ndindex(*moved_i.shape):
+        groups.setdefault((*pos[:-1], int(moved_i[pos])), []).append(moved_s[pos])
+    out = moved_x.copy()
+    combine = {"sum": sum, "prod": math.prod, "mean": np.mean, "amax": max, "amin": min}
+    for pos, values in groups.items():
+        values = ([moved_x[pos]] if include_self else []) + values
+        out[pos] = combine[reduce](values)
+    return np.moveaxis(out, -1, axis)
+
+
+def _ref_pad(
+    x: np.ndarray, pad: tuple[tuple[int, int], ...], mode: str, value: float
+) -> np.ndarray:
+    for axis, (before, after) in enumerate(pad):
+        if mode == "circular":  # PyTorch crops first, then wraps what is left
+            x = np.take(x, np.arange(max(-before, 0), x.shape[axis] - max(-after, 0)), axis=axis)
+            before, after = max(before, 0), max(after, 0)
+        n = x.shape[axis]
+        pieces = []
+        for i in range(-before, n + after):
+            j = i
+            if mode == "reflect":
+                while not 0 <= j < n:
+                    j = -j if j < 0 else 2 * (n - 1) - j
+            elif mode == "circular":
+                j = i % n
+            elif mode == "replicate":
+                j = min(max(i, 0), n - 1)
+            piece = np.take(x, [min(max(j, 0), n - 1)], axis=axis)
+            pieces.append(piece if 0 <= j < n else np.full_like(piece, value))
+        x = np.concatenate(pieces, axis=axis)
+    return x
+
+
+def _ref_einsum(*xs: np.ndarray, equation: str) -> np.ndarray:
+    # optimize=True takes another path through numpy (pairwise tensordot) than the kernel
+    return np.asarray(np.einsum(equation, *xs, optimize=True))
+
+
+REFERENCES.update(
+    {
+        "flip": lambda x, axis: _take_each(x, {a: np.arange(x.shape[a])[::-1] for a in axis}),
+        "roll": _ref_roll,
+        "tril": lambda x, diagonal: _ref_tri(x, diagonal, upper=False),
+        "triu": lambda x, diagonal: _ref_tri(x, diagonal, upper=True),
+        "diagonal": _ref_diagonal,
+        "repeat": _ref_repeat,
+        "repeat_interleave": _ref_repeat_interleave,
+        "unfold": _ref_unfold,
+        "take_along_axis": _ref_take_along,
+        "scatter_add_along": lambda g, idx, x, axis: _ref_scatter(
+            np.zeros(x.shape, g.dtype), idx, g, axis, "sum", True
+        ),
+        "scatter_reduce": _ref_scatter,
+        "pad": _ref_pad,
+        "einsum": _ref_einsum,
+        "cross": lambda a, b, axis: np.moveaxis(
+            np.cross(np.moveaxis(a, axis, -1), np.moveaxis(b, axis, -1)), -1, axis
+        ),
+    }
+)
+
+
 def _inserted_shape(shape: tuple[int, ...], axis: tuple[int, ...]) -> list[int]:
     out = list(shape)
     for a in sorted(axis):

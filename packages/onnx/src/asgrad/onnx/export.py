@@ -250,7 +250,9 @@ def _with_output_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with its outputs' shapes filled in by ONNX shape inference (symbolic
     dimensions where the batch flows through)."""
     inferred = onnx.shape_inference.infer_shapes(model)
-    known = {v.name: v for v in inferred.graph.value_info}
+    # An output may be an input itself (an op that expands into its input: flip over
+    # no axes, einsum "ij"), whose shape is on the graph's input, not in value_info.
+    known = {v.name: v for v in [*inferred.graph.input, *inferred.graph.value_info]}
     for out in model.graph.output:
         source = next(n.input[0] for n in model.graph.node if n.output[0] == out.name)
         info = known.get(source)

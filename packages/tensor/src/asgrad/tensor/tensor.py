@@ -348,7 +348,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
             out = out.squeeze(tuple(out.ndim + s for s in squeeze))
         return out
 
-    def gather(self, indices: Tensor, axis: int = 0) -> Tensor:
+    def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
+        """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
+        :meth:`take_along_axis`."""
+        if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
+            return self.take_along_axis(axis, int(indices))
+        if not isinstance(indices, Tensor) or isinstance(axis, Tensor):
+            raise ArgumentTypeError("gather takes (indices: Tensor, axis: int) or (dim, index)")
         axis = checked("gather", normalize_axis, axis, self.ndim)
         return self._apply("gather", indices, axis=axis)
 
@@ -360,9 +366,9 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
 
     def __getitem__(self, index: object) -> Tensor:
         items = index if isinstance(index, tuple) else (index,)
-        tensors = [i for i, item in enumerate(items) if isinstance(item, Tensor)]
-        if tensors:
-            return self._gather_index(items, tensors)
+        self._check_slice_bounds(items)
+        if any(isinstance(item, Tensor | list | np.ndarray) for item in items):
+            return self._advanced_index(items)
         items = checked("index", expand_ellipsis, items, self.ndim)
         basic = tuple(item for item in items if item is not None)
         checked("index", check_basic_index, basic, self.shape)
@@ -386,17 +392,3 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
             elif isinstance(item, slice):
                 pos += 1
         return out.expand_dims(tuple(new_axes)) if new_axes else out
-
-    def _gather_index(self, items: tuple[object, ...], tensors: list[int]) -> Tensor:
-        if len(tensors) != 1 or any(
-            not (isinstance(item, slice) and item == slice(None))
-            for i, item in enumerate(items)
-            if i != tensors[0]
-        ):
-            raise ArgumentTypeError(
-                "indexing with a Tensor supports one integer Tensor on one axis, the"
-                " others ':' (as x[:, idx]); use gather() for more"
-            )
-        idx = items[tensors[0]]
-        assert isinstance(idx, Tensor)
-        return self.gather(idx, axis=tensors[0])

@@ -24,16 +24,27 @@ from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, zero
 from asgrad.gpu.lowering.elementwise import elementwise, strided_copy
-from asgrad.gpu.source import numpy_dtype, render, wgsl_type
+from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType
 
-__all__ = ["LOWERINGS", "WGSL_FILES", "gather", "one_hot", "scatter_add"]
+__all__ = [
+    "LOWERINGS",
+    "WGSL_FILES",
+    "gather",
+    "one_hot",
+    "scatter_add",
+    "scatter_along",
+    "take_along_axis",
+]
 
 WGSL_FILES: tuple[str, ...] = (
     "index_gather.wgsl",
     "index_scatter_add.wgsl",
     "index_one_hot.wgsl",
     "elementwise.wgsl",
+    "index_along_take.wgsl",
+    "index_along_scatter.wgsl",
+    "prelude.wgsl",
 )
 
 
@@ -142,10 +153,110 @@ def _one_hot(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     return one_hot(ins[0], int(attrs["depth"]), numpy_dtype(out.dtype))
 
 
+# -- along one axis (PyTorch's gather/scatter) -------------------------------------------
+_COMBINE = {
+    "sum": "acc + v",
+    "mean": "acc + v",
+    "prod": "acc * v",
+    "amax": "asg_max(acc, v)",  # NaN-propagating, as numpy's maximum
+    "amin": "asg_min(acc, v)",
+}
+
+
+def take_along_axis(x: GpuArray, indices: GpuArray, axis: int) -> GpuArray:
+    """``numpy.take_along_axis(x, indices, axis)`` (``indices`` of ``x``'s rank)."""
+    axis %= max(x.ndim, 1)
+    _, length, inner = _split(x.shape, axis)
+    out = GpuArray.empty(indices.shape, x.dtype, x.device)
+    if out.size == 0:
+        return out
+    device, t = x.device, x.wgsl
+    pipe = device.pipeline(
+        ("index_along_take", t),
+        lambda: render("index_along_take", T=t, ZERO=zero(t), CHECKS=checks_source(4)),
+        ("uniform", "read", "read", "write", "checks"),
+    )
+    slot = _slot(device, "take_along_axis", f"axis {axis} of the {x.shape} input", length, "read 0")
+    meta = struct.pack("<8I", out.size, length, indices.shape[axis], inner, slot, 0, 0, 0)
+    buffers = (device.params(meta), x.buffer, indices.buffer, out.buffer, device.checks.buffer)
+    device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
+    return out
+
+
+def scatter_along(
+    base: GpuArray | None,
+    indices: GpuArray,
+    src: GpuArray,
+    shape: tuple[int, ...],
+    axis: int,
+    reduce: str = "sum",
+    include_self: bool = True,
+) -> GpuArray:
+    """``base`` (zeros when None) with ``src`` combined in at ``indices`` along ``axis``."""
+    if src.dtype != np.float32:
+        raise GpuUnsupportedError(f"scatter ops on the GPU take float32, got {src.dtype}")
+    axis %= max(len(shape), 1)
+    _, length, inner = _split(shape, axis)
+    out = GpuArray.empty(shape, np.float32, src.device)
+    if out.size == 0:
+        return out
+    device = src.device
+    pipe = device.pipeline(
+        ("index_along_scatter", reduce),
+        lambda: render(
+            "index_along_scatter",
+            COMBINE=_COMBINE[reduce],
+            CHECKS=checks_source(5),
+            PRELUDE=kernel_text("prelude"),
+        ),
+        ("uniform", "read", "read", "read", "write", "checks"),
+    )
+    op = "scatter_add" if base is None else "scatter_reduce"
+    slot = _slot(device, op, f"axis {axis} of the {shape} result", length, "combined nothing")
+    flags = (int(base is not None), int(include_self), int(reduce == "mean"))
+    meta = struct.pack("<8I", out.size, length, indices.shape[axis], inner, slot, *flags)
+    first = src if base is None else base
+    buffers = (
+        device.params(meta),
+        first.buffer,
+        indices.buffer,
+        src.buffer,
+        out.buffer,
+        device.checks.buffer,
+    )
+    device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
+    return out
+
+
+def _take_along_axis(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    return take_along_axis(ins[0], ins[1], int(attrs["axis"]))
+
+
+def _scatter_add_along(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    g, indices, _ = ins
+    return scatter_along(None, indices, g, out.shape, int(attrs["axis"]))
+
+
+def _scatter_reduce(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    x, indices, src = ins
+    return scatter_along(
+        x,
+        indices,
+        src,
+        out.shape,
+        int(attrs["axis"]),
+        str(attrs["reduce"]),
+        bool(attrs["include_self"]),
+    )
+
+
 LOWERINGS: dict[str, Lowering] = {
     "slice": _slice,
     "scatter_slice": _scatter_slice,
     "gather": _gather,
     "scatter_add": _scatter_add,
     "one_hot": _one_hot,
+    "take_along_axis": _take_along_axis,
+    "scatter_add_along": _scatter_add_along,
+    "scatter_reduce": _scatter_reduce,
 }

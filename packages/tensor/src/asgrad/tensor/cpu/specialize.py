@@ -90,11 +90,20 @@ def where_zero(cond: np.ndarray, x: np.ndarray, keep: bool = True) -> np.ndarray
     return out
 
 
+def add_reduce(x: np.ndarray, *args: Any) -> Any:
+    """``numpy.add.reduce`` over ``x`` in C order, so that the sum's rounding does not
+    depend on the memory layout: an elementwise result over a transposed value is laid
+    out as its input without buffer reuse and in C order with it (a scratch slot)."""
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    return np.add.reduce(x, *args)
+
+
 # The numpy functions the specialised expressions call, by their names there.
 HELPERS: dict[str, Any] = {
     "_matmul": np.matmul,
     "_maximum": np.maximum,
-    "_add_reduce": np.add.reduce,
+    "_add_reduce": add_reduce,
     "_max_reduce": np.maximum.reduce,
     "_min_reduce": np.minimum.reduce,
     "_broadcast_to": np.broadcast_to,

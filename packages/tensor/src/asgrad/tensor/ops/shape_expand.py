@@ -1,0 +1,316 @@
+"""Shape ops that expand into other ops: flip, roll, tril/triu, diagonal, unfold
+(``repeat`` and ``repeat_interleave`` are in :mod:`.shape_repeat`, ``pad`` in
+:mod:`.shape_pad`).
+
+Each is a short composition of slices, concats, reshapes, gathers of constant
+indices and ``where`` (see "Ops that expand into others" in the contributing guide),
+so its gradient and GPU kernels are those of the ops it builds. The compositions
+keep the leading axis free where they can: slices count from the ends, and a reshape
+puts ``-1`` on its leading axis, so a graph built for one batch size runs on another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ops._common import normalize_axes, normalize_axis, randn
+from asgrad.tensor.registry import (
+    Attrs,
+    CasesFn,
+    InferFn,
+    KernelFn,
+    OpCase,
+    OpDef,
+    TensorType,
+    register_op,
+)
+
+if TYPE_CHECKING:
+    from asgrad.tensor.tensor import Tensor
+
+
+# -- helpers the expansions share ------------------------------------------------------
+def apply(x: Tensor, op: str, *others: Tensor, **attrs: Any) -> Tensor:
+    """``op(x, *others, **attrs)`` in ``x``'s graph."""
+    return x.graph.apply(op, (x, *others), attrs)
+
+
+def free_reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
+    """``x`` reshaped to ``shape``, with -1 on the leading axis so the batch may change."""
+    shape = tuple(shape)
+    if tuple(x.shape) == shape:
+        return x
+    if len(shape) >= 2 and math.prod(shape[1:]) > 0:
+        shape = (-1, *shape[1:])
+    return apply(x, "reshape", shape=shape)
+
+
+def axis_slice(x: Tensor, axis: int, item: slice) -> Tensor:
+    """``x[..., item, ...]`` with ``item`` at ``axis``."""
+    return apply(x, "slice", index=(slice(None),) * axis + (item,))
+
+
+def concat(parts: Sequence[Tensor], axis: int) -> Tensor:
+    if len(parts) == 1:
+        return parts[0]
+    return parts[0].graph.apply("concat", tuple(parts), {"axis": axis})
+
+
+def gather_const(x: Tensor, indices: np.ndarray, axis: int) -> Tensor:
+    """``numpy.take(x, indices, axis)`` for constant ``indices``."""
+    idx = x.graph.constant(np.asarray(indices, np.int64), "int64")
+    return apply(x, "gather", idx, axis=axis)
+
+
+def where_const(mask: np.ndarray, x: Tensor, fill: float | int | bool) -> Tensor:
+    """``x`` where the constant ``mask`` (broadcast against it) holds, else ``fill``."""
+    cond = x.graph.constant(np.asarray(mask, bool), "bool")
+    return x.graph.apply("where", (cond, x, x.graph.constant(fill, x.dtype)), {})
+
+
+# -- flip -------------------------------------------------------------------------------
+def _infer_flip(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    normalize_axes(attrs["axis"], len(types[0].shape))
+    return types[0]
+
+
+def _flip(x: np.ndarray, axis: tuple[int, ...]) -> np.ndarray:
+    return np.flip(x, axis) if axis else x
+
+
+def _expand_flip(x: Tensor, axis: tuple[int, ...]) -> Tensor:
+    if not axis:
+        return x
+    axes = normalize_axes(axis, x.ndim)
+    index = tuple(slice(None, None, -1) if a in axes else slice(None) for a in range(max(axes) + 1))
+    return apply(x, "slice", index=index)
+
+
+# -- roll -------------------------------------------------------------------------------
+def _infer_roll(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (t,) = types
+    shift, axis = tuple(attrs["shift"]), attrs["axis"]
+    if axis is None:
+        if len(shift) != 1:
+            raise ShapeError(f"roll without axes takes one shift, got {list(shift)}")
+    else:
+        if len(shift) != len(axis):
+            raise ShapeError(f"roll got {len(shift)} shifts for {len(axis)} axes; give one each")
+        for a in axis:
+            normalize_axis(a, len(t.shape))
+    return t
+
+
+def _roll(x: np.ndarray, shift: tuple[int, ...], axis: tuple[int, ...] | None) -> np.ndarray:
+    return np.roll(x, shift[0] if axis is None else shift, axis)
+
+
+def _roll_axis(x: Tensor, shift: int, axis: int) -> Tensor:
+    n = x.shape[axis]
+    s = shift % n if n else 0
+    if not s:
+        return x
+    return concat(
+        [axis_slice(x, axis, slice(-s, None)), axis_slice(x, axis, slice(None, -s))], axis
+    )
+
+
+def _expand_roll(x: Tensor, shift: tuple[int, ...], axis: tuple[int, ...] | None) -> Tensor:
+    if axis is None:
+        flat = _roll_axis(apply(x, "reshape", shape=(-1,)), shift[0], 0) if x.ndim else x
+        return apply(flat, "reshape", shape=x.shape) if x.ndim != 1 else flat
+    for s, a in zip(shift, axis, strict=True):
+        x = _roll_axis(x, s, normalize_axis(a, x.ndim))
+    return x
+
+
+# -- tril / triu -------------------------------------------------------------------------
+def _infer_tri(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    if len(types[0].shape) < 2:
+        raise ShapeError(f"needs a matrix (rank >= 2), got {types[0]}")
+    return types[0]
+
+
+def _tril(x: np.ndarray, diagonal: int) -> np.ndarray:
+    return np.tril(x, diagonal)
+
+
+def _triu(x: np.ndarray, diagonal: int) -> np.ndarray:
+    return np.triu(x, diagonal)
+
+
+def _tri_mask(n: int, m: int, diagonal: int, upper: bool) -> np.ndarray:
+    rows, cols = np.arange(n)[:, None], np.arange(m)[None, :]
+    return cols - rows >= diagonal if upper else cols - rows <= diagonal
+
+
+def _expand_tril(x: Tensor, diagonal: int) -> Tensor:
+    n, m = x.shape[-2:]
+    return where_const(_tri_mask(n, m, diagonal, upper=False), x, 0)
+
+
+def _expand_triu(x: Tensor, diagonal: int) -> Tensor:
+    n, m = x.shape[-2:]
+    return where_const(_tri_mask(n, m, diagonal, upper=True), x, 0)
+
+
+# -- diagonal ----------------------------------------------------------------------------
+def _diag_parts(shape: tuple[int, ...], attrs: Attrs) -> tuple[int, int, int, int]:
+    ndim = len(shape)
+    if ndim < 2:
+        raise ShapeError(f"diagonal needs rank >= 2, got shape {list(shape)}")
+    a1 = normalize_axis(attrs["axis1"], ndim, "axis1")
+    a2 = normalize_axis(attrs["axis2"], ndim, "axis2")
+    if a1 == a2:
+        raise ShapeError(f"axis1 and axis2 are both axis {a1}; give two different axes")
+    off = int(attrs["offset"])
+    n, m = shape[a1], shape[a2]
+    length = max(0, min(n, m - off) if off >= 0 else min(n + off, m))
+    return a1, a2, off, length
+
+
+def _infer_diagonal(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (t,) = types
+    a1, a2, _, length = _diag_parts(t.shape, attrs)
+    rest = tuple(d for i, d in enumerate(t.shape) if i not in (a1, a2))
+    return TensorType((*rest, length), t.dtype)
+
+
+def _diagonal(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
+    return np.diagonal(x, offset, axis1, axis2).copy()
+
+
+def _expand_diagonal(x: Tensor, offset: int, axis1: int, axis2: int) -> Tensor:
+    attrs = {"offset": offset, "axis1": axis1, "axis2": axis2}
+    a1, a2, off, length = _diag_parts(x.shape, attrs)
+    rest = [i for i in range(x.ndim) if i not in (a1, a2)]
+    perm = (*rest, a1, a2)
+    if perm != tuple(range(x.ndim)):
+        x = apply(x, "transpose", axes=perm)
+    n, m = x.shape[-2:]
+    flat = free_reshape(x, (*x.shape[:-2], n * m))
+    start = off if off >= 0 else -off * m
+    item = slice(0, 0) if length == 0 else slice(start, start + (length - 1) * (m + 1) + 1, m + 1)
+    return axis_slice(flat, flat.ndim - 1, item)
+
+
+# -- unfold (torch Tensor.unfold) -------------------------------------------------------------
+def _infer_unfold(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    (t,) = types
+    axis = normalize_axis(attrs["axis"], len(t.shape))
+    size, step = int(attrs["size"]), int(attrs["step"])
+    n = t.shape[axis]
+    if step <= 0:
+        raise ShapeError(f"unfold step must be positive, got {step}")
+    if not 0 <= size <= n:
+        raise ShapeError(f"unfold size {size} does not fit axis {axis} of size {n}")
+    windows = (n - size) // step + 1
+    return TensorType((*t.shape[:axis], windows, *t.shape[axis + 1 :], size), t.dtype)
+
+
+def _unfold(x: np.ndarray, axis: int, size: int, step: int) -> np.ndarray:
+    view = np.lib.stride_tricks.sliding_window_view(x, size, axis)
+    index = (slice(None),) * (axis % x.ndim) + (slice(None, None, step),)
+    return view[index].copy()
+
+
+def _expand_unfold(x: Tensor, axis: int, size: int, step: int) -> Tensor:
+    axis = normalize_axis(axis, x.ndim)
+    n = x.shape[axis]
+    windows = (n - size) // step + 1
+    idx = np.arange(windows)[:, None] * step + np.arange(size)[None, :]
+    y = gather_const(x, idx, axis)  # x.shape[:axis] + (windows, size) + x.shape[axis+1:]
+    perm = (*range(axis + 1), *range(axis + 2, y.ndim), axis + 1)
+    return apply(y, "transpose", axes=perm) if perm != tuple(range(y.ndim)) else y
+
+
+# -- cases ----------------------------------------------------------------------------------
+def _flip_cases(rng: np.random.Generator) -> list[OpCase]:
+    x = randn(rng, 3, 4, 2)
+    return [
+        OpCase((x,), {"axis": (0,)}),
+        OpCase((x,), {"axis": (0, 2)}),
+        OpCase((x,), {"axis": ()}),
+    ]
+
+
+def _roll_cases(rng: np.random.Generator) -> list[OpCase]:
+    x = randn(rng, 4, 5)
+    return [
+        OpCase((x,), {"shift": (2,), "axis": (1,)}),
+        OpCase((x,), {"shift": (-1, 7), "axis": (0, 1)}),
+        OpCase((x,), {"shift": (3,), "axis": None}),
+        OpCase((x,), {"shift": (5,), "axis": (1,)}, label="full turn"),
+    ]
+
+
+def _tri_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase((randn(rng, 4, 5),), {"diagonal": 0}),
+        OpCase((randn(rng, 2, 3, 3),), {"diagonal": -1}),
+        OpCase((randn(rng, 3, 4),), {"diagonal": 2}),
+    ]
+
+
+def _diagonal_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase((randn(rng, 4, 4),), {"offset": 0, "axis1": 0, "axis2": 1}),
+        OpCase((randn(rng, 3, 5),), {"offset": 1, "axis1": 0, "axis2": 1}),
+        OpCase((randn(rng, 2, 4, 3),), {"offset": -1, "axis1": 1, "axis2": 2}),
+        OpCase((randn(rng, 4, 2, 3),), {"offset": 0, "axis1": 2, "axis2": 0}),
+        OpCase((randn(rng, 3, 3),), {"offset": 5, "axis1": 0, "axis2": 1}, label="empty"),
+    ]
+
+
+def _unfold_cases(rng: np.random.Generator) -> list[OpCase]:
+    return [
+        OpCase((randn(rng, 7),), {"axis": 0, "size": 3, "step": 2}),
+        OpCase((randn(rng, 2, 6, 3),), {"axis": 1, "size": 2, "step": 1}),
+        OpCase((randn(rng, 2, 5),), {"axis": -1, "size": 5, "step": 3}),
+    ]
+
+
+def shape_expand_op(
+    name: str, infer: InferFn, kernel: KernelFn, cases: CasesFn, doc: str, expand: Any
+) -> None:
+    """Register an exact op of the shape family that expands into others."""
+    register_op(
+        OpDef(
+            name=name,
+            family="shape",
+            infer=infer,
+            kernel=kernel,
+            arity=1,
+            tolerance=(0.0, 0.0),
+            cases=cases,
+            doc=doc,
+            expand=expand,
+        )
+    )
+
+
+shape_expand_op("flip", _infer_flip, _flip, _flip_cases, "reverse axes", _expand_flip)
+shape_expand_op("roll", _infer_roll, _roll, _roll_cases, "rotate along axes", _expand_roll)
+shape_expand_op("tril", _infer_tri, _tril, _tri_cases, "lower triangle (offset)", _expand_tril)
+shape_expand_op("triu", _infer_tri, _triu, _tri_cases, "upper triangle (offset)", _expand_triu)
+shape_expand_op(
+    "diagonal",
+    _infer_diagonal,
+    _diagonal,
+    _diagonal_cases,
+    "a diagonal of two axes (offset), as a new last axis",
+    _expand_diagonal,
+)
+shape_expand_op(
+    "unfold",
+    _infer_unfold,
+    _unfold,
+    _unfold_cases,
+    "sliding windows along an axis, as a new last axis",
+    _expand_unfold,
+)
