@@ -116,7 +116,7 @@ def scan(
                 f"scan: the body must return (carry, y), got {type(result).__name__} (y may be"
                 " None)"
             )
-        new, new_tree = _flatten(result[0], "scan: the body's carry")
+        new, _ = _flatten(result[0], "scan: the body's carry")
         ys, y_tree = _flatten(result[1], "scan: the body's y")
         if len(new) != len(c):
             raise GraphError(f"scan: the body returns {len(new)} carries for {len(c)}")
@@ -216,5 +216,6 @@ def case_body(kind: str) -> Body:
         _, _ = scan(cumsum, init, xs, reverse=True)
         fn = cumsum
     body = g.nodes[-1].attrs["loop"]
-    assert isinstance(body, Body) and body.name == fn.__name__
+    assert isinstance(body, Body)
+    assert body.name == fn.__name__
     return body

@@ -42,7 +42,7 @@ def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
     if not attrs["save"]:  # run the loop again, keeping each step's carries
         fwd["save"] = True
         packed = out.graph.apply("scan", ins, fwd)
-    carries, xs, caps = ins[:nc], ins[nc : nc + nx], ins[nc + nx :]
+    xs, caps = ins[nc : nc + nx], ins[nc + nx :]
     d_final = [_part(g, ins, attrs, i) for i in range(nc)]
     d_ys = [_part(g, ins, attrs, nc + i) for i in range(ny)]
     saved = [_part(packed, ins, fwd, nc + ny + i) for i in range(nc)]
