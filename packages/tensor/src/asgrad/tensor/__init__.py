@@ -40,6 +40,7 @@ from asgrad.tensor.functional import (
     where,
 )
 from asgrad.tensor.graph import Graph, Node, Variable, VariableStore
+from asgrad.tensor.loops import fori_loop, scan, while_loop
 from asgrad.tensor.passes import optimize, topological_order
 from asgrad.tensor.printing import dump, to_dot
 from asgrad.tensor.registry import OpCase, OpDef, TensorType, all_ops, get_op, register_op
@@ -80,6 +81,7 @@ __all__ = [
     "concatenate",
     "dump",
     "evaluate",
+    "fori_loop",
     "get_backend",
     "get_op",
     "make_schedule",
@@ -91,9 +93,11 @@ __all__ = [
     "register_backend",
     "register_op",
     "resolve_backend_name",
+    "scan",
     "stack",
     "stop_gradient",
     "to_dot",
     "topological_order",
     "where",
+    "while_loop",
 ]
