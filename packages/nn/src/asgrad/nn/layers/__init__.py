@@ -29,11 +29,16 @@ from asgrad.nn.layers.positional import (
     RoPE,
     SinusoidalPositionalEncoding,
 )
+from asgrad.nn.layers.recurrent import GRU, LSTM, RNN
+from asgrad.nn.layers.recurrent_cells import GRUCell, LSTMCell, RNNCell
 from asgrad.nn.layers.transformer import TransformerBlock
 
 __all__ = [
     "ELU",
     "GELU",
+    "GRU",
+    "LSTM",
+    "RNN",
     "ALiBi",
     "AdaptiveAvgPool2d",
     "AvgPool2d",
@@ -45,8 +50,10 @@ __all__ = [
     "Embedding",
     "FeedForward",
     "Flatten",
+    "GRUCell",
     "GlobalAvgPool2d",
     "Identity",
+    "LSTMCell",
     "LayerNorm",
     "LeakyReLU",
     "LearnedPositionalEncoding",
@@ -55,6 +62,7 @@ __all__ = [
     "MaxPool2d",
     "ModuleList",
     "MultiHeadAttention",
+    "RNNCell",
     "ReLU",
     "RoPE",
     "Sequential",
