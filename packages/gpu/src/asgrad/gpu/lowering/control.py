@@ -21,8 +21,8 @@ from asgrad.gpu.array import GpuArray, Operand, contiguous_strides, slice_view
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, zero
 from asgrad.gpu.lowering.elementwise import elementwise
-from asgrad.gpu.lowering.leaf import upload_constant
-from asgrad.gpu.source import numpy_dtype, storage_dtype, to_storage, wgsl_type
+from asgrad.gpu.lowering.leaf import plan_owned, upload_constant
+from asgrad.gpu.source import numpy_dtype, to_storage, wgsl_type
 from asgrad.tensor import TensorType
 from asgrad.tensor.body import Body
 from asgrad.tensor.ops.control import layout, step_order
@@ -56,21 +56,15 @@ def _write(value: Value, target: Operand) -> None:
 def _constant(device: Any, host: np.ndarray, dtype: Any, keep: list[GpuArray]) -> GpuArray:
     """``host`` on the device for the kernels being recorded.
 
-    In a plan (a capture) the buffer is owned by the plan's scope and never put on its
-    free lists, so no kernel of the plan overwrites it;
+    In a plan (a capture) the buffer is one no other value of the plan reuses
+    (:func:`~asgrad.gpu.lowering.leaf.plan_owned`);
     outside one, it is uploaded and kept in ``keep`` until the kernels have run.
     """
-    capture = device.capture
-    if capture is None:
+    if device.capture is None:
         value = upload_constant(device, host, dtype)
         keep.append(value)
         return value
-    nbytes = max(host.size, 1) * storage_dtype(dtype).itemsize
-    # Not from the scope's free buffers, which earlier kernels of the plan write at
-    # every replay: a fresh one of the device's pool, handed back when the plan goes.
-    buffer = capture.scope.parent.acquire(nbytes)
-    capture.scope.owned.append(buffer)
-    value = GpuArray(device, buffer, host.shape, dtype, owned=False)
+    value = plan_owned(device, host.shape, dtype)
     if host.size:
         device.write(value.buffer, to_storage(host, value.storage_dtype))
     return value
