@@ -9,12 +9,12 @@ import pytest
 from asgrad.autograd import grad
 from asgrad.gpu import Device
 from asgrad.nn import GRU, LSTM
-from asgrad.tensor import Graph, compile, fori_loop, scan
+from asgrad.tensor import Graph, Tensor, compile, fori_loop, scan
 
 RNG = np.random.default_rng(0)
 
 
-def _both(outputs: list, feeds: dict) -> None:
+def _both(outputs: list[Tensor], feeds: dict[str, np.ndarray]) -> None:
     cpu = compile(outputs, backend="cpu")(feeds)
     gpu_prog = compile(outputs, backend="gpu")
     for _ in range(2):  # a plan replayed: the carries start from the feeds again
@@ -29,7 +29,7 @@ def test_nested_reversed_scan_and_fori_loop(device: Device) -> None:
     w = g.input("w", (3,), free=())
     xs = g.input("xs", (4, 5, 3), free=())
 
-    def outer(c, row):
+    def outer(c: Tensor, row: Tensor) -> tuple[Tensor, Tensor]:
         inner, ys = scan(lambda d, x: ((d * w + x).tanh(), d.sum()), c, row, reverse=True)
         return inner, ys * 2.0
 

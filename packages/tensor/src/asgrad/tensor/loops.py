@@ -110,7 +110,7 @@ def scan(
     y_trees: list[Structure] = []
 
     def call(c: list[Tensor], x: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
-        result = f(carry_tree(c), x_tree(x) if steps else None)
+        result: Any = f(carry_tree(c), x_tree(x) if steps else None)
         if not isinstance(result, tuple) or len(result) != 2:
             raise GraphError(
                 f"scan: the body must return (carry, y), got {type(result).__name__} (y may be"
@@ -168,8 +168,8 @@ def while_loop(
         raise ArgumentError(f"while_loop: max_steps must be >= 0, got {max_steps}")
 
     @functools.wraps(body_fun)
-    def step(val: Any, _: None) -> tuple[Any, None]:
-        go = cond_fun(val)
+    def step(val: Any, _x: None) -> tuple[Any, None]:
+        go: Any = cond_fun(val)
         if not isinstance(go, Tensor) or go.dtype != "bool" or go.shape != ():
             got = go.node.type if isinstance(go, Tensor) else type(go).__name__
             raise DTypeError(

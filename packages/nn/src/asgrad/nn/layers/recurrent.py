@@ -54,6 +54,7 @@ __all__ = ["GRU", "LSTM", "RNN"]
 
 class _Recurrent(Module):
     mode = "LSTM"
+    _seed: Variable
 
     def __init__(
         self,
@@ -149,10 +150,12 @@ class _Recurrent(Module):
             for d in range(self.directions):
                 w = bind(self, f"_l{k}" + ("_reverse" if d else ""), x.graph)
                 i = k * self.directions + d
-                init_states = [
-                    s[i] if s[i] is not None else zeros_like_state(layer_in[0], self.hidden_size)
-                    for s in states
-                ]
+                init_states: list[Tensor] = []
+                for s in states:
+                    given = s[i]
+                    if given is None:
+                        given = zeros_like_state(layer_in[0], self.hidden_size)
+                    init_states.append(given)
                 ys, last = self._direction(w, layer_in, init_states, m, reverse=d == 1)
                 outs.append(ys)
                 for kind, value in zip(finals, last, strict=True):
