@@ -176,7 +176,11 @@ def test_passes_printing_and_common_subexpressions() -> None:
     listing = g.dump([h])
     assert "scan(%h0, %xs, loop=<body <lambda> at" in listing
     assert "scan_part" in listing
-    assert "digraph" in g.to_dot([h])
+    assert "  body <lambda> -> (%" in listing  # the body, nested under its scan
+    assert "    %carry0: float64[2, 3] = input" in listing
+    dot = g.to_dot([h])
+    assert "subgraph cluster_" in dot
+    assert "[style=dashed]" in dot
     # the same node used twice is computed once; the body's constant 2+1 is folded
     both = h + h
     prog = compile([both])
