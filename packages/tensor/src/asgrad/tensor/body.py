@@ -12,6 +12,7 @@ function's name and line.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -210,12 +211,18 @@ class Body:
         return [n.name for n in self.inputs]
 
 
-_TRACING: list[BodyGraph] = []  # the bodies being traced, innermost last
+class _Tracing(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[BodyGraph] = []  # the bodies this thread traces, innermost last
+
+
+_TRACING = _Tracing()
 
 
 def tracing() -> BodyGraph | None:
-    """The loop body being traced (the innermost), or None."""
-    return _TRACING[-1] if _TRACING else None
+    """The loop body being traced in this thread (the innermost), or None."""
+    stack = _TRACING.stack
+    return stack[-1] if stack else None
 
 
 def trace(
@@ -232,7 +239,7 @@ def trace(
     n_carry, n_x = counts
     graph = BodyGraph(parent, f"{name} body")
     graph.capture_dtypes = list(capture_dtypes)
-    _TRACING.append(graph)
+    _TRACING.stack.append(graph)
     carries = [graph.new_input(f"carry{i}", t) for i, t in enumerate(types[:n_carry])]
     xs = [graph.new_input(f"x{i}", t) for i, t in enumerate(types[n_carry : n_carry + n_x])]
     try:
@@ -240,7 +247,7 @@ def trace(
         outs = [_own(graph, v) for v in (*new, *ys)]
     finally:
         graph.closed = True
-        _TRACING.pop()
+        _TRACING.stack.pop()
     inputs = [t.node for t in (*carries, *xs)] + [graph.captured[o.id] for o in graph.outer]
     counts3 = (n_carry, n_x, len(ys))
     body = Body(call, name, where, graph, inputs, [t.node for t in outs], counts3)
