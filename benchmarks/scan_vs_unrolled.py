@@ -6,11 +6,13 @@
 Both models are ``nn.LSTM``'s weights on the same input: ``scan`` is the layer
 itself (one scan node), ``unrolled`` calls ``nn.LSTMCell`` with those weights once
 per time step (``steps`` copies of the cell in the graph). For each it measures the
-graph's nodes (loss and gradients), the seconds to build the graph and its gradient,
-the seconds to compile the training step and run it once (the CPU backend generates
-its code at the first run), the seconds per training step after that (the fastest of ``runs``, one BLAS thread), and the peak
-of Python-tracked memory (numpy arrays included, via ``tracemalloc``) over building,
-compiling and the first step. Prints one JSON line per variant.
+graph's nodes once the training step is compiled (forward, gradients, Adam's update),
+the seconds to build the forward graph, the seconds to compile the training step
+(gradients and schedule), the seconds of its first run (where the CPU backend
+generates its code), the seconds per training step after that (the fastest of
+``runs``, one BLAS thread), and the peak of Python-tracked memory (numpy arrays
+included, via ``tracemalloc``) over building, compiling and the first step. Prints
+one JSON line per variant.
 """
 
 from __future__ import annotations
