@@ -121,7 +121,8 @@ def _scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
                 values[node.id] = _constant(device, ratio, dtype, keep)
             else:
                 node_ins = [values[n.id] for n in node.inputs]
-                values[node.id] = lower_node(node, node_ins, types[node.id], node.id in inlined)
+                with device.checks.lowering(node.op, node.location):  # faults name the body's op
+                    values[node.id] = lower_node(node, node_ins, types[node.id], node.id in inlined)
             for dead in released.get(k, []):
                 if dead not in out_ids:
                     values.pop(dead, None)
