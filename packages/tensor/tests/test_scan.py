@@ -194,3 +194,16 @@ def test_passes_printing_and_common_subexpressions() -> None:
     for x in fx:
         want = (want + x) * 3.0
     np.testing.assert_allclose(prog({"h0": fh, "xs": fx})[0], 2 * want, rtol=1e-12)
+
+
+def test_values_of_unrelated_graphs_and_bad_conditions_are_refused() -> None:
+    g, other = Graph(), Graph("other")
+    h0 = g.input("h0", (3,))
+    xs = g.input("xs", (4, 3), free=())
+    stranger = other.input("w", (3,))
+    with pytest.raises(GraphError, match="belongs to graph 'other'"):
+        scan(lambda h, x: (h * stranger + x, None), h0, xs)
+    with pytest.raises(DTypeError, match="bool scalar"):
+        while_loop(lambda v: v.sum(), lambda v: v * 2.0, h0, max_steps=3)
+    with pytest.raises(GraphError, match="must return \\(carry, y\\)"):
+        scan(lambda h, x: h + x, h0, xs)
