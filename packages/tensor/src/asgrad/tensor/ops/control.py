@@ -112,19 +112,26 @@ def _scan(*arrays: np.ndarray, loop: Body, length: int, save: bool, reverse: boo
     body = loop.at([a.dtype.name for a in arrays])
     names = body.input_names()
     feeds = dict(zip(names[nc + nx :], arrays[nc + nx :], strict=True))
-    run = body.executable().run
+    carry_names, x_names = names[:nc], names[nc : nc + nx]
+    xs = arrays[nc : nc + nx]
     carries = list(arrays[:nc])
     ny = body.n_y
+    ys, saved = views[nc : nc + ny], views[nc + ny :]
+    run = None
     for t in step_order(steps, reverse):
         if save:
-            for i, c in enumerate(carries):
-                views[nc + ny + i][t] = c
-        feeds.update(zip(names[:nc], carries, strict=True))
-        feeds.update((names[nc + j], arrays[nc + j][t]) for j in range(nx))
+            for view, c in zip(saved, carries, strict=True):
+                view[t] = c
+        for name, c in zip(carry_names, carries, strict=True):
+            feeds[name] = c
+        for name, x in zip(x_names, xs, strict=True):
+            feeds[name] = x[t]
+        if run is None:  # the shapes stay the same from step to step
+            run = body.executable().function(feeds)
         outs = run(feeds)
         carries = outs[:nc]
-        for i in range(ny):
-            views[nc + i][t] = outs[nc + i]
+        for view, y in zip(ys, outs[nc:], strict=True):
+            view[t] = y
     for i, c in enumerate(carries):
         views[i][...] = c
     return packed
