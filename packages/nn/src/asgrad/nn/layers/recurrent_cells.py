@@ -127,9 +127,10 @@ def bind(module: Module, suffix: str, g: Graph) -> Weights:
 
 def zeros_like_state(x: Tensor, hidden_size: int) -> Tensor:
     """Zeros of ``(batch..., hidden_size)`` for an input ``(batch..., features)`` (at
-    any fed batch size): ``x[..., :1] * 0`` broadcast against ``hidden_size`` zeros."""
+    any fed batch size; ``x`` is read for its shape only)."""
     g = x.graph
-    return x[..., :1] * 0.0 + g.constant(np.zeros(hidden_size), x.dtype)
+    column = g.apply("broadcast_like", (g.constant(0, x.dtype), x[..., :1]), {})
+    return column + g.constant(np.zeros(hidden_size), x.dtype)
 
 
 class _Cell(Module):
