@@ -257,6 +257,40 @@ def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
     return np.expand_dims(out, axis) if keepdims else out
 
 
+def _scan_parts(
+    *ins: np.ndarray, loop: Any, save: bool, reverse: bool, **_: Any
+) -> list[np.ndarray]:
+    """The registry's scan cases written out: a tanh RNN step and a cumulative sum."""
+    carry, xs = ins[0], ins[1]
+    finals, ys, saved = carry, [None] * len(xs), [None] * len(xs)
+    for t in range(len(xs) - 1, -1, -1) if reverse else range(len(xs)):
+        saved[t] = finals
+        if loop.name == "rnn":
+            finals = np.tanh(finals @ ins[2] + xs[t])
+            ys[t] = np.sin(finals) * 2.0
+        else:
+            finals = finals + xs[t]
+            ys[t] = finals * finals
+    parts = [finals, np.stack(ys)] + ([np.stack(saved)] if save else [])
+    return parts
+
+
+def _scan_ref(*ins: np.ndarray, **attrs: Any) -> np.ndarray:
+    return np.concatenate([p.reshape(-1) for p in _scan_parts(*ins, **attrs)])
+
+
+def _scan_part_ref(packed: np.ndarray, *ins: np.ndarray, part: int, **attrs: Any) -> np.ndarray:
+    shapes = [p.shape for p in _scan_parts(*ins, **attrs)]
+    start = sum(int(np.prod(s)) for s in shapes[:part])
+    return packed[start : start + int(np.prod(shapes[part]))].reshape(shapes[part])
+
+
+def _scan_unpart_ref(value: np.ndarray, *ins: np.ndarray, part: int, **attrs: Any) -> np.ndarray:
+    shapes = [p.shape for p in _scan_parts(*ins, **attrs)]
+    pieces = [np.zeros(s) if i != part else value for i, s in enumerate(shapes)]
+    return np.concatenate([p.reshape(-1) for p in pieces])
+
+
 REFERENCES: dict[str, Reference] = {
     # elementwise, unary
     "neg": lambda x: -x,
@@ -376,6 +410,10 @@ REFERENCES: dict[str, Reference] = {
     "adam_ema": _adam_ema,
     "adam_update": _adam_update,
     "one_hot": lambda idx, depth, dtype="float32": np.eye(depth, dtype=dtype)[idx],
+    # control flow
+    "scan": _scan_ref,
+    "scan_part": _scan_part_ref,
+    "scan_unpart": _scan_unpart_ref,
 }
 
 # Activations that expand into other ops (tensor/ops/elementwise_activation.py).

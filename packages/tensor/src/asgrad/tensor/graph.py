@@ -201,6 +201,8 @@ class Graph:
         self.updates: dict[Variable, Tensor] = {}
         # Programs compiled by ``evaluate`` for this graph, keyed by outputs and backend.
         self.programs: LRUCache[tuple[Any, ...], Any] = LRUCache(self.MAX_PROGRAMS)
+        # The graph this one is nested in: a loop body's (see asgrad.tensor.body).
+        self.parent: Graph | None = None
 
     @property
     def label(self) -> str:
@@ -326,12 +328,10 @@ class Graph:
         """Append ``op(*inputs, **attrs)``, inferring its type (errors name the line)."""
         opdef = get_op(op)
         nodes = tuple(t.node for t in inputs)
-        for n in nodes:
-            if n.graph is not self:
-                raise GraphError(
-                    f"{op}: input {n.name} belongs to {n.graph.label}, not {self.label};"
-                    " build every value of one computation in one graph"
-                )
+        for n in nodes:  # a value of a loop body nested in this graph: the node goes there
+            if n.graph is not self and self.encloses(n.graph):
+                return n.graph.apply(op, inputs, attrs)
+        nodes = tuple(n if n.graph is self else self._capture(n, op) for n in nodes)
         attrs = dict(attrs or {})
         try:
             type_ = opdef.infer([n.type for n in nodes], attrs)
@@ -399,7 +399,23 @@ class Graph:
     def __repr__(self) -> str:
         return f"<Graph {self.name!r}: {len(self.nodes)} nodes>"
 
+    def encloses(self, other: Graph) -> bool:
+        """Whether ``other`` is a loop body nested (at any depth) in this graph."""
+        g = other.parent
+        while g is not None:
+            if g is self:
+                return True
+            g = g.parent
+        return False
+
     # -- internals ----------------------------------------------------------------------
+    def _capture(self, node: Node, op: str) -> Node:
+        """A node of another graph used by ``op`` here: an error, except in a loop body."""
+        raise GraphError(
+            f"{op}: input {node.name} belongs to {node.graph.label}, not {self.label};"
+            " build every value of one computation in one graph"
+        )
+
     def _add_leaf(self, op: str, name: str, type_: TensorType, attrs: dict[str, Any]) -> Node:
         if not name or not isinstance(name, str):
             raise GraphError(f"a {op} needs a non-empty string name, got {name!r}")

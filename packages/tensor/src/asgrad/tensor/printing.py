@@ -64,26 +64,56 @@ def dump(graph: Graph, outputs: Iterable[Tensor] | None = None) -> str:
       %mul_...: float32[2] = mul(%x, %constant_...)
     """
     lines = [f"graph {graph.name!r}"]
-    for node in _nodes(graph, outputs):
+    _dump_nodes(_nodes(graph, outputs), lines, "  ", set())
+    return "\n".join(lines)
+
+
+def _body(node: Node) -> Any:
+    """The loop body of a ``scan`` node (printed as a nested graph), or None."""
+    body = node.attrs.get("loop") if node.op == "scan" else None
+    return body if hasattr(body, "outputs") and hasattr(body, "graph") else None
+
+
+def _dump_nodes(nodes: list[Node], lines: list[str], indent: str, seen: set[int]) -> None:
+    for node in nodes:
         args = ", ".join(f"%{n.name}" for n in node.inputs)
         desc = _describe(node)
         if node.inputs:
             op, _, rest = desc.partition("(")
             desc = f"{op}({args}{', ' + rest[:-1] if rest else ''})"
-        lines.append(f"  %{node.name}: {node.type} = {desc}")
-    return "\n".join(lines)
+        lines.append(f"{indent}%{node.name}: {node.type} = {desc}")
+        body = _body(node)
+        if body is not None and id(body) not in seen:  # each body listed once, nested
+            seen.add(id(body))
+            outs = ", ".join(f"%{n.name}" for n in body.outputs)
+            lines.append(f"{indent}  body {body.name} -> ({outs}):")
+            _dump_nodes(topological_order(body.outputs), lines, indent + "    ", seen)
 
 
 def to_dot(graph: Graph, outputs: Iterable[Tensor] | None = None) -> str:
-    """The graph in Graphviz DOT: inputs as ellipses, parameters as boxes."""
+    """The graph in Graphviz DOT: inputs as ellipses, parameters as boxes; a loop's
+    body is a cluster, its outputs linked to the scan node by dashed edges."""
     lines = [f'digraph "{graph.name}" {{', "  rankdir=TB;", '  node [fontname="monospace"];']
+    _dot_nodes(_nodes(graph, outputs), lines, "  ", set())
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _dot_nodes(nodes: list[Node], lines: list[str], indent: str, seen: set[int]) -> None:
     shapes = {"input": "ellipse", "parameter": "box", "constant": "note"}
-    for node in _nodes(graph, outputs):
+    for node in nodes:
         label = f"{node.name}\\n{_describe(node)}\\n{node.type}".replace('"', "'")
         shape = shapes.get(node.op, "box")
         style = ', style="rounded"' if node.op not in shapes else ""
-        lines.append(f'  n{node.id} [label="{label}", shape={shape}{style}];')
+        lines.append(f'{indent}n{node.id} [label="{label}", shape={shape}{style}];')
         for inp in node.inputs:
-            lines.append(f"  n{inp.id} -> n{node.id};")
-    lines.append("}")
-    return "\n".join(lines)
+            lines.append(f"{indent}n{inp.id} -> n{node.id};")
+        body = _body(node)
+        if body is not None and id(body) not in seen:
+            seen.add(id(body))
+            name = str(body.name).replace('"', "'")
+            lines.append(f'{indent}subgraph cluster_{node.id} {{ label="body {name}";')
+            _dot_nodes(topological_order(body.outputs), lines, indent + "  ", seen)
+            lines.append(f"{indent}}}")
+            for out in body.outputs:
+                lines.append(f"{indent}n{out.id} -> n{node.id} [style=dashed];")

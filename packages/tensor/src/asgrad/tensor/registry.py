@@ -41,6 +41,7 @@ FAMILIES = (
     "norm",
     "random",
     "optim",
+    "control",
 )
 
 

@@ -10,7 +10,7 @@ shape at every node.
 The rules of an op family live in the module of the same name as the family
 (``OpDef.family``): :mod:`.elementwise`, :mod:`.reduction`, :mod:`.shape`,
 :mod:`.index`, :mod:`.linalg`, :mod:`.conv`, :mod:`.pool`, :mod:`.norm`,
-:mod:`.random`. Each module collects its rules in its own ``RULES`` table with its
+:mod:`.random`, :mod:`.control`. Each module collects its rules in its own ``RULES`` table with its
 own ``@rule`` decorator; :data:`RULES` here is the one table :func:`get_rule`
 reads, merged from those.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from asgrad.autograd.rules import (
+    control,
     conv,
     elementwise,
     index,
@@ -47,6 +48,7 @@ RULES: dict[str, Rule] = merge(
     pool.RULES,
     norm.RULES,
     random.RULES,
+    control.RULES,
 )
 """Every gradient rule by op name: the family tables, and the rules added with :func:`rule`."""
 

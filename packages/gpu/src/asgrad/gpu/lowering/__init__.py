@@ -16,6 +16,7 @@ from types import ModuleType
 from asgrad.gpu.array import GpuArray
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import (
+    control,
     conv,
     elementwise,
     index,
@@ -55,6 +56,7 @@ FAMILY_MODULES: dict[str, ModuleType] = {
     "norm": norm,
     "random": random,
     "optim": optim,
+    "control": control,
 }
 
 LOWERINGS: dict[str, Lowering] = {
@@ -68,6 +70,7 @@ LOWERINGS: dict[str, Lowering] = {
     **norm.LOWERINGS,
     **random.LOWERINGS,
     **optim.LOWERINGS,
+    **control.LOWERINGS,
 }
 
 

@@ -7,6 +7,7 @@ uploaded once when the plan is built.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,12 +15,12 @@ import numpy as np
 
 from asgrad.gpu.array import GpuArray, persistent
 from asgrad.gpu.device import Device
-from asgrad.gpu.source import numpy_dtype, to_storage
+from asgrad.gpu.source import numpy_dtype, storage_dtype, to_storage
 from asgrad.gpu.variables import GpuVariableStore
 from asgrad.tensor import TensorType
 from asgrad.tensor.graph import Node, Variable
 
-__all__ = ["LEAVES", "WGSL_FILES", "Bindings", "upload_constant"]
+__all__ = ["LEAVES", "WGSL_FILES", "Bindings", "plan_owned", "upload_constant"]
 
 LEAVES = frozenset({"input", "parameter", "constant"})
 WGSL_FILES: tuple[str, ...] = ()
@@ -37,6 +38,24 @@ def upload_constant(device: Device, host: np.ndarray, dtype: Any) -> GpuArray:
     return value
 
 
+def plan_owned(device: Device, shape: tuple[int, ...], dtype: Any) -> GpuArray:
+    """An array for the plan being compiled that no other value of the plan reuses: a
+    buffer written outside the plan's kernels (a feed uploaded before each replay, a
+    constant uploaded once) must not be one that an earlier kernel of the plan writes.
+
+    It comes fresh from the device's pool, owned by the plan's scope (handed back when
+    the plan goes) but never put on the scope's free lists. Outside a capture: an
+    ordinary array.
+    """
+    capture = device.capture
+    if capture is None:
+        return GpuArray.empty(shape, dtype, device)
+    nbytes = max(math.prod(shape), 1) * storage_dtype(dtype).itemsize
+    buffer = capture.scope.parent.acquire(nbytes)
+    capture.scope.owned.append(buffer)
+    return GpuArray(device, buffer, shape, dtype, owned=False)
+
+
 @dataclass
 class Bindings:
     """The buffers a plan binds its leaves to."""
@@ -51,7 +70,7 @@ class Bindings:
         """The buffer of leaf ``node`` (allocated from the plan's pool for an input)."""
         dtype = numpy_dtype(out_type.dtype)
         if node.op == "input":
-            array = GpuArray.empty(out_type.shape, dtype, device)
+            array = plan_owned(device, out_type.shape, dtype)
             self.inputs[node.name] = array
             return array
         if node.op == "parameter":

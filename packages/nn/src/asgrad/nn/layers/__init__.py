@@ -70,6 +70,8 @@ from asgrad.nn.layers.positional import (
     RoPE,
     SinusoidalPositionalEncoding,
 )
+from asgrad.nn.layers.recurrent import GRU, LSTM, RNN
+from asgrad.nn.layers.recurrent_cells import GRUCell, LSTMCell, RNNCell
 from asgrad.nn.layers.resample import (
     PixelShuffle,
     PixelUnshuffle,
@@ -92,6 +94,9 @@ __all__ = [
     "ELU",
     "GELU",
     "GLU",
+    "GRU",
+    "LSTM",
+    "RNN",
     "SELU",
     "ALiBi",
     "AdaptiveAvgPool1d",
@@ -113,6 +118,7 @@ __all__ = [
     "Embedding",
     "FeedForward",
     "Flatten",
+    "GRUCell",
     "GlobalAvgPool2d",
     "GroupNorm",
     "Hardshrink",
@@ -123,6 +129,7 @@ __all__ = [
     "InstanceNorm1d",
     "InstanceNorm2d",
     "InstanceNorm3d",
+    "LSTMCell",
     "LayerNorm",
     "LeakyReLU",
     "LearnedPositionalEncoding",
@@ -141,6 +148,7 @@ __all__ = [
     "PixelShuffle",
     "PixelUnshuffle",
     "RMSNorm",
+    "RNNCell",
     "ReLU",
     "ReLU6",
     "RoPE",

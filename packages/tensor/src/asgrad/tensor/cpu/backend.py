@@ -46,6 +46,13 @@ class CPUExecutable:
         result: list[np.ndarray] = fn(feeds)
         return result
 
+    def function(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        """The generated function for the shapes of ``feeds``: ``fn(feeds)`` runs once
+        (a loop calling it step after step with unchanging shapes looks it up once)."""
+        key = tuple([feeds[name].shape for name in self._input_names])
+        fn = self._fns.get(key)
+        return fn if fn is not None else self._specialize(key)
+
     def _specialize(self, key: tuple[tuple[int, ...], ...]) -> Any:
         with reporting(f"first run at shapes {', '.join(map(str, map(list, key)))}") as progress:
             progress.stage("CPU: inferring types")

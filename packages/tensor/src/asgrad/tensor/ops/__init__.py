@@ -1,13 +1,14 @@
 """The built-in ops, one module per op family; importing this package registers them.
 
 Each family module (``leaf``, ``elementwise``, ``reduction``, ``shape``, ``index``,
-``linalg``, ``conv``, ``pool``, ``norm``, ``random``, ``optim``) holds its ops' shape
+``linalg``, ``conv``, ``pool``, ``norm``, ``random``, ``optim``, ``control``) holds its ops' shape
 rules, numpy kernels, test cases, CPU fast paths and registrations; ``spatial`` holds
 the window and size rules that conv and pool share (public, for other backends).
 """
 
 from asgrad.tensor.ops import (
     _elementwise_math,
+    control,
     conv,
     conv_1d,
     conv_3d,
@@ -39,6 +40,7 @@ from asgrad.tensor.ops import (
 
 __all__ = [
     "_elementwise_math",
+    "control",
     "conv",
     "conv_1d",
     "conv_3d",
