@@ -1072,3 +1072,14 @@ REFERENCES.update(
         "adaptive_avg_pool3d": _reference_adaptive3d,
     }
 )
+
+
+def _reference_max_unpool2d(x: np.ndarray, indices: np.ndarray, output_size: Any) -> Any:
+    out = np.zeros((*x.shape[:2], *output_size))
+    for n, c, r, q in np.ndindex(*x.shape):
+        at = int(indices[n, c, r, q])
+        out[n, c, at // output_size[1], at % output_size[1]] = x[n, c, r, q]
+    return out
+
+
+REFERENCES["max_unpool2d"] = _reference_max_unpool2d

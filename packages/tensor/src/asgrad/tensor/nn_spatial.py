@@ -24,6 +24,7 @@ from asgrad.tensor import nn_functional as _plain
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ops._common import int_arg
 from asgrad.tensor.ops.pool_resize import output_size
+from asgrad.tensor.ops.pool_unpool import unpool_size
 from asgrad.tensor.ops.spatial import pair
 from asgrad.tensor.tensor import Tensor
 
@@ -41,6 +42,7 @@ __all__ = [
     "max_pool1d",
     "max_pool2d",
     "max_pool3d",
+    "max_unpool2d",
     "pixel_shuffle",
     "pixel_unshuffle",
     "upsample",
@@ -341,3 +343,23 @@ def conv_transpose3d(
         "groups": int(groups),
     }
     return x.graph.apply("conv_transpose3d", _with_bias(x, weight, bias), attrs)
+
+
+def max_unpool2d(
+    x: Tensor,
+    indices: Tensor,
+    kernel_size: IntOrPair,
+    stride: IntOrPair | None = None,
+    padding: IntOrPair = 0,
+    output_size: Sequence[int] | None = None,
+) -> Tensor:
+    """PyTorch's ``F.max_unpool2d``: each value of ``x`` written at its flat position in
+    ``indices`` (from ``max_pool2d(..., return_indices=True)``), zeros elsewhere; the
+    output is ``(h - 1) * stride - 2 * padding + kernel`` per axis unless ``output_size``
+    (the last two sizes) is given."""
+    kernel = pair(kernel_size, "kernel_size", minimum=1)
+    st = kernel if stride is None else pair(stride, "stride", minimum=1)
+    size = unpool_size(x.shape, kernel, st, pair(padding, "padding"))
+    if output_size is not None:
+        size = (int(output_size[-2]), int(output_size[-1]))
+    return x.graph.apply("max_unpool2d", (x, indices), {"output_size": size})

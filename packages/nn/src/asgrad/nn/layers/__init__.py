@@ -63,7 +63,13 @@ from asgrad.nn.layers.normalization_more import (
     PairwiseDistance,
     RMSNorm,
 )
-from asgrad.nn.layers.pooling import AdaptiveAvgPool2d, AvgPool2d, GlobalAvgPool2d, MaxPool2d
+from asgrad.nn.layers.pooling import (
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    GlobalAvgPool2d,
+    MaxPool2d,
+    MaxUnpool2d,
+)
 from asgrad.nn.layers.positional import (
     ALiBi,
     LearnedPositionalEncoding,
@@ -139,6 +145,7 @@ __all__ = [
     "MaxPool1d",
     "MaxPool2d",
     "MaxPool3d",
+    "MaxUnpool2d",
     "Mish",
     "ModuleList",
     "MultiHeadAttention",

@@ -7,7 +7,7 @@ come from :mod:`asgrad.tensor.nn_functional`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from asgrad.nn.layers._checks import IntPair, as_pair, positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.functional_shape import pad
 from asgrad.tensor.nn_functional import conv2d, conv_transpose2d
 
 __all__ = ["Conv2d", "ConvTranspose2d", "IntPair", "as_pair"]
@@ -44,6 +45,7 @@ class _ConvNd(Module):
         dilation: IntPair = 1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
         *,
         weight_init: Callable[..., np.ndarray] | None = None,
         bias_init: Callable[..., np.ndarray] | None = None,
@@ -66,6 +68,7 @@ class _ConvNd(Module):
         self.padding = as_pair(padding, "padding")
         self.dilation = as_pair(dilation, "dilation", 1)
         self.groups = groups
+        self.padding_mode = check_padding_mode(name, padding_mode, self.transposed)
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         if self.transposed:
             shape = (in_channels, out_channels // groups, *self.kernel_size)
@@ -120,12 +123,13 @@ class Conv2d(_ConvNd):
 
     def forward(self, x: Tensor) -> Tensor:
         w, b = self._operands(x)
+        x, padding = padded(x, self.padding, self.padding_mode)
         return conv2d(
             x,
             w,
             b,
             stride=self.stride,
-            padding=self.padding,
+            padding=padding,
             dilation=self.dilation,
             groups=self.groups,
         )
@@ -156,6 +160,7 @@ class ConvTranspose2d(_ConvNd):
         groups: int = 1,
         bias: bool = True,
         dilation: IntPair = 1,
+        padding_mode: str = "zeros",
         *,
         weight_init: Callable[..., np.ndarray] | None = None,
         bias_init: Callable[..., np.ndarray] | None = None,
@@ -171,6 +176,7 @@ class ConvTranspose2d(_ConvNd):
             dilation,
             groups,
             bias,
+            padding_mode,
             weight_init=weight_init,
             bias_init=bias_init,
             dtype=dtype,
@@ -194,3 +200,25 @@ class ConvTranspose2d(_ConvNd):
     def extra_repr(self) -> str:
         extra = f", output_padding={self.output_padding}" if self.output_padding != (0, 0) else ""
         return super().extra_repr() + extra
+
+
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+def check_padding_mode(layer: str, mode: str, transposed: bool = False) -> str:
+    """``mode`` if it is one of PyTorch's ``padding_mode`` values this layer takes."""
+    allowed = ("zeros",) if transposed else PADDING_MODES
+    if mode not in allowed:
+        raise ShapeError(f"{layer}: padding_mode must be one of {allowed}, got {mode!r}")
+    return mode
+
+
+def padded(x: Tensor, padding: Sequence[int], mode: str) -> tuple[Tensor, tuple[int, ...]]:
+    """``x`` padded by ``mode`` (then the convolution pads nothing), or ``x`` as it is
+    and the padding for the convolution's zeros."""
+    if mode == "zeros" or not any(padding):
+        return x, tuple(padding)
+    widths: list[int] = []
+    for p in reversed(padding):  # F.pad's order: the last axis first
+        widths += [p, p]
+    return pad(x, tuple(widths), mode=mode), (0,) * len(padding)

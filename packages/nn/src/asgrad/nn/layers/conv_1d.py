@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers.conv import check_padding_mode, padded
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
@@ -35,6 +36,7 @@ class _Conv1dBase(Module):
         dilation: int = 1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
         *,
         output_padding: int = 0,
         weight_init: Callable[..., np.ndarray] | None = None,
@@ -51,6 +53,9 @@ class _Conv1dBase(Module):
         self.in_channels, self.out_channels = in_channels, out_channels
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
         self.dilation, self.groups, self.output_padding = dilation, groups, output_padding
+        if isinstance(padding, str) and padding_mode != "zeros":
+            raise ShapeError(f"{name}: padding={padding!r} takes padding_mode='zeros' only")
+        self.padding_mode = check_padding_mode(name, padding_mode, self.transposed)
         if self.transposed:
             shape = (in_channels, out_channels // groups, kernel_size)
         else:
@@ -93,7 +98,10 @@ class Conv1d(_Conv1dBase):
 
     def forward(self, x: Tensor) -> Tensor:
         w, b = self._operands(x)
-        return conv1d(x, w, b, self.stride, self.padding, self.dilation, self.groups)
+        padding = self.padding
+        if not isinstance(padding, str):
+            x, (padding,) = padded(x, (padding,), self.padding_mode)
+        return conv1d(x, w, b, self.stride, padding, self.dilation, self.groups)
 
 
 class ConvTranspose1d(_Conv1dBase):

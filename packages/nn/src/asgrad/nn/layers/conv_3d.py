@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers.conv import check_padding_mode, padded
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
@@ -48,11 +49,13 @@ class Conv3d(Module):
         dilation: Triple = 1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
         *,
         dtype: str = "float32",
         rng: init.RNG = None,
     ) -> None:
         super().__init__()
+        self.padding_mode = check_padding_mode("Conv3d", padding_mode)
         if groups <= 0 or in_channels % groups or out_channels % groups:
             raise ShapeError(
                 f"Conv3d: groups={groups} must divide in_channels ({in_channels}) and"
@@ -85,8 +88,9 @@ class Conv3d(Module):
             )
         g = x.graph
         bias = None if self.bias is None else g.bind(self.bias)
+        x, padding = padded(x, self.padding, self.padding_mode)
         return conv3d(
-            x, g.bind(self.weight), bias, self.stride, self.padding, self.dilation, self.groups
+            x, g.bind(self.weight), bias, self.stride, padding, self.dilation, self.groups
         )
 
     def extra_repr(self) -> str:

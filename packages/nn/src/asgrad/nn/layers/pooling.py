@@ -5,12 +5,14 @@ The layers check the input; the ops come from :mod:`asgrad.tensor.nn_functional`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from asgrad.nn.layers.conv import IntPair, as_pair
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.nn_functional import adaptive_avg_pool2d
-from asgrad.tensor.nn_spatial import avg_pool2d, max_pool2d
+from asgrad.tensor.nn_spatial import avg_pool2d, max_pool2d, max_unpool2d
 
 
 def _check_nchw(name: str, x: Tensor) -> None:
@@ -156,3 +158,19 @@ class GlobalAvgPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"keepdims={self.keepdims}" if self.keepdims else ""
+
+
+class MaxUnpool2d(Module):
+    """The inverse of ``MaxPool2d(..., return_indices=True)``: each value written back
+    at its index, zeros elsewhere (PyTorch's ``nn.MaxUnpool2d``)."""
+
+    def __init__(
+        self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0
+    ) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(
+        self, x: Tensor, indices: Tensor, output_size: Sequence[int] | None = None
+    ) -> Tensor:
+        return max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
