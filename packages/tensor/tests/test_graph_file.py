@@ -10,7 +10,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.tensor import Graph, GraphFileError, OpCase, OpDef, Tensor, all_ops, evaluate
+from asgrad.tensor import (
+    Graph,
+    GraphFileError,
+    OpCase,
+    OpDef,
+    Tensor,
+    all_ops,
+    evaluate,
+    get_op,
+)
 from asgrad.tensor.graph_file import graph_to_dict, load_graph
 from asgrad.tensor.scopes import node_meta, scope
 
@@ -51,6 +60,11 @@ def test_every_op_with_cases_is_covered() -> None:
 def test_op_case_round_trips(op: OpDef, case: OpCase, tmp_path: Path) -> None:
     g, out, feeds = build_case(op, case)
     path = tmp_path / "g.json"
+    if holds_a_loop(g):  # a loop's body graph is not saved yet: refused, not mangled
+        with pytest.raises(GraphFileError, match=r"cannot save an attribute of type.*Body"):
+            g.save(path, outputs=[out])
+        assert not path.exists()
+        return
     g.save(path, outputs=[out])
     loaded = load_graph(path)
     # The same file again: names, attrs, types, locations, meta, outputs.
@@ -176,3 +190,8 @@ def test_not_json_and_missing_file(tmp_path: Path) -> None:
         Graph.load(tmp_path / "bad.json")
     with pytest.raises(GraphFileError, match="no such graph file"):
         Graph.load(tmp_path / "absent.json")
+
+
+def holds_a_loop(g: Graph) -> bool:
+    """Whether ``g`` has a node of a loop op (``scan``): its body is a graph of its own."""
+    return any(get_op(n.op).family == "control" for n in g.nodes)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.nn import init as init_
+from asgrad.nn.casting import cast_variables, lossless_cast
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Graph, Tensor, Variable
 from asgrad.tensor.errors import (
@@ -260,33 +261,7 @@ class Module:
         >>> Linear(2, 3).double().weight.dtype
         'float64'
         """
-        if isinstance(dtype, str) and dtype in ("cpu", "cuda", "gpu", "mps"):
-            raise ArgumentError(
-                f"Module.to({dtype!r}): asgrad places a program on a device when it is"
-                " compiled (optimizer.compile(loss, backend='gpu'), compile(..., backend="
-                "'gpu')); Module.to takes a dtype ('float64', 'float32')"
-            )
-        target = str(np.dtype(dtype))
-        if np.dtype(target).kind != "f":
-            raise ArgumentError(f"Module.to: give a floating-point dtype, got {target}")
-        casts = {}
-        for name, v in self.named_variables():
-            if np.dtype(v.dtype).kind == "f" and v.dtype != target:
-                value = v.value
-                if not exact:
-                    casts[name] = value.astype(target)
-                    continue
-                try:
-                    casts[name] = _lossless_cast(name, value, target)
-                except StateMismatchError:
-                    raise ArgumentError(
-                        f"Module.to({target!r}): {name} holds {v.dtype} values that"
-                        f" {target} cannot hold exactly; pass exact=False to round them"
-                        f" (model.to({target!r}, exact=False)), as PyTorch's .to does"
-                    ) from None
-        variables = dict(self.named_variables())
-        for name, value in casts.items():  # every cast checked before any is applied
-            variables[name].set_host_value(value)
+        cast_variables(dict(self.named_variables()), dtype, exact=exact)
         return self
 
     def double(self) -> Module:
@@ -333,7 +308,7 @@ class Module:
                 "state does not fit the model (" + " | ".join(parts) + ");"
                 " check that it was saved from the same architecture"
             )
-        values = {k: _lossless_cast(k, state[k], v.dtype) for k, v in own.items() if k in state}
+        values = {k: lossless_cast(k, state[k], v.dtype) for k, v in own.items() if k in state}
         for k, value in values.items():
             own[k].value = value
 
@@ -410,22 +385,3 @@ def call_hook(hook: CallHook) -> Iterator[None]:
         yield
     finally:
         _CALL_HOOKS.remove(hook)
-
-
-def _lossless_cast(name: str, value: object, dtype: str) -> np.ndarray:
-    """``value`` as a fresh ``dtype`` array; a cast that changes a value is refused."""
-    array = np.asarray(value)
-    if array.dtype == np.dtype(dtype):
-        return np.array(array, copy=True)
-    with np.errstate(all="ignore"):
-        cast = array.astype(dtype)
-        same = array.dtype.kind in "biuf" and np.array_equal(
-            cast.astype(array.dtype), array, equal_nan=array.dtype.kind == "f"
-        )
-    if not same:
-        raise StateMismatchError(
-            f"{name}: the model holds {dtype}, the state {array.dtype}, and casting would"
-            f" change values; convert the state first (value.astype({dtype!r})) if rounding"
-            " is what you want"
-        )
-    return cast

@@ -16,7 +16,7 @@ import numpy as np
 from asgrad.nn import init
 from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.module import Module, Parameter
-from asgrad.tensor import ArgumentError, Graph, Tensor
+from asgrad.tensor import ArgumentError, Graph, Tensor, zeros_like
 from asgrad.tensor.errors import ShapeError
 
 __all__ = [
@@ -128,9 +128,7 @@ def bind(module: Module, suffix: str, g: Graph) -> Weights:
 def zeros_like_state(x: Tensor, hidden_size: int) -> Tensor:
     """Zeros of ``(batch..., hidden_size)`` for an input ``(batch..., features)`` (at
     any fed batch size; ``x`` is read for its shape only)."""
-    g = x.graph
-    column = g.apply("broadcast_like", (g.constant(0, x.dtype), x[..., :1]), {})
-    return column + g.constant(np.zeros(hidden_size), x.dtype)
+    return zeros_like(x[..., :1]) + x.graph.constant(np.zeros(hidden_size), x.dtype)
 
 
 class _Cell(Module):
