@@ -33,7 +33,8 @@ _REDUCE = frozenset({"axis", "keepdims"})
 _CONV = frozenset({"stride", "padding", "dilation", "groups"})
 _POOL = frozenset({"kernel_size", "stride", "padding"})
 ATTRIBUTES: dict[str, frozenset[str]] = {
-    **dict.fromkeys(("sum", "mean", "max", "min", "var", "argmax"), _REDUCE),
+    **dict.fromkeys(("sum", "mean", "max", "min", "argmax"), _REDUCE),
+    "var": _REDUCE | {"correction"},  # refused unless 0 (the exporter says so)
     **dict.fromkeys(("softmax", "log_softmax", "concat", "gather"), frozenset({"axis"})),
     **dict.fromkeys(("expand_dims", "squeeze"), frozenset({"axis"})),
     **dict.fromkeys(("reshape", "broadcast_to"), frozenset({"shape"})),

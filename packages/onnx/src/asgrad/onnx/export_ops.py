@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.onnx.builder import DTYPE_TO_ONNX, OnnxBuilder
+from asgrad.onnx.errors import OnnxExportError
 from asgrad.tensor import Node
 
 __all__ = ["BASIC_EXPORTERS", "Exporter", "axes_of"]
@@ -35,6 +36,9 @@ def axes_of(axis: Any, ndim: int) -> list[int]:
 
 def _simple(op_type: str) -> Exporter:
     def export(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
+        if node.dtype == "bool" and op_type in ("Max", "Min"):  # ONNX's take no bools
+            wide = [b.op("Cast", [x], to=DTYPE_TO_ONNX["int32"]) for x in xs]
+            return b.op("Cast", [b.op(op_type, wide)], to=DTYPE_TO_ONNX["bool"])
         return b.op(op_type, xs)
 
     return export
@@ -100,15 +104,26 @@ def _reduction(op_type: str) -> Exporter:
     def export(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
         (x,) = xs
         source = node.inputs[0]
-        if source.dtype != node.dtype:  # an integer sum accumulates in int64
+        boolean = source.dtype == "bool" and op_type in ("ReduceMax", "ReduceMin")
+        if boolean:  # ONNX's ReduceMax/ReduceMin take no bools: through int32
+            x = b.op("Cast", [x], to=DTYPE_TO_ONNX["int32"])
+        elif source.dtype != node.dtype:  # an integer sum accumulates in int64
             x = b.op("Cast", [x], to=DTYPE_TO_ONNX[node.dtype])
         axes = axes_of(node.attrs.get("axis"), len(source.shape))
-        return b.reduce(op_type, x, axes, bool(node.attrs.get("keepdims", False)))
+        y = b.reduce(op_type, x, axes, bool(node.attrs.get("keepdims", False)))
+        return b.op("Cast", [y], to=DTYPE_TO_ONNX["bool"]) if boolean else y
 
     return export
 
 
 def _var(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
+    if float(node.attrs.get("correction", 0.0)) != 0.0:
+        raise OnnxExportError(
+            "var with a correction (an unbiased variance, or std) is not exported yet;"
+            " export the population variance (correction=0)",
+            op=node.op,
+            location=node.location,
+        )
     axes = axes_of(node.attrs.get("axis"), len(node.inputs[0].shape))
     mean = b.reduce("ReduceMean", xs[0], axes, True)
     d = b.op("Sub", [xs[0], mean])
