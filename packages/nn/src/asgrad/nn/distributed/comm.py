@@ -186,6 +186,9 @@ def abort(reason: str, code: int = 1) -> None:
     sys.stderr.flush()
     if world.comm is None:
         raise SystemExit(code)
+    # Let the launcher forward what this rank wrote before MPI_Abort tears the job down
+    # (under load, a rank's traceback and reason were otherwise cut off mid-line).
+    time.sleep(0.25)
     world.mpi.COMM_WORLD.Abort(code)
 
 
