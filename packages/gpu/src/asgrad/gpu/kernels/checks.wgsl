@@ -86,9 +86,10 @@ fn asg_chk_floordiv(a: i32, b: i32, bad: u32, ovf: u32, wide: bool) -> i32 {
     if (wide && b == -1i && a == bitcast<i32>(0x80000000u)) {
         asg_flag(ovf, a);
     }
-    // rounded down, as numpy's // (WGSL's / truncates)
+    // rounded down, as numpy's // (WGSL's / truncates). The remainder is a - q * b, not
+    // a % b: NVIDIA's Vulkan driver computed i32 % of negative operands as unsigned.
     let q = a / b;
-    return select(q, q - 1i, (a % b != 0i) && ((a < 0i) != (b < 0i)));
+    return select(q, q - 1i, (a - q * b != 0i) && ((a < 0i) != (b < 0i)));
 }
 
 fn asg_chk_mod(a: i32, b: i32, bad: u32, ovf: u32, wide: bool) -> i32 {
@@ -96,8 +97,9 @@ fn asg_chk_mod(a: i32, b: i32, bad: u32, ovf: u32, wide: bool) -> i32 {
         asg_flag(bad, a);
         return 0i;
     }
-    // the sign of the divisor, as numpy's % (WGSL's % takes the dividend's)
-    let r = a % b;
+    // the sign of the divisor, as numpy's % (WGSL's % takes the dividend's); a - q * b
+    // rather than a % b, which NVIDIA's Vulkan driver computed as unsigned for negatives
+    let r = a - (a / b) * b;
     return select(r, r + b, r != 0i && ((r < 0i) != (b < 0i)));
 }
 

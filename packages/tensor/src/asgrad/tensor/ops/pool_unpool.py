@@ -54,12 +54,13 @@ def _expand(x: Tensor, indices: Tensor, output_size: Sequence[int]) -> Tensor:
     off = g.constant(np.zeros((1, 1, out_h * out_w), dtype=bool), "bool")
     zeros = g.apply("where", (off, flat[:, :, :1], g.constant(0.0, x.dtype)), {})
     index = indices.cast("int64").reshape(-1, c, h * w)
-    # The value writes (a position that two windows chose gets its value once, as in
-    # PyTorch); the gradient is the sum's, so each value gets the result's gradient at
-    # its position, as PyTorch's gather does.
+    # The value is written (a position two windows chose gets its value once, as in
+    # PyTorch); the gradient is a scatter-add's, so each value gets the result's
+    # gradient at its position, as PyTorch's gather does. The added term is exactly 0
+    # in value (masked where x is not finite, where x - x would be NaN).
     written = zeros.scatter(2, index, flat).detach()
-    summed = zeros.scatter_add(2, index, flat)
-    return (written + (summed - summed.detach())).reshape(-1, c, out_h, out_w)
+    delta = g.apply("where", (flat.isfinite(), flat - flat.detach(), g.constant(0.0, x.dtype)), {})
+    return (written + zeros.scatter_add(2, index, delta)).reshape(-1, c, out_h, out_w)
 
 
 def _cases(rng: np.random.Generator) -> list[OpCase]:
