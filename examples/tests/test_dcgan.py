@@ -11,9 +11,11 @@ from asgrad.examples import dcgan
 
 
 def test_a_short_run_brings_the_samples_closer_to_held_out_digits() -> None:
-    results = dcgan.train(steps=120, batch_size=32, seed=0)
+    results = dcgan.train(steps=300, batch_size=32, seed=0)
     # Untrained, the generator's samples are far from the digits (a Fréchet distance
-    # in pixel space of about 46); 120 steps cut it at least threefold (to about 15 here).
+    # in pixel space of about 46); 300 steps cut it at least threefold (to 5.4-6.2 on
+    # the machines tried: a GAN's path depends on the BLAS, so the margin is wide; at
+    # 120 steps one BLAS reached 14.5 and another 16.3, across the line).
     assert results["frechet_after"] < results["frechet_before"] / 3, results
     assert np.isfinite(results["loss_d"])
     assert np.isfinite(results["loss_g"])
