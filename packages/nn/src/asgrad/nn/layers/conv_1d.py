@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._window_pools import AdaptiveAvgPoolNd, AvgPoolNd, MaxPoolNd
 from asgrad.nn.layers.conv import check_padding_mode, padded
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
@@ -151,41 +152,19 @@ class ConvTranspose1d(_Conv1dBase):
         )
 
 
-class MaxPool1d(Module):
-    """The max of each window of ``kernel_size`` along the last axis."""
+class MaxPool1d(MaxPoolNd):
+    """The max of each window along the last axis."""
 
-    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-
-    def forward(self, x: Tensor) -> Tensor:
-        return max_pool1d(x, self.kernel_size, self.stride, self.padding)
+    pool = staticmethod(max_pool1d)
 
 
-class AvgPool1d(Module):
-    """The mean of each window of ``kernel_size`` along the last axis."""
+class AvgPool1d(AvgPoolNd):
+    """The mean of each window along the last axis."""
 
-    def __init__(
-        self,
-        kernel_size: int,
-        stride: int | None = None,
-        padding: int = 0,
-        count_include_pad: bool = True,
-    ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.count_include_pad = count_include_pad
-
-    def forward(self, x: Tensor) -> Tensor:
-        return avg_pool1d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+    pool = staticmethod(avg_pool1d)
 
 
-class AdaptiveAvgPool1d(Module):
-    """Average pooling to ``output_size`` positions."""
+class AdaptiveAvgPool1d(AdaptiveAvgPoolNd):
+    """Average pooling to ``output_size``."""
 
-    def __init__(self, output_size: int) -> None:
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, x: Tensor) -> Tensor:
-        return adaptive_avg_pool1d(x, self.output_size)
+    pool = staticmethod(adaptive_avg_pool1d)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.nn import init
+from asgrad.nn.layers._window_pools import AdaptiveAvgPoolNd, AvgPoolNd, MaxPoolNd
 from asgrad.nn.layers.conv import check_padding_mode, padded
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
@@ -30,7 +31,64 @@ def _triple(value: Triple) -> tuple[int, int, int]:
     return int(items[0]), int(items[1]), int(items[2])
 
 
-class Conv3d(Module):
+class _Conv3dBase(Module):
+    """Shared parameters and checks of ``Conv3d`` and ``ConvTranspose3d``."""
+
+    transposed = False
+
+    def __init__(
+        self,
+        channels: tuple[int, int],
+        kernel_size: Triple,
+        window: tuple[Triple, Triple, Triple],
+        groups: int,
+        bias: bool,
+        padding_mode: str,
+        dtype: str,
+        rng: init.RNG,
+    ) -> None:
+        super().__init__()
+        name = type(self).__name__
+        in_channels, out_channels = channels
+        self.padding_mode = check_padding_mode(name, padding_mode, self.transposed)
+        if groups <= 0 or in_channels % groups or out_channels % groups:
+            raise ShapeError(
+                f"{name}: groups={groups} must divide in_channels ({in_channels}) and"
+                f" out_channels ({out_channels})"
+            )
+        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
+        self.kernel_size = _triple(kernel_size)
+        self.stride, self.padding, self.dilation = (_triple(v) for v in window)
+        first, second = (in_channels, out_channels) if self.transposed else channels[::-1]
+        shape = (first, second // groups, *self.kernel_size)
+        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        self.weight = Parameter(
+            init.kaiming_uniform(shape, dtype, rng, a=math.sqrt(5.0)), dtype=dtype
+        )
+        self.bias: Parameter | None = None
+        if bias:
+            fan_in = shape[1] * math.prod(self.kernel_size)
+            self.bias = Parameter(
+                (out_channels,), init.fan_in_uniform(fan_in), dtype=dtype, rng=rng
+            )
+
+    def _operands(self, x: Tensor) -> tuple[Tensor, Tensor | None]:
+        if x.ndim != 5 or x.shape[1] != self.in_channels:
+            raise ShapeError(
+                f"{type(self).__name__}({self.in_channels}, {self.out_channels}) expects"
+                f" (N, {self.in_channels}, D, H, W) input, got shape {list(x.shape)}"
+            )
+        g = x.graph
+        return g.bind(self.weight), None if self.bias is None else g.bind(self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size},"
+            f" stride={self.stride}, padding={self.padding}, bias={self.bias is not None}"
+        )
+
+
+class Conv3d(_Conv3dBase):
     """3-D convolution; ``weight`` is ``(out, in / groups, kD, kH, kW)``, drawn as
     PyTorch's ``nn.Conv3d`` draws it.
 
@@ -54,59 +112,25 @@ class Conv3d(Module):
         dtype: str = "float32",
         rng: init.RNG = None,
     ) -> None:
-        super().__init__()
-        self.padding_mode = check_padding_mode("Conv3d", padding_mode)
-        if groups <= 0 or in_channels % groups or out_channels % groups:
-            raise ShapeError(
-                f"Conv3d: groups={groups} must divide in_channels ({in_channels}) and"
-                f" out_channels ({out_channels})"
-            )
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _triple(kernel_size)
-        self.stride, self.padding, self.dilation = (
-            _triple(stride),
-            _triple(padding),
-            _triple(dilation),
-        )
-        shape = (out_channels, in_channels // groups, *self.kernel_size)
-        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        self.weight = Parameter(
-            init.kaiming_uniform(shape, dtype, rng, a=math.sqrt(5.0)), dtype=dtype
-        )
-        self.bias: Parameter | None = None
-        if bias:
-            fan_in = shape[1] * math.prod(self.kernel_size)
-            self.bias = Parameter(
-                (out_channels,), init.fan_in_uniform(fan_in), dtype=dtype, rng=rng
-            )
+        window = (stride, padding, dilation)
+        channels = (in_channels, out_channels)
+        super().__init__(channels, kernel_size, window, groups, bias, padding_mode, dtype, rng)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.ndim != 5 or x.shape[1] != self.in_channels:
-            raise ShapeError(
-                f"Conv3d({self.in_channels}, {self.out_channels}) expects"
-                f" (N, {self.in_channels}, D, H, W) input, got shape {list(x.shape)}"
-            )
-        g = x.graph
-        bias = None if self.bias is None else g.bind(self.bias)
+        w, b = self._operands(x)
         x, padding = padded(x, self.padding, self.padding_mode)
-        return conv3d(
-            x, g.bind(self.weight), bias, self.stride, padding, self.dilation, self.groups
-        )
-
-    def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size},"
-            f" stride={self.stride}, padding={self.padding}, bias={self.bias is not None}"
-        )
+        return conv3d(x, w, b, self.stride, padding, self.dilation, self.groups)
 
 
-class ConvTranspose3d(Module):
+class ConvTranspose3d(_Conv3dBase):
     """Transposed 3-D convolution; ``weight`` is ``(in, out / groups, kD, kH, kW)``.
 
     >>> from asgrad.tensor import Graph
     >>> ConvTranspose3d(4, 2, 2, stride=2, rng=0)(Graph().input("x", (1, 4, 3, 3, 3))).shape
     (1, 2, 6, 6, 6)
     """
+
+    transposed = True
 
     def __init__(
         self,
@@ -119,89 +143,36 @@ class ConvTranspose3d(Module):
         groups: int = 1,
         bias: bool = True,
         dilation: Triple = 1,
+        padding_mode: str = "zeros",
         *,
         dtype: str = "float32",
         rng: init.RNG = None,
     ) -> None:
-        super().__init__()
-        if groups <= 0 or in_channels % groups or out_channels % groups:
-            raise ShapeError(
-                f"ConvTranspose3d: groups={groups} must divide in_channels ({in_channels})"
-                f" and out_channels ({out_channels})"
-            )
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _triple(kernel_size), _triple(stride)
-        self.padding, self.output_padding = _triple(padding), _triple(output_padding)
-        self.dilation = _triple(dilation)
-        shape = (in_channels, out_channels // groups, *self.kernel_size)
-        rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-        self.weight = Parameter(
-            init.kaiming_uniform(shape, dtype, rng, a=math.sqrt(5.0)), dtype=dtype
-        )
-        self.bias: Parameter | None = None
-        if bias:
-            fan_in = shape[1] * math.prod(self.kernel_size)
-            self.bias = Parameter(
-                (out_channels,), init.fan_in_uniform(fan_in), dtype=dtype, rng=rng
-            )
+        window = (stride, padding, dilation)
+        channels = (in_channels, out_channels)
+        super().__init__(channels, kernel_size, window, groups, bias, padding_mode, dtype, rng)
+        self.output_padding = _triple(output_padding)
 
     def forward(self, x: Tensor) -> Tensor:
-        if x.ndim != 5 or x.shape[1] != self.in_channels:
-            raise ShapeError(
-                f"ConvTranspose3d({self.in_channels}, {self.out_channels}) expects"
-                f" (N, {self.in_channels}, D, H, W) input, got shape {list(x.shape)}"
-            )
-        g = x.graph
-        bias = None if self.bias is None else g.bind(self.bias)
+        w, b = self._operands(x)
         return conv_transpose3d(
-            x,
-            g.bind(self.weight),
-            bias,
-            self.stride,
-            self.padding,
-            self.output_padding,
-            self.groups,
-            self.dilation,
+            x, w, b, self.stride, self.padding, self.output_padding, self.groups, self.dilation
         )
 
 
-class MaxPool3d(Module):
-    """The maximum of each 3-D window."""
+class MaxPool3d(MaxPoolNd):
+    """The max of each window of (N, C, D, H, W)."""
 
-    def __init__(
-        self, kernel_size: Triple, stride: Triple | None = None, padding: Triple = 0
-    ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-
-    def forward(self, x: Tensor) -> Tensor:
-        return max_pool3d(x, self.kernel_size, self.stride, self.padding)
+    pool = staticmethod(max_pool3d)
 
 
-class AvgPool3d(Module):
-    """The mean of each 3-D window."""
+class AvgPool3d(AvgPoolNd):
+    """The mean of each window of (N, C, D, H, W)."""
 
-    def __init__(
-        self,
-        kernel_size: Triple,
-        stride: Triple | None = None,
-        padding: Triple = 0,
-        count_include_pad: bool = True,
-    ) -> None:
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        self.count_include_pad = count_include_pad
-
-    def forward(self, x: Tensor) -> Tensor:
-        return avg_pool3d(x, self.kernel_size, self.stride, self.padding, self.count_include_pad)
+    pool = staticmethod(avg_pool3d)
 
 
-class AdaptiveAvgPool3d(Module):
+class AdaptiveAvgPool3d(AdaptiveAvgPoolNd):
     """Average pooling to ``output_size``."""
 
-    def __init__(self, output_size: Triple) -> None:
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, x: Tensor) -> Tensor:
-        return adaptive_avg_pool3d(x, self.output_size)
+    pool = staticmethod(adaptive_avg_pool3d)
