@@ -226,6 +226,36 @@ def register_op(op: OpDef) -> OpDef:
     return op
 
 
+def register_expanding(
+    name: str,
+    infer: InferFn,
+    kernel: KernelFn,
+    expand: Callable[..., Any],
+    cases: CasesFn,
+    doc: str,
+    *,
+    family: str,
+    arity: int | None = None,
+    tolerance: tuple[float, float] = (1e-5, 1e-6),
+    **fields: Any,
+) -> OpDef:
+    """Register an op that expands into others (``OpDef.expand``), by position as the
+    family files list them: ``name, infer, kernel, expand, cases, doc``."""
+    op = OpDef(
+        name=name,
+        family=family,
+        infer=infer,
+        kernel=kernel,
+        expand=expand,
+        arity=arity,
+        cases=cases,
+        doc=doc,
+        tolerance=tolerance,
+        **fields,
+    )
+    return register_op(op)
+
+
 def get_op(name: str) -> OpDef:
     """The registered op called ``name``."""
     try:

@@ -9,6 +9,7 @@ PyTorch's is (a zero vector's norm is clamped before it is divided by).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ import numpy as np
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ops._common import broadcast_shapes, normalize_axis, randn, require_float
 from asgrad.tensor.ops._common import same_dtype as _same_dtype
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -281,20 +282,9 @@ def _pairwise_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
-def _register(name: str, infer: Any, kernel: Any, expand: Any, cases: Any, doc: str) -> None:
-    register_op(
-        OpDef(
-            name=name,
-            family="norm",
-            infer=infer,
-            kernel=kernel,
-            expand=expand,
-            cases=cases,
-            doc=doc,
-            arity=None,
-            tolerance=(2e-5, 2e-6),
-        )
-    )
+_register = functools.partial(
+    register_expanding, family="norm", arity=None, tolerance=(2e-05, 2e-06)
+)
 
 
 _register(

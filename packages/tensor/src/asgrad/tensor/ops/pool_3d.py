@@ -9,6 +9,7 @@ Each expands into those ops (``OpDef.expand``), so gradients and GPU kernels are
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, require_float
 from asgrad.tensor.ops._depth import depth_taps, pad_axis, pad_np, triple
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -192,20 +193,7 @@ def _adaptive_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
-def _register(name: str, infer: Any, kernel: Any, expand: Any, cases: Any, doc: str) -> None:
-    register_op(
-        OpDef(
-            name=name,
-            family="pool",
-            infer=infer,
-            kernel=kernel,
-            expand=expand,
-            arity=1,
-            cases=cases,
-            doc=doc,
-            tolerance=(1e-5, 1e-6),
-        )
-    )
+_register = functools.partial(register_expanding, family="pool", arity=1, tolerance=(1e-05, 1e-06))
 
 
 _register("max_pool3d", _infer, _max_pool3d, _expand_max, _max_cases, "3-D max pooling")

@@ -15,6 +15,7 @@ divided by a constant table of PyTorch's divisors. The output sizes are PyTorch'
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn
 from asgrad.tensor.ops.spatial import Pair, require_nchw
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -315,23 +316,7 @@ def _avg_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
-def _register(
-    name: str, infer: Any, kernel: Any, expand: Any, cases: Any, doc: str, **kw: Any
-) -> None:
-    register_op(
-        OpDef(
-            name=name,
-            family="pool",
-            infer=infer,
-            kernel=kernel,
-            expand=expand,
-            arity=1,
-            cases=cases,
-            doc=doc,
-            tolerance=(1e-5, 1e-6),
-            **kw,
-        )
-    )
+_register = functools.partial(register_expanding, family="pool", arity=1, tolerance=(1e-05, 1e-06))
 
 
 _register(
