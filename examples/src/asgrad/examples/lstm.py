@@ -29,6 +29,7 @@ from asgrad.examples.text import (
     CharVocab,
     load_text,
     random_windows,
+    sample_next,
     split_ids,
     tiled_windows,
     unigram_loss,
@@ -103,9 +104,7 @@ def generate(
     for _ in range(length):
         window = np.asarray(ids[-context:], dtype=np.int64)[None, :]
         out = evaluate([logits], {"ids": window}, backend=backend)[0][0, -1]
-        z = out.astype(np.float64) / max(temperature, 1e-6)
-        p = np.exp(z - z.max())
-        ids.append(int(rng.choice(len(p), p=p / p.sum())))
+        ids.append(sample_next(out, temperature, rng))
     model.train()
     return vocab.decode(ids)
 

@@ -94,3 +94,10 @@ def tiled_windows(ids: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]
     x = ids[: n * length].reshape(n, length)
     y = ids[1 : n * length + 1].reshape(n, length)
     return x, y
+
+
+def sample_next(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """A token id drawn from ``softmax(logits / temperature)`` (the last position's)."""
+    z = logits.astype(np.float64) / max(temperature, 1e-6)
+    p = np.exp(z - z.max())
+    return int(rng.choice(len(p), p=p / p.sum()))

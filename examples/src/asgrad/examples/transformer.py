@@ -47,6 +47,7 @@ from asgrad.examples.text import (
     CharVocab,
     load_text,
     random_windows,
+    sample_next,
     split_ids,
     tiled_windows,
     unigram_loss,
@@ -142,9 +143,7 @@ def generate(
         feed = np.zeros((1, model.context), dtype=np.int64)
         feed[0, : len(window)] = window
         out = evaluate([logits], {"ids": feed}, backend=backend)[0][0, len(window) - 1]
-        z = out.astype(np.float64) / max(temperature, 1e-6)
-        p = np.exp(z - z.max())
-        ids.append(int(rng.choice(len(p), p=p / p.sum())))
+        ids.append(sample_next(out, temperature, rng))
     model.train()
     return vocab.decode(ids)
 
