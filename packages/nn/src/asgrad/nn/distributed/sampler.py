@@ -29,11 +29,10 @@ class DistributedSampler(Sampler):
     ``seed=None`` draws a seed on rank 0 and broadcasts it, so all ranks agree.
     ``num_replicas`` and ``rank`` default to the process group's.
 
-    Example:
-        >>> [list(DistributedSampler(5, num_replicas=2, rank=r, shuffle=False)) for r in (0, 1)]
-        [[0, 2, 4], [1, 3, 0]]
-        >>> [len(DistributedSampler(5, num_replicas=2, rank=r, drop_last=True)) for r in (0, 1)]
-        [2, 2]
+    >>> [list(DistributedSampler(5, num_replicas=2, rank=r, shuffle=False)) for r in (0, 1)]
+    [[0, 2, 4], [1, 3, 0]]
+    >>> [len(DistributedSampler(5, num_replicas=2, rank=r, drop_last=True)) for r in (0, 1)]
+    [2, 2]
     """
 
     def __init__(
