@@ -61,10 +61,28 @@ def concat(parts: Sequence[Tensor], axis: int) -> Tensor:
     return parts[0].graph.apply("concat", tuple(parts), {"axis": axis})
 
 
+def fixed_axes(x: Tensor, axes: Sequence[int]) -> Tensor:
+    """``x``, checked when the graph runs to have its declared sizes on ``axes``.
+
+    Expansions built on constant index tables or reshapes for those sizes would read a
+    larger fed size (a free batch axis) wrongly; a ``where`` with a constant condition
+    of those sizes (1 on the other axes) makes another size a shape error naming the
+    line instead, and leaves the other axes free.
+    """
+    shape = [1] * x.ndim
+    for a in axes:
+        shape[a] = x.shape[a]
+    if all(d == 1 for d in shape):
+        return x
+    keep = x.graph.constant(np.ones(shape, bool), "bool")
+    return x.graph.apply("where", (keep, x, x), {})
+
+
 def gather_const(x: Tensor, indices: np.ndarray, axis: int) -> Tensor:
-    """``numpy.take(x, indices, axis)`` for constant ``indices``."""
+    """``numpy.take(x, indices, axis)`` for constant ``indices`` (computed for the
+    declared size of ``axis``, which :func:`fixed_axes` checks at run time)."""
     idx = x.graph.constant(np.asarray(indices, np.int64), "int64")
-    return apply(x, "gather", idx, axis=axis)
+    return apply(fixed_axes(x, (axis,)), "gather", idx, axis=axis)
 
 
 def where_const(mask: np.ndarray, x: Tensor, fill: float | int | bool) -> Tensor:
@@ -188,6 +206,7 @@ def _diagonal(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
 def _expand_diagonal(x: Tensor, offset: int, axis1: int, axis2: int) -> Tensor:
     attrs = {"offset": offset, "axis1": axis1, "axis2": axis2}
     a1, a2, off, length = _diag_parts(x.shape, attrs)
+    x = fixed_axes(x, (a1, a2))  # the flat positions below are for the declared sizes
     rest = [i for i in range(x.ndim) if i not in (a1, a2)]
     perm = (*rest, a1, a2)
     if perm != tuple(range(x.ndim)):
