@@ -247,19 +247,14 @@ def lower_schedule(
     values: dict[int, Value] = {}
     progress = current()
     progress.stage("GPU: lowering nodes", len(schedule.nodes))
-    # Leaves and constants first: a run writes their buffers before any kernel runs,
-    # so none of them may be a buffer that a kernel earlier in the schedule writes
-    # (the pool hands a dead value's buffer to the next allocation).
-    for node in schedule.nodes:
-        if node.op in LEAVES:
-            values[node.id] = bindings.bind(node, types[node.id], device, store)
-        elif node.op == "size_ratio":
-            values[node.id] = _lower_one(node, [], types, inlined, in_place, device, bindings)
+    # A leaf's buffer is never one a kernel of the plan writes: feeds are plan-owned
+    # (leaf.plan_owned) and constants come from the device's own pool.
     for i, node in enumerate(schedule.nodes):
         progress.advance()
+        out_type = types[node.id]
         value: Value
-        if node.id in values:
-            value = values[node.id]
+        if node.op in LEAVES:
+            value = bindings.bind(node, out_type, device, store)
         else:
             ins = [values[n.id] for n in node.inputs]
             try:
