@@ -80,10 +80,10 @@ def summarize(measurements: Iterable[Row]) -> list[Row]:
     """One result per (workload, framework, device), in the order first measured.
 
     ``steps_per_s`` and ``final_loss`` come from the fastest measurement;
-    ``first_step_cold_s`` from the cold one (``repeat`` 0); ``first_step_warm_s`` is the
-    quickest of the warm ones; ``peak_rss_mib`` and ``peak_gpu_mib`` the largest of any
-    worker; ``measurements`` counts the workers that returned a figure. A skip or an
-    error of any worker is kept as ``skipped``/``error``.
+    ``first_step_cold_s`` and ``import_cold_s`` from the cold one (``repeat`` 0);
+    ``first_step_warm_s`` is the quickest of the warm ones; ``peak_rss_mib`` and
+    ``peak_gpu_mib`` the largest of any worker; ``measurements`` counts the workers that
+    returned a figure. A skip or an error of any worker is kept as ``skipped``/``error``.
     """
     groups: dict[tuple[str, str, str], list[Row]] = {}
     for m in measurements:
@@ -104,6 +104,8 @@ def summarize(measurements: Iterable[Row]) -> list[Row]:
             cold = [r["first_step_s"] for r in good if r.get("repeat", 0) == 0]
             warm = [r["first_step_s"] for r in good if r.get("repeat", 0) > 0]
             result["first_step_cold_s"] = cold[0] if cold else None
+            imports = [r.get("import_s") for r in good if r.get("repeat", 0) == 0]
+            result["import_cold_s"] = imports[0] if imports else None
             result["first_step_warm_s"] = min(warm) if warm else None
             for key in ("peak_rss_mib", "peak_gpu_mib"):
                 values = [r[key] for r in good if r.get(key) is not None]
@@ -175,11 +177,11 @@ def rate_table(results: Sequence[Row], frameworks: Sequence[str]) -> str:
 
 
 def startup_table(results: Sequence[Row], frameworks: Sequence[str]) -> str:
-    """Markdown: time to first step (cold, warm), peak memory and final loss per result."""
+    """Markdown: import and first-step times (cold, warm), peak memory, final loss."""
     gpu = any(r["device"] != "cpu" for r in results)
     head = [
-        "workload", "device", "framework", "first step, cold (s)", "first step, warm (s)",
-        "peak RSS (MiB)",
+        "workload", "device", "framework", "import, cold (s)", "first step, cold (s)",
+        "first step, warm (s)", "peak RSS (MiB)",
     ]  # fmt: skip
     head += ["peak GPU (MiB)"] if gpu else []
     head += ["final loss"]
@@ -196,6 +198,7 @@ def startup_table(results: Sequence[Row], frameworks: Sequence[str]) -> str:
                 workload,
                 device,
                 str(LABELS.get(r["framework"], r["framework"])),
+                fmt_seconds(r.get("import_cold_s")),
                 fmt_seconds(r.get("first_step_cold_s")),
                 fmt_seconds(r.get("first_step_warm_s")),
                 fmt_mib(r.get("peak_rss_mib")),

@@ -2,7 +2,7 @@
 
 A measurement of one (framework, workload, device) returns a row:
 
-* ``import_s``: importing the framework (and, for asgrad, the workload module);
+* ``import_s``: importing the framework (and the workload module);
 * ``first_step_s``: time to first step, from the start of building the model to the end
   of the first training step (build, gradients, compile, one step, its loss ready);
 * ``steps_per_s``: after two more untimed steps, the workload's timed steps, ended by

@@ -2,7 +2,7 @@
 
     python benchmarks/run.py [--workloads xor,mlp,cnn,transformer] [--device cpu|gpu|auto]
                              [--frameworks asgrad,torch,jax,pytensor] [--torch | --no-torch]
-                             [--threads 2] [--repeat 3] [--json out.json]
+                             [--threads 2] [--repeat 3] [--no-warm] [--json out.json]
     hatch run bench [...same options...]        # the frameworks the dev env has
     hatch run bench:bench [...same options...]  # an env with JAX and PyTensor too
 
@@ -17,8 +17,9 @@ Each measurement runs in a fresh worker process (so no framework's thread pools,
 caches or allocator disturb another), with ``--threads`` threads for all: PyTorch's
 ``set_num_threads``, OMP/OpenBLAS/MKL/Numba for numpy, asgrad and PyTensor, and JAX's
 CPU affinity. Per workload the frameworks take turns, ``max(--repeat, 2)`` workers
-each. The first worker of each framework starts with an empty compile cache folder
-(*cold*: ``ASGRAD_CACHE_DIR``, JAX's persistent compilation cache, PyTensor's
+each (``--no-warm``: ``--repeat`` workers, so ``--repeat 1`` is one cold worker). The
+first worker of each framework starts with an empty compile cache folder (*cold*:
+``ASGRAD_CACHE_DIR``, JAX's persistent compilation cache, PyTensor's
 ``base_compiledir``); the later ones reuse it (*warm*). A worker times the first step
 (from the start of building the model to the end of the first step: graph, gradients,
 compile, one step), then two untimed steps and the workload's timed steps, and
@@ -89,9 +90,9 @@ def rotate(frameworks: Sequence[str], turn: int) -> list[str]:
     return [*frameworks[k:], *frameworks[:k]]
 
 
-def workers_per_framework(repeat: int) -> int:
-    """At least two: the first is cold, the others warm."""
-    return max(repeat, 2)
+def workers_per_framework(repeat: int, warm: bool = True) -> int:
+    """``repeat``, and at least two with ``warm``: the first is cold, the others warm."""
+    return max(repeat, 2 if warm else 1)
 
 
 def _spawn(args: list[str], threads: int, timeout: float) -> Row:
@@ -182,7 +183,7 @@ def orchestrate(args: argparse.Namespace) -> int:
     if "gpu" in devices and "torch" in frameworks and not _probe("cuda", args.threads).get("ok"):
         skipped["torch"] = "no CUDA (CPU only)"
     blas = _probe("blas", args.threads)
-    n = workers_per_framework(args.repeat)
+    n = workers_per_framework(args.repeat, args.warm)
     env: Row = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": _machine(),
@@ -274,6 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         default=3,
         help="workers per framework and workload, at least 2 (the first cold); best kept",
+    )
+    p.add_argument(
+        "--warm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run at least two workers, so a warm time to first step is measured",
     )
     p.add_argument("--timeout", type=float, default=1800, help="seconds per measurement")
     p.add_argument("--json", help="also write the environment and every result to this file")

@@ -113,6 +113,8 @@ def test_rotation_and_worker_count() -> None:
     assert run.rotate([], 1) == []
     assert run.workers_per_framework(1) == 2
     assert run.workers_per_framework(5) == 5
+    assert run.workers_per_framework(1, warm=False) == 1
+    assert run.workers_per_framework(3, warm=False) == 3
 
 
 # -- summaries and ratios --------------------------------------------------------------------
@@ -178,15 +180,15 @@ def test_rate_table_only_has_selected_frameworks() -> None:
 
 def test_startup_table_lists_each_framework_and_gpu_column_only_on_gpu() -> None:
     rows = [
-        _m("xor", "torch", 10.0, 0, peak_rss_mib=300.4),
-        _m("xor", "asgrad", 20.0, 0, peak_rss_mib=150.0),
-        _m("xor", "asgrad", 20.0, 1, peak_rss_mib=149.0),
+        _m("xor", "torch", 10.0, 0, peak_rss_mib=300.4, import_s=2.5),
+        _m("xor", "asgrad", 20.0, 0, peak_rss_mib=150.0, import_s=0.25),
+        _m("xor", "asgrad", 20.0, 1, peak_rss_mib=149.0, import_s=0.125),
     ]
     text = report.startup_table(report.summarize(rows), ["asgrad", "torch"])
     assert "peak GPU" not in text
     lines = text.splitlines()
-    assert lines[2] == "| xor | cpu | asgrad | 1 | 2 | 150 | 0.5 |"
-    assert lines[3] == "| xor | cpu | PyTorch | 1 | - | 300 | 0.5 |"
+    assert lines[2] == "| xor | cpu | asgrad | 0.25 | 1 | 2 | 150 | 0.5 |"
+    assert lines[3] == "| xor | cpu | PyTorch | 2.5 | 1 | - | 300 | 0.5 |"
     gpu = {**_m("xor", "torch", 10.0, 0, peak_gpu_mib=12.0), "device": "gpu"}
     text = report.startup_table(report.summarize([gpu]), ["torch"])
     assert "peak GPU (MiB)" in text.splitlines()[0]
