@@ -229,11 +229,6 @@ def probe(what: str) -> Row:
         except ImportError:
             return {"ok": False}
         return {"ok": True, "version": getattr(module, "__version__", "?")}
-    if what == "cuda":
-        import torch_workloads
-
-        torch = torch_workloads.load_torch()
-        return {"ok": bool(torch is not None and torch.cuda.is_available())}
     if what == "asgrad":
         try:
             import asgrad_workloads  # noqa: F401  # probe only

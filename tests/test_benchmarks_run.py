@@ -272,6 +272,34 @@ def test_orchestrate_with_stub_workers(
     assert len(data["results"]) == 5
 
 
+def test_orchestrate_on_the_gpu_reports_a_peer_without_cuda_as_skipped(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    workers: list[tuple[str, str]] = []
+
+    def spawn(args: list[str], threads: int, timeout: float) -> dict[str, Any]:
+        if args[0] == "--probe":
+            return {"ok": True, "version": "1.0", "numpy": "2.0", "info": []}
+        workers.append((args[1], args[3]))
+        if args[1] == "torch":
+            return {"skipped": "PyTorch has no CUDA here"}
+        rate = {"asgrad": 500.0, "jax": 1000.0}[args[1]]
+        gpu = 64.0 if args[1] == "jax" else None
+        return {"steps_per_s": rate, "first_step_s": 2.0, "peak_gpu_mib": gpu}
+
+    monkeypatch.setattr(run, "_spawn", spawn)
+    assert run.main(["--device", "gpu", "--workloads", "mlp", "--repeat", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "| mlp | gpu | 500.0 | skipped | 1,000 | n/a | - | 0.50x | - |" in printed
+    assert "- PyTorch, mlp on gpu: skipped: PyTorch has no CUDA here" in printed
+    assert "peak GPU (MiB)" in printed
+    assert "| mlp | gpu | JAX | - | 2 | 2 | - | 64 | - |" in printed
+    # PyTensor never runs on the GPU; PyTorch is not retried after its skip
+    assert sorted(workers) == sorted(
+        [("asgrad", "gpu")] * 2 + [("jax", "gpu")] * 2 + [("torch", "gpu")]
+    )
+
+
 def test_unknown_framework_flag_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
