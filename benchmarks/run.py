@@ -268,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--repeat",
         type=int,
         default=3,
-        help="workers per framework and workload, at least 2 (the first cold); best kept",
+        help="workers per framework and workload (at least 2 unless --no-warm; the first is cold)",
     )
     p.add_argument(
         "--warm",
