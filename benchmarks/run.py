@@ -1,21 +1,42 @@
-"""asgrad against PyTorch, side by side: the five workloads of WORKLOADS.md.
+"""asgrad against PyTorch, JAX and PyTensor, side by side: the workloads of WORKLOADS.md.
 
     python benchmarks/run.py [--workloads xor,mlp,cnn,transformer] [--device cpu|gpu|auto]
-                             [--torch | --no-torch] [--threads 2] [--repeat 3]
-    hatch run bench [...same options...]
+                             [--frameworks asgrad,torch,jax,pytensor] [--torch | --no-torch]
+                             [--threads 2] [--repeat 3] [--no-warm] [--json out.json]
+    hatch run bench [...same options...]        # the frameworks the dev env has
+    hatch run bench:bench [...same options...]  # an env with JAX and PyTensor too
 
-Each measurement runs in a fresh worker process (so neither framework's thread
-pools or caches disturb the other), with ``--threads`` threads for both: PyTorch's
-``set_num_threads`` and OMP/OpenBLAS/MKL for numpy. Per workload the two frameworks
-alternate, ``--repeat`` times each; a measurement is three untimed warm-up steps
-then the workload's timed steps, and the best of the repeats is kept. One JSON line
-per (workload, framework, device) as ../shared/bench/anchor_torch.py prints them,
-then a table with the ratio asgrad / PyTorch in steps per second.
+The peers are optional and never dependencies of asgrad: PyTorch eager
+(``pip install torch==2.13.0``), JAX with the whole step under ``jax.jit``
+(``pip install jax``; ``"jax[cuda12]"`` for ``--device gpu``) and PyTensor's C backend
+(``pip install pytensor`` and a C++ compiler; xor and mlp on the CPU only).
+``--frameworks`` (default: all four) picks them; one that does not import is reported
+as skipped, not an error. ``--no-torch`` leaves PyTorch out.
+
+Each measurement runs in a fresh worker process (so no framework's thread pools,
+caches or allocator disturb another), with ``--threads`` threads for all: PyTorch's
+``set_num_threads``, OMP/OpenBLAS/MKL/Numba for numpy, asgrad and PyTensor, and JAX's
+CPU affinity. Per workload the frameworks take turns, ``max(--repeat, 2)`` workers
+each (``--no-warm``: ``--repeat`` workers, so ``--repeat 1`` is one cold worker). The
+first worker of each framework starts with an empty compile cache folder (*cold*:
+``ASGRAD_CACHE_DIR``, JAX's persistent compilation cache, PyTensor's
+``base_compiledir``); the later ones reuse it (*warm*). A worker times the first step
+(from the start of building the model to the end of the first step: graph, gradients,
+compile, one step), then two untimed steps and the workload's timed steps, and
+reports its peak memory. The table keeps the best steps/s, the cold and the best warm
+time to first step and the largest peak memory of each (see bench_worker.py for what
+is measured exactly). One JSON line per result on stdout, then two markdown tables
+and notes; ``--json`` writes the environment, the results and every measurement.
+
+This machine's environment may set ``OPENBLAS_CORETYPE``/``OPENBLAS_L2_SIZE`` (a
+workaround for old OpenBLAS builds that slows a current numpy): the workers' environment
+unsets both, only here (never in tests or CI), and the run says so. Which BLAS numpy
+loads in that environment (threadpoolctl) is printed above the tables.
 
 ``--device auto`` (the default) runs on the CPU, and also on the GPU when asgrad
-finds a hardware adapter (PyTorch then runs on CUDA where it has it).
-``transformer_large`` is left out of the default list on the CPU (PyTorch takes
-about a second a step there with 16 threads); name it to run it.
+finds a hardware adapter (PyTorch then runs on CUDA and JAX on its GPU backend where
+they have them). ``transformer_large`` is left out of the default list on the CPU
+(PyTorch takes about a second a step there with 16 threads); name it to run it.
 """
 
 from __future__ import annotations
@@ -23,15 +44,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import bench_report as report  # noqa: E402  # this folder, after the path is set
+import bench_worker  # noqa: E402
+
 ALL_WORKLOADS = ("xor", "mlp", "cnn", "transformer", "transformer_large")
 DEFAULT_WORKLOADS = ("xor", "mlp", "cnn", "transformer")
 THREAD_VARS = (
@@ -40,61 +69,34 @@ THREAD_VARS = (
     "MKL_NUM_THREADS",
     "VECLIB_MAXIMUM_THREADS",
     "NUMEXPR_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
 )
-WARMUP = 3
+UNSET_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 Row = dict[str, Any]
 
 
-# -- worker: one measurement in this process ----------------------------------------------
-def _import_path() -> None:
-    """Make the workspace's packages importable when they are not installed."""
-    try:
-        import asgrad.tensor  # noqa: F401  # probe only
-    except ImportError:
-        for src in [*sorted(ROOT.glob("packages/*/src")), ROOT / "examples" / "src"]:
-            sys.path.insert(0, str(src))
-    sys.path.insert(0, str(HERE))
+def worker_env(base: Mapping[str, str], threads: int) -> dict[str, str]:
+    """A worker's environment: ``base`` with the thread counts set, OpenBLAS overrides unset."""
+    env = {k: v for k, v in base.items() if k not in UNSET_VARS}
+    env.update({v: str(threads) for v in THREAD_VARS})
+    return env
 
 
-def _time(step: Any, steps: int, sync: Any) -> tuple[float, Any]:
-    for _ in range(WARMUP):
-        step()
-    sync()
-    start = time.perf_counter()
-    loss = None
-    for _ in range(steps):
-        loss = step()
-    sync()
-    return steps / (time.perf_counter() - start), loss
+def rotate(frameworks: Sequence[str], turn: int) -> list[str]:
+    """The order of the frameworks in turn ``turn``: each goes first in its turn."""
+    if not frameworks:
+        return []
+    k = turn % len(frameworks)
+    return [*frameworks[k:], *frameworks[:k]]
 
 
-def worker(framework: str, workload: str, device: str, threads: int) -> Row:
-    """Measure ``workload`` once; returns the JSON row (or a row with ``skipped``)."""
-    for var in THREAD_VARS:
-        os.environ[var] = str(threads)
-    _import_path()
-    row: Row = {"workload": workload, "framework": framework, "device": device}
-    if framework == "asgrad":
-        import asgrad_workloads
-
-        try:
-            w = asgrad_workloads.build(workload, device)
-        except asgrad_workloads.UnavailableError as exc:
-            return {**row, "skipped": str(exc)}
-        rate, loss = _time(w.step, w.steps, lambda: None)
-    else:
-        import torch_workloads
-
-        torch_device = "cuda" if device == "gpu" else "cpu"
-        step, steps, sync = torch_workloads.build(workload, torch_device, threads)
-        rate, loss = _time(step, steps, sync)
-        loss = loss.detach().cpu()
-    return {**row, "steps_per_s": rate, "final_loss": float(loss)}
+def workers_per_framework(repeat: int, warm: bool = True) -> int:
+    """``repeat``, and at least two with ``warm``: the first is cold, the others warm."""
+    return max(repeat, 2 if warm else 1)
 
 
-# -- orchestrator -------------------------------------------------------------------------------
-def _spawn(args: list[str], threads: int, timeout: float) -> Row | None:
-    env = {**os.environ, **{v: str(threads) for v in THREAD_VARS}}
+def _spawn(args: list[str], threads: int, timeout: float) -> Row:
+    env = worker_env(os.environ, threads)
     try:
         proc = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), *args],
@@ -110,149 +112,136 @@ def _spawn(args: list[str], threads: int, timeout: float) -> Row | None:
     return row
 
 
-def _probe(what: str, threads: int) -> bool:
-    row = _spawn(["--probe", what], threads, 300)
-    return bool(row and row.get("ok"))
+def _probe(what: str, threads: int) -> Row:
+    return _spawn(["--probe", what], threads, 300)
 
 
-def probe(what: str) -> Row:
-    _import_path()
-    if what == "torch":
-        import torch_workloads
-
-        return {"ok": torch_workloads.load_torch() is not None}
-    if what == "cuda":
-        import torch_workloads
-
-        torch = torch_workloads.load_torch()
-        return {"ok": bool(torch is not None and torch.cuda.is_available())}
-    import warnings
-
-    from asgrad.tensor import resolve_backend_name
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ok = resolve_backend_name("auto") == "gpu"
-        except Exception:
-            ok = False
-    if ok and what == "gpu-hardware":
-        try:
-            from asgrad.gpu import get_device
-
-            caps = get_device().capabilities
-            ok = caps.adapter_type.lower() != "cpu" and "llvmpipe" not in caps.adapter.lower()
-        except Exception:
-            ok = False
-    return {"ok": ok}
+def _machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cpus} CPUs, {platform.system()} {platform.release()}"
 
 
-def _fmt(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.1f}" if value < 1000 else f"{value:,.0f}"
+def _devices(args: argparse.Namespace) -> list[str] | None:
+    devices = ["cpu"] if args.device in ("cpu", "auto") else []
+    gpu = args.device == "gpu"
+    if args.device == "auto" and _probe("gpu-hardware", args.threads).get("ok"):
+        gpu = True
+    if gpu:
+        if not _probe("gpu", args.threads).get("ok"):
+            print("asgrad finds no GPU adapter (resolve_backend_name('auto') is 'cpu')")
+            return None
+        devices.append("gpu")
+    return devices
 
 
-def table(
-    results: dict[tuple[str, str, str], Row], workloads: Sequence[str], devices: Sequence[str]
-) -> str:
-    head = (
-        f"{'workload':<18} {'device':<6} {'asgrad steps/s':>15} {'torch steps/s':>14}"
-        f" {'ratio':>7}  {'asgrad loss':>11} {'torch loss':>11}"
+def _header(args: argparse.Namespace, env: Row, devices: Sequence[str], n: int) -> list[str]:
+    was = [f"{v}={os.environ[v]}" for v in UNSET_VARS if v in os.environ]
+    versions = ", ".join(
+        f"{report.LABELS[f]} {env['versions'].get(f, '?')}" for f in env["frameworks"]
     )
-    lines = [head, "-" * len(head)]
-    for device in devices:
-        for w in workloads:
-            a = results.get((w, "asgrad", device), {})
-            t = results.get((w, "torch", device), {})
-            ra, rt = a.get("steps_per_s"), t.get("steps_per_s")
-            ratio = f"{ra / rt:.2f}x" if ra and rt else "-"
-            la = a.get("final_loss")
-            lt = t.get("final_loss")
-            line = (
-                f"{w:<18} {device:<6} {_fmt(ra):>15} {_fmt(rt):>14} {ratio:>7}"
-                f"  {'-' if la is None else f'{la:.4g}':>11}"
-                f" {'-' if lt is None else f'{lt:.4g}':>11}"
-            )
-            notes = [
-                f"{fw}: {r.get('skipped') or r.get('error')}"
-                for fw, r in (("asgrad", a), ("torch", t))
-                if r.get("skipped") or r.get("error")
-            ]
-            lines.append(line + ("   " + "; ".join(notes) if notes else ""))
-    return "\n".join(lines)
+    return [
+        f"Run {env['date']}: {env['machine']}; Python {platform.python_version()},"
+        f" numpy {env['numpy']}; {versions}.",
+        f"Devices: {', '.join(devices)}; {args.threads} threads; {n} workers per framework"
+        " and workload (the first cold, the others warm; best steps/s kept).",
+        f"{' and '.join(UNSET_VARS)} are unset in the workers' environments"
+        f" ({'this shell had ' + ', '.join(was) if was else 'neither is set in this shell'}).",
+        report.blas_line(env["blas"]),
+    ]
 
 
 def orchestrate(args: argparse.Namespace) -> int:
-    workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    workloads = report._split(args.workloads)
     unknown = [w for w in workloads if w not in ALL_WORKLOADS]
     if unknown:
-        print(
-            f"unknown workloads: {', '.join(unknown)}; choose from {', '.join(ALL_WORKLOADS)}",
-            file=sys.stderr,
-        )
+        print(f"unknown workloads: {', '.join(unknown)}; choose from {', '.join(ALL_WORKLOADS)}")
         return 2
-    devices = ["cpu"] if args.device in ("cpu", "auto") else []
-    if args.device == "gpu" or (args.device == "auto" and _probe("gpu-hardware", args.threads)):
-        devices.append("gpu")
-    if args.device == "gpu" and not _probe("gpu", args.threads):
-        print(
-            "asgrad finds no GPU adapter (resolve_backend_name('auto') is 'cpu')", file=sys.stderr
-        )
+    versions: dict[str, str] = {}
+
+    def importable(framework: str) -> bool:
+        answer = _probe(framework, args.threads)
+        if answer.get("ok"):
+            versions[framework] = str(answer.get("version", "?"))
+        return bool(answer.get("ok"))
+
+    try:
+        frameworks, skipped = report.select_frameworks(args.frameworks, args.torch, importable)
+    except report.SelectionError as exc:
+        print(exc)
         return 2
-    with_torch = args.torch and _probe("torch", args.threads)
-    torch_cuda = with_torch and "gpu" in devices and _probe("cuda", args.threads)
-    if args.torch and not with_torch:
-        print("PyTorch is not importable: asgrad only (pip install torch==2.13.0)", file=sys.stderr)
-    print(
-        f"# {len(workloads)} workloads on {', '.join(devices)}, {args.threads} threads,"
-        f" best of {args.repeat}",
-        file=sys.stderr,
-    )
-    results: dict[tuple[str, str, str], Row] = {}
-    for device in devices:
-        for w in workloads:
-            frameworks = ["asgrad"]
-            if with_torch and (device == "cpu" or torch_cuda):
-                frameworks.append("torch")
-            for r in range(args.repeat):
-                order = frameworks if r % 2 == 0 else frameworks[::-1]
-                for fw in order:
-                    key = (w, fw, device)
-                    best = results.get(key)
-                    if best is not None and ("skipped" in best or "error" in best):
-                        continue
-                    row = _spawn(
-                        ["--worker", fw, w, device, "--threads", str(args.threads)],
-                        args.threads,
-                        args.timeout,
-                    ) or {"error": "no result"}
-                    row = {"workload": w, "framework": fw, "device": device, **row}
-                    print(f"#   {json.dumps(row)}", file=sys.stderr)
-                    if best is None or row.get("steps_per_s", 0) > best.get("steps_per_s", 0):
-                        results[key] = row
-            for fw in frameworks:
-                row = results[(w, fw, device)]
-                if "steps_per_s" in row:
-                    print(
-                        json.dumps(
-                            {
-                                k: row[k]
-                                for k in (
-                                    "workload",
-                                    "framework",
-                                    "device",
-                                    "steps_per_s",
-                                    "final_loss",
-                                )
-                            }
-                        ),
-                        flush=True,
-                    )
+    devices = _devices(args)
+    if devices is None:
+        return 2
+    blas = _probe("blas", args.threads)
+    n = workers_per_framework(args.repeat, args.warm)
+    env: Row = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": _machine(),
+        "python": platform.python_version(),
+        "numpy": blas.get("numpy", "?"),
+        "threads": args.threads,
+        "devices": devices,
+        "workers_per_framework": n,
+        "frameworks": frameworks,
+        "versions": versions,
+        "left_out": skipped,
+        "unset_in_workers": {v: os.environ.get(v) for v in UNSET_VARS},
+        "blas": blas.get("info"),
+    }
+    header = _header(args, env, devices, n)
+    for line in header:
+        print(f"# {line}", file=sys.stderr, flush=True)
+    measurements: list[Row] = []
+    root = tempfile.mkdtemp(prefix="asgrad-bench-")
+    try:
+        for device in devices:
+            for w in workloads:
+                # a peer without a GPU backend is reported by its worker as skipped
+                runs = [f for f in frameworks if report.not_applicable(f, w, device) is None]
+                failed: set[str] = set()
+                for r in range(n):
+                    for fw in rotate(runs, r):
+                        if fw in failed:
+                            continue
+                        cache = os.path.join(root, f"{fw}-{w}-{device}")
+                        os.makedirs(cache, exist_ok=True)
+                        argv = ["--worker", fw, w, device, "--threads", str(args.threads)]
+                        row = _spawn([*argv, "--cache-dir", cache], args.threads, args.timeout)
+                        row = {"workload": w, "framework": fw, "device": device, **row}
+                        row["repeat"] = r
+                        row["cache"] = "cold" if r == 0 else "warm"
+                        print(f"#   {json.dumps(row)}", file=sys.stderr, flush=True)
+                        measurements.append(row)
+                        if "steps_per_s" not in row:
+                            failed.add(fw)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    results = report.summarize(measurements)
+    for result in results:
+        if "steps_per_s" in result:
+            keys = ("workload", "framework", "device", "steps_per_s", "final_loss")
+            print(json.dumps({k: result[k] for k in keys}), flush=True)
     print()
-    print(table(results, workloads, devices))
+    print("\n".join(header))
+    print()
+    print(report.rate_table(results, frameworks))
+    print()
+    print(report.startup_table(results, frameworks))
+    lines = report.notes(results, skipped)
+    if lines:
+        print()
+        print("\n".join(lines))
     if args.json:
-        Path(args.json).write_text(json.dumps(list(results.values()), indent=1) + "\n")
+        out = {"environment": env, "results": results, "measurements": measurements}
+        Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 
@@ -265,6 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--device", choices=("cpu", "gpu", "auto"), default="auto")
     p.add_argument(
+        "--frameworks",
+        help=f"comma-separated, from {','.join(report.FRAMEWORKS)} (default: all that import)",
+    )
+    p.add_argument(
         "--torch",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -275,21 +268,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--repeat",
         type=int,
         default=3,
-        help="alternating measurements per framework; the best is kept",
+        help="workers per framework and workload (at least 2 unless --no-warm; the first is cold)",
+    )
+    p.add_argument(
+        "--warm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run at least two workers, so a warm time to first step is measured",
     )
     p.add_argument("--timeout", type=float, default=1800, help="seconds per measurement")
-    p.add_argument("--json", help="also write every result to this file")
+    p.add_argument("--json", help="also write the environment and every result to this file")
     p.add_argument(
         "--worker", nargs=3, metavar=("FRAMEWORK", "WORKLOAD", "DEVICE"), help=argparse.SUPPRESS
     )
+    p.add_argument("--cache-dir", help=argparse.SUPPRESS)
     p.add_argument("--probe", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.probe:
-        print(json.dumps(probe(args.probe)))
+        print(json.dumps(bench_worker.probe(args.probe)))
         return 0
     if args.worker:
         framework, workload, device = args.worker
-        print(json.dumps(worker(framework, workload, device, args.threads)), flush=True)
+        row = bench_worker.worker(framework, workload, device, args.threads, args.cache_dir)
+        print(json.dumps(row), flush=True)
         return 0
     return orchestrate(args)
 
