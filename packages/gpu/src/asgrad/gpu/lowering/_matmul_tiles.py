@@ -1,0 +1,192 @@
+"""Tile shapes of the matmul kernel and the WGSL each one is generated into.
+
+``kernels/linalg_matmul_tiled.wgsl`` holds the fixed frame; this module writes the
+parts that depend on the tile: the named accumulators, the unrolled inner product, the
+tile loaders for each operand layout (scalar or vec4 global reads) and the stores.
+A tile is named ``"BMxBN_TMxTN_kBK"`` (``"128x64_8x4_k8"``): a BM x BN block of C per
+workgroup, TM x TN outputs per thread, K steps of BK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.source import render
+
+__all__ = ["ALIASES", "Tile", "source", "tile"]
+
+# Short names kept from the first kernels (tests and benchmarks use them).
+ALIASES = {"128": "128x128_8x8_k8", "64": "64x64_4x4_k16", "32": "32x32_4x4_k8"}
+
+_XYZW = "xyzw"
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One tile shape: BM x BN outputs per workgroup, TM x TN per thread, K steps of BK."""
+
+    bm: int
+    bn: int
+    tm: int
+    tn: int
+    bk: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}"
+
+    @property
+    def wx(self) -> int:
+        return self.bn // self.tn
+
+    @property
+    def wy(self) -> int:
+        return self.bm // self.tm
+
+    @property
+    def threads(self) -> int:
+        return self.wx * self.wy
+
+
+def tile(name: str) -> Tile:
+    """The :class:`Tile` named ``name`` (or one of :data:`ALIASES`), checked."""
+    full = ALIASES.get(name, name)
+    try:
+        block, thread, depth = full.split("_")
+        bm, bn = (int(v) for v in block.split("x"))
+        tm, tn = (int(v) for v in thread.split("x"))
+        bk = int(depth.removeprefix("k"))
+    except ValueError:
+        raise GpuUnsupportedError(
+            f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK (e.g. 128x64_8x4_k8)"
+        ) from None
+    t = Tile(bm, bn, tm, tn, bk)
+    ok = (
+        tm in (4, 8)
+        and tn in (4, 8)
+        and bm % tm == 0
+        and bn % tn == 0
+        and bk % 4 == 0
+        and t.threads <= 1024
+        and (bm + bn) * bk * 4 <= 32768
+    )
+    if not ok:
+        raise GpuUnsupportedError(
+            f"matmul tile {name!r}: TM and TN must be 4 or 8, dividing BM and BN; BK a "
+            "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory"
+        )
+    return t
+
+
+def _fetch(
+    operand: str, t: Tile, layout: str, vec: bool
+) -> tuple[str, list[str], list[str], list[str]]:
+    """Loader functions of one operand, and the code of the first fetch, the stashes
+    into workgroup memory and the next fetch (one vec4 register per chunk)."""
+    big = t.bm if operand == "a" else t.bn  # the tile's extent along M (A) or N (B)
+    total = big * t.bk // 4  # vec4 chunks in the tile
+    per = -(-total // t.threads)
+    guard = total % t.threads != 0
+    shared = "As" if operand == "a" else "Bs"
+    along_k = layout == "k"
+    # chunk c -> (outer index, k) inside the tile
+    if along_k:  # 4 consecutive k for one row (A) / column (B)
+        pos = f"let i = c / {t.bk // 4}u;\n    let k = (c % {t.bk // 4}u) * 4u;"
+    else:  # 4 consecutive rows (A) / columns (B) for one k
+        pos = f"let k = c / {big // 4}u;\n    let i = (c % {big // 4}u) * 4u;"
+    origin = "row0" if operand == "a" else "col0"
+    if operand == "a":
+        scal = "load_a(base, g{d}, kg{k}, kend)"
+        inside = "g < params.M && kg < kend"
+        flat = "(base + g * params.a_sm + kg * params.a_sk) / 4u"
+        arr = "A"
+    else:
+        scal = "load_b(base, kg{k}, g{d}, kend)"
+        inside = "kg < kend && g < params.N"
+        flat = "(base + kg * params.b_sk + g * params.b_sn) / 4u"
+        arr = "B"
+    if vec:
+        body = f"if ({inside}) {{\n        return {arr}[{flat}];\n    }}\n    return vec4<f32>(0.0);"
+    else:
+        parts = []
+        for e in range(4):
+            d, k = ("", f" + {e}u") if along_k else (f" + {e}u", "")
+            parts.append(scal.format(d=d, k=k))
+        body = "return vec4<f32>(" + ", ".join(parts) + ");"
+    fetch = (
+        f"fn fetch_{operand}(c: u32, base: u32, {origin}: u32, k0: u32, kend: u32) -> vec4<f32> {{\n"
+        f"    {pos}\n    let g = {origin} + i;\n    let kg = k0 + k;\n    {body}\n}}"
+    )
+    row = big // 4
+    if along_k:
+        stores = "\n".join(
+            f"    {shared}[(k + {e}u) * {row}u + i / 4u][i % 4u] = v.{_XYZW[e]};"
+            for e in range(4)
+        )
+    else:
+        stores = f"    {shared}[k * {row}u + i / 4u] = v;"
+    stash = f"fn stash_{operand}(c: u32, v: vec4<f32>) {{\n    {pos}\n{stores}\n}}"
+    first, stash_calls, nxt = [], [], []
+    for q in range(per):
+        c = f"li + {q * t.threads}u"
+        reg = f"next_{operand}{q}"
+        cond = f"if ({c} < {total}u) " if guard and (q + 1) * t.threads > total else ""
+        first.append(
+            f"    var {reg} = vec4<f32>(0.0);\n    {cond}{{ {reg} = fetch_{operand}({c}, "
+            f"{operand}_base, {origin}, kbeg, kend); }}"
+        )
+        stash_calls.append(f"        {cond}{{ stash_{operand}({c}, {reg}); }}")
+        nxt.append(
+            f"            {cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
+            f"k0 + {t.bk}u, kend); }}"
+        )
+    return fetch + "\n\n" + stash, first, stash_calls, nxt
+
+
+def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> str:
+    """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
+    and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``."""
+    fa, first_a, stash_a, next_a = _fetch("a", t, a_layout, vec_a)
+    fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
+    acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
+    decl = "\n".join(f"    var c{r}_{j} = vec4<f32>(0.0);" for r, j in acc)
+    inner = [f"            let a{i} = As[k * {t.bm // 4}u + {i * t.wy}u + ty];" for i in range(t.tm // 4)]
+    inner += [f"            let b{j} = Bs[k * {t.bn // 4}u + {j * t.wx}u + tx];" for j in range(t.tn // 4)]
+    inner += [
+        f"            c{r}_{j} = fma(vec4<f32>(a{r // 4}.{_XYZW[r % 4]}), b{j}, c{r}_{j});"
+        for r, j in acc
+    ]
+    store = "\n".join(
+        f"    store_row(c_base, row0 + {4 * (r // 4) * t.wy + r % 4}u + 4u * ty, "
+        f"col0 + {4 * j * t.wx}u + 4u * tx, c{r}_{j});"
+        for r, j in acc
+    )
+    a_scalar = "A[base + m * params.a_sm + k * params.a_sk]"
+    b_scalar = "B[base + k * params.b_sk + n * params.b_sn]"
+    if vec_a:
+        a_scalar = "A[(base + m * params.a_sm + k * params.a_sk) / 4u][(m * params.a_sm + k * params.a_sk) % 4u]"
+    if vec_b:
+        b_scalar = "B[(base + k * params.b_sk + n * params.b_sn) / 4u][(k * params.b_sk + n * params.b_sn) % 4u]"
+    return render(
+        "linalg_matmul_tiled",
+        A_ELEM="vec4<f32>" if vec_a else "f32",
+        B_ELEM="vec4<f32>" if vec_b else "f32",
+        AS_LEN=t.bk * t.bm // 4,
+        BS_LEN=t.bk * t.bn // 4,
+        A_SCALAR=a_scalar,
+        B_SCALAR=b_scalar,
+        FETCH_A=fa,
+        FETCH_B=fb,
+        WX=t.wx,
+        WY=t.wy,
+        BM=t.bm,
+        BN=t.bn,
+        BK=t.bk,
+        ACC_DECL=decl,
+        FETCH_FIRST="\n".join(first_a + first_b),
+        STASH="\n".join(stash_a + stash_b),
+        FETCH_NEXT="\n".join(next_a + next_b),
+        INNER="\n".join(inner),
+        STORE=store,
+    )
