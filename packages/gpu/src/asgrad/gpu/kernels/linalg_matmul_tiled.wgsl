@@ -36,14 +36,16 @@ var<workgroup> Bs: array<vec4<f32>, ${BS_LEN}>;  // [k][n / 4], BK x BN / 4
 
 fn load_a(base: u32, m: u32, k: u32, kend: u32) -> f32 {
     if (m < params.M && k < kend) {
-        return ${A_SCALAR};
+        let i = base + m * params.a_sm + k * params.a_sk;
+        return ${A_READ};
     }
     return 0.0;
 }
 
 fn load_b(base: u32, k: u32, n: u32, kend: u32) -> f32 {
     if (k < kend && n < params.N) {
-        return ${B_SCALAR};
+        let i = base + k * params.b_sk + n * params.b_sn;
+        return ${B_READ};
     }
     return 0.0;
 }

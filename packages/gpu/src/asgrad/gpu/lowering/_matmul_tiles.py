@@ -107,7 +107,9 @@ def _fetch(
         flat = "(base + kg * params.b_sk + g * params.b_sn) / 4u"
         arr = "B"
     if vec:
-        body = f"if ({inside}) {{\n        return {arr}[{flat}];\n    }}\n    return vec4<f32>(0.0);"
+        body = (
+            f"if ({inside}) {{\n        return {arr}[{flat}];\n    }}\n    return vec4<f32>(0.0);"
+        )
     else:
         parts = []
         for e in range(4):
@@ -115,14 +117,14 @@ def _fetch(
             parts.append(scal.format(d=d, k=k))
         body = "return vec4<f32>(" + ", ".join(parts) + ");"
     fetch = (
-        f"fn fetch_{operand}(c: u32, base: u32, {origin}: u32, k0: u32, kend: u32) -> vec4<f32> {{\n"
+        f"fn fetch_{operand}(c: u32, base: u32, {origin}: u32, k0: u32, kend: u32)"
+        " -> vec4<f32> {\n"
         f"    {pos}\n    let g = {origin} + i;\n    let kg = k0 + k;\n    {body}\n}}"
     )
     row = big // 4
     if along_k:
         stores = "\n".join(
-            f"    {shared}[(k + {e}u) * {row}u + i / 4u][i % 4u] = v.{_XYZW[e]};"
-            for e in range(4)
+            f"    {shared}[(k + {e}u) * {row}u + i / 4u][i % 4u] = v.{_XYZW[e]};" for e in range(4)
         )
     else:
         stores = f"    {shared}[k * {row}u + i / 4u] = v;"
@@ -151,8 +153,12 @@ def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> s
     fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
     decl = "\n".join(f"    var c{r}_{j} = vec4<f32>(0.0);" for r, j in acc)
-    inner = [f"            let a{i} = As[k * {t.bm // 4}u + {i * t.wy}u + ty];" for i in range(t.tm // 4)]
-    inner += [f"            let b{j} = Bs[k * {t.bn // 4}u + {j * t.wx}u + tx];" for j in range(t.tn // 4)]
+    inner = [
+        f"            let a{i} = As[k * {t.bm // 4}u + {i * t.wy}u + ty];" for i in range(t.tm // 4)
+    ]
+    inner += [
+        f"            let b{j} = Bs[k * {t.bn // 4}u + {j * t.wx}u + tx];" for j in range(t.tn // 4)
+    ]
     inner += [
         f"            c{r}_{j} = fma(vec4<f32>(a{r // 4}.{_XYZW[r % 4]}), b{j}, c{r}_{j});"
         for r, j in acc
@@ -162,20 +168,16 @@ def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> s
         f"col0 + {4 * j * t.wx}u + 4u * tx, c{r}_{j});"
         for r, j in acc
     )
-    a_scalar = "A[base + m * params.a_sm + k * params.a_sk]"
-    b_scalar = "B[base + k * params.b_sk + n * params.b_sn]"
-    if vec_a:
-        a_scalar = "A[(base + m * params.a_sm + k * params.a_sk) / 4u][(m * params.a_sm + k * params.a_sk) % 4u]"
-    if vec_b:
-        b_scalar = "B[(base + k * params.b_sk + n * params.b_sn) / 4u][(k * params.b_sk + n * params.b_sn) % 4u]"
+    read_a = "A[i / 4u][i % 4u]" if vec_a else "A[i]"
+    read_b = "B[i / 4u][i % 4u]" if vec_b else "B[i]"
     return render(
         "linalg_matmul_tiled",
         A_ELEM="vec4<f32>" if vec_a else "f32",
         B_ELEM="vec4<f32>" if vec_b else "f32",
         AS_LEN=t.bk * t.bm // 4,
         BS_LEN=t.bk * t.bn // 4,
-        A_SCALAR=a_scalar,
-        B_SCALAR=b_scalar,
+        A_READ=read_a,
+        B_READ=read_b,
         FETCH_A=fa,
         FETCH_B=fb,
         WX=t.wx,
