@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu import GpuArray, get_device, to_gpu
+from asgrad.gpu import GpuArray, get_device, limits, to_gpu
 from asgrad.gpu.lowering import reduction
+from asgrad.gpu.lowering._matmul_tiles import tile as parse_tile
 from asgrad.gpu.lowering.linalg import MatrixView, matmul_into, select
 from asgrad.gpu.lowering.reduction import reduce_axis
 
@@ -33,17 +34,31 @@ Row = dict[str, Any]
 # (name, batch, M, N, K, A stored transposed, B stored transposed)
 Shape = tuple[str, int, int, int, int, bool, bool]
 
-TILES = (
+TILES: tuple[str, ...] = (
     "128x128_8x8_k8",
     "128x128_8x8_k16",
-    "128x64_8x4_k8",
-    "64x128_4x8_k8",
-    "128x64_8x4_k16",
-    "64x64_4x4_k16",
+    "128x128_8x8_k16u",
+    "128x128_8x8_k8d",
+    "128x128_8x8_k8du",
+    "128x128_8x8_k16d",
+    "128x128_8x8_k16du",
+    "128x128_8x8_k32",
+    "128x64_8x8_k16",
+    "128x64_8x8_k16d",
     "64x64_8x8_k8",
+    "64x64_8x8_k16",
+    "64x64_8x8_k16d",
+    "64x64_8x8_k8du",
+    "128x64_8x4_k8",
+    "64x64_4x4_k16",
     "32x32_4x4_k8",
 )
-SPLIT_TILES = ("128x128_8x8_k8", "128x64_8x4_k8", "64x64_4x4_k16")
+SPLIT_TILES: tuple[str, ...] = (
+    "128x128_8x8_k16",
+    "128x64_8x4_k8",
+    "128x64_8x8_k16d",
+    "64x64_8x8_k8",
+)
 
 
 def shapes(quick: bool) -> list[Shape]:
@@ -129,7 +144,7 @@ def sweep_shape(shape: Shape, torch: Any, quick: bool) -> list[Row]:
     if deep and batch == 1:
         configs += [(t, s) for t in SPLIT_TILES for s in (2, 4, 8)]
     rows: list[Row] = []
-    auto = select(M, N, K, batch)
+    auto = select(M, N, K, batch, get_device().limits["max-compute-workgroup-storage-size"])
     for tile, splits in configs:
 
         def record(tile: str | None = tile, splits: int | None = splits) -> None:
@@ -205,13 +220,35 @@ def sweep_columns(torch: Any, quick: bool) -> list[Row]:
     return rows
 
 
+def warm_up(seconds: float) -> None:
+    """Keep the GPU busy for a while so its clocks are up before anything is timed."""
+    device = get_device()
+    a = to_gpu(np.ones((2048, 2048), np.float32))
+    out = GpuArray.empty((2048, 2048), np.float32)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(10):
+            matmul_into(MatrixView(a), MatrixView(a), out)
+        device.synchronize()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (lavapipe)")
     parser.add_argument("--json", help="write all rows to this file")
     parser.add_argument("--only", help="comma-separated shape names to sweep")
+    parser.add_argument(
+        "--shared", type=int, default=32768, help="workgroup memory to ask the adapter for"
+    )
     args = parser.parse_args()
+    limits.DATA_SIZE_CAPS["max-compute-workgroup-storage-size"] = args.shared
     device = get_device()
+    shared = device.limits["max-compute-workgroup-storage-size"]
+    global TILES, SPLIT_TILES
+    TILES = tuple(t for t in TILES if parse_tile(t).shared <= shared)
+    SPLIT_TILES = tuple(t for t in SPLIT_TILES if parse_tile(t).shared <= shared)
+    if not args.quick:
+        warm_up(2.0)
     caps = device.capabilities
     print(f"# adapter: {caps.adapter} via {caps.backend}", flush=True)
     torch = None if args.quick else _torch()

@@ -5,7 +5,7 @@
 // operand layout; the placeholders are that generated code.
 //
 // K advances in steps of BK through a BM x BK tile of A and a BK x BN tile of B in
-// workgroup memory, stored k-major as vec4 so the inner loop reads four rows/columns
+// workgroup memory (two of each with double buffering), stored k-major as vec4 so the inner loop reads four rows/columns
 // at once; a thread owns rows 4 * (i * WY + ty) + 0..3 (i < TM / 4) and the same pattern
 // of columns, so neighbouring threads read neighbouring vec4 (no bank conflicts). The
 // next tiles are fetched into registers before the current ones are used (register
@@ -101,18 +101,7 @@ fn main(
 
 ${ACC_DECL}
 
-${FETCH_FIRST}
-    for (var k0 = kbeg; k0 < kend; k0 += ${BK}u) {
-${STASH}
-        workgroupBarrier();
-        if (k0 + ${BK}u < kend) {
-${FETCH_NEXT}
-        }
-        for (var k = 0u; k < ${BK}u; k++) {
-${INNER}
-        }
-        workgroupBarrier();
-    }
+${MAIN_LOOP}
 
 ${STORE}
 }

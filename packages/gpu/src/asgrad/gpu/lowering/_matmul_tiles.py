@@ -31,10 +31,22 @@ class Tile:
     tm: int
     tn: int
     bk: int
+    double: bool = False  # two K-step buffers in workgroup memory, one barrier a step
+    unroll: bool = False  # the K-step's inner loop written out
 
     @property
     def name(self) -> str:
-        return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}"
+        flags = "d" * self.double + "u" * self.unroll
+        return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}"
+
+    @property
+    def stages(self) -> int:
+        return 2 if self.double else 1
+
+    @property
+    def shared(self) -> int:
+        """Bytes of workgroup memory."""
+        return (self.bm + self.bn) * self.bk * 4 * self.stages
 
     @property
     def wx(self) -> int:
@@ -56,12 +68,15 @@ def tile(name: str) -> Tile:
         block, thread, depth = full.split("_")
         bm, bn = (int(v) for v in block.split("x"))
         tm, tn = (int(v) for v in thread.split("x"))
-        bk = int(depth.removeprefix("k"))
+        flags = depth.removeprefix("k").lstrip("0123456789")
+        bk = int(depth.removeprefix("k").removesuffix(flags))
+        if set(flags) - {"d", "u"}:
+            raise ValueError(flags)
     except ValueError:
         raise GpuUnsupportedError(
             f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK (e.g. 128x64_8x4_k8)"
         ) from None
-    t = Tile(bm, bn, tm, tn, bk)
+    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags)
     ok = (
         tm in (4, 8)
         and tn in (4, 8)
@@ -69,12 +84,13 @@ def tile(name: str) -> Tile:
         and bn % tn == 0
         and bk % 4 == 0
         and t.threads <= 1024
-        and (bm + bn) * bk * 4 <= 32768
+        and t.shared <= 32768
     )
     if not ok:
         raise GpuUnsupportedError(
             f"matmul tile {name!r}: TM and TN must be 4 or 8, dividing BM and BN; BK a "
-            "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory"
+            "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
+            "after BK: d (double buffer), u (unrolled)"
         )
     return t
 
@@ -124,11 +140,12 @@ def _fetch(
     row = big // 4
     if along_k:
         stores = "\n".join(
-            f"    {shared}[(k + {e}u) * {row}u + i / 4u][i % 4u] = v.{_XYZW[e]};" for e in range(4)
+            f"    {shared}[off + (k + {e}u) * {row}u + i / 4u][i % 4u] = v.{_XYZW[e]};"
+            for e in range(4)
         )
     else:
-        stores = f"    {shared}[k * {row}u + i / 4u] = v;"
-    stash = f"fn stash_{operand}(c: u32, v: vec4<f32>) {{\n    {pos}\n{stores}\n}}"
+        stores = f"    {shared}[off + k * {row}u + i / 4u] = v;"
+    stash = f"fn stash_{operand}(c: u32, v: vec4<f32>, off: u32) {{\n    {pos}\n{stores}\n}}"
     first, stash_calls, nxt = [], [], []
     for q in range(per):
         c = f"li + {q * t.threads}u"
@@ -138,9 +155,9 @@ def _fetch(
             f"    var {reg} = vec4<f32>(0.0);\n    {cond}{{ {reg} = fetch_{operand}({c}, "
             f"{operand}_base, {origin}, kbeg, kend); }}"
         )
-        stash_calls.append(f"        {cond}{{ stash_{operand}({c}, {reg}); }}")
+        stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, OFF_{operand.upper()}); }}")
         nxt.append(
-            f"            {cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
+            f"{cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
             f"k0 + {t.bk}u, kend); }}"
         )
     return fetch + "\n\n" + stash, first, stash_calls, nxt
@@ -153,16 +170,24 @@ def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> s
     fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
     decl = "\n".join(f"    var c{r}_{j} = vec4<f32>(0.0);" for r, j in acc)
-    inner = [
-        f"            let a{i} = As[k * {t.bm // 4}u + {i * t.wy}u + ty];" for i in range(t.tm // 4)
-    ]
-    inner += [
-        f"            let b{j} = Bs[k * {t.bn // 4}u + {j * t.wx}u + tx];" for j in range(t.tn // 4)
-    ]
-    inner += [
-        f"            c{r}_{j} = fma(vec4<f32>(a{r // 4}.{_XYZW[r % 4]}), b{j}, c{r}_{j});"
-        for r, j in acc
-    ]
+
+    def step(k: str) -> list[str]:  # the products of one k of the K-step
+        lines = [
+            f"let a{i} = As[oa + {k} * {t.bm // 4}u + {i * t.wy}u + ty];" for i in range(t.tm // 4)
+        ]
+        lines += [
+            f"let b{j} = Bs[ob + {k} * {t.bn // 4}u + {j * t.wx}u + tx];" for j in range(t.tn // 4)
+        ]
+        lines += [
+            f"c{r}_{j} = fma(vec4<f32>(a{r // 4}.{_XYZW[r % 4]}), b{j}, c{r}_{j});" for r, j in acc
+        ]
+        return lines
+
+    if t.unroll:
+        inner = [f"{{ {' '.join(step(f'{k}u'))} }}" for k in range(t.bk)]
+    else:
+        inner = [f"for (var k = 0u; k < {t.bk}u; k++) {{", *step("k"), "}"]
+    loop = _loop(t, first_a + first_b, stash_a + stash_b, next_a + next_b, inner)
     store = "\n".join(
         f"    store_row(c_base, row0 + {4 * (r // 4) * t.wy + r % 4}u + 4u * ty, "
         f"col0 + {4 * j * t.wx}u + 4u * tx, c{r}_{j});"
@@ -174,8 +199,8 @@ def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> s
         "linalg_matmul_tiled",
         A_ELEM="vec4<f32>" if vec_a else "f32",
         B_ELEM="vec4<f32>" if vec_b else "f32",
-        AS_LEN=t.bk * t.bm // 4,
-        BS_LEN=t.bk * t.bn // 4,
+        AS_LEN=t.stages * t.bk * t.bm // 4,
+        BS_LEN=t.stages * t.bk * t.bn // 4,
         A_READ=read_a,
         B_READ=read_b,
         FETCH_A=fa,
@@ -186,9 +211,58 @@ def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> s
         BN=t.bn,
         BK=t.bk,
         ACC_DECL=decl,
-        FETCH_FIRST="\n".join(first_a + first_b),
-        STASH="\n".join(stash_a + stash_b),
-        FETCH_NEXT="\n".join(next_a + next_b),
-        INNER="\n".join(inner),
+        MAIN_LOOP=loop,
         STORE=store,
+    )
+
+
+def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: list[str]) -> str:
+    """The K loop: fetch the next tiles into registers while computing on the current."""
+    sa, sb = t.bk * t.bm // 4, t.bk * t.bn // 4
+
+    def block(lines: list[str], indent: int, oa: str = "0u", ob: str = "0u") -> str:
+        pad = " " * indent
+        text = "\n".join(pad + line for line in lines)
+        return text.replace("OFF_A", oa).replace("OFF_B", ob)
+
+    if not t.double:  # one buffer: a barrier before and after the products
+        return "\n".join(
+            [
+                "\n".join(first),
+                "    let oa = 0u;",
+                "    let ob = 0u;",
+                f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
+                block(stash, 8),
+                "        workgroupBarrier();",
+                f"        if (k0 + {t.bk}u < kend) {{",
+                block(nxt, 12),
+                "        }",
+                block(inner, 8),
+                "        workgroupBarrier();",
+                "    }",
+            ]
+        )
+    # two buffers: the next tiles go into the other one while this one is read, so one
+    # barrier per step suffices
+    return "\n".join(
+        [
+            "\n".join(first),
+            block(stash, 4),
+            "    workgroupBarrier();",
+            "    var cur = 0u;",
+            f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
+            f"        let more = k0 + {t.bk}u < kend;",
+            "        if (more) {",
+            block(nxt, 12),
+            "        }",
+            f"        let oa = cur * {sa}u;",
+            f"        let ob = cur * {sb}u;",
+            block(inner, 8),
+            "        if (more) {",
+            block(stash, 12, f"(1u - cur) * {sa}u", f"(1u - cur) * {sb}u"),
+            "        }",
+            "        workgroupBarrier();",
+            "        cur = 1u - cur;",
+            "    }",
+        ]
     )

@@ -138,11 +138,17 @@ def matmul_into(
         # B is shared by every batch element and A's rows continue from one element to
         # the next: one (batch * M) x N product instead of a batched one
         M, batch, a_bs, b_bs, nbatch = M * nbatch, (), [], [], 1
+    max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
     if variant is None or splits is None:
-        chosen, chosen_splits = select(M, N, K, nbatch)
+        chosen, chosen_splits = select(M, N, K, nbatch, max_shared)
         variant = chosen if variant is None else variant
         splits = chosen_splits if splits is None else splits
     t = tiles.tile(variant)
+    if t.shared > max_shared:
+        raise GpuUnsupportedError(
+            f"matmul tile {variant!r} needs {t.shared} bytes of workgroup memory; this "
+            f"device allows {max_shared}: choose a smaller tile or BK"
+        )
     # K pieces of k_len (a multiple of BK), the last one possibly shorter
     steps = max(1, -(-K // t.bk))
     k_len = -(-steps // max(1, min(int(splits), steps))) * t.bk
@@ -198,36 +204,43 @@ def _vec4(
     return st[axis] == 1 and all(v % 4 == 0 for v in others)
 
 
-# Workgroups that fill a large GPU (an H200 has 132 SMs); fewer leave SMs idle.
-BUSY_GROUPS = 256
-# Tiles in order of preference (per-thread work falls, launches grow), and the least
-# fraction of a tile's outputs that must be inside the matrix for it to be chosen.
-PREFERRED = ("128x128_8x8_k8", "128x64_8x4_k8", "64x128_4x8_k8", "64x64_4x4_k16")
+# The tiles select() picks from (measured on an H200: benchmarks/matmul_sweep.py):
+# LARGE while it gives at least LARGE_GROUPS workgroups, MEDIUM (64 threads, 8x8 each)
+# for mid-sized and batched products, SMALL for small matrices, SPLIT for deep K.
+LARGE = "128x128_8x8_k16"
+MEDIUM = "64x64_8x8_k8"
 SMALL = "32x32_4x4_k8"
+SPLIT = "128x64_8x4_k8"
+LARGE_GROUPS = 128
+# The least fraction of a tile's outputs inside the matrix for it to be chosen.
 MIN_USE = 0.75
-# Split K only for deep products, into pieces at least this long.
+# Split-K: for K at least DEEP times max(M, N), into pieces of at least MIN_SPLIT_K,
+# aiming at SPLIT_GROUPS workgroups, at most MAX_SPLITS pieces.
+DEEP = 4
 MIN_SPLIT_K = 256
+SPLIT_GROUPS = 512
+MAX_SPLITS = 8
 
 
-def select(M: int, N: int, K: int, nbatch: int) -> tuple[str, int]:
-    """The tile and the number of K pieces for an (M, N, K) product over ``nbatch``."""
-    fitting = []
-    for name in PREFERRED:
+def select(M: int, N: int, K: int, nbatch: int, max_shared: int = 16384) -> tuple[str, int]:
+    """The tile and the number of K pieces for an (M, N, K) product over ``nbatch``,
+    among tiles needing at most ``max_shared`` bytes of workgroup memory."""
+
+    def grid(name: str) -> tuple[int, float]:
         t = tiles.tile(name)
         gm, gn = -(-M // t.bm), -(-N // t.bn)
-        if M * N / (gm * t.bm * gn * t.bn) >= MIN_USE:
-            fitting.append((name, gm * gn * nbatch))
-    for name, groups in fitting:
-        if groups >= BUSY_GROUPS:
-            return name, 1
-    if not fitting:
-        return SMALL, 1
-    # too few tiles to fill the GPU: cut a deep K into pieces, else the smallest tile
-    name, groups = fitting[-1]
-    splits = min(-(-BUSY_GROUPS // groups), K // MIN_SPLIT_K)
-    if splits >= 2:
-        return name, splits
-    return (name if groups * 8 >= BUSY_GROUPS else SMALL), 1
+        return gm * gn * nbatch, M * N / (gm * t.bm * gn * t.bn)
+
+    if nbatch == 1 and DEEP * max(M, N) <= K and K >= 2 * MIN_SPLIT_K:
+        groups, _ = grid(SPLIT)
+        splits = min(MAX_SPLITS, -(-SPLIT_GROUPS // groups), K // MIN_SPLIT_K)
+        if splits >= 2:
+            return SPLIT, splits
+    groups, use = grid(LARGE)
+    if use >= MIN_USE and groups >= LARGE_GROUPS and tiles.tile(LARGE).shared <= max_shared:
+        return LARGE, 1
+    _, use = grid(MEDIUM)
+    return (MEDIUM if use >= MIN_USE or M * N * nbatch >= 64 * 64 * 64 else SMALL), 1
 
 
 def _matmul(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
