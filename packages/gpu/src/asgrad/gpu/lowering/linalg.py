@@ -139,8 +139,11 @@ def matmul_into(
         # the next: one (batch * M) x N product instead of a batched one
         M, batch, a_bs, b_bs, nbatch = M * nbatch, (), [], [], 1
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
+    a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
+    a_layout = "k" if a_st[1] == 1 else "m"
+    b_layout = "n" if b_st[1] == 1 else "k"
     if variant is None or splits is None:
-        chosen, chosen_splits = select(M, N, K, nbatch, max_shared)
+        chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
         variant = chosen if variant is None else variant
         splits = chosen_splits if splits is None else splits
     t = tiles.tile(variant)
@@ -154,7 +157,6 @@ def matmul_into(
     k_len = -(-steps // max(1, min(int(splits), steps))) * t.bk
     splits = max(1, -(-K // k_len))
     pad = MAX_BATCH_DIMS - len(batch)
-    a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
     meta = struct.pack(
         "<4I4I4I4I4I4I",
         M, N, K, k_len,
@@ -162,8 +164,6 @@ def matmul_into(
         b.offset, *b_st, nbatch,
         *([1] * pad + list(batch)), *([0] * pad + a_bs), *([0] * pad + b_bs),
     )  # fmt: skip
-    a_layout = "k" if a_st[1] == 1 else "m"
-    b_layout = "n" if b_st[1] == 1 else "k"
     vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
     vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
     pipe = device.pipeline(
@@ -204,41 +204,55 @@ def _vec4(
     return st[axis] == 1 and all(v % 4 == 0 for v in others)
 
 
-# The tiles select() picks from (measured on an H200: benchmarks/matmul_sweep.py):
-# LARGE while it gives at least LARGE_GROUPS workgroups, MEDIUM (64 threads, 8x8 each)
-# for mid-sized and batched products, SMALL for small matrices, SPLIT for deep K.
-LARGE = "128x128_8x8_k16"
+# The tiles select() picks from, measured on an H200 (benchmarks/matmul_sweep.py):
+# LARGE (double-buffered, unrolled) for row-major operands, LARGE_T (BK 16, unrolled)
+# when an operand is read transposed, while they give LARGE_GROUPS workgroups; MEDIUM
+# (64 threads, 8x8 each) for mid-sized and batched products, SMALL for small matrices.
+LARGE = "128x128_8x8_k8du"
+LARGE_T = "128x128_8x8_k16u"
 MEDIUM = "64x64_8x8_k8"
 SMALL = "32x32_4x4_k8"
-SPLIT = "128x64_8x4_k8"
+SPLIT_SMALL = "128x64_8x4_k8"
 LARGE_GROUPS = 128
 # The least fraction of a tile's outputs inside the matrix for it to be chosen.
 MIN_USE = 0.75
-# Split-K: for K at least DEEP times max(M, N), into pieces of at least MIN_SPLIT_K,
-# aiming at SPLIT_GROUPS workgroups, at most MAX_SPLITS pieces.
+# Split-K when the large tile gives fewer than LARGE_GROUPS workgroups and K is at
+# least DEEP pieces of MIN_SPLIT_K: up to MAX_SPLITS pieces, aiming at SPLIT_GROUPS.
 DEEP = 4
 MIN_SPLIT_K = 256
-SPLIT_GROUPS = 512
+SPLIT_GROUPS = 256
 MAX_SPLITS = 8
 
 
-def select(M: int, N: int, K: int, nbatch: int, max_shared: int = 16384) -> tuple[str, int]:
-    """The tile and the number of K pieces for an (M, N, K) product over ``nbatch``,
-    among tiles needing at most ``max_shared`` bytes of workgroup memory."""
+def select(
+    M: int,
+    N: int,
+    K: int,
+    nbatch: int,
+    max_shared: int = 16384,
+    layouts: tuple[str, str] = ("k", "n"),
+) -> tuple[str, int]:
+    """The tile and the number of K pieces for an (M, N, K) product over ``nbatch``
+    with operands contiguous along ``layouts`` (A: "k" or "m", B: "n" or "k"), among
+    tiles needing at most ``max_shared`` bytes of workgroup memory."""
 
     def grid(name: str) -> tuple[int, float]:
         t = tiles.tile(name)
         gm, gn = -(-M // t.bm), -(-N // t.bn)
         return gm * gn * nbatch, M * N / (gm * t.bm * gn * t.bn)
 
-    if nbatch == 1 and DEEP * max(M, N) <= K and K >= 2 * MIN_SPLIT_K:
-        groups, _ = grid(SPLIT)
+    large = LARGE if layouts == ("k", "n") else LARGE_T
+    if tiles.tile(large).shared > max_shared:
+        large = "128x128_8x8_k8"
+    groups, use = grid(large)
+    if use >= MIN_USE and groups >= LARGE_GROUPS:
+        return large, 1
+    if use >= MIN_USE and nbatch == 1 and K >= DEEP * MIN_SPLIT_K:
+        tile = large if groups * MAX_SPLITS >= LARGE_GROUPS else SPLIT_SMALL
+        groups, _ = grid(tile)
         splits = min(MAX_SPLITS, -(-SPLIT_GROUPS // groups), K // MIN_SPLIT_K)
         if splits >= 2:
-            return SPLIT, splits
-    groups, use = grid(LARGE)
-    if use >= MIN_USE and groups >= LARGE_GROUPS and tiles.tile(LARGE).shared <= max_shared:
-        return LARGE, 1
+            return tile, splits
     _, use = grid(MEDIUM)
     return (MEDIUM if use >= MIN_USE or M * N * nbatch >= 64 * 64 * 64 else SMALL), 1
 
