@@ -206,21 +206,26 @@ def _vec4(
 
 # The tiles select() picks from, measured on an H200 (benchmarks/matmul_sweep.py):
 # LARGE (double-buffered, unrolled) for row-major operands, LARGE_T (BK 16, unrolled)
-# when an operand is read transposed, while they give LARGE_GROUPS workgroups; MEDIUM
-# (64 threads, 8x8 each) for mid-sized and batched products, SMALL for small matrices.
+# when an operand is read transposed, while they give LARGE_GROUPS workgroups; SHALLOW
+# for K below SHALLOW_K and batches of narrow matrices (attention heads); FEW (64
+# threads, 8x8 each) when 128x128 tiles would not fill the GPU; SPLIT_FEW for deep K
+# with very few outputs; MEDIUM and SMALL for small matrices.
 LARGE = "128x128_8x8_k8du"
 LARGE_T = "128x128_8x8_k16u"
+SHALLOW = "128x64_8x8_k8du"
+FEW = "64x64_8x8_k8du"
+SPLIT_FEW = "64x64_8x8_k8du"
 MEDIUM = "64x64_8x8_k8"
 SMALL = "32x32_4x4_k8"
-SPLIT_SMALL = "128x64_8x4_k8"
 LARGE_GROUPS = 128
+SHALLOW_K = 256
 # The least fraction of a tile's outputs inside the matrix for it to be chosen.
 MIN_USE = 0.75
 # Split-K when the large tile gives fewer than LARGE_GROUPS workgroups and K is at
-# least DEEP pieces of MIN_SPLIT_K: up to MAX_SPLITS pieces, aiming at SPLIT_GROUPS.
+# least DEEP times max(M, N): MAX_SPLITS pieces (fewer when K is short: at least
+# MIN_SPLIT_K each).
 DEEP = 4
 MIN_SPLIT_K = 256
-SPLIT_GROUPS = 256
 MAX_SPLITS = 8
 
 
@@ -241,18 +246,26 @@ def select(
         gm, gn = -(-M // t.bm), -(-N // t.bn)
         return gm * gn * nbatch, M * N / (gm * t.bm * gn * t.bn)
 
+    def usable(name: str) -> bool:
+        return grid(name)[1] >= MIN_USE and tiles.tile(name).shared <= max_shared
+
     large = LARGE if layouts == ("k", "n") else LARGE_T
-    if tiles.tile(large).shared > max_shared:
-        large = "128x128_8x8_k8"
-    groups, use = grid(large)
-    if use >= MIN_USE and groups >= LARGE_GROUPS:
+    groups = grid(large)[0]
+    if K < SHALLOW_K and usable(SHALLOW) and grid(SHALLOW)[0] >= LARGE_GROUPS:
+        return SHALLOW, 1
+    if usable(large) and groups >= LARGE_GROUPS:
         return large, 1
-    if use >= MIN_USE and nbatch == 1 and K >= DEEP * MIN_SPLIT_K:
-        tile = large if groups * MAX_SPLITS >= LARGE_GROUPS else SPLIT_SMALL
-        groups, _ = grid(tile)
-        splits = min(MAX_SPLITS, -(-SPLIT_GROUPS // groups), K // MIN_SPLIT_K)
-        if splits >= 2:
-            return tile, splits
+    if nbatch > 1 and usable(SHALLOW) and grid(SHALLOW)[0] >= LARGE_GROUPS:
+        return SHALLOW, 1  # batches of matrices too narrow for 128x128 tiles
+    deep = max(DEEP * max(M, N), 2 * MIN_SPLIT_K)
+    if nbatch == 1 and deep <= K:
+        splits = min(MAX_SPLITS, K // MIN_SPLIT_K)
+        if usable(large) and groups * splits >= LARGE_GROUPS:
+            return large, splits
+        if usable(SPLIT_FEW):
+            return SPLIT_FEW, splits
+    if usable(FEW) and grid(FEW)[0] >= LARGE_GROUPS // 2:
+        return FEW, 1
     _, use = grid(MEDIUM)
     return (MEDIUM if use >= MIN_USE or M * N * nbatch >= 64 * 64 * 64 else SMALL), 1
 
