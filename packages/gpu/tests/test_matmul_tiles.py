@@ -143,3 +143,27 @@ def test_block_column_reduction_lets_nan_win(device: Device) -> None:
     assert np.isnan(got[5])
     assert np.isnan(got).sum() == 1
     np.testing.assert_array_equal(np.delete(got, 5), np.delete(x.max(0), 5))
+
+
+@pytest.mark.parametrize("tile", [None, LARGE, SMALL])
+def test_epilogue_adds_a_bias_and_applies_an_activation(device: Device, tile: str | None) -> None:
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 21, 30)).astype(np.float32)
+    w = rng.standard_normal((30, 37)).astype(np.float32)
+    bias = rng.standard_normal(37).astype(np.float32)
+    scale = np.array([0.5], np.float32)
+    out = GpuArray.empty((3, 21, 37), np.float32, device)
+    before = device.counter.dispatches
+    epilogue = ("max(x0 + x1, 0.0) * x2", [to_gpu(bias, device), to_gpu(scale, device)])
+    matmul_into(_view(device, x, False), _view(device, w, True), out, tile, 4, epilogue)
+    assert device.counter.dispatches - before == 1  # no split-K, no second pass
+    want = np.maximum(x @ w + bias, 0.0) * 0.5
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_epilogue_operands_are_checked(device: Device) -> None:
+    a = to_gpu(np.ones((4, 6), np.float32), device)
+    out = GpuArray.empty((4, 4), np.float32, device)
+    wrong = to_gpu(np.ones(6, np.float32), device)
+    with pytest.raises(GpuUnsupportedError, match="4 elements"):
+        matmul_into(MatrixView(a), MatrixView(a).transpose(), out, epilogue=("x0 + x1", [wrong]))

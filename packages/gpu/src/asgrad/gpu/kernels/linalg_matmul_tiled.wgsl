@@ -16,6 +16,10 @@
 // Split-K: grid z runs over splits * batch; split s reduces K range
 // [s * k_len, min(K, (s + 1) * k_len)) and writes its own (M, N) slab of C, which the
 // caller sums (a column reduction). With one split this is the plain product.
+//
+// Epilogue: each element x0 of C goes through epilogue(x0, n) as it is stored: the
+// identity, or an elementwise expression of x0 and vectors indexed by the column n
+// (a bias, then an activation), so add(matmul(x, W), b) needs no second pass.
 
 struct Meta {
     M: u32, N: u32, K: u32, k_len: u32,
@@ -30,6 +34,8 @@ struct Meta {
 @group(0) @binding(1) var<storage, read> A: array<${A_ELEM}>;
 @group(0) @binding(2) var<storage, read> B: array<${B_ELEM}>;
 @group(0) @binding(3) var<storage, read_write> C: array<f32>;
+
+${EPILOGUE}
 
 var<workgroup> As: array<vec4<f32>, ${AS_LEN}>;  // [k][m / 4], BK x BM / 4
 var<workgroup> Bs: array<vec4<f32>, ${BS_LEN}>;  // [k][n / 4], BK x BN / 4
@@ -60,15 +66,15 @@ fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
     }
     let base = c_base + m * params.N;
     if (n + 3u < params.N) {
-        C[base + n] = v.x;
-        C[base + n + 1u] = v.y;
-        C[base + n + 2u] = v.z;
-        C[base + n + 3u] = v.w;
+        C[base + n] = epilogue(v.x, n);
+        C[base + n + 1u] = epilogue(v.y, n + 1u);
+        C[base + n + 2u] = epilogue(v.z, n + 2u);
+        C[base + n + 3u] = epilogue(v.w, n + 3u);
         return;
     }
-    if (n < params.N) { C[base + n] = v.x; }
-    if (n + 1u < params.N) { C[base + n + 1u] = v.y; }
-    if (n + 2u < params.N) { C[base + n + 2u] = v.z; }
+    if (n < params.N) { C[base + n] = epilogue(v.x, n); }
+    if (n + 1u < params.N) { C[base + n + 1u] = epilogue(v.y, n + 1u); }
+    if (n + 2u < params.N) { C[base + n + 2u] = epilogue(v.z, n + 2u); }
 }
 
 @compute @workgroup_size(${WX}, ${WY}, 1)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.source import render
+from asgrad.gpu.source import kernel_text, render
 
-__all__ = ["ALIASES", "Tile", "source", "tile"]
+__all__ = ["ALIASES", "IDENTITY", "Tile", "epilogue_source", "source", "tile"]
 
 # Short names kept from the first kernels (tests and benchmarks use them).
 ALIASES = {"128": "128x128_8x8_k8", "64": "64x64_4x4_k16", "32": "32x32_4x4_k8"}
@@ -163,9 +163,32 @@ def _fetch(
     return fetch + "\n\n" + stash, first, stash_calls, nxt
 
 
-def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> str:
+IDENTITY = "fn epilogue(x0: f32, n: u32) -> f32 {\n    return x0;\n}"
+
+
+def epilogue_source(expr: str, per_column: tuple[bool, ...]) -> str:
+    """The epilogue function of ``expr`` (WGSL over x0, the product's element, and
+    x1, x2...: operand i read at the column n when ``per_column[i - 1]``, else its only
+    element), the prelude and the operands' bindings (4, 5...)."""
+    binds = "\n".join(
+        f"@group(0) @binding({4 + i}) var<storage, read> E{i + 1}: array<f32>;"
+        for i in range(len(per_column))
+    )
+    reads = "\n".join(
+        f"    let x{i + 1} = E{i + 1}[{'n' if col else '0u'}];" for i, col in enumerate(per_column)
+    )
+    return (
+        f"{kernel_text('prelude')}\n{binds}\n\n"
+        f"fn epilogue(x0: f32, n: u32) -> f32 {{\n{reads}\n    return {expr};\n}}"
+    )
+
+
+def source(
+    t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool, epilogue: str = IDENTITY
+) -> str:
     """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
-    and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``."""
+    and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``, storing
+    through ``epilogue`` (:func:`epilogue_source`)."""
     fa, first_a, stash_a, next_a = _fetch("a", t, a_layout, vec_a)
     fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
@@ -212,6 +235,7 @@ def source(t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool) -> s
         BK=t.bk,
         ACC_DECL=decl,
         MAIN_LOOP=loop,
+        EPILOGUE=epilogue,
         STORE=store,
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -22,11 +23,27 @@ from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.tensor import TensorType
 
-__all__ = ["LOWERINGS", "WGSL_FILES", "MatrixView", "matmul", "matmul_into", "select"]
+__all__ = [
+    "LOWERINGS",
+    "WGSL_FILES",
+    "Epilogue",
+    "MatrixView",
+    "matmul",
+    "matmul_into",
+    "select",
+]
 
-WGSL_FILES: tuple[str, ...] = ("linalg_matmul_tiled.wgsl", "reduction_cols.wgsl")
+WGSL_FILES: tuple[str, ...] = (
+    "linalg_matmul_tiled.wgsl",
+    "prelude.wgsl",
+    "reduction_cols_block.wgsl",
+    "reduction_cols.wgsl",
+)
 
 MAX_BATCH_DIMS = 4
+
+# An expression stored instead of the product, and its extra operands (matmul_into).
+Epilogue = tuple[str, Sequence[GpuArray]]
 
 
 class MatrixView:
@@ -108,12 +125,16 @@ def matmul_into(
     out: GpuArray,
     variant: str | None = None,
     splits: int | None = None,
+    epilogue: Epilogue | None = None,
 ) -> None:
     """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
 
     ``variant`` names a tile (:func:`asgrad.gpu.lowering._matmul_tiles.tile`) and
     ``splits`` the number of pieces K is cut into (split-K); by default both come from
-    :func:`select` for the product's sizes.
+    :func:`select` for the product's sizes. ``epilogue`` = ``(expr, operands)`` stores
+    ``expr`` instead of the product: a WGSL expression of ``x0`` (the product's element)
+    and ``x1``, ``x2``... (the float32 ``operands``, each of N elements, read at the
+    element's column, or of one element), e.g. ``("max(x0 + x1, 0.0)", [bias])``.
     """
     device = out.device
     if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
@@ -142,6 +163,15 @@ def matmul_into(
     a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
     a_layout = "k" if a_st[1] == 1 else "m"
     b_layout = "n" if b_st[1] == 1 else "k"
+    expr, extra = epilogue if epilogue is not None else ("x0", [])
+    for operand in extra:
+        if operand.dtype != np.float32 or operand.size not in (N, 1):
+            raise GpuUnsupportedError(
+                f"a matmul epilogue operand must be float32 of {N} elements (one per "
+                f"column) or one element; got {operand.dtype} of shape {operand.shape}"
+            )
+    if extra:
+        splits = 1  # the epilogue runs as the product is stored: no partial products
     if variant is None or splits is None:
         chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
         variant = chosen if variant is None else variant
@@ -166,18 +196,19 @@ def matmul_into(
     )  # fmt: skip
     vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
     vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
+    per_column = tuple(operand.size == N for operand in extra)
+    epi = tiles.epilogue_source(expr, per_column) if extra or expr != "x0" else tiles.IDENTITY
     pipe = device.pipeline(
-        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b),
-        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b),
-        ("uniform", "read", "read", "write"),
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (expr, per_column)),
+        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi),
+        ("uniform", "read", "read", "write") + ("read",) * len(extra),
     )
     groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
     if max(groups) > device.max_groups:
         raise GpuUnsupportedError(f"matmul grid {groups} exceeds the device limit")
     target = out if splits == 1 else GpuArray.empty((splits, nbatch * M * N), np.float32, device)
-    device.dispatch(
-        pipe, (device.params(meta), a.array.buffer, b.array.buffer, target.buffer), groups
-    )
+    buffers = (device.params(meta), a.array.buffer, b.array.buffer, target.buffer)
+    device.dispatch(pipe, (*buffers, *(operand.buffer for operand in extra)), groups)
     if splits > 1:  # sum the partial products (one per piece of K)
         reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))
 
