@@ -155,7 +155,8 @@ def matmul_into(
     if nbatch == 0 or M == 0 or N == 0:
         return
     a_bs, b_bs = _batch_strides(a, batch), _batch_strides(b, batch)
-    if nbatch > 1 and not any(b_bs) and _folds(a, batch, a_bs):
+    tall = M * nbatch <= 32 * device.max_groups  # rows of the smallest tile fit the grid
+    if nbatch > 1 and tall and not any(b_bs) and _folds(a, batch, a_bs):
         # B is shared by every batch element and A's rows continue from one element to
         # the next: one (batch * M) x N product instead of a batched one
         M, batch, a_bs, b_bs, nbatch = M * nbatch, (), [], [], 1
