@@ -1,28 +1,49 @@
 """The linalg family on the GPU: batched, broadcasting matmul through strided reads.
 
-Two tiled kernels (``kernels/linalg_matmul_128.wgsl`` for large products,
-``kernels/linalg_matmul_small.wgsl`` with 64 or 32 tiles otherwise) read their operands through
-:class:`MatrixView` strides, so a transposed operand costs no copy.
+One tiled kernel (``kernels/linalg_matmul_tiled.wgsl``, generated per tile shape by
+:mod:`._matmul_tiles`) reads its operands through :class:`MatrixView` strides, so a
+transposed operand costs no copy, and as vec4 where they are aligned. :func:`select`
+picks the tile per product (large tiles while they fill the GPU, smaller ones or
+split-K, summed by a column reduction, when they would not), and a batch of products
+sharing one B matrix runs as one taller product.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 
 import numpy as np
 
 from asgrad.gpu.array import GpuArray, contiguous_strides
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering.common import Attrs, Lowering
-from asgrad.gpu.source import render
+from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.tensor import TensorType
 
-__all__ = ["LOWERINGS", "WGSL_FILES", "MatrixView", "matmul", "matmul_into"]
+__all__ = [
+    "LOWERINGS",
+    "WGSL_FILES",
+    "Epilogue",
+    "MatrixView",
+    "matmul",
+    "matmul_into",
+    "select",
+]
 
-WGSL_FILES: tuple[str, ...] = ("linalg_matmul_128.wgsl", "linalg_matmul_small.wgsl")
+WGSL_FILES: tuple[str, ...] = (
+    "linalg_matmul_tiled.wgsl",
+    "prelude.wgsl",
+    "reduction_cols_block.wgsl",
+    "reduction_cols.wgsl",
+)
 
 MAX_BATCH_DIMS = 4
+
+# An expression stored instead of the product, and its extra operands (matmul_into).
+Epilogue = tuple[str, Sequence[GpuArray]]
 
 
 class MatrixView:
@@ -58,13 +79,17 @@ def _as_view(x: GpuArray | MatrixView) -> MatrixView:
 
 
 def matmul(
-    a: GpuArray | MatrixView, b: GpuArray | MatrixView, variant: str | None = None
+    a: GpuArray | MatrixView,
+    b: GpuArray | MatrixView,
+    variant: str | None = None,
+    splits: int | None = None,
 ) -> GpuArray:
     """``numpy.matmul`` semantics for float32 arrays (batch dims broadcast).
 
     1-D operands follow numpy: a vector is promoted to a matrix and the added
-    dimension removed from the result. ``variant`` ("128", "64", "32") forces a tile
-    size (tests and benchmarks); by default it is chosen from the sizes.
+    dimension removed from the result. ``variant`` (a tile name such as
+    ``"128x64_8x4_k8"``, or "128", "64", "32") forces a tile (tests and benchmarks);
+    by default it is chosen from the sizes.
     """
     va, vb = _as_view(a), _as_view(b)
     squeeze: list[int] = []
@@ -77,7 +102,7 @@ def matmul(
     batch = tuple(np.broadcast_shapes(va.shape[:-2], vb.shape[:-2]))
     shape = (*batch, va.shape[-2], vb.shape[-1])
     out = GpuArray.empty(shape, np.float32, va.array.device)
-    matmul_into(va, vb, out, variant)
+    matmul_into(va, vb, out, variant, splits)
     if squeeze:
         final = list(shape)
         for axis in sorted(squeeze):
@@ -94,8 +119,23 @@ def _batch_strides(view: MatrixView, batch: tuple[int, ...]) -> list[int]:
     return [0 if s == 1 else st for s, st in zip(shape, strides, strict=True)]
 
 
-def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None = None) -> None:
-    """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape."""
+def matmul_into(
+    a: MatrixView,
+    b: MatrixView,
+    out: GpuArray,
+    variant: str | None = None,
+    splits: int | None = None,
+    epilogue: Epilogue | None = None,
+) -> None:
+    """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
+
+    ``variant`` names a tile (:func:`asgrad.gpu.lowering._matmul_tiles.tile`) and
+    ``splits`` the number of pieces K is cut into (split-K); by default both come from
+    :func:`select` for the product's sizes. ``epilogue`` = ``(expr, operands)`` stores
+    ``expr`` instead of the product: a WGSL expression of ``x0`` (the product's element)
+    and ``x1``, ``x2``... (the float32 ``operands``, each of N elements, read at the
+    element's column, or of one element), e.g. ``("max(x0 + x1, 0.0)", [bias])``.
+    """
     device = out.device
     if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
         raise GpuUnsupportedError(
@@ -107,7 +147,6 @@ def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None
         raise GpuUnsupportedError(f"matmul: shapes {a.shape} and {b.shape} do not align")
     batch = tuple(out.shape[:-2])
     if len(batch) > MAX_BATCH_DIMS:
-        # fold leading batch dims that are contiguous in every operand
         raise GpuUnsupportedError(
             f"matmul on the GPU supports up to {MAX_BATCH_DIMS} batch dimensions, "
             f"got {len(batch)}; reshape first"
@@ -115,51 +154,152 @@ def matmul_into(a: MatrixView, b: MatrixView, out: GpuArray, variant: str | None
     nbatch = math.prod(batch)
     if nbatch == 0 or M == 0 or N == 0:
         return
+    a_bs, b_bs = _batch_strides(a, batch), _batch_strides(b, batch)
+    tall = M * nbatch <= 32 * device.max_groups  # rows of the smallest tile fit the grid
+    if nbatch > 1 and tall and not any(b_bs) and _folds(a, batch, a_bs):
+        # B is shared by every batch element and A's rows continue from one element to
+        # the next: one (batch * M) x N product instead of a batched one
+        M, batch, a_bs, b_bs, nbatch = M * nbatch, (), [], [], 1
+    max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
+    a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
+    a_layout = "k" if a_st[1] == 1 else "m"
+    b_layout = "n" if b_st[1] == 1 else "k"
+    expr, extra = epilogue if epilogue is not None else ("x0", [])
+    for operand in extra:
+        if operand.dtype != np.float32 or operand.size not in (N, 1):
+            raise GpuUnsupportedError(
+                f"a matmul epilogue operand must be float32 of {N} elements (one per "
+                f"column) or one element; got {operand.dtype} of shape {operand.shape}"
+            )
+    if extra:
+        splits = 1  # the epilogue runs as the product is stored: no partial products
+    if variant is None or splits is None:
+        chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
+        variant = chosen if variant is None else variant
+        splits = chosen_splits if splits is None else splits
+    t = tiles.tile(variant)
+    if t.shared > max_shared:
+        raise GpuUnsupportedError(
+            f"matmul tile {variant!r} needs {t.shared} bytes of workgroup memory; this "
+            f"device allows {max_shared}: choose a smaller tile or BK"
+        )
+    # K pieces of k_len (a multiple of BK), the last one possibly shorter
+    steps = max(1, -(-K // t.bk))
+    k_len = -(-steps // max(1, min(int(splits), steps))) * t.bk
+    splits = max(1, -(-K // k_len))
     pad = MAX_BATCH_DIMS - len(batch)
-    bshape = [1] * pad + list(batch)
-    a_bs = [0] * pad + _batch_strides(a, batch)
-    b_bs = [0] * pad + _batch_strides(b, batch)
     meta = struct.pack(
         "<4I4I4I4I4I4I",
-        M, N, K, 0,
-        a.offset, a.strides[-2], a.strides[-1], 0,
-        b.offset, b.strides[-2], b.strides[-1], 0,
-        *bshape, *a_bs, *b_bs,
+        M, N, K, k_len,
+        a.offset, *a_st, splits,
+        b.offset, *b_st, nbatch,
+        *([1] * pad + list(batch)), *([0] * pad + a_bs), *([0] * pad + b_bs),
     )  # fmt: skip
-    a_layout = "k" if a.strides[-1] == 1 else "m"
-    b_layout = "n" if b.strides[-1] == 1 else "k"
-    if variant is None:
-        tiles_128 = -(-M // 128) * -(-N // 128) * nbatch
-        if tiles_128 >= 96 or (M >= 1024 and N >= 1024):
-            variant = "128"
-        else:
-            variant = "64" if M * N * nbatch >= 64 * 64 * 64 else "32"
-    if variant == "128":
-        tile = 128
-        pipe = device.pipeline(
-            ("linalg_matmul_128", a_layout, b_layout),
-            lambda: render("linalg_matmul_128", A_LAYOUT=a_layout, B_LAYOUT=b_layout),
-            ("uniform", "read", "read", "write"),
-        )
-    else:
-        t = {"64": 16, "32": 8}[variant]
-        tile = 4 * t
-        pipe = device.pipeline(
-            ("linalg_matmul_small", t, a_layout, b_layout),
-            lambda: render(
-                "linalg_matmul_small",
-                T=t,
-                TILE=tile,
-                TILE_VEC4=8 * t,
-                A_LAYOUT=a_layout,
-                B_LAYOUT=b_layout,
-            ),
-            ("uniform", "read", "read", "write"),
-        )
-    groups = (-(-N // tile), -(-M // tile), nbatch)
+    vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
+    vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
+    per_column = tuple(operand.size == N for operand in extra)
+    epi = tiles.epilogue_source(expr, per_column) if extra or expr != "x0" else tiles.IDENTITY
+    pipe = device.pipeline(
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (expr, per_column)),
+        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi),
+        ("uniform", "read", "read", "write") + ("read",) * len(extra),
+    )
+    groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
     if max(groups) > device.max_groups:
         raise GpuUnsupportedError(f"matmul grid {groups} exceeds the device limit")
-    device.dispatch(pipe, (device.params(meta), a.array.buffer, b.array.buffer, out.buffer), groups)
+    target = out if splits == 1 else GpuArray.empty((splits, nbatch * M * N), np.float32, device)
+    buffers = (device.params(meta), a.array.buffer, b.array.buffer, target.buffer)
+    device.dispatch(pipe, (*buffers, *(operand.buffer for operand in extra)), groups)
+    if splits > 1:  # sum the partial products (one per piece of K)
+        reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))
+
+
+def _folds(a: MatrixView, batch: tuple[int, ...], a_bs: list[int]) -> bool:
+    """Whether ``a``'s batch elements lie one after another along its row axis."""
+    expected = a.shape[-2] * a.strides[-2]
+    for size, stride in zip(reversed(batch), reversed(a_bs), strict=True):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _vec4(
+    offset: int, bstrides: list[int], st: tuple[int, int], dims: tuple[int, int], axis: int
+) -> bool:
+    """Whether an operand can be read as vec4 along its contiguous ``axis`` (0 or 1 of
+    ``st``/``dims``): every other stride, the offset and that axis's length are
+    multiples of 4."""
+    others = [st[1 - axis], offset, dims[axis], *bstrides]
+    return st[axis] == 1 and all(v % 4 == 0 for v in others)
+
+
+# The tiles select() picks from, measured on an H200 (benchmarks/matmul_sweep.py):
+# LARGE (double-buffered, unrolled) for row-major operands, LARGE_T (BK 16, unrolled)
+# when an operand is read transposed, while they give LARGE_GROUPS workgroups; SHALLOW
+# for K below SHALLOW_K and batches of narrow matrices (attention heads); FEW (64
+# threads, 8x8 each) when 128x128 tiles would not fill the GPU; SPLIT_FEW for deep K
+# with very few outputs; MEDIUM and SMALL for small matrices.
+LARGE = "128x128_8x8_k8du"
+LARGE_T = "128x128_8x8_k16u"
+SHALLOW = "128x64_8x8_k8du"
+FEW = "64x64_8x8_k8du"
+SPLIT_FEW = "64x64_8x8_k8du"
+MEDIUM = "64x64_8x8_k8"
+SMALL = "32x32_4x4_k8"
+LARGE_GROUPS = 128
+SHALLOW_K = 256
+# The least fraction of a tile's outputs inside the matrix for it to be chosen.
+MIN_USE = 0.75
+# Split-K when the large tile gives fewer than LARGE_GROUPS workgroups and K is at
+# least DEEP times max(M, N): MAX_SPLITS pieces (fewer when K is short: at least
+# MIN_SPLIT_K each).
+DEEP = 4
+MIN_SPLIT_K = 256
+MAX_SPLITS = 8
+
+
+def select(
+    M: int,
+    N: int,
+    K: int,
+    nbatch: int,
+    max_shared: int = 16384,
+    layouts: tuple[str, str] = ("k", "n"),
+) -> tuple[str, int]:
+    """The tile and the number of K pieces for an (M, N, K) product over ``nbatch``
+    with operands contiguous along ``layouts`` (A: "k" or "m", B: "n" or "k"), among
+    tiles needing at most ``max_shared`` bytes of workgroup memory."""
+
+    def grid(name: str) -> tuple[int, float]:
+        t = tiles.tile(name)
+        gm, gn = -(-M // t.bm), -(-N // t.bn)
+        return gm * gn * nbatch, M * N / (gm * t.bm * gn * t.bn)
+
+    def usable(name: str) -> bool:
+        return grid(name)[1] >= MIN_USE and tiles.tile(name).shared <= max_shared
+
+    large = LARGE if layouts == ("k", "n") else LARGE_T
+    groups = grid(large)[0]
+    if K < SHALLOW_K and usable(SHALLOW) and grid(SHALLOW)[0] >= LARGE_GROUPS:
+        return SHALLOW, 1
+    if usable(large) and groups >= LARGE_GROUPS:
+        return large, 1
+    if nbatch > 1 and usable(SHALLOW) and grid(SHALLOW)[0] >= LARGE_GROUPS:
+        return SHALLOW, 1  # batches of matrices too narrow for 128x128 tiles
+    deep = max(DEEP * max(M, N), 2 * MIN_SPLIT_K)
+    if nbatch == 1 and deep <= K:
+        splits = min(MAX_SPLITS, K // MIN_SPLIT_K)
+        if usable(large) and groups * splits >= LARGE_GROUPS:
+            return large, splits
+        if usable(SPLIT_FEW):
+            return SPLIT_FEW, splits
+    if usable(FEW) and grid(FEW)[0] >= LARGE_GROUPS // 2:
+        return FEW, 1
+    _, use = grid(MEDIUM)
+    return (MEDIUM if use >= MIN_USE or M * N * nbatch >= 64 * 64 * 64 else SMALL), 1
 
 
 def _matmul(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:

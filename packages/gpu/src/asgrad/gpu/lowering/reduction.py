@@ -2,8 +2,9 @@
 size_ratio; the scans (cumsum...) and sorts along one axis (:mod:`._scan`).
 
 :func:`reduce_axis` reduces along axes with a workgroup per row (a tree,
-``kernels/reduction_rows.wgsl``) or a thread per output (``kernels/reduction_cols.wgsl``),
-splitting long axes into pieces first; arg-reductions use
+``kernels/reduction_rows.wgsl``), a workgroup per block of 32 outputs along a wide
+strided axis (column sums, ``kernels/reduction_cols_block.wgsl``) or a thread per
+output (``kernels/reduction_cols.wgsl``), splitting long axes into pieces first; arg-reductions use
 ``kernels/reduction_arg_rows.wgsl``. Reduced axes that are not adjacent are brought
 together by a permuting copy.
 
@@ -38,6 +39,7 @@ __all__ = ["LOWERINGS", "REDUCTIONS", "WGSL_FILES", "normalize_axes", "reduce_ax
 WGSL_FILES: tuple[str, ...] = (
     "reduction_rows.wgsl",
     "reduction_cols.wgsl",
+    "reduction_cols_block.wgsl",
     "reduction_arg_rows.wgsl",
     "reduction_scan.wgsl",
     "reduction_sort.wgsl",
@@ -154,6 +156,22 @@ def reduce_axis(
         _launch(device, "reduction_rows", second, partial, out, (outer, chunks, 1), scale, 0, True)
     elif inner == 1:
         _launch(device, "reduction_rows", kind, src, out, (outer, r, inner), scale)
+    elif inner >= _BLOCK:
+        # wide rows (column sums): a workgroup per block of outputs; few blocks and a
+        # long axis: partial results over pieces of the axis first
+        blocks = outer * -(-inner // _BLOCK)
+        if blocks < _BUSY_BLOCKS and r > 2 * _BLOCK_CHUNK:
+            chunks = min(-(-r // _BLOCK_CHUNK), -(-_BUSY_BLOCKS // blocks))
+            chunk_len = -(-r // chunks)
+            chunks = -(-r // chunk_len)
+            partial = GpuArray.empty((outer, chunks, inner, width), part_dtype, device)
+            first, second = _SPLIT.get(kind, (kind, kind))
+            dims = (outer, r, inner)
+            _launch(device, "reduction_cols_block", first, src, partial, dims, 1.0, chunk_len)
+            dims = (outer, chunks, inner)
+            _launch(device, "reduction_cols_block", second, partial, out, dims, scale, 0, True)
+        else:
+            _launch(device, "reduction_cols_block", kind, src, out, (outer, r, inner), scale)
     elif rows < _BUSY_THREADS and r > 2 * _MIN_CHUNK:
         # few outputs, long axis: partial results over chunks of the axis first
         chunks = min(-(-r // _MIN_CHUNK), -(-_BUSY_THREADS // rows))
@@ -180,6 +198,11 @@ _NAN_FIRST = """    let na = (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u;
 # Threads that keep a large GPU busy, and the shortest piece of an axis worth a thread.
 _BUSY_THREADS = 65536
 _MIN_CHUNK = 32
+# Outputs per workgroup of reduction_cols_block.wgsl, the workgroups that keep a large
+# GPU busy with it, and the shortest piece of the axis worth one.
+_BLOCK = 32
+_BUSY_BLOCKS = 1024
+_BLOCK_CHUNK = 64
 # Workgroups that keep a large GPU busy, and the shortest piece of a row worth one.
 _BUSY_GROUPS = 512
 _ROW_CHUNK = 4096
@@ -214,7 +237,12 @@ def _launch(
         binds,
     )
     rows = outer * chunks * inner
-    n_groups = rows if variant == "reduction_rows" else -(-rows // 256)
+    if variant == "reduction_rows":
+        n_groups = rows
+    elif variant == "reduction_cols_block":
+        n_groups = outer * chunks * -(-inner // _BLOCK)
+    else:
+        n_groups = -(-rows // 256)
     groups = fold_groups(n_groups, device.max_groups)
     buffers: tuple[GpuBuffer, ...] = (device.params(meta), src.buffer, out.buffer)
     if code["CHECKS"]:

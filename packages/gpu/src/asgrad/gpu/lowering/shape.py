@@ -17,7 +17,12 @@ from asgrad.tensor import TensorType
 
 __all__ = ["LOWERINGS", "WGSL_FILES"]
 
-WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl", "reduction_rows.wgsl", "reduction_cols.wgsl")
+WGSL_FILES: tuple[str, ...] = (
+    "elementwise.wgsl",
+    "reduction_rows.wgsl",
+    "reduction_cols.wgsl",
+    "reduction_cols_block.wgsl",
+)
 
 
 def _view(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:

@@ -1,0 +1,280 @@
+"""Matmul tile sweep: GPU time of every candidate tile (and split-K) per product shape.
+
+For square products and the products of the ``transformer_large`` workload (forward
+``x @ W``, ``dY @ W^T``, the weight gradients ``X^T @ dY`` over batch * seq rows, the
+attention heads), times each tile of :data:`TILES` with timestamp queries (GPU time
+only), what :func:`asgrad.gpu.lowering.linalg.select` picks (``auto``) and, where
+PyTorch with CUDA is importable, cuBLAS fp32 (TF32 off) in the same run. Also times
+the column sums of bias gradients (new block kernel, the thread-per-output kernel it
+replaces, and ``torch.sum(dim=0)``). Prints one JSON line per measurement::
+
+    WGPU_BACKEND_TYPE=Vulkan python benchmarks/matmul_sweep.py --json sweep.json
+    WGPU_BACKEND_TYPE=Vulkan python benchmarks/matmul_sweep.py --quick   # lavapipe
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from asgrad.gpu import GpuArray, get_device, limits, to_gpu
+from asgrad.gpu.lowering import reduction
+from asgrad.gpu.lowering._matmul_tiles import tile as parse_tile
+from asgrad.gpu.lowering.linalg import MatrixView, matmul_into, select
+from asgrad.gpu.lowering.reduction import reduce_axis
+
+Row = dict[str, Any]
+# (name, batch, M, N, K, A stored transposed, B stored transposed)
+Shape = tuple[str, int, int, int, int, bool, bool]
+
+TILES: tuple[str, ...] = (
+    "128x128_8x8_k8",
+    "128x128_8x8_k16",
+    "128x128_8x8_k16u",
+    "128x128_8x8_k8d",
+    "128x128_8x8_k8du",
+    "128x64_8x8_k8du",
+    "64x64_8x8_k8",
+    "64x64_8x8_k8du",
+    "128x64_8x4_k8",
+    "64x64_4x4_k16",
+    "32x32_4x4_k8",
+)
+SPLIT_TILES: tuple[str, ...] = (
+    "128x128_8x8_k8du",
+    "128x128_8x8_k16u",
+    "128x64_8x4_k8",
+    "64x64_8x8_k8",
+    "64x64_8x8_k8du",
+)
+
+
+def shapes(quick: bool) -> list[Shape]:
+    """The swept products: squares and transformer_large's (B*T = 8192, d 512, FF 2048)."""
+    if quick:
+        return [("sq128", 1, 128, 128, 128, False, False), ("wg", 1, 64, 96, 512, True, False)]
+    rows, d, ff, vocab, heads = 8192, 512, 2048, 256, 256
+    out: list[Shape] = [(f"sq{n}", 1, n, n, n, False, False) for n in (2048, 4096)]
+    for name, fin, fout in (
+        ("qkv", d, 3 * d),
+        ("proj", d, d),
+        ("ff1", d, ff),
+        ("ff2", ff, d),
+        ("head", d, vocab),
+    ):
+        out.append((f"fwd_{name}", 1, rows, fout, fin, False, False))
+        out.append((f"dx_{name}", 1, rows, fin, fout, False, True))
+        out.append((f"dw_{name}", 1, fin, fout, rows, True, False))
+    out.append(("dw_ff1_batched", 32, d, ff, 256, True, False))
+    out += [
+        ("att_qk", heads, 256, 256, 64, False, True),
+        ("att_pv", heads, 256, 64, 256, False, False),
+        ("att_dv", heads, 256, 64, 256, True, False),
+        ("sq1024", 1, 1024, 1024, 1024, False, False),  # last: after the GPU is warm
+    ]
+    return out
+
+
+def _torch() -> Any:
+    try:
+        torch = importlib.import_module("torch")
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    return torch
+
+
+def _gpu_time(record: Callable[[], object], reps: int) -> float:
+    """Seconds per call of ``record`` on the GPU (timestamps), wall time as a fallback."""
+    device = get_device()
+    record()  # compile, warm
+    device.synchronize()
+    seconds = device.gpu_seconds(lambda: [record() for _ in range(reps)])
+    if seconds is None:
+        start = time.perf_counter()
+        for _ in range(reps):
+            record()
+        device.synchronize()
+        seconds = time.perf_counter() - start
+    return seconds / reps
+
+
+def _torch_time(torch: Any, fn: Callable[[], object], reps: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    for _ in range(reps):
+        fn()
+    end.record()
+    end.synchronize()
+    return float(begin.elapsed_time(end)) * 1e-3 / reps
+
+
+def sweep_shape(shape: Shape, torch: Any, quick: bool) -> list[Row]:
+    name, batch, M, N, K, ta, tb = shape
+    rng = np.random.default_rng(0)
+    lead = (batch,) if batch > 1 else ()
+    a = rng.standard_normal((*lead, M, K), dtype=np.float32)
+    b = rng.standard_normal((*lead, K, N), dtype=np.float32)
+    ga = to_gpu(np.ascontiguousarray(np.swapaxes(a, -1, -2)) if ta else a)
+    gb = to_gpu(np.ascontiguousarray(np.swapaxes(b, -1, -2)) if tb else b)
+    va = MatrixView(ga).transpose() if ta else MatrixView(ga)
+    vb = MatrixView(gb).transpose() if tb else MatrixView(gb)
+    out = GpuArray.empty((*lead, M, N), np.float32)
+    flops = 2.0 * batch * M * N * K
+    reps = 2 if quick else int(min(200, max(3, 1.5e-2 * 25e12 / flops)))
+    configs: list[tuple[str | None, int | None]] = [(None, None)]
+    configs += [(t, 1) for t in TILES]
+    few = -(-M // 128) * -(-N // 128) < 132  # under one wave of 128x128 tiles
+    if few and batch == 1 and K >= 512:
+        configs += [(t, s) for t in SPLIT_TILES for s in (2, 4, 8)]
+    rows: list[Row] = []
+    shared = get_device().limits["max-compute-workgroup-storage-size"]
+    auto = select(M, N, K, batch, shared, ("m" if ta else "k", "k" if tb else "n"))
+    for tile, splits in configs:
+
+        def record(tile: str | None = tile, splits: int | None = splits) -> None:
+            matmul_into(va, vb, out, tile, splits)
+
+        sec = _gpu_time(record, reps)
+        row: Row = {
+            "bench": "matmul",
+            "shape": name,
+            "batch": batch,
+            "M": M,
+            "N": N,
+            "K": K,
+            "tile": tile or f"auto:{auto[0]}/{auto[1]}",
+            "splits": splits or auto[1],
+            "us": sec * 1e6,
+            "tflops": flops / sec / 1e12,
+        }
+        if tile is None:  # check the auto pick against numpy on a slice
+            got = out.numpy().reshape(-1, M, N)[0, :32]
+            ref = a.reshape(-1, M, K)[0, :32] @ b.reshape(-1, K, N)[0]
+            row["relerr"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    if torch is not None:
+        ta_, tb_ = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        if ta:
+            ta_ = ta_.transpose(-1, -2).contiguous().transpose(-1, -2)
+        if tb:
+            tb_ = tb_.transpose(-1, -2).contiguous().transpose(-1, -2)
+        sec = _torch_time(torch, lambda: ta_ @ tb_, reps)
+        rows.append(
+            {
+                "bench": "matmul",
+                "shape": name,
+                "tile": "torch-cuda-fp32",
+                "us": sec * 1e6,
+                "tflops": flops / sec / 1e12,
+            }
+        )
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def sweep_columns(torch: Any, quick: bool) -> list[Row]:
+    """Column sums ([R, C] -> [C]) with the block kernel, the old kernel and torch."""
+    sizes = [(512, 64)] if quick else [(8192, 256), (8192, 512), (8192, 2048), (32, 1 << 20)]
+    rows: list[Row] = []
+    for r, c in sizes:
+        x = np.random.default_rng(0).standard_normal((r, c), dtype=np.float32)
+        gx = to_gpu(x)
+        out = GpuArray.empty((c,), np.float32)
+        for impl, block in (("block", reduction._BLOCK), ("thread-per-output", 1 << 30)):
+            saved = reduction._BLOCK
+            reduction._BLOCK = block
+            try:
+                sec = _gpu_time(partial(reduce_axis, "sum", gx, 0, out=out), 2 if quick else 50)
+                err = float(np.abs(out.numpy() - x.sum(0)).max())
+            finally:
+                reduction._BLOCK = saved
+            row = {"bench": "colsum", "R": r, "C": c, "impl": impl, "us": sec * 1e6}
+            row["gbps"] = r * c * 4 / sec / 1e9
+            row["maxerr"] = err
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if torch is not None:
+            tx = torch.from_numpy(x).cuda()
+            sec = _torch_time(torch, partial(tx.sum, 0), 50)
+            row = {"bench": "colsum", "R": r, "C": c, "impl": "torch", "us": sec * 1e6}
+            row["gbps"] = r * c * 4 / sec / 1e9
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def warm_up(seconds: float) -> None:
+    """Keep the GPU busy for a while so its clocks are up before anything is timed."""
+    device = get_device()
+    a = to_gpu(np.ones((2048, 2048), np.float32))
+    out = GpuArray.empty((2048, 2048), np.float32)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(10):
+            matmul_into(MatrixView(a), MatrixView(a), out)
+        device.synchronize()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes (lavapipe)")
+    parser.add_argument("--json", help="write all rows to this file")
+    parser.add_argument("--only", help="comma-separated shape names to sweep")
+    parser.add_argument(
+        "--shared", type=int, default=32768, help="workgroup memory to ask the adapter for"
+    )
+    args = parser.parse_args()
+    limits.DATA_SIZE_CAPS["max-compute-workgroup-storage-size"] = args.shared
+    device = get_device()
+    shared = device.limits["max-compute-workgroup-storage-size"]
+    global TILES, SPLIT_TILES
+    TILES = tuple(t for t in TILES if parse_tile(t).shared <= shared)
+    SPLIT_TILES = tuple(t for t in SPLIT_TILES if parse_tile(t).shared <= shared)
+    if not args.quick:
+        warm_up(2.0)
+    caps = device.capabilities
+    print(f"# adapter: {caps.adapter} via {caps.backend}", flush=True)
+    torch = None if args.quick else _torch()
+    rows: list[Row] = []
+    for shape in shapes(args.quick):
+        if args.only and shape[0] not in args.only.split(","):
+            continue
+        rows += sweep_shape(shape, torch, args.quick)
+    rows += sweep_columns(torch, args.quick)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"adapter": caps.adapter, "rows": rows}, fh)
+    best: dict[str, Row] = {}
+    for row in rows:
+        forced = row["bench"] == "matmul" and not str(row["tile"]).startswith(("auto", "torch"))
+        if forced and (row["shape"] not in best or row["us"] < best[row["shape"]]["us"]):
+            best[row["shape"]] = row
+    print("\n| shape | auto | best tile | torch |\n|---|---|---|---|")
+    for name, b in best.items():
+        auto = next(r for r in rows if r.get("shape") == name and str(r["tile"]).startswith("auto"))
+        tor = next(
+            (r for r in rows if r.get("shape") == name and r["tile"] == "torch-cuda-fp32"), None
+        )
+        t = f"{tor['us']:.0f} us" if tor else "-"
+        print(
+            f"| {name} | {auto['tile']} {auto['us']:.0f} us | {b['tile']}/{b['splits']} "
+            f"{b['us']:.0f} us | {t} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,292 @@
+"""Tile shapes of the matmul kernel and the WGSL each one is generated into.
+
+``kernels/linalg_matmul_tiled.wgsl`` holds the fixed frame; this module writes the
+parts that depend on the tile: the named accumulators, the unrolled inner product, the
+tile loaders for each operand layout (scalar or vec4 global reads) and the stores.
+A tile is named ``"BMxBN_TMxTN_kBK"`` (``"128x64_8x4_k8"``): a BM x BN block of C per
+workgroup, TM x TN outputs per thread, K steps of BK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.source import kernel_text, render
+
+__all__ = ["ALIASES", "IDENTITY", "Tile", "epilogue_source", "source", "tile"]
+
+# Short names kept from the first kernels (tests and benchmarks use them).
+ALIASES = {"128": "128x128_8x8_k8", "64": "64x64_4x4_k16", "32": "32x32_4x4_k8"}
+
+_XYZW = "xyzw"
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One tile shape: BM x BN outputs per workgroup, TM x TN per thread, K steps of BK."""
+
+    bm: int
+    bn: int
+    tm: int
+    tn: int
+    bk: int
+    double: bool = False  # two K-step buffers in workgroup memory, one barrier a step
+    unroll: bool = False  # the K-step's inner loop written out
+
+    @property
+    def name(self) -> str:
+        flags = "d" * self.double + "u" * self.unroll
+        return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}"
+
+    @property
+    def stages(self) -> int:
+        return 2 if self.double else 1
+
+    @property
+    def shared(self) -> int:
+        """Bytes of workgroup memory."""
+        return (self.bm + self.bn) * self.bk * 4 * self.stages
+
+    @property
+    def wx(self) -> int:
+        return self.bn // self.tn
+
+    @property
+    def wy(self) -> int:
+        return self.bm // self.tm
+
+    @property
+    def threads(self) -> int:
+        return self.wx * self.wy
+
+
+def tile(name: str) -> Tile:
+    """The :class:`Tile` named ``name`` (or one of :data:`ALIASES`), checked."""
+    full = ALIASES.get(name, name)
+    try:
+        block, thread, depth = full.split("_")
+        bm, bn = (int(v) for v in block.split("x"))
+        tm, tn = (int(v) for v in thread.split("x"))
+        flags = depth.removeprefix("k").lstrip("0123456789")
+        bk = int(depth.removeprefix("k").removesuffix(flags))
+        if set(flags) - {"d", "u"}:
+            raise ValueError(flags)
+    except ValueError:
+        raise GpuUnsupportedError(
+            f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK (e.g. 128x64_8x4_k8)"
+        ) from None
+    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags)
+    ok = (
+        tm in (4, 8)
+        and tn in (4, 8)
+        and bm % tm == 0
+        and bn % tn == 0
+        and bk % 4 == 0
+        and t.threads <= 1024
+        and t.shared <= 32768
+    )
+    if not ok:
+        raise GpuUnsupportedError(
+            f"matmul tile {name!r}: TM and TN must be 4 or 8, dividing BM and BN; BK a "
+            "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
+            "after BK: d (double buffer), u (unrolled)"
+        )
+    return t
+
+
+def _fetch(
+    operand: str, t: Tile, layout: str, vec: bool
+) -> tuple[str, list[str], list[str], list[str]]:
+    """Loader functions of one operand, and the code of the first fetch, the stashes
+    into workgroup memory and the next fetch (one vec4 register per chunk)."""
+    big = t.bm if operand == "a" else t.bn  # the tile's extent along M (A) or N (B)
+    total = big * t.bk // 4  # vec4 chunks in the tile
+    per = -(-total // t.threads)
+    guard = total % t.threads != 0
+    shared = "As" if operand == "a" else "Bs"
+    along_k = layout == "k"
+    # chunk c -> (outer index, k) inside the tile
+    if along_k:  # 4 consecutive k for one row (A) / column (B)
+        pos = f"let i = c / {t.bk // 4}u;\n    let k = (c % {t.bk // 4}u) * 4u;"
+    else:  # 4 consecutive rows (A) / columns (B) for one k
+        pos = f"let k = c / {big // 4}u;\n    let i = (c % {big // 4}u) * 4u;"
+    origin = "row0" if operand == "a" else "col0"
+    if operand == "a":
+        scal = "load_a(base, g{d}, kg{k}, kend)"
+        inside = "g < params.M && kg < kend"
+        flat = "(base + g * params.a_sm + kg * params.a_sk) / 4u"
+        arr = "A"
+    else:
+        scal = "load_b(base, kg{k}, g{d}, kend)"
+        inside = "kg < kend && g < params.N"
+        flat = "(base + kg * params.b_sk + g * params.b_sn) / 4u"
+        arr = "B"
+    if vec:
+        body = (
+            f"if ({inside}) {{\n        return {arr}[{flat}];\n    }}\n    return vec4<f32>(0.0);"
+        )
+    else:
+        parts = []
+        for e in range(4):
+            d, k = ("", f" + {e}u") if along_k else (f" + {e}u", "")
+            parts.append(scal.format(d=d, k=k))
+        body = "return vec4<f32>(" + ", ".join(parts) + ");"
+    fetch = (
+        f"fn fetch_{operand}(c: u32, base: u32, {origin}: u32, k0: u32, kend: u32)"
+        " -> vec4<f32> {\n"
+        f"    {pos}\n    let g = {origin} + i;\n    let kg = k0 + k;\n    {body}\n}}"
+    )
+    row = big // 4
+    if along_k:
+        stores = "\n".join(
+            f"    {shared}[off + (k + {e}u) * {row}u + i / 4u][i % 4u] = v.{_XYZW[e]};"
+            for e in range(4)
+        )
+    else:
+        stores = f"    {shared}[off + k * {row}u + i / 4u] = v;"
+    stash = f"fn stash_{operand}(c: u32, v: vec4<f32>, off: u32) {{\n    {pos}\n{stores}\n}}"
+    first, stash_calls, nxt = [], [], []
+    for q in range(per):
+        c = f"li + {q * t.threads}u"
+        reg = f"next_{operand}{q}"
+        cond = f"if ({c} < {total}u) " if guard and (q + 1) * t.threads > total else ""
+        first.append(
+            f"    var {reg} = vec4<f32>(0.0);\n    {cond}{{ {reg} = fetch_{operand}({c}, "
+            f"{operand}_base, {origin}, kbeg, kend); }}"
+        )
+        stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, OFF_{operand.upper()}); }}")
+        nxt.append(
+            f"{cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
+            f"k0 + {t.bk}u, kend); }}"
+        )
+    return fetch + "\n\n" + stash, first, stash_calls, nxt
+
+
+IDENTITY = "fn epilogue(x0: f32, n: u32) -> f32 {\n    return x0;\n}"
+
+
+def epilogue_source(expr: str, per_column: tuple[bool, ...]) -> str:
+    """The epilogue function of ``expr`` (WGSL over x0, the product's element, and
+    x1, x2...: operand i read at the column n when ``per_column[i - 1]``, else its only
+    element), the prelude and the operands' bindings (4, 5...)."""
+    binds = "\n".join(
+        f"@group(0) @binding({4 + i}) var<storage, read> E{i + 1}: array<f32>;"
+        for i in range(len(per_column))
+    )
+    reads = "\n".join(
+        f"    let x{i + 1} = E{i + 1}[{'n' if col else '0u'}];" for i, col in enumerate(per_column)
+    )
+    return (
+        f"{kernel_text('prelude')}\n{binds}\n\n"
+        f"fn epilogue(x0: f32, n: u32) -> f32 {{\n{reads}\n    return {expr};\n}}"
+    )
+
+
+def source(
+    t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool, epilogue: str = IDENTITY
+) -> str:
+    """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
+    and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``, storing
+    through ``epilogue`` (:func:`epilogue_source`)."""
+    fa, first_a, stash_a, next_a = _fetch("a", t, a_layout, vec_a)
+    fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
+    acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
+    decl = "\n".join(f"    var c{r}_{j} = vec4<f32>(0.0);" for r, j in acc)
+
+    def step(k: str) -> list[str]:  # the products of one k of the K-step
+        lines = [
+            f"let a{i} = As[oa + {k} * {t.bm // 4}u + {i * t.wy}u + ty];" for i in range(t.tm // 4)
+        ]
+        lines += [
+            f"let b{j} = Bs[ob + {k} * {t.bn // 4}u + {j * t.wx}u + tx];" for j in range(t.tn // 4)
+        ]
+        lines += [
+            f"c{r}_{j} = fma(vec4<f32>(a{r // 4}.{_XYZW[r % 4]}), b{j}, c{r}_{j});" for r, j in acc
+        ]
+        return lines
+
+    if t.unroll:
+        inner = [f"{{ {' '.join(step(f'{k}u'))} }}" for k in range(t.bk)]
+    else:
+        inner = [f"for (var k = 0u; k < {t.bk}u; k++) {{", *step("k"), "}"]
+    loop = _loop(t, first_a + first_b, stash_a + stash_b, next_a + next_b, inner)
+    store = "\n".join(
+        f"    store_row(c_base, row0 + {4 * (r // 4) * t.wy + r % 4}u + 4u * ty, "
+        f"col0 + {4 * j * t.wx}u + 4u * tx, c{r}_{j});"
+        for r, j in acc
+    )
+    read_a = "A[i / 4u][i % 4u]" if vec_a else "A[i]"
+    read_b = "B[i / 4u][i % 4u]" if vec_b else "B[i]"
+    return render(
+        "linalg_matmul_tiled",
+        A_ELEM="vec4<f32>" if vec_a else "f32",
+        B_ELEM="vec4<f32>" if vec_b else "f32",
+        AS_LEN=t.stages * t.bk * t.bm // 4,
+        BS_LEN=t.stages * t.bk * t.bn // 4,
+        A_READ=read_a,
+        B_READ=read_b,
+        FETCH_A=fa,
+        FETCH_B=fb,
+        WX=t.wx,
+        WY=t.wy,
+        BM=t.bm,
+        BN=t.bn,
+        BK=t.bk,
+        ACC_DECL=decl,
+        MAIN_LOOP=loop,
+        EPILOGUE=epilogue,
+        STORE=store,
+    )
+
+
+def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: list[str]) -> str:
+    """The K loop: fetch the next tiles into registers while computing on the current."""
+    sa, sb = t.bk * t.bm // 4, t.bk * t.bn // 4
+
+    def block(lines: list[str], indent: int, oa: str = "0u", ob: str = "0u") -> str:
+        pad = " " * indent
+        text = "\n".join(pad + line for line in lines)
+        return text.replace("OFF_A", oa).replace("OFF_B", ob)
+
+    if not t.double:  # one buffer: a barrier before and after the products
+        return "\n".join(
+            [
+                "\n".join(first),
+                "    let oa = 0u;",
+                "    let ob = 0u;",
+                f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
+                block(stash, 8),
+                "        workgroupBarrier();",
+                f"        if (k0 + {t.bk}u < kend) {{",
+                block(nxt, 12),
+                "        }",
+                block(inner, 8),
+                "        workgroupBarrier();",
+                "    }",
+            ]
+        )
+    # two buffers: the next tiles go into the other one while this one is read, so one
+    # barrier per step suffices
+    return "\n".join(
+        [
+            "\n".join(first),
+            block(stash, 4),
+            "    workgroupBarrier();",
+            "    var cur = 0u;",
+            f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
+            f"        let more = k0 + {t.bk}u < kend;",
+            "        if (more) {",
+            block(nxt, 12),
+            "        }",
+            f"        let oa = cur * {sa}u;",
+            f"        let ob = cur * {sb}u;",
+            block(inner, 8),
+            "        if (more) {",
+            block(stash, 12, f"(1u - cur) * {sa}u", f"(1u - cur) * {sb}u"),
+            "        }",
+            "        workgroupBarrier();",
+            "        cur = 1u - cur;",
+            "    }",
+        ]
+    )
