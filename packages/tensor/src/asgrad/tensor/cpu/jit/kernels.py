@@ -80,9 +80,7 @@ JIT_KERNELS: dict[str, JitKernel] = {
     "layer_norm_backward": JitKernel("kernels_norm", "layer_norm_backward", _always, leading=2),
     "max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward", _always),
     "scatter_add": JitKernel("kernels_pool", "scatter_add", _float_gradient),
-    "conv2d": JitKernel("kernels_conv", "conv2d", _groups_1),
     "conv2d_backward_input": JitKernel("kernels_conv", "conv2d_backward_input", _groups_1),
-    "conv2d_backward_weight": JitKernel("kernels_conv", "conv2d_backward_weight", _groups_1),
 }
 
 
