@@ -84,7 +84,7 @@ def overloads(stub: Any) -> Callable[[Callable[..., Any]], Any]:
     (inlined): it gets the argument types and returns the function to run."""
 
     def register(fn: Any) -> Any:
-        return overload(stub, inline="always")(fn)
+        return overload(stub)(fn)
 
     return register
 
@@ -125,8 +125,9 @@ _P = tuple(
 
 
 def inline(fn: Any) -> Any:
-    """``numba.njit`` with :data:`KERNEL`'s options, inlined into its callers."""
-    return numba.njit(inline="always", **KERNEL)(fn)
+    """``numba.njit`` with :data:`KERNEL`'s options for a scalar helper (LLVM inlines it;
+    Numba's own inlining, at its IR level, compiles much more slowly)."""
+    return numba.njit(**KERNEL)(fn)
 
 
 @inline
