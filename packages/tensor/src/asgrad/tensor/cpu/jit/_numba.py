@@ -1,15 +1,20 @@
 """Numba, imported once with the cache set up, and the scalar helpers the kernels share.
 
 Importing this module imports Numba (after :func:`~asgrad.tensor.cpu.jit.prepare_numba`
-has pointed its on-disk cache at :func:`~asgrad.tensor.cpu.jit.cache_dir`); nothing
-imports it until a generated function first uses a compiled kernel.
+has pointed its on-disk cache at :func:`~asgrad.tensor.cpu.jit.cache_dir`); the code
+generator imports it when it first picks a compiled kernel, never at ``import asgrad``.
 
 Every kernel is compiled with :data:`KERNEL` options: cached on disk, strict IEEE
 arithmetic (``fastmath`` off, so no contraction into FMAs and no reassociation: the
 elementwise kernels round as numpy does), and numpy's error model (a division by
 zero gives inf or NaN instead of raising, which also lets loops with divisions
-vectorise). Sums over rows use :func:`row_sum`, the one place allowed to reassociate
-(numpy's own sums are pairwise, not sequential), so that they vectorise.
+vectorise). Sums over rows are helpers made by :func:`sums` (such as :func:`row_sum`),
+the one place allowed to reassociate (numpy's own sums are pairwise, not sequential),
+so that they vectorise.
+
+The kernels are serial: ``parallel=True`` over 2 threads made GELU 3-8x slower than
+the serial loop on this (shared, loaded) 2-core machine, and BLAS already uses the
+threads for the products.
 
 ``exp_neg`` and ``erf`` are generic over float32 and float64: float32 gets
 branch-free forms that LLVM vectorises (an exponential by range reduction and a
@@ -41,8 +46,6 @@ __all__ = [
     "fresh",
     "kernel",
     "overloads",
-    "parallel_kernel",
-    "prange",
     "row_sum",
     "sums",
     "types",
@@ -55,7 +58,6 @@ KERNEL: dict[str, Any] = {
     "nogil": True,
     "boundscheck": False,
 }
-prange = numba.prange
 
 
 def fresh(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -68,11 +70,6 @@ def fresh(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndar
 def kernel(fn: Any) -> Any:
     """``numba.njit`` with :data:`KERNEL`'s options."""
     return numba.njit(**KERNEL)(fn)
-
-
-def parallel_kernel(fn: Any) -> Any:
-    """``numba.njit`` with :data:`KERNEL`'s options and ``parallel=True`` (``prange``)."""
-    return numba.njit(parallel=True, **KERNEL)(fn)
 
 
 def _intrinsic(fn: Any) -> Any:

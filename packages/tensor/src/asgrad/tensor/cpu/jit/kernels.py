@@ -10,6 +10,12 @@ whose ``applies`` holds at the node's exact types; everything else runs numpy.
 
 The kernels agree with the numpy kernels within each op's registered tolerance
 (``tests/test_cpu_jit_kernels.py`` runs every op's registry cases both ways).
+
+Convolution has no entry: a compiled im2col measured slower than numpy's strided
+copy (rows of a 14-pixel image are too short for a loop to beat it), and a compiled
+col2im around the same BLAS product made the input gradient no faster
+(``benchmarks/jit_kernels.py`` before this table dropped it: 8.08 ms numpy, 8.20 ms
+compiled); the products, the bulk of the time, are the same BLAS calls either way.
 """
 
 from __future__ import annotations
@@ -61,10 +67,6 @@ def _exact_gelu(ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, 
     return bool(attrs.get("approximate", "none") == "none")
 
 
-def _groups_1(ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]) -> bool:
-    return int(attrs.get("groups", 1)) == 1
-
-
 def _float_gradient(ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]) -> bool:
     return ins[0].dtype in _FLOATS and ins[1].dtype in ("int32", "int64")
 
@@ -80,7 +82,6 @@ JIT_KERNELS: dict[str, JitKernel] = {
     "layer_norm_backward": JitKernel("kernels_norm", "layer_norm_backward", _always, leading=2),
     "max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward", _always),
     "scatter_add": JitKernel("kernels_pool", "scatter_add", _float_gradient),
-    "conv2d_backward_input": JitKernel("kernels_conv", "conv2d_backward_input", _groups_1),
 }
 
 
