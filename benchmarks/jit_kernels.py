@@ -38,7 +38,13 @@ def _cases(rng: np.random.Generator) -> list[tuple[str, list[np.ndarray], dict[s
         ("adam_ema", [f(128, 512), f(128, 512)], {"beta": 0.999, "square": True}),
         (
             "adam_update",
-            [f(128, 512), f(128, 512), np.abs(f(128, 512)), np.float32(1e-3), np.float32(0.5)],
+            [
+                f(128, 512),
+                f(128, 512),
+                np.abs(f(128, 512)),
+                np.asarray(1e-3, np.float32),
+                np.asarray(0.5, np.float32),
+            ],
             {"eps": 1e-8},
         ),
         ("max_pool2d_backward", [f(32, 16, 14, 14), f(32, 16, 28, 28)], pool),

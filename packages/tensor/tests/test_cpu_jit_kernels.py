@@ -48,12 +48,12 @@ def _program(
 
 
 def _cast(a: Any, dtype: str) -> np.ndarray:
-    a = np.asarray(a)
-    return a.astype(dtype) if a.dtype.kind == "f" else a
+    arr: np.ndarray = np.asarray(a)
+    return arr.astype(dtype) if arr.dtype.kind == "f" else arr
 
 
 def _cases() -> list[tuple[str, OpCase, str]]:
-    out = []
+    out: list[tuple[str, OpCase, str]] = []
     for name in sorted(JIT_KERNELS):
         cases = get_op(name).cases
         assert cases is not None
