@@ -275,3 +275,22 @@ def test_compiled_kernels_are_cached_on_disk(tmp_path: Any) -> None:
     )
     assert float(out.stdout) == pytest.approx(3.0)
     assert list((tmp_path / "numba").rglob("*.nbi")), "no Numba cache index written"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_scatter_add_of_an_embedding_gradient(dtype: str) -> None:
+    """2-D indices (a batch of token ids): the same sums, in ``np.add.at``'s order."""
+    from asgrad.tensor.errors import OutOfRangeError
+
+    rng = np.random.default_rng(6)
+    g = rng.standard_normal((4, 9, 8)).astype(dtype)
+    idx = rng.integers(0, 5, (4, 9))
+    like = np.zeros((5, 8), dtype)
+    on, source = _program("scatter_add", [g, idx, like], {"axis": 0}, True)
+    off, _ = _program("scatter_add", [g, idx, like], {"axis": 0}, False)
+    assert "= jk" in source
+    np.testing.assert_array_equal(on, off)
+    idx[1, 2] = 5
+    for flag in (True, False):
+        with pytest.raises(OutOfRangeError, match="index 5 is out of range"):
+            _program("scatter_add", [g, idx, like], {"axis": 0}, flag)
