@@ -20,6 +20,10 @@ threads for the products.
 branch-free forms that LLVM vectorises (an exponential by range reduction and a
 polynomial, erf by Abramowitz & Stegun 7.1.26, absolute error below 1e-6, as the
 float32 numpy paths), float64 the C library's ``exp`` and ``erf``.
+
+Numba keys a kernel's on-disk cache on its own source file only: after editing a
+helper here, clear the cache directory (an installed release rewrites every file,
+which invalidates all of it).
 """
 
 from __future__ import annotations
