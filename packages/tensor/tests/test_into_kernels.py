@@ -9,16 +9,24 @@ the kernels within the ops' tolerances, and run for float32 only.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 from asgrad.tensor import Graph, all_ops, compile, get_op
-from asgrad.tensor.cpu import CPUExecutable
+from asgrad.tensor.cpu import CPUExecutable, jit
 from asgrad.tensor.ops import norm
 from asgrad.tensor.ops._erf import erf_f32, gelu_f32
+
+
+@pytest.fixture(autouse=True)
+def _numpy_path() -> Iterator[None]:
+    """These tests are about the numpy reference path (the compiled path has its own)."""
+    jit.set_enabled(False)
+    yield
+    jit.set_enabled(None)
 
 
 def _rng() -> np.random.Generator:

@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 import asgrad.tensor.registry as registry
-from asgrad.tensor.cpu import blas
+from asgrad.tensor.cpu import blas, jit
 from asgrad.tensor.cpu.buffers import BufferPlan, no_reuse, plan_buffers, reuse_enabled
+from asgrad.tensor.cpu.jit import kernels as jit_kernels  # the table; Numba loads later
 from asgrad.tensor.cpu.records import (
     Call,
     Expr,
@@ -108,8 +109,12 @@ def _into_applies(into: IntoKernel, ins: Sequence[TensorType], out: TensorType, 
 class _LineMaker:
     """The lines of a schedule at exact types, and what rendering them needs."""
 
-    def __init__(self, schedule: Schedule, types: Mapping[int, TensorType]) -> None:
+    def __init__(
+        self, schedule: Schedule, types: Mapping[int, TensorType], *, use_jit: bool | None = None
+    ) -> None:
         self.schedule, self.types = schedule, types
+        # The compiled path's switch, read once per generated function.
+        self.use_jit = jit.enabled() if use_jit is None else use_jit
         self.env: dict[str, Any] = {**HELPERS, "_asarray": np.asarray, "_array": np.array}
         self.refs: dict[int, Ref] = {}
         self.position = {node.id: i for i, node in enumerate(schedule.nodes)}
@@ -214,6 +219,10 @@ class _LineMaker:
         call = Call(f"k{i}", tuple(args))
         if not original:
             return Line(node=node, call=call)
+        if self.use_jit:
+            compiled = self._jit_line(i, node, tuple(args), in_t, out_t)
+            if compiled is not None:
+                return compiled
         into = op.into
         if into is not None and _into_applies(into, in_t, out_t, node):
             self.env[f"z{i}"] = functools.partial(into.fn, **node.attrs) if node.attrs else into.fn
@@ -225,6 +234,30 @@ class _LineMaker:
             z_into = with_out(z, work=into.work > 0)
             return Line(node=node, call=fresh, reuse=reuse, into=z_into, work=into.work)
         return _kernel_reuse(Line(node=node, call=call), op, in_t, out_t)
+
+    def _jit_line(
+        self,
+        i: int,
+        node: Node,
+        args: tuple[Expr, ...],
+        in_t: Sequence[TensorType],
+        out_t: TensorType,
+    ) -> Line | None:
+        """The line calling the op's compiled kernel ``jk<i>`` (:mod:`.jit.kernels`),
+        into a buffer as an :class:`IntoKernel` path would, or None where none applies."""
+        entry = jit_kernels.lookup(node.op, in_t, out_t, node.attrs)
+        if entry is None:
+            return None
+        fn = entry.load()
+        self.env[f"jk{i}"] = functools.partial(fn, **node.attrs) if node.attrs else fn
+        call = Call(f"jk{i}", args)
+        if not shaped(out_t):
+            return Line(node=node, call=call, reuse=Reuse.FRESH)
+        lead = entry.leading
+        in_place = lead and all(t == out_t for t in in_t[:lead])
+        in_place = in_place and all(t != out_t for t in in_t[lead:])
+        reuse = Reuse.IN_PLACE if in_place else Reuse.INTO_SLOT
+        return Line(node=node, call=call, reuse=reuse, into=with_out(call))
 
 
 def _kernel_reuse(line: Line, op: OpDef, in_t: Sequence[TensorType], out_t: TensorType) -> Line:

@@ -37,6 +37,7 @@ class JitUnavailableError(BackendError):
 @functools.cache
 def available() -> bool:
     """Whether Numba imports in this process."""
+    prepare_numba()
     try:
         import numba  # noqa: F401  # probe only
     except ImportError:
@@ -75,6 +76,12 @@ def enabled() -> bool:
             "to run the numpy reference path"
         )
     return flag
+
+
+def prepare_numba() -> None:
+    """Point Numba's on-disk cache at :func:`cache_dir` (unless ``NUMBA_CACHE_DIR`` is
+    set): the one place that does it, called before anything imports Numba here."""
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir()))
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,106 @@
+"""The compiled CPU kernels against the numpy path, op by op, at the workloads' shapes.
+
+    python benchmarks/jit_kernels.py [--rounds 30]
+
+For each op of ``asgrad.tensor.cpu.jit.kernels.JIT_KERNELS``, times the compiled
+kernel and what the numpy path runs for it (the op's float32 ``into`` path where it
+has one, else its kernel; ``out=`` a buffer either way), alternating the two, and
+prints the best time of each (float32, one thread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np
+
+
+def _cases(rng: np.random.Generator) -> list[tuple[str, list[np.ndarray], dict[str, Any]]]:
+    def f(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    pool = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}
+    ln = {"normalized_shape": (128,), "eps": 1e-5}
+    return [
+        ("gelu", [f(16, 64, 512)], {"approximate": "none"}),
+        ("gelu_backward", [f(16, 64, 512) * 1e-3, f(16, 64, 512)], {"approximate": "none"}),
+        ("softmax", [f(16, 4, 64, 64)], {"axis": -1}),
+        ("log_softmax", [f(1024, 64)], {"axis": -1}),
+        ("layer_norm", [f(16, 64, 128), f(128), f(128)], ln),
+        ("layer_norm_backward", [f(16, 64, 128), f(16, 64, 128), f(128)], ln),
+        ("scatter_add", [f(16, 64, 128), rng.integers(0, 64, (16, 64)), f(64, 128)], {"axis": 0}),
+        ("adam_ema", [f(128, 512), f(128, 512)], {"beta": 0.999, "square": True}),
+        (
+            "adam_update",
+            [
+                f(128, 512),
+                f(128, 512),
+                np.abs(f(128, 512)),
+                np.asarray(1e-3, np.float32),
+                np.asarray(0.5, np.float32),
+            ],
+            {"eps": 1e-8},
+        ),
+        ("max_pool2d_backward", [f(32, 16, 14, 14), f(32, 16, 28, 28)], pool),
+    ]
+
+
+def _numpy_path(name: str, args: Sequence[np.ndarray], attrs: dict[str, Any]) -> Callable[[], Any]:
+    from asgrad.tensor import get_op
+
+    op = get_op(name)
+    expected = op.kernel(*args, **attrs)
+    out = np.empty_like(expected)
+    if op.into is not None:
+        fn = op.into.fn
+        work = {"work": tuple(np.empty_like(out) for _ in range(op.into.work))}
+        extra = work if op.into.work else {}
+        return lambda: fn(*args, out=out, **extra, **attrs)
+    if op.writes_out:
+        return lambda: op.kernel(*args, out=out, **attrs)
+    return lambda: op.kernel(*args, **attrs)
+
+
+def _compiled(name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Callable[[], Any]:
+    from asgrad.tensor.cpu.jit.kernels import JIT_KERNELS
+
+    fn = JIT_KERNELS[name].load()
+    out = np.empty_like(fn(*args, **attrs))
+    return lambda: fn(*args, out=out, **attrs)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--rounds", type=int, default=30)
+    args = p.parse_args(argv)
+
+    print(f"{'op':24s} {'shape':22s} {'numpy ms':>9s} {'compiled ms':>12s} {'speed-up':>9s}")
+    for name, inputs, attrs in _cases(np.random.default_rng(0)):
+        runs = {
+            "numpy": _numpy_path(name, inputs, attrs),
+            "compiled": _compiled(name, inputs, attrs),
+        }
+        best = {k: float("inf") for k in runs}
+        for run in runs.values():
+            run()  # compile / warm up
+        for _ in range(args.rounds):
+            for k, run in runs.items():
+                start = time.perf_counter()
+                run()
+                best[k] = min(best[k], time.perf_counter() - start)
+        shape = "x".join(map(str, inputs[0].shape))
+        print(
+            f"{name:24s} {shape:22s} {best['numpy'] * 1e3:9.3f} {best['compiled'] * 1e3:12.3f}"
+            f" {best['numpy'] / best['compiled']:8.2f}x"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,230 @@
+"""Numba, imported once with the cache set up, and the scalar helpers the kernels share.
+
+Importing this module imports Numba (after :func:`~asgrad.tensor.cpu.jit.prepare_numba`
+has pointed its on-disk cache at :func:`~asgrad.tensor.cpu.jit.cache_dir`); the code
+generator imports it when it first picks a compiled kernel, never at ``import asgrad``.
+
+Every kernel is compiled with :data:`KERNEL` options: cached on disk, strict IEEE
+arithmetic (``fastmath`` off, so no contraction into FMAs and no reassociation: the
+elementwise kernels round as numpy does), and numpy's error model (a division by
+zero gives inf or NaN instead of raising, which also lets loops with divisions
+vectorise). Sums over rows are helpers made by :func:`sums` (such as :func:`row_sum`),
+the one place allowed to reassociate (numpy's own sums are pairwise, not sequential),
+so that they vectorise.
+
+The kernels are serial: ``parallel=True`` over 2 threads made GELU 3-8x slower than
+the serial loop on this (shared, loaded) 2-core machine, and BLAS already uses the
+threads for the products.
+
+``exp_neg`` and ``erf`` are generic over float32 and float64: float32 gets
+branch-free forms that LLVM vectorises (an exponential by range reduction and a
+polynomial, erf by Abramowitz & Stegun 7.1.26, absolute error below 1e-6, as the
+float32 numpy paths), float64 the C library's ``exp`` and ``erf``.
+
+Numba keys a kernel's on-disk cache on its own source file only: after editing a
+helper here, clear the cache directory (an installed release rewrites every file,
+which invalidates all of it).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.cpu import jit as _jit
+
+_jit.prepare_numba()
+
+import numba  # noqa: E402  # after the cache directory is set
+from llvmlite import ir  # noqa: E402
+from numba import types  # noqa: E402
+from numba.extending import intrinsic, overload  # noqa: E402
+
+__all__ = [
+    "KERNEL",
+    "erf",
+    "exp_neg",
+    "fresh",
+    "kernel",
+    "overloads",
+    "row_sum",
+    "sums",
+    "types",
+]
+
+KERNEL: dict[str, Any] = {
+    "cache": True,
+    "fastmath": False,
+    "error_model": "numpy",
+    "nogil": True,
+    "boundscheck": False,
+}
+
+
+def fresh(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """``out`` when it is C-contiguous (a kernel writes it flat), else a new array."""
+    if out is not None and out.flags.c_contiguous:
+        return out
+    return np.empty(shape, dtype)
+
+
+def kernel(fn: Any) -> Any:
+    """``numba.njit`` with :data:`KERNEL`'s options."""
+    return numba.njit(**KERNEL)(fn)
+
+
+def _intrinsic(fn: Any) -> Any:
+    return intrinsic(fn)
+
+
+def overloads(stub: Any) -> Callable[[Callable[..., Any]], Any]:
+    """Register the decorated function as ``stub``'s implementation in compiled code
+    (inlined): it gets the argument types and returns the function to run."""
+
+    def register(fn: Any) -> Any:
+        return overload(stub)(fn)
+
+    return register
+
+
+@_intrinsic
+def _f32_bits(typingctx: Any, x: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@_intrinsic
+def _bits_f32(typingctx: Any, x: Any) -> Any:
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return types.float32(types.int32), codegen
+
+
+_F = np.float32
+_MAGIC = _F(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer in the low bits
+_MAGIC_BITS = np.int32(np.array(_MAGIC).view(np.int32))
+_LOG2E = _F(1.4426950408889634)
+_LN2_HI, _LN2_LO = _F(0.693145751953125), _F(1.428606765330187e-06)
+_EXP_LOW = _F(-87.0)  # below: 0 (the true value is subnormal, under 1.7e-38)
+_P = tuple(
+    _F(c)
+    for c in (
+        1.9875691500e-4,
+        1.3981999507e-3,
+        8.3334519073e-3,
+        4.1665795894e-2,
+        1.6666665459e-1,
+        5.0000001201e-1,
+    )
+)
+
+
+def inline(fn: Any) -> Any:
+    """``numba.njit`` with :data:`KERNEL`'s options for a scalar helper (LLVM inlines it;
+    Numba's own inlining, at its IR level, compiles much more slowly)."""
+    return numba.njit(**KERNEL)(fn)
+
+
+@inline
+def _exp_neg32(x: Any) -> Any:
+    """e**x for float32 x <= 0 (NaN stays NaN), within 2 ulp; 0 below -87."""
+    c = _EXP_LOW if x < _EXP_LOW else x  # NaN stays
+    t = c * _LOG2E + _MAGIC
+    n = t - _MAGIC
+    r = c - n * _LN2_HI
+    r = r - n * _LN2_LO
+    p = _P[0]
+    p = p * r + _P[1]
+    p = p * r + _P[2]
+    p = p * r + _P[3]
+    p = p * r + _P[4]
+    p = p * r + _P[5]
+    p = p * r * r + r + _F(1.0)
+    scale = _bits_f32(np.int32((_f32_bits(t) - _MAGIC_BITS + np.int32(127)) << np.int32(23)))
+    return p * scale if x >= _EXP_LOW or x != x else _F(0.0)
+
+
+def exp_neg(x: Any) -> Any:
+    """e**x for x <= 0 (in compiled kernels only)."""
+    return math.exp(x)
+
+
+@overloads(exp_neg)
+def _exp_neg_overload(x: Any) -> Any:
+    if x == types.float32:
+
+        def f32(x: Any) -> Any:
+            return _exp_neg32(x)
+
+        return f32
+
+    def f64(x: Any) -> Any:
+        return math.exp(x)
+
+    return f64
+
+
+_ERF_P = _F(0.3275911)
+_ERF_A = tuple(_F(a) for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429))
+
+
+@inline
+def _erfc_abs32(a: Any) -> Any:
+    """erfc(a) for float32 a >= 0 (Abramowitz & Stegun 7.1.26)."""
+    t = _F(1.0) / (_F(1.0) + _ERF_P * a)
+    y = _ERF_A[4]
+    y = y * t + _ERF_A[3]
+    y = y * t + _ERF_A[2]
+    y = y * t + _ERF_A[1]
+    y = y * t + _ERF_A[0]
+    return y * t * _exp_neg32(-(a * a))
+
+
+@inline
+def _erf32(x: Any) -> Any:
+    e = _F(1.0) - _erfc_abs32(abs(x))
+    return e if x >= _F(0.0) else (-e if x < _F(0.0) else x)
+
+
+def erf(x: Any) -> Any:
+    """The error function (in compiled kernels only)."""
+    return math.erf(x)
+
+
+@overloads(erf)
+def _erf_overload(x: Any) -> Any:
+    if x == types.float32:
+
+        def f32(x: Any) -> Any:
+            return _erf32(x)
+
+        return f32
+
+    def f64(x: Any) -> Any:
+        return math.erf(x)
+
+    return f64
+
+
+SUMS: dict[str, Any] = {**KERNEL, "fastmath": {"reassoc"}}
+
+
+def sums(fn: Any) -> Any:
+    """``numba.njit`` for a helper that sums in any order (:data:`SUMS`; not inlined at
+    Numba's level, which would compile it with the caller's flags)."""
+    return numba.njit(**SUMS)(fn)
+
+
+@sums
+def row_sum(row: Any) -> Any:
+    """The sum of a 1-D array, in any order (vectorised)."""
+    s = row.dtype.type(0)
+    for j in range(row.shape[0]):
+        s += row[j]
+    return s

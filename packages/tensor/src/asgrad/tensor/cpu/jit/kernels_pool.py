@@ -1,0 +1,142 @@
+"""Compiled max pooling (and its gradient) and the scatter-add of gather's gradient.
+
+Wrappers have the calling convention of an :class:`~asgrad.tensor.registry.IntoKernel`
+(``fn(*inputs, out=None, **attrs)``; ``out`` never overlaps an input) and the
+semantics of the ops' numpy kernels:
+
+* ``max_pool2d``: a window's maximum, NaN when any of it is NaN (``np.maximum``);
+  padding is -inf;
+* ``max_pool2d_backward``: each window's gradient goes to its argmax, found as the
+  numpy kernel finds it (the first maximum in row-major order; a NaN never wins
+  except at the window's first offset), one pass over the windows without masks;
+* ``scatter_add``: ``g`` added into zeros at the indices along an axis, in index
+  order (as ``np.add.at``); indices out of range raise the numpy kernel's error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.cpu.jit._numba import fresh, kernel
+from asgrad.tensor.ops.index import check_indices
+from asgrad.tensor.ops.spatial import out_hw, window_attrs
+
+
+@kernel
+def _at(img: Any, y: int, x: int, inside: bool) -> Any:
+    """img[y, x], or -inf in the padding (``inside``: the caller knows it is not)."""
+    if inside:
+        return img[y, x]
+    h, w = img.shape
+    return img[y, x] if (y >= 0) & (y < h) & (x >= 0) & (x < w) else img.dtype.type(-np.inf)
+
+
+@kernel
+def _max_pool(x: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, out: Any) -> None:
+    n_, c_ = x.shape[:2]
+    oh, ow = out.shape[2], out.shape[3]
+    inside = ph == 0 and pw == 0  # every window lies in x: no bounds to check
+    for n in range(n_):
+        for c in range(c_):
+            img, dst = x[n, c], out[n, c]
+            for oy in range(oh):
+                by = oy * sh - ph
+                for ox in range(ow):
+                    bx = ox * sw - pw
+                    m = _at(img, by, bx, inside)
+                    for i in range(kh):
+                        for j in range(kw):
+                            v = _at(img, by + i, bx + j, inside)
+                            m = v if (v > m) | (v != v) else m  # np.maximum: NaN wins
+                    dst[oy, ox] = m
+
+
+@kernel
+def _max_pool_backward(
+    g: Any, x: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, out: Any
+) -> None:
+    n_, c_, h, w = x.shape
+    oh, ow = g.shape[2], g.shape[3]
+    inside = ph == 0 and pw == 0
+    out[:] = 0
+    for n in range(n_):
+        for c in range(c_):
+            img, gi, dst = x[n, c], g[n, c], out[n, c]
+            for oy in range(oh):
+                by = oy * sh - ph
+                for ox in range(ow):
+                    bx = ox * sw - pw
+                    # The first offset, then the last strictly greater one (NaN never is).
+                    best = _at(img, by, bx, inside)
+                    wy, wx = by, bx
+                    for i in range(kh):
+                        for j in range(kw):
+                            v = _at(img, by + i, bx + j, inside)
+                            take = v > best
+                            best = v if take else best
+                            wy = by + i if take else wy
+                            wx = bx + j if take else wx
+                    if inside or ((wy >= 0) & (wy < h) & (wx >= 0) & (wx < w)):
+                        dst[wy, wx] += gi[oy, ox]
+
+
+def _geometry(x: np.ndarray, attrs: dict[str, Any]) -> tuple[tuple[int, int], ...]:
+    kernel_size, stride, padding = window_attrs(attrs)
+    ohw = out_hw(x.shape[2:], kernel_size, stride, padding, (1, 1), "pooling")
+    return kernel_size, stride, padding, ohw
+
+
+def max_pool2d(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+    """``max_pool2d``'s kernel."""
+    (kh, kw), (sh, sw), (ph, pw), ohw = _geometry(x, attrs)
+    result = fresh(out, (*x.shape[:2], *ohw), x.dtype)
+    if result.size:
+        _max_pool(np.ascontiguousarray(x), kh, kw, sh, sw, ph, pw, result)
+    return result
+
+
+def max_pool2d_backward(
+    g: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any
+) -> np.ndarray:
+    """``max_pool2d_backward``'s kernel."""
+    (kh, kw), (sh, sw), (ph, pw), _ = _geometry(x, attrs)
+    result = fresh(out, x.shape, g.dtype)
+    if result.size == 0:
+        return result
+    if g.size == 0:
+        result.fill(0)
+        return result
+    x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    _max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, result)
+    return result
+
+
+@kernel
+def _scatter_add(g: Any, idx: Any, out: Any) -> None:
+    """out (P, n, Q) += g (P, I, Q) at idx (I,) along axis 1."""
+    out[:] = 0
+    for p in range(g.shape[0]):
+        for i in range(g.shape[1]):
+            src, dst = g[p, i], out[p, idx[i]]
+            for q in range(g.shape[2]):
+                dst[q] += src[q]
+
+
+def scatter_add(
+    g: np.ndarray, indices: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, axis: int
+) -> np.ndarray:
+    """``scatter_add``'s kernel (``x`` gives the shape only)."""
+    axis = axis % x.ndim if x.ndim else 0
+    n = x.shape[axis]
+    check_indices("scatter_add", indices, n, f"axis {axis} of size {n}")
+    result = fresh(out, x.shape, g.dtype)
+    if result.size == 0:
+        return result
+    pre, post = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1 :])
+    idx = np.ascontiguousarray(indices).reshape(-1)
+    src = np.ascontiguousarray(g).reshape(pre, idx.size, post)
+    _scatter_add(src, idx, result.reshape(pre, n, post))
+    return result
