@@ -13,6 +13,7 @@ their buffers alive (pool release is driven by garbage collection) until it is u
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -36,12 +37,14 @@ __all__ = [
     "INLINE_OPS",
     "VIEW_OPS",
     "Deferred",
+    "Product",
     "Value",
     "emit",
     "fused_expression",
     "lower_in_place",
     "lower_node",
     "materialize",
+    "sums_batch",
 ]
 
 # Ops whose result aliases their input's buffer.
@@ -53,6 +56,18 @@ INLINE_OPS = EXPRESSION_OPS | {"broadcast_to", "broadcast_like", "transpose"}
 _OPERAND = re.compile(r"\bx(\d+)\b")
 # Longer fused expressions (recomputed values nest) launch their deferred inputs first.
 MAX_EXPRESSION = 4000
+
+
+@dataclass
+class Product:
+    """A batched matmul not yet launched: its user sums it over the batch axes."""
+
+    a: GpuArray | Operand
+    b: GpuArray | Operand
+
+    @property
+    def wgsl(self) -> str:
+        return "f32"
 
 
 @dataclass
@@ -70,7 +85,7 @@ class Deferred:
         return wgsl_type(numpy_dtype(self.type.dtype))
 
 
-Value = GpuArray | Operand | Deferred
+Value = GpuArray | Operand | Deferred | Product
 Leaf = GpuArray | Operand
 
 
@@ -100,6 +115,8 @@ def fused_expression(expr: str, inputs: list[Value]) -> tuple[str, list[Leaf]] |
             if isinstance(value, Deferred):
                 parts.append(f"({build(value.expr, value.inputs)})")
                 continue
+            if isinstance(value, Product):
+                value = materialize(value)
             for k, leaf in enumerate(leaves):
                 if _same_leaf(leaf, value):
                     parts.append(f"x{k}")
@@ -121,6 +138,8 @@ def materialize(value: Value) -> GpuArray:
         return value
     if isinstance(value, Operand):
         return elementwise("x0", [value], value.array.dtype, value.shape)
+    if isinstance(value, Product):
+        return matmul(_matrix(value.a), _matrix(value.b))
     return emit(value.expr, value.inputs, value.type)
 
 
@@ -164,14 +183,82 @@ def lower_node(node: Node, ins: list[Value], out_type: TensorType, inline: bool)
         source = ins[0] if isinstance(ins[0], Operand) else materialize(ins[0])
         return Operand.of(source).permute(tuple(node.attrs["axes"]))
     if node.op == "matmul":
-        a, b = (
-            MatrixView(v.array, v.shape, v.strides, v.offset)
-            if isinstance(v, Operand)
-            else materialize(v)
-            for v in ins
-        )
-        return matmul(a, b)
+        a, b = (v if isinstance(v, Operand) else materialize(v) for v in ins)
+        if inline:
+            return Product(a, b)
+        return matmul(_matrix(a), _matrix(b))
+    if isinstance(ins[0], Product):
+        folded = _folded_product(ins[0], out_type)
+        if folded is not None:
+            return folded
     return lower(node.op, [materialize(v) for v in ins], node.attrs, out_type)
+
+
+def _matrix(v: GpuArray | Operand) -> GpuArray | MatrixView:
+    if isinstance(v, Operand):
+        return MatrixView(v.array, v.shape, v.strides, v.offset)
+    return v
+
+
+def sums_batch(product: Node, user: Node, types: Mapping[int, TensorType]) -> bool:
+    """Whether ``user`` sums the batched matmul ``product`` over exactly its batch
+    axes (``sum_to_like`` or ``sum`` to its (M, N), leading 1s aside)."""
+    shape = types[product.id].shape
+    if len(shape) < 3:
+        return False
+    batch, mn = shape[:-2], shape[-2:]
+    out = types[user.id].shape
+    if user.op == "sum_to_like":
+        like = out
+    elif user.op == "sum":
+        axis = user.attrs.get("axis")
+        if axis is None:
+            return False
+        axes = sorted(a % len(shape) for a in ((axis,) if isinstance(axis, int) else axis))
+        if axes != list(range(len(batch))):
+            return False
+        like = (1,) * len(batch) + tuple(mn) if user.attrs.get("keepdims") else tuple(mn)
+    else:
+        return False
+    return (
+        types[user.id].dtype == "float32"
+        and len(like) >= 2
+        and tuple(like[-2:]) == tuple(mn)
+        and all(d == 1 for d in like[:-2])
+        and tuple(out) == tuple(like)
+        and math.prod(batch) > 1
+    )
+
+
+def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
+    """``sum over the batch of a_b @ b_b`` as one matmul, ``[a_0 a_1 ..] @ [b_0; b_1; ..]``:
+    the batch axes folded into K. None when an operand's strides cannot fold (a
+    broadcast batch axis, a layout that is not batch-major over K)."""
+    a, b = Operand.of(p.a), Operand.of(p.b)
+    if len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2]:
+        return None
+    k = a.shape[-1]
+    a_axes = [*zip(a.shape[:-2], a.strides[:-2], strict=True), (k, a.strides[-1])]
+    b_axes = [*zip(b.shape[:-2], b.strides[:-2], strict=True), (k, b.strides[-2])]
+    sa, sb = _merged_stride(a_axes), _merged_stride(b_axes)
+    if sa is None or sb is None:
+        return None
+    total = math.prod(a.shape[:-2]) * k
+    m, n = a.shape[-2], b.shape[-1]
+    va = MatrixView(a.array, (m, total), (a.strides[-2], sa), a.offset)
+    vb = MatrixView(b.array, (total, n), (sb, b.strides[-1]), b.offset)
+    return matmul(va, vb).view(tuple(out_type.shape))
+
+
+def _merged_stride(axes: list[tuple[int, int]]) -> int | None:
+    """The stride of ``axes`` (size, stride pairs, outer first) walked as one axis."""
+    stride = axes[-1][1]
+    expected = stride
+    for size, st in reversed(axes):
+        if size != 1 and st != expected:
+            return None
+        expected *= size
+    return stride if stride > 0 else None
 
 
 def lower_in_place(node: Node, ins: list[Value], out_type: TensorType, target: GpuArray) -> Value:

@@ -28,7 +28,7 @@ import numpy as np
 from asgrad.gpu.array import GpuArray, Operand
 from asgrad.gpu.copy import copy_into
 from asgrad.gpu.device import Device, fold_groups
-from asgrad.gpu.fusion import VIEW_OPS, Deferred, Value, emit, materialize
+from asgrad.gpu.fusion import VIEW_OPS, Deferred, Product, Value, emit, materialize
 from asgrad.gpu.lowering.elementwise import CHECKED, EXPRESSION_OPS, expression
 from asgrad.gpu.source import kernel_text, numpy_dtype, wgsl_type
 from asgrad.tensor import TensorType
@@ -215,7 +215,14 @@ def _launch_unfused(chain: Sequence[Node], values: Mapping[int, Value]) -> dict[
 
 
 def _shape(ins: Sequence[Value]) -> tuple[int, ...]:
-    shapes = [v.type.shape if isinstance(v, Deferred) else v.shape for v in ins]
+    shapes = [
+        v.type.shape
+        if isinstance(v, Deferred)
+        else materialize(v).shape
+        if isinstance(v, Product)
+        else v.shape
+        for v in ins
+    ]
     return tuple(int(d) for d in np.broadcast_shapes(*shapes))
 
 
@@ -247,6 +254,8 @@ def _segment(
     def fits(value: Value) -> bool:
         if isinstance(value, Deferred):
             return all(fits(v) for v in value.inputs)
+        if isinstance(value, Product):
+            return False
         op = Operand.of(value)
         if op.array.wgsl not in ("f32", "i32", "u32"):
             return False
@@ -265,6 +274,7 @@ def _segment(
             elif isinstance(value, Deferred):
                 parts.append(f"({build(value.expr, value.inputs)})")
             else:
+                assert not isinstance(value, Product)  # fits() said no: materialized
                 parts.append(leaf(Operand.of(value)))
         return _OPERAND.sub(lambda m: parts[int(m.group(1))], template)
 

@@ -31,7 +31,15 @@ from asgrad.gpu.capture import Command, capturing
 from asgrad.gpu.copy import copy_into
 from asgrad.gpu.device import Device
 from asgrad.gpu.errors import GpuError
-from asgrad.gpu.fusion import INLINE_OPS, VIEW_OPS, Value, lower_in_place, lower_node, materialize
+from asgrad.gpu.fusion import (
+    INLINE_OPS,
+    VIEW_OPS,
+    Value,
+    lower_in_place,
+    lower_node,
+    materialize,
+    sums_batch,
+)
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
 from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
 from asgrad.gpu.multi_update import UpdateBatch, find_update_batch, launch_update_batch
@@ -118,7 +126,9 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     broadcasts to the user's), or a view or broadcast that is itself inlined; an
     elementwise value with several users is recomputed in each (up to
     :data:`MAX_RECOMPUTE`), which costs arithmetic, not a launch. A transpose read by a
-    matmul becomes strides. Outputs and update values are always launched.
+    matmul becomes strides; a batched matmul summed over its batch axes (a weight's
+    gradient through a 3-D input) becomes one 2-D matmul. Outputs and update values
+    are always launched.
     """
     kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
     inlined: set[int] = set()
@@ -130,6 +140,8 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
 
 
 def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Types) -> bool:
+    if node.op == "matmul" and len(following) == 1 and sums_batch(node, following[0], types):
+        return True  # one 2-D product over the batch axes folded into K
     if (
         node.op == "transpose"
         and _swaps_last_two(node)
