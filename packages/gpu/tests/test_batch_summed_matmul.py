@@ -73,3 +73,25 @@ def build_numpy(label: str, x: np.ndarray, d: np.ndarray) -> np.ndarray:
     if label == "no-fold":
         return (x @ d).sum(axis=0)
     return (xt @ d).sum(axis=1)
+
+
+def test_head_transposes_are_strides_of_the_matmuls(device: Device) -> None:
+    """Attention's head split (B, T, h, d) -> (B, h, T, d), read by two matmuls and
+    by a transpose of it that a matmul reads, costs no copy."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    y = rng.standard_normal((2, 5, 3, 4)).astype(np.float32)
+    g = Graph()
+    q = g.input("x", x.shape, free=()).transpose(0, 2, 1, 3)
+    k = g.input("y", y.shape, free=()).transpose(0, 2, 1, 3)
+    scores = q @ k.swapaxes(-1, -2)
+    out = scores @ q + (k.swapaxes(-1, -2) @ q).sum()
+    program = compile([out], backend="gpu")
+    (got,) = program({"x": x, "y": y})
+    qn, kn = x.transpose(0, 2, 1, 3), y.transpose(0, 2, 1, 3)
+    sn = qn @ np.swapaxes(kn, -1, -2)
+    expected = sn @ qn + (np.swapaxes(kn, -1, -2) @ qn).sum()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-4)
+    kinds = count_kinds(build_plan(program.executable.schedule, {"x": x, "y": y}, device).commands)
+    assert kinds["view copy"] == 0, kinds
+    assert kinds["matmul"] == 3

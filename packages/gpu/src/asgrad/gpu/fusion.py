@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from asgrad.gpu.array import GpuArray, Operand
 from asgrad.gpu.errors import GpuUnsupportedError
@@ -28,7 +28,7 @@ from asgrad.gpu.lowering.elementwise import (
     expression,
     max_inputs,
 )
-from asgrad.gpu.lowering.linalg import MatrixView, matmul
+from asgrad.gpu.lowering.linalg import MAX_BATCH_DIMS, MatrixView, matmul
 from asgrad.gpu.source import numpy_dtype, wgsl_type
 from asgrad.tensor import TensorType
 from asgrad.tensor.graph import Node
@@ -183,7 +183,7 @@ def lower_node(node: Node, ins: list[Value], out_type: TensorType, inline: bool)
         source = ins[0] if isinstance(ins[0], Operand) else materialize(ins[0])
         return Operand.of(source).permute(tuple(node.attrs["axes"]))
     if node.op == "matmul":
-        a, b = (v if isinstance(v, Operand) else materialize(v) for v in ins)
+        a, b = (v if _matrix_like(v) else materialize(v) for v in ins)
         if inline:
             return Product(a, b)
         return matmul(_matrix(a), _matrix(b))
@@ -192,6 +192,16 @@ def lower_node(node: Node, ins: list[Value], out_type: TensorType, inline: bool)
         if folded is not None:
             return folded
     return lower(node.op, [materialize(v) for v in ins], node.attrs, out_type)
+
+
+def _matrix_like(v: Value) -> TypeGuard[GpuArray | Operand]:
+    """An array, or a view the matmul kernels read: one of the matrix axes unit-strided
+    and at most their batch axes."""
+    if isinstance(v, GpuArray):
+        return True
+    if not isinstance(v, Operand) or len(v.shape) < 2 or len(v.shape) - 2 > MAX_BATCH_DIMS:
+        return False
+    return 1 in (v.strides[-1], v.strides[-2])
 
 
 def _matrix(v: GpuArray | Operand) -> GpuArray | MatrixView:

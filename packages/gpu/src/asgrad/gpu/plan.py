@@ -125,10 +125,10 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     Every user must be elementwise (it broadcasts the value, so any shape of it
     broadcasts to the user's), or a view or broadcast that is itself inlined; an
     elementwise value with several users is recomputed in each (up to
-    :data:`MAX_RECOMPUTE`), which costs arithmetic, not a launch. A transpose read by a
-    matmul becomes strides; a batched matmul summed over its batch axes (a weight's
-    gradient through a 3-D input) becomes one 2-D matmul. Outputs and update values
-    are always launched.
+    :data:`MAX_RECOMPUTE`), which costs arithmetic, not a launch. A transpose read only
+    by matmuls (or by transposes that are) becomes strides; a batched matmul summed over
+    its batch axes (a weight's gradient through a 3-D input) becomes one 2-D matmul.
+    Outputs and update values are always launched.
     """
     kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
     inlined: set[int] = set()
@@ -144,11 +144,10 @@ def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Type
         return True  # one 2-D product over the batch axes folded into K
     if (
         node.op == "transpose"
-        and _swaps_last_two(node)
-        and len(following) == 1
-        and following[0].op == "matmul"
+        and _keeps_last_axis(node)
+        and all(u.op == "matmul" or (u.op == "transpose" and u.id in inlined) for u in following)
     ):
-        return True
+        return True  # strides of every matmul reading it (a view costs no launch)
     if node.op in EXPRESSION_OPS:
         allowed = len(following) <= MAX_RECOMPUTE
     elif node.op in INLINE_OPS or _passes_through(node, types):
@@ -177,10 +176,12 @@ def _core(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(dims)
 
 
-def _swaps_last_two(node: Node) -> bool:
+def _keeps_last_axis(node: Node) -> bool:
+    """A transpose that keeps its input's last axis among the matrix axes (attention's
+    heads move, a matrix is transposed): a matmul reads the result through strides."""
     axes = tuple(node.attrs["axes"])
     n = len(axes)
-    return n >= 2 and axes == (*range(n - 2), n - 1, n - 2)
+    return n >= 2 and n - 1 in axes[-2:]
 
 
 # -- in-place updates ---------------------------------------------------------------------
