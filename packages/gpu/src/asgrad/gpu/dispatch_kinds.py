@@ -28,6 +28,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     (r"elementwise [-0-9.e]+(u|i)?" + _MODE, "fill"),
     ("elementwise", "elementwise"),
     ("multi_update", "optimizer update"),
+    ("multi_column_sum", "gradient sums"),  # the bias gradients the update reads
     ("linalg", "matmul"),
     ("reduction_cols", "column reduction"),
     ("reduction", "reduction"),

@@ -270,12 +270,13 @@ def _readers(param: Node, users: Users) -> list[Node]:
 def release_steps(schedule: Schedule, batch: UpdateBatch | None = None) -> dict[int, list[int]]:
     """For each step, the nodes whose values are dropped after it (their last use).
 
-    The inputs of ``batch``'s members are read when the batch launches, at its step.
+    The inputs of ``batch``'s members and sums are read when the batch launches, at
+    its step.
     """
     last_use = dict(schedule.last_use)
     if batch is not None:
         for node in schedule.nodes:
-            if node.id in batch.members:
+            if node.id in batch.members or node.id in batch.sums:
                 for inp in node.inputs:
                     last_use[inp.id] = max(last_use.get(inp.id, 0), batch.step)
     released: dict[int, list[int]] = {}
@@ -311,11 +312,12 @@ def lower_schedule(
     for i, node in enumerate(schedule.nodes):
         progress.advance()
         out_type = types[node.id]
-        value: Value
         if batch is not None and node.id in members:
-            value = store.array(batch.variables[node.id])  # written when the batch launches
+            values[node.id] = store.array(batch.variables[node.id])  # the batch writes it
+        elif batch is not None and node.id in batch.sums:
+            pass  # summed when the batch launches
         elif node.op in LEAVES:
-            value = bindings.bind(node, out_type, device, store)
+            values[node.id] = bindings.bind(node, out_type, device, store)
         else:
             ins = [values[n.id] for n in node.inputs]
             try:
@@ -323,7 +325,7 @@ def lower_schedule(
                     value = _lower_one(node, ins, types, inlined, in_place, device, bindings)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
-        values[node.id] = value
+            values[node.id] = value
         if batch is not None and i == batch.step:
             targets = {m: store.array(v) for m, v in batch.variables.items()}
             launch_update_batch(batch, values, targets, device)
