@@ -52,6 +52,7 @@ from asgrad.tensor.schedule import Schedule
 
 __all__ = [
     "MAX_RECOMPUTE",
+    "MAX_SCALAR_NODES",
     "Plan",
     "build_plan",
     "in_place_updates",
@@ -63,6 +64,9 @@ __all__ = [
 
 # An elementwise value read by up to this many elementwise users is recomputed in each.
 MAX_RECOMPUTE = 4
+# A scalar read by more is recomputed in each if its expression holds at most this many
+# nodes (an optimizer's per-step factors), else launched once (a global gradient norm).
+MAX_SCALAR_NODES = 8
 
 Users = Mapping[int, list[Node]]
 Types = Mapping[int, TensorType]
@@ -125,10 +129,10 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     Every user must be elementwise (it broadcasts the value, so any shape of it
     broadcasts to the user's), or a view or broadcast that is itself inlined; an
     elementwise value with several users is recomputed in each (up to
-    :data:`MAX_RECOMPUTE`), which costs arithmetic, not a launch. A transpose read only
-    by matmuls (or by transposes that are) becomes strides; a batched matmul summed over
-    its batch axes (a weight's gradient through a 3-D input) becomes one 2-D matmul.
-    Outputs and update values are always launched.
+    :data:`MAX_RECOMPUTE`, any number for a scalar), which costs arithmetic, not a
+    launch. A transpose read only by matmuls (or by transposes that are) becomes
+    strides; a batched matmul summed over its batch axes (a weight's gradient through a
+    3-D input) becomes one 2-D matmul. Outputs and update values are always launched.
     """
     kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
     inlined: set[int] = set()
@@ -136,7 +140,27 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
         following = users.get(node.id, [])
         if node.id not in kept and following and _inlinable(node, following, inlined, types):
             inlined.add(node.id)
+    for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
+        if (
+            node.id in inlined
+            and node.op in EXPRESSION_OPS
+            and len(users[node.id]) > MAX_RECOMPUTE
+            and _inlined_size(node, inlined) > MAX_SCALAR_NODES
+        ):
+            inlined.discard(node.id)
     return frozenset(inlined)
+
+
+def _inlined_size(node: Node, inlined: set[int]) -> int:
+    """How many nodes the expression of ``node`` holds: it and its inlined inputs."""
+    seen: set[int] = set()
+    frontier = [node]
+    while frontier:
+        current = frontier.pop()
+        if current.id not in seen:
+            seen.add(current.id)
+            frontier += [i for i in current.inputs if i.id in inlined]
+    return len(seen)
 
 
 def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Types) -> bool:
@@ -149,7 +173,8 @@ def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Type
     ):
         return True  # strides of every matmul reading it (a view costs no launch)
     if node.op in EXPRESSION_OPS:
-        allowed = len(following) <= MAX_RECOMPUTE
+        # a scalar (an optimizer's per-step factor) is cheap to recompute in any number
+        allowed = len(following) <= MAX_RECOMPUTE or types[node.id].shape == ()
     elif node.op in INLINE_OPS or _passes_through(node, types):
         allowed = node.op != "transpose" or len(following) == 1
     else:
