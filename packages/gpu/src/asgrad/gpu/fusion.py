@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from asgrad.gpu.array import GpuArray, Operand
+from asgrad.gpu.array import GpuArray, Operand, slice_view
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import lower
+from asgrad.gpu.lowering.common import literal
 from asgrad.gpu.lowering.elementwise import (
     EXPRESSION_OPS,
     elementwise,
@@ -35,20 +36,37 @@ from asgrad.tensor.graph import Node
 
 __all__ = [
     "INLINE_OPS",
+    "LAZY_VIEWS",
+    "LIKE_OPS",
     "VIEW_OPS",
     "Deferred",
     "Product",
+    "Reshaped",
+    "Scattered",
     "Value",
     "emit",
     "fused_expression",
     "lower_in_place",
     "lower_node",
     "materialize",
+    "strided_reshape",
     "sums_batch",
 ]
 
 # Ops whose result aliases their input's buffer.
 VIEW_OPS = frozenset({"reshape", "reshape_like", "expand_dims", "squeeze", "sum_to_like"})
+# Views a plan may pass on as strides (an Operand) instead of copying: a slice, and a
+# reshape of a strided view where numpy's would need no copy either.
+LAZY_VIEWS = frozenset({"slice", "reshape", "reshape_like", "expand_dims", "squeeze"})
+# Ops some of whose inputs give only a shape: op -> their positions.
+SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
+    "reshape_like": (1,),
+    "broadcast_like": (1,),
+    "sum_to_like": (1,),
+    "scatter_slice": (1,),
+    "scatter_add": (2,),
+}
+LIKE_OPS = frozenset(SHAPE_INPUTS)
 # Ops a fused kernel can absorb: elementwise expressions, and broadcasts/transposes,
 # which become strided reads of their input.
 INLINE_OPS = EXPRESSION_OPS | {"broadcast_to", "broadcast_like", "transpose"}
@@ -85,7 +103,33 @@ class Deferred:
         return wgsl_type(numpy_dtype(self.type.dtype))
 
 
-Value = GpuArray | Operand | Deferred | Product
+@dataclass
+class Scattered:
+    """A sum of scatter_slices not yet launched (a slice's gradient, e.g. attention's
+    q, k and v from one qkv): each piece written into its region of zeros."""
+
+    type: TensorType
+    pieces: list[tuple[tuple[Any, ...], Value]]
+
+    @property
+    def wgsl(self) -> str:
+        return wgsl_type(numpy_dtype(self.type.dtype))
+
+
+@dataclass
+class Reshaped:
+    """A reshape of a strided view that strides cannot express (attention's heads
+    merged back): copied where it is read, or written through a reshaped destination."""
+
+    operand: Operand
+    shape: tuple[int, ...]
+
+    @property
+    def wgsl(self) -> str:
+        return self.operand.array.wgsl
+
+
+Value = GpuArray | Operand | Deferred | Product | Scattered | Reshaped
 Leaf = GpuArray | Operand
 
 
@@ -112,10 +156,13 @@ def fused_expression(expr: str, inputs: list[Value]) -> tuple[str, list[Leaf]] |
     def build(template: str, values: list[Value]) -> str:
         parts: list[str] = []
         for value in values:
+            scattered = _scatter_pieces(value)
+            if scattered is not None:
+                value = _write_pieces(scattered, scattered.type)
             if isinstance(value, Deferred):
                 parts.append(f"({build(value.expr, value.inputs)})")
                 continue
-            if isinstance(value, Product):
+            if isinstance(value, (Product, Scattered, Reshaped)):
                 value = materialize(value)
             for k, leaf in enumerate(leaves):
                 if _same_leaf(leaf, value):
@@ -140,11 +187,15 @@ def materialize(value: Value) -> GpuArray:
         return elementwise("x0", [value], value.array.dtype, value.shape)
     if isinstance(value, Product):
         return matmul(_matrix(value.a), _matrix(value.b))
+    if isinstance(value, Scattered):
+        return _write_pieces(value, value.type)
+    if isinstance(value, Reshaped):
+        return materialize(value.operand).view(value.shape)
     return emit(value.expr, value.inputs, value.type)
 
 
 def emit(
-    expr: str, inputs: list[Value], out: TensorType, target: GpuArray | None = None
+    expr: str, inputs: list[Value], out: TensorType, target: GpuArray | Operand | None = None
 ) -> GpuArray:
     """Launch ``expr`` over ``inputs`` as one kernel (into ``target`` when given),
     launching deferred inputs on their own first if there are too many leaves."""
@@ -166,11 +217,24 @@ def _wgsl(value: Value) -> str:
     return value.wgsl
 
 
-def lower_node(node: Node, ins: list[Value], out_type: TensorType, inline: bool) -> Value:
+def lower_node(
+    node: Node,
+    ins: list[Value],
+    out_type: TensorType,
+    inline: bool,
+    in_shape: tuple[int, ...] = (),
+) -> Value:
     """The value of ``node`` from its inputs' values: launched, or with ``inline``
-    deferred into its users (an expression, a passed-on input, a strided view)."""
-    if inline and node.op in VIEW_OPS:
+    deferred into its users (an expression, a passed-on input, a strided view).
+    ``in_shape``: the shape of its first input's type."""
+    if inline and node.op in LAZY_VIEWS:
+        return _lazy_view(node, ins[0], in_shape, out_type)
+    if inline and node.op in VIEW_OPS and _core(in_shape) == _core(out_type.shape):
         return ins[0]  # shapes differ by leading 1s only: broadcasting realigns them
+    if node.op == "add" and not inline:
+        pieces = _scatter_pieces(Deferred("x0 + x1", ins, out_type))
+        if pieces is not None:
+            return _write_pieces(pieces, out_type)
     if node.op in EXPRESSION_OPS:
         expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
         assert expr is not None
@@ -181,7 +245,10 @@ def lower_node(node: Node, ins: list[Value], out_type: TensorType, inline: bool)
         return ins[0]  # the user broadcasts it
     if inline and node.op == "transpose":
         source = ins[0] if isinstance(ins[0], Operand) else materialize(ins[0])
-        return Operand.of(source).permute(tuple(node.attrs["axes"]))
+        op = Operand.of(source)
+        if in_shape and op.shape != in_shape:  # a broadcast passed on: make it real
+            op = Operand(op.array, in_shape, op.broadcast_strides(in_shape), op.offset)
+        return op.permute(tuple(node.attrs["axes"]))
     if node.op == "matmul":
         a, b = (v if _matrix_like(v) else materialize(v) for v in ins)
         if inline:
@@ -191,7 +258,130 @@ def lower_node(node: Node, ins: list[Value], out_type: TensorType, inline: bool)
         folded = _folded_product(ins[0], out_type)
         if folded is not None:
             return folded
-    return lower(node.op, [materialize(v) for v in ins], node.attrs, out_type)
+    if inline and node.op == "scatter_slice":
+        return Scattered(out_type, [(tuple(node.attrs["index"]), ins[0])])
+    shape_only = SHAPE_INPUTS.get(node.op, ())
+    first = materialize(ins[0])  # a shape-only input is never read: any array stands in
+    args = [first if k == 0 or k in shape_only else materialize(v) for k, v in enumerate(ins)]
+    return lower(node.op, args, node.attrs, out_type)
+
+
+def _scatter_pieces(value: Value) -> Scattered | None:
+    """``value`` as one scatter of disjoint pieces: a Scattered, or a Deferred sum of
+    them; None otherwise."""
+    if isinstance(value, Scattered):
+        return value
+    if not isinstance(value, Deferred) or value.expr != "x0 + x1":
+        return None
+    parts = [_scatter_pieces(v) for v in value.inputs]
+    if parts[0] is None or parts[1] is None or parts[0].type != parts[1].type:
+        return None
+    pieces = parts[0].pieces + parts[1].pieces
+    boxes = [_box(index, parts[0].type.shape) for index, _ in pieces]
+    for i, a in enumerate(boxes):
+        for b in boxes[:i]:
+            if a is None or b is None or not _disjoint(a, b):
+                return None
+    return Scattered(parts[0].type, pieces)
+
+
+def _box(index: tuple[Any, ...], shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
+    box = []
+    for d, size in enumerate(shape):
+        item = index[d] if d < len(index) else slice(None)
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            if step != 1:
+                return None
+            box.append((start, stop))
+        else:
+            i = int(item) % size
+            box.append((i, i + 1))
+    return box
+
+
+def _disjoint(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
+    return any(max(x[0], y[0]) >= min(x[1], y[1]) for x, y in zip(a, b, strict=True))
+
+
+def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
+    """Zeros where no piece lands (none when they cover it), then each piece."""
+    dtype = numpy_dtype(out_type.dtype)
+    covered = sum(
+        math.prod(b - a for a, b in _box(i, out_type.shape) or []) for i, _ in scattered.pieces
+    )
+    if covered == math.prod(out_type.shape):
+        result = GpuArray.empty(tuple(out_type.shape), dtype)
+    else:
+        result = elementwise(literal(0.0, wgsl_type(dtype)), [], dtype, tuple(out_type.shape))
+    for index, piece in scattered.pieces:
+        view = slice_view(Operand.of(result), index)
+        if isinstance(piece, Reshaped):  # the destination reshaped instead
+            reshaped = strided_reshape(view, piece.operand.shape)
+            if reshaped is not None:
+                view, piece = reshaped, piece.operand
+        emit("x0", [piece], TensorType(view.shape, out_type.dtype), view)
+    return result
+
+
+def _core(shape: tuple[int, ...]) -> tuple[int, ...]:
+    dims = list(shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return tuple(dims)
+
+
+def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:
+    """A view node's value as strides of its input (copied only when it cannot be)."""
+    if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
+        return Deferred(value.expr, value.inputs, out_type, value.attrs)  # leading 1s
+    source = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
+    op = Operand.of(source)
+    if op.shape != in_shape:  # a broadcast passed on unlaunched: its strides, made real
+        op = Operand(op.array, in_shape, op.broadcast_strides(in_shape), op.offset)
+    shape = tuple(out_type.shape)
+    if node.op == "slice":
+        return slice_view(op, node.attrs["index"])
+    view = strided_reshape(op, shape)
+    if view is not None:
+        return view
+    return Reshaped(op, shape)
+
+
+def strided_reshape(op: Operand, shape: tuple[int, ...]) -> Operand | None:
+    """``op`` seen with ``shape`` through strides, or None where that needs a copy
+    (merged axes that are not laid out one after the other), as numpy decides."""
+    if math.prod(op.shape) != math.prod(shape) or math.prod(shape) == 0:
+        return None
+    old = [(size, st) for size, st in zip(op.shape, op.strides, strict=True) if size != 1]
+    strides = [0] * len(shape)
+    oi = ni = 0
+    while ni < len(shape):
+        if shape[ni] == 1:
+            ni += 1
+            continue
+        if oi >= len(old):
+            return None
+        o_size, n_size, oj, nj = old[oi][0], shape[ni], oi + 1, ni + 1
+        while o_size != n_size:
+            if o_size < n_size:
+                if oj >= len(old):
+                    return None
+                o_size, oj = o_size * old[oj][0], oj + 1
+            else:
+                if nj >= len(shape):
+                    return None
+                n_size, nj = n_size * shape[nj], nj + 1
+        if any(old[k][1] != old[k + 1][1] * old[k + 1][0] for k in range(oi, oj - 1)):
+            return None
+        stride = old[oj - 1][1]
+        for k in range(nj - 1, ni - 1, -1):
+            strides[k] = stride
+            stride *= shape[k]
+        oi, ni = oj, nj
+    if oi != len(old):
+        return None
+    return Operand(op.array, shape, tuple(strides), op.offset)
 
 
 def _matrix_like(v: Value) -> TypeGuard[GpuArray | Operand]:
@@ -201,7 +391,7 @@ def _matrix_like(v: Value) -> TypeGuard[GpuArray | Operand]:
         return True
     if not isinstance(v, Operand) or len(v.shape) < 2 or len(v.shape) - 2 > MAX_BATCH_DIMS:
         return False
-    return 1 in (v.strides[-1], v.strides[-2])
+    return 1 in (v.strides[-1], v.strides[-2]) and min(v.strides) >= 0
 
 
 def _matrix(v: GpuArray | Operand) -> GpuArray | MatrixView:

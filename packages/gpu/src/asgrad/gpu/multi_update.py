@@ -32,6 +32,8 @@ from asgrad.gpu.fusion import (
     VIEW_OPS,
     Deferred,
     Product,
+    Reshaped,
+    Scattered,
     Value,
     emit,
     materialize,
@@ -295,12 +297,7 @@ def _launch_unfused(
 
 def _shape(ins: Sequence[Value]) -> tuple[int, ...]:
     shapes = [
-        v.type.shape
-        if isinstance(v, Deferred)
-        else materialize(v).shape
-        if isinstance(v, Product)
-        else v.shape
-        for v in ins
+        v.type.shape if isinstance(v, (Deferred, Scattered)) else materialize(v).shape for v in ins
     ]
     return tuple(int(d) for d in np.broadcast_shapes(*shapes))
 
@@ -335,7 +332,7 @@ def _segment(
     def fits(value: Value) -> bool:
         if isinstance(value, Deferred):
             return all(fits(v) for v in value.inputs)
-        if isinstance(value, Product):
+        if isinstance(value, (Product, Scattered, Reshaped)):
             return False
         op = Operand.of(value)
         if op.array.wgsl not in ("f32", "i32", "u32"):
@@ -355,7 +352,7 @@ def _segment(
             elif isinstance(value, Deferred):
                 parts.append(f"({build(value.expr, value.inputs)})")
             else:
-                assert not isinstance(value, Product)  # fits() said no: materialized
+                assert not isinstance(value, (Product, Scattered, Reshaped))  # materialized
                 parts.append(leaf(Operand.of(value)))
         return _OPERAND.sub(lambda m: parts[int(m.group(1))], template)
 

@@ -33,6 +33,8 @@ from asgrad.gpu.device import Device
 from asgrad.gpu.errors import GpuError
 from asgrad.gpu.fusion import (
     INLINE_OPS,
+    LAZY_VIEWS,
+    LIKE_OPS,
     VIEW_OPS,
     Value,
     lower_in_place,
@@ -136,9 +138,12 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     """
     kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
     inlined: set[int] = set()
+    scatters = _scatter_sums(schedule, users)
     for node in reversed(schedule.nodes):  # a node's users come after it
         following = users.get(node.id, [])
-        if node.id not in kept and following and _inlinable(node, following, inlined, types):
+        if node.id in scatters and node.id not in kept:
+            inlined.add(node.id)  # written into the sum's buffer (fusion.Scattered)
+        elif node.id not in kept and following and _inlinable(node, following, inlined, types):
             inlined.add(node.id)
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
@@ -149,6 +154,32 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
         ):
             inlined.discard(node.id)
     return frozenset(inlined)
+
+
+def _scatter_sums(schedule: Schedule, users: Users) -> set[int]:
+    """The scatter_slices summed by a tree of adds (a slice's gradient: attention's q,
+    k and v of one qkv): the sum writes each piece into its region, so no zeros are
+    filled and added where the pieces cover it."""
+
+    def leaves(node: Node) -> list[Node] | None:
+        if len(users.get(node.id, [])) != 1:
+            return None
+        if node.op == "scatter_slice":
+            return [node]
+        if node.op != "add":
+            return None
+        found = [leaves(i) for i in node.inputs]
+        if any(f is None for f in found):
+            return None
+        return [n for f in found if f is not None for n in f]
+
+    result: set[int] = set()
+    for node in schedule.nodes:
+        if node.op == "add":
+            parts = [leaves(i) for i in node.inputs]
+            if all(p is not None for p in parts):
+                result |= {n.id for p in parts if p is not None for n in p}
+    return result
 
 
 def _inlined_size(node: Node, inlined: set[int]) -> int:
@@ -169,9 +200,16 @@ def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Type
     if (
         node.op == "transpose"
         and _keeps_last_axis(node)
-        and all(u.op == "matmul" or (u.op == "transpose" and u.id in inlined) for u in following)
+        and all(
+            u.op == "matmul"
+            or (u.op in LAZY_VIEWS | {"transpose"} and u.id in inlined)
+            or _reads_shape(u, node)
+            for u in following
+        )
     ):
         return True  # strides of every matmul reading it (a view costs no launch)
+    if node.op in LAZY_VIEWS and all(_reads_view(u, node, inlined) for u in following):
+        return True  # strides of its readers: a slice, a reshape numpy does without copy
     if node.op in EXPRESSION_OPS:
         # a scalar (an optimizer's per-step factor) is cheap to recompute in any number
         allowed = len(following) <= MAX_RECOMPUTE or types[node.id].shape == ()
@@ -183,6 +221,20 @@ def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Type
         u.op in EXPRESSION_OPS
         or ((u.op in INLINE_OPS or _passes_through(u, types)) and u.id in inlined)
         for u in following
+    )
+
+
+def _reads_shape(user: Node, node: Node) -> bool:
+    """``user`` reads only ``node``'s shape (the like input of a reshape_like...)."""
+    return user.op in LIKE_OPS and user.inputs[0] is not node
+
+
+def _reads_view(user: Node, node: Node, inlined: set[int]) -> bool:
+    """``user`` reads ``node``'s value through strides (or only its shape)."""
+    return (
+        user.op in ("matmul", *EXPRESSION_OPS)
+        or (user.op in LAZY_VIEWS | {"transpose", "scatter_slice"} and user.id in inlined)
+        or _reads_shape(user, node)
     )
 
 
@@ -387,4 +439,5 @@ def _lower_one(
         value = upload_constant(device, ratio, numpy_dtype(out_type.dtype))
         bindings.constants.append(value)
         return value
-    return lower_node(node, ins, out_type, node.id in inlined)
+    in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else ()
+    return lower_node(node, ins, out_type, node.id in inlined, in_shape)
