@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from asgrad.gpu.array import GpuArray, Operand, slice_view
 from asgrad.gpu.errors import GpuUnsupportedError
@@ -31,6 +29,20 @@ from asgrad.gpu.lowering.elementwise import (
 )
 from asgrad.gpu.lowering.linalg import MAX_BATCH_DIMS, MatrixView, matmul
 from asgrad.gpu.source import numpy_dtype, wgsl_type
+from asgrad.gpu.values import (
+    Deferred,
+    Leaf,
+    Product,
+    Reshaped,
+    Scattered,
+    Value,
+    _box,
+    _core,
+    _merged_stride,
+    _scatter_pieces,
+    strided_reshape,
+    sums_batch,
+)
 from asgrad.tensor import TensorType
 from asgrad.tensor.graph import Node
 
@@ -53,11 +65,16 @@ __all__ = [
     "sums_batch",
 ]
 
+
 # Ops whose result aliases their input's buffer.
 VIEW_OPS = frozenset({"reshape", "reshape_like", "expand_dims", "squeeze", "sum_to_like"})
+
+
 # Views a plan may pass on as strides (an Operand) instead of copying: a slice, and a
 # reshape of a strided view where numpy's would need no copy either.
 LAZY_VIEWS = frozenset({"slice", "reshape", "reshape_like", "expand_dims", "squeeze"})
+
+
 # Ops some of whose inputs give only a shape: op -> their positions.
 SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "reshape_like": (1,),
@@ -66,71 +83,21 @@ SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
     "scatter_slice": (1,),
     "scatter_add": (2,),
 }
+
+
 LIKE_OPS = frozenset(SHAPE_INPUTS)
+
+
 # Ops a fused kernel can absorb: elementwise expressions, and broadcasts/transposes,
 # which become strided reads of their input.
 INLINE_OPS = EXPRESSION_OPS | {"broadcast_to", "broadcast_like", "transpose"}
 
+
 _OPERAND = re.compile(r"\bx(\d+)\b")
+
+
 # Longer fused expressions (recomputed values nest) launch their deferred inputs first.
 MAX_EXPRESSION = 4000
-
-
-@dataclass
-class Product:
-    """A batched matmul not yet launched: its user sums it over the batch axes."""
-
-    a: GpuArray | Operand
-    b: GpuArray | Operand
-
-    @property
-    def wgsl(self) -> str:
-        return "f32"
-
-
-@dataclass
-class Deferred:
-    """An elementwise node not yet launched: its expression and its input values."""
-
-    expr: str
-    inputs: list[Value]
-    type: TensorType
-    attrs: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def wgsl(self) -> str:
-        """The WGSL storage type of its value."""
-        return wgsl_type(numpy_dtype(self.type.dtype))
-
-
-@dataclass
-class Scattered:
-    """A sum of scatter_slices not yet launched (a slice's gradient, e.g. attention's
-    q, k and v from one qkv): each piece written into its region of zeros."""
-
-    type: TensorType
-    pieces: list[tuple[tuple[Any, ...], Value]]
-
-    @property
-    def wgsl(self) -> str:
-        return wgsl_type(numpy_dtype(self.type.dtype))
-
-
-@dataclass
-class Reshaped:
-    """A reshape of a strided view that strides cannot express (attention's heads
-    merged back): copied where it is read, or written through a reshaped destination."""
-
-    operand: Operand
-    shape: tuple[int, ...]
-
-    @property
-    def wgsl(self) -> str:
-        return self.operand.array.wgsl
-
-
-Value = GpuArray | Operand | Deferred | Product | Scattered | Reshaped
-Leaf = GpuArray | Operand
 
 
 def _same_leaf(a: Leaf, b: Leaf) -> bool:
@@ -266,44 +233,6 @@ def lower_node(
     return lower(node.op, args, node.attrs, out_type)
 
 
-def _scatter_pieces(value: Value) -> Scattered | None:
-    """``value`` as one scatter of disjoint pieces: a Scattered, or a Deferred sum of
-    them; None otherwise."""
-    if isinstance(value, Scattered):
-        return value
-    if not isinstance(value, Deferred) or value.expr != "x0 + x1":
-        return None
-    parts = [_scatter_pieces(v) for v in value.inputs]
-    if parts[0] is None or parts[1] is None or parts[0].type != parts[1].type:
-        return None
-    pieces = parts[0].pieces + parts[1].pieces
-    boxes = [_box(index, parts[0].type.shape) for index, _ in pieces]
-    for i, a in enumerate(boxes):
-        for b in boxes[:i]:
-            if a is None or b is None or not _disjoint(a, b):
-                return None
-    return Scattered(parts[0].type, pieces)
-
-
-def _box(index: tuple[Any, ...], shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
-    box = []
-    for d, size in enumerate(shape):
-        item = index[d] if d < len(index) else slice(None)
-        if isinstance(item, slice):
-            start, stop, step = item.indices(size)
-            if step != 1:
-                return None
-            box.append((start, stop))
-        else:
-            i = int(item) % size
-            box.append((i, i + 1))
-    return box
-
-
-def _disjoint(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> bool:
-    return any(max(x[0], y[0]) >= min(x[1], y[1]) for x, y in zip(a, b, strict=True))
-
-
 def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
     """Zeros where no piece lands (none when they cover it), then each piece."""
     dtype = numpy_dtype(out_type.dtype)
@@ -324,13 +253,6 @@ def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
     return result
 
 
-def _core(shape: tuple[int, ...]) -> tuple[int, ...]:
-    dims = list(shape)
-    while dims and dims[0] == 1:
-        dims.pop(0)
-    return tuple(dims)
-
-
 def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:
     """A view node's value as strides of its input (copied only when it cannot be)."""
     if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
@@ -348,42 +270,6 @@ def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: Te
     return Reshaped(op, shape)
 
 
-def strided_reshape(op: Operand, shape: tuple[int, ...]) -> Operand | None:
-    """``op`` seen with ``shape`` through strides, or None where that needs a copy
-    (merged axes that are not laid out one after the other), as numpy decides."""
-    if math.prod(op.shape) != math.prod(shape) or math.prod(shape) == 0:
-        return None
-    old = [(size, st) for size, st in zip(op.shape, op.strides, strict=True) if size != 1]
-    strides = [0] * len(shape)
-    oi = ni = 0
-    while ni < len(shape):
-        if shape[ni] == 1:
-            ni += 1
-            continue
-        if oi >= len(old):
-            return None
-        o_size, n_size, oj, nj = old[oi][0], shape[ni], oi + 1, ni + 1
-        while o_size != n_size:
-            if o_size < n_size:
-                if oj >= len(old):
-                    return None
-                o_size, oj = o_size * old[oj][0], oj + 1
-            else:
-                if nj >= len(shape):
-                    return None
-                n_size, nj = n_size * shape[nj], nj + 1
-        if any(old[k][1] != old[k + 1][1] * old[k + 1][0] for k in range(oi, oj - 1)):
-            return None
-        stride = old[oj - 1][1]
-        for k in range(nj - 1, ni - 1, -1):
-            strides[k] = stride
-            stride *= shape[k]
-        oi, ni = oj, nj
-    if oi != len(old):
-        return None
-    return Operand(op.array, shape, tuple(strides), op.offset)
-
-
 def _matrix_like(v: Value) -> TypeGuard[GpuArray | Operand]:
     """An array, or a view the matmul kernels read: one of the matrix axes unit-strided
     and at most their batch axes."""
@@ -398,36 +284,6 @@ def _matrix(v: GpuArray | Operand) -> GpuArray | MatrixView:
     if isinstance(v, Operand):
         return MatrixView(v.array, v.shape, v.strides, v.offset)
     return v
-
-
-def sums_batch(product: Node, user: Node, types: Mapping[int, TensorType]) -> bool:
-    """Whether ``user`` sums the batched matmul ``product`` over exactly its batch
-    axes (``sum_to_like`` or ``sum`` to its (M, N), leading 1s aside)."""
-    shape = types[product.id].shape
-    if len(shape) < 3:
-        return False
-    batch, mn = shape[:-2], shape[-2:]
-    out = types[user.id].shape
-    if user.op == "sum_to_like":
-        like = out
-    elif user.op == "sum":
-        axis = user.attrs.get("axis")
-        if axis is None:
-            return False
-        axes = sorted(a % len(shape) for a in ((axis,) if isinstance(axis, int) else axis))
-        if axes != list(range(len(batch))):
-            return False
-        like = (1,) * len(batch) + tuple(mn) if user.attrs.get("keepdims") else tuple(mn)
-    else:
-        return False
-    return (
-        types[user.id].dtype == "float32"
-        and len(like) >= 2
-        and tuple(like[-2:]) == tuple(mn)
-        and all(d == 1 for d in like[:-2])
-        and tuple(out) == tuple(like)
-        and math.prod(batch) > 1
-    )
 
 
 def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
@@ -448,17 +304,6 @@ def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
     va = MatrixView(a.array, (m, total), (a.strides[-2], sa), a.offset)
     vb = MatrixView(b.array, (total, n), (sb, b.strides[-1]), b.offset)
     return matmul(va, vb).view(tuple(out_type.shape))
-
-
-def _merged_stride(axes: list[tuple[int, int]]) -> int | None:
-    """The stride of ``axes`` (size, stride pairs, outer first) walked as one axis."""
-    stride = axes[-1][1]
-    expected = stride
-    for size, st in reversed(axes):
-        if size != 1 and st != expected:
-            return None
-        expected *= size
-    return stride if stride > 0 else None
 
 
 def lower_in_place(node: Node, ins: list[Value], out_type: TensorType, target: GpuArray) -> Value:

@@ -2,8 +2,9 @@
 
 An optimizer's step is a few elementwise update rules per parameter (Adam: both
 moments and the parameter; SGD with momentum: the buffer and the parameter). A plan
-gathers them (:func:`find_update_batch`): each *chain* is the update rules that read
-one another's new values (``p' = f(p, m', v')``), all of one element count; every
+gathers them (:func:`~asgrad.gpu.update_chains.find_update_batch`): each *chain* is
+the update rules that read one another's new values (``p' = f(p, m', v')``), all of
+one element count; every
 chain is launched at one point of the schedule, after the last of them would have
 been, and the chains are packed into as few dispatches as the device's storage
 bindings allow (:func:`launch_update_batch`).
@@ -28,192 +29,22 @@ import numpy as np
 from asgrad.gpu.array import GpuArray, Operand
 from asgrad.gpu.copy import copy_into
 from asgrad.gpu.device import Device, fold_groups
-from asgrad.gpu.fusion import (
-    VIEW_OPS,
-    Deferred,
-    Product,
-    Reshaped,
-    Scattered,
-    Value,
-    emit,
-    materialize,
-    sums_batch,
-)
-from asgrad.gpu.lowering.elementwise import CHECKED, EXPRESSION_OPS, expression
-from asgrad.gpu.lowering.reduction import reduce_axis
-from asgrad.gpu.source import kernel_text, numpy_dtype, wgsl_type
+from asgrad.gpu.fusion import emit, materialize
+from asgrad.gpu.lowering.elementwise import CHECKED, expression
+from asgrad.gpu.multi_sums import _contiguous, _finish_sum, _Partial, launch_column_sums
+from asgrad.gpu.source import kernel_text
+from asgrad.gpu.update_chains import UpdateBatch
+from asgrad.gpu.values import Deferred, Product, Reshaped, Scattered, Value
 from asgrad.tensor import TensorType
-from asgrad.tensor.graph import Node, Variable
-from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.graph import Node
 
-__all__ = ["UpdateBatch", "find_update_batch", "launch_update_batch"]
+__all__ = ["launch_update_batch"]
+
 
 _THREADS = 256
+
+
 _OPERAND = re.compile(r"\bx(\d+)\b")
-
-
-@dataclass
-class UpdateBatch:
-    """The update chains launched together after schedule step ``step``."""
-
-    chains: list[list[Node]]  # each in schedule order
-    variables: dict[int, Variable]  # member node id -> the variable it updates
-    step: int
-    members: frozenset[int] = field(default_factory=frozenset)
-    # column sums (a bias's gradient) read only by one chain: id -> rows summed
-    sums: dict[int, int] = field(default_factory=dict)
-
-
-def find_update_batch(
-    schedule: Schedule,
-    users: Mapping[int, list[Node]],
-    types: Mapping[int, TensorType],
-    launch_step: Mapping[int, int],
-    readers: Mapping[int, list[Node]],
-) -> UpdateBatch | None:
-    """The update chains a plan can launch together, or None.
-
-    A member is a float32 elementwise update value that nothing but other members
-    reads; a chain is a connected set of members of one element count. ``readers``
-    gives, for each member, the nodes reading its variable's old value (through views
-    too); each must be launched by the batch's step (``launch_step``, where inlined
-    nodes count at their users' kernels and members at the batch's step) or be a
-    member of the same chain reading the value directly.
-    """
-    out_ids = {n.id for n in schedule.outputs}
-    counts: dict[int, int] = {}
-    for _, node in schedule.updates:
-        counts[node.id] = counts.get(node.id, 0) + 1
-    variables = {
-        node.id: var
-        for var, node in schedule.updates
-        if counts[node.id] == 1
-        and node.id not in out_ids
-        and node.op in EXPRESSION_OPS
-        and _is_f32(types[node.id])
-    }
-    if len({id(v) for v in variables.values()}) != len(variables):
-        return None
-    changed = True
-    while changed:  # members read only by members
-        changed = False
-        for nid in list(variables):
-            if any(u.id not in variables for u in users.get(nid, [])):
-                del variables[nid]
-                changed = True
-    if not variables:
-        return None
-    index = {n.id: i for i, n in enumerate(schedule.nodes)}
-    chains = _chains([n for n in schedule.nodes if n.id in variables], variables)
-    chains = [c for c in chains if len({_size(types[n.id]) for n in c}) == 1]
-    if not chains:
-        return None
-    step = max(index[n.id] for c in chains for n in c)
-    chain_of = {n.id: k for k, c in enumerate(chains) for n in c}
-    kept = []
-    for k, chain in enumerate(chains):
-        ok = True
-        for node in chain:
-            for reader in readers.get(node.id, []):
-                if reader.id in chain_of:
-                    direct = any(
-                        inp.op == "parameter" and inp.attrs["variable"] is variables.get(m.id)
-                        for m in chain
-                        for inp in reader.inputs
-                    )
-                    ok &= chain_of[reader.id] == k and reader.op not in VIEW_OPS and direct
-                elif launch_step.get(reader.id, step + 1) > step:
-                    ok = False
-        if ok:
-            kept.append(chain)
-    if not kept:
-        return None
-    members = frozenset(n.id for c in kept for n in c)
-    sums = _column_sums(kept, users, types, out_ids | {n.id for _, n in schedule.updates})
-    return UpdateBatch(kept, {i: variables[i] for i in members}, step, members, sums)
-
-
-def _column_sums(
-    chains: list[list[Node]],
-    users: Mapping[int, list[Node]],
-    types: Mapping[int, TensorType],
-    kept: set[int],
-) -> dict[int, int]:
-    """The sums over leading axes (bias gradients) that only one chain reads: the batch
-    sums them, instead of a reduction kernel each. id -> the rows each element sums."""
-    sums: dict[int, int] = {}
-    for chain in chains:
-        ids = {m.id for m in chain}
-        for member in chain:
-            for node in member.inputs:
-                if node.id in ids or node.id in kept or node.id in sums:
-                    continue
-                if not all(u.id in ids for u in users.get(node.id, [])):
-                    continue
-                rows = _leading_sum(node, types)
-                if rows is None or node.inputs[0].op in _LEAF_LIKE:
-                    continue
-                src = node.inputs[0]
-                if src.op == "matmul" and sums_batch(src, node, types):
-                    continue  # one 2-D matmul already (fusion.Product)
-                sums[node.id] = rows
-    return sums
-
-
-_LEAF_LIKE = frozenset({"input", "parameter", "constant"}) | VIEW_OPS
-
-
-def _leading_sum(node: Node, types: Mapping[int, TensorType]) -> int | None:
-    """The rows summed when ``node`` sums its input over leading axes only."""
-    if node.op not in ("sum", "sum_to_like") or not _is_f32(types[node.id]):
-        return None
-    src = tuple(types[node.inputs[0].id].shape)
-    out = tuple(types[node.id].shape)
-    while out and out[0] == 1:
-        out = out[1:]
-    lead = len(src) - len(out)
-    if lead < 1 or src[lead:] != out:
-        return None
-    if node.op == "sum":
-        axis = node.attrs.get("axis")
-        if axis is None:
-            return None
-        axes = sorted(a % len(src) for a in ((axis,) if isinstance(axis, int) else axis))
-        if axes != list(range(lead)):
-            return None
-    rows = math.prod(src[:lead])
-    return rows if rows > 1 else None
-
-
-def _is_f32(t: TensorType) -> bool:
-    try:
-        return wgsl_type(numpy_dtype(t.dtype)) == "f32"
-    except Exception:  # a dtype the GPU cannot hold
-        return False
-
-
-def _size(t: TensorType) -> int:
-    return math.prod(t.shape)
-
-
-def _chains(nodes: list[Node], members: Mapping[int, Variable]) -> list[list[Node]]:
-    """Connected sets of ``nodes`` (linked when one reads another), in schedule order."""
-    parent = {n.id: n.id for n in nodes}
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    for node in nodes:
-        for inp in node.inputs:
-            if inp.id in members:
-                parent[root(inp.id)] = root(node.id)
-    groups: dict[int, list[Node]] = {}
-    for node in nodes:
-        groups.setdefault(root(node.id), []).append(node)
-    return list(groups.values())
 
 
 # -- launching ----------------------------------------------------------------------------
@@ -396,15 +227,6 @@ def _same(a: Operand, b: Operand) -> bool:
     )
 
 
-def _contiguous(op: Operand) -> bool:
-    expected = 1
-    for size, stride in zip(reversed(op.shape), reversed(op.strides), strict=True):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
-
-
 def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
     """One kernel over ``segments``: each a run of workgroups, in order."""
     slots: dict[int, int] = {}
@@ -475,125 +297,3 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
     key = ("multi_update", label, (source,))  # a tuple part stays out of the label
     pipe = device.pipeline(key, lambda: source, tuple(kinds))
     device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))
-
-
-# -- column sums ------------------------------------------------------------------------
-_CHUNK = 32  # rows a thread sums at least
-_MAX_CHUNKS = 64  # partial sums each element of the update adds up
-
-
-@dataclass(eq=False)
-class _Partial:
-    """A column sum as partial sums: ``arena[offset + c * size + i]`` for each chunk c."""
-
-    arena: GpuArray
-    offset: int
-    chunks: int
-    size: int
-
-
-def launch_column_sums(
-    batch: UpdateBatch, values: Mapping[int, Value], device: Device, limit: int
-) -> dict[int, _Partial]:
-    """Record the partial sums of every column sum of ``batch`` (one dispatch per
-    binding limit); each element of the update adds its chunks up."""
-    if not batch.sums:
-        return {}
-    jobs: list[tuple[int, GpuArray | Operand, int, int, int]] = []  # id, src, rows, n, chunks
-    total = 0
-    nodes = {n.id: n for c in batch.chains for m in c for n in m.inputs}
-    for nid, rows in batch.sums.items():
-        src = values[nodes[nid].inputs[0].id]
-        if not (isinstance(src, GpuArray) or (isinstance(src, Operand) and _contiguous(src))):
-            src = materialize(src)
-        n = math.prod(src.shape) // rows
-        chunks = min(-(-rows // _CHUNK), _MAX_CHUNKS)
-        chunks = -(-rows // -(-rows // chunks))
-        jobs.append((nid, src, rows, n, chunks))
-        total += chunks * n
-    arena = GpuArray.empty((total,), np.float32, device)
-    partials: dict[int, _Partial] = {}
-    offset = 0
-    group: list[tuple[GpuArray | Operand, int, int, int, int]] = []
-    bound: set[int] = {id(arena.buffer)}
-    for nid, src, rows, n, chunks in jobs:
-        buffer = Operand.of(src).array.buffer
-        if group and len(bound | {id(buffer)}) > limit:
-            _dispatch_sums(group, arena, device)
-            group, bound = [], {id(arena.buffer)}
-        group.append((src, rows, n, chunks, offset))
-        bound.add(id(buffer))
-        partials[nid] = _Partial(arena, offset, chunks, n)
-        offset += chunks * n
-    _dispatch_sums(group, arena, device)
-    return partials
-
-
-def _dispatch_sums(
-    jobs: Sequence[tuple[GpuArray | Operand, int, int, int, int]], arena: GpuArray, device: Device
-) -> None:
-    """One kernel: each job's partial sums over its chunks of rows, into ``arena``."""
-    slots: dict[int, int] = {id(arena.buffer): 0}
-    buffers = [arena.buffer]
-    for src, *_ in jobs:
-        array = Operand.of(src).array
-        if id(array.buffer) not in slots:
-            slots[id(array.buffer)] = len(buffers)
-            buffers.append(array.buffer)
-    decls = ["@group(0) @binding(0) var<storage, read_write> b0: array<f32>;"]
-    decls += [
-        f"@group(0) @binding({k}) var<storage, read> b{k}: array<f32>;"
-        for k in range(1, len(buffers))
-    ]
-    blocks: list[str] = []
-    start = 0
-    for src, rows, n, chunks, offset in jobs:
-        op = Operand.of(src)
-        slot = slots[id(op.array.buffer)]
-        length = -(-rows // chunks)
-        groups = -(-(chunks * n) // _THREADS)
-        blocks.append(
-            "\n".join(
-                [
-                    f"    if (w < {start + groups}u) {{",
-                    f"        let t = (w - {start}u) * {_THREADS}u + li;",
-                    f"        if (t < {chunks * n}u) {{",
-                    f"            let i = t % {n}u;",
-                    f"            let r0 = (t / {n}u) * {length}u;",
-                    f"            let r1 = min({rows}u, r0 + {length}u);",
-                    "            var acc = 0.0;",
-                    "            for (var r = r0; r < r1; r++) {",
-                    f"                acc += b{slot}[{op.offset}u + r * {n}u + i];",
-                    "            }",
-                    f"            b0[{offset}u + t] = acc;",
-                    "        }",
-                    "        return;",
-                    "    }",
-                ]
-            )
-        )
-        start += groups
-    source = "\n".join(
-        [
-            *decls,
-            "",
-            f"@compute @workgroup_size({_THREADS}, 1, 1)",
-            "fn main(",
-            "    @builtin(workgroup_id) wid: vec3<u32>,",
-            "    @builtin(num_workgroups) nwg: vec3<u32>,",
-            "    @builtin(local_invocation_index) li: u32,",
-            ") {",
-            "    let w = wid.x + wid.y * nwg.x;",
-            *blocks,
-            "}",
-        ]
-    )
-    key = ("multi_column_sum", f"{len(jobs)} sums", (source,))
-    pipe = device.pipeline(key, lambda: source, ("write",) + ("read",) * (len(buffers) - 1))
-    device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))
-
-
-def _finish_sum(part: _Partial) -> GpuArray:
-    """A column sum from its partial sums, as its own kernel (the unfused path)."""
-    view = Operand(part.arena, (part.chunks, part.size), (part.size, 1), part.offset)
-    return reduce_axis("sum", materialize(view), 0)
