@@ -23,7 +23,7 @@ from asgrad.tensor import Graph, Tensor
 
 pytestmark = pytest.mark.gpu
 
-# 18 layers, 36 parameters of 17 different sizes: more than one dispatch binds on
+# 18 layers, 36 parameters of 25 different sizes: more than one dispatch binds on
 # lavapipe (32 storage buffers) or at the 128 asgrad asks for at most.
 WIDTHS = [6, 9, 3, 12, 5, 7, 4, 11, 2, 8, 6, 10, 3, 9, 5, 7, 4, 6, 3]
 
