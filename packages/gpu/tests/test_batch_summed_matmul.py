@@ -7,11 +7,12 @@ they do not; both match numpy.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device
+from asgrad.gpu import Device, fusion
 from asgrad.gpu.dispatch_kinds import count_kinds
 from asgrad.gpu.plan import build_plan
 from asgrad.tensor import Graph, Tensor, compile
@@ -95,3 +96,20 @@ def test_head_transposes_are_strides_of_the_matmuls(device: Device) -> None:
     kinds = count_kinds(build_plan(program.executable.schedule, {"x": x, "y": y}, device).commands)
     assert kinds["view copy"] == 0, kinds
     assert kinds["matmul"] == 3
+
+
+def test_a_deep_product_with_few_tiles_stays_batched(device: Device, monkeypatch: Any) -> None:
+    """Above FOLD_MAX_WORK, a fold that would leave most of a large GPU idle (fewer
+    than FOLD_MIN_TILES output tiles walking the whole folded K) is not made."""
+    monkeypatch.setattr(fusion, "FOLD_MAX_WORK", 0)
+    label, xs, ds, build, _ = CASES[0]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(xs).astype(np.float32)
+    d = rng.standard_normal(ds).astype(np.float32)
+    g = Graph()
+    out = build(g.input("x", xs, free=()), g.input("d", ds, free=()))
+    program = compile([out], backend="gpu")
+    (got,) = program({"x": x, "d": d})
+    np.testing.assert_allclose(got, build_numpy(label, x, d), rtol=1e-5, atol=1e-5)
+    kinds = count_kinds(build_plan(program.executable.schedule, {"x": x, "d": d}, device).commands)
+    assert kinds["column reduction"] + kinds["reduction"] >= 1, kinds

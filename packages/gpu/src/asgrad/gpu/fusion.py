@@ -93,6 +93,12 @@ LIKE_OPS = frozenset(SHAPE_INPUTS)
 INLINE_OPS = EXPRESSION_OPS | {"broadcast_to", "broadcast_like", "transpose"}
 
 
+# A batch-summed product is folded into one matmul when it is small (launches cost
+# more than its arithmetic) or has enough 128x128 output tiles to fill a large GPU
+# (the matmul kernels' own threshold); otherwise the few tiles would each walk the
+# whole folded K while most of the GPU idles.
+FOLD_MAX_WORK = 1 << 28  # multiply-adds
+FOLD_MIN_TILES = 96
 _OPERAND = re.compile(r"\bx(\d+)\b")
 
 
@@ -301,6 +307,9 @@ def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
         return None
     total = math.prod(a.shape[:-2]) * k
     m, n = a.shape[-2], b.shape[-1]
+    tiles = -(-m // 128) * -(-n // 128)
+    if m * n * total > FOLD_MAX_WORK and tiles < FOLD_MIN_TILES:
+        return None  # few output tiles over a deep K: the batched product keeps the GPU busy
     va = MatrixView(a.array, (m, total), (a.strides[-2], sa), a.offset)
     vb = MatrixView(b.array, (total, n), (sb, b.strides[-1]), b.offset)
     return matmul(va, vb).view(tuple(out_type.shape))
