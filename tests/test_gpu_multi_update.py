@@ -194,3 +194,26 @@ def test_transformer_step_matches_the_cpu_and_pins_dispatches(device: Device) ->
     assert kinds["column reduction"] <= 1  # the embedding's gradient
     per_dispatch = (device.limits["max-storage-buffers-per-shader-stage"] - 4) // 4
     assert kinds["optimizer update"] <= math.ceil(len(params) / per_dispatch)
+
+
+def test_a_rule_with_a_broadcast_input_runs_unfused_with_its_sum(device: Device) -> None:
+    """A chain whose input has neither its element count nor one element (a row
+    broadcast over the parameter) runs rule by rule, its column sum finished from the
+    batch's partial sums, and is copied into its variable: the same values."""
+    from asgrad.tensor import Variable, compile
+
+    start = np.arange(12, dtype=np.float32).reshape(3, 4)
+    var = Variable("p", start.copy())
+    g = Graph()
+    x, row = g.input("x", (5, 3, 4), free=()), g.input("row", (1, 4), free=())
+    # the sum and the row both read by the rule itself (not through a fused expression)
+    step = compile([], [(var, (x * 2.0).sum(axis=0) + row)], backend="gpu")
+    rng = np.random.default_rng(0)
+    xs = rng.standard_normal((5, 3, 4)).astype(np.float32)
+    rows = rng.standard_normal((1, 4)).astype(np.float32)
+    step.run({"x": xs, "row": rows})
+    np.testing.assert_allclose(var.value, (xs * 2).sum(axis=0) + rows, rtol=1e-6)
+    schedule = step.executable.schedule  # type: ignore[attr-defined]
+    kinds = count_kinds(build_plan(schedule, {"x": xs, "row": rows}, device).commands)
+    assert kinds["gradient sums"] == 1, kinds
+    assert kinds["copy"] == 1, kinds

@@ -195,11 +195,13 @@ def lower_node(
     ins: list[Value],
     out_type: TensorType,
     inline: bool,
-    in_shape: tuple[int, ...] = (),
+    in_shape: tuple[int, ...] | None = None,
 ) -> Value:
     """The value of ``node`` from its inputs' values: launched, or with ``inline``
     deferred into its users (an expression, a passed-on input, a strided view).
-    ``in_shape``: the shape of its first input's type."""
+    ``in_shape``: the shape of its first input's type (by default its value's)."""
+    if in_shape is None:
+        in_shape = _value_shape(ins[0]) if ins else ()
     if inline and node.op in LAZY_VIEWS:
         return _lazy_view(node, ins[0], in_shape, out_type)
     if inline and node.op in VIEW_OPS and _core(in_shape) == _core(out_type.shape):
@@ -257,6 +259,14 @@ def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
                 view, piece = reshaped, piece.operand
         emit("x0", [piece], TensorType(view.shape, out_type.dtype), view)
     return result
+
+
+def _value_shape(value: Value) -> tuple[int, ...]:
+    if isinstance(value, (Deferred, Scattered)):
+        return tuple(value.type.shape)
+    if isinstance(value, Product):
+        return tuple(materialize(value).shape)
+    return tuple(value.shape)
 
 
 def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:

@@ -46,6 +46,7 @@ class _Partial:
     offset: int
     chunks: int
     size: int
+    shape: tuple[int, ...]  # of one sum: its input's trailing axes
 
 
 def launch_column_sums(
@@ -79,7 +80,10 @@ def launch_column_sums(
             group, bound = [], {id(arena.buffer)}
         group.append((src, rows, n, chunks, offset))
         bound.add(id(buffer))
-        partials[nid] = _Partial(arena, offset, chunks, n)
+        lead = 0
+        while lead < len(src.shape) and math.prod(src.shape[lead:]) != n:
+            lead += 1
+        partials[nid] = _Partial(arena, offset, chunks, n, tuple(src.shape[lead:]))
         offset += chunks * n
     _dispatch_sums(group, arena, device)
     return partials
@@ -152,4 +156,4 @@ def _dispatch_sums(
 def _finish_sum(part: _Partial) -> GpuArray:
     """A column sum from its partial sums, as its own kernel (the unfused path)."""
     view = Operand(part.arena, (part.chunks, part.size), (part.size, 1), part.offset)
-    return reduce_axis("sum", materialize(view), 0)
+    return reduce_axis("sum", materialize(view), 0).view(part.shape)

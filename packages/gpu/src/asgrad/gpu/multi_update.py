@@ -104,7 +104,8 @@ def launch_update_batch(
     if group:
         _dispatch(group, device)
     for nid, result in results.items():
-        copy_into(result, targets[nid])
+        if nid in targets:  # not a column sum finished for the chain
+            copy_into(result, targets[nid])
 
 
 def _launch_unfused(

@@ -116,10 +116,13 @@ def _column_sums(
     sums: dict[int, int] = {}
     for chain in chains:
         ids = {m.id for m in chain}
+        size = _size(types[chain[0].id])
         for member in chain:
             for node in member.inputs:
                 if node.id in ids or node.id in kept or node.id in sums:
                     continue
+                if _size(types[node.id]) != size:
+                    continue  # read broadcast: not one sum per element of the update
                 if not all(u.id in ids for u in users.get(node.id, [])):
                     continue
                 rows = _leading_sum(node, types)
