@@ -21,6 +21,7 @@ import numpy as np
 from asgrad.gpu import GpuArray, get_device, to_gpu
 from asgrad.gpu.capture import profile
 from asgrad.gpu.copy import COPY_ITEMS, copy_bytes
+from asgrad.gpu.dispatch_kinds import count_kinds
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.lowering.linalg import MatrixView, matmul_into
 
@@ -277,22 +278,47 @@ def bench_dispatch(count: int) -> list[Row]:
     return [row]
 
 
-def profile_workload(name: str, top: int) -> list[Row]:
-    """Per-kernel GPU time of one training step of a WORKLOADS.md workload.
-
-    Each captured dispatch runs alone and is waited for, so a time includes one
-    submit and one wait (the ``overhead`` row); kernels are grouped by pipeline.
-    """
+def _workload_plan(name: str, steps: int) -> tuple[Any, Any]:
+    """A WORKLOADS.md workload on the GPU after ``steps`` steps, and its plan."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     workloads = importlib.import_module("asgrad_workloads")
     workload = workloads.build(name, "gpu")
-    for _ in range(2):
+    if steps == 0:
+        from asgrad.gpu.plan import build_plan
+
+        executable = workload.program.executable
+        return workload, build_plan(executable.schedule, workload.feeds, get_device())
+    for _ in range(steps):
         workload.step()
     plans = workload.program.executable._plans  # the compiled plan of these feeds
     (plan,) = plans.values()
+    return workload, plan
+
+
+def _kinds_line(commands: Any) -> str:
+    kinds = count_kinds(commands)
+    return ", ".join(f"{count} {kind}" for kind, count in kinds.most_common())
+
+
+def dispatch_counts(name: str) -> Row:
+    """Dispatches of one training step of a workload by kind (no run: the plan only)."""
+    _, plan = _workload_plan(name, 0)
+    row: Row = {"bench": "dispatches", "workload": name, "dispatches": len(plan.commands)}
+    row.update(count_kinds(plan.commands))
+    print(f"# {name}: {len(plan.commands)} dispatches: {_kinds_line(plan.commands)}", flush=True)
+    return row
+
+
+def profile_workload(name: str, top: int) -> list[Row]:
+    """Per-kernel GPU time of one training step of a WORKLOADS.md workload.
+
+    Each captured dispatch runs alone and is waited for, so a time includes one
+    submit and one wait (the ``overhead`` row); kernels are grouped by pipeline.
+    """
+    workload, plan = _workload_plan(name, 2)
     device = get_device()
     start = time.perf_counter()
     for _ in range(20):
@@ -323,6 +349,7 @@ def profile_workload(name: str, top: int) -> list[Row]:
         f"(wait overhead {overhead * 1e6:.0f} us subtracted)",
         flush=True,
     )
+    print(f"#   by kind: {_kinds_line(plan.commands)}", flush=True)
     for row in rows:
         print(f"#   {row['ms']:8.2f} ms {row['launches']:5d}x  {row['kernel']}", flush=True)
     return rows
@@ -339,7 +366,17 @@ def main() -> None:
         "--profile", metavar="WORKLOAD", help="per-kernel times of a training step instead"
     )
     parser.add_argument("--top", type=int, default=25, help="kernels listed by --profile")
+    parser.add_argument(
+        "--dispatches",
+        metavar="WORKLOAD",
+        help="dispatches of a training step by kind, without running it (fast on lavapipe)",
+    )
     args = parser.parse_args()
+    if args.dispatches:
+        get_device()
+        for name in args.dispatches.split(","):
+            dispatch_counts(name)
+        return
     if args.profile:
         get_device()
         for name in args.profile.split(","):

@@ -5,14 +5,17 @@ that works on a big GPU may fail on a small one. asgrad asks for WebGPU's defaul
 limits, except where a larger value changes what can run rather than how code is
 written: the buffer sizes (large tensors must fit) follow the adapter up to a cap.
 Kernels are written to fit the defaults (16 KiB of workgroup memory, 256 invocations
-per workgroup, 8 storage buffers per stage).
+per workgroup, 8 storage buffers per stage). The storage buffers per stage follow the
+adapter too (up to :data:`BINDING_CAPS`): the multi-tensor update
+(:mod:`asgrad.gpu.multi_update`) binds as many parameters in one dispatch as the
+device allows, and needs only the default to work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DATA_SIZE_CAPS", "WEBGPU_DEFAULT_LIMITS", "requested_limits"]
+__all__ = ["BINDING_CAPS", "DATA_SIZE_CAPS", "WEBGPU_DEFAULT_LIMITS", "requested_limits"]
 
 # WebGPU's default limits (https://www.w3.org/TR/webgpu/#limits).
 WEBGPU_DEFAULT_LIMITS: dict[str, int] = {
@@ -55,6 +58,12 @@ DATA_SIZE_CAPS: dict[str, int] = {
     "max-buffer-size": 2**32,
 }
 
+# Limits that decide how many tensors one dispatch can bind: follow the adapter up to these.
+BINDING_CAPS: dict[str, int] = {
+    "max-storage-buffers-per-shader-stage": 128,
+}
+_FOLLOWED = {**DATA_SIZE_CAPS, **BINDING_CAPS}
+
 
 def requested_limits(adapter_limits: Mapping[str, int]) -> dict[str, int]:
     """The limits to request from an adapter that reports ``adapter_limits``.
@@ -68,8 +77,8 @@ def requested_limits(adapter_limits: Mapping[str, int]) -> dict[str, int]:
     out: dict[str, int] = {}
     for name, default in WEBGPU_DEFAULT_LIMITS.items():
         have = adapter_limits.get(name)
-        wanted = DATA_SIZE_CAPS.get(name, default)
-        if name in DATA_SIZE_CAPS and have is not None:
+        wanted = _FOLLOWED.get(name, default)
+        if name in _FOLLOWED and have is not None:
             wanted = max(default, min(have, wanted))
         if have is None:
             out[name] = wanted

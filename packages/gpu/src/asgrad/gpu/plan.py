@@ -5,8 +5,11 @@
 1. every node's type for the fed shapes;
 2. fusion groups (:func:`inlined_nodes`): the nodes inlined into their users' kernels
    rather than launched (:mod:`asgrad.gpu.fusion`);
-3. in-place updates (:func:`in_place_updates`): update rules written straight into
-   their variable's buffer;
+3. the multi-tensor update batch (:func:`asgrad.gpu.multi_update.find_update_batch`):
+   the optimizer's update rules of every parameter, launched together in one or a few
+   dispatches writing each variable in place; then the other in-place updates
+   (:func:`in_place_updates`): update rules written straight into their variable's
+   buffer;
 4. every node lowered in order while the device captures the dispatches
    (:func:`lower_schedule`), each value dropped after its last use
    (:func:`release_steps`) so that its buffer serves later nodes; then the outputs and
@@ -28,18 +31,27 @@ from asgrad.gpu.capture import Command, capturing
 from asgrad.gpu.copy import copy_into
 from asgrad.gpu.device import Device
 from asgrad.gpu.errors import GpuError
-from asgrad.gpu.fusion import INLINE_OPS, VIEW_OPS, Value, lower_in_place, lower_node, materialize
+from asgrad.gpu.fusion import (
+    VIEW_OPS,
+    Value,
+    lower_in_place,
+    lower_node,
+    materialize,
+)
+from asgrad.gpu.fusion_groups import MAX_RECOMPUTE, MAX_SCALAR_NODES, Types, Users, inlined_nodes
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
 from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
+from asgrad.gpu.multi_update import launch_update_batch
 from asgrad.gpu.source import numpy_dtype
+from asgrad.gpu.update_chains import UpdateBatch, find_update_batch
 from asgrad.gpu.variables import GpuVariableStore, variable_store
-from asgrad.tensor import TensorType
 from asgrad.tensor.graph import Node, Variable
 from asgrad.tensor.progress import current
 from asgrad.tensor.schedule import Schedule
 
 __all__ = [
     "MAX_RECOMPUTE",
+    "MAX_SCALAR_NODES",
     "Plan",
     "build_plan",
     "in_place_updates",
@@ -48,12 +60,6 @@ __all__ = [
     "release_steps",
     "users_of",
 ]
-
-# An elementwise value read by up to this many elementwise users is recomputed in each.
-MAX_RECOMPUTE = 4
-
-Users = Mapping[int, list[Node]]
-Types = Mapping[int, TensorType]
 
 
 @dataclass
@@ -83,12 +89,13 @@ def build_plan(
     types = schedule.infer_types({name: v.shape for name, v in feeds.items()})
     users = users_of(schedule)
     inlined = inlined_nodes(schedule, users, types) if fuse else frozenset()
-    in_place = in_place_updates(schedule, users, inlined, store) if fuse else {}
+    batch = update_batch(schedule, users, inlined, types) if fuse else None
+    in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
             bindings, outputs, updates = lower_schedule(
-                schedule, types, inlined, in_place, device, store
+                schedule, types, inlined, in_place, device, store, batch
             )
     except BaseException:
         scope.close()
@@ -105,84 +112,47 @@ def users_of(schedule: Schedule) -> dict[int, list[Node]]:
     return users
 
 
-# -- fusion groups --------------------------------------------------------------------------
-def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[int]:
-    """The nodes inlined into their users rather than launched.
-
-    Every user must be elementwise (it broadcasts the value, so any shape of it
-    broadcasts to the user's), or a view or broadcast that is itself inlined; an
-    elementwise value with several users is recomputed in each (up to
-    :data:`MAX_RECOMPUTE`), which costs arithmetic, not a launch. A transpose read by a
-    matmul becomes strides. Outputs and update values are always launched.
-    """
-    kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
-    inlined: set[int] = set()
-    for node in reversed(schedule.nodes):  # a node's users come after it
-        following = users.get(node.id, [])
-        if node.id not in kept and following and _inlinable(node, following, inlined, types):
-            inlined.add(node.id)
-    return frozenset(inlined)
-
-
-def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Types) -> bool:
-    if (
-        node.op == "transpose"
-        and _swaps_last_two(node)
-        and len(following) == 1
-        and following[0].op == "matmul"
-    ):
-        return True
-    if node.op in EXPRESSION_OPS:
-        allowed = len(following) <= MAX_RECOMPUTE
-    elif node.op in INLINE_OPS or _passes_through(node, types):
-        allowed = node.op != "transpose" or len(following) == 1
-    else:
-        return False
-    return allowed and all(
-        u.op in EXPRESSION_OPS
-        or ((u.op in INLINE_OPS or _passes_through(u, types)) and u.id in inlined)
-        for u in following
-    )
-
-
-def _passes_through(node: Node, types: Types) -> bool:
-    """A view whose input broadcasts to its users exactly as its output would: the
-    shapes agree once leading 1s are dropped (``sum_to_like`` to the same shape)."""
-    if node.op not in VIEW_OPS:
-        return False
-    return _core(types[node.inputs[0].id].shape) == _core(types[node.id].shape)
-
-
-def _core(shape: tuple[int, ...]) -> tuple[int, ...]:
-    dims = list(shape)
-    while dims and dims[0] == 1:
-        dims.pop(0)
-    return tuple(dims)
-
-
-def _swaps_last_two(node: Node) -> bool:
-    axes = tuple(node.attrs["axes"])
-    n = len(axes)
-    return n >= 2 and axes == (*range(n - 2), n - 1, n - 2)
-
-
 # -- in-place updates ---------------------------------------------------------------------
+def update_batch(
+    schedule: Schedule, users: Users, inlined: frozenset[int], types: Types
+) -> UpdateBatch | None:
+    """The update rules launched together as one multi-tensor batch (see
+    :mod:`asgrad.gpu.multi_update`), or None."""
+    params = {id(n.attrs["variable"]): n for n in schedule.nodes if n.op == "parameter"}
+    readers = {
+        node.id: _readers(params[id(var)], users) if id(var) in params else []
+        for var, node in schedule.updates
+    }
+    # Moving the members to the batch's step moves a reader fused into a member's
+    # kernel no later than that step, so the steps before the move decide the same.
+    launched_at = _launch_steps(schedule, users, inlined, {})
+    return find_update_batch(schedule, users, types, launched_at, readers)
+
+
 def in_place_updates(
-    schedule: Schedule, users: Users, inlined: frozenset[int], store: GpuVariableStore
+    schedule: Schedule,
+    users: Users,
+    inlined: frozenset[int],
+    store: GpuVariableStore,
+    batch: UpdateBatch | None = None,
 ) -> dict[int, GpuArray]:
     """Update values that can be written into their variable's buffer directly.
 
     Safe when every other read of the variable's old value is launched before the
     update (a read fused into a later kernel counts at that kernel's position); a read
     fused into the update's own kernel reads each element before it is overwritten, by
-    the same thread.
+    the same thread. The members of ``batch`` are written by the batch.
     """
-    launched_at = _launch_steps(schedule, users, inlined)
+    members = batch.members if batch is not None else frozenset()
+    moved = dict.fromkeys(members, batch.step) if batch is not None else {}
+    launched_at = _launch_steps(schedule, users, inlined, moved)
     out_ids = {n.id for n in schedule.outputs}
     params = {id(n.attrs["variable"]): n for n in schedule.nodes if n.op == "parameter"}
     result: dict[int, GpuArray] = {}
     for var, node in schedule.updates:
         if node.op not in EXPRESSION_OPS or node.id in out_ids or node.id in result:
+            continue
+        if node.id in members:
             continue
         if sum(1 for _, other in schedule.updates if other is node) > 1:
             continue
@@ -194,16 +164,21 @@ def in_place_updates(
     return result
 
 
-def _launch_steps(schedule: Schedule, users: Users, inlined: frozenset[int]) -> dict[int, int]:
-    """Where the kernel that reads for each node is launched: its own step, or for an
-    inlined node the last of its users' kernels."""
+def _launch_steps(
+    schedule: Schedule,
+    users: Users,
+    inlined: frozenset[int],
+    moved: Mapping[int, int],
+) -> dict[int, int]:
+    """Where the kernel that reads for each node is launched: its own step (or the
+    step ``moved`` gives it), or for an inlined node the last of its users' kernels."""
     steps: dict[int, int] = {}
     for i in range(len(schedule.nodes) - 1, -1, -1):
         node = schedule.nodes[i]
         if node.id in inlined:
             steps[node.id] = max(steps[user.id] for user in users[node.id])
         else:
-            steps[node.id] = i
+            steps[node.id] = moved.get(node.id, i)
     return steps
 
 
@@ -220,10 +195,20 @@ def _readers(param: Node, users: Users) -> list[Node]:
 
 
 # -- lowering -------------------------------------------------------------------------------
-def release_steps(schedule: Schedule) -> dict[int, list[int]]:
-    """For each step, the nodes whose values are dropped after it (their last use)."""
+def release_steps(schedule: Schedule, batch: UpdateBatch | None = None) -> dict[int, list[int]]:
+    """For each step, the nodes whose values are dropped after it (their last use).
+
+    The inputs of ``batch``'s members and sums are read when the batch launches, at
+    its step.
+    """
+    last_use = dict(schedule.last_use)
+    if batch is not None:
+        for node in schedule.nodes:
+            if node.id in batch.members or node.id in batch.sums:
+                for inp in node.inputs:
+                    last_use[inp.id] = max(last_use.get(inp.id, 0), batch.step)
     released: dict[int, list[int]] = {}
-    for node_id, step in schedule.last_use.items():
+    for node_id, step in last_use.items():
         released.setdefault(step, []).append(node_id)
     return released
 
@@ -235,15 +220,18 @@ def lower_schedule(
     in_place: Mapping[int, GpuArray],
     device: Device,
     store: GpuVariableStore,
+    batch: UpdateBatch | None = None,
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
 
     A value is dropped after its last use, so its buffer goes back to the plan's pool
-    (garbage collection releases it) for the nodes after it.
+    (garbage collection releases it) for the nodes after it. ``batch``'s members are
+    launched together after its step.
     """
     bindings = Bindings()
-    released = release_steps(schedule)
+    released = release_steps(schedule, batch)
+    members = batch.members if batch is not None else frozenset()
     values: dict[int, Value] = {}
     progress = current()
     progress.stage("GPU: lowering nodes", len(schedule.nodes))
@@ -252,9 +240,12 @@ def lower_schedule(
     for i, node in enumerate(schedule.nodes):
         progress.advance()
         out_type = types[node.id]
-        value: Value
-        if node.op in LEAVES:
-            value = bindings.bind(node, out_type, device, store)
+        if batch is not None and node.id in members:
+            values[node.id] = store.array(batch.variables[node.id])  # the batch writes it
+        elif batch is not None and node.id in batch.sums:
+            pass  # summed when the batch launches
+        elif node.op in LEAVES:
+            values[node.id] = bindings.bind(node, out_type, device, store)
         else:
             ins = [values[n.id] for n in node.inputs]
             try:
@@ -262,7 +253,10 @@ def lower_schedule(
                     value = _lower_one(node, ins, types, inlined, in_place, device, bindings)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
-        values[node.id] = value
+            values[node.id] = value
+        if batch is not None and i == batch.step:
+            targets = {m: store.array(v) for m, v in batch.variables.items()}
+            launch_update_batch(batch, values, targets, device)
         for dead in released.get(i, []):
             values.pop(dead, None)
     outputs = [materialize(values[n.id]) for n in schedule.outputs]
@@ -296,4 +290,5 @@ def _lower_one(
         value = upload_constant(device, ratio, numpy_dtype(out_type.dtype))
         bindings.constants.append(value)
         return value
-    return lower_node(node, ins, out_type, node.id in inlined)
+    in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else ()
+    return lower_node(node, ins, out_type, node.id in inlined, in_shape)

@@ -122,7 +122,9 @@ def _scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
             else:
                 node_ins = [values[n.id] for n in node.inputs]
                 with device.checks.lowering(node.op, node.location):  # faults name the body's op
-                    values[node.id] = lower_node(node, node_ins, types[node.id], node.id in inlined)
+                    in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else None
+                    inline = node.id in inlined
+                    values[node.id] = lower_node(node, node_ins, types[node.id], inline, in_shape)
             for dead in released.get(k, []):
                 if dead not in out_ids:
                     values.pop(dead, None)

@@ -22,6 +22,7 @@ from asgrad.gpu.device import fold_groups, get_device
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _elementwise_math as math_ops
 from asgrad.gpu.lowering.common import Attrs, Lowering, literal, zero
+from asgrad.gpu.lowering.optim import OPTIM_EXPRESSIONS
 from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType
 from asgrad.tensor.ops.elementwise import softplus_bounds
@@ -357,11 +358,14 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
         return f"select(x2, x1, x0 != {zero(in_types[0])})"
     if op == "cast":
         return _cast_expr(out_dtype, in_types[0])
+    if op in OPTIM_EXPRESSIONS:
+        return OPTIM_EXPRESSIONS[op](attrs, in_types)
     return None
 
 
 EXPRESSION_OPS = frozenset(
     {*UNARY, *BINARY, *COMPARE, "where", "cast", "left_shift", "floor_divide", "remainder"}
+    | set(OPTIM_EXPRESSIONS)
 )
 
 
@@ -390,6 +394,6 @@ def _gelu_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArr
 
 
 LOWERINGS: dict[str, Lowering] = {
-    **{name: _lower_expression(name) for name in sorted(EXPRESSION_OPS)},
+    **{name: _lower_expression(name) for name in sorted(EXPRESSION_OPS - set(OPTIM_EXPRESSIONS))},
     "gelu_backward": _gelu_backward,
 }

@@ -1,18 +1,28 @@
 """The optim family on the GPU: Adam's moment update and parameter update.
 
-Each is one elementwise kernel, a WGSL expression over ``x0, x1, ...`` launched with
-the elementwise family's generated kernel.
+Each is a WGSL expression over ``x0, x1, ...`` (:data:`OPTIM_EXPRESSIONS`), so the
+elementwise family launches it with its generated kernel, and a plan treats it like
+any elementwise op: fused with its inputs' expressions, written in place into its
+variable's buffer, and gathered with the other parameters' update rules into one
+multi-tensor dispatch (:mod:`asgrad.gpu.multi_update`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from asgrad.gpu.array import GpuArray
 from asgrad.gpu.lowering.common import Attrs, Lowering, literal
-from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.source import numpy_dtype
 from asgrad.tensor import TensorType
 
-__all__ = ["LOWERINGS", "WGSL_FILES", "adam_ema_expr", "adam_update_expr"]
+__all__ = [
+    "LOWERINGS",
+    "OPTIM_EXPRESSIONS",
+    "WGSL_FILES",
+    "adam_ema_expr",
+    "adam_update_expr",
+]
 
 WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl",)
 
@@ -31,16 +41,22 @@ def adam_update_expr(attrs: Attrs, decay: bool) -> str:
     return f"{p} - x3 * x1 / (sqrt(x2) / x4 + {eps})"
 
 
-def _adam_ema(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    return elementwise(adam_ema_expr(attrs), ins, numpy_dtype(out.dtype), out.shape)
-
-
-def _adam_update(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    expr = adam_update_expr(attrs, decay=len(ins) == 6)
-    return elementwise(expr, ins, numpy_dtype(out.dtype), out.shape)
-
-
-LOWERINGS: dict[str, Lowering] = {
-    "adam_ema": _adam_ema,
-    "adam_update": _adam_update,
+# op -> its expression from the attrs and the inputs' WGSL types
+OPTIM_EXPRESSIONS: dict[str, Callable[[Attrs, Sequence[str]], str]] = {
+    "adam_ema": lambda attrs, types: adam_ema_expr(attrs),
+    "adam_update": lambda attrs, types: adam_update_expr(attrs, decay=len(types) == 6),
 }
+
+
+def _lower(op: str) -> Lowering:
+    def lower_optim(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+        # imported here: the elementwise family imports this module's expressions
+        from asgrad.gpu.lowering.elementwise import elementwise
+
+        expr = OPTIM_EXPRESSIONS[op](attrs, [x.wgsl for x in ins])
+        return elementwise(expr, ins, numpy_dtype(out.dtype), out.shape)
+
+    return lower_optim
+
+
+LOWERINGS: dict[str, Lowering] = {op: _lower(op) for op in OPTIM_EXPRESSIONS}
