@@ -278,6 +278,11 @@ class Device:
             self._pass.end()
             self._pass = None
 
+    def encoder(self) -> Any:
+        """The open command encoder, its compute pass ended (to record copies)."""
+        self._end_pass()
+        return self._open_encoder()
+
     def compute_pass(self, **options: Any) -> Any:
         """The open compute pass; one is begun (with ``options``) if none is open."""
         if self._pass is None:

@@ -31,6 +31,7 @@ from asgrad.tensor.errors import (
     ShapeError,
 )
 from asgrad.tensor.executor import Program, Schedule, compile, evaluate, make_schedule
+from asgrad.tensor.device_values import DeviceValue, read_all
 from asgrad.tensor.functional import (
     concat,
     concatenate,
@@ -260,4 +261,6 @@ __all__ = [
     "while_loop",
     "zeros",
     "zeros_like",
+    "DeviceValue",
+    "read_all",
 ]
