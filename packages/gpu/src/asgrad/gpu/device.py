@@ -289,9 +289,9 @@ class Device:
             self._pass = self._open_encoder().begin_compute_pass(**options)
         return self._pass
 
-    def recorded(self) -> int:
-        """Count one more command recorded since the last submit; returns the count."""
-        self._pending += 1
+    def recorded(self, count: int = 1) -> int:
+        """Count ``count`` more commands recorded since the last submit; returns the count."""
+        self._pending += count
         return self._pending
 
     def dispatch(

@@ -123,7 +123,9 @@ class LaunchReadback:
                     raise
             self._values = [
                 np.frombuffer(data, storage, count=size, offset=at).reshape(shape).astype(dtype)
-                for (shape, dtype, storage, size), at in zip(self._layout, self._offsets, strict=True)
+                for (shape, dtype, storage, size), at in zip(
+                    self._layout, self._offsets, strict=True
+                )
             ]
         return self._values
 
@@ -140,6 +142,7 @@ class ReadbackRing:
         self.current: Page | None = None
         self._closed: deque[weakref.ref[Page]] = deque()
         self._spare: dict[int, list[Any]] = {}
+        self.created = 0  # staging buffers made (the others were reused)
 
     def recycle(self, handle: Any, size: int) -> None:
         """Keep an unmapped page buffer for a later page."""
@@ -172,9 +175,9 @@ class ReadbackRing:
 
     def _page_for(self, total: int) -> Page:
         page = self.current
-        if page is not None and page.used + total <= page.size:
-            if page.launches < self.LAUNCHES_PER_PAGE:
-                return page
+        room = page is not None and page.used + total <= page.size
+        if page is not None and room and page.launches < self.LAUNCHES_PER_PAGE:
+            return page
         if page is not None:
             self._closed.append(weakref.ref(page))
         while self._closed and self._closed[0]() is None:
@@ -188,6 +191,7 @@ class ReadbackRing:
         if spare:
             handle = spare.pop()
         else:
+            self.created += 1
             usage = self.device.wgpu.BufferUsage
             handle = self.device.handle.create_buffer(
                 size=size, usage=usage.MAP_READ | usage.COPY_DST, label="asgrad-readback"

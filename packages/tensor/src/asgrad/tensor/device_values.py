@@ -114,6 +114,9 @@ class DeviceValue:
     def __bool__(self) -> bool:
         return bool(self.numpy())
 
+    def __getitem__(self, key: Any) -> Any:
+        return self.numpy()[key]
+
     def __format__(self, spec: str) -> str:
         return format(self.numpy(), spec)
 

@@ -87,9 +87,7 @@ class Program:
         prepared = self._prepare(feeds)
         return self.executable.run(prepared)
 
-    def launch(
-        self, feeds: Mapping[str, Any] | None = None, **kwargs: Any
-    ) -> list[DeviceValue]:
+    def launch(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[DeviceValue]:
         """Start one run and return at once: the outputs stay on the device until read.
 
         Fed like a call; returns one :class:`~asgrad.tensor.device_values.DeviceValue`
