@@ -352,9 +352,11 @@ def profile_workload(name: str, top: int) -> list[Row]:
         entry = totals.setdefault(label, [0.0, 0.0])
         entry[0] += 1
         entry[1] += max(seconds - overhead, 0.0)
+    workload.sync()
     start = time.perf_counter()
     for _ in range(3):
         workload.step()
+    workload.sync()
     step_seconds = (time.perf_counter() - start) / 3
     rows: list[Row] = [
         {

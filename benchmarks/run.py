@@ -81,7 +81,7 @@ def worker(framework: str, workload: str, device: str, threads: int) -> Row:
             w = asgrad_workloads.build(workload, device)
         except asgrad_workloads.UnavailableError as exc:
             return {**row, "skipped": str(exc)}
-        rate, loss = _time(w.step, w.steps, lambda: None)
+        rate, loss = _time(w.step, w.steps, w.sync)
     else:
         import torch_workloads
 
