@@ -102,18 +102,18 @@ def capturing(device: Device, scope: ScopedPool) -> Iterator[Capture]:
         device.capture = None
 
 
-def replay(device: Device, commands: Sequence[Command]) -> None:
+def replay(device: Device, commands: Sequence[Command], first_chunk: int = 32) -> None:
     """Record captured commands into the device's open compute pass.
 
-    Submits come after 32, 64, 128... commands (up to ``device.chunk_dispatches``): the
-    GPU starts on the first kernels while the host still encodes the rest, and a long
-    plan costs only a few submits.
+    Submits come after 32, 64, 128... commands (``first_chunk`` first, doubling up to
+    ``device.chunk_dispatches``): the GPU starts on the first kernels while the host
+    still encodes the rest, and a long plan costs only a few submits.
     """
+    chunk = min(first_chunk, device.chunk_dispatches)
     raw = _raw(commands) if _NATIVE is not None else None
     if raw is not None:
-        _replay_native(device, raw)
+        _replay_native(device, raw, chunk)
         return
-    chunk = min(32, device.chunk_dispatches)
     cpass: Any = None
     last = None
     for pipeline, group, groups, _ in commands:
@@ -132,11 +132,10 @@ def replay(device: Device, commands: Sequence[Command]) -> None:
     device.counter.dispatches += len(commands)
 
 
-def _replay_native(device: Device, raw: list[RawCommand]) -> None:
+def _replay_native(device: Device, raw: list[RawCommand], chunk: int) -> None:
     """:func:`replay` as wgpu-native calls on raw handles."""
     assert _NATIVE is not None
     set_pipeline, set_bind_group, dispatch, null = _NATIVE
-    chunk = min(32, device.chunk_dispatches)
     start, total = 0, len(raw)
     while start < total:
         cpass = device.compute_pass()._internal

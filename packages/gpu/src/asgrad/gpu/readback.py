@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from asgrad.gpu.array import GpuArray
     from asgrad.gpu.device import Device
 
-__all__ = ["LaunchReadback", "Page", "ReadbackRing", "launch_values", "readback_ring"]
+__all__ = ["LaunchReadback", "Outputs", "Page", "ReadbackRing", "launch_values", "readback_ring"]
 
 _rings: dict[int, ReadbackRing] = {}
 
@@ -84,20 +84,30 @@ class Page:
         return self.data
 
 
+class Outputs:
+    """A plan's outputs as launches copy them, worked out once per plan."""
+
+    def __init__(self, arrays: Sequence[GpuArray]) -> None:
+        spans = [_span(a.nbytes) for a in arrays]
+        # (source buffer, bytes to copy: a multiple of 4, bytes taken in the page)
+        self.copies = [
+            (a.buffer.handle, -(-max(a.nbytes, 4) // 4) * 4, span)
+            for a, span in zip(arrays, spans, strict=True)
+        ]
+        self.layout = [(a.shape, a.dtype, a.storage_dtype, a.size) for a in arrays]
+        self.nbytes = sum(spans)
+
+
 class LaunchReadback:
     """The outputs of one launch: where in its page each one was copied."""
 
     def __init__(
-        self,
-        page: Page,
-        arrays: Sequence[GpuArray],
-        offsets: Sequence[int],
-        check_offset: int | None,
+        self, page: Page, outputs: Outputs, offsets: Sequence[int], check_offset: int | None
     ) -> None:
         self._page: Page | None = page
         self._device = page.ring.device
-        self._layout = [(a.shape, a.dtype, a.storage_dtype, a.size) for a in arrays]
-        self._offsets = list(offsets)
+        self._layout = outputs.layout
+        self._offsets = offsets
         self._check_offset = check_offset
         self._values: list[np.ndarray] | None = None
         self._error: AsgradError | None = None
@@ -148,30 +158,29 @@ class ReadbackRing:
         """Keep an unmapped page buffer for a later page."""
         self._spare.setdefault(size, []).append(handle)
 
-    def launch(self, arrays: Sequence[GpuArray]) -> LaunchReadback:
-        """Record copies of ``arrays`` (a plan's outputs) into the open page and submit."""
+    def launch(self, outputs: Outputs) -> LaunchReadback:
+        """Record copies of a plan's ``outputs`` into the open page and submit."""
         device = self.device
         checks = device.checks
-        spans = [_span(a.nbytes) for a in arrays]
-        total = sum(spans) + (8 if checks.armed else 0)
-        page = self._page_for(total)
+        page = self._page_for(outputs.nbytes + (8 if checks.armed else 0))
         encoder = device.encoder()
+        copy = encoder.copy_buffer_to_buffer
+        target = page.handle
         offsets = []
         at = page.used
-        for array, span in zip(arrays, spans, strict=True):
-            nbytes = -(-max(array.nbytes, 4) // 4) * 4
-            encoder.copy_buffer_to_buffer(array.buffer.handle, 0, page.handle, at, nbytes)
+        for source, nbytes, span in outputs.copies:
+            copy(source, 0, target, at, nbytes)
             offsets.append(at)
             at += span
         check_offset = None
         if checks.armed:  # stays armed: a synchronous readback checks as well
-            encoder.copy_buffer_to_buffer(checks.buffer.handle, 0, page.handle, at, 4)
+            copy(checks.buffer.handle, 0, target, at, 4)
             check_offset = at
             at += 8
         page.used = at
         page.launches += 1
         device.flush()
-        return LaunchReadback(page, arrays, offsets, check_offset)
+        return LaunchReadback(page, outputs, offsets, check_offset)
 
     def _page_for(self, total: int) -> Page:
         page = self.current
@@ -200,6 +209,9 @@ class ReadbackRing:
         return self.current
 
 
-def launch_values(readback: LaunchReadback, arrays: Sequence[GpuArray]) -> list[DeviceValue]:
+def launch_values(readback: LaunchReadback, outputs: Outputs) -> list[DeviceValue]:
     """One :class:`DeviceValue` per output of a launch."""
-    return [DeviceValue(readback, i, a.shape, a.dtype) for i, a in enumerate(arrays)]
+    return [
+        DeviceValue(readback, i, shape, dtype)
+        for i, (shape, dtype, _, _) in enumerate(outputs.layout)
+    ]
