@@ -8,9 +8,9 @@ printing it) waits for the run that made it and copies it to the host, once; the
 values of one launch arrive together. A backend that runs synchronously (the CPU)
 hands back values that are ready already.
 
-An error that the device records while the run executes (an index out of range on
-the GPU, :mod:`asgrad.gpu.checks`) is raised by the first read of a value of that run
-or of a later one, as a synchronous run raises it on return.
+An error that the device records while the run executes (an index out of range that
+a GPU kernel met) is raised by the first read of a value of that run or of a later
+one, as a synchronous run raises it on return.
 """
 
 from __future__ import annotations

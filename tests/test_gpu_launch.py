@@ -110,7 +110,7 @@ def test_an_index_fault_raises_at_the_read_naming_the_op(device: Device) -> None
     (good,) = program.launch(table=values, ids=np.array([1, 2, 3]))
     (bad,) = program.launch(table=values, ids=np.array([1, 12, 3]))  # does not raise here
     assert float(good) == values[[1, 2, 3]].sum()
-    with pytest.raises(OutOfRangeError, match=r"^gather \(made at .*test_launch.py.*index 12 "):
+    with pytest.raises(OutOfRangeError, match=r"^gather \(made at .*test_gpu_launch.py.*index 12 "):
         bad.numpy()
     with pytest.raises(OutOfRangeError):  # reading again raises again
         float(bad)
