@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
@@ -62,6 +64,22 @@ def test_a_value_reads_like_an_array_and_a_scalar() -> None:
     assert loss.block_until_ready() is loss
     with pytest.raises(TypeError, match="0-d"):
         len(loss)
+
+
+def test_a_value_computes_like_an_array_and_pickles_as_its_value() -> None:
+    _, program = _program()
+    loss, doubled = program.launch(x=np.array([1.0, 1.0], np.float32))
+    assert loss * 2 == pytest.approx(2 * np.log(2.0))
+    assert 1.0 + loss == pytest.approx(1 + np.log(2.0))
+    assert loss < 1.0
+    np.testing.assert_array_equal(doubled - doubled, [0.0, 0.0])
+    assert np.sum(doubled) == 6.0
+    total = 0.0
+    total += loss * 3
+    assert total == pytest.approx(3 * np.log(2.0))
+    restored = pickle.loads(pickle.dumps([loss, doubled]))
+    assert restored[0].is_ready()
+    np.testing.assert_array_equal(restored[1].numpy(), doubled.numpy())
 
 
 def test_launch_checks_feeds_like_a_call() -> None:

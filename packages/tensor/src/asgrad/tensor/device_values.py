@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
+from numpy.lib.mixins import NDArrayOperatorsMixin
 
 __all__ = ["DeviceValue", "Readback", "read_all"]
 
@@ -38,8 +39,11 @@ class Readback(Protocol):
         ...
 
 
-class DeviceValue:
+class DeviceValue(NDArrayOperatorsMixin):
     """One output of a launched run: its shape and dtype now, its value when read.
+
+    Arithmetic and comparisons (``loss * n``, ``loss < 0.1``) and numpy functions
+    read the value and give numpy results; pickling stores the value read.
 
     >>> import numpy as np
     >>> from asgrad.tensor import Graph, compile
@@ -104,6 +108,17 @@ class DeviceValue:
         if dtype is not None and np.dtype(dtype) != value.dtype:
             return value.astype(dtype)
         return value.copy() if copy else value
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        inputs = tuple(v.numpy() if isinstance(v, DeviceValue) else v for v in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(
+                v.numpy() if isinstance(v, DeviceValue) else v for v in kwargs["out"]
+            )
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, tuple[np.ndarray]]:
+        return (DeviceValue.ready_value, (self.numpy(),))
 
     def __float__(self) -> float:
         return float(self.numpy())
