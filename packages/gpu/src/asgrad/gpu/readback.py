@@ -12,9 +12,10 @@ A page closes when it is full, after :attr:`ReadbackRing.LAUNCHES_PER_PAGE` laun
 or when one of its values is read; reading maps it (waiting for the last launch that
 copied into it, not for later ones), keeps its bytes on the host and gives the buffer
 back for reuse. At most :attr:`ReadbackRing.PAGES_IN_FLIGHT` closed pages stay unread:
-past that the oldest is read, which bounds how far the host runs ahead of the device
-and how much memory waiting values hold. A page whose values were all dropped unread
-gives its buffer back when it is collected.
+past that the oldest is read, whether anyone keeps its values or not. That bounds how
+far the host runs ahead of the device (as a CUDA launch queue does) and how much
+device memory waiting values hold; a page read that way keeps its bytes only while
+some value of it is alive.
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ class ReadbackRing:
     def __init__(self, device: Device) -> None:
         self.device = device
         self.current: Page | None = None
-        self._closed: deque[weakref.ref[Page]] = deque()
+        self._closed: deque[Page] = deque()
         self._spare: dict[int, list[Any]] = {}
         self.created = 0  # staging buffers made (the others were reused)
 
@@ -188,13 +189,9 @@ class ReadbackRing:
         if page is not None and room and page.launches < self.LAUNCHES_PER_PAGE:
             return page
         if page is not None:
-            self._closed.append(weakref.ref(page))
-        while self._closed and self._closed[0]() is None:
-            self._closed.popleft()
+            self._closed.append(page)
         while len(self._closed) >= self.PAGES_IN_FLIGHT:
-            oldest = self._closed.popleft()()
-            if oldest is not None:
-                oldest.fetch()
+            self._closed.popleft().fetch()  # waits for the device if it is that far behind
         size = size_class(max(total, self.PAGE_BYTES))
         spare = self._spare.get(size)
         if spare:
