@@ -1,8 +1,9 @@
 """The reference workloads of WORKLOADS.md in asgrad: each a compiled training step.
 
-``build(name, backend)`` returns a :class:`Workload`: a ``step()`` that runs one whole
-training step (forward, backward, optimizer update: one compiled program) and
-returns the loss, and the number of timed steps. Workloads whose layers have not
+``build(name, backend)`` returns a :class:`Workload`: a ``step()`` that launches one
+whole training step (forward, backward, optimizer update: one compiled program) and
+returns the loss as a :class:`~asgrad.tensor.DeviceValue`, a ``sync()`` that waits for
+the steps launched, and the number of timed steps. Workloads whose layers have not
 landed in ``asgrad.nn`` yet raise :class:`UnavailableError` with the missing names.
 """
 
@@ -32,10 +33,22 @@ class Workload:
     program: Any
     feeds: dict[str, np.ndarray]
     steps: int
+    last: Any = None
 
     def step(self) -> Any:
-        """One training step; returns the loss."""
-        return self.program(self.feeds)[0]
+        """One training step, launched: returns the loss as a value read when asked.
+
+        Steps queue on the device back to back, as JAX's jitted steps do; on the CPU
+        the step has run when this returns.
+        """
+        launch = getattr(self.program, "launch", self.program)  # older asgrad: a call
+        self.last = launch(self.feeds)[0]
+        return self.last
+
+    def sync(self) -> None:
+        """Wait until every launched step has run (reads the last loss)."""
+        if self.last is not None:
+            float(self.last)
 
 
 def _need(*names: str) -> list[Any]:

@@ -278,6 +278,60 @@ def bench_dispatch(count: int) -> list[Row]:
     return [row]
 
 
+def bench_replay(count: int, reps: int = 5) -> list[Row]:
+    """Host cost per dispatch of replaying captured commands (what a compiled step does).
+
+    ``count`` small elementwise dispatches alternating two pipelines are captured once,
+    then replayed ``reps`` times: through wgpu-native's C functions on raw handles
+    (the default) and through wgpu-py's public methods (``ASGRAD_GPU_FAST_REPLAY=0``).
+    The host time stops before the final wait for the GPU; it includes the submits a
+    replay makes (every 32, 64... dispatches), ``encode_us`` leaves them out.
+    """
+    from asgrad.gpu import capture
+    from asgrad.gpu.buffers import ScopedPool
+
+    device = get_device()
+    x = to_gpu(np.ones(256, np.float32))
+    out = GpuArray.empty((256,), np.float32)
+    with capture.capturing(device, ScopedPool(device.pool)) as captured:
+        for i in range(count):
+            elementwise("x0 * 2.0" if i % 2 else "x0 + 1.0", [x], out=out)
+    rows: list[Row] = []
+    paths = (("asgrad-replay-native", capture._NATIVE), ("asgrad-replay-wgpu-py", None))
+    for impl, native in paths:
+        if impl.endswith("native") and native is None:
+            continue
+        saved, capture._NATIVE = capture._NATIVE, native
+        chunk = device.chunk_dispatches
+        try:
+            capture.replay(device, captured.commands)
+            device.synchronize()
+            start = time.perf_counter()
+            for _ in range(reps):
+                capture.replay(device, captured.commands)
+            host = time.perf_counter() - start
+            device.synchronize()
+            device.chunk_dispatches = 1 << 30  # no submit inside: encoding alone
+            start = time.perf_counter()
+            for _ in range(reps):
+                capture.replay(device, captured.commands)
+            encode = time.perf_counter() - start
+            device.synchronize()
+        finally:
+            capture._NATIVE = saved
+            device.chunk_dispatches = chunk
+        row = {
+            "bench": "replay",
+            "impl": impl,
+            "count": count,
+            "host_us_per_dispatch": host / (reps * count) * 1e6,
+            "encode_us_per_dispatch": encode / (reps * count) * 1e6,
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def _workload_plan(name: str, steps: int) -> tuple[Any, Any]:
     """A WORKLOADS.md workload on the GPU after ``steps`` steps, and its plan."""
     import sys
@@ -329,9 +383,11 @@ def profile_workload(name: str, top: int) -> list[Row]:
         entry = totals.setdefault(label, [0.0, 0.0])
         entry[0] += 1
         entry[1] += max(seconds - overhead, 0.0)
+    workload.sync()
     start = time.perf_counter()
     for _ in range(3):
         workload.step()
+    workload.sync()
     step_seconds = (time.perf_counter() - start) / 3
     rows: list[Row] = [
         {
@@ -397,6 +453,7 @@ def main() -> None:
     rows = bench_matmul(sizes, variants, torch)
     rows += bench_copy(4 if args.quick else 256, torch, args.variants)
     rows += bench_dispatch(200 if args.quick else 2000)
+    rows += bench_replay(256 if args.quick else 1024)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"adapter": caps.adapter, "backend": caps.backend, "rows": rows}, fh)
@@ -408,6 +465,12 @@ def main() -> None:
             print(
                 f"| copy | {r['impl']} | {r['mib']} MiB | {r['gbps']:.0f} GB/s "
                 f"(wall {r['wall_gbps']:.0f}) |"
+            )
+        elif r["bench"] == "replay":
+            print(
+                f"| replay | {r['impl']} | {r['count']} | "
+                f"{r['host_us_per_dispatch']:.2f} us host/dispatch with submits, "
+                f"{r['encode_us_per_dispatch']:.2f} encoding alone |"
             )
         else:
             print(

@@ -166,6 +166,51 @@ def progress(
     return iter(tqdm(items, total=total, disable=quiet, desc=desc, file=sys.stderr, leave=False))
 
 
+def launch(step: Any, **feeds: Any) -> Any:
+    """Start one training step and return its loss without waiting for it.
+
+    A compiled program's :meth:`~asgrad.tensor.Program.launch` returns the loss as a
+    :class:`~asgrad.tensor.DeviceValue`: on the GPU the next step is queued while this
+    one runs, and ``float(loss)`` waits for it. A step without ``launch`` (a
+    distributed step) runs at once and returns its loss as an array.
+    """
+    return getattr(step, "launch", step)(**feeds)[0]
+
+
+class StepLosses:
+    """Losses of launched steps, read every ``every`` steps instead of after each one.
+
+    :meth:`add` keeps a step's loss and the other fields of its log record; every
+    ``every`` steps, and at :meth:`flush`, the kept losses are read together,
+    appended to :attr:`values` and written to ``log`` (``step``, ``loss``, fields).
+    """
+
+    def __init__(self, log: MetricWriter | None, every: int = 50) -> None:
+        self.log = log
+        self.every = every
+        self.values: list[float] = []
+        self._pending: list[tuple[Any, dict[str, Any]]] = []
+
+    def __len__(self) -> int:
+        """Steps added so far (read or not)."""
+        return len(self.values) + len(self._pending)
+
+    def add(self, loss: Any, **fields: Any) -> None:
+        """Keep one step's loss; read the kept ones when ``every`` are waiting."""
+        self._pending.append((loss, fields))
+        if len(self._pending) >= self.every:
+            self.flush()
+
+    def flush(self) -> list[float]:
+        """Read every kept loss (one wait for the device); returns :attr:`values`."""
+        for loss, fields in self._pending:
+            self.values.append(float(loss))
+            if self.log is not None:
+                self.log.write(step=len(self.values), loss=self.values[-1], **fields)
+        self._pending.clear()
+        return self.values
+
+
 class Timer:
     """Seconds since construction."""
 

@@ -37,6 +37,7 @@ from asgrad.examples._common import (
     Timer,
     check_plot,
     device,
+    launch,
     open_log,
     parser,
     plot,
@@ -224,10 +225,13 @@ def _train(
     for epoch in bar:
         total, count = 0.0, 0
         lr_used = optimizer.lr
+        launched = []  # the epoch's steps queue on the device; their losses are read after
         for xb, yb in loader:
-            total += float(step(x=xb, y=yb)[0]) * len(yb)
+            launched.append((launch(step, x=xb, y=yb), len(yb)))
             schedule.step()
             count += len(yb)
+        for batch_loss, size in launched:
+            total += float(batch_loss) * size
         if distributed:
             total, count = dist.all_reduce([total, count]).tolist()
         epoch_losses.append(total / count)

@@ -206,22 +206,30 @@ def _train(
     timer = Timer()
     losses_d: list[float] = []
     losses_g: list[float] = []
-    for i in progress(range(steps), total=steps, quiet=quiet, desc="dcgan"):
+    launched: list[tuple[Any, Any]] = []  # steps queue on the device; read every 50
+
+    def read_launched() -> None:
+        for (err_d, d_x, d_g_z1), (err_g, d_g_z2) in launched:
+            losses_d.append(float(err_d))
+            losses_g.append(float(err_g))
+            if log is not None:
+                log.write(
+                    step=len(losses_d),
+                    loss_d=float(err_d),
+                    loss_g=float(err_g),
+                    d_x=float(d_x),
+                    d_g_z1=float(d_g_z1),
+                    d_g_z2=float(d_g_z2),
+                )
+        launched.clear()
+
+    for _ in progress(range(steps), total=steps, quiet=quiet, desc="dcgan"):
         batch = real_images[rng.choice(len(real_images), batch_size, replace=False)]
         noise = rng.standard_normal((batch_size, nz, 1, 1)).astype(np.float32)
-        err_d, d_x, d_g_z1 = step_d(real=batch, noise=noise)
-        err_g, d_g_z2 = step_g(noise=noise)
-        losses_d.append(float(err_d))
-        losses_g.append(float(err_g))
-        if log is not None:
-            log.write(
-                step=i + 1,
-                loss_d=float(err_d),
-                loss_g=float(err_g),
-                d_x=float(d_x),
-                d_g_z1=float(d_g_z1),
-                d_g_z2=float(d_g_z2),
-            )
+        launched.append((step_d.launch(real=batch, noise=noise), step_g.launch(noise=noise)))
+        if len(launched) >= 50:
+            read_launched()
+    read_launched()
     images = sample(net_g, fixed_noise, step_g.backend)
     fd_after = frechet_distance(images, held_out)
     tail = max(1, steps // 10)

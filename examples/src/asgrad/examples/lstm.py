@@ -23,7 +23,17 @@ from typing import Any
 import numpy as np
 
 from asgrad import nn
-from asgrad.examples._common import Timer, check_plot, device, open_log, parser, progress, report
+from asgrad.examples._common import (
+    StepLosses,
+    Timer,
+    check_plot,
+    device,
+    launch,
+    open_log,
+    parser,
+    progress,
+    report,
+)
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.text import (
     CharVocab,
@@ -142,14 +152,13 @@ def train(
         step = optimizer.compile(loss, backend=backend)
         rng = np.random.default_rng(seed)
         timer = Timer()
-        losses: list[float] = []
+        record = StepLosses(log)  # steps queue on the device; losses are read every 50
         for _ in progress(range(steps), total=steps, quiet=quiet, desc="lstm"):
             xb, yb = random_windows(train_ids, batch_size, context, rng)
-            losses.append(float(step(x=xb, y=yb)[0]))
-            if log is not None:
-                log.write(step=len(losses), loss=losses[-1], lr=optimizer.lr)
+            record.add(launch(step, x=xb, y=yb), lr=optimizer.lr)
             if time_limit is not None and timer.seconds > time_limit:
                 break
+        losses = record.flush()
         train_seconds = timer.seconds
         x_val, y_val = tiled_windows(val_ids, context)
         x_tr, y_tr = tiled_windows(train_ids, context)

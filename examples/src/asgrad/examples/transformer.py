@@ -31,9 +31,11 @@ import numpy as np
 from asgrad import nn
 from asgrad.examples._common import (
     Series,
+    StepLosses,
     Timer,
     check_plot,
     device,
+    launch,
     open_log,
     parser,
     plot,
@@ -241,20 +243,19 @@ def _train(
 
     rng = np.random.default_rng([seed, rank] if distributed else seed)
     timer = Timer()
-    losses: list[float] = []
+    record = StepLosses(log)  # steps queue on the device; losses are read every 50
     bar = progress(range(steps), total=steps, quiet=quiet or rank != 0, desc="transformer")
     for _ in bar:
         xb, yb = random_windows(train_ids, local_batch, context, rng)
         lr_used = optimizer.lr
-        losses.append(float(step(x=xb, y=yb)[0]))
-        if log is not None:
-            log.write(step=len(losses), loss=losses[-1], lr=lr_used)
+        record.add(launch(step, x=xb, y=yb), lr=lr_used)
         schedule.step()
         late = time_limit is not None and timer.seconds > time_limit
         if time_limit is not None and distributed:  # every rank stops at the same step
             late = bool(dist.all_reduce(late, "max"))
         if late:
             break
+    losses = record.flush()
     train_seconds = timer.seconds
     if distributed:  # each step's loss over the whole global batch
         losses = dist.all_reduce(np.array(losses), "mean").tolist()

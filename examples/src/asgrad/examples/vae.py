@@ -28,7 +28,16 @@ from typing import Any
 import numpy as np
 
 from asgrad import nn
-from asgrad.examples._common import Timer, check_plot, device, open_log, parser, plot, progress
+from asgrad.examples._common import (
+    Timer,
+    check_plot,
+    device,
+    launch,
+    open_log,
+    parser,
+    plot,
+    progress,
+)
 from asgrad.examples._common import report as print_report
 from asgrad.examples.cnn import Split, load_digits_split, load_mnist_split
 from asgrad.nn.data import DataLoader, TensorDataset
@@ -124,8 +133,9 @@ def train(
     test_losses = [test()]
     for epoch in progress(range(epochs), total=epochs, quiet=quiet, desc=f"vae {split.name}"):
         total = 0.0
-        for (xb,) in loader:
-            total += float(step(x=xb)[0])
+        launched = [launch(step, x=xb) for (xb,) in loader]  # queued; read after the epoch
+        for batch_loss in launched:
+            total += float(batch_loss)
         train_losses.append(total / len(x_train))
         test_losses.append(test())
         if log is not None:

@@ -5,7 +5,9 @@ into a plan (:mod:`asgrad.gpu.plan`): every node lowered to kernel launches
 (:mod:`asgrad.gpu.lowering`) whose dispatches are captured with their bind groups,
 over buffers that a plan-owned pool reuses by liveness. Running the plan uploads the
 feeds into their fixed buffers, replays the captured dispatches in one compute pass
-(submitted in chunks), and reads every output back with one mapping.
+(submitted in chunks), and reads every output back with one mapping; or, launched
+(:meth:`GpuExecutable.launch`), queues the outputs' readback (:mod:`asgrad.gpu.readback`)
+and returns without waiting for the device.
 
 Parameters live in a :class:`~asgrad.gpu.variables.GpuVariableStore`: uploaded once,
 updated in place on the device by the plan's update copies, and fetched back only when
@@ -15,6 +17,7 @@ loss down.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,14 +27,16 @@ from asgrad.gpu.capture import replay
 from asgrad.gpu.device import Device, get_device
 from asgrad.gpu.errors import GpuUnavailableError
 from asgrad.gpu.plan import Plan, build_plan
+from asgrad.gpu.readback import Outputs, launch_values, readback_ring
 from asgrad.gpu.source import to_storage
 from asgrad.gpu.variables import variable_store
 from asgrad.tensor.backends import Executable
 from asgrad.tensor.cache import LRUCache
+from asgrad.tensor.device_values import DeviceValue
 from asgrad.tensor.progress import reporting
 from asgrad.tensor.schedule import Schedule
 
-__all__ = ["GpuBackend", "GpuExecutable", "run_plan"]
+__all__ = ["GpuBackend", "GpuExecutable", "launch_plan", "run_plan", "start_plan"]
 
 
 class GpuExecutable:
@@ -50,30 +55,27 @@ class GpuExecutable:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
+        return run_plan(self.plan(feeds), feeds)
+
+    def launch(self, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue]:
+        """Start one run on ``feeds`` without waiting; the outputs are read when asked."""
+        return launch_plan(self.plan(feeds), feeds)
+
+    def plan(self, feeds: Mapping[str, np.ndarray]) -> Plan:
+        """The plan for the shapes and dtypes of ``feeds`` (built on first need)."""
         key = tuple((name, v.shape, v.dtype.str) for name, v in sorted(feeds.items()))
         plan = self._plans.get(key)
         if plan is None:
             shapes = ", ".join(str(list(v.shape)) for _, v in sorted(feeds.items()))
             with reporting(f"first GPU run at shapes {shapes}"):
                 plan = self._plans.put(key, build_plan(self.schedule, feeds, self.device))
-        return run_plan(plan, feeds)
+        return plan
 
 
 def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     """Upload the feeds (and stale variables), replay the plan, read the outputs back."""
     device = plan.device
-    store = variable_store(device)
-    for var in plan.bindings.variables:
-        store.sync(var)
-    for name, arr in plan.bindings.inputs.items():
-        value = feeds[name]
-        if value.size:
-            device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
-    replay(device, plan.commands)
-    if plan.checked:
-        device.checks.armed = True  # the next readback brings the check word along
-    for var, _ in plan.updates:
-        store.mark_updated(var)
+    start_plan(plan, feeds)
     if not plan.outputs:
         device.flush()
         return []
@@ -83,6 +85,47 @@ def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         host = np.frombuffer(data, arr.storage_dtype, count=arr.size).reshape(arr.shape)
         results.append(host.astype(arr.dtype))
     return results
+
+
+def launch_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue]:
+    """Upload the feeds, replay the plan and queue the outputs' readback; no waiting.
+
+    The dispatches go in submits as large as the device allows: the device is busy
+    with the steps launched before, so starting this one early gains nothing.
+    """
+    start_plan(plan, feeds, plan.device.chunk_dispatches)
+    if not plan.outputs:
+        plan.device.flush()
+        return []
+    outputs = _outputs.get(id(plan))
+    if outputs is None:
+        outputs = _outputs[id(plan)] = Outputs(plan.outputs)
+        weakref.finalize(plan, _outputs.pop, id(plan), None)
+    return launch_values(readback_ring(plan.device).launch(outputs), outputs)
+
+
+# How each live plan's outputs are copied at a launch (by id), made at its first launch.
+_outputs: dict[int, Outputs] = {}
+
+
+def start_plan(plan: Plan, feeds: Mapping[str, np.ndarray], first_chunk: int = 32) -> None:
+    """Upload the feeds (and stale variables) and record the plan's dispatches.
+
+    ``first_chunk``: the dispatches of the first submit (see :func:`replay`).
+    """
+    device = plan.device
+    store = variable_store(device)
+    for var in plan.bindings.variables:
+        store.sync(var)
+    for name, arr in plan.bindings.inputs.items():
+        value = feeds[name]
+        if value.size:
+            device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
+    replay(device, plan.commands, first_chunk)
+    if plan.checked:
+        device.checks.armed = True  # the next readback brings the check word along
+    for var, _ in plan.updates:
+        store.mark_updated(var)
 
 
 class GpuBackend:

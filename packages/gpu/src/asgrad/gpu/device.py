@@ -278,15 +278,20 @@ class Device:
             self._pass.end()
             self._pass = None
 
+    def encoder(self) -> Any:
+        """The open command encoder, its compute pass ended (to record copies)."""
+        self._end_pass()
+        return self._open_encoder()
+
     def compute_pass(self, **options: Any) -> Any:
         """The open compute pass; one is begun (with ``options``) if none is open."""
         if self._pass is None:
             self._pass = self._open_encoder().begin_compute_pass(**options)
         return self._pass
 
-    def recorded(self) -> int:
-        """Count one more command recorded since the last submit; returns the count."""
-        self._pending += 1
+    def recorded(self, count: int = 1) -> int:
+        """Count ``count`` more commands recorded since the last submit; returns the count."""
+        self._pending += count
         return self._pending
 
     def dispatch(

@@ -12,6 +12,7 @@
 from asgrad.tensor import linalg
 from asgrad.tensor import ops as _ops  # noqa: F401  # registers the built-in ops
 from asgrad.tensor.backends import get_backend, register_backend, resolve_backend_name
+from asgrad.tensor.device_values import DeviceValue, read_all
 from asgrad.tensor.dtypes import DType, as_dtype
 from asgrad.tensor.errors import (
     ArgumentError,
@@ -138,6 +139,7 @@ __all__ = [
     "BackendError",
     "DType",
     "DTypeError",
+    "DeviceValue",
     "FeedError",
     "Graph",
     "GraphError",
@@ -230,6 +232,7 @@ __all__ = [
     "rand_like",
     "randn",
     "randn_like",
+    "read_all",
     "register_backend",
     "register_op",
     "remainder",

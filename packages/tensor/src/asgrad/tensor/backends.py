@@ -27,6 +27,7 @@ import numpy as np
 from asgrad.tensor.errors import BackendError
 
 if TYPE_CHECKING:
+    from asgrad.tensor.device_values import DeviceValue
     from asgrad.tensor.schedule import Schedule
 
 ENV_VAR = "ASGRAD_DEVICE"
@@ -40,6 +41,18 @@ class Executable(Protocol):
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
+        ...
+
+
+class LaunchingExecutable(Executable, Protocol):
+    """An executable that can also start a run without waiting for it.
+
+    :meth:`Program.launch <asgrad.tensor.executor.Program.launch>` calls ``launch``
+    where an executable has it, else ``run`` (the values are then ready at once).
+    """
+
+    def launch(self, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue]:
+        """Start one run on ``feeds``; the outputs are read when the caller asks."""
         ...
 
 

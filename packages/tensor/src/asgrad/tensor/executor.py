@@ -20,6 +20,7 @@ import numpy as np
 
 from asgrad.tensor.arguments import require_tensors
 from asgrad.tensor.backends import get_backend, resolve_backend_name
+from asgrad.tensor.device_values import DeviceValue
 from asgrad.tensor.errors import FeedError, PrecisionWarning
 from asgrad.tensor.graph import Node
 from asgrad.tensor.numerics import NumericsProbe, checking_by_default
@@ -79,20 +80,32 @@ class Program:
         self._warned: set[str] = set()
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
-        both = sorted(set(feeds) & set(kwargs)) if feeds and kwargs else []
-        if both:
-            raise FeedError(
-                f"{', '.join(map(repr, both))} fed both in the dict and as a keyword; feed each"
-                " input once"
-            )
-        return self.run({**(feeds or {}), **kwargs})
+        return self.run(_merge(feeds, kwargs))
 
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """Run once: returns the outputs' values, and applies the updates."""
         prepared = self._prepare(feeds)
         return self.executable.run(prepared)
 
-    def _prepare(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    def launch(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[DeviceValue]:
+        """Start one run and return at once: the outputs stay on the device until read.
+
+        Fed like a call; returns one :class:`~asgrad.tensor.device_values.DeviceValue`
+        per output, read with ``float(v)``, ``v.item()``, ``np.asarray(v)`` or
+        ``v.numpy()``. The updates apply in launch order, so the next launch (or a
+        ``variable.value`` read) sees them. On the GPU a training loop that launches
+        every step and reads the loss every N steps keeps the device busy instead of
+        waiting for each step; on the CPU, and with ``check_numerics``, the run
+        completes before ``launch`` returns and the values are ready.
+        """
+        prepared = self._prepare(_merge(feeds, kwargs), stacklevel=3)
+        launch = getattr(self.executable, "launch", None)
+        if launch is None:  # a synchronous backend: the values are ready
+            return [DeviceValue.ready_value(v) for v in self.executable.run(prepared)]
+        values: list[DeviceValue] = launch(prepared)
+        return values
+
+    def _prepare(self, feeds: Mapping[str, Any], stacklevel: int = 4) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for name, node in self._inputs.items():
             if name not in feeds:
@@ -115,7 +128,7 @@ class Program:
                         f" to {node.dtype} (warned once per program). Feed {node.dtype} arrays"
                         " to avoid the conversion",
                         PrecisionWarning,
-                        stacklevel=4,
+                        stacklevel=stacklevel,
                     )
             out[name] = value
         for name in feeds:
@@ -130,6 +143,16 @@ class Program:
             self.schedule.infer_types({name: v.shape for name, v in out.items()})
             self._checked.add(signature)
         return out
+
+
+def _merge(feeds: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    both = sorted(set(feeds) & set(kwargs)) if feeds and kwargs else []
+    if both:
+        raise FeedError(
+            f"{', '.join(map(repr, both))} fed both in the dict and as a keyword; feed each"
+            " input once"
+        )
+    return {**(feeds or {}), **kwargs}
 
 
 def _near(name: str, candidates: Sequence[str]) -> str | None:
