@@ -52,13 +52,19 @@ FOLD_LIMIT_BYTES = 1 << 22
 
 
 def generate_cpu_function(
-    schedule: Schedule, types: Mapping[int, TensorType], *, profile: Any = None
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    *,
+    profile: Any = None,
+    compiled: bool = False,
 ) -> Any:
     """One Python function running ``schedule`` at the exact ``types`` of its nodes.
 
     The function takes the feeds, applies the updates and returns the outputs; its
     source is its ``source`` attribute. ``profile`` (opt-in, see
     :mod:`asgrad.tensor.cpu.profile`) is called with a node's id after each line.
+    ``compiled`` takes the compiled path (:mod:`asgrad.tensor.cpu.jit`): a small
+    step compiled whole after a few calls (:mod:`asgrad.tensor.cpu.jit.step`).
     """
     maker = _LineMaker(schedule, types)
     if profile is not None:
@@ -73,7 +79,12 @@ def generate_cpu_function(
     else:
         plan = no_reuse(lines)
     source = _source(maker, lines, last, plan)
-    return _compile(source, maker.env, schedule)
+    fn = _compile(source, maker.env, schedule)
+    if compiled and profile is None:
+        from asgrad.tensor.cpu.jit.step import with_whole_step  # imports no Numba
+
+        fn = with_whole_step(fn, schedule, types, maker.refs, maker.context.registered)
+    return fn
 
 
 def _shape_dummy(t: TensorType) -> np.ndarray:

@@ -1,0 +1,390 @@
+"""Whole-step compilation: a small schedule at exact shapes as ONE Numba function.
+
+When every value a schedule's roots need can be written by an emitter
+(:mod:`asgrad.tensor.cpu.jit.emit_ops`) and the work is small (:data:`WORK_LIMIT`),
+:func:`plan_step` writes one Numba function for the whole step: explicit loops with
+constant bounds, every intermediate in a flat work buffer allocated once per call,
+the outputs returned, and the updated variables' new values written, after
+everything else is computed, into their arrays in place. Anything else keeps the
+line-by-line numpy function (:mod:`asgrad.tensor.cpu.codegen`), which also runs the
+first :data:`WARMUP_CALLS` calls: a program run once or twice (an evaluation, a
+test) never waits for Numba.
+
+Updating in place keeps the numpy path's semantics: the updated variables' values
+are views of one buffer per dtype that this function owns. Before each call it checks
+that every such variable still holds its view, no device holds it, and nothing else
+references the views or the buffer (their reference counts): an array someone took
+from ``variable.value`` (or any view of it) is never written afterwards. When a check
+fails the values are copied into a fresh buffer first (as the numpy path would make
+fresh arrays), so the old arrays keep their values.
+
+The generated module is written under :func:`~asgrad.tensor.cpu.jit.cache_dir`, named
+by a hash of its source, and compiled with Numba's ``cache=True``: another process
+running the same step at the same shapes loads the machine code instead of compiling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.cpu.jit import cache_dir
+from asgrad.tensor.cpu.jit.emit import (
+    Kernel,
+    UnsupportedError,
+    Val,
+    arr_val,
+    const_val,
+    dt,
+    flat_val,
+)
+from asgrad.tensor.cpu.jit.emit_ops import EMITTERS, PRELUDE
+from asgrad.tensor.cpu.records import Ref
+from asgrad.tensor.registry import TensorType
+from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.variables import Variable
+
+# A step is compiled whole only when its arithmetic is at most this many operations
+# (elements written by elementwise ops and reductions, 2 * M * N * K per matrix
+# product): above it the loops written here lose to numpy's vectorised kernels and
+# BLAS, and the per-call overhead that whole-step compilation removes no longer matters.
+WORK_LIMIT = 1 << 17
+
+# Calls run by the numpy function before the whole step is compiled.
+WARMUP_CALLS = 2
+
+
+@dataclass
+class StepPlan:
+    """A whole-step kernel and what its Python wrapper binds.
+
+    Attributes:
+        source: The generated module's source.
+        feeds: The input names, in the kernel's argument order.
+        readonly: The variables read but not updated (their arrays are arguments).
+        state: Per dtype, the updated variables with their offsets and shapes.
+        consts: The constant arrays passed as arguments.
+        outputs: Per output: ``("scalar", dtype)``, ``("array", None)`` or
+            ``("const", value)``.
+        flops: The work estimate compared with :data:`WORK_LIMIT`.
+    """
+
+    source: str
+    feeds: list[str] = field(default_factory=list)
+    readonly: list[Variable] = field(default_factory=list)
+    state: dict[str, list[tuple[Variable, int, tuple[int, ...]]]] = field(default_factory=dict)
+    consts: list[np.ndarray] = field(default_factory=list)
+    outputs: list[tuple[str, Any]] = field(default_factory=list)
+    flops: int = 0
+
+
+def _needed(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
+    needed = {refs[r].id for r in roots if not refs[r].is_const}
+    for node in reversed(schedule.nodes):
+        if node.id in needed and refs[node.id].id == node.id:
+            needed.update(refs[n.id].id for n in node.inputs if not refs[n.id].is_const)
+    return needed
+
+
+def plan_step(
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    refs: Mapping[int, Ref],
+    registered: Callable[[str], bool],
+) -> StepPlan | str:
+    """The whole-step kernel for ``schedule`` at ``types``, or why there is none."""
+    try:
+        return _plan(schedule, types, refs, registered)
+    except UnsupportedError as exc:
+        return str(exc)
+    except Exception as exc:  # an op's attributes no emitter foresaw: keep numpy
+        return f"planning failed: {type(exc).__name__}: {exc}"
+
+
+def _plan(
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    refs: Mapping[int, Ref],
+    registered: Callable[[str], bool],
+) -> StepPlan:
+    roots = [n.id for n in schedule.outputs] + [n.id for _, n in schedule.updates]
+    needed = _needed(schedule, refs, roots)
+    plan = StepPlan(source="")
+    updated: dict[int, tuple[Variable, Val]] = {}
+    for var, n in schedule.updates:
+        t = types[n.id]
+        if id(var) in updated or tuple(var.shape) != t.shape or var.dtype != t.dtype:
+            raise UnsupportedError("an update that does not match its variable")
+        group = plan.state.setdefault(t.dtype, [])
+        off = sum(math.prod(s) for _, _, s in group)
+        group.append((var, off, t.shape))
+        dt(t.dtype)
+        updated[id(var)] = (var, flat_val(f"S_{t.dtype}", off, t.shape, t.dtype))
+    k = Kernel()
+    vals: dict[int, Val] = {}
+
+    def value(node_id: int) -> Val:
+        ref = refs[node_id]
+        if not ref.is_const:
+            return vals[ref.id]
+        if node_id not in vals:
+            vals[node_id] = const_val(ref.const, f"c{len(plan.consts)}")
+            if vals[node_id].shape:
+                plan.consts.append(np.asarray(ref.const))
+        return vals[node_id]
+
+    for node in schedule.nodes:
+        if node.id not in needed or refs[node.id].id != node.id or refs[node.id].is_const:
+            continue
+        t = types[node.id]
+        dt(t.dtype)
+        if 0 in t.shape:
+            raise UnsupportedError("an empty value")
+        if node.op == "input":
+            name = f"f{len(plan.feeds)}"
+            plan.feeds.append(node.name)
+            vals[node.id] = arr_val(name, t.shape, t.dtype)
+        elif node.op == "parameter":
+            var = node.attrs["variable"]
+            if id(var) in updated:
+                vals[node.id] = updated[id(var)][1]
+            else:
+                name = f"r{len(plan.readonly)}"
+                plan.readonly.append(var)
+                vals[node.id] = arr_val(name, t.shape, t.dtype)
+        else:
+            emit = EMITTERS.get(node.op)
+            if emit is None or not registered(node.op):
+                raise UnsupportedError(f"no Numba emitter for {node.op!r}")
+            ins = [value(n.id) for n in node.inputs]
+            vals[node.id] = emit(k, node, ins, t)
+            if k.flops > WORK_LIMIT:
+                raise UnsupportedError(f"more than {WORK_LIMIT:,} operations")
+    returned: list[str] = []
+    for n in schedule.outputs:
+        ref, t = refs[n.id], types[n.id]
+        if ref.is_const:
+            plan.outputs.append(("const", np.array(ref.const)))
+            continue
+        v = vals[ref.id]
+        if not t.shape:
+            returned.append(f"{dt(t.dtype)}({v.at([])})")
+            plan.outputs.append(("scalar", np.dtype(t.dtype)))
+            continue
+        name = k.fresh("o")
+        k.line(0, f"{name} = np.empty({t.shape!r}, {dt(t.dtype)})")
+        idx, depth = k.loops(t.shape, 0)
+        k.line(depth, f"{name}[{', '.join(idx)}] = {v.at(idx)}")
+        returned.append(name)
+        plan.outputs.append(("array", None))
+    _write_updates(k, schedule, refs, vals, updated)
+    plan.flops = k.flops
+    state_args = [f"S_{d}" for d in plan.state]
+    params = [f"f{i}" for i in range(len(plan.feeds))]
+    params += [f"r{i}" for i in range(len(plan.readonly))] + state_args
+    params += [f"c{i}" for i in range(len(plan.consts))]
+    head = [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
+    ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
+    plan.source = "\n".join(
+        [
+            "import numpy as np",
+            "import numba",
+            PRELUDE,
+            "",
+            '@numba.njit(cache=True, nogil=True, error_model="numpy")',
+            f"def step({', '.join(params)}):",
+            *head,
+            *k.body,
+            ret,
+            "",
+        ]
+    )
+    return plan
+
+
+def _write_updates(
+    k: Kernel,
+    schedule: Schedule,
+    refs: Mapping[int, Ref],
+    vals: Mapping[int, Val],
+    updated: Mapping[int, tuple[Variable, Val]],
+) -> None:
+    """The updates' values into the variables' state, once every other value is done;
+    a value reading a variable's state is copied out first (updates are simultaneous)."""
+    sources: list[tuple[Val, Val]] = []
+    for var, n in schedule.updates:
+        ref = refs[n.id]
+        if ref.is_const:
+            raise UnsupportedError("an update to a constant")
+        target, src = updated[id(var)][1], vals[ref.id]
+        if src is target:
+            continue
+        if "S_" in src.at(["0"] * len(src.shape)):
+            copy = k.alloc(src.shape, src.dtype)
+            idx, depth = k.loops(src.shape, 0)
+            k.line(depth, f"{copy.at(idx)} = {src.at(idx)}")
+            src = copy
+        sources.append((target, src))
+    for target, src in sources:
+        if not target.shape:
+            k.line(0, f"{target.at([])} = {src.at([])}")
+            continue
+        idx, depth = k.loops(target.shape, 0)
+        k.line(depth, f"{target.at(idx)} = {src.at(idx)}")
+
+
+def _load(source: str) -> Any:
+    """The ``step`` function of the module with ``source``, written under the cache."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    name = f"asgrad_step_{digest}"
+    if name in sys.modules:
+        return sys.modules[name].step
+    folder = cache_dir() / "steps"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    if not path.exists() or path.read_text() != source:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module.step
+
+
+def wrapper(plan: StepPlan, kernel: Any) -> Any:
+    """The Python function calling ``kernel``: ``run(feeds)``, with the variables bound."""
+    env: dict[str, Any] = {"_step": kernel, "_rc": sys.getrefcount, "_np_array": np.array}
+    checks, calib, expected, args = [], [], [], []
+    for i, name in enumerate(plan.feeds):
+        env[f"name{i}"] = name
+        args.append(f"feeds[name{i}]")
+    for i, var in enumerate(plan.readonly):
+        env[f"r{i}"] = var
+        args.append(f"r{i}.value")
+    views: list[tuple[Variable, str]] = []
+    for d, group in plan.state.items():
+        env[f"_S_{d}"], env[f"_eS_{d}"] = None, -1
+        checks.append(f"_rc(_S_{d}) == _eS_{d}")
+        calib.append(f"_rc(_S_{d})")
+        expected.append(f"_eS_{d}")
+        args.append(f"_S_{d}")
+        for var, _, _ in group:
+            j = len(views)
+            env[f"u{j}"], env[f"_w{j}"], env[f"_ew{j}"] = var, None, -1
+            checks.append(f"u{j}._value is _w{j} and u{j}._holder is None and _rc(_w{j}) == _ew{j}")
+            calib.append(f"_rc(_w{j})")
+            expected.append(f"_ew{j}")
+            views.append((var, f"_w{j}"))
+    for i, c in enumerate(plan.consts):
+        env[f"c{i}"] = c
+        args.append(f"c{i}")
+    outs: list[str] = []
+    for i, (kind, extra) in enumerate(plan.outputs):
+        env[f"_o{i}"] = extra
+        if kind == "scalar":
+            outs.append(f"_np_array(r[{len(outs)}], _o{i})")
+        elif kind == "array":
+            outs.append(f"r[{len(outs)}]")
+    result = []
+    position = 0
+    for i, (kind, _) in enumerate(plan.outputs):
+        if kind == "const":
+            result.append(f"_o{i}.copy()")
+        else:
+            result.append(outs[position])
+            position += 1
+    lines = ["def run(feeds):"]
+    if checks:
+        lines += [f"    if not ({' and '.join(checks)}):", "        _repack()"]
+    lines += [f"    r = _step({', '.join(args)})", f"    return [{', '.join(result)}]"]
+    lines += ["", "def _calib():", f"    return ({''.join(c + ', ' for c in calib)})"]
+    source = "\n".join(lines)
+
+    def repack() -> None:
+        for d, group in plan.state.items():
+            size = sum(math.prod(s) for _, _, s in group)
+            buf = np.empty(size, np.dtype(d))
+            for var, off, shape in group:
+                n = math.prod(shape)
+                buf[off : off + n] = np.asarray(var.value, dtype=np.dtype(d)).reshape(n)
+            env[f"_S_{d}"] = buf
+        j = 0
+        for d, group in plan.state.items():
+            buf = env[f"_S_{d}"]
+            for var, off, shape in group:
+                view = buf[off : off + math.prod(shape)].reshape(shape)
+                var.set_host_value(view)
+                env[f"_w{j}"] = view
+                j += 1
+        del buf, view
+        env.update(zip(expected, env["_calib"](), strict=True))
+
+    env["_repack"] = repack
+    exec(compile(source, "<asgrad whole step>", "exec"), env)
+    run = env["run"]
+    run.source = source
+    return run
+
+
+def whole_step(plan: StepPlan) -> Any:
+    """The compiled step's ``run(feeds)`` (compiles, or loads from the disk cache)."""
+    return wrapper(plan, _load(plan.source))
+
+
+def with_whole_step(
+    line_fn: Any,
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    refs: Mapping[int, Ref],
+    registered: Callable[[str], bool],
+) -> Any:
+    """``line_fn``, or a function that runs it :data:`WARMUP_CALLS` times and then the
+    whole step compiled (when the schedule has one; see the module docstring).
+
+    The result's ``step_plan`` is the :class:`StepPlan` (None when there is none, and
+    ``step_declined`` says why); ``whole_step_active()`` says whether calls now run the
+    compiled step.
+    """
+    plan = plan_step(schedule, types, refs, registered)
+    if isinstance(plan, str):
+        line_fn.step_plan, line_fn.step_declined = None, plan
+        line_fn.whole_step_active = lambda: False
+        return line_fn
+    impl: list[Any] = [None]
+    calls = [0]
+
+    def warm(feeds: Any) -> Any:
+        calls[0] += 1
+        if calls[0] > WARMUP_CALLS:
+            try:
+                impl[0] = whole_step(plan)
+            except Exception as exc:  # a Numba failure: keep the numpy path
+                marked.step_declined = f"compiling failed: {type(exc).__name__}: {exc}"
+                impl[0] = line_fn
+            return impl[0](feeds)
+        return line_fn(feeds)
+
+    impl[0] = warm
+
+    def run(feeds: Any) -> Any:
+        return impl[0](feeds)
+
+    marked: Any = run
+    marked.source = line_fn.source
+    marked.step_plan, marked.step_declined = plan, None
+    marked.whole_step_active = lambda: impl[0] is not warm and impl[0] is not line_fn
+    return marked
