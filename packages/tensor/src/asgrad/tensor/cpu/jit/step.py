@@ -70,6 +70,7 @@ class StepPlan:
     Attributes:
         source: The generated module's source.
         feeds: The input names, in the kernel's argument order.
+        scalar_feeds: Per input, whether it is 0-d.
         readonly: The variables read but not updated (their arrays are arguments).
         state: Per dtype, the updated variables with their offsets and shapes.
         consts: The constant arrays passed as arguments.
@@ -80,6 +81,7 @@ class StepPlan:
 
     source: str
     feeds: list[str] = field(default_factory=list)
+    scalar_feeds: list[bool] = field(default_factory=list)
     readonly: list[Variable] = field(default_factory=list)
     state: dict[str, list[tuple[Variable, int, tuple[int, ...]]]] = field(default_factory=dict)
     consts: list[np.ndarray] = field(default_factory=list)
@@ -152,6 +154,7 @@ def _plan(
         if node.op == "input":
             name = f"f{len(plan.feeds)}"
             plan.feeds.append(node.name)
+            plan.scalar_feeds.append(not t.shape)
             vals[node.id] = arr_val(name, t.shape, t.dtype)
         elif node.op == "parameter":
             var = node.attrs["variable"]
@@ -265,13 +268,24 @@ def _load(source: str) -> Any:
     return module.step
 
 
-def wrapper(plan: StepPlan, kernel: Any) -> Any:
-    """The Python function calling ``kernel``: ``run(feeds)``, with the variables bound."""
-    env: dict[str, Any] = {"_step": kernel, "_rc": sys.getrefcount, "_np_array": np.array}
+def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:
+    """The Python function calling ``kernel``: ``run(feeds)``, with the variables bound;
+    ``fallback(feeds)`` runs a step Numba cannot compile for the arguments given."""
+    from numba.core.errors import NumbaError  # the compiled path has Numba
+
+    env: dict[str, Any] = {
+        "_step": kernel,
+        "_rc": sys.getrefcount,
+        "_np_array": np.array,
+        "_asarray": np.asarray,
+        "_NumbaError": NumbaError,
+        "_fallback": fallback,
+    }
     checks, calib, expected, args = [], [], [], []
-    for i, name in enumerate(plan.feeds):
+    for i, (name, scalar) in enumerate(zip(plan.feeds, plan.scalar_feeds, strict=True)):
         env[f"name{i}"] = name
-        args.append(f"feeds[name{i}]")
+        # a 0-d feed may come as a numpy scalar (a loop counter): one type for Numba
+        args.append(f"_asarray(feeds[name{i}])" if scalar else f"feeds[name{i}]")
     for i, var in enumerate(plan.readonly):
         env[f"r{i}"] = var
         args.append(f"r{i}.value")
@@ -310,7 +324,13 @@ def wrapper(plan: StepPlan, kernel: Any) -> Any:
     lines = ["def run(feeds):"]
     if checks:
         lines += [f"    if not ({' and '.join(checks)}):", "        _repack()"]
-    lines += [f"    r = _step({', '.join(args)})", f"    return [{', '.join(result)}]"]
+    lines += [
+        "    try:",
+        f"        r = _step({', '.join(args)})",
+        "    except _NumbaError:  # arguments of types it cannot compile for: numpy",
+        "        return _fallback(feeds)",
+        f"    return [{', '.join(result)}]",
+    ]
     lines += ["", "def _calib():", f"    return ({''.join(c + ', ' for c in calib)})"]
     source = "\n".join(lines)
 
@@ -340,9 +360,10 @@ def wrapper(plan: StepPlan, kernel: Any) -> Any:
     return run
 
 
-def whole_step(plan: StepPlan) -> Any:
-    """The compiled step's ``run(feeds)`` (compiles, or loads from the disk cache)."""
-    return wrapper(plan, _load(plan.source))
+def whole_step(plan: StepPlan, fallback: Callable[[Any], Any]) -> Any:
+    """The compiled step's ``run(feeds)`` (compiled, or loaded from the disk cache, on
+    its first call)."""
+    return wrapper(plan, _load(plan.source), fallback)
 
 
 def with_whole_step(
@@ -367,16 +388,20 @@ def with_whole_step(
     impl: list[Any] = [None]
     calls = [0]
 
+    def fallback(feeds: Any, reason: str = "Numba could not compile for these arguments") -> Any:
+        marked.step_declined = reason
+        impl[0] = line_fn
+        return line_fn(feeds)
+
     def warm(feeds: Any) -> Any:
         calls[0] += 1
-        if calls[0] > WARMUP_CALLS:
-            try:
-                impl[0] = whole_step(plan)
-            except Exception as exc:  # a Numba failure: keep the numpy path
-                marked.step_declined = f"compiling failed: {type(exc).__name__}: {exc}"
-                impl[0] = line_fn
-            return impl[0](feeds)
-        return line_fn(feeds)
+        if calls[0] <= WARMUP_CALLS:
+            return line_fn(feeds)
+        try:
+            impl[0] = whole_step(plan, fallback)
+        except Exception as exc:  # no Numba module: keep the numpy path
+            return fallback(feeds, f"loading failed: {type(exc).__name__}: {exc}")
+        return impl[0](feeds)
 
     impl[0] = warm
 
