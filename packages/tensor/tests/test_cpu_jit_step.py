@@ -19,11 +19,11 @@ import pytest
 
 pytest.importorskip("numba")
 
-from asgrad import nn  # noqa: E402  # after the skip
-from asgrad.tensor import Graph, Tensor, compile, get_op  # noqa: E402
-from asgrad.tensor.cpu import jit  # noqa: E402
-from asgrad.tensor.cpu.jit import step  # noqa: E402
-from asgrad.tensor.cpu.jit.emit_ops import EMITTERS  # noqa: E402
+from asgrad import nn  # after the skip
+from asgrad.tensor import Graph, Tensor, compile, get_op
+from asgrad.tensor.cpu import jit
+from asgrad.tensor.cpu.jit import step
+from asgrad.tensor.cpu.jit.emit_ops import EMITTERS
 
 
 @pytest.fixture(autouse=True)
@@ -59,7 +59,8 @@ def _both(build: Any, feeds: dict[str, np.ndarray], runs: int = 1) -> tuple[Any,
 def _close(got: Any, want: Any, tol: tuple[float, float]) -> None:
     assert len(got) == len(want)
     for a, b in zip(got, want, strict=True):
-        assert a.dtype == b.dtype and a.shape == b.shape
+        assert a.dtype == b.dtype
+        assert a.shape == b.shape
         np.testing.assert_allclose(a, b, rtol=max(tol[0], 1e-6), atol=max(tol[1], 1e-6))
 
 
@@ -151,9 +152,7 @@ def _xor(optimizer: str) -> tuple[Any, dict[str, np.ndarray], list[Any]]:
     x, y = g.input("x", (4, 2)), g.input("y", (4, 1))
     loss = nn.mse_loss(model(x), y)
     params = list(model.parameters())
-    opt = (
-        nn.SGD(params, lr=0.5, momentum=0.9) if optimizer == "sgd" else nn.Adam(params, lr=0.05)
-    )
+    opt = nn.SGD(params, lr=0.5, momentum=0.9) if optimizer == "sgd" else nn.Adam(params, lr=0.05)
     program = opt.compile(loss, backend="cpu")
     feeds = {
         "x": np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32),
@@ -198,7 +197,7 @@ def test_arrays_taken_from_variables_never_change() -> None:
 
 
 def test_in_place_updates_are_taken_when_nothing_holds_the_arrays() -> None:
-    program, feeds, params = _xor("sgd")
+    program, feeds, _params = _xor("sgd")
     program(feeds)
     fn = _fn(program, feeds)
     repacks = [0]
@@ -236,7 +235,8 @@ def test_large_steps_stay_on_numpy() -> None:
     feeds = {"a": np.ones((256, 256), np.float32)}
     program(feeds)
     fn = _fn(program, feeds)
-    assert fn.step_plan is None and "operations" in fn.step_declined
+    assert fn.step_plan is None
+    assert "operations" in fn.step_declined
 
 
 def test_switching_off_takes_effect_for_the_next_run() -> None:
