@@ -170,7 +170,8 @@ def test_xor_trains_as_on_the_numpy_path(optimizer: str) -> None:
         losses = [float(program(feeds)[0]) for _ in range(60)]
         runs[flag] = (losses, [p.value.copy() for p in params], _fn(program, feeds))
     fn = runs[True][2]
-    assert fn.step_plan is not None and fn.whole_step_active(), fn.step_declined
+    assert fn.step_plan is not None
+    assert fn.whole_step_active(), fn.step_declined
     assert not hasattr(runs[False][2], "step_plan")
     np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-6)
     for a, b in zip(runs[True][1], runs[False][1], strict=True):
