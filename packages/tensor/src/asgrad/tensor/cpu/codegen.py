@@ -63,14 +63,19 @@ def generate_cpu_function(
     The function takes the feeds, applies the updates and returns the outputs; its
     source is its ``source`` attribute. ``profile`` (opt-in, see
     :mod:`asgrad.tensor.cpu.profile`) is called with a node's id after each line.
-    ``compiled`` takes the compiled path (:mod:`asgrad.tensor.cpu.jit`): a small
-    step compiled whole after a few calls (:mod:`asgrad.tensor.cpu.jit.step`).
+    ``compiled`` takes the compiled path (:mod:`asgrad.tensor.cpu.jit`): line groups
+    fused into Numba kernels (:mod:`asgrad.tensor.cpu.jit.fuse`), and a small step
+    compiled whole after a few calls (:mod:`asgrad.tensor.cpu.jit.step`).
     """
     maker = _LineMaker(schedule, types)
     if profile is not None:
         maker.env["_prof"] = profile
     current().stage(f"CPU: planning buffers and compiling {len(maker.lines):,} lines")
     lines = _needed(maker.lines, maker.refs, maker.roots)
+    if compiled:
+        from asgrad.tensor.cpu.jit.fuse import fuse_lines  # imports no Numba
+
+        lines = fuse_lines(lines, maker.refs, types, maker.env, maker.context.registered)
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():
