@@ -41,8 +41,6 @@ def fuse_lines(
     registered: Callable[[str], bool],
 ) -> list[Line]:
     """``lines`` with each fusable Adam group as one kernel (see the module docstring)."""
-    if not (registered("adam_ema") and registered("adam_update")):
-        return list(lines)
     readers: dict[int, int] = {}
     for line in lines:
         for a in set(values(line.call)):
@@ -51,7 +49,7 @@ def fuse_lines(
     out = list(lines)
     for k, line in enumerate(lines):
         node = line.node
-        if node.op != "adam_update":
+        if node.op != "adam_update" or not (registered("adam_update") and registered("adam_ema")):
             continue
         t = types[node.id]
         if t.dtype not in ("float32", "float64") or math.prod(t.shape) < FUSE_MIN_ELEMENTS:
