@@ -28,8 +28,10 @@ from asgrad.tensor.cpu.jit.emit_ops import EMITTERS
 
 @pytest.fixture(autouse=True)
 def _compiled_now(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
-    """The compiled path on, the whole step from the first call, a shared disk cache."""
+    """The compiled path on, the whole step from the first call (programs without
+    updates too), a shared disk cache."""
     monkeypatch.setattr(step, "WARMUP_CALLS", 0)
+    monkeypatch.setattr(step, "WHOLE_STEP_WITHOUT_UPDATES", True)
     monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     jit.set_enabled(True)
     yield
@@ -254,7 +256,7 @@ def test_the_compiled_step_is_cached_on_disk_across_processes(tmp_path: Any) -> 
         "import time, numpy as np\n"
         "from asgrad.tensor import Graph, compile\n"
         "from asgrad.tensor.cpu.jit import step\n"
-        "step.WARMUP_CALLS = 0\n"
+        "step.WHOLE_STEP_WITHOUT_UPDATES = True\n"
         "g = Graph(); a = g.input('a', (3, 4))\n"
         "p = compile([(a * 3.0 + 1.0).relu().sum(0)])\n"
         "f = {'a': np.ones((3, 4), np.float32)}\n"
@@ -274,3 +276,16 @@ def test_the_compiled_step_is_cached_on_disk_across_processes(tmp_path: Any) -> 
     modules = list((tmp_path / "numba" / "steps").glob("asgrad_step_*.py"))
     assert len(modules) == 1
     assert list(tmp_path.rglob("*.nbi")), "no Numba cache index"
+
+
+def test_evaluations_stay_on_numpy_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(step, "WHOLE_STEP_WITHOUT_UPDATES", False)
+    g = Graph()
+    a = g.input("a", (3, 4))
+    program = compile([(a * 2.0).sum()])
+    feeds = {"a": np.ones((3, 4), np.float32)}
+    for _ in range(3):
+        program(feeds)
+    fn = _fn(program, feeds)
+    assert fn.step_plan is None
+    assert "without updates" in fn.step_declined

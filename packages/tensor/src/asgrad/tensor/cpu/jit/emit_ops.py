@@ -54,10 +54,14 @@ def _floats(ins: Sequence[Val], out_t: TensorType) -> None:
 
 
 def _unary(template: str) -> Emitter:
+    # a transcendental function is a scalar libm call here, not numpy's SIMD loop
+    cost = 8 if any(f in template for f in ("np.", "_sigmoid", "**")) else 0
+
     def emit(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
         _floats(ins, out_t)
         if node.attrs:
             raise UnsupportedError("attributes")
+        k.flops += cost * max(1, math.prod(out_t.shape))
         return k.elementwise(out_t, ins, lambda e: template.format(*e, z=literal(0, out_t.dtype)))
 
     return emit

@@ -1,14 +1,16 @@
 """Whole-step compilation: a small schedule at exact shapes as ONE Numba function.
 
-When every value a schedule's roots need can be written by an emitter
+When a schedule updates variables (a training step), every value its roots need
+can be written by an emitter
 (:mod:`asgrad.tensor.cpu.jit.emit_ops`) and the work is small (:data:`WORK_LIMIT`),
 :func:`plan_step` writes one Numba function for the whole step: explicit loops with
 constant bounds, every intermediate in a flat work buffer allocated once per call,
 the outputs returned, and the updated variables' new values written, after
 everything else is computed, into their arrays in place. Anything else keeps the
-line-by-line numpy function (:mod:`asgrad.tensor.cpu.codegen`), which also runs the
-first :data:`WARMUP_CALLS` calls: a program run once or twice (an evaluation, a
-test) never waits for Numba.
+line-by-line numpy function (:mod:`asgrad.tensor.cpu.codegen`); so do programs
+without updates (:data:`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
+never waits for Numba. A training step runs compiled from its first call
+(:data:`WARMUP_CALLS`), so its results never depend on how many steps ran before.
 
 Updating in place keeps the numpy path's semantics: the updated variables' values
 are views of one buffer per dtype that this function owns. Before each call it checks
@@ -49,13 +51,22 @@ from asgrad.tensor.schedule import Schedule
 from asgrad.tensor.variables import Variable
 
 # A step is compiled whole only when its arithmetic is at most this many operations
-# (elements written by elementwise ops and reductions, 2 * M * N * K per matrix
-# product): above it the loops written here lose to numpy's vectorised kernels and
-# BLAS, and the per-call overhead that whole-step compilation removes no longer matters.
-WORK_LIMIT = 1 << 17
+# (elements written by elementwise ops and reductions, 8 per element of a
+# transcendental function, 2 * M * N * K per matrix product): above it the scalar loops
+# written here lose to numpy's vectorised kernels and BLAS, and the per-call overhead
+# that whole-step compilation removes no longer matters. Measured: a tanh-GELU chain
+# of 12 ops on 4 x 256 elements ran slower compiled whole than on numpy.
+WORK_LIMIT = 1 << 14
 
-# Calls run by the numpy function before the whole step is compiled.
-WARMUP_CALLS = 2
+# Calls run by the numpy function before the whole step is compiled. 0: every call
+# of a program runs the same path, so training resumed from a checkpoint continues
+# bit for bit as the uninterrupted run (a switch after some calls would round the
+# later steps differently).
+WARMUP_CALLS = 0
+
+# Whether programs without updates (evaluations, often run once) are compiled whole:
+# off, so that they never wait for Numba.
+WHOLE_STEP_WITHOUT_UPDATES = False
 
 
 @dataclass
@@ -248,13 +259,16 @@ def with_whole_step(
     registered: Callable[[str], bool],
 ) -> Any:
     """``line_fn``, or a function that runs it :data:`WARMUP_CALLS` times and then the
-    whole step compiled (when the schedule has one; see the module docstring).
+    whole step compiled (when the schedule updates variables and has a whole step;
+    see the module docstring).
 
     The result's ``step_plan`` is the :class:`StepPlan` (None when there is none, and
     ``step_declined`` says why); ``whole_step_active()`` says whether calls now run the
     compiled step.
     """
-    plan = plan_step(schedule, types, refs, registered)
+    plan: StepPlan | str = "a program without updates (an evaluation) stays on numpy"
+    if schedule.updates or WHOLE_STEP_WITHOUT_UPDATES:
+        plan = plan_step(schedule, types, refs, registered)
     if isinstance(plan, str):
         line_fn.step_plan, line_fn.step_declined = None, plan
         line_fn.whole_step_active = lambda: False

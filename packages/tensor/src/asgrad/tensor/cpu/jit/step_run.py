@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from asgrad.tensor.cpu.jit.step import StepPlan
 
 
-def _load(source: str) -> Any:
+def load(source: str) -> Any:
     """The ``step`` function of the module with ``source``, written under the cache."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
     name = f"asgrad_step_{digest}"
@@ -146,4 +146,4 @@ def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:
 def whole_step(plan: StepPlan, fallback: Callable[[Any], Any]) -> Any:
     """The compiled step's ``run(feeds)`` (compiled, or loaded from the disk cache, on
     its first call)."""
-    return wrapper(plan, _load(plan.source), fallback)
+    return wrapper(plan, load(plan.source), fallback)
