@@ -3,8 +3,8 @@
 Runs each workload in a fresh process twice with one ``ASGRAD_CACHE_DIR``: first
 empty (cold: Numba compiles), then filled (warm: machine code loaded from disk). Each
 process times building and compiling the program plus the first three steps (the
-whole step of a small graph is compiled on its third call) and reports whether the
-step runs compiled whole.
+whole step of a small training graph is compiled on its first call) and reports
+whether the step runs compiled whole.
 
     python benchmarks/cpu_compile_time.py --workloads xor,mlp
 """
