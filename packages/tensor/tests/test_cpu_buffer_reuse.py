@@ -21,8 +21,10 @@ from asgrad.tensor.executor import Program
 
 
 def _compiled(monkeypatch: pytest.MonkeyPatch, reuse: bool, build: Callable[[], Any]) -> Any:
-    """``build()`` with reuse on or off (read when the function is generated: first run)."""
+    """``build()`` with reuse on or off (read when the function is generated: first run),
+    on the numpy path (the compiled one would take over a body run more than twice)."""
     monkeypatch.setenv("ASGRAD_CPU_REUSE", "1" if reuse else "0")
+    monkeypatch.setenv("ASGRAD_CPU_JIT", "0")
     return build()
 
 

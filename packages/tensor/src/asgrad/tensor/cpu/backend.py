@@ -9,9 +9,14 @@ import numpy as np
 
 from asgrad.tensor.backends import Executable
 from asgrad.tensor.cache import LRUCache
+from asgrad.tensor.cpu import jit
 from asgrad.tensor.cpu.codegen import generate_cpu_function
 from asgrad.tensor.progress import reporting
 from asgrad.tensor.schedule import Schedule
+
+# The in-process switch (set_enabled's value, a one-item list): part of each
+# function's key, read per run as one index (the environment is read per function).
+_setting = jit._override
 
 
 class CPUExecutable:
@@ -27,6 +32,12 @@ class CPUExecutable:
     product, sum a batched product over its batch inside one product (a weight
     gradient), take the ops' float32 paths (erf, GELU, softmax, layer norm) and
     write results into dying inputs and scratch buffers.
+
+    With the compiled path on (:func:`asgrad.tensor.cpu.jit.enabled`, read when a
+    function is generated) a small step is compiled whole with Numba
+    (:mod:`asgrad.tensor.cpu.jit.step`). Functions are kept per fed shapes and per
+    :func:`~asgrad.tensor.cpu.jit.set_enabled` setting, so switching it takes effect
+    for the next run.
     """
 
     # Generated functions kept, one per set of fed shapes, the most recently used.
@@ -35,30 +46,36 @@ class CPUExecutable:
     def __init__(self, schedule: Schedule) -> None:
         self.schedule = schedule
         self._input_names = tuple(n.name for n in schedule.inputs)
-        self._fns: LRUCache[tuple[tuple[int, ...], ...], Any] = LRUCache(self.MAX_SPECIALIZATIONS)
+        self._fns: LRUCache[tuple[Any, ...], Any] = LRUCache(self.MAX_SPECIALIZATIONS)
+        self._last: tuple[tuple[Any, ...], Any] = ((), None)  # the last key and function
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
-        key = tuple([feeds[name].shape for name in self._input_names])
-        fn = self._fns.get(key)
-        if fn is None:
-            fn = self._specialize(key)
+        key = (*[feeds[name].shape for name in self._input_names], _setting[0])
+        last_key, fn = self._last  # a training loop runs one key: no LRU bookkeeping
+        if key != last_key:
+            fn = self._fns.get(key)
+            if fn is None:
+                fn = self._specialize(key)
+            self._last = (key, fn)
         result: list[np.ndarray] = fn(feeds)
         return result
 
     def function(self, feeds: Mapping[str, np.ndarray]) -> Any:
         """The generated function for the shapes of ``feeds``: ``fn(feeds)`` runs once
         (a loop calling it step after step with unchanging shapes looks it up once)."""
-        key = tuple([feeds[name].shape for name in self._input_names])
+        key = (*[feeds[name].shape for name in self._input_names], _setting[0])
         fn = self._fns.get(key)
         return fn if fn is not None else self._specialize(key)
 
-    def _specialize(self, key: tuple[tuple[int, ...], ...]) -> Any:
-        with reporting(f"first run at shapes {', '.join(map(str, map(list, key)))}") as progress:
+    def _specialize(self, key: tuple[Any, ...]) -> Any:
+        shapes = key[:-1]
+        with reporting(f"first run at shapes {', '.join(map(str, map(list, shapes)))}") as progress:
             progress.stage("CPU: inferring types")
-            types = self.schedule.infer_types(dict(zip(self._input_names, key, strict=True)))
+            types = self.schedule.infer_types(dict(zip(self._input_names, shapes, strict=True)))
             progress.stage("CPU: generating code for nodes", len(self.schedule.nodes))
-            return self._fns.put(key, generate_cpu_function(self.schedule, types))
+            fn = generate_cpu_function(self.schedule, types, compiled=jit.enabled())
+            return self._fns.put(key, fn)
 
 
 class CPUBackend:

@@ -53,19 +53,34 @@ FOLD_LIMIT_BYTES = 1 << 22
 
 
 def generate_cpu_function(
-    schedule: Schedule, types: Mapping[int, TensorType], *, profile: Any = None
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    *,
+    profile: Any = None,
+    compiled: bool | None = None,
 ) -> Any:
     """One Python function running ``schedule`` at the exact ``types`` of its nodes.
 
     The function takes the feeds, applies the updates and returns the outputs; its
     source is its ``source`` attribute. ``profile`` (opt-in, see
     :mod:`asgrad.tensor.cpu.profile`) is called with a node's id after each line.
+    ``compiled`` takes the compiled path (:mod:`asgrad.tensor.cpu.jit`; None: as
+    :func:`~asgrad.tensor.cpu.jit.enabled` says): the ops' compiled kernels
+    (:mod:`asgrad.tensor.cpu.jit.kernels`), each large parameter's Adam update fused
+    into one Numba pass (:mod:`asgrad.tensor.cpu.jit.fuse`), and a small training
+    step compiled whole (:mod:`asgrad.tensor.cpu.jit.step`).
     """
-    maker = _LineMaker(schedule, types)
+    if compiled is None:
+        compiled = jit.enabled()
+    maker = _LineMaker(schedule, types, use_jit=compiled)
     if profile is not None:
         maker.env["_prof"] = profile
     current().stage(f"CPU: planning buffers and compiling {len(maker.lines):,} lines")
     lines = _needed(maker.lines, maker.refs, maker.roots)
+    if compiled:
+        from asgrad.tensor.cpu.jit.fuse import fuse_lines  # imports no Numba
+
+        lines = fuse_lines(lines, maker.refs, types, maker.env, maker.context.registered)
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():
@@ -74,7 +89,12 @@ def generate_cpu_function(
     else:
         plan = no_reuse(lines)
     source = _source(maker, lines, last, plan)
-    return _compile(source, maker.env, schedule)
+    fn = _compile(source, maker.env, schedule)
+    if compiled and profile is None:
+        from asgrad.tensor.cpu.jit.step import with_whole_step  # imports no Numba
+
+        fn = with_whole_step(fn, schedule, types, maker.refs, maker.context.registered)
+    return fn
 
 
 def _shape_dummy(t: TensorType) -> np.ndarray:

@@ -1,0 +1,270 @@
+"""Numba source for values at constant shapes: the building blocks of a whole-step kernel.
+
+A whole-step kernel (:mod:`asgrad.tensor.cpu.jit.step`) is one Numba function whose
+every value has a shape known when it is generated. A value is a :class:`Val`: its
+shape, its dtype and how to read one element of it at given loop indices (an element
+of an argument array, of a flat work buffer at a constant offset, a scalar local, a
+literal, or a view of another value: transposed, broadcast, reshaped). An op's
+emitter (:mod:`asgrad.tensor.cpu.jit.emit_ops`) writes explicit loops with constant
+bounds into a :class:`Kernel` and returns its result's :class:`Val`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from asgrad.tensor.registry import TensorType
+
+# The dtypes a whole-step kernel handles, by their names in the generated source.
+NUMBA_DTYPES = {
+    "float32": "np.float32",
+    "float64": "np.float64",
+    "int32": "np.int32",
+    "int64": "np.int64",
+    "bool": "np.bool_",
+}
+FLOATS = ("float32", "float64")
+
+
+class UnsupportedError(Exception):
+    """The value cannot be written in Numba here: the step falls back to numpy."""
+
+
+Index = Sequence[str]
+
+
+@dataclass(frozen=True)
+class Val:
+    """A value of the kernel: ``at(idx)`` reads the element at loop indices ``idx``
+    (one source expression per axis of ``shape``).
+
+    Attributes:
+        shape: Its exact shape.
+        dtype: Its dtype name.
+        at: The element at given indices, as source text.
+        flat: ``(buffer, offset)`` when it is C-contiguous in a flat buffer.
+        literal: For a literal scalar, its value.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    at: Callable[[Index], str]
+    flat: tuple[str, int] | None = None
+    literal: float | int | bool | None = None
+
+
+def dt(dtype: str) -> str:
+    """The Numba-side name of ``dtype``; :class:`UnsupportedError` for any other."""
+    try:
+        return NUMBA_DTYPES[dtype]
+    except KeyError:
+        raise UnsupportedError(f"dtype {dtype}") from None
+
+
+def literal(value: float | int | bool, dtype: str) -> str:
+    """``value`` as a typed literal of ``dtype``, exact (a float's repr round-trips)."""
+    if dtype == "bool":
+        return repr(bool(value))
+    if dtype in FLOATS:
+        f = float(value)
+        text = "np.nan" if math.isnan(f) else repr(f).replace("inf", "np.inf")
+        return f"{dt(dtype)}({text})"
+    return f"{dt(dtype)}({int(value)})"
+
+
+def strides(shape: Sequence[int]) -> list[int]:
+    """C-order element strides."""
+    out, step = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        out[d] = step
+        step *= shape[d]
+    return out
+
+
+def flat_val(buf: str, off: int, shape: tuple[int, ...], dtype: str) -> Val:
+    """The C-contiguous value at element ``off`` of the flat buffer ``buf``."""
+    st = strides(shape)
+
+    def at(idx: Index) -> str:
+        terms = [str(off)] if off or not shape else []
+        for i, s, n in zip(idx, st, shape, strict=True):
+            if n != 1 and i != "0":
+                terms.append(i if s == 1 else f"{i} * {s}")
+        return f"{buf}[{' + '.join(terms) or '0'}]"
+
+    return Val(shape, dtype, at, flat=(buf, off))
+
+
+def arr_val(name: str, shape: tuple[int, ...], dtype: str) -> Val:
+    """An argument array of the kernel (any layout), read with one index per axis."""
+
+    def at(idx: Index) -> str:
+        if not shape:
+            return f"{name}[()]"
+        return f"{name}[{', '.join('0' if n == 1 else i for i, n in zip(idx, shape, strict=True))}]"
+
+    return Val(shape, dtype, at)
+
+
+def scalar_val(expr: str, dtype: str, value: float | int | bool | None = None) -> Val:
+    """A 0-d value held as a scalar: a local of the kernel or a literal."""
+    return Val((), dtype, lambda idx: expr, literal=value)
+
+
+def broadcast_index(shape: Sequence[int], out_shape: Sequence[int], idx: Index) -> list[str]:
+    """The indices into a value of ``shape`` broadcast to ``out_shape`` at ``idx``."""
+    lead = len(out_shape) - len(shape)
+    return ["0" if n == 1 else idx[lead + d] for d, n in enumerate(shape)]
+
+
+def broadcast_view(v: Val, out_shape: tuple[int, ...]) -> Val:
+    """``v`` broadcast to ``out_shape`` (a view: no copy)."""
+    if tuple(v.shape) == tuple(out_shape):
+        return v
+    return Val(out_shape, v.dtype, lambda idx: v.at(broadcast_index(v.shape, out_shape, idx)))
+
+
+def transpose_view(v: Val, axes: Sequence[int]) -> Val:
+    """``v.transpose(axes)`` (a view)."""
+    inv = [0] * len(axes)
+    for d, a in enumerate(axes):
+        inv[a] = d
+    shape = tuple(v.shape[a] for a in axes)
+    return Val(shape, v.dtype, lambda idx: v.at([idx[inv[a]] for a in range(len(axes))]))
+
+
+class Kernel:
+    """The body of a kernel being written: source lines, work buffers, fresh names."""
+
+    def __init__(self) -> None:
+        self.body: list[str] = []
+        self.work: dict[str, int] = {}  # dtype -> elements of its flat work buffer
+        self.count = 0
+        self.flops = 0
+
+    def fresh(self, prefix: str = "t") -> str:
+        self.count += 1
+        return f"{prefix}{self.count}"
+
+    def alloc(self, shape: tuple[int, ...], dtype: str) -> Val:
+        """A new value's storage: a scalar local when 0-d, else a slice of a work buffer."""
+        dt(dtype)
+        if not shape:
+            return scalar_val(self.fresh(), dtype)
+        if 0 in shape:
+            raise UnsupportedError("an empty value")
+        off = self.work.get(dtype, 0)
+        self.work[dtype] = off + math.prod(shape)
+        return flat_val(f"W_{dtype}", off, shape, dtype)
+
+    def loops(self, shape: Sequence[int], depth: int, prefix: str = "i") -> tuple[list[str], int]:
+        """Open loops over ``shape`` at indentation ``depth``; returns the indices and the
+        body's depth. Axes of size 1 get the index ``0`` and no loop."""
+        idx: list[str] = []
+        for d, n in enumerate(shape):
+            if n == 1:
+                idx.append("0")
+                continue
+            name = f"{prefix}{depth}_{d}"
+            self.line(depth, f"for {name} in range({n}):")
+            idx.append(name)
+            depth += 1
+        return idx, depth
+
+    def line(self, depth: int, text: str) -> None:
+        self.body.append("    " * (depth + 1) + text)
+
+    def elementwise(
+        self, out_t: TensorType, ins: Sequence[Val], expr: Callable[[list[str]], str]
+    ) -> Val:
+        """``out = expr(elements of ins)`` over the output's shape, inputs broadcast."""
+        out = self.alloc(out_t.shape, out_t.dtype)
+        self.flops += max(1, math.prod(out_t.shape))
+        if not out_t.shape:
+            self.line(0, f"{out.at([])} = {dt(out_t.dtype)}({expr([v.at([]) for v in ins])})")
+            return out
+        idx, depth = self.loops(out_t.shape, 0)
+        elems = [v.at(broadcast_index(v.shape, out_t.shape, idx)) for v in ins]
+        self.line(depth, f"{out.at(idx)} = {expr(elems)}")
+        return out
+
+    def materialize(self, v: Val) -> Val:
+        """``v`` copied into a C-contiguous work buffer (unless it already is one)."""
+        if v.flat is not None or not v.shape:
+            return v
+        out = self.alloc(v.shape, v.dtype)
+        idx, depth = self.loops(v.shape, 0)
+        self.line(depth, f"{out.at(idx)} = {v.at(idx)}")
+        return out
+
+    def reshape(self, v: Val, shape: tuple[int, ...]) -> Val:
+        """``v.reshape(shape)``: the same elements in C order."""
+        if math.prod(v.shape) != math.prod(shape):
+            raise UnsupportedError("reshape to another size")
+        if math.prod(shape) == 1:
+            one = v
+            return Val(shape, v.dtype, lambda idx: one.at(["0"] * len(one.shape)), v.flat)
+        src = self.materialize(v)
+        assert src.flat is not None
+        return flat_val(src.flat[0], src.flat[1], shape, v.dtype)
+
+    def reduce_into(
+        self,
+        x: Val,
+        out_t: TensorType,
+        axes: Sequence[int],
+        keepdims: bool,
+        init: str,
+        step: Callable[[str, str], str],
+        finish: Callable[[str], str] = lambda acc: acc,
+    ) -> Val:
+        """A reduction of ``x`` over ``axes``: ``acc = init``, then ``acc = step(acc, x)``
+        over the reduced axes, and ``finish(acc)`` stored."""
+        out = self.alloc(out_t.shape, out_t.dtype)
+        self.flops += max(1, math.prod(x.shape))
+        kept = [d for d in range(len(x.shape)) if d not in axes]
+        outer, depth = self.loops([x.shape[d] for d in kept], 0)
+        acc = self.fresh("acc")
+        self.line(depth, f"{acc} = {init}")
+        inner, body = self.loops([x.shape[d] for d in axes], depth, "k")
+        full = ["0"] * len(x.shape)
+        for d, i in zip(kept, outer, strict=True):
+            full[d] = i
+        for d, i in zip(axes, inner, strict=True):
+            full[d] = i
+        self.line(body, f"{acc} = {step(acc, x.at(full))}")
+        if keepdims:
+            oidx = ["0" if d in axes else full[d] for d in range(len(x.shape))]
+        else:
+            oidx = list(outer)
+        self.line(depth, f"{out.at(oidx)} = {dt(out_t.dtype)}({finish(acc)})")
+        return out
+
+    def sum_to(self, x: Val, out_t: TensorType) -> Val:
+        """``x`` summed to ``out_t``'s shape (leading axes, and axes where it has size 1)."""
+        lead = len(x.shape) - len(out_t.shape)
+        axes = [d for d in range(len(x.shape)) if d < lead or out_t.shape[d - lead] == 1]
+        if not axes:
+            return self.reshape(x, out_t.shape)
+        zero = literal(0, out_t.dtype)
+        summed = self.reduce_into(
+            x, TensorType(tuple(x.shape[d] for d in range(len(x.shape)) if d not in axes),
+                          out_t.dtype),
+            axes, False, zero, lambda a, e: f"{a} + {e}",
+        )  # fmt: skip
+        return self.reshape(summed, out_t.shape)
+
+
+def const_val(value: np.ndarray, name: str) -> Val:
+    """A constant: a literal when 0-d, else the kernel argument ``name``."""
+    arr = np.asarray(value)
+    dtype = str(arr.dtype)
+    dt(dtype)
+    if arr.ndim == 0:
+        item = arr.item()
+        return scalar_val(literal(item, dtype), dtype, item)
+    return arr_val(name, tuple(arr.shape), dtype)

@@ -1,0 +1,303 @@
+"""Whole-step compilation: a small schedule at exact shapes as ONE Numba function.
+
+When a schedule updates variables (a training step), every value its roots need
+can be written by an emitter
+(:mod:`asgrad.tensor.cpu.jit.emit_ops`) and the work is small (:data:`WORK_LIMIT`),
+:func:`plan_step` writes one Numba function for the whole step: explicit loops with
+constant bounds, every intermediate in a flat work buffer allocated once per call,
+the outputs returned, and the updated variables' new values written, after
+everything else is computed, into their arrays in place. Anything else keeps the
+line-by-line numpy function (:mod:`asgrad.tensor.cpu.codegen`); so do programs
+without updates (:data:`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
+never waits for Numba. A training step runs compiled from its first call
+(:data:`WARMUP_CALLS`), so its results never depend on how many steps ran before.
+
+Updating in place keeps the numpy path's semantics: the updated variables' values
+are views of one buffer per dtype that this function owns. Before each call it checks
+that every such variable still holds its view, no device holds it, and nothing else
+references the views or the buffer (their reference counts): an array someone took
+from ``variable.value`` (or any view of it) is never written afterwards. When a check
+fails the values are copied into a fresh buffer first (as the numpy path would make
+fresh arrays), so the old arrays keep their values.
+
+The generated module is written under :func:`~asgrad.tensor.cpu.jit.cache_dir`, named
+by a hash of its source, and compiled with Numba's ``cache=True``: another process
+running the same step at the same shapes loads the machine code instead of compiling.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.cpu.jit.emit import (
+    Kernel,
+    UnsupportedError,
+    Val,
+    arr_val,
+    const_val,
+    dt,
+    flat_val,
+)
+from asgrad.tensor.cpu.jit.emit_ops import EMITTERS, PRELUDE
+from asgrad.tensor.cpu.jit.step_run import whole_step
+from asgrad.tensor.cpu.records import Ref
+from asgrad.tensor.registry import TensorType
+from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.variables import Variable
+
+# A step is compiled whole only when its arithmetic is at most this many operations
+# (elements written by elementwise ops and reductions, 8 per element of a
+# transcendental function, 2 * M * N * K per matrix product): above it the scalar loops
+# written here lose to numpy's vectorised kernels and BLAS, and the per-call overhead
+# that whole-step compilation removes no longer matters. Measured: a tanh-GELU chain
+# of 12 ops on 4 x 256 elements ran slower compiled whole than on numpy.
+WORK_LIMIT = 1 << 14
+
+# Calls run by the numpy function before the whole step is compiled. 0: every call
+# of a program runs the same path, so training resumed from a checkpoint continues
+# bit for bit as the uninterrupted run (a switch after some calls would round the
+# later steps differently).
+WARMUP_CALLS = 0
+
+# Whether programs without updates (evaluations, often run once) are compiled whole:
+# off, so that they never wait for Numba.
+WHOLE_STEP_WITHOUT_UPDATES = False
+
+
+@dataclass
+class StepPlan:
+    """A whole-step kernel and what its Python wrapper binds.
+
+    Attributes:
+        source: The generated module's source.
+        feeds: The input names, in the kernel's argument order.
+        scalar_feeds: Per input, whether it is 0-d.
+        readonly: The variables read but not updated (their arrays are arguments).
+        state: Per dtype, the updated variables with their offsets and shapes.
+        consts: The constant arrays passed as arguments.
+        outputs: Per output: ``("scalar", dtype)``, ``("array", None)`` or
+            ``("const", value)``.
+        flops: The work estimate compared with :data:`WORK_LIMIT`.
+    """
+
+    source: str
+    feeds: list[str] = field(default_factory=list)
+    scalar_feeds: list[bool] = field(default_factory=list)
+    readonly: list[Variable] = field(default_factory=list)
+    state: dict[str, list[tuple[Variable, int, tuple[int, ...]]]] = field(default_factory=dict)
+    consts: list[np.ndarray] = field(default_factory=list)
+    outputs: list[tuple[str, Any]] = field(default_factory=list)
+    flops: int = 0
+
+
+def _needed(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
+    needed = {refs[r].id for r in roots if not refs[r].is_const}
+    for node in reversed(schedule.nodes):
+        if node.id in needed and refs[node.id].id == node.id:
+            needed.update(refs[n.id].id for n in node.inputs if not refs[n.id].is_const)
+    return needed
+
+
+def plan_step(
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    refs: Mapping[int, Ref],
+    registered: Callable[[str], bool],
+) -> StepPlan | str:
+    """The whole-step kernel for ``schedule`` at ``types``, or why there is none."""
+    try:
+        return _plan(schedule, types, refs, registered)
+    except UnsupportedError as exc:
+        return str(exc)
+    except Exception as exc:  # an op's attributes no emitter foresaw: keep numpy
+        return f"planning failed: {type(exc).__name__}: {exc}"
+
+
+def _plan(
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    refs: Mapping[int, Ref],
+    registered: Callable[[str], bool],
+) -> StepPlan:
+    roots = [n.id for n in schedule.outputs] + [n.id for _, n in schedule.updates]
+    needed = _needed(schedule, refs, roots)
+    plan = StepPlan(source="")
+    updated: dict[int, tuple[Variable, Val]] = {}
+    for var, n in schedule.updates:
+        t = types[n.id]
+        if id(var) in updated or tuple(var.shape) != t.shape or var.dtype != t.dtype:
+            raise UnsupportedError("an update that does not match its variable")
+        group = plan.state.setdefault(t.dtype, [])
+        off = sum(math.prod(s) for _, _, s in group)
+        group.append((var, off, t.shape))
+        dt(t.dtype)
+        updated[id(var)] = (var, flat_val(f"S_{t.dtype}", off, t.shape, t.dtype))
+    k = Kernel()
+    vals: dict[int, Val] = {}
+
+    def value(node_id: int) -> Val:
+        ref = refs[node_id]
+        if not ref.is_const:
+            return vals[ref.id]
+        if node_id not in vals:
+            vals[node_id] = const_val(ref.const, f"c{len(plan.consts)}")
+            if vals[node_id].shape:
+                plan.consts.append(np.asarray(ref.const))
+        return vals[node_id]
+
+    for node in schedule.nodes:
+        if node.id not in needed or refs[node.id].id != node.id or refs[node.id].is_const:
+            continue
+        t = types[node.id]
+        dt(t.dtype)
+        if 0 in t.shape:
+            raise UnsupportedError("an empty value")
+        if node.op == "input":
+            name = f"f{len(plan.feeds)}"
+            plan.feeds.append(node.name)
+            plan.scalar_feeds.append(not t.shape)
+            vals[node.id] = arr_val(name, t.shape, t.dtype)
+        elif node.op == "parameter":
+            var = node.attrs["variable"]
+            if id(var) in updated:
+                vals[node.id] = updated[id(var)][1]
+            else:
+                name = f"r{len(plan.readonly)}"
+                plan.readonly.append(var)
+                vals[node.id] = arr_val(name, t.shape, t.dtype)
+        else:
+            emit = EMITTERS.get(node.op)
+            if emit is None or not registered(node.op):
+                raise UnsupportedError(f"no Numba emitter for {node.op!r}")
+            ins = [value(n.id) for n in node.inputs]
+            vals[node.id] = emit(k, node, ins, t)
+            if k.flops > WORK_LIMIT:
+                raise UnsupportedError(f"more than {WORK_LIMIT:,} operations")
+    returned: list[str] = []
+    for n in schedule.outputs:
+        ref, t = refs[n.id], types[n.id]
+        if ref.is_const:
+            plan.outputs.append(("const", np.array(ref.const)))
+            continue
+        v = vals[ref.id]
+        if not t.shape:
+            returned.append(f"{dt(t.dtype)}({v.at([])})")
+            plan.outputs.append(("scalar", np.dtype(t.dtype)))
+            continue
+        name = k.fresh("o")
+        k.line(0, f"{name} = np.empty({t.shape!r}, {dt(t.dtype)})")
+        idx, depth = k.loops(t.shape, 0)
+        k.line(depth, f"{name}[{', '.join(idx)}] = {v.at(idx)}")
+        returned.append(name)
+        plan.outputs.append(("array", None))
+    _write_updates(k, schedule, refs, vals, updated)
+    plan.flops = k.flops
+    state_args = [f"S_{d}" for d in plan.state]
+    params = [f"f{i}" for i in range(len(plan.feeds))]
+    params += [f"r{i}" for i in range(len(plan.readonly))] + state_args
+    params += [f"c{i}" for i in range(len(plan.consts))]
+    head = [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
+    ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
+    plan.source = "\n".join(
+        [
+            "import numpy as np",
+            "import numba",
+            PRELUDE,
+            "",
+            '@numba.njit(cache=True, error_model="numpy")',
+            f"def step({', '.join(params)}):",
+            *head,
+            *k.body,
+            ret,
+            "",
+        ]
+    )
+    return plan
+
+
+def _write_updates(
+    k: Kernel,
+    schedule: Schedule,
+    refs: Mapping[int, Ref],
+    vals: Mapping[int, Val],
+    updated: Mapping[int, tuple[Variable, Val]],
+) -> None:
+    """The updates' values into the variables' state, once every other value is done;
+    a value reading a variable's state is copied out first (updates are simultaneous)."""
+    sources: list[tuple[Val, Val]] = []
+    for var, n in schedule.updates:
+        ref = refs[n.id]
+        if ref.is_const:
+            raise UnsupportedError("an update to a constant")
+        target, src = updated[id(var)][1], vals[ref.id]
+        if src is target:
+            continue
+        if "S_" in src.at(["0"] * len(src.shape)):
+            copy = k.alloc(src.shape, src.dtype)
+            idx, depth = k.loops(src.shape, 0)
+            k.line(depth, f"{copy.at(idx)} = {src.at(idx)}")
+            src = copy
+        sources.append((target, src))
+    for target, src in sources:
+        if not target.shape:
+            k.line(0, f"{target.at([])} = {src.at([])}")
+            continue
+        idx, depth = k.loops(target.shape, 0)
+        k.line(depth, f"{target.at(idx)} = {src.at(idx)}")
+
+
+def with_whole_step(
+    line_fn: Any,
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    refs: Mapping[int, Ref],
+    registered: Callable[[str], bool],
+) -> Any:
+    """``line_fn``, or a function that runs it :data:`WARMUP_CALLS` times and then the
+    whole step compiled (when the schedule updates variables and has a whole step;
+    see the module docstring).
+
+    The result's ``step_plan`` is the :class:`StepPlan` (None when there is none, and
+    ``step_declined`` says why); ``whole_step_active()`` says whether calls now run the
+    compiled step.
+    """
+    plan: StepPlan | str = "a program without updates (an evaluation) stays on numpy"
+    if schedule.updates or WHOLE_STEP_WITHOUT_UPDATES:
+        plan = plan_step(schedule, types, refs, registered)
+    if isinstance(plan, str):
+        line_fn.step_plan, line_fn.step_declined = None, plan
+        line_fn.whole_step_active = lambda: False
+        return line_fn
+    impl: list[Any] = [None]
+    calls = [0]
+
+    def fallback(feeds: Any, reason: str = "Numba could not compile for these arguments") -> Any:
+        marked.step_declined = reason
+        impl[0] = line_fn
+        return line_fn(feeds)
+
+    def warm(feeds: Any) -> Any:
+        calls[0] += 1
+        if calls[0] <= WARMUP_CALLS:
+            return line_fn(feeds)
+        try:
+            impl[0] = whole_step(plan, fallback)
+        except Exception as exc:  # no Numba module: keep the numpy path
+            return fallback(feeds, f"loading failed: {type(exc).__name__}: {exc}")
+        return impl[0](feeds)
+
+    impl[0] = warm
+
+    def run(feeds: Any) -> Any:
+        return impl[0](feeds)
+
+    marked: Any = run
+    marked.source = line_fn.source
+    marked.step_plan, marked.step_declined = plan, None
+    marked.whole_step_active = lambda: impl[0] is not warm and impl[0] is not line_fn
+    return marked

@@ -1,0 +1,149 @@
+"""The Python side of a whole-step kernel: its module on disk, and the wrapper calling it.
+
+:func:`whole_step` writes the generated module (:class:`~asgrad.tensor.cpu.jit.step.StepPlan`)
+under :func:`~asgrad.tensor.cpu.jit.cache_dir`, named by a hash of its source, imports
+it (Numba's ``cache=True`` needs a real file) and returns the wrapper: a generated
+Python function binding the feeds, variables and constants to the kernel's arguments,
+checking that the variables' arrays may be written in place (see
+:mod:`asgrad.tensor.cpu.jit.step`), and turning 0-d results into arrays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from asgrad.tensor.cpu.jit import cache_dir
+from asgrad.tensor.variables import Variable
+
+if TYPE_CHECKING:
+    from asgrad.tensor.cpu.jit.step import StepPlan
+
+
+def load(source: str) -> Any:
+    """The ``step`` function of the module with ``source``, written under the cache."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    name = f"asgrad_step_{digest}"
+    if name in sys.modules:
+        return sys.modules[name].step
+    folder = cache_dir() / "steps"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.py"
+    if not path.exists() or path.read_text() != source:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[name] = module
+    return module.step
+
+
+def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:
+    """The Python function calling ``kernel``: ``run(feeds)``, with the variables bound;
+    ``fallback(feeds)`` runs a step Numba cannot compile for the arguments given."""
+    from numba.core.errors import NumbaError  # the compiled path has Numba
+
+    env: dict[str, Any] = {
+        "_step": kernel,
+        "_rc": sys.getrefcount,
+        "_np_array": np.array,
+        "_asarray": np.asarray,
+        "_NumbaError": NumbaError,
+        "_fallback": fallback,
+    }
+    checks, calib, expected, args = [], [], [], []
+    for i, (name, scalar) in enumerate(zip(plan.feeds, plan.scalar_feeds, strict=True)):
+        env[f"name{i}"] = name
+        # a 0-d feed may come as a numpy scalar (a loop counter): one type for Numba
+        args.append(f"_asarray(feeds[name{i}])" if scalar else f"feeds[name{i}]")
+    for i, var in enumerate(plan.readonly):
+        env[f"r{i}"] = var
+        args.append(f"r{i}.value")
+    views: list[tuple[Variable, str]] = []
+    for d, group in plan.state.items():
+        env[f"_S_{d}"], env[f"_eS_{d}"] = None, -1
+        checks.append(f"_rc(_S_{d}) == _eS_{d}")
+        calib.append(f"_rc(_S_{d})")
+        expected.append(f"_eS_{d}")
+        args.append(f"_S_{d}")
+        for var, _, _ in group:
+            j = len(views)
+            env[f"u{j}"], env[f"_w{j}"], env[f"_ew{j}"] = var, None, -1
+            checks.append(f"u{j}._value is _w{j} and u{j}._holder is None and _rc(_w{j}) == _ew{j}")
+            calib.append(f"_rc(_w{j})")
+            expected.append(f"_ew{j}")
+            views.append((var, f"_w{j}"))
+    for i, c in enumerate(plan.consts):
+        env[f"c{i}"] = c
+        args.append(f"c{i}")
+    outs: list[str] = []
+    for i, (kind, extra) in enumerate(plan.outputs):
+        env[f"_o{i}"] = extra
+        if kind == "scalar":
+            outs.append(f"_np_array(r[{len(outs)}], _o{i})")
+        elif kind == "array":
+            outs.append(f"r[{len(outs)}]")
+    result = []
+    position = 0
+    for i, (kind, _) in enumerate(plan.outputs):
+        if kind == "const":
+            result.append(f"_o{i}.copy()")
+        else:
+            result.append(outs[position])
+            position += 1
+    lines = ["def run(feeds):"]
+    if checks:
+        lines += [f"    if not ({' and '.join(checks)}):", "        _repack()"]
+    lines += [
+        "    try:",
+        f"        r = _step({', '.join(args)})",
+        "    except _NumbaError:  # arguments of types it cannot compile for: numpy",
+        "        return _fallback(feeds)",
+        f"    return [{', '.join(result)}]",
+    ]
+    lines += ["", "def _calib():", f"    return ({''.join(c + ', ' for c in calib)})"]
+    source = "\n".join(lines)
+
+    def repack() -> None:
+        for d, group in plan.state.items():
+            size = sum(math.prod(s) for _, _, s in group)
+            buf = np.empty(size, np.dtype(d))
+            for var, off, shape in group:
+                n = math.prod(shape)
+                buf[off : off + n] = np.asarray(var.value, dtype=np.dtype(d)).reshape(n)
+            env[f"_S_{d}"] = buf
+        j = 0
+        for d, group in plan.state.items():
+            buf = env[f"_S_{d}"]
+            for var, off, shape in group:
+                view = buf[off : off + math.prod(shape)].reshape(shape)
+                var.set_host_value(view)
+                env[f"_w{j}"] = view
+                j += 1
+        del buf, view
+        env.update(zip(expected, env["_calib"](), strict=True))
+
+    env["_repack"] = repack
+    exec(compile(source, "<asgrad whole step>", "exec"), env)
+    run = env["run"]
+    run.source = source
+    return run
+
+
+def whole_step(plan: StepPlan, fallback: Callable[[Any], Any]) -> Any:
+    """The compiled step's ``run(feeds)`` (compiled, or loaded from the disk cache, on
+    its first call)."""
+    return wrapper(plan, load(plan.source), fallback)

@@ -1,0 +1,291 @@
+"""Whole-step compilation (asgrad.tensor.cpu.jit.step) against the numpy reference path.
+
+Every op with a Numba emitter runs its registered cases (float64 and float32) as one
+compiled step, NaN and infinities included; the xor training step is compiled whole
+and trains as the numpy path does; variables updated in place never change an array
+someone else holds; an op without an emitter keeps the numpy function.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+from asgrad import nn  # after the skip
+from asgrad.tensor import Graph, Tensor, compile, get_op
+from asgrad.tensor.cpu import jit
+from asgrad.tensor.cpu.jit import step
+from asgrad.tensor.cpu.jit.emit_ops import EMITTERS
+
+
+@pytest.fixture(autouse=True)
+def _compiled_now(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
+    """The compiled path on, the whole step from the first call (programs without
+    updates too), a shared disk cache."""
+    monkeypatch.setattr(step, "WARMUP_CALLS", 0)
+    monkeypatch.setattr(step, "WHOLE_STEP_WITHOUT_UPDATES", True)
+    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+    jit.set_enabled(True)
+    yield
+    jit.set_enabled(None)
+
+
+def _fn(program: Any, feeds: dict[str, np.ndarray]) -> Any:
+    return program.executable.function(feeds)
+
+
+def _both(build: Any, feeds: dict[str, np.ndarray], runs: int = 1) -> tuple[Any, Any, Any]:
+    """The outputs of ``runs`` runs with the compiled path and with numpy; the compiled
+    program's function."""
+    results = []
+    fn = None
+    for flag in (True, False):
+        jit.set_enabled(flag)
+        program = build()
+        for _ in range(runs):
+            out = [np.array(v, copy=True) for v in program(feeds)]
+        results.append(out)
+        if flag:
+            fn = _fn(program, feeds)
+    return results[0], results[1], fn
+
+
+def _close(got: Any, want: Any, tol: tuple[float, float]) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=max(tol[0], 1e-6), atol=max(tol[1], 1e-6))
+
+
+def _case_graph(name: str, dtype: str) -> tuple[Any, dict[str, np.ndarray]] | None:
+    """All registered cases of op ``name`` as one program's outputs, inputs as ``dtype``."""
+    op = get_op(name)
+    assert op.cases is not None
+    g = Graph()
+    feeds: dict[str, np.ndarray] = {}
+    outs: list[Tensor] = []
+    for k, case in enumerate(op.cases(np.random.default_rng(0))):
+        ins = []
+        for j, value in enumerate(case.inputs):
+            arr = np.asarray(value)
+            if arr.dtype == np.float64:
+                arr = arr.astype(dtype)
+            feeds[f"x{k}_{j}"] = arr
+            ins.append(g.input(f"x{k}_{j}", arr.shape, str(arr.dtype)))
+        try:
+            outs.append(g.apply(name, ins, dict(case.attrs)))
+        except Exception:  # a case of other dtypes: not built here
+            continue
+    if not outs:
+        return None
+    return (lambda: compile(outs)), feeds
+
+
+_OPS = sorted(n for n in EMITTERS if get_op(n).cases is not None)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", _OPS)
+def test_every_emitter_matches_numpy_on_the_registered_cases(name: str, dtype: str) -> None:
+    made = _case_graph(name, dtype)
+    if made is None:
+        pytest.skip(f"no {dtype} case")
+    build, feeds = made
+    got, want, fn = _both(build, feeds)
+    _close(got, want, get_op(name).tolerance)
+    if fn.step_plan is not None:  # declined cases (another dtype, a vector product) ran numpy
+        assert fn.whole_step_active(), fn.step_declined
+
+
+_SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.5, 1e-30, 88.0, -88.0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nan_and_infinities_propagate_as_in_numpy(dtype: str) -> None:
+    x = _SPECIAL.astype(dtype)
+    y = np.roll(x, 3)
+    g = Graph()
+    a, b = g.input("a", x.shape, dtype), g.input("b", y.shape, dtype)
+    outs = [
+        a + b, a - b, a * b, a / b, a.exp(), a.abs(), a.relu(), a.sigmoid(), a.tanh(),
+        g.apply("maximum", [a, b]), g.apply("minimum", [a, b]), a.sum(), a.max(), b.min(),
+        g.apply("where", [a > b, a, b]), (a == b).cast("float32"), a.mean(),
+    ]  # fmt: skip
+    with np.errstate(all="ignore"):
+        got, want, fn = _both(lambda: compile(outs), {"a": x, "b": y})
+    assert fn.whole_step_active(), fn.step_declined
+    for p, q in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.isnan(p), np.isnan(q))
+        np.testing.assert_allclose(p, q, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("sa", "sb"),
+    [((3, 4), (4,)), ((2, 3, 4), (3, 1)), ((1, 5), (4, 1)), ((), (2, 3)), ((2, 1, 3), (4, 1))],
+)
+def test_broadcasting_reductions_and_views(sa: tuple[int, ...], sb: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    g = Graph()
+    a, b = g.input("a", sa), g.input("b", sb)
+    c = a * b + b
+    outs = [c, c.sum(), (c - 1.0).relu(), c.max()]
+    if len(c.shape) >= 2:
+        outs += [c.sum(0), c.mean(-1, keepdims=True), c.swapaxes(-1, -2) * 2.0]
+        outs += [c.reshape(-1) + 1.0, c.swapaxes(-1, -2) @ c]
+    got, want, fn = _both(lambda: compile(outs), {"a": x, "b": y})
+    assert fn.whole_step_active(), fn.step_declined
+    _close(got, want, (1e-5, 1e-5))
+
+
+def _xor(optimizer: str) -> tuple[Any, dict[str, np.ndarray], list[Any]]:
+    model = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1), nn.Sigmoid())
+    model.initialize(0)
+    g = Graph("xor")
+    x, y = g.input("x", (4, 2)), g.input("y", (4, 1))
+    loss = nn.mse_loss(model(x), y)
+    params = list(model.parameters())
+    opt = nn.SGD(params, lr=0.5, momentum=0.9) if optimizer == "sgd" else nn.Adam(params, lr=0.05)
+    program = opt.compile(loss, backend="cpu")
+    feeds = {
+        "x": np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32),
+        "y": np.array([[0], [1], [1], [0]], np.float32),
+    }
+    return program, feeds, params
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_xor_trains_as_on_the_numpy_path(optimizer: str) -> None:
+    runs = {}
+    for flag in (True, False):
+        jit.set_enabled(flag)
+        program, feeds, params = _xor(optimizer)
+        losses = [float(program(feeds)[0]) for _ in range(60)]
+        runs[flag] = (losses, [p.value.copy() for p in params], _fn(program, feeds))
+    fn = runs[True][2]
+    assert fn.step_plan is not None
+    assert fn.whole_step_active(), fn.step_declined
+    assert not hasattr(runs[False][2], "step_plan")
+    np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(runs[True][1], runs[False][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert runs[True][0][-1] < runs[True][0][0]
+
+
+def test_arrays_taken_from_variables_never_change() -> None:
+    program, feeds, params = _xor("sgd")
+    program(feeds)
+    w = params[0]
+    held = w.value  # the view the step installed: taking it must stop in-place writes
+    part = w.value[0]  # a view of it
+    before, before_part = held.copy(), part.copy()
+    program(feeds)
+    np.testing.assert_array_equal(held, before)
+    np.testing.assert_array_equal(part, before_part)
+    assert not np.array_equal(w.value, before)
+    mine = np.full(w.shape, 0.25, np.float32)
+    w.value = mine  # assigned by the user: read, never written
+    program(feeds)
+    np.testing.assert_array_equal(mine, np.full(w.shape, 0.25, np.float32))
+    assert not np.array_equal(w.value, mine)
+
+
+def test_in_place_updates_are_taken_when_nothing_holds_the_arrays() -> None:
+    program, feeds, _params = _xor("sgd")
+    program(feeds)
+    fn = _fn(program, feeds)
+    repacks = [0]
+    (impl,) = [c.cell_contents for c in fn.__closure__ if isinstance(c.cell_contents, list)][:1]
+    env = impl[0].__globals__
+    original = env["_repack"]
+
+    def counted() -> None:
+        repacks[0] += 1
+        original()
+
+    env["_repack"] = counted
+    for _ in range(5):
+        program(feeds)
+    assert repacks[0] == 0
+
+
+def test_an_op_without_an_emitter_keeps_the_numpy_function() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    g = Graph()
+    a = g.input("a", x.shape)
+    outs = [(a * 2.0).softmax(-1).sum()]
+    got, want, fn = _both(lambda: compile(outs), {"a": x}, runs=3)
+    assert fn.step_plan is None
+    assert "softmax" in fn.step_declined
+    assert not fn.whole_step_active()
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_large_steps_stay_on_numpy() -> None:
+    g = Graph()
+    a = g.input("a", (256, 256))
+    program = compile([(a @ a).sum()])
+    feeds = {"a": np.ones((256, 256), np.float32)}
+    program(feeds)
+    fn = _fn(program, feeds)
+    assert fn.step_plan is None
+    assert "operations" in fn.step_declined
+
+
+def test_switching_off_takes_effect_for_the_next_run() -> None:
+    program, feeds, _ = _xor("sgd")
+    program(feeds)
+    assert _fn(program, feeds).whole_step_active()
+    jit.set_enabled(False)
+    program(feeds)
+    assert not hasattr(_fn(program, feeds), "step_plan")
+
+
+def test_the_compiled_step_is_cached_on_disk_across_processes(tmp_path: Any) -> None:
+    script = (
+        "import time, numpy as np\n"
+        "from asgrad.tensor import Graph, compile\n"
+        "from asgrad.tensor.cpu.jit import step\n"
+        "step.WHOLE_STEP_WITHOUT_UPDATES = True\n"
+        "g = Graph(); a = g.input('a', (3, 4))\n"
+        "p = compile([(a * 3.0 + 1.0).relu().sum(0)])\n"
+        "f = {'a': np.ones((3, 4), np.float32)}\n"
+        "t = time.perf_counter(); out = p(f)[0]\n"
+        "fn = p.executable.function(f)\n"
+        "assert fn.whole_step_active(), fn.step_declined\n"
+        "print(out.tolist(), fn.step_plan.source.count('def step'))\n"
+    )
+    env = {**os.environ, "ASGRAD_CACHE_DIR": str(tmp_path), "ASGRAD_CPU_JIT": "1"}
+    outs = [
+        subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
+        for _ in range(2)
+    ]
+    for o in outs:
+        assert o.returncode == 0, o.stderr
+        assert o.stdout.strip() == "[12.0, 12.0, 12.0, 12.0] 1"
+    modules = list((tmp_path / "numba" / "steps").glob("asgrad_step_*.py"))
+    assert len(modules) == 1
+    assert list(tmp_path.rglob("*.nbi")), "no Numba cache index"
+
+
+def test_evaluations_stay_on_numpy_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(step, "WHOLE_STEP_WITHOUT_UPDATES", False)
+    g = Graph()
+    a = g.input("a", (3, 4))
+    program = compile([(a * 2.0).sum()])
+    feeds = {"a": np.ones((3, 4), np.float32)}
+    for _ in range(3):
+        program(feeds)
+    fn = _fn(program, feeds)
+    assert fn.step_plan is None
+    assert "without updates" in fn.step_declined
