@@ -130,11 +130,10 @@ class _LineMaker:
     """The lines of a schedule at exact types, and what rendering them needs."""
 
     def __init__(
-        self, schedule: Schedule, types: Mapping[int, TensorType], *, use_jit: bool | None = None
+        self, schedule: Schedule, types: Mapping[int, TensorType], *, use_jit: bool
     ) -> None:
         self.schedule, self.types = schedule, types
-        # The compiled path's switch, read once per generated function.
-        self.use_jit = jit.enabled() if use_jit is None else use_jit
+        self.use_jit = use_jit  # the compiled path's switch, read once per function
         self.env: dict[str, Any] = {**HELPERS, "_asarray": np.asarray, "_array": np.array}
         self.refs: dict[int, Ref] = {}
         self.position = {node.id: i for i, node in enumerate(schedule.nodes)}
