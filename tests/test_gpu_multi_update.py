@@ -101,7 +101,8 @@ def test_multi_tensor_update_matches_the_cpu(
     per_param = 2 + len(gpu_opt.state)  # the parameter, its gradient, its state slots
     per_dispatch = (limit - 4) // per_param  # the step scalars (at most 4) shared
     assert kinds["copy"] == 0
-    assert 2 <= kinds["optimizer update"] <= math.ceil(params / per_dispatch)
+    # (lavapipe's 32 bindings need several dispatches; the H200's 128 may hold them all)
+    assert 1 <= kinds["optimizer update"] <= math.ceil(params / per_dispatch)
 
 
 def _count(program: Any, feeds: dict[str, np.ndarray], device: Device) -> Any:
