@@ -42,9 +42,9 @@ def test_cycling_through_more_shapes_than_the_cache_holds_reuses_recent_ones(
     generated: list[Any] = []
     real = cpu_backend.generate_cpu_function
 
-    def counting(*args: Any) -> Any:
+    def counting(*args: Any, **kwargs: Any) -> Any:
         generated.append(args)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(cpu_backend, "generate_cpu_function", counting)
     g = Graph()

@@ -259,6 +259,9 @@ MIN_USE = 0.75
 DEEP = 4
 MIN_SPLIT_K = 256
 MAX_SPLITS = 8
+# A product whose 64x64 grid fills less than a quarter of LARGE_GROUPS (a transformer's
+# weight gradient, K = batch * seq) splits K into pieces of at least THIN_PIECE_K.
+THIN_PIECE_K = 128
 
 
 def select(
@@ -296,6 +299,9 @@ def select(
             return large, splits
         if usable(SPLIT_FEW):
             return SPLIT_FEW, splits
+    thin = grid(SPLIT_FEW)[0] < LARGE_GROUPS // 4
+    if nbatch == 1 and thin and K >= 2 * THIN_PIECE_K and usable(SPLIT_FEW):
+        return SPLIT_FEW, min(MAX_SPLITS, K // THIN_PIECE_K)
     if usable(FEW) and grid(FEW)[0] >= LARGE_GROUPS // 2:
         return FEW, 1
     _, use = grid(MEDIUM)
