@@ -15,7 +15,6 @@ replaces, and ``torch.sum(dim=0)``). Prints one JSON line per measurement::
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from asgrad.gpu.lowering import reduction
 from asgrad.gpu.lowering._matmul_tiles import tile as parse_tile
 from asgrad.gpu.lowering.linalg import MatrixView, matmul_into, select
 from asgrad.gpu.lowering.reduction import reduce_axis
+from gpu_micro import _torch  # this folder: the CUDA comparison column, TF32 off
 
 Row = dict[str, Any]
 # (name, batch, M, N, K, A stored transposed, B stored transposed)
@@ -80,18 +80,6 @@ def shapes(quick: bool) -> list[Shape]:
         ("sq1024", 1, 1024, 1024, 1024, False, False),  # last: after the GPU is warm
     ]
     return out
-
-
-def _torch() -> Any:
-    try:
-        torch = importlib.import_module("torch")
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    return torch
 
 
 def _gpu_time(record: Callable[[], object], reps: int) -> float:

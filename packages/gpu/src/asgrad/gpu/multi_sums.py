@@ -19,6 +19,27 @@ from asgrad.gpu.values import Value
 
 _THREADS = 256
 
+
+def blocks_kernel(decls: Sequence[str], blocks: Sequence[str]) -> str:
+    """A kernel of ``_THREADS`` threads a workgroup whose workgroup ``w`` (over a folded
+    grid) runs the one of ``blocks`` that owns it (each block returns when done)."""
+    return "\n".join(
+        [
+            *decls,
+            "",
+            f"@compute @workgroup_size({_THREADS}, 1, 1)",
+            "fn main(",
+            "    @builtin(workgroup_id) wid: vec3<u32>,",
+            "    @builtin(num_workgroups) nwg: vec3<u32>,",
+            "    @builtin(local_invocation_index) li: u32,",
+            ") {",
+            "    let w = wid.x + wid.y * nwg.x;",
+            *blocks,
+            "}",
+        ]
+    )
+
+
 __all__ = ["launch_column_sums"]
 
 
@@ -133,21 +154,7 @@ def _dispatch_sums(
             )
         )
         start += groups
-    source = "\n".join(
-        [
-            *decls,
-            "",
-            f"@compute @workgroup_size({_THREADS}, 1, 1)",
-            "fn main(",
-            "    @builtin(workgroup_id) wid: vec3<u32>,",
-            "    @builtin(num_workgroups) nwg: vec3<u32>,",
-            "    @builtin(local_invocation_index) li: u32,",
-            ") {",
-            "    let w = wid.x + wid.y * nwg.x;",
-            *blocks,
-            "}",
-        ]
-    )
+    source = blocks_kernel(decls, blocks)
     key = ("multi_column_sum", f"{len(jobs)} sums", (source,))
     pipe = device.pipeline(key, lambda: source, ("write",) + ("read",) * (len(buffers) - 1))
     device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))

@@ -31,7 +31,14 @@ from asgrad.gpu.copy import copy_into
 from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.fusion import emit, materialize
 from asgrad.gpu.lowering.elementwise import CHECKED, expression
-from asgrad.gpu.multi_sums import _contiguous, _finish_sum, _Partial, launch_column_sums
+from asgrad.gpu.multi_sums import (
+    _THREADS,
+    _contiguous,
+    _finish_sum,
+    _Partial,
+    blocks_kernel,
+    launch_column_sums,
+)
 from asgrad.gpu.source import kernel_text
 from asgrad.gpu.update_chains import UpdateBatch
 from asgrad.gpu.values import Deferred, Product, Reshaped, Scattered, Value
@@ -39,9 +46,6 @@ from asgrad.tensor import TensorType
 from asgrad.tensor.graph import Node
 
 __all__ = ["launch_update_batch"]
-
-
-_THREADS = 256
 
 
 _OPERAND = re.compile(r"\bx(\d+)\b")
@@ -278,22 +282,7 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
         lines += ["        }", "        return;", "    }"]
         blocks.append("\n".join(lines))
         start += groups
-    source = "\n".join(
-        [
-            kernel_text("prelude"),
-            *decls,
-            "",
-            f"@compute @workgroup_size({_THREADS}, 1, 1)",
-            "fn main(",
-            "    @builtin(workgroup_id) wid: vec3<u32>,",
-            "    @builtin(num_workgroups) nwg: vec3<u32>,",
-            "    @builtin(local_invocation_index) li: u32,",
-            ") {",
-            "    let w = wid.x + wid.y * nwg.x;",
-            *blocks,
-            "}",
-        ]
-    )
+    source = blocks_kernel([kernel_text("prelude"), *decls], blocks)
     label = f"{len(segments)} tensors, {sum(s.size for s in segments)} elements"
     key = ("multi_update", label, (source,))  # a tuple part stays out of the label
     pipe = device.pipeline(key, lambda: source, tuple(kinds))
