@@ -87,12 +87,14 @@ def test_multi_tensor_update_matches_the_cpu(
     assert cpu_state.keys() == gpu_state.keys()
     for key, value in cpu_state.items():
         np.testing.assert_allclose(gpu_state[key], value, rtol=1e-3, atol=2e-5, err_msg=key)
-    # Against the same rules launched one kernel each: the same arithmetic.
+    # Against the same rules launched one kernel each: the same expressions, though a
+    # driver may contract them into fused multiply-adds differently in the two kernels
+    # (NVIDIA's did: 2.5e-6 relative after four AdamW steps), so a few ulps apart.
     single = single_opt.state_dict()
     for key, value in gpu_state.items():
-        np.testing.assert_allclose(value, single[key], rtol=1e-6, atol=1e-8, err_msg=key)
+        np.testing.assert_allclose(value, single[key], rtol=1e-5, atol=1e-7, err_msg=key)
     for s, g in zip(single_model.parameters(), gpu_model.parameters(), strict=True):
-        np.testing.assert_allclose(g.value, s.value, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(g.value, s.value, rtol=1e-5, atol=1e-7)
     # the whole update: one dispatch per binding limit, no copies, no per-parameter kernel
     plan = build_plan(program.executable.schedule, feeds, device)
     kinds = count_kinds(plan.commands)
