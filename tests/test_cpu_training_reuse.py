@@ -173,7 +173,7 @@ def test_a_cnn_step_writes_conv_and_pool_results_into_scratch_slots() -> None:
     lines = {
         node.op: line
         for line in fn.source.splitlines()
-        if (m := re.match(r"\s+v(\d+) = k\d+\(", line))
+        if (m := re.match(r"\s+v(\d+) = j?k\d+\(", line))  # a kernel, or its compiled one
         for node in [schedule.nodes[int(m.group(1))]]
     }
     for op in ("conv2d", "max_pool2d", "max_pool2d_backward", "conv2d_backward_weight"):

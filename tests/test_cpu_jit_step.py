@@ -265,7 +265,8 @@ def test_the_compiled_step_is_cached_on_disk_across_processes(tmp_path: Any) -> 
         "assert fn.whole_step_active(), fn.step_declined\n"
         "print(out.tolist(), fn.step_plan.source.count('def step'))\n"
     )
-    env = {**os.environ, "ASGRAD_CACHE_DIR": str(tmp_path), "ASGRAD_CPU_JIT": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # set by this process
+    env.update({"ASGRAD_CACHE_DIR": str(tmp_path), "ASGRAD_CPU_JIT": "1"})
     outs = [
         subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True)
         for _ in range(2)
