@@ -43,7 +43,8 @@ def _train(flag: bool, optimizer: str, hidden: int) -> tuple[list[float], list[n
         "y": rng.integers(0, 10, (32,)).astype(np.int64),
     }
     losses = [float(program(feeds)[0]) for _ in range(8)]
-    source: str = program.executable.function(feeds).source
+    executable: Any = program.executable  # a CPUExecutable: its generated function
+    source: str = executable.function(feeds).source
     return losses, [p.value.copy() for p in params], source
 
 

@@ -74,24 +74,22 @@ def _scatter_sums(schedule: Schedule, users: Users) -> set[int]:
     k and v of one qkv): the sum writes each piece into its region, so no zeros are
     filled and added where the pieces cover it."""
 
-    def leaves(node: Node) -> list[Node] | None:
-        if len(users.get(node.id, [])) != 1:
-            return None
-        if node.op == "scatter_slice":
-            return [node]
-        if node.op != "add":
-            return None
-        found = [leaves(i) for i in node.inputs]
-        if any(f is None for f in found):
-            return None
-        return [n for f in found if f is not None for n in f]
-
+    # the scatter_slices under each single-use node that is one, or a tree of adds of
+    # them (None otherwise); in schedule order, so inputs come first (no recursion: a
+    # chain of ten thousand adds is fine)
+    leaves: dict[int, list[Node] | None] = {}
     result: set[int] = set()
     for node in schedule.nodes:
-        if node.op == "add":
-            parts = [leaves(i) for i in node.inputs]
-            if all(p is not None for p in parts):
-                result |= {n.id for p in parts if p is not None for n in p}
+        parts = [leaves.get(i.id) for i in node.inputs] if node.op == "add" else []
+        whole = parts and all(p is not None for p in parts)
+        if whole:
+            result |= {n.id for p in parts if p is not None for n in p}
+        if len(users.get(node.id, [])) != 1:
+            leaves[node.id] = None
+        elif node.op == "scatter_slice":
+            leaves[node.id] = [node]
+        else:
+            leaves[node.id] = [n for p in parts if p is not None for n in p] if whole else None
     return result
 
 
