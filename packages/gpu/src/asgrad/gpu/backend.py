@@ -17,7 +17,6 @@ loss down.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -97,15 +96,10 @@ def launch_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue
     if not plan.outputs:
         plan.device.flush()
         return []
-    outputs = _outputs.get(id(plan))
+    outputs = plan.launch_outputs
     if outputs is None:
-        outputs = _outputs[id(plan)] = Outputs(plan.outputs)
-        weakref.finalize(plan, _outputs.pop, id(plan), None)
+        outputs = plan.launch_outputs = Outputs(plan.outputs)
     return launch_values(readback_ring(plan.device).launch(outputs), outputs)
-
-
-# How each live plan's outputs are copied at a launch (by id), made at its first launch.
-_outputs: dict[int, Outputs] = {}
 
 
 def start_plan(plan: Plan, feeds: Mapping[str, np.ndarray], first_chunk: int = 32) -> None:

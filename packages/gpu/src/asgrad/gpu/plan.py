@@ -42,6 +42,7 @@ from asgrad.gpu.fusion_groups import MAX_RECOMPUTE, MAX_SCALAR_NODES, Types, Use
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
 from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
 from asgrad.gpu.multi_update import launch_update_batch
+from asgrad.gpu.readback import Outputs
 from asgrad.gpu.source import numpy_dtype
 from asgrad.gpu.update_chains import UpdateBatch, find_update_batch
 from asgrad.gpu.variables import GpuVariableStore, variable_store
@@ -76,6 +77,8 @@ class Plan:
     updates: list[tuple[Variable, GpuArray]]
     commands: list[Command]
     checked: bool = False  # a kernel records faults: a run arms the device's checks
+    # how a launch copies the outputs into a read-back page (made at the first launch)
+    launch_outputs: Outputs | None = None
 
     def __post_init__(self) -> None:
         weakref.finalize(self, self.scope.close)

@@ -51,6 +51,12 @@ class CPUExecutable:
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
+        result: list[np.ndarray] = self.function(feeds)(feeds)
+        return result
+
+    def function(self, feeds: Mapping[str, np.ndarray]) -> Any:
+        """The generated function for the shapes of ``feeds``: ``fn(feeds)`` runs once
+        (a loop calling it step after step with unchanging shapes looks it up once)."""
         key = (*[feeds[name].shape for name in self._input_names], _setting[0])
         last_key, fn = self._last  # a training loop runs one key: no LRU bookkeeping
         if key != last_key:
@@ -58,15 +64,7 @@ class CPUExecutable:
             if fn is None:
                 fn = self._specialize(key)
             self._last = (key, fn)
-        result: list[np.ndarray] = fn(feeds)
-        return result
-
-    def function(self, feeds: Mapping[str, np.ndarray]) -> Any:
-        """The generated function for the shapes of ``feeds``: ``fn(feeds)`` runs once
-        (a loop calling it step after step with unchanging shapes looks it up once)."""
-        key = (*[feeds[name].shape for name in self._input_names], _setting[0])
-        fn = self._fns.get(key)
-        return fn if fn is not None else self._specialize(key)
+        return fn
 
     def _specialize(self, key: tuple[Any, ...]) -> Any:
         shapes = key[:-1]
