@@ -245,8 +245,8 @@ class Graph:
             if n.graph is not self and self.encloses(n.graph):
                 return n.graph.apply(op, inputs, attrs)
         nodes = tuple(n if n.graph is self else self._capture(n, op) for n in nodes)
-        attrs = dict(attrs or {})
         try:
+            attrs = opdef.normalize_attrs(attrs or {})
             type_ = opdef.infer([n.type for n in nodes], attrs)
             check_size(type_.shape, "the result", np.dtype(type_.dtype).itemsize)
         except AsgradError as exc:

@@ -254,6 +254,11 @@ def _read_node(
     type_ = TensorType(tuple(_shape(_field(entry, "shape", list, where), where)), dtype)
     location = _field(entry, "location", str, where)
     inputs = tuple(nodes[k] for k in refs)
+    if op not in ("input", "parameter", "constant"):
+        try:  # a file written before an attribute existed holds no value for it
+            attrs = opdef.normalize_attrs(attrs)
+        except AsgradError as exc:
+            raise _fail(where, f"its attributes do not fit the op: {exc}") from None
     _check_type(op, attrs, inputs, type_, where)
     node = _g.Node(graph, op, inputs, attrs, type_, name, location, meta)
     if op in ("input", "parameter"):

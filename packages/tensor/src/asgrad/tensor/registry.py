@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.errors import GraphError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, GraphError
 
 Shape = tuple[int, ...]
 Attrs = Mapping[str, Any]
@@ -69,6 +69,69 @@ class OpCase:
     wrt: tuple[int, ...] | None = None
     grad: bool = True
     label: str = ""
+
+
+class _Required:
+    """The default of an attribute that every node of the op must be given."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Attr:
+    """One attribute of an op, stated once: its name, type, default and check.
+
+    Every node of an op with a schema holds every attribute of it (a missing one
+    takes its default), so a backend, the Tensor methods, the ONNX exporter and the
+    graph file read ``node.attrs[name]`` and never restate a default.
+
+    Attributes:
+        name: The keyword the op takes it by.
+        kind: The Python types a value may have (``float`` accepts an ``int`` and
+            stores a float; ``int`` refuses a ``bool``); ``object`` accepts anything.
+        default: The value a node takes when none is given, or :data:`REQUIRED`.
+        check: A condition on the value: ``check(value)`` returns what is wrong with
+            it (a phrase such as ``"must be positive"``), or None when it is fine.
+        optional: Whether None is accepted besides values of ``kind``.
+        doc: One line for the docs' op table.
+    """
+
+    name: str
+    kind: type | tuple[type, ...] = object
+    default: Any = REQUIRED
+    check: Callable[[Any], str | None] | None = None
+    optional: bool = False
+    doc: str = ""
+
+    def validate(self, op: str, value: Any) -> Any:
+        """``value`` checked (and a float attribute's int widened), or a typed error."""
+        if value is None and self.optional:
+            return None
+        kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
+        if object not in kinds:
+            if (
+                float in kinds
+                and isinstance(value, int | np.integer)
+                and not isinstance(value, bool | np.bool_)
+            ):
+                value = float(value)
+            refused = isinstance(value, bool | np.bool_) and bool not in kinds
+            if refused or not isinstance(value, kinds):
+                names = " or ".join(k.__name__ for k in kinds)
+                names += " or None" if self.optional else ""
+                raise ArgumentTypeError(
+                    f"{op}: attribute {self.name!r} must be {names}, got"
+                    f" {type(value).__name__} {value!r}"
+                )
+        if self.check is not None:
+            problem = self.check(value)
+            if problem is not None:
+                raise ArgumentError(f"{op}: attribute {self.name!r} {problem}, got {value!r}")
+        return value
 
 
 InferFn = Callable[[Sequence[TensorType], Attrs], TensorType]
@@ -200,6 +263,40 @@ class OpDef:
     writes_out: bool = False
     into: IntoKernel | None = None
     expand: Callable[..., Any] | None = None
+    attrs: tuple[Attr, ...] | None = None
+
+    def normalize_attrs(self, attrs: Attrs) -> dict[str, Any]:
+        """``attrs`` checked against the schema, every missing attribute at its default.
+
+        Raises:
+            ArgumentError: An unknown or missing attribute, or a value its check refuses.
+            ArgumentTypeError: A value of the wrong type.
+        """
+        if self.attrs is None:
+            return dict(attrs)
+        known = {a.name for a in self.attrs}
+        unknown = sorted(set(attrs) - known)
+        if unknown:
+            takes = ", ".join(sorted(known)) or "none"
+            raise ArgumentError(
+                f"{self.name}: unknown attribute {', '.join(map(repr, unknown))}; it takes: {takes}"
+            )
+        out: dict[str, Any] = {}
+        for a in self.attrs:
+            if a.name in attrs:
+                out[a.name] = a.validate(self.name, attrs[a.name])
+            elif a.default is REQUIRED:
+                raise ArgumentError(f"{self.name}: attribute {a.name!r} is required")
+            else:
+                out[a.name] = a.default
+        return out
+
+    def attr(self, name: str) -> Attr:
+        """The schema entry of attribute ``name``."""
+        for a in self.attrs or ():
+            if a.name == name:
+                return a
+        raise GraphError(f"op {self.name!r} declares no attribute {name!r}")
 
     @property
     def primitive(self) -> bool:
@@ -222,6 +319,9 @@ def register_op(op: OpDef) -> OpDef:
                 raise GraphError(f"op {op.name!r}: shape-only input {i} is not one of its inputs")
         if op.into is not None and op.into.leading > op.arity:
             raise GraphError(f"op {op.name!r}: into.leading exceeds its {op.arity} inputs")
+    names = [a.name for a in op.attrs or ()]
+    if len(set(names)) != len(names):
+        raise GraphError(f"op {op.name!r} declares an attribute twice: {names}")
     _REGISTRY[op.name] = op
     return op
 
