@@ -24,6 +24,7 @@ Array = np.ndarray
 def _run(device: Device, name: str, inputs: list[Array], attrs: dict[str, Any]) -> Array:
     """The GPU result of op ``name``, checked against its numpy kernel."""
     op = get_op(name)
+    attrs = op.normalize_attrs(attrs)  # every attribute, as a node holds them
     out_type = op.infer([TensorType(x.shape, x.dtype.name) for x in inputs], attrs)
     got = lower(name, [to_gpu(x, device) for x in inputs], attrs, out_type).numpy()
     want = op.kernel(*[x.astype(np.float64) if x.dtype.kind == "f" else x for x in inputs], **attrs)

@@ -245,8 +245,11 @@ class Graph:
             if n.graph is not self and self.encloses(n.graph):
                 return n.graph.apply(op, inputs, attrs)
         nodes = tuple(n if n.graph is self else self._capture(n, op) for n in nodes)
-        try:
+        try:  # the schema's errors name the op already
             attrs = opdef.normalize_attrs(attrs or {})
+        except AsgradError as exc:
+            raise type(exc)(f"{exc}\n  (at {user_location()})") from None
+        try:
             type_ = opdef.infer([n.type for n in nodes], attrs)
             check_size(type_.shape, "the result", np.dtype(type_.dtype).itemsize)
         except AsgradError as exc:

@@ -247,9 +247,8 @@ class MathMethods(TensorBase):
 
 
 def correction_attr(correction: float | None, ddof: float | None) -> dict[str, float]:
-    """The ``correction`` attribute of var/std (none for 0, numpy's default)."""
+    """The ``correction`` attribute of var/std as given (none: the op's default)."""
     if correction is not None and ddof is not None and correction != ddof:
         raise ArgumentError(f"give correction or ddof, not both ({correction} and {ddof})")
     value = correction if correction is not None else ddof
-    value = 0.0 if value is None else checked("var", float_arg, value, "correction")
-    return {"correction": value} if value else {}
+    return {} if value is None else {"correction": checked("var", float_arg, value, "correction")}

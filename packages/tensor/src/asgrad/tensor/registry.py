@@ -17,6 +17,8 @@ per op, both keyed by the op's name; tests fail when an op lacks either.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -322,8 +324,21 @@ def register_op(op: OpDef) -> OpDef:
     names = [a.name for a in op.attrs or ()]
     if len(set(names)) != len(names):
         raise GraphError(f"op {op.name!r} declares an attribute twice: {names}")
+    if op.attrs is not None and op.cases is not None:
+        op = dataclasses.replace(op, cases=_complete_cases(op, op.cases))
     _REGISTRY[op.name] = op
     return op
+
+
+def _complete_cases(op: OpDef, cases: CasesFn) -> CasesFn:
+    """``cases`` with each case's attributes completed by the schema, as a node's are:
+    a case states only what it varies, and a kernel is always called with them all."""
+
+    @functools.wraps(cases)
+    def complete(rng: np.random.Generator) -> list[OpCase]:
+        return [dataclasses.replace(c, attrs=op.normalize_attrs(c.attrs)) for c in cases(rng)]
+
+    return complete
 
 
 def register_expanding(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, get_op, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, get_op, register_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -25,7 +25,7 @@ def lift_attrs(attrs: Attrs) -> dict[str, Any]:
     """The 2-D op's attributes for a 1-D op's."""
     out: dict[str, Any] = {}
     for key, value in attrs.items():
-        if key in _UNIT:
+        if key in _UNIT and value is not None:
             out[key] = (_UNIT[key], int(value))
         elif key == "output_size":
             out[key] = (1, int(value))
@@ -50,12 +50,14 @@ class OneD:
             TensorType((*t.shape[:2], 1, *t.shape[2:]), t.dtype) if i in self.lifted else t
             for i, t in enumerate(types)
         ]
-        out = get_op(self.base).infer(lifted, lift_attrs(attrs))
+        base = get_op(self.base)
+        out = base.infer(lifted, base.normalize_attrs(lift_attrs(attrs)))
         return TensorType((*out.shape[:2], *out.shape[3:]), out.dtype)
 
     def kernel(self, *arrays: np.ndarray, **attrs: Any) -> np.ndarray:
         lifted = [np.expand_dims(a, 2) if i in self.lifted else a for i, a in enumerate(arrays)]
-        out = get_op(self.base).kernel(*lifted, **lift_attrs(attrs))
+        base = get_op(self.base)
+        out = base.kernel(*lifted, **base.normalize_attrs(lift_attrs(attrs)))
         return np.asarray(np.squeeze(out, axis=2))
 
     def expand(self, *inputs: Tensor, **attrs: Any) -> Tensor:
@@ -71,6 +73,7 @@ def register_1d(
     cases: Callable[[np.random.Generator], list[OpCase]],
     doc: str,
     module: str,
+    attrs: tuple[Attr, ...],
 ) -> None:
     """Register the 1-D op ``name`` over ``base``; its functions carry ``module`` (the
     family file that declares it, where the op table looks for its spec)."""
@@ -94,5 +97,6 @@ def register_1d(
             cases=cases,
             doc=doc,
             tolerance=get_op(base).tolerance,
+            attrs=attrs,
         )
     )

@@ -12,13 +12,13 @@ if TYPE_CHECKING:
 Axes = tuple[int, ...]
 
 
-def std(x: Tensor, axis: Axes, keepdims: bool = False, correction: float = 0) -> Tensor:
+def std(x: Tensor, axis: Axes, keepdims: bool, correction: float) -> Tensor:
     """``sqrt(var(x))``: the gradient is ``var``'s over ``2 std``."""
     var = x.graph.apply("var", (x,), {"axis": axis, "keepdims": keepdims, "correction": correction})
     return var.sqrt()
 
 
-def logsumexp(x: Tensor, axis: Axes, keepdims: bool = False) -> Tensor:
+def logsumexp(x: Tensor, axis: Axes, keepdims: bool) -> Tensor:
     """``m + log(sum(e**(x - m)))`` with ``m`` the max (0 where it is not finite, so that
     an all ``-inf`` row gives ``-inf``); ``m`` carries no gradient, so the gradient is
     the softmax of ``x`` over the axes."""
@@ -37,11 +37,11 @@ def _truth(x: Tensor) -> Tensor:
     return x if x.dtype == "bool" else x != 0
 
 
-def any_(x: Tensor, axis: Axes, keepdims: bool = False) -> Tensor:
+def any_(x: Tensor, axis: Axes, keepdims: bool) -> Tensor:
     """Whether some value along the axes is nonzero: a count of them above 0."""
     return _count(_truth(x), axis, keepdims) > 0
 
 
-def all_(x: Tensor, axis: Axes, keepdims: bool = False) -> Tensor:
+def all_(x: Tensor, axis: Axes, keepdims: bool) -> Tensor:
     """Whether every value along the axes is nonzero: no zero among them."""
     return _count(~_truth(x), axis, keepdims) == 0

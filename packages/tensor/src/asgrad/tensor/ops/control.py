@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.body import Body
@@ -63,7 +63,7 @@ def layout(types: Sequence[TensorType], attrs: Attrs) -> tuple[list[TensorType],
                 " loop's carry keeps its shape and dtype from step to step"
             )
     parts = list(types[:nc]) + [TensorType((length, *t.shape), t.dtype) for t in outs[nc:]]
-    if attrs.get("save", False):
+    if attrs["save"]:
         parts += [TensorType((length, *t.shape), t.dtype) for t in types[:nc]]
     dtypes = sorted({t.dtype for t in parts})
     if len(dtypes) > 1:
@@ -72,6 +72,16 @@ def layout(types: Sequence[TensorType], attrs: Attrs) -> tuple[list[TensorType],
             " loop's carries and outputs share one dtype (cast them in the body)"
         )
     return parts, length
+
+
+# A scan's attributes; its parts add which part they take.
+SCAN_ATTRS = (
+    Attr(name="loop", kind=object, doc="the traced loop body (a Body)"),
+    Attr(name="length", kind=int, doc="the step count where there are no xs"),
+    Attr(name="save", kind=bool, default=False, doc="also stack each step's carries"),
+    Attr(name="reverse", kind=bool, default=False, doc="run the steps from the end"),
+)
+PART = Attr(name="part", kind=int, doc="which carry or stacked output")
 
 
 def _packed(parts: Sequence[TensorType]) -> TensorType:
@@ -222,6 +232,7 @@ register_op(
         arity=None,
         cases=_cases,
         composite=True,
+        attrs=SCAN_ATTRS,
         fresh_result=True,
         doc="a traced loop body applied along the leading axis of xs, carrying state",
         tolerance=(1e-4, 1e-5),
@@ -235,6 +246,7 @@ register_op(
         kernel=_scan_part,
         arity=None,
         cases=_part_cases,
+        attrs=(*SCAN_ATTRS, PART),
         doc="one carry or stacked output of a scan's packed result",
     )
 )
@@ -246,6 +258,7 @@ register_op(
         kernel=_scan_unpart,
         arity=None,
         cases=_unpart_cases,
+        attrs=(*SCAN_ATTRS, PART),
         fresh_result=True,
         doc="a scan part placed in zeros of the packed size (scan_part's adjoint)",
     )

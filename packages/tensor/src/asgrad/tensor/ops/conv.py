@@ -23,6 +23,9 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, same_dtype
 from asgrad.tensor.ops.spatial import (
+    CONV_ATTRS,
+    KERNEL_SIZE,
+    OUTPUT_PADDING,
     Pair,
     channel_major,
     im2col,
@@ -41,10 +44,10 @@ CONV_TOLERANCE = (1e-4, 1e-5)
 # -- attributes and shape rules ------------------------------------------------------
 def conv_attrs(attrs: Attrs) -> tuple[Pair, Pair, Pair, int]:
     """``(stride, padding, dilation, groups)``, checked."""
-    stride = pair(attrs.get("stride", 1), "stride", minimum=1)
-    padding = pair(attrs.get("padding", 0), "padding")
-    dilation = pair(attrs.get("dilation", 1), "dilation", minimum=1)
-    groups = int(attrs.get("groups", 1))
+    stride = pair(attrs["stride"], "stride", minimum=1)
+    padding = pair(attrs["padding"], "padding")
+    dilation = pair(attrs["dilation"], "dilation", minimum=1)
+    groups = int(attrs["groups"])
     if groups < 1:
         raise ShapeError(f"groups must be a positive int, got {groups}")
     return stride, padding, dilation, groups
@@ -128,7 +131,7 @@ def _infer_conv2d_backward_weight(types: Sequence[TensorType], attrs: Attrs) -> 
 def _infer_conv_transpose2d(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x, w, dtype = _conv_operands(types, "in, out/groups, kH, kW")
     stride, padding, dilation, groups = conv_attrs(attrs)
-    output_padding = pair(attrs.get("output_padding", 0), "output_padding")
+    output_padding = pair(attrs["output_padding"], "output_padding")
     n, c, h, wd = x.shape
     cin, og, kh, kw = w.shape
     if cin != c:
@@ -160,10 +163,10 @@ def conv2d_kernel(
     w: np.ndarray,
     b: np.ndarray | None = None,
     *,
-    stride: Any = 1,
-    padding: Any = 0,
-    dilation: Any = 1,
-    groups: int = 1,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """The numpy convolution (cross-correlation, as PyTorch); into ``out`` when given."""
@@ -222,10 +225,10 @@ def _conv2d_backward_input(
     w: np.ndarray,
     x: np.ndarray,
     *,
-    stride: Any = 1,
-    padding: Any = 0,
-    dilation: Any = 1,
-    groups: int = 1,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
@@ -237,10 +240,10 @@ def _conv2d_backward_weight(
     g: np.ndarray,
     *,
     kernel_size: Any,
-    stride: Any = 1,
-    padding: Any = 0,
-    dilation: Any = 1,
-    groups: int = 1,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
@@ -261,11 +264,11 @@ def _conv_transpose2d(
     w: np.ndarray,
     b: np.ndarray | None = None,
     *,
-    stride: Any = 1,
-    padding: Any = 0,
-    output_padding: Any = 0,
-    dilation: Any = 1,
-    groups: int = 1,
+    stride: Any,
+    padding: Any,
+    output_padding: Any,
+    dilation: Any,
+    groups: int,
 ) -> np.ndarray:
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     opad = pair(output_padding, "output_padding")
@@ -293,7 +296,8 @@ _CONV_CONFIGS: list[tuple[tuple[int, ...], tuple[int, ...], dict[str, Any], str]
 
 
 def _full_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
-    return {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1, **attrs}
+    """A case's attributes, the others at their defaults (the kernels take them all)."""
+    return {**{a.name: a.default for a in CONV_ATTRS}, **attrs}
 
 
 def _conv2d_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -349,7 +353,7 @@ def _conv_transpose2d_cases(rng: np.random.Generator) -> list[OpCase]:
     cases = [
         OpCase(
             (randn(rng, *xs), randn(rng, *ws)),
-            {"output_padding": (0, 0), **_full_attrs(a)},
+            _full_attrs(a),
             label=label,
         )
         for xs, ws, a, label in _TRANSPOSE_CONFIGS
@@ -357,7 +361,7 @@ def _conv_transpose2d_cases(rng: np.random.Generator) -> list[OpCase]:
     cases.append(
         OpCase(
             (randn(rng, 2, 3, 3, 3), randn(rng, 3, 2, 2, 2), randn(rng, 2)),
-            {"output_padding": (0, 0), **_full_attrs({"stride": (2, 2)})},
+            _full_attrs({"stride": (2, 2)}),
             label="with bias",
         )
     )
@@ -374,6 +378,7 @@ register_op(
         tolerance=CONV_TOLERANCE,
         cases=_conv2d_cases,
         doc="2-D convolution, NCHW/OIHW: stride, padding, dilation, groups, bias",
+        attrs=CONV_ATTRS,
         writes_out=True,
     )
 )
@@ -387,6 +392,7 @@ register_op(
         tolerance=CONV_TOLERANCE,
         cases=_conv2d_backward_input_cases,
         doc="conv2d's input gradient from (g, w); x gives the shape",
+        attrs=CONV_ATTRS,
         writes_out=True,
     )
 )
@@ -400,6 +406,7 @@ register_op(
         tolerance=CONV_TOLERANCE,
         cases=_conv2d_backward_weight_cases,
         doc="conv2d's weight gradient from (x, g)",
+        attrs=(KERNEL_SIZE, *CONV_ATTRS),
         writes_out=True,
     )
 )
@@ -413,5 +420,6 @@ register_op(
         tolerance=CONV_TOLERANCE,
         cases=_conv_transpose2d_cases,
         doc="transposed 2-D convolution, weight (in, out/groups, kH, kW)",
+        attrs=(*CONV_ATTRS, OUTPUT_PADDING),
     )
 )

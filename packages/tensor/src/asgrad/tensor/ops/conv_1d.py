@@ -8,28 +8,23 @@ attributes are PyTorch's 1-D ints; the 2-D op sees ``(1, v)`` (``(0, p)`` for pa
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from asgrad.tensor.ops._common import randn
 from asgrad.tensor.ops._lift import register_1d
+from asgrad.tensor.ops.spatial import CONV_ATTRS, OUTPUT_PADDING
 from asgrad.tensor.registry import OpCase
-
-
-def _conv_attrs(**attrs: Any) -> dict[str, Any]:
-    return {"stride": 1, "padding": 0, "dilation": 1, "groups": 1, **attrs}
 
 
 def _conv1d_cases(rng: np.random.Generator) -> list[OpCase]:
     return [
-        OpCase((randn(rng, 2, 3, 9), randn(rng, 4, 3, 3)), _conv_attrs(), label="plain"),
+        OpCase((randn(rng, 2, 3, 9), randn(rng, 4, 3, 3)), {}, label="plain"),
         OpCase(
             (randn(rng, 2, 4, 10), randn(rng, 6, 2, 3), randn(rng, 6)),
-            _conv_attrs(stride=2, padding=2, dilation=2, groups=2),
+            {"stride": 2, "padding": 2, "dilation": 2, "groups": 2},
             label="bias, stride, padding, dilation, groups",
         ),
-        OpCase((randn(rng, 1, 2, 5), randn(rng, 3, 2, 1)), _conv_attrs(), label="1x1"),
+        OpCase((randn(rng, 1, 2, 5), randn(rng, 3, 2, 1)), {}, label="1x1"),
     ]
 
 
@@ -37,12 +32,12 @@ def _conv_transpose1d_cases(rng: np.random.Generator) -> list[OpCase]:
     return [
         OpCase(
             (randn(rng, 2, 3, 5), randn(rng, 3, 4, 3)),
-            {**_conv_attrs(stride=2), "output_padding": 1},
+            {"stride": 2, "output_padding": 1},
             label="stride 2, output padding",
         ),
         OpCase(
             (randn(rng, 1, 4, 6), randn(rng, 4, 1, 3), randn(rng, 2)),
-            {**_conv_attrs(padding=1, groups=2), "output_padding": 0},
+            {"padding": 1, "groups": 2},
             label="bias, groups",
         ),
     ]
@@ -56,6 +51,7 @@ register_1d(
     _conv1d_cases,
     "1-D convolution (conv2d, height 1)",
     __name__,
+    CONV_ATTRS,
 )
 register_1d(
     "conv_transpose1d",
@@ -65,4 +61,5 @@ register_1d(
     _conv_transpose1d_cases,
     "1-D transposed convolution (conv_transpose2d, height 1)",
     __name__,
+    (*CONV_ATTRS, OUTPUT_PADDING),
 )

@@ -17,6 +17,7 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, require_float, same_dtype
 from asgrad.tensor.ops._depth import depth_taps, fold, pad_axis, pad_np, triple, unfold
+from asgrad.tensor.ops.spatial import CONV_ATTRS, OUTPUT_PADDING
 from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, get_op, register_op
 
 if TYPE_CHECKING:
@@ -24,9 +25,7 @@ if TYPE_CHECKING:
 
 
 def _attrs(attrs: Attrs) -> tuple[tuple[int, int, int], ...]:
-    return tuple(
-        triple(attrs.get(k, d)) for k, d in (("stride", 1), ("padding", 0), ("dilation", 1))
-    )
+    return tuple(triple(attrs[k]) for k in ("stride", "padding", "dilation"))
 
 
 def _infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -39,7 +38,7 @@ def _infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
             f" got {x} and {w}"
         )
     stride, padding, dilation = _attrs(attrs)
-    groups = int(attrs.get("groups", 1))
+    groups = int(attrs["groups"])
     if x.shape[1] % groups or w.shape[0] % groups or w.shape[1] != x.shape[1] // groups:
         raise ShapeError(f"input {x} and weight {w} disagree on channels for groups={groups}")
     if len(types) == 3 and types[2].shape != (w.shape[0],):
@@ -59,7 +58,7 @@ def _plane_attrs(attrs: Attrs) -> dict[str, Any]:
         "stride": stride[1:],
         "padding": padding[1:],
         "dilation": dilation[1:],
-        "groups": int(attrs.get("groups", 1)),
+        "groups": int(attrs["groups"]),
     }
 
 
@@ -97,7 +96,7 @@ def _expand(x: Tensor, w: Tensor, *bias: Tensor, **attrs: Any) -> Tensor:
 
 def _cases(rng: np.random.Generator) -> list[OpCase]:
     def attrs(**kw: Any) -> dict[str, Any]:
-        return {"stride": (1, 1, 1), "padding": (0, 0, 0), "dilation": (1, 1, 1), "groups": 1, **kw}
+        return kw
 
     return [
         OpCase((randn(rng, 2, 2, 4, 5, 4), randn(rng, 3, 2, 2, 3, 2)), attrs(), label="plain"),
@@ -120,6 +119,7 @@ register_op(
         cases=_cases,
         tolerance=get_op("conv2d").tolerance,
         doc="3-D convolution: conv2d per depth tap of the kernel, summed",
+        attrs=CONV_ATTRS,
     )
 )
 
@@ -139,8 +139,8 @@ def _infer_transpose(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
             f" (C_in, C_out/groups, kD, kH, kW), got {x} and {w}"
         )
     stride, padding, dilation = _attrs(attrs)
-    extra = triple(attrs.get("output_padding", 0))
-    groups = int(attrs.get("groups", 1))
+    extra = triple(attrs["output_padding"])
+    groups = int(attrs["groups"])
     if x.shape[1] != w.shape[0] or x.shape[1] % groups:
         raise ShapeError(f"input {x} and weight {w} disagree on channels for groups={groups}")
     if len(types) == 3 and types[2].shape != (w.shape[1] * groups,):
@@ -162,13 +162,13 @@ def _infer_transpose(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _transpose_plane_attrs(attrs: Attrs) -> dict[str, Any]:
     plane = _plane_attrs(attrs)
-    plane["output_padding"] = triple(attrs.get("output_padding", 0))[1:]
+    plane["output_padding"] = triple(attrs["output_padding"])[1:]
     return plane
 
 
 def _conv_transpose3d(x: np.ndarray, w: np.ndarray, *bias: np.ndarray, **attrs: Any) -> np.ndarray:
     stride, padding, dilation = _attrs(attrs)
-    extra = triple(attrs.get("output_padding", 0))[0]
+    extra = triple(attrs["output_padding"])[0]
     n, _, depth, h, wd = x.shape
     full = (depth - 1) * stride[0] + dilation[0] * (w.shape[2] - 1) + 1 + extra
     planes = x.transpose(0, 2, 1, 3, 4).reshape(n * depth, x.shape[1], h, wd)
@@ -201,7 +201,7 @@ def _spread(y: Tensor, stride: int) -> Tensor:
 
 def _expand_transpose(x: Tensor, w: Tensor, *bias: Tensor, **attrs: Any) -> Tensor:
     stride, padding, dilation = _attrs(attrs)
-    extra = triple(attrs.get("output_padding", 0))[0]
+    extra = triple(attrs["output_padding"])[0]
     depth = x.shape[2]
     full = (depth - 1) * stride[0] + dilation[0] * (w.shape[2] - 1) + 1 + extra
     g = x.graph
@@ -220,8 +220,7 @@ def _expand_transpose(x: Tensor, w: Tensor, *bias: Tensor, **attrs: Any) -> Tens
 
 def _transpose_cases(rng: np.random.Generator) -> list[OpCase]:
     def attrs(**kw: Any) -> dict[str, Any]:
-        base = {"stride": (1, 1, 1), "padding": (0, 0, 0), "dilation": (1, 1, 1), "groups": 1}
-        return {**base, "output_padding": (0, 0, 0), **kw}
+        return kw
 
     return [
         OpCase((randn(rng, 2, 3, 3, 4, 3), randn(rng, 3, 2, 2, 3, 2)), attrs(), label="plain"),
@@ -249,5 +248,6 @@ register_op(
         cases=_transpose_cases,
         tolerance=get_op("conv_transpose2d").tolerance,
         doc="3-D transposed convolution: conv_transpose2d per depth tap, placed in depth",
+        attrs=(*CONV_ATTRS, OUTPUT_PADDING),
     )
 )

@@ -19,7 +19,7 @@ import numpy as np
 from asgrad.tensor.dtypes import as_dtype, is_int
 from asgrad.tensor.errors import DTypeError, OutOfRangeError, ShapeError
 from asgrad.tensor.ops._common import normalize_axis, randn
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, Shape, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, Shape, TensorType, register_op
 
 Index = tuple[int | slice, ...]
 
@@ -143,10 +143,10 @@ def _infer_one_hot(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     depth = int(attrs["depth"])
     if depth <= 0:
         raise ShapeError(f"one_hot depth must be positive, got {depth}")
-    return TensorType((*idx.shape, depth), as_dtype(attrs.get("dtype", "float32")))
+    return TensorType((*idx.shape, depth), as_dtype(attrs["dtype"]))
 
 
-def _one_hot(indices: np.ndarray, depth: int, dtype: str = "float32") -> np.ndarray:
+def _one_hot(indices: np.ndarray, depth: int, dtype: str) -> np.ndarray:
     hint = "; a loss's class labels must be in this range or equal its ignore_index"
     check_indices("one_hot", indices, depth, f"depth {depth}", hint)
     out: np.ndarray = (indices[..., None] == np.arange(depth)).astype(dtype)
@@ -199,6 +199,7 @@ def _one_hot_cases(rng: np.random.Generator) -> list[OpCase]:
 register_op(
     OpDef(
         name="slice",
+        attrs=(Attr(name="index", kind=tuple, doc="ints, slices and None, one per axis"),),
         family="index",
         infer=_infer_slice,
         kernel=_slice,
@@ -211,6 +212,7 @@ register_op(
 register_op(
     OpDef(
         name="scatter_slice",
+        attrs=(Attr(name="index", kind=tuple, doc="the slice written (as slice)"),),
         family="index",
         infer=_infer_scatter_slice,
         kernel=_scatter_slice,
@@ -226,6 +228,7 @@ register_op(
 register_op(
     OpDef(
         name="gather",
+        attrs=(Attr(name="axis", kind=int, doc="the axis indexed"),),
         family="index",
         infer=_infer_gather,
         kernel=_gather,
@@ -238,6 +241,7 @@ register_op(
 register_op(
     OpDef(
         name="scatter_add",
+        attrs=(Attr(name="axis", kind=int, doc="the axis indexed"),),
         family="index",
         infer=_infer_scatter_add,
         kernel=_scatter_add,
@@ -252,6 +256,10 @@ register_op(
 register_op(
     OpDef(
         name="one_hot",
+        attrs=(
+            Attr(name="depth", kind=int, doc="the number of classes"),
+            Attr(name="dtype", kind=str, default="float32", doc="the result dtype"),
+        ),
         family="index",
         infer=_infer_one_hot,
         kernel=_one_hot,

@@ -25,7 +25,7 @@ from asgrad.tensor.dtypes import is_float, is_int
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 from asgrad.tensor.ops._common import normalize_axis, randn
 from asgrad.tensor.ops.index import check_indices
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
@@ -126,7 +126,7 @@ def _scatter_reduce(
     src: np.ndarray,
     axis: int,
     reduce: str,
-    include_self: bool = True,
+    include_self: bool,
 ) -> np.ndarray:
     n = x.shape[axis]
     check_indices("scatter_reduce", indices, n, f"axis {axis} of size {n}")
@@ -191,6 +191,7 @@ def _scatter_reduce_cases(rng: np.random.Generator) -> list[OpCase]:
 register_op(
     OpDef(
         name="take_along_axis",
+        attrs=(Attr(name="axis", kind=int, doc="the axis indexed"),),
         family="index",
         infer=_infer_take_along,
         kernel=_take_along,
@@ -203,6 +204,7 @@ register_op(
 register_op(
     OpDef(
         name="scatter_add_along",
+        attrs=(Attr(name="axis", kind=int, doc="the axis indexed"),),
         family="index",
         infer=_infer_scatter_add_along,
         kernel=_scatter_add_along,
@@ -217,6 +219,16 @@ register_op(
 register_op(
     OpDef(
         name="scatter_reduce",
+        attrs=(
+            Attr(name="axis", kind=int, doc="the axis indexed"),
+            Attr(name="reduce", kind=str, doc="sum, prod, mean, amax or amin"),
+            Attr(
+                name="include_self",
+                kind=bool,
+                default=True,
+                doc="whether the input joins each reduction",
+            ),
+        ),
         family="index",
         infer=_infer_scatter_reduce,
         kernel=_scatter_reduce,

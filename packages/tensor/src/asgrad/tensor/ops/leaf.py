@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.tensor.errors import GraphError
-from asgrad.tensor.registry import Attrs, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpDef, TensorType, register_op
 
 
 def _no_infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -18,10 +18,18 @@ def _no_kernel(*arrays: np.ndarray) -> np.ndarray:
     raise GraphError("leaf nodes take their values from feeds, variables and constants")
 
 
-for _name, _doc in (
-    ("input", "a value fed at run time"),
-    ("parameter", "a variable's value, persistent between runs"),
-    ("constant", "a constant array"),
+for _name, _attr, _doc in (
+    (
+        "input",
+        Attr(name="free", kind=tuple, doc="the axes whose size may change between runs"),
+        "a value fed at run time",
+    ),
+    (
+        "parameter",
+        Attr(name="variable", kind=object, doc="the Variable holding the value"),
+        "a variable's value, persistent between runs",
+    ),
+    ("constant", Attr(name="value", kind=np.ndarray, doc="the array"), "a constant array"),
 ):
     register_op(
         OpDef(
@@ -33,5 +41,6 @@ for _name, _doc in (
             differentiable=False,
             tolerance=(0.0, 0.0),
             doc=_doc,
+            attrs=(_attr,),
         )
     )

@@ -54,6 +54,7 @@ def _matmul_cases(rng: np.random.Generator) -> list[OpCase]:
 register_op(
     OpDef(
         name="matmul",
+        attrs=(),
         family="linalg",
         infer=_infer_matmul,
         kernel=_matmul,

@@ -17,7 +17,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 from asgrad.tensor.ops._common import broadcast_shapes, randn, require_float, same_dtype
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -37,13 +37,13 @@ def _infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     scores = (*lead, q.shape[-2], k.shape[-2])
     if len(types) == 4:
         mask = types[3]
-        if attrs.get("is_causal"):
+        if attrs["is_causal"]:
             raise ArgumentError("give attn_mask or is_causal, not both (PyTorch's rule)")
         if mask.dtype != "bool" and mask.dtype != q.dtype:
             raise DTypeError(f"the mask must be bool or {q.dtype}, got {mask}")
         if broadcast_shapes(mask.shape, scores) != scores:
             raise ShapeError(f"the mask {mask} does not broadcast to the scores {list(scores)}")
-    scale = attrs.get("scale")
+    scale = attrs["scale"]
     if scale is not None and not math.isfinite(float(scale)):
         raise ArgumentError(f"scale must be finite, got {scale}")
     return TensorType((*lead, q.shape[-2], v.shape[-1]), q.dtype)
@@ -62,10 +62,10 @@ def _causal(length: int, source: int) -> np.ndarray:
 def _sdpa(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, *mask: np.ndarray, **attrs: Any
 ) -> np.ndarray:
-    scale = attrs.get("scale")
+    scale = attrs["scale"]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     scores = (q @ np.swapaxes(k, -1, -2)) * scale
-    if attrs.get("is_causal"):
+    if attrs["is_causal"]:
         scores = np.where(_causal(q.shape[-2], k.shape[-2]), scores, -np.inf)
     if mask:
         scores = np.where(mask[0], scores, -np.inf) if mask[0].dtype == bool else scores + mask[0]
@@ -74,11 +74,11 @@ def _sdpa(
 
 def _expand(q: Tensor, k: Tensor, v: Tensor, *mask: Tensor, **attrs: Any) -> Tensor:
     g = q.graph
-    scale = attrs.get("scale")
+    scale = attrs["scale"]
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     scores = (q @ k.swapaxes(-1, -2)) * scale
     low = g.constant(-np.inf, q.dtype)
-    if attrs.get("is_causal"):
+    if attrs["is_causal"]:
         keep = g.constant(_causal(q.shape[-2], k.shape[-2]), "bool")
         scores = g.apply("where", (keep, scores, low), {})
     if mask:
@@ -105,6 +105,21 @@ def _cases(rng: np.random.Generator) -> list[OpCase]:
 register_op(
     OpDef(
         name="scaled_dot_product_attention",
+        attrs=(
+            Attr(
+                name="is_causal",
+                kind=bool,
+                default=False,
+                doc="mask the future (a lower-triangular mask)",
+            ),
+            Attr(
+                name="scale",
+                kind=float,
+                default=None,
+                optional=True,
+                doc="None: 1 / sqrt(head size)",
+            ),
+        ),
         family="linalg",
         infer=_infer,
         kernel=_sdpa,

@@ -27,7 +27,7 @@ from asgrad.tensor.dtypes import is_float
 from asgrad.tensor.errors import DTypeError, ShapeError
 from asgrad.tensor.ops._common import broadcast_shapes, normalize_axis, randn, same_dtype
 from asgrad.tensor.ops.shape_expand import apply, axis_slice
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -244,7 +244,14 @@ def _cross_cases(rng: np.random.Generator) -> list[OpCase]:
 
 
 def _linalg_op(
-    name: str, arity: int | None, cases: Any, doc: str, infer: Any, kernel: Any, expand: Any
+    name: str,
+    arity: int | None,
+    cases: Any,
+    doc: str,
+    infer: Any,
+    kernel: Any,
+    expand: Any,
+    attrs: tuple[Attr, ...],
 ) -> None:
     register_op(
         OpDef(
@@ -257,6 +264,7 @@ def _linalg_op(
             cases=cases,
             doc=doc,
             expand=expand,
+            attrs=attrs,
         )
     )
 
@@ -269,6 +277,7 @@ _linalg_op(
     _infer_einsum,
     _einsum,
     _expand_einsum,
+    (Attr(name="equation", kind=str, doc="numpy's subscripts, e.g. 'ij,jk->ik'"),),
 )
 _linalg_op(
     "cross",
@@ -278,4 +287,5 @@ _linalg_op(
     _infer_cross,
     _cross,
     _expand_cross,
+    (Attr(name="axis", kind=int, doc="the axis of the 3-vectors"),),
 )

@@ -31,6 +31,7 @@ from asgrad.tensor.ops._common import (
 )
 from asgrad.tensor.ops._moments import normalize, normalize_backward, row_stats
 from asgrad.tensor.registry import (
+    Attr,
     Attrs,
     IntoKernel,
     OpCase,
@@ -129,8 +130,6 @@ def _infer_layer_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
             " normalises the trailing axes"
         )
     _check_affine(types, shape, "normalized_shape")
-    if float(attrs.get("eps", 1e-5)) <= 0:
-        raise ShapeError(f"eps must be positive, got {attrs.get('eps')}")
     return x
 
 
@@ -158,7 +157,7 @@ def _layer_norm(
     bias: np.ndarray | None = None,
     *,
     normalized_shape: Any,
-    eps: float = 1e-5,
+    eps: float,
 ) -> np.ndarray:
     if _f32_rows(x, weight):
         return layer_norm_into(x, weight, bias, normalized_shape=normalized_shape, eps=eps)
@@ -174,7 +173,7 @@ def _layer_norm_backward(
     weight: np.ndarray | None = None,
     *,
     normalized_shape: Any,
-    eps: float = 1e-5,
+    eps: float,
 ) -> np.ndarray:
     if _f32_rows(x, weight) and g.dtype == np.float32:
         return layer_norm_backward_into(g, x, weight, normalized_shape=normalized_shape, eps=eps)
@@ -193,7 +192,7 @@ def layer_norm_into(
     *,
     out: np.ndarray | None = None,
     normalized_shape: Any,
-    eps: float = 1e-5,
+    eps: float,
 ) -> np.ndarray:
     """The ``layer_norm`` kernel's float32 path (float32 x and weight, nonzero size),
     its result written into ``out`` when given (x's shape; may be x: x is read only
@@ -216,7 +215,7 @@ def layer_norm_backward_into(
     out: np.ndarray | None = None,
     work: tuple[np.ndarray, ...] | None = None,
     normalized_shape: Any,
-    eps: float = 1e-5,
+    eps: float,
 ) -> np.ndarray:
     """The ``layer_norm_backward`` kernel's float32 path (float32 g, x and weight), bit
     for bit: the result in ``out`` (x's shape; may be g or x) or fresh, the centred x
@@ -253,8 +252,6 @@ def _infer_batch_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
             f"batch statistics need more than one value per channel; input {x} has"
             f" {per_channel}. Train on batches of at least 2 (or put the layer in eval mode)"
         )
-    if float(attrs.get("eps", 1e-5)) <= 0:
-        raise ShapeError(f"eps must be positive, got {attrs.get('eps')}")
     return x
 
 
@@ -272,7 +269,7 @@ def _batch_norm(
     weight: np.ndarray | None = None,
     bias: np.ndarray | None = None,
     *,
-    eps: float = 1e-5,
+    eps: float,
 ) -> np.ndarray:
     y, _ = normalize(x, batch_norm_axes(x.ndim), eps)
     if weight is not None and bias is not None:
@@ -281,7 +278,7 @@ def _batch_norm(
 
 
 def _batch_norm_backward(
-    g: np.ndarray, x: np.ndarray, weight: np.ndarray | None = None, *, eps: float = 1e-5
+    g: np.ndarray, x: np.ndarray, weight: np.ndarray | None = None, *, eps: float
 ) -> np.ndarray:
     gw = g if weight is None else g * _channel(weight, x.ndim)
     return normalize_backward(gw, x, batch_norm_axes(x.ndim), eps)
@@ -350,6 +347,16 @@ def _batch_norm_backward_cases(rng: np.random.Generator) -> list[OpCase]:
     ]
 
 
+def _positive(value: float) -> str | None:
+    return None if value > 0 else "must be positive"
+
+
+# The attributes of the normalisations.
+AXIS = Attr(name="axis", kind=int, doc="the axis normalised over")
+EPS = Attr(name="eps", kind=float, default=1e-5, check=_positive, doc="added to the variance")
+NORMALIZED_SHAPE = Attr(name="normalized_shape", kind=tuple, doc="the trailing axes' sizes")
+
+
 def _norm_op(name: str, **fields: Any) -> None:
     """Register a composite normalisation op; ``fields``: the other OpDef fields."""
     register_op(OpDef(name=name, family="norm", composite=True, **fields))
@@ -357,6 +364,7 @@ def _norm_op(name: str, **fields: Any) -> None:
 
 _norm_op(
     "softmax",
+    attrs=(AXIS,),
     infer=_infer_softmax,
     kernel=_softmax,
     arity=1,
@@ -368,6 +376,7 @@ _norm_op(
 )
 _norm_op(
     "log_softmax",
+    attrs=(AXIS,),
     infer=_infer_softmax,
     kernel=_log_softmax,
     arity=1,
@@ -378,6 +387,7 @@ _norm_op(
 )
 _norm_op(
     "layer_norm",
+    attrs=(NORMALIZED_SHAPE, EPS),
     infer=_infer_layer_norm,
     kernel=_layer_norm,
     arity=None,
@@ -389,6 +399,7 @@ _norm_op(
 )
 _norm_op(
     "layer_norm_backward",
+    attrs=(NORMALIZED_SHAPE, EPS),
     infer=_infer_layer_norm_backward,
     kernel=_layer_norm_backward,
     arity=None,
@@ -400,6 +411,7 @@ _norm_op(
 )
 _norm_op(
     "batch_norm",
+    attrs=(EPS,),
     infer=_infer_batch_norm,
     kernel=_batch_norm,
     arity=None,
@@ -409,6 +421,7 @@ _norm_op(
 )
 _norm_op(
     "batch_norm_backward",
+    attrs=(EPS,),
     infer=_infer_batch_norm_backward,
     kernel=_batch_norm_backward,
     arity=None,

@@ -16,22 +16,30 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from asgrad.tensor.errors import ArgumentError, ShapeError
+from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import broadcast_shapes, normalize_axis, randn, require_float
 from asgrad.tensor.ops._common import same_dtype as _same_dtype
-from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
+from asgrad.tensor.registry import Attr, Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
 
 
-def _positive_eps(attrs: Attrs, default: float) -> float:
-    eps = attrs.get("eps", default)
-    if eps is None:
-        return default
-    if not float(eps) > 0:
-        raise ArgumentError(f"eps must be positive, got {eps}")
-    return float(eps)
+def _positive(value: float) -> str | None:
+    return None if value > 0 else "must be positive"
+
+
+def _p_check(value: float) -> str | None:
+    return None if value >= 1.0 else "must be at least 1 (or inf)"
+
+
+def _eps(default: float | None, doc: str) -> Attr:
+    return Attr(
+        name="eps", kind=float, default=default, check=_positive, optional=default is None, doc=doc
+    )
+
+
+P = Attr(name="p", kind=float, default=2.0, check=_p_check, doc="the norm's exponent (inf: max)")
 
 
 def _check_affine(types: Sequence[TensorType], shape: tuple[int, ...], what: str) -> None:
@@ -53,13 +61,10 @@ def _infer_group_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if len(types) not in (1, 3):
         raise ShapeError("give the input alone, or with both weight and bias")
     _check_affine(types, (channels,), "one per channel")
-    _positive_eps(attrs, 1e-5)
     return x
 
 
-def _group_norm(
-    x: np.ndarray, *affine: np.ndarray, num_groups: int, eps: float = 1e-5
-) -> np.ndarray:
+def _group_norm(x: np.ndarray, *affine: np.ndarray, num_groups: int, eps: float) -> np.ndarray:
     n, c = x.shape[0], x.shape[1]
     xr = x.reshape(n, num_groups, -1)
     mean = xr.mean(axis=2, keepdims=True)
@@ -71,7 +76,7 @@ def _group_norm(
     return np.asarray(y, dtype=x.dtype)
 
 
-def _expand_group_norm(x: Tensor, *affine: Tensor, num_groups: int, eps: float = 1e-5) -> Tensor:
+def _expand_group_norm(x: Tensor, *affine: Tensor, num_groups: int, eps: float) -> Tensor:
     c = x.shape[1]
     inner = math.prod(x.shape[1:]) // num_groups
     # -1 on the batch axis: a graph built for one batch size runs on another
@@ -111,7 +116,6 @@ def _infer_rms_norm(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     if len(types) > 2:
         raise ShapeError("rms norm takes the input and at most a weight")
     _check_affine(types, shape, "normalized_shape")
-    _positive_eps(attrs, 1e-6)
     return x
 
 
@@ -120,7 +124,7 @@ def _rms_eps(x: np.ndarray | Tensor, eps: float | None) -> float:
 
 
 def _rms_norm(
-    x: np.ndarray, *weight: np.ndarray, normalized_shape: Sequence[int], eps: float | None = None
+    x: np.ndarray, *weight: np.ndarray, normalized_shape: Sequence[int], eps: float | None
 ) -> np.ndarray:
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     y = x / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + _rms_eps(x, eps))
@@ -128,7 +132,7 @@ def _rms_norm(
 
 
 def _expand_rms_norm(
-    x: Tensor, *weight: Tensor, normalized_shape: Sequence[int], eps: float | None = None
+    x: Tensor, *weight: Tensor, normalized_shape: Sequence[int], eps: float | None
 ) -> Tensor:
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     y = x / ((x * x).mean(axis=axes, keepdims=True) + _rms_eps(x, eps)).sqrt()
@@ -166,27 +170,18 @@ def _tensor_p_norm(x: Tensor, p: float, axis: int, floor: float, keepdims: bool)
     return powered.sum(axis=axis, keepdims=keepdims).maximum(floor**p) ** (1.0 / p)
 
 
-def _check_p(attrs: Attrs) -> float:
-    p = float(attrs.get("p", 2.0))
-    if not (p >= 1.0 or math.isinf(p)) or math.isnan(p):
-        raise ArgumentError(f"p must be at least 1 (or inf), got {p}")
-    return p
-
-
 def _infer_normalize(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x = types[0]
     require_float(x)
-    _check_p(attrs)
-    normalize_axis(int(attrs.get("axis", 1)), len(x.shape))
-    _positive_eps(attrs, 1e-12)
+    normalize_axis(attrs["axis"], len(x.shape))
     return x
 
 
-def _normalize(x: np.ndarray, p: float = 2.0, axis: int = 1, eps: float = 1e-12) -> np.ndarray:
+def _normalize(x: np.ndarray, p: float, axis: int, eps: float) -> np.ndarray:
     return np.asarray(x / np.maximum(_p_norm(x, p, axis), eps), dtype=x.dtype)
 
 
-def _expand_normalize(x: Tensor, p: float = 2.0, axis: int = 1, eps: float = 1e-12) -> Tensor:
+def _expand_normalize(x: Tensor, p: float, axis: int, eps: float) -> Tensor:
     return x / _tensor_p_norm(x, p, normalize_axis(axis, x.ndim), eps, keepdims=True)
 
 
@@ -197,8 +192,7 @@ def _infer_pair(types: Sequence[TensorType], attrs: Attrs, keep: bool) -> Tensor
     shape = broadcast_shapes(a.shape, b.shape)
     if not shape:
         raise ShapeError("the inputs need at least one axis to reduce")
-    axis = normalize_axis(int(attrs.get("axis", -1)), len(shape))
-    _positive_eps(attrs, 1e-8)
+    axis = normalize_axis(attrs["axis"], len(shape))
     out = list(shape)
     if keep:
         out[axis] = 1
@@ -212,18 +206,17 @@ def _infer_cosine(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 
 def _infer_pairwise(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    _check_p(attrs)
-    return _infer_pair(types, {**attrs, "axis": -1}, keep=bool(attrs.get("keepdim", False)))
+    return _infer_pair(types, {**attrs, "axis": -1}, keep=attrs["keepdim"])
 
 
-def _cosine_similarity(a: np.ndarray, b: np.ndarray, axis: int = 1, eps: float = 1e-8) -> Any:
+def _cosine_similarity(a: np.ndarray, b: np.ndarray, axis: int, eps: float) -> Any:
     a, b = np.broadcast_arrays(a, b)  # PyTorch broadcasts first, then reduces
     na = np.maximum(np.sqrt(np.sum(a * a, axis=axis, keepdims=True)), eps)
     nb = np.maximum(np.sqrt(np.sum(b * b, axis=axis, keepdims=True)), eps)
     return np.asarray(np.sum((a / na) * (b / nb), axis=axis), dtype=a.dtype)
 
 
-def _expand_cosine(a: Tensor, b: Tensor, axis: int = 1, eps: float = 1e-8) -> Tensor:
+def _expand_cosine(a: Tensor, b: Tensor, axis: int, eps: float) -> Tensor:
     shape = broadcast_shapes(a.shape, b.shape)
     axis = normalize_axis(axis, len(shape))
     a = a if a.shape == shape else a.broadcast_to(shape)  # PyTorch broadcasts first
@@ -234,14 +227,12 @@ def _expand_cosine(a: Tensor, b: Tensor, axis: int = 1, eps: float = 1e-8) -> Te
 
 
 def _pairwise_distance(
-    a: np.ndarray, b: np.ndarray, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+    a: np.ndarray, b: np.ndarray, p: float, eps: float, keepdim: bool
 ) -> np.ndarray:
     return np.asarray(_p_norm(a - b + eps, p, -1, keepdims=keepdim), dtype=a.dtype)
 
 
-def _expand_pairwise(
-    a: Tensor, b: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
-) -> Tensor:
+def _expand_pairwise(a: Tensor, b: Tensor, p: float, eps: float, keepdim: bool) -> Tensor:
     return _tensor_p_norm(a - b + eps, p, -1, 0.0, keepdims=keepdim)
 
 
@@ -294,6 +285,10 @@ _register(
     _expand_group_norm,
     _group_norm_cases,
     "normalise groups of channels (axis 1) by their mean and variance, then scale and shift",
+    attrs=(
+        Attr(name="num_groups", kind=int, doc="the groups the channels split into"),
+        _eps(1e-5, "added to the variance"),
+    ),
 )
 _register(
     "rms_norm",
@@ -302,6 +297,10 @@ _register(
     _expand_rms_norm,
     _rms_norm_cases,
     "x / sqrt(mean(x**2) + eps) over the trailing axes, times weight",
+    attrs=(
+        Attr(name="normalized_shape", kind=tuple, doc="the trailing axes' sizes"),
+        _eps(None, "added to the mean square (None: the dtype's epsilon)"),
+    ),
 )
 _register(
     "normalize",
@@ -310,6 +309,11 @@ _register(
     _expand_normalize,
     _normalize_cases,
     "x / max(||x||_p, eps) along axis",
+    attrs=(
+        P,
+        Attr(name="axis", kind=int, default=1, doc="the axis normalised"),
+        _eps(1e-12, "the smallest norm divided by"),
+    ),
 )
 _register(
     "cosine_similarity",
@@ -318,6 +322,10 @@ _register(
     _expand_cosine,
     _cosine_cases,
     "sum of x1 / max(||x1||, eps) * x2 / max(||x2||, eps) along axis",
+    attrs=(
+        Attr(name="axis", kind=int, default=1, doc="the axis reduced"),
+        _eps(1e-8, "the smallest norm divided by"),
+    ),
 )
 _register(
     "pairwise_distance",
@@ -326,4 +334,9 @@ _register(
     _expand_pairwise,
     _pairwise_cases,
     "||x1 - x2 + eps||_p along the last axis",
+    attrs=(
+        P,
+        _eps(1e-6, "added to the difference"),
+        Attr(name="keepdim", kind=bool, default=False, doc="keep the reduced axis, size 1"),
+    ),
 )

@@ -19,7 +19,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, require_float, same_dtype, uniform
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 
 def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:
@@ -28,16 +28,22 @@ def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:
             raise ShapeError(f"{name} is {t}; it must have the shape of {names[0]} {types[0]}")
 
 
+def _beta(value: float) -> str | None:
+    return None if 0.0 <= value < 1.0 else "must be in [0, 1)"
+
+
+def _not_negative(value: float) -> str | None:
+    return None if value >= 0 else "must be >= 0"
+
+
 def _infer_adam_ema(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(types[0], "moment")
     same_dtype(types, "moment and gradient")
     _same_shape(types, ("moment", "gradient"))
-    if not 0.0 <= float(attrs["beta"]) < 1.0:
-        raise ShapeError(f"beta must be in [0, 1), got {attrs['beta']}")
     return types[0]
 
 
-def _adam_ema(m: np.ndarray, g: np.ndarray, *, beta: float, square: bool = False) -> np.ndarray:
+def _adam_ema(m: np.ndarray, g: np.ndarray, *, beta: float, square: bool) -> np.ndarray:
     dt = m.dtype.type
     out: np.ndarray = np.multiply(m, dt(beta))
     if square:
@@ -58,8 +64,6 @@ def _infer_adam_update(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     for t in types[3:]:
         if t.shape != ():
             raise ShapeError(f"step scalars must be 0-d, got {t}")
-    if float(attrs.get("eps", 1e-8)) < 0:
-        raise ShapeError(f"eps must be >= 0, got {attrs['eps']}")
     return types[0]
 
 
@@ -71,7 +75,7 @@ def _adam_update(
     bc2_sqrt: np.ndarray,
     decay: np.ndarray | None = None,
     *,
-    eps: float = 1e-8,
+    eps: float,
 ) -> np.ndarray:
     dt = p.dtype.type
     denom = np.sqrt(v)
@@ -125,6 +129,10 @@ def _adam_update_cases(rng: np.random.Generator) -> list[OpCase]:
 register_op(
     OpDef(
         name="adam_ema",
+        attrs=(
+            Attr(name="beta", kind=float, check=_beta, doc="the decay of the moment"),
+            Attr(name="square", kind=bool, default=False, doc="average g * g (the second moment)"),
+        ),
         family="optim",
         infer=_infer_adam_ema,
         kernel=_adam_ema,
@@ -139,6 +147,15 @@ register_op(
 register_op(
     OpDef(
         name="adam_update",
+        attrs=(
+            Attr(
+                name="eps",
+                kind=float,
+                default=1e-8,
+                check=_not_negative,
+                doc="added to the denominator",
+            ),
+        ),
         family="optim",
         infer=_infer_adam_update,
         kernel=_adam_update,

@@ -27,6 +27,9 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, same_dtype
 from asgrad.tensor.ops.spatial import (
+    COUNT_INCLUDE_PAD,
+    OUTPUT_SIZE,
+    POOL_ATTRS,
     Pair,
     crop_hw,
     offset_slice,
@@ -222,7 +225,7 @@ def _divisor(
     return np.outer(counts[0], counts[1]).astype(x.dtype)
 
 
-def _avg_pool2d(x: np.ndarray, count_include_pad: bool = True, **attrs: Any) -> np.ndarray:
+def _avg_pool2d(x: np.ndarray, count_include_pad: bool, **attrs: Any) -> np.ndarray:
     kernel, stride, padding, ohw = _geometry(x, attrs)
     xp = pad_hw(x, padding)
     out = np.zeros((*x.shape[:2], *ohw), dtype=x.dtype)
@@ -234,7 +237,7 @@ def _avg_pool2d(x: np.ndarray, count_include_pad: bool = True, **attrs: Any) -> 
 
 
 def _avg_pool2d_backward(
-    g: np.ndarray, x: np.ndarray, count_include_pad: bool = True, **attrs: Any
+    g: np.ndarray, x: np.ndarray, count_include_pad: bool, **attrs: Any
 ) -> np.ndarray:
     kernel, stride, padding, ohw = _geometry(x, attrs)
     div = _divisor(x, kernel, padding, ohw, stride, count_include_pad)
@@ -361,6 +364,7 @@ def _pool_op(name: str, **fields: Any) -> None:
 
 _pool_op(
     "max_pool2d",
+    attrs=POOL_ATTRS,
     infer=_infer_pool,
     kernel=_max_pool2d,
     arity=1,
@@ -370,6 +374,7 @@ _pool_op(
 )
 _pool_op(
     "max_pool2d_backward",
+    attrs=POOL_ATTRS,
     infer=_infer_pool_backward,
     kernel=_max_pool2d_backward,
     arity=2,
@@ -379,6 +384,7 @@ _pool_op(
 )
 _pool_op(
     "max_pool2d_select",
+    attrs=POOL_ATTRS,
     infer=_infer_max_pool2d_select,
     kernel=_max_pool2d_select,
     arity=2,
@@ -387,6 +393,7 @@ _pool_op(
 )
 _pool_op(
     "avg_pool2d",
+    attrs=(*POOL_ATTRS, COUNT_INCLUDE_PAD),
     infer=_infer_pool,
     kernel=_avg_pool2d,
     arity=1,
@@ -395,6 +402,7 @@ _pool_op(
 )
 _pool_op(
     "avg_pool2d_backward",
+    attrs=(*POOL_ATTRS, COUNT_INCLUDE_PAD),
     infer=_infer_pool_backward,
     kernel=_avg_pool2d_backward,
     arity=2,
@@ -403,6 +411,7 @@ _pool_op(
 )
 _pool_op(
     "adaptive_avg_pool2d",
+    attrs=(OUTPUT_SIZE,),
     infer=_infer_adaptive,
     kernel=_adaptive_avg_pool2d,
     arity=1,
@@ -411,6 +420,7 @@ _pool_op(
 )
 _pool_op(
     "adaptive_avg_pool2d_backward",
+    attrs=(OUTPUT_SIZE,),
     infer=_infer_adaptive_backward,
     kernel=_adaptive_avg_pool2d_backward,
     arity=2,

@@ -12,6 +12,7 @@ import numpy as np
 
 from asgrad.tensor.ops._common import randn
 from asgrad.tensor.ops._lift import register_1d
+from asgrad.tensor.ops.spatial import COUNT_INCLUDE_PAD, OUTPUT_SIZE, POOL_ATTRS
 from asgrad.tensor.registry import OpCase
 
 
@@ -43,10 +44,24 @@ def _adaptive_cases(rng: np.random.Generator) -> list[OpCase]:
 
 
 register_1d(
-    "max_pool1d", "pool", "max_pool2d", (0,), _max_pool1d_cases, "1-D max pooling", __name__
+    "max_pool1d",
+    "pool",
+    "max_pool2d",
+    (0,),
+    _max_pool1d_cases,
+    "1-D max pooling",
+    __name__,
+    POOL_ATTRS,
 )
 register_1d(
-    "avg_pool1d", "pool", "avg_pool2d", (0,), _avg_pool1d_cases, "1-D average pooling", __name__
+    "avg_pool1d",
+    "pool",
+    "avg_pool2d",
+    (0,),
+    _avg_pool1d_cases,
+    "1-D average pooling",
+    __name__,
+    (*POOL_ATTRS, COUNT_INCLUDE_PAD),
 )
 register_1d(
     "adaptive_avg_pool1d",
@@ -56,4 +71,5 @@ register_1d(
     _adaptive_cases,
     "1-D average pooling to a fixed output_size",
     __name__,
+    (OUTPUT_SIZE,),
 )

@@ -19,6 +19,7 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn, require_float
 from asgrad.tensor.ops._depth import depth_taps, pad_axis, pad_np, triple
+from asgrad.tensor.ops.spatial import COUNT_INCLUDE_PAD, OUTPUT_SIZE, POOL_ATTRS
 from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
 
 def _window(attrs: Attrs) -> tuple[tuple[int, int, int], ...]:
     kernel = triple(attrs["kernel_size"])
-    stride = kernel if attrs.get("stride") is None else triple(attrs["stride"])
-    return kernel, stride, triple(attrs.get("padding", 0))
+    stride = kernel if attrs["stride"] is None else triple(attrs["stride"])
+    return kernel, stride, triple(attrs["padding"])
 
 
 def _out(shape: Sequence[int], attrs: Attrs) -> tuple[int, ...]:
@@ -77,7 +78,7 @@ def _max_pool3d(x: np.ndarray, **attrs: Any) -> np.ndarray:
 def _divisor(shape: Sequence[int], attrs: Attrs) -> np.ndarray:
     """PyTorch's divisor of each output (D_out, H_out, W_out)."""
     kernel, stride, padding = _window(attrs)
-    if attrs.get("count_include_pad", True):
+    if attrs["count_include_pad"]:
         return np.full(_out(shape, attrs), float(math.prod(kernel)))
     counts = []
     for i, n in enumerate(_out(shape, attrs)):
@@ -196,8 +197,24 @@ def _adaptive_cases(rng: np.random.Generator) -> list[OpCase]:
 _register = functools.partial(register_expanding, family="pool", arity=1, tolerance=(1e-05, 1e-06))
 
 
-_register("max_pool3d", _infer, _max_pool3d, _expand_max, _max_cases, "3-D max pooling")
-_register("avg_pool3d", _infer, _avg_pool3d, _expand_avg, _avg_cases, "3-D average pooling")
+_register(
+    "max_pool3d",
+    _infer,
+    _max_pool3d,
+    _expand_max,
+    _max_cases,
+    "3-D max pooling",
+    attrs=POOL_ATTRS,
+)
+_register(
+    "avg_pool3d",
+    _infer,
+    _avg_pool3d,
+    _expand_avg,
+    _avg_cases,
+    "3-D average pooling",
+    attrs=(*POOL_ATTRS, COUNT_INCLUDE_PAD),
+)
 _register(
     "adaptive_avg_pool3d",
     _infer_adaptive,
@@ -205,4 +222,5 @@ _register(
     _expand_adaptive,
     _adaptive_cases,
     "3-D average pooling to a fixed output_size",
+    attrs=(OUTPUT_SIZE,),
 )

@@ -19,7 +19,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ops._common import randn, require_float
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -77,13 +77,13 @@ def taps(
 def _plan(shape: Sequence[int], attrs: Attrs) -> list[tuple[int, list[Any]]]:
     """Per spatial axis that changes: (axis, its taps)."""
     size = tuple(attrs["size"])
-    scales = attrs.get("scales") or (None,) * len(size)
+    scales = attrs["scales"] or (None,) * len(size)
     plans = []
     for k, (n, m, s) in enumerate(zip(shape[2:], size, scales, strict=True)):
         mode = attrs["mode"]
         if n == m and s is None and mode != "bicubic":
             continue  # the identity along this axis
-        plans.append((2 + k, taps(mode, n, m, bool(attrs.get("align_corners")), s)))
+        plans.append((2 + k, taps(mode, n, m, bool(attrs["align_corners"]), s)))
     return plans
 
 
@@ -104,7 +104,7 @@ def _infer_interpolate(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
         raise ShapeError(f"mode {mode!r} resizes {MODES[mode]}-D inputs, got {spatial} axes")
     if any(d <= 0 for d in size):
         raise ShapeError(f"output sizes must be positive, got {list(size)}")
-    if attrs.get("align_corners") is not None and mode.startswith("nearest"):
+    if attrs["align_corners"] is not None and mode.startswith("nearest"):
         raise ArgumentError("align_corners applies to the linear and cubic modes only")
     return TensorType((*x.shape[:2], *size), x.dtype)
 
@@ -144,8 +144,6 @@ def _expand_interpolate(x: Tensor, **attrs: Any) -> Tensor:
 
 def _cases(rng: np.random.Generator) -> list[OpCase]:
     def case(shape: tuple[int, ...], label: str, **attrs: Any) -> OpCase:
-        attrs.setdefault("align_corners", None)
-        attrs.setdefault("scales", None)
         return OpCase((randn(rng, *shape),), attrs, label=label)
 
     return [
@@ -175,6 +173,24 @@ register_op(
         cases=_cases,
         tolerance=(1e-5, 1e-6),
         doc="resize the spatial axes (nearest, linear, bilinear, bicubic, trilinear)",
+        attrs=(
+            Attr(name="mode", kind=str, doc="nearest, nearest-exact, (bi/tri)linear, bicubic"),
+            Attr(name="size", kind=tuple, doc="the output's spatial sizes"),
+            Attr(
+                name="align_corners",
+                kind=bool,
+                default=None,
+                optional=True,
+                doc="corner pixels' centres align (None: not given; False for the linear modes)",
+            ),
+            Attr(
+                name="scales",
+                kind=tuple,
+                default=None,
+                optional=True,
+                doc="the scale factors that set the coordinates (None: from the sizes)",
+            ),
+        ),
     )
 )
 

@@ -17,7 +17,7 @@ import numpy as np
 from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import DTypeError, ShapeError
 from asgrad.tensor.ops._common import require_float
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -85,6 +85,7 @@ register_op(
         arity=2,
         cases=_cases,
         doc="values written back at max_pool2d's indices (r * W + c), zeros elsewhere",
+        attrs=(Attr(name="output_size", kind=tuple, doc="the (H, W) written into"),),
     )
 )
 

@@ -25,7 +25,7 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn
 from asgrad.tensor.ops.spatial import Pair, require_nchw
-from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
+from asgrad.tensor.registry import Attr, Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -44,8 +44,8 @@ def _window(attrs: Attrs) -> tuple[Pair, Pair, Pair, Pair, bool]:
     kernel = tuple(int(v) for v in attrs["kernel_size"])
     stride = tuple(int(v) for v in attrs["stride"])
     padding = tuple(int(v) for v in attrs["padding"])
-    dilation = tuple(int(v) for v in attrs.get("dilation", (1, 1)))
-    return kernel, stride, padding, dilation, bool(attrs.get("ceil_mode", False))  # type: ignore[return-value]
+    dilation = tuple(int(v) for v in attrs["dilation"])
+    return kernel, stride, padding, dilation, attrs["ceil_mode"]  # type: ignore[return-value]
 
 
 def _out_hw(shape: Sequence[int], attrs: Attrs) -> Pair:
@@ -68,9 +68,6 @@ def _out_hw(shape: Sequence[int], attrs: Attrs) -> Pair:
 def _infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     x = types[0]
     require_nchw(x, "input")
-    divisor = attrs.get("divisor_override")
-    if divisor is not None and int(divisor) <= 0:
-        raise ShapeError(f"divisor_override must be positive, got {divisor}")
     return TensorType((*x.shape[:2], *_out_hw(x.shape, attrs)), x.dtype)
 
 
@@ -144,8 +141,8 @@ def _max_indices(x: np.ndarray, **attrs: Any) -> np.ndarray:
 def _divisors(shape: Sequence[int], attrs: Attrs) -> np.ndarray:
     """PyTorch's divisor of each output of ``avg_pool2d`` (OH, OW)."""
     kernel, stride, padding, _, _ = _window(attrs)
-    override = attrs.get("divisor_override")
-    include = bool(attrs.get("count_include_pad", True))
+    override = attrs["divisor_override"]
+    include = attrs["count_include_pad"]
     ohw = _out_hw(shape, attrs)
     counts = []
     for i in range(2):
@@ -282,8 +279,6 @@ def _index_cases(rng: np.random.Generator) -> list[OpCase]:
 
 def _avg_cases(rng: np.random.Generator) -> list[OpCase]:
     def case(shape: tuple[int, ...], label: str, **kw: Any) -> OpCase:
-        kw.setdefault("count_include_pad", True)
-        kw.setdefault("divisor_override", None)
         return OpCase((randn(rng, *shape),), _attrs(**kw), label=label)
 
     return [
@@ -319,6 +314,31 @@ def _avg_cases(rng: np.random.Generator) -> list[OpCase]:
 _register = functools.partial(register_expanding, family="pool", arity=1, tolerance=(1e-05, 1e-06))
 
 
+def _positive(value: int) -> str | None:
+    return None if value > 0 else "must be positive"
+
+
+# The attributes of the general poolings, one value per spatial axis.
+_WINDOW = (
+    Attr(name="kernel_size", kind=tuple, doc="the window's size"),
+    Attr(name="stride", kind=tuple, doc="the step between windows"),
+    Attr(name="padding", kind=tuple, doc="added on each side (the pooled value's identity)"),
+    Attr(name="dilation", kind=tuple, default=(1, 1), doc="the step between taps"),
+    Attr(name="ceil_mode", kind=bool, default=False, doc="round the output size up"),
+)
+_AVERAGE = (
+    Attr(name="count_include_pad", kind=bool, default=True, doc="padding counts in the mean"),
+    Attr(
+        name="divisor_override",
+        kind=int,
+        default=None,
+        check=_positive,
+        optional=True,
+        doc="divide by this instead of the window's count",
+    ),
+)
+
+
 _register(
     "max_pool2d_general",
     _infer,
@@ -326,6 +346,7 @@ _register(
     _expand_max,
     _max_cases,
     "max pooling with dilation and ceil_mode",
+    attrs=_WINDOW,
 )
 _register(
     "max_pool2d_indices",
@@ -335,6 +356,7 @@ _register(
     _index_cases,
     "the flat input index (h * W + w) of each window's first maximum",
     differentiable=False,
+    attrs=_WINDOW,
 )
 _register(
     "avg_pool2d_general",
@@ -343,4 +365,5 @@ _register(
     _expand_avg,
     _avg_cases,
     "average pooling with ceil_mode and divisor_override",
+    attrs=(*_WINDOW, *_AVERAGE),
 )

@@ -18,7 +18,7 @@ import numpy as np
 from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import DTypeError, ShapeError
 from asgrad.tensor.ops._common import randn, require_float
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 __all__ = [
     "dropout_keep",
@@ -113,6 +113,7 @@ register_op(
         arity=2,
         tolerance=(1e-6, 1e-7),
         cases=_dropout_cases,
+        attrs=(Attr(name="p", kind=float, doc="the probability of zeroing an element"),),
         doc="zero elements with probability p by a hash of (seed, index); scale 1/(1-p)",
     )
 )
@@ -222,5 +223,6 @@ for _name, _kernel, _tol, _doc in (
             doc=_doc,
             shape_only_inputs=(0,),
             fresh_result=True,
+            attrs=(),
         )
     )

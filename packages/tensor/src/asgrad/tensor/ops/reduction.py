@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
+from asgrad.tensor.errors import DTypeError, ShapeError
 from asgrad.tensor.ops import _math_cases as cases
 from asgrad.tensor.ops import _reduction_math as expansions
 from asgrad.tensor.ops._common import (
@@ -20,15 +20,34 @@ from asgrad.tensor.ops._common import (
     require_float,
     require_nonempty_axis,
 )
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 
-def _infer_reduce(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+def _not_negative(value: float) -> str | None:
+    return None if value >= 0 else "must be a number >= 0"
+
+
+# The attributes of the reductions over axes, the scans and the sorts.
+AXES = Attr(name="axis", kind=tuple, doc="the axes reduced (sorted, non-negative)")
+KEEPDIMS = Attr(name="keepdims", kind=bool, default=False, doc="keep each reduced axis, size 1")
+CORRECTION = Attr(
+    name="correction",
+    kind=float,
+    default=0.0,
+    check=_not_negative,
+    doc="divide by n - correction (0: population, 1: sample)",
+)
+AXIS = Attr(name="axis", kind=int, doc="the axis (non-negative)")
+REVERSE = Attr(name="reverse", kind=bool, default=False, doc="run from the end")
+DESCENDING = Attr(name="descending", kind=bool, default=False, doc="largest first")
+
+
+def _infer_reduce(types: Sequence[TensorType], attrs: Attrs, *, bools: bool = False) -> TensorType:
     (t,) = types
-    if t.dtype == "bool" and not attrs.get("bools"):
+    if t.dtype == "bool" and not bools:
         raise DTypeError(f"cannot reduce bool values ({t}); cast them to a number first")
     axes = normalize_axes(attrs["axis"], len(t.shape))
-    return TensorType(reduced_shape(t.shape, axes, bool(attrs.get("keepdims", False))), t.dtype)
+    return TensorType(reduced_shape(t.shape, axes, attrs["keepdims"]), t.dtype)
 
 
 def _infer_sum(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -39,9 +58,6 @@ def _infer_sum(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
 
 def _infer_reduce_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     require_float(types[0])
-    correction = attrs.get("correction", 0)
-    if isinstance(correction, bool) or not isinstance(correction, int | float) or correction < 0:
-        raise ArgumentError(f"correction must be a number >= 0, got {correction!r}")
     return _infer_reduce(types, attrs)
 
 
@@ -49,20 +65,19 @@ def _infer_nonempty_reduce(types: Sequence[TensorType], attrs: Attrs) -> TensorT
     axes = normalize_axes(attrs["axis"], len(types[0].shape))
     if any(types[0].shape[a] == 0 for a in axes):
         raise ShapeError(f"cannot take max/min over an empty axis of {types[0]}")
-    return _infer_reduce(types, {**attrs, "bools": True})
+    return _infer_reduce(types, attrs, bools=True)
 
 
 def _infer_truth(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     """any/all: every dtype (nonzero is true), a bool result."""
-    return TensorType(_infer_reduce(types, {**attrs, "bools": True}).shape, "bool")
+    return TensorType(_infer_reduce(types, attrs, bools=True).shape, "bool")
 
 
 def _infer_argmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     (t,) = types
     axis = normalize_axis(attrs["axis"], len(t.shape))
     require_nonempty_axis(t, axis, "take the argmax or argmin over")
-    keep = bool(attrs.get("keepdims", False))
-    return TensorType(reduced_shape(t.shape, (axis,), keep), "int64")
+    return TensorType(reduced_shape(t.shape, (axis,), attrs["keepdims"]), "int64")
 
 
 def _infer_scan(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -95,46 +110,42 @@ def _infer_size_ratio(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType((), types[0].dtype)
 
 
-def _sum(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+def _sum(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.sum(x, axis=axis, keepdims=keepdims)
     return out
 
 
-def _mean(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+def _mean(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.mean(x, axis=axis, keepdims=keepdims)
     return out
 
 
-def _max(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+def _max(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.max(x, axis=axis, keepdims=keepdims)
     return out
 
 
-def _min(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+def _min(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.min(x, axis=axis, keepdims=keepdims)
     return out
 
 
-def _var(
-    x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False, correction: float = 0
-) -> np.ndarray:
+def _var(x: np.ndarray, axis: tuple[int, ...], keepdims: bool, correction: float) -> np.ndarray:
     out: np.ndarray = np.var(x, axis=axis, keepdims=keepdims, ddof=correction)
     return out
 
 
-def _std(
-    x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False, correction: float = 0
-) -> np.ndarray:
+def _std(x: np.ndarray, axis: tuple[int, ...], keepdims: bool, correction: float) -> np.ndarray:
     out: np.ndarray = np.std(x, axis=axis, keepdims=keepdims, ddof=correction)
     return out
 
 
-def _prod(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+def _prod(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.prod(x, axis=axis, keepdims=keepdims)
     return out
 
 
-def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> np.ndarray:
+def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     m = np.max(x, axis=axis, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
     m = np.where(np.isfinite(m), m, 0)
     with np.errstate(divide="ignore"):  # log 0 = -inf: every value -inf
@@ -142,12 +153,12 @@ def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool = False) -> 
     return np.asarray(out if keepdims else np.squeeze(out, axis=axis), x.dtype)
 
 
-def _argmin(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
+def _argmin(x: np.ndarray, axis: int, keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.argmin(x, axis=axis, keepdims=keepdims)
     return out
 
 
-def _argmax(x: np.ndarray, axis: int, keepdims: bool = False) -> np.ndarray:
+def _argmax(x: np.ndarray, axis: int, keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.argmax(x, axis=axis, keepdims=keepdims)
     return out
 
@@ -158,7 +169,7 @@ def _along(fn: Callable[..., np.ndarray], x: np.ndarray, axis: int, reverse: boo
     return np.flip(fn(np.flip(x, axis), axis), axis)
 
 
-def _cumsum(x: np.ndarray, axis: int, reverse: bool = False) -> np.ndarray:
+def _cumsum(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     dtype = np.int64 if x.dtype.kind in "iu" else x.dtype
     return _along(lambda v, a: np.cumsum(v, axis=a, dtype=dtype), x, axis, reverse)
 
@@ -167,7 +178,7 @@ def _cumprod(x: np.ndarray, axis: int) -> np.ndarray:
     return np.asarray(np.cumprod(x, axis=axis))
 
 
-def _logcumsumexp(x: np.ndarray, axis: int, reverse: bool = False) -> np.ndarray:
+def _logcumsumexp(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     return _along(lambda v, a: np.logaddexp.accumulate(v, axis=a), x, axis, reverse)
 
 
@@ -191,7 +202,7 @@ def _cumarg(largest: bool) -> Callable[..., np.ndarray]:
     return kernel
 
 
-def _argsort(x: np.ndarray, axis: int, descending: bool = False) -> np.ndarray:
+def _argsort(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Stable: ties keep their order; NaN sorts as the largest value (numpy, PyTorch)."""
     if not descending:
         return np.argsort(x, axis=axis, kind="stable")
@@ -199,7 +210,7 @@ def _argsort(x: np.ndarray, axis: int, descending: bool = False) -> np.ndarray:
     return np.asarray(x.shape[axis] - 1 - np.flip(ascending, axis))
 
 
-def _sort(x: np.ndarray, axis: int, descending: bool = False) -> np.ndarray:
+def _sort(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     return np.take_along_axis(x, _argsort(x, axis, descending), axis=axis)
 
 
@@ -230,7 +241,7 @@ def _reduction(
     tolerance: tuple[float, float] = (1e-5, 1e-5),
     **fields: Any,
 ) -> None:
-    fields = {"cases": _reduce_cases, **fields}
+    fields = {"cases": _reduce_cases, "attrs": (AXES, KEEPDIMS), **fields}
     register_op(
         OpDef(
             name=name,
@@ -256,6 +267,7 @@ _reduction(
     _infer_reduce_float,
     (1e-4, 1e-5),
     cases=cases.moment_cases,
+    attrs=(AXES, KEEPDIMS, CORRECTION),
 )
 _reduction(
     "std",
@@ -264,6 +276,7 @@ _reduction(
     _infer_reduce_float,
     (1e-4, 1e-5),
     cases=cases.moment_cases,
+    attrs=(AXES, KEEPDIMS, CORRECTION),
     expand=expansions.std,
 )
 _reduction("prod", _prod, "product over axes (floats)", _infer_reduce_float, cases=cases.prod_cases)
@@ -300,6 +313,7 @@ for _name, _arg_fn in (("argmax", _argmax), ("argmin", _argmin)):
             differentiable=False,
             tolerance=(0.0, 0.0),
             cases=cases.arg_cases,
+            attrs=(AXIS, KEEPDIMS),
             doc=f"index of the {_name[3:]} along an axis (the first of ties; NaN wins)",
         )
     )
@@ -313,24 +327,79 @@ register_op(
         differentiable=False,
         tolerance=(0.0, 0.0),
         cases=_size_ratio_cases,
+        attrs=(),
         doc="a.size / b.size as a scalar (gradient rules of mean and var)",
         shape_only_inputs=(0, 1),
     )
 )
 
-for _name, _scan_fn, _infer, _doc in (
-    ("cumsum", _cumsum, _infer_cumsum, "running sum along an axis (reverse: from the end)"),
-    ("cumprod", _cumprod, _infer_scan_float, "running product along an axis (floats)"),
-    ("cummax", lambda x, axis: np.maximum.accumulate(x, axis=axis), _infer_scan, "running max"),
-    ("cummin", lambda x, axis: np.minimum.accumulate(x, axis=axis), _infer_scan, "running min"),
-    ("logcumsumexp", _logcumsumexp, _infer_scan_float, "running log(sum(e**x)), stable"),
-    ("sort", _sort, _infer_scan, "values sorted along an axis (stable; NaN largest)"),
-):
-    _reduction(_name, _scan_fn, _doc, _infer, (2e-5, 2e-6), cases=getattr(cases, f"{_name}_cases"))
-for _name, _index_fn, _doc in (
-    ("cummax_index", _cumarg(True), "where cummax's value is (the last of ties, as PyTorch)"),
-    ("cummin_index", _cumarg(False), "where cummin's value is (the last of ties, as PyTorch)"),
-    ("argsort", _argsort, "the positions that sort an axis (stable; NaN largest)"),
+_scan_ops: tuple[tuple[str, Callable[..., np.ndarray], Any, tuple[Attr, ...], str], ...] = (
+    (
+        "cumsum",
+        _cumsum,
+        _infer_cumsum,
+        (AXIS, REVERSE),
+        "running sum along an axis (reverse: from the end)",
+    ),
+    ("cumprod", _cumprod, _infer_scan_float, (AXIS,), "running product along an axis (floats)"),
+    (
+        "cummax",
+        lambda x, axis: np.maximum.accumulate(x, axis=axis),
+        _infer_scan,
+        (AXIS,),
+        "running max",
+    ),
+    (
+        "cummin",
+        lambda x, axis: np.minimum.accumulate(x, axis=axis),
+        _infer_scan,
+        (AXIS,),
+        "running min",
+    ),
+    (
+        "logcumsumexp",
+        _logcumsumexp,
+        _infer_scan_float,
+        (AXIS, REVERSE),
+        "running log(sum(e**x)), stable",
+    ),
+    (
+        "sort",
+        _sort,
+        _infer_scan,
+        (AXIS, DESCENDING),
+        "values sorted along an axis (stable; NaN largest)",
+    ),
+)
+for _name, _scan_fn, _infer, _attrs, _doc in _scan_ops:
+    _reduction(
+        _name,
+        _scan_fn,
+        _doc,
+        _infer,
+        (2e-5, 2e-6),
+        cases=getattr(cases, f"{_name}_cases"),
+        attrs=_attrs,
+    )
+for _name, _index_fn, _attrs, _doc in (
+    (
+        "cummax_index",
+        _cumarg(True),
+        (AXIS,),
+        "where cummax's value is (the last of ties, as PyTorch)",
+    ),
+    (
+        "cummin_index",
+        _cumarg(False),
+        (AXIS,),
+        "where cummin's value is (the last of ties, as PyTorch)",
+    ),
+    (
+        "argsort",
+        _argsort,
+        (AXIS, DESCENDING),
+        "the positions that sort an axis (stable; NaN largest)",
+    ),
 ):
     _reduction(
         _name,
@@ -340,4 +409,5 @@ for _name, _index_fn, _doc in (
         (0.0, 0.0),
         cases=getattr(cases, f"{_name}_cases"),
         differentiable=False,
+        attrs=_attrs,
     )

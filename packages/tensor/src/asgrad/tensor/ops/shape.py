@@ -22,6 +22,7 @@ from asgrad.tensor.ops._common import (
     same_dtype,
 )
 from asgrad.tensor.registry import (
+    Attr,
     Attrs,
     CasesFn,
     InferFn,
@@ -253,6 +254,7 @@ def _shape_op(
     cases: CasesFn,
     doc: str,
     *,
+    attrs: tuple[Attr, ...],
     identity_if_same_type: bool = False,
     result_shape_from_attrs: bool = False,
 ) -> None:
@@ -267,6 +269,7 @@ def _shape_op(
             tolerance=(0.0, 0.0),
             cases=cases,
             doc=doc,
+            attrs=attrs,
             identity_if_same_type=identity_if_same_type,
             result_shape_from_attrs=result_shape_from_attrs,
         )
@@ -279,21 +282,44 @@ _shape_op(
     _reshape,
     _reshape_cases,
     "new shape, same elements (one -1 allowed)",
+    attrs=(Attr(name="shape", kind=tuple, doc="the new shape (one -1 allowed)"),),
     identity_if_same_type=True,
     result_shape_from_attrs=True,
 )
-_shape_op("transpose", _infer_transpose, _transpose, _transpose_cases, "permute axes")
+_shape_op(
+    "transpose",
+    _infer_transpose,
+    _transpose,
+    _transpose_cases,
+    "permute axes",
+    attrs=(Attr(name="axes", kind=tuple, doc="the input axis of each result axis"),),
+)
 _shape_op(
     "broadcast_to",
     _infer_broadcast_to,
     _broadcast_to,
     _broadcast_to_cases,
     "broadcast to a shape",
+    attrs=(Attr(name="shape", kind=tuple, doc="the shape broadcast to"),),
     identity_if_same_type=True,
     result_shape_from_attrs=True,
 )
-_shape_op("expand_dims", _infer_expand_dims, _expand_dims, _expand_cases, "insert size-1 axes")
-_shape_op("squeeze", _infer_squeeze, _squeeze, _squeeze_cases, "remove size-1 axes")
+_shape_op(
+    "expand_dims",
+    _infer_expand_dims,
+    _expand_dims,
+    _expand_cases,
+    "insert size-1 axes",
+    attrs=(Attr(name="axis", kind=tuple, doc="where the new axes go, in the result"),),
+)
+_shape_op(
+    "squeeze",
+    _infer_squeeze,
+    _squeeze,
+    _squeeze_cases,
+    "remove size-1 axes",
+    attrs=(Attr(name="axis", kind=tuple, doc="the size-1 axes removed"),),
+)
 # The *_like ops read their target shape from the second input at run time.
 for _name, _infer, _kernel, _doc in (
     (
@@ -322,6 +348,7 @@ for _name, _infer, _kernel, _doc in (
             doc=_doc,
             shape_only_inputs=(1,),
             identity_if_same_type=True,
+            attrs=(),
         )
     )
 register_op(
@@ -334,5 +361,6 @@ register_op(
         tolerance=(0.0, 0.0),
         cases=_concat_cases,
         doc="join along an axis",
+        attrs=(Attr(name="axis", kind=int, doc="the axis joined along"),),
     )
 )

@@ -20,6 +20,7 @@ import numpy as np
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import normalize_axes, normalize_axis, randn
 from asgrad.tensor.registry import (
+    Attr,
     Attrs,
     CasesFn,
     InferFn,
@@ -295,7 +296,13 @@ def _unfold_cases(rng: np.random.Generator) -> list[OpCase]:
 
 
 def shape_expand_op(
-    name: str, infer: InferFn, kernel: KernelFn, cases: CasesFn, doc: str, expand: Any
+    name: str,
+    infer: InferFn,
+    kernel: KernelFn,
+    cases: CasesFn,
+    doc: str,
+    expand: Any,
+    attrs: tuple[Attr, ...],
 ) -> None:
     """Register an exact op of the shape family that expands into others."""
     register_op(
@@ -309,14 +316,39 @@ def shape_expand_op(
             cases=cases,
             doc=doc,
             expand=expand,
+            attrs=attrs,
         )
     )
 
 
-shape_expand_op("flip", _infer_flip, _flip, _flip_cases, "reverse axes", _expand_flip)
-shape_expand_op("roll", _infer_roll, _roll, _roll_cases, "rotate along axes", _expand_roll)
-shape_expand_op("tril", _infer_tri, _tril, _tri_cases, "lower triangle (offset)", _expand_tril)
-shape_expand_op("triu", _infer_tri, _triu, _tri_cases, "upper triangle (offset)", _expand_triu)
+_DIAGONAL = (Attr(name="diagonal", kind=int, doc="offset of the diagonal kept"),)
+shape_expand_op(
+    "flip",
+    _infer_flip,
+    _flip,
+    _flip_cases,
+    "reverse axes",
+    _expand_flip,
+    (Attr(name="axis", kind=tuple, doc="the axes reversed"),),
+)
+shape_expand_op(
+    "roll",
+    _infer_roll,
+    _roll,
+    _roll_cases,
+    "rotate along axes",
+    _expand_roll,
+    (
+        Attr(name="shift", kind=tuple, doc="the shift along each axis"),
+        Attr(name="axis", kind=tuple, default=None, optional=True, doc="None: the flat value"),
+    ),
+)
+shape_expand_op(
+    "tril", _infer_tri, _tril, _tri_cases, "lower triangle (offset)", _expand_tril, _DIAGONAL
+)
+shape_expand_op(
+    "triu", _infer_tri, _triu, _tri_cases, "upper triangle (offset)", _expand_triu, _DIAGONAL
+)
 shape_expand_op(
     "diagonal",
     _infer_diagonal,
@@ -324,6 +356,11 @@ shape_expand_op(
     _diagonal_cases,
     "a diagonal of two axes (offset), as a new last axis",
     _expand_diagonal,
+    (
+        Attr(name="offset", kind=int, doc="above (>0) or below (<0) the main one"),
+        Attr(name="axis1", kind=int, doc="the rows' axis"),
+        Attr(name="axis2", kind=int, doc="the columns' axis"),
+    ),
 )
 shape_expand_op(
     "unfold",
@@ -332,4 +369,9 @@ shape_expand_op(
     _unfold_cases,
     "sliding windows along an axis, as a new last axis",
     _expand_unfold,
+    (
+        Attr(name="axis", kind=int, doc="the axis windowed"),
+        Attr(name="size", kind=int, doc="the window's length"),
+        Attr(name="step", kind=int, doc="the distance between windows"),
+    ),
 )

@@ -24,7 +24,7 @@ import numpy as np
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ops._common import randn
 from asgrad.tensor.ops.shape_expand import axis_slice, gather_const, shape_expand_op
-from asgrad.tensor.registry import Attrs, OpCase, TensorType
+from asgrad.tensor.registry import Attr, Attrs, OpCase, TensorType
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -74,7 +74,7 @@ def _crop(x: np.ndarray, pad: Pairs) -> np.ndarray:
     ]
 
 
-def _pad(x: np.ndarray, pad: Pairs, mode: str, value: float = 0.0) -> np.ndarray:
+def _pad(x: np.ndarray, pad: Pairs, mode: str, value: float) -> np.ndarray:
     """Pad by the positive widths (numpy's modes), then crop by the negative ones
     (``circular``: crop first)."""
     if mode == "circular":
@@ -99,7 +99,7 @@ def source_positions(n: int, before: int, after: int, mode: str) -> np.ndarray:
     return np.clip(i, 0, n - 1)  # replicate; constant masks the outside
 
 
-def _expand_pad(x: Tensor, pad: Pairs, mode: str, value: float = 0.0) -> Tensor:
+def _expand_pad(x: Tensor, pad: Pairs, mode: str, value: float) -> Tensor:
     for axis, (before, after) in enumerate(pad):
         n = x.shape[axis]
         if (before < 0 or after < 0) and (mode == "circular" or max(before, after) <= 0):
@@ -161,4 +161,9 @@ shape_expand_op(
     _pad_cases,
     "constant/reflect/replicate/circular padding; negative widths crop",
     _expand_pad,
+    (
+        Attr(name="pad", kind=tuple, doc="(before, after) for each axis"),
+        Attr(name="mode", kind=str, doc="constant/reflect/replicate/circular"),
+        Attr(name="value", kind=float, default=0.0, doc="the constant mode's fill"),
+    ),
 )

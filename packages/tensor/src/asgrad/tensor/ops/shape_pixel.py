@@ -14,7 +14,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import randn
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -98,6 +98,7 @@ register_op(
         expand=_expand_shuffle,
         arity=1,
         cases=_shuffle_cases,
+        attrs=(Attr(name="upscale_factor", kind=int, doc="r"),),
         doc="(N, C r^2, H, W) to (N, C, H r, W r)",
     )
 )
@@ -110,6 +111,7 @@ register_op(
         expand=_expand_unshuffle,
         arity=1,
         cases=_unshuffle_cases,
+        attrs=(Attr(name="downscale_factor", kind=int, doc="r"),),
         doc="(N, C, H r, W r) to (N, C r^2, H, W)",
     )
 )

@@ -20,7 +20,7 @@ from asgrad.tensor.ops.shape_expand import (
     gather_const,
     shape_expand_op,
 )
-from asgrad.tensor.registry import Attrs, OpCase, TensorType
+from asgrad.tensor.registry import Attr, Attrs, OpCase, TensorType
 
 if TYPE_CHECKING:
     from asgrad.tensor.tensor import Tensor
@@ -125,7 +125,13 @@ def _repeat_interleave_cases(rng: np.random.Generator) -> list[OpCase]:
 
 
 shape_expand_op(
-    "repeat", _infer_repeat, _repeat, _repeat_cases, "tile whole copies", _expand_repeat
+    "repeat",
+    _infer_repeat,
+    _repeat,
+    _repeat_cases,
+    "tile whole copies",
+    _expand_repeat,
+    (Attr(name="repeats", kind=tuple, doc="copies along each axis"),),
 )
 shape_expand_op(
     "repeat_interleave",
@@ -134,4 +140,8 @@ shape_expand_op(
     _repeat_interleave_cases,
     "repeat each element along an axis",
     _expand_repeat_interleave,
+    (
+        Attr(name="repeats", kind=tuple, doc="copies of each element (one for all, or each's)"),
+        Attr(name="axis", kind=int, doc="the axis repeated along"),
+    ),
 )

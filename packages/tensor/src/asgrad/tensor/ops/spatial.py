@@ -16,10 +16,21 @@ from numpy.lib.stride_tricks import as_strided
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ops._common import require_float
-from asgrad.tensor.registry import Attrs, TensorType
+from asgrad.tensor.registry import Attr, Attrs, TensorType
 
 __all__ = [
+    "CONV_ATTRS",
+    "COUNT_INCLUDE_PAD",
+    "DILATION",
+    "GROUPS",
+    "KERNEL_SIZE",
+    "OUTPUT_PADDING",
+    "OUTPUT_SIZE",
+    "PADDING",
+    "POOL_ATTRS",
+    "POOL_STRIDE",
     "SCRATCH_LIMIT_BYTES",
+    "STRIDE",
     "Pair",
     "channel_major",
     "crop_hw",
@@ -38,6 +49,30 @@ __all__ = [
 ]
 
 Pair = tuple[int, int]
+
+# The attributes of the conv and pool families, each an int (every spatial axis) or
+# one per spatial axis; the shape rules check them with :func:`pair` (``triple``).
+STRIDE = Attr(name="stride", kind=(int, tuple), default=1, doc="the step between windows")
+PADDING = Attr(name="padding", kind=(int, tuple), default=0, doc="zeros added on each side")
+DILATION = Attr(name="dilation", kind=(int, tuple), default=1, doc="the step between taps")
+GROUPS = Attr(name="groups", kind=int, default=1, doc="channel groups convolved apart")
+OUTPUT_PADDING = Attr(
+    name="output_padding", kind=(int, tuple), default=0, doc="added to one side of the output"
+)
+KERNEL_SIZE = Attr(name="kernel_size", kind=(int, tuple), doc="the window's size")
+POOL_STRIDE = Attr(
+    name="stride",
+    kind=(int, tuple),
+    default=None,
+    optional=True,
+    doc="the step between windows (None: the kernel size)",
+)
+COUNT_INCLUDE_PAD = Attr(
+    name="count_include_pad", kind=bool, default=True, doc="padding counts in the mean"
+)
+OUTPUT_SIZE = Attr(name="output_size", kind=(int, tuple), doc="the output's spatial size")
+CONV_ATTRS = (STRIDE, PADDING, DILATION, GROUPS)
+POOL_ATTRS = (KERNEL_SIZE, POOL_STRIDE, PADDING)
 
 
 def pair(value: Any, name: str, *, minimum: int = 0) -> Pair:
@@ -84,8 +119,8 @@ def out_hw(
 def window_attrs(attrs: Attrs) -> tuple[Pair, Pair, Pair]:
     """``(kernel_size, stride, padding)`` of a pooling op, checked."""
     kernel = pair(attrs["kernel_size"], "kernel_size", minimum=1)
-    stride = pair(attrs.get("stride", kernel), "stride", minimum=1)
-    padding = pair(attrs.get("padding", 0), "padding")
+    stride = kernel if attrs["stride"] is None else pair(attrs["stride"], "stride", minimum=1)
+    padding = pair(attrs["padding"], "padding")
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise ShapeError(
             f"padding {list(padding)} must be at most half the kernel size"
