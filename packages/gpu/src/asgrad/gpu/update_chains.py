@@ -150,10 +150,7 @@ def _leading_sum(node: Node, types: Mapping[int, TensorType]) -> int | None:
     if lead < 1 or src[lead:] != out:
         return None
     if node.op == "sum":
-        axis = node.attrs.get("axis")
-        if axis is None:
-            return None
-        axes = sorted(a % len(src) for a in ((axis,) if isinstance(axis, int) else axis))
+        axes = sorted(a % len(src) for a in node.attrs["axis"])
         if axes != list(range(lead)):
             return None
     rows = math.prod(src[:lead])

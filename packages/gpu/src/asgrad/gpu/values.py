@@ -182,13 +182,10 @@ def sums_batch(product: Node, user: Node, types: Mapping[int, TensorType]) -> bo
     if user.op == "sum_to_like":
         like = out
     elif user.op == "sum":
-        axis = user.attrs.get("axis")
-        if axis is None:
-            return False
-        axes = sorted(a % len(shape) for a in ((axis,) if isinstance(axis, int) else axis))
+        axes = sorted(a % len(shape) for a in user.attrs["axis"])
         if axes != list(range(len(batch))):
             return False
-        like = (1,) * len(batch) + tuple(mn) if user.attrs.get("keepdims") else tuple(mn)
+        like = (1,) * len(batch) + tuple(mn) if user.attrs["keepdims"] else tuple(mn)
     else:
         return False
     return (

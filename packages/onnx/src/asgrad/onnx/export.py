@@ -211,7 +211,7 @@ def _graph_inputs(order: list[Node], inputs: Sequence[Tensor | str] | None) -> l
 
 
 def _input_info(node: Node) -> onnx.ValueInfoProto:
-    free = node.attrs.get("free", ()) if node.op == "input" else ()
+    free = node.attrs["free"] if node.op == "input" else ()
     dims: list[int | str] = [
         ("batch" if axis == 0 else f"{node.name}_dim{axis}") if axis in free else size
         for axis, size in enumerate(node.shape)

@@ -38,7 +38,7 @@ def _conv2d(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 
 def _conv_transpose2d(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     stride, padding, dilation, groups = conv_attrs(node.attrs)
-    output_padding = pair(node.attrs.get("output_padding", 0), "output_padding")
+    output_padding = pair(node.attrs["output_padding"], "output_padding")
     kernel = list(node.inputs[1].shape[2:])
     return b.op(
         "ConvTranspose",
@@ -67,7 +67,7 @@ def _avg_pool2d(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
         kernel_shape=list(kernel),
         strides=list(stride),
         pads=[*padding, *padding],
-        count_include_pad=int(bool(node.attrs.get("count_include_pad", True))),
+        count_include_pad=int(node.attrs["count_include_pad"]),
     )
 
 
@@ -105,7 +105,7 @@ def _layer_norm(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
         "LayerNormalization",
         inputs,
         axis=-len(normalized),
-        epsilon=float(node.attrs.get("eps", 1e-5)),
+        epsilon=float(node.attrs["eps"]),
     )
 
 
@@ -116,7 +116,7 @@ def _batch_norm(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     mean = b.reduce("ReduceMean", xs[0], axes, True)
     centred = b.op("Sub", [xs[0], mean])
     var = b.reduce("ReduceMean", b.op("Mul", [centred, centred]), axes, True)
-    eps = b.scalar(float(node.attrs.get("eps", 1e-5)), node)
+    eps = b.scalar(float(node.attrs["eps"]), node)
     y = b.op("Div", [centred, b.op("Sqrt", [b.op("Add", [var, eps])])])
     if len(xs) == 3:
         channel = b.ints([-1, *([1] * (ndim - 2))], "channel_shape")
@@ -126,7 +126,7 @@ def _batch_norm(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 
 
 def _dropout(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
-    if float(node.attrs.get("p", 0.0)) == 0.0:
+    if float(node.attrs["p"]) == 0.0:
         return b.op("Identity", xs[:1])
     raise OnnxExportError(
         f"dropout (p={node.attrs['p']}) draws a new mask each run and has no inference form"
@@ -139,7 +139,7 @@ def _dropout(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 def _adam_ema(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     beta = float(node.attrs["beta"])
     m, g = xs
-    if node.attrs.get("square", False):
+    if node.attrs["square"]:
         g = b.op("Mul", [g, g])
     kept = b.op("Mul", [m, b.scalar(beta, node)])
     return b.op("Add", [kept, b.op("Mul", [g, b.scalar(1.0 - beta, node)])])
@@ -148,7 +148,7 @@ def _adam_ema(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 def _adam_update(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     """``p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``."""
     p, m, v, step_size, bc2_sqrt = xs[:5]
-    eps = b.scalar(float(node.attrs.get("eps", 1e-8)), node)
+    eps = b.scalar(float(node.attrs["eps"]), node)
     denom = b.op("Add", [b.op("Div", [b.op("Sqrt", [v]), bc2_sqrt]), eps])
     step = b.op("Div", [b.op("Mul", [step_size, m]), denom])
     kept = b.op("Mul", [p, xs[5]]) if len(xs) == 6 else p

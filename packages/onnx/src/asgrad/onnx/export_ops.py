@@ -109,32 +109,30 @@ def _reduction(op_type: str) -> Exporter:
             x = b.op("Cast", [x], to=DTYPE_TO_ONNX["int32"])
         elif source.dtype != node.dtype:  # an integer sum accumulates in int64
             x = b.op("Cast", [x], to=DTYPE_TO_ONNX[node.dtype])
-        axes = axes_of(node.attrs.get("axis"), len(source.shape))
-        y = b.reduce(op_type, x, axes, bool(node.attrs.get("keepdims", False)))
+        axes = axes_of(node.attrs["axis"], len(source.shape))
+        y = b.reduce(op_type, x, axes, node.attrs["keepdims"])
         return b.op("Cast", [y], to=DTYPE_TO_ONNX["bool"]) if boolean else y
 
     return export
 
 
 def _var(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
-    if float(node.attrs.get("correction", 0.0)) != 0.0:
+    if node.attrs["correction"] != 0.0:
         raise OnnxExportError(
             "var with a correction (an unbiased variance, or std) is not exported yet;"
             " export the population variance (correction=0)",
             op=node.op,
             location=node.location,
         )
-    axes = axes_of(node.attrs.get("axis"), len(node.inputs[0].shape))
+    axes = axes_of(node.attrs["axis"], len(node.inputs[0].shape))
     mean = b.reduce("ReduceMean", xs[0], axes, True)
     d = b.op("Sub", [xs[0], mean])
-    return b.reduce(
-        "ReduceMean", b.op("Mul", [d, d]), axes, bool(node.attrs.get("keepdims", False))
-    )
+    return b.reduce("ReduceMean", b.op("Mul", [d, d]), axes, node.attrs["keepdims"])
 
 
 def _argmax(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     axis = int(node.attrs["axis"]) % len(node.inputs[0].shape)
-    return b.op("ArgMax", xs, axis=axis, keepdims=int(bool(node.attrs.get("keepdims", False))))
+    return b.op("ArgMax", xs, axis=axis, keepdims=int(node.attrs["keepdims"]))
 
 
 def _size_ratio(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
@@ -167,7 +165,7 @@ def _expand_dims(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 
 def _squeeze(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     source = node.inputs[0].shape
-    axes = [a for a in axes_of(node.attrs.get("axis"), len(source)) if source[a] == 1]
+    axes = [a for a in axes_of(node.attrs["axis"], len(source)) if source[a] == 1]
     return b.op("Squeeze", [xs[0], b.ints(axes, "axes")]) if axes else b.op("Identity", xs)
 
 

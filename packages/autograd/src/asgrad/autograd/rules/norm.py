@@ -129,7 +129,7 @@ def _composite_vjp(
 
 @rule("layer_norm_backward")
 def _layer_norm_backward(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
-    eps = float(attrs.get("eps", 1e-5))
+    eps = attrs["eps"]
     axes = _layer_axes(ins[1], attrs)
     fn = _norm_backward_composite(lambda x: _normalize_composite(x, axes, eps), lambda g, w: g * w)
     return _composite_vjp(fn, h, ins, needs)
@@ -137,7 +137,7 @@ def _layer_norm_backward(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: 
 
 @rule("batch_norm_backward")
 def _batch_norm_backward(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
-    eps = float(attrs.get("eps", 1e-5))
+    eps = attrs["eps"]
     ndim = ins[1].ndim
     fn = _norm_backward_composite(
         lambda x: _normalize_composite(x, _batch_axes(x), eps),

@@ -20,7 +20,7 @@ def _expand(g: Tensor, axes: tuple[int, ...], keepdims: bool) -> Tensor:
 
 def _unreduce(g: Tensor, x: Tensor, attrs: Attrs) -> Tensor:
     """The gradient of a reduction broadcast back to the shape of ``x``."""
-    expanded = _expand(g, tuple(attrs["axis"]), bool(attrs.get("keepdims", False)))
+    expanded = _expand(g, tuple(attrs["axis"]), attrs["keepdims"])
     return x.graph.apply("broadcast_like", (expanded, x))
 
 
@@ -40,7 +40,7 @@ def _mean(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
 def _var(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     x = ins[0]
     ratio = x.graph.apply("size_ratio", (out, x))  # 1 / n
-    correction = float(attrs.get("correction", 0))
+    correction = attrs["correction"]
     if correction:  # 1 / (n - correction)
         ratio = ratio / (1.0 - ratio * correction)
     centered = x - x.mean(axis=attrs["axis"], keepdims=True)
@@ -51,7 +51,7 @@ def _var(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
 def _max(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     # Ties share the gradient equally.
     x = ins[0]
-    axes, keep = tuple(attrs["axis"]), bool(attrs.get("keepdims", False))
+    axes, keep = tuple(attrs["axis"]), attrs["keepdims"]
     hit = x == x.graph.apply("broadcast_like", (_expand(out, axes, keep), x))
     share = hit.cast(x.dtype)
     count = share.sum(axis=axes, keepdims=True)
@@ -90,7 +90,7 @@ def _scatter_along(g: Tensor, idx: Tensor, axis: int, size: int) -> Tensor:
 
 @rule("cumsum")
 def _cumsum(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
-    reverse = not attrs.get("reverse", False)
+    reverse = not attrs["reverse"]
     return (g.graph.apply("cumsum", (g,), {"axis": attrs["axis"], "reverse": reverse}),)
 
 
@@ -136,7 +136,7 @@ def _sort(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
 def _logcumsumexp(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     # d/dx_i = sum over the later j of g_j e**(x_i - out_j), summed in log space, the
     # positive and the negative parts of g apart (PyTorch's way): nothing overflows.
-    x, axis, reverse = ins[0], attrs["axis"], bool(attrs.get("reverse", False))
+    x, axis, reverse = ins[0], attrs["axis"], attrs["reverse"]
     graph = x.graph
     ninf, one = graph.constant(-float("inf"), x.dtype), graph.constant(1, x.dtype)
 

@@ -99,7 +99,7 @@ def _scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     carries: list[Value] = list(ins[:nc])
     ny = body.n_y
     for t in step_order(steps, bool(attrs["reverse"])):
-        if attrs.get("save", False):
+        if attrs["save"]:
             for i, c in enumerate(carries):
                 _write(c, slice_view(views[nc + ny + i], [t]))
         bound = dict(fixed)

@@ -176,13 +176,13 @@ def batch_norm_backward(
 
 def _softmax(log: bool) -> Lowering:
     def lower_softmax(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        return softmax(ins[0], int(attrs.get("axis", -1)), log=log)
+        return softmax(ins[0], int(attrs["axis"]), log=log)
 
     return lower_softmax
 
 
 def _eps(attrs: Attrs) -> float:
-    return float(attrs.get("eps", 1e-5))
+    return float(attrs["eps"])
 
 
 def _norm_axes(attrs: Attrs) -> int:

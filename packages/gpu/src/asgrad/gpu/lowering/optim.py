@@ -30,13 +30,13 @@ WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl",)
 def adam_ema_expr(attrs: Attrs) -> str:
     """``beta * m + (1 - beta) * g`` (``g * g`` with ``square``) over ``x0 = m, x1 = g``."""
     beta = float(attrs["beta"])
-    g = "x1 * x1" if attrs.get("square", False) else "x1"
+    g = "x1 * x1" if attrs["square"] else "x1"
     return f"x0 * {literal(beta)} + {g} * {literal(1.0 - beta)}"
 
 
 def adam_update_expr(attrs: Attrs, decay: bool) -> str:
     """``p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)`` over ``x0..x5``."""
-    eps = literal(float(attrs.get("eps", 1e-8)))
+    eps = literal(float(attrs["eps"]))
     p = "x0 * x5" if decay else "x0"
     return f"{p} - x3 * x1 / (sqrt(x2) / x4 + {eps})"
 

@@ -147,7 +147,7 @@ def _max_pool2d_select(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> Gp
 
 
 def _include_pad(attrs: Attrs) -> bool:
-    return bool(attrs.get("count_include_pad", True))
+    return bool(attrs["count_include_pad"])
 
 
 def _avg_pool2d(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:

@@ -286,8 +286,8 @@ def _reduction(kind: str) -> Lowering:
         return reduce_axis(
             kind,
             x,
-            attrs.get("axis"),
-            bool(attrs.get("keepdims", False)),
+            attrs["axis"],
+            bool(attrs["keepdims"]),
             out_dtype=numpy_dtype(out.dtype),
         )
 
@@ -296,11 +296,11 @@ def _reduction(kind: str) -> Lowering:
 
 def _var(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     (x,) = ins
-    axes = normalize_axes(attrs.get("axis"), x.ndim)
+    axes = normalize_axes(attrs["axis"], x.ndim)
     mean = reduce_axis("mean", x, axes, keepdims=True)
     sq = elementwise("(x0 - x1) * (x0 - x1)", [x, mean], np.float32, x.shape)
-    result = reduce_axis("mean", sq, axes, bool(attrs.get("keepdims", False)))
-    correction = float(attrs.get("correction", 0))
+    result = reduce_axis("mean", sq, axes, bool(attrs["keepdims"]))
+    correction = float(attrs["correction"])
     if not correction:
         return result
     # n / (n - correction), inf for n <= correction (numpy's division by max(n - c, 0))
@@ -327,7 +327,7 @@ def _size_ratio(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
 
 def _scan(kind: str) -> Lowering:
     def lower_scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        reverse = bool(attrs.get("reverse", False))
+        reverse = bool(attrs["reverse"])
         return scans.scan(kind, ins[0], int(attrs["axis"]), reverse, out)
 
     return lower_scan
@@ -335,7 +335,7 @@ def _scan(kind: str) -> Lowering:
 
 def _sort(indices: bool) -> Lowering:
     def lower_sort(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        descending = bool(attrs.get("descending", False))
+        descending = bool(attrs["descending"])
         return scans.sort(ins[0], int(attrs["axis"]), descending, indices, out)
 
     return lower_sort

@@ -215,7 +215,7 @@ def _reduce(node: Node, ctx: Context) -> Line | None:
     out_t, axes = ctx.types[node.id], tuple(node.attrs["axis"])
     if not (_is_float(out_t) and axes):
         return None
-    keep = bool(node.attrs.get("keepdims", False))
+    keep = bool(node.attrs["keepdims"])
     x = _args(node, ctx)[0]
     call: Expr = Call(_REDUCE[node.op], (x, repr(axes), "None", "None", repr(keep)))
     if node.op == "mean":

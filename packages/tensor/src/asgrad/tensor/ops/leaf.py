@@ -8,6 +8,7 @@ import numpy as np
 
 from asgrad.tensor.errors import GraphError
 from asgrad.tensor.registry import Attr, Attrs, OpDef, TensorType, register_op
+from asgrad.tensor.variables import Variable
 
 
 def _no_infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -26,7 +27,7 @@ for _name, _attr, _doc in (
     ),
     (
         "parameter",
-        Attr(name="variable", kind=object, doc="the Variable holding the value"),
+        Attr(name="variable", kind=Variable, doc="the Variable holding the value"),
         "a variable's value, persistent between runs",
     ),
     ("constant", Attr(name="value", kind=np.ndarray, doc="the array"), "a constant array"),

@@ -135,7 +135,7 @@ def _reduction(kind: str) -> Emitter:
         axes = _axes(node, len(x.shape))
         if not axes or any(x.shape[a] == 0 for a in axes):
             raise UnsupportedError("empty reduction")
-        keep = bool(node.attrs.get("keepdims", False))
+        keep = bool(node.attrs["keepdims"])
         d = out_t.dtype
         if kind in ("sum", "mean"):
             count = math.prod(x.shape[a] for a in axes)
@@ -197,14 +197,14 @@ def _adam_ema(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
     d = out_t.dtype
     beta = float(node.attrs["beta"])
     b, c = literal(beta, d), literal(1.0 - beta, d)
-    if node.attrs.get("square", False):
+    if node.attrs["square"]:
         return k.elementwise(out_t, ins, lambda e: f"{e[0]} * {b} + ({e[1]} * {e[1]}) * {c}")
     return k.elementwise(out_t, ins, lambda e: f"{e[0]} * {b} + {e[1]} * {c}")
 
 
 def _adam_update(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     _floats(ins, out_t)
-    eps = literal(float(node.attrs.get("eps", 1e-8)), out_t.dtype)
+    eps = literal(float(node.attrs["eps"]), out_t.dtype)
 
     def expr(e: list[str]) -> str:
         step = f"({e[3]} * {e[1]}) / (np.sqrt({e[2]}) / {e[4]} + {eps})"

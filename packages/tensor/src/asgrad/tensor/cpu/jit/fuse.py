@@ -64,8 +64,8 @@ def fuse_lines(
         if (
             m_node.op != "adam_ema"
             or v_node.op != "adam_ema"
-            or m_node.attrs.get("square", False)
-            or not v_node.attrs.get("square", False)
+            or m_node.attrs["square"]
+            or not v_node.attrs["square"]
             or readers.get(m_ref.id) != 1
             or readers.get(v_ref.id) != 1
             or any(types[n.id] != t for n in (*m_node.inputs, *v_node.inputs, node.inputs[0]))
@@ -81,7 +81,7 @@ def fuse_lines(
             _adam_step,
             beta1=float(m_node.attrs["beta"]),
             beta2=float(v_node.attrs["beta"]),
-            eps=float(node.attrs.get("eps", 1e-8)),
+            eps=float(node.attrs["eps"]),
         )
         env["_empty"] = np.empty
         for kk, n in ((km, m_node), (kv, v_node)):
