@@ -25,6 +25,7 @@ from pathlib import Path
 from asgrad.autograd import get_rule
 from asgrad.gpu.lowering import LOWERINGS, kernel_files
 from asgrad.tensor import OpDef, all_ops
+from asgrad.tensor.registry import REQUIRED, Attr
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "ops.md"
@@ -45,6 +46,7 @@ class OpRow:
     composite: bool
     doc: str
     expands: bool = False  # a decomposition into other ops: no rule or lowering of its own
+    attrs: str = "—"  # the attribute schema, as ``name: kind = default`` items
     onnx: str = "n/a"  # "export / import" verdicts, or n/a without asgrad-onnx
 
 
@@ -66,6 +68,21 @@ def kernel_location(op: OpDef) -> str:
     if isinstance(module, str) and module.startswith("asgrad."):
         return module_file(module)
     return f"numpy.{getattr(op.kernel, '__name__', repr(op.kernel))}"
+
+
+def attr_text(a: Attr) -> str:
+    """``keepdims: bool = False``: an attribute's name, kind and default (if any)."""
+    kinds = a.kind if isinstance(a.kind, tuple) else (a.kind,)
+    kind = " \\| ".join(k.__name__ for k in kinds) + (" \\| None" if a.optional else "")
+    default = "" if a.default is REQUIRED else f" = {a.default!r}"
+    return f"`{a.name}: {kind}{default}`"
+
+
+def schema_text(op: OpDef) -> str:
+    """The op's attributes for the table: each with its default, ``—`` for none."""
+    if op.attrs is None:
+        return "**not declared**"
+    return ", ".join(attr_text(a) for a in op.attrs) or "—"
 
 
 def onnx_coverage() -> dict[str, str]:
@@ -100,6 +117,7 @@ def rows() -> list[OpRow]:
                 doc=op.doc,
                 expands=not op.primitive,
                 onnx=onnx.get(op.name, "n/a"),
+                attrs=schema_text(op),
             )
         )
     return table
@@ -132,7 +150,9 @@ so their gradients and GPU kernels are those of the ops they expand into, and th
 numpy kernel is the reference their test cases check the expansion against. *ONNX* says whether
 [`asgrad.onnx`](onnx.md) exports the op (`export`) and reads the exported form back
 (`load`), over the op's test cases: *yes*, *some cases* (dropout: only `p = 0` has an
-inference form) or *no* (gradient ops: export the forward graph).
+inference form) or *no* (gradient ops: export the forward graph). *attributes* is the
+op's attribute schema (`asgrad.tensor.registry.Attr`): each attribute's name, type and
+default, where it has one; every node of the op holds all of them.
 
 """
 
@@ -146,9 +166,9 @@ def markdown(table: list[OpRow]) -> str:
         return path if path.startswith("**") else f"`{path}`"
 
     lines = [
-        "| op | family | spec | CPU kernel | gradient rule | GPU lowering | WGSL"
+        "| op | family | attributes | spec | CPU kernel | gradient rule | GPU lowering | WGSL"
         " | ONNX (export / import) | notes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in table:
         note = (("composite. " if r.composite else "") + r.doc).replace("|", "\\|")
@@ -160,7 +180,7 @@ def markdown(table: list[OpRow]) -> str:
             note = "expands. " + note
             rule = lowering = wgsl = "its expansion's"
         lines.append(
-            f"| `{r.name}` | {r.family} | {code(r.spec)} | {code(r.cpu_kernel)} "
+            f"| `{r.name}` | {r.family} | {r.attrs} | {code(r.spec)} | {code(r.cpu_kernel)} "
             f"| {rule} | {lowering} | {wgsl} | {r.onnx} | {note} |"
         )
     differentiable = [r for r in table if r.rule is not None]

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from asgrad.tensor.errors import ArgumentError
+from asgrad.tensor.registry import given_attrs
 from asgrad.tensor.tensor import Tensor
 
 __all__ = ["scaled_dot_product_attention"]
@@ -22,7 +23,7 @@ def scaled_dot_product_attention(
     value: Tensor,
     attn_mask: Tensor | None = None,
     dropout_p: float = 0.0,
-    is_causal: bool = False,
+    is_causal: bool | None = None,
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Tensor:
@@ -38,5 +39,5 @@ def scaled_dot_product_attention(
     if enable_gqa:
         raise ArgumentError("scaled_dot_product_attention: enable_gqa is not supported")
     inputs = (query, key, value) if attn_mask is None else (query, key, value, attn_mask)
-    attrs = {"is_causal": bool(is_causal), "scale": None if scale is None else float(scale)}
+    attrs = given_attrs(is_causal=is_causal, scale=scale)
     return query.graph.apply("scaled_dot_product_attention", inputs, attrs)

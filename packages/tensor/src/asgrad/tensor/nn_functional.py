@@ -32,6 +32,7 @@ from asgrad.tensor.functional import size_ratio
 from asgrad.tensor.graph import user_location
 from asgrad.tensor.ops._common import int_arg
 from asgrad.tensor.ops.spatial import Pair, pair
+from asgrad.tensor.registry import get_op, given_attrs
 from asgrad.tensor.tensor import Tensor
 
 IntOrPair = int | Sequence[int]
@@ -173,11 +174,13 @@ def avg_pool2d(
     kernel_size: IntOrPair,
     stride: IntOrPair | None = None,
     padding: IntOrPair = 0,
-    count_include_pad: bool = True,
+    count_include_pad: bool | None = None,
 ) -> Tensor:
     """The mean of each kH x kW window; zero padding counts unless ``count_include_pad=False``."""
-    attrs: dict[str, object] = dict(_pool_attrs(kernel_size, stride, padding))
-    attrs["count_include_pad"] = bool(count_include_pad)
+    attrs = {
+        **_pool_attrs(kernel_size, stride, padding),
+        **given_attrs(count_include_pad=count_include_pad),
+    }
     return x.graph.apply("avg_pool2d", (x,), attrs)
 
 
@@ -217,21 +220,23 @@ def layer_norm(
     x: Tensor,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
-    eps: float = 1e-5,
+    eps: float | None = None,
     *,
     normalized_shape: Sequence[int] | None = None,
 ) -> Tensor:
     """Normalise over the trailing axes, then scale by ``weight`` and shift by ``bias``.
 
     ``normalized_shape`` defaults to the weight's shape, or to the last axis. The
-    variance is the population variance, as in PyTorch. A composite op.
+    variance is the population variance, as in PyTorch. A composite op; ``eps`` None
+    is the op's default.
     """
     if normalized_shape is None:
         shape = tuple(weight.shape) if weight is not None else (x.shape[-1],)
     else:
         shape = tuple(int_arg(d, "layer_norm's normalized_shape") for d in normalized_shape)
     inputs = _affine_inputs(x, weight, bias, shape)
-    return x.graph.apply("layer_norm", inputs, {"normalized_shape": shape, "eps": float(eps)})
+    attrs = {"normalized_shape": shape, **given_attrs(eps=eps)}
+    return x.graph.apply("layer_norm", inputs, attrs)
 
 
 class BatchNormOutput(NamedTuple):
@@ -253,7 +258,7 @@ def _channel(v: Tensor, ndim: int) -> Tensor:
 
 @_named("batch_norm")
 def batch_normalize(
-    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float | None = None
 ) -> Tensor:
     """Normalise each channel (axis 1) of ``x`` by this batch's own mean and variance.
 
@@ -264,7 +269,7 @@ def batch_normalize(
     if x.ndim < 2:
         raise ShapeError(f"input must be (N, C, ...), got {x.shape}")
     inputs = _affine_inputs(x, weight, bias, (x.shape[1],))
-    return x.graph.apply("batch_norm", inputs, {"eps": float(eps)})
+    return x.graph.apply("batch_norm", inputs, given_attrs(eps=eps))
 
 
 @_named("batch_norm")
@@ -276,7 +281,7 @@ def batch_norm(
     bias: Tensor | None = None,
     training: bool = False,
     momentum: float = 0.1,
-    eps: float = 1e-5,
+    eps: float | None = None,
 ) -> BatchNormOutput:
     """Batch normalisation over every axis but the channel axis 1 of (N, C, ...).
 
@@ -284,7 +289,7 @@ def batch_norm(
     returns the new running statistics ``(1 - momentum) running + momentum batch``
     (the variance unbiased, as in PyTorch) for the program to store through its
     ``updates``. Evaluation normalises by the running statistics, which must then be
-    given.
+    given. ``eps`` None is the ``batch_norm`` op's default.
     """
     if x.ndim < 2:
         raise ShapeError(f"input must be (N, C, ...), got {x.shape}")
@@ -300,6 +305,8 @@ def batch_norm(
     if not training:
         if running_mean is None or running_var is None:
             raise GraphError("evaluation needs running_mean and running_var")
+        if eps is None:
+            eps = get_op("batch_norm").attr("eps").default
         y = (x - _channel(running_mean, x.ndim)) / (_channel(running_var, x.ndim) + eps).sqrt()
         if weight is not None:
             y = y * _channel(weight, x.ndim)
@@ -357,16 +364,13 @@ def embedding(indices: Tensor, weight: Tensor) -> Tensor:
 
 # -- optimizer steps ----------------------------------------------------------------------------
 @_named("adam_ema")
-def adam_ema(m: Tensor, g: Tensor, beta: float, *, square: bool = False) -> Tensor:
+def adam_ema(m: Tensor, g: Tensor, beta: float, *, square: bool | None = None) -> Tensor:
     """Adam's moment update ``beta * m + (1 - beta) * g`` (``g * g`` with ``square``).
 
     A composite op (one kernel), the same arithmetic in the same order as the graph-op
     form.
     """
-    attrs: dict[str, object] = {"beta": beta}
-    if square:
-        attrs["square"] = True
-    return m.graph.apply("adam_ema", (m, g), attrs)
+    return m.graph.apply("adam_ema", (m, g), {"beta": beta, **given_attrs(square=square)})
 
 
 @_named("adam_update")
@@ -378,12 +382,13 @@ def adam_update(
     bc2_sqrt: Tensor,
     decay: Tensor | None = None,
     *,
-    eps: float = 1e-8,
+    eps: float | None = None,
 ) -> Tensor:
     """Adam's parameter step ``param * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``.
 
     ``step_size``, ``bc2_sqrt`` and ``decay`` (AdamW's ``1 - lr * weight_decay``;
-    none for Adam) are 0-d tensors computed once per step. A composite op (one kernel).
+    none for Adam) are 0-d tensors computed once per step. A composite op (one kernel);
+    ``eps`` None is the op's default.
     """
     scalars = (step_size, bc2_sqrt) if decay is None else (step_size, bc2_sqrt, decay)
-    return param.graph.apply("adam_update", (param, m, v, *scalars), {"eps": eps})
+    return param.graph.apply("adam_update", (param, m, v, *scalars), given_attrs(eps=eps))

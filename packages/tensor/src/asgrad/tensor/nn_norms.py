@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 from asgrad.tensor.errors import ArgumentError
 from asgrad.tensor.ops._common import int_arg
+from asgrad.tensor.registry import given_attrs
 from asgrad.tensor.tensor import Tensor
 
 __all__ = [
@@ -47,12 +48,13 @@ def group_norm(
     num_groups: int,
     weight: Tensor | None = None,
     bias: Tensor | None = None,
-    eps: float = 1e-5,
+    eps: float | None = None,
 ) -> Tensor:
     """Normalise each group of ``C / num_groups`` channels (axis 1) of each sample by
-    its own mean and (biased) variance, then scale and shift per channel."""
+    its own mean and (biased) variance, then scale and shift per channel (``eps``
+    None: the op's default)."""
     groups = int_arg(num_groups, "group_norm's num_groups")
-    attrs = {"num_groups": groups, "eps": float(eps)}
+    attrs = {"num_groups": groups, **given_attrs(eps=eps)}
     return x.graph.apply("group_norm", _affine(x, weight, bias), attrs)
 
 
@@ -64,7 +66,7 @@ def instance_norm(
     bias: Tensor | None = None,
     use_input_stats: bool = True,
     momentum: float = 0.1,
-    eps: float = 1e-5,
+    eps: float | None = None,
 ) -> Tensor:
     """Normalise each channel of each sample over its spatial axes (a group norm with
     one channel a group). Running statistics are not supported: normalisation always
@@ -88,26 +90,36 @@ def rms_norm(
     given = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
     shape = tuple(int_arg(d, "rms_norm's normalized_shape") for d in given)
     inputs = (x,) if weight is None else (x, weight)
-    attrs = {"normalized_shape": shape, "eps": None if eps is None else float(eps)}
+    attrs = {"normalized_shape": shape, **given_attrs(eps=eps)}
     return x.graph.apply("rms_norm", inputs, attrs)
 
 
-def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``."""
-    attrs = {"p": float(p), "axis": int_arg(dim, "normalize's dim"), "eps": float(eps)}
+def normalize(
+    x: Tensor, p: float | None = None, dim: int | None = None, eps: float | None = None
+) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim`` (None: the op's defaults, PyTorch's)."""
+    axis = None if dim is None else int_arg(dim, "normalize's dim")
+    attrs = given_attrs(p=p, axis=axis, eps=eps)
     return x.graph.apply("normalize", (x,), attrs)
 
 
-def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+def cosine_similarity(
+    x1: Tensor, x2: Tensor, dim: int | None = None, eps: float | None = None
+) -> Tensor:
     """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast
-    first), each norm clamped below by ``eps``."""
-    attrs = {"axis": int_arg(dim, "cosine_similarity's dim"), "eps": float(eps)}
+    first), each norm clamped below by ``eps`` (None: the op's defaults, PyTorch's)."""
+    axis = None if dim is None else int_arg(dim, "cosine_similarity's dim")
+    attrs = given_attrs(axis=axis, eps=eps)
     return x1.graph.apply("cosine_similarity", (x1, x2), attrs)
 
 
 def pairwise_distance(
-    x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+    x1: Tensor,
+    x2: Tensor,
+    p: float | None = None,
+    eps: float | None = None,
+    keepdim: bool | None = None,
 ) -> Tensor:
-    """``||x1 - x2 + eps||_p`` along the last axis."""
-    attrs = {"p": float(p), "eps": float(eps), "keepdim": bool(keepdim)}
+    """``||x1 - x2 + eps||_p`` along the last axis (None: the op's defaults, PyTorch's)."""
+    attrs = given_attrs(p=p, eps=eps, keepdim=keepdim)
     return x1.graph.apply("pairwise_distance", (x1, x2), attrs)

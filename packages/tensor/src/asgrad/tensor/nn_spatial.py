@@ -26,6 +26,7 @@ from asgrad.tensor.ops._common import int_arg
 from asgrad.tensor.ops.pool_resize import output_size
 from asgrad.tensor.ops.pool_unpool import unpool_size
 from asgrad.tensor.ops.spatial import pair
+from asgrad.tensor.registry import given_attrs
 from asgrad.tensor.tensor import Tensor
 
 __all__ = [
@@ -135,11 +136,13 @@ def avg_pool1d(
     kernel_size: int | tuple[int],
     stride: int | tuple[int] | None = None,
     padding: int | tuple[int] = 0,
-    count_include_pad: bool = True,
+    count_include_pad: bool | None = None,
 ) -> Tensor:
     """The mean of each window; zero padding counts unless ``count_include_pad=False``."""
-    attrs: dict[str, object] = dict(_pool_attrs(kernel_size, stride, padding))
-    attrs["count_include_pad"] = bool(count_include_pad)
+    attrs = {
+        **_pool_attrs(kernel_size, stride, padding),
+        **given_attrs(count_include_pad=count_include_pad),
+    }
     return x.graph.apply("avg_pool1d", (x,), attrs)
 
 
@@ -304,7 +307,7 @@ def avg_pool3d(
     kernel_size: Triple,
     stride: Triple | None = None,
     padding: Triple = 0,
-    count_include_pad: bool = True,
+    count_include_pad: bool | None = None,
 ) -> Tensor:
     """The mean of each kD x kH x kW window; zero padding counts unless
     ``count_include_pad=False``."""
@@ -312,7 +315,7 @@ def avg_pool3d(
         "kernel_size": _triple(kernel_size, "kernel_size"),
         "stride": None if stride is None else _triple(stride, "stride"),
         "padding": _triple(padding, "padding"),
-        "count_include_pad": bool(count_include_pad),
+        **given_attrs(count_include_pad=count_include_pad),
     }
     return x.graph.apply("avg_pool3d", (x,), attrs)
 

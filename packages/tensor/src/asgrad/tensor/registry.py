@@ -93,8 +93,9 @@ class Attr:
 
     Attributes:
         name: The keyword the op takes it by.
-        kind: The Python types a value may have (``float`` accepts an ``int`` and
-            stores a float; ``int`` refuses a ``bool``); ``object`` accepts anything.
+        kind: The Python types a value may have (``float`` accepts an ``int`` or a
+            numpy number and stores a float; ``int`` accepts a numpy integer and
+            refuses a ``bool``); ``object`` accepts anything.
         default: The value a node takes when none is given, or :data:`REQUIRED`.
         check: A condition on the value: ``check(value)`` returns what is wrong with
             it (a phrase such as ``"must be positive"``), or None when it is fine.
@@ -115,12 +116,11 @@ class Attr:
             return None
         kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
         if object not in kinds:
-            if (
-                float in kinds
-                and isinstance(value, int | np.integer)
-                and not isinstance(value, bool | np.bool_)
-            ):
+            number = not isinstance(value, bool | np.bool_)
+            if float in kinds and number and isinstance(value, int | np.integer | np.floating):
                 value = float(value)
+            elif int in kinds and number and isinstance(value, np.integer):
+                value = int(value)
             refused = isinstance(value, bool | np.bool_) and bool not in kinds
             if refused or not isinstance(value, kinds):
                 names = " or ".join(k.__name__ for k in kinds)
@@ -307,6 +307,12 @@ class OpDef:
 
 
 _REGISTRY: dict[str, OpDef] = {}
+
+
+def given_attrs(**attrs: Any) -> dict[str, Any]:
+    """The attributes a front door was given: those not None (None leaves an attribute
+    to its op's schema, which states its default once)."""
+    return {k: v for k, v in attrs.items() if v is not None}
 
 
 def register_op(op: OpDef) -> OpDef:

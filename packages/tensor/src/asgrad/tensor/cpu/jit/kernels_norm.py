@@ -209,7 +209,7 @@ def layer_norm(
     *,
     out: np.ndarray | None = None,
     normalized_shape: Any,
-    eps: float = 1e-5,
+    eps: float,
 ) -> np.ndarray:
     """``layer_norm``'s kernel."""
     x = np.ascontiguousarray(x)
@@ -232,7 +232,7 @@ def layer_norm_backward(
     *,
     out: np.ndarray | None = None,
     normalized_shape: Any,
-    eps: float = 1e-5,
+    eps: float,
 ) -> np.ndarray:
     """``layer_norm_backward``'s kernel."""
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
