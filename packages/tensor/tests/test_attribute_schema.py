@@ -172,3 +172,14 @@ def test_a_graph_file_with_a_wrong_attribute_is_refused() -> None:
     entry["attrs"]["reverse"] = 1
     with pytest.raises(GraphFileError, match="attribute 'reverse' must be bool, got int 1"):
         graph_from_dict(data)
+
+
+def test_numpy_numbers_and_lists_are_stored_as_python_values() -> None:
+    op = _op(
+        Attr(name="alpha", kind=float, default=0.0),
+        Attr(name="axis", kind=int, default=0),
+        Attr(name="shape", kind=tuple, default=()),
+    )
+    got = op.normalize_attrs({"alpha": np.float32(0.5), "axis": np.int64(2), "shape": [2, 3]})
+    assert got == {"alpha": 0.5, "axis": 2, "shape": (2, 3)}
+    assert [type(v) for v in got.values()] == [float, int, tuple]

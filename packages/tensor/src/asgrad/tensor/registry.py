@@ -95,7 +95,8 @@ class Attr:
         name: The keyword the op takes it by.
         kind: The Python types a value may have (``float`` accepts an ``int`` or a
             numpy number and stores a float; ``int`` accepts a numpy integer and
-            refuses a ``bool``); ``object`` accepts anything.
+            refuses a ``bool``; ``tuple`` accepts a list and stores a tuple);
+            ``object`` accepts anything.
         default: The value a node takes when none is given, or :data:`REQUIRED`.
         check: A condition on the value: ``check(value)`` returns what is wrong with
             it (a phrase such as ``"must be positive"``), or None when it is fine.
@@ -121,6 +122,8 @@ class Attr:
                 value = float(value)
             elif int in kinds and number and isinstance(value, np.integer):
                 value = int(value)
+            elif tuple in kinds and isinstance(value, list):
+                value = tuple(value)
             refused = isinstance(value, bool | np.bool_) and bool not in kinds
             if refused or not isinstance(value, kinds):
                 names = " or ".join(k.__name__ for k in kinds)
