@@ -5,6 +5,8 @@ by keyword in the op's family file (``asgrad/tensor/ops/<family>.py``):
 
 * what it is: ``name``, ``family``, ``arity``, ``doc``, and whether it is
   ``differentiable``, ``composite`` or ``pure``;
+* what it takes: ``attrs``, the attribute schema (each :class:`Attr`'s name, type,
+  default and check, stated once);
 * what it means: ``infer`` (the shape/dtype rule) and ``kernel`` (the numpy
   reference semantics), checked on ``cases`` within ``tolerance``;
 * what the CPU code generator may assume about the kernel, so that adding an op
@@ -248,6 +250,10 @@ class OpDef:
             adding a node of its own. Backends and autograd see only the ops it
             builds, so such an op needs no gradient rule or GPU lowering; its
             ``kernel`` stays the numpy reference its cases are checked against.
+        attrs: The attribute schema, one :class:`Attr` each (``()``: none), or None
+            where the op has not declared one (its attributes pass unchecked). A node,
+            and each of the op's registered cases, holds every attribute, so
+            ``infer``, ``kernel`` and ``expand`` take them all and state no default.
     """
 
     name: str
