@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import inspect
 import json
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from asgrad.tensor import Graph, GraphFileError, evaluate
+from asgrad.tensor.cpu.jit.kernels import JIT_KERNELS
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError
 from asgrad.tensor.graph_file import graph_from_dict, graph_to_dict
 from asgrad.tensor.registry import REQUIRED, Attr, OpDef, TensorType, all_ops
@@ -103,15 +106,25 @@ def test_the_registry_cases_of_an_op_fit_its_schema(op: OpDef) -> None:
         assert op.normalize_attrs(case.attrs) == dict(case.attrs)
 
 
+def _kernels(op: OpDef) -> list[Callable[..., Any]]:
+    """The op's kernels that asgrad writes: numpy, into-a-buffer and compiled."""
+    found = [op.kernel] + ([op.into.fn] if op.into is not None else [])
+    if op.name in JIT_KERNELS:
+        found.append(JIT_KERNELS[op.name].load())
+    return [fn for fn in found if fn.__module__.startswith("asgrad.")]  # not np.any as it is
+
+
 @pytest.mark.parametrize("op", SCHEMA_OPS, ids=lambda op: op.name)
 def test_no_kernel_restates_an_attribute_default(op: OpDef) -> None:
     """A node holds every attribute, so a kernel parameter with a default restates one."""
-    if not op.kernel.__module__.startswith("asgrad."):
-        return  # a numpy function used as it is (np.any): not asgrad's to change
-    params = inspect.signature(op.kernel).parameters
-    restated = [
-        a.name for a in op.attrs or () if a.name in params and params[a.name].default is not _EMPTY
-    ]
+    restated = []
+    for fn in _kernels(op):
+        params = inspect.signature(fn).parameters
+        restated += [
+            f"{fn.__module__}.{fn.__name__}({a.name})"
+            for a in op.attrs or ()
+            if a.name in params and params[a.name].default is not _EMPTY
+        ]
     assert restated == []
 
 

@@ -128,7 +128,7 @@ def adam_ema(
     *,
     out: np.ndarray | None = None,
     beta: float,
-    square: bool = False,
+    square: bool,
 ) -> np.ndarray:
     """``adam_ema``'s kernel, bit for bit."""
     dt = m.dtype.type
@@ -146,7 +146,7 @@ def adam_update(
     decay: np.ndarray | None = None,
     *,
     out: np.ndarray | None = None,
-    eps: float = 1e-8,
+    eps: float,
 ) -> np.ndarray:
     """``adam_update``'s kernel, bit for bit."""
     dt = p.dtype.type
