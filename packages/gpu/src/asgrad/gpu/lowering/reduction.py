@@ -327,7 +327,7 @@ def _size_ratio(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
 
 def _scan(kind: str) -> Lowering:
     def lower_scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-        reverse = bool(attrs["reverse"])
+        reverse = "reverse" in attrs and bool(attrs["reverse"])  # cumsum, logcumsumexp
         return scans.scan(kind, ins[0], int(attrs["axis"]), reverse, out)
 
     return lower_scan
