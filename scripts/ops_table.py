@@ -25,7 +25,7 @@ from pathlib import Path
 from asgrad.autograd import get_rule
 from asgrad.gpu.lowering import LOWERINGS, kernel_files
 from asgrad.tensor import OpDef, all_ops
-from asgrad.tensor.registry import REQUIRED, Attr
+from asgrad.tensor.ir.registry import REQUIRED, Attr
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "ops.md"
@@ -151,7 +151,7 @@ numpy kernel is the reference their test cases check the expansion against. *ONN
 [`asgrad.onnx`](onnx.md) exports the op (`export`) and reads the exported form back
 (`load`), over the op's test cases: *yes*, *some cases* (dropout: only `p = 0` has an
 inference form) or *no* (gradient ops: export the forward graph). *attributes* is the
-op's attribute schema (`asgrad.tensor.registry.Attr`): each attribute's name, type and
+op's attribute schema (`asgrad.tensor.ir.registry.Attr`): each attribute's name, type and
 default, where it has one; every node of the op holds all of them.
 
 """

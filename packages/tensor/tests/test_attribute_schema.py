@@ -13,8 +13,8 @@ import pytest
 from asgrad.tensor import Graph, GraphFileError, evaluate
 from asgrad.tensor.cpu.jit.kernels import JIT_KERNELS
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError
-from asgrad.tensor.graph_file import graph_from_dict, graph_to_dict
-from asgrad.tensor.registry import REQUIRED, Attr, OpDef, TensorType, all_ops
+from asgrad.tensor.io.graph_file import graph_from_dict, graph_to_dict
+from asgrad.tensor.ir.registry import REQUIRED, Attr, OpDef, TensorType, all_ops
 
 _EMPTY = inspect.Parameter.empty
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from asgrad.tensor.ops._common import randn
+from asgrad.tensor.ir.common import randn
+from asgrad.tensor.ir.registry import OpCase
 from asgrad.tensor.ops._lift import register_1d
 from asgrad.tensor.ops.spatial import CONV_ATTRS, OUTPUT_PADDING
-from asgrad.tensor.registry import OpCase
 
 
 def _conv1d_cases(rng: np.random.Generator) -> list[OpCase]:

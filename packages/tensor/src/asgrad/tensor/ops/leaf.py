@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.tensor.errors import GraphError
-from asgrad.tensor.registry import Attr, Attrs, OpDef, TensorType, register_op
-from asgrad.tensor.variables import Variable
+from asgrad.tensor.ir.registry import Attr, Attrs, OpDef, TensorType, register_op
+from asgrad.tensor.ir.variables import Variable
 
 
 def _no_infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
