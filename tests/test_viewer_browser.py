@@ -1,4 +1,4 @@
-"""The graph viewer in a real browser (issue 15): headless Chromium, Selenium.
+"""The graph viewer in a real browser: headless Chromium, Selenium.
 
 The page for the transformer example's training step (AdamW, gradient clipping, as
 ``asgrad.examples.transformer`` builds it) loads without console errors, lays out

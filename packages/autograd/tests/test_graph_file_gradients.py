@@ -1,4 +1,4 @@
-"""A loaded graph differentiates exactly like the original (issue 15): for every
+"""A loaded graph differentiates exactly like the original: for every
 differentiable registry op case, the gradients built on the loaded graph equal, bit
 for bit, those built on the graph that was saved; gradient nodes carry their role."""
 

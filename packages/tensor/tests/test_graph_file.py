@@ -1,4 +1,4 @@
-"""The graph file (issue 15): every registry op case round-trips and runs bit for bit
+"""The graph file: every registry op case round-trips and runs bit for bit
 alike; malformed files and unknown versions are refused with a GraphFileError."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The viewer's data and page (issue 15): what the passes did, the profile, the
+"""The viewer's data and page: what the passes did, the profile, the
 self-contained HTML, the command line and Jupyter's ``_repr_html_``."""
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ __all__ = [
     "VariableStore",
     "__version__",
     "all_ops",
-    # math ops (issue 13); round, any and all stay in asgrad.tensor.functional_math
+    # math ops; round, any and all stay in asgrad.tensor.functional_math
     # (as names here they would shadow Python's builtins on a star import)
     "amax",
     "amin",

@@ -1,4 +1,4 @@
-"""Test cases of the math ops of issue 13: rounding, tests, logic, integers, reductions,
+"""Test cases of the math ops: rounding, tests, logic, integers, reductions,
 scans. Each makes an op's :class:`~asgrad.tensor.registry.OpCase` list from a random
 generator, with the edge cases that matter: halves for rounding, NaN and infinities
 for the tests, negative operands for floor division, ties and zeros."""

@@ -1,6 +1,6 @@
 """Layers and initializers given a zero, negative or non-integer size raise a typed error.
 
-Issue 10, item 16: ``Linear(0, 3)`` raised ``ZeroDivisionError`` from its initializer;
+Before, ``Linear(0, 3)`` raised ``ZeroDivisionError`` from its initializer;
 other layers raised ``ZeroDivisionError``, ``ValueError: math domain error`` or a bare
 ``TypeError``, or built silently with a zero-sized weight; initializers raised numpy's
 errors for a negative size, a negative ``std`` or ``low > high``.
