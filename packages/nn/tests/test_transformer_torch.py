@@ -76,7 +76,7 @@ def test_cross_attention_batch_first_per_head_weights_and_float_mask() -> None:
 
 def test_asgrad_batch_first_attention_takes_torch_weights() -> None:
     ref = torch_eval(torch.nn.MultiheadAttention(8, 2, batch_first=True))
-    mha = nn.MultiHeadAttention(8, 2).double()
+    mha = nn.SelfAttention(8, 2).double()
     nn.load_torch_state_dict(mha, ref.state_dict())
     x = RNG.normal(size=(2, 4, 8))
     (got,) = run(mha(Graph().input("x", (2, 4, 8), "float64")), {"x": x})

@@ -32,7 +32,7 @@ from asgrad.nn.layers.activation_more import (
     Tanhshrink,
     Threshold,
 )
-from asgrad.nn.layers.attention import MultiHeadAttention
+from asgrad.nn.layers.attention import SelfAttention
 from asgrad.nn.layers.container import ModuleList, Sequential
 from asgrad.nn.layers.conv import Conv2d, ConvTranspose2d
 from asgrad.nn.layers.conv_1d import (
@@ -148,7 +148,6 @@ __all__ = [
     "MaxUnpool2d",
     "Mish",
     "ModuleList",
-    "MultiHeadAttention",
     "MultiheadAttention",
     "PReLU",
     "PairwiseDistance",
@@ -159,6 +158,7 @@ __all__ = [
     "ReLU",
     "ReLU6",
     "RoPE",
+    "SelfAttention",
     "Sequential",
     "SiLU",
     "Sigmoid",
