@@ -1,34 +1,32 @@
 """Layers."""
 
 from asgrad.nn.layers.activation import (
+    CELU,
     ELU,
     GELU,
-    Flatten,
-    Identity,
-    LeakyReLU,
-    LogSoftmax,
-    ReLU,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Softplus,
-    Tanh,
-)
-from asgrad.nn.layers.activation_more import (
-    CELU,
     GLU,
     SELU,
+    Flatten,
     Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
+    Identity,
+    LeakyReLU,
     LogSigmoid,
+    LogSoftmax,
     Mish,
     PReLU,
+    ReLU,
     ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
     Softmin,
+    Softplus,
     Softshrink,
     Softsign,
+    Tanh,
     Tanhshrink,
     Threshold,
 )
@@ -49,18 +47,19 @@ from asgrad.nn.layers.conv_3d import (
     ConvTranspose3d,
     MaxPool3d,
 )
+from asgrad.nn.layers.distance import CosineSimilarity, PairwiseDistance
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.embedding import Embedding
 from asgrad.nn.layers.feedforward import FeedForward
 from asgrad.nn.layers.linear import Linear
-from asgrad.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
-from asgrad.nn.layers.normalization_more import (
-    CosineSimilarity,
+from asgrad.nn.layers.normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
     InstanceNorm3d,
-    PairwiseDistance,
+    LayerNorm,
     RMSNorm,
 )
 from asgrad.nn.layers.pooling import (

@@ -75,8 +75,7 @@ class SelfAttention(Module):
         num_heads = positive_int(num_heads, "SelfAttention", "num_heads")
         if embed_dim % num_heads:
             raise ShapeError(
-                f"SelfAttention: embed_dim {embed_dim} is not divisible by num_heads"
-                f" {num_heads}"
+                f"SelfAttention: embed_dim {embed_dim} is not divisible by num_heads {num_heads}"
             )
         if position not in (None, "rope", "alibi"):
             raise ArgumentError(f"position must be None, 'rope' or 'alibi', got {position!r}")
