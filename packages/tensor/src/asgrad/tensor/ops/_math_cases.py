@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.tensor.ops._common import away_from, randn
+from asgrad.tensor.ops._common import randn
 from asgrad.tensor.ops._elementwise_cases import binary_cases, positive
 from asgrad.tensor.registry import CasesFn, OpCase
 
@@ -166,10 +166,6 @@ def minmax_cases(rng: np.random.Generator) -> list[OpCase]:
         OpCase((a.astype(np.int32), b.astype(np.int32)), grad=False, label="int32"),
         OpCase((a > 0, b > 0), grad=False, label="bool"),
     ]
-
-
-def kinked(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return away_from(rng, [0.0], *shape)
 
 
 # -- reductions -----------------------------------------------------------------------
