@@ -5,7 +5,7 @@ sigmoid used to be ``0.5 * (1 + tanh(x / 2))``: float32 ``sigmoid(-17)`` was 5.9
 with a NaN gradient. softplus formed ``beta * x``, which overflows for
 ``softplus(3e38, beta=2)``. Values are checked against float64 references (and
 PyTorch where installed); the gradients are checked in
-``packages/autograd/tests/test_i10_sigmoid_softplus_grads.py``.
+``packages/autograd/tests/test_sigmoid_softplus_gradients.py``.
 """
 
 from __future__ import annotations
