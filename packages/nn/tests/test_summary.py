@@ -1,4 +1,4 @@
-"""asgrad.nn.summary: layers, output shapes, parameter counts and memory (issue 14)."""
+"""asgrad.nn.summary: layers, output shapes, parameter counts and memory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PyTorch's transformer modules and checkpoints, checked against PyTorch (issue 20, 5-6).
+"""PyTorch's transformer modules and checkpoints, checked against PyTorch.
 
 Each test builds the PyTorch module, loads its ``state_dict`` into the asgrad module
 of the same name with ``load_torch_state_dict``, and compares outputs in float64.
