@@ -1,29 +1,44 @@
-"""The graph file: a graph, its variables and chosen outputs as one versioned JSON file.
+"""The graph file: a graph, its loop bodies, variables and chosen outputs as one
+versioned JSON file.
 
 ``Graph.save(path)`` writes it and ``Graph.load(path)`` reads it back
 (:func:`save_graph`, :func:`load_graph`). Loading executes no code: the file is
-parsed as JSON, every op is looked up in the registry, every type is inferred again
-and compared with the one written, and anything else (an unknown version, a
-missing field, an input that points forward, an attribute of an unknown kind) is a
-:class:`GraphFileError` naming what is wrong.
+parsed as JSON, every op is looked up in the registry, every type (a loop body's
+too) is inferred again and compared with the one written, and anything else (an
+unknown version, a missing field, an input that points forward, an attribute of an
+unknown kind, values nested too deeply) is a :class:`GraphFileError` naming what is
+wrong.
 
-The format, version 1 (``docs/viewer.md`` describes it field by field)::
+The format, version 2 (``docs/viewer.md`` describes it field by field; version 1,
+the same without ``bodies``, still loads)::
 
-    {"format": "asgrad-graph", "version": 1, "name": "graph",
+    {"format": "asgrad-graph", "version": 2, "name": "graph",
      "nodes": [{"op": "input", "name": "x", "inputs": [], "attrs": {...},
                 "shape": [2, 3], "dtype": "float32", "location": "train.py:12",
                 "meta": {"scope": "encoder"}}, ...],
+     "bodies": [{"name": "step", "where": "model.py:30", "counts": [carries, xs, ys],
+                 "nodes": [...], "inputs": [node index, ...],
+                 "outputs": [node index, ...]}, ...],
      "variables": [{"name": "w", "trainable": true, "value": ARRAY}, ...],
      "updates": [[variable index, node index], ...],
      "outputs": [node index, ...]}
 
-A node's inputs are indices of earlier nodes. An attribute value is JSON where JSON
-can say it exactly (a string, a bool, an int, a finite float, a list, a dict with
-string keys whose keys do not start with ``$``), and otherwise one object of one
-key: ``{"$tuple": [...]}``, ``{"$float": "nan"}``, ``{"$slice": [start, stop,
-step]}``, ``{"$array": {"dtype", "shape", "data"}}`` (data: the little-endian bytes
-in base64), ``{"$scalar": ARRAY}`` (a numpy scalar), ``{"$dict": [[key, value],
-...]}``, ``{"$variable": index}`` (a parameter's variable).
+A node's inputs are indices of earlier nodes. A location names its file without the
+absolute path of the machine that wrote it (:func:`portable_location`). An attribute
+value is JSON where JSON can say it exactly (a string, a bool, an int, a finite
+float, a list, a dict with string keys whose keys do not start with ``$``), and
+otherwise one object of one key: ``{"$tuple": [...]}``, ``{"$float": "nan"}``,
+``{"$slice": [start, stop, step]}``, ``{"$array": {"dtype", "shape", "data"}}``
+(data: the little-endian bytes in base64), ``{"$scalar": ARRAY}`` (a numpy scalar),
+``{"$dict": [[key, value], ...]}``, ``{"$variable": index}`` (a parameter's
+variable), ``{"$body": index}`` (a loop body of ``bodies``).
+
+A loop body (the ``loop`` attribute of ``scan`` and its parts) is a graph of its own,
+written once in ``bodies`` however many nodes use it: its nodes (which may hold
+loops of their own), its inputs (carries, then per-step xs, then captured values of
+the enclosing graph) and its outputs (new carries, then per-step ys). When loaded,
+it is nested in the graph of the first node that uses it, and its captured values
+are that node's last inputs.
 
 >>> import tempfile, os
 >>> from asgrad.tensor import Graph, evaluate
@@ -39,11 +54,14 @@ in base64), ``{"$scalar": ARRAY}`` (a numpy scalar), ``{"$dict": [[key, value],
 
 from __future__ import annotations
 
+import functools
 import html
 import importlib.metadata
 import json
 import os
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -68,10 +86,20 @@ if TYPE_CHECKING:
     from asgrad.tensor.graph import Graph, Node, Variable
     from asgrad.tensor.tensor import Tensor
 
-__all__ = ["FORMAT", "VERSION", "LoadedGraph", "graph_to_dict", "load_graph", "save_graph"]
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "LoadedGraph",
+    "graph_to_dict",
+    "load_graph",
+    "portable_location",
+    "save_graph",
+]
 
 FORMAT = "asgrad-graph"
-VERSION = 1
+VERSION = 2
+# Versions this asgrad reads: version 1 files (before loop bodies) still load.
+READABLE = (1, 2)
 
 
 @dataclass
@@ -120,7 +148,6 @@ def nodes_to_dict(
     updates: Sequence[tuple[Variable, Node]],
 ) -> dict[str, Any]:
     """The graph file's content for ``nodes`` (inputs before users)."""
-    index = {node.id: i for i, node in enumerate(nodes)}
     variables: dict[int, int] = {}
     var_list: list[Variable] = []
     leaves = [n.attrs["variable"] for n in nodes if n.op == "parameter"]
@@ -128,23 +155,8 @@ def nodes_to_dict(
         if id(var) not in variables:
             variables[id(var)] = len(var_list)
             var_list.append(var)
-    entries: list[dict[str, Any]] = []
-    for node in nodes:
-        for inp in node.inputs:
-            if index.get(inp.id, len(entries)) >= len(entries):
-                raise GraphFileError(f"node {node.name}: input {inp.name} is not an earlier node")
-        entries.append(
-            {
-                "op": node.op,
-                "name": node.name,
-                "inputs": [index[inp.id] for inp in node.inputs],
-                "attrs": encode_value(node.attrs, variables),
-                "shape": list(node.shape),
-                "dtype": node.dtype,
-                "location": node.location,
-                "meta": encode_value(node.meta),
-            }
-        )
+    writer = _Writer(variables)
+    entries, index = writer.nodes(nodes)
     for n in [*outputs, *(n for _, n in updates)]:
         if n.id not in index:
             raise GraphFileError(f"output or update {n.name} is not one of the nodes saved")
@@ -153,6 +165,7 @@ def nodes_to_dict(
         "version": VERSION,
         "name": name,
         "nodes": entries,
+        "bodies": writer.bodies,
         "variables": [
             {"name": v.name, "trainable": v.trainable, "value": {"$array": _array(v.value)}}
             for v in var_list
@@ -160,6 +173,86 @@ def nodes_to_dict(
         "updates": [[variables[id(v)], index[n.id]] for v, n in updates],
         "outputs": [index[n.id] for n in outputs],
     }
+
+
+class _Writer:
+    """Node entries of a file, and its table of loop bodies (each body once)."""
+
+    def __init__(self, variables: dict[int, int]) -> None:
+        self.variables = variables
+        self.bodies: list[dict[str, Any]] = []
+        self.body_index: dict[int, int] = {}
+
+    def nodes(self, nodes: Sequence[Node]) -> tuple[list[dict[str, Any]], dict[int, int]]:
+        index = {node.id: i for i, node in enumerate(nodes)}
+        entries: list[dict[str, Any]] = []
+        for node in nodes:
+            for inp in node.inputs:
+                if index.get(inp.id, len(entries)) >= len(entries):
+                    raise GraphFileError(
+                        f"node {node.name}: input {inp.name} is not an earlier node"
+                    )
+            entries.append(
+                {
+                    "op": node.op,
+                    "name": node.name,
+                    "inputs": [index[inp.id] for inp in node.inputs],
+                    "attrs": encode_value(node.attrs, self.variables, self.body),
+                    "shape": list(node.shape),
+                    "dtype": node.dtype,
+                    "location": portable_location(node.location),
+                    "meta": encode_value(node.meta),
+                }
+            )
+        return entries, index
+
+    def body(self, value: Any) -> int | None:
+        """The index of the loop body ``value`` in the table (added when new), or None."""
+        from asgrad.tensor.body import Body
+
+        if not isinstance(value, Body):
+            return None
+        if id(value) in self.body_index:
+            return self.body_index[id(value)]
+        k = self.body_index[id(value)] = len(self.bodies)
+        entry: dict[str, Any] = {"name": value.name, "where": portable_location(value.where)}
+        self.bodies.append(entry)  # its place is taken before the bodies nested in it
+        entries, index = self.nodes(value.graph.nodes)
+        entry["counts"] = [value.n_carry, value.n_x, value.n_y]
+        entry["nodes"] = entries
+        entry["inputs"] = [index[n.id] for n in value.inputs]
+        entry["outputs"] = [index[n.id] for n in value.outputs]
+        return k
+
+
+@functools.cache
+def _portable_path(path: str) -> str:
+    p = Path(path)
+    cwd = Path.cwd()
+    if cwd != Path(cwd.anchor) and p.is_relative_to(cwd):
+        return p.relative_to(cwd).as_posix()
+    roots = sorted(
+        (Path(e) for e in sys.path if e and os.path.isabs(e)), key=lambda r: -len(r.parts)
+    )
+    for root in roots:
+        if root != Path(root.anchor) and p.is_relative_to(root):
+            return p.relative_to(root).as_posix()
+    return p.name
+
+
+def portable_location(location: str) -> str:
+    """``location`` (``file:line``) as a graph file stores it: no absolute path of the
+    machine that made it. A file under the working directory is named relative to it
+    (``examples/train.py:12``), one under an entry of ``sys.path`` relative to that
+    (``asgrad/nn/layers/linear.py:40``), any other by its name alone.
+
+    >>> portable_location("<stdin>:3")
+    '<stdin>:3'
+    """
+    path, sep, line = location.rpartition(":")
+    if not sep or not os.path.isabs(path):
+        return location
+    return f"{_portable_path(path)}:{line}"
 
 
 def save_graph(
@@ -186,11 +279,11 @@ def graph_from_dict(data: Any, source: str = "graph file") -> LoadedGraph:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _fail(source, f'not an asgrad graph file (no "format": {FORMAT!r})')
     version = data.get("version")
-    if version != VERSION:
+    if version not in READABLE or isinstance(version, bool):
         raise _fail(
             source,
-            f"graph file version {version!r} is not supported; this asgrad reads version"
-            f" {VERSION}. Save the graph again with this version of asgrad",
+            f"graph file version {version!r} is not supported; this asgrad reads versions"
+            f" {', '.join(map(str, READABLE))}. Save the graph again with this version of asgrad",
         )
     graph = _g.Graph(str(_field(data, "name", str, source)))
     variables = []
@@ -201,9 +294,9 @@ def graph_from_dict(data: Any, source: str = "graph file") -> LoadedGraph:
             raise _fail(where, "its value is not an array")
         name, trainable = _field(v, "name", str, where), _field(v, "trainable", bool, where)
         variables.append(_g.Variable(name, np.array(value), trainable=trainable))
-    nodes: list[Node] = []
-    for i, entry in enumerate(_field(data, "nodes", list, source)):
-        nodes.append(_read_node(graph, entry, nodes, variables, f"{source}: node {i}"))
+    bodies = [] if version == 1 else _field(data, "bodies", list, source)
+    reader = _Reader(bodies, variables, source)
+    nodes = reader.nodes(graph, _field(data, "nodes", list, source), source)
     graph.nodes = nodes
     updates = _field(data, "updates", list, source)
     outputs = _field(data, "outputs", list, source)
@@ -227,47 +320,114 @@ def _index(k: Any, items: Sequence[Any], where: str) -> Any:
     return items[k]
 
 
-def _read_node(
-    graph: Graph, entry: Any, nodes: list[Node], variables: list[Variable], where: str
-) -> Node:
-    op = _field(entry, "op", str, where)
-    name = _field(entry, "name", str, where)
-    where = f"{where} ({name}, {op})"
-    try:
-        opdef = get_op(op)
-    except AsgradError:
-        raise _fail(
-            where, f"unknown op {op!r}; is the package that registers it imported?"
-        ) from None
-    refs = _field(entry, "inputs", list, where)
-    if not all(
-        isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(nodes) for k in refs
-    ):
-        raise _fail(where, f"inputs must be indices of earlier nodes, got {refs!r}")
-    if opdef.arity is not None and len(refs) != opdef.arity:
-        raise _fail(where, f"{op} takes {opdef.arity} inputs, the file gives {len(refs)}")
-    attrs = decode_value(_field(entry, "attrs", dict, where), where, variables)
-    meta = decode_value(_field(entry, "meta", dict, where), where)
-    dtype = _field(entry, "dtype", str, where)
-    if dtype not in DTYPES:
-        raise _fail(where, f"unknown dtype {dtype!r}")
-    type_ = TensorType(tuple(_shape(_field(entry, "shape", list, where), where)), dtype)
-    location = _field(entry, "location", str, where)
-    inputs = tuple(nodes[k] for k in refs)
-    if op not in ("input", "parameter", "constant"):
-        try:  # a file written before an attribute existed holds no value for it
-            attrs = opdef.normalize_attrs(attrs)
-        except AsgradError as exc:
-            raise _fail(where, f"its attributes do not fit the op: {exc}") from None
-    _check_type(op, attrs, inputs, type_, where)
-    node = _g.Node(graph, op, inputs, attrs, type_, name, location, meta)
-    if op in ("input", "parameter"):
-        if name in graph._names:
-            raise _fail(where, f"a second leaf called {name!r}")
-        graph._names[name] = node
-        if op == "parameter":
-            graph._variables[id(attrs["variable"])] = node
-    return node
+class _Reader:
+    """Reads node lists, and each loop body of the file's table when a node first names
+    it: the body's graph is nested in that node's graph, and its captured values are
+    that node's last inputs (as for ``scan``, ``scan_part`` and ``scan_unpart``)."""
+
+    def __init__(self, bodies: list[Any], variables: list[Variable], source: str) -> None:
+        self.entries, self.variables, self.source = bodies, variables, source
+        self.built: dict[int, Any] = {}
+        self.reading: set[int] = set()
+
+    def nodes(self, graph: Graph, entries: list[Any], where: str) -> list[Node]:
+        nodes: list[Node] = []
+        for i, entry in enumerate(entries):
+            nodes.append(self.node(graph, entry, nodes, f"{where}: node {i}"))
+        return nodes
+
+    def node(self, graph: Graph, entry: Any, nodes: list[Node], where: str) -> Node:
+        op = _field(entry, "op", str, where)
+        name = _field(entry, "name", str, where)
+        where = f"{where} ({name}, {op})"
+        try:
+            opdef = get_op(op)
+        except AsgradError:
+            raise _fail(
+                where, f"unknown op {op!r}; is the package that registers it imported?"
+            ) from None
+        refs = _field(entry, "inputs", list, where)
+        if not all(
+            isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(nodes) for k in refs
+        ):
+            raise _fail(where, f"inputs must be indices of earlier nodes, got {refs!r}")
+        if opdef.arity is not None and len(refs) != opdef.arity:
+            raise _fail(where, f"{op} takes {opdef.arity} inputs, the file gives {len(refs)}")
+        inputs = tuple(nodes[k] for k in refs)
+
+        def body(k: Any) -> Any:
+            return self.body(k, graph, inputs, where)
+
+        attrs = decode_value(
+            _field(entry, "attrs", dict, where), where, self.variables, bodies=body
+        )
+        meta = decode_value(_field(entry, "meta", dict, where), where)
+        dtype = _field(entry, "dtype", str, where)
+        if dtype not in DTYPES:
+            raise _fail(where, f"unknown dtype {dtype!r}")
+        type_ = TensorType(tuple(_shape(_field(entry, "shape", list, where), where)), dtype)
+        location = _field(entry, "location", str, where)
+        if op not in ("input", "parameter", "constant"):
+            try:  # a file written before an attribute existed holds no value for it
+                attrs = opdef.normalize_attrs(attrs)
+            except AsgradError as exc:
+                raise _fail(where, f"its attributes do not fit the op: {exc}") from None
+        _check_type(op, attrs, inputs, type_, where)
+        node = _g.Node(graph, op, inputs, attrs, type_, name, location, meta)
+        if op in ("input", "parameter"):
+            if name in graph._names:
+                raise _fail(where, f"a second leaf called {name!r}")
+            graph._names[name] = node
+            if op == "parameter":
+                graph._variables[id(attrs["variable"])] = node
+        return node
+
+    def body(self, k: Any, parent: Graph, users_inputs: tuple[Node, ...], where: str) -> Any:
+        """Body ``k`` of the table, read (once) as nested in ``parent``."""
+        from asgrad.tensor.body import BodyGraph, body_from_graph
+
+        entry = _index(k, self.entries, f"{where}: body")
+        if k in self.built:
+            return self.built[k]
+        if k in self.reading:
+            raise _fail(where, f"body {k} holds a loop over itself")
+        self.reading.add(k)
+        where = f"{self.source}: body {k}"
+        name = _field(entry, "name", str, where)
+        counts = _field(entry, "counts", list, where)
+        if len(counts) != 3 or not all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts
+        ):
+            raise _fail(where, f"counts are [carries, xs, ys], got {counts!r}")
+        n_carry, n_x, n_y = counts
+        graph = BodyGraph(parent, f"{name} body")
+        nodes = self.nodes(graph, _field(entry, "nodes", list, where), where)
+        graph.nodes = nodes
+        inputs = [_index(i, nodes, where) for i in _field(entry, "inputs", list, where)]
+        outputs = [_index(i, nodes, where) for i in _field(entry, "outputs", list, where)]
+        n_capture = len(inputs) - n_carry - n_x
+        if n_capture < 0 or any(n.op != "input" for n in inputs) or len(set(inputs)) != len(inputs):
+            raise _fail(where, "its inputs are input nodes: carries, xs, then captured values")
+        if len(outputs) != n_carry + n_y:
+            raise _fail(where, f"it has {n_carry} carries and {n_y} ys, but {len(outputs)} outputs")
+        if any(n.op == "parameter" for n in nodes):
+            raise _fail(where, "a loop body holds no parameter (it captures its graph's)")
+        for i, (c, out) in enumerate(zip(inputs, outputs[:n_carry], strict=False)):
+            if c.type != out.type:
+                raise _fail(where, f"carry {i} is {c.type}, but the body returns {out.type}")
+        if len(users_inputs) < n_capture:
+            raise _fail(where, f"it captures {n_capture} values; its node has fewer inputs")
+        graph.outer = list(users_inputs[len(users_inputs) - n_capture :])
+        for outer, inner in zip(graph.outer, inputs[n_carry + n_x :], strict=True):
+            if outer.type != inner.type:
+                raise _fail(where, f"captured {inner.name} is {inner.type}, given {outer.type}")
+            graph.captured[outer.id] = inner
+        graph.closed = True
+        where_made = _field(entry, "where", str, where)
+        body = body_from_graph(name, where_made, graph, inputs, outputs, (n_carry, n_x, n_y))
+        self.built[k] = body
+        self.reading.discard(k)
+        return body
 
 
 def _check_type(
@@ -304,11 +464,15 @@ def load_graph(path: str | os.PathLike[str]) -> LoadedGraph:
     try:
         with open(source, encoding="utf-8") as f:
             data = json.load(f)
+        return graph_from_dict(data, source)
     except FileNotFoundError:
         raise GraphFileError(f"{source}: no such graph file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise GraphFileError(f"{source}: not a graph file, the JSON is malformed ({exc})") from None
-    return graph_from_dict(data, source)
+    except RecursionError:
+        raise GraphFileError(
+            f"{source}: its values or loop bodies are nested too deeply to read"
+        ) from None
 
 
 # Renderers of a graph as HTML for Jupyter: ``asgrad.viz`` registers one when imported,

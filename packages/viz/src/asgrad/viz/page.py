@@ -13,7 +13,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-__all__ = ["VENDORED", "render_page"]
+__all__ = ["VENDORED", "render_page", "script_json"]
 
 # The vendored files: (npm package@version, file in the package, file here).
 VENDORED = (
@@ -32,6 +32,21 @@ def _script(text: str) -> str:
     return text.replace("</", "<\\/")
 
 
+# JSON inside a <script> element: the characters the HTML parser could read as
+# markup (a closing tag, "<!--" that changes how the script ends) written as escapes.
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def script_json(data: Any) -> str:
+    """``data`` as JSON that is safe inside a ``<script>`` element (and still JSON).
+
+    >>> script_json({"name": "</script><!--"})
+    '{"name":"\\\\u003c/script\\\\u003e\\\\u003c!--"}'
+    """
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return text.translate(_JSON_ESCAPES)
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The HTML page showing ``data`` (:func:`asgrad.viz.data.page_data`)."""
     viewer = (
@@ -44,7 +59,7 @@ def render_page(data: dict[str, Any]) -> str:
         "TITLE": _html(str(data.get("title", "graph"))),
         "CSS": _asset("static", "viewer.css"),
         "ELK": _script(_asset("vendor", "elk.bundled.js")),
-        "DATA": _script(json.dumps(data, separators=(",", ":"), allow_nan=False)),
+        "DATA": script_json(data),
         "VIEWER": _script(viewer),
     }
     template = _asset("static", "template.html")
