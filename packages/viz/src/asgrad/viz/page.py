@@ -52,6 +52,7 @@ def render_page(data: dict[str, Any]) -> str:
     viewer = (
         '"use strict";\n(function () {\n'
         + _asset("static", "viewer.js")
+        + _asset("static", "layout.js")
         + _asset("static", "ui.js")
         + "})();\n"
     )
