@@ -152,7 +152,12 @@ def _node_entry(node: Node, index: Mapping[int, int], bodies: _Bodies) -> dict[s
     if "grad_wrt" in meta:
         entry["grad_wrt"] = [str(w) for w in meta["grad_wrt"]]
     if node.op == "parameter":
-        entry["trainable"] = bool(node.attrs["variable"].trainable)
+        variable = node.attrs["variable"]
+        entry["trainable"] = bool(variable.trainable)
+        # asgrad.nn's Parameter records the line that made it (its layer's construction)
+        defined = getattr(variable, "defined_at", None)
+        if isinstance(defined, str):
+            entry["defined"] = defined
     loop = node.attrs.get("loop")
     if _is_body(loop):
         entry["body"] = bodies.key(loop)

@@ -100,7 +100,9 @@
     const n = view.byName.get(selected);
     if (!n) { box.innerHTML = `<h2>${esc(selected)}</h2><p>not in this view</p>`; return; }
     const rows = [["op", esc(n.op)], ["output", esc(typeText(n))], ["role", esc(n.role)],
-      ["module", esc((n.module ?? n.scope) || "(top level)")], ["source", esc(n.loc)]];
+      ["module", esc((n.module ?? n.scope) || "(top level)")]];
+    if (n.defined) rows.push(["defined at", esc(n.defined)], ["first used at", esc(n.loc)]);
+    else rows.push(["source", esc(n.loc)]);
     if (n.status) rows.push(["passes", esc(n.status)]);
     if (n.fusion) rows.push(["fusion group", esc(n.fusion)]);
     if (n.time !== undefined) rows.push(["time", `${(n.time * 1e6).toFixed(1)} \u00b5s`]);
