@@ -278,7 +278,7 @@
   // memory scale (the profile's smallest and largest values shown), the fusion groups,
   // or what the passes did.
   function legend() {
-    const swatch = (c, text) => `<span style="background:${c}"></span>${esc(text)}`;
+    const swatch = (c, text) => `<span style="background:${c}"></span>${esc(text)} `;
     const views = api.panes.map((p) => p.view);
     let html;
     if (colourMode === "profile" || colourMode === "memory") {
@@ -286,10 +286,10 @@
       const bar = `<span class="bar" style="background:linear-gradient(to right,${stops})"></span>`;
       if (colourMode === "profile") {
         const lo = Math.min(...views.map((v) => v.minTime)), hi = Math.max(...views.map((v) => v.maxTime));
-        html = `time per node (log scale) ${esc(timeText(lo))}${bar}${esc(timeText(hi))}`;
+        html = `time per node (log scale) ${esc(timeText(lo))} ${bar} ${esc(timeText(hi))}`;
       } else {
         const hi = Math.max(...views.map((v) => v.maxBytes));
-        html = `result size (square-root scale) 0${bar}${esc(bytesText(hi))}`;
+        html = `result size (square-root scale) 0 ${bar} ${esc(bytesText(hi))}`;
       }
       html += " " + swatch("#d0d0d0", "not profiled") + " <small>(a folded scope: its nodes summed)</small>";
     } else if (colourMode === "fusion") {
