@@ -303,7 +303,8 @@ def test_a_loop_body_opens_as_a_graph(browser: Any, tmp_path: Path, shots: Path)
     wait(browser, "document.getElementById('trail').textContent.includes('loop body')")
     assert browser.find_element("id", "trail").text.startswith("LSTM training step")
     labels = browser.execute_script(
-        "return [...document.querySelectorAll('g.node text.sub, text.io-out')].map(t => t.textContent)"
+        "return [...document.querySelectorAll('g.node text.sub, text.io-out')]"
+        ".map(t => t.textContent)"
     )
     assert {"carry 0 in", "carry 1 in", "xs 0, one step"} <= set(labels)
     assert any(t.startswith("captured ") for t in labels)
