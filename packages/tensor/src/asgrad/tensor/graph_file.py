@@ -23,22 +23,12 @@ the same without ``bodies``, still loads)::
      "updates": [[variable index, node index], ...],
      "outputs": [node index, ...]}
 
-A node's inputs are indices of earlier nodes. A location names its file without the
-absolute path of the machine that wrote it (:func:`portable_location`). An attribute
-value is JSON where JSON can say it exactly (a string, a bool, an int, a finite
-float, a list, a dict with string keys whose keys do not start with ``$``), and
-otherwise one object of one key: ``{"$tuple": [...]}``, ``{"$float": "nan"}``,
-``{"$slice": [start, stop, step]}``, ``{"$array": {"dtype", "shape", "data"}}``
-(data: the little-endian bytes in base64), ``{"$scalar": ARRAY}`` (a numpy scalar),
-``{"$dict": [[key, value], ...]}``, ``{"$variable": index}`` (a parameter's
-variable), ``{"$body": index}`` (a loop body of ``bodies``).
-
-A loop body (the ``loop`` attribute of ``scan`` and its parts) is a graph of its own,
-written once in ``bodies`` however many nodes use it: its nodes (which may hold
-loops of their own), its inputs (carries, then per-step xs, then captured values of
-the enclosing graph) and its outputs (new carries, then per-step ys). When loaded,
-it is nested in the graph of the first node that uses it, and its captured values
-are that node's last inputs.
+A node's inputs are indices of earlier nodes; a location names its file without the
+absolute path of the machine that wrote it; an attribute value is JSON where JSON
+says it exactly and a tagged object otherwise (:mod:`asgrad.tensor.graph_values`).
+A loop body is written once in ``bodies`` however many nodes use it, and loaded as a
+graph nested in the graph of the first node that uses it
+(:mod:`asgrad.tensor.graph_bodies`).
 
 >>> import tempfile, os
 >>> from asgrad.tensor import Graph, evaluate
@@ -54,14 +44,11 @@ are that node's last inputs.
 
 from __future__ import annotations
 
-import functools
 import html
 import importlib.metadata
 import json
 import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,6 +63,7 @@ from asgrad.tensor.graph_values import (
     _shape,
     decode_value,
     encode_value,
+    portable_location,
 )
 from asgrad.tensor.registry import TensorType, get_op
 
@@ -209,6 +197,7 @@ class _Writer:
     def body(self, value: Any) -> int | None:
         """The index of the loop body ``value`` in the table (added when new), or None."""
         from asgrad.tensor.body import Body
+        from asgrad.tensor.graph_bodies import body_entry
 
         if not isinstance(value, Body):
             return None
@@ -218,41 +207,8 @@ class _Writer:
         entry: dict[str, Any] = {"name": value.name, "where": portable_location(value.where)}
         self.bodies.append(entry)  # its place is taken before the bodies nested in it
         entries, index = self.nodes(value.graph.nodes)
-        entry["counts"] = [value.n_carry, value.n_x, value.n_y]
-        entry["nodes"] = entries
-        entry["inputs"] = [index[n.id] for n in value.inputs]
-        entry["outputs"] = [index[n.id] for n in value.outputs]
+        entry.update(body_entry(value, entries, index))
         return k
-
-
-@functools.cache
-def _portable_path(path: str) -> str:
-    p = Path(path)
-    cwd = Path.cwd()
-    if cwd != Path(cwd.anchor) and p.is_relative_to(cwd):
-        return p.relative_to(cwd).as_posix()
-    roots = sorted(
-        (Path(e) for e in sys.path if e and os.path.isabs(e)), key=lambda r: -len(r.parts)
-    )
-    for root in roots:
-        if root != Path(root.anchor) and p.is_relative_to(root):
-            return p.relative_to(root).as_posix()
-    return p.name
-
-
-def portable_location(location: str) -> str:
-    """``location`` (``file:line``) as a graph file stores it: no absolute path of the
-    machine that made it. A file under the working directory is named relative to it
-    (``examples/train.py:12``), one under an entry of ``sys.path`` relative to that
-    (``asgrad/nn/layers/linear.py:40``), any other by its name alone.
-
-    >>> portable_location("<stdin>:3")
-    '<stdin>:3'
-    """
-    path, sep, line = location.rpartition(":")
-    if not sep or not os.path.isabs(path):
-        return location
-    return f"{_portable_path(path)}:{line}"
 
 
 def save_graph(
@@ -384,7 +340,7 @@ class _Reader:
 
     def body(self, k: Any, parent: Graph, users_inputs: tuple[Node, ...], where: str) -> Any:
         """Body ``k`` of the table, read (once) as nested in ``parent``."""
-        from asgrad.tensor.body import BodyGraph, body_from_graph
+        from asgrad.tensor.graph_bodies import read_body
 
         entry = _index(k, self.entries, f"{where}: body")
         if k in self.built:
@@ -393,41 +349,9 @@ class _Reader:
             raise _fail(where, f"body {k} holds a loop over itself")
         self.reading.add(k)
         where = f"{self.source}: body {k}"
-        name = _field(entry, "name", str, where)
-        counts = _field(entry, "counts", list, where)
-        if len(counts) != 3 or not all(
-            isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts
-        ):
-            raise _fail(where, f"counts are [carries, xs, ys], got {counts!r}")
-        n_carry, n_x, n_y = counts
-        graph = BodyGraph(parent, f"{name} body")
-        nodes = self.nodes(graph, _field(entry, "nodes", list, where), where)
-        graph.nodes = nodes
-        inputs = [_index(i, nodes, where) for i in _field(entry, "inputs", list, where)]
-        outputs = [_index(i, nodes, where) for i in _field(entry, "outputs", list, where)]
-        n_capture = len(inputs) - n_carry - n_x
-        if n_capture < 0 or any(n.op != "input" for n in inputs) or len(set(inputs)) != len(inputs):
-            raise _fail(where, "its inputs are input nodes: carries, xs, then captured values")
-        if len(outputs) != n_carry + n_y:
-            raise _fail(where, f"it has {n_carry} carries and {n_y} ys, but {len(outputs)} outputs")
-        if any(n.op == "parameter" for n in nodes):
-            raise _fail(where, "a loop body holds no parameter (it captures its graph's)")
-        for i, (c, out) in enumerate(zip(inputs, outputs[:n_carry], strict=False)):
-            if c.type != out.type:
-                raise _fail(where, f"carry {i} is {c.type}, but the body returns {out.type}")
-        if len(users_inputs) < n_capture:
-            raise _fail(where, f"it captures {n_capture} values; its node has fewer inputs")
-        graph.outer = list(users_inputs[len(users_inputs) - n_capture :])
-        for outer, inner in zip(graph.outer, inputs[n_carry + n_x :], strict=True):
-            if outer.type != inner.type:
-                raise _fail(where, f"captured {inner.name} is {inner.type}, given {outer.type}")
-            graph.captured[outer.id] = inner
-        graph.closed = True
-        where_made = _field(entry, "where", str, where)
-        body = body_from_graph(name, where_made, graph, inputs, outputs, (n_carry, n_x, n_y))
-        self.built[k] = body
+        self.built[k] = read_body(entry, parent, users_inputs, self.nodes, where)
         self.reading.discard(k)
-        return body
+        return self.built[k]
 
 
 def _check_type(

@@ -1,4 +1,13 @@
-"""Attribute values of the graph file as JSON data, exactly (see :mod:`asgrad.tensor.graph_file`).
+"""Values of the graph file as JSON data: attribute values, exactly, and source
+locations, portably (see :mod:`asgrad.tensor.graph_file`).
+
+An attribute value is JSON where JSON can say it exactly (a string, a bool, an int,
+a finite float, a list, a dict with string keys whose keys do not start with ``$``),
+and otherwise one object of one key: ``{"$tuple": [...]}``, ``{"$float": "nan"}``,
+``{"$slice": [start, stop, step]}``, ``{"$array": {"dtype", "shape", "data"}}``
+(data: the little-endian bytes in base64), ``{"$scalar": ARRAY}`` (a numpy scalar),
+``{"$dict": [[key, value], ...]}``, ``{"$variable": index}`` (a parameter's
+variable), ``{"$body": index}`` (a loop body of the file's ``bodies``).
 
 >>> decode_value(encode_value((1, 2.5, slice(None, 3))), "example")
 (1, 2.5, slice(None, 3, None))
@@ -7,8 +16,12 @@
 from __future__ import annotations
 
 import base64
+import functools
 import math
+import os
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +30,7 @@ import asgrad.tensor.graph as _g  # graph.py imports graph_file, which imports t
 from asgrad.tensor.dtypes import DTYPES
 from asgrad.tensor.errors import GraphFileError
 
-__all__ = ["decode_value", "encode_value"]
+__all__ = ["decode_value", "encode_value", "portable_location"]
 
 
 def _array(value: np.ndarray) -> dict[str, Any]:
@@ -163,3 +176,33 @@ def decode_value(
     if tag == "$body" and bodies is not None:
         return bodies(body)
     raise _fail(where, f"unknown or malformed tagged value {tag!r}")
+
+
+@functools.cache
+def _portable_path(path: str) -> str:
+    p = Path(path)
+    cwd = Path.cwd()
+    if cwd != Path(cwd.anchor) and p.is_relative_to(cwd):
+        return p.relative_to(cwd).as_posix()
+    roots = sorted(
+        (Path(e) for e in sys.path if e and os.path.isabs(e)), key=lambda r: -len(r.parts)
+    )
+    for root in roots:
+        if root != Path(root.anchor) and p.is_relative_to(root):
+            return p.relative_to(root).as_posix()
+    return p.name
+
+
+def portable_location(location: str) -> str:
+    """``location`` (``file:line``) as a graph file stores it: no absolute path of the
+    machine that made it. A file under the working directory is named relative to it
+    (``examples/train.py:12``), one under an entry of ``sys.path`` relative to that
+    (``asgrad/nn/layers/linear.py:40``), any other by its name alone.
+
+    >>> portable_location("<stdin>:3")
+    '<stdin>:3'
+    """
+    path, sep, line = location.rpartition(":")
+    if not sep or not os.path.isabs(path):
+        return location
+    return f"{_portable_path(path)}:{line}"
