@@ -122,6 +122,10 @@
       rows.push(["loop body", `<button id="open-body">Open loop body</button> ${esc(loop.body)}: ${loop.nodes.length} nodes,`
         + ` ${loop.carries} carries, ${loop.xs} xs, ${loop.ys} ys, ${loop.captures.length} captured (defined at ${esc(loop.where)})`]);
     }
+    if (n.op === "scan") {
+      rows.push(["packed", "one vector of the final carries, each ys stacked by step and (save) the"
+        + " carries each step started from; its scan_part nodes take it apart"]);
+    }
     if (n.io) rows.push(["in the loop", esc(n.io)]);
     if (n.outputs) rows.push(["loop output", esc(n.outputs.join(", "))]);
     const outs = n.consumers.map((j) => link(view.nodes[j].name));
@@ -235,7 +239,7 @@
     box.innerHTML = `<span class="link" data-k="">${esc(DATA.title)}</span>`
       + trail.map((t) => ` \u203a <span class="link" data-k="${esc(t.key)}">${esc(t.label)}</span>`).join("");
     box.querySelectorAll(".link").forEach((e) => {
-      e.onclick = () => (e.dataset.k ? openBody(e.dataset.k) : showView($("view").value === "both" ? "both" : "before"));
+      e.onclick = () => (e.dataset.k ? openBody(e.dataset.k) : showView($("view").value));
     });
   }
 
