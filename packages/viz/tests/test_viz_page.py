@@ -183,3 +183,26 @@ def test_names_that_look_like_markup_stay_data() -> None:
     data = json.loads(block)
     assert data["views"]["before"]["nodes"][0]["name"] == "x<!--<script>&amp;"
     assert data["title"] == "</script><!--"
+
+
+def test_a_saved_loop_opens_as_a_nested_view(tmp_path: Path) -> None:
+    from asgrad.tensor import scan
+
+    g = Graph("loop")
+    w = g.input("w", (3, 3))
+    xs = g.input("xs", (5, 2, 3))
+    h, ys = scan(lambda h, x: ((h @ w + x).tanh(),) * 2, g.constant(np.zeros((2, 3))), xs)
+    g.save(tmp_path / "loop.json", outputs=[h, ys])
+    data = _data(to_html(tmp_path / "loop.json"))
+    loop = next(n for n in data["views"]["before"]["nodes"] if n["op"] == "scan")
+    body = data["bodies"][loop["body"]]
+    assert body["captures"] == ["w"]
+    assert [n.get("io") for n in body["nodes"] if n["op"] == "input"] == [
+        "carry 0 in",
+        "xs 0, one step",
+        "captured w",
+    ]
+    assert [o for n in body["nodes"] for o in n.get("outputs", [])] == [
+        "carry 0 out",
+        "ys 0, one step",
+    ]
