@@ -2,7 +2,8 @@
 
 The page loads nothing: its Content-Security-Policy allows no network request, and
 the layout library (elkjs, vendored from npm with its licence, see
-``scripts/vendor_js.py``) is inlined with the viewer's own script.
+``scripts/vendor_js.py``) is inlined with the viewer's own scripts (``static/``:
+``viewer.js``, ``layout.js``, ``ui.js``, wrapped in one function).
 """
 
 from __future__ import annotations
