@@ -271,6 +271,29 @@ def _own(graph: BodyGraph, value: Any) -> Tensor:
     raise GraphError(f"a loop body must return tensors (or numbers), got {type(value).__name__}")
 
 
+def body_from_graph(
+    name: str,
+    where: str,
+    graph: BodyGraph,
+    inputs: list[Node],
+    outputs: list[Node],
+    counts: tuple[int, int, int],
+) -> Body:
+    """A body made from its graph alone (one read from a graph file, which holds no
+    Python function): traced again for other dtypes, it replays its own nodes."""
+
+    def call(carries: list[Tensor], xs: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        inner = tracing()
+        assert inner is not None
+        assert inner.parent is not None
+        caps = [inner.capture(inner.parent._wrap(n)) for n in body.outer]
+        outs = replay(body, inner, [*carries, *xs, *caps])
+        return outs[: body.n_carry], outs[body.n_carry :]
+
+    body = Body(call, name, where, graph, inputs, outputs, counts)
+    return body
+
+
 def replay(body: Body, graph: Graph, inputs: Sequence[Tensor]) -> list[Tensor]:
     """The body's outputs computed in ``graph`` from ``inputs`` (one per body input):
     the body's nodes copied, as a gradient rule recomputes a step."""
