@@ -15,8 +15,8 @@ import numpy as np
 from asgrad import nn
 from asgrad.autograd import grad
 from asgrad.tensor import Graph, Program, Tensor, compile, evaluate, fori_loop, scan
-from asgrad.tensor.body import Body
-from asgrad.tensor.graph_file import load_graph, save_graph
+from asgrad.tensor.io.graph_file import load_graph, save_graph
+from asgrad.tensor.loops.body import Body
 
 
 def _lstm() -> tuple[Graph, Tensor, nn.Module, dict[str, np.ndarray]]:

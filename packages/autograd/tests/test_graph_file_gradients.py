@@ -12,7 +12,7 @@ import pytest
 
 from asgrad.autograd import grad
 from asgrad.tensor import Graph, OpCase, OpDef, Tensor, all_ops, evaluate
-from asgrad.tensor.graph_file import load_graph
+from asgrad.tensor.io.graph_file import load_graph
 
 
 def _cases() -> list[tuple[OpDef, OpCase]]:

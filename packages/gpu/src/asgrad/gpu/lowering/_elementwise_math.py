@@ -4,7 +4,7 @@
 Rounding keeps NaN and the infinities (WGSL leaves floor/round of them undefined).
 Bools are u32 0/1, so the bitwise ops are logical on them. Integer division, remainder
 and powers flag a zero divisor or a negative power in a check slot
-(:mod:`asgrad.gpu.checks`), raised at the readback as on the CPU; int64 values (held
+(:mod:`asgrad.gpu.device.checks`), raised at the readback as on the CPU; int64 values (held
 as int32) also flag a result that leaves the int32 range.
 """
 

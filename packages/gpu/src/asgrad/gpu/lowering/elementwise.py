@@ -3,7 +3,7 @@
 :func:`elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
 strides (``kernels/elementwise.wgsl``, with the math of ``kernels/prelude.wgsl``). Each
 op is a WGSL expression over ``x0, x1, ...`` (:func:`expression`), so chains of them
-fuse by nesting expressions (:mod:`asgrad.gpu.fusion`). Other families use
+fuse by nesting expressions (:mod:`asgrad.gpu.plan.fusion`). Other families use
 :func:`elementwise` for copies, strided views and fills.
 """
 
@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, Operand, contiguous_strides
-from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import fold_groups, get_device
+from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides
+from asgrad.gpu.device.checks import checks_source
+from asgrad.gpu.device.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _elementwise_math as math_ops
 from asgrad.gpu.lowering.common import Attrs, Lowering, literal, zero
 from asgrad.gpu.lowering.optim import OPTIM_EXPRESSIONS
-from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType
 from asgrad.tensor.ops.elementwise import softplus_bounds
 
@@ -338,7 +338,7 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
 
     ``in_types`` are the inputs' WGSL storage types; the expression yields the storage
     type of ``out_dtype``. Elementwise chains fuse by substituting one op's expression
-    for an input of the next (see :mod:`asgrad.gpu.fusion`).
+    for an input of the next (see :mod:`asgrad.gpu.plan.fusion`).
     """
     int_checked = math_ops.checked_expression(op, out_dtype) if in_types[0] == "i32" else None
     if int_checked is not None:

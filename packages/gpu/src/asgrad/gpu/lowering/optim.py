@@ -4,16 +4,16 @@ Each is a WGSL expression over ``x0, x1, ...`` (:data:`OPTIM_EXPRESSIONS`), so t
 elementwise family launches it with its generated kernel, and a plan treats it like
 any elementwise op: fused with its inputs' expressions, written in place into its
 variable's buffer, and gathered with the other parameters' update rules into one
-multi-tensor dispatch (:mod:`asgrad.gpu.multi_update`).
+multi-tensor dispatch (:mod:`asgrad.gpu.plan.multi_update`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.device.array import GpuArray
+from asgrad.gpu.device.source import numpy_dtype
 from asgrad.gpu.lowering.common import Attrs, Lowering, literal
-from asgrad.gpu.source import numpy_dtype
 from asgrad.tensor import TensorType
 
 __all__ = [

@@ -13,7 +13,7 @@ import numpy as np
 
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
-from asgrad.tensor.nn_activation import prelu
+from asgrad.tensor.api.nn_activation import prelu
 
 
 class ReLU(Module):

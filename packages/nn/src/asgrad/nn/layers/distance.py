@@ -1,13 +1,13 @@
 """Distance modules, in PyTorch's names: ``CosineSimilarity`` and ``PairwiseDistance``.
 
-The functions in :mod:`asgrad.tensor.nn_norms` do the work.
+The functions in :mod:`asgrad.tensor.api.nn_norms` do the work.
 """
 
 from __future__ import annotations
 
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor
-from asgrad.tensor.nn_norms import cosine_similarity, pairwise_distance
+from asgrad.tensor.api.nn_norms import cosine_similarity, pairwise_distance
 
 
 class CosineSimilarity(Module):

@@ -2,8 +2,8 @@
 ``BatchNorm2d``, ``GroupNorm``, ``InstanceNorm1d`` / ``2d`` / ``3d`` and ``RMSNorm``.
 
 The layers hold the parameters and running statistics; the normalisation comes from
-:mod:`asgrad.tensor.nn_functional` (layer and batch norm) and
-:mod:`asgrad.tensor.nn_norms` (the others).
+:mod:`asgrad.tensor.api.nn_functional` (layer and batch norm) and
+:mod:`asgrad.tensor.api.nn_norms` (the others).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import numpy as np
 from asgrad.nn import init
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Graph, Tensor, Variable, where
+from asgrad.tensor.api.functional import size_ratio
+from asgrad.tensor.api.nn_functional import batch_norm, batch_normalize, layer_norm
+from asgrad.tensor.api.nn_norms import group_norm, instance_norm, rms_norm
 from asgrad.tensor.errors import ArgumentError, ShapeError
-from asgrad.tensor.functional import size_ratio
-from asgrad.tensor.nn_functional import batch_norm, batch_normalize, layer_norm
-from asgrad.tensor.nn_norms import group_norm, instance_norm, rms_norm
 
 
 class LayerNorm(Module):

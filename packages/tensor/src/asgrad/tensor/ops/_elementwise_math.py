@@ -26,7 +26,7 @@ from asgrad.tensor.ops.elementwise import (
 )
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def _apply(op: str, *inputs: Tensor, **attrs: Any) -> Tensor:

@@ -3,7 +3,7 @@
 ``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
 op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
 ``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
-code generator takes through :class:`~asgrad.tensor.registry.IntoKernel`. The test
+code generator takes through :class:`~asgrad.tensor.ir.registry.IntoKernel`. The test
 cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
 """
 
@@ -15,9 +15,18 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.dtypes import as_dtype, is_int
 from asgrad.tensor.errors import ArgumentError, DTypeError, IntegerArithmeticError, ShapeError
-from asgrad.tensor.ops._common import broadcast_shapes, require_float, same_dtype
+from asgrad.tensor.ir.common import broadcast_shapes, require_float, same_dtype
+from asgrad.tensor.ir.dtypes import as_dtype, is_int
+from asgrad.tensor.ir.registry import (
+    Attrs,
+    CasesFn,
+    IntoKernel,
+    KernelFn,
+    OpDef,
+    TensorType,
+    register_op,
+)
 from asgrad.tensor.ops._elementwise_cases import (
     binary_cases,
     cast_cases,
@@ -35,15 +44,6 @@ from asgrad.tensor.ops._elementwise_cases import (
 )
 from asgrad.tensor.ops._erf import erf_f32, gelu_backward_f32, gelu_f32
 from asgrad.tensor.ops._math_cases import minmax_cases, pow_cases
-from asgrad.tensor.registry import (
-    Attrs,
-    CasesFn,
-    IntoKernel,
-    KernelFn,
-    OpDef,
-    TensorType,
-    register_op,
-)
 
 try:  # scipy's erf is exact and fast; it is optional.
     from scipy.special import erf as _scipy_erf  # type: ignore[import-untyped]  # no stubs
