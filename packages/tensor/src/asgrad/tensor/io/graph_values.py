@@ -1,4 +1,6 @@
-"""Attribute values of the graph file as JSON data, exactly (see :mod:`asgrad.tensor.io.graph_file`).
+"""Attribute values of the graph file as JSON data, exactly.
+
+The graph file is :mod:`asgrad.tensor.io.graph_file`'s.
 
 >>> decode_value(encode_value((1, 2.5, slice(None, 3))), "example")
 (1, 2.5, slice(None, 3, None))
