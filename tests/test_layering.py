@@ -231,6 +231,7 @@ def module_imports(module: str) -> Iterator[tuple[int, str, bool]]:
                 continue
             inner = lazy or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
             names: list[str] = []
+            line = getattr(child, "lineno", 0)
             if isinstance(child, ast.Import):
                 names = [a.name for a in child.names]
             elif isinstance(child, ast.ImportFrom):
@@ -242,7 +243,7 @@ def module_imports(module: str) -> Iterator[tuple[int, str, bool]]:
             for name in names:
                 target = _resolve(name)
                 if target is not None and target != module:
-                    yield child.lineno, target, inner
+                    yield line, target, inner
             yield from walk(child, inner)
 
     yield from walk(ast.parse(path.read_text(encoding="utf-8"), str(path)), False)
