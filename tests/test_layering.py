@@ -23,6 +23,7 @@ functions counted too, at most :data:`MAX_CYCLE_WITH_LAZY`.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -218,10 +219,11 @@ def _resolve(name: str) -> str | None:
     return name or None
 
 
-def module_imports(module: str) -> Iterator[tuple[int, str, bool]]:
-    """``(line, imported module, lazy)`` for the asgrad imports of a source module; lazy
-    imports are inside a function; those under ``if TYPE_CHECKING:`` are left out."""
-    path = MODULES[module]
+def module_imports(module: str, path: Path | None = None) -> Iterator[tuple[int, str, bool]]:
+    """``(line, imported module, lazy)`` for the asgrad imports of a source module (read
+    from ``path``, by default its file); lazy imports are inside a function; those under
+    ``if TYPE_CHECKING:`` are left out."""
+    path = path or MODULES[module]
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
 
     def walk(node: ast.AST, lazy: bool) -> Iterator[tuple[int, str, bool]]:
@@ -267,7 +269,7 @@ def layering_violations() -> list[str]:
         allowed = LAYERS[package].get(part)
         if allowed is None:  # the package's front: anything of it
             continue
-        for line, target, lazy in module_imports(module):
+        for line, target, lazy in _imports_of(module):
             if not target.startswith(package):
                 continue
             if target == package:
@@ -326,6 +328,11 @@ def _listed_upward(module: str, target: str) -> bool:
     return any(module == m and (target == t or target.startswith(t + ".")) for m, t in LAZY_UPWARD)
 
 
+@functools.cache
+def _imports_of(module: str) -> tuple[tuple[int, str, bool], ...]:
+    return tuple(module_imports(module))
+
+
 def import_graph(*, lazy: bool) -> dict[str, set[str]]:
     """Module-level imports; with ``lazy``, those inside functions too, but for the upward
     ones :data:`LAZY_UPWARD` lists (each of them closes a cycle by design: the registry
@@ -334,7 +341,7 @@ def import_graph(*, lazy: bool) -> dict[str, set[str]]:
     return {
         m: {
             t
-            for _, t, is_lazy in module_imports(m)
+            for _, t, is_lazy in _imports_of(m)
             if not is_lazy or (lazy and not _listed_upward(m, t))
         }
         for m in MODULES
@@ -351,6 +358,25 @@ def test_no_cycle_spans_more_than_a_handful_of_modules_counting_lazy_imports() -
     assert [c for c in cycles if len(c) > MAX_CYCLE_WITH_LAZY] == []
 
 
+def test_the_walk_tells_lazy_imports_and_skips_annotations(tmp_path: Path) -> None:
+    source = tmp_path / "example.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from asgrad.tensor.ir.graph import Graph\n"
+        "from . import passes\n"
+        "if TYPE_CHECKING:\n"
+        "    from asgrad.tensor.api.tensor import Tensor\n"
+        "def f():\n"
+        "    from asgrad.tensor.io import printing\n",
+        encoding="utf-8",
+    )
+    assert list(module_imports("asgrad.tensor.ir.example", source)) == [
+        (2, "asgrad.tensor.ir.graph", False),
+        (3, "asgrad.tensor.ir.passes", False),
+        (7, "asgrad.tensor.io.printing", True),
+    ]
+
+
 def test_the_cycle_check_finds_a_cycle() -> None:
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert strongly_connected(edges) == [["a", "b", "c"]]
@@ -360,7 +386,7 @@ def test_every_listed_lazy_import_is_still_made() -> None:
     made = {
         (m, t)
         for m in MODULES
-        for _, target, lazy in module_imports(m)
+        for _, target, lazy in _imports_of(m)
         for t in {target, target.rpartition(".")[0]}
         if lazy and (m, t) in LAZY_UPWARD
     }
