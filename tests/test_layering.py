@@ -58,7 +58,7 @@ TENSOR_LAYERS: dict[str, frozenset[str]] = {
     "ir": frozenset({"errors", "ir"}),
     "ops": frozenset({"errors", "ir", "ops"}),
     "api": frozenset({"errors", "ir", "ops", "api"}),
-    "io": frozenset({"errors", "ir", "io"}),
+    "io": frozenset({"errors", "ir", "loops", "io"}),  # a graph file holds loop bodies
     "loops": frozenset({"errors", "ir", "api", "loops"}),
     "runtime": frozenset({"errors", "ir", "api", "runtime"}),
     "cpu": frozenset({"errors", "ir", "ops", "loops", "runtime", "cpu"}),
