@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -411,11 +411,6 @@ def all_ops() -> list[OpDef]:
     """Every registered op, sorted by name."""
     _load_builtin_ops()
     return sorted(_REGISTRY.values(), key=lambda op: op.name)
-
-
-def iter_ops() -> Iterator[OpDef]:
-    """Iterate over every registered op, sorted by name."""
-    yield from all_ops()
 
 
 def _load_builtin_ops() -> None:
