@@ -236,7 +236,7 @@ def test_malformed_loop_bodies_are_refused(change: str, message: str, tmp_path: 
                 "op": "sum",
                 "name": "s",
                 "inputs": [len(body["nodes"]) - 1],
-                "attrs": {"axis": None, "keepdims": False},
+                "attrs": {"axis": {"$tuple": [0]}, "keepdims": False},
                 "shape": [],
             }
         )
