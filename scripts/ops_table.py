@@ -73,7 +73,7 @@ def kernel_location(op: OpDef) -> str:
 def attr_text(a: Attr) -> str:
     """``keepdims: bool = False``: an attribute's name, kind and default (if any)."""
     kinds = a.kind if isinstance(a.kind, tuple) else (a.kind,)
-    kind = " \\| ".join(k.__name__ for k in kinds) + (" \\| None" if a.optional else "")
+    kind = " or ".join(k.__name__ for k in kinds) + (" or None" if a.optional else "")
     default = "" if a.default is REQUIRED else f" = {a.default!r}"
     return f"`{a.name}: {kind}{default}`"
 

@@ -70,7 +70,7 @@ def dump(graph: Graph, outputs: Iterable[Tensor] | None = None) -> str:
 
 def _body(node: Node) -> Any:
     """The loop body of a ``scan`` node (printed as a nested graph), or None."""
-    body = node.attrs.get("loop") if node.op == "scan" else None
+    body = node.attrs["loop"] if node.op == "scan" else None
     return body if hasattr(body, "outputs") and hasattr(body, "graph") else None
 
 
