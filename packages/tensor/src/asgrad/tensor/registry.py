@@ -19,11 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, GraphError
+
+if TYPE_CHECKING:
+    from asgrad.tensor.ir.scalar import Expr
 
 Shape = tuple[int, ...]
 Attrs = Mapping[str, Any]
@@ -243,6 +246,15 @@ class OpDef:
             adding a node of its own. Backends and autograd see only the ops it
             builds, so such an op needs no gradient rule or GPU lowering; its
             ``kernel`` stays the numpy reference its cases are checked against.
+        attrs: The attribute schema (:class:`Attr` entries), or None for an op that
+            passes its attributes through unchecked.
+        expression: For an elementwise op, what it computes per element, once, as a
+            scalar expression (:mod:`asgrad.tensor.ir.scalar`):
+            ``expression(arg(0), arg(1), ..., **attrs) -> Expr``, with every
+            attribute of the schema given, and ``dtype=`` (the result's dtype name)
+            when the function takes that keyword. Backends render their code from
+            it (numpy, Numba, WGSL), and fuse chains of elementwise ops by
+            substituting one op's expression into the next.
     """
 
     name: str
@@ -264,6 +276,7 @@ class OpDef:
     into: IntoKernel | None = None
     expand: Callable[..., Any] | None = None
     attrs: tuple[Attr, ...] | None = None
+    expression: Callable[..., Expr] | None = None
 
     def normalize_attrs(self, attrs: Attrs) -> dict[str, Any]:
         """``attrs`` checked against the schema, every missing attribute at its default.

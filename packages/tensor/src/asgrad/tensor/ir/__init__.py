@@ -1,0 +1,1 @@
+"""The graph IR: scalar expressions of elementwise ops."""
