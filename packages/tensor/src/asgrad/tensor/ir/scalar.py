@@ -391,8 +391,10 @@ _WGSL_KIND = {"float32": "f32", "float64": "f32", "int32": "i32", "int64": "i32"
 def _wgsl_literal(v: object, kind: str) -> str:
     if kind == "bool":
         return "true" if v else "false"
-    if kind == "i32":
-        n = int(v)  # type: ignore[call-overload]  # a number
+    if kind == "i32":  # int64 values live in int32: a constant beyond acts like its end
+        f = float(v)  # type: ignore[arg-type]  # a number
+        n = int(f) if math.isfinite(f) else (2**31 if f > 0 else -(2**31))
+        n = min(max(int(v) if isinstance(v, int) else n, -(2**31)), 2**31 - 1)
         return "bitcast<i32>(0x80000000u)" if n == -(2**31) else f"{n}i"
     f = float(v)  # type: ignore[arg-type]  # a number
     if math.isnan(f):
@@ -465,7 +467,19 @@ def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) ->
     body = text(e, "bool" if out == "u32" else out)
     if kind(e, out) == "bool" and out != "bool":
         return f"select(0u, 1u, {body})" if out == "u32" else f"{out}({body})"
-    return body
+    return _unwrapped(body)
+
+
+def _unwrapped(text: str) -> str:
+    """``text`` without the parentheses around all of it (``x0 + x1`` for an add)."""
+    if not text.startswith("("):
+        return text
+    depth = 0
+    for i, c in enumerate(text):
+        depth += (c == "(") - (c == ")")
+        if depth == 0:
+            return text[1:-1] if i == len(text) - 1 else text
+    return text
 
 
 def _primitive(op: str, k: str, a: list[str]) -> str:
