@@ -219,19 +219,19 @@ def _cast_expr(x: Expr, dtype: str) -> Expr:
 def rendered_kernel(name: str) -> KernelFn:
     """The numpy kernel of op ``name`` that is its expression rendered by numpy: the
     op's attributes completed by its schema, the result dtype from its shape rule."""
-    built: dict[Any, Expr] = {}
+    built: dict[Any, tuple[str, Expr]] = {}  # (input dtypes, attrs) -> result dtype, expr
 
     def kernel(*arrays: np.ndarray, **attrs: Any) -> np.ndarray:
-        op = get_op(name)
-        assert op.expression is not None
-        full = op.normalize_attrs(attrs)
         xs = [np.asarray(a) for a in arrays]
-        dtype = op.infer([TensorType(x.shape, x.dtype.name) for x in xs], full).dtype
-        key = (dtype, *full.items())
-        e = built.get(key)
-        if e is None:
-            e = built[key] = s.build(op.expression, len(xs), full, dtype)
-        return s.render_numpy(e, xs, dtype)
+        key = (*(x.dtype.name for x in xs), *sorted(attrs.items()))
+        found = built.get(key)
+        if found is None:
+            op = get_op(name)
+            assert op.expression is not None
+            full = op.normalize_attrs(attrs)
+            dtype = op.infer([TensorType(x.shape, x.dtype.name) for x in xs], full).dtype
+            found = built[key] = (dtype, s.build(op.expression, len(xs), full, dtype))
+        return s.render_numpy(found[1], xs, found[0])
 
     kernel.__name__ = kernel.__qualname__ = name
     kernel.__doc__ = f"``{name}``'s expression, rendered by numpy."
