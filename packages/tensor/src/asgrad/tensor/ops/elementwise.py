@@ -87,17 +87,21 @@ def _infer_binary_any(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType(broadcast_shapes(*(t.shape for t in types)), same_dtype(types))
 
 
-def _infer_bitwise(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Integers or bools (``&``, ``|``, ``^``, ``~``); ``ints=True``: integers only."""
+def _bitwise_type(types: Sequence[TensorType], ints: bool) -> TensorType:
+    """Integers or bools (``&``, ``|``, ``^``, ``~``); ``ints``: integers only."""
     out = _infer_binary_any(types, {}) if len(types) == 2 else types[0]
-    if not (is_int(out.dtype) or (out.dtype == "bool" and not attrs.get("ints"))):
-        want = "integer" if attrs.get("ints") else "integer or bool"
+    if not (is_int(out.dtype) or (out.dtype == "bool" and not ints)):
+        want = "integer" if ints else "integer or bool"
         raise DTypeError(f"operands must be {want}, got {out}; cast them first")
     return out
 
 
+def _infer_bitwise(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
+    return _bitwise_type(types, ints=False)
+
+
 def _infer_int_binary(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return _infer_bitwise(types, {"ints": True})
+    return _bitwise_type(types, ints=True)
 
 
 def _infer_logical(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
