@@ -72,26 +72,6 @@ def test_substitute_nests_one_expression_in_another() -> None:
     assert outer == s.add(s.exp(s.arg(0)), s.arg(0))
 
 
-def test_wgsl_spells_float_primitives_through_the_nan_aware_helpers() -> None:
-    e = s.where(s.lt(s.arg(0), 0.0), s.maximum(s.arg(0), s.arg(1)), s.floor(s.arg(1)))
-    wgsl = s.render_wgsl(e, ["a", "b"], ["f32", "f32"], "f32")
-    assert wgsl == "select(asg_floor(b), asg_max(a, b), asg_lt(a, 0.0))"
-    assert s.render_wgsl(s.arg(0) + s.arg(1), ["x0", "x1"], ["f32", "f32"], "f32") == "x0 + x1"
-
-
-def test_wgsl_types_constants_and_bools_by_what_they_meet() -> None:
-    ints = s.render_wgsl(s.maximum(s.arg(0), 0), ["x0"], ["i32"], "i32")
-    assert ints == "max(x0, 0i)"
-    # a bool is stored as u32 0/1 and read as a WGSL bool
-    cmp = s.render_wgsl(s.logical_not(s.arg(0)), ["x0"], ["u32"], "u32")
-    assert cmp == "select(0u, 1u, (!(x0 != 0u)))"
-
-
-def test_a_primitive_without_a_wgsl_form_names_what_lowers_it() -> None:
-    with pytest.raises(ArgumentError, match="integer division"):
-        s.render_wgsl(s.floor_divide(s.arg(0), s.arg(1)), ["a", "b"], ["i32", "i32"], "i32")
-
-
 def test_a_constant_must_be_a_number() -> None:
     with pytest.raises(ArgumentError, match="must be a number"):
         s.const("1")  # type: ignore[arg-type]  # the wrong type on purpose

@@ -1,5 +1,5 @@
 // asgrad's per-primitive WGSL helpers, pasted in front of elementwise and row kernels.
-// An op's WGSL is its scalar expression rendered (asgrad.tensor.ir.scalar.render_wgsl),
+// An op's WGSL is its scalar expression rendered (asgrad.gpu.lowering.scalar.render_wgsl),
 // which spells each float primitive through the helper of its name here.
 //
 // Special values follow numpy (IEEE 754). WGSL lets a compiler assume that floats are

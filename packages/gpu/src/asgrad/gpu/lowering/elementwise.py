@@ -23,9 +23,10 @@ from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import fold_groups, get_device
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering
+from asgrad.gpu.lowering.scalar import render_wgsl
 from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType, all_ops, get_op
-from asgrad.tensor.ir.scalar import build, render_wgsl
+from asgrad.tensor.ir.scalar import build
 
 __all__ = [
     "EXPRESSION_OPS",
@@ -271,7 +272,7 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
 
     ``in_types`` are the inputs' WGSL storage types; the expression yields the storage
     type of ``out_dtype``. It is the op's scalar expression (``OpDef.expression``)
-    rendered (:func:`asgrad.tensor.ir.scalar.render_wgsl`), but for the integer ops
+    rendered (:func:`asgrad.gpu.lowering.scalar.render_wgsl`), but for the integer ops
     that check their values (:func:`checked_expression`). Elementwise chains fuse by
     substituting one op's expression for an input of the next (see
     :mod:`asgrad.gpu.fusion`).

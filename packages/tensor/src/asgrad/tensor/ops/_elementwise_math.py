@@ -16,15 +16,13 @@ import numpy as np
 from asgrad.tensor.ir import scalar as s
 from asgrad.tensor.ir.scalar import Expr
 from asgrad.tensor.ops import _math_cases as cases
-from asgrad.tensor.ops.elementwise import (
-    _binary,
-    _elementwise,
+from asgrad.tensor.ops.elementwise_kernels import _binary, _elementwise, _int_division
+from asgrad.tensor.ops.elementwise_types import (
     _infer_bitwise,
     _infer_int_binary,
     _infer_isclose,
     _infer_logical,
     _infer_predicate,
-    _int_division,
 )
 from asgrad.tensor.registry import Attr
 

@@ -20,10 +20,9 @@ from asgrad.tensor.ir import scalar as s
 from asgrad.tensor.ir.scalar import Expr
 from asgrad.tensor.ops._common import away_from, normalize_axis, randn, require_float, same_dtype
 from asgrad.tensor.ops._elementwise_cases import normal, unary_cases
-from asgrad.tensor.ops.elementwise import (
-    _elu_expr,
+from asgrad.tensor.ops.elementwise import _elu_expr, _softplus_expr
+from asgrad.tensor.ops.elementwise_kernels import (
     _finite_nonzero,
-    _softplus_expr,
     primitive_kernel,
     rendered_kernel,
 )
