@@ -322,30 +322,55 @@ def render_numpy(e: Expr, args: Sequence[np.ndarray], dtype: str) -> np.ndarray:
     """The value of ``e`` on numpy arrays (broadcast together), as an array of ``dtype``.
 
     Each primitive is its numpy function (:data:`PRIMITIVES`); a shared subexpression
-    is computed once.
+    is computed once. To evaluate one expression many times, make its function once
+    with :func:`numpy_function`.
     """
-    memo: dict[int, Any] = {}
+    return numpy_function(e, len(args), dtype)(*args)
 
-    def value(node: Expr) -> Any:
+
+def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]:
+    """A Python function of ``arity`` arrays computing ``e`` as :func:`render_numpy`
+    does: straight-line numpy calls, one per distinct node (its text is ``.source``)."""
+    env: dict[str, Any] = {"np": np, "_dtype": np.dtype(dtype)}
+    lines: list[str] = []
+    names: dict[int, str] = {}
+    read: set[int] = set()
+
+    def name(node: Expr) -> str:
         key = id(node)
-        if key in memo:
-            return memo[key]
-        out: Any
+        if key in names:
+            return names[key]
         if node.op == "arg":
-            out = args[int(node.value)]  # type: ignore[call-overload]  # the index
-        elif node.op == "const":
-            out = node.value  # a Python scalar: numpy gives it the other operand's type
-        elif node.op == "cast":
-            out = np.asarray(value(node.args[0])).astype(str(node.value))
+            read.add(int(node.value))  # type: ignore[call-overload]  # the index
+            out = f"x{node.value}"
+        elif node.op == "const":  # a Python scalar: numpy gives it the other operand's type
+            finite = not isinstance(node.value, float) or math.isfinite(node.value)
+            out = repr(node.value) if finite else f"c{len(env)}"
+            env.setdefault(out, node.value)
         else:
-            out = PRIMITIVES[node.op].numpy(*(value(a) for a in node.args))
-        memo[key] = out
+            operands = [name(a) for a in node.args]
+            fn = f"_{node.op}"
+            if node.op == "cast":
+                env[f"_to{len(env)}"] = np.dtype(str(node.value))
+                lines.append(
+                    f"    t{len(lines)} = np.asarray({operands[0]}).astype(_to{len(env) - 1})"
+                )
+            else:
+                env[fn] = PRIMITIVES[node.op].numpy
+                lines.append(f"    t{len(lines)} = {fn}({', '.join(operands)})")
+            out = f"t{len(lines) - 1}"
+        names[key] = out
         return out
 
-    result = np.asarray(value(e))
-    if result.dtype != np.dtype(dtype):
-        result = result.astype(dtype)
-    shape = tuple(np.broadcast_shapes(*(np.shape(a) for a in args))) if args else ()
-    if result.shape != shape:  # an input the expression does not read still broadcasts
-        result = np.broadcast_to(result, shape).copy()
-    return result
+    result = name(e)
+    params = ", ".join(f"x{i}" for i in range(arity))
+    body = [*lines, f"    out = np.asarray({result})"]
+    body.append("    if out.dtype != _dtype:\n        out = out.astype(_dtype)")
+    if len(read) < arity:  # an input the expression does not read still broadcasts
+        shapes = ", ".join(f"np.shape(x{i})" for i in range(arity))
+        body.append(f"    out = np.broadcast_to(out, np.broadcast_shapes({shapes})).copy()")
+    source = f"def rendered({params}):\n" + "\n".join(body) + "\n    return out\n"
+    exec(compile(source, "<scalar expression>", "exec"), env)  # our own text, from the expression
+    fn: Callable[..., np.ndarray] = env["rendered"]
+    fn.source = source  # type: ignore[attr-defined]  # shown to a reader, as the CPU path's
+    return fn

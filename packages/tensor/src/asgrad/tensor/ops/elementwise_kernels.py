@@ -21,19 +21,20 @@ from asgrad.tensor.registry import CasesFn, KernelFn, OpDef, TensorType, get_op,
 def rendered_kernel(name: str) -> KernelFn:
     """The numpy kernel of op ``name`` that is its expression rendered by numpy: the
     op's attributes completed by its schema, the result dtype from its shape rule."""
-    built: dict[Any, tuple[str, Expr]] = {}  # (input dtypes, attrs) -> result dtype, expr
+    made: dict[Any, Callable[..., np.ndarray]] = {}  # (input dtypes, attrs) -> function
 
-    def kernel(*arrays: np.ndarray, **attrs: Any) -> np.ndarray:
-        xs = [np.asarray(a) for a in arrays]
-        key = (*(x.dtype.name for x in xs), *sorted(attrs.items()))
-        found = built.get(key)
-        if found is None:
+    def kernel(*arrays: Any, **attrs: Any) -> np.ndarray:
+        xs = [a if isinstance(a, np.ndarray) else np.asarray(a) for a in arrays]
+        key = (*(x.dtype for x in xs), *attrs.items())  # another order: a second entry
+        fn = made.get(key)
+        if fn is None:
             op = get_op(name)
             assert op.expression is not None
             full = op.normalize_attrs(attrs)
             dtype = op.infer([TensorType(x.shape, x.dtype.name) for x in xs], full).dtype
-            found = built[key] = (dtype, s.build(op.expression, len(xs), full, dtype))
-        return s.render_numpy(found[1], xs, found[0])
+            e = s.build(op.expression, len(xs), full, dtype)
+            fn = made[key] = s.numpy_function(e, len(xs), dtype)
+        return fn(*xs)
 
     kernel.__name__ = kernel.__qualname__ = name
     kernel.__doc__ = f"``{name}``'s expression, rendered by numpy."
