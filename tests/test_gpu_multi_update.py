@@ -17,8 +17,8 @@ import pytest
 from asgrad import nn
 from asgrad.gpu import Device
 from asgrad.gpu import plan as plan_module
-from asgrad.gpu.dispatch_kinds import count_kinds
 from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, Tensor
 
 pytestmark = pytest.mark.gpu

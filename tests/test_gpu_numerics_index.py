@@ -4,7 +4,7 @@ A gather (embedding), scatter-add or one-hot kernel that meets an index outside
 ``[0, n)`` (negative ones too: they do not wrap) reads nothing, gives 0 (an all-zero
 one-hot row, nothing added) and records the fault on the device; the next readback
 raises :class:`~asgrad.tensor.errors.OutOfRangeError` naming the op, the user's line
-and the valid range (``asgrad.gpu.checks``). Nothing extra is read back for it.
+and the valid range (``asgrad.gpu.device.checks``). Nothing extra is read back for it.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ import pytest
 
 from asgrad.autograd import grad
 from asgrad.gpu import Device
-from asgrad.gpu.dispatch_kinds import count_kinds
 from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, compile
 
 pytestmark = pytest.mark.gpu

@@ -101,7 +101,7 @@ def test_the_walk_sees_a_wrong_direction(tmp_path: Path) -> None:
     )
     assert list(imported_modules(source)) == [
         (2, "asgrad.tensor.ops"),
-        (2, "asgrad.tensor.ops._common"),
+        (2, "asgrad.tensor.ir.common"),
         (3, "asgrad.gpu"),
     ]
 

@@ -18,7 +18,7 @@ from asgrad.autograd import grad
 from asgrad.examples import cnn, xor
 from asgrad.examples.transformer import CharTransformer
 from asgrad.tensor import Graph, Program, Tensor, compile, evaluate
-from asgrad.tensor.graph_file import load_graph, save_graph
+from asgrad.tensor.io.graph_file import load_graph, save_graph
 
 Built = tuple[Graph, Tensor, nn.Module, Callable[[nn.Module], nn.Optimizer], dict[str, np.ndarray]]
 

@@ -11,7 +11,7 @@ import pytest
 
 from asgrad.autograd import grad
 from asgrad.tensor import Graph, GraphFileError, OpCase, OpDef, Tensor, all_ops, evaluate, get_op
-from asgrad.tensor.graph_file import load_graph
+from asgrad.tensor.io.graph_file import load_graph
 
 
 def _cases() -> list[tuple[OpDef, OpCase]]:

@@ -7,7 +7,7 @@ import pytest
 
 from asgrad.gpu import Device
 from asgrad.tensor import Graph, compile
-from asgrad.tensor.progress import Progress
+from asgrad.tensor.runtime.progress import Progress
 
 
 def test_first_gpu_run_reports_nodes_lowered_and_pipelines_built(

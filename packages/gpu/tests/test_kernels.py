@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, GpuArray, to_gpu
-from asgrad.gpu.array import Operand
+from asgrad.gpu.device.array import Operand
 from asgrad.gpu.lowering.elementwise import elementwise, expression
 from asgrad.gpu.lowering.linalg import MatrixView
 from asgrad.gpu.lowering.linalg import matmul as gpu_matmul
@@ -202,7 +202,7 @@ def test_long_axes_reduce_in_pieces(
 
 def _exact_array(device: Device, n: int) -> GpuArray:
     """A float32 array in a buffer of exactly ``4 * n`` bytes (not a pooled size)."""
-    from asgrad.gpu.buffers import GpuBuffer
+    from asgrad.gpu.device.buffers import GpuBuffer
 
     usage = device.wgpu.BufferUsage
     handle = device.handle.create_buffer(
@@ -214,7 +214,7 @@ def _exact_array(device: Device, n: int) -> GpuArray:
 @pytest.mark.parametrize("n", [1, 3, 4, 255, 1027, 4 * 1024 * 3 + 7])
 @pytest.mark.parametrize("exact", [False, True])
 def test_copy_moves_every_word(device: Device, n: int, exact: bool) -> None:
-    from asgrad.gpu.copy import copy_into
+    from asgrad.gpu.device.copy import copy_into
 
     x = np.arange(n, dtype=np.float32) - 0.5
     src = _exact_array(device, n) if exact else to_gpu(x, device)
@@ -233,7 +233,7 @@ def test_copy_grid_stride_and_folded_grid(
     items: int,
     max_workgroups: int | None,
 ) -> None:
-    from asgrad.gpu.copy import copy_bytes
+    from asgrad.gpu.device.copy import copy_bytes
 
     n = 4 * 256 * 23 + 12  # 23+ blocks at one vec4 per thread
     x = np.random.default_rng(3).standard_normal(n).astype(np.float32)

@@ -13,7 +13,7 @@ import pytest
 
 from asgrad.gpu import Device
 from asgrad.tensor import Graph, compile
-from asgrad.tensor.functional import size_ratio
+from asgrad.tensor.api.functional import size_ratio
 
 pytestmark = pytest.mark.gpu
 

@@ -19,7 +19,7 @@ import pytest
 from asgrad import nn
 from asgrad.autograd import gradient_check
 from asgrad.tensor import ArgumentTypeError, Graph, OutOfRangeError, Tensor, evaluate
-from asgrad.tensor.passes import topological_order
+from asgrad.tensor.ir.passes import topological_order
 
 RNG = np.random.default_rng(10)
 N, C = 5, 4

@@ -21,7 +21,7 @@ import pytest
 from asgrad.tensor import Graph, OpCase, compile, get_op
 from asgrad.tensor.cpu import CPUExecutable, jit
 from asgrad.tensor.cpu.jit.kernels import JIT_KERNELS, lookup
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType
 
 pytest.importorskip("numba")
 

@@ -20,8 +20,8 @@ from asgrad.tensor import (
     evaluate,
     get_op,
 )
-from asgrad.tensor.graph_file import graph_to_dict, load_graph
-from asgrad.tensor.scopes import node_meta, scope
+from asgrad.tensor.io.graph_file import graph_to_dict, load_graph
+from asgrad.tensor.ir.scopes import node_meta, scope
 
 
 def _dtype(a: np.ndarray) -> str:
@@ -100,7 +100,7 @@ def test_leaves_variables_updates_and_attrs_round_trip(tmp_path: Path) -> None:
 
 
 def test_generic_attribute_values_round_trip() -> None:
-    from asgrad.tensor.graph_file import decode_value, encode_value
+    from asgrad.tensor.io.graph_file import decode_value, encode_value
 
     value: Any = {
         "t": (1, (2.5, None), "s", True),

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-import asgrad.tensor.backends as backends
+import asgrad.tensor.runtime.backends as backends
 from asgrad.tensor import Graph, compile, evaluate
-from asgrad.tensor.backends import resolve_backend_name
+from asgrad.tensor.runtime.backends import resolve_backend_name
 
 
 class _Unusable:

@@ -9,9 +9,15 @@ import numpy as np
 import pytest
 
 from asgrad.tensor import Graph, compile
-from asgrad.tensor import progress as progress_mod
 from asgrad.tensor.errors import ArgumentError
-from asgrad.tensor.progress import Progress, current, progress_delay, progress_enabled, reporting
+from asgrad.tensor.runtime import progress as progress_mod
+from asgrad.tensor.runtime.progress import (
+    Progress,
+    current,
+    progress_delay,
+    progress_enabled,
+    reporting,
+)
 
 
 class FakeClock:

@@ -15,9 +15,8 @@ from asgrad.tensor import (
     Graph,
     Tensor,
     evaluate,
-    functional_math,
-    functional_reduce,
 )
+from asgrad.tensor.api import functional_math, functional_reduce
 from asgrad.tensor.errors import IntegerArithmeticError
 
 

@@ -16,7 +16,7 @@ import pytest
 from asgrad.tensor import Graph, compile
 from asgrad.tensor.cpu.profile import profile_program
 from asgrad.tensor.errors import BackendError
-from asgrad.tensor.scopes import scope
+from asgrad.tensor.ir.scopes import scope
 from asgrad.viz import VizError, show, to_html
 from asgrad.viz.data import page_data, subject_of
 

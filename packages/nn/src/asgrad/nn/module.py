@@ -19,8 +19,8 @@ from asgrad.tensor.errors import (
     GraphError,
     ShapeError,
 )
-from asgrad.tensor.graph import user_location
-from asgrad.tensor.scopes import scope
+from asgrad.tensor.ir.graph import user_location
+from asgrad.tensor.ir.scopes import scope
 
 
 class Parameter(Variable):

@@ -26,7 +26,7 @@ from typing import Any
 
 from asgrad.tensor import Graph, compile
 from asgrad.tensor.cpu.profile import NodeProfile, profile_program
-from asgrad.tensor.graph_file import HTML_RENDERERS
+from asgrad.tensor.io.graph_file import HTML_RENDERERS
 from asgrad.viz.data import page_data, subject_of
 from asgrad.viz.errors import VizError
 from asgrad.viz.fusion import fusion_groups

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor import Graph, Node, Program, Tensor, optimize, topological_order
-from asgrad.tensor.graph_file import LoadedGraph, load_graph
-from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.io.graph_file import LoadedGraph, load_graph
+from asgrad.tensor.ir.schedule import Schedule
 
 __all__ = ["Subject", "page_data", "subject_of"]
 

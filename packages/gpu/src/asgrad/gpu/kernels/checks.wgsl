@@ -1,4 +1,4 @@
-// Device-side checks (asgrad/gpu/checks.py), pasted into the kernels that check.
+// Device-side checks (asgrad/gpu/device/checks.py), pasted into the kernels that check.
 //
 // A kernel that meets a bad value (an index outside [0, n), an integer result the
 // GPU cannot hold) still writes a defined result, and records the fault in its slot

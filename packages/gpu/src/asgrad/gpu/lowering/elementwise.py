@@ -4,7 +4,7 @@
 strides (``kernels/elementwise.wgsl``, with the per-primitive helpers of
 ``kernels/prelude.wgsl``). Each op is its scalar expression (``OpDef.expression``)
 rendered as WGSL over ``x0, x1, ...`` (:func:`expression`), so chains of them fuse by
-nesting expressions (:mod:`asgrad.gpu.fusion`); no op has WGSL of its own here but
+nesting expressions (:mod:`asgrad.gpu.plan.fusion`); no op has WGSL of its own here but
 the integer ops that check their values. Other families use :func:`elementwise` for
 copies, strided views and fills.
 """
@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, Operand, contiguous_strides
-from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import fold_groups, get_device
+from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides
+from asgrad.gpu.device.checks import checks_source
+from asgrad.gpu.device.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.scalar import render_wgsl
-from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType, all_ops, get_op
 from asgrad.tensor.ir.scalar import build
 
@@ -275,7 +275,7 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
     rendered (:func:`asgrad.gpu.lowering.scalar.render_wgsl`), but for the integer ops
     that check their values (:func:`checked_expression`). Elementwise chains fuse by
     substituting one op's expression for an input of the next (see
-    :mod:`asgrad.gpu.fusion`).
+    :mod:`asgrad.gpu.plan.fusion`).
     """
     if op not in EXPRESSION_OPS:
         return None

@@ -4,15 +4,15 @@ Each op's scalar expression (``OpDef.expression`` in ``asgrad/tensor/ops/optim.p
 is rendered by the elementwise family's generated kernel, so a plan treats it like
 any elementwise op: fused with its inputs' expressions, written in place into its
 variable's buffer, and gathered with the other parameters' update rules into one
-multi-tensor dispatch (:mod:`asgrad.gpu.multi_update`).
+multi-tensor dispatch (:mod:`asgrad.gpu.plan.multi_update`).
 """
 
 from __future__ import annotations
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.device.array import GpuArray
+from asgrad.gpu.device.source import numpy_dtype
 from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.elementwise import elementwise, expression
-from asgrad.gpu.source import numpy_dtype
 from asgrad.tensor import TensorType
 
 __all__ = ["LOWERINGS", "WGSL_FILES"]

@@ -1,7 +1,7 @@
 """More activation modules, in PyTorch's names: thin wrappers over the Tensor methods.
 
 ``inplace`` is accepted where PyTorch has it and ignored: a graph never overwrites a
-value (see :mod:`asgrad.tensor.nn_activation`).
+value (see :mod:`asgrad.tensor.api.nn_activation`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
-from asgrad.tensor.nn_activation import prelu
+from asgrad.tensor.api.nn_activation import prelu
 
 __all__ = [
     "CELU",

@@ -1,7 +1,7 @@
 """Normalisation layers: ``LayerNorm`` and ``BatchNorm1d`` / ``BatchNorm2d``.
 
 The layers hold the parameters and running statistics; the normalisation comes from
-:mod:`asgrad.tensor.nn_functional`.
+:mod:`asgrad.tensor.api.nn_functional`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import numpy as np
 from asgrad.nn import init
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Graph, Tensor, Variable, where
+from asgrad.tensor.api.functional import size_ratio
+from asgrad.tensor.api.nn_functional import batch_norm, batch_normalize, layer_norm
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.functional import size_ratio
-from asgrad.tensor.nn_functional import batch_norm, batch_normalize, layer_norm
 
 
 class LayerNorm(Module):

@@ -1,6 +1,6 @@
 """Group, instance and RMS normalisation layers, and the distance modules, in
 PyTorch's names: the layers hold the parameters, the functions in
-:mod:`asgrad.tensor.nn_norms` do the work."""
+:mod:`asgrad.tensor.api.nn_norms` do the work."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from collections.abc import Sequence
 from asgrad.nn import init
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
-from asgrad.tensor.errors import ArgumentError, ShapeError
-from asgrad.tensor.nn_norms import (
+from asgrad.tensor.api.nn_norms import (
     cosine_similarity,
     group_norm,
     instance_norm,
     pairwise_distance,
     rms_norm,
 )
+from asgrad.tensor.errors import ArgumentError, ShapeError
 
 __all__ = [
     "CosineSimilarity",

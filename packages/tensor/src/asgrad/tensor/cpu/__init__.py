@@ -10,7 +10,7 @@
   (``ASGRAD_SERIAL_GEMM_FLOPS``).
 
 What the generator may assume about an op's kernel is declared on the op
-(:class:`~asgrad.tensor.registry.OpDef`), so adding an op never edits this package.
+(:class:`~asgrad.tensor.ir.registry.OpDef`), so adding an op never edits this package.
 """
 
 from asgrad.tensor.cpu.backend import CPUBackend, CPUExecutable

@@ -6,7 +6,7 @@ product as one product. These rewrites are about numpy, not about the ops, so th
 live here, keyed by op name in :data:`SPECIALIZERS`: the one place where the CPU
 backend names ops. Each is written for the op's registered kernel and applies only
 while the op's kernel is that one (the code generator checks). Everything an op
-declares about its own kernel (:class:`~asgrad.tensor.registry.OpDef` fields) is
+declares about its own kernel (:class:`~asgrad.tensor.ir.registry.OpDef` fields) is
 read by the code generator instead, so adding an op never edits this module.
 """
 
@@ -31,8 +31,8 @@ from asgrad.tensor.cpu.records import (
     shaped,
     with_out,
 )
-from asgrad.tensor.graph import Node
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import TensorType
 
 
 @dataclass(frozen=True)

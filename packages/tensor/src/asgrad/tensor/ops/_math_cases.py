@@ -1,5 +1,5 @@
 """Test cases of the math ops of issue 13: rounding, tests, logic, integers, reductions,
-scans. Each makes an op's :class:`~asgrad.tensor.registry.OpCase` list from a random
+scans. Each makes an op's :class:`~asgrad.tensor.ir.registry.OpCase` list from a random
 generator, with the edge cases that matter: halves for rounding, NaN and infinities
 for the tests, negative operands for floor division, ties and zeros."""
 
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.tensor.ops._common import away_from, randn
+from asgrad.tensor.ir.common import away_from, randn
+from asgrad.tensor.ir.registry import CasesFn, OpCase
 from asgrad.tensor.ops._elementwise_cases import binary_cases, positive
-from asgrad.tensor.registry import CasesFn, OpCase
 
 _SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.5, 1e30])
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 Axes = tuple[int, ...]
 

@@ -9,7 +9,7 @@ tests (``test_op_values.py``).
 ``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
 op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
 ``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
-code generator takes through :class:`~asgrad.tensor.registry.IntoKernel`. The test
+code generator takes through :class:`~asgrad.tensor.ir.registry.IntoKernel`. The test
 cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
 """
 
@@ -20,8 +20,9 @@ import numbers
 
 import numpy as np
 
-from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.ir import scalar as s
+from asgrad.tensor.ir.dtypes import as_dtype
+from asgrad.tensor.ir.registry import Attr, Attrs, IntoKernel
 from asgrad.tensor.ir.scalar import Expr
 from asgrad.tensor.ops._elementwise_cases import (
     binary_cases,
@@ -59,7 +60,6 @@ from asgrad.tensor.ops.elementwise_types import (
     _infer_unary_numeric,
     _infer_where,
 )
-from asgrad.tensor.registry import Attr, Attrs, IntoKernel
 
 # -- expressions --------------------------------------------------------------------------
 # What each op computes per element (asgrad.tensor.ir.scalar): every backend renders it.

@@ -17,8 +17,9 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ir import scalar as s
+from asgrad.tensor.ir.common import away_from, normalize_axis, randn, require_float, same_dtype
+from asgrad.tensor.ir.registry import Attr, Attrs, CasesFn, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ir.scalar import Expr
-from asgrad.tensor.ops._common import away_from, normalize_axis, randn, require_float, same_dtype
 from asgrad.tensor.ops._elementwise_cases import normal, unary_cases
 from asgrad.tensor.ops.elementwise import _elu_expr, _softplus_expr
 from asgrad.tensor.ops.elementwise_kernels import (
@@ -26,10 +27,9 @@ from asgrad.tensor.ops.elementwise_kernels import (
     primitive_kernel,
     rendered_kernel,
 )
-from asgrad.tensor.registry import Attr, Attrs, CasesFn, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 # SELU's constants (Klambauer et al. 2017), as PyTorch writes them.
 SELU_ALPHA = 1.6732632423543772848170429916717

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import DTypeError, IntegerArithmeticError
 from asgrad.tensor.ir import scalar as s
+from asgrad.tensor.ir.dtypes import as_dtype
+from asgrad.tensor.ir.registry import CasesFn, KernelFn, OpDef, TensorType, get_op, register_op
 from asgrad.tensor.ir.scalar import Expr
 from asgrad.tensor.ops.elementwise_types import _infer_binary, _infer_unary_float
-from asgrad.tensor.registry import CasesFn, KernelFn, OpDef, TensorType, get_op, register_op
 
 
 def rendered_kernel(name: str) -> KernelFn:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from asgrad.tensor.dtypes import as_dtype, is_int
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import broadcast_shapes, require_float, same_dtype
-from asgrad.tensor.registry import Attrs, TensorType
+from asgrad.tensor.ir.common import broadcast_shapes, require_float, same_dtype
+from asgrad.tensor.ir.dtypes import as_dtype, is_int
+from asgrad.tensor.ir.registry import Attrs, TensorType
 
 
 def _infer_unary_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.ir.common import randn, require_float, same_dtype, uniform
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ir.scalar import Expr, sqrt
-from asgrad.tensor.ops._common import randn, require_float, same_dtype, uniform
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 
 def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:

@@ -2,7 +2,7 @@
 
 Each :class:`JitKernel` names a wrapper in a topic module (``kernels_<topic>.py``,
 imported on first use, so that importing asgrad never imports Numba) with the
-calling convention of an :class:`~asgrad.tensor.registry.IntoKernel`:
+calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`:
 ``fn(*inputs, out=None, **attrs)``, the result written into ``out`` when it is
 given. The code generator (:mod:`asgrad.tensor.cpu.codegen`) calls it instead of
 the op's numpy kernel when the compiled path is on and :func:`lookup` finds an entry
@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType
 
 __all__ = ["JIT_KERNELS", "JitKernel", "lookup"]
 

@@ -1,6 +1,6 @@
 """Compiled elementwise kernels: exact GELU and its gradient, Adam's two updates.
 
-Each wrapper has the calling convention of an :class:`~asgrad.tensor.registry.IntoKernel`
+Each wrapper has the calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`
 (``fn(*inputs, out=None, **attrs)``, the result in ``out`` when it is given and
 C-contiguous, else fresh) and the semantics of the op's numpy kernel. The loops read
 each element before writing it, so ``out`` may be any input of the result's type.

@@ -46,9 +46,9 @@ from asgrad.tensor.cpu.jit.emit import (
 from asgrad.tensor.cpu.jit.emit_ops import EMITTERS, PRELUDE
 from asgrad.tensor.cpu.jit.step_run import whole_step
 from asgrad.tensor.cpu.records import Ref
-from asgrad.tensor.registry import TensorType
-from asgrad.tensor.schedule import Schedule
-from asgrad.tensor.variables import Variable
+from asgrad.tensor.ir.registry import TensorType
+from asgrad.tensor.ir.schedule import Schedule
+from asgrad.tensor.ir.variables import Variable
 
 # A step is compiled whole only when its arithmetic is at most this many operations
 # (elements written by elementwise ops and reductions, 8 per element of a
