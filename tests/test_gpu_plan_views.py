@@ -1,4 +1,4 @@
-"""Views a GPU plan passes on as strides (issue 11): slices and reshapes read by
+"""Views a GPU plan passes on as strides: slices and reshapes read by
 matmuls and elementwise kernels, and a slice's gradient (the sum of scatter_slices of
 attention's q, k and v) written piece by piece into one buffer."""
 

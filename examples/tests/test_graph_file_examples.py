@@ -1,4 +1,4 @@
-"""The three example models' graphs round-trip through the graph file (issue 15).
+"""The three example models' graphs round-trip through the graph file.
 
 For each model, the forward graph saved and loaded gives the same loss and the same
 gradients (built on the loaded graph) bit for bit, and the compiled training step

@@ -1,4 +1,4 @@
-"""Class labels the losses accept (issue 10, item 3).
+"""Class labels the losses accept.
 
 A label outside ``[0, C)`` (``-1`` included) raises ``OutOfRangeError`` when the
 graph runs, as PyTorch raises, instead of a silent loss of 0. A label equal to

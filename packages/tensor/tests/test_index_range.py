@@ -1,4 +1,4 @@
-"""Integer index arrays out of range raise an ``OutOfRangeError`` on the CPU (issue 10, item 7).
+"""Integer index arrays out of range raise an ``OutOfRangeError`` on the CPU.
 
 ``gather`` (and so ``embedding`` and ``x[:, idx]``), ``scatter_add`` (gather's
 gradient) and ``one_hot`` accept indices in ``[0, n)`` only. A negative index is an

@@ -9,6 +9,9 @@
 [6.0, 6.0]
 """
 
+import os
+
+from asgrad.tensor import cpu as _cpu  # noqa: F401  # compiles loop bodies for the numpy scan
 from asgrad.tensor import linalg
 from asgrad.tensor import ops as _ops  # noqa: F401  # registers the built-in ops
 from asgrad.tensor.api.functional import (
@@ -120,7 +123,9 @@ from asgrad.tensor.errors import (
     PrecisionWarning,
     ShapeError,
 )
+from asgrad.tensor.io import graph_file as _graph_file
 from asgrad.tensor.io.printing import dump, to_dot
+from asgrad.tensor.ir import graph as _graph
 from asgrad.tensor.ir.dtypes import DType, as_dtype
 from asgrad.tensor.ir.graph import Graph, Node, Variable, VariableStore
 from asgrad.tensor.ir.passes import optimize, topological_order
@@ -129,6 +134,23 @@ from asgrad.tensor.loops import fori_loop, scan, while_loop
 from asgrad.tensor.runtime.backends import get_backend, register_backend, resolve_backend_name
 from asgrad.tensor.runtime.device_values import DeviceValue, read_all
 from asgrad.tensor.runtime.executor import Program, Schedule, compile, evaluate, make_schedule
+
+
+def _load_graph(path: str | os.PathLike[str]) -> Graph:
+    return _graph_file.load_graph(path).graph
+
+
+# The IR imports no API, file format or printer: graphs get them here, once.
+_graph.install(
+    _graph.Installed(
+        wrap=Tensor,
+        dump=dump,
+        to_dot=to_dot,
+        save=_graph_file.save_graph,
+        load=_load_graph,
+        notebook_html=_graph_file.notebook_html,
+    )
+)
 
 __version__ = "0.1.0"
 
@@ -162,7 +184,7 @@ __all__ = [
     "VariableStore",
     "__version__",
     "all_ops",
-    # math ops (issue 13); round, any and all stay in asgrad.tensor.api.functional_math
+    # math ops; round, any and all stay in asgrad.tensor.api.functional_math
     # (as names here they would shadow Python's builtins on a star import)
     "amax",
     "amin",

@@ -6,6 +6,13 @@ compute pass of one command encoder; the encoder is submitted in chunks of
 reused ``MAP_READ`` staging buffer, which grows when a larger read comes; mapping it is
 also how the host waits for the GPU (``queue.on_submitted_work_done_sync()`` raises in
 wgpu-py 0.32).
+
+The subpackage holds what lives on the device: ``buffers`` (the pooled allocator),
+``pipelines``, ``source`` (WGSL kernels shipped as package data, specialised), ``array``
+(``GpuArray``, ``Operand``), ``copy``, ``checks`` (device-side faults), ``readback``,
+``transfers``, ``variables`` (variables' buffers), ``limits`` and ``capabilities``. It may
+import :mod:`asgrad.tensor`, :mod:`asgrad.gpu.errors` and itself; nothing of
+:mod:`asgrad.gpu.lowering` or :mod:`asgrad.gpu.plan`.
 """
 
 from __future__ import annotations

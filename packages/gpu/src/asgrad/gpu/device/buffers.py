@@ -73,11 +73,6 @@ class BufferPool:
         """Hand ``buffer`` back; the next request of its size class may get it."""
         self._free.setdefault(buffer.size, []).append(buffer)
 
-    @property
-    def free_bytes(self) -> int:
-        """Bytes held in free lists."""
-        return sum(cls * len(bufs) for cls, bufs in self._free.items())
-
     def trim(self) -> int:
         """Destroy every free buffer; returns the bytes given back to the driver."""
         freed = 0

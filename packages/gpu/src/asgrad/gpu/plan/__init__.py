@@ -14,6 +14,14 @@
    (:func:`lower_schedule`), each value dropped after its last use
    (:func:`release_steps`) so that its buffer serves later nodes; then the outputs and
    the update values are written where the run reads them.
+
+The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kernels
+generated for chains of elementwise ops, the nodes inlined into their users),
+``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
+dispatches), ``capture`` (dispatches recorded once, replayed at every run), ``values``
+(values passed between nodes without a launch) and ``dispatch_kinds``. It may import
+:mod:`asgrad.tensor`, :mod:`asgrad.gpu.errors`, :mod:`asgrad.gpu.device`,
+:mod:`asgrad.gpu.lowering` and itself.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def scaled_dot_product_attention(
     if dropout_p:
         raise ArgumentError(
             "scaled_dot_product_attention: dropout_p must be 0 (attention dropout is not"
-            " supported; asgrad.nn.MultiHeadAttention applies dropout with a seed)"
+            " supported; asgrad.nn.SelfAttention applies dropout with a seed)"
         )
     if enable_gqa:
         raise ArgumentError("scaled_dot_product_attention: enable_gqa is not supported")

@@ -1,4 +1,13 @@
-"""Attribute values of the graph file as JSON data, exactly (see :mod:`asgrad.tensor.io.graph_file`).
+"""Values of the graph file as JSON data: attribute values, exactly, and source
+locations, portably (see :mod:`asgrad.tensor.io.graph_file`).
+
+An attribute value is JSON where JSON can say it exactly (a string, a bool, an int,
+a finite float, a list, a dict with string keys whose keys do not start with ``$``),
+and otherwise one object of one key: ``{"$tuple": [...]}``, ``{"$float": "nan"}``,
+``{"$slice": [start, stop, step]}``, ``{"$array": {"dtype", "shape", "data"}}``
+(data: the little-endian bytes in base64), ``{"$scalar": ARRAY}`` (a numpy scalar),
+``{"$dict": [[key, value], ...]}``, ``{"$variable": index}`` (a parameter's
+variable), ``{"$body": index}`` (a loop body of the file's ``bodies``).
 
 >>> decode_value(encode_value((1, 2.5, slice(None, 3))), "example")
 (1, 2.5, slice(None, 3, None))
@@ -7,8 +16,12 @@
 from __future__ import annotations
 
 import base64
+import functools
 import math
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +30,7 @@ import asgrad.tensor.ir.graph as _g  # graph.py imports graph_file, which import
 from asgrad.tensor.errors import GraphFileError
 from asgrad.tensor.ir.dtypes import DTYPES
 
-__all__ = ["decode_value", "encode_value"]
+__all__ = ["decode_value", "encode_value", "portable_location"]
 
 
 def _array(value: np.ndarray) -> dict[str, Any]:
@@ -31,8 +44,15 @@ def _array(value: np.ndarray) -> dict[str, Any]:
     }
 
 
-def encode_value(value: Any, variables: dict[int, int] | None = None) -> Any:
-    """``value`` (an attribute) as JSON data, exactly (see the module docstring)."""
+def encode_value(
+    value: Any,
+    variables: dict[int, int] | None = None,
+    bodies: Callable[[Any], int | None] | None = None,
+) -> Any:
+    """``value`` (an attribute) as JSON data, exactly (see the module docstring).
+
+    ``bodies`` gives a loop body's index in the file's table of bodies (None for a
+    value that is not one)."""
     if isinstance(value, np.ndarray):
         return {"$array": _array(value)}
     if isinstance(value, np.generic):
@@ -42,21 +62,28 @@ def encode_value(value: Any, variables: dict[int, int] | None = None) -> Any:
     if isinstance(value, float):
         return value if math.isfinite(value) else {"$float": repr(value)}
     if isinstance(value, tuple):
-        return {"$tuple": [encode_value(v, variables) for v in value]}
+        return {"$tuple": [encode_value(v, variables, bodies) for v in value]}
     if isinstance(value, list):
-        return [encode_value(v, variables) for v in value]
+        return [encode_value(v, variables, bodies) for v in value]
     if isinstance(value, slice):
         return {"$slice": [encode_value(v) for v in (value.start, value.stop, value.step)]}
     if isinstance(value, dict):
         if all(isinstance(k, str) and not k.startswith("$") for k in value):
-            return {k: encode_value(v, variables) for k, v in value.items()}
-        return {"$dict": [[encode_value(k), encode_value(v, variables)] for k, v in value.items()]}
+            return {k: encode_value(v, variables, bodies) for k, v in value.items()}
+        return {
+            "$dict": [
+                [encode_value(k), encode_value(v, variables, bodies)] for k, v in value.items()
+            ]
+        }
     if isinstance(value, _g.Variable) and variables is not None and id(value) in variables:
         return {"$variable": variables[id(value)]}
+    found = bodies(value) if bodies is not None else None
+    if found is not None:
+        return {"$body": found}
     raise GraphFileError(
         f"cannot save an attribute of type {type(value).__module__}.{type(value).__qualname__}"
         f" ({value!r}); a graph file holds numbers, strings, tuples, lists, dicts, slices and"
-        " numpy arrays"
+        " numpy arrays (and loop bodies)"
     )
 
 
@@ -88,40 +115,94 @@ def _read_array(obj: Any, where: str) -> np.ndarray:
     return np.frombuffer(data, dtype=item).astype(dtype).reshape(shape)
 
 
+def _pair(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2
+
+
 def _shape(value: list[Any], where: str) -> list[int]:
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value):
         raise _fail(where, f"a shape must be a list of integers >= 0, got {value!r}")
     return value
 
 
-def decode_value(data: Any, where: str, variables: Sequence[_g.Variable] = ()) -> Any:
-    """The attribute value that :func:`encode_value` wrote as ``data``."""
+# Attribute values nested deeper than this are refused (no op's attribute comes close;
+# a deeper one would exhaust Python's recursion limit).
+MAX_NESTING = 64
+
+
+def decode_value(
+    data: Any,
+    where: str,
+    variables: Sequence[_g.Variable] = (),
+    depth: int = 0,
+    bodies: Callable[[Any], Any] | None = None,
+) -> Any:
+    """The attribute value that :func:`encode_value` wrote as ``data``; ``bodies``
+    reads the loop body that ``{"$body": index}`` names."""
+    if depth > MAX_NESTING:
+        raise _fail(where, f"a value is nested more than {MAX_NESTING} deep")
+    inner = depth + 1
     if data is None or isinstance(data, str | bool | int | float):
         return data
     if isinstance(data, list):
-        return [decode_value(v, where, variables) for v in data]
+        return [decode_value(v, where, variables, inner, bodies) for v in data]
     if not isinstance(data, dict):
         raise _fail(where, f"unexpected JSON value {data!r}")
     tagged = [k for k in data if k.startswith("$")]
     if not tagged:
-        return {k: decode_value(v, where, variables) for k, v in data.items()}
+        return {k: decode_value(v, where, variables, inner, bodies) for k, v in data.items()}
     if len(data) != 1:
         raise _fail(where, f"a tagged value has one key, got {sorted(data)}")
     tag, body = tagged[0], data[tagged[0]]
     if tag == "$tuple" and isinstance(body, list):
-        return tuple(decode_value(v, where, variables) for v in body)
+        return tuple(decode_value(v, where, variables, inner, bodies) for v in body)
     if tag == "$float" and body in ("nan", "inf", "-inf"):
         return float(body)
     if tag == "$slice" and isinstance(body, list) and len(body) == 3:
-        return slice(*(decode_value(v, where) for v in body))
+        return slice(*(decode_value(v, where, (), inner) for v in body))
     if tag == "$array":
         array = _read_array(body, where)
         array.setflags(write=False)
         return array
     if tag == "$scalar":
         return _read_array(body, where)[()]
-    if tag == "$dict" and isinstance(body, list) and all(len(p) == 2 for p in body):
-        return {decode_value(k, where): decode_value(v, where, variables) for k, v in body}
+    if tag == "$dict" and isinstance(body, list) and all(_pair(p) for p in body):
+        return {
+            decode_value(k, where, (), inner): decode_value(v, where, variables, inner, bodies)
+            for k, v in body
+        }
     if tag == "$variable" and isinstance(body, int) and 0 <= body < len(variables):
         return variables[body]
+    if tag == "$body" and bodies is not None:
+        return bodies(body)
     raise _fail(where, f"unknown or malformed tagged value {tag!r}")
+
+
+@functools.cache
+def _portable_path(path: str) -> str:
+    p = Path(path)
+    cwd = Path.cwd()
+    if cwd != Path(cwd.anchor) and p.is_relative_to(cwd):
+        return p.relative_to(cwd).as_posix()
+    roots = sorted(
+        (Path(e) for e in sys.path if e and os.path.isabs(e)), key=lambda r: -len(r.parts)
+    )
+    for root in roots:
+        if root != Path(root.anchor) and p.is_relative_to(root):
+            return p.relative_to(root).as_posix()
+    return p.name
+
+
+def portable_location(location: str) -> str:
+    """``location`` (``file:line``) as a graph file stores it: no absolute path of the
+    machine that made it. A file under the working directory is named relative to it
+    (``examples/train.py:12``), one under an entry of ``sys.path`` relative to that
+    (``asgrad/nn/layers/linear.py:40``), any other by its name alone.
+
+    >>> portable_location("<stdin>:3")
+    '<stdin>:3'
+    """
+    path, sep, line = location.rpartition(":")
+    if not sep or not os.path.isabs(path):
+        return location
+    return f"{_portable_path(path)}:{line}"

@@ -12,7 +12,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentTypeError, DTypeError, OutOfRangeError, ShapeError
 from asgrad.tensor.ir.dtypes import is_float
-from asgrad.tensor.ir.registry import Attrs, Shape, TensorType
+from asgrad.tensor.ir.registry import Shape, TensorType
 
 
 def broadcast_shapes(*shapes: Shape) -> Shape:
@@ -187,10 +187,6 @@ def reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape:
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
     return tuple(d for i, d in enumerate(shape) if i not in axes)
-
-
-def attr(attrs: Attrs, name: str, default: Any = None) -> Any:
-    return attrs.get(name, default)
 
 
 # -- test-case helpers ---------------------------------------------------------------

@@ -6,6 +6,7 @@ import itertools
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,6 @@ from asgrad.tensor.errors import (
     NameConflictError,
     ShapeError,
 )
-from asgrad.tensor.io import graph_file
 from asgrad.tensor.ir.cache import LRUCache
 from asgrad.tensor.ir.common import check_size
 from asgrad.tensor.ir.dtypes import as_dtype
@@ -32,6 +32,43 @@ if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
 
 Initializer = Callable[[Shape, str], np.ndarray]
+PathLike = str | os.PathLike[str]
+
+
+@dataclass
+class Installed:
+    """What the layers above the IR lend every :class:`Graph`.
+
+    The IR imports no API, file format or printer: :mod:`asgrad.tensor` hands them over
+    through :func:`install` when it is imported (before any graph can be built).
+    """
+
+    wrap: Callable[[Node], Tensor]
+    dump: Callable[[Graph, Iterable[Tensor] | None], str]
+    to_dot: Callable[[Graph, Iterable[Tensor] | None], str]
+    save: Callable[[Graph, PathLike, list[Tensor]], None]
+    load: Callable[[PathLike], Graph]
+    notebook_html: Callable[[Graph], str]
+
+
+_INSTALLED: list[Installed] = []
+
+
+def install(layers: Installed) -> None:
+    """Lend graphs the ``Tensor`` wrapper, the graph file and the printer (see
+    :class:`Installed`); :mod:`asgrad.tensor` calls this once, at its import."""
+    _INSTALLED[:] = [layers]
+
+
+def installed() -> Installed:
+    """The layers :func:`install` lent, or an error if ``asgrad.tensor`` is still importing."""
+    if not _INSTALLED:
+        raise GraphError(
+            "asgrad.tensor.ir.graph is used before asgrad.tensor finished importing;"
+            " import asgrad.tensor first"
+        )
+    return _INSTALLED[0]
+
 
 _NODE_IDS = itertools.count()
 _GRAPH_SERIALS = itertools.count(1)
@@ -284,27 +321,26 @@ class Graph:
 
     def dump(self, outputs: Iterable[Tensor] | None = None) -> str:
         """A readable text listing of the graph (see :func:`asgrad.tensor.dump`)."""
-        from asgrad.tensor.io.printing import dump
-
-        return dump(self, outputs)
+        return installed().dump(self, outputs)
 
     def to_dot(self, outputs: Iterable[Tensor] | None = None) -> str:
         """The graph in Graphviz DOT (see :func:`asgrad.tensor.to_dot`)."""
-        from asgrad.tensor.io.printing import to_dot
-
-        return to_dot(self, outputs)
+        return installed().to_dot(self, outputs)
 
     def save(self, path: str | os.PathLike[str], outputs: Iterable[Tensor] = ()) -> None:
-        """Write this graph (and its ``outputs``) to a file (:mod:`~asgrad.tensor.io.graph_file`)."""
-        graph_file.save_graph(self, path, list(outputs))
+        """Write this graph (and its ``outputs``) to a file.
+
+        The format is :mod:`~asgrad.tensor.io.graph_file`'s.
+        """
+        installed().save(self, path, list(outputs))
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> Graph:
         """Read a graph file; no code is executed (:mod:`~asgrad.tensor.io.graph_file`)."""
-        return graph_file.load_graph(path).graph
+        return installed().load(path)
 
     def _repr_html_(self) -> str:  # Jupyter shows the graph viewer (needs asgrad-viz)
-        return graph_file.notebook_html(self)
+        return installed().notebook_html(self)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -348,6 +384,4 @@ class Graph:
         return node
 
     def _wrap(self, node: Node) -> Tensor:
-        from asgrad.tensor.api.tensor import Tensor
-
-        return Tensor(node)
+        return installed().wrap(node)

@@ -44,11 +44,6 @@ def topological_order(roots: Iterable[Node]) -> list[Node]:
     return order
 
 
-def dead_code_elimination(roots: Sequence[Node]) -> list[Node]:
-    """Only the nodes that the ``roots`` need, in topological order."""
-    return topological_order(roots)
-
-
 def _attr_key(value: Any) -> Hashable:
     if isinstance(value, np.ndarray):
         if value.size <= 64:

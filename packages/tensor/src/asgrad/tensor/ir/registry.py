@@ -17,7 +17,7 @@ per op, both keyed by the op's name; tests fail when an op lacks either.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -394,11 +394,6 @@ def all_ops() -> list[OpDef]:
     """Every registered op, sorted by name."""
     _load_builtin_ops()
     return sorted(_REGISTRY.values(), key=lambda op: op.name)
-
-
-def iter_ops() -> Iterator[OpDef]:
-    """Iterate over every registered op, sorted by name."""
-    yield from all_ops()
 
 
 def _load_builtin_ops() -> None:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
 
-from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import AsgradError, FeedError, GraphError
 from asgrad.tensor.ir.graph import Node, Variable
 from asgrad.tensor.ir.passes import optimize
 from asgrad.tensor.ir.registry import TensorType, get_op
 
-Updates = Mapping[Variable, Tensor] | Sequence[tuple[Variable, Tensor]]
+if TYPE_CHECKING:  # the IR names the API's Tensor in annotations only
+    from asgrad.tensor.api.tensor import Tensor
+
+Updates: TypeAlias = "Mapping[Variable, Tensor] | Sequence[tuple[Variable, Tensor]]"
 
 
 @dataclass

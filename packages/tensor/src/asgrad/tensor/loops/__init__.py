@@ -5,6 +5,10 @@ The body is a Python function called once, on symbolic tensors, to build a sub-g
 so a 512-step recurrence compiles as fast as one step. Values of the enclosing graph
 the body uses (weights it closes over) are read by the node, so gradients reach them.
 
+The subpackage may import :mod:`~asgrad.tensor.errors`, :mod:`~asgrad.tensor.ir`,
+:mod:`~asgrad.tensor.api` and itself; a backend lends it the compiler of loop bodies
+(:func:`asgrad.tensor.loops.body.set_compiler`).
+
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate
 >>> g = Graph()

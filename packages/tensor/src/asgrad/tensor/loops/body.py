@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from asgrad.tensor.errors import AsgradError, DTypeError, GraphError, ShapeError
+from asgrad.tensor.errors import AsgradError, BackendError, DTypeError, GraphError, ShapeError
 from asgrad.tensor.ir.graph import Graph, Node, Variable
 from asgrad.tensor.ir.registry import Shape, TensorType
 
@@ -26,6 +26,19 @@ if TYPE_CHECKING:
 
 # call(carries, xs) -> (new carries, ys): the user's function with its structure unpacked.
 BodyCall = Callable[[list["Tensor"], list["Tensor"]], tuple[list["Tensor"], list["Tensor"]]]
+
+# Compiles a body's schedule into a program the numpy ``scan`` kernel runs step by step.
+BodyCompiler = Callable[["Schedule"], Any]
+_COMPILER: list[BodyCompiler] = []
+
+
+def set_compiler(compile_body: BodyCompiler) -> None:
+    """How loop bodies are compiled for the numpy ``scan`` kernel.
+
+    The CPU backend sets it when it is imported (:mod:`asgrad.tensor.cpu.backend`, which
+    :mod:`asgrad.tensor` imports), so that loops import no backend.
+    """
+    _COMPILER[:] = [compile_body]
 
 
 class BodyGraph(Graph):
@@ -202,9 +215,12 @@ class Body:
     def executable(self) -> Any:
         """The body compiled by the CPU backend (one generated function per shapes)."""
         if self._executable is None:
-            from asgrad.tensor.cpu.backend import CPUBackend
-
-            self._executable = CPUBackend().compile(self.schedule())
+            if not _COMPILER:
+                raise BackendError(
+                    f"{self.describe()} runs on the CPU backend, which is not imported;"
+                    " import asgrad.tensor (it imports asgrad.tensor.cpu)"
+                )
+            self._executable = _COMPILER[0](self.schedule())
         return self._executable
 
     def input_names(self) -> list[str]:
@@ -269,6 +285,29 @@ def _own(graph: BodyGraph, value: Any) -> Tensor:
     if isinstance(value, int | float | bool):
         return graph.constant(value)
     raise GraphError(f"a loop body must return tensors (or numbers), got {type(value).__name__}")
+
+
+def body_from_graph(
+    name: str,
+    where: str,
+    graph: BodyGraph,
+    inputs: list[Node],
+    outputs: list[Node],
+    counts: tuple[int, int, int],
+) -> Body:
+    """A body made from its graph alone (one read from a graph file, which holds no
+    Python function): traced again for other dtypes, it replays its own nodes."""
+
+    def call(carries: list[Tensor], xs: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+        inner = tracing()
+        assert inner is not None
+        assert inner.parent is not None
+        caps = [inner.capture(inner.parent._wrap(n)) for n in body.outer]
+        outs = replay(body, inner, [*carries, *xs, *caps])
+        return outs[: body.n_carry], outs[body.n_carry :]
+
+    body = Body(call, name, where, graph, inputs, outputs, counts)
+    return body
 
 
 def replay(body: Body, graph: Graph, inputs: Sequence[Tensor]) -> list[Tensor]:

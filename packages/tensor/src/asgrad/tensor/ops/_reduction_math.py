@@ -1,4 +1,4 @@
-"""Reductions of issue 13 that expand into other ops: ``std``, ``logsumexp``, ``any``,
+"""Reductions that expand into other ops: ``std``, ``logsumexp``, ``any``,
 ``all``. Their gradients and GPU kernels are those of the ops they build; their
 shape rules and numpy references are in :mod:`asgrad.tensor.ops.reduction`."""
 

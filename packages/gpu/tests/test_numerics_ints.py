@@ -42,7 +42,7 @@ def _gpu(fn: Callable[..., Tensor], dtype: str, *arrays: np.ndarray) -> np.ndarr
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_the_issue_sum_is_exact(device: Device, dtype: str) -> None:
+def test_an_int_sum_past_float32s_exact_range_is_exact(device: Device, dtype: str) -> None:
     gpu, cpu = _both(lambda x: x.sum(), dtype, np.array([2**24 + 1, 0]))
     assert int(gpu) == int(cpu) == 16777217
 
@@ -83,7 +83,7 @@ def test_a_sum_may_pass_the_int32_range_on_its_way(device: Device, dtype: str, n
 def test_a_sum_beyond_int32_raises(device: Device, dtype: str, n: int) -> None:
     x = np.zeros((3, n), np.int64)
     x[1, :2] = [BIG, 1]  # 2**31: the CPU returns it exactly, as int64
-    with pytest.raises(GpuIntegerOverflowError, match=r"sum \(made at .*test_gpu_numerics_ints"):
+    with pytest.raises(GpuIntegerOverflowError, match=r"sum \(made at .*test_numerics_ints"):
         _gpu(lambda t: t.sum(axis=1), dtype, x)
     # the fault is cleared: the next run with values that fit returns them
     half = x // 2

@@ -1,4 +1,4 @@
-"""MetricWriter: one flushed record per call, CSV or JSON lines (issue 14, plots)."""
+"""MetricWriter: one flushed record per call, CSV or JSON lines."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GPU softplus follows the CPU's threshold form: no overflow at 3e38 (issue 10, item 9)."""
+"""GPU softplus follows the CPU's threshold form: no overflow at 3e38."""
 
 from __future__ import annotations
 

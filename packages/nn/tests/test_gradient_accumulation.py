@@ -1,4 +1,5 @@
-"""Gradient accumulation across compiled programs (issue 20, item 7)."""
+"""Gradient accumulation across compiled programs: ``GradientAccumulator``'s backward
+programs add into its gradients, and its step program updates once and zeroes them."""
 
 from __future__ import annotations
 

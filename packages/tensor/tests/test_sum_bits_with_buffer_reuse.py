@@ -1,5 +1,5 @@
 """A sum over a transposed intermediate has the same bits with and without CPU buffer
-reuse (issue 13: ``unfold``'s expansion ends in a transpose and met it).
+reuse (``unfold``'s expansion ends in a transpose, so its results depend on it).
 
 Without reuse, numpy lays an elementwise result out as its (transposed) input; with
 reuse it lands in a C-ordered scratch slot; the CPU backend's sum reads both in C

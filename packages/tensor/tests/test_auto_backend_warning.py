@@ -1,4 +1,4 @@
-"""The ``backend="auto"`` CPU-fallback warning points at the user's line (issue 14, item 13)."""
+"""The ``backend="auto"`` CPU-fallback warning points at the user's line."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Gradients of sigmoid, silu and softplus in their tails and past softplus's threshold
-(issue 10, item 9): finite, and the derivative of the values (``gradient_check`` in
+"""Gradients of sigmoid, silu and softplus in their tails and past softplus's threshold:
+finite, and the derivative of the values (``gradient_check`` in
 float64). ``log(sigmoid(-20))`` used to be -inf with a NaN gradient, and
 ``softplus(3e38, beta=2)`` overflowed; the values are checked in
 ``packages/tensor/tests/test_sigmoid_softplus.py``.

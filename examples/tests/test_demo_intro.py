@@ -1,4 +1,4 @@
-"""`hatch run demo` says first what it shows and how long it takes (issue 14, item 13)."""
+"""`hatch run demo` says first what it shows and how long it takes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""asgrad.nn.summary: layers, output shapes, parameter counts and memory (issue 14)."""
+"""asgrad.nn.summary: layers, output shapes, parameter counts and memory."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_transformer_block_nested_rows_and_depth() -> None:
     fc1 = next(r for r in s.rows if r.name == "ff.fc1")
     assert (fc1.kind, fc1.depth, fc1.output_shapes) == ("Linear", 2, [(8, 16, 256)])
     shallow = str(nn.summary(block, (8, 16, 64), depth=1, verbose=False))
-    assert "attn: MultiHeadAttention" in shallow
+    assert "attn: SelfAttention" in shallow
     assert "ff.fc1" not in shallow
     assert "Parameters: 49,984" in shallow  # hidden rows are still counted
 

@@ -1,4 +1,4 @@
-"""Progress of long compiles on stderr (issue 14, progress)."""
+"""Progress of long compiles on stderr."""
 
 from __future__ import annotations
 

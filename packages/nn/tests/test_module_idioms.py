@@ -1,4 +1,4 @@
-"""PyTorch's module idioms (issue 20, items 1-3 and weight tying of item 6).
+"""PyTorch's module idioms, and weight tying.
 
 Two models in one graph, a batch norm called twice, ``inplace`` flags, ``apply``,
 ``.double()`` / ``.to(dtype)``, and one Parameter shared by two modules.

@@ -1,4 +1,4 @@
-"""PyTorch's transformer modules and checkpoints, checked against PyTorch (issue 20, 5-6).
+"""PyTorch's transformer modules and checkpoints, checked against PyTorch.
 
 Each test builds the PyTorch module, loads its ``state_dict`` into the asgrad module
 of the same name with ``load_torch_state_dict``, and compares outputs in float64.
@@ -76,7 +76,7 @@ def test_cross_attention_batch_first_per_head_weights_and_float_mask() -> None:
 
 def test_asgrad_batch_first_attention_takes_torch_weights() -> None:
     ref = torch_eval(torch.nn.MultiheadAttention(8, 2, batch_first=True))
-    mha = nn.MultiHeadAttention(8, 2).double()
+    mha = nn.SelfAttention(8, 2).double()
     nn.load_torch_state_dict(mha, ref.state_dict())
     x = RNG.normal(size=(2, 4, 8))
     (got,) = run(mha(Graph().input("x", (2, 4, 8), "float64")), {"x": x})

@@ -1,4 +1,4 @@
-"""Issue 14, item 3: train()/eval() switch a graph already built (a mode variable read at run)."""
+"""train()/eval() switch a graph already built (a mode variable read at run)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Layers and initializers given a zero, negative or non-integer size raise a typed error.
 
-Issue 10, item 16: ``Linear(0, 3)`` raised ``ZeroDivisionError`` from its initializer;
+Before, ``Linear(0, 3)`` raised ``ZeroDivisionError`` from its initializer;
 other layers raised ``ZeroDivisionError``, ``ValueError: math domain error`` or a bare
 ``TypeError``, or built silently with a zero-sized weight; initializers raised numpy's
 errors for a negative size, a negative ``std`` or ``low > high``.
@@ -36,9 +36,9 @@ LAYERS: list[Row] = [
     ("ConvT(0, 4, 3)", lambda: nnl.ConvTranspose2d(0, 4, 3), ArgumentError, ("in_channels",)),
     ("Embedding(0, 4)", lambda: nnl.Embedding(0, 4), ArgumentError, ("num_embeddings",)),
     ("Embedding(4, 0)", lambda: nnl.Embedding(4, 0), ArgumentError, ("embedding_dim",)),
-    ("MHA(0, 2)", lambda: nnl.MultiHeadAttention(0, 2), ArgumentError, ("embed_dim",)),
-    ("MHA(8, 0)", lambda: nnl.MultiHeadAttention(8, 0), ArgumentError, ("num_heads", "got 0")),
-    ("MHA(8, -2)", lambda: nnl.MultiHeadAttention(8, -2), ArgumentError, ("num_heads",)),
+    ("MHA(0, 2)", lambda: nnl.SelfAttention(0, 2), ArgumentError, ("embed_dim",)),
+    ("MHA(8, 0)", lambda: nnl.SelfAttention(8, 0), ArgumentError, ("num_heads", "got 0")),
+    ("MHA(8, -2)", lambda: nnl.SelfAttention(8, -2), ArgumentError, ("num_heads",)),
     ("FeedForward(0)", lambda: nnl.FeedForward(0), ArgumentError, ("FeedForward", "dim")),
     ("FeedForward(4, 0)", lambda: nnl.FeedForward(4, 0), ArgumentError, ("hidden_dim",)),
     ("TransformerBlock(0, 1)", lambda: nnl.TransformerBlock(0, 1), ArgumentError, ("embed_dim",)),

@@ -5,7 +5,7 @@ WGSL leaves min/max/clamp/sign and comparisons with NaN undefined (lavapipe's
 +-inf and huge values into every float input of every op's registry cases (and the
 cross product of special values into every elementwise op) and require the NaN
 positions and the infinities (with their signs) of the GPU's result to be the CPU
-backend's. Integers and index checks are in the sibling ``test_gpu_numerics_*`` files.
+backend's. Integers and index checks are in the sibling ``test_numerics_*`` files.
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def _elementwise_attrs() -> list[Any]:
             continue
         cases = op.cases(np.random.default_rng(0))
         if not any(np.asarray(x).dtype.kind == "f" for c in cases for x in c.inputs):
-            continue  # integers and bools only: test_gpu_numerics_ints.py and its kin
+            continue  # integers and bools only: test_numerics_ints.py and its kin
         seen = [_attrs32(case.attrs) for case in cases]
         if op.name == "cast":
             seen = [{"dtype": dtype} for dtype in ("float32", "int32", "int64", "bool")]
@@ -268,8 +268,8 @@ def test_argmax_returns_the_first_nan_like_numpy(device: Device, length: int) ->
     np.testing.assert_array_equal(got, np.argmax(x, axis=0))
 
 
-def test_the_issue_examples_keep_nan(device: Device) -> None:
-    g = Graph("issue")
+def test_nan_passes_through_relu_maximum_exp_sign_elu_tanh_and_clamp(device: Device) -> None:
+    g = Graph("nan")
     x = g.input("x", (3,))
     y = g.input("y", (3,))
     outs = [x.relu(), x.maximum(y), x.exp(), x.sign(), x.elu(), x.tanh(), x.clamp(-1.0, 1.0)]

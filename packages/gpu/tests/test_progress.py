@@ -1,4 +1,5 @@
-"""The first GPU run reports lowering and pipelines built (issue 14, progress)."""
+"""The first GPU run reports lowering and pipelines built, on the progress line of
+long compiles."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""binary_cross_entropy at its clamp: PyTorch's value and PyTorch's gradient (issue 10, item 9).
+"""binary_cross_entropy at its clamp: PyTorch's value and PyTorch's gradient.
 
 PyTorch clamps the logs at -100 and differentiates with its own formula,
 ``(p - t) / max(p (1 - p), 1e-12)``, so at ``p = 0, t = 1`` the loss is 100 and the

@@ -1,4 +1,4 @@
-"""Batch normalisation refuses to train on one value per channel (issue 10, item 8).
+"""Batch normalisation refuses to train on one value per channel.
 
 PyTorch raises "Expected more than 1 value per channel when training"; asgrad used to
 train on a batch of 1 and pull the running variance toward 0.

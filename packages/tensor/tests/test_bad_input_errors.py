@@ -1,6 +1,6 @@
 """Bad input raises a typed asgrad error naming the problem, never a raw numpy or Python one.
 
-Issue 10, item 16: an axis out of range reached numpy (``AxisError`` at run time for a
+Before, an axis out of range reached numpy (``AxisError`` at run time for a
 scalar), softmax over a zero-size axis and argmax over an empty one raised numpy's
 ``ValueError``, sizes given as floats were truncated silently (``reshape(6.5, 2)``),
 shapes whose element count overflows int64 were accepted, and an axis out of range on a

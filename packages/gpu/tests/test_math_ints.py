@@ -1,4 +1,4 @@
-"""Integer math on the GPU as on the CPU (issue 13): floor division, remainder, powers
+"""Integer math on the GPU as on the CPU: floor division, remainder, powers
 and shifts give the CPU's values, and the values with no integer result (a zero
 divisor, a negative power) raise the CPU's error, never a different number."""
 

@@ -1,4 +1,4 @@
-"""--plot and --log on the example CLIs; --quiet hides the progress bar only (issue 14)."""
+"""--plot and --log on the example CLIs; --quiet hides the progress bar only."""
 
 from __future__ import annotations
 
