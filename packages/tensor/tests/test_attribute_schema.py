@@ -83,17 +83,11 @@ def test_an_op_without_a_schema_passes_its_attributes_through() -> None:
 
 
 # -- every registered op ---------------------------------------------------------------------
-# The families whose schemas are declared with their scalar expressions; the test below
-# holds them to the invariant once this is empty.
-SCHEMA_PENDING_FAMILIES: frozenset[str] = frozenset({"elementwise"})
-
 SCHEMA_OPS = [op for op in all_ops() if op.attrs is not None]
 
 
 def test_every_registered_op_declares_an_attribute_schema() -> None:
-    missing = [
-        op.name for op in all_ops() if op.attrs is None and op.family not in SCHEMA_PENDING_FAMILIES
-    ]
+    missing = [op.name for op in all_ops() if op.attrs is None]
     assert missing == []
 
 

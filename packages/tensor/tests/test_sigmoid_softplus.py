@@ -100,5 +100,5 @@ def test_softplus_follows_pytorchs_threshold(dtype: str) -> None:
 def test_softplus_rejects_beta_zero() -> None:
     x = Graph().input("x", (3,))
     for beta in (0.0, float("inf"), float("nan")):
-        with pytest.raises(ArgumentError, match="beta must be a finite non-zero"):
+        with pytest.raises(ArgumentError, match="'beta' must be a finite non-zero"):
             x.softplus(beta)

@@ -53,7 +53,7 @@ def _cast(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 
 
 def _clamp(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
-    lo, hi = node.attrs.get("min"), node.attrs.get("max")
+    lo, hi = node.attrs["min"], node.attrs["max"]
     bounds = [
         b.scalar(lo, node) if lo is not None else "",
         b.scalar(hi, node) if hi is not None else "",
@@ -64,11 +64,11 @@ def _clamp(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 
 
 def _elu(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
-    return b.op("Elu", xs, alpha=float(node.attrs.get("alpha", 1.0)))
+    return b.op("Elu", xs, alpha=float(node.attrs["alpha"]))
 
 
 def _leaky_relu(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
-    return b.op("LeakyRelu", xs, alpha=float(node.attrs.get("alpha", 0.01)))
+    return b.op("LeakyRelu", xs, alpha=float(node.attrs["alpha"]))
 
 
 def _silu(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
@@ -77,7 +77,7 @@ def _silu(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 
 def _softplus(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     """``x`` where ``beta x > 20`` (PyTorch's threshold), else ``Softplus(beta x) / beta``."""
-    beta = float(node.attrs.get("beta", 1.0))
+    beta = float(node.attrs["beta"])
     bx = b.op("Mul", [xs[0], b.scalar(beta, node)]) if beta != 1.0 else xs[0]
     soft = b.op("Softplus", [bx])
     if beta != 1.0:
@@ -89,7 +89,7 @@ def _softplus(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
 def _gelu(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     """``0.5 x (1 + erf(x / sqrt 2))``, or the tanh form with ``approximate="tanh"``."""
     x = xs[0]
-    if node.attrs.get("approximate", "none") == "tanh":
+    if node.attrs["approximate"] == "tanh":
         cube = b.op("Mul", [b.op("Mul", [x, x]), x])
         inner = b.op("Add", [x, b.op("Mul", [cube, b.scalar(0.044715, node)])])
         t = b.op("Tanh", [b.op("Mul", [inner, b.scalar(math.sqrt(2.0 / math.pi), node)])])

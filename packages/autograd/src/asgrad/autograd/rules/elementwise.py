@@ -110,7 +110,7 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 def _gelu_backward(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:
     # One backward op (erf and exp computed once); its own rule below is in graph ops.
-    approximate = attrs.get("approximate", "none")
+    approximate = attrs["approximate"]
     return x.graph.apply("gelu_backward", (g, x), {"approximate": approximate})
 
 
@@ -133,7 +133,7 @@ def _gelu_second(x: Tensor, approximate: str) -> Tensor:
 def _gelu_backward_rule(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     # out = g * GELU'(x): d/dg = GELU'(x), d/dx = g * GELU''(x)
     g, x = ins
-    approximate = attrs.get("approximate", "none")
+    approximate = attrs["approximate"]
     gg = x.graph.apply("gelu_backward", (h, x), {"approximate": approximate}) if needs[0] else None
     gx = h * g * _gelu_second(x, approximate) if needs[1] else None
     return gg, gx
@@ -141,9 +141,9 @@ def _gelu_backward_rule(h: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: N
 
 def _clamp_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:
     zero = _zero(g)
-    if attrs.get("min") is not None:
+    if attrs["min"] is not None:
         g = where(x < attrs["min"], zero, g)
-    if attrs.get("max") is not None:
+    if attrs["max"] is not None:
         g = where(x > attrs["max"], zero, g)
     return g
 
@@ -156,7 +156,7 @@ def _silu_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> T
 def _softplus_grad(g: Tensor, out: Tensor, x: Tensor, attrs: Mapping[str, Any]) -> Tensor:
     # The kernel's own rule: 1 where softplus is x (beta x > 20), else sigmoid(beta x),
     # x clipped as the kernel clips it so that beta x never overflows.
-    beta = float(attrs.get("beta", 1.0))
+    beta = float(attrs["beta"])
     low, high = softplus_bounds(beta)
     above = x > high if beta > 0 else x < low
     return where(above, g, g * (x.clamp(min=low, max=high) * beta).sigmoid())

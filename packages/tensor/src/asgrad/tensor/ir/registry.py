@@ -23,11 +23,14 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, GraphError
+
+if TYPE_CHECKING:
+    from asgrad.tensor.ir.scalar import Expr
 
 Shape = tuple[int, ...]
 Attrs = Mapping[str, Any]
@@ -254,6 +257,13 @@ class OpDef:
             where the op has not declared one (its attributes pass unchecked). A node,
             and each of the op's registered cases, holds every attribute, so
             ``infer``, ``kernel`` and ``expand`` take them all and state no default.
+        expression: For an elementwise op, what it computes per element, once, as a
+            scalar expression (:mod:`asgrad.tensor.ir.scalar`):
+            ``expression(arg(0), arg(1), ..., **attrs) -> Expr``, with every
+            attribute of the schema given, and ``dtype=`` (the result's dtype name)
+            when the function takes that keyword. Backends render their code from
+            it (numpy, Numba, WGSL), and fuse chains of elementwise ops by
+            substituting one op's expression into the next.
     """
 
     name: str
@@ -275,6 +285,7 @@ class OpDef:
     into: IntoKernel | None = None
     expand: Callable[..., Any] | None = None
     attrs: tuple[Attr, ...] | None = None
+    expression: Callable[..., Expr] | None = None
 
     def normalize_attrs(self, attrs: Attrs) -> dict[str, Any]:
         """``attrs`` checked against the schema, every missing attribute at its default.

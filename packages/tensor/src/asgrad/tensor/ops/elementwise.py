@@ -1,5 +1,11 @@
 """Elementwise ops: unary math and activations, binary arithmetic, comparisons, where.
 
+Each op states what it computes per element once, as a scalar expression
+(:mod:`asgrad.tensor.ir.scalar`, the ``expression`` of its :class:`OpDef`); its numpy
+kernel is that expression rendered by numpy (or the primitive's own ufunc), and the
+other backends render theirs from it. Test oracles written independently are in the
+tests (``test_op_values.py``).
+
 ``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
 op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
 ``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
@@ -10,23 +16,14 @@ cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+import numbers
 
 import numpy as np
 
-from asgrad.tensor.errors import ArgumentError, DTypeError, IntegerArithmeticError, ShapeError
-from asgrad.tensor.ir.common import broadcast_shapes, require_float, same_dtype
-from asgrad.tensor.ir.dtypes import as_dtype, is_int
-from asgrad.tensor.ir.registry import (
-    Attrs,
-    CasesFn,
-    IntoKernel,
-    KernelFn,
-    OpDef,
-    TensorType,
-    register_op,
-)
+from asgrad.tensor.ir import scalar as s
+from asgrad.tensor.ir.dtypes import as_dtype
+from asgrad.tensor.ir.registry import Attr, Attrs, IntoKernel
+from asgrad.tensor.ir.scalar import Expr
 from asgrad.tensor.ops._elementwise_cases import (
     binary_cases,
     cast_cases,
@@ -44,178 +41,67 @@ from asgrad.tensor.ops._elementwise_cases import (
 )
 from asgrad.tensor.ops._erf import erf_f32, gelu_backward_f32, gelu_f32
 from asgrad.tensor.ops._math_cases import minmax_cases, pow_cases
+from asgrad.tensor.ops.elementwise_kernels import (
+    _binary,
+    _dtype_name,
+    _elementwise,
+    _finite_nonzero,
+    _one_of,
+    _pow,
+    rendered_kernel,
+)
+from asgrad.tensor.ops.elementwise_types import (
+    _infer_binary_any,
+    _infer_binary_float,
+    _infer_cast,
+    _infer_clamp,
+    _infer_compare,
+    _infer_gelu_backward,
+    _infer_unary_numeric,
+    _infer_where,
+)
 
-try:  # scipy's erf is exact and fast; it is optional.
-    from scipy.special import erf as _scipy_erf  # type: ignore[import-untyped]  # no stubs
-except ImportError:  # pragma: no cover - depends on the environment
-    _scipy_erf = None
-
-_math_erf = np.frompyfunc(math.erf, 1, 1)
-
-
-def erf_kernel(x: np.ndarray) -> np.ndarray:
-    """The error function, exact to float64 rounding (scipy's, or ``math.erf``)."""
-    if _scipy_erf is not None:
-        return np.asarray(_scipy_erf(x), dtype=x.dtype)
-    return np.asarray(_math_erf(x), dtype=x.dtype)
-
-
-# -- type rules ---------------------------------------------------------------------------
-def _infer_unary_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    require_float(types[0])
-    return types[0]
-
-
-def _infer_unary_numeric(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    if types[0].dtype == "bool":
-        raise DTypeError(f"input is bool ({types[0]}); cast it to a number first")
-    return types[0]
-
-
-def _infer_binary(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    dtype = same_dtype(types)
-    if dtype == "bool":
-        raise DTypeError("arithmetic on bool values; cast them to a number first")
-    return TensorType(broadcast_shapes(types[0].shape, types[1].shape), dtype)
-
-
-def _infer_binary_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    out = _infer_binary(types, attrs)
-    require_float(out, "operands")
-    return out
-
-
-def _infer_binary_any(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Two operands of one dtype, bools included (maximum, minimum)."""
-    return TensorType(broadcast_shapes(*(t.shape for t in types)), same_dtype(types))
-
-
-def _infer_bitwise(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Integers or bools (``&``, ``|``, ``^``, ``~``); ``ints=True``: integers only."""
-    out = _infer_binary_any(types, {}) if len(types) == 2 else types[0]
-    if not (is_int(out.dtype) or (out.dtype == "bool" and not attrs.get("ints"))):
-        want = "integer" if attrs.get("ints") else "integer or bool"
-        raise DTypeError(f"operands must be {want}, got {out}; cast them first")
-    return out
-
-
-def _infer_int_binary(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return _infer_bitwise(types, {"ints": True})
-
-
-def _infer_logical(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Any dtypes (nonzero is true), a bool result."""
-    return TensorType(broadcast_shapes(*(t.shape for t in types)), "bool")
-
-
-def _infer_isclose(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return TensorType(_infer_binary_float(types, attrs).shape, "bool")
-
-
-def _infer_predicate(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return TensorType(types[0].shape, "bool")
-
-
-def _infer_compare(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    same_dtype(types)
-    return TensorType(broadcast_shapes(types[0].shape, types[1].shape), "bool")
-
-
-def _infer_where(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    cond, a, b = types
-    if cond.dtype != "bool":
-        raise DTypeError(f"condition must be bool, got {cond}; compare values to get one")
-    dtype = same_dtype([a, b], "the two branches")
-    return TensorType(broadcast_shapes(cond.shape, a.shape, b.shape), dtype)
-
-
-def _infer_cast(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return TensorType(types[0].shape, as_dtype(attrs["dtype"]))
-
-
-def _infer_clamp(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    lo, hi = attrs.get("min"), attrs.get("max")
-    if lo is None and hi is None:
-        raise ShapeError("give min, max or both")
-    if lo is not None and hi is not None and lo > hi:
-        raise ShapeError(f"min {lo} is greater than max {hi}")
-    return _infer_unary_numeric(types, attrs)
-
-
-def _infer_softplus(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    beta = float(attrs.get("beta", 1.0))
-    if beta == 0.0 or not math.isfinite(beta):
-        raise ArgumentError(f"softplus: beta must be a finite non-zero number, got {beta}")
-    return _infer_unary_float(types, attrs)
-
-
-def _infer_gelu_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    g, x = types
-    require_float(x)
-    same_dtype(types, "gradient and input")
-    if g.shape != x.shape:
-        raise ShapeError(f"gradient is {g}; it must have the shape of input {x}")
-    if attrs.get("approximate", "none") not in ("none", "tanh"):
-        raise ShapeError(f"approximate must be 'none' or 'tanh', got {attrs['approximate']!r}")
-    return x
-
-
-# -- kernels --------------------------------------------------------------------------------
+# -- expressions --------------------------------------------------------------------------
+# What each op computes per element (asgrad.tensor.ir.scalar): every backend renders it.
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_A = 0.044715
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
+def sigmoid_expr(x: Expr) -> Expr:
     """``1 / (1 + e**-x)`` for ``x >= 0``, ``e**x / (1 + e**x)`` below, from one
     ``e = e**-|x|``: no exponential overflows, and a small result keeps its relative
     precision (float32 ``sigmoid(-20)`` is 2.06e-9, not 0). NaN stays NaN."""
-    e = np.exp(-np.abs(x))
-    out: np.ndarray = np.where(x < 0, e, 1) / (e + 1)
-    return out
+    e = s.exp(-abs(x))
+    return s.where(s.lt(x, 0), e, 1) / (e + 1)
 
 
-def _silu(x: np.ndarray) -> np.ndarray:
-    out: np.ndarray = x * _sigmoid(x)
-    return out
-
-
-def _gelu(x: np.ndarray, approximate: str = "none") -> np.ndarray:
+def _gelu_expr(x: Expr, approximate: str) -> Expr:
     if approximate == "tanh":
-        out: np.ndarray = 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
-        return out
-    return 0.5 * x * (1.0 + erf_kernel(x * (1.0 / math.sqrt(2.0))))
+        return 0.5 * x * (1.0 + s.tanh(_SQRT_2_OVER_PI * (x + _TANH_A * x * x * x)))
+    return 0.5 * x * (1.0 + s.erf(x * _INV_SQRT_2))
 
 
-def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str = "none") -> np.ndarray:
+def _gelu_backward_expr(g: Expr, x: Expr, approximate: str) -> Expr:
     if approximate == "tanh":
         x2 = x * x
-        t = np.tanh(_SQRT_2_OVER_PI * (x + _TANH_A * x * x2))
+        t = s.tanh(_SQRT_2_OVER_PI * (x + _TANH_A * x * x2))
         d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (
             _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_A * x2)
         )
-        out: np.ndarray = g * d
-        return out.astype(x.dtype, copy=False)
-    if x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
-        return gelu_backward_f32(g, x)
-    cdf = 0.5 * (1.0 + erf_kernel(x * _INV_SQRT_2))
-    pdf = np.exp(-0.5 * x * x) * _INV_SQRT_2PI
-    result: np.ndarray = g * (cdf + x * pdf)
-    return result.astype(x.dtype, copy=False)
+        return g * d
+    cdf = 0.5 * (1.0 + s.erf(x * _INV_SQRT_2))
+    pdf = s.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    return g * (cdf + x * pdf)
 
 
-def _exact_gelu(attrs: Attrs) -> bool:
-    """Whether a GELU node is the exact (erf) form, which the float32 paths compute."""
-    return bool(attrs.get("approximate", "none") == "none")
+def _leaky_relu_expr(x: Expr, alpha: float) -> Expr:
+    return s.where(s.gt(x, 0), x, x * alpha)
 
 
-def _leaky_relu(x: np.ndarray, alpha: float = 0.01) -> np.ndarray:
-    return np.where(x > 0, x, x * alpha)
-
-
-def _elu(x: np.ndarray, alpha: float = 1.0) -> np.ndarray:
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+def _elu_expr(x: Expr, alpha: float) -> Expr:
+    return s.where(s.gt(x, 0), x, alpha * s.expm1(s.minimum(x, 0)))
 
 
 # softplus is x where beta x > 20 (PyTorch's threshold); below beta x = -1000 it and its
@@ -229,113 +115,117 @@ def softplus_bounds(beta: float) -> tuple[float, float]:
     return (a, b) if beta > 0 else (b, a)
 
 
-def _softplus(x: np.ndarray, beta: float = 1.0) -> np.ndarray:
+def _softplus_expr(x: Expr, beta: float) -> Expr:
     """``x`` where ``beta * x > 20``, else ``(max(bx, 0) + log1p(e**-|bx|)) / beta``."""
     low, high = softplus_bounds(beta)
-    above = x > high if beta > 0 else x < low
-    bx = np.clip(x, low, high) * beta  # softplus(3e38, beta=2) is 3e38, not inf
-    soft = (np.maximum(bx, 0) + np.log1p(np.exp(-np.abs(bx)))) / beta
-    out: np.ndarray = np.where(above, x, soft)
-    return out
+    above = s.gt(x, high) if beta > 0 else s.lt(x, low)
+    bx = s.clip(x, low, high) * beta  # softplus(3e38, beta=2) is 3e38, not inf
+    soft = (s.maximum(bx, 0) + s.log1p(s.exp(-abs(bx)))) / beta
+    return s.where(above, x, soft)
 
 
-def _clamp(x: np.ndarray, min: float | None = None, max: float | None = None) -> np.ndarray:
-    out: np.ndarray = np.clip(x, min, max)
-    return out
+def _cast_expr(x: Expr, dtype: str) -> Expr:
+    return s.cast(x, as_dtype(dtype))
 
 
-def _cast(x: np.ndarray, dtype: str) -> np.ndarray:
-    return x.astype(dtype)
+# -- kernels and attributes -----------------------------------------------------------------
+def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
+    """The float32 path (:func:`gelu_backward_f32`) for exact float32 arrays, else the
+    expression."""
+    if approximate == "none" and x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
+        return gelu_backward_f32(g, x)
+    return _GELU_BACKWARD(g, x, approximate=approximate)
 
 
-def _int_division(fn: Callable[..., Any], op: str) -> KernelFn:
-    """numpy's ``fn`` (// or %), with a zero integer divisor an error, not numpy's 0."""
-
-    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if b.dtype.kind in "iu" and not b.all():
-            raise IntegerArithmeticError(f"{op}: integer division by zero; mask the divisor")
-        return np.asarray(fn(a, b))
-
-    return kernel
+_GELU_BACKWARD = rendered_kernel("gelu_backward")
 
 
-def _frac(x: np.ndarray) -> np.ndarray:
-    return np.asarray(x - np.trunc(x))
+def _exact_gelu(attrs: Attrs) -> bool:
+    """Whether a GELU node is the exact (erf) form, which the float32 paths compute."""
+    return bool(attrs["approximate"] == "none")
 
 
-def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if b.dtype.kind in "iu" and (b < 0).any():
-        raise IntegerArithmeticError("pow: an integer to a negative power; cast to float first")
-    return np.asarray(np.power(a, b))
-
-
-# -- registration ---------------------------------------------------------------------------------
-def _elementwise(name: str, kernel: KernelFn, doc: str, cases: CasesFn, **fields: Any) -> None:
-    """Register an elementwise op; ``fields`` are further :class:`OpDef` fields, by keyword
-    (by default one float input)."""
-    fields = {"arity": 1, "infer": _infer_unary_float, **fields}
-    register_op(
-        OpDef(name=name, family="elementwise", kernel=kernel, doc=doc, cases=cases, **fields)
-    )
-
-
-def _binary(name: str, kernel: KernelFn, doc: str, cases: CasesFn, **fields: Any) -> None:
-    _elementwise(name, kernel, doc, cases, **{"arity": 2, "infer": _infer_binary, **fields})
+APPROXIMATE = Attr(
+    name="approximate",
+    kind=str,
+    default="none",
+    check=_one_of("none", "tanh"),
+    doc="'none': exact (erf); 'tanh': the tanh approximation",
+)
 
 
 _T1, _T2 = (2e-5, 1e-6), (2e-5, 2e-6)
-_elementwise("neg", np.negative, "-x", unary_cases(normal), infer=_infer_unary_numeric)
-_elementwise("exp", np.exp, "e**x", unary_cases(normal, large=80.0), tolerance=_T1)
-_elementwise("log", np.log, "natural logarithm", unary_cases(positive), tolerance=_T1)
-_elementwise("sqrt", np.sqrt, "square root", unary_cases(positive))
-_elementwise("abs", np.abs, "|x|", unary_cases(kinked_at_zero), infer=_infer_unary_numeric)
+_elementwise("neg", None, "-x", unary_cases(normal), infer=_infer_unary_numeric, expression=s.neg)
+_elementwise("exp", None, "e**x", unary_cases(normal, large=80.0), tolerance=_T1, expression=s.exp)
+_elementwise(
+    "log", None, "natural logarithm", unary_cases(positive), tolerance=_T1, expression=s.log
+)
+_elementwise("sqrt", None, "square root", unary_cases(positive), expression=s.sqrt)
+_elementwise(
+    "abs", None, "|x|", unary_cases(kinked_at_zero), infer=_infer_unary_numeric, expression=s.abs
+)
 _elementwise(
     "sign",
-    np.sign,
+    None,
     "-1, 0 or 1 (zero gradient)",
     unary_cases(kinked_at_zero),
     infer=_infer_unary_numeric,
     differentiable=False,
+    expression=s.sign,
 )
 _elementwise(
     "stop_gradient",
-    np.positive,  # a copy of x
+    np.positive,  # a copy of x, written in place where the CPU backend may
     "x; no gradient flows through it (removed when compiled)",
     unary_cases(normal),
     infer=_infer_unary_numeric,
     differentiable=False,
     identity_if_same_type=True,
+    expression=lambda x: x,
 )
-_elementwise("sin", np.sin, "sine", unary_cases(normal), tolerance=_T2)
-_elementwise("cos", np.cos, "cosine", unary_cases(normal), tolerance=_T2)
-_elementwise("tanh", np.tanh, "hyperbolic tangent", unary_cases(normal, large=60), tolerance=_T2)
+_elementwise("sin", None, "sine", unary_cases(normal), tolerance=_T2, expression=s.sin)
+_elementwise("cos", None, "cosine", unary_cases(normal), tolerance=_T2, expression=s.cos)
+_elementwise(
+    "tanh",
+    None,
+    "hyperbolic tangent",
+    unary_cases(normal, large=60),
+    tolerance=_T2,
+    expression=s.tanh,
+)
 _elementwise(
     "sigmoid",
-    _sigmoid,
+    None,
     "1 / (1 + e**-x), as e**x / (1 + e**x) for x < 0 (no underflow to 0 near -20)",
     sigmoid_cases,
     tolerance=_T2,
+    expression=sigmoid_expr,
 )
 _elementwise(
     "relu",
-    lambda x: np.maximum(x, 0),
+    None,
     "max(x, 0)",
     unary_cases(kinked_at_zero),
     infer=_infer_unary_numeric,
+    expression=lambda x: s.maximum(x, 0),
 )
 _elementwise(
     "leaky_relu",
-    _leaky_relu,
+    None,
     "x if x > 0 else alpha * x",
     unary_cases(kinked_at_zero, [{"alpha": 0.01}, {"alpha": 0.2}]),
+    attrs=(Attr(name="alpha", kind=float, default=0.01, doc="the slope below 0"),),
+    expression=_leaky_relu_expr,
 )
 _elementwise(
     "gelu",
-    _gelu,
+    None,
     "x * Phi(x), exact (erf) or tanh approximation",
     unary_cases(normal, [{"approximate": "none"}, {"approximate": "tanh"}], large=30.0),
     tolerance=(5e-5, 5e-6),
     into=IntoKernel(fn=gelu_f32, work=3, exact=False, when=_exact_gelu),
+    attrs=(APPROXIMATE,),
+    expression=_gelu_expr,
 )
 _elementwise(
     "gelu_backward",
@@ -348,47 +238,78 @@ _elementwise(
     composite=True,
     fresh_result=True,
     into=IntoKernel(fn=gelu_backward_f32, work=2, exact=False, when=_exact_gelu),
+    attrs=(APPROXIMATE,),
+    expression=_gelu_backward_expr,
 )
 _elementwise(
     "erf",
-    erf_kernel,
+    None,
     "the error function",
     unary_cases(normal),
     tolerance=(1e-5, 2e-6),
     into=IntoKernel(fn=erf_f32, work=2, exact=False),
+    expression=s.erf,
 )
-_elementwise("silu", _silu, "x * sigmoid(x)", sigmoid_cases, tolerance=_T2)
+_elementwise(
+    "silu",
+    None,
+    "x * sigmoid(x)",
+    sigmoid_cases,
+    tolerance=_T2,
+    expression=lambda x: x * sigmoid_expr(x),
+)
 _elementwise(
     "elu",
-    _elu,
+    None,
     "x if x > 0 else alpha * (e**x - 1)",
     unary_cases(kinked_at_zero, [{"alpha": 1.0}, {"alpha": 0.5}]),
     tolerance=_T2,
+    attrs=(Attr(name="alpha", kind=float, default=1.0, doc="the scale of the negative part"),),
+    expression=_elu_expr,
 )
 _elementwise(
     "softplus",
-    _softplus,
+    None,
     "log(1 + e**(beta x)) / beta; x where beta x > 20 (PyTorch's threshold)",
     softplus_cases,
-    infer=_infer_softplus,
     tolerance=_T2,
+    attrs=(Attr(name="beta", kind=float, default=1.0, check=_finite_nonzero, doc="sharpness"),),
+    expression=_softplus_expr,
 )
-_elementwise("clamp", _clamp, "clip to [min, max]", clamp_cases, infer=_infer_clamp)
+_elementwise(
+    "clamp",
+    None,
+    "clip to [min, max]",
+    clamp_cases,
+    infer=_infer_clamp,
+    attrs=(
+        Attr(name="min", kind=numbers.Real, default=None, optional=True, doc="lower bound"),
+        Attr(name="max", kind=numbers.Real, default=None, optional=True, doc="upper bound"),
+    ),
+    expression=lambda x, **bounds: s.clip(x, bounds["min"], bounds["max"]),
+)
 _elementwise(
     "cast",
-    _cast,
+    None,
     "convert to another dtype",
     cast_cases,
     infer=_infer_cast,
     tolerance=(1e-6, 1e-6),
     identity_if_same_type=True,
+    attrs=(Attr(name="dtype", check=_dtype_name, doc="the dtype to convert to"),),
+    expression=_cast_expr,
 )
 
-_binary("add", np.add, "a + b", binary_cases())
-_binary("sub", np.subtract, "a - b", binary_cases())
-_binary("mul", np.multiply, "a * b", binary_cases())
+_binary("add", None, "a + b", binary_cases(), expression=s.add)
+_binary("sub", None, "a - b", binary_cases(), expression=s.sub)
+_binary("mul", None, "a * b", binary_cases(), expression=s.mul)
 _binary(
-    "div", np.divide, "a / b (floats)", binary_cases(normal, nonzero), infer=_infer_binary_float
+    "div",
+    None,
+    "a / b (floats)",
+    binary_cases(normal, nonzero),
+    infer=_infer_binary_float,
+    expression=s.div,
 )
 _binary(
     "pow",
@@ -396,24 +317,48 @@ _binary(
     "a ** b (integers: a negative power is an error)",
     pow_cases,
     tolerance=(5e-5, 1e-6),
+    expression=s.pow,
 )
-_binary("maximum", np.maximum, "elementwise max", minmax_cases, infer=_infer_binary_any)
-_binary("minimum", np.minimum, "elementwise min", minmax_cases, infer=_infer_binary_any)
-for _name, _kernel, _doc in (
-    ("equal", np.equal, "a == b"),
-    ("not_equal", np.not_equal, "a != b"),
-    ("less", np.less, "a < b"),
-    ("less_equal", np.less_equal, "a <= b"),
-    ("greater", np.greater, "a > b"),
-    ("greater_equal", np.greater_equal, "a >= b"),
+_binary(
+    "maximum",
+    None,
+    "elementwise max",
+    minmax_cases,
+    infer=_infer_binary_any,
+    expression=s.maximum,
+)
+_binary(
+    "minimum",
+    None,
+    "elementwise min",
+    minmax_cases,
+    infer=_infer_binary_any,
+    expression=s.minimum,
+)
+for _name, _expr, _doc in (
+    ("equal", s.eq, "a == b"),
+    ("not_equal", s.ne, "a != b"),
+    ("less", s.lt, "a < b"),
+    ("less_equal", s.le, "a <= b"),
+    ("greater", s.gt, "a > b"),
+    ("greater_equal", s.ge, "a >= b"),
 ):
-    _binary(_name, _kernel, _doc, compare_cases, infer=_infer_compare, differentiable=False)
+    _binary(
+        _name,
+        None,
+        _doc,
+        compare_cases,
+        infer=_infer_compare,
+        differentiable=False,
+        expression=_expr,
+    )
 _elementwise(
     "where",
-    np.where,
+    None,
     "cond ? a : b",
     where_cases,
     arity=3,
     infer=_infer_where,
     tolerance=(1e-6, 1e-7),
+    expression=s.where,
 )
