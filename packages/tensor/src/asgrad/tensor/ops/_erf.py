@@ -80,7 +80,7 @@ def gelu_f32(
     *,
     out: np.ndarray | None = None,
     work: Work | None = None,
-    approximate: str = "none",
+    approximate: str,
 ) -> np.ndarray:
     """Exact (erf) GELU of a float32 array of rank >= 1: x * Phi(x).
 
@@ -106,7 +106,7 @@ def gelu_backward_f32(
     *,
     out: np.ndarray | None = None,
     work: Work | None = None,
-    approximate: str = "none",
+    approximate: str,
 ) -> np.ndarray:
     """``g * GELU'(x)`` (exact GELU) of float32 arrays of one shape, rank >= 1.
 

@@ -133,7 +133,7 @@ def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray
     """The float32 path (:func:`gelu_backward_f32`) for exact float32 arrays, else the
     expression."""
     if approximate == "none" and x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
-        return gelu_backward_f32(g, x)
+        return gelu_backward_f32(g, x, approximate=approximate)
     return _GELU_BACKWARD(g, x, approximate=approximate)
 
 
