@@ -8,7 +8,7 @@ one Numba source expression over the elements of its inputs; the whole-step kern
 per primitive and none per op.
 
 Types follow numpy: every node of the expression has the dtype numpy gives it (found
-by evaluating the subtree with the IR's own numpy renderer on 0-d arrays), a constant
+by its primitive's numpy function on 0-d arrays of its operands' dtypes), a constant
 takes the dtype numpy gives a Python scalar next to its operands (NEP 50: ``x > 0.1``
 compares in float32 for a float32 ``x``), and a float32 value stays float32 (Numba
 keeps float32 through arithmetic and its math functions when the literals are typed).
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.cpu.jit.emit import FLOATS, UnsupportedError, dt, literal
-from asgrad.tensor.ir.scalar import Expr, render_numpy
+from asgrad.tensor.ir.scalar import PRIMITIVES, Expr
 
 __all__ = ["PRELUDE", "SPELLINGS", "Spelling", "cost", "render_numba"]
 
@@ -205,11 +205,18 @@ SPELLINGS: dict[str, Spelling] = {
 _VALUE_OPERANDS: dict[str, slice] = {"where": slice(1, None)}
 
 
-def _dtype(e: Expr, dtypes: Sequence[str], out: str) -> str:
-    """The dtype numpy gives ``e`` (its numpy rendering on 0-d arrays)."""
-    zeros = [np.zeros((), np.dtype(d)) for d in dtypes]
-    with np.errstate(all="ignore"):
-        value = render_numpy(e, zeros, out)
+def _dtype(e: Expr, operands: Sequence[tuple[Expr, str]]) -> str:
+    """The dtype numpy gives ``e``: its primitive's numpy function on 0-d arrays of the
+    operands' dtypes (a constant as the Python number it is)."""
+    if e.op == "cast":
+        return str(np.dtype(str(e.value)))
+    samples = [a.value if a.op == "const" else np.zeros((), np.dtype(d)) for a, d in operands]
+    try:
+        with np.errstate(all="ignore"):
+            value = PRIMITIVES[e.op].numpy(*samples)
+    except (TypeError, ValueError) as exc:  # numpy has no loop for these dtypes
+        dtypes = ", ".join(d for _, d in operands)
+        raise UnsupportedError(f"{e.op} of {dtypes}: {exc}") from None
     return str(np.asarray(value).dtype)
 
 
@@ -239,7 +246,7 @@ class _Writer:
         picked = _VALUE_OPERANDS.get(e.op, slice(None))
         beside = [self.write(a)[1] for a in e.args[picked] if a.op != "const"]
         operands = [self.write(a, beside) for a in e.args]
-        result = _dtype(e, self.dtypes, self.out)
+        result = _dtype(e, [(a, d) for a, (_, d) in zip(e.args, operands, strict=True)])
         dt(result)
         text = spelling.write([s for s, _ in operands], [d for _, d in operands], result, e.value)
         self.memo[e] = (text, result)
