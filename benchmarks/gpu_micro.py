@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu import GpuArray, get_device, to_gpu
-from asgrad.gpu.capture import profile
-from asgrad.gpu.copy import COPY_ITEMS, copy_bytes
-from asgrad.gpu.dispatch_kinds import count_kinds
+from asgrad.gpu.device.copy import COPY_ITEMS, copy_bytes
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.lowering.linalg import MatrixView, matmul_into
+from asgrad.gpu.plan.capture import profile
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
 
 Row = dict[str, Any]
 
@@ -287,8 +287,8 @@ def bench_replay(count: int, reps: int = 5) -> list[Row]:
     The host time stops before the final wait for the GPU; it includes the submits a
     replay makes (every 32, 64... dispatches), ``encode_us`` leaves them out.
     """
-    from asgrad.gpu import capture
-    from asgrad.gpu.buffers import ScopedPool
+    from asgrad.gpu.device.buffers import ScopedPool
+    from asgrad.gpu.plan import capture
 
     device = get_device()
     x = to_gpu(np.ones(256, np.float32))
@@ -369,11 +369,11 @@ def dispatch_counts(name: str) -> Row:
 def profile_workload(name: str, top: int) -> list[Row]:
     """Per-kernel GPU time of one training step of a WORKLOADS.md workload.
 
-    Each captured dispatch is timed by :func:`asgrad.gpu.capture.profile` (run alone,
+    Each captured dispatch is timed by :func:`asgrad.gpu.plan.capture.profile` (run alone,
     then repeated in one submit: the submit and wait cost cancels out); kernels are
     grouped by pipeline and by kind. The step time is the launched steps' wall time.
     """
-    from asgrad.gpu.dispatch_kinds import kernel_kind
+    from asgrad.gpu.plan.dispatch_kinds import kernel_kind
 
     workload, plan = _workload_plan(name, 2)
     device = get_device()

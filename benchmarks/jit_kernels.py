@@ -75,7 +75,7 @@ def _numpy_path(name: str, args: Sequence[np.ndarray], attrs: dict[str, Any]) ->
 def _compiled(name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Callable[[], Any]:
     from asgrad.tensor import Graph, get_op
     from asgrad.tensor.cpu.lowering import resolve
-    from asgrad.tensor.registry import TensorType
+    from asgrad.tensor.ir.registry import TensorType
 
     g = Graph()
     xs = [g.input(f"x{i}", np.shape(a), np.asarray(a).dtype.name) for i, a in enumerate(args)]

@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu import GpuArray, get_device, limits, to_gpu
+from asgrad.gpu import GpuArray, get_device, to_gpu
+from asgrad.gpu.device import limits
 from asgrad.gpu.lowering import reduction
 from asgrad.gpu.lowering._matmul_tiles import tile as parse_tile
 from asgrad.gpu.lowering.linalg import MatrixView, matmul_into, select

@@ -63,6 +63,8 @@ def module_file(module: str) -> str:
 def kernel_location(op: OpDef) -> str:
     """The file of the op's numpy kernel, or the numpy function it is."""
     module = getattr(op.kernel, "__module__", None)
+    if module == "asgrad.tensor.ir.scalar":  # a scalar primitive's numpy meaning (erf)
+        return f"numpy.{op.expression.__name__ if op.expression else op.name}"
     if isinstance(module, str) and module.startswith("asgrad."):
         return module_file(module)
     return f"numpy.{getattr(op.kernel, '__name__', repr(op.kernel))}"

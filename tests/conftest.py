@@ -1,5 +1,14 @@
-"""Fixtures of the root tests: the GPU device for the tests that need gpu and a higher package,
-and a headless Chromium for the graph viewer's browser tests (issue 15)."""
+"""Fixtures of the root tests, which hold what crosses the distributions' layering.
+
+Each package tests itself in ``packages/<pkg>/tests`` (``tests/test_layering.py`` holds
+those trees to the packages' import directions). What needs two packages that do not
+depend on each other lives here: the GPU tests that differentiate or train
+(``test_gpu_*.py``: ``asgrad.gpu`` with ``asgrad.autograd`` or ``asgrad.nn``; the GPU
+tests of ``asgrad.gpu`` and ``asgrad.tensor`` alone are in ``packages/gpu/tests``), the
+docs, the viewer in a browser, ONNX against PyTorch, the distributions' versions.
+
+The fixtures: the GPU device, and a headless Chromium for the graph viewer's browser
+tests."""
 
 from __future__ import annotations
 
@@ -24,7 +33,7 @@ def device() -> Device:
         pytest.skip(f"no GPU adapter: {exc}")
 
 
-# -- issue 15: a headless Chromium for the graph viewer's browser tests ------------------
+# -- a headless Chromium for the graph viewer's browser tests ---------------------------
 BROWSERS = ("chromium", "google-chrome", "chromium-browser")
 DRIVERS = ("chromedriver",)
 

@@ -28,7 +28,7 @@ from asgrad.tensor import Graph, Tensor, all_ops, compile, get_op
 from asgrad.tensor.cpu import jit
 from asgrad.tensor.cpu.jit import step
 from asgrad.tensor.cpu.lowering import resolve
-from asgrad.tensor.variables import Variable
+from asgrad.tensor.ir.variables import Variable
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ import pytest
 from asgrad import nn
 from asgrad.tensor import Graph, Tensor
 from asgrad.tensor.cpu import CPUExecutable
-from asgrad.tensor.executor import Program
+from asgrad.tensor.runtime.executor import Program
 
 
 def _compiled(monkeypatch: pytest.MonkeyPatch, reuse: bool, build: Callable[[], Any]) -> Any:

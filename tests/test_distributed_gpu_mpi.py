@@ -7,7 +7,7 @@ the GPU with the global batch. One case per launch: in one process, a later case
 fail with a spurious one_hot OutOfRangeError when the plan binds an input leaf late
 and the scope hands it the buffer of an intermediate that earlier recorded kernels
 write after the upload (a GPU-backend problem of input buffers taken from a plan's
-free list, reported with issue 17; fixed by allocating input buffers fresh).
+free list, fixed by allocating input buffers fresh).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Docstring examples render as highlighted code in the API reference (issue 14, item 2).
+"""Docstring examples render as highlighted code in the API reference.
 
 `scripts/griffe_doctest_blocks.py` fences each doctest of a docstring for
 mkdocstrings; the hook `scripts/docs_doctest_check.py` fails every docs build

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from asgrad import nn
-from asgrad.gpu import Device, capture
-from asgrad.gpu.readback import ReadbackRing, readback_ring
+from asgrad.gpu import Device
+from asgrad.gpu.device.readback import ReadbackRing, readback_ring
+from asgrad.gpu.plan import capture
 from asgrad.tensor import DeviceValue, Graph, OutOfRangeError, Program, compile, read_all
 
 pytestmark = pytest.mark.gpu

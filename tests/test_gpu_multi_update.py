@@ -1,4 +1,4 @@
-"""The multi-tensor optimizer update on the GPU (issue 11): every parameter's update
+"""The multi-tensor optimizer update on the GPU: every parameter's update
 rule in one dispatch (or one per binding limit), in place, matching the CPU.
 
 Also pins the dispatch counts of an mlp-like and a transformer-like training step by
@@ -17,8 +17,8 @@ import pytest
 from asgrad import nn
 from asgrad.gpu import Device
 from asgrad.gpu import plan as plan_module
-from asgrad.gpu.dispatch_kinds import count_kinds
 from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, Tensor
 
 pytestmark = pytest.mark.gpu
@@ -125,7 +125,7 @@ def test_mlp_step_dispatch_counts(device: Device) -> None:
         "y": rng.integers(0, 4, 8).astype(np.int64),
     }
     kinds = _count(program, feeds, device)
-    # measured on lavapipe when pinned: 26 (65 before issue 11: 18 of them copies)
+    # measured on lavapipe when pinned: 26 (65 before the multi-tensor update: 18 of them copies)
     assert sum(kinds.values()) <= 26, kinds
     assert kinds["copy"] == 0
     assert kinds["optimizer update"] == 1
@@ -187,7 +187,7 @@ def test_transformer_step_matches_the_cpu_and_pins_dispatches(device: Device) ->
     for c, g in zip(cpu_params, params, strict=True):
         np.testing.assert_allclose(g.value, c.value, rtol=1e-4, atol=2e-5, err_msg=g.name)
     kinds = _count(program, feeds, device)
-    # measured on lavapipe when pinned: 66 (153 before issue 11: three Adam kernels
+    # measured on lavapipe when pinned: 66 (153 before the multi-tensor update: three Adam kernels
     # and three update copies for each of the 15 parameters, each weight gradient a
     # batched matmul and a column reduction, each bias gradient two reductions, each
     # head split and slice of qkv a copy, qkv's gradient zeros and adds)

@@ -1,4 +1,4 @@
-"""Views a GPU plan passes on as strides (issue 11): slices and reshapes read by
+"""Views a GPU plan passes on as strides: slices and reshapes read by
 matmuls and elementwise kernels, and a slice's gradient (the sum of scatter_slices of
 attention's q, k and v) written piece by piece into one buffer."""
 
@@ -9,8 +9,8 @@ import pytest
 
 from asgrad.autograd import grad
 from asgrad.gpu import Device
-from asgrad.gpu.dispatch_kinds import count_kinds
 from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, compile
 
 pytestmark = pytest.mark.gpu

@@ -12,7 +12,7 @@ import pytest
 from asgrad.autograd import grad
 from asgrad.gpu import Device, variable_store
 from asgrad.tensor import Graph, Variable, compile, evaluate
-from asgrad.tensor.executor import Program
+from asgrad.tensor.runtime.executor import Program
 
 pytestmark = pytest.mark.gpu
 

@@ -1,4 +1,4 @@
-"""Numerics checking stops at the first op making NaN or inf (issue 10, item 17).
+"""Numerics checking stops at the first op making NaN or inf.
 
 On both backends: ``evaluate``/``compile(check_numerics=True)``, the
 ``ASGRAD_CHECK_NUMERICS`` environment variable and ``Optimizer.compile(debug=True)``

@@ -1,4 +1,4 @@
-"""The viewer's vendored JavaScript is what scripts/vendor_js.py pins (issue 15).
+"""The viewer's vendored JavaScript is what scripts/vendor_js.py pins.
 
 The script fetches the files from npm and checks their SHA-256 (CI runs it with
 ``--check``); this test checks, offline, that the committed files have those digests

@@ -1,12 +1,14 @@
-"""The graph viewer in a real browser (issue 15): headless Chromium, Selenium.
+"""The graph viewer in a real browser: headless Chromium, Selenium.
 
 The page for the transformer example's training step (AdamW, gradient clipping, as
 ``asgrad.examples.transformer`` builds it) loads without console errors, lays out
-within a measured budget, folds and unfolds scopes, inspects nodes, finds them by
-search, highlights a weight's gradient, traces inputs, shows the graph before and
-after the passes and the CPU profile, exports SVG and PNG, and makes no network
-request. Screenshots go to ``ASGRAD_VIZ_SCREENSHOTS`` (the docs' images) or a
-temporary folder.
+within a measured budget, folds and unfolds scopes (all of them in under 2 s),
+inspects nodes (a weight: where its layer was built), finds them by search,
+highlights a weight's gradient, traces inputs, shows the graph before and after the
+passes and the CPU profile with a legend that follows the colour mode, exports both
+panes as SVG and PNG, and makes no network request. An LSTM's loop body opens as a
+graph of its own, and a page whose names look like markup renders. Screenshots go
+to ``ASGRAD_VIZ_SCREENSHOTS`` (the docs' images) or a temporary folder.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ LOAD_BUDGET_S = 30.0
 VIEWER = "window.asgradViewer"
 # One relayout after unfolding a scope, in milliseconds (measured: well under 2 s).
 RELAYOUT_BUDGET_MS = 30000.0
+# "Unfold all" on the transformer step (599 nodes), click to drawn, in seconds.
+UNFOLD_ALL_BUDGET_S = 2.0
 
 
 def training_step() -> tuple[Program, dict[str, np.ndarray]]:
@@ -174,6 +178,11 @@ def test_search_finds_a_weight_and_highlights_its_gradient(
     assert "parameter" in text
     assert "float32[64,256]" in text
     assert "gradient nodes" in text
+    # where its layer was built (the model's constructor), beside where it was first used
+    defined = text.split("defined at", 1)[1].split("\n", 1)[0]
+    assert "transformer" in defined
+    assert ".py:" in defined
+    assert "first used at" in text
     # the weight's gradient lives in the folded backward scope: that box is highlighted
     wait(browser, "document.querySelectorAll('g.related').length > 0")
     related = browser.execute_script(
@@ -218,14 +227,105 @@ def test_before_after_profile_and_export(browser: Any, loaded: dict[str, Any], s
     call(browser, f"{VIEWER}.select('s:backward')")
     assert "its nodes summed" in inspector(browser)
     browser.save_screenshot(str(shots / "viewer-passes-profile.png"))
+    legend = browser.find_element("id", "legend").text
+    assert "time per node (log scale)" in legend  # the legend follows the colour mode
+    assert re.search(r"\d (µs|ms)", legend)  # with the scale's ends
+    assert "forward" not in legend
+    call(browser, "window.asgradViewer.setColour('memory')")
+    assert "result size" in browser.find_element("id", "legend").text
+    assert re.search(r"\d (KiB|MiB)", browser.find_element("id", "legend").text)
+    call(browser, "window.asgradViewer.setColour('status')")
+    legend = browser.find_element("id", "legend").text
+    assert {"kept", "dead", "replaced", "new"} <= set(legend.split())
+    call(browser, "window.asgradViewer.setColour('profile')")
     svg = browser.execute_script("return window.asgradViewer.svgText()")
     assert svg.startswith("<svg")
     assert "<style>" in svg
     assert len(svg) > 10_000
+    # both panes are exported, side by side
+    assert svg.count('class="pane-label"') == 2
+    assert "before the passes" in svg
+    assert "after the passes" in svg
     png = call(browser, "window.asgradViewer.pngURL()")
     assert png.startswith("data:image/png;base64,")
     assert len(png) > 10_000
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_unfold_all_stays_interactive(browser: Any, loaded: dict[str, Any], shots: Path) -> None:
+    call(browser, f"{VIEWER}.showView('before')")
+    call(browser, f"{VIEWER}.setColour('role')")
+    started = time.monotonic()
+    call(browser, "document.getElementById('expand').onclick()")
+    seconds = time.monotonic() - started
+    shown = browser.execute_script(f"return {VIEWER}.shown()")
+    nodes = browser.execute_script(f"return {VIEWER}.panes[0].view.nodes.length")
+    layout_ms = browser.execute_script(f"return {VIEWER}.layoutMs.before")
+    print(
+        f"unfold all: {nodes} nodes, {len(shown)} shown, {seconds:.2f} s, layout {layout_ms:.0f} ms"
+    )
+    assert len([i for i in shown if i.startswith("n:")]) == nodes
+    assert seconds < UNFOLD_ALL_BUDGET_S
+    # a weight read by its layer, its gradient and its update is drawn as ports, not edges
+    assert browser.execute_script("return document.querySelectorAll('circle.port').length") > 50
+    edges = browser.execute_script(f"return {VIEWER}.elkGraph().edges")
+    weight = browser.execute_script(
+        f"return 'n:' + {VIEWER}.panes[0].view.byName.get('blocks.0.ff.fc1.weight').i"
+    )
+    assert not [e for e in edges if e["sources"] == [weight]]
+    call(browser, f"{VIEWER}.focus('blocks.0.ff.fc1.weight')")
+    browser.save_screenshot(str(shots / "viewer-unfolded.png"))
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_a_loop_body_opens_as_a_graph(browser: Any, tmp_path: Path, shots: Path) -> None:
+    lstm, head = nn.LSTM(8, 16, num_layers=2, rng=0), nn.Linear(16, 4, rng=1)
+    g = Graph("lstm-train")
+    x, y = g.input("x", (12, 4, 8)), g.input("y", (4,), "int64")
+    out, _ = lstm(x)
+    loss = nn.cross_entropy(head(out[-1]), y)
+    step = nn.Adam([*lstm.parameters(), *head.parameters()], lr=1e-2).compile(loss)
+    page = show(step, tmp_path / "lstm.html", open_browser=False, title="LSTM training step")
+    browser.get(page.resolve().as_uri())
+    wait(browser, f"{VIEWER} && ({VIEWER}.ready || {VIEWER}.errors.length > 0)")
+    assert browser.execute_script(f"return {VIEWER}.errors") == []
+    name = browser.execute_script(
+        f"return {VIEWER}.panes[0].view.nodes.find(n => n.op === 'scan' && n.role === 'forward')"
+        ".name"
+    )
+    call(browser, f"{VIEWER}.focus('{name}')")
+    text = inspector(browser)
+    assert "carry 0:" in text
+    assert "xs 0:" in text
+    assert "captured:" in text
+    assert "2 carries, 1 xs, 1 ys" in text
+    browser.find_element("id", "open-body").click()
+    wait(browser, "document.getElementById('trail').textContent.includes('loop body')")
+    assert browser.find_element("id", "trail").text.startswith("LSTM training step")
+    labels = browser.execute_script(
+        "return [...document.querySelectorAll('g.node text.sub, text.io-out')]"
+        ".map(t => t.textContent)"
+    )
+    assert {"carry 0 in", "carry 1 in", "xs 0, one step"} <= set(labels)
+    assert any(t.startswith("captured ") for t in labels)
+    assert any("carry 0 out" in t for t in labels)
+    assert any("ys 0, one step" in t for t in labels)
+    browser.save_screenshot(str(shots / "viewer-loop-body.png"))
+    browser.find_element("css selector", "#trail .link").click()  # back out
+    wait(browser, "document.getElementById('trail').style.display === 'none'")
+    assert f"n:{name}" not in browser.execute_script(f"return {VIEWER}.shown()")  # not an index
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def test_names_that_look_like_markup_render(browser: Any, tmp_path: Path) -> None:
+    g = Graph("<!--<script>")
+    y = (g.input("a<!--<script>", (3,)) * 2.0).sum()
+    page = show(y, tmp_path / "markup.html", open_browser=False, title="<!--<script>")
+    browser.get(page.resolve().as_uri())
+    wait(browser, f"{VIEWER} && ({VIEWER}.ready || {VIEWER}.errors.length > 0)")
+    assert browser.execute_script(f"return {VIEWER}.errors") == []
+    assert browser.find_element("id", "title").text == "<!--<script>"
+    assert browser.execute_script(f"return {VIEWER}.panes[0].view.byName.has('a<!--<script>')")
 
 
 def test_ten_thousand_nodes_stay_legible(browser: Any, tmp_path: Path) -> None:

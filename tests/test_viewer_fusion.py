@@ -1,4 +1,4 @@
-"""The viewer's GPU fusion groups (issue 15): computed from the GPU planner's inlining
+"""The viewer's GPU fusion groups: computed from the GPU planner's inlining
 rules at the declared shapes, with no GPU needed."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The example CLIs: a device that cannot run is one line and status 1 (issue 14, items 8, 13)."""
+"""The example CLIs: a device that cannot run is one line and status 1."""
 
 from __future__ import annotations
 

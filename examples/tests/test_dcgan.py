@@ -1,4 +1,4 @@
-"""The DCGAN example (issue 20): two models in one graph, batch norm reused, Adam's betas."""
+"""The DCGAN example: two models in one graph, batch norm reused, Adam's betas."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The three example models' graphs round-trip through the graph file (issue 15).
+"""The three example models' graphs round-trip through the graph file.
 
 For each model, the forward graph saved and loaded gives the same loss and the same
 gradients (built on the loaded graph) bit for bit, and the compiled training step
@@ -18,7 +18,7 @@ from asgrad.autograd import grad
 from asgrad.examples import cnn, xor
 from asgrad.examples.transformer import CharTransformer
 from asgrad.tensor import Graph, Program, Tensor, compile, evaluate
-from asgrad.tensor.graph_file import load_graph, save_graph
+from asgrad.tensor.io.graph_file import load_graph, save_graph
 
 Built = tuple[Graph, Tensor, nn.Module, Callable[[nn.Module], nn.Optimizer], dict[str, np.ndarray]]
 

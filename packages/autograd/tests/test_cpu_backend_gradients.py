@@ -16,7 +16,7 @@ import pytest
 from asgrad.autograd import grad
 from asgrad.tensor import Graph, Tensor, Variable, compile, get_op, make_schedule
 from asgrad.tensor.cpu import CPUExecutable
-from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.ir.schedule import Schedule
 
 
 def _interpret(schedule: Schedule, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:

@@ -151,7 +151,7 @@ def test_grad_across_graphs_is_an_error() -> None:
         grad(x.sum(), [z])
 
 
-# -- the entry point held stable (issue 2) ---------------------------------------------------
+# -- the entry point held stable: this example keeps working as written --------------------------
 def test_entry_point_example_verbatim() -> None:
     rng = np.random.default_rng(0)
     X = rng.standard_normal((3, 4)).astype(np.float32)

@@ -16,7 +16,7 @@ import pytest
 
 from asgrad.autograd import check_op_case, get_rule, grad, gradient_check
 from asgrad.tensor import Graph, OpCase, OpDef, Tensor, all_ops, compile
-from asgrad.tensor.nn_functional import (
+from asgrad.tensor.api.nn_functional import (
     adaptive_avg_pool2d,
     avg_pool2d,
     batch_norm,

@@ -1,4 +1,9 @@
-"""Fixtures of the GPU tests: skip without an adapter unless ASGRAD_REQUIRE_GPU=1."""
+"""Fixtures of the GPU tests: skip without an adapter unless ASGRAD_REQUIRE_GPU=1.
+
+This tree tests ``asgrad.gpu`` with ``asgrad.tensor`` only, as the package depends on
+nothing else. The GPU tests that build gradients or train ``asgrad.nn`` models need
+packages above ``asgrad.tensor`` and live in the root ``tests/test_gpu_*.py``.
+"""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, GpuError, variable_store
-from asgrad.gpu.buffers import ScopedPool
-from asgrad.gpu.capture import capturing
+from asgrad.gpu.device.buffers import ScopedPool
 from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan.capture import capturing
 from asgrad.tensor import Graph, Variable, compile, make_schedule
 
 pytestmark = pytest.mark.gpu

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device, fusion
-from asgrad.gpu.dispatch_kinds import count_kinds
-from asgrad.gpu.plan import build_plan
+from asgrad.gpu import Device
+from asgrad.gpu.plan import build_plan, fusion
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, Tensor, compile
 
 pytestmark = pytest.mark.gpu

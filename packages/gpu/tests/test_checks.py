@@ -1,4 +1,4 @@
-"""The device-side check slots (``asgrad.gpu.checks``): allocation and reporting."""
+"""The device-side check slots (``asgrad.gpu.device.checks``): allocation and reporting."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, to_gpu
-from asgrad.gpu.checks import Check, DeviceChecks
+from asgrad.gpu.device.checks import Check, DeviceChecks
 from asgrad.gpu.errors import GpuIntegerOverflowError
 from asgrad.gpu.lowering.index import one_hot
 from asgrad.tensor import OutOfRangeError

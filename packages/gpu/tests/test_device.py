@@ -11,9 +11,9 @@ from asgrad.gpu import (
     resolve_backend,
     to_gpu,
 )
-from asgrad.gpu.buffers import BufferPool, size_class
 from asgrad.gpu.device import fold_groups
-from asgrad.gpu.limits import WEBGPU_DEFAULT_LIMITS, requested_limits
+from asgrad.gpu.device.buffers import BufferPool, size_class
+from asgrad.gpu.device.limits import WEBGPU_DEFAULT_LIMITS, requested_limits
 from asgrad.tensor.errors import BackendError
 
 
@@ -151,7 +151,7 @@ def test_released_buffer_is_reused(device: Device) -> None:
 def test_auto_falls_back_to_the_cpu_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     import warnings
 
-    import asgrad.tensor.backends as backends
+    import asgrad.tensor.runtime.backends as backends
 
     monkeypatch.setattr("asgrad.gpu.backend.get_device", _no_adapter)
     monkeypatch.setattr(backends, "_warned_fallback", False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from asgrad.gpu.plan import inlined_nodes, users_of
 from asgrad.tensor import Graph, Tensor
-from asgrad.tensor.schedule import make_schedule
+from asgrad.tensor.ir.schedule import make_schedule
 
 
 def test_a_chain_of_five_thousand_adds_is_planned() -> None:

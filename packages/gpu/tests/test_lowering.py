@@ -48,8 +48,8 @@ def test_kernel_files_name_shipped_kernels() -> None:
 def test_every_kernel_file_is_named_by_a_family() -> None:
     named = {name for m in FAMILY_MODULES.values() for name in m.WGSL_FILES}
     shipped = {p.name for p in KERNELS.iterdir() if p.name.endswith(".wgsl")}
-    # copy.wgsl is launched by asgrad.gpu.copy, not by an op; checks.wgsl is pasted into
-    # the kernels that check (asgrad.gpu.checks) of several families
+    # copy.wgsl is launched by asgrad.gpu.device.copy, not by an op; checks.wgsl is pasted into
+    # the kernels that check (asgrad.gpu.device.checks) of several families
     assert shipped - named == {"copy.wgsl", "checks.wgsl"}
 
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device
-from asgrad.tensor import Graph, compile
-from asgrad.tensor.functional import size_ratio
+from asgrad.tensor import Graph, compile, evaluate
+from asgrad.tensor.api.functional import size_ratio
 
 pytestmark = pytest.mark.gpu
 
@@ -43,3 +43,18 @@ def test_a_size_constant_made_late_survives_replays(device: Device) -> None:
         a, c = (rng.standard_normal((4, 6)).astype(np.float32) for _ in range(2))
         (got,) = program({"x": a, "z": c})
         np.testing.assert_allclose(got, (a * a).sum() * 4 + c.sum(), rtol=1e-5)
+
+
+def test_an_input_scheduled_late_keeps_its_uploaded_value(device: Device) -> None:
+    # The pool could hand y the buffer of ``x * 2`` once the transpose had read it, and
+    # the kernel making ``x * 2`` then wrote over y's upload (einsum's expansion met it).
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1, 6, 5)).astype(np.float32)
+    b = rng.standard_normal((1, 3)).astype(np.float32)
+    g = Graph()
+    x = g.input("x", a.shape, free=())
+    y = g.input("y", b.shape, free=())
+    out = (x * 2.0).reshape(2, 3, 5).transpose(0, 2, 1).reshape(1, 10, 3) + y
+    (got,) = evaluate([out], {"x": a, "y": b}, backend="gpu")
+    want = (a * 2.0).reshape(2, 3, 5).transpose(0, 2, 1).reshape(1, 10, 3) + b
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -1,4 +1,4 @@
-"""No Mesa "XDG_RUNTIME_DIR is invalid" noise when the device opens (issue 14, item 8)."""
+"""No Mesa "XDG_RUNTIME_DIR is invalid" noise when the device opens."""
 
 from __future__ import annotations
 

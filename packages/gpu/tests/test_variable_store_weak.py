@@ -1,6 +1,6 @@
 """The GPU variable store holds variables weakly: a dropped model frees its buffers.
 
-Issue 10, item 13: 60 dropped 1024x1024 layers kept +474 MiB alive on lavapipe because
+Before, 60 dropped 1024x1024 layers kept +474 MiB alive on lavapipe because
 the store mapped every variable it had seen to its buffer, forever.
 """
 

@@ -1,4 +1,4 @@
-"""MultiHeadAttention, TransformerBlock and the positional encodings."""
+"""SelfAttention, TransformerBlock and the positional encodings."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from asgrad.nn import (
     ALiBi,
     LearnedPositionalEncoding,
-    MultiHeadAttention,
     RoPE,
+    SelfAttention,
     SinusoidalPositionalEncoding,
     TransformerBlock,
 )
@@ -43,7 +43,7 @@ def rope_ref(x: np.ndarray, offset: int = 0, base: float = 10000.0) -> np.ndarra
 
 
 def mha_ref(
-    mha: MultiHeadAttention,
+    mha: SelfAttention,
     q: np.ndarray,
     kv: np.ndarray | None = None,
     *,
@@ -83,7 +83,7 @@ def mha_ref(
 # -- batch sizes, sequence lengths, masks ---------------------------------------------------------
 @pytest.mark.parametrize("seq_len", [3, 8])
 def test_one_graph_runs_on_batch_1_and_batch_5(seq_len: int) -> None:
-    mha = MultiHeadAttention(12, 3, dtype=F64, rng=0)
+    mha = SelfAttention(12, 3, dtype=F64, rng=0)
     g = Graph()
     y = mha(g.input("x", (1, seq_len, 12), F64), causal=True)
     for batch in (1, 5):
@@ -94,7 +94,7 @@ def test_one_graph_runs_on_batch_1_and_batch_5(seq_len: int) -> None:
 
 
 def test_causal_future_tokens_do_not_change_past_outputs() -> None:
-    mha = MultiHeadAttention(8, 2, causal=True, dtype=F64, rng=1)
+    mha = SelfAttention(8, 2, causal=True, dtype=F64, rng=1)
     g = Graph()
     y = mha(g.input("x", (2, 6, 8), F64))
     x = rand(2, 6, 8)
@@ -109,7 +109,7 @@ def test_causal_future_tokens_do_not_change_past_outputs() -> None:
 
 
 def test_key_padding_mask_hides_padded_keys() -> None:
-    mha = MultiHeadAttention(8, 4, dtype=F64, rng=2)
+    mha = SelfAttention(8, 4, dtype=F64, rng=2)
     g = Graph()
     x, pad = g.input("x", (3, 5, 8), F64), g.input("pad", (3, 5), "bool")
     y = mha(x, key_padding_mask=pad)
@@ -126,7 +126,7 @@ def test_key_padding_mask_hides_padded_keys() -> None:
 
 
 def test_cross_attention_and_rectangular_causal_mask() -> None:
-    mha = MultiHeadAttention(8, 2, dtype=F64, rng=3)
+    mha = SelfAttention(8, 2, dtype=F64, rng=3)
     g = Graph()
     q, kv = g.input("q", (2, 3, 8), F64), g.input("kv", (2, 5, 8), F64)
     qs, kvs = rand(2, 3, 8), rand(2, 5, 8, seed=1)
@@ -138,7 +138,7 @@ def test_cross_attention_and_rectangular_causal_mask() -> None:
 
 
 def test_attention_bias_is_added_to_the_scores() -> None:
-    mha = MultiHeadAttention(8, 2, dtype=F64, rng=4)
+    mha = SelfAttention(8, 2, dtype=F64, rng=4)
     bias = rand(2, 4, 4, seed=5)
     g = Graph()
     y = mha(g.input("x", (3, 4, 8), F64), attn_bias=g.constant(bias, F64))
@@ -148,7 +148,7 @@ def test_attention_bias_is_added_to_the_scores() -> None:
 
 def test_attention_matches_torch_multihead_attention() -> None:
     torch = pytest.importorskip("torch")
-    mha = MultiHeadAttention(16, 4, dtype=F64, rng=0)
+    mha = SelfAttention(16, 4, dtype=F64, rng=0)
     ref = torch.nn.MultiheadAttention(16, 4, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.tensor(mha.in_proj.weight.value.T))
@@ -171,8 +171,8 @@ def test_attention_matches_torch_multihead_attention() -> None:
 
 def test_attention_errors_name_shapes_and_fixes() -> None:
     with pytest.raises(ShapeError, match="embed_dim 10 is not divisible by num_heads 4"):
-        MultiHeadAttention(10, 4)
-    mha = MultiHeadAttention(8, 2)
+        SelfAttention(10, 4)
+    mha = SelfAttention(8, 2)
     g = Graph()
     with pytest.raises(ShapeError, match=r"query must be \(batch, seq, 8\), got shape \[2, 5, 6\]"):
         mha(g.input("x", (2, 5, 6)))
@@ -312,7 +312,7 @@ def test_rope_scores_depend_on_relative_position_only() -> None:
 
 
 def test_attention_with_rope_matches_reference() -> None:
-    mha = MultiHeadAttention(8, 2, position="rope", causal=True, dtype=F64, rng=5)
+    mha = SelfAttention(8, 2, position="rope", causal=True, dtype=F64, rng=5)
     x = rand(2, 5, 8)
     out = evaluate(mha(Graph().input("x", x.shape, F64)), {"x": x})[0]
     np.testing.assert_allclose(out, mha_ref(mha, x, causal=True, rope=True), rtol=1e-10)
@@ -325,7 +325,7 @@ def test_alibi_slopes_and_bias() -> None:
     alibi = ALiBi(2)
     bias = alibi.bias_array(3, 3)
     np.testing.assert_allclose(bias[0], -(2**-4) * np.abs(np.subtract.outer(range(3), range(3))))
-    mha = MultiHeadAttention(8, 2, position="alibi", causal=True, dtype=F64, rng=6)
+    mha = SelfAttention(8, 2, position="alibi", causal=True, dtype=F64, rng=6)
     x = rand(3, 3, 8)
     out = evaluate(mha(Graph().input("x", x.shape, F64)), {"x": x})[0]
     np.testing.assert_allclose(out, mha_ref(mha, x, causal=True, bias=bias), rtol=1e-10)
@@ -335,12 +335,23 @@ def test_alibi_slopes_and_bias() -> None:
 
 def test_reprs() -> None:
     reprs: list[Any] = [
-        MultiHeadAttention(8, 2, 0.1, causal=True, position="rope"),
+        SelfAttention(8, 2, 0.1, causal=True, position="rope"),
         RoPE(8),
         ALiBi(4),
     ]
     assert repr(reprs[0]).startswith(
-        "MultiHeadAttention(8, num_heads=2, dropout=0.1, bias=True, causal=True, position='rope'"
+        "SelfAttention(8, num_heads=2, dropout=0.1, bias=True, causal=True, position='rope'"
     )
     assert repr(reprs[1]) == "RoPE(8, max_len=2048, base=10000.0)"
     assert repr(reprs[2]) == "ALiBi(num_heads=4)"
+
+
+def test_the_old_spelling_names_both_attention_classes() -> None:
+    import asgrad.nn as nn
+
+    old, unknown = "MultiHeadAttention", "Nope"
+    with pytest.raises(AttributeError, match=r"is SelfAttention.*is MultiheadAttention"):
+        getattr(nn, old)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        getattr(nn, unknown)
+    assert not hasattr(nn, old)

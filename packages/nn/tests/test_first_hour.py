@@ -1,4 +1,4 @@
-"""What a PyTorch user reaches for first (issue 14, items 1, 11, 12)."""
+"""What a PyTorch user reaches for first."""
 
 from __future__ import annotations
 

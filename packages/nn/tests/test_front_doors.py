@@ -1,7 +1,7 @@
 """nn reaches every op through one front door: the functional API of ``asgrad.tensor``.
 
-Layers and optimizers call :mod:`asgrad.tensor.nn_functional` (and
-:mod:`asgrad.tensor.functional`), so each op's attributes are built in one place.
+Layers and optimizers call :mod:`asgrad.tensor.api.nn_functional` (and
+:mod:`asgrad.tensor.api.functional`), so each op's attributes are built in one place.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 
 import asgrad.nn
 from asgrad.tensor import Graph, evaluate
+from asgrad.tensor.api.functional import size_ratio
+from asgrad.tensor.api.nn_functional import adam_ema, adam_update, batch_norm, batch_normalize
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.functional import size_ratio
-from asgrad.tensor.nn_functional import adam_ema, adam_update, batch_norm, batch_normalize
 
 NN_SRC = Path(asgrad.nn.__file__).resolve().parent
 

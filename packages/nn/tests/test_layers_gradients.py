@@ -29,8 +29,8 @@ from asgrad.nn import (
     LearnedPositionalEncoding,
     MaxPool2d,
     Module,
-    MultiHeadAttention,
     RoPE,
+    SelfAttention,
     SinusoidalPositionalEncoding,
     TransformerBlock,
 )
@@ -153,12 +153,12 @@ def test_positional_encoding_gradients() -> None:
     ids=["plain", "rope", "alibi"],
 )
 def test_attention_gradients(kwargs: dict[str, Any]) -> None:
-    mha = MultiHeadAttention(4, 2, dtype=F64, rng=0, **kwargs)
+    mha = SelfAttention(4, 2, dtype=F64, rng=0, **kwargs)
     check_layer(mha, [rand(2, 3, 4)], rtol=1e-4, atol=1e-6)
 
 
 def test_attention_gradients_with_padding_and_cross_attention() -> None:
-    mha = MultiHeadAttention(4, 2, dtype=F64, rng=0)
+    mha = SelfAttention(4, 2, dtype=F64, rng=0)
     pad = np.array([[False, False, True], [False, False, False]])
     check_layer(
         mha,

@@ -1,4 +1,4 @@
-"""Class labels the losses accept (issue 10, item 3).
+"""Class labels the losses accept.
 
 A label outside ``[0, C)`` (``-1`` included) raises ``OutOfRangeError`` when the
 graph runs, as PyTorch raises, instead of a silent loss of 0. A label equal to
@@ -19,7 +19,7 @@ import pytest
 from asgrad import nn
 from asgrad.autograd import gradient_check
 from asgrad.tensor import ArgumentTypeError, Graph, OutOfRangeError, Tensor, evaluate
-from asgrad.tensor.passes import topological_order
+from asgrad.tensor.ir.passes import topological_order
 
 RNG = np.random.default_rng(10)
 N, C = 5, 4

@@ -371,7 +371,7 @@ def test_load_state_dict_reports_every_problem_at_once() -> None:
 
 
 def test_state_of_parameters_with_the_same_name_is_keyed_by_order() -> None:
-    # Two models' "weight"s (issue 20): the second is saved as "weight_2", and the
+    # Two models' "weight"s: the second is saved as "weight_2", and the
     # state loads back into an optimizer built the same way.
     a, b = make_model(), make_model(1)  # both have "weight" and "bias"
     opt = SGD(a.parameters() + b.parameters(), lr=0.1, momentum=0.9)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError
-from asgrad.tensor.registry import REQUIRED, Attr, OpDef, TensorType
+from asgrad.tensor.ir.registry import REQUIRED, Attr, OpDef, TensorType
 
 
 def _identity(types: object, attrs: object) -> TensorType:

@@ -10,16 +10,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-import asgrad.tensor.backends as backends
+import asgrad.tensor.runtime.backends as backends
 from asgrad.tensor import BackendError, Graph, compile
-from asgrad.tensor.backends import (
+from asgrad.tensor.cpu import CPUBackend, CPUExecutable
+from asgrad.tensor.ir.schedule import Schedule
+from asgrad.tensor.runtime.backends import (
     BACKEND_ENTRY_POINT_GROUP,
     Executable,
     get_backend,
     resolve_backend_name,
 )
-from asgrad.tensor.cpu import CPUBackend, CPUExecutable
-from asgrad.tensor.schedule import Schedule
 
 
 class _Doubler:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from asgrad.tensor import ArgumentError, Graph, compile, evaluate
-from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.cpu import backend as cpu_backend
+from asgrad.tensor.ir.cache import LRUCache
 
 
 def test_lru_cache_evicts_the_least_recently_used() -> None:

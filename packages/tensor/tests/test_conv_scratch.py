@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from asgrad.tensor.ir.registry import get_op
 from asgrad.tensor.ops.spatial import scratch
-from asgrad.tensor.registry import get_op
 
 
 @pytest.mark.parametrize("n", [1, 2])

@@ -17,7 +17,7 @@ import pytest
 
 from asgrad.tensor import Graph, Tensor, Variable, all_ops, compile
 from asgrad.tensor.cpu import CPUExecutable
-from asgrad.tensor.executor import Program
+from asgrad.tensor.runtime.executor import Program
 
 
 def _compiled(monkeypatch: pytest.MonkeyPatch, reuse: bool, build: Callable[[], Any]) -> Any:

@@ -23,7 +23,7 @@ import pytest
 from asgrad.tensor import Graph, OpCase, all_ops, compile, get_op
 from asgrad.tensor.cpu import CPUExecutable, jit
 from asgrad.tensor.cpu.lowering import FAMILY_LOWERINGS, resolve
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType
 
 pytest.importorskip("numba")
 

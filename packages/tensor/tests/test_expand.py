@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from asgrad.tensor import Graph, OpDef, Tensor, TensorType, evaluate, get_op
-from asgrad.tensor import registry as registry_module
 from asgrad.tensor.errors import GraphError, ShapeError
+from asgrad.tensor.ir import registry as registry_module
 
 
 def _infer(types: Sequence[TensorType], attrs: Any) -> TensorType:

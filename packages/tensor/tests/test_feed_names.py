@@ -1,7 +1,4 @@
-"""Feed names: a misspelled key is named with its near match; a name fed twice is refused.
-
-Issue 14, items 10 and 13.
-"""
+"""Feed names: a misspelled key is named with its near match; a name fed twice is refused."""
 
 from __future__ import annotations
 

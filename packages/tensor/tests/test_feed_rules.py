@@ -1,6 +1,6 @@
 """What a feed may be: which axes may change size, and which dtype conversions are made.
 
-Issue 10, items 2 and 4: a feed whose shape differs from the declared one on an axis
+A feed whose shape differs from the declared one on an axis
 that is not free, or whose conversion to the input's dtype would change a value, is a
 ``FeedError``; rounding a float64 array to float32 warns once per program and input.
 """

@@ -1,4 +1,4 @@
-"""Integer index arrays out of range raise an ``OutOfRangeError`` on the CPU (issue 10, item 7).
+"""Integer index arrays out of range raise an ``OutOfRangeError`` on the CPU.
 
 ``gather`` (and so ``embedding`` and ``x[:, idx]``), ``scatter_add`` (gather's
 gradient) and ``one_hot`` accept indices in ``[0, n)`` only. A negative index is an
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from asgrad.tensor import Graph, OutOfRangeError, evaluate
+from asgrad.tensor.api.nn_functional import embedding
 from asgrad.tensor.errors import AsgradError
-from asgrad.tensor.nn_functional import embedding
 from asgrad.tensor.ops.index import check_indices
 
 TABLE = np.arange(12.0, dtype=np.float32).reshape(4, 3)

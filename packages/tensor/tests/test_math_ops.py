@@ -1,5 +1,6 @@
-"""The math ops of issue 13 through their front doors: operators, methods, functions,
-argument checks and the edge cases the registry's generated tests do not reach."""
+"""The math ops (rounding, tests, logic, integers, scans) through their front doors:
+operators, methods, functions, argument checks and the edge cases the registry's
+generated tests do not reach."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from asgrad.tensor import (
     Graph,
     Tensor,
     evaluate,
-    functional_math,
-    functional_reduce,
 )
+from asgrad.tensor.api import functional_math, functional_reduce
 from asgrad.tensor.errors import IntegerArithmeticError
 
 

@@ -31,7 +31,7 @@ from asgrad.tensor import (
     compile,
     get_op,
 )
-from asgrad.tensor.nn_functional import (
+from asgrad.tensor.api.nn_functional import (
     adaptive_avg_pool2d,
     avg_pool2d,
     batch_norm,

@@ -1,4 +1,5 @@
-"""A symbolic Tensor meets numpy (issue 14, items 5 and 9)."""
+"""A symbolic Tensor meets numpy: ufuncs and arrays build graph ops, and what numpy cannot
+do with a symbolic value says so."""
 
 from __future__ import annotations
 

@@ -329,7 +329,7 @@ REFERENCES: dict[str, Reference] = {
     "greater": operator.gt,
     "greater_equal": operator.ge,
     "where": lambda c, a, b: c * a + (1 - c) * b,
-    # elementwise: rounding, tests, logic, integers (issue 13)
+    # elementwise: rounding, tests, logic, integers
     "floor": lambda x: np.where(np.isfinite(x), -np.trunc(-x) - (np.trunc(x) > x), x),
     "ceil": lambda x: -np.floor(-x),
     "trunc": lambda x: np.where(np.isfinite(x), np.fix(x), x),
@@ -375,7 +375,7 @@ REFERENCES: dict[str, Reference] = {
     ),
     "argmin": lambda x, axis, keepdims=False: _argmax(-x, axis, keepdims),
     "argmax": _argmax,
-    # scans and sorts (issue 13)
+    # scans and sorts
     "cumsum": _cumsum,
     "cumprod": lambda x, axis: _scan(x, axis, False, lambda a, b: a * b),
     "cummax": lambda x, axis: _scan(x, axis, False, lambda a, b: b if b >= a or b != b else a),
@@ -514,7 +514,7 @@ REFERENCES.update(
 )
 
 
-# -- issue 13 (shape, index, linalg ops): references written apart from the kernels ------
+# -- shape, index and linalg ops: references written apart from the kernels ----------------
 def _take_each(x: np.ndarray, maps: dict[int, np.ndarray]) -> np.ndarray:
     for axis, idx in maps.items():
         x = np.take(x, idx, axis=axis)

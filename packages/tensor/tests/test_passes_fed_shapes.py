@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from asgrad.tensor import FeedError, Graph, evaluate
-from asgrad.tensor.passes import optimize
+from asgrad.tensor.ir.passes import optimize
 
 
 def test_a_reshape_that_is_a_no_op_at_the_declared_shape_is_kept() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.tensor.registry import get_op
+from asgrad.tensor.ir.registry import get_op
 
 GEOMETRIES: list[tuple[tuple[int, int, int, int], dict[str, Any]]] = [
     ((2, 3, 8, 6), {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}),

@@ -22,7 +22,7 @@ from asgrad.tensor import (
     randn_like,
     seed_stream,
 )
-from asgrad.tensor.nn_functional import dropout
+from asgrad.tensor.api.nn_functional import dropout
 from asgrad.tensor.ops.random import dropout_keep, normal_from_seed, uniform_from_seed
 
 

@@ -1,11 +1,11 @@
-"""sigmoid, silu and softplus are accurate in their tails and never overflow (issue 10, item 9).
+"""sigmoid, silu and softplus are accurate in their tails and never overflow.
 
 sigmoid used to be ``0.5 * (1 + tanh(x / 2))``: float32 ``sigmoid(-17)`` was 5.96e-8
 (the true value is 4.14e-8), and 0 below about -19, so ``log(sigmoid(-20))`` was -inf
 with a NaN gradient. softplus formed ``beta * x``, which overflows for
 ``softplus(3e38, beta=2)``. Values are checked against float64 references (and
 PyTorch where installed); the gradients are checked in
-``packages/autograd/tests/test_i10_sigmoid_softplus_grads.py``.
+``packages/autograd/tests/test_sigmoid_softplus_gradients.py``.
 """
 
 from __future__ import annotations

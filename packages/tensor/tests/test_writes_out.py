@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asgrad.tensor.registry import all_ops, get_op
+from asgrad.tensor.ir.registry import all_ops, get_op
 
 WRITES_OUT = sorted(op.name for op in all_ops() if op.writes_out)
 

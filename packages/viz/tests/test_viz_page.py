@@ -1,4 +1,4 @@
-"""The viewer's data and page (issue 15): what the passes did, the profile, the
+"""The viewer's data and page: what the passes did, the profile, the
 self-contained HTML, the command line and Jupyter's ``_repr_html_``."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from asgrad.tensor import Graph, compile
 from asgrad.tensor.cpu.profile import profile_program
 from asgrad.tensor.errors import BackendError
-from asgrad.tensor.scopes import scope
+from asgrad.tensor.ir.scopes import scope
 from asgrad.viz import VizError, show, to_html
 from asgrad.viz.data import page_data, subject_of
 
@@ -39,7 +39,7 @@ def _data(html: str) -> dict[str, Any]:
         r'<script type="application/json" id="asgrad-data">(.*?)</script>', html, re.S
     )
     assert match is not None
-    data: dict[str, Any] = json.loads(match.group(1).replace("<\\/", "</"))
+    data: dict[str, Any] = json.loads(match.group(1))
     return data
 
 
@@ -171,3 +171,38 @@ def test_a_large_flat_scope_is_cut_into_parts() -> None:
     assert all(n["module"] == "" for n in nodes)
     counts = [sum(n["scope"] == p for n in nodes) for p in parts]
     assert max(counts) == 200
+
+
+def test_names_that_look_like_markup_stay_data() -> None:
+    g = Graph("<!--<script>")
+    x = g.input("x<!--<script>&amp;", (2,))
+    y = x * 2.0
+    html = to_html(y, title="</script><!--")
+    block = html.split('id="asgrad-data">', 1)[1].split("</script>", 1)[0]
+    assert not {"<", ">", "&"} & set(block)  # nothing the HTML parser could read as markup
+    data = json.loads(block)
+    assert data["views"]["before"]["nodes"][0]["name"] == "x<!--<script>&amp;"
+    assert data["title"] == "</script><!--"
+
+
+def test_a_saved_loop_opens_as_a_nested_view(tmp_path: Path) -> None:
+    from asgrad.tensor import scan
+
+    g = Graph("loop")
+    w = g.input("w", (3, 3))
+    xs = g.input("xs", (5, 2, 3))
+    h, ys = scan(lambda h, x: ((h @ w + x).tanh(),) * 2, g.constant(np.zeros((2, 3))), xs)
+    g.save(tmp_path / "loop.json", outputs=[h, ys])
+    data = _data(to_html(tmp_path / "loop.json"))
+    loop = next(n for n in data["views"]["before"]["nodes"] if n["op"] == "scan")
+    body = data["bodies"][loop["body"]]
+    assert body["captures"] == ["w"]
+    assert [n.get("io") for n in body["nodes"] if n["op"] == "input"] == [
+        "carry 0 in",
+        "xs 0, one step",
+        "captured w",
+    ]
+    assert [o for n in body["nodes"] for o in n.get("outputs", [])] == [
+        "carry 0 out",
+        "ys 0, one step",
+    ]

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 
 from asgrad.autograd.rules import get_rule
 from asgrad.tensor import Node, Tensor, topological_order
-from asgrad.tensor.arguments import require_tensor, require_tensors
-from asgrad.tensor.dtypes import is_float
+from asgrad.tensor.api.arguments import require_tensor, require_tensors
 from asgrad.tensor.errors import GraphError, NotDifferentiableError, ShapeError
-from asgrad.tensor.registry import get_op
-from asgrad.tensor.scopes import node_meta
+from asgrad.tensor.ir.dtypes import is_float
+from asgrad.tensor.ir.registry import get_op
+from asgrad.tensor.ir.scopes import node_meta
 
 
 def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[Tensor]:

@@ -11,10 +11,12 @@ Importing ``asgrad.gpu`` registers the backend ``"gpu"`` with ``asgrad.tensor`` 
 ``python -m asgrad.gpu coverage`` the GPU's op coverage.
 """
 
-from asgrad.gpu.array import GpuArray, to_gpu
 from asgrad.gpu.backend import GpuBackend, GpuExecutable
-from asgrad.gpu.capabilities import Capabilities
 from asgrad.gpu.device import Device, get_device
+from asgrad.gpu.device.array import GpuArray, to_gpu
+from asgrad.gpu.device.capabilities import Capabilities
+from asgrad.gpu.device.transfers import TransferCounter
+from asgrad.gpu.device.variables import GpuVariableStore, variable_store
 from asgrad.gpu.errors import (
     GpuError,
     GpuIntegerOverflowError,
@@ -22,9 +24,7 @@ from asgrad.gpu.errors import (
     GpuUnsupportedError,
 )
 from asgrad.gpu.selection import ENV_VAR, gpu_available, resolve_backend
-from asgrad.gpu.transfers import TransferCounter
-from asgrad.gpu.variables import GpuVariableStore, variable_store
-from asgrad.tensor.backends import register_backend
+from asgrad.tensor.runtime.backends import register_backend
 
 __version__ = "0.1.0"
 

@@ -1,15 +1,15 @@
 """The GPU backend: ``backend="gpu"`` compiles schedules into WGSL kernel launches.
 
-A :class:`~asgrad.tensor.schedule.Schedule` is compiled, once per set of fed shapes,
+A :class:`~asgrad.tensor.ir.schedule.Schedule` is compiled, once per set of fed shapes,
 into a plan (:mod:`asgrad.gpu.plan`): every node lowered to kernel launches
 (:mod:`asgrad.gpu.lowering`) whose dispatches are captured with their bind groups,
 over buffers that a plan-owned pool reuses by liveness. Running the plan uploads the
 feeds into their fixed buffers, replays the captured dispatches in one compute pass
 (submitted in chunks), and reads every output back with one mapping; or, launched
-(:meth:`GpuExecutable.launch`), queues the outputs' readback (:mod:`asgrad.gpu.readback`)
+(:meth:`GpuExecutable.launch`), queues the outputs' readback (:mod:`asgrad.gpu.device.readback`)
 and returns without waiting for the device.
 
-Parameters live in a :class:`~asgrad.gpu.variables.GpuVariableStore`: uploaded once,
+Parameters live in a :class:`~asgrad.gpu.device.variables.GpuVariableStore`: uploaded once,
 updated in place on the device by the plan's update copies, and fetched back only when
 someone reads ``Variable.value``. A training step therefore moves the batch up and the
 loss down.
@@ -22,18 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.capture import replay
 from asgrad.gpu.device import Device, get_device
+from asgrad.gpu.device.readback import Outputs, launch_values, readback_ring
+from asgrad.gpu.device.source import to_storage
+from asgrad.gpu.device.variables import variable_store
 from asgrad.gpu.errors import GpuUnavailableError
 from asgrad.gpu.plan import Plan, build_plan
-from asgrad.gpu.readback import Outputs, launch_values, readback_ring
-from asgrad.gpu.source import to_storage
-from asgrad.gpu.variables import variable_store
-from asgrad.tensor.backends import Executable
-from asgrad.tensor.cache import LRUCache
-from asgrad.tensor.device_values import DeviceValue
-from asgrad.tensor.progress import reporting
-from asgrad.tensor.schedule import Schedule
+from asgrad.gpu.plan.capture import replay
+from asgrad.tensor.ir.cache import LRUCache
+from asgrad.tensor.ir.schedule import Schedule
+from asgrad.tensor.runtime.backends import Executable
+from asgrad.tensor.runtime.device_values import DeviceValue
+from asgrad.tensor.runtime.progress import reporting
 
 __all__ = ["GpuBackend", "GpuExecutable", "launch_plan", "run_plan", "start_plan"]
 

@@ -35,6 +35,6 @@ class GpuIntegerOverflowError(GpuUnsupportedError, OverflowError):
     GPU buffers hold int64 values as int32. An int64 add, subtract, multiply, negate,
     abs, cast from float, or a sum (of int32 or int64 values: the CPU returns it
     exactly, as int64) whose exact value leaves the int32 range is flagged by the
-    kernel and raised at the next readback (see :mod:`asgrad.gpu.checks`). int32
+    kernel and raised at the next readback (see :mod:`asgrad.gpu.device.checks`). int32
     elementwise arithmetic wraps instead, on both backends, as numpy's does.
     """

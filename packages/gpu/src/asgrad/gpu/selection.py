@@ -1,6 +1,6 @@
 """Backend selection: ``"cpu"``, ``"gpu"`` or ``"auto"``, with an environment override.
 
-One rule for all of asgrad, owned by :func:`asgrad.tensor.backends.resolve_backend_name`:
+One rule for all of asgrad, owned by :func:`asgrad.tensor.runtime.backends.resolve_backend_name`:
 an explicit name wins; with none, ``ASGRAD_DEVICE`` decides (default ``"cpu"``), so a
 script that does not name a backend runs on the GPU with::
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from asgrad.tensor.backends import ENV_VAR, resolve_backend_name
+from asgrad.tensor.runtime.backends import ENV_VAR, resolve_backend_name
 
 __all__ = ["ENV_VAR", "ResolvedBackend", "gpu_available", "resolve_backend"]
 

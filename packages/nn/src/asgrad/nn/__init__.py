@@ -1,5 +1,7 @@
 """asgrad.nn: modules, layers, initializers, losses, optimizers, data and checkpoints."""
 
+from typing import TYPE_CHECKING
+
 from asgrad.nn import init, schedulers
 from asgrad.nn.accumulation import GradientAccumulator
 from asgrad.nn.errors import (
@@ -69,7 +71,6 @@ from asgrad.nn.layers import (
     MaxUnpool2d,
     Mish,
     ModuleList,
-    MultiHeadAttention,
     MultiheadAttention,
     PairwiseDistance,
     PixelShuffle,
@@ -80,6 +81,7 @@ from asgrad.nn.layers import (
     RMSNorm,
     RNNCell,
     RoPE,
+    SelfAttention,
     Sequential,
     Sigmoid,
     SiLU,
@@ -231,7 +233,6 @@ __all__ = [
     "Mish",
     "Module",
     "ModuleList",
-    "MultiHeadAttention",
     "MultiStepLR",
     "MultiheadAttention",
     "NAdam",
@@ -251,6 +252,7 @@ __all__ = [
     "ReLU6",
     "ReduceLROnPlateau",
     "RoPE",
+    "SelfAttention",
     "Sequential",
     "SiLU",
     "Sigmoid",
@@ -301,3 +303,14 @@ __all__ = [
     "torch_state_dict",
     "triplet_margin_loss",
 ]
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would accept any name otherwise
+
+    def __getattr__(name: str) -> object:
+        if name == "MultiHeadAttention":
+            raise AttributeError(
+                "asgrad.nn has no MultiHeadAttention: asgrad's own batch-first attention"
+                " (RoPE, ALiBi, one output) is SelfAttention, and PyTorch's"
+                " nn.MultiheadAttention is MultiheadAttention"
+            )
+        raise AttributeError(f"module 'asgrad.nn' has no attribute {name!r}")

@@ -117,12 +117,12 @@ class StateMismatchError(CheckpointError, KeyError):
         return self.message
 
 
-# -- issue 20 (PyTorch checkpoints) ------------------------------------------------------------
+# -- PyTorch checkpoints ----------------------------------------------------------------------
 class UnsafeCheckpointError(CheckpointError):
     """A PyTorch file holds more than tensors (pickled code or objects); it is not loaded."""
 
 
-# -- asgrad.nn.distributed (issue 17) ------------------------------------------------------
+# -- asgrad.nn.distributed ---------------------------------------------------------------
 
 
 class DistributedError(NNError, RuntimeError):

@@ -1,8 +1,8 @@
 """PyTorch's ``torch.nn.functional`` in asgrad: ``import asgrad.nn.functional as F``.
 
 One namespace for the functions that ``asgrad.tensor`` and ``asgrad.nn`` define by
-topic: activations (:mod:`asgrad.tensor.nn_activation`), convolution, pooling,
-normalisation, dropout and embeddings (:mod:`asgrad.tensor.nn_functional`) and the
+topic: activations (:mod:`asgrad.tensor.api.nn_activation`), convolution, pooling,
+normalisation, dropout and embeddings (:mod:`asgrad.tensor.api.nn_functional`) and the
 losses (:mod:`asgrad.nn.losses`), with PyTorch's names and argument names.
 
 >>> import asgrad.nn.functional as F
@@ -30,8 +30,8 @@ from asgrad.nn.losses import (
     smooth_l1_loss,
     triplet_margin_loss,
 )
-from asgrad.tensor.functional import one_hot
-from asgrad.tensor.nn_activation import (
+from asgrad.tensor.api.functional import one_hot
+from asgrad.tensor.api.nn_activation import (
     celu,
     elu,
     gelu,
@@ -59,9 +59,9 @@ from asgrad.tensor.nn_activation import (
     tanhshrink,
     threshold,
 )
-from asgrad.tensor.nn_attention import scaled_dot_product_attention
-from asgrad.tensor.nn_embedding import embedding
-from asgrad.tensor.nn_functional import (
+from asgrad.tensor.api.nn_attention import scaled_dot_product_attention
+from asgrad.tensor.api.nn_embedding import embedding
+from asgrad.tensor.api.nn_functional import (
     adaptive_avg_pool2d,
     batch_norm,
     conv2d,
@@ -69,7 +69,7 @@ from asgrad.tensor.nn_functional import (
     dropout,
     layer_norm,
 )
-from asgrad.tensor.nn_norms import (
+from asgrad.tensor.api.nn_norms import (
     cosine_similarity,
     group_norm,
     instance_norm,
@@ -77,7 +77,7 @@ from asgrad.tensor.nn_norms import (
     pairwise_distance,
     rms_norm,
 )
-from asgrad.tensor.nn_spatial import (
+from asgrad.tensor.api.nn_spatial import (
     adaptive_avg_pool1d,
     adaptive_avg_pool3d,
     avg_pool1d,

@@ -25,8 +25,8 @@ from typing import Literal
 import numpy as np
 
 from asgrad.tensor import Variable
-from asgrad.tensor.dtypes import as_dtype
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, ShapeError
+from asgrad.tensor.ir.dtypes import as_dtype
 
 Shape = Sequence[int]
 RNG = np.random.Generator | int | None

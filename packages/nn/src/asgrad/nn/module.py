@@ -19,8 +19,8 @@ from asgrad.tensor.errors import (
     GraphError,
     ShapeError,
 )
-from asgrad.tensor.graph import user_location
-from asgrad.tensor.scopes import scope
+from asgrad.tensor.ir.graph import user_location
+from asgrad.tensor.ir.scopes import scope
 
 
 class Parameter(Variable):
@@ -31,7 +31,8 @@ class Parameter(Variable):
     :meth:`Module.initialize`.
 
     Give a shape and an initializer, or (PyTorch's form) an initial array, which is
-    copied, cast to ``dtype``, and restored by :meth:`reset`:
+    copied, cast to ``dtype``, and restored by :meth:`reset`. ``defined_at`` is the
+    ``file:line`` that made it (for a layer's parameter: the line that built the layer).
 
     >>> p = Parameter((2, 3), init_.zeros)
     >>> p.value.sum()
@@ -40,7 +41,7 @@ class Parameter(Variable):
     array([1., 1., 1.], dtype=float32)
     """
 
-    __slots__ = ("init", "owned")
+    __slots__ = ("defined_at", "init", "owned")
 
     def __init__(
         self,
@@ -67,6 +68,9 @@ class Parameter(Variable):
             )
         self.init = init
         self.owned = False  # set when a module registers it: its name is then kept on tying
+        # Where it was made (the line that built its layer: a frame walk, no more), which
+        # the graph viewer shows; its node's location is where the graph first used it.
+        self.defined_at = user_location()
         super().__init__(name, _draw(init, tuple(shape), dtype, rng), trainable=trainable)
 
     def reset(self, rng: init_.RNG = None) -> None:

@@ -6,7 +6,7 @@ once the layouts are mapped:
 
 - ``Linear.weight`` is ``(in, out)`` in asgrad, ``(out, in)`` in PyTorch: transposed
   (a ``Linear`` tied to an ``Embedding`` already holds PyTorch's layout);
-- asgrad's ``MultiHeadAttention`` keeps its input projection in a ``Linear`` named
+- asgrad's ``SelfAttention`` keeps its input projection in a ``Linear`` named
   ``in_proj``: PyTorch's ``in_proj_weight`` / ``in_proj_bias`` (the PyTorch-style
   ``MultiheadAttention`` holds them under PyTorch's names already);
 - convolutions (``Conv2d``, ``ConvTranspose2d``), batch norm (with
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.nn.errors import StateMismatchError, UnsafeCheckpointError
-from asgrad.nn.layers.attention import MultiHeadAttention
+from asgrad.nn.layers.attention import SelfAttention
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.linear import Linear
 from asgrad.nn.module import Module
@@ -55,7 +55,7 @@ def _plan(module: Module) -> dict[str, Entry]:
             plan[f"{prefix}weight"] = (f"{prefix}weight", not m.weight_transposed)
         elif isinstance(m, Dropout):
             plan[f"{prefix}seed"] = (None, False)
-        if isinstance(m, MultiHeadAttention) and isinstance(m.__dict__.get("in_proj"), Linear):
+        if isinstance(m, SelfAttention) and isinstance(m.__dict__.get("in_proj"), Linear):
             renames[f"{prefix}in_proj.weight"] = f"{prefix}in_proj_weight"
             renames[f"{prefix}in_proj.bias"] = f"{prefix}in_proj_bias"
     for name, torch_name in renames.items():

@@ -9,30 +9,12 @@
 [6.0, 6.0]
 """
 
+import os
+
+from asgrad.tensor import cpu as _cpu  # noqa: F401  # compiles loop bodies for the numpy scan
 from asgrad.tensor import linalg
 from asgrad.tensor import ops as _ops  # noqa: F401  # registers the built-in ops
-from asgrad.tensor.backends import get_backend, register_backend, resolve_backend_name
-from asgrad.tensor.device_values import DeviceValue, read_all
-from asgrad.tensor.dtypes import DType, as_dtype
-from asgrad.tensor.errors import (
-    ArgumentError,
-    ArgumentTypeError,
-    AsgradError,
-    BackendError,
-    DTypeError,
-    FeedError,
-    GraphError,
-    GraphFileError,
-    IntegerArithmeticError,
-    NameConflictError,
-    NotDifferentiableError,
-    NumericsError,
-    OutOfRangeError,
-    PrecisionWarning,
-    ShapeError,
-)
-from asgrad.tensor.executor import Program, Schedule, compile, evaluate, make_schedule
-from asgrad.tensor.functional import (
+from asgrad.tensor.api.functional import (
     concat,
     concatenate,
     matmul,
@@ -43,7 +25,7 @@ from asgrad.tensor.functional import (
     stop_gradient,
     where,
 )
-from asgrad.tensor.functional_math import (
+from asgrad.tensor.api.functional_math import (
     bitwise_and,
     bitwise_not,
     bitwise_or,
@@ -66,7 +48,7 @@ from asgrad.tensor.functional_math import (
     right_shift,
     trunc,
 )
-from asgrad.tensor.functional_random import (
+from asgrad.tensor.api.functional_random import (
     bernoulli,
     normal,
     rand,
@@ -75,7 +57,7 @@ from asgrad.tensor.functional_random import (
     randn_like,
     seed_stream,
 )
-from asgrad.tensor.functional_reduce import (
+from asgrad.tensor.api.functional_reduce import (
     amax,
     amin,
     argmin,
@@ -92,7 +74,7 @@ from asgrad.tensor.functional_reduce import (
     topk,
     var,
 )
-from asgrad.tensor.functional_shape import (
+from asgrad.tensor.api.functional_shape import (
     arange,
     bmm,
     chunk,
@@ -123,12 +105,52 @@ from asgrad.tensor.functional_shape import (
     zeros,
     zeros_like,
 )
-from asgrad.tensor.graph import Graph, Node, Variable, VariableStore
+from asgrad.tensor.api.tensor import Tensor
+from asgrad.tensor.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    AsgradError,
+    BackendError,
+    DTypeError,
+    FeedError,
+    GraphError,
+    GraphFileError,
+    IntegerArithmeticError,
+    NameConflictError,
+    NotDifferentiableError,
+    NumericsError,
+    OutOfRangeError,
+    PrecisionWarning,
+    ShapeError,
+)
+from asgrad.tensor.io import graph_file as _graph_file
+from asgrad.tensor.io.printing import dump, to_dot
+from asgrad.tensor.ir import graph as _graph
+from asgrad.tensor.ir.dtypes import DType, as_dtype
+from asgrad.tensor.ir.graph import Graph, Node, Variable, VariableStore
+from asgrad.tensor.ir.passes import optimize, topological_order
+from asgrad.tensor.ir.registry import OpCase, OpDef, TensorType, all_ops, get_op, register_op
 from asgrad.tensor.loops import fori_loop, scan, while_loop
-from asgrad.tensor.passes import optimize, topological_order
-from asgrad.tensor.printing import dump, to_dot
-from asgrad.tensor.registry import OpCase, OpDef, TensorType, all_ops, get_op, register_op
-from asgrad.tensor.tensor import Tensor
+from asgrad.tensor.runtime.backends import get_backend, register_backend, resolve_backend_name
+from asgrad.tensor.runtime.device_values import DeviceValue, read_all
+from asgrad.tensor.runtime.executor import Program, Schedule, compile, evaluate, make_schedule
+
+
+def _load_graph(path: str | os.PathLike[str]) -> Graph:
+    return _graph_file.load_graph(path).graph
+
+
+# The IR imports no API, file format or printer: graphs get them here, once.
+_graph.install(
+    _graph.Installed(
+        wrap=Tensor,
+        dump=dump,
+        to_dot=to_dot,
+        save=_graph_file.save_graph,
+        load=_load_graph,
+        notebook_html=_graph_file.notebook_html,
+    )
+)
 
 __version__ = "0.1.0"
 
@@ -162,7 +184,7 @@ __all__ = [
     "VariableStore",
     "__version__",
     "all_ops",
-    # math ops (issue 13); round, any and all stay in asgrad.tensor.functional_math
+    # math ops; round, any and all stay in asgrad.tensor.api.functional_math
     # (as names here they would shadow Python's builtins on a star import)
     "amax",
     "amin",

@@ -61,13 +61,13 @@ class NumericsError(AsgradError, FloatingPointError):
     """An op produced NaN or infinity while numerics checking was on."""
 
 
-# -- issue 15: the graph file ------------------------------------------------------------
+# -- the graph file ---------------------------------------------------------------------
 class GraphFileError(AsgradError, ValueError):
     """A graph file cannot be read or written: malformed, of an unknown version, or
     holding a value the format cannot represent."""
 
 
-# -- integer arithmetic (issue 13) ----------------------------------------------------
+# -- integer arithmetic ---------------------------------------------------------------
 class IntegerArithmeticError(AsgradError, ArithmeticError):
     """An integer op met values it has no integer result for: a division or remainder
     by zero, a negative power. Raised by every backend (the GPU at the readback)."""

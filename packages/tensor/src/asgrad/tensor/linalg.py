@@ -18,12 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from asgrad.tensor.api.functional import where
+from asgrad.tensor.api.functional_shape import bmm, einsum, outer
+from asgrad.tensor.api.located import checked, locate
+from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError
-from asgrad.tensor.functional import where
-from asgrad.tensor.functional_shape import bmm, einsum, outer
-from asgrad.tensor.located import checked, locate
-from asgrad.tensor.ops._common import normalize_axes, normalize_axis
-from asgrad.tensor.tensor import Tensor
+from asgrad.tensor.ir.common import normalize_axes, normalize_axis
 
 __all__ = ["bmm", "cross", "einsum", "matmul", "matrix_norm", "norm", "outer", "vector_norm"]
 

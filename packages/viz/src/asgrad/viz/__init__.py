@@ -1,8 +1,9 @@
 """asgrad.viz: an interactive graph viewer in one self-contained HTML file.
 
 :func:`show` draws a graph, tensors, a compiled program (its graph before and after
-the passes) or a saved graph file: a layered layout (elkjs), module scopes that
-fold, a node inspector, search, input tracing, forward/gradient/optimizer colours,
+the passes) or a saved graph file: a layered layout (elkjs, or a faster one for
+large views), module scopes that fold, loop bodies that open as graphs of their
+own, a node inspector, search, input tracing, forward/gradient/optimizer colours,
 GPU fusion groups and, given feeds, a CPU profile's time and memory per node.
 ``python -m asgrad.viz FILE`` does the same for a graph file, and a
 :class:`~asgrad.tensor.Graph` shows itself in Jupyter.
@@ -26,7 +27,7 @@ from typing import Any
 
 from asgrad.tensor import Graph, compile
 from asgrad.tensor.cpu.profile import NodeProfile, profile_program
-from asgrad.tensor.graph_file import HTML_RENDERERS
+from asgrad.tensor.io.graph_file import HTML_RENDERERS
 from asgrad.viz.data import page_data, subject_of
 from asgrad.viz.errors import VizError
 from asgrad.viz.fusion import fusion_groups

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor import Graph, Node, Program, Tensor, optimize, topological_order
-from asgrad.tensor.graph_file import LoadedGraph, load_graph
-from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.io.graph_file import LoadedGraph, load_graph
+from asgrad.tensor.ir.schedule import Schedule
 
 __all__ = ["Subject", "page_data", "subject_of"]
 
-DATA_VERSION = 1
+DATA_VERSION = 2
 # Attribute values are shown as text of at most this many characters.
 ATTR_CHARS = 160
 
@@ -75,7 +75,15 @@ def _with_passes(graph: Graph, roots: list[Node]) -> Subject:
     return Subject(graph, roots, after)
 
 
+def _is_body(value: Any) -> bool:
+    from asgrad.tensor.loops.body import Body
+
+    return isinstance(value, Body)
+
+
 def _text(value: Any) -> str:
+    if _is_body(value):
+        return f"loop body {value.name} ({len(value.graph.nodes)} nodes, defined at {value.where})"
     if isinstance(value, np.ndarray):
         head = np.array2string(value.reshape(-1)[:6], precision=4, separator=", ")
         more = ", ..." if value.size > 6 else ""
@@ -86,7 +94,47 @@ def _text(value: Any) -> str:
     return text if len(text) <= ATTR_CHARS else text[: ATTR_CHARS - 3] + "..."
 
 
-def _node_entry(node: Node, index: Mapping[int, int]) -> dict[str, Any]:
+class _Bodies:
+    """The loop bodies a page shows, each once, as views of their own (nested bodies too)."""
+
+    def __init__(self) -> None:
+        self.index: dict[int, str] = {}
+        self.views: dict[str, dict[str, Any]] = {}
+
+    def key(self, body: Any) -> str:
+        found = self.index.get(id(body))
+        if found is not None:
+            return found
+        key = self.index[id(body)] = str(len(self.index))
+        nodes = list(body.graph.nodes)
+        view = _view(nodes, f"loop body {body.name}", self)
+        entries = {n.id: e for n, e in zip(nodes, view["nodes"], strict=True)}
+        nc, nx = body.n_carry, body.n_x
+        for inner, outer in zip(body.inputs[nc + nx :], body.outer, strict=True):
+            entries[inner.id]["io"] = f"captured {outer.name}"
+        for k, inner in enumerate(body.inputs[:nc]):
+            entries[inner.id]["io"] = f"carry {k} in"
+        for k, inner in enumerate(body.inputs[nc : nc + nx]):
+            entries[inner.id]["io"] = f"xs {k}, one step"
+        for k, out in enumerate(body.outputs):
+            what = f"carry {k} out" if k < nc else f"ys {k - nc}, one step"
+            entry = entries[out.id]
+            entry["outputs"] = [*entry.get("outputs", []), what]
+        view.update(
+            {
+                "body": body.name,
+                "where": body.where,
+                "carries": nc,
+                "xs": nx,
+                "ys": body.n_y,
+                "captures": [n.name for n in body.outer],
+            }
+        )
+        self.views[key] = view
+        return key
+
+
+def _node_entry(node: Node, index: Mapping[int, int], bodies: _Bodies) -> dict[str, Any]:
     meta = node.meta
     entry: dict[str, Any] = {
         "name": node.name,
@@ -104,7 +152,15 @@ def _node_entry(node: Node, index: Mapping[int, int]) -> dict[str, Any]:
     if "grad_wrt" in meta:
         entry["grad_wrt"] = [str(w) for w in meta["grad_wrt"]]
     if node.op == "parameter":
-        entry["trainable"] = bool(node.attrs["variable"].trainable)
+        variable = node.attrs["variable"]
+        entry["trainable"] = bool(variable.trainable)
+        # asgrad.nn's Parameter records the line that made it (its layer's construction)
+        defined = getattr(variable, "defined_at", None)
+        if isinstance(defined, str):
+            entry["defined"] = defined
+    loop = node.attrs.get("loop")
+    if _is_body(loop):
+        entry["body"] = bodies.key(loop)
     return entry
 
 
@@ -114,9 +170,9 @@ PART_ABOVE = 300
 PART_SIZE = 200
 
 
-def _view(nodes: Sequence[Node], label: str) -> dict[str, Any]:
+def _view(nodes: Sequence[Node], label: str, bodies: _Bodies) -> dict[str, Any]:
     index = {n.id: i for i, n in enumerate(nodes)}
-    entries = [_node_entry(n, index) for n in nodes]
+    entries = [_node_entry(n, index, bodies) for n in nodes]
     by_scope: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         by_scope.setdefault(entry["scope"], []).append(entry)
@@ -138,13 +194,16 @@ def page_data(
 ) -> dict[str, Any]:
     """The page's data: ``views`` "before" (every node of the graph) and "after" (what
     is computed after the passes), with each before-node's fate (kept, dead, replaced),
-    and ``profile`` (an :class:`~asgrad.tensor.cpu.profile.NodeProfile`) as time and
+    ``bodies``: the view of each loop body (a loop node's ``body`` names it; a body's
+    inputs say which carry, xs or captured value they are, and its outputs which carry
+    or ys), and ``profile`` (an :class:`~asgrad.tensor.cpu.profile.NodeProfile`) as time and
     bytes per after-node."""
     graph = subject.graph
     before = topological_order(graph.nodes)
     needed = {n.id for n in topological_order(subject.roots)}
     kept_names = {n.name for n in subject.after}
-    before_view = _view(before, "before the passes")
+    bodies = _Bodies()
+    before_view = _view(before, "before the passes", bodies)
     for node, entry in zip(before, before_view["nodes"], strict=True):
         if profile is not None and node.name in profile.seconds:  # the same node, kept
             entry["time"] = profile.seconds[node.name]
@@ -155,7 +214,7 @@ def page_data(
             entry["status"] = "replaced"  # merged (CSE), folded or an identity
         else:
             entry["status"] = "dead"
-    after_view = _view(subject.after, "after the passes")
+    after_view = _view(subject.after, "after the passes", bodies)
     before_names = {n.name for n in before}
     for entry in after_view["nodes"]:
         entry["status"] = "kept" if entry["name"] in before_names else "new"
@@ -168,6 +227,7 @@ def page_data(
         "version": DATA_VERSION,
         "title": title or graph.name,
         "views": {"before": before_view, "after": after_view},
+        "bodies": bodies.views,
         "fusion": bool(fusion),
     }
     if profile is not None:

@@ -8,7 +8,7 @@ of more than one node are returned.
 from __future__ import annotations
 
 from asgrad.tensor import Node, Tensor
-from asgrad.tensor.schedule import Schedule, make_schedule
+from asgrad.tensor.ir.schedule import Schedule, make_schedule
 
 __all__ = ["fusion_groups"]
 

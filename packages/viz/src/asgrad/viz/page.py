@@ -2,7 +2,8 @@
 
 The page loads nothing: its Content-Security-Policy allows no network request, and
 the layout library (elkjs, vendored from npm with its licence, see
-``scripts/vendor_js.py``) is inlined with the viewer's own script.
+``scripts/vendor_js.py``) is inlined with the viewer's own scripts (``static/``:
+``viewer.js``, ``layout.js``, ``ui.js``, wrapped in one function).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any
 
-__all__ = ["VENDORED", "render_page"]
+__all__ = ["VENDORED", "render_page", "script_json"]
 
 # The vendored files: (npm package@version, file in the package, file here).
 VENDORED = (
@@ -32,11 +33,27 @@ def _script(text: str) -> str:
     return text.replace("</", "<\\/")
 
 
+# JSON inside a <script> element: the characters the HTML parser could read as
+# markup (a closing tag, "<!--" that changes how the script ends) written as escapes.
+_JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+def script_json(data: Any) -> str:
+    """``data`` as JSON that is safe inside a ``<script>`` element (and still JSON).
+
+    >>> script_json({"name": "</script><!--"})
+    '{"name":"\\\\u003c/script\\\\u003e\\\\u003c!--"}'
+    """
+    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    return text.translate(_JSON_ESCAPES)
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The HTML page showing ``data`` (:func:`asgrad.viz.data.page_data`)."""
     viewer = (
         '"use strict";\n(function () {\n'
         + _asset("static", "viewer.js")
+        + _asset("static", "layout.js")
         + _asset("static", "ui.js")
         + "})();\n"
     )
@@ -44,7 +61,7 @@ def render_page(data: dict[str, Any]) -> str:
         "TITLE": _html(str(data.get("title", "graph"))),
         "CSS": _asset("static", "viewer.css"),
         "ELK": _script(_asset("vendor", "elk.bundled.js")),
-        "DATA": _script(json.dumps(data, separators=(",", ":"), allow_nan=False)),
+        "DATA": script_json(data),
         "VIEWER": _script(viewer),
     }
     template = _asset("static", "template.html")

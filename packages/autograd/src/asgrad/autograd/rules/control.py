@@ -6,7 +6,7 @@ captured values' gradients; its per-step inputs are the carries each forward ste
 started from (saved by the forward scan, or recomputed by running it again when it
 was built with ``save_carries=False``), the forward xs and the gradients of the ys.
 Each backward step recomputes one forward step from its saved carries
-(:func:`~asgrad.tensor.body.replay`) and differentiates it with :func:`grad`, so the
+(:func:`~asgrad.tensor.loops.body.replay`) and differentiates it with :func:`grad`, so the
 backward body is a graph like any other: differentiating it again gives higher
 orders (the backward scan saves no carries: a gradient of it runs it again).
 ``scan_part`` and ``scan_unpart`` are adjoint.
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from asgrad.autograd.rules.common import Attrs, Grads, Ins, Needs, Rule, registrar
 from asgrad.tensor import Tensor
-from asgrad.tensor.body import Body, replay, tracing
-from asgrad.tensor.dtypes import is_float
+from asgrad.tensor.ir.dtypes import is_float
 from asgrad.tensor.loops import scan
+from asgrad.tensor.loops.body import Body, replay, tracing
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from asgrad.autograd.rules.common import Attrs, Grads, Ins, Needs, Rule, apply, registrar
 from asgrad.tensor import Tensor
-from asgrad.tensor.dtypes import is_float
+from asgrad.tensor.ir.dtypes import is_float
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)

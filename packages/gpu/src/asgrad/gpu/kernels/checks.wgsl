@@ -1,4 +1,4 @@
-// Device-side checks (asgrad/gpu/checks.py), pasted into the kernels that check.
+// Device-side checks (asgrad/gpu/device/checks.py), pasted into the kernels that check.
 //
 // A kernel that meets a bad value (an index outside [0, n), an integer result the
 // GPU cannot hold) still writes a defined result, and records the fault in its slot
@@ -75,7 +75,7 @@ fn asg_chk_narrow(v: vec2<i32>, slot: u32) -> i32 {
     return v.x;
 }
 
-// Integer division, remainder and power (issue 13), needing no prelude. A zero divisor or a negative
+// Integer division, remainder and power, needing no prelude. A zero divisor or a negative
 // power flags `bad` and gives 0; with `wide` (an int64 held as int32) a result that
 // leaves the int32 range flags `ovf` (int32 results wrap, as numpy's).
 fn asg_chk_floordiv(a: i32, b: i32, bad: u32, ovf: u32, wide: bool) -> i32 {

@@ -1,4 +1,6 @@
-// asgrad scalar function library, pasted in front of elementwise and row kernels.
+// asgrad's per-primitive WGSL helpers, pasted in front of elementwise and row kernels.
+// An op's WGSL is its scalar expression rendered (asgrad.gpu.lowering.scalar.render_wgsl),
+// which spells each float primitive through the helper of its name here.
 //
 // Special values follow numpy (IEEE 754). WGSL lets a compiler assume that floats are
 // finite: `x != x` may fold to false, min/max/clamp/sign of NaN and comparisons with
@@ -85,24 +87,8 @@ fn asg_f2i(x: f32) -> i32 {
     return select(i32(x), bitcast<i32>(0x80000000u), outside);
 }
 
-fn asg_relu(x: f32) -> f32 {
-    return asg_keepnan(x, max(x, 0.0));
-}
-
-fn asg_clamp(x: f32, lo: f32, hi: f32) -> f32 {
-    return asg_keepnan(x, min(max(x, lo), hi));
-}
-
 fn asg_sign(x: f32) -> f32 {
     return asg_keepnan(x, sign(x));
-}
-
-fn asg_leaky_relu(x: f32, alpha: f32) -> f32 {
-    return asg_keepnan(x, select(x * alpha, x, x > 0.0));
-}
-
-fn asg_elu(x: f32, alpha: f32) -> f32 {
-    return asg_keepnan(x, select(alpha * asg_expm1(min(x, 0.0)), x, x > 0.0));
 }
 
 fn asg_exp(x: f32) -> f32 {
@@ -140,28 +126,19 @@ fn asg_tanh(x: f32) -> f32 {
     return asg_keepnan(x, (e - 1.0) / (e + 1.0));
 }
 
-fn asg_sigmoid(x: f32) -> f32 {
-    // 1 / (1 + e**-x) for x >= 0 and e**x / (1 + e**x) below, so that neither exp
-    // overflows and sigmoid(-20) is 2.06e-9, not 0
-    let e = exp(-abs(x));
-    return asg_keepnan(x, select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0));
-}
-
-fn asg_softplus(x: f32) -> f32 {
-    // log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))
-    let e = exp(-abs(x));
-    return asg_keepnan(x, max(x, 0.0) + asg_log1p(e));
-}
-
 fn asg_log1p(x: f32) -> f32 {
     // Below 1e-3 the series x - x^2/2 + x^3/3 - x^4/4 (error < x^5/5): a device's log
     // near 1 may be off by an ulp of 1, which is large next to log1p(x). Above it,
-    // log1p(x) = x * log(u) / (u - 1) with u = 1 + x.
+    // log1p(x) = x * log(u) / (u - 1) with u = 1 + x. numpy: log1p(-1) = -inf,
+    // log1p(x < -1) = nan, log1p(inf) = inf.
+    if (asg_isnan(x) || bitcast<u32>(x) == 0x7f800000u) {
+        return x;
+    }
     if (abs(x) < 1e-3) {
         return x * (1.0 - x * (0.5 - x * (0.33333334 - x * 0.25)));
     }
     let u = 1.0 + x;
-    return select(x * log(u) / (u - 1.0), x, u == 1.0);
+    return select(x * asg_log(u) / (u - 1.0), x, u == 1.0);
 }
 
 fn asg_expm1(x: f32) -> f32 {
@@ -199,13 +176,26 @@ fn asg_erf(x: f32) -> f32 {
     return sign(x) * (1.0 - r);
 }
 
-fn asg_gelu_tanh(x: f32) -> f32 {
-    let k = 0.7978845608028654;
-    return 0.5 * x * (1.0 + asg_tanh(k * (x + 0.044715 * x * x * x)));
+// floor/ceil/trunc/round of NaN and +-inf are themselves (WGSL leaves them undefined)
+fn asg_floor(x: f32) -> f32 {
+    return select(floor(x), x, !asg_isfinite(x));
 }
 
-fn asg_gelu_erf(x: f32) -> f32 {
-    return 0.5 * x * (1.0 + asg_erf(x * 0.7071067811865476));
+fn asg_ceil(x: f32) -> f32 {
+    return select(ceil(x), x, !asg_isfinite(x));
+}
+
+fn asg_trunc(x: f32) -> f32 {
+    return select(trunc(x), x, !asg_isfinite(x));
+}
+
+// numpy.rint: halves to even, as WGSL's round
+fn asg_rint(x: f32) -> f32 {
+    return select(round(x), x, !asg_isfinite(x));
+}
+
+fn asg_rsqrt(x: f32) -> f32 {
+    return 1.0 / asg_sqrt(x);
 }
 
 fn asg_isinf(x: f32) -> bool {
@@ -236,23 +226,6 @@ fn asg_pow(x: f32, y: f32) -> f32 {
     let one = (!asg_isnan(y) && y == 0.0) || (!asg_isnan(x) && x == 1.0)
         || (!asg_isnan(x) && ax == 1.0 && asg_isinf(y));
     return select(r, 1.0, one);
-}
-
-fn asg_fmod(x: f32, y: f32) -> f32 {
-    // numpy.mod / Python %: the result takes the sign of the divisor
-    let r = x - y * floor(x / y);
-    return r;
-}
-
-fn asg_imod(x: i32, y: i32) -> i32 {
-    let r = x % y;
-    return select(r, r + y, r != 0 && ((r < 0) != (y < 0)));
-}
-
-fn asg_idiv(x: i32, y: i32) -> i32 {
-    // floor division like numpy's //
-    let q = x / y;
-    return select(q, q - 1, (x % y != 0) && ((x < 0) != (y < 0)));
 }
 
 // 64-bit integer addition on (lo, hi) pairs: integer sums accumulate exactly

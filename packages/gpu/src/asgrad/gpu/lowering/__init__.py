@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.device.array import GpuArray
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import (
     control,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from asgrad.gpu.device.source import kernel_text, render
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.source import kernel_text, render
 
 __all__ = ["ALIASES", "IDENTITY", "Tile", "epilogue_source", "source", "tile"]
 

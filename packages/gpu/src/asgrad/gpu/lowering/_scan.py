@@ -17,11 +17,11 @@ from __future__ import annotations
 import math
 import struct
 
-from asgrad.gpu.array import GpuArray
-from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import fold_groups
+from asgrad.gpu.device.array import GpuArray
+from asgrad.gpu.device.checks import checks_source
+from asgrad.gpu.device.source import kernel_text, numpy_dtype, render
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.source import kernel_text, numpy_dtype, render
 from asgrad.tensor import TensorType
 
 MAX_SORT = 16384  # elements of one line: 2.7e8 comparisons

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from asgrad.gpu.array import GpuArray
+from asgrad.gpu.device.array import GpuArray
 from asgrad.tensor import TensorType
 
 __all__ = ["Attrs", "Lowering", "alias", "hw", "literal", "optional", "zero"]

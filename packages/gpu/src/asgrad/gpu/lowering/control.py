@@ -17,21 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, Operand, contiguous_strides, slice_view
+from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides, slice_view
+from asgrad.gpu.device.source import numpy_dtype, to_storage, wgsl_type
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, zero
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.lowering.leaf import plan_owned, upload_constant
-from asgrad.gpu.source import numpy_dtype, to_storage, wgsl_type
 from asgrad.tensor import TensorType
-from asgrad.tensor.body import Body
+from asgrad.tensor.loops.body import Body
 from asgrad.tensor.ops.control import layout, step_order
 
 __all__ = ["LOWERINGS", "WGSL_FILES"]
 
 WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl",)
 
-Value = Any  # a GpuArray, an Operand or a deferred expression (asgrad.gpu.fusion)
+Value = Any  # a GpuArray, an Operand or a deferred expression (asgrad.gpu.plan.fusion)
 
 
 def _types(ins: list[GpuArray]) -> list[TensorType]:
@@ -47,7 +47,7 @@ def _parts(packed: GpuArray, parts: list[TensorType]) -> list[Operand]:
 
 
 def _write(value: Value, target: Operand) -> None:
-    from asgrad.gpu.fusion import materialize
+    from asgrad.gpu.plan.fusion import materialize
 
     source = value if isinstance(value, Operand | GpuArray) else materialize(value)
     elementwise("x0", [source], out=target)
@@ -71,8 +71,8 @@ def _constant(device: Any, host: np.ndarray, dtype: Any, keep: list[GpuArray]) -
 
 
 def _scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    from asgrad.gpu.fusion import lower_node, materialize
     from asgrad.gpu.plan import inlined_nodes, release_steps, users_of
+    from asgrad.gpu.plan.fusion import lower_node, materialize
 
     loop: Body = attrs["loop"]
     parts, steps = layout(_types(ins), attrs)

@@ -12,13 +12,13 @@ import struct
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray
 from asgrad.gpu.device import fold_groups
+from asgrad.gpu.device.array import GpuArray
+from asgrad.gpu.device.source import render
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, hw, optional
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.lowering.reduction import reduce_axis
-from asgrad.gpu.source import render
 from asgrad.tensor import TensorType
 from asgrad.tensor.ops.conv import conv_attrs
 from asgrad.tensor.ops.spatial import Pair, pair

@@ -1,31 +1,32 @@
 """The elementwise family on the GPU: one generated kernel for every elementwise op.
 
 :func:`elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
-strides (``kernels/elementwise.wgsl``, with the math of ``kernels/prelude.wgsl``). Each
-op is a WGSL expression over ``x0, x1, ...`` (:func:`expression`), so chains of them
-fuse by nesting expressions (:mod:`asgrad.gpu.fusion`). Other families use
-:func:`elementwise` for copies, strided views and fills.
+strides (``kernels/elementwise.wgsl``, with the per-primitive helpers of
+``kernels/prelude.wgsl``). Each op is its scalar expression (``OpDef.expression``)
+rendered as WGSL over ``x0, x1, ...`` (:func:`expression`), so chains of them fuse by
+nesting expressions (:mod:`asgrad.gpu.plan.fusion`); no op has WGSL of its own here but
+the integer ops that check their values. Other families use :func:`elementwise` for
+copies, strided views and fills.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, Operand, contiguous_strides
-from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import fold_groups, get_device
+from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides
+from asgrad.gpu.device.checks import checks_source
+from asgrad.gpu.device.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.lowering import _elementwise_math as math_ops
-from asgrad.gpu.lowering.common import Attrs, Lowering, literal, zero
-from asgrad.gpu.lowering.optim import OPTIM_EXPRESSIONS
-from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
-from asgrad.tensor import TensorType
-from asgrad.tensor.ops.elementwise import softplus_bounds
+from asgrad.gpu.lowering.common import Attrs, Lowering
+from asgrad.gpu.lowering.scalar import render_wgsl
+from asgrad.tensor import TensorType, all_ops, get_op
+from asgrad.tensor.ir.scalar import build
 
 __all__ = [
     "EXPRESSION_OPS",
@@ -33,9 +34,9 @@ __all__ = [
     "MAX_INPUTS",
     "MAX_RANK",
     "WGSL_FILES",
+    "checked_expression",
     "elementwise",
     "expression",
-    "gelu_backward_expr",
     "max_inputs",
     "strided_copy",
 ]
@@ -214,102 +215,30 @@ def strided_copy(x: Operand, out: TensorType) -> GpuArray:
     return elementwise("x0", [x], numpy_dtype(out.dtype), out.shape)
 
 
-# Each builds the WGSL expression over x0, x1, ... from the attrs and the element type.
-# Float expressions go through prelude.wgsl's functions wherever numpy defines a result
-# at NaN or +-inf that WGSL leaves undefined (max/min/clamp/sign/comparisons).
-ExprFn = Callable[[Attrs, str], str]
-
-
-def _fixed(expr: str) -> ExprFn:
-    return lambda attrs, t: expr
-
-
-def _typed(f32: str, other: str) -> ExprFn:
-    """``f32`` for float operands, ``other`` for integers (no NaN to carry)."""
-    return lambda attrs, t: f32 if t == "f32" else other
-
-
-def _clamp_expr(attrs: Attrs, t: str) -> str:
-    lo, hi = attrs.get("min"), attrs.get("max")
-    if t == "f32":
-        low = literal(lo) if lo is not None else "asg_ninf()"
-        high = literal(hi) if hi is not None else "asg_inf()"
-        return f"asg_clamp(x0, {low}, {high})"
-    expr = "x0"
-    if lo is not None:
-        expr = f"max({expr}, {literal(lo, t)})"
-    if hi is not None:
-        expr = f"min({expr}, {literal(hi, t)})"
-    return expr
-
-
-def _softplus_expr(attrs: Attrs, t: str) -> str:
-    # As the CPU kernel: x where beta x > 20, and beta x never formed beyond [-1000, 20].
-    beta = float(attrs.get("beta", 1.0))
-    lo, hi = softplus_bounds(beta)
-    above = f"x0 > {literal(hi)}" if beta > 0 else f"x0 < {literal(lo)}"
-    soft = f"asg_softplus(clamp(x0, {literal(lo)}, {literal(hi)}) * {literal(beta)})"
-    return f"asg_keepnan(x0, select({soft} * {literal(1.0 / beta)}, x0, {above}))"
-
-
-def _gelu_expr(attrs: Attrs, t: str) -> str:
-    tanh = attrs.get("approximate", "none") == "tanh"
-    return "asg_gelu_tanh(x0)" if tanh else "asg_gelu_erf(x0)"
-
-
-UNARY: dict[str, ExprFn] = {
-    "neg": _fixed("-x0"),
-    "stop_gradient": _fixed("x0"),
-    "exp": _fixed("asg_exp(x0)"),
-    "log": _fixed("asg_log(x0)"),
-    "sqrt": _fixed("asg_sqrt(x0)"),
-    "abs": _fixed("abs(x0)"),
-    "sign": _typed("asg_sign(x0)", "sign(x0)"),
-    "sin": _fixed("asg_sin(x0)"),
-    "cos": _fixed("asg_cos(x0)"),
-    "tanh": _fixed("asg_tanh(x0)"),
-    "sigmoid": _fixed("asg_sigmoid(x0)"),
-    "relu": lambda attrs, t: "asg_relu(x0)" if t == "f32" else f"max(x0, {zero(t)})",
-    "leaky_relu": lambda attrs, t: f"asg_leaky_relu(x0, {literal(attrs.get('alpha', 0.01))})",
-    "gelu": _gelu_expr,
-    "erf": _fixed("asg_erf(x0)"),
-    "silu": _fixed("x0 * asg_sigmoid(x0)"),
-    "elu": lambda attrs, t: f"asg_elu(x0, {literal(attrs.get('alpha', 1.0))})",
-    "softplus": _softplus_expr,
-    "clamp": _clamp_expr,
-    **math_ops.UNARY,
-}
-
-BINARY: dict[str, ExprFn] = {
-    "add": _fixed("x0 + x1"),
-    "sub": _fixed("x0 - x1"),
-    "mul": _fixed("x0 * x1"),
-    "div": _fixed("x0 / x1"),
-    "pow": _fixed("asg_pow(x0, x1)"),
-    "maximum": _typed("asg_max(x0, x1)", "max(x0, x1)"),
-    "minimum": _typed("asg_min(x0, x1)", "min(x0, x1)"),
-    **math_ops.BINARY,
-}
-
-COMPARE: dict[str, tuple[str, str]] = {
-    "equal": ("==", "asg_eq"),
-    "not_equal": ("!=", "asg_ne"),
-    "less": ("<", "asg_lt"),
-    "less_equal": ("<=", "asg_le"),
-    "greater": (">", "asg_gt"),
-    "greater_equal": (">=", "asg_ge"),
-}
-
 # int64 values live in int32 storage: these ops check that their result fits
-# (kernels/checks.wgsl); int32 arithmetic wraps, as numpy's does.
+# (kernels/checks.wgsl); int32 arithmetic wraps, as numpy's does. Integer division,
+# remainder and powers flag a zero divisor or a negative power. A check needs a slot of
+# the device's check buffer, which a scalar expression has no place for: these few
+# integer forms are the GPU's own, every other op is its expression rendered.
 CHECKED_INT64: dict[str, str] = {
     "add": "asg_chk_add(x0, x1, {slot}u)",
     "sub": "asg_chk_sub(x0, x1, {slot}u)",
     "mul": "asg_chk_mul(x0, x1, {slot}u)",
     "neg": "asg_chk_neg(x0, {slot}u)",
     "abs": "asg_chk_abs(x0, {slot}u)",
+    "left_shift": "asg_chk_shl64(x0, x1, {slot}u)",
+    "cast": "asg_chk_f2i(x0, {slot}u)",
+}
+CHECKED_DIVISION = {
+    "floor_divide": "asg_chk_floordiv",
+    "remainder": "asg_chk_mod",
+    "pow": "asg_chk_ipow",
 }
 CHECKED = "asg_chk_"  # the prefix of every checking function
+
+
+def _slot(kind: str, op: str, detail: str) -> int:
+    return get_device().checks.slot(kind, op, detail)
 
 
 def _overflow_slot(op: str) -> int:
@@ -317,55 +246,52 @@ def _overflow_slot(op: str) -> int:
         f"the exact int64 {op} result must fit the int32 range [-2**31, 2**31) that GPU "
         "buffers hold (int32 values wrap instead)"
     )
-    return get_device().checks.slot("overflow", op, detail)
+    return _slot("overflow", op, detail)
 
 
-def _cast_expr(out_dtype: str, t_in: str) -> str:
-    dtype = numpy_dtype(out_dtype)
-    t_out = wgsl_type(dtype)
-    if dtype == np.bool_:
-        truthy = "asg_truthy(x0)" if t_in == "f32" else f"x0 != {zero(t_in)}"
-        return f"select(0u, 1u, {truthy})"
-    if t_in == "f32" and t_out == "i32":
-        if dtype == np.int64:
-            return f"asg_chk_f2i(x0, {_overflow_slot('cast')}u)"
-        return "asg_f2i(x0)"
-    return "x0" if t_in == t_out else f"{t_out}(x0)"
+def checked_expression(op: str, in_types: Sequence[str], out_dtype: str) -> str | None:
+    """The expression of an integer op that checks its values, or None."""
+    wide = out_dtype == "int64"
+    if op in CHECKED_DIVISION and in_types[0] == "i32":
+        if op == "pow":
+            what = "a negative integer power has no integer result; cast to float first"
+        else:
+            what = "integer division by zero has no result; mask the divisor first"
+        bad = _slot("arithmetic", op, what)
+        ovf = _overflow_slot(op) if wide else 0
+        return f"{CHECKED_DIVISION[op]}(x0, x1, {bad}u, {ovf}u, {str(wide).lower()})"
+    if not wide or op not in CHECKED_INT64:
+        return None
+    if op == "cast" and in_types[0] != "f32":
+        return None
+    return CHECKED_INT64[op].format(slot=_overflow_slot(op))
 
 
 def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -> str | None:
     """The WGSL expression of an elementwise op over ``x0, x1, ...``, or None.
 
     ``in_types`` are the inputs' WGSL storage types; the expression yields the storage
-    type of ``out_dtype``. Elementwise chains fuse by substituting one op's expression
-    for an input of the next (see :mod:`asgrad.gpu.fusion`).
+    type of ``out_dtype``. It is the op's scalar expression (``OpDef.expression``)
+    rendered (:func:`asgrad.gpu.lowering.scalar.render_wgsl`), but for the integer ops
+    that check their values (:func:`checked_expression`). Elementwise chains fuse by
+    substituting one op's expression for an input of the next (see
+    :mod:`asgrad.gpu.plan.fusion`).
     """
-    int_checked = math_ops.checked_expression(op, out_dtype) if in_types[0] == "i32" else None
-    if int_checked is not None:
-        return int_checked
-    if out_dtype == "int64" and op in CHECKED_INT64:
-        return CHECKED_INT64[op].format(slot=_overflow_slot(op))
-    if op in UNARY:
-        return UNARY[op](attrs, in_types[0])
-    if op in BINARY:
-        return BINARY[op](attrs, in_types[0])
-    if op in COMPARE:
-        native, nan_aware = COMPARE[op]
-        if in_types[0] == "f32":
-            return f"select(0u, 1u, {nan_aware}(x0, x1))"
-        return f"select(0u, 1u, x0 {native} x1)"
-    if op == "where":
-        return f"select(x2, x1, x0 != {zero(in_types[0])})"
-    if op == "cast":
-        return _cast_expr(out_dtype, in_types[0])
-    if op in OPTIM_EXPRESSIONS:
-        return OPTIM_EXPRESSIONS[op](attrs, in_types)
-    return None
+    if op not in EXPRESSION_OPS:
+        return None
+    checked = checked_expression(op, in_types, out_dtype)
+    if checked is not None:
+        return checked
+    opdef = get_op(op)
+    assert opdef.expression is not None
+    e = build(opdef.expression, len(in_types), opdef.normalize_attrs(attrs), out_dtype)
+    out = wgsl_type(numpy_dtype(out_dtype))
+    return render_wgsl(e, [f"x{k}" for k in range(len(in_types))], in_types, out)
 
 
+# Every op whose nodes a GPU plan runs as an expression: the primitive ops that have one.
 EXPRESSION_OPS = frozenset(
-    {*UNARY, *BINARY, *COMPARE, "where", "cast", "left_shift", "floor_divide", "remainder"}
-    | set(OPTIM_EXPRESSIONS)
+    op.name for op in all_ops() if op.expression is not None and op.primitive
 )
 
 
@@ -378,22 +304,8 @@ def _lower_expression(op: str) -> Lowering:
     return lower_elementwise
 
 
-def gelu_backward_expr(attrs: Attrs) -> str:
-    """``g * GELU'(x)`` over ``x0 = g, x1 = x``."""
-    if attrs.get("approximate", "none") == "tanh":
-        k, a = 0.7978845608028654, 0.044715
-        t = f"asg_tanh({literal(k)} * (x1 + {literal(a)} * x1 * x1 * x1))"
-        du = f"{literal(k)} * (1.0 + {literal(3.0 * a)} * x1 * x1)"
-        return f"x0 * (0.5 * (1.0 + {t}) + 0.5 * x1 * (1.0 - {t} * {t}) * {du})"
-    pdf = "asg_exp(-0.5 * x1 * x1) * 0.3989422804014327"
-    return f"x0 * (0.5 * (1.0 + asg_erf(x1 * 0.7071067811865476)) + x1 * {pdf})"
-
-
-def _gelu_backward(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    return elementwise(gelu_backward_expr(attrs), ins, numpy_dtype(out.dtype), out.shape)
-
-
 LOWERINGS: dict[str, Lowering] = {
-    **{name: _lower_expression(name) for name in sorted(EXPRESSION_OPS - set(OPTIM_EXPRESSIONS))},
-    "gelu_backward": _gelu_backward,
+    name: _lower_expression(name)
+    for name in sorted(EXPRESSION_OPS)
+    if get_op(name).family == "elementwise"
 }

@@ -6,7 +6,7 @@ gradient scatter-add and one-hot have kernels of their own (``kernels/index_gath
 
 An index outside ``[0, n)`` (a negative one too: indices do not wrap) reads nothing:
 gather gives 0 for it, scatter-add adds nothing, one-hot an all-zero row; the kernel
-records it in a check slot (:mod:`asgrad.gpu.checks`) and the next readback raises
+records it in a check slot (:mod:`asgrad.gpu.device.checks`) and the next readback raises
 :class:`~asgrad.tensor.errors.OutOfRangeError` naming the op and the valid range.
 """
 
@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, Operand, slice_view
-from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import Device, fold_groups
+from asgrad.gpu.device.array import GpuArray, Operand, slice_view
+from asgrad.gpu.device.checks import checks_source
+from asgrad.gpu.device.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, zero
 from asgrad.gpu.lowering.elementwise import elementwise, strided_copy
-from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType
 
 __all__ = [

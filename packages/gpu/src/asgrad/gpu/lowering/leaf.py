@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, persistent
 from asgrad.gpu.device import Device
-from asgrad.gpu.source import numpy_dtype, storage_dtype, to_storage
-from asgrad.gpu.variables import GpuVariableStore
+from asgrad.gpu.device.array import GpuArray, persistent
+from asgrad.gpu.device.source import numpy_dtype, storage_dtype, to_storage
+from asgrad.gpu.device.variables import GpuVariableStore
 from asgrad.tensor import TensorType
-from asgrad.tensor.graph import Node, Variable
+from asgrad.tensor.ir.graph import Node, Variable
 
 __all__ = ["LEAVES", "WGSL_FILES", "Bindings", "plan_owned", "upload_constant"]
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, contiguous_strides
+from asgrad.gpu.device.array import GpuArray, contiguous_strides
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering.common import Attrs, Lowering

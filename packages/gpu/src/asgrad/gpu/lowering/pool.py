@@ -10,11 +10,11 @@ import struct
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray
 from asgrad.gpu.device import fold_groups
+from asgrad.gpu.device.array import GpuArray
+from asgrad.gpu.device.source import render
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering, hw
-from asgrad.gpu.source import render
 from asgrad.tensor import TensorType
 from asgrad.tensor.ops.spatial import Pair, window_attrs
 

@@ -10,7 +10,7 @@ together by a permuting copy.
 
 Floats follow numpy at NaN: max/min and argmax/argmin let a NaN win (the first one's
 index). Integers never go through float32: max/min compare int32, and a sum
-accumulates exactly in 64 bits, flagged (:mod:`asgrad.gpu.checks`) when the total
+accumulates exactly in 64 bits, flagged (:mod:`asgrad.gpu.device.checks`) when the total
 does not fit the int32 result.
 """
 
@@ -23,15 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.gpu.array import GpuArray, Operand
-from asgrad.gpu.buffers import GpuBuffer
-from asgrad.gpu.checks import checks_source
 from asgrad.gpu.device import Device, fold_groups
+from asgrad.gpu.device.array import GpuArray, Operand
+from asgrad.gpu.device.buffers import GpuBuffer
+from asgrad.gpu.device.checks import checks_source
+from asgrad.gpu.device.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _scan as scans
 from asgrad.gpu.lowering.common import Attrs, Lowering, alias, literal
 from asgrad.gpu.lowering.elementwise import elementwise
-from asgrad.gpu.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.tensor import TensorType
 
 __all__ = ["LOWERINGS", "REDUCTIONS", "WGSL_FILES", "normalize_axes", "reduce_axis"]

@@ -8,11 +8,11 @@ slice of the result.
 
 from __future__ import annotations
 
-from asgrad.gpu.array import GpuArray, Operand, slice_view
+from asgrad.gpu.device.array import GpuArray, Operand, slice_view
+from asgrad.gpu.device.source import numpy_dtype
 from asgrad.gpu.lowering.common import Attrs, Lowering, alias
 from asgrad.gpu.lowering.elementwise import elementwise, strided_copy
 from asgrad.gpu.lowering.reduction import reduce_axis
-from asgrad.gpu.source import numpy_dtype
 from asgrad.tensor import TensorType
 
 __all__ = ["LOWERINGS", "WGSL_FILES"]

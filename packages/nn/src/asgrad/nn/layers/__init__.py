@@ -1,38 +1,36 @@
 """Layers."""
 
 from asgrad.nn.layers.activation import (
+    CELU,
     ELU,
     GELU,
-    Flatten,
-    Identity,
-    LeakyReLU,
-    LogSoftmax,
-    ReLU,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Softplus,
-    Tanh,
-)
-from asgrad.nn.layers.activation_more import (
-    CELU,
     GLU,
     SELU,
+    Flatten,
     Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
+    Identity,
+    LeakyReLU,
     LogSigmoid,
+    LogSoftmax,
     Mish,
     PReLU,
+    ReLU,
     ReLU6,
+    Sigmoid,
+    SiLU,
+    Softmax,
     Softmin,
+    Softplus,
     Softshrink,
     Softsign,
+    Tanh,
     Tanhshrink,
     Threshold,
 )
-from asgrad.nn.layers.attention import MultiHeadAttention
+from asgrad.nn.layers.attention import SelfAttention
 from asgrad.nn.layers.container import ModuleList, Sequential
 from asgrad.nn.layers.conv import Conv2d, ConvTranspose2d
 from asgrad.nn.layers.conv_1d import (
@@ -49,18 +47,19 @@ from asgrad.nn.layers.conv_3d import (
     ConvTranspose3d,
     MaxPool3d,
 )
+from asgrad.nn.layers.distance import CosineSimilarity, PairwiseDistance
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.embedding import Embedding
 from asgrad.nn.layers.feedforward import FeedForward
 from asgrad.nn.layers.linear import Linear
-from asgrad.nn.layers.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
-from asgrad.nn.layers.normalization_more import (
-    CosineSimilarity,
+from asgrad.nn.layers.normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
     InstanceNorm3d,
-    PairwiseDistance,
+    LayerNorm,
     RMSNorm,
 )
 from asgrad.nn.layers.pooling import (
@@ -148,7 +147,6 @@ __all__ = [
     "MaxUnpool2d",
     "Mish",
     "ModuleList",
-    "MultiHeadAttention",
     "MultiheadAttention",
     "PReLU",
     "PairwiseDistance",
@@ -159,6 +157,7 @@ __all__ = [
     "ReLU",
     "ReLU6",
     "RoPE",
+    "SelfAttention",
     "Sequential",
     "SiLU",
     "Sigmoid",

@@ -1,4 +1,8 @@
-"""``MultiHeadAttention``: scaled dot-product attention over several heads.
+"""``SelfAttention``: asgrad's own multi-head attention, for its transformer blocks.
+
+It attends a sequence to itself unless given keys and values, returns the output alone,
+and applies RoPE or ALiBi positions itself; PyTorch's ``nn.MultiheadAttention``, with
+its signature, layouts and parameter names, is :class:`~asgrad.nn.MultiheadAttention`.
 
 Inputs are batch-first ``(B, T, E)``. The batch axis is never baked into the graph
 (reshapes use ``-1`` for it), so one traced graph runs on any batch size; a new
@@ -24,19 +28,22 @@ from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 MASKED = -1e9
 
 
-class MultiHeadAttention(Module):
-    """Multi-head attention (Vaswani et al., 2017), as PyTorch's ``nn.MultiheadAttention``.
+class SelfAttention(Module):
+    """Multi-head self-attention (Vaswani et al., 2017), batch-first, with RoPE or ALiBi.
 
-    ``in_proj`` is one ``Linear(E, 3E)`` producing queries, keys and values (in that
-    order along its output axis), ``out_proj`` a ``Linear(E, E)``; both have
-    PyTorch's ``nn.Linear`` initialisation. ``dropout`` applies to the attention
+    Without positions it computes what PyTorch's ``nn.MultiheadAttention(batch_first=True)``
+    computes, but returns only the output, takes ``causal`` and ``position`` in the
+    constructor, and keeps its input projection in a ``Linear``: ``in_proj`` is one
+    ``Linear(E, 3E)`` producing queries, keys and values (in that order along its output
+    axis), ``out_proj`` a ``Linear(E, E)``; both have PyTorch's ``nn.Linear``
+    initialisation. ``dropout`` applies to the attention
     weights in training mode.
 
     ``forward(query, key=None, value=None, *, key_padding_mask=None, causal=None,
     attn_bias=None, offset=0)``:
 
-    - ``query`` is ``(B, Tq, E)``; ``key``/``value`` ``(B, Tk, E)`` (self-attention
-      when omitted);
+    - ``query`` is ``(B, Tq, E)``; ``key``/``value`` ``(B, Tk, E)`` for cross-attention
+      (self-attention when omitted);
     - ``key_padding_mask`` is a bool ``(B, Tk)`` tensor, True where a key is padding;
     - ``causal`` (default: the constructor's) stops a query from attending to later
       keys (query ``i`` sits at key position ``i + Tk - Tq``);
@@ -45,7 +52,7 @@ class MultiHeadAttention(Module):
       position of the first query and key); ``position="alibi"`` adds ALiBi biases.
 
     >>> from asgrad.tensor import Graph
-    >>> mha = MultiHeadAttention(16, 4, rng=0)
+    >>> mha = SelfAttention(16, 4, rng=0)
     >>> mha(Graph().input("x", (3, 7, 16)), causal=True).shape
     (3, 7, 16)
     """
@@ -64,12 +71,11 @@ class MultiHeadAttention(Module):
         rng: init.RNG = None,
     ) -> None:
         super().__init__()
-        embed_dim = positive_int(embed_dim, "MultiHeadAttention", "embed_dim")
-        num_heads = positive_int(num_heads, "MultiHeadAttention", "num_heads")
+        embed_dim = positive_int(embed_dim, "SelfAttention", "embed_dim")
+        num_heads = positive_int(num_heads, "SelfAttention", "num_heads")
         if embed_dim % num_heads:
             raise ShapeError(
-                f"MultiHeadAttention: embed_dim {embed_dim} is not divisible by num_heads"
-                f" {num_heads}"
+                f"SelfAttention: embed_dim {embed_dim} is not divisible by num_heads {num_heads}"
             )
         if position not in (None, "rope", "alibi"):
             raise ArgumentError(f"position must be None, 'rope' or 'alibi', got {position!r}")
@@ -101,7 +107,7 @@ class MultiHeadAttention(Module):
     def _check(self, name: str, x: Tensor) -> None:
         if x.ndim != 3 or x.shape[-1] != self.embed_dim:
             raise ShapeError(
-                f"MultiHeadAttention({self.embed_dim}, {self.num_heads}): {name} must be"
+                f"SelfAttention({self.embed_dim}, {self.num_heads}): {name} must be"
                 f" (batch, seq, {self.embed_dim}), got shape {list(x.shape)}"
             )
 
@@ -129,7 +135,7 @@ class MultiHeadAttention(Module):
             self._check("value", value)
             if key.shape[1] != value.shape[1]:
                 raise ShapeError(
-                    f"MultiHeadAttention: key {list(key.shape)} and value"
+                    f"SelfAttention: key {list(key.shape)} and value"
                     f" {list(value.shape)} must have the same sequence length"
                 )
             q, k, v = self._project(query, 0), self._project(key, 1), self._project(value, 2)

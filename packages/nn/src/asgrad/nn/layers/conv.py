@@ -1,7 +1,7 @@
 """Convolution layers: ``Conv2d`` and ``ConvTranspose2d`` (NCHW, as PyTorch).
 
 The layers hold the parameters and check the input; the ops and their attributes
-come from :mod:`asgrad.tensor.nn_functional`.
+come from :mod:`asgrad.tensor.api.nn_functional`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from asgrad.nn import init
 from asgrad.nn.layers._checks import IntPair, as_pair, positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
+from asgrad.tensor.api.functional_shape import pad
+from asgrad.tensor.api.nn_functional import conv2d, conv_transpose2d
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.functional_shape import pad
-from asgrad.tensor.nn_functional import conv2d, conv_transpose2d
 
 __all__ = ["Conv2d", "ConvTranspose2d", "IntPair", "as_pair"]
 

@@ -12,14 +12,14 @@ from asgrad.nn.layers._window_pools import AdaptiveAvgPoolNd, AvgPoolNd, MaxPool
 from asgrad.nn.layers.conv import check_padding_mode, padded
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
-from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.nn_spatial import (
+from asgrad.tensor.api.nn_spatial import (
     adaptive_avg_pool1d,
     avg_pool1d,
     conv1d,
     conv_transpose1d,
     max_pool1d,
 )
+from asgrad.tensor.errors import ShapeError
 
 __all__ = ["AdaptiveAvgPool1d", "AvgPool1d", "Conv1d", "ConvTranspose1d", "MaxPool1d"]
 

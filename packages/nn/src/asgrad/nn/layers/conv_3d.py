@@ -12,14 +12,14 @@ from asgrad.nn.layers._window_pools import AdaptiveAvgPoolNd, AvgPoolNd, MaxPool
 from asgrad.nn.layers.conv import check_padding_mode, padded
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
-from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.nn_spatial import (
+from asgrad.tensor.api.nn_spatial import (
     adaptive_avg_pool3d,
     avg_pool3d,
     conv3d,
     conv_transpose3d,
     max_pool3d,
 )
+from asgrad.tensor.errors import ShapeError
 
 __all__ = ["AdaptiveAvgPool3d", "AvgPool3d", "Conv3d", "ConvTranspose3d", "MaxPool3d"]
 

@@ -9,7 +9,7 @@ import numpy as np
 from asgrad.nn.layers._checks import probability
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor, Variable, where
-from asgrad.tensor.nn_functional import dropout
+from asgrad.tensor.api.nn_functional import dropout
 
 # Each Dropout draws its masks from its own stream: modules made in the same order
 # get the same seeds, so a model built under one ``--seed`` is reproducible, and two

@@ -11,9 +11,9 @@ from asgrad.nn import init
 from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
-from asgrad.tensor.dtypes import is_int
+from asgrad.tensor.api.nn_embedding import embedding
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.nn_embedding import embedding
+from asgrad.tensor.ir.dtypes import is_int
 
 
 class Embedding(Module):
@@ -23,7 +23,7 @@ class Embedding(Module):
     PyTorch's ``nn.Embedding`` draws it, or from N(0, ``std``**2) when ``std`` is
     given (``std=0.02`` is GPT-2's choice). Ids outside ``[0, num_embeddings)``
     raise when the graph runs. ``padding_idx`` and ``max_norm`` as PyTorch's (see
-    :func:`asgrad.tensor.nn_embedding.embedding`): the padding row starts at zeros
+    :func:`asgrad.tensor.api.nn_embedding.embedding`): the padding row starts at zeros
     and receives no gradient.
 
     >>> from asgrad.tensor import Graph

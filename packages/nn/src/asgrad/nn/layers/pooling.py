@@ -1,6 +1,6 @@
 """Pooling layers over ``(N, C, H, W)``: max, average, adaptive and global average.
 
-The layers check the input; the ops come from :mod:`asgrad.tensor.nn_functional`.
+The layers check the input; the ops come from :mod:`asgrad.tensor.api.nn_functional`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from asgrad.nn.layers.conv import IntPair, as_pair
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor
+from asgrad.tensor.api.nn_functional import adaptive_avg_pool2d
+from asgrad.tensor.api.nn_spatial import avg_pool2d, max_pool2d, max_unpool2d
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.nn_functional import adaptive_avg_pool2d
-from asgrad.tensor.nn_spatial import avg_pool2d, max_pool2d, max_unpool2d
 
 
 def _check_nchw(name: str, x: Tensor) -> None:

@@ -17,8 +17,8 @@ from asgrad.nn import init
 from asgrad.nn.layers._checks import positive_int
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Graph, Tensor, concat
-from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.ir.dtypes import is_int
 
 Offset = int | Tensor
 

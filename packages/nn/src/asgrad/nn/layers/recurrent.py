@@ -46,8 +46,8 @@ from asgrad.nn.layers.recurrent_cells import (
 )
 from asgrad.nn.module import Module
 from asgrad.tensor import ArgumentError, Tensor, Variable, concat, scan, stack, where
+from asgrad.tensor.api.nn_functional import dropout
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.nn_functional import dropout
 
 __all__ = ["GRU", "LSTM", "RNN"]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor
-from asgrad.tensor.nn_spatial import interpolate, pixel_shuffle, pixel_unshuffle
+from asgrad.tensor.api.nn_spatial import interpolate, pixel_shuffle, pixel_unshuffle
 
 __all__ = [
     "PixelShuffle",

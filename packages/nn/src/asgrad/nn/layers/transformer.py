@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from asgrad.nn import init
-from asgrad.nn.layers.attention import MultiHeadAttention
+from asgrad.nn.layers.attention import SelfAttention
 from asgrad.nn.layers.dropout import Dropout
 from asgrad.nn.layers.feedforward import FeedForward
 from asgrad.nn.layers.normalization import LayerNorm
@@ -48,7 +48,7 @@ class TransformerBlock(Module):
         rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
         self.dim = dim
         self.ln1 = LayerNorm(dim, eps, dtype=dtype)
-        self.attn = MultiHeadAttention(
+        self.attn = SelfAttention(
             dim,
             num_heads,
             dropout,

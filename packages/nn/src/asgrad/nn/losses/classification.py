@@ -19,9 +19,9 @@ from asgrad.nn.losses.common import (
     weight_tensor,
 )
 from asgrad.tensor import Tensor, where
-from asgrad.tensor.dtypes import is_float, is_int
+from asgrad.tensor.api.functional import stop_gradient
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
-from asgrad.tensor.functional import stop_gradient
+from asgrad.tensor.ir.dtypes import is_float, is_int
 
 __all__ = [
     "binary_cross_entropy",

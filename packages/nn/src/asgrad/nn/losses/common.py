@@ -7,8 +7,8 @@ from typing import Literal
 import numpy as np
 
 from asgrad.tensor import Tensor
-from asgrad.tensor.dtypes import is_float
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
+from asgrad.tensor.ir.dtypes import is_float
 
 __all__ = [
     "KLReduction",

@@ -12,8 +12,8 @@ from asgrad.nn.losses.common import (
     weight_tensor,
 )
 from asgrad.tensor import Tensor, where
-from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
+from asgrad.tensor.ir.dtypes import is_int
 
 __all__ = [
     "cosine_embedding_loss",

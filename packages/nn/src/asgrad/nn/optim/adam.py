@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Tensor, Variable, maximum
+from asgrad.tensor.api.nn_functional import adam_ema, adam_update
 from asgrad.tensor.errors import ArgumentError
-from asgrad.tensor.nn_functional import adam_ema, adam_update
 
 
 class Adam(Optimizer):
@@ -23,7 +23,7 @@ class Adam(Optimizer):
 
     The two bias corrections and ``lr / (1 - beta1**t)`` are per-step scalars built
     once per compiled step and shared by every parameter. The per-parameter part is
-    three ops of :mod:`asgrad.tensor.nn_functional`, one kernel each: ``adam_ema`` for
+    three ops of :mod:`asgrad.tensor.api.nn_functional`, one kernel each: ``adam_ema`` for
     each moment and ``adam_update`` for the step.
 
     >>> from asgrad.nn import Linear

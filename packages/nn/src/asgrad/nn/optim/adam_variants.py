@@ -10,7 +10,7 @@ import numpy as np
 from asgrad.nn.optim.adaptive import check_betas, check_nonnegative, one_minus_power
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Tensor, Variable, maximum, where
-from asgrad.tensor.nn_functional import adam_ema
+from asgrad.tensor.api.nn_functional import adam_ema
 
 
 class _AdamFamily(Optimizer):

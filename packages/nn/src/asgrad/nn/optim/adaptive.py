@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Tensor, Variable, maximum, where
+from asgrad.tensor.api.nn_functional import adam_ema
 from asgrad.tensor.errors import ArgumentError
-from asgrad.tensor.nn_functional import adam_ema
 
 
 def check_betas(betas: tuple[float, float]) -> None:

@@ -12,7 +12,7 @@ from asgrad.autograd import grad
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Program, Tensor, Variable, compile
 from asgrad.tensor.errors import ArgumentError, GraphError
-from asgrad.tensor.scopes import node_meta, scope
+from asgrad.tensor.ir.scopes import node_meta, scope
 
 
 class Optimizer:

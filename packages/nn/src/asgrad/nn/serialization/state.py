@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import DTypeLike, NDArray
+from numpy.typing import NDArray
 
 from asgrad.nn.errors import (
     CheckpointIOError,
@@ -228,9 +228,6 @@ def read_metadata(path: PathLike) -> dict[str, str]:
                 errno=errno.EISDIR,
             )
         return read_header(p)
-
-
-Spec = tuple[tuple[int, ...], DTypeLike]
 
 
 def _spec(value: Any) -> tuple[tuple[int, ...], np.dtype[Any]]:

@@ -15,7 +15,7 @@
   (``ASGRAD_SERIAL_GEMM_FLOPS``).
 
 What the generator may assume about an op's kernel is declared on the op
-(:class:`~asgrad.tensor.registry.OpDef`), and an elementwise op's compiled code is
+(:class:`~asgrad.tensor.ir.registry.OpDef`), and an elementwise op's compiled code is
 rendered from its expression, so adding an op never needs to edit this package.
 """
 

@@ -7,12 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.backends import Executable
-from asgrad.tensor.cache import LRUCache
 from asgrad.tensor.cpu import jit
 from asgrad.tensor.cpu.codegen import generate_cpu_function
-from asgrad.tensor.progress import reporting
-from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.ir.cache import LRUCache
+from asgrad.tensor.ir.schedule import Schedule
+from asgrad.tensor.loops.body import set_compiler
+from asgrad.tensor.runtime.backends import Executable
+from asgrad.tensor.runtime.progress import reporting
 
 # The in-process switch (set_enabled's value, a one-item list): part of each
 # function's key, read per run as one index (the environment is read per function).
@@ -77,7 +78,10 @@ class CPUExecutable:
 
 
 class CPUBackend:
-    """The numpy reference backend, built in as ``"cpu"`` (see :mod:`asgrad.tensor.backends`)."""
+    """The numpy reference backend, built in as ``"cpu"``.
+
+    See :mod:`asgrad.tensor.runtime.backends`.
+    """
 
     name = "cpu"
 
@@ -86,3 +90,7 @@ class CPUBackend:
 
     def compile(self, schedule: Schedule) -> Executable:
         return CPUExecutable(schedule)
+
+
+# The numpy ``scan`` kernel runs a loop body as a CPU program (loops import no backend).
+set_compiler(lambda schedule: CPUBackend().compile(schedule))

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from asgrad.tensor.cpu.records import Line, Reuse
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType
 
 
 def reuse_enabled() -> bool:

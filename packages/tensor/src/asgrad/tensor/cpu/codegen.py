@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-import asgrad.tensor.registry as registry
+import asgrad.tensor.ir.registry as registry
 from asgrad.tensor.cpu import blas, jit
 from asgrad.tensor.cpu.buffers import BufferPlan, no_reuse, plan_buffers, reuse_enabled
 from asgrad.tensor.cpu.lowering import OpLowering, fusers, resolve
@@ -43,11 +43,11 @@ from asgrad.tensor.cpu.records import (
     with_out,
 )
 from asgrad.tensor.cpu.specialize import HELPERS, Context
-from asgrad.tensor.graph import Node
-from asgrad.tensor.passes import is_identity
-from asgrad.tensor.progress import current
-from asgrad.tensor.registry import IntoKernel, OpDef, TensorType, get_op
-from asgrad.tensor.schedule import Schedule
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.passes import is_identity
+from asgrad.tensor.ir.registry import IntoKernel, OpDef, TensorType, get_op
+from asgrad.tensor.ir.schedule import Schedule
+from asgrad.tensor.runtime.progress import current
 
 # Values folded at code generation are kept with the function; larger ones run.
 FOLD_LIMIT_BYTES = 1 << 22

@@ -36,8 +36,8 @@ from asgrad.tensor.cpu.jit import emit_ops as em
 from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
-from asgrad.tensor.graph import Node
-from asgrad.tensor.registry import OpDef, TensorType, get_op
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import OpDef, TensorType, get_op
 
 __all__ = [
     "FAMILY_LOWERINGS",

@@ -28,7 +28,7 @@ import numpy as np
 
 from asgrad.tensor.cpu.codegen import generate_cpu_function
 from asgrad.tensor.errors import BackendError
-from asgrad.tensor.executor import Program
+from asgrad.tensor.runtime.executor import Program
 
 __all__ = ["NodeProfile", "profile_program"]
 

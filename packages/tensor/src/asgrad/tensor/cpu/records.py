@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from asgrad.tensor.graph import Node
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import TensorType
 
 
 class Hole(enum.Enum):

@@ -8,7 +8,7 @@ families' forms (matrix products, reductions, views) are the functions below, wh
 :data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS` lists by family and op. Each is
 written for the op's registered kernel and applies only while the op's kernel is
 that one (the code generator checks). Everything an op declares about its own kernel
-(:class:`~asgrad.tensor.registry.OpDef` fields) is read by the code generator instead.
+(:class:`~asgrad.tensor.ir.registry.OpDef` fields) is read by the code generator instead.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from asgrad.tensor.cpu.records import (
     shaped,
     with_out,
 )
-from asgrad.tensor.graph import Node
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import TensorType
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,15 @@
 An elementwise op states what it computes per element once, as an :class:`Expr` over
 its inputs (``arg(0)``, ``arg(1)``...) built from a fixed set of primitives
 (:data:`PRIMITIVES`), each with its numpy meaning. Backends *render* expressions: numpy
-arrays here (:func:`render_numpy`), WGSL (:func:`render_wgsl`), Numba (the compiled CPU
-path). A renderer has one entry per primitive, never one per op, so a new op needs no
-backend work; numerically careful forms (a stable sigmoid, softplus's thresholds) live
-in the op's expression and reach every backend.
+arrays here (:func:`render_numpy`), WGSL and Numba in the backends (the GPU package,
+the compiled CPU path). A renderer has one entry per primitive, never one per op, so a
+new op needs no backend work; numerically careful forms (a stable sigmoid, softplus's
+thresholds) live in the op's expression and reach every backend.
 
 >>> x = arg(0)
 >>> e = where(gt(x, 0.0), x, x * 0.01)  # leaky ReLU
 >>> render_numpy(e, [np.array([-2.0, 3.0])], "float64")
 array([-0.02,  3.  ])
->>> render_wgsl(e, ["x0"], ["f32"], "f32")
-'select((x0 * 0.01), x0, asg_gt(x0, 0.0))'
 
 Semantics are numpy's, NaN and infinities included: ``maximum``/``minimum`` propagate
 NaN, comparisons with NaN are false (``ne``: true), ``floor`` of inf is inf. Constants
@@ -42,7 +40,6 @@ __all__ = [
     "cast",
     "const",
     "render_numpy",
-    "render_wgsl",
     "substitute",
     "where",
 ]
@@ -325,196 +322,55 @@ def render_numpy(e: Expr, args: Sequence[np.ndarray], dtype: str) -> np.ndarray:
     """The value of ``e`` on numpy arrays (broadcast together), as an array of ``dtype``.
 
     Each primitive is its numpy function (:data:`PRIMITIVES`); a shared subexpression
-    is computed once.
+    is computed once. To evaluate one expression many times, make its function once
+    with :func:`numpy_function`.
     """
-    memo: dict[int, Any] = {}
+    return numpy_function(e, len(args), dtype)(*args)
 
-    def value(node: Expr) -> Any:
+
+def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]:
+    """A Python function of ``arity`` arrays computing ``e`` as :func:`render_numpy`
+    does: straight-line numpy calls, one per distinct node (its text is ``.source``)."""
+    env: dict[str, Any] = {"np": np, "_dtype": np.dtype(dtype)}
+    lines: list[str] = []
+    names: dict[int, str] = {}
+    read: set[int] = set()
+
+    def name(node: Expr) -> str:
         key = id(node)
-        if key in memo:
-            return memo[key]
-        out: Any
+        if key in names:
+            return names[key]
         if node.op == "arg":
-            out = args[int(node.value)]  # type: ignore[call-overload]  # the index
-        elif node.op == "const":
-            out = node.value  # a Python scalar: numpy gives it the other operand's type
-        elif node.op == "cast":
-            out = np.asarray(value(node.args[0])).astype(str(node.value))
+            read.add(int(node.value))  # type: ignore[call-overload]  # the index
+            out = f"x{node.value}"
+        elif node.op == "const":  # a Python scalar: numpy gives it the other operand's type
+            finite = not isinstance(node.value, float) or math.isfinite(node.value)
+            out = repr(node.value) if finite else f"c{len(env)}"
+            env.setdefault(out, node.value)
         else:
-            out = PRIMITIVES[node.op].numpy(*(value(a) for a in node.args))
-        memo[key] = out
+            operands = [name(a) for a in node.args]
+            fn = f"_{node.op}"
+            if node.op == "cast":
+                env[f"_to{len(env)}"] = np.dtype(str(node.value))
+                lines.append(
+                    f"    t{len(lines)} = np.asarray({operands[0]}).astype(_to{len(env) - 1})"
+                )
+            else:
+                env[fn] = PRIMITIVES[node.op].numpy
+                lines.append(f"    t{len(lines)} = {fn}({', '.join(operands)})")
+            out = f"t{len(lines) - 1}"
+        names[key] = out
         return out
 
-    result = np.asarray(value(e))
-    if result.dtype != np.dtype(dtype):
-        result = result.astype(dtype)
-    shape = tuple(np.broadcast_shapes(*(np.shape(a) for a in args))) if args else ()
-    if result.shape != shape:  # an input the expression does not read still broadcasts
-        result = np.broadcast_to(result, shape).copy()
-    return result
-
-
-# -- WGSL -----------------------------------------------------------------------------
-# A node's WGSL kind: "f32", "i32", "bool" (a WGSL bool; stored as u32 0/1).
-_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
-_PREDICATES = {"logical_and", "logical_or", "logical_not", "isnan", "isinf", "isfinite"}
-# float spellings through prelude.wgsl, where numpy defines a value at NaN or +-inf
-# that WGSL leaves undefined (or a driver gets wrong)
-_FLOAT_CALLS = {
-    "sign": "asg_sign",
-    "exp": "asg_exp",
-    "expm1": "asg_expm1",
-    "log": "asg_log",
-    "log1p": "asg_log1p",
-    "sqrt": "asg_sqrt",
-    "rsqrt": "asg_rsqrt",
-    "sin": "asg_sin",
-    "cos": "asg_cos",
-    "tanh": "asg_tanh",
-    "erf": "asg_erf",
-    "floor": "asg_floor",
-    "ceil": "asg_ceil",
-    "trunc": "asg_trunc",
-    "rint": "asg_rint",
-    "pow": "asg_pow",
-    "maximum": "asg_max",
-    "minimum": "asg_min",
-    "isnan": "asg_isnan",
-    "isinf": "asg_isinf",
-    "isfinite": "asg_isfinite",
-    **{op: f"asg_{op}" for op in _COMPARE},
-}
-_INT_CALLS = {"sign": "sign", "maximum": "max", "minimum": "min"}
-_WGSL_KIND = {"float32": "f32", "float64": "f32", "int32": "i32", "int64": "i32", "bool": "bool"}
-
-
-def _wgsl_literal(v: object, kind: str) -> str:
-    if kind == "bool":
-        return "true" if v else "false"
-    if kind == "i32":
-        n = int(v)  # type: ignore[call-overload]  # a number
-        return "bitcast<i32>(0x80000000u)" if n == -(2**31) else f"{n}i"
-    f = float(v)  # type: ignore[arg-type]  # a number
-    if math.isnan(f):
-        return "asg_nan()"
-    if math.isinf(f) or math.fabs(f) > 3.4028234663852886e38:
-        return "asg_inf()" if f > 0 else "asg_ninf()"
-    text = repr(f)
-    return text if ("." in text or "e" in text) else text + ".0"
-
-
-def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) -> str:
-    """``e`` as one WGSL expression over the values named ``args``.
-
-    ``types`` are the arguments' WGSL storage types (``f32``, ``i32``; ``u32`` holds a
-    bool as 0 or 1) and ``out`` the storage type the expression must yield. Float
-    primitives whose numpy value at NaN or +-inf WGSL leaves undefined go through
-    ``prelude.wgsl``'s per-primitive helpers (``asg_max``, ``asg_lt``, ``asg_floor``...).
-    """
-    arg_kinds = ["bool" if t == "u32" else t for t in types]
-
-    def kind(node: Expr, hint: str) -> str:
-        if node.op == "arg":
-            return arg_kinds[int(node.value)]  # type: ignore[call-overload]  # the index
-        if node.op == "const":
-            return hint
-        if node.op == "cast":
-            return _WGSL_KIND[str(node.value)]
-        if node.op in _COMPARE or node.op in _PREDICATES:
-            return "bool"
-        return operand_kind(node, hint)
-
-    def operand_kind(node: Expr, hint: str) -> str:
-        """The kind the operands of ``node`` share (where's branches, not its cond)."""
-        operands = node.args[1:] if node.op == "where" else node.args
-        for a in operands:
-            if a.op != "const":
-                return kind(a, hint)
-        return hint
-
-    def text(node: Expr, hint: str) -> str:
-        k = kind(node, hint)
-        if node.op == "arg":
-            name = args[int(node.value)]  # type: ignore[call-overload]  # the index
-            return f"({name} != 0u)" if k == "bool" else name
-        if node.op == "const":
-            return _wgsl_literal(node.value, k)
-        if node.op == "cast":
-            return _cast(node, k)
-        inner = "bool" if node.op in ("logical_and", "logical_or", "logical_not") else None
-        ok = inner or operand_kind(node, "f32" if k == "bool" else k)
-        a = [text(x, ok) for x in node.args]
-        if node.op == "where":
-            branch = operand_kind(node, k)
-            a = [text(node.args[0], "bool"), *(text(x, branch) for x in node.args[1:])]
-            return f"select({a[2]}, {a[1]}, {a[0]})"
-        return _primitive(node.op, ok, a)
-
-    def _cast(node: Expr, k: str) -> str:
-        src = node.args[0]
-        sk = kind(src, "f32")
-        x = text(src, sk)
-        if sk == k:
-            return x
-        if k == "bool":
-            return f"asg_truthy({x})" if sk == "f32" else f"({x} != 0i)"
-        if sk == "f32" and k == "i32":
-            return f"asg_f2i({x})"
-        return f"{k}({x})"  # WGSL converts bool to 0/1 and i32 to f32 as numpy does
-
-    body = text(e, "bool" if out == "u32" else out)
-    if kind(e, out) == "bool" and out != "bool":
-        return f"select(0u, 1u, {body})" if out == "u32" else f"{out}({body})"
-    return body
-
-
-def _primitive(op: str, k: str, a: list[str]) -> str:
-    """The WGSL of primitive ``op`` on operands ``a`` of kind ``k``."""
-    if k == "f32" and op in _FLOAT_CALLS:
-        return f"{_FLOAT_CALLS[op]}({', '.join(a)})"
-    if op in _COMPARE:
-        return f"({a[0]} {_COMPARE[op]} {a[1]})"
-    simple = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-    if op in simple:
-        return f"({a[0]} {simple[op]} {a[1]})"
-    if op == "neg":
-        return f"(-{a[0]})"
-    if op == "abs":
-        return f"abs({a[0]})"
-    if k == "bool":
-        bools = {
-            "logical_and": "&&",
-            "logical_or": "||",
-            "bitwise_and": "&",
-            "bitwise_or": "|",
-            "bitwise_xor": "!=",
-            "maximum": "|",
-            "minimum": "&",
-        }
-        if op in bools:
-            return f"({a[0]} {bools[op]} {a[1]})"
-        if op in ("logical_not", "bitwise_not"):
-            return f"(!{a[0]})"
-    if k == "i32":
-        if op in _INT_CALLS:
-            return f"{_INT_CALLS[op]}({', '.join(a)})"
-        if op in ("isnan", "isinf"):
-            return "false"
-        if op == "isfinite":
-            return "true"
-        ints = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
-        if op in ints:
-            return f"({a[0]} {ints[op]} {a[1]})"
-        if op == "bitwise_not":
-            return f"(~{a[0]})"
-        if op == "left_shift":  # numpy: 0 for a shift outside [0, 32); wraps within
-            return f"select(0i, {a[0]} << u32({a[1]}), {a[1]} >= 0i && {a[1]} < 32i)"
-        if op == "right_shift":  # numpy: the sign for a shift of 31 or more
-            return (
-                f"select(select(0i, -1i, {a[0]} < 0i), {a[0]} >> u32(min({a[1]}, 31i)),"
-                f" {a[1]} >= 0i)"
-            )
-    raise ArgumentError(
-        f"the primitive {op!r} has no WGSL form for {k} operands; integer division,"
-        " remainder and powers are lowered with their checks by the GPU package"
-    )
+    result = name(e)
+    params = ", ".join(f"x{i}" for i in range(arity))
+    body = [*lines, f"    out = np.asarray({result})"]
+    body.append("    if out.dtype != _dtype:\n        out = out.astype(_dtype)")
+    if len(read) < arity:  # an input the expression does not read still broadcasts
+        shapes = ", ".join(f"np.shape(x{i})" for i in range(arity))
+        body.append(f"    out = np.broadcast_to(out, np.broadcast_shapes({shapes})).copy()")
+    source = f"def rendered({params}):\n" + "\n".join(body) + "\n    return out\n"
+    exec(compile(source, "<scalar expression>", "exec"), env)  # our own text, from the expression
+    fn: Callable[..., np.ndarray] = env["rendered"]
+    fn.source = source  # type: ignore[attr-defined]  # shown to a reader, as the CPU path's
+    return fn

@@ -1,6 +1,6 @@
 """The test cases of the elementwise ops (:mod:`asgrad.tensor.ops.elementwise`).
 
-Each function makes an op's :class:`~asgrad.tensor.registry.OpCase` list from a
+Each function makes an op's :class:`~asgrad.tensor.ir.registry.OpCase` list from a
 random generator: shapes that broadcast, inputs away from kinks and poles, and large
 or tail values where a naive formula overflows or underflows.
 """
@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from asgrad.tensor.ops._common import away_from, randn, uniform
-from asgrad.tensor.registry import CasesFn, OpCase
+from asgrad.tensor.ir.common import away_from, randn, uniform
+from asgrad.tensor.ir.registry import CasesFn, OpCase
 
 _UNARY_SHAPES = ((3, 4), (2, 1, 5), ())
 

@@ -14,22 +14,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.ir import scalar as s
+from asgrad.tensor.ir.registry import Attr
 from asgrad.tensor.ir.scalar import Expr
 from asgrad.tensor.ops import _math_cases as cases
-from asgrad.tensor.ops.elementwise import (
-    _binary,
-    _elementwise,
+from asgrad.tensor.ops.elementwise_kernels import _binary, _elementwise, _int_division
+from asgrad.tensor.ops.elementwise_types import (
     _infer_bitwise,
     _infer_int_binary,
     _infer_isclose,
     _infer_logical,
     _infer_predicate,
-    _int_division,
 )
-from asgrad.tensor.registry import Attr
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def _apply(op: str, *inputs: Tensor, **attrs: Any) -> Tensor:

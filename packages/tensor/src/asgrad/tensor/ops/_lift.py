@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, get_op, register_op
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, get_op, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 # How a 1-D attribute becomes the 2-D op's: a unit height, no padding on it.
 _UNIT = {"stride": 1, "dilation": 1, "kernel_size": 1, "padding": 0, "output_padding": 0}

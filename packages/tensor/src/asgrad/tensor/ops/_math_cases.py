@@ -1,5 +1,5 @@
-"""Test cases of the math ops of issue 13: rounding, tests, logic, integers, reductions,
-scans. Each makes an op's :class:`~asgrad.tensor.registry.OpCase` list from a random
+"""Test cases of the math ops: rounding, tests, logic, integers, reductions,
+scans. Each makes an op's :class:`~asgrad.tensor.ir.registry.OpCase` list from a random
 generator, with the edge cases that matter: halves for rounding, NaN and infinities
 for the tests, negative operands for floor division, ties and zeros."""
 
@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.tensor.ops._common import away_from, randn
+from asgrad.tensor.ir.common import randn
+from asgrad.tensor.ir.registry import CasesFn, OpCase
 from asgrad.tensor.ops._elementwise_cases import binary_cases, positive
-from asgrad.tensor.registry import CasesFn, OpCase
 
 _SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -2.5, 1e30])
 
@@ -166,10 +166,6 @@ def minmax_cases(rng: np.random.Generator) -> list[OpCase]:
         OpCase((a.astype(np.int32), b.astype(np.int32)), grad=False, label="int32"),
         OpCase((a > 0, b > 0), grad=False, label="bool"),
     ]
-
-
-def kinked(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    return away_from(rng, [0.0], *shape)
 
 
 # -- reductions -----------------------------------------------------------------------

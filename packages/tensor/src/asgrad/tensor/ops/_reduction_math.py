@@ -1,4 +1,4 @@
-"""Reductions of issue 13 that expand into other ops: ``std``, ``logsumexp``, ``any``,
+"""Reductions that expand into other ops: ``std``, ``logsumexp``, ``any``,
 ``all``. Their gradients and GPU kernels are those of the ops they build; their
 shape rules and numpy references are in :mod:`asgrad.tensor.ops.reduction`."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 Axes = tuple[int, ...]
 

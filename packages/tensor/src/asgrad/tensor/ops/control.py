@@ -1,7 +1,7 @@
 """Control flow: ``scan``, a loop body applied along a leading axis, and its parts.
 
 ``scan(*carries, *xs, *captures, loop=body, save=..., reverse=..., length=...)`` runs
-the traced body (:class:`asgrad.tensor.body.Body`) once per step ``t``: the body maps
+the traced body (:class:`asgrad.tensor.loops.body.Body`) once per step ``t``: the body maps
 ``(carries, xs[t], captures)`` to ``(new carries, ys[t])``. An op has one result, so a
 scan's is *packed*: one vector of its single dtype holding, in order, the final
 carries, each ys stacked along a new leading axis, and (``save=True``) the carries
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.body import Body
+    from asgrad.tensor.loops.body import Body
 
 __all__ = ["layout", "step_order"]
 

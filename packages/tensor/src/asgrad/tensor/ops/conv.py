@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import randn, same_dtype
+from asgrad.tensor.ir.common import randn, same_dtype
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.spatial import (
     Pair,
     channel_major,
@@ -33,7 +34,6 @@ from asgrad.tensor.ops.spatial import (
     scratch,
     transpose_out_size,
 )
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 CONV_TOLERANCE = (1e-4, 1e-5)
 

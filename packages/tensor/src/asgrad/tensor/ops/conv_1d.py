@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.ops._common import randn
+from asgrad.tensor.ir.common import randn
+from asgrad.tensor.ir.registry import OpCase
 from asgrad.tensor.ops._lift import register_1d
-from asgrad.tensor.registry import OpCase
 
 
 def _conv_attrs(**attrs: Any) -> dict[str, Any]:

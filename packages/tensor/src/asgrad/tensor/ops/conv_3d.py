@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import randn, require_float, same_dtype
+from asgrad.tensor.ir.common import randn, require_float, same_dtype
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, get_op, register_op
 from asgrad.tensor.ops._depth import depth_taps, fold, pad_axis, pad_np, triple, unfold
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, get_op, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def _attrs(attrs: Attrs) -> tuple[tuple[int, int, int], ...]:

@@ -9,7 +9,7 @@ tests (``test_op_values.py``).
 ``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
 op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
 ``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
-code generator takes through :class:`~asgrad.tensor.registry.IntoKernel`. The test
+code generator takes through :class:`~asgrad.tensor.ir.registry.IntoKernel`. The test
 cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
 """
 
@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.dtypes import as_dtype, is_int
-from asgrad.tensor.errors import DTypeError, IntegerArithmeticError, ShapeError
 from asgrad.tensor.ir import scalar as s
+from asgrad.tensor.ir.dtypes import as_dtype
+from asgrad.tensor.ir.registry import Attr, Attrs, IntoKernel
 from asgrad.tensor.ir.scalar import Expr
-from asgrad.tensor.ops._common import broadcast_shapes, require_float, same_dtype
 from asgrad.tensor.ops._elementwise_cases import (
     binary_cases,
     cast_cases,
@@ -44,109 +41,25 @@ from asgrad.tensor.ops._elementwise_cases import (
 )
 from asgrad.tensor.ops._erf import erf_f32, gelu_backward_f32, gelu_f32
 from asgrad.tensor.ops._math_cases import minmax_cases, pow_cases
-from asgrad.tensor.registry import (
-    Attr,
-    Attrs,
-    CasesFn,
-    IntoKernel,
-    KernelFn,
-    OpDef,
-    TensorType,
-    get_op,
-    register_op,
+from asgrad.tensor.ops.elementwise_kernels import (
+    _binary,
+    _dtype_name,
+    _elementwise,
+    _finite_nonzero,
+    _one_of,
+    _pow,
+    rendered_kernel,
 )
-
-
-# -- type rules ---------------------------------------------------------------------------
-def _infer_unary_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    require_float(types[0])
-    return types[0]
-
-
-def _infer_unary_numeric(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    if types[0].dtype == "bool":
-        raise DTypeError(f"input is bool ({types[0]}); cast it to a number first")
-    return types[0]
-
-
-def _infer_binary(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    dtype = same_dtype(types)
-    if dtype == "bool":
-        raise DTypeError("arithmetic on bool values; cast them to a number first")
-    return TensorType(broadcast_shapes(types[0].shape, types[1].shape), dtype)
-
-
-def _infer_binary_float(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    out = _infer_binary(types, attrs)
-    require_float(out, "operands")
-    return out
-
-
-def _infer_binary_any(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Two operands of one dtype, bools included (maximum, minimum)."""
-    return TensorType(broadcast_shapes(*(t.shape for t in types)), same_dtype(types))
-
-
-def _infer_bitwise(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Integers or bools (``&``, ``|``, ``^``, ``~``); ``ints=True``: integers only."""
-    out = _infer_binary_any(types, {}) if len(types) == 2 else types[0]
-    if not (is_int(out.dtype) or (out.dtype == "bool" and not attrs.get("ints"))):
-        want = "integer" if attrs.get("ints") else "integer or bool"
-        raise DTypeError(f"operands must be {want}, got {out}; cast them first")
-    return out
-
-
-def _infer_int_binary(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return _infer_bitwise(types, {"ints": True})
-
-
-def _infer_logical(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    """Any dtypes (nonzero is true), a bool result."""
-    return TensorType(broadcast_shapes(*(t.shape for t in types)), "bool")
-
-
-def _infer_isclose(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return TensorType(_infer_binary_float(types, attrs).shape, "bool")
-
-
-def _infer_predicate(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return TensorType(types[0].shape, "bool")
-
-
-def _infer_compare(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    same_dtype(types)
-    return TensorType(broadcast_shapes(types[0].shape, types[1].shape), "bool")
-
-
-def _infer_where(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    cond, a, b = types
-    if cond.dtype != "bool":
-        raise DTypeError(f"condition must be bool, got {cond}; compare values to get one")
-    dtype = same_dtype([a, b], "the two branches")
-    return TensorType(broadcast_shapes(cond.shape, a.shape, b.shape), dtype)
-
-
-def _infer_cast(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    return TensorType(types[0].shape, as_dtype(attrs["dtype"]))
-
-
-def _infer_clamp(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    lo, hi = attrs["min"], attrs["max"]
-    if lo is None and hi is None:
-        raise ShapeError("give min, max or both")
-    if lo is not None and hi is not None and lo > hi:
-        raise ShapeError(f"min {lo} is greater than max {hi}")
-    return _infer_unary_numeric(types, attrs)
-
-
-def _infer_gelu_backward(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
-    g, x = types
-    require_float(x)
-    same_dtype(types, "gradient and input")
-    if g.shape != x.shape:
-        raise ShapeError(f"gradient is {g}; it must have the shape of input {x}")
-    return x
-
+from asgrad.tensor.ops.elementwise_types import (
+    _infer_binary_any,
+    _infer_binary_float,
+    _infer_cast,
+    _infer_clamp,
+    _infer_compare,
+    _infer_gelu_backward,
+    _infer_unary_numeric,
+    _infer_where,
+)
 
 # -- expressions --------------------------------------------------------------------------
 # What each op computes per element (asgrad.tensor.ir.scalar): every backend renders it.
@@ -215,57 +128,7 @@ def _cast_expr(x: Expr, dtype: str) -> Expr:
     return s.cast(x, as_dtype(dtype))
 
 
-# -- kernels --------------------------------------------------------------------------------
-def rendered_kernel(name: str) -> KernelFn:
-    """The numpy kernel of op ``name`` that is its expression rendered by numpy: the
-    op's attributes completed by its schema, the result dtype from its shape rule."""
-    built: dict[Any, Expr] = {}
-
-    def kernel(*arrays: np.ndarray, **attrs: Any) -> np.ndarray:
-        op = get_op(name)
-        assert op.expression is not None
-        full = op.normalize_attrs(attrs)
-        xs = [np.asarray(a) for a in arrays]
-        dtype = op.infer([TensorType(x.shape, x.dtype.name) for x in xs], full).dtype
-        key = (dtype, *full.items())
-        e = built.get(key)
-        if e is None:
-            e = built[key] = s.build(op.expression, len(xs), full, dtype)
-        return s.render_numpy(e, xs, dtype)
-
-    kernel.__name__ = kernel.__qualname__ = name
-    kernel.__doc__ = f"``{name}``'s expression, rendered by numpy."
-    return kernel
-
-
-def primitive_kernel(expression: Callable[..., Expr], arity: int) -> KernelFn | None:
-    """The numpy function of the one primitive that ``expression`` (of an op without
-    attributes) applies to the op's inputs in order (``add(x0, x1)``: ``np.add``), or
-    None. The CPU backend writes a numpy ufunc's result in place, so such an op keeps
-    the ufunc as its kernel."""
-    e = expression(*(s.arg(i) for i in range(arity)))
-    if e.op in s.PRIMITIVES and e.args == tuple(s.arg(i) for i in range(arity)):
-        return s.PRIMITIVES[e.op].numpy
-    return None
-
-
-def _int_division(fn: Callable[..., Any], op: str) -> KernelFn:
-    """numpy's ``fn`` (// or %), with a zero integer divisor an error, not numpy's 0."""
-
-    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        if b.dtype.kind in "iu" and not b.all():
-            raise IntegerArithmeticError(f"{op}: integer division by zero; mask the divisor")
-        return np.asarray(fn(a, b))
-
-    return kernel
-
-
-def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if b.dtype.kind in "iu" and (b < 0).any():
-        raise IntegerArithmeticError("pow: an integer to a negative power; cast to float first")
-    return np.asarray(np.power(a, b))
-
-
+# -- kernels and attributes -----------------------------------------------------------------
 def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
     """The float32 path (:func:`gelu_backward_f32`) for exact float32 arrays, else the
     expression."""
@@ -282,26 +145,6 @@ def _exact_gelu(attrs: Attrs) -> bool:
     return bool(attrs["approximate"] == "none")
 
 
-# -- attributes -----------------------------------------------------------------------------
-def _finite_nonzero(value: float) -> str | None:
-    return None if value != 0.0 and math.isfinite(value) else "must be a finite non-zero number"
-
-
-def _one_of(*options: str) -> Callable[[Any], str | None]:
-    def check(value: Any) -> str | None:
-        return None if value in options else f"must be one of {', '.join(map(repr, options))}"
-
-    return check
-
-
-def _dtype_name(value: Any) -> str | None:
-    try:
-        as_dtype(value)
-    except DTypeError as exc:
-        return f"is not a dtype asgrad has ({exc})"
-    return None
-
-
 APPROXIMATE = Attr(
     name="approximate",
     kind=str,
@@ -309,28 +152,6 @@ APPROXIMATE = Attr(
     check=_one_of("none", "tanh"),
     doc="'none': exact (erf); 'tanh': the tanh approximation",
 )
-
-
-# -- registration ---------------------------------------------------------------------------------
-def _elementwise(
-    name: str, kernel: KernelFn | None, doc: str, cases: CasesFn, **fields: Any
-) -> None:
-    """Register an elementwise op; ``fields`` are further :class:`OpDef` fields, by keyword
-    (by default one float input, no attributes). A kernel of None: the op's kernel is its
-    ``expression``, rendered by numpy (the primitive's numpy function for an op that is
-    one primitive of its inputs)."""
-    fields = {"arity": 1, "infer": _infer_unary_float, "attrs": (), **fields}
-    if kernel is None:
-        expression = fields["expression"]
-        simple = not fields["attrs"] and primitive_kernel(expression, fields["arity"])
-        kernel = simple or rendered_kernel(name)
-    register_op(
-        OpDef(name=name, family="elementwise", kernel=kernel, doc=doc, cases=cases, **fields)
-    )
-
-
-def _binary(name: str, kernel: KernelFn | None, doc: str, cases: CasesFn, **fields: Any) -> None:
-    _elementwise(name, kernel, doc, cases, **{"arity": 2, "infer": _infer_binary, **fields})
 
 
 _T1, _T2 = (2e-5, 1e-6), (2e-5, 2e-6)

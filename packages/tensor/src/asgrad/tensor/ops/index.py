@@ -16,10 +16,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.tensor.dtypes import as_dtype, is_int
 from asgrad.tensor.errors import DTypeError, OutOfRangeError, ShapeError
-from asgrad.tensor.ops._common import normalize_axis, randn
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, Shape, TensorType, register_op
+from asgrad.tensor.ir.common import normalize_axis, randn
+from asgrad.tensor.ir.dtypes import as_dtype, is_int
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, Shape, TensorType, register_op
 
 Index = tuple[int | slice, ...]
 

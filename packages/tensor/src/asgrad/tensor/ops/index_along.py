@@ -21,11 +21,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.tensor.dtypes import is_float, is_int
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
-from asgrad.tensor.ops._common import normalize_axis, randn
+from asgrad.tensor.ir.common import normalize_axis, randn
+from asgrad.tensor.ir.dtypes import is_float, is_int
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.index import check_indices
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.tensor.errors import GraphError
-from asgrad.tensor.registry import Attrs, OpDef, TensorType, register_op
+from asgrad.tensor.ir.registry import Attrs, OpDef, TensorType, register_op
 
 
 def _no_infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import broadcast_shapes, randn, same_dtype
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.common import broadcast_shapes, randn, same_dtype
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 
 def _infer_matmul(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
-from asgrad.tensor.ops._common import broadcast_shapes, randn, require_float, same_dtype
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.common import broadcast_shapes, randn, require_float, same_dtype
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def _infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from asgrad.tensor.dtypes import is_float
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import broadcast_shapes, normalize_axis, randn, same_dtype
+from asgrad.tensor.ir.common import broadcast_shapes, normalize_axis, randn, same_dtype
+from asgrad.tensor.ir.dtypes import is_float
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.shape_expand import apply, axis_slice
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 Labels = tuple[str, ...]
 

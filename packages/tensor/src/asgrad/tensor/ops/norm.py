@@ -7,7 +7,7 @@ the backward ops come from differentiating the decomposed definition, so
 higher-order gradients work.
 
 Softmax and layer norm (and its backward) have float32 paths writing into a given
-buffer (:class:`~asgrad.tensor.registry.IntoKernel`), bit for bit their kernels:
+buffer (:class:`~asgrad.tensor.ir.registry.IntoKernel`), bit for bit their kernels:
 rows of the normalised size, the rest in place; a row's sum of squares is one dot
 product (einsum), without a squared temporary.
 """
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import (
+from asgrad.tensor.ir.common import (
     int_arg,
     normalize_axis,
     randn,
@@ -29,8 +29,7 @@ from asgrad.tensor.ops._common import (
     require_nonempty_axis,
     same_dtype,
 )
-from asgrad.tensor.ops._moments import normalize, normalize_backward, row_stats
-from asgrad.tensor.registry import (
+from asgrad.tensor.ir.registry import (
     Attrs,
     IntoKernel,
     OpCase,
@@ -39,6 +38,7 @@ from asgrad.tensor.registry import (
     TensorType,
     register_op,
 )
+from asgrad.tensor.ops._moments import normalize, normalize_backward, row_stats
 
 _NORM_TOLERANCE = (1e-4, 1e-5)
 

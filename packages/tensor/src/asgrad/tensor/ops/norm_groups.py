@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ShapeError
-from asgrad.tensor.ops._common import broadcast_shapes, normalize_axis, randn, require_float
-from asgrad.tensor.ops._common import same_dtype as _same_dtype
-from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
+from asgrad.tensor.ir.common import broadcast_shapes, normalize_axis, randn, require_float
+from asgrad.tensor.ir.common import same_dtype as _same_dtype
+from asgrad.tensor.ir.registry import Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def _positive_eps(attrs: Attrs, default: float) -> float:

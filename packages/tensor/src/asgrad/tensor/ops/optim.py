@@ -8,7 +8,10 @@ inputs once and writes into fresh buffers (``out=``):
 * ``adam_update(p, m, v, step_size, bc2_sqrt[, decay])``: Adam's parameter step
   ``p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``.
 
-They are not differentiable (an update is not differentiated).
+Each states its arithmetic as a scalar expression (:mod:`asgrad.tensor.ir.scalar`),
+which the GPU renders and fuses like an elementwise op's; the numpy kernels below
+compute the same arithmetic into fresh buffers. They are not differentiable (an update
+is not differentiated).
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import randn, require_float, same_dtype, uniform
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.common import randn, require_float, same_dtype, uniform
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.scalar import Expr, sqrt
 
 
 def _same_shape(types: Sequence[TensorType], names: Sequence[str]) -> None:
@@ -47,6 +51,10 @@ def _adam_ema(m: np.ndarray, g: np.ndarray, *, beta: float, square: bool = False
         sq = np.multiply(g, dt(1.0 - beta))
     out += sq
     return out
+
+
+def _adam_ema_expr(m: Expr, g: Expr, *, beta: float, square: bool = False) -> Expr:
+    return m * beta + (g * g if square else g) * (1.0 - beta)
 
 
 def _infer_adam_update(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
@@ -85,6 +93,13 @@ def _adam_update(
     out: np.ndarray = np.multiply(p, decay)
     out -= step
     return out
+
+
+def _adam_update_expr(
+    p: Expr, m: Expr, v: Expr, step_size: Expr, bc2_sqrt: Expr, *decay: Expr, eps: float = 1e-8
+) -> Expr:
+    shrunk = p * decay[0] if decay else p
+    return shrunk - step_size * m / (sqrt(v) / bc2_sqrt + eps)
 
 
 def _adam_ema_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -134,6 +149,7 @@ register_op(
         composite=True,
         doc="Adam's moment: beta * m + (1 - beta) * g (g * g with square)",
         fresh_result=True,
+        expression=_adam_ema_expr,
     )
 )
 register_op(
@@ -148,5 +164,6 @@ register_op(
         composite=True,
         doc="Adam's step: p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)",
         fresh_result=True,
+        expression=_adam_update_expr,
     )
 )

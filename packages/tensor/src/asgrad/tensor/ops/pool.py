@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import randn, same_dtype
+from asgrad.tensor.ir.common import randn, same_dtype
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.spatial import (
     Pair,
     crop_hw,
@@ -36,7 +37,6 @@ from asgrad.tensor.ops.spatial import (
     require_nchw,
     window_attrs,
 )
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 _NO_DILATION = (1, 1)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from asgrad.tensor.ops._common import randn
+from asgrad.tensor.ir.common import randn
+from asgrad.tensor.ir.registry import OpCase
 from asgrad.tensor.ops._lift import register_1d
-from asgrad.tensor.registry import OpCase
 
 
 def _distinct(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import randn, require_float
+from asgrad.tensor.ir.common import randn, require_float
+from asgrad.tensor.ir.registry import Attrs, OpCase, TensorType, register_expanding
 from asgrad.tensor.ops._depth import depth_taps, pad_axis, pad_np, triple
-from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def _window(attrs: Attrs) -> tuple[tuple[int, int, int], ...]:

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ShapeError
-from asgrad.tensor.ops._common import randn, require_float
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.common import randn, require_float
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 # The modes, with the number of spatial axes each accepts (None: any).
 MODES: dict[str, int | None] = {

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import require_float
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.common import require_float
+from asgrad.tensor.ir.dtypes import is_int
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def _infer(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import randn
+from asgrad.tensor.ir.common import randn
+from asgrad.tensor.ir.registry import Attrs, OpCase, TensorType, register_expanding
 from asgrad.tensor.ops.spatial import Pair, require_nchw
-from asgrad.tensor.registry import Attrs, OpCase, TensorType, register_expanding
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 def out_size(size: int, kernel: int, stride: int, pad: int, dilation: int, ceil: bool) -> int:

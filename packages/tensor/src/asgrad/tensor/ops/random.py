@@ -15,10 +15,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asgrad.tensor.dtypes import is_int
 from asgrad.tensor.errors import DTypeError, ShapeError
-from asgrad.tensor.ops._common import randn, require_float
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.common import randn, require_float
+from asgrad.tensor.ir.dtypes import is_int
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 __all__ = [
     "dropout_keep",

@@ -10,9 +10,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
-from asgrad.tensor.ops import _math_cases as cases
-from asgrad.tensor.ops import _reduction_math as expansions
-from asgrad.tensor.ops._common import (
+from asgrad.tensor.ir.common import (
     normalize_axes,
     normalize_axis,
     randn,
@@ -20,7 +18,9 @@ from asgrad.tensor.ops._common import (
     require_float,
     require_nonempty_axis,
 )
-from asgrad.tensor.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ops import _math_cases as cases
+from asgrad.tensor.ops import _reduction_math as expansions
 
 
 def _infer_reduce(types: Sequence[TensorType], attrs: Attrs) -> TensorType:

@@ -14,14 +14,14 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import (
+from asgrad.tensor.ir.common import (
     broadcast_shapes,
     normalize_axes,
     normalize_axis,
     randn,
     same_dtype,
 )
-from asgrad.tensor.registry import (
+from asgrad.tensor.ir.registry import (
     Attrs,
     CasesFn,
     InferFn,

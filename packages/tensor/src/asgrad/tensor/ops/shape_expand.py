@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import normalize_axes, normalize_axis, randn
-from asgrad.tensor.registry import (
+from asgrad.tensor.ir.common import normalize_axes, normalize_axis, randn
+from asgrad.tensor.ir.registry import (
     Attrs,
     CasesFn,
     InferFn,
@@ -31,7 +31,7 @@ from asgrad.tensor.registry import (
 )
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 # -- helpers the expansions share ------------------------------------------------------

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ShapeError
-from asgrad.tensor.ops._common import randn
+from asgrad.tensor.ir.common import randn
+from asgrad.tensor.ir.registry import Attrs, OpCase, TensorType
 from asgrad.tensor.ops.shape_expand import axis_slice, gather_const, shape_expand_op
-from asgrad.tensor.registry import Attrs, OpCase, TensorType
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 MODES = ("constant", "reflect", "replicate", "circular")
 Pairs = tuple[tuple[int, int], ...]

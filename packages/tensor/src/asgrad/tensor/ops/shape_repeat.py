@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import normalize_axis, randn
+from asgrad.tensor.ir.common import normalize_axis, randn
+from asgrad.tensor.ir.registry import Attrs, OpCase, TensorType
 from asgrad.tensor.ops.shape_expand import (
     apply,
     axis_slice,
@@ -20,10 +21,9 @@ from asgrad.tensor.ops.shape_expand import (
     gather_const,
     shape_expand_op,
 )
-from asgrad.tensor.registry import Attrs, OpCase, TensorType
 
 if TYPE_CHECKING:
-    from asgrad.tensor.tensor import Tensor
+    from asgrad.tensor.api.tensor import Tensor
 
 
 # -- repeat (torch Tensor.repeat, numpy tile) ---------------------------------------------

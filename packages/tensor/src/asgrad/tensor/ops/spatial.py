@@ -15,8 +15,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from asgrad.tensor.errors import ShapeError
-from asgrad.tensor.ops._common import require_float
-from asgrad.tensor.registry import Attrs, TensorType
+from asgrad.tensor.ir.common import require_float
+from asgrad.tensor.ir.registry import Attrs, TensorType
 
 __all__ = [
     "SCRATCH_LIMIT_BYTES",

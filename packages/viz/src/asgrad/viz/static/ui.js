@@ -100,13 +100,34 @@
     const n = view.byName.get(selected);
     if (!n) { box.innerHTML = `<h2>${esc(selected)}</h2><p>not in this view</p>`; return; }
     const rows = [["op", esc(n.op)], ["output", esc(typeText(n))], ["role", esc(n.role)],
-      ["module", esc((n.module ?? n.scope) || "(top level)")], ["source", esc(n.loc)]];
+      ["module", esc((n.module ?? n.scope) || "(top level)")]];
+    if (n.defined) rows.push(["defined at", esc(n.defined)], ["first used at", esc(n.loc)]);
+    else rows.push(["source", esc(n.loc)]);
     if (n.status) rows.push(["passes", esc(n.status)]);
     if (n.fusion) rows.push(["fusion group", esc(n.fusion)]);
     if (n.time !== undefined) rows.push(["time", `${(n.time * 1e6).toFixed(1)} \u00b5s`]);
     if (n.bytes !== undefined) rows.push(["memory", `${(n.bytes / 1024).toFixed(1)} KiB`]);
     for (const [k, v] of Object.entries(n.attrs)) rows.push(["attr " + esc(k), esc(v)]);
-    const ins = n.inputs.map((j) => { const m = view.nodes[j]; return `${link(m.name)}: ${esc(typeText(m))}`; });
+    const loop = n.body !== undefined ? DATA.bodies[n.body] : null;
+    const inputRole = (k) => { // which carry, xs or captured value of the loop an input is
+      if (!loop) return "";
+      const at = k - (n.inputs.length - (loop.carries + loop.xs + loop.captures.length));
+      if (at < 0) return "packed result: ";
+      if (at < loop.carries) return `carry ${at}: `;
+      if (at < loop.carries + loop.xs) return `xs ${at - loop.carries}: `;
+      return "captured: ";
+    };
+    const ins = n.inputs.map((j, k) => { const m = view.nodes[j]; return `${esc(inputRole(k))}${link(m.name)}: ${esc(typeText(m))}`; });
+    if (loop) {
+      rows.push(["loop body", `<button id="open-body">Open loop body</button> ${esc(loop.body)}: ${loop.nodes.length} nodes,`
+        + ` ${loop.carries} carries, ${loop.xs} xs, ${loop.ys} ys, ${loop.captures.length} captured (defined at ${esc(loop.where)})`]);
+    }
+    if (n.op === "scan") {
+      rows.push(["packed", "one vector of the final carries, each ys stacked by step and (save) the"
+        + " carries each step started from; its scan_part nodes take it apart"]);
+    }
+    if (n.io) rows.push(["in the loop", esc(n.io)]);
+    if (n.outputs) rows.push(["loop output", esc(n.outputs.join(", "))]);
     const outs = n.consumers.map((j) => link(view.nodes[j].name));
     rows.push(["inputs", ins.join("<br>") || "none"]);
     rows.push(["consumers", outs.join("<br>") || "none"]);
@@ -120,21 +141,47 @@
     }
     box.innerHTML = `<h2>${esc(n.name)}</h2><table>` + rows.map(([k, v]) => `<tr><td>${k}</td><td>${v}</td></tr>`).join("") + "</table>";
     box.querySelectorAll(".link").forEach((e) => { e.onclick = () => focus(e.dataset.name); });
+    if (loop) $("open-body").onclick = () => openBody(n.body);
   }
 
   // ---- export -------------------------------------------------------------------------------
-  function svgText(pane) {
-    const clone = pane.svg.cloneNode(true);
-    const b = pane.bounds;
-    clone.querySelector(".scene").setAttribute("transform", "translate(10,10)");
-    clone.setAttribute("xmlns", NS);
-    clone.setAttribute("width", b.w + 20); clone.setAttribute("height", b.h + 20);
-    clone.setAttribute("viewBox", `0 0 ${b.w + 20} ${b.h + 20}`);
-    clone.classList.remove("far", "dragging");
+  // The drawing of every pane shown (before | after: side by side), whole, styles inlined.
+  function svgText(panes) {
+    const GAP = 30;
+    const out = document.createElementNS(NS, "svg");
+    out.setAttribute("xmlns", NS);
     const style = document.createElementNS(NS, "style");
     style.textContent = document.querySelector("style").textContent;
-    clone.insertBefore(style, clone.firstChild);
-    return new XMLSerializer().serializeToString(clone);
+    out.appendChild(style);
+    out.appendChild(panes[0].svg.querySelector("defs").cloneNode(true));
+    let left = 10, height = 0;
+    for (const pane of panes) {
+      const b = pane.bounds;
+      const g = document.createElementNS(NS, "g");
+      g.setAttribute("transform", `translate(${left},10)`);
+      if (panes.length > 1) {
+        const title = document.createElementNS(NS, "text");
+        title.setAttribute("class", "pane-label"); title.setAttribute("y", 12);
+        title.textContent = pane.view.label;
+        g.appendChild(title);
+      }
+      const scene = pane.scene.cloneNode(true);
+      scene.setAttribute("transform", panes.length > 1 ? "translate(0,24)" : "");
+      g.appendChild(scene);
+      out.appendChild(g);
+      left += b.w + GAP;
+      height = Math.max(height, b.h + (panes.length > 1 ? 24 : 0));
+    }
+    const w = left - GAP + 10, h = height + 20;
+    out.setAttribute("width", w); out.setAttribute("height", h);
+    out.setAttribute("viewBox", `0 0 ${w} ${h}`);
+    return new XMLSerializer().serializeToString(out);
+  }
+
+  function svgSize(panes) {
+    const w = panes.reduce((s, p) => s + p.bounds.w, 0) + 30 * (panes.length - 1) + 20;
+    const h = Math.max(...panes.map((p) => p.bounds.h)) + (panes.length > 1 ? 24 : 0) + 20;
+    return { w, h };
   }
 
   function download(name, url) {
@@ -142,47 +189,72 @@
     a.href = url; a.download = name; document.body.appendChild(a); a.click(); a.remove();
   }
 
-  function pngURL(pane) {
+  function pngURL(panes) {
     return new Promise((resolve, reject) => {
       const img = new Image();
-      const b = pane.bounds;
-      const scale = Math.min(2, 16000 / Math.max(b.w + 20, b.h + 20));
+      const b = svgSize(panes);
+      const scale = Math.min(2, 16000 / Math.max(b.w, b.h));
       img.onload = () => {
         const c = document.createElement("canvas");
-        c.width = Math.ceil((b.w + 20) * scale); c.height = Math.ceil((b.h + 20) * scale);
+        c.width = Math.ceil(b.w * scale); c.height = Math.ceil(b.h * scale);
         const ctx = c.getContext("2d");
         ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, c.width, c.height);
         ctx.drawImage(img, 0, 0, c.width, c.height);
         resolve(c.toDataURL("image/png"));
       };
       img.onerror = () => reject(new Error("the SVG could not be drawn"));
-      img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svgText(pane));
+      img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(svgText(panes));
     });
   }
 
   // ---- wiring -------------------------------------------------------------------------------
-  async function showView(which) {
+  async function showPanes(keys) {
     $("panes").textContent = "";
-    const keys = which === "both" ? ["before", "after"] : [which];
     api.panes = keys.map((k) => Pane(views[k], k, views[k].label));
     await Promise.all(api.panes.map(async (p) => { await layout(p); fit(p); }));
-    paintAll(); inspect();
+    paintAll(); inspect(); legend(); drawTrail();
+  }
+
+  async function showView(which) {
+    trail = [];
+    $("view").value = which;
+    await showPanes(which === "both" ? ["before", "after"] : [which]);
+  }
+
+  // A loop body opens as a graph of its own; the trail above the graph leads back out.
+  let trail = []; // the bodies opened, outermost first: {key, label}
+  async function openBody(key) {
+    const k = "body:" + key;
+    if (!views[k]) views[k] = prepare(DATA.bodies[key]);
+    const at = trail.findIndex((t) => t.key === key);
+    trail = at >= 0 ? trail.slice(0, at + 1) : [...trail, { key, label: views[k].label }];
+    selected = null; traced = new Set();
+    await showPanes([k]);
+  }
+
+  function drawTrail() {
+    const box = $("trail");
+    if (!trail.length) { box.textContent = ""; box.style.display = "none"; return; }
+    box.style.display = "";
+    box.innerHTML = `<span class="link" data-k="">${esc(DATA.title)}</span>`
+      + trail.map((t) => ` \u203a <span class="link" data-k="${esc(t.key)}">${esc(t.label)}</span>`).join("");
+    box.querySelectorAll(".link").forEach((e) => {
+      e.onclick = () => (e.dataset.k ? openBody(e.dataset.k) : showView($("view").value));
+    });
   }
 
   const views = {};
   for (const k of Object.keys(DATA.views)) views[k] = prepare(DATA.views[k]);
   $("title").textContent = DATA.title;
   document.title = DATA.title + " - asgrad graph";
-  $("legend").innerHTML = Object.entries({ ...ROLE_COLOUR, ...LEAF_COLOUR })
-    .map(([k, c]) => `<span style="background:${c}"></span>${k}`).join("");
   $("view").onchange = (e) => showView(e.target.value);
-  $("colour").onchange = (e) => { colourMode = e.target.value; paintAll(); };
+  $("colour").onchange = (e) => { colourMode = e.target.value; paintAll(); legend(); };
   $("fit").onclick = () => api.panes.forEach(fit);
-  $("expand").onclick = async () => { for (const p of api.panes) { p.view.scopes.forEach((_, k) => p.expanded.add(k)); await layout(p); fit(p); } };
+  $("expand").onclick = () => api.unfoldAll();
   $("collapse").onclick = async () => { for (const p of api.panes) { p.expanded = new Set([""]); await layout(p); fit(p); } };
   $("trace").onclick = trace;
-  $("svg").onclick = () => download(DATA.title + ".svg", URL.createObjectURL(new Blob([svgText(api.panes[0])], { type: "image/svg+xml" })));
-  $("png").onclick = async () => download(DATA.title + ".png", await pngURL(api.panes[0]));
+  $("svg").onclick = () => download(DATA.title + ".svg", URL.createObjectURL(new Blob([svgText(api.panes)], { type: "image/svg+xml" })));
+  $("png").onclick = async () => download(DATA.title + ".png", await pngURL(api.panes));
   const results = $("results");
   const showResults = () => {
     const found = search($("search").value);
@@ -200,8 +272,9 @@
     focus, select, search, trace, fit: () => api.panes.forEach(fit), showView,
     fold: (path) => Promise.all(api.panes.filter((p) => p.expanded.has(path)).map((p) => toggle(p, path))),
     unfold: (path) => Promise.all(api.panes.filter((p) => !p.expanded.has(path)).map((p) => toggle(p, path))),
-    setColour: (m) => { colourMode = m; $("colour").value = m; paintAll(); },
-    svgText: () => svgText(api.panes[0]), pngURL: () => pngURL(api.panes[0]),
+    setColour: (m) => { colourMode = m; $("colour").value = m; paintAll(); legend(); },
+    svgText: () => svgText(api.panes), pngURL: () => pngURL(api.panes), openBody,
+    unfoldAll: async () => { for (const p of api.panes) { p.view.scopes.forEach((_, k) => p.expanded.add(k)); await layout(p); fit(p); } },
     shown: () => [...api.panes[0].items.keys()],
     elkGraph: () => elkGraph(api.panes[0]), getSelected: () => selected,
   });

@@ -5,8 +5,10 @@
   const NS = "http://www.w3.org/2000/svg";
   const ROLE_COLOUR = { forward: "#4e79a7", gradient: "#e8772e", optimizer: "#3f9b4a" };
   const LEAF_COLOUR = { input: "#6b6b6b", parameter: "#8e5ea2", constant: "#a9a9a9" };
+  // "kept" is not a role colour: in this mode blue would read as "forward"
+  const STATUS_COLOUR = { kept: "#8a9a8c", dead: "#d62728", replaced: "#e5b80b", new: "#17becf" };
   const FOLD_ABOVE = 150; // graphs with more nodes start with their scopes folded
-  const api = { ready: false, errors: [], layoutMs: {}, panes: [] };
+  const api = { ready: false, errors: [], layoutMs: {}, engine: {}, panes: [] };
   window.asgradViewer = api;
   const $ = (id) => document.getElementById(id);
   const elk = new ELK();
@@ -87,6 +89,11 @@
     return "n:" + n.i;
   }
 
+  // A leaf read by several nodes (a parameter: by its layer, its gradient and its
+  // optimizer update) is drawn as ports, a dot on each reader, not as long edges.
+  const PORT_OPS = new Set(["parameter", "constant", "input"]);
+  const isPort = (n) => PORT_OPS.has(n.op) && n.consumers.length >= 2;
+
   const typeText = (n) => `${n.dtype}[${n.shape.join(",")}]`;
   const textWidth = (s, px) => Math.ceil(s.length * px * 0.62) + 12;
 
@@ -107,16 +114,22 @@
       }
       for (const i of s.nodes) {
         const n = view.nodes[i];
-        kids.push({ id: "n:" + i, width: Math.max(70, textWidth(n.op, 10), textWidth(n.name, 8)), height: 30 });
+        kids.push({ id: "n:" + i, width: Math.max(70, textWidth(n.op, 10) + 12, textWidth(n.io || n.name, 8)), height: 30 });
       }
       return kids;
     };
     const edges = new Map();
+    pane.ports = new Map(); // item id -> indices of the port nodes it reads
     for (const n of view.nodes) {
       const b = repOf(pane, n);
       for (const j of n.inputs) {
         const a = repOf(pane, view.nodes[j]);
         if (a === b) continue;
+        if (isPort(view.nodes[j])) {
+          if (!pane.ports.has(b)) pane.ports.set(b, new Set());
+          pane.ports.get(b).add(j);
+          continue;
+        }
         const id = a + ">" + b;
         if (!edges.has(id)) edges.set(id, { id, sources: [a], targets: [b], count: 0, text: typeText(view.nodes[j]) });
         edges.get(id).count += 1;
@@ -142,15 +155,17 @@
     const started = performance.now();
     $("status").textContent = "laying out " + pane.view.label + " ...";
     const graph = elkGraph(pane);
-    const result = await elk.layout(graph);
+    pane.engine = countItems(graph) > ELK_MAX_ITEMS ? "fast" : "elk";
+    const result = pane.engine === "fast" ? fastLayout(graph) : await elk.layout(graph);
     pane.layoutMs = performance.now() - started;
     api.layoutMs[pane.key] = pane.layoutMs;
+    api.engine[pane.key] = pane.engine;
     render(pane, result, graph);
     status();
   }
 
   function status() {
-    const parts = api.panes.map((p) => `${p.view.label}: ${p.view.nodes.length} nodes, ${p.items.size} shown, layout ${Math.round(p.layoutMs || 0)} ms`);
+    const parts = api.panes.map((p) => `${p.view.label}: ${p.view.nodes.length} nodes, ${p.items.size} shown, layout ${Math.round(p.layoutMs || 0)} ms (${p.engine === "fast" ? "fast layout" : "elkjs"})`);
     const prof = DATA.profile ? ` | profile (${DATA.profile.backend}): step ${(DATA.profile.total * 1e3).toFixed(2)} ms` : "";
     $("status").textContent = parts.join(" | ") + prof;
   }
@@ -191,14 +206,17 @@
           walk(c);
         } else {
           const n = view.nodes[+rest];
-          g.setAttribute("class", "node");
-          el("text", { x: 5, y: 13 }, g).textContent = n.op;
-          el("text", { x: 5, y: 24, class: "sub" }, g).textContent = n.name;
+          g.setAttribute("class", "node" + (n.outputs ? " body-out" : "") + (n.body !== undefined ? " loop" : ""));
+          el("text", { x: 5, y: 13 }, g).textContent = n.body !== undefined ? `${n.op} \u21aa` : n.op;
+          el("text", { x: 5, y: 24, class: "sub" }, g).textContent = n.io || n.name;
+          if (n.outputs) el("text", { x: 2, y: c.height + 9, class: "io-out" }, g).textContent = "\u2192 " + n.outputs.join(", ");
           g.addEventListener("click", (ev) => { ev.stopPropagation(); select(n.name); });
+          if (n.body !== undefined) g.addEventListener("dblclick", (ev) => { ev.stopPropagation(); openBody(n.body); });
         }
       }
     };
     walk(result);
+    drawPorts(pane);
     scene.appendChild(edgeLayer);
     const texts = new Map((graph.edges || []).map((e) => [e.id, e.text]));
     for (const e of result.edges || []) {
@@ -211,6 +229,25 @@
     }
     pane.bounds = { w: result.width || 1, h: result.height || 1 };
     paint(pane);
+  }
+
+  function drawPorts(pane) {
+    const view = pane.view;
+    const MAX = 8;
+    pane.ports.forEach((sources, id) => {
+      const item = pane.items.get(id);
+      if (!item) return;
+      const list = [...sources];
+      list.slice(0, MAX).forEach((j, k) => {
+        const src = view.nodes[j];
+        const dot = el("circle", { class: "port", cx: item.w - 6 - 9 * k, cy: 0, r: 3.5, fill: LEAF_COLOUR[src.op] || "#999" }, item.g);
+        el("title", {}, dot).textContent = `${src.name}: ${typeText(src)} (${src.op})`;
+        dot.addEventListener("click", (ev) => { ev.stopPropagation(); focus(src.name); });
+      });
+      if (list.length > MAX) {
+        el("text", { class: "port-more", x: item.w - 10 - 9 * MAX, y: 3 }, item.g).textContent = `+${list.length - MAX}`;
+      }
+    });
   }
 
   // ---- colours and highlights -------------------------------------------------------
@@ -233,11 +270,43 @@
   function fill(view, n) {
     if (colourMode === "profile" || colourMode === "memory") return profileFill(view, n.time, n.bytes, false);
     if (colourMode === "fusion") return n.fusion ? `hsl(${hash(n.fusion) % 360},60%,50%)` : "#c8c8c8";
-    if (colourMode === "status") {
-      return { kept: "#4e79a7", dead: "#d62728", replaced: "#e5b80b", new: "#17becf" }[n.status] || "#999";
-    }
+    if (colourMode === "status") return STATUS_COLOUR[n.status] || "#999";
     return LEAF_COLOUR[n.op] || ROLE_COLOUR[n.role] || ROLE_COLOUR.forward;
   }
+
+  // The legend says what the colours of the current mode mean: the roles, a time or
+  // memory scale (the profile's smallest and largest values shown), the fusion groups,
+  // or what the passes did.
+  function legend() {
+    const swatch = (c, text) => `<span style="background:${c}"></span>${esc(text)} `;
+    const views = api.panes.map((p) => p.view);
+    let html;
+    if (colourMode === "profile" || colourMode === "memory") {
+      const stops = [0, 0.25, 0.5, 0.75, 1].map((f) => `${heat(f)} ${f * 100}%`).join(",");
+      const bar = `<span class="bar" style="background:linear-gradient(to right,${stops})"></span>`;
+      if (colourMode === "profile") {
+        const lo = Math.min(...views.map((v) => v.minTime)), hi = Math.max(...views.map((v) => v.maxTime));
+        html = `time per node (log scale) ${esc(timeText(lo))} ${bar} ${esc(timeText(hi))}`;
+      } else {
+        const hi = Math.max(...views.map((v) => v.maxBytes));
+        html = `result size (square-root scale) 0 ${bar} ${esc(bytesText(hi))}`;
+      }
+      html += " " + swatch("#d0d0d0", "not profiled") + " <small>(a folded scope: its nodes summed)</small>";
+    } else if (colourMode === "fusion") {
+      const groups = new Set(views.flatMap((v) => v.nodes.map((n) => n.fusion).filter(Boolean)));
+      html = `${groups.size} GPU fusion groups, a colour each` + swatch("#c8c8c8", "not fused");
+    } else if (colourMode === "status") {
+      html = Object.entries(STATUS_COLOUR).map(([k, c]) => swatch(c, k)).join("");
+    } else {
+      html = Object.entries({ ...ROLE_COLOUR, ...LEAF_COLOUR }).map(([k, c]) => swatch(c, k)).join("")
+        + ' <small>\u25cf a port: a leaf read by several nodes</small>';
+    }
+    $("legend").innerHTML = html;
+    $("legend").dataset.mode = colourMode;
+  }
+
+  function timeText(s) { return s >= 1e-3 ? `${(s * 1e3).toFixed(2)} ms` : `${(s * 1e6).toFixed(1)} \u00b5s`; }
+  function bytesText(b) { return b >= 1 << 20 ? `${(b / (1 << 20)).toFixed(1)} MiB` : `${(b / 1024).toFixed(1)} KiB`; }
 
   function related(view) { // gradient <-> forward partners of the selection
     const out = new Set();

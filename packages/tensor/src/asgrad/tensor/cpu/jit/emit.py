@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType
 
 # The dtypes a whole-step kernel handles, by their names in the generated source.
 NUMBA_DTYPES = {

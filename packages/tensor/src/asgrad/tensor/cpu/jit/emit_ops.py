@@ -30,8 +30,8 @@ from asgrad.tensor.cpu.jit.emit import (
     literal,
     transpose_view,
 )
-from asgrad.tensor.graph import Node
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import TensorType
 
 Emitter = Callable[[Kernel, Node, Sequence[Val], TensorType], Val]
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType
 
 # A group is fused from this many elements of its result on.
 FUSE_MIN_ELEMENTS = 1024

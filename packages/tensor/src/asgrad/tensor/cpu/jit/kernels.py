@@ -1,7 +1,7 @@
 """Compiled kernels of the line path: Numba kernels a generated CPU function calls.
 
 A :class:`JitKernel` names a wrapper with the calling convention of an
-:class:`~asgrad.tensor.registry.IntoKernel` (``fn(*inputs, out=None, **attrs)``, the
+:class:`~asgrad.tensor.ir.registry.IntoKernel` (``fn(*inputs, out=None, **attrs)``, the
 result written into ``out`` when it is given). The structural families' kernels are
 hand-written in topic modules (``kernels_norm``, ``kernels_pool``, ``kernels_optim``),
 listed in :data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an elementwise op's
@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asgrad.tensor.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType
 
 __all__ = ["JitKernel", "rendered_kernel"]
 

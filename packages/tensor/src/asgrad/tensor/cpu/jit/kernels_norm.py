@@ -1,6 +1,6 @@
 """Compiled row kernels: softmax, log-softmax, layer norm and its input gradient.
 
-Each wrapper has the calling convention of an :class:`~asgrad.tensor.registry.IntoKernel`
+Each wrapper has the calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`
 (``fn(*inputs, out=None, **attrs)``; the result in ``out`` when it is given and
 C-contiguous, else fresh) and the semantics of the op's numpy kernel, within the op's
 tolerance: a row is read whole before any of it is written, so ``out`` may be the

@@ -1,6 +1,6 @@
 """Compiled kernels of the optim family: Adam's two updates, and the two fused in one pass.
 
-Each wrapper has the calling convention of an :class:`~asgrad.tensor.registry.IntoKernel`
+Each wrapper has the calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`
 (``fn(*inputs, out=None, **attrs)``, the result in ``out`` when it is given and
 C-contiguous, else fresh) and does the numpy kernels' arithmetic in the same order,
 bit for bit. The loops read each element before writing it, so ``out`` may be any

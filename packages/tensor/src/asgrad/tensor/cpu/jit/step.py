@@ -49,9 +49,9 @@ from asgrad.tensor.cpu.jit.render import PRELUDE
 from asgrad.tensor.cpu.jit.step_run import whole_step
 from asgrad.tensor.cpu.lowering import resolve
 from asgrad.tensor.cpu.records import Ref
-from asgrad.tensor.registry import TensorType, get_op
-from asgrad.tensor.schedule import Schedule
-from asgrad.tensor.variables import Variable
+from asgrad.tensor.ir.registry import TensorType, get_op
+from asgrad.tensor.ir.schedule import Schedule
+from asgrad.tensor.ir.variables import Variable
 
 # A step is compiled whole only when its arithmetic is at most this many operations
 # (elements written by elementwise ops and reductions, 8 per element of a

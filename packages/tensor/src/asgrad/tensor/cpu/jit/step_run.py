@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from asgrad.tensor.cpu.jit import cache_dir
-from asgrad.tensor.variables import Variable
+from asgrad.tensor.ir.variables import Variable
 
 if TYPE_CHECKING:
     from asgrad.tensor.cpu.jit.step import StepPlan

@@ -1,0 +1,311 @@
+"""Planning: a schedule lowered, once per set of fed shapes, into captured dispatches.
+
+:func:`build_plan` reads top-down:
+
+1. every node's type for the fed shapes;
+2. fusion groups (:func:`inlined_nodes`): the nodes inlined into their users' kernels
+   rather than launched (:mod:`asgrad.gpu.plan.fusion`);
+3. the multi-tensor update batch (:func:`asgrad.gpu.plan.multi_update.find_update_batch`):
+   the optimizer's update rules of every parameter, launched together in one or a few
+   dispatches writing each variable in place; then the other in-place updates
+   (:func:`in_place_updates`): update rules written straight into their variable's
+   buffer;
+4. every node lowered in order while the device captures the dispatches
+   (:func:`lower_schedule`), each value dropped after its last use
+   (:func:`release_steps`) so that its buffer serves later nodes; then the outputs and
+   the update values are written where the run reads them.
+
+The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kernels
+generated for chains of elementwise ops, the nodes inlined into their users),
+``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
+dispatches), ``capture`` (dispatches recorded once, replayed at every run), ``values``
+(values passed between nodes without a launch) and ``dispatch_kinds``. It may import
+:mod:`asgrad.tensor`, :mod:`asgrad.gpu.errors`, :mod:`asgrad.gpu.device`,
+:mod:`asgrad.gpu.lowering` and itself.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from asgrad.gpu.device import Device
+from asgrad.gpu.device.array import GpuArray
+from asgrad.gpu.device.buffers import ScopedPool
+from asgrad.gpu.device.copy import copy_into
+from asgrad.gpu.device.readback import Outputs
+from asgrad.gpu.device.source import numpy_dtype
+from asgrad.gpu.device.variables import GpuVariableStore, variable_store
+from asgrad.gpu.errors import GpuError
+from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
+from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
+from asgrad.gpu.plan.capture import Command, capturing
+from asgrad.gpu.plan.fusion import (
+    VIEW_OPS,
+    Value,
+    lower_in_place,
+    lower_node,
+    materialize,
+)
+from asgrad.gpu.plan.fusion_groups import (
+    MAX_RECOMPUTE,
+    MAX_SCALAR_NODES,
+    Types,
+    Users,
+    inlined_nodes,
+)
+from asgrad.gpu.plan.multi_update import launch_update_batch
+from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
+from asgrad.tensor.ir.graph import Node, Variable
+from asgrad.tensor.ir.schedule import Schedule
+from asgrad.tensor.runtime.progress import current
+
+__all__ = [
+    "MAX_RECOMPUTE",
+    "MAX_SCALAR_NODES",
+    "Plan",
+    "build_plan",
+    "in_place_updates",
+    "inlined_nodes",
+    "lower_schedule",
+    "release_steps",
+    "users_of",
+]
+
+
+@dataclass
+class Plan:
+    """A schedule lowered for one set of fed shapes: captured dispatches and buffers.
+
+    The plan's buffers (``scope``) go back to the device's pool when it is collected.
+    """
+
+    device: Device
+    scope: ScopedPool
+    bindings: Bindings
+    outputs: list[GpuArray]
+    updates: list[tuple[Variable, GpuArray]]
+    commands: list[Command]
+    checked: bool = False  # a kernel records faults: a run arms the device's checks
+    # how a launch copies the outputs into a read-back page (made at the first launch)
+    launch_outputs: Outputs | None = None
+
+    def __post_init__(self) -> None:
+        weakref.finalize(self, self.scope.close)
+
+
+def build_plan(
+    schedule: Schedule, feeds: Mapping[str, np.ndarray], device: Device, *, fuse: bool = True
+) -> Plan:
+    """``schedule`` lowered for the shapes of ``feeds`` (``fuse=False``: a kernel per node)."""
+    store = variable_store(device)
+    types = schedule.infer_types({name: v.shape for name, v in feeds.items()})
+    users = users_of(schedule)
+    inlined = inlined_nodes(schedule, users, types) if fuse else frozenset()
+    batch = update_batch(schedule, users, inlined, types) if fuse else None
+    in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
+    scope = ScopedPool(device.pool)
+    try:
+        with capturing(device, scope) as capture:
+            bindings, outputs, updates = lower_schedule(
+                schedule, types, inlined, in_place, device, store, batch
+            )
+    except BaseException:
+        scope.close()
+        raise
+    return Plan(device, scope, bindings, outputs, updates, capture.commands, capture.checked)
+
+
+def users_of(schedule: Schedule) -> dict[int, list[Node]]:
+    """For each node id, the nodes reading it (once per read: ``x * x`` reads x twice)."""
+    users: dict[int, list[Node]] = {}
+    for node in schedule.nodes:
+        for inp in node.inputs:
+            users.setdefault(inp.id, []).append(node)
+    return users
+
+
+# -- in-place updates ---------------------------------------------------------------------
+def update_batch(
+    schedule: Schedule, users: Users, inlined: frozenset[int], types: Types
+) -> UpdateBatch | None:
+    """The update rules launched together as one multi-tensor batch (see
+    :mod:`asgrad.gpu.plan.multi_update`), or None."""
+    params = {id(n.attrs["variable"]): n for n in schedule.nodes if n.op == "parameter"}
+    readers = {
+        node.id: _readers(params[id(var)], users) if id(var) in params else []
+        for var, node in schedule.updates
+    }
+    # Moving the members to the batch's step moves a reader fused into a member's
+    # kernel no later than that step, so the steps before the move decide the same.
+    launched_at = _launch_steps(schedule, users, inlined, {})
+    return find_update_batch(schedule, users, types, launched_at, readers)
+
+
+def in_place_updates(
+    schedule: Schedule,
+    users: Users,
+    inlined: frozenset[int],
+    store: GpuVariableStore,
+    batch: UpdateBatch | None = None,
+) -> dict[int, GpuArray]:
+    """Update values that can be written into their variable's buffer directly.
+
+    Safe when every other read of the variable's old value is launched before the
+    update (a read fused into a later kernel counts at that kernel's position); a read
+    fused into the update's own kernel reads each element before it is overwritten, by
+    the same thread. The members of ``batch`` are written by the batch.
+    """
+    members = batch.members if batch is not None else frozenset()
+    moved = dict.fromkeys(members, batch.step) if batch is not None else {}
+    launched_at = _launch_steps(schedule, users, inlined, moved)
+    out_ids = {n.id for n in schedule.outputs}
+    params = {id(n.attrs["variable"]): n for n in schedule.nodes if n.op == "parameter"}
+    result: dict[int, GpuArray] = {}
+    for var, node in schedule.updates:
+        if node.op not in EXPRESSION_OPS or node.id in out_ids or node.id in result:
+            continue
+        if node.id in members:
+            continue
+        if sum(1 for _, other in schedule.updates if other is node) > 1:
+            continue
+        param = params.get(id(var))
+        readers = _readers(param, users) if param is not None else []
+        at = launched_at[node.id]
+        if all(r is node or launched_at[r.id] <= at for r in readers):
+            result[node.id] = store.array(var)
+    return result
+
+
+def _launch_steps(
+    schedule: Schedule,
+    users: Users,
+    inlined: frozenset[int],
+    moved: Mapping[int, int],
+) -> dict[int, int]:
+    """Where the kernel that reads for each node is launched: its own step (or the
+    step ``moved`` gives it), or for an inlined node the last of its users' kernels."""
+    steps: dict[int, int] = {}
+    for i in range(len(schedule.nodes) - 1, -1, -1):
+        node = schedule.nodes[i]
+        if node.id in inlined:
+            steps[node.id] = max(steps[user.id] for user in users[node.id])
+        else:
+            steps[node.id] = moved.get(node.id, i)
+    return steps
+
+
+def _readers(param: Node, users: Users) -> list[Node]:
+    """The nodes reading a parameter, directly or through views of it."""
+    readers: list[Node] = []
+    frontier = [param]
+    while frontier:
+        for user in users.get(frontier.pop().id, []):
+            readers.append(user)
+            if user.op in VIEW_OPS:
+                frontier.append(user)
+    return readers
+
+
+# -- lowering -------------------------------------------------------------------------------
+def release_steps(schedule: Schedule, batch: UpdateBatch | None = None) -> dict[int, list[int]]:
+    """For each step, the nodes whose values are dropped after it (their last use).
+
+    The inputs of ``batch``'s members and sums are read when the batch launches, at
+    its step.
+    """
+    last_use = dict(schedule.last_use)
+    if batch is not None:
+        for node in schedule.nodes:
+            if node.id in batch.members or node.id in batch.sums:
+                for inp in node.inputs:
+                    last_use[inp.id] = max(last_use.get(inp.id, 0), batch.step)
+    released: dict[int, list[int]] = {}
+    for node_id, step in last_use.items():
+        released.setdefault(step, []).append(node_id)
+    return released
+
+
+def lower_schedule(
+    schedule: Schedule,
+    types: Types,
+    inlined: frozenset[int],
+    in_place: Mapping[int, GpuArray],
+    device: Device,
+    store: GpuVariableStore,
+    batch: UpdateBatch | None = None,
+) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
+    """Lower every node in order; returns the leaves' bindings, the outputs and the
+    updates (each variable's buffer, holding its new value after a run).
+
+    A value is dropped after its last use, so its buffer goes back to the plan's pool
+    (garbage collection releases it) for the nodes after it. ``batch``'s members are
+    launched together after its step.
+    """
+    bindings = Bindings()
+    released = release_steps(schedule, batch)
+    members = batch.members if batch is not None else frozenset()
+    values: dict[int, Value] = {}
+    progress = current()
+    progress.stage("GPU: lowering nodes", len(schedule.nodes))
+    # A leaf's buffer is never one a kernel of the plan writes: feeds are plan-owned
+    # (leaf.plan_owned) and constants come from the device's own pool.
+    for i, node in enumerate(schedule.nodes):
+        progress.advance()
+        out_type = types[node.id]
+        if batch is not None and node.id in members:
+            values[node.id] = store.array(batch.variables[node.id])  # the batch writes it
+        elif batch is not None and node.id in batch.sums:
+            pass  # summed when the batch launches
+        elif node.op in LEAVES:
+            values[node.id] = bindings.bind(node, out_type, device, store)
+        else:
+            ins = [values[n.id] for n in node.inputs]
+            try:
+                with device.checks.lowering(node.op, node.location):
+                    value = _lower_one(node, ins, types, inlined, in_place, device, bindings)
+            except GpuError as exc:
+                raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
+            values[node.id] = value
+        if batch is not None and i == batch.step:
+            targets = {m: store.array(v) for m, v in batch.variables.items()}
+            launch_update_batch(batch, values, targets, device)
+        for dead in released.get(i, []):
+            values.pop(dead, None)
+    outputs = [materialize(values[n.id]) for n in schedule.outputs]
+    updates: list[tuple[Variable, GpuArray]] = []
+    for var, node in schedule.updates:
+        target = store.array(var)
+        new_value = materialize(values[node.id])
+        if new_value.buffer is not target.buffer:
+            copy_into(new_value, target)
+        updates.append((var, target))
+    return bindings, outputs, updates
+
+
+def _lower_one(
+    node: Node,
+    ins: list[Value],
+    types: Types,
+    inlined: frozenset[int],
+    in_place: Mapping[int, GpuArray],
+    device: Device,
+    bindings: Bindings,
+) -> Value:
+    """The value of one computing node: written in place, a constant, or lowered."""
+    out_type = types[node.id]
+    target = in_place.get(node.id)
+    if target is not None:
+        return lower_in_place(node, ins, out_type, target)
+    if node.op == "size_ratio":  # a constant once shapes are known
+        a, b = (types[n.id].shape for n in node.inputs)
+        ratio = np.asarray(math.prod(a) / max(math.prod(b), 1))
+        value = upload_constant(device, ratio, numpy_dtype(out_type.dtype))
+        bindings.constants.append(value)
+        return value
+    in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else ()
+    return lower_node(node, ins, out_type, node.id in inlined, in_shape)

@@ -1,0 +1,335 @@
+"""Kernel fusion: a chain of elementwise ops becomes one generated kernel.
+
+While a plan is built, a node that the plan inlines into its users
+(:func:`asgrad.gpu.plan.inlined_nodes`) is not launched: an elementwise node becomes a
+:class:`Deferred` expression that its users inline in place of their input, a
+broadcast or a view passes its input on (the user broadcasts it), a transpose becomes
+a strided :class:`~asgrad.gpu.device.array.Operand`. The fused kernel reads only the chain's
+leaves (broadcast through strides as usual) and writes only its end, so
+``sigmoid(x @ w + b)``'s add and sigmoid, or an optimizer's whole update rule, are
+one dispatch and no intermediate buffer. A deferred node holds its inputs, which keeps
+their buffers alive (pool release is driven by garbage collection) until it is used.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import TypeGuard
+
+from asgrad.gpu.device.array import GpuArray, Operand, slice_view
+from asgrad.gpu.device.source import numpy_dtype, wgsl_type
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering import lower
+from asgrad.gpu.lowering.common import literal
+from asgrad.gpu.lowering.elementwise import (
+    EXPRESSION_OPS,
+    elementwise,
+    expression,
+    max_inputs,
+)
+from asgrad.gpu.lowering.linalg import MAX_BATCH_DIMS, MatrixView, matmul
+from asgrad.gpu.plan.values import (
+    Deferred,
+    Leaf,
+    Product,
+    Reshaped,
+    Scattered,
+    Value,
+    _box,
+    _core,
+    _merged_stride,
+    _scatter_pieces,
+    strided_reshape,
+    sums_batch,
+)
+from asgrad.tensor import TensorType
+from asgrad.tensor.ir.graph import Node
+
+__all__ = [
+    "INLINE_OPS",
+    "LAZY_VIEWS",
+    "LIKE_OPS",
+    "VIEW_OPS",
+    "Deferred",
+    "Product",
+    "Reshaped",
+    "Scattered",
+    "Value",
+    "emit",
+    "fused_expression",
+    "lower_in_place",
+    "lower_node",
+    "materialize",
+    "strided_reshape",
+    "sums_batch",
+]
+
+
+# Ops whose result aliases their input's buffer.
+VIEW_OPS = frozenset({"reshape", "reshape_like", "expand_dims", "squeeze", "sum_to_like"})
+
+
+# Views a plan may pass on as strides (an Operand) instead of copying: a slice, and a
+# reshape of a strided view where numpy's would need no copy either.
+LAZY_VIEWS = frozenset({"slice", "reshape", "reshape_like", "expand_dims", "squeeze"})
+
+
+# Ops some of whose inputs give only a shape: op -> their positions.
+SHAPE_INPUTS: dict[str, tuple[int, ...]] = {
+    "reshape_like": (1,),
+    "broadcast_like": (1,),
+    "sum_to_like": (1,),
+    "scatter_slice": (1,),
+    "scatter_add": (2,),
+}
+
+
+LIKE_OPS = frozenset(SHAPE_INPUTS)
+
+
+# Ops a fused kernel can absorb: elementwise expressions, and broadcasts/transposes,
+# which become strided reads of their input.
+INLINE_OPS = EXPRESSION_OPS | {"broadcast_to", "broadcast_like", "transpose"}
+
+
+# A batch-summed product is folded into one matmul when it is small (launches cost
+# more than its arithmetic) or has enough 128x128 output tiles to fill a large GPU
+# (the matmul kernels' own threshold); otherwise the few tiles would each walk the
+# whole folded K while most of the GPU idles.
+FOLD_MAX_WORK = 1 << 28  # multiply-adds
+FOLD_MIN_TILES = 96
+_OPERAND = re.compile(r"\bx(\d+)\b")
+
+
+# Longer fused expressions (recomputed values nest) launch their deferred inputs first.
+MAX_EXPRESSION = 4000
+
+
+def _same_leaf(a: Leaf, b: Leaf) -> bool:
+    if isinstance(a, GpuArray) and isinstance(b, GpuArray):
+        return a is b
+    oa, ob = Operand.of(a), Operand.of(b)
+    return (
+        oa.array.buffer is ob.array.buffer
+        and oa.shape == ob.shape
+        and oa.strides == ob.strides
+        and oa.offset == ob.offset
+        and oa.array.dtype == ob.array.dtype
+    )
+
+
+def fused_expression(expr: str, inputs: list[Value]) -> tuple[str, list[Leaf]] | None:
+    """``expr`` with deferred inputs inlined, and the leaves (arrays, views) it reads.
+
+    None when the leaves would exceed the kernel's bindings (:func:`max_inputs`).
+    """
+    leaves: list[Leaf] = []
+
+    def build(template: str, values: list[Value]) -> str:
+        parts: list[str] = []
+        for value in values:
+            scattered = _scatter_pieces(value)
+            if scattered is not None:
+                value = _write_pieces(scattered, scattered.type)
+            if isinstance(value, Deferred):
+                parts.append(f"({build(value.expr, value.inputs)})")
+                continue
+            if isinstance(value, (Product, Scattered, Reshaped)):
+                value = materialize(value)
+            for k, leaf in enumerate(leaves):
+                if _same_leaf(leaf, value):
+                    parts.append(f"x{k}")
+                    break
+            else:
+                leaves.append(value)
+                parts.append(f"x{len(leaves) - 1}")
+        return _OPERAND.sub(lambda m: parts[int(m.group(1))], template)
+
+    full = build(expr, inputs)
+    if len(leaves) > max_inputs(full):
+        return None
+    return full, leaves
+
+
+def materialize(value: Value) -> GpuArray:
+    """An array holding ``value``: a deferred expression or a view is launched."""
+    if isinstance(value, GpuArray):
+        return value
+    if isinstance(value, Operand):
+        return elementwise("x0", [value], value.array.dtype, value.shape)
+    if isinstance(value, Product):
+        return matmul(_matrix(value.a), _matrix(value.b))
+    if isinstance(value, Scattered):
+        return _write_pieces(value, value.type)
+    if isinstance(value, Reshaped):
+        return materialize(value.operand).view(value.shape)
+    return emit(value.expr, value.inputs, value.type)
+
+
+def emit(
+    expr: str, inputs: list[Value], out: TensorType, target: GpuArray | Operand | None = None
+) -> GpuArray:
+    """Launch ``expr`` over ``inputs`` as one kernel (into ``target`` when given),
+    launching deferred inputs on their own first if there are too many leaves."""
+    fused = fused_expression(expr, inputs)
+    if fused is None or len(fused[0]) > MAX_EXPRESSION:
+        # too many leaves for one kernel: launch the deferred inputs on their own first
+        inputs = [materialize(v) for v in inputs]
+        fused = fused_expression(expr, inputs)
+        assert fused is not None
+    full, leaves = fused
+    if target is not None:
+        return elementwise(full, leaves, out=Operand.of(target))
+    return elementwise(full, leaves, numpy_dtype(out.dtype), out.shape)
+
+
+def _wgsl(value: Value) -> str:
+    if isinstance(value, Operand):
+        return value.array.wgsl
+    return value.wgsl
+
+
+def lower_node(
+    node: Node,
+    ins: list[Value],
+    out_type: TensorType,
+    inline: bool,
+    in_shape: tuple[int, ...] | None = None,
+) -> Value:
+    """The value of ``node`` from its inputs' values: launched, or with ``inline``
+    deferred into its users (an expression, a passed-on input, a strided view).
+    ``in_shape``: the shape of its first input's type (by default its value's)."""
+    if in_shape is None:
+        in_shape = _value_shape(ins[0]) if ins else ()
+    if inline and node.op in LAZY_VIEWS:
+        return _lazy_view(node, ins[0], in_shape, out_type)
+    if inline and node.op in VIEW_OPS and _core(in_shape) == _core(out_type.shape):
+        return ins[0]  # shapes differ by leading 1s only: broadcasting realigns them
+    if node.op == "add" and not inline:
+        pieces = _scatter_pieces(Deferred("x0 + x1", ins, out_type))
+        if pieces is not None:
+            return _write_pieces(pieces, out_type)
+    if node.op in EXPRESSION_OPS:
+        expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
+        assert expr is not None
+        if inline:
+            return Deferred(expr, ins, out_type, node.attrs)
+        return emit(expr, ins, out_type)
+    if inline and node.op in ("broadcast_to", "broadcast_like"):
+        return ins[0]  # the user broadcasts it
+    if inline and node.op == "transpose":
+        source = ins[0] if isinstance(ins[0], Operand) else materialize(ins[0])
+        op = Operand.of(source)
+        if in_shape and op.shape != in_shape:  # a broadcast passed on: make it real
+            op = Operand(op.array, in_shape, op.broadcast_strides(in_shape), op.offset)
+        return op.permute(tuple(node.attrs["axes"]))
+    if node.op == "matmul":
+        a, b = (v if _matrix_like(v) else materialize(v) for v in ins)
+        if inline:
+            return Product(a, b)
+        return matmul(_matrix(a), _matrix(b))
+    if isinstance(ins[0], Product):
+        folded = _folded_product(ins[0], out_type)
+        if folded is not None:
+            return folded
+    if inline and node.op == "scatter_slice":
+        return Scattered(out_type, [(tuple(node.attrs["index"]), ins[0])])
+    shape_only = SHAPE_INPUTS.get(node.op, ())
+    first = materialize(ins[0])  # a shape-only input is never read: any array stands in
+    args = [first if k == 0 or k in shape_only else materialize(v) for k, v in enumerate(ins)]
+    return lower(node.op, args, node.attrs, out_type)
+
+
+def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
+    """Zeros where no piece lands (none when they cover it), then each piece."""
+    dtype = numpy_dtype(out_type.dtype)
+    covered = sum(
+        math.prod(b - a for a, b in _box(i, out_type.shape) or []) for i, _ in scattered.pieces
+    )
+    if covered == math.prod(out_type.shape):
+        result = GpuArray.empty(tuple(out_type.shape), dtype)
+    else:
+        result = elementwise(literal(0.0, wgsl_type(dtype)), [], dtype, tuple(out_type.shape))
+    for index, piece in scattered.pieces:
+        view = slice_view(Operand.of(result), index)
+        if isinstance(piece, Reshaped):  # the destination reshaped instead
+            reshaped = strided_reshape(view, piece.operand.shape)
+            if reshaped is not None:
+                view, piece = reshaped, piece.operand
+        emit("x0", [piece], TensorType(view.shape, out_type.dtype), view)
+    return result
+
+
+def _value_shape(value: Value) -> tuple[int, ...]:
+    if isinstance(value, (Deferred, Scattered)):
+        return tuple(value.type.shape)
+    if isinstance(value, Product):
+        return tuple(materialize(value).shape)
+    return tuple(value.shape)
+
+
+def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:
+    """A view node's value as strides of its input (copied only when it cannot be)."""
+    if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
+        return Deferred(value.expr, value.inputs, out_type, value.attrs)  # leading 1s
+    source = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
+    op = Operand.of(source)
+    if op.shape != in_shape:  # a broadcast passed on unlaunched: its strides, made real
+        op = Operand(op.array, in_shape, op.broadcast_strides(in_shape), op.offset)
+    shape = tuple(out_type.shape)
+    if node.op == "slice":
+        return slice_view(op, node.attrs["index"])
+    view = strided_reshape(op, shape)
+    if view is not None:
+        return view
+    return Reshaped(op, shape)
+
+
+def _matrix_like(v: Value) -> TypeGuard[GpuArray | Operand]:
+    """An array, or a view the matmul kernels read: one of the matrix axes unit-strided
+    and at most their batch axes."""
+    if isinstance(v, GpuArray):
+        return True
+    if not isinstance(v, Operand) or len(v.shape) < 2 or len(v.shape) - 2 > MAX_BATCH_DIMS:
+        return False
+    return 1 in (v.strides[-1], v.strides[-2]) and min(v.strides) >= 0
+
+
+def _matrix(v: GpuArray | Operand) -> GpuArray | MatrixView:
+    if isinstance(v, Operand):
+        return MatrixView(v.array, v.shape, v.strides, v.offset)
+    return v
+
+
+def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
+    """``sum over the batch of a_b @ b_b`` as one matmul, ``[a_0 a_1 ..] @ [b_0; b_1; ..]``:
+    the batch axes folded into K. None when an operand's strides cannot fold (a
+    broadcast batch axis, a layout that is not batch-major over K)."""
+    a, b = Operand.of(p.a), Operand.of(p.b)
+    if len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2]:
+        return None
+    k = a.shape[-1]
+    a_axes = [*zip(a.shape[:-2], a.strides[:-2], strict=True), (k, a.strides[-1])]
+    b_axes = [*zip(b.shape[:-2], b.strides[:-2], strict=True), (k, b.strides[-2])]
+    sa, sb = _merged_stride(a_axes), _merged_stride(b_axes)
+    if sa is None or sb is None:
+        return None
+    total = math.prod(a.shape[:-2]) * k
+    m, n = a.shape[-2], b.shape[-1]
+    tiles = -(-m // 128) * -(-n // 128)
+    if m * n * total > FOLD_MAX_WORK and tiles < FOLD_MIN_TILES:
+        return None  # few output tiles over a deep K: the batched product keeps the GPU busy
+    va = MatrixView(a.array, (m, total), (a.strides[-2], sa), a.offset)
+    vb = MatrixView(b.array, (total, n), (sb, b.strides[-1]), b.offset)
+    return matmul(va, vb).view(tuple(out_type.shape))
+
+
+def lower_in_place(node: Node, ins: list[Value], out_type: TensorType, target: GpuArray) -> Value:
+    """An update rule (an elementwise node) written straight into its variable's buffer."""
+    expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
+    assert expr is not None
+    try:
+        return emit(expr, ins, out_type, target)
+    except GpuUnsupportedError:  # the old value is read other than element-wise
+        return emit(expr, ins, out_type)

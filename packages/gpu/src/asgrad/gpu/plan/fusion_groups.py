@@ -1,0 +1,172 @@
+"""Fusion groups: which nodes a plan inlines into their users' kernels.
+
+:func:`inlined_nodes` decides, from the types and the users of every node, which
+nodes are not launched: elementwise chains, views read through strides, transposes
+read by matmuls, batched matmuls summed over their batch axes, the pieces of a sum of
+scatter_slices (see :mod:`asgrad.gpu.plan.fusion` and :mod:`asgrad.gpu.plan.values`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from asgrad.gpu.lowering.elementwise import (
+    EXPRESSION_OPS,
+)
+from asgrad.gpu.plan.fusion import INLINE_OPS, LAZY_VIEWS, LIKE_OPS, VIEW_OPS
+from asgrad.gpu.plan.values import sums_batch
+from asgrad.tensor import TensorType
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.schedule import Schedule
+
+__all__ = ["MAX_RECOMPUTE", "MAX_SCALAR_NODES", "Types", "Users", "inlined_nodes"]
+
+
+# An elementwise value read by up to this many elementwise users is recomputed in each.
+MAX_RECOMPUTE = 4
+
+
+# A scalar read by more is recomputed in each if its expression holds at most this many
+# nodes (an optimizer's per-step factors), else launched once (a global gradient norm).
+MAX_SCALAR_NODES = 8
+
+
+Users = Mapping[int, list[Node]]
+
+
+Types = Mapping[int, TensorType]
+
+
+# -- fusion groups --------------------------------------------------------------------------
+def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[int]:
+    """The nodes inlined into their users rather than launched.
+
+    Every user must be elementwise (it broadcasts the value, so any shape of it
+    broadcasts to the user's), or a view or broadcast that is itself inlined; an
+    elementwise value with several users is recomputed in each (up to
+    :data:`MAX_RECOMPUTE`, any number for a scalar), which costs arithmetic, not a
+    launch. A transpose read only by matmuls (or by transposes that are) becomes
+    strides; a batched matmul summed over its batch axes (a weight's gradient through a
+    3-D input) becomes one 2-D matmul. Outputs and update values are always launched.
+    """
+    kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
+    inlined: set[int] = set()
+    scatters = _scatter_sums(schedule, users)
+    for node in reversed(schedule.nodes):  # a node's users come after it
+        following = users.get(node.id, [])
+        if node.id in scatters and node.id not in kept:
+            inlined.add(node.id)  # written into the sum's buffer (fusion.Scattered)
+        elif node.id not in kept and following and _inlinable(node, following, inlined, types):
+            inlined.add(node.id)
+    for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
+        if (
+            node.id in inlined
+            and node.op in EXPRESSION_OPS
+            and len(users[node.id]) > MAX_RECOMPUTE
+            and _inlined_size(node, inlined) > MAX_SCALAR_NODES
+        ):
+            inlined.discard(node.id)
+    return frozenset(inlined)
+
+
+def _scatter_sums(schedule: Schedule, users: Users) -> set[int]:
+    """The scatter_slices summed by a tree of adds (a slice's gradient: attention's q,
+    k and v of one qkv): the sum writes each piece into its region, so no zeros are
+    filled and added where the pieces cover it."""
+
+    # the scatter_slices under each single-use node that is one, or a tree of adds of
+    # them (None otherwise); in schedule order, so inputs come first (no recursion: a
+    # chain of ten thousand adds is fine)
+    leaves: dict[int, list[Node] | None] = {}
+    result: set[int] = set()
+    for node in schedule.nodes:
+        parts = [leaves.get(i.id) for i in node.inputs] if node.op == "add" else []
+        whole = parts and all(p is not None for p in parts)
+        if whole:
+            result |= {n.id for p in parts if p is not None for n in p}
+        if len(users.get(node.id, [])) != 1:
+            leaves[node.id] = None
+        elif node.op == "scatter_slice":
+            leaves[node.id] = [node]
+        else:
+            leaves[node.id] = [n for p in parts if p is not None for n in p] if whole else None
+    return result
+
+
+def _inlined_size(node: Node, inlined: set[int]) -> int:
+    """How many nodes the expression of ``node`` holds: it and its inlined inputs."""
+    seen: set[int] = set()
+    frontier = [node]
+    while frontier:
+        current = frontier.pop()
+        if current.id not in seen:
+            seen.add(current.id)
+            frontier += [i for i in current.inputs if i.id in inlined]
+    return len(seen)
+
+
+def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Types) -> bool:
+    if node.op == "matmul" and len(following) == 1 and sums_batch(node, following[0], types):
+        return True  # one 2-D product over the batch axes folded into K
+    if (
+        node.op == "transpose"
+        and _keeps_last_axis(node)
+        and all(
+            u.op == "matmul"
+            or (u.op in LAZY_VIEWS | {"transpose"} and u.id in inlined)
+            or _reads_shape(u, node)
+            for u in following
+        )
+    ):
+        return True  # strides of every matmul reading it (a view costs no launch)
+    if node.op in LAZY_VIEWS and all(_reads_view(u, node, inlined) for u in following):
+        return True  # strides of its readers: a slice, a reshape numpy does without copy
+    if node.op in EXPRESSION_OPS:
+        # a scalar (an optimizer's per-step factor) is cheap to recompute in any number
+        allowed = len(following) <= MAX_RECOMPUTE or types[node.id].shape == ()
+    elif node.op in INLINE_OPS or _passes_through(node, types):
+        allowed = node.op != "transpose" or len(following) == 1
+    else:
+        return False
+    return allowed and all(
+        u.op in EXPRESSION_OPS
+        or ((u.op in INLINE_OPS or _passes_through(u, types)) and u.id in inlined)
+        for u in following
+    )
+
+
+def _reads_shape(user: Node, node: Node) -> bool:
+    """``user`` reads only ``node``'s shape (the like input of a reshape_like...)."""
+    return user.op in LIKE_OPS and user.inputs[0] is not node
+
+
+def _reads_view(user: Node, node: Node, inlined: set[int]) -> bool:
+    """``user`` reads ``node``'s value through strides (or only its shape)."""
+    return (
+        user.op in ("matmul", *EXPRESSION_OPS)
+        or (user.op in LAZY_VIEWS | {"transpose", "scatter_slice"} and user.id in inlined)
+        or _reads_shape(user, node)
+    )
+
+
+def _passes_through(node: Node, types: Types) -> bool:
+    """A view whose input broadcasts to its users exactly as its output would: the
+    shapes agree once leading 1s are dropped (``sum_to_like`` to the same shape)."""
+    if node.op not in VIEW_OPS:
+        return False
+    return _core(types[node.inputs[0].id].shape) == _core(types[node.id].shape)
+
+
+def _core(shape: tuple[int, ...]) -> tuple[int, ...]:
+    dims = list(shape)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    return tuple(dims)
+
+
+def _keeps_last_axis(node: Node) -> bool:
+    """A transpose that keeps its input's last axis among the matrix axes (attention's
+    heads move, a matrix is transposed): a matmul reads the result through strides."""
+    axes = tuple(node.attrs["axes"])
+    n = len(axes)
+    return n >= 2 and n - 1 in axes[-2:]

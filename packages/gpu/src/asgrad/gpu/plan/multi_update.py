@@ -1,0 +1,289 @@
+"""Multi-tensor updates: every parameter's update rule in one dispatch.
+
+An optimizer's step is a few elementwise update rules per parameter (Adam: both
+moments and the parameter; SGD with momentum: the buffer and the parameter). A plan
+gathers them (:func:`~asgrad.gpu.plan.update_chains.find_update_batch`): each *chain* is
+the update rules that read one another's new values (``p' = f(p, m', v')``), all of
+one element count; every
+chain is launched at one point of the schedule, after the last of them would have
+been, and the chains are packed into as few dispatches as the device's storage
+bindings allow (:func:`launch_update_batch`).
+
+In one dispatch a chain is a *segment*: a run of workgroups whose threads each load
+every input at their element, compute the chain's rules in order (a rule reads an
+earlier rule's result as a value, not from memory) and store each result into its
+variable's buffer, in place. That is safe because every other reader of the old
+values is launched earlier (the plan checks it), and a thread reads its element of a
+variable before it writes that element.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from asgrad.gpu.device import Device, fold_groups
+from asgrad.gpu.device.array import GpuArray, Operand
+from asgrad.gpu.device.copy import copy_into
+from asgrad.gpu.device.source import kernel_text
+from asgrad.gpu.lowering.elementwise import CHECKED, expression
+from asgrad.gpu.plan.fusion import emit, materialize
+from asgrad.gpu.plan.multi_sums import (
+    _THREADS,
+    _contiguous,
+    _finish_sum,
+    _Partial,
+    blocks_kernel,
+    launch_column_sums,
+)
+from asgrad.gpu.plan.update_chains import UpdateBatch
+from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Scattered, Value
+from asgrad.tensor import TensorType
+from asgrad.tensor.ir.graph import Node
+
+__all__ = ["launch_update_batch"]
+
+
+_OPERAND = re.compile(r"\bx(\d+)\b")
+
+
+# -- launching ----------------------------------------------------------------------------
+@dataclass
+class _Segment:
+    """One chain as WGSL: its leaves (read), targets (written) and statements."""
+
+    size: int
+    leaves: list[Operand]  # read at the thread's element (size n) or at their offset
+    targets: list[GpuArray]
+    body: list[str]  # statements over a{k} (leaf k), s{k} (sum k) and y{j} (rule j)
+    sums: list[_Partial] = field(default_factory=list)
+
+    def buffers(self) -> set[int]:
+        read = {id(o.array.buffer) for o in self.leaves} | {id(p.arena.buffer) for p in self.sums}
+        return read | {id(t.buffer) for t in self.targets}
+
+
+def launch_update_batch(
+    batch: UpdateBatch,
+    values: Mapping[int, Value],
+    targets: Mapping[int, GpuArray],
+    device: Device,
+) -> None:
+    """Record the batch's dispatches: every chain's rules into its variables' buffers.
+
+    ``values`` holds the members' other inputs; ``targets`` each member's variable
+    array. A chain that cannot be one segment (an input that neither has the chain's
+    element count nor is a scalar) is launched rule by rule into fresh buffers, then
+    copied into its variables.
+    """
+    limit = int(device.limits.get("max-storage-buffers-per-shader-stage", 8))
+    written = {id(t.buffer) for t in targets.values()}
+    partials = launch_column_sums(batch, values, device, limit)
+    segments: list[_Segment] = []
+    unfused: list[Sequence[Node]] = []
+    for chain in batch.chains:  # inputs that need a kernel of their own launch here
+        segment = _segment(chain, values, targets, written, partials)
+        if segment is None or len(segment.buffers()) > limit:
+            unfused.append(chain)
+        else:
+            segments.append(segment)
+    # every old value is read before the first variable is written
+    results = {
+        k: v
+        for chain in unfused
+        for k, v in _launch_unfused(chain, values, batch.sums, partials).items()
+    }
+    group: list[_Segment] = []
+    bound: set[int] = set()
+    for segment in segments:
+        if group and len(bound | segment.buffers()) > limit:
+            _dispatch(group, device)
+            group, bound = [], set()
+        group.append(segment)
+        bound |= segment.buffers()
+    if group:
+        _dispatch(group, device)
+    for nid, result in results.items():
+        if nid in targets:  # not a column sum finished for the chain
+            copy_into(result, targets[nid])
+
+
+def _launch_unfused(
+    chain: Sequence[Node],
+    values: Mapping[int, Value],
+    sums: Mapping[int, int],
+    partials: Mapping[int, _Partial],
+) -> dict[int, GpuArray]:
+    """The chain's rules launched one by one into fresh buffers."""
+    results: dict[int, GpuArray] = {}
+    for node in chain:
+        for i in node.inputs:
+            if i.id in sums and i.id not in results:
+                results[i.id] = _finish_sum(partials[i.id])
+        ins: list[Value] = [results[i.id] if i.id in results else values[i.id] for i in node.inputs]
+        expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], node.dtype)
+        assert expr is not None
+        results[node.id] = emit(expr, ins, TensorType(_shape(ins), node.dtype))
+    return results
+
+
+def _shape(ins: Sequence[Value]) -> tuple[int, ...]:
+    shapes = [
+        v.type.shape if isinstance(v, (Deferred, Scattered)) else materialize(v).shape for v in ins
+    ]
+    return tuple(int(d) for d in np.broadcast_shapes(*shapes))
+
+
+def _wgsl(value: Value) -> str:
+    if isinstance(value, Operand):
+        return value.array.wgsl
+    return value.wgsl
+
+
+def _segment(
+    chain: Sequence[Node],
+    values: Mapping[int, Value],
+    targets: Mapping[int, GpuArray],
+    written: set[int],
+    partials: Mapping[int, _Partial],
+) -> _Segment | None:
+    n = targets[chain[0].id].size
+    own = {id(targets[m.id].buffer) for m in chain}
+    leaves: list[Operand] = []
+    body: list[str] = []
+    summed: list[_Partial] = []
+    rule = {m.id: j for j, m in enumerate(chain)}
+
+    def leaf(value: Operand) -> str:
+        for k, other in enumerate(leaves):
+            if _same(other, value):
+                return f"a{k}"
+        leaves.append(value)
+        return f"a{len(leaves) - 1}"
+
+    def fits(value: Value) -> bool:
+        if isinstance(value, Deferred):
+            return all(fits(v) for v in value.inputs)
+        if isinstance(value, (Product, Scattered, Reshaped)):
+            return False
+        op = Operand.of(value)
+        if op.array.wgsl not in ("f32", "i32", "u32"):
+            return False
+        size = math.prod(op.shape)
+        if id(op.array.buffer) in own:
+            return size == n and op.offset == 0 and _contiguous(op)
+        if id(op.array.buffer) in written:
+            return False  # another chain's variable: read it before the dispatch
+        return size == 1 or (size == n and _contiguous(op))
+
+    def build(template: str, ins: Sequence[Value | str]) -> str:
+        parts: list[str] = []
+        for value in ins:
+            if isinstance(value, str):
+                parts.append(value)
+            elif isinstance(value, Deferred):
+                parts.append(f"({build(value.expr, value.inputs)})")
+            else:
+                assert not isinstance(value, (Product, Scattered, Reshaped))  # materialized
+                parts.append(leaf(Operand.of(value)))
+        return _OPERAND.sub(lambda m: parts[int(m.group(1))], template)
+
+    for j, node in enumerate(chain):
+        ins: list[Value | str] = []
+        in_types: list[str] = []
+        for inp in node.inputs:
+            if inp.id in rule:
+                ins.append(f"y{rule[inp.id]}")
+                in_types.append(targets[inp.id].wgsl)
+                continue
+            if inp.id in partials:
+                part = partials[inp.id]
+                if part not in summed:
+                    summed.append(part)
+                ins.append(f"s{summed.index(part)}")
+                in_types.append("f32")
+                continue
+            value = values[inp.id]
+            if not fits(value):
+                value = materialize(value)  # launched before the dispatch
+                if not fits(value):
+                    return None
+            ins.append(value)
+            in_types.append(_wgsl(value))
+        expr = expression(node.op, node.attrs, in_types, str(targets[node.id].dtype))
+        if expr is None or CHECKED in expr:
+            return None
+        body.append(f"let y{j} = {build(expr, ins)};")
+    if any(p.size != n for p in summed):
+        return None
+    return _Segment(n, leaves, [targets[m.id] for m in chain], body, summed)
+
+
+def _same(a: Operand, b: Operand) -> bool:
+    return (
+        a.array.buffer is b.array.buffer
+        and a.offset == b.offset
+        and math.prod(a.shape) == math.prod(b.shape)
+        and a.array.wgsl == b.array.wgsl
+    )
+
+
+def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
+    """One kernel over ``segments``: each a run of workgroups, in order."""
+    slots: dict[int, int] = {}
+    kinds: list[str] = []
+    buffers = []
+    types: list[str] = []
+    for seg in segments:  # written buffers first, then the ones only read
+        for t in seg.targets:
+            if id(t.buffer) not in slots:
+                slots[id(t.buffer)] = len(kinds)
+                kinds.append("write")
+                buffers.append(t.buffer)
+                types.append(t.wgsl)
+    for seg in segments:
+        for array in [o.array for o in seg.leaves] + [p.arena for p in seg.sums]:
+            if id(array.buffer) not in slots:
+                slots[id(array.buffer)] = len(kinds)
+                kinds.append("read")
+                buffers.append(array.buffer)
+                types.append(array.wgsl)
+    decls = [
+        f"@group(0) @binding({k}) var<storage, {'read_write' if kind == 'write' else 'read'}> "
+        f"b{k}: array<{types[k]}>;"
+        for k, kind in enumerate(kinds)
+    ]
+    blocks: list[str] = []
+    start = 0
+    for seg in segments:
+        groups = -(-seg.size // _THREADS)
+        lines = [f"    if (w < {start + groups}u) {{"]
+        lines.append(f"        let i = (w - {start}u) * {_THREADS}u + li;")
+        lines.append(f"        if (i < {seg.size}u) {{")
+        for k, o in enumerate(seg.leaves):
+            slot = slots[id(o.array.buffer)]
+            where = f"{o.offset}u" if math.prod(o.shape) == 1 and seg.size != 1 else "i"
+            if where == "i" and o.offset:
+                where = f"i + {o.offset}u"
+            lines.append(f"            let a{k} = b{slot}[{where}];")
+        for k, p in enumerate(seg.sums):  # the partial sums, in order
+            slot = slots[id(p.arena.buffer)]
+            lines.append(f"            var s{k} = 0.0;")
+            lines.append(f"            for (var c = 0u; c < {p.chunks}u; c++) {{")
+            lines.append(f"                s{k} += b{slot}[{p.offset}u + c * {p.size}u + i];")
+            lines.append("            }")
+        lines += [f"            {s}" for s in seg.body]
+        for j, t in enumerate(seg.targets):
+            lines.append(f"            b{slots[id(t.buffer)]}[i] = y{j};")
+        lines += ["        }", "        return;", "    }"]
+        blocks.append("\n".join(lines))
+        start += groups
+    source = blocks_kernel([kernel_text("prelude"), *decls], blocks)
+    label = f"{len(segments)} tensors, {sum(s.size for s in segments)} elements"
+    key = ("multi_update", label, (source,))  # a tuple part stays out of the label
+    pipe = device.pipeline(key, lambda: source, tuple(kinds))
+    device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))

@@ -1,0 +1,191 @@
+"""Update chains: the optimizer's update rules a plan launches as one batch.
+
+:func:`find_update_batch` finds them (:mod:`asgrad.gpu.plan.multi_update` launches them):
+each chain is the update rules of one parameter that read one another's new values,
+and the column sums (bias gradients) only a chain reads are summed with the batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from asgrad.gpu.device.source import numpy_dtype, wgsl_type
+from asgrad.gpu.lowering.elementwise import (
+    EXPRESSION_OPS,
+)
+from asgrad.gpu.plan.fusion import VIEW_OPS
+from asgrad.gpu.plan.values import sums_batch
+from asgrad.tensor import TensorType
+from asgrad.tensor.ir.graph import Node, Variable
+from asgrad.tensor.ir.schedule import Schedule
+
+__all__ = ["UpdateBatch", "find_update_batch"]
+
+
+@dataclass
+class UpdateBatch:
+    """The update chains launched together after schedule step ``step``."""
+
+    chains: list[list[Node]]  # each in schedule order
+    variables: dict[int, Variable]  # member node id -> the variable it updates
+    step: int
+    members: frozenset[int] = field(default_factory=frozenset)
+    # column sums (a bias's gradient) read only by one chain: id -> rows summed
+    sums: dict[int, int] = field(default_factory=dict)
+
+
+def find_update_batch(
+    schedule: Schedule,
+    users: Mapping[int, list[Node]],
+    types: Mapping[int, TensorType],
+    launch_step: Mapping[int, int],
+    readers: Mapping[int, list[Node]],
+) -> UpdateBatch | None:
+    """The update chains a plan can launch together, or None.
+
+    A member is a float32 elementwise update value that nothing but other members
+    reads; a chain is a connected set of members of one element count. ``readers``
+    gives, for each member, the nodes reading its variable's old value (through views
+    too); each must be launched by the batch's step (``launch_step``, where inlined
+    nodes count at their users' kernels and members at the batch's step) or be a
+    member of the same chain reading the value directly.
+    """
+    out_ids = {n.id for n in schedule.outputs}
+    counts: dict[int, int] = {}
+    for _, node in schedule.updates:
+        counts[node.id] = counts.get(node.id, 0) + 1
+    variables = {
+        node.id: var
+        for var, node in schedule.updates
+        if counts[node.id] == 1
+        and node.id not in out_ids
+        and node.op in EXPRESSION_OPS
+        and _is_f32(types[node.id])
+    }
+    if len({id(v) for v in variables.values()}) != len(variables):
+        return None
+    changed = True
+    while changed:  # members read only by members
+        changed = False
+        for nid in list(variables):
+            if any(u.id not in variables for u in users.get(nid, [])):
+                del variables[nid]
+                changed = True
+    if not variables:
+        return None
+    index = {n.id: i for i, n in enumerate(schedule.nodes)}
+    chains = _chains([n for n in schedule.nodes if n.id in variables], variables)
+    chains = [c for c in chains if len({_size(types[n.id]) for n in c}) == 1]
+    if not chains:
+        return None
+    step = max(index[n.id] for c in chains for n in c)
+    chain_of = {n.id: k for k, c in enumerate(chains) for n in c}
+    kept = []
+    for k, chain in enumerate(chains):
+        ok = True
+        for node in chain:
+            for reader in readers.get(node.id, []):
+                if reader.id in chain_of:
+                    direct = any(
+                        inp.op == "parameter" and inp.attrs["variable"] is variables.get(m.id)
+                        for m in chain
+                        for inp in reader.inputs
+                    )
+                    ok &= chain_of[reader.id] == k and reader.op not in VIEW_OPS and direct
+                elif launch_step.get(reader.id, step + 1) > step:
+                    ok = False
+        if ok:
+            kept.append(chain)
+    if not kept:
+        return None
+    members = frozenset(n.id for c in kept for n in c)
+    sums = _column_sums(kept, users, types, out_ids | {n.id for _, n in schedule.updates})
+    return UpdateBatch(kept, {i: variables[i] for i in members}, step, members, sums)
+
+
+def _column_sums(
+    chains: list[list[Node]],
+    users: Mapping[int, list[Node]],
+    types: Mapping[int, TensorType],
+    kept: set[int],
+) -> dict[int, int]:
+    """The sums over leading axes (bias gradients) that only one chain reads: the batch
+    sums them, instead of a reduction kernel each. id -> the rows each element sums."""
+    sums: dict[int, int] = {}
+    for chain in chains:
+        ids = {m.id for m in chain}
+        size = _size(types[chain[0].id])
+        for member in chain:
+            for node in member.inputs:
+                if node.id in ids or node.id in kept or node.id in sums:
+                    continue
+                if _size(types[node.id]) != size:
+                    continue  # read broadcast: not one sum per element of the update
+                if not all(u.id in ids for u in users.get(node.id, [])):
+                    continue
+                rows = _leading_sum(node, types)
+                if rows is None or node.inputs[0].op in _LEAF_LIKE:
+                    continue
+                src = node.inputs[0]
+                if src.op == "matmul" and sums_batch(src, node, types):
+                    continue  # one 2-D matmul already (fusion.Product)
+                sums[node.id] = rows
+    return sums
+
+
+_LEAF_LIKE = frozenset({"input", "parameter", "constant"}) | VIEW_OPS
+
+
+def _leading_sum(node: Node, types: Mapping[int, TensorType]) -> int | None:
+    """The rows summed when ``node`` sums its input over leading axes only."""
+    if node.op not in ("sum", "sum_to_like") or not _is_f32(types[node.id]):
+        return None
+    src = tuple(types[node.inputs[0].id].shape)
+    out = tuple(types[node.id].shape)
+    while out and out[0] == 1:
+        out = out[1:]
+    lead = len(src) - len(out)
+    if lead < 1 or src[lead:] != out:
+        return None
+    if node.op == "sum":
+        axis = node.attrs.get("axis")
+        if axis is None:
+            return None
+        axes = sorted(a % len(src) for a in ((axis,) if isinstance(axis, int) else axis))
+        if axes != list(range(lead)):
+            return None
+    rows = math.prod(src[:lead])
+    return rows if rows > 1 else None
+
+
+def _is_f32(t: TensorType) -> bool:
+    try:
+        return wgsl_type(numpy_dtype(t.dtype)) == "f32"
+    except Exception:  # a dtype the GPU cannot hold
+        return False
+
+
+def _size(t: TensorType) -> int:
+    return math.prod(t.shape)
+
+
+def _chains(nodes: list[Node], members: Mapping[int, Variable]) -> list[list[Node]]:
+    """Connected sets of ``nodes`` (linked when one reads another), in schedule order."""
+    parent = {n.id: n.id for n in nodes}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for node in nodes:
+        for inp in node.inputs:
+            if inp.id in members:
+                parent[root(inp.id)] = root(node.id)
+    groups: dict[int, list[Node]] = {}
+    for node in nodes:
+        groups.setdefault(root(node.id), []).append(node)
+    return list(groups.values())

@@ -1,0 +1,255 @@
+"""Tensor methods for math ops: rounding, tests, logic, integers, reductions, scans, order.
+
+Each method appends one op (or the ops an op expands into) to the tensor's graph;
+the functions of the same names live in the functional modules
+(:mod:`asgrad.tensor.api.functional_math`, :mod:`asgrad.tensor.api.functional_reduce`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from asgrad.tensor.api.located import checked
+from asgrad.tensor.api.methods_base import TensorBase
+from asgrad.tensor.errors import ArgumentError
+from asgrad.tensor.ir.common import float_arg, int_arg, normalize_axes, normalize_axis
+
+if TYPE_CHECKING:
+    from asgrad.tensor.api.tensor import Tensor
+
+AxisArg = int | Sequence[int] | None
+
+
+class MathMethods(TensorBase):
+    """Tensor methods for math ops: rounding, tests, logic, integers, reductions, scans, order."""
+
+    __slots__ = ()
+
+    # -- rounding ---------------------------------------------------------------------
+    def floor(self) -> Tensor:
+        """The largest integer <= x (floats; zero gradient)."""
+        return self._apply("floor")
+
+    def ceil(self) -> Tensor:
+        """The smallest integer >= x (floats; zero gradient)."""
+        return self._apply("ceil")
+
+    def trunc(self) -> Tensor:
+        """x rounded towards 0 (floats; zero gradient)."""
+        return self._apply("trunc")
+
+    fix = trunc
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """x rounded to ``decimals`` places, halves to even (as numpy and PyTorch)."""
+        return self._apply("round", decimals=checked("round", int_arg, decimals, "decimals"))
+
+    def frac(self) -> Tensor:
+        """``x - trunc(x)``: the fractional part, with x's sign."""
+        return self._apply("frac")
+
+    # -- tests ------------------------------------------------------------------------
+    def isnan(self) -> Tensor:
+        return self._apply("isnan")
+
+    def isinf(self) -> Tensor:
+        return self._apply("isinf")
+
+    def isfinite(self) -> Tensor:
+        return self._apply("isfinite")
+
+    def isclose(
+        self, other: object, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
+    ) -> Tensor:
+        """``|x - other| <= atol + rtol * |other|`` elementwise (numpy's and PyTorch's rule)."""
+        rtol, atol = (
+            checked("isclose", float_arg, v, n) for v, n in ((rtol, "rtol"), (atol, "atol"))
+        )
+        if rtol < 0 or atol < 0:
+            raise ArgumentError(f"isclose: rtol and atol must be >= 0, got {rtol} and {atol}")
+        return self._apply(
+            "isclose", self._lift(other), rtol=rtol, atol=atol, equal_nan=bool(equal_nan)
+        )
+
+    def nan_to_num(
+        self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
+    ) -> Tensor:
+        """NaN as ``nan``, +-inf as ``posinf``/``neginf`` (default: the dtype's largest
+        finite values); the gradient flows to the finite elements only."""
+        attrs = {
+            k: None if v is None else checked("nan_to_num", float_arg, v, k)
+            for k, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf))
+        }
+        return self._apply("nan_to_num", **attrs)
+
+    # -- logic and integers -----------------------------------------------------------
+    def logical_and(self, other: object) -> Tensor:
+        return self._binary("logical_and", other)
+
+    def logical_or(self, other: object) -> Tensor:
+        return self._binary("logical_or", other)
+
+    def logical_xor(self, other: object) -> Tensor:
+        return self._binary("logical_xor", other)
+
+    def logical_not(self) -> Tensor:
+        return self._apply("logical_not")
+
+    def __and__(self, other: object) -> Tensor:
+        return self._binary("bitwise_and", other)
+
+    def __rand__(self, other: object) -> Tensor:
+        return self._lift(other)._binary("bitwise_and", self)
+
+    def __or__(self, other: object) -> Tensor:
+        return self._binary("bitwise_or", other)
+
+    def __ror__(self, other: object) -> Tensor:
+        return self._lift(other)._binary("bitwise_or", self)
+
+    def __xor__(self, other: object) -> Tensor:
+        return self._binary("bitwise_xor", other)
+
+    def __rxor__(self, other: object) -> Tensor:
+        return self._lift(other)._binary("bitwise_xor", self)
+
+    def __invert__(self) -> Tensor:
+        return self._apply("bitwise_not")
+
+    def __lshift__(self, other: object) -> Tensor:
+        return self._binary("left_shift", other)
+
+    def __rlshift__(self, other: object) -> Tensor:
+        return self._lift(other)._binary("left_shift", self)
+
+    def __rshift__(self, other: object) -> Tensor:
+        return self._binary("right_shift", other)
+
+    def __rrshift__(self, other: object) -> Tensor:
+        return self._lift(other)._binary("right_shift", self)
+
+    def __floordiv__(self, other: object) -> Tensor:
+        return self._binary("floor_divide", other)
+
+    def __rfloordiv__(self, other: object) -> Tensor:
+        return self._lift(other)._binary("floor_divide", self)
+
+    def __mod__(self, other: object) -> Tensor:
+        return self._binary("remainder", other)
+
+    def __rmod__(self, other: object) -> Tensor:
+        return self._lift(other)._binary("remainder", self)
+
+    bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
+    bitwise_not, floor_divide, remainder = __invert__, __floordiv__, __mod__
+
+    # -- reductions ---------------------------------------------------------------------
+    def _reduce_math(self, op: str, axis: AxisArg, keepdims: bool, **attrs: object) -> Tensor:
+        axes = checked(op, normalize_axes, axis, self.ndim)
+        return self._apply(op, axis=axes, keepdims=bool(keepdims), **attrs)
+
+    def prod(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        """The product over ``axis`` (floats); its gradient is right with zeros in x."""
+        return self._reduce_math("prod", axis, keepdims)
+
+    def std(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool = False,
+        *,
+        correction: float | None = None,
+        ddof: float | None = None,
+    ) -> Tensor:
+        """The standard deviation, dividing by ``n - correction`` (``ddof`` is numpy's name;
+        default 0, numpy's; PyTorch's default is 1)."""
+        return self._reduce_math("std", axis, keepdims, **correction_attr(correction, ddof))
+
+    def logsumexp(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        """``log(sum(exp(x)))`` over ``axis`` without overflow."""
+        return self._reduce_math("logsumexp", axis, keepdims)
+
+    def any(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        """Whether any value over ``axis`` is nonzero (False over an empty axis)."""
+        return self._reduce_math("any", axis, keepdims)
+
+    def all(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        """Whether every value over ``axis`` is nonzero (True over an empty axis)."""
+        return self._reduce_math("all", axis, keepdims)
+
+    def amax(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        """``max`` (PyTorch's name for the reduction that returns values only)."""
+        return self._reduce_math("max", axis, keepdims)
+
+    def amin(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        """``min`` (PyTorch's name for the reduction that returns values only)."""
+        return self._reduce_math("min", axis, keepdims)
+
+    def argmin(self, axis: int = -1, keepdims: bool = False) -> Tensor:
+        """The index of the min along ``axis`` (the first of ties; a NaN wins)."""
+        axis = checked("argmin", normalize_axis, axis, self.ndim)
+        return self._apply("argmin", axis=axis, keepdims=bool(keepdims))
+
+    # -- scans ------------------------------------------------------------------------------
+    def _scan(self, op: str, axis: int, **attrs: object) -> Tensor:
+        return self._apply(op, axis=checked(op, normalize_axis, axis, self.ndim), **attrs)
+
+    def cumsum(self, axis: int = -1, reverse: bool = False) -> Tensor:
+        """The running sum along ``axis`` (from the end with ``reverse``; ints in int64)."""
+        return self._scan("cumsum", axis, reverse=bool(reverse))
+
+    def cumprod(self, axis: int = -1) -> Tensor:
+        """The running product along ``axis`` (floats); its gradient holds with zeros."""
+        return self._scan("cumprod", axis)
+
+    def cummax(self, axis: int = -1) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` of the running max along ``axis``: the indices are
+        where each value is (the last of ties, and a NaN wins, as PyTorch's)."""
+        return self._scan("cummax", axis), self._scan("cummax_index", axis)
+
+    def cummin(self, axis: int = -1) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` of the running min along ``axis`` (as :meth:`cummax`)."""
+        return self._scan("cummin", axis), self._scan("cummin_index", axis)
+
+    def logcumsumexp(self, axis: int = -1, reverse: bool = False) -> Tensor:
+        """``log(cumsum(exp(x)))`` along ``axis``, without overflow (floats)."""
+        return self._scan("logcumsumexp", axis, reverse=bool(reverse))
+
+    # -- ordering ---------------------------------------------------------------------------
+    def sort(
+        self, axis: int = -1, descending: bool = False, stable: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` sorted along ``axis``. Always stable (ties keep their
+        order; ``stable`` is accepted for PyTorch's signature); NaN sorts as the
+        largest value. The gradient goes back to where each value came from."""
+        attrs = {"descending": bool(descending)}
+        return self._scan("sort", axis, **attrs), self._scan("argsort", axis, **attrs)
+
+    def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+        """The positions that sort ``axis`` (int64; stable, NaN largest)."""
+        return self._scan("argsort", axis, descending=bool(descending))
+
+    def topk(
+        self, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
+    ) -> tuple[Tensor, Tensor]:
+        """``(values, indices)`` of the ``k`` largest (or smallest) along ``axis``, in
+        order (``sorted`` is accepted for PyTorch's signature; the result is always
+        sorted; of ties, the first ones)."""
+        k = checked("topk", int_arg, k, "k")
+        axis = checked("topk", normalize_axis, axis, self.ndim)
+        if not 0 <= k <= self.shape[axis]:
+            raise ArgumentError(
+                f"topk: k = {k} is not in [0, {self.shape[axis]}], the size of axis {axis}"
+            )
+        values, indices = self.sort(axis, descending=bool(largest))
+        window = (slice(None),) * axis + (slice(0, k),)
+        return values[window], indices[window]
+
+
+def correction_attr(correction: float | None, ddof: float | None) -> dict[str, float]:
+    """The ``correction`` attribute of var/std (none for 0, numpy's default)."""
+    if correction is not None and ddof is not None and correction != ddof:
+        raise ArgumentError(f"give correction or ddof, not both ({correction} and {ddof})")
+    value = correction if correction is not None else ddof
+    value = 0.0 if value is None else checked("var", float_arg, value, "correction")
+    return {"correction": value} if value else {}

@@ -1,0 +1,186 @@
+"""Activation functions in PyTorch's names and signatures (``torch.nn.functional``).
+
+Each is the Tensor method of the same name; ``inplace`` is accepted so that PyTorch
+code runs unchanged, and ignored: a graph value is never overwritten (every op makes
+a new value, and the compiled program reuses memory by itself).
+
+>>> from asgrad.tensor import Graph, evaluate
+>>> from asgrad.tensor.api.nn_activation import hardtanh, mish
+>>> x = Graph().input("x", (3,))
+>>> [round(float(v), 4) for v in evaluate([mish(x)], {"x": [-1.0, 0.0, 2.0]})[0]]
+[-0.3034, 0.0, 1.944]
+>>> evaluate([hardtanh(x, -0.5, 0.5)], {"x": [-1.0, 0.25, 2.0]})[0].tolist()
+[-0.5, 0.25, 0.5]
+"""
+
+from __future__ import annotations
+
+from asgrad.tensor.api.tensor import Tensor
+from asgrad.tensor.errors import ArgumentError
+
+__all__ = [
+    "celu",
+    "elu",
+    "gelu",
+    "glu",
+    "hardshrink",
+    "hardsigmoid",
+    "hardswish",
+    "hardtanh",
+    "leaky_relu",
+    "log_softmax",
+    "logsigmoid",
+    "mish",
+    "prelu",
+    "relu",
+    "relu6",
+    "selu",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "softmin",
+    "softplus",
+    "softshrink",
+    "softsign",
+    "tanh",
+    "tanhshrink",
+    "threshold",
+]
+
+
+def relu(x: Tensor, inplace: bool = False) -> Tensor:
+    """``max(x, 0)``."""
+    return x.relu()
+
+
+def relu6(x: Tensor, inplace: bool = False) -> Tensor:
+    """``min(max(x, 0), 6)``."""
+    return x.relu6()
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+    """``x`` if ``x > 0`` else ``negative_slope * x``."""
+    return x.leaky_relu(negative_slope)
+
+
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
+    return x.elu(alpha)
+
+
+def selu(x: Tensor, inplace: bool = False) -> Tensor:
+    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    return x.selu()
+
+
+def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    return x.celu(alpha)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """``x * Phi(x)``; ``approximate="tanh"`` for the tanh form."""
+    return x.gelu(approximate)
+
+
+def silu(x: Tensor, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)``."""
+    return x.silu()
+
+
+def mish(x: Tensor, inplace: bool = False) -> Tensor:
+    """``x * tanh(softplus(x))``."""
+    return x.mish()
+
+
+def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
+    """``x * relu6(x + 3) / 6``."""
+    return x.hardswish()
+
+
+def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+    """``relu6(x + 3) / 6``."""
+    return x.hardsigmoid()
+
+
+def hardtanh(
+    x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
+) -> Tensor:
+    """``x`` clamped to ``[min_val, max_val]``."""
+    return x.hardtanh(min_val, max_val)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """``1 / (1 + exp(-x))``."""
+    return x.sigmoid()
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    """``log(sigmoid(x))``."""
+    return x.logsigmoid()
+
+
+def tanh(x: Tensor) -> Tensor:
+    """``tanh(x)``."""
+    return x.tanh()
+
+
+def tanhshrink(x: Tensor) -> Tensor:
+    """``x - tanh(x)``."""
+    return x.tanhshrink()
+
+
+def softsign(x: Tensor) -> Tensor:
+    """``x / (1 + |x|)``."""
+    return x.softsign()
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``; ``x`` where ``beta * x > 20``.
+
+    Only PyTorch's default ``threshold`` of 20 is supported.
+    """
+    if threshold != 20.0:
+        raise ArgumentError(f"softplus supports threshold=20 (PyTorch's default), got {threshold}")
+    return x.softplus(beta)
+
+
+def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` moved ``lambd`` towards 0, and 0 within ``[-lambd, lambd]``."""
+    return x.softshrink(lambd)
+
+
+def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, else 0."""
+    return x.hardshrink(lambd)
+
+
+def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """``x`` where ``x > threshold``, else ``value``."""
+    return x.threshold(threshold, value)
+
+
+def glu(x: Tensor, dim: int = -1) -> Tensor:
+    """``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``x`` along ``dim``."""
+    return x.glu(dim)
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    """``x`` if ``x >= 0`` else ``weight * x``; ``weight`` has one value per channel
+    (axis 1) or one in all."""
+    return x.graph.apply("prelu", (x, weight), {})
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim``."""
+    return x.softmax(dim)
+
+
+def softmin(x: Tensor, dim: int = -1) -> Tensor:
+    """``softmax(-x)`` along ``dim``."""
+    return x.softmin(dim)
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """``log(softmax(x))`` along ``dim``, computed stably."""
+    return x.log_softmax(dim)

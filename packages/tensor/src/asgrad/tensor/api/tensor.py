@@ -1,0 +1,394 @@
+"""The symbolic :class:`Tensor`: a handle on a graph node with numpy-like methods."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from asgrad.tensor.api.located import checked
+from asgrad.tensor.api.methods_math import MathMethods, correction_attr
+from asgrad.tensor.api.methods_nn import NNMethods
+from asgrad.tensor.api.methods_shape import ShapeMethods
+from asgrad.tensor.api.numpy_interop import NumpyInterop
+from asgrad.tensor.errors import (
+    ArgumentTypeError,
+    GraphError,
+    ShapeError,
+)
+from asgrad.tensor.ir.common import (
+    axis_tuple,
+    check_basic_index,
+    exact_scalar,
+    expand_ellipsis,
+    float_arg,
+    int_arg,
+    normalize_axes,
+    normalize_axis,
+    shape_arg,
+)
+from asgrad.tensor.ir.graph import Variable
+from asgrad.tensor.ir.registry import Shape
+
+if TYPE_CHECKING:
+    from asgrad.tensor.ir.graph import Graph, Node
+
+AxisArg = int | Sequence[int] | None
+
+
+class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
+    """A symbolic value of a :class:`~asgrad.tensor.Graph`.
+
+    Operators and methods append nodes to the graph; nothing is computed until the
+    graph is compiled and run. Shapes and dtypes are known at once.
+
+    >>> from asgrad.tensor import Graph
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 3))
+    >>> (x.exp() + 1.0).mean(axis=0).shape
+    (3,)
+    """
+
+    __slots__ = ("node",)
+    __array_priority__ = 1000  # so ndarray <op> Tensor defers to Tensor's reflected op
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    # -- static facts -------------------------------------------------------------------
+    @property
+    def graph(self) -> Graph:
+        return self.node.graph
+
+    @property
+    def shape(self) -> Shape:
+        return self.node.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.node.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.type.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.node.type.shape)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def op(self) -> str:
+        return self.node.op
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.node.name}: {self.node.op} -> {self.node.type})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise ShapeError("len() of a scalar tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        raise GraphError(
+            "a symbolic Tensor has no truth value until the graph runs; use"
+            " asgrad.tensor.where(cond, a, b) for data-dependent choices"
+        )
+
+    __hash__ = object.__hash__
+
+    # -- helpers --------------------------------------------------------------------------
+    def _apply(self, op: str, *others: Tensor, **attrs: Any) -> Tensor:
+        return self.node.graph.apply(op, (self, *others), attrs)
+
+    def _lift(self, other: object) -> Tensor:
+        """Turn a Python or numpy value into a constant of this tensor's dtype."""
+        if isinstance(other, Tensor):
+            return other
+        if isinstance(other, Variable):
+            return self.graph.bind(other)
+        if isinstance(other, bool | int | float | np.number):
+            return self.graph.constant(
+                checked("constant", exact_scalar, other, self.dtype), self.dtype
+            )
+        if isinstance(other, np.ndarray):
+            same_kind = np.dtype(self.dtype).kind == other.dtype.kind
+            return self.graph.constant(other, self.dtype if same_kind else None)
+        raise ArgumentTypeError(f"cannot combine a Tensor with {type(other).__name__}")
+
+    def _binary(self, op: str, other: object) -> Tensor:
+        return self._apply(op, self._lift(other))
+
+    def _rbinary(self, op: str, other: object) -> Tensor:
+        return self.graph.apply(op, (self._lift(other), self), {})
+
+    # -- arithmetic -------------------------------------------------------------------------
+    def __add__(self, other: object) -> Tensor:
+        return self._binary("add", other)
+
+    def __radd__(self, other: object) -> Tensor:
+        return self._rbinary("add", other)
+
+    def __sub__(self, other: object) -> Tensor:
+        return self._binary("sub", other)
+
+    def __rsub__(self, other: object) -> Tensor:
+        return self._rbinary("sub", other)
+
+    def __mul__(self, other: object) -> Tensor:
+        return self._binary("mul", other)
+
+    def __rmul__(self, other: object) -> Tensor:
+        return self._rbinary("mul", other)
+
+    def __truediv__(self, other: object) -> Tensor:
+        return self._binary("div", other)
+
+    def __rtruediv__(self, other: object) -> Tensor:
+        return self._rbinary("div", other)
+
+    def __pow__(self, other: object) -> Tensor:
+        return self._binary("pow", other)
+
+    def __rpow__(self, other: object) -> Tensor:
+        return self._rbinary("pow", other)
+
+    def __matmul__(self, other: object) -> Tensor:
+        return self.matmul(self._lift(other))
+
+    def __rmatmul__(self, other: object) -> Tensor:
+        return self._lift(other).matmul(self)
+
+    def __neg__(self) -> Tensor:
+        return self._apply("neg")
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return self._apply("abs")
+
+    # -- comparisons -------------------------------------------------------------------------
+    def __lt__(self, other: object) -> Tensor:
+        return self._binary("less", other)
+
+    def __le__(self, other: object) -> Tensor:
+        return self._binary("less_equal", other)
+
+    def __gt__(self, other: object) -> Tensor:
+        return self._binary("greater", other)
+
+    def __ge__(self, other: object) -> Tensor:
+        return self._binary("greater_equal", other)
+
+    def __eq__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as numpy
+        return self._binary("equal", other)
+
+    def __ne__(self, other: object) -> Tensor:  # type: ignore[override]  # elementwise, as numpy
+        return self._binary("not_equal", other)
+
+    # -- unary math and activations ----------------------------------------------------------
+    def exp(self) -> Tensor:
+        return self._apply("exp")
+
+    def log(self) -> Tensor:
+        return self._apply("log")
+
+    def sqrt(self) -> Tensor:
+        return self._apply("sqrt")
+
+    def abs(self) -> Tensor:
+        return self._apply("abs")
+
+    def sign(self) -> Tensor:
+        return self._apply("sign")
+
+    def sin(self) -> Tensor:
+        return self._apply("sin")
+
+    def cos(self) -> Tensor:
+        return self._apply("cos")
+
+    def tanh(self) -> Tensor:
+        return self._apply("tanh")
+
+    def sigmoid(self) -> Tensor:
+        return self._apply("sigmoid")
+
+    def erf(self) -> Tensor:
+        return self._apply("erf")
+
+    # ``min``/``max`` shadow builtins on purpose: they are PyTorch's argument names.
+    def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
+        return self._apply(
+            "clamp",
+            min=None if min is None else checked("clamp", float_arg, min, "min"),
+            max=None if max is None else checked("clamp", float_arg, max, "max"),
+        )
+
+    clip = clamp
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def maximum(self, other: object) -> Tensor:
+        return self._binary("maximum", other)
+
+    def minimum(self, other: object) -> Tensor:
+        return self._binary("minimum", other)
+
+    def detach(self) -> Tensor:
+        """This value, through which no gradient flows (``stop_gradient``)."""
+        return self._apply("stop_gradient")
+
+    def cast(self, dtype: str) -> Tensor:
+        from asgrad.tensor.ir.dtypes import as_dtype
+
+        dt = as_dtype(dtype)
+        return self if dt == self.dtype else self._apply("cast", dtype=dt)
+
+    astype = cast
+
+    # -- reductions ------------------------------------------------------------------------------
+    def _reduce(self, op: str, axis: AxisArg, keepdims: bool) -> Tensor:
+        axes = checked(op, normalize_axes, axis, self.ndim)
+        return self._apply(op, axis=axes, keepdims=bool(keepdims))
+
+    def sum(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("sum", axis, keepdims)
+
+    def mean(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("mean", axis, keepdims)
+
+    def max(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("max", axis, keepdims)
+
+    def min(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+        return self._reduce("min", axis, keepdims)
+
+    def var(
+        self, axis: AxisArg = None, keepdims: bool = False, *, correction: float | None = None,
+        ddof: float | None = None,
+    ) -> Tensor:  # fmt: skip
+        """Variance dividing by ``n - correction`` (``ddof``: numpy's name; default 0, as
+        ``numpy.var``; PyTorch's default is 1)."""
+        return self._reduce_math("var", axis, keepdims, **correction_attr(correction, ddof))
+
+    def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
+        axis = checked("argmax", normalize_axis, axis, self.ndim)
+        return self._apply("argmax", axis=axis, keepdims=bool(keepdims))
+
+    # -- shape ------------------------------------------------------------------------------------
+    def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        return self._apply("reshape", shape=checked("reshape", shape_arg, shape, "shape"))
+
+    def flatten(self, start_axis: int = 0) -> Tensor:
+        start = checked("flatten", normalize_axis, start_axis, self.ndim) if self.ndim else 0
+        # The -1 goes on the leading (batch) axis, so that the reshape does not bake
+        # in the batch size declared at build time (a graph built for batch 3 runs
+        # on batch 7).
+        inner = math.prod(self.shape[start:])
+        if start >= 1 and inner > 0:
+            return self.reshape(-1, *self.shape[1:start], inner)
+        return self.reshape(*self.shape[:start], -1)
+
+    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        given = checked("transpose", shape_arg, axes, "axes") if axes else ()
+        perm = tuple(checked("transpose", normalize_axis, a, self.ndim) for a in given)
+        perm = perm or tuple(reversed(range(self.ndim)))
+        if perm == tuple(range(self.ndim)):
+            return self
+        return self._apply("transpose", axes=perm)
+
+    permute = transpose
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802  # numpy's name
+        return self.transpose()
+
+    def swapaxes(self, a: int, b: int) -> Tensor:
+        perm = list(range(self.ndim))
+        a, b = (checked("swapaxes", normalize_axis, i, self.ndim) for i in (a, b))
+        perm[a], perm[b] = perm[b], perm[a]
+        return self.transpose(*perm)
+
+    def broadcast_to(self, *shape: int | Sequence[int]) -> Tensor:
+        # Kept at the declared shape too: fed a larger batch, the target still holds.
+        return self._apply("broadcast_to", shape=checked("broadcast_to", shape_arg, shape))
+
+    def expand_dims(self, axis: int | Sequence[int]) -> Tensor:
+        return self._apply("expand_dims", axis=checked("expand_dims", axis_tuple, axis))
+
+    unsqueeze = expand_dims
+
+    def squeeze(self, axis: AxisArg = None) -> Tensor:
+        if axis is None:
+            axes = tuple(i for i, d in enumerate(self.shape) if d == 1)
+        else:
+            axes = checked("squeeze", normalize_axes, axis, self.ndim)
+        return self._apply("squeeze", axis=axes) if axes else self
+
+    def matmul(self, other: Tensor) -> Tensor:
+        a, b = self, other
+        squeeze: list[int] = []
+        if a.ndim == 1:
+            a = a.expand_dims(0)
+            squeeze.append(-2)
+        if b.ndim == 1:
+            b = b.expand_dims(-1) if b.ndim else b
+            b = b.reshape(-1, 1)
+            squeeze.append(-1)
+        out = a._apply("matmul", b)
+        if squeeze:
+            out = out.squeeze(tuple(out.ndim + s for s in squeeze))
+        return out
+
+    def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
+        """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
+        :meth:`take_along_axis`."""
+        if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
+            return self.take_along_axis(axis, int(indices))
+        if not isinstance(indices, Tensor) or isinstance(axis, Tensor):
+            raise ArgumentTypeError("gather takes (indices: Tensor, axis: int) or (dim, index)")
+        axis = checked("gather", normalize_axis, axis, self.ndim)
+        return self._apply("gather", indices, axis=axis)
+
+    take = gather
+
+    def one_hot(self, depth: int, dtype: str = "float32") -> Tensor:
+        depth = checked("one_hot", int_arg, depth, "depth")
+        return self._apply("one_hot", depth=depth, dtype=dtype)
+
+    def __getitem__(self, index: object) -> Tensor:
+        items = index if isinstance(index, tuple) else (index,)
+        self._check_slice_bounds(items)
+        if any(isinstance(item, Tensor | list | np.ndarray) for item in items):
+            return self._advanced_index(items)
+        items = checked("index", expand_ellipsis, items, self.ndim)
+        basic = tuple(item for item in items if item is not None)
+        checked("index", check_basic_index, basic, self.shape)
+        for item in basic:
+            if not isinstance(item, int | slice | np.integer):
+                raise ArgumentTypeError(
+                    f"unsupported index {item!r}; use ints, slices, None, ... or a Tensor"
+                )
+        basic = tuple(int(i) if isinstance(i, np.integer) else i for i in basic)
+        out = self
+        if any(not (isinstance(i, slice) and i == slice(None)) for i in basic):
+            while basic and basic[-1] == slice(None):
+                basic = basic[:-1]
+            out = self._apply("slice", index=basic)
+        new_axes: list[int] = []
+        pos = 0
+        for item in items:
+            if item is None:
+                new_axes.append(pos)
+                pos += 1
+            elif isinstance(item, slice):
+                pos += 1
+        return out.expand_dims(tuple(new_axes)) if new_axes else out

@@ -1,0 +1,109 @@
+"""The schedule: what a compiled program computes, in which order, until when.
+
+:func:`make_schedule` turns the values a user wants (and the variable updates of a
+training step) into a :class:`Schedule`, after the graph passes; every backend
+compiles schedules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeAlias
+
+from asgrad.tensor.errors import AsgradError, FeedError, GraphError
+from asgrad.tensor.ir.graph import Node, Variable
+from asgrad.tensor.ir.passes import optimize
+from asgrad.tensor.ir.registry import TensorType, get_op
+
+if TYPE_CHECKING:  # the IR names the API's Tensor in annotations only
+    from asgrad.tensor.api.tensor import Tensor
+
+Updates: TypeAlias = "Mapping[Variable, Tensor] | Sequence[tuple[Variable, Tensor]]"
+
+
+@dataclass
+class Schedule:
+    """A backend-independent plan: what to compute, in which order, until when.
+
+    Attributes:
+        nodes: Every node to compute, inputs before users.
+        outputs: The nodes whose values are returned.
+        updates: ``(variable, node)`` pairs: after a run, the variable holds the node.
+        inputs: The input nodes that must be fed.
+        last_use: For each node id, the index in ``nodes`` of its last user (outputs
+            and update values live to the end).
+    """
+
+    nodes: list[Node]
+    outputs: list[Node]
+    updates: list[tuple[Variable, Node]]
+    inputs: list[Node]
+    last_use: dict[int, int] = field(default_factory=dict)
+
+    def variables(self) -> list[Variable]:
+        return [n.attrs["variable"] for n in self.nodes if n.op == "parameter"]
+
+    def infer_types(self, feed_shapes: Mapping[str, tuple[int, ...]]) -> dict[int, TensorType]:
+        """Every node's type when the inputs have ``feed_shapes`` (any batch size).
+
+        Raises the op's shape error, naming the node's source line, when the fed
+        shapes do not fit the graph.
+        """
+        types: dict[int, TensorType] = {}
+        for node in self.nodes:
+            if node.op == "input":
+                shape = feed_shapes.get(node.name, node.shape)
+                types[node.id] = TensorType(tuple(shape), node.dtype)
+            elif not node.inputs:
+                types[node.id] = node.type
+            else:
+                try:
+                    types[node.id] = get_op(node.op).infer(
+                        [types[n.id] for n in node.inputs], node.attrs
+                    )
+                except AsgradError as exc:
+                    raise FeedError(
+                        f"with inputs shaped {dict(feed_shapes)}, {node.op} (made at"
+                        f" {node.location}) fails: {exc}"
+                    ) from None
+        return types
+
+
+def make_schedule(
+    outputs: Sequence[Tensor], updates: Updates | None = None, *, optimize_graph: bool = True
+) -> Schedule:
+    """Plan the computation of ``outputs`` and ``updates`` (see :class:`Schedule`)."""
+    pairs = list(updates.items()) if isinstance(updates, Mapping) else list(updates or [])
+    roots = [t.node for t in outputs] + [t.node for _, t in pairs]
+    graphs = {n.graph for n in roots}
+    if len(graphs) > 1:
+        names = ", ".join(sorted(g.label for g in graphs))
+        raise GraphError(f"outputs come from different graphs ({names}); compile each on its own")
+    for var, value in pairs:
+        if not isinstance(var, Variable):
+            raise GraphError(f"updates are keyed by Variable, got {type(var).__name__}")
+        if value.shape != var.shape or value.dtype != var.dtype:
+            raise GraphError(
+                f"update of {var.name!r}: value is {value.node.type}, the variable holds"
+                f" {var.dtype}{list(var.shape)}"
+            )
+    if optimize_graph:
+        nodes, new_roots = optimize(roots)
+    else:
+        from asgrad.tensor.ir.passes import topological_order
+
+        nodes, new_roots = topological_order(roots), roots
+    outs = new_roots[: len(outputs)]
+    ups = [(var, n) for (var, _), n in zip(pairs, new_roots[len(outputs) :], strict=True)]
+    end = len(nodes)
+    last_use: dict[int, int] = {}
+    for i, node in enumerate(nodes):
+        for inp in node.inputs:
+            last_use[inp.id] = i
+    for n in outs:
+        last_use[n.id] = end
+    for _, n in ups:
+        last_use[n.id] = end
+    inputs = [n for n in nodes if n.op == "input"]
+    return Schedule(nodes, outs, ups, inputs, last_use)

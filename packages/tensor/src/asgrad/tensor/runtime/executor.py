@@ -1,0 +1,308 @@
+"""Compile outputs into a schedule and run it.
+
+``compile`` turns the values a user wants (and the variable updates of a training
+step) into a :class:`Schedule`: the minimal nodes in order, after the graph passes,
+with the step at which each value is used for the last time. A backend turns the
+schedule into an executable that runs it. The CPU backend (:mod:`asgrad.tensor.cpu`)
+generates one Python function per schedule, a line per node, freeing each
+intermediate after its last use, so that running a compiled graph costs little more
+than the numpy calls themselves.
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from asgrad.tensor.api.arguments import require_tensors
+from asgrad.tensor.api.tensor import Tensor
+from asgrad.tensor.errors import FeedError, PrecisionWarning
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.schedule import Schedule, Updates, make_schedule
+from asgrad.tensor.runtime.backends import get_backend, resolve_backend_name
+from asgrad.tensor.runtime.device_values import DeviceValue
+from asgrad.tensor.runtime.numerics import NumericsProbe, checking_by_default
+from asgrad.tensor.runtime.progress import reporting
+
+__all__ = [
+    "Program",
+    "Schedule",
+    "Updates",
+    "compile",
+    "evaluate",
+    "make_schedule",
+]
+
+
+class Program:
+    """A compiled computation: call it with feeds, get numpy outputs.
+
+    >>> from asgrad.tensor import Graph
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 2))
+    >>> prog = compile([(x * 2.0).sum()])
+    >>> float(prog({"x": np.ones((2, 2), np.float32)})[0])
+    8.0
+    """
+
+    def __init__(
+        self,
+        outputs: Sequence[Tensor],
+        updates: Updates | None = None,
+        *,
+        backend: str | None = None,
+        optimize_graph: bool = True,
+        check_numerics: bool | None = None,
+    ) -> None:
+        self.backend = resolve_backend_name(backend)
+        with reporting("compiling") as progress:
+            size = len(outputs[0].graph) if outputs else 0
+            progress.stage(f"scheduling a graph of {size:,} nodes")
+            self.schedule = make_schedule(outputs, updates, optimize_graph=optimize_graph)
+            progress.stage(f"{self.backend}: compiling {len(self.schedule.nodes):,} nodes")
+            compile_schedule = get_backend(self.backend).compile
+            check = checking_by_default() if check_numerics is None else check_numerics
+            self.check_numerics = check
+            self.executable = (
+                NumericsProbe(self.schedule, compile_schedule)
+                if self.check_numerics
+                else compile_schedule(self.schedule)
+            )
+        self._inputs = {n.name: n for n in self.schedule.inputs}
+        # numpy dtypes compared by identity per run (``dtype.name`` builds a string each time)
+        self._dtypes = {n.name: np.dtype(n.dtype) for n in self.schedule.inputs}
+        self._known_names = {n.name for n in outputs[0].graph.inputs} if outputs else set()
+        self._checked: set[tuple[tuple[str, tuple[int, ...]], ...]] = set()
+        self._warned: set[str] = set()
+        # The last feeds that needed no conversion: (name, dtype, shape) per input.
+        self._last_feeds: tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...] = ()
+
+    def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
+        return self.run(_merge(feeds, kwargs))
+
+    def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """Run once: returns the outputs' values, and applies the updates."""
+        prepared = self._prepare(feeds)
+        return self.executable.run(prepared)
+
+    def launch(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[DeviceValue]:
+        """Start one run and return at once: the outputs stay on the device until read.
+
+        Fed like a call; returns one :class:`~asgrad.tensor.runtime.device_values.DeviceValue`
+        per output, read with ``float(v)``, ``v.item()``, ``np.asarray(v)`` or
+        ``v.numpy()``. The updates apply in launch order, so the next launch (or a
+        ``variable.value`` read) sees them. On the GPU a training loop that launches
+        every step and reads the loss every N steps keeps the device busy instead of
+        waiting for each step; on the CPU, and with ``check_numerics``, the run
+        completes before ``launch`` returns and the values are ready.
+        """
+        prepared = self._prepare(_merge(feeds, kwargs), stacklevel=3)
+        launch = getattr(self.executable, "launch", None)
+        if launch is None:  # a synchronous backend: the values are ready
+            return [DeviceValue.ready_value(v) for v in self.executable.run(prepared)]
+        values: list[DeviceValue] = launch(prepared)
+        return values
+
+    def _prepare(self, feeds: Mapping[str, Any], stacklevel: int = 4) -> dict[str, np.ndarray]:
+        last = self._last_feeds
+        if last and len(feeds) == len(last):  # a loop feeding the same arrays' kinds: no checks
+            fast: dict[str, np.ndarray] = {}
+            for name, dtype, shape in last:
+                value = feeds.get(name)
+                if value.__class__ is not np.ndarray or value.dtype is not dtype:
+                    break
+                if value.shape != shape:
+                    break
+                fast[name] = value
+            else:
+                return fast
+        out: dict[str, np.ndarray] = {}
+        for name, node in self._inputs.items():
+            if name not in feeds:
+                needed = ", ".join(f"{n.name}: {n.type}" for n in self._inputs.values())
+                unknown = [k for k in feeds if k not in self._inputs and k not in self._known_names]
+                hint = ""
+                if unknown:
+                    hint = f"; it was fed {', '.join(map(repr, unknown))}, which is not an input"
+                    if _near(name, unknown):
+                        hint += f" (did you mean {name!r} for {_near(name, unknown)!r}?)"
+                raise FeedError(f"input {name!r} was not fed{hint}; this program needs {needed}")
+            value = feeds[name]
+            if not isinstance(value, np.ndarray) or value.dtype != self._dtypes[name]:
+                original = getattr(value, "dtype", None)
+                value, rounded = _convert_feed(name, value, node.dtype)
+                if rounded and name not in self._warned:
+                    self._warned.add(name)
+                    warnings.warn(
+                        f"input {name!r} is {node.dtype}: the {original} array fed was rounded"
+                        f" to {node.dtype} (warned once per program). Feed {node.dtype} arrays"
+                        " to avoid the conversion",
+                        PrecisionWarning,
+                        stacklevel=stacklevel,
+                    )
+            out[name] = value
+        for name in feeds:
+            if name not in self._inputs and name not in self._known_names:
+                near = _near(name, list(self._known_names))
+                hint = f"; did you mean {near!r}?" if near else ""
+                raise FeedError(f"{name!r} is not an input of this graph{hint}")
+        signature = tuple((name, v.shape) for name, v in out.items())
+        if signature not in self._checked:
+            for name, v in out.items():
+                _check_fed_shape(self._inputs[name], v.shape)
+            self.schedule.infer_types({name: v.shape for name, v in out.items()})
+            self._checked.add(signature)
+        if len(feeds) == len(out) and all(
+            v.__class__ is np.ndarray and feeds[name] is v for name, v in out.items()
+        ):
+            self._last_feeds = tuple((name, v.dtype, v.shape) for name, v in out.items())
+        return out
+
+
+def _merge(feeds: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    both = sorted(set(feeds) & set(kwargs)) if feeds and kwargs else []
+    if both:
+        raise FeedError(
+            f"{', '.join(map(repr, both))} fed both in the dict and as a keyword; feed each"
+            " input once"
+        )
+    return {**(feeds or {}), **kwargs}
+
+
+def _near(name: str, candidates: Sequence[str]) -> str | None:
+    """The candidate closest to ``name`` (case differences first), if one is close."""
+    by_case = [c for c in candidates if c.lower() == name.lower()]
+    if by_case:
+        return by_case[0]
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def _check_fed_shape(node: Node, fed: tuple[int, ...]) -> None:
+    """A feed has the declared rank and the declared size on every axis not free."""
+    declared = node.shape
+    free = node.attrs["free"]  # Graph.input always records it
+    fixed = [a for a in range(len(declared)) if a not in free]
+    if len(fed) != len(declared) or any(fed[a] != declared[a] for a in fixed):
+        if free:
+            rule = f"axes {list(free)} may change size, the others must match"
+        else:
+            rule = "no axis may change size"
+        raise FeedError(
+            f"input {node.name!r} was declared {node.type} ({rule}); it was fed an array of"
+            f" shape {list(fed)}. Feed the declared shape, or declare the axes that vary with"
+            f" g.input(..., free=(axis, ...))"
+        )
+
+
+def _convert_feed(name: str, value: Any, dtype: str) -> tuple[np.ndarray, bool]:
+    """``value`` as an array of ``dtype``, and whether float values were rounded.
+
+    Conversion may not change a value: an integer out of the input's range, an integer
+    a float input cannot hold exactly, or a finite float that overflows is an error.
+    """
+    try:
+        array = np.asarray(value)
+    except ValueError as exc:  # ragged nested sequences
+        raise FeedError(f"input {name!r}: cannot make an array of the value fed ({exc})") from None
+    target = np.dtype(dtype)
+    kind = array.dtype.kind
+    if kind not in "biuf" or (kind == "f" and target.kind in "iub") or target.kind == "b" != kind:
+        raise FeedError(
+            f"input {name!r} is {dtype}; got a {array.dtype} array. Convert it with"
+            f" .astype({dtype!r})"
+        )
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below
+        converted = array.astype(target, copy=False)
+    if converted is array or array.size == 0:
+        return converted, False
+    if kind in "iu" and target.kind in "iu":
+        info = np.iinfo(target)
+        low, high = array.min(), array.max()
+        if low < info.min or high > info.max:
+            raise FeedError(
+                f"input {name!r} is {dtype}, which holds {info.min}..{info.max}; the {array.dtype}"
+                f" array fed has values in {low}..{high}. Feed values in range or declare the"
+                " input with a wider dtype"
+            )
+    elif kind in "iu":  # integers into a float input
+        limit = 2 ** (np.finfo(target).nmant + 1)
+        if (np.abs(array.min()) > limit or np.abs(array.max()) > limit) and not np.array_equal(
+            converted.astype(array.dtype), array
+        ):
+            raise FeedError(
+                f"input {name!r} is {dtype}, which holds integers exactly only up to {limit};"
+                f" the {array.dtype} array fed has larger values that would change. Declare the"
+                " input float64 or an integer dtype"
+            )
+    elif kind == "f" and target.itemsize < array.dtype.itemsize:
+        overflow = np.isinf(converted) & np.isfinite(array)
+        if overflow.any():
+            first = array[overflow].flat[0]
+            raise FeedError(
+                f"input {name!r} is {dtype}; the {array.dtype} array fed has finite values"
+                f" beyond its range (e.g. {first:g}), which would become infinite. Scale the"
+                " values or declare the input with a wider dtype"
+            )
+        return converted, isinstance(value, np.ndarray | np.generic)
+    return converted, False
+
+
+def compile(  # the natural name; shadows the builtin only in this module
+    outputs: Sequence[Tensor],
+    updates: Updates | None = None,
+    *,
+    backend: str | None = None,
+    optimize_graph: bool = True,
+    check_numerics: bool | None = None,
+) -> Program:
+    """Compile ``outputs`` (and variable ``updates``) into a :class:`Program`.
+
+    ``check_numerics=True`` stops each run at the first op that makes a NaN or an
+    infinity, naming it (see :mod:`asgrad.tensor.runtime.numerics`); the default comes from
+    the ``ASGRAD_CHECK_NUMERICS`` environment variable.
+    """
+    return Program(
+        require_tensors(outputs, "compile"),
+        updates,
+        backend=backend,
+        optimize_graph=optimize_graph,
+        check_numerics=check_numerics,
+    )
+
+
+def evaluate(
+    outputs: Sequence[Tensor] | Tensor,
+    feeds: Mapping[str, Any] | None = None,
+    *,
+    backend: str | None = None,
+    check_numerics: bool | None = None,
+) -> list[np.ndarray]:
+    """Compute ``outputs`` on ``feeds`` once (``check_numerics``: see :func:`compile`).
+
+    Compiled programs are cached per graph, the :data:`Graph.MAX_PROGRAMS` used most
+    recently; to run the same outputs many times, :func:`compile` them once instead.
+
+    >>> from asgrad.tensor import Graph
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate([x * x], {"x": np.array([1, 2, 3], np.float32)})[0].tolist()
+    [1.0, 4.0, 9.0]
+    """
+    single = isinstance(outputs, Tensor)
+    outs = require_tensors(outputs, "evaluate")
+    if not outs:
+        return []
+    graph = outs[0].graph
+    cache = graph.programs
+    check = checking_by_default() if check_numerics is None else bool(check_numerics)
+    key = (tuple(t.node.id for t in outs), resolve_backend_name(backend), check)
+    program: Program | None = cache.get(key)
+    if program is None:
+        program = cache.put(key, Program(outs, backend=key[1], check_numerics=check))
+    result = program.run(feeds or {})
+    return result[:1] if single else result
