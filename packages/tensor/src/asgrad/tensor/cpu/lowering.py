@@ -37,7 +37,7 @@ from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
 from asgrad.tensor.ir.graph import Node
-from asgrad.tensor.ir.registry import OpDef, TensorType, get_op
+from asgrad.tensor.ir.registry import OpDef, TensorType
 
 __all__ = [
     "FAMILY_LOWERINGS",
@@ -186,11 +186,6 @@ def resolve(op: OpDef) -> OpLowering:
         None if compiled is None else _family_compiled(compiled),
         family.emit.get(op.name),
     )
-
-
-def resolve_name(name: str) -> OpLowering:
-    """:func:`resolve` of the registered op called ``name``."""
-    return resolve(get_op(name))
 
 
 def fusers() -> list[Fuser]:
