@@ -3,7 +3,8 @@
 Holds ``registry`` (``OpDef``, ``TensorType``, ``register_op``), ``graph`` (``Graph``,
 ``Node``), ``variables``, ``scopes`` (node metadata), ``leaf_shapes``, ``common`` (shared
 pieces of op definitions: broadcasting, axes, sizes, argument checks), ``dtypes``,
-``passes`` (dead code, common subexpressions, folding), ``schedule`` and ``cache``.
+``passes`` (dead code, common subexpressions, folding), ``schedule``, ``cache`` and
+``scalar`` (the scalar expressions that state what each elementwise op computes).
 
 May import: :mod:`asgrad.tensor.errors` and itself, nothing else of asgrad at import time
 (``registry.all_ops`` imports :mod:`asgrad.tensor.ops` when first called, to register the
