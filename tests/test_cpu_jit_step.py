@@ -132,6 +132,9 @@ EXPECTED_FALLBACKS: dict[str, tuple[str, Callable[[Tensor], bool]]] = {
     ),
     # numpy raises for an integer to a negative power; the step must not guess
     "pow": ("integer power", lambda t: _dtypes(t)[1].startswith("int")),
+    # the kernels raise for an integer division by zero; so must the step: it declines
+    "floor_divide": ("integer division", lambda t: True),
+    "remainder": ("integer division", lambda t: True),
 }
 
 

@@ -123,8 +123,10 @@ def test_each_spelling_computes_the_primitives_numpy_meaning(
         (s.cast(s.arg(0), "int32"), ["float32"], "int32"),
         (s.pow(s.arg(0), s.arg(1)), ["int64", "int64"], "int64"),
         (s.bitwise_and(s.arg(0), s.arg(1)), ["float32", "float32"], "float32"),
+        (s.floor_divide(s.arg(0), s.arg(1)), ["int64", "int64"], "int64"),
+        (s.remainder(s.arg(0), s.arg(1)), ["int32", "int32"], "int32"),
     ],
-    ids=["float-to-int-cast", "integer-power", "bits-of-floats"],
+    ids=["float-to-int-cast", "integer-power", "bits-of-floats", "floor-divide", "remainder"],
 )
 def test_primitives_without_a_numba_form_at_these_dtypes_are_declined(
     e: s.Expr, dtypes: list[str], out: str

@@ -106,13 +106,10 @@ def _pow(a: Sequence[str], d: Sequence[str], r: str, v: Any) -> str:
     return f"({a[0]} ** {a[1]})"
 
 
-def _integer_division(symbol: str) -> Spelling:
-    def write(a: Sequence[str], d: Sequence[str], r: str, v: Any) -> str:
-        if r in FLOATS or r == "bool":
-            raise UnsupportedError(f"{symbol} of {r}")
-        return f"({a[0]} {symbol} {a[1]} if {a[1]} != 0 else {literal(0, r)})"  # numpy: 0
-
-    return Spelling(write)
+def _integer_division(a: Sequence[str], d: Sequence[str], r: str, v: Any) -> str:
+    # numpy's kernels raise for an integer division by zero (and these primitives are
+    # integer ones): a compiled loop would have to guess, so it declines.
+    raise UnsupportedError(f"an integer division of {r}")
 
 
 def _bits(symbol: str) -> Spelling:
@@ -197,8 +194,8 @@ SPELLINGS: dict[str, Spelling] = {
     "bitwise_not": Spelling(_invert),
     "left_shift": _shift(True),
     "right_shift": _shift(False),
-    "floor_divide": _integer_division("//"),
-    "remainder": _integer_division("%"),
+    "floor_divide": Spelling(_integer_division),
+    "remainder": Spelling(_integer_division),
 }
 
 # The operands whose dtypes type a constant next to them (a condition's does not).
