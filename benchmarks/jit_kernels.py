@@ -2,10 +2,12 @@
 
     python benchmarks/jit_kernels.py [--rounds 30]
 
-For each op of ``asgrad.tensor.cpu.jit.kernels.JIT_KERNELS``, times the compiled
-kernel and what the numpy path runs for it (the op's float32 ``into`` path where it
-has one, else its kernel; ``out=`` a buffer either way), alternating the two, and
-prints the best time of each (float32, one thread).
+For each op below, times the compiled kernel that the op's lowering chooses
+(``asgrad.tensor.cpu.lowering.resolve(op).compiled``: a structural family's kernel, or
+the loop rendered from an elementwise op's expression) and what the numpy path runs
+for it (the op's float32 ``into`` path where it has one, else its kernel; ``out=`` a
+buffer either way), alternating the two, and prints the best time of each (float32,
+one thread).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ def _cases(rng: np.random.Generator) -> list[tuple[str, list[np.ndarray], dict[s
     return [
         ("gelu", [f(16, 64, 512)], {"approximate": "none"}),
         ("gelu_backward", [f(16, 64, 512) * 1e-3, f(16, 64, 512)], {"approximate": "none"}),
+        ("sigmoid", [f(16, 64, 512)], {}),
+        ("silu", [f(16, 64, 512)], {}),
+        ("leaky_relu", [f(16, 64, 512)], {"alpha": 0.01}),
         ("softmax", [f(16, 4, 64, 64)], {"axis": -1}),
         ("log_softmax", [f(1024, 64)], {"axis": -1}),
         ("layer_norm", [f(16, 64, 128), f(128), f(128)], ln),
@@ -68,9 +73,19 @@ def _numpy_path(name: str, args: Sequence[np.ndarray], attrs: dict[str, Any]) ->
 
 
 def _compiled(name: str, args: Sequence[Any], attrs: dict[str, Any]) -> Callable[[], Any]:
-    from asgrad.tensor.cpu.jit.kernels import JIT_KERNELS
+    from asgrad.tensor import Graph, get_op
+    from asgrad.tensor.cpu.lowering import resolve
+    from asgrad.tensor.ir.registry import TensorType
 
-    fn = JIT_KERNELS[name].load()
+    g = Graph()
+    xs = [g.input(f"x{i}", np.shape(a), np.asarray(a).dtype.name) for i, a in enumerate(args)]
+    node = g.apply(name, xs, attrs).node
+    choose = resolve(get_op(name)).compiled
+    types = [TensorType(np.shape(a), np.asarray(a).dtype.name) for a in args]
+    entry = None if choose is None else choose(node, types, node.type)
+    if entry is None:
+        raise SystemExit(f"{name}: no compiled kernel at these types")
+    fn = entry.load()
     out = np.empty_like(fn(*args, **attrs))
     return lambda: fn(*args, out=out, **attrs)
 

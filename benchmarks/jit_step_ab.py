@@ -46,6 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     times: dict[bool, list[float]] = {True: [], False: []}
     for _ in range(args.rounds):
         for on, w in workloads.items():
+            jit.set_enabled(on)  # the switch is part of each program's function key
             start = time.perf_counter()
             w.step()
             times[on].append(time.perf_counter() - start)

@@ -5,8 +5,9 @@
 1. :class:`_LineMaker` makes a :class:`~asgrad.tensor.cpu.records.Line` per node
    that computes something: values that depend only on constants and shapes are
    folded, identities at these types dropped, some ops specialised
-   (:mod:`asgrad.tensor.cpu.specialize`), the rest call their kernel, or its
-   float32 path (``OpDef.into``), as the op's declared facts allow;
+   (:mod:`asgrad.tensor.cpu.lowering`: a numpy form at exact types, or a compiled
+   kernel on the compiled path), the rest call their kernel, or its float32 path
+   (``OpDef.into``), as the op's declared facts allow;
 2. :func:`_needed` drops the lines no output or update needs, and :func:`_last_uses`
    finds the line after which each value dies;
 3. :func:`~asgrad.tensor.cpu.buffers.plan_buffers` decides where each line writes;
@@ -28,7 +29,7 @@ import numpy as np
 import asgrad.tensor.ir.registry as registry
 from asgrad.tensor.cpu import blas, jit
 from asgrad.tensor.cpu.buffers import BufferPlan, no_reuse, plan_buffers, reuse_enabled
-from asgrad.tensor.cpu.jit import kernels as jit_kernels  # the table; Numba loads later
+from asgrad.tensor.cpu.lowering import OpLowering, fusers, resolve
 from asgrad.tensor.cpu.records import (
     Call,
     Expr,
@@ -41,7 +42,7 @@ from asgrad.tensor.cpu.records import (
     values,
     with_out,
 )
-from asgrad.tensor.cpu.specialize import HELPERS, Context, specialize
+from asgrad.tensor.cpu.specialize import HELPERS, Context
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.passes import is_identity
 from asgrad.tensor.ir.registry import IntoKernel, OpDef, TensorType, get_op
@@ -65,10 +66,10 @@ def generate_cpu_function(
     source is its ``source`` attribute. ``profile`` (opt-in, see
     :mod:`asgrad.tensor.cpu.profile`) is called with a node's id after each line.
     ``compiled`` takes the compiled path (:mod:`asgrad.tensor.cpu.jit`; None: as
-    :func:`~asgrad.tensor.cpu.jit.enabled` says): the ops' compiled kernels
-    (:mod:`asgrad.tensor.cpu.jit.kernels`), each large parameter's Adam update fused
-    into one Numba pass (:mod:`asgrad.tensor.cpu.jit.fuse`), and a small training
-    step compiled whole (:mod:`asgrad.tensor.cpu.jit.step`).
+    :func:`~asgrad.tensor.cpu.jit.enabled` says): the ops' compiled kernels (found by
+    :func:`~asgrad.tensor.cpu.lowering.resolve`), the families' fused line groups (each
+    large parameter's Adam update as one Numba pass), and a small training step
+    compiled whole (:mod:`asgrad.tensor.cpu.jit.step`).
     """
     if compiled is None:
         compiled = jit.enabled()
@@ -78,9 +79,8 @@ def generate_cpu_function(
     current().stage(f"CPU: planning buffers and compiling {len(maker.lines):,} lines")
     lines = _needed(maker.lines, maker.refs, maker.roots)
     if compiled:
-        from asgrad.tensor.cpu.jit.fuse import fuse_lines  # imports no Numba
-
-        lines = fuse_lines(lines, maker.refs, types, maker.env, maker.context.registered)
+        for fuse in fusers():  # imports no Numba
+            lines = fuse(lines, maker.refs, types, maker.env, maker.context.registered)
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():
@@ -195,9 +195,10 @@ class _LineMaker:
             self.refs[node.id] = self.refs[node.inputs[0].id]
             return
         self.refs[node.id] = Ref(node.id)
-        line = specialize(node, self.context) if original else None
+        lowered = resolve(op) if original else OpLowering()
+        line = None if lowered.numpy is None else lowered.numpy(node, self.context)
         if line is None:
-            line = self._kernel_line(i, node, op, original)
+            line = self._kernel_line(i, node, op, original, lowered)
         self.lines.append(line)
         self.producer[node.id] = node
 
@@ -223,7 +224,9 @@ class _LineMaker:
             value.setflags(write=False)
         return Ref(node.id, value, True)
 
-    def _kernel_line(self, i: int, node: Node, op: OpDef, original: bool) -> Line:
+    def _kernel_line(
+        self, i: int, node: Node, op: OpDef, original: bool, lowered: OpLowering
+    ) -> Line:
         """The line calling the op's kernel ``k<i>``, or its float32 path ``z<i>``."""
         in_t = [self.types[n.id] for n in node.inputs]
         out_t = self.types[node.id]
@@ -238,8 +241,8 @@ class _LineMaker:
         call = Call(f"k{i}", tuple(args))
         if not original:
             return Line(node=node, call=call)
-        if self.use_jit:
-            compiled = self._jit_line(i, node, tuple(args), in_t, out_t)
+        if self.use_jit and lowered.compiled is not None:
+            compiled = self._jit_line(i, node, lowered, tuple(args), in_t, out_t)
             if compiled is not None:
                 return compiled
         into = op.into
@@ -258,13 +261,15 @@ class _LineMaker:
         self,
         i: int,
         node: Node,
+        lowered: OpLowering,
         args: tuple[Expr, ...],
         in_t: Sequence[TensorType],
         out_t: TensorType,
     ) -> Line | None:
         """The line calling the op's compiled kernel ``jk<i>`` (:mod:`.jit.kernels`),
         into a buffer as an :class:`IntoKernel` path would, or None where none applies."""
-        entry = jit_kernels.lookup(node.op, in_t, out_t, node.attrs)
+        assert lowered.compiled is not None
+        entry = lowered.compiled(node, in_t, out_t)
         if entry is None:
             return None
         fn = entry.load()

@@ -1,18 +1,19 @@
-"""Exact-shape specialisations: numpy expressions for some ops at known types.
+"""Exact-shape numpy lines: faster numpy forms of some ops at known types.
 
 At exact types some registered kernels have a faster numpy form: a call of numpy
 itself instead of the kernel's wrapper, a view instead of a copy, a batched matrix
-product as one product. These rewrites are about numpy, not about the ops, so they
-live here, keyed by op name in :data:`SPECIALIZERS`: the one place where the CPU
-backend names ops. Each is written for the op's registered kernel and applies only
-while the op's kernel is that one (the code generator checks). Everything an op
-declares about its own kernel (:class:`~asgrad.tensor.ir.registry.OpDef` fields) is
-read by the code generator instead, so adding an op never edits this module.
+product as one product. An elementwise op's form comes from its scalar expression
+(:func:`expression_line`: one rule per primitive, never per op); the structural
+families' forms (matrix products, reductions, views) are the functions below, which
+:data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS` lists by family and op. Each is
+written for the op's registered kernel and applies only while the op's kernel is
+that one (the code generator checks). Everything an op declares about its own kernel
+(:class:`~asgrad.tensor.ir.registry.OpDef` fields) is read by the code generator instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +103,7 @@ def add_reduce(x: np.ndarray, *args: Any) -> Any:
 # The numpy functions the specialised expressions call, by their names there.
 HELPERS: dict[str, Any] = {
     "_matmul": np.matmul,
-    "_maximum": np.maximum,
+    "_np": np,
     "_add_reduce": add_reduce,
     "_max_reduce": np.maximum.reduce,
     "_min_reduce": np.minimum.reduce,
@@ -134,7 +135,7 @@ def _product(node: Node, ctx: Context, call: Expr, into: Expr, flops: int) -> Li
     return Line(node=node, call=call, flops=flops)
 
 
-def _matmul(node: Node, ctx: Context) -> Line:
+def matmul(node: Node, ctx: Context) -> Line:
     """``np.matmul`` itself; a batched product with a matrix as one matrix product."""
     (a, b), out_t = _in_types(node, ctx), ctx.types[node.id]
     x, w = _args(node, ctx)
@@ -160,10 +161,10 @@ def _is_zero(ref: Ref) -> bool:
     )
 
 
-def _where(node: Node, ctx: Context) -> Line | None:
+def _where_line(node: Node, ctx: Context, operands: Sequence[Node]) -> Line | None:
     """``where(cond, x, 0)`` (or ``where(cond, 0, x)``) of floats as bit operations."""
     out_t = ctx.types[node.id]
-    cond, when_true, when_false = node.inputs
+    cond, when_true, when_false = operands
     if not (_is_float(out_t) and out_t.shape and ctx.types[cond.id].shape == out_t.shape):
         return None
     for keep, value, other in ((True, when_true, when_false), (False, when_false, when_true)):
@@ -173,44 +174,28 @@ def _where(node: Node, ctx: Context) -> Line | None:
     return None
 
 
-def _relu(node: Node, ctx: Context) -> Line:
-    """``np.maximum(x, 0)``, in place when it may."""
-    call = Call("_maximum", (*_args(node, ctx), "0"))
-    if shaped(ctx.types[node.id]) and _same_dtype(node, ctx):
-        return Line(node=node, call=call, reuse=Reuse.IN_PLACE, into=with_out(call))
-    return Line(node=node, call=call)
-
-
-def _transpose(node: Node, ctx: Context) -> Line:
+def transpose(node: Node, ctx: Context) -> Line:
     """A transposed view."""
     (x,) = _args(node, ctx)
     return Line(node=node, call=Method(x, "transpose", (repr(tuple(node.attrs["axes"])),)))
 
 
-def _reshape(node: Node, ctx: Context) -> Line:
+def reshape_view(node: Node, ctx: Context) -> Line:
     """A view of the first input with the result's shape (reshape, squeeze...)."""
     x = _args(node, ctx)[0]
     return Line(node=node, call=Method(x, "reshape", (repr(ctx.types[node.id].shape),)))
 
 
-def _broadcast(node: Node, ctx: Context) -> Line:
+def broadcast(node: Node, ctx: Context) -> Line:
     """A broadcast view of the first input."""
     x = _args(node, ctx)[0]
     return Line(node=node, call=Call("_broadcast_to", (x, repr(ctx.types[node.id].shape))))
 
 
-def _cast(node: Node, ctx: Context) -> Line:
-    """``x.astype(dtype)``: a fresh array."""
-    (x,) = _args(node, ctx)
-    out_t = ctx.types[node.id]
-    call = Method(x, "astype", (repr(out_t.dtype),))
-    return Line(node=node, call=call, reuse=Reuse.FRESH if shaped(out_t) else Reuse.ALIAS)
-
-
 _REDUCE = {"sum": "_add_reduce", "mean": "_add_reduce", "max": "_max_reduce", "min": "_min_reduce"}
 
 
-def _reduce(node: Node, ctx: Context) -> Line | None:
+def reduce(node: Node, ctx: Context) -> Line | None:
     """A float reduction as the ufunc's ``reduce``; a mean divides by the count."""
     out_t, axes = ctx.types[node.id], tuple(node.attrs["axis"])
     if not (_is_float(out_t) and axes):
@@ -234,7 +219,7 @@ def _sum_to_axes(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, ...]:
     return (*range(lead), *stretched)
 
 
-def _sum_to_like(node: Node, ctx: Context) -> Line | None:
+def sum_to_like(node: Node, ctx: Context) -> Line | None:
     """A reduction to the target shape; a batched product summed over its batch (a
     weight gradient) as one matrix product."""
     out_t = ctx.types[node.id]
@@ -273,29 +258,62 @@ def _is_float(t: TensorType) -> bool:
     return t.dtype in ("float32", "float64")
 
 
-# The specialisations, by op name: the one place where the CPU backend names ops.
-# Each returns the node's line, or None to run the op's kernel.
-SPECIALIZERS: dict[str, Callable[[Node, Context], Line | None]] = {
-    "matmul": _matmul,
-    "where": _where,
-    "relu": _relu,
-    "transpose": _transpose,
-    "reshape": _reshape,
-    "reshape_like": _reshape,
-    "expand_dims": _reshape,
-    "squeeze": _reshape,
-    "broadcast_to": _broadcast,
-    "broadcast_like": _broadcast,
-    "cast": _cast,
-    "sum": _reduce,
-    "mean": _reduce,
-    "max": _reduce,
-    "min": _reduce,
-    "sum_to_like": _sum_to_like,
-}
+def _operand_nodes(node: Node, expr: Any) -> list[Node] | None:
+    """The input nodes an expression's operands are, when each is an input as is."""
+    if not all(a.op == "arg" for a in expr.args):
+        return None
+    return [node.inputs[int(a.value)] for a in expr.args]
 
 
-def specialize(node: Node, ctx: Context) -> Line | None:
-    """A numpy line for ``node`` at exact types, or None for its kernel's line."""
-    rewrite = SPECIALIZERS.get(node.op)
-    return None if rewrite is None else rewrite(node, ctx)
+def _ufunc_line(node: Node, ctx: Context, expr: Any, fn: np.ufunc) -> Line | None:
+    """One numpy ufunc over the inputs and number constants, in place when it may."""
+    args: list[Expr] = []
+    samples: list[Any] = []
+    for a in expr.args:
+        if a.op == "arg":
+            n = node.inputs[int(a.value)]
+            args.append(Value(ctx.refs[n.id].id))
+            samples.append(np.zeros((), ctx.types[n.id].dtype))
+        elif a.op == "const" and isinstance(a.value, bool | int | float) and np.isfinite(a.value):
+            args.append(repr(a.value))
+            samples.append(a.value)
+        else:
+            return None
+    out_t = ctx.types[node.id]
+    with np.errstate(all="ignore"):
+        if np.asarray(fn(*samples)).dtype != np.dtype(out_t.dtype):
+            return None
+    if getattr(np, fn.__name__, None) is not fn:
+        return None
+    call = Call(f"_np.{fn.__name__}", tuple(args))
+    ins = [ctx.types[n.id] for n in node.inputs]
+    if shaped(out_t) and all(t.dtype == out_t.dtype for t in ins):
+        return Line(node=node, call=call, reuse=Reuse.IN_PLACE, into=with_out(call))
+    return Line(node=node, call=call)
+
+
+def expression_line(node: Node, ctx: Context, expr: Any) -> Line | None:
+    """The numpy line of an elementwise node whose expression is one primitive, or None
+    for the op's kernel: ``where`` with a zero branch as bit operations, ``cast`` as
+    ``astype``, a primitive whose numpy meaning is a ufunc, applied to inputs and number
+    constants, as that ufunc called directly (in place when it may). A primitive of the
+    inputs alone is left to the kernel: that is the ufunc itself, or a wrapper adding
+    a check (an integer power)."""
+    from asgrad.tensor.ir.scalar import PRIMITIVES
+
+    if expr.op in ("arg", "const"):
+        return None
+    if expr.op == "where":
+        operands = _operand_nodes(node, expr)
+        return None if operands is None else _where_line(node, ctx, operands)
+    if expr.op == "cast":
+        operands = _operand_nodes(node, expr)
+        if operands is None:
+            return None
+        x, out_t = Value(ctx.refs[operands[0].id].id), ctx.types[node.id]
+        call = Method(x, "astype", (repr(out_t.dtype),))
+        return Line(node=node, call=call, reuse=Reuse.FRESH if shaped(out_t) else Reuse.ALIAS)
+    fn = PRIMITIVES[expr.op].numpy
+    if isinstance(fn, np.ufunc) and any(a.op == "const" for a in expr.args):
+        return _ufunc_line(node, ctx, expr, fn)
+    return None

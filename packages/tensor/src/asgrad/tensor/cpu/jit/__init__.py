@@ -1,9 +1,11 @@
 """The compiled CPU path: Numba kernels that generated CPU functions call instead of numpy.
 
 The numpy path (:mod:`asgrad.tensor.cpu.codegen`) is the reference; the compiled path
-runs the same schedule with native kernels where it has them (fused chains, whole small
-steps, the heavy composite ops) and the numpy kernels elsewhere, and must agree with the
-reference to each op's registered tolerance.
+runs the same schedule with native kernels where an op's lowering has them
+(:func:`asgrad.tensor.cpu.lowering.resolve`: whole small steps, elementwise loops
+rendered from the ops' scalar expressions, the structural families' kernels, fused
+Adam groups) and the numpy kernels elsewhere, and must agree with the reference to
+each op's registered tolerance.
 
 It is on by default where Numba is installed (``pip install "asgrad-tensor[jit]"``; the
 ``asgrad`` meta package installs it). The switch, read when a function is generated:

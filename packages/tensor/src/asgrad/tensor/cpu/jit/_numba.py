@@ -16,10 +16,12 @@ The kernels are serial: ``parallel=True`` over 2 threads made GELU 3-8x slower t
 the serial loop on this (shared, loaded) 2-core machine, and BLAS already uses the
 threads for the products.
 
-``exp_neg`` and ``erf`` are generic over float32 and float64: float32 gets
+``exp``, ``exp_neg`` and ``erf`` are generic over float32 and float64: float32 gets
 branch-free forms that LLVM vectorises (an exponential by range reduction and a
-polynomial, erf by Abramowitz & Stegun 7.1.26, absolute error below 1e-6, as the
-float32 numpy paths), float64 the C library's ``exp`` and ``erf``.
+polynomial, within 2 ulp; erf by Abramowitz & Stegun 7.1.26, absolute error below
+1e-6, as the float32 numpy paths), float64 the C library's ``exp`` and ``erf``. They
+are the per-primitive helpers of the rendered expressions
+(:mod:`asgrad.tensor.cpu.jit.render`) as well as the row kernels'.
 
 Numba keys a kernel's on-disk cache on its own source file only: after editing a
 helper here, clear the cache directory (an installed release rewrites every file,
@@ -46,6 +48,7 @@ from numba.extending import intrinsic, overload  # noqa: E402
 __all__ = [
     "KERNEL",
     "erf",
+    "exp",
     "exp_neg",
     "fresh",
     "kernel",
@@ -148,6 +151,55 @@ def _exp_neg32(x: Any) -> Any:
     p = p * r * r + r + _F(1.0)
     scale = _bits_f32(np.int32((_f32_bits(t) - _MAGIC_BITS + np.int32(127)) << np.int32(23)))
     return p * scale if x >= _EXP_LOW or x != x else _F(0.0)
+
+
+_EXP_HIGH = _F(88.72283935546875)  # above: inf (the largest float32 is e**88.7228...)
+_EXP_FLOOR = _F(-104.0)  # below: 0 (under the smallest subnormal)
+
+
+@inline
+def _exp32(x: Any) -> Any:
+    """e**x for float32 x, within 2 ulp (subnormal results to 1e-45 absolute); branch
+    free, so that a loop of it vectorises. The scale 2**n is applied in two halves,
+    so that n may reach 128 or -150."""
+    c = _EXP_FLOOR if x < _EXP_FLOOR else (_EXP_HIGH if x > _EXP_HIGH else x)  # NaN stays
+    t = c * _LOG2E + _MAGIC
+    n = t - _MAGIC
+    r = c - n * _LN2_HI
+    r = r - n * _LN2_LO
+    p = _P[0]
+    p = p * r + _P[1]
+    p = p * r + _P[2]
+    p = p * r + _P[3]
+    p = p * r + _P[4]
+    p = p * r + _P[5]
+    p = p * r * r + r + _F(1.0)
+    k = _f32_bits(t) - _MAGIC_BITS
+    half = k >> np.int32(1)
+    s1 = _bits_f32(np.int32((half + np.int32(127)) << np.int32(23)))
+    s2 = _bits_f32(np.int32((k - half + np.int32(127)) << np.int32(23)))
+    inf = _F(np.inf)
+    return inf if x > _EXP_HIGH else (p * s1 * s2 if x == x else x)
+
+
+def exp(x: Any) -> Any:
+    """e**x (in compiled kernels only): float32 through a form that vectorises."""
+    return math.exp(x)
+
+
+@overloads(exp)
+def _exp_overload(x: Any) -> Any:
+    if x == types.float32:
+
+        def f32(x: Any) -> Any:
+            return _exp32(x)
+
+        return f32
+
+    def f64(x: Any) -> Any:
+        return math.exp(x)
+
+    return f64
 
 
 def exp_neg(x: Any) -> Any:

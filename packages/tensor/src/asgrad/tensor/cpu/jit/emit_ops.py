@@ -1,17 +1,25 @@
-"""The ops a whole-step kernel writes in Numba: op name -> emitter.
+"""How a whole-step kernel writes an op: an elementwise op from its expression, the
+structural families' ops by their emitters.
 
-Each emitter writes an op at exact types into a :class:`~asgrad.tensor.cpu.jit.emit.Kernel`
+An emitter writes an op at exact types into a :class:`~asgrad.tensor.cpu.jit.emit.Kernel`
 as explicit loops with constant bounds, computing what the op's numpy kernel computes
-(the same formulas, in the op's dtype; NaN and infinities propagate as numpy's do), and
-returns the result's :class:`~asgrad.tensor.cpu.jit.emit.Val`. An op not in
-:data:`EMITTERS`, or one an emitter declines (:class:`UnsupportedError`: another dtype, an
-attribute it does not handle), sends the whole step back to the numpy path.
+(in the op's dtype; NaN and infinities propagate as numpy's do), and returns the
+result's :class:`~asgrad.tensor.cpu.jit.emit.Val`. :func:`emit_expression` writes any
+elementwise op from its scalar expression
+(:func:`~asgrad.tensor.cpu.jit.render.render_numba`); the emitters below are the
+structural families' (reductions, views, matrix products, Adam's updates), listed in
+:data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`. An op without one, or one an
+emitter declines (:class:`UnsupportedError`: another dtype, an attribute it does not
+handle), sends the whole step back to the numpy path.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
 
 from asgrad.tensor.cpu.jit.emit import (
     FLOATS,
@@ -19,7 +27,6 @@ from asgrad.tensor.cpu.jit.emit import (
     UnsupportedError,
     Val,
     broadcast_view,
-    dt,
     literal,
     transpose_view,
 )
@@ -28,98 +35,22 @@ from asgrad.tensor.ir.registry import TensorType
 
 Emitter = Callable[[Kernel, Node, Sequence[Val], TensorType], Val]
 
-# Helper functions the generated module defines (NaN-propagating max/min, sigmoid).
-PRELUDE = """
-@numba.njit(inline="always", error_model="numpy")
-def _fmax(a, b):
-    return a if (a >= b or a != a) else b
-
-
-@numba.njit(inline="always", error_model="numpy")
-def _fmin(a, b):
-    return a if (a <= b or a != a) else b
-
-
-@numba.njit(inline="always", error_model="numpy")
-def _sigmoid(x):
-    e = np.exp(-abs(x))
-    one = e * 0 + 1
-    return (e if x < 0 else one) / (e + one)
-"""
-
 
 def _floats(ins: Sequence[Val], out_t: TensorType) -> None:
     if out_t.dtype not in FLOATS or any(v.dtype != out_t.dtype for v in ins):
         raise UnsupportedError("not one float dtype")
 
 
-def _unary(template: str) -> Emitter:
-    # a transcendental function is a scalar libm call here, not numpy's SIMD loop
-    cost = 8 if any(f in template for f in ("np.", "_sigmoid", "**")) else 0
+def emit_expression(k: Kernel, expr: Any, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """An elementwise op from its scalar expression: one loop over the result's shape,
+    the inputs broadcast, the element rendered by
+    :func:`~asgrad.tensor.cpu.jit.render.render_numba`."""
+    from asgrad.tensor.cpu.jit.render import cost, render_numba
 
-    def emit(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-        _floats(ins, out_t)
-        if node.attrs:
-            raise UnsupportedError("attributes")
-        k.flops += cost * max(1, math.prod(out_t.shape))
-        return k.elementwise(out_t, ins, lambda e: template.format(*e, z=literal(0, out_t.dtype)))
-
-    return emit
-
-
-def _binary(template: str) -> Emitter:
-    return _unary(template)
-
-
-def _neg(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-    if out_t.dtype not in ("float32", "float64", "int32", "int64") or ins[0].dtype != out_t.dtype:
-        raise UnsupportedError("neg of this dtype")
-    return k.elementwise(out_t, ins, lambda e: f"-{e[0]}")
-
-
-def _compare(symbol: str) -> Emitter:
-    def emit(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-        kinds = {v.dtype for v in ins}
-        if len(kinds) != 1 or out_t.dtype != "bool" or node.attrs:
-            raise UnsupportedError("comparison of mixed dtypes")
-        return k.elementwise(out_t, ins, lambda e: f"({e[0]} {symbol} {e[1]})")
-
-    return emit
-
-
-def _logical(symbol: str) -> Emitter:
-    def emit(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-        if out_t.dtype != "bool" or any(v.dtype != "bool" for v in ins):
-            raise UnsupportedError("logical op on numbers")
-        if symbol == "not":
-            return k.elementwise(out_t, ins, lambda e: f"(not {e[0]})")
-        return k.elementwise(out_t, ins, lambda e: f"({e[0]} {symbol} {e[1]})")
-
-    return emit
-
-
-def _where(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-    cond, a, b = ins
-    if cond.dtype != "bool" or a.dtype != out_t.dtype or b.dtype != out_t.dtype:
-        raise UnsupportedError("where of mixed dtypes")
-    dt(out_t.dtype)
-    return k.elementwise(out_t, ins, lambda e: f"({e[1]} if {e[0]} else {e[2]})")
-
-
-def _cast(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-    src = ins[0].dtype
-    dt(src)
-    if out_t.dtype == "bool":
-        return k.elementwise(out_t, ins, lambda e: f"({e[0]} != 0)")
-    if src in FLOATS and out_t.dtype not in FLOATS:
-        raise UnsupportedError("float to integer cast")  # out-of-range values differ by platform
-    return k.elementwise(out_t, ins, lambda e: f"{dt(out_t.dtype)}({e[0]})")
-
-
-def _leaky_relu(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-    _floats(ins, out_t)
-    alpha = literal(float(node.attrs.get("alpha", 0.01)), out_t.dtype)
-    return k.elementwise(out_t, ins, lambda e: f"({e[0]} if {e[0]} > 0 else {e[0]} * {alpha})")
+    dtypes = [v.dtype for v in ins]
+    render_numba(expr, ["x"] * len(ins), dtypes, out_t.dtype)  # declines before writing
+    k.flops += (cost(expr) - 1) * max(1, math.prod(out_t.shape))
+    return k.elementwise(out_t, ins, lambda e: render_numba(expr, e, dtypes, out_t.dtype))
 
 
 def _axes(node: Node, rank: int) -> list[int]:
@@ -128,9 +59,11 @@ def _axes(node: Node, rank: int) -> list[int]:
     return sorted(a % rank if rank else a for a in axes)
 
 
-def _reduction(kind: str) -> Emitter:
+def reduction(kind: str) -> Emitter:
     def emit(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
-        _floats(ins, out_t)
+        integer = out_t.dtype in ("int32", "int64", "bool") and ins[0].dtype == out_t.dtype
+        if not (kind in ("max", "min") and integer):
+            _floats(ins, out_t)
         (x,) = ins
         axes = _axes(node, len(x.shape))
         if not axes or any(x.shape[a] == 0 for a in axes):
@@ -143,31 +76,37 @@ def _reduction(kind: str) -> Emitter:
             return k.reduce_into(
                 x, out_t, axes, keep, literal(0, d), lambda a, e: f"{a} + {e}", fin
             )
-        inf = literal(-math.inf if kind == "max" else math.inf, d)
+        if d == "bool":
+            inf = literal(kind == "min", d)
+        elif integer:  # the dtype's extreme: every element replaces it
+            info = np.iinfo(d)
+            inf = literal(info.min if kind == "max" else info.max, d)
+        else:
+            inf = literal(-math.inf if kind == "max" else math.inf, d)
         fn = "_fmax" if kind == "max" else "_fmin"
         return k.reduce_into(x, out_t, axes, keep, inf, lambda a, e: f"{fn}({a}, {e})")
 
     return emit
 
 
-def _sum_to_like(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+def sum_to_like(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     _floats(ins[:1], out_t)
     return k.sum_to(ins[0], out_t)
 
 
-def _broadcast(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+def broadcast(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     return broadcast_view(ins[0], out_t.shape)
 
 
-def _reshape(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+def reshape(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     return k.reshape(ins[0], out_t.shape)
 
 
-def _transpose(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+def transpose(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     return transpose_view(ins[0], list(node.attrs["axes"]))
 
 
-def _matmul(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+def matmul(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     _floats(ins, out_t)
     a, b = ins
     if len(a.shape) < 2 or len(b.shape) < 2:
@@ -192,7 +131,7 @@ def _batch(shape: Sequence[int], batch: Sequence[int], idx: Sequence[str]) -> li
     return ["0" if shape[d] == 1 else idx[lead + d] for d in range(len(shape) - 2)]
 
 
-def _adam_ema(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+def adam_ema(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     _floats(ins, out_t)
     d = out_t.dtype
     beta = float(node.attrs["beta"])
@@ -202,7 +141,7 @@ def _adam_ema(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
     return k.elementwise(out_t, ins, lambda e: f"{e[0]} * {b} + {e[1]} * {c}")
 
 
-def _adam_update(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+def adam_update(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     _floats(ins, out_t)
     eps = literal(float(node.attrs["eps"]), out_t.dtype)
 
@@ -211,52 +150,3 @@ def _adam_update(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -
         return f"{e[0]} - {step}" if len(e) == 5 else f"{e[0]} * {e[5]} - {step}"
 
     return k.elementwise(out_t, ins, expr)
-
-
-EMITTERS: dict[str, Emitter] = {
-    "add": _binary("{0} + {1}"),
-    "sub": _binary("{0} - {1}"),
-    "mul": _binary("{0} * {1}"),
-    "div": _binary("{0} / {1}"),
-    "pow": _binary("{0} ** {1}"),
-    "maximum": _binary("_fmax({0}, {1})"),
-    "minimum": _binary("_fmin({0}, {1})"),
-    "neg": _neg,
-    "exp": _unary("np.exp({0})"),
-    "log": _unary("np.log({0})"),
-    "sqrt": _unary("np.sqrt({0})"),
-    "abs": _unary("abs({0})"),
-    "tanh": _unary("np.tanh({0})"),
-    "sin": _unary("np.sin({0})"),
-    "cos": _unary("np.cos({0})"),
-    "sigmoid": _unary("_sigmoid({0})"),
-    "relu": _unary("_fmax({0}, {z})"),
-    "stop_gradient": _unary("{0}"),
-    "leaky_relu": _leaky_relu,
-    "greater": _compare(">"),
-    "greater_equal": _compare(">="),
-    "less": _compare("<"),
-    "less_equal": _compare("<="),
-    "equal": _compare("=="),
-    "not_equal": _compare("!="),
-    "logical_and": _logical("and"),
-    "logical_or": _logical("or"),
-    "logical_not": _logical("not"),
-    "where": _where,
-    "cast": _cast,
-    "sum": _reduction("sum"),
-    "mean": _reduction("mean"),
-    "max": _reduction("max"),
-    "min": _reduction("min"),
-    "sum_to_like": _sum_to_like,
-    "broadcast_to": _broadcast,
-    "broadcast_like": _broadcast,
-    "reshape": _reshape,
-    "reshape_like": _reshape,
-    "expand_dims": _reshape,
-    "squeeze": _reshape,
-    "transpose": _transpose,
-    "matmul": _matmul,
-    "adam_ema": _adam_ema,
-    "adam_update": _adam_update,
-}

@@ -1,21 +1,24 @@
-"""The compiled kernels' table: op name -> a Numba kernel with the op's semantics.
+"""Compiled kernels of the line path: Numba kernels a generated CPU function calls.
 
-Each :class:`JitKernel` names a wrapper in a topic module (``kernels_<topic>.py``,
-imported on first use, so that importing asgrad never imports Numba) with the
-calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`:
-``fn(*inputs, out=None, **attrs)``, the result written into ``out`` when it is
-given. The code generator (:mod:`asgrad.tensor.cpu.codegen`) calls it instead of
-the op's numpy kernel when the compiled path is on and :func:`lookup` finds an entry
-whose ``applies`` holds at the node's exact types; everything else runs numpy.
+A :class:`JitKernel` names a wrapper with the calling convention of an
+:class:`~asgrad.tensor.ir.registry.IntoKernel` (``fn(*inputs, out=None, **attrs)``, the
+result written into ``out`` when it is given). The structural families' kernels are
+hand-written in topic modules (``kernels_norm``, ``kernels_pool``, ``kernels_optim``),
+listed in :data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an elementwise op's
+kernel is rendered from its scalar expression (:func:`rendered_kernel`): one loop over
+the elements, written by :func:`~asgrad.tensor.cpu.jit.render.render_numba`, in a
+module generated under :func:`~asgrad.tensor.cpu.jit.cache_dir`. Nothing here imports
+Numba until a kernel is loaded.
 
 The kernels agree with the numpy kernels within each op's registered tolerance
-(``tests/test_cpu_jit_kernels.py`` runs every op's registry cases both ways).
+(``tests/test_cpu_jit_kernels.py`` and ``packages/tensor/tests/test_cpu_jit_kernels.py``
+run every op's registry cases both ways).
 
-Convolution has no entry: a compiled im2col measured slower than numpy's strided
+Convolution has no kernel: a compiled im2col measured slower than numpy's strided
 copy (rows of a 14-pixel image are too short for a loop to beat it), and a compiled
 col2im around the same BLAS product made the input gradient no faster
-(``benchmarks/jit_kernels.py`` before this table dropped it: 8.08 ms numpy, 8.20 ms
-compiled); the products, the bulk of the time, are the same BLAS calls either way.
+(``benchmarks/jit_kernels.py``: 8.08 ms numpy, 8.20 ms compiled); the products, the
+bulk of the time, are the same BLAS calls either way.
 """
 
 from __future__ import annotations
@@ -27,10 +30,14 @@ from typing import Any
 
 from asgrad.tensor.ir.registry import TensorType
 
-__all__ = ["JIT_KERNELS", "JitKernel", "lookup"]
+__all__ = ["JitKernel", "rendered_kernel"]
 
 Applies = Callable[[Sequence[TensorType], TensorType, Mapping[str, Any]], bool]
 _FLOATS = ("float32", "float64")
+
+
+def _always(ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]) -> bool:
+    return True
 
 
 @dataclass(frozen=True)
@@ -38,64 +45,123 @@ class JitKernel:
     """A compiled kernel for one op.
 
     Attributes:
-        module: The topic module under ``asgrad.tensor.cpu.jit`` holding the wrapper.
+        module: The topic module under ``asgrad.tensor.cpu.jit`` holding the wrapper
+            (a generated module's name when ``source`` is given).
         function: The wrapper's name there.
-        applies: Whether it runs a node, from the inputs' and result's types and the
-            attributes (beyond :func:`lookup`'s common checks).
         leading: How many leading inputs the result may be written into (the wrapper
             reads each element or row of them before writing it); 0: ``out``
             overlaps no input.
+        applies: Whether it runs a node, from the inputs' and result's types and the
+            attributes (beyond :meth:`applies_to`'s common checks).
+        source: The generated module's source (a rendered kernel), or None.
     """
 
     module: str
     function: str
-    applies: Applies
     leading: int = 0
+    applies: Applies = _always
+    source: str | None = None
+
+    @staticmethod
+    def index_gradient(
+        ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]
+    ) -> bool:
+        """A float gradient scattered at integer indices (the second input)."""
+        return ins[0].dtype in _FLOATS and ins[1].dtype in ("int32", "int64")
+
+    def applies_to(
+        self, ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]
+    ) -> bool:
+        """Whether it runs a node at these exact types: a float32 or float64 result of
+        rank >= 1, every floating input of the result's dtype (integer inputs are
+        indices), and :attr:`applies`."""
+        if out.dtype not in _FLOATS or not out.shape:
+            return False
+        if any(t.dtype != out.dtype for t in ins if t.dtype.startswith("float")):
+            return False
+        return self.applies(ins, out, attrs)
 
     def load(self) -> Callable[..., Any]:
         """The wrapper (imports its module, and Numba, on first use)."""
+        if self.source is not None:
+            from asgrad.tensor.cpu.jit.step_run import load_module
+
+            generated = load_module(self.source, self.module)
+            fn: Callable[..., Any] = getattr(generated, self.function)
+            return fn
         module = importlib.import_module(f"asgrad.tensor.cpu.jit.{self.module}")
-        fn: Callable[..., Any] = getattr(module, self.function)
+        fn = getattr(module, self.function)
         return fn
 
 
-def _always(ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]) -> bool:
-    return True
+# An elementwise loop is compiled on the line path when its expression has at least
+# this many primitives (numpy makes one pass over memory per primitive; one primitive
+# is numpy's own vectorised loop, which a compiled loop does not beat).
+RENDER_MIN_PRIMITIVES = 2
 
 
-def _exact_gelu(ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]) -> bool:
-    return bool(attrs.get("approximate", "none") == "none")
+def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
+    """The compiled loop of an elementwise expression at these types, or None.
 
-
-def _float_gradient(ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]) -> bool:
-    return ins[0].dtype in _FLOATS and ins[1].dtype in ("int32", "int64")
-
-
-JIT_KERNELS: dict[str, JitKernel] = {
-    "gelu": JitKernel("kernels_elementwise", "gelu", _exact_gelu, leading=1),
-    "gelu_backward": JitKernel("kernels_elementwise", "gelu_backward", _exact_gelu, leading=2),
-    "adam_ema": JitKernel("kernels_elementwise", "adam_ema", _always, leading=2),
-    "adam_update": JitKernel("kernels_elementwise", "adam_update", _always, leading=3),
-    "softmax": JitKernel("kernels_norm", "softmax", _always, leading=1),
-    "log_softmax": JitKernel("kernels_norm", "log_softmax", _always),
-    "layer_norm": JitKernel("kernels_norm", "layer_norm", _always, leading=1),
-    "layer_norm_backward": JitKernel("kernels_norm", "layer_norm_backward", _always, leading=2),
-    "max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward", _always),
-    "scatter_add": JitKernel("kernels_pool", "scatter_add", _float_gradient),
-}
-
-
-def lookup(
-    op: str, ins: Sequence[TensorType], out: TensorType, attrs: Mapping[str, Any]
-) -> JitKernel | None:
-    """The compiled kernel for a node of ``op`` at these exact types, or None.
-
-    Common conditions: a float32 or float64 result of rank >= 1, and every floating
-    input of the result's dtype (integer inputs are indices).
+    Taken for a float result of rank >= 1 whose inputs have its shape (or none), when
+    the expression applies at least :data:`RENDER_MIN_PRIMITIVES` primitives and every
+    one of them vectorises in a loop (:func:`~asgrad.tensor.cpu.jit.render.vectorises`):
+    then one compiled pass beats numpy's pass per primitive.
     """
-    entry = JIT_KERNELS.get(op)
-    if entry is None or out.dtype not in _FLOATS or not out.shape:
+    from asgrad.tensor.cpu.jit.emit import UnsupportedError
+    from asgrad.tensor.cpu.jit.render import PRELUDE, primitives, render_numba, vectorises
+
+    if (
+        out.dtype not in _FLOATS
+        or not out.shape
+        or any(t.shape not in ((), out.shape) for t in ins)
+    ):
         return None
-    if any(t.dtype != out.dtype for t in ins if t.dtype.startswith("float")):
+    full = [j for j, t in enumerate(ins) if t.shape]
+    if not full:
         return None
-    return entry if entry.applies(ins, out, attrs) else None
+    if len(primitives(expr)) < RENDER_MIN_PRIMITIVES or not vectorises(expr):
+        return None
+    names = [f"a{j}" for j in range(len(ins))]
+    elems = [f"{n}[i]" if t.shape else f"{n}[()]" for n, t in zip(names, ins, strict=True)]
+    try:
+        body = render_numba(expr, elems, [t.dtype for t in ins], out.dtype)
+    except UnsupportedError:
+        return None
+    flat = ", ".join(
+        f"_flat({n})" if t.shape else f"_asarray({n}, _{n}_dtype)"
+        for n, t in zip(names, ins, strict=True)
+    )
+    dtypes = "".join(
+        f"_{n}_dtype = np.dtype({t.dtype!r})\n" for n, t in zip(names, ins, strict=True)
+    )
+    source = "\n".join(
+        [
+            "import math",
+            "import numpy as np",
+            "import numba",
+            PRELUDE,
+            "",
+            '@numba.njit(cache=True, fastmath=False, error_model="numpy", nogil=True,'
+            " boundscheck=False)",
+            f"def _loop({', '.join(names)}, out):",
+            "    for i in range(out.shape[0]):",
+            f"        out[i] = {body}",
+            "",
+            "",
+            "_asarray = np.asarray",
+            dtypes,
+            "def _flat(a):",
+            "    return np.ascontiguousarray(a).reshape(-1)",
+            "",
+            "",
+            f"def kernel({', '.join(names)}, *, out=None, **attrs):",
+            "    if out is None or not out.flags.c_contiguous:",
+            f"        out = np.empty(a{full[0]}.shape, np.{out.dtype})",
+            f"    _loop({flat}, out.reshape(-1))",
+            "    return out",
+            "",
+        ]
+    )
+    # Every input is read at element i before out[i] is written: any may be out.
+    return JitKernel("asgrad_loop", "kernel", leading=len(ins), source=source)

@@ -1,8 +1,10 @@
 """Whole-step compilation: a small schedule at exact shapes as ONE Numba function.
 
 When a schedule updates variables (a training step), every value its roots need
-can be written by an emitter
-(:mod:`asgrad.tensor.cpu.jit.emit_ops`) and the work is small (:data:`WORK_LIMIT`),
+can be written in Numba (its op's ``emit`` lowering, found by
+:func:`~asgrad.tensor.cpu.lowering.resolve`: rendered from the op's scalar expression,
+or its family's emitter in :mod:`asgrad.tensor.cpu.jit.emit_ops`) and the work is
+small (:data:`WORK_LIMIT`),
 :func:`plan_step` writes one Numba function for the whole step: explicit loops with
 constant bounds, every intermediate in a flat work buffer allocated once per call,
 the outputs returned, and the updated variables' new values written, after
@@ -43,10 +45,11 @@ from asgrad.tensor.cpu.jit.emit import (
     dt,
     flat_val,
 )
-from asgrad.tensor.cpu.jit.emit_ops import EMITTERS, PRELUDE
+from asgrad.tensor.cpu.jit.render import PRELUDE
 from asgrad.tensor.cpu.jit.step_run import whole_step
+from asgrad.tensor.cpu.lowering import resolve
 from asgrad.tensor.cpu.records import Ref
-from asgrad.tensor.ir.registry import TensorType
+from asgrad.tensor.ir.registry import TensorType, get_op
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.ir.variables import Variable
 
@@ -114,7 +117,7 @@ def plan_step(
         return _plan(schedule, types, refs, registered)
     except UnsupportedError as exc:
         return str(exc)
-    except Exception as exc:  # an op's attributes no emitter foresaw: keep numpy
+    except Exception as exc:  # an op's attributes no lowering foresaw: keep numpy
         return f"planning failed: {type(exc).__name__}: {exc}"
 
 
@@ -171,9 +174,9 @@ def _plan(
                 plan.readonly.append(var)
                 vals[node.id] = arr_val(name, t.shape, t.dtype)
         else:
-            emit = EMITTERS.get(node.op)
-            if emit is None or not registered(node.op):
-                raise UnsupportedError(f"no Numba emitter for {node.op!r}")
+            emit = resolve(get_op(node.op)).emit if registered(node.op) else None
+            if emit is None:
+                raise UnsupportedError(f"no Numba lowering of {node.op!r}")
             ins = [value(n.id) for n in node.inputs]
             vals[node.id] = emit(k, node, ins, t)
             if k.flops > WORK_LIMIT:

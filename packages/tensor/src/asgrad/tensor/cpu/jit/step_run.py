@@ -30,10 +30,16 @@ if TYPE_CHECKING:
 
 def load(source: str) -> Any:
     """The ``step`` function of the module with ``source``, written under the cache."""
+    return load_module(source, "asgrad_step").step
+
+
+def load_module(source: str, prefix: str) -> Any:
+    """The generated module with ``source``, written under the cache as
+    ``<prefix>_<hash of the source>.py`` (Numba's ``cache=True`` needs a real file)."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    name = f"asgrad_step_{digest}"
+    name = f"{prefix}_{digest}"
     if name in sys.modules:
-        return sys.modules[name].step
+        return sys.modules[name]
     folder = cache_dir() / "steps"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.py"
@@ -48,7 +54,7 @@ def load(source: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     sys.modules[name] = module
-    return module.step
+    return module
 
 
 def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:

@@ -1,0 +1,193 @@
+"""The CPU lowering protocol: how an op runs on the CPU backend, found by one resolver.
+
+Every way the CPU backend may run an op besides calling its numpy kernel is one of
+three lowerings, and :func:`resolve` finds an op's three in one structure,
+:data:`FAMILY_LOWERINGS` (op family -> :class:`FamilyLowering`):
+
+* ``numpy``: a faster numpy line at exact types (:mod:`asgrad.tensor.cpu.specialize`):
+  a view instead of a copy, numpy itself instead of the kernel's wrapper, a batched
+  product as one product;
+* ``compiled``: a Numba kernel that a line of the compiled path calls instead of the
+  numpy kernel (:mod:`asgrad.tensor.cpu.jit.kernels`);
+* ``emit``: how the op is written into a whole-step Numba kernel
+  (:mod:`asgrad.tensor.cpu.jit.step`).
+
+An op with a scalar expression (``OpDef.expression``: every elementwise op) needs no
+entry: its three lowerings are rendered from the expression, one spelling per
+primitive (:func:`asgrad.tensor.cpu.specialize.expression_line`,
+:func:`asgrad.tensor.cpu.jit.kernels.rendered_kernel`,
+:func:`asgrad.tensor.cpu.jit.emit_ops.emit_expression`), so no elementwise op is named
+in this package. Ops of the structural families (reductions, shape, linalg, norm,
+pool, index, optim) have entries keyed by op inside their family's entry, and a
+family may fuse groups of lines (``fuse``: Adam's three ops per parameter as one pass).
+
+Each lowering is written for the op's registered kernel and is taken only while the
+op's kernel is that one (the code generator and the whole step check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgrad.tensor.cpu import specialize as sp
+from asgrad.tensor.cpu.jit import emit_ops as em
+from asgrad.tensor.cpu.jit import fuse as fu
+from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
+from asgrad.tensor.cpu.records import Line, Ref
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import OpDef, TensorType
+
+__all__ = [
+    "FAMILY_LOWERINGS",
+    "FamilyLowering",
+    "OpLowering",
+    "expression_of",
+    "fusers",
+    "resolve",
+]
+
+Specializer = Callable[[Node, sp.Context], Line | None]
+Emitter = em.Emitter
+# (node, input types, result type) -> the compiled kernel for the node, or None.
+Chooser = Callable[[Node, Sequence[TensorType], TensorType], JitKernel | None]
+Fuser = Callable[
+    [Sequence[Line], Mapping[int, Ref], Mapping[int, TensorType], dict[str, Any],
+     Callable[[str], bool]],
+    list[Line],
+]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FamilyLowering:
+    """The CPU lowerings of one op family, by op name inside the family.
+
+    Attributes:
+        numpy: Exact-shape numpy lines (see :mod:`asgrad.tensor.cpu.specialize`).
+        compiled: Compiled kernels of the line path, each with its ``applies``.
+        emit: Writers of the op into a whole-step kernel.
+        fuse: Rewrites groups of the family's lines into fused kernels, or None.
+    """
+
+    numpy: Mapping[str, Specializer] = field(default_factory=dict)
+    compiled: Mapping[str, JitKernel] = field(default_factory=dict)
+    emit: Mapping[str, Emitter] = field(default_factory=dict)
+    fuse: Fuser | None = None
+
+
+@dataclass(frozen=True)
+class OpLowering:
+    """What :func:`resolve` found for one op (None: the numpy kernel's line, and a
+    whole step containing the op stays on the line-by-line function)."""
+
+    numpy: Specializer | None = None
+    compiled: Chooser | None = None
+    emit: Emitter | None = None
+
+
+FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
+    "linalg": FamilyLowering(numpy={"matmul": sp.matmul}, emit={"matmul": em.matmul}),
+    "reduction": FamilyLowering(
+        numpy=dict.fromkeys(("sum", "mean", "max", "min"), sp.reduce),
+        emit={name: em.reduction(name) for name in ("sum", "mean", "max", "min")},
+    ),
+    "shape": FamilyLowering(
+        numpy={
+            "transpose": sp.transpose,
+            **dict.fromkeys(("reshape", "reshape_like", "expand_dims", "squeeze"), sp.reshape_view),
+            **dict.fromkeys(("broadcast_to", "broadcast_like"), sp.broadcast),
+            "sum_to_like": sp.sum_to_like,
+        },
+        emit={
+            "transpose": em.transpose,
+            **dict.fromkeys(("reshape", "reshape_like", "expand_dims", "squeeze"), em.reshape),
+            **dict.fromkeys(("broadcast_to", "broadcast_like"), em.broadcast),
+            "sum_to_like": em.sum_to_like,
+        },
+    ),
+    "norm": FamilyLowering(
+        compiled={
+            "softmax": JitKernel("kernels_norm", "softmax", leading=1),
+            "log_softmax": JitKernel("kernels_norm", "log_softmax"),
+            "layer_norm": JitKernel("kernels_norm", "layer_norm", leading=1),
+            "layer_norm_backward": JitKernel("kernels_norm", "layer_norm_backward", leading=2),
+        }
+    ),
+    "pool": FamilyLowering(
+        compiled={"max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward")}
+    ),
+    "index": FamilyLowering(
+        compiled={
+            "scatter_add": JitKernel(
+                "kernels_pool", "scatter_add", applies=JitKernel.index_gradient
+            )
+        }
+    ),
+    "optim": FamilyLowering(
+        compiled={
+            "adam_ema": JitKernel("kernels_optim", "adam_ema", leading=2),
+            "adam_update": JitKernel("kernels_optim", "adam_update", leading=3),
+        },
+        emit={"adam_ema": em.adam_ema, "adam_update": em.adam_update},
+        fuse=fu.fuse_adam,
+    ),
+}
+
+
+def expression_of(op: OpDef, node: Node, dtype: str) -> Any:
+    """The scalar expression of a node of ``op`` (its inputs as ``arg(i)``; ``dtype``:
+    the result's dtype, for an expression function that takes it)."""
+    from asgrad.tensor.ir.scalar import build
+
+    assert op.expression is not None
+    return build(op.expression, len(node.inputs), node.attrs, dtype)
+
+
+def _rendered_numpy(op: OpDef) -> Specializer:
+    def line(node: Node, ctx: sp.Context) -> Line | None:
+        return sp.expression_line(node, ctx, expression_of(op, node, ctx.types[node.id].dtype))
+
+    return line
+
+
+def _rendered_compiled(op: OpDef) -> Chooser:
+    def choose(node: Node, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
+        return rendered_kernel(expression_of(op, node, out.dtype), ins, out)
+
+    return choose
+
+
+def _rendered_emit(op: OpDef) -> Emitter:
+    def emit(k: Any, node: Node, ins: Sequence[Any], out: TensorType) -> Any:
+        return em.emit_expression(k, expression_of(op, node, out.dtype), ins, out)
+
+    return emit
+
+
+def _family_compiled(entry: JitKernel) -> Chooser:
+    def choose(node: Node, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
+        return entry if entry.applies_to(ins, out, node.attrs) else None
+
+    return choose
+
+
+def resolve(op: OpDef) -> OpLowering:
+    """The CPU lowerings of ``op``: rendered from its expression when it has one, else
+    its family's entries (see the module docstring)."""
+    if op.expression is not None:
+        return OpLowering(_rendered_numpy(op), _rendered_compiled(op), _rendered_emit(op))
+    family = FAMILY_LOWERINGS.get(op.family)
+    if family is None:
+        return OpLowering()
+    compiled = family.compiled.get(op.name)
+    return OpLowering(
+        family.numpy.get(op.name),
+        None if compiled is None else _family_compiled(compiled),
+        family.emit.get(op.name),
+    )
+
+
+def fusers() -> list[Fuser]:
+    """The families' line-group fusions, in :data:`FAMILY_LOWERINGS`' order."""
+    return [f.fuse for f in FAMILY_LOWERINGS.values() if f.fuse is not None]
