@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from asgrad.tensor import Graph, GraphFileError, evaluate
-from asgrad.tensor.cpu.jit.kernels import JIT_KERNELS
+from asgrad.tensor.cpu.lowering import FAMILY_LOWERINGS
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError
 from asgrad.tensor.io.graph_file import graph_from_dict, graph_to_dict
 from asgrad.tensor.ir.registry import REQUIRED, Attr, OpDef, TensorType, all_ops
@@ -103,8 +103,9 @@ def test_the_registry_cases_of_an_op_fit_its_schema(op: OpDef) -> None:
 def _kernels(op: OpDef) -> list[Callable[..., Any]]:
     """The op's kernels that asgrad writes: numpy, into-a-buffer and compiled."""
     found = [op.kernel] + ([op.into.fn] if op.into is not None else [])
-    if op.name in JIT_KERNELS:
-        found.append(JIT_KERNELS[op.name].load())
+    family = FAMILY_LOWERINGS.get(op.family)
+    if family is not None and op.name in family.compiled:
+        found.append(family.compiled[op.name].load())
     return [fn for fn in found if fn.__module__.startswith("asgrad.")]  # not np.any as it is
 
 
