@@ -25,6 +25,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+# pytester: tests/test_suite_policies.py runs these hooks in scratch sessions
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parent
 FIXTURES = ROOT / "tests" / "data" / "torch"
 # ASGRAD_TORCH_FIXTURES=write: run PyTorch and (re)write the fixtures of the tests run
@@ -108,7 +111,9 @@ class _Store:
         self.folder.mkdir(parents=True, exist_ok=True)
         for group, arrays in self.written.items():
             merged = {**self.file(group), **arrays}
-            np.savez_compressed(self.folder / f"{group}.npz", **dict(sorted(merged.items())))
+            # numpy types the keyword arrays as its own options (allow_pickle): hence Any
+            save: Any = np.savez_compressed
+            save(self.folder / f"{group}.npz", **dict(sorted(merged.items())))
 
 
 _STORE = _Store(Path(os.environ.get("ASGRAD_TORCH_FIXTURES_OUT") or FIXTURES))
@@ -136,7 +141,7 @@ class TorchReference:
     def __init__(self, node: pytest.Item) -> None:
         self.group = _group(node.path)
         self.test = node.name
-        self.path = str(node.path.relative_to(ROOT))
+        self.path = node.path.resolve().relative_to(ROOT).as_posix()
         self.calls = 0
 
     def __call__(self, fn: Callable[..., Any], *inputs: Any) -> Any:
@@ -187,13 +192,31 @@ def torch_reference(request: pytest.FixtureRequest) -> TorchReference:
     return TorchReference(request.node)
 
 
+# -- test files and pytest-xdist's workers ---------------------------------------------
+
+# Files of long, independent tests (each its own tmp_path and processes), which the
+# workers share test by test; every other file runs whole on one worker, in its order, so
+# that its module fixtures (compiled training steps) are built once.
+SPLIT_ACROSS_WORKERS = frozenset(
+    {
+        "packages/nn/tests/test_checkpoint_faults.py",
+        "packages/nn/tests/test_distributed_mpi.py",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not WRITE:
+    if WRITE:  # writing fixtures: only the tests that use them
+        keep = [item for item in items if "torch_reference" in getattr(item, "fixturenames", ())]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+    if config.getoption("dist", "no") != "loadgroup":
         return
-    # writing fixtures: only the tests that use them
-    keep = [item for item in items if "torch_reference" in getattr(item, "fixturenames", ())]
-    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
-    items[:] = keep
+    for item in items:
+        path = item.path.resolve().relative_to(ROOT).as_posix()
+        if path not in SPLIT_ACROSS_WORKERS and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(path))
 
 
 _SESSION: list[pytest.Session] = []
@@ -231,7 +254,7 @@ def _report_left_out(terminalreporter: pytest.TerminalReporter) -> None:
     if _SLOW_LEFT_OUT[0]:
         terminalreporter.line(
             f"left out {_SLOW_LEFT_OUT[0]} tests marked slow (the checkpoint kill suite, "
-            "MPI runs, browser tests, whole trainings): `hatch run test-all` runs them",
+            "the MPI runs, the browser tests): `hatch run test-all` runs them",
             yellow=True,
         )
 
