@@ -107,6 +107,16 @@ class _Store:
                     self.loaded[group] = {k: data[k] for k in data.files}
         return self.loaded[group]
 
+    def find(self, group: str, entry: str) -> dict[str, np.ndarray] | None:
+        """The file holding ``entry``: the test folder's own, else any other (a test file
+        moved to another folder keeps its fixture until it is written again)."""
+        if entry in self.file(group):
+            return self.file(group)
+        for path in sorted(self.folder.glob("*.npz")):
+            if entry in self.file(path.stem):
+                return self.file(path.stem)
+        return None
+
     def save(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         for group, arrays in self.written.items():
@@ -156,8 +166,8 @@ class TorchReference:
             assert owner == self.path, f"{key}: two test files write one fixture key"
             torch.manual_seed(0)  # a module's initial weights are part of the answer
             return self._record(key, torch, fn, inputs)
-        stored = _STORE.file(self.group)
-        if f"{key}:tree" not in stored:
+        stored = _STORE.find(self.group, f"{key}:tree")
+        if stored is None:
             pytest.fail(
                 f"no PyTorch fixture for {self.path}::{key} in "
                 f"tests/data/torch/{self.group}.npz: {regenerate}"
