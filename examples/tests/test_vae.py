@@ -57,6 +57,7 @@ def test_samples_are_decoded_from_randn_in_the_graph() -> None:
     np.testing.assert_array_equal(a, vae.sample(model, 8, seed=1))
 
 
+# Over 30 s on 2 busy cores: a fresh interpreter trains a whole epoch, as a user would.
 def test_command_line_prints_one_json_line() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "asgrad.examples.vae", "--epochs", "1", "--quiet"],
