@@ -54,7 +54,7 @@ def test_the_saved_answer_is_returned_where_pytorch_is_missing(session: pytest.P
         np.exp(np.array([0.0, 1.0])),
     )
     (session.path / "tests" / "test_it.py").write_text(TEST)
-    result = session.runpytest_subprocess("-p", "no:cacheprovider")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
@@ -62,7 +62,7 @@ def test_changed_inputs_or_a_missing_answer_fail_and_name_the_script(
     session: pytest.Pytester,
 ) -> None:
     (session.path / "tests" / "test_it.py").write_text(TEST)
-    result = session.runpytest_subprocess("-p", "no:cacheprovider")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*no PyTorch fixture for tests/test_it.py::test_exp#0*"])
     result.stdout.fnmatch_lines(["*scripts/torch_fixtures.py*"])
@@ -72,7 +72,7 @@ def test_changed_inputs_or_a_missing_answer_fail_and_name_the_script(
         [np.array([0.0, 2.0])],  # not the input the test gives now
         np.exp(np.array([0.0, 2.0])),
     )
-    result = session.runpytest_subprocess("-p", "no:cacheprovider")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*inputs changed since the fixture was written*"])
 
@@ -93,7 +93,7 @@ def test_c():
 
 def test_skips_are_counted_by_reason(session: pytest.Pytester) -> None:
     (session.path / "tests" / "test_skips.py").write_text(SKIPS)
-    result = session.runpytest_subprocess("-p", "no:cacheprovider")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*skips by reason (3 in all)*", "*2  not today"])
 
@@ -103,7 +103,7 @@ def test_a_skip_for_a_package_ci_installs_fails_under_require_packages(
 ) -> None:
     (session.path / "tests" / "test_skips.py").write_text(SKIPS)
     monkeypatch.setenv("ASGRAD_REQUIRE_PACKAGES", "1")
-    result = session.runpytest_subprocess("-p", "no:cacheprovider")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*skipped for packages that CI installs: no_such_package_here*"])
 
@@ -115,7 +115,7 @@ def test_a_skip_for_a_package_ci_lacks_on_purpose_passes(
         "import pytest\n\ndef test_a():\n    pytest.skip(\"could not import 'jax': no\")\n"
     )
     monkeypatch.setenv("ASGRAD_REQUIRE_PACKAGES", "1")
-    result = session.runpytest_subprocess("-p", "no:cacheprovider")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == 0
 
 
@@ -125,6 +125,6 @@ def test_leaving_out_slow_tests_says_how_many_and_how_to_run_them(
     (session.path / "tests" / "test_slow.py").write_text(
         "import pytest\n\n@pytest.mark.slow\ndef test_a():\n    pass\n\ndef test_b():\n    pass\n"
     )
-    result = session.runpytest_subprocess("-p", "no:cacheprovider", "-m", "not slow")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider", "-m", "not slow")
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines(["*left out 1 tests marked slow*`hatch run test-all` runs them"])
