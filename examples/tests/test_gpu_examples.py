@@ -61,6 +61,7 @@ def test_cnn_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
     _assert_same_trajectory(run)
 
 
+# Over 30 s on lavapipe: the same training on the CPU and on the (software) GPU.
 def test_transformer_trains_on_the_gpu_like_on_the_cpu(device: Device) -> None:
     def run(backend: str) -> list[float]:
         result = transformer.train(

@@ -54,6 +54,7 @@ def test_windows_predict_the_next_character() -> None:
     np.testing.assert_array_equal(y, x + 1)
 
 
+# Over 30 s on 2 busy cores: the claim is about a real training run (150 steps).
 def test_short_run_beats_the_unigram_baseline_clearly() -> None:
     results = transformer.train(steps=150, seed=0, sample_length=20)
     assert results["steps"] == 150
@@ -100,6 +101,7 @@ def test_right_padding_is_invisible_to_the_causal_model() -> None:
     np.testing.assert_allclose(full[:, :6], short, rtol=1e-4, atol=1e-5)
 
 
+# Over 30 s on 2 busy cores: a fresh interpreter imports asgrad and trains 20 steps.
 def test_transformer_command_ends_with_one_json_line() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "asgrad.examples.transformer", "--quiet", "--steps", "20"],

@@ -1,5 +1,6 @@
 """Every activation of ``asgrad.nn.functional`` and its module, against PyTorch's:
-values and input gradients in float64 (PyTorch optional: skipped without it)."""
+values and input gradients in float64 (PyTorch's answers saved as fixtures: the
+``torch_reference`` fixture of the root conftest)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ import asgrad.nn.functional as F
 from asgrad.autograd import grad
 from asgrad.tensor import Graph, Tensor, evaluate
 
-torch = pytest.importorskip("torch")
-TF = torch.nn.functional
+Reference = Callable[..., Any]  # the torch_reference fixture
 
 # name -> (kwargs for both, input maker)
 CASES: dict[str, dict[str, Any]] = {
@@ -57,10 +57,10 @@ def _x(shape: tuple[int, ...] = (4, 6, 3)) -> np.ndarray:
     return x
 
 
-def _torch_call(name: str, x: Any, kwargs: dict[str, Any]) -> Any:
+def _torch_call(torch: Any, name: str, x: Any, kwargs: dict[str, Any]) -> Any:
     if name in ("sigmoid", "tanh"):
         return getattr(torch, name)(x)
-    return getattr(TF, name)(x, **kwargs)
+    return getattr(torch.nn.functional, name)(x, **kwargs)
 
 
 def _value_and_grad(fn: Callable[[Tensor], Tensor], x: np.ndarray) -> tuple[Any, Any]:
@@ -73,20 +73,25 @@ def _value_and_grad(fn: Callable[[Tensor], Tensor], x: np.ndarray) -> tuple[Any,
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_functional_matches_pytorch(name: str) -> None:
+def test_functional_matches_pytorch(name: str, torch_reference: Reference) -> None:
     kwargs, x = CASES[name], _x()
     got, got_dx = _value_and_grad(lambda t: getattr(F, name)(t, **kwargs), x)
-    xt = torch.tensor(x, requires_grad=True)
-    want = _torch_call(name, xt, kwargs)
-    w = torch.tensor(np.cos(np.arange(want.numel())).reshape(tuple(want.shape)))
-    (want * w).sum().backward()
-    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+    def run(torch: Any, x: np.ndarray) -> Any:
+        xt = torch.tensor(x, requires_grad=True)
+        want = _torch_call(torch, name, xt, kwargs)
+        w = torch.tensor(np.cos(np.arange(want.numel())).reshape(tuple(want.shape)))
+        (want * w).sum().backward()
+        return want, xt.grad
+
+    want, want_dx = torch_reference(run, x)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
     # PyTorch's float64 backward kernels of these two use float32 constants (1/6, 1/alpha)
     rtol = 1e-6 if name in ("hardsigmoid", "celu") else 1e-9
-    np.testing.assert_allclose(got_dx, xt.grad.numpy(), rtol=rtol, atol=1e-11)
+    np.testing.assert_allclose(got_dx, want_dx, rtol=rtol, atol=1e-11)
 
 
-def test_prelu_matches_pytorch_per_channel_and_shared() -> None:
+def test_prelu_matches_pytorch_per_channel_and_shared(torch_reference: Reference) -> None:
     x = _x((2, 3, 4, 4))
     for weight in (np.array([0.1, -0.3, 0.6]), np.array([0.25])):
         g = Graph()
@@ -95,42 +100,53 @@ def test_prelu_matches_pytorch_per_channel_and_shared() -> None:
         y = F.prelu(t, w)
         dx, dw = grad(y.sum() * 1.5, [t, w])
         got, got_dx, got_dw = evaluate([y, dx, dw], {"x": x, "w": weight})
-        xt = torch.tensor(x, requires_grad=True)
-        wt = torch.tensor(weight, requires_grad=True)
-        want = TF.prelu(xt, wt)
-        (want.sum() * 1.5).backward()
-        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-12)
-        np.testing.assert_allclose(got_dx, xt.grad.numpy(), rtol=1e-12)
-        np.testing.assert_allclose(got_dw, wt.grad.numpy(), rtol=1e-10)
+
+        def run(torch: Any, x: np.ndarray, weight: np.ndarray) -> Any:
+            xt = torch.tensor(x, requires_grad=True)
+            wt = torch.tensor(weight, requires_grad=True)
+            want = torch.nn.functional.prelu(xt, wt)
+            (want.sum() * 1.5).backward()
+            return want, xt.grad, wt.grad
+
+        want, want_dx, want_dw = torch_reference(run, x, weight)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        np.testing.assert_allclose(got_dx, want_dx, rtol=1e-12)
+        np.testing.assert_allclose(got_dw, want_dw, rtol=1e-10)
 
 
-MODULES: list[tuple[Callable[[], Any], Callable[[], Any]]] = [
-    (lambda: nn.Mish(), lambda: torch.nn.Mish()),
-    (lambda: nn.Hardswish(inplace=True), lambda: torch.nn.Hardswish()),
-    (lambda: nn.Hardsigmoid(), lambda: torch.nn.Hardsigmoid()),
-    (lambda: nn.ReLU6(True), lambda: torch.nn.ReLU6()),
-    (lambda: nn.Hardtanh(-2.0, 0.6), lambda: torch.nn.Hardtanh(-2.0, 0.6)),
-    (lambda: nn.SELU(), lambda: torch.nn.SELU()),
-    (lambda: nn.CELU(0.6), lambda: torch.nn.CELU(0.6)),
-    (lambda: nn.Softsign(), lambda: torch.nn.Softsign()),
-    (lambda: nn.LogSigmoid(), lambda: torch.nn.LogSigmoid()),
-    (lambda: nn.Tanhshrink(), lambda: torch.nn.Tanhshrink()),
-    (lambda: nn.Softshrink(0.3), lambda: torch.nn.Softshrink(0.3)),
-    (lambda: nn.Hardshrink(0.3), lambda: torch.nn.Hardshrink(0.3)),
-    (lambda: nn.Threshold(0.2, -1.0), lambda: torch.nn.Threshold(0.2, -1.0)),
-    (lambda: nn.GLU(1), lambda: torch.nn.GLU(1)),
-    (lambda: nn.Softmin(1), lambda: torch.nn.Softmin(1)),
-    (lambda: nn.PReLU(6, init=0.1), lambda: torch.nn.PReLU(6, init=0.1)),
+# the module's name in both libraries, asgrad's module, the arguments of PyTorch's
+MODULES: list[tuple[str, Callable[[], Any], tuple[Any, ...]]] = [
+    ("Mish", lambda: nn.Mish(), ()),
+    ("Hardswish", lambda: nn.Hardswish(inplace=True), ()),
+    ("Hardsigmoid", lambda: nn.Hardsigmoid(), ()),
+    ("ReLU6", lambda: nn.ReLU6(True), ()),
+    ("Hardtanh", lambda: nn.Hardtanh(-2.0, 0.6), (-2.0, 0.6)),
+    ("SELU", lambda: nn.SELU(), ()),
+    ("CELU", lambda: nn.CELU(0.6), (0.6,)),
+    ("Softsign", lambda: nn.Softsign(), ()),
+    ("LogSigmoid", lambda: nn.LogSigmoid(), ()),
+    ("Tanhshrink", lambda: nn.Tanhshrink(), ()),
+    ("Softshrink", lambda: nn.Softshrink(0.3), (0.3,)),
+    ("Hardshrink", lambda: nn.Hardshrink(0.3), (0.3,)),
+    ("Threshold", lambda: nn.Threshold(0.2, -1.0), (0.2, -1.0)),
+    ("GLU", lambda: nn.GLU(1), (1,)),
+    ("Softmin", lambda: nn.Softmin(1), (1,)),
+    ("PReLU", lambda: nn.PReLU(6, init=0.1), (6, 0.1)),
 ]
 
 
-@pytest.mark.parametrize(("ours", "theirs"), MODULES, ids=lambda f: type(f()).__name__)
-def test_module_matches_pytorch(ours: Callable[[], Any], theirs: Callable[[], Any]) -> None:
+@pytest.mark.parametrize(("name", "ours", "theirs"), MODULES, ids=[m[0] for m in MODULES])
+def test_module_matches_pytorch(
+    name: str, ours: Callable[[], Any], theirs: tuple[Any, ...], torch_reference: Reference
+) -> None:
     x = _x().astype(np.float32)
     module = ours()
+    assert type(module).__name__ == name
     g = Graph()
     (got,) = evaluate([module(g.input("x", x.shape))], {"x": x})
-    want = theirs()(torch.tensor(x)).detach().numpy()
+    want = torch_reference(
+        lambda torch, x: getattr(torch.nn, name)(*theirs)(torch.tensor(x)).detach(), x
+    )
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert repr(module).startswith(type(module).__name__)
 

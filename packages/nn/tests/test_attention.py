@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -146,27 +147,38 @@ def test_attention_bias_is_added_to_the_scores() -> None:
     np.testing.assert_allclose(evaluate(y, {"x": x})[0], mha_ref(mha, x, bias=bias), rtol=1e-10)
 
 
-def test_attention_matches_torch_multihead_attention() -> None:
-    torch = pytest.importorskip("torch")
+def test_attention_matches_torch_multihead_attention(torch_reference: Callable[..., Any]) -> None:
     mha = SelfAttention(16, 4, dtype=F64, rng=0)
-    ref = torch.nn.MultiheadAttention(16, 4, batch_first=True, dtype=torch.float64)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.tensor(mha.in_proj.weight.value.T))
-        ref.in_proj_bias.copy_(torch.tensor(value(mha.in_proj.bias)))
-        ref.out_proj.weight.copy_(torch.tensor(mha.out_proj.weight.value.T))
-        ref.out_proj.bias.copy_(torch.tensor(value(mha.out_proj.bias)))
     x = rand(4, 6, 16)
     pad = np.zeros((4, 6), bool)
     pad[1, 4:] = pad[3, 2:] = True
-    causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), 1)
-    tx = torch.tensor(x)
-    expected = ref(tx, tx, tx, attn_mask=causal, key_padding_mask=torch.tensor(pad),
+    weights = [
+        mha.in_proj.weight.value.T,
+        value(mha.in_proj.bias),
+        mha.out_proj.weight.value.T,
+        value(mha.out_proj.bias),
+    ]
+
+    def theirs(torch: Any, weights: list[Any], x: Any, pad: Any) -> Any:
+        ref = torch.nn.MultiheadAttention(16, 4, batch_first=True, dtype=torch.float64)
+        with torch.no_grad():
+            for target, w in zip(
+                (ref.in_proj_weight, ref.in_proj_bias, ref.out_proj.weight, ref.out_proj.bias),
+                weights,
+                strict=True,
+            ):
+                target.copy_(torch.tensor(w))
+        causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), 1)
+        tx = torch.tensor(x)
+        return ref(tx, tx, tx, attn_mask=causal, key_padding_mask=torch.tensor(pad),
                    need_weights=False)[0]  # fmt: skip
+
+    expected = torch_reference(theirs, weights, x, pad)
     g = Graph()
     y = mha(g.input("x", x.shape, F64), key_padding_mask=g.input("pad", pad.shape, "bool"),
             causal=True)  # fmt: skip
     out = evaluate(y, {"x": x, "pad": pad})[0]
-    np.testing.assert_allclose(out, expected.detach().numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-12)
 
 
 def test_attention_errors_name_shapes_and_fixes() -> None:
@@ -187,13 +199,10 @@ def test_attention_errors_name_shapes_and_fixes() -> None:
 
 
 # -- transformer block ------------------------------------------------------------------------
-def test_transformer_block_matches_torch_pre_norm_encoder_layer() -> None:
-    torch = pytest.importorskip("torch")
+def test_transformer_block_matches_torch_pre_norm_encoder_layer(
+    torch_reference: Callable[..., Any],
+) -> None:
     block = TransformerBlock(8, 2, hidden_dim=16, dtype=F64, rng=0)
-    ref = torch.nn.TransformerEncoderLayer(
-        8, 2, 16, dropout=0.0, activation="gelu", batch_first=True, norm_first=True,
-        dtype=torch.float64,
-    )  # fmt: skip
     for name, v in block.named_variables():
         if name.endswith(".seed"):
             continue
@@ -213,11 +222,19 @@ def test_transformer_block_matches_torch_pre_norm_encoder_layer() -> None:
         "norm2.weight": value(block.ln2.weight),
         "norm2.bias": value(block.ln2.bias),
     }
-    ref.load_state_dict({k: torch.tensor(np.ascontiguousarray(v)) for k, v in mapping.items()})
-    ref.eval()
     x = rand(3, 5, 8)
-    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
-    expected = ref(torch.tensor(x), src_mask=causal, is_causal=True).detach().numpy()
+
+    def theirs(torch: Any, mapping: dict[str, Any], x: Any) -> Any:
+        ref = torch.nn.TransformerEncoderLayer(
+            8, 2, 16, dropout=0.0, activation="gelu", batch_first=True, norm_first=True,
+            dtype=torch.float64,
+        )  # fmt: skip
+        ref.load_state_dict({k: torch.tensor(np.ascontiguousarray(v)) for k, v in mapping.items()})
+        ref.eval()
+        causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+        return ref(torch.tensor(x), src_mask=causal, is_causal=True).detach()
+
+    expected = torch_reference(theirs, mapping, x)
     g = Graph()
     out = evaluate(block(g.input("x", x.shape, F64), causal=True), {"x": x})[0]
     np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-10)

@@ -52,7 +52,12 @@ from asgrad.nn.serialization.locking import LOCK_FILE
 # The conftest fixture: runs a function in a forked child, returns (pid, read fd).
 Fork = Callable[[Callable[[int], None]], tuple[int, int]]
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork and SIGKILL")
+# The checkpoint kill suite: several minutes of forked savers killed mid-write, so it is
+# marked slow (CI runs it; `hatch run test` leaves it out, `hatch run test-all` runs it).
+pytestmark = [
+    pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork and SIGKILL"),
+    pytest.mark.slow,
+]
 
 N = 1 << 16  # float32 elements of the big tensors: 256 KiB each
 PRIMITIVES = ("open_new", "write", "write_at", "fsync", "fsync_dir", "mkdir", "rename", "replace")

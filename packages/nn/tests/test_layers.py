@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -109,21 +110,30 @@ def test_conv_transpose2d_is_the_adjoint_of_conv2d() -> None:
     np.testing.assert_allclose((run(conv, x) * y).sum(), (x * run(tconv, y)).sum(), rtol=1e-10)
 
 
-def test_conv_layers_match_torch() -> None:
-    torch = pytest.importorskip("torch")
+def test_conv_layers_match_torch(torch_reference: Callable[..., Any]) -> None:
     conv = Conv2d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2, dtype="float64", rng=0)
     tconv = ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2,
                             dtype="float64", rng=1)  # fmt: skip
     x = rand(2, 4, 9, 8)
-    tx = torch.tensor(x)
     for layer, fn, kw in (
-        (conv, torch.nn.functional.conv2d, {"dilation": 2}),
-        (tconv, torch.nn.functional.conv_transpose2d, {"output_padding": 1}),
+        (conv, "conv2d", {"dilation": 2}),
+        (tconv, "conv_transpose2d", {"output_padding": 1}),
     ):
         assert layer.bias is not None
-        ref = fn(tx, torch.tensor(layer.weight.value), torch.tensor(layer.bias.value),
-                 stride=2, padding=1, groups=2, **kw)  # fmt: skip
-        np.testing.assert_allclose(run(layer, x), ref.numpy(), rtol=1e-10, atol=1e-12)
+
+        def theirs(torch: Any, x: Any, w: Any, b: Any, fn: str = fn, kw: Any = kw) -> Any:
+            return getattr(torch.nn.functional, fn)(
+                torch.tensor(x),
+                torch.tensor(w),
+                torch.tensor(b),
+                stride=2,
+                padding=1,
+                groups=2,
+                **kw,
+            )
+
+        ref = torch_reference(theirs, x, layer.weight.value, layer.bias.value)
+        np.testing.assert_allclose(run(layer, x), ref, rtol=1e-10, atol=1e-12)
 
 
 def test_conv_shape_errors_name_the_layer_and_the_fix() -> None:
@@ -154,22 +164,27 @@ def test_pooling_matches_numpy_reference() -> None:
             np.testing.assert_allclose(out[:, :, i, j], x[:, :, hs:he, ws:we].mean((2, 3)))
 
 
-def test_pooling_matches_torch() -> None:
-    torch = pytest.importorskip("torch")
-    F = torch.nn.functional
+def test_pooling_matches_torch(torch_reference: Callable[..., Any]) -> None:
     x = rand(2, 3, 9, 8)
-    tx = torch.tensor(x)
-    cases: list[tuple[Module, Any]] = [
-        (MaxPool2d(3, stride=2, padding=1), F.max_pool2d(tx, 3, 2, 1)),
-        (AvgPool2d(3, 2, 1), F.avg_pool2d(tx, 3, 2, 1)),
-        (
-            AvgPool2d(3, 2, 1, count_include_pad=False),
+
+    def theirs(torch: Any, x: Any) -> list[Any]:
+        F = torch.nn.functional
+        tx = torch.tensor(x)
+        return [
+            F.max_pool2d(tx, 3, 2, 1),
+            F.avg_pool2d(tx, 3, 2, 1),
             F.avg_pool2d(tx, 3, 2, 1, count_include_pad=False),
-        ),
-        (AdaptiveAvgPool2d((4, 3)), F.adaptive_avg_pool2d(tx, (4, 3))),
-    ]  # fmt: skip
-    for layer, ref in cases:
-        np.testing.assert_allclose(run(layer, x), ref.numpy(), rtol=1e-12, err_msg=repr(layer))
+            F.adaptive_avg_pool2d(tx, (4, 3)),
+        ]
+
+    layers: list[Module] = [
+        MaxPool2d(3, stride=2, padding=1),
+        AvgPool2d(3, 2, 1),
+        AvgPool2d(3, 2, 1, count_include_pad=False),
+        AdaptiveAvgPool2d((4, 3)),
+    ]
+    for layer, ref in zip(layers, torch_reference(theirs, x), strict=True):
+        np.testing.assert_allclose(run(layer, x), ref, rtol=1e-12, err_msg=repr(layer))
 
 
 def test_pooling_errors_and_repr() -> None:
@@ -181,7 +196,7 @@ def test_pooling_errors_and_repr() -> None:
 
 
 # -- layer norm -------------------------------------------------------------------------------
-def test_layer_norm_matches_numpy_and_torch() -> None:
+def test_layer_norm_matches_numpy_and_torch(torch_reference: Callable[..., Any]) -> None:
     ln = LayerNorm(5, eps=1e-5, dtype="float64")
     assert ln.weight is not None
     assert ln.bias is not None
@@ -190,11 +205,15 @@ def test_layer_norm_matches_numpy_and_torch() -> None:
     mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
     expected = (x - mean) / np.sqrt(var + 1e-5) * ln.weight.value + ln.bias.value
     np.testing.assert_allclose(run(ln, x), expected, rtol=1e-10, atol=1e-12)
-    torch = pytest.importorskip("torch")
-    ref = torch.nn.functional.layer_norm(
-        torch.tensor(x), (5,), torch.tensor(ln.weight.value), torch.tensor(ln.bias.value)
+    ref = torch_reference(
+        lambda torch, x, w, b: torch.nn.functional.layer_norm(
+            torch.tensor(x), (5,), torch.tensor(w), torch.tensor(b)
+        ),
+        x,
+        ln.weight.value,
+        ln.bias.value,
     )
-    np.testing.assert_allclose(run(ln, x), ref.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(run(ln, x), ref, rtol=1e-10, atol=1e-12)
 
 
 def test_layer_norm_variants() -> None:
@@ -242,26 +261,33 @@ def test_batch_norm_running_stats_follow_pytorchs_formula(momentum: float | None
     assert int(value(bn.num_batches_tracked)) == 3
 
 
-def test_batch_norm_matches_torch_in_train_and_eval() -> None:
-    torch = pytest.importorskip("torch")
+def test_batch_norm_matches_torch_in_train_and_eval(torch_reference: Callable[..., Any]) -> None:
     bn = BatchNorm1d(4, momentum=0.2, dtype="float64")
-    ref = torch.nn.BatchNorm1d(4, momentum=0.2, dtype=torch.float64)
     assert bn.weight is not None
     assert bn.bias is not None
     bn.weight.value, bn.bias.value = rand(4, seed=5), rand(4, seed=6)
-    with torch.no_grad():
-        ref.weight.copy_(torch.tensor(bn.weight.value))
-        ref.bias.copy_(torch.tensor(bn.bias.value))
-    for i in range(3):
-        x = rand(8, 4, 3, seed=i) * 2 + 1
-        np.testing.assert_allclose(bn_train_step(bn, x), ref(torch.tensor(x)).detach().numpy(),
-                                   rtol=1e-9, atol=1e-10)  # fmt: skip
-    np.testing.assert_allclose(value(bn.running_mean), ref.running_mean.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(value(bn.running_var), ref.running_var.numpy(), rtol=1e-12)
+    batches = [rand(8, 4, 3, seed=i) * 2 + 1 for i in range(3)]
+    x_eval = rand(5, 4, 3, seed=9)
+
+    def theirs(torch: Any, w: Any, b: Any, batches: list[Any], x_eval: Any) -> Any:
+        ref = torch.nn.BatchNorm1d(4, momentum=0.2, dtype=torch.float64)
+        with torch.no_grad():
+            ref.weight.copy_(torch.tensor(w))
+            ref.bias.copy_(torch.tensor(b))
+        train = [ref(torch.tensor(x)).detach() for x in batches]
+        stats = (ref.running_mean.clone(), ref.running_var.clone())
+        ref.eval()
+        return train, stats, ref(torch.tensor(x_eval)).detach()
+
+    train, (running_mean, running_var), evaluated = torch_reference(
+        theirs, bn.weight.value, bn.bias.value, batches, x_eval
+    )
+    for x, want in zip(batches, train, strict=True):
+        np.testing.assert_allclose(bn_train_step(bn, x), want, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(value(bn.running_mean), running_mean, rtol=1e-12)
+    np.testing.assert_allclose(value(bn.running_var), running_var, rtol=1e-12)
     bn.eval()
-    ref.eval()
-    x = rand(5, 4, 3, seed=9)
-    np.testing.assert_allclose(run(bn, x), ref(torch.tensor(x)).detach().numpy(), rtol=1e-9)
+    np.testing.assert_allclose(run(bn, x_eval), evaluated, rtol=1e-9)
 
 
 def test_batch_norm_eval_uses_running_stats_and_records_no_update() -> None:
@@ -369,13 +395,16 @@ def test_embedding_lookup_and_init() -> None:
         emb(Graph().input("x", (2, 3)))
 
 
-def test_embedding_matches_torch() -> None:
-    torch = pytest.importorskip("torch")
+def test_embedding_matches_torch(torch_reference: Callable[..., Any]) -> None:
     emb = Embedding(10, 3, dtype="float64", rng=0)
     ids = np.array([[1, 2, 9]])
-    ref = torch.nn.functional.embedding(torch.tensor(ids), torch.tensor(emb.weight.value))
+    ref = torch_reference(
+        lambda torch, ids, w: torch.nn.functional.embedding(torch.tensor(ids), torch.tensor(w)),
+        ids,
+        emb.weight.value,
+    )
     out = evaluate(emb(Graph().input("ids", ids.shape, "int64")), {"ids": ids})[0]
-    np.testing.assert_array_equal(out, ref.numpy())
+    np.testing.assert_array_equal(out, ref)
 
 
 @pytest.mark.parametrize("activation", ["gelu", "relu", "silu", "tanh"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,33 +45,40 @@ CONFIGS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("kwargs", CONFIGS)
-def test_matches_torch_lbfgs(kwargs: dict[str, Any]) -> None:
-    torch = pytest.importorskip("torch")
+def test_matches_torch_lbfgs(kwargs: dict[str, Any], torch_reference: Callable[..., Any]) -> None:
     x, y = _data()
     model = _model()
     params = model.parameters()
-    theirs = [torch.tensor(p.value, requires_grad=True) for p in params]
-    topt = torch.optim.LBFGS(theirs, **kwargs)
-    xt, yt = torch.tensor(x), torch.tensor(y)
 
-    def closure() -> Any:
-        topt.zero_grad()
-        w1, b1, w2, b2 = theirs  # asgrad's Linear weight is (in, out)
-        loss = ((torch.tanh(xt @ w1 + b1) @ w2 + b2 - yt) ** 2).mean()
-        loss.backward()
-        return loss.detach()
+    def run(torch: Any, x: Any, y: Any, initial: list[Any]) -> Any:
+        theirs = [torch.tensor(p, requires_grad=True) for p in initial]
+        topt = torch.optim.LBFGS(theirs, **kwargs)
+        xt, yt = torch.tensor(x), torch.tensor(y)
 
+        def closure() -> Any:
+            topt.zero_grad()
+            w1, b1, w2, b2 = theirs  # asgrad's Linear weight is (in, out)
+            loss = ((torch.tanh(xt @ w1 + b1) @ w2 + b2 - yt) ** 2).mean()
+            loss.backward()
+            return loss.detach()
+
+        steps = []
+        for _ in range(3):
+            loss = float(topt.step(closure))
+            steps.append((loss, [t.detach().clone() for t in theirs]))
+        state = topt.state[theirs[0]]
+        return steps, int(state["func_evals"]), int(state["n_iter"])
+
+    steps, func_evals, n_iter = torch_reference(run, x, y, [p.value.copy() for p in params])
     opt = LBFGS(params, **kwargs)
     evaluate = _program(model, opt)
-    for _ in range(3):
+    for their_loss, their_params in steps:
         ours_loss = opt.step(lambda: evaluate(x=x, y=y))
-        their_loss = float(topt.step(closure))
         assert ours_loss == pytest.approx(their_loss, rel=1e-9)
-        for p, t in zip(params, theirs, strict=True):
-            np.testing.assert_allclose(p.value, t.detach().numpy(), rtol=1e-7, atol=1e-10)
-    state = topt.state[theirs[0]]
-    assert opt.lbfgs_state["func_evals"] == state["func_evals"]
-    assert opt.lbfgs_state["n_iter"] == state["n_iter"]
+        for p, t in zip(params, their_params, strict=True):
+            np.testing.assert_allclose(p.value, t, rtol=1e-7, atol=1e-10)
+    assert opt.lbfgs_state["func_evals"] == func_evals
+    assert opt.lbfgs_state["n_iter"] == n_iter
 
 
 def test_fits_better_than_many_sgd_steps() -> None:

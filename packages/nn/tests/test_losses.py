@@ -1,5 +1,6 @@
-"""Every loss against a hand-computed numpy reference, PyTorch (when installed) and
-``gradient_check`` in float64, for each reduction; and the errors of bad arguments."""
+"""Every loss against a hand-computed numpy reference, PyTorch (its answers saved as
+fixtures) and ``gradient_check`` in float64, for each reduction; and the errors of bad
+arguments."""
 
 from __future__ import annotations
 
@@ -440,6 +441,7 @@ def F_tensor(a: np.ndarray) -> Any:  # noqa: N802  # reads as torch.tensor(a)
 
 
 CASES = cases()
+Reference = Callable[..., Any]  # the torch_reference fixture (PyTorch's saved answers)
 
 
 def dtype_of(a: np.ndarray) -> str:
@@ -465,22 +467,28 @@ def test_loss_matches_numpy_reference(case: Case, reduction: str) -> None:
 @pytest.mark.filterwarnings("ignore:reduction. 'mean' divides the total loss:UserWarning")
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("case", [c for c in CASES if c.torch_call], ids=lambda c: c.name)
-def test_loss_matches_pytorch(case: Case, reduction: str) -> None:
-    torch = pytest.importorskip("torch")
-    assert case.torch_call is not None
-    tensors = [torch.tensor(a) for a in case.inputs]
-    want = case.torch_call(torch.nn.functional, tensors, reduction).numpy()
+def test_loss_matches_pytorch(case: Case, reduction: str, torch_reference: Reference) -> None:
+    torch_call = case.torch_call
+    assert torch_call is not None
+
+    def theirs(torch: Any, *inputs: np.ndarray) -> Any:
+        return torch_call(torch.nn.functional, [torch.tensor(a) for a in inputs], reduction)
+
+    want = torch_reference(theirs, *case.inputs)
     np.testing.assert_allclose(run(case, reduction), want, rtol=1e-10, atol=1e-12)
 
 
-def test_sigmoid_focal_loss_matches_torchvision() -> None:
-    torch = pytest.importorskip("torch")
-    ops = pytest.importorskip("torchvision.ops")
+def test_sigmoid_focal_loss_matches_torchvision(torch_reference: Reference) -> None:
     for case in (c for c in CASES if c.name.startswith("sigmoid_focal")):
         for reduction in REDUCTIONS:
-            tensors = [torch.tensor(a) for a in case.inputs]
             kw = {"alpha": -1, "gamma": 1.5} if "gamma" in case.name else {}
-            want = ops.sigmoid_focal_loss(*tensors, reduction=reduction, **kw).numpy()
+
+            def theirs(torch: Any, *inputs: np.ndarray, r: str = reduction, k: Any = kw) -> Any:
+                from torchvision.ops import sigmoid_focal_loss
+
+                return sigmoid_focal_loss(*(torch.tensor(a) for a in inputs), reduction=r, **k)
+
+            want = torch_reference(theirs, *case.inputs)
             np.testing.assert_allclose(run(case, reduction), want, rtol=1e-10)
 
 
@@ -491,18 +499,20 @@ def test_loss_gradients_pass_gradient_check(case: Case, reduction: str) -> None:
 
 
 # -- specifics -------------------------------------------------------------------------------------
-def test_kl_div_batchmean_is_the_sum_over_the_batch_size() -> None:
+def test_kl_div_batchmean_is_the_sum_over_the_batch_size(torch_reference: Reference) -> None:
     case = next(c for c in CASES if c.name == "kl_div-prob")
     got = run(case, "batchmean")
     np.testing.assert_allclose(
         got, kl_ref(case.inputs[0], case.inputs[1], "batchmean", False), rtol=1e-12
     )
     gradient_check(lambda a, b: nn.kl_div(a, b, reduction="batchmean"), case.inputs, wrt=[0])
-    torch = pytest.importorskip("torch")
-    want = torch.nn.functional.kl_div(
-        *(torch.tensor(a) for a in case.inputs), reduction="batchmean"
+    want = torch_reference(
+        lambda torch, *inputs: torch.nn.functional.kl_div(
+            *(torch.tensor(a) for a in inputs), reduction="batchmean"
+        ),
+        *case.inputs,
     )
-    np.testing.assert_allclose(got, want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_cross_entropy_is_stable_for_huge_logits() -> None:

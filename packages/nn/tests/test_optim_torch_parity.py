@@ -2,11 +2,13 @@
 
 A two-parameter regression model trains ten steps with each configuration, once in
 asgrad and once in PyTorch from the same weights and batches; the parameters must
-agree after every step. Plus the argument checks and a state round trip.
+agree after every step (PyTorch's parameters after each step are saved as fixtures: the
+``torch_reference`` fixture). Plus the argument checks and a state round trip.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -65,41 +67,63 @@ def _step(model: Linear, opt: Optimizer) -> Program:
 @pytest.mark.parametrize(
     ("cls", "kwargs"), CONFIGS, ids=[f"{c.__name__}-{i}" for i, (c, _) in enumerate(CONFIGS)]
 )
-def test_matches_torch_optim_every_step(cls: type[Optimizer], kwargs: dict[str, Any]) -> None:
-    torch = pytest.importorskip("torch")
+def test_matches_torch_optim_every_step(
+    cls: type[Optimizer], kwargs: dict[str, Any], torch_reference: Callable[..., Any]
+) -> None:
     model = _model()
     weight, bias = model.parameters()
-    w = torch.tensor(weight.value, requires_grad=True)
-    b = torch.tensor(bias.value, requires_grad=True)
+    data = _batches()
+    want = torch_reference(
+        lambda torch, w, b, data: _train_torch(torch, cls.__name__, kwargs, w, b, data),
+        weight.value.copy(),
+        bias.value.copy(),
+        data,
+    )
     step = _step(model, cls(model.parameters(), **kwargs))
-    theirs = getattr(torch.optim, cls.__name__)([w, b], **kwargs)
+    for (x, y), (w, b) in zip(data, want, strict=True):
+        step(x=x, y=y)
+        np.testing.assert_allclose(weight.value, w, rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(bias.value, b, rtol=1e-9, atol=1e-13)
+
+
+def _train_torch(
+    torch: Any, name: str, kwargs: dict[str, Any], w0: Any, b0: Any, data: Any
+) -> list[Any]:
+    """PyTorch's parameters after each step of ``torch.optim.<name>``."""
+    w = torch.tensor(w0, requires_grad=True)
+    b = torch.tensor(b0, requires_grad=True)
+    theirs = getattr(torch.optim, name)([w, b], **kwargs)
     # torch keeps step counts and NAdam's mu product in the default dtype: float64 here
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
+    after = []
     try:
-        _train_both(torch, step, theirs, weight, bias, w, b)
+        for x, y in data:
+            theirs.zero_grad()
+            ((torch.tensor(x) @ w + b - torch.tensor(y)) ** 2).mean().backward()
+            theirs.step()
+            after.append((w.detach().clone(), b.detach().clone()))
     finally:
         torch.set_default_dtype(previous)
+    return after
 
 
-def _train_both(torch: Any, step: Program, theirs: Any, *arrays: Any) -> None:
-    weight, bias, w, b = arrays
-    for x, y in _batches():
-        step(x=x, y=y)
-        theirs.zero_grad()
-        ((torch.tensor(x) @ w + b - torch.tensor(y)) ** 2).mean().backward()
-        theirs.step()
-        np.testing.assert_allclose(weight.value, w.detach().numpy(), rtol=1e-9, atol=1e-13)
-        np.testing.assert_allclose(bias.value, b.detach().numpy(), rtol=1e-9, atol=1e-13)
-
-
-def test_defaults_are_pytorchs() -> None:
-    torch = pytest.importorskip("torch")
+def test_defaults_are_pytorchs(torch_reference: Callable[..., Any]) -> None:
     params = _model().parameters()
-    tensor = [torch.zeros(1, requires_grad=True)]
-    for cls in (Adadelta, Adagrad, Adamax, NAdam, RAdam):
+    names = ["Adadelta", "Adagrad", "Adamax", "NAdam", "RAdam"]
+
+    def run(torch: Any) -> Any:
+        tensor = [torch.zeros(1, requires_grad=True)]
+        keys = ("lr", "eps", "weight_decay", "rho", "lr_decay", "betas", "momentum_decay")
+        return [
+            {k: v for k, v in getattr(torch.optim, n)(tensor).defaults.items() if k in keys}
+            for n in names
+        ]
+
+    for cls, defaults in zip(
+        (Adadelta, Adagrad, Adamax, NAdam, RAdam), torch_reference(run), strict=True
+    ):
         ours = cls(params)
-        defaults = getattr(torch.optim, cls.__name__)(tensor).defaults
         for key in ("lr", "eps", "weight_decay", "rho", "lr_decay", "betas", "momentum_decay"):
             if key in defaults:
                 assert getattr(ours, key) == defaults[key], (cls.__name__, key)

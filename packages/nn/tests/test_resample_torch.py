@@ -1,5 +1,5 @@
 """interpolate, the pixel shuffles and scaled_dot_product_attention against PyTorch:
-values and gradients in float64 (PyTorch optional)."""
+values and gradients in float64 (PyTorch's answers saved as fixtures)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,17 @@ from asgrad.autograd import grad
 from asgrad.tensor import Graph, Tensor, evaluate
 from asgrad.tensor.errors import ArgumentError
 
-torch = pytest.importorskip("torch")
-TF = torch.nn.functional
+Reference = Callable[..., Any]  # the torch_reference fixture (PyTorch's saved answers)
 
 
-def _check(ours: Callable[..., Tensor], theirs: Callable[..., Any], *arrays: np.ndarray) -> None:
+def _check(
+    torch_reference: Reference,
+    ours: Callable[..., Tensor],
+    theirs: Callable[..., Any],
+    *arrays: np.ndarray,
+) -> None:
+    """``ours(*tensors)`` against ``theirs(torch.nn.functional, *tensors)``: the values and
+    the gradients of the float inputs."""
     g = Graph()
     ts = [g.input(f"a{i}", a.shape, a.dtype.name, free=()) for i, a in enumerate(arrays)]
     y = ours(*ts)
@@ -27,12 +33,17 @@ def _check(ours: Callable[..., Tensor], theirs: Callable[..., Any], *arrays: np.
     floats = [t for t in ts if t.dtype == "float64"]
     grads = grad((y * g.constant(w, "float64")).sum(), floats)
     got = evaluate([y, *grads], {f"a{i}": a for i, a in enumerate(arrays)})
-    tt = [torch.tensor(a, requires_grad=a.dtype == np.float64) for a in arrays]
-    want = theirs(*tt)
-    (want * torch.tensor(w)).sum().backward()
-    np.testing.assert_allclose(got[0], want.detach().numpy(), rtol=1e-10, atol=1e-12)
-    for mine, t in zip(got[1:], [t for t in tt if t.requires_grad], strict=True):
-        np.testing.assert_allclose(mine, t.grad.numpy(), rtol=1e-9, atol=1e-11)
+
+    def run(torch: Any, w: np.ndarray, *arrays: np.ndarray) -> Any:
+        tt = [torch.tensor(a, requires_grad=a.dtype == np.float64) for a in arrays]
+        want = theirs(torch.nn.functional, *tt)
+        (want * torch.tensor(w)).sum().backward()
+        return want, [t.grad for t in tt if t.requires_grad]
+
+    want, want_grads = torch_reference(run, w, *arrays)
+    np.testing.assert_allclose(got[0], want, rtol=1e-10, atol=1e-12)
+    for mine, theirs_grad in zip(got[1:], want_grads, strict=True):
+        np.testing.assert_allclose(mine, theirs_grad, rtol=1e-9, atol=1e-11)
 
 
 def _r(*shape: int) -> np.ndarray:
@@ -56,9 +67,12 @@ RESIZES: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("kwargs", RESIZES, ids=lambda k: "-".join(f"{v}" for v in k.values()))
-def test_interpolate_2d(kwargs: dict[str, Any]) -> None:
+def test_interpolate_2d(kwargs: dict[str, Any], torch_reference: Reference) -> None:
     _check(
-        lambda t: F.interpolate(t, **kwargs), lambda t: TF.interpolate(t, **kwargs), _r(2, 3, 4, 5)
+        torch_reference,
+        lambda t: F.interpolate(t, **kwargs),
+        lambda TF, t: TF.interpolate(t, **kwargs),
+        _r(2, 3, 4, 5),
     )
 
 
@@ -71,28 +85,46 @@ def test_interpolate_2d(kwargs: dict[str, Any]) -> None:
         {"size": 3, "mode": "nearest"},
     ],
 )
-def test_interpolate_1d(kwargs: dict[str, Any]) -> None:
-    _check(lambda t: F.interpolate(t, **kwargs), lambda t: TF.interpolate(t, **kwargs), _r(2, 2, 5))
+def test_interpolate_1d(kwargs: dict[str, Any], torch_reference: Reference) -> None:
+    _check(
+        torch_reference,
+        lambda t: F.interpolate(t, **kwargs),
+        lambda TF, t: TF.interpolate(t, **kwargs),
+        _r(2, 2, 5),
+    )
 
 
-def test_interpolate_3d_trilinear_and_nearest() -> None:
+def test_interpolate_3d_trilinear_and_nearest(torch_reference: Reference) -> None:
     x = _r(1, 2, 3, 4, 2)
     for kwargs in (
         {"size": (5, 3, 4), "mode": "trilinear"},
         {"scale_factor": 2, "mode": "nearest"},
     ):
         _check(
-            lambda t, k=kwargs: F.interpolate(t, **k), lambda t, k=kwargs: TF.interpolate(t, **k), x
+            torch_reference,
+            lambda t, k=kwargs: F.interpolate(t, **k),
+            lambda TF, t, k=kwargs: TF.interpolate(t, **k),
+            x,
         )
 
 
-def test_pixel_shuffles_round_trip_and_match() -> None:
-    _check(lambda t: F.pixel_shuffle(t, 2), lambda t: TF.pixel_shuffle(t, 2), _r(2, 8, 3, 4))
-    _check(lambda t: F.pixel_unshuffle(t, 3), lambda t: TF.pixel_unshuffle(t, 3), _r(1, 2, 6, 9))
+def test_pixel_shuffles_round_trip_and_match(torch_reference: Reference) -> None:
+    _check(
+        torch_reference,
+        lambda t: F.pixel_shuffle(t, 2),
+        lambda TF, t: TF.pixel_shuffle(t, 2),
+        _r(2, 8, 3, 4),
+    )
+    _check(
+        torch_reference,
+        lambda t: F.pixel_unshuffle(t, 3),
+        lambda TF, t: TF.pixel_unshuffle(t, 3),
+        _r(1, 2, 6, 9),
+    )
 
 
 @pytest.mark.parametrize("variant", ["plain", "causal", "bool mask", "float mask", "scale"])
-def test_scaled_dot_product_attention(variant: str) -> None:
+def test_scaled_dot_product_attention(variant: str, torch_reference: Reference) -> None:
     q, k, v = _r(2, 3, 5, 4), _r(2, 3, 6, 4), _r(2, 3, 6, 7)
     extra: tuple[np.ndarray, ...] = ()
     kwargs: dict[str, Any] = {}
@@ -111,13 +143,13 @@ def test_scaled_dot_product_attention(variant: str) -> None:
     def ours(*t: Tensor) -> Tensor:
         return F.scaled_dot_product_attention(*t[:3], *t[3:], **kwargs)
 
-    def theirs(*t: Any) -> Any:
+    def theirs(TF: Any, *t: Any) -> Any:
         return TF.scaled_dot_product_attention(*t[:3], *t[3:], **kwargs)
 
-    _check(ours, theirs, q, k, v, *extra)
+    _check(torch_reference, ours, theirs, q, k, v, *extra)
 
 
-def test_layers_and_errors() -> None:
+def test_layers_and_errors(torch_reference: Reference) -> None:
     x = _r(1, 4, 3, 3).astype(np.float32)
     g = Graph()
     t = g.input("x", x.shape)
@@ -131,16 +163,19 @@ def test_layers_and_errors() -> None:
         ],
         {"x": x},
     )
-    xt = torch.tensor(x)
-    wants = [
-        torch.nn.Upsample(scale_factor=2, mode="bilinear")(xt),
-        torch.nn.UpsamplingBilinear2d(scale_factor=2)(xt),
-        torch.nn.UpsamplingNearest2d(size=(5, 4))(xt),
-        torch.nn.PixelShuffle(2)(xt),
-        torch.nn.PixelUnshuffle(3)(xt),
-    ]
-    for got, want in zip(outs, wants, strict=True):
-        np.testing.assert_allclose(got, want.numpy(), rtol=1e-6, atol=1e-6)
+
+    def run(torch: Any, x: np.ndarray) -> list[Any]:
+        xt = torch.tensor(x)
+        return [
+            torch.nn.Upsample(scale_factor=2, mode="bilinear")(xt),
+            torch.nn.UpsamplingBilinear2d(scale_factor=2)(xt),
+            torch.nn.UpsamplingNearest2d(size=(5, 4))(xt),
+            torch.nn.PixelShuffle(2)(xt),
+            torch.nn.PixelUnshuffle(3)(xt),
+        ]
+
+    for got, want in zip(outs, torch_reference(run, x), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     with pytest.raises(ArgumentError, match="exactly one of size and scale_factor"):
         F.interpolate(t)
     with pytest.raises(Exception, match=r"bicubic.*resizes 2-D"):

@@ -98,18 +98,22 @@ TORCH_EQUIVALENTS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 @pytest.mark.parametrize("name", TORCH_EQUIVALENTS)
-def test_rates_match_torch_schedulers(name: str) -> None:
-    torch = pytest.importorskip("torch")
+def test_rates_match_torch_schedulers(name: str, torch_reference: Callable[..., Any]) -> None:
     cls, kwargs = TORCH_EQUIVALENTS[name]
-    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=BASE)
-    tsched = getattr(torch.optim.lr_scheduler, cls)(topt, **kwargs)
-    want = []
-    for _ in range(STEPS):
-        want.append(tsched.get_last_lr()[0])
-        topt.step()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tsched.step()
+
+    def run(torch: Any) -> list[float]:
+        topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=BASE)
+        tsched = getattr(torch.optim.lr_scheduler, cls)(topt, **kwargs)
+        rates = []
+        for _ in range(STEPS):
+            rates.append(tsched.get_last_lr()[0])
+            topt.step()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tsched.step()
+        return rates
+
+    want = torch_reference(run)
     got = rates(MAKERS[name][0](optimizer()))
     # torch updates most schedulers recursively, hence a tolerance above round-off
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)

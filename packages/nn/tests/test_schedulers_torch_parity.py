@@ -92,11 +92,11 @@ def _our_rates(name: str, kwargs: dict[str, Any], steps: int) -> list[float]:
 @pytest.mark.parametrize(
     ("name", "kwargs", "steps"), CONFIGS, ids=[f"{c[0]}-{i}" for i, c in enumerate(CONFIGS)]
 )
-def test_rates_match_torch(name: str, kwargs: dict[str, Any], steps: int) -> None:
-    torch = pytest.importorskip("torch")
-    np.testing.assert_allclose(
-        _our_rates(name, kwargs, steps), _torch_rates(torch, name, kwargs, steps), rtol=1e-12
-    )
+def test_rates_match_torch(
+    name: str, kwargs: dict[str, Any], steps: int, torch_reference: Callable[..., Any]
+) -> None:
+    want = torch_reference(lambda torch: _torch_rates(torch, name, kwargs, steps))
+    np.testing.assert_allclose(_our_rates(name, kwargs, steps), want, rtol=1e-12)
 
 
 def test_one_cycle_refuses_steps_past_the_end_as_torch_does() -> None:
@@ -107,17 +107,26 @@ def test_one_cycle_refuses_steps_past_the_end_as_torch_does() -> None:
         sched.step()
 
 
-def test_warm_restarts_with_fractional_epochs_match_torch() -> None:
-    torch = pytest.importorskip("torch")
-    p = torch.zeros(1, requires_grad=True)
-    topt = torch.optim.SGD([p], lr=LR)
-    theirs = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(topt, T_0=2, T_mult=2)
+def test_warm_restarts_with_fractional_epochs_match_torch(
+    torch_reference: Callable[..., Any],
+) -> None:
+    epochs = np.arange(0, 14, 0.25)
+
+    def run(torch: Any, epochs: Any) -> list[float]:
+        p = torch.zeros(1, requires_grad=True)
+        topt = torch.optim.SGD([p], lr=LR)
+        theirs = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(topt, T_0=2, T_mult=2)
+        rates = []
+        for epoch in epochs:
+            theirs.step(float(epoch))
+            rates.append(topt.param_groups[0]["lr"])
+        return rates
+
     opt = _opt()
     ours = CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2)
-    for epoch in np.arange(0, 14, 0.25):
-        theirs.step(float(epoch))
+    for epoch, want in zip(epochs, torch_reference(run, epochs), strict=True):
         ours.step(float(epoch))
-        assert opt.lr == pytest.approx(topt.param_groups[0]["lr"], rel=1e-12)
+        assert opt.lr == pytest.approx(want, rel=1e-12)
 
 
 PLATEAU_CONFIGS: list[dict[str, Any]] = [
@@ -131,19 +140,27 @@ PLATEAU_CONFIGS: list[dict[str, Any]] = [
 
 
 @pytest.mark.parametrize("kwargs", PLATEAU_CONFIGS)
-def test_reduce_on_plateau_matches_torch(kwargs: dict[str, Any]) -> None:
-    torch = pytest.importorskip("torch")
+def test_reduce_on_plateau_matches_torch(
+    kwargs: dict[str, Any], torch_reference: Callable[..., Any]
+) -> None:
     rng = np.random.default_rng(0)
     metrics = list(1.0 / np.arange(1, 8)) + list(0.14 + 0.02 * rng.standard_normal(30))
-    p = torch.zeros(1, requires_grad=True)
-    topt = torch.optim.SGD([p], lr=LR)
-    theirs = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
+
+    def run(torch: Any, metrics: list[float]) -> list[float]:
+        p = torch.zeros(1, requires_grad=True)
+        topt = torch.optim.SGD([p], lr=LR)
+        theirs = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kwargs)
+        rates = []
+        for m in metrics:
+            theirs.step(m)
+            rates.append(topt.param_groups[0]["lr"])
+        return rates
+
     opt = _opt()
     ours = ReduceLROnPlateau(opt, **kwargs)
-    for m in metrics:
-        theirs.step(m)
+    for m, want in zip(metrics, torch_reference(run, metrics), strict=True):
         ours.step(m)
-        assert opt.lr == pytest.approx(topt.param_groups[0]["lr"], rel=1e-12)
+        assert opt.lr == pytest.approx(want, rel=1e-12)
         assert ours.get_last_lr() == [opt.lr]
     assert opt.lr < LR or kwargs.get("min_lr", 0) > 0.09
 

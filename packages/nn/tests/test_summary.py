@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -111,25 +113,29 @@ def test_no_hook_left_behind_and_errors_say_what_to_do() -> None:
         nn.summary(nn.Linear(3, 4), "2x3")  # type: ignore[arg-type]
 
 
-def test_counts_match_pytorch() -> None:
-    torch = pytest.importorskip("torch")
-    tnn = torch.nn
-    cnn = tnn.Sequential(
-        tnn.Conv2d(1, 8, 3, padding=1),
-        tnn.BatchNorm2d(8),
-        tnn.ReLU(),
-        tnn.MaxPool2d(2),
-        tnn.Flatten(),
-        tnn.Linear(8 * 14 * 14, 10),
-    )
-    block = tnn.TransformerEncoderLayer(64, 4, dim_feedforward=256, batch_first=True)
-    for ours, theirs, shape in [
-        (nn.Linear(3, 4), tnn.Linear(3, 4), (2, 3)),
-        (_cnn(), cnn, (32, 1, 28, 28)),
-        (nn.TransformerBlock(64, 4, rng=0), block, (8, 16, 64)),
-    ]:
-        s = nn.summary(ours, shape, verbose=False)
-        assert s.total_params == sum(p.numel() for p in theirs.parameters())
-        with torch.no_grad():
-            expected = theirs.eval()(torch.zeros(shape)).shape
+def test_counts_match_pytorch(torch_reference: Callable[..., Any]) -> None:
+    shapes = [(2, 3), (32, 1, 28, 28), (8, 16, 64)]
+
+    def run(torch: Any) -> list[Any]:
+        tnn = torch.nn
+        cnn = tnn.Sequential(
+            tnn.Conv2d(1, 8, 3, padding=1),
+            tnn.BatchNorm2d(8),
+            tnn.ReLU(),
+            tnn.MaxPool2d(2),
+            tnn.Flatten(),
+            tnn.Linear(8 * 14 * 14, 10),
+        )
+        block = tnn.TransformerEncoderLayer(64, 4, dim_feedforward=256, batch_first=True)
+        counts_and_shapes = []
+        for theirs, shape in zip([tnn.Linear(3, 4), cnn, block], shapes, strict=True):
+            with torch.no_grad():
+                expected = theirs.eval()(torch.zeros(shape)).shape
+            counts_and_shapes.append((sum(p.numel() for p in theirs.parameters()), list(expected)))
+        return counts_and_shapes
+
+    ours = [nn.Linear(3, 4), _cnn(), nn.TransformerBlock(64, 4, rng=0)]
+    for module, shape, (count, expected) in zip(ours, shapes, torch_reference(run), strict=True):
+        s = nn.summary(module, shape, verbose=False)
+        assert s.total_params == count
         assert s.rows[0].output_shapes == [tuple(expected)]

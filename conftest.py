@@ -1,0 +1,322 @@
+"""Fixtures and hooks for every test of the repository.
+
+``torch_reference``: PyTorch's answers as committed fixtures. A cross-check written as
+``want = torch_reference(lambda torch, x: torch.tensor(x).exp().numpy(), x)`` gets the
+arrays that PyTorch returned when ``scripts/torch_fixtures.py`` last ran (saved under
+``tests/data/torch/``, with the inputs it was given), so the comparison runs where PyTorch
+is not installed, CI included. Where PyTorch imports, the function also runs live and must
+agree with the fixture, so a fixture that no longer matches PyTorch fails loudly.
+
+The skip policy: the run ends with the skips counted by reason, and under
+``ASGRAD_REQUIRE_PACKAGES=1`` (CI) a test skipped because a package does not import fails
+the run, unless the package is one that CI deliberately lacks (:data:`CI_LACKS`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+# pytester: tests/test_suite_policies.py runs these hooks in scratch sessions
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parent
+FIXTURES = ROOT / "tests" / "data" / "torch"
+# ASGRAD_TORCH_FIXTURES=write: run PyTorch and (re)write the fixtures of the tests run
+# (scripts/torch_fixtures.py sets it, with ASGRAD_TORCH_FIXTURES_OUT for another folder).
+WRITE = os.environ.get("ASGRAD_TORCH_FIXTURES", "") == "write"
+
+# Packages that CI does not install on purpose; a skip for any other missing package fails
+# CI. PyTorch's answers come from fixtures; JAX and PyTensor are benchmark peers only.
+CI_LACKS = frozenset({"torch", "jax", "jaxlib", "pytensor"})
+
+
+# -- PyTorch's answers as fixtures -----------------------------------------------------
+
+
+def _group(path: Path) -> str:
+    """The fixture file of a test file: one per test folder (``nn``, ``examples``, ``root``)."""
+    rel = path.resolve().relative_to(ROOT).parts
+    if rel[0] == "packages":
+        return rel[1]
+    return "root" if rel[0] == "tests" else rel[0]
+
+
+def _flatten(value: Any, prefix: str, arrays: dict[str, np.ndarray]) -> Any:
+    """``value``'s tree (lists, tuples, dicts) as JSON, its leaves stored in ``arrays``."""
+    if isinstance(value, dict):
+        return {"dict": {str(k): _flatten(v, f"{prefix}.{k}", arrays) for k, v in value.items()}}
+    if isinstance(value, list | tuple):
+        kind = "list" if isinstance(value, list) else "tuple"
+        return {kind: [_flatten(v, f"{prefix}.{i}", arrays) for i, v in enumerate(value)]}
+    if hasattr(value, "detach"):  # a torch.Tensor
+        value = value.detach().cpu().numpy()
+    python = isinstance(value, bool | int | float | str)
+    arrays[prefix] = np.asarray(value)
+    return {"leaf": prefix, "python": python}
+
+
+def _unflatten(tree: Any, arrays: dict[str, np.ndarray]) -> Any:
+    if "dict" in tree:
+        return {k: _unflatten(v, arrays) for k, v in tree["dict"].items()}
+    if "list" in tree:
+        return [_unflatten(v, arrays) for v in tree["list"]]
+    if "tuple" in tree:
+        return tuple(_unflatten(v, arrays) for v in tree["tuple"])
+    leaf = arrays[tree["leaf"]]
+    return leaf.item() if tree["python"] else leaf
+
+
+def _assert_close(got: dict[str, np.ndarray], want: dict[str, np.ndarray], what: str) -> None:
+    """Exact for integers and booleans; float32 to 1e-5 and float64 to 1e-9, relative."""
+    assert sorted(got) == sorted(want), f"{what}: the entries differ: {sorted(got)}"
+    for key, a in got.items():
+        b = want[key]
+        message = f"{what} ({key})"
+        if a.dtype.kind in "fc" or b.dtype.kind in "fc":
+            single = np.float32 in (a.dtype, b.dtype)
+            rtol, atol = (1e-5, 1e-6) if single else (1e-9, 1e-12)
+            np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=message)
+        else:
+            np.testing.assert_array_equal(a, b, err_msg=message)
+
+
+class _Store:
+    """The fixture files: read on first use; under WRITE, written at the session's end."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.loaded: dict[str, dict[str, np.ndarray]] = {}
+        self.written: dict[str, dict[str, np.ndarray]] = {}
+        self.owner: dict[str, str] = {}  # key -> test file, to catch two tests on one key
+
+    def file(self, group: str) -> dict[str, np.ndarray]:
+        if group not in self.loaded:
+            path = self.folder / f"{group}.npz"
+            self.loaded[group] = {}
+            if path.exists():
+                with np.load(path, allow_pickle=False) as data:
+                    self.loaded[group] = {k: data[k] for k in data.files}
+        return self.loaded[group]
+
+    def find(self, group: str, entry: str) -> dict[str, np.ndarray] | None:
+        """The file holding ``entry``: the test folder's own, else any other (a test file
+        moved to another folder keeps its fixture until it is written again)."""
+        if entry in self.file(group):
+            return self.file(group)
+        for path in sorted(self.folder.glob("*.npz")):
+            if entry in self.file(path.stem):
+                return self.file(path.stem)
+        return None
+
+    def save(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for group, arrays in self.written.items():
+            merged = {**self.file(group), **arrays}
+            # numpy types the keyword arrays as its own options (allow_pickle): hence Any
+            save: Any = np.savez_compressed
+            save(self.folder / f"{group}.npz", **dict(sorted(merged.items())))
+
+
+_STORE = _Store(Path(os.environ.get("ASGRAD_TORCH_FIXTURES_OUT") or FIXTURES))
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+class TorchReference:
+    """``torch_reference(fn, *inputs)``: ``fn(torch, *inputs)``'s result, from the fixture.
+
+    ``fn`` runs after ``torch.manual_seed(0)``, so the weights of a module it creates are
+    the same in every run (and part of the result where the test needs them).
+
+    ``inputs`` (arrays, numbers, lists of them) are what ``fn`` computes from; they are saved
+    with the result and must not have changed since (else the fixture is stale). The result
+    comes back with the same lists, tuples and dicts, tensors as numpy arrays.
+    """
+
+    def __init__(self, node: pytest.Item) -> None:
+        self.group = _group(node.path)
+        self.test = node.name
+        self.path = node.path.resolve().relative_to(ROOT).as_posix()
+        self.calls = 0
+
+    def __call__(self, fn: Callable[..., Any], *inputs: Any) -> Any:
+        key = f"{self.test}#{self.calls}"
+        self.calls += 1
+        torch = _torch()
+        regenerate = "run `python scripts/torch_fixtures.py` where PyTorch is installed"
+        if WRITE:
+            if torch is None:
+                pytest.fail("ASGRAD_TORCH_FIXTURES=write needs PyTorch")
+            owner = _STORE.owner.setdefault(key, self.path)
+            assert owner == self.path, f"{key}: two test files write one fixture key"
+            torch.manual_seed(0)  # a module's initial weights are part of the answer
+            return self._record(key, torch, fn, inputs)
+        stored = _STORE.find(self.group, f"{key}:tree")
+        if stored is None:
+            pytest.fail(
+                f"no PyTorch fixture for {self.path}::{key} in "
+                f"tests/data/torch/{self.group}.npz: {regenerate}"
+            )
+        given: dict[str, np.ndarray] = {}
+        _flatten(list(inputs), "in", given)
+        saved_in = {k[len(key) + 1 :]: v for k, v in stored.items() if k.startswith(f"{key}:in")}
+        _assert_close(given, saved_in, f"{key}: inputs changed since the fixture was written")
+        out = {k[len(key) + 1 :]: v for k, v in stored.items() if k.startswith(f"{key}:out")}
+        result = _unflatten(json.loads(str(stored[f"{key}:tree"])), out)
+        if torch is not None:  # PyTorch here: the fixture must still be its answer
+            live: dict[str, np.ndarray] = {}
+            torch.manual_seed(0)
+            _flatten(fn(torch, *inputs), "out", live)
+            _assert_close(live, out, f"{key}: live PyTorch differs from the fixture; {regenerate}")
+        return result
+
+    def _record(self, key: str, torch: Any, fn: Callable[..., Any], inputs: tuple[Any, ...]) -> Any:
+        arrays: dict[str, np.ndarray] = {}
+        _flatten(list(inputs), "in", arrays)
+        tree = _flatten(fn(torch, *inputs), "out", arrays)
+        written = _STORE.written.setdefault(self.group, {})
+        for name, array in arrays.items():
+            written[f"{key}:{name}"] = array
+        written[f"{key}:tree"] = np.asarray(json.dumps(tree))
+        return _unflatten(tree, arrays)
+
+
+@pytest.fixture
+def torch_reference(request: pytest.FixtureRequest) -> TorchReference:
+    """PyTorch's answer to ``fn(torch, *inputs)``, from ``tests/data/torch/`` (see above)."""
+    return TorchReference(request.node)
+
+
+# -- test files and pytest-xdist's workers ---------------------------------------------
+
+# Files of long, independent tests (each its own tmp_path and processes), which the
+# workers share test by test; every other file runs whole on one worker, in its order, so
+# that its module fixtures (compiled training steps) are built once.
+SPLIT_ACROSS_WORKERS = frozenset(
+    {
+        "packages/nn/tests/test_checkpoint_faults.py",
+        "packages/nn/tests/test_distributed_mpi.py",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if WRITE:  # writing fixtures: only the tests that use them
+        keep = [item for item in items if "torch_reference" in getattr(item, "fixturenames", ())]
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    for item in items:
+        path = item.path.resolve().relative_to(ROOT).as_posix()
+        if path not in SPLIT_ACROSS_WORKERS and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(path))
+
+
+_SESSION: list[pytest.Session] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _SESSION.append(session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    worker = getattr(session.config, "workeroutput", None)
+    if worker is not None:  # a pytest-xdist worker: tell the controller what it left out
+        worker["slow_left_out"] = _SLOW_LEFT_OUT[0]
+    elif WRITE:
+        _STORE.save()
+
+
+# -- the tests left out by `hatch run test` -------------------------------------------
+
+_SLOW_LEFT_OUT = [0]  # tests marked slow that -m deselected (here, or the workers' count)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _SLOW_LEFT_OUT[0] += sum(1 for item in items if item.get_closest_marker("slow"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:  # pytest-xdist's controller
+    # every worker collects and deselects the same tests
+    output = getattr(node, "workeroutput", {})
+    _SLOW_LEFT_OUT[0] = max(_SLOW_LEFT_OUT[0], int(output.get("slow_left_out", 0)))
+
+
+def _report_left_out(terminalreporter: pytest.TerminalReporter) -> None:
+    if _SLOW_LEFT_OUT[0]:
+        terminalreporter.line(
+            f"left out {_SLOW_LEFT_OUT[0]} tests marked slow (the checkpoint kill suite, "
+            "the MPI runs, the browser tests): `hatch run test-all` runs them",
+            yellow=True,
+        )
+
+
+# -- the skip policy -------------------------------------------------------------------
+
+# pytest.importorskip's reason, and the phrasing of this repository's own skips
+_MISSING = (
+    re.compile(r"could not import '([\w.]+)'"),
+    re.compile(r"^([\w.-]+) is not installed"),
+)
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):
+        reason = longrepr[2]
+        return reason.removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def _missing_package(reason: str) -> str | None:
+    for pattern in _MISSING:
+        found = pattern.search(reason)
+        if found:
+            return found.group(1).split(".")[0]
+    return None
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config
+) -> None:
+    _report_left_out(terminalreporter)
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    by_reason = Counter(_skip_reason(report) for report in skipped)
+    terminalreporter.section(f"skips by reason ({len(skipped)} in all)")
+    for reason, count in by_reason.most_common():
+        terminalreporter.line(f"{count:6d}  {reason}")
+    if os.environ.get("ASGRAD_REQUIRE_PACKAGES", "") in ("", "0"):
+        return
+    unexpected = {
+        package: count
+        for reason, count in by_reason.items()
+        if (package := _missing_package(reason)) and package not in CI_LACKS
+    }
+    if unexpected:
+        terminalreporter.line(
+            "ASGRAD_REQUIRE_PACKAGES=1: tests skipped for packages that CI installs: "
+            + ", ".join(f"{p} ({n})" for p, n in sorted(unexpected.items()))
+            + f"; only these may be missing: {', '.join(sorted(CI_LACKS))}",
+            red=True,
+        )
+        _SESSION[-1].exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,130 @@
+"""The root conftest's policies, run in a scratch pytest session: PyTorch's saved answers
+(``torch_reference``), the skip count by reason, the missing-package rule of CI and the
+line that says what ``hatch run test`` left out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFTEST = (ROOT / "conftest.py").read_text()
+
+
+@pytest.fixture
+def session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A scratch repository with the root conftest and a ``tests`` folder."""
+    for name in ("ASGRAD_REQUIRE_PACKAGES", "ASGRAD_TORCH_FIXTURES", "ASGRAD_TORCH_FIXTURES_OUT"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    (pytester.path / "tests").mkdir()
+    return pytester
+
+
+def _write_fixture(folder: Path, key: str, inputs: list[np.ndarray], out: np.ndarray) -> None:
+    """A fixture file as scripts/torch_fixtures.py writes it, for ``fn(torch, *inputs)``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    arrays = {f"{key}:in.{i}": a for i, a in enumerate(inputs)}
+    arrays[f"{key}:out"] = out
+    arrays[f"{key}:tree"] = np.asarray(json.dumps({"leaf": "out", "python": False}))
+    save: Any = np.savez  # numpy types the keyword arrays as its own options
+    save(folder / "root.npz", **arrays)
+
+
+TEST = """
+import numpy as np
+
+def test_exp(torch_reference):
+    x = np.array([0.0, 1.0])
+    want = torch_reference(lambda torch, x: torch.tensor(x).exp(), x)
+    np.testing.assert_allclose(want, np.exp(x))
+"""
+
+
+def test_the_saved_answer_is_returned_where_pytorch_is_missing(session: pytest.Pytester) -> None:
+    _write_fixture(
+        session.path / "tests" / "data" / "torch",
+        "test_exp#0",
+        [np.array([0.0, 1.0])],
+        np.exp(np.array([0.0, 1.0])),
+    )
+    (session.path / "tests" / "test_it.py").write_text(TEST)
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_changed_inputs_or_a_missing_answer_fail_and_name_the_script(
+    session: pytest.Pytester,
+) -> None:
+    (session.path / "tests" / "test_it.py").write_text(TEST)
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no PyTorch fixture for tests/test_it.py::test_exp#0*"])
+    result.stdout.fnmatch_lines(["*scripts/torch_fixtures.py*"])
+    _write_fixture(
+        session.path / "tests" / "data" / "torch",
+        "test_exp#0",
+        [np.array([0.0, 2.0])],  # not the input the test gives now
+        np.exp(np.array([0.0, 2.0])),
+    )
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*inputs changed since the fixture was written*"])
+
+
+SKIPS = """
+import pytest
+
+def test_a():
+    pytest.importorskip("no_such_package_here")
+
+def test_b():
+    pytest.skip("not today")
+
+def test_c():
+    pytest.skip("not today")
+"""
+
+
+def test_skips_are_counted_by_reason(session: pytest.Pytester) -> None:
+    (session.path / "tests" / "test_skips.py").write_text(SKIPS)
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*skips by reason (3 in all)*", "*2  not today"])
+
+
+def test_a_skip_for_a_package_ci_installs_fails_under_require_packages(
+    session: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (session.path / "tests" / "test_skips.py").write_text(SKIPS)
+    monkeypatch.setenv("ASGRAD_REQUIRE_PACKAGES", "1")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*skipped for packages that CI installs: no_such_package_here*"])
+
+
+def test_a_skip_for_a_package_ci_lacks_on_purpose_passes(
+    session: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (session.path / "tests" / "test_skips.py").write_text(
+        "import pytest\n\ndef test_a():\n    pytest.skip(\"could not import 'jax': no\")\n"
+    )
+    monkeypatch.setenv("ASGRAD_REQUIRE_PACKAGES", "1")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == 0
+
+
+def test_leaving_out_slow_tests_says_how_many_and_how_to_run_them(
+    session: pytest.Pytester,
+) -> None:
+    (session.path / "tests" / "test_slow.py").write_text(
+        "import pytest\n\n@pytest.mark.slow\ndef test_a():\n    pass\n\ndef test_b():\n    pass\n"
+    )
+    result = session.runpytest_inprocess("-p", "no:cacheprovider", "-m", "not slow")
+    result.assert_outcomes(passed=1, deselected=1)
+    result.stdout.fnmatch_lines(["*left out 1 tests marked slow*`hatch run test-all` runs them"])
