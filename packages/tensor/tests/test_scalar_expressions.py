@@ -116,3 +116,28 @@ def test_the_expression_gives_the_kernels_value(op: OpDef, case: OpCase) -> None
     else:
         rtol, atol = op.tolerance
         np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+FLOAT_EXPRESSION_OPS = [
+    op for op in all_ops() if op.expression is not None and op.cases and op.arity is not None
+]
+
+
+@pytest.mark.parametrize("op", FLOAT_EXPRESSION_OPS, ids=lambda op: op.name)
+def test_block_by_block_evaluation_equals_the_whole_array_bit_for_bit(op: OpDef) -> None:
+    """Large inputs run through the rendered function in blocks of :data:`scalar.CHUNK`;
+    each element must get the value the whole-array evaluation gives it."""
+    assert op.cases is not None and op.expression is not None
+    case = next(c for c in op.cases(np.random.default_rng(0)) if all(np.size(x) for x in c.inputs))
+    n = 3 * s.CHUNK + 5
+    rng = np.random.default_rng(1)
+    arrays = []
+    for x in case.inputs:
+        picked = np.asarray(x).reshape(-1)[rng.integers(0, np.size(x), n)]
+        arrays.append(picked.astype(np.float32) if picked.dtype == np.float64 else picked)
+    attrs = op.normalize_attrs(case.attrs)
+    dtype = op.infer([TensorType(a.shape, a.dtype.name) for a in arrays], attrs).dtype
+    fn = s.numpy_function(s.build(op.expression, len(arrays), attrs, dtype), len(arrays), dtype)
+    blocked = fn(*arrays)
+    small = np.concatenate([fn(*(a[i : i + 7] for a in arrays)) for i in range(0, n, 7)])
+    np.testing.assert_array_equal(blocked, small)

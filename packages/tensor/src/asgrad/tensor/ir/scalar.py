@@ -357,6 +357,13 @@ def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]
                 )
             else:
                 env[fn] = PRIMITIVES[node.op].numpy
+                if node.op == "where":  # a Python scalar branch slows np.where down 4x
+                    env["_typed"] = _typed_like
+                    a, b = operands[1:]
+                    if node.args[1].op == "const" and node.args[2].op != "const":
+                        operands[1] = f"_typed({a}, {b})"
+                    elif node.args[2].op == "const" and node.args[1].op != "const":
+                        operands[2] = f"_typed({b}, {a})"
                 lines.append(f"    t{len(lines)} = {fn}({', '.join(operands)})")
             out = f"t{len(lines) - 1}"
         names[key] = out
@@ -371,6 +378,44 @@ def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]
         body.append(f"    out = np.broadcast_to(out, np.broadcast_shapes({shapes})).copy()")
     source = f"def rendered({params}):\n" + "\n".join(body) + "\n    return out\n"
     exec(compile(source, "<scalar expression>", "exec"), env)  # our own text, from the expression
-    fn: Callable[..., np.ndarray] = env["rendered"]
+    whole: Callable[..., np.ndarray] = env["rendered"]
+    fn = _in_chunks(whole, np.dtype(dtype)) if len(lines) > 1 else whole
     fn.source = source  # type: ignore[attr-defined]  # shown to a reader, as the CPU path's
     return fn
+
+
+def _typed_like(value: Number, other: Any) -> np.ndarray:
+    """A constant as the array numpy's promotion makes of it beside ``other``."""
+    return np.asarray(value, dtype=np.result_type(other, value))
+
+
+# Elements per block when a chain of several numpy calls runs over large inputs: the
+# temporaries of one block stay in the core's cache instead of costing fresh memory per
+# call (numexpr's idea).
+CHUNK = 16384
+
+
+def _in_chunks(whole: Callable[..., np.ndarray], dtype: np.dtype[Any]) -> Callable[..., np.ndarray]:
+    """``whole`` evaluated block by block where every input is a C-contiguous array of one
+    shape larger than two blocks (an elementwise function gives each element the value
+    it gives on the whole array); at once otherwise."""
+
+    def rendered(*xs: Any) -> np.ndarray:
+        first = xs[0]
+        if not (
+            isinstance(first, np.ndarray)
+            and first.size >= 2 * CHUNK
+            and all(
+                isinstance(x, np.ndarray) and x.shape == first.shape and x.flags.c_contiguous
+                for x in xs
+            )
+        ):
+            return whole(*xs)
+        out = np.empty(first.shape, dtype)
+        flat_out = out.reshape(-1)
+        flat = [x.reshape(-1) for x in xs]
+        for i in range(0, first.size, CHUNK):
+            flat_out[i : i + CHUNK] = whole(*(x[i : i + CHUNK] for x in flat))
+        return out
+
+    return rendered
