@@ -127,7 +127,8 @@ FLOAT_EXPRESSION_OPS = [
 def test_block_by_block_evaluation_equals_the_whole_array_bit_for_bit(op: OpDef) -> None:
     """Large inputs run through the rendered function in blocks of :data:`scalar.CHUNK`;
     each element must get the value the whole-array evaluation gives it."""
-    assert op.cases is not None and op.expression is not None
+    assert op.cases is not None
+    assert op.expression is not None
     case = next(c for c in op.cases(np.random.default_rng(0)) if all(np.size(x) for x in c.inputs))
     n = 3 * s.CHUNK + 5
     rng = np.random.default_rng(1)
