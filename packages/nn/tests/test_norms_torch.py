@@ -200,5 +200,5 @@ def test_bad_arguments_are_typed_errors() -> None:
     x = Graph().input("x", (2, 6, 3))
     with pytest.raises(Exception, match=r"num_groups 4 must divide the 6 channels"):
         F.group_norm(x, 4)
-    with pytest.raises(Exception, match="p must be at least 1"):
+    with pytest.raises(ArgumentError, match="'p' must be at least 1"):
         F.normalize(x, 0.5)
