@@ -18,6 +18,7 @@ from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ir.common import away_from, normalize_axis, randn, require_float, same_dtype
 from asgrad.tensor.ir.registry import Attrs, CasesFn, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops._elementwise_cases import normal, unary_cases
+from asgrad.tensor.ops.shape_expand import refuse_free_axes
 
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
@@ -114,6 +115,7 @@ def _where(cond: Tensor, a: Tensor, b: object) -> Tensor:
 
 def _expand_glu(x: Tensor, axis: int = -1) -> Tensor:
     axis = normalize_axis(axis, x.ndim)
+    refuse_free_axes(x, (axis,), "splits it in halves of its declared size")
     half = x.shape[axis] // 2
     head = tuple(slice(None) for _ in range(axis))
     a, b = x[(*head, slice(0, half))], x[(*head, slice(half, None))]

@@ -50,6 +50,8 @@ def free_reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
         return x
     if len(shape) >= 2 and math.prod(shape[1:]) > 0:
         shape = (-1, *shape[1:])
+    elif len(shape) == 1:  # a flattening: right at any size
+        shape = (-1,)
     return apply(x, "reshape", shape=shape)
 
 
@@ -161,6 +163,8 @@ def _roll_axis(x: Tensor, shift: int, axis: int) -> Tensor:
 
 
 def _expand_roll(x: Tensor, shift: tuple[int, ...], axis: tuple[int, ...] | None) -> Tensor:
+    rolled = range(x.ndim) if axis is None else axis
+    refuse_free_axes(x, tuple(rolled), "wraps it at its declared size")
     if axis is None:
         flat = _roll_axis(apply(x, "reshape", shape=(-1,)), shift[0], 0) if x.ndim else x
         return apply(flat, "reshape", shape=x.shape) if x.ndim != 1 else flat
@@ -310,12 +314,13 @@ def _expand_unfold(x: Tensor, axis: int, size: int, step: int) -> Tensor:
     axis = normalize_axis(axis, x.ndim)
     free = free_axes_of(x.node)
     if size > 0 and free is not None and axis in free:  # windows of any fed size
-        shifted = [
-            apply(
-                axis_slice(x, axis, slice(k, k - size + 1 or None)), "expand_dims", axis=(x.ndim,)
-            )
-            for k in range(size)
-        ]
+        parts = [axis_slice(x, axis, slice(k, k - size + 1)) for k in range(size - 1)]
+        # the last window's end, x[size-1], gathered: a fed size below `size` is an
+        # OutOfRangeError, not zero windows
+        zero = x.graph.constant(np.zeros(1, np.int64), "int64")
+        end = apply(axis_slice(x, axis, slice(size - 1, size)), "gather", zero, axis=axis)
+        parts.append(concat([end, axis_slice(x, axis, slice(size, None))], axis))
+        shifted = [apply(p, "expand_dims", axis=(x.ndim,)) for p in parts]
         return axis_slice(concat(shifted, x.ndim), axis, slice(None, None, step))
     n = x.shape[axis]
     windows = (n - size) // step + 1
