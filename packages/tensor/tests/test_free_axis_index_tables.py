@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.tensor import FreeAxisError, Graph, Tensor, evaluate, pad
+from asgrad.tensor import FreeAxisError, Graph, Tensor, einsum, evaluate, pad
+from asgrad.tensor.api.nn_activation import glu
 
 BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
 NUMPY_MODE: dict[str, Any] = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -120,3 +121,52 @@ def test_indexing_another_axis_keeps_the_batch_free() -> None:
     np.testing.assert_array_equal(got, np.pad(fed, ((0, 0), (1, 1)), mode="reflect"))
     (got,) = evaluate([x.unfold(1, 2, 1)], {"x": fed})
     assert got.shape == (4, 2, 2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    ("equation", "declared"),
+    [
+        ("bi,ij->bj", (8, 3)),
+        ("bi,ij->jb", (8, 3)),
+        ("kbi,ij->kbj", (2, 8, 3)),
+        ("bi,bj->ij", (8, 3)),
+    ],
+)
+def test_einsum_with_a_constant_keeps_the_batch_free(
+    equation: str, declared: tuple[int, ...], backend: str
+) -> None:
+    g = Graph()
+    axis = declared.index(8)
+    x = g.input("x", declared, free=(axis,))
+    w = np.arange(12, dtype=np.float32).reshape(3, 4) / 10
+    other = x if equation == "bi,bj->ij" else g.constant(w)
+    y = einsum(equation, x, other)
+    for batch in (1, 3, 11):
+        shape = list(declared)
+        shape[axis] = batch
+        fed = np.arange(np.prod(shape), dtype=np.float32).reshape(shape) / 7
+        (got,) = evaluate([y], {"x": fed}, backend=backend)
+        want = np.einsum(equation, fed, fed if equation == "bi,bj->ij" else w)
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_einsum_refuses_a_free_axis_it_would_broadcast_or_take_a_diagonal_of() -> None:
+    g = Graph()
+    x = g.input("x", (3, 3), free=(0,))
+    with pytest.raises(FreeAxisError, match=r"einsum 'ii->i': label 'i'.*diagonal"):
+        einsum("ii->i", x)
+    with pytest.raises(FreeAxisError, match="broadcast"):
+        einsum("...ij,...jk->...ik", g.input("a", (2, 1, 3, 4)), g.constant(np.ones((5, 4, 2))))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [lambda x: x.roll(1, 0), lambda x: x.roll(2), lambda x: glu(x, 0)],
+    ids=["roll axis 0", "roll flat", "glu"],
+)
+def test_ops_that_wrap_or_halve_the_declared_size_refuse_a_free_axis(
+    build: Callable[[Tensor], Tensor],
+) -> None:
+    with pytest.raises(FreeAxisError, match="free"):
+        build(Graph().input("x", (4, 3)))
