@@ -111,8 +111,19 @@ def test_an_op_case_runs_at_other_sizes_of_its_free_axis_or_refuses_it(
         jit.set_enabled(None)
 
 
+# GPU buffers hold int32: a case with a wider integer (a 64-bit seed) runs at no size.
+GPU_CASES = [
+    (op, case)
+    for op, case in CASES
+    if not any(
+        np.asarray(a).dtype.kind in "iu" and np.abs(np.asarray(a)).max(initial=0) >= 2**31
+        for a in case.inputs
+    )
+]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize(("op", "case"), CASES, ids=[_id(c) for c in CASES])
+@pytest.mark.parametrize(("op", "case"), GPU_CASES, ids=[_id(c) for c in GPU_CASES])
 def test_an_op_case_runs_at_other_sizes_of_its_free_axis_on_the_gpu(
     op: OpDef, case: OpCase
 ) -> None:
