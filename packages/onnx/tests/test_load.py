@@ -172,3 +172,17 @@ def test_an_initializer_whose_dims_claim_more_than_its_data_is_an_import_error()
     init.dims[:] = [2, 1000]
     with pytest.raises(OnnxImportError, match=r"initializer 'w' \(dims \[2, 1000\]\)"):
         load(_plus(init))
+
+
+def test_a_reshape_with_the_batch_not_in_front_runs_at_any_batch() -> None:
+    # (L, batch, E) -> (L, batch * heads, E / heads), as attention's head split, with the
+    # target folded at the declared batch (2): the batch stays free inside axis 1.
+    nodes = [helper.make_node("Reshape", ["x", "target"], ["y"])]
+    target = np.array([5, 2 * 4, 2], np.int64)
+    model = _model(nodes, [target], ["target"], [5, "batch", 8], 3)
+    loaded = load(model, dims={"batch": 2})
+    for batch in (1, 3):
+        x = np.arange(5 * batch * 8, dtype=np.float32).reshape(5, batch, 8)
+        (got,) = evaluate([loaded.outputs["y"]], {"x": x})
+        assert got.shape == (5, batch * 4, 2)
+        np.testing.assert_array_equal(got, x.reshape(5, batch * 4, 2))

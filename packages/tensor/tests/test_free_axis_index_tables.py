@@ -170,3 +170,29 @@ def test_ops_that_wrap_or_halve_the_declared_size_refuse_a_free_axis(
 ) -> None:
     with pytest.raises(FreeAxisError, match="free"):
         build(Graph().input("x", (4, 3)))
+
+
+@pytest.mark.parametrize(
+    ("declared", "axis", "target", "at_3"),
+    [
+        ((5, 2, 64), 1, (5, 16, 8), (5, 24, 8)),  # (L, B, E) -> (L, B * heads, E / heads)
+        ((8, 3), 0, (8, 3, 1), (3, 3, 1)),
+        ((2, 8, 6), 1, (2, 48), (2, 18)),
+    ],
+)
+def test_a_reshape_written_with_declared_sizes_follows_the_free_axis(
+    declared: tuple[int, ...], axis: int, target: tuple[int, ...], at_3: tuple[int, ...]
+) -> None:
+    g = Graph()
+    y = g.input("x", declared, free=(axis,)).reshape(target)
+    shape = list(declared)
+    shape[axis] = 3
+    fed = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    (got,) = evaluate([y], {"x": fed})
+    np.testing.assert_array_equal(got, fed.reshape(at_3))
+
+
+def test_a_reshape_that_splits_the_free_axis_keeps_its_declared_sizes() -> None:
+    g = Graph()
+    y = g.input("x", (8, 3)).reshape(4, 6)
+    assert y.node.attrs["shape"] == (4, 6)

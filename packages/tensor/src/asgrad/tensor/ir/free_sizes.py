@@ -14,6 +14,7 @@ at its declared sizes) the answer is ``None``: unknown.
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,7 @@ from asgrad.tensor.ir.registry import TensorType, get_op
 if TYPE_CHECKING:
     from asgrad.tensor.ir.graph import Graph, Node
 
-__all__ = ["free_axes_of"]
+__all__ = ["free_axes_of", "free_reshape_target"]
 
 # Per graph: each node's type at the probe sizes (None: the rules refuse them).
 _PROBES: weakref.WeakKeyDictionary[Graph, dict[int, TensorType | None]] = (
@@ -68,3 +69,30 @@ def free_axes_of(node: Node) -> frozenset[int] | None:
     return frozenset(
         a for a, (d, p) in enumerate(zip(node.shape, probe.shape, strict=True)) if d != p
     )
+
+
+def free_reshape_target(node: Node, target: tuple[int, ...]) -> tuple[int, ...]:
+    """``target`` with ``-1`` on the axis that holds ``node``'s one free axis whole, so
+    that a reshape written with the declared sizes follows the size fed.
+
+    The free axis ``i`` of a shape ``s`` lies whole inside target axis ``j`` when the
+    target's axes before ``j`` divide ``s[:i]`` and those after ``j`` divide ``s[i+1:]``
+    (``(L, B, E) -> (L, B * H, E / H)``). Unchanged when there is no such axis, more
+    than one, several free axes, or a ``-1`` already.
+    """
+    free = free_axes_of(node)
+    shape = node.shape
+    if not free or len(free) != 1 or -1 in target or math.prod(target) != math.prod(shape):
+        return target
+    (i,) = free
+    before, after = math.prod(shape[:i]), math.prod(shape[i + 1 :])
+    if before * after * shape[i] == 0:
+        return target
+    fits = [
+        j
+        for j in range(len(target))
+        if before % math.prod(target[:j]) == 0 and after % math.prod(target[j + 1 :]) == 0
+    ]
+    if len(fits) != 1:
+        return target
+    return tuple(-1 if j == fits[0] else d for j, d in enumerate(target))
