@@ -41,7 +41,7 @@ def _grad_cases() -> list[Any]:
 def test_gradient_on_gpu_matches_cpu(device: Device, op: OpDef, case: OpCase) -> None:
     inputs = [_float32(np.asarray(x)) for x in case.inputs]
     g = Graph(f"grad-{op.name}")
-    xs = [g.input(f"x{i}", x.shape, x.dtype.name) for i, x in enumerate(inputs)]
+    xs = [g.input(f"x{i}", x.shape, x.dtype.name, free=()) for i, x in enumerate(inputs)]
     out = g.apply(op.name, xs, _attrs32(case.attrs))
     wrt = (
         case.wrt

@@ -201,3 +201,14 @@ def test_grad_of_or_with_respect_to_a_non_tensor_is_a_typed_error() -> None:
         grad((x * x).sum(), [np.ones(2)])  # type: ignore[list-item]
     with pytest.raises(ArgumentTypeError, match="grad: y must be a Tensor"):
         grad(np.ones(()), [x])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("op", ["cummax", "cummin", "sort"])
+def test_scan_and_sort_gradients_over_an_empty_axis_are_empty(op: str) -> None:
+    g = Graph()
+    x = g.input("x", (2, 0))
+    y = getattr(x, op)(1)
+    y = y[0] if isinstance(y, tuple) else y
+    (dx,) = grad(y.sum(), [x])
+    (got,) = evaluate([dx], {"x": np.zeros((2, 0), np.float32)})
+    assert got.shape == (2, 0)

@@ -145,3 +145,44 @@ def test_a_reshape_that_copies_the_batch_axis_keeps_it_free() -> None:
     x = np.arange(5 * 12, dtype=np.float32).reshape(5, 3, 4)
     (got,) = evaluate([loaded.outputs["y"]], {"x": x})
     np.testing.assert_array_equal(got, x.reshape(5, 12))
+
+
+def _plus(init: onnx.TensorProto) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", init.name], ["y"])],
+        "handmade",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        initializer=[init],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_external_data_outside_the_model_folder_is_an_import_error_naming_it() -> None:
+    init = numpy_helper.from_array(np.ones(2, np.float32), "w")
+    init.ClearField("raw_data")
+    init.data_location = TensorProto.EXTERNAL
+    init.external_data.add(key="location", value="../../etc/passwd")
+    with pytest.raises(OnnxImportError, match="initializer 'w'"):
+        load(_plus(init))
+
+
+def test_an_initializer_whose_dims_claim_more_than_its_data_is_an_import_error() -> None:
+    init = numpy_helper.from_array(np.ones(2, np.float32), "w")
+    init.dims[:] = [2, 1000]
+    with pytest.raises(OnnxImportError, match=r"initializer 'w' \(dims \[2, 1000\]\)"):
+        load(_plus(init))
+
+
+def test_a_reshape_with_the_batch_not_in_front_runs_at_any_batch() -> None:
+    # (L, batch, E) -> (L, batch * heads, E / heads), as attention's head split, with the
+    # target folded at the declared batch (2): the batch stays free inside axis 1.
+    nodes = [helper.make_node("Reshape", ["x", "target"], ["y"])]
+    target = np.array([5, 2 * 4, 2], np.int64)
+    model = _model(nodes, [target], ["target"], [5, "batch", 8], 3)
+    loaded = load(model, dims={"batch": 2})
+    for batch in (1, 3):
+        x = np.arange(5 * batch * 8, dtype=np.float32).reshape(5, batch, 8)
+        (got,) = evaluate([loaded.outputs["y"]], {"x": x})
+        assert got.shape == (5, batch * 4, 2)
+        np.testing.assert_array_equal(got, x.reshape(5, batch * 4, 2))

@@ -56,3 +56,22 @@ def test_a_float_slice_bound_is_an_error() -> None:
     v = Graph().input("v", (5,))
     with pytest.raises(ArgumentTypeError, match="slice bounds must be Python ints"):
         v[:2.5]  # type: ignore[misc]  # the wrong type on purpose
+
+
+@pytest.mark.parametrize("decay", [False, True])
+def test_adam_update_of_a_scalar_parameter_runs_on_the_numpy_path(decay: bool) -> None:
+    from asgrad.tensor.cpu import jit
+
+    g = Graph()
+    names = ["p", "m", "v", "step_size", "bc2_sqrt"] + (["decay"] if decay else [])
+    ins = tuple(g.input(n, (), "float32") for n in names)
+    out = g.apply("adam_update", ins, {"eps": 1e-8})
+    feeds = dict(zip(names, (1.5, 0.2, 0.04, 0.1, 0.5, 0.9), strict=False))
+    want = (1.5 * (0.9 if decay else 1.0)) - 0.1 * 0.2 / (np.sqrt(0.04) / 0.5 + 1e-8)
+    jit.set_enabled(False)
+    try:
+        (got,) = evaluate([out], {k: np.float32(v) for k, v in feeds.items()})
+    finally:
+        jit.set_enabled(None)
+    assert got.shape == ()
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -56,12 +56,13 @@ def gradient_check(
     arrays = [np.asarray(a) for a in inputs]
     arrays = [a.astype(np.float64) if a.dtype.kind == "f" else a for a in arrays]
     g = Graph("gradient_check")
-    tensors = [g.input(f"x{i}", a.shape, _dtype_name(a)) for i, a in enumerate(arrays)]
+    # The check runs at these arrays' shapes only: no axis is free.
+    tensors = [g.input(f"x{i}", a.shape, _dtype_name(a), free=()) for i, a in enumerate(arrays)]
     out = build(*tensors)
     if out.dtype != "float64":
         raise GradientCheckError(f"build must return float64, got {out.dtype}")
     projection = np.random.default_rng(seed).standard_normal(out.shape)
-    proj = g.input("projection", out.shape, "float64")
+    proj = g.input("projection", out.shape, "float64", free=())
     loss = (out * proj).sum()
     chosen = (
         list(wrt) if wrt is not None else [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]

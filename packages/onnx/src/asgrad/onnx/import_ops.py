@@ -21,6 +21,7 @@ from asgrad.onnx.import_composite import COMPOSITE_IMPORTERS
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
 from asgrad.onnx.import_nn import NN_IMPORTERS
 from asgrad.tensor import Tensor
+from asgrad.tensor.ir.free_sizes import free_reshape_target
 
 __all__ = ["IMPORTERS", "ImportContext", "Static", "Value"]
 
@@ -197,7 +198,8 @@ def _reshape(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[
         target[int(np.argmax(dynamic))] = -1
     if isinstance(x, Static):
         return [Static(x.value.reshape(target))]
-    return [ctx.graph.apply("reshape", [x], {"shape": tuple(target)})]
+    shape = free_reshape_target(x.node, tuple(target))  # a batch axis not in front stays free
+    return [ctx.graph.apply("reshape", [x], {"shape": shape})]
 
 
 def _axes(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value], rank: int) -> list[int] | None:

@@ -71,7 +71,12 @@ class OnnxModel:
         self.variables: dict[str, Variable] = {}
         self.constants: dict[str, np.ndarray] = {}
         for init in graph.initializer:
-            array = numpy_helper.to_array(init)
+            try:  # external data outside the model's folder, dims beyond the data
+                array = numpy_helper.to_array(init)
+            except (OSError, onnx.onnx_cpp2py_export.checker.ValidationError, ValueError) as exc:
+                raise OnnxImportError(
+                    f"cannot read initializer {init.name!r} (dims {list(init.dims)}): {exc}"
+                ) from None
             if array.dtype.kind == "f":
                 self.variables[init.name] = Variable(
                     init.name, np.array(array), trainable=init.name not in frozen

@@ -36,6 +36,10 @@ class ShapeError(AsgradError, ValueError):
     """Operand shapes do not fit the op (broadcasting, reshape, matmul, axes)."""
 
 
+class FreeAxisError(ShapeError):
+    """An op cannot follow a free axis (one fed at any size) and refuses it when built."""
+
+
 class DTypeError(AsgradError, TypeError):
     """Operand dtypes do not fit the op."""
 

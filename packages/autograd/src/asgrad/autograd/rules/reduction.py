@@ -81,6 +81,8 @@ def _scatter_along(g: Tensor, idx: Tensor, axis: int, size: int) -> Tensor:
     """``out[..., idx[..., j], ...] += g[..., j, ...]`` along ``axis`` (of ``size``): a
     one-hot product, so it runs on every backend and differentiates again (memory and
     work grow with size squared per line along the axis)."""
+    if size == 0:  # nothing to scatter into: the gradient is as empty as g
+        return g
     last = g.ndim - 1
     gl, il = (t.swapaxes(axis, last) if axis != last else t for t in (g, idx))
     onehot = il.one_hot(size, dtype=g.dtype)  # (..., m, size)

@@ -37,9 +37,9 @@ import weakref
 
 import numpy as np
 
-from asgrad.tensor.api.located import checked
+from asgrad.tensor.api.located import checked, locate
 from asgrad.tensor.api.tensor import Tensor
-from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from asgrad.tensor.ir.common import shape_arg
 from asgrad.tensor.ir.dtypes import is_float, is_int
 from asgrad.tensor.ir.graph import Graph, Variable
@@ -122,6 +122,8 @@ def _shaped(graph: Graph, size: tuple[object, ...], dtype: str, op: str) -> Tens
     if not isinstance(graph, Graph):
         raise ArgumentTypeError(f"{op}: the first argument must be the Graph, got {graph!r}")
     shape = checked(op, shape_arg, size)
+    if any(d < 0 for d in shape):
+        raise locate(op, ShapeError(f"sizes must be >= 0, got {list(shape)}"))
     checked(op, _require_float_dtype, dtype)
     # A zero broadcast to the shape: read for its shape only, never materialised.
     return graph.constant(0, dtype).broadcast_to(shape)

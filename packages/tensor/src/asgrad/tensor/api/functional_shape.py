@@ -26,7 +26,7 @@ import numpy as np
 
 from asgrad.tensor.api.located import locate
 from asgrad.tensor.api.tensor import Tensor
-from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from asgrad.tensor.ir.dtypes import as_dtype
 from asgrad.tensor.ir.graph import Graph
 from asgrad.tensor.ops.shape_pad import MODES
@@ -269,12 +269,30 @@ def _shape(shape: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
     return out
 
 
+def _check_fits(op: str, dtype: str, *values: object) -> None:
+    """A :class:`DTypeError` unless the integer dtype ``dtype`` holds every int of ``values``."""
+    if np.dtype(dtype).kind not in "iu":
+        return
+    info = np.iinfo(dtype)
+    for v in values:
+        if isinstance(v, int | np.integer) and not info.min <= int(v) <= info.max:
+            raise locate(
+                op,
+                DTypeError(
+                    f"{dtype} holds {info.min}..{info.max}, not {int(v)}; give a wider dtype"
+                    " (int64) or values in range"
+                ),
+            )
+
+
 def full(
     graph: Graph | Tensor, shape: int | Sequence[int], value: float, dtype: str = "float32"
 ) -> Tensor:
     """A constant of ``shape`` filled with ``value`` in ``graph``."""
     dims = _shape((shape,))
-    return _graph_of(graph).constant(np.full(dims, value, dtype=as_dtype(dtype)), dtype)
+    dt = as_dtype(dtype)
+    _check_fits("full", dt, value)
+    return _graph_of(graph).constant(np.full(dims, value, dtype=dt), dt)
 
 
 def zeros(graph: Graph | Tensor, *shape: int | Sequence[int], dtype: str = "float32") -> Tensor:
@@ -296,6 +314,8 @@ def eye(graph: Graph | Tensor, n: int, m: int | None = None, dtype: str = "float
     """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``)."""
     n = operator.index(n)
     m = n if m is None else operator.index(m)
+    if n < 0 or m < 0:
+        raise locate("eye", ShapeError(f"sizes must be >= 0, got n={n}, m={m}"))
     return _graph_of(graph).constant(np.eye(n, m, dtype=as_dtype(dtype)), dtype)
 
 
@@ -319,6 +339,10 @@ def arange(
         raise locate("arange", ArgumentError("step must not be zero"))
     integral = all(isinstance(v, int | np.integer) for v in (start, end, step))
     dt = dtype or ("int64" if integral else "float32")
+    if integral:
+        r = range(int(start), int(end), int(step))
+        if len(r):
+            _check_fits("arange", as_dtype(dt), r[0], r[-1])
     return _graph_of(graph).constant(np.arange(start, end, step, dtype=as_dtype(dt)), dt)
 
 
@@ -329,6 +353,8 @@ def linspace(
     steps = operator.index(steps)
     if steps < 0:
         raise locate("linspace", ArgumentError(f"steps must be >= 0, got {steps}"))
+    if as_dtype(dtype) == "bool":
+        raise locate("linspace", DTypeError("linspace makes numbers; give a numeric dtype"))
     values = np.linspace(start, end, steps, dtype=np.float64).astype(as_dtype(dtype))
     return _graph_of(graph).constant(values, dtype)
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from asgrad.tensor.api.located import checked, locate
 from asgrad.tensor.api.methods_base import TensorBase
-from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, ShapeError
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, OutOfRangeError, ShapeError
 from asgrad.tensor.ir.common import broadcast_shapes, expand_ellipsis, normalize_axis
 from asgrad.tensor.ops.index_along import REDUCTIONS
 
@@ -222,14 +222,16 @@ class IndexMethods(TensorBase):
         may count from the end)."""
         x = self._self()
         flat: list[object] = []
-        for item in items:
+        for k, item in enumerate(items):
             if isinstance(item, IndexMethods):
                 t = cast("Tensor", item)
                 if t.dtype == "bool":
                     raise locate("index", ArgumentTypeError(_MASK_HINT))
                 flat.append(t)
             elif isinstance(item, list | np.ndarray) and np.asarray(item).dtype == bool:
-                flat.extend(np.nonzero(np.asarray(item)))  # static: its shape is known
+                mask = np.asarray(item)
+                _check_mask(mask, _mask_start(items, k, x.ndim), x.shape)
+                flat.extend(np.nonzero(mask))  # static: its shape is known
             elif isinstance(item, list | np.ndarray):
                 flat.append(np.asarray(item))
             else:
@@ -250,6 +252,15 @@ class IndexMethods(TensorBase):
         if any(s != slice(None) for s in basic):
             x = x[basic]  # slices first; the array and int positions keep their axes
         arrays = [x._index_array(full[p], p) for p in positions]
+        if len(positions) > 1:
+            # The arrays combine into one flat position, which gather checks only as a
+            # whole: check each Tensor against its own axis by gathering it from a range.
+            arrays = [
+                x.graph.constant(np.arange(x.shape[p], dtype=np.int64)).gather(a, axis=0)
+                if isinstance(full[p], IndexMethods)
+                else a
+                for p, a in zip(positions, arrays, strict=True)
+            ]
         checked("index", broadcast_shapes, *(a.shape for a in arrays))
         sizes = [x.shape[p] for p in positions]
         position = arrays[0]
@@ -290,3 +301,33 @@ class IndexMethods(TensorBase):
                 ShapeError(f"index {item!r} is out of bounds for axis {axis} with size {n}"),
             )
         return x.graph.constant(np.where(array < 0, array + n, array).astype(np.int64), "int64")
+
+
+def _axes_taken(item: object) -> int:
+    """How many axes of the value one subscript item consumes (not for ``...``)."""
+    if item is None:
+        return 0
+    if isinstance(item, list | np.ndarray) and np.asarray(item).dtype == bool:
+        return max(np.asarray(item).ndim, 1)
+    return 1
+
+
+def _mask_start(items: tuple[object, ...], k: int, ndim: int) -> int:
+    """The first axis that the boolean mask ``items[k]`` covers."""
+    if any(item is Ellipsis for item in items[:k]):
+        return ndim - sum(_axes_taken(item) for item in items[k:])
+    return sum(_axes_taken(item) for item in items[:k])
+
+
+def _check_mask(mask: np.ndarray, start: int, shape: tuple[int, ...]) -> None:
+    """numpy's rule: a boolean mask's shape equals the axes of the value it covers."""
+    covered = shape[start : start + mask.ndim]
+    if mask.ndim and (start < 0 or tuple(mask.shape) != tuple(covered)):
+        raise locate(
+            "index",
+            OutOfRangeError(
+                f"boolean index of shape {list(mask.shape)} does not match the indexed"
+                f" axes {list(covered)} (from axis {start}) of a value of shape"
+                f" {list(shape)}; a mask must have exactly the shape of the axes it selects"
+            ),
+        )

@@ -29,6 +29,7 @@ from asgrad.tensor.ir.common import (
     normalize_axis,
     shape_arg,
 )
+from asgrad.tensor.ir.free_sizes import free_reshape_target
 from asgrad.tensor.ir.graph import Variable
 from asgrad.tensor.ir.registry import Shape
 
@@ -285,7 +286,8 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
 
     # -- shape ------------------------------------------------------------------------------------
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
-        return self._apply("reshape", shape=checked("reshape", shape_arg, shape, "shape"))
+        target = checked("reshape", shape_arg, shape, "shape")
+        return self._apply("reshape", shape=free_reshape_target(self.node, target))
 
     def flatten(self, start_axis: int = 0) -> Tensor:
         start = checked("flatten", normalize_axis, start_axis, self.ndim) if self.ndim else 0

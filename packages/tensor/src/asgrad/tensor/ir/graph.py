@@ -15,6 +15,7 @@ import numpy as np
 from asgrad.tensor.errors import (
     ArgumentError,
     AsgradError,
+    DTypeError,
     GraphError,
     NameConflictError,
     ShapeError,
@@ -257,14 +258,12 @@ class Graph:
         """A constant value, folded into the graph."""
         dt = None if dtype is None else as_dtype(dtype)
         try:  # a ragged list, a string where a number belongs
-            array = np.array(value, dtype=dt)
+            array = _constant_array(value, dt)
+        except DTypeError as exc:  # a value the dtype cannot hold
+            raise DTypeError(f"{exc}\n  (at {user_location()})") from None
         except (TypeError, ValueError) as exc:
             msg = f"constant: cannot make an array ({exc}); give numbers, one length per axis"
             raise ArgumentError(msg) from None
-        if dtype is None and array.dtype == np.float64:
-            array = array.astype(np.float32)
-        elif dtype is None and array.dtype.kind == "i":
-            array = array.astype(np.int64)
         type_ = TensorType(tuple(array.shape), as_dtype(array.dtype))
         array.setflags(write=False)
         node = Node(self, "constant", (), {"value": array}, type_, None, user_location())
@@ -388,3 +387,43 @@ class Graph:
 
     def _wrap(self, node: Node) -> Tensor:
         return installed().wrap(node)
+
+
+def _constant_array(value: object, dtype: str | None) -> np.ndarray:
+    """``value`` as the array of a constant of ``dtype`` (float32 or int64 by default).
+
+    The feed rule: conversion may not change a value. An integer out of the dtype's
+    range, or a finite float that would become infinite, is a :class:`DTypeError`.
+    """
+    try:
+        source = np.array(value)
+    except OverflowError:  # an int beyond every numpy dtype
+        source = np.array(value, dtype=object)
+    if dtype is None:
+        if source.dtype == np.float64:
+            dtype = "float32"
+        elif source.dtype.kind == "i":
+            dtype = "int64"
+        else:
+            return np.array(value)
+    target = np.dtype(dtype)
+    if source.dtype.kind in "iuO" and target.kind in "iu" and source.size:
+        info = np.iinfo(target)
+        low, high = int(source.min()), int(source.max())
+        if low < info.min or high > info.max:
+            raise DTypeError(
+                f"constant: {dtype} holds {info.min}..{info.max}; the values given span"
+                f" {low}..{high}. Give values in range or use a wider dtype"
+            )
+    if source.dtype.kind == "O":
+        return np.array(value, dtype=target)
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is checked below
+        array = source.astype(target)
+    if source.dtype.kind == "f" and target.kind == "f" and target.itemsize < source.itemsize:
+        overflow = np.isinf(array) & np.isfinite(source)
+        if overflow.any():
+            raise DTypeError(
+                f"constant: {dtype} cannot hold {source[overflow].flat[0]:g}, which would"
+                " become infinite. Scale the values or use float64"
+            )
+    return array

@@ -405,11 +405,23 @@ def get_op(name: str) -> OpDef:
         raise GraphError(f"no op called {name!r} is registered") from None
 
 
+_EXPANDING: list[str] = []  # the ops whose expansions are being built, innermost last
+
+
+def expanding() -> str | None:
+    """The op whose expansion is being built now (its errors name it), if any."""
+    return _EXPANDING[-1] if _EXPANDING else None
+
+
 def expand_op(op: OpDef, inputs: Sequence[Any], attrs: Attrs, type_: TensorType) -> Any:
     """``op`` built from the ops it expands into (``op.expand``), which must give the type
     its shape rule gave (``Graph.apply`` calls this after the rule)."""
     assert op.expand is not None
-    result = op.expand(*inputs, **attrs)
+    _EXPANDING.append(op.name)
+    try:
+        result = op.expand(*inputs, **attrs)
+    finally:
+        _EXPANDING.pop()
     if result.node.type != type_:
         raise GraphError(
             f"{op.name}: its expansion built {result.node.type}, but its shape rule"

@@ -27,6 +27,7 @@ from asgrad.tensor.ops.elementwise_kernels import (
     primitive_kernel,
     rendered_kernel,
 )
+from asgrad.tensor.ops.shape_expand import refuse_free_axes
 
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
@@ -98,6 +99,7 @@ def _where(cond: Tensor, a: Tensor, b: object) -> Tensor:
 
 def _expand_glu(x: Tensor, axis: int) -> Tensor:
     axis = normalize_axis(axis, x.ndim)
+    refuse_free_axes(x, (axis,), "splits it in halves of its declared size")
     half = x.shape[axis] // 2
     head = tuple(slice(None) for _ in range(axis))
     a, b = x[(*head, slice(0, half))], x[(*head, slice(half, None))]

@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from asgrad.tensor.errors import DTypeError, ShapeError
+from asgrad.tensor.errors import DTypeError, FreeAxisError, ShapeError
 from asgrad.tensor.ir.common import broadcast_shapes, normalize_axis, randn, same_dtype
 from asgrad.tensor.ir.dtypes import is_float
+from asgrad.tensor.ir.free_sizes import free_axes_of
+from asgrad.tensor.ir.graph import user_location
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
-from asgrad.tensor.ops.shape_expand import apply, axis_slice
+from asgrad.tensor.ops.shape_expand import apply, axis_slice, refuse_free_axes
 
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
@@ -159,20 +161,71 @@ def _contract(
     # axis may change size per run ('bij,bjk->bik' on any batch); the others are fixed.
     free = bool(batch) and min(n(left), n(inner), n(right), n(batch)) > 0
     lead = -1 if free else n(batch)
-    a3 = apply(_arrange(a, la, batch + left + inner), "reshape", shape=(lead, n(left), n(inner)))
-    b3 = apply(_arrange(b, lb, batch + inner + right), "reshape", shape=(lead, n(inner), n(right)))
-    out = a3.graph.apply("matmul", (a3, b3), {})
+    sizes = {"left": n(left), "inner": n(inner), "right": n(right)}
     labels = batch + left + right
-    shape = tuple(size[lbl] for lbl in labels)
+    shape: tuple[int, ...] = tuple(size[lbl] for lbl in labels)
+    # A free axis outside the batch group (a batch of rows times a constant matrix,
+    # 'bi,ij->bj') takes the -1 of its group's reshape and of the result's instead.
+    moved = _free_label(a, la, b, lb)
+    groups = {"left": left, "inner": inner, "right": right}
+    group = next((k for k, g in groups.items() if moved in g), None)
+    if group is not None and moved not in batch and min(sizes.values(), default=1) > 0:
+        free, lead = False, n(batch)
+        sizes[group] = -1
+        if moved in labels:
+            shape = tuple(-1 if lbl == moved else d for lbl, d in zip(labels, shape, strict=True))
+    a3 = apply(
+        _arrange(a, la, batch + left + inner),
+        "reshape",
+        shape=(lead, sizes["left"], sizes["inner"]),
+    )
+    b3 = apply(
+        _arrange(b, lb, batch + inner + right),
+        "reshape",
+        shape=(lead, sizes["inner"], sizes["right"]),
+    )
+    out = a3.graph.apply("matmul", (a3, b3), {})
     return apply(out, "reshape", shape=(-1, *shape[1:]) if free else shape), labels
+
+
+def _free_labels(xs: Sequence[Tensor], inputs: Sequence[Labels]) -> set[str]:
+    """The labels on an axis that follows a free input axis, in any operand."""
+    found: set[str] = set()
+    for x, labels in zip(xs, inputs, strict=True):
+        axes = free_axes_of(x.node)
+        found |= {labels[i] for i in axes or ()}
+    return found
+
+
+def _free_label(a: Tensor, la: Labels, b: Tensor, lb: Labels) -> str | None:
+    """The one label whose axis follows a free input axis (None: none, several, or
+    not known), of either operand."""
+    fa, fb = free_axes_of(a.node), free_axes_of(b.node)
+    if fa is None or fb is None:
+        return None
+    found = {la[i] for i in fa} | {lb[i] for i in fb}
+    return found.pop() if len(found) == 1 else None
 
 
 def _expand_einsum(*xs: Tensor, equation: str) -> Tensor:
     inputs, output = parse_einsum(equation, [x.ndim for x in xs])
     sizes = label_sizes(inputs, [x.shape for x in xs])
     ops: list[tuple[Tensor, Labels]] = []
+    free = _free_labels(xs, inputs)
     for x, labels in zip(xs, inputs, strict=True):
         want = tuple(sizes[label] for label in labels)
+        repeated = {lbl for lbl in labels if labels.count(lbl) > 1}
+        # a broadcast to the declared sizes fixes every axis of the operand
+        spread = set(labels) if x.shape != want else set()
+        if (repeated | spread) & free:
+            label = sorted((repeated | spread) & free)[0]
+            what = "a diagonal" if label in repeated else "a broadcast"
+            raise FreeAxisError(
+                f"einsum {equation!r}: label {label!r} follows a free axis of an input (its"
+                f" size may change per run), but it takes {what} at its declared size"
+                f" {sizes[label]}. Declare that input axis fixed (g.input(..., free=...)"
+                f" without it)\n  (at {user_location()})"
+            )
         if x.shape != want:  # '...' axes of size 1 broadcast
             x = apply(x, "broadcast_to", shape=want)
         ops.append(_unique(x, labels))
@@ -205,6 +258,8 @@ def _cross(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
 
 def _expand_cross(a: Tensor, b: Tensor, axis: int) -> Tensor:
     axis = normalize_axis(axis, a.ndim)
+    for x in (a, b):  # three components, sliced at the declared size
+        refuse_free_axes(x, (axis,), "takes its three components")
     ca = [axis_slice(a, axis, slice(i, i + 1)) for i in range(3)]
     cb = [axis_slice(b, axis, slice(i, i + 1)) for i in range(3)]
     parts = [

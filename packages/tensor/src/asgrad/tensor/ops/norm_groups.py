@@ -219,8 +219,12 @@ def _cosine_similarity(a: np.ndarray, b: np.ndarray, axis: int, eps: float) -> A
 def _expand_cosine(a: Tensor, b: Tensor, axis: int, eps: float) -> Tensor:
     shape = broadcast_shapes(a.shape, b.shape)
     axis = normalize_axis(axis, len(shape))
-    a = a if a.shape == shape else a.broadcast_to(shape)  # PyTorch broadcasts first
-    b = b if b.shape == shape else b.broadcast_to(shape)
+    # PyTorch broadcasts first: to the other operand's shape as the graph runs, when it
+    # has the whole shape (so its free axes stay free).
+    if a.shape != shape:
+        a = a.graph.apply("broadcast_like", (a, b)) if b.shape == shape else a.broadcast_to(shape)
+    if b.shape != shape:
+        b = b.graph.apply("broadcast_like", (b, a))
     na = _tensor_p_norm(a, 2.0, axis, eps, keepdims=True)
     nb = _tensor_p_norm(b, 2.0, axis, eps, keepdims=True)
     return ((a / na) * (b / nb)).sum(axis=axis)

@@ -85,6 +85,9 @@ def _adam_update(
     *,
     eps: float,
 ) -> np.ndarray:
+    if p.ndim == 0:  # numpy's ufuncs return scalars for 0-d arrays: update a 1-vector
+        one = (p.reshape(1), m.reshape(1), v.reshape(1))
+        return _adam_update(*one, step_size, bc2_sqrt, decay, eps=eps).reshape(())
     dt = p.dtype.type
     denom = np.sqrt(v)
     np.divide(denom, bc2_sqrt, out=denom)

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.errors import FreeAxisError, ShapeError
 from asgrad.tensor.ir.common import normalize_axes, normalize_axis, randn
+from asgrad.tensor.ir.free_sizes import free_axes_of
+from asgrad.tensor.ir.graph import user_location
 from asgrad.tensor.ir.registry import (
     Attr,
     Attrs,
@@ -28,6 +30,7 @@ from asgrad.tensor.ir.registry import (
     OpCase,
     OpDef,
     TensorType,
+    expanding,
     register_op,
 )
 
@@ -48,6 +51,8 @@ def free_reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
         return x
     if len(shape) >= 2 and math.prod(shape[1:]) > 0:
         shape = (-1, *shape[1:])
+    elif len(shape) == 1:  # a flattening: right at any size
+        shape = (-1,)
     return apply(x, "reshape", shape=shape)
 
 
@@ -62,6 +67,24 @@ def concat(parts: Sequence[Tensor], axis: int) -> Tensor:
     return parts[0].graph.apply("concat", tuple(parts), {"axis": axis})
 
 
+def refuse_free_axes(x: Tensor, axes: Sequence[int], why: str = "") -> None:
+    """A build-time :class:`FreeAxisError` when one of ``axes`` of ``x`` follows a free
+    input axis: the op being expanded builds tables for the declared size only."""
+    free = free_axes_of(x.node)
+    bad = sorted(set(free or ()) & {a % max(x.ndim, 1) for a in axes})
+    if not bad:
+        return
+    op = expanding() or "this op"
+    a = bad[0]
+    raise FreeAxisError(
+        f"{op}: axis {a} of its input {x.dtype}{list(x.shape)} follows a free axis of an"
+        f" input (its size may change per run), but {op} {why or 'is built for its declared'}"
+        f"{'' if why else f' size {x.shape[a]}'}. Declare that input axis fixed"
+        " (g.input(..., free=...) without it), or apply the op along an axis that is not"
+        f" free\n  (at {user_location()})"
+    )
+
+
 def fixed_axes(x: Tensor, axes: Sequence[int]) -> Tensor:
     """``x``, checked when the graph runs to have its declared sizes on ``axes``.
 
@@ -70,6 +93,7 @@ def fixed_axes(x: Tensor, axes: Sequence[int]) -> Tensor:
     of those sizes (1 on the other axes) makes another size a shape error naming the
     line instead, and leaves the other axes free.
     """
+    refuse_free_axes(x, axes)
     shape = [1] * x.ndim
     for a in axes:
         shape[a] = x.shape[a]
@@ -140,6 +164,8 @@ def _roll_axis(x: Tensor, shift: int, axis: int) -> Tensor:
 
 
 def _expand_roll(x: Tensor, shift: tuple[int, ...], axis: tuple[int, ...] | None) -> Tensor:
+    rolled = range(x.ndim) if axis is None else axis
+    refuse_free_axes(x, tuple(rolled), "wraps it at its declared size")
     if axis is None:
         flat = _roll_axis(apply(x, "reshape", shape=(-1,)), shift[0], 0) if x.ndim else x
         return apply(flat, "reshape", shape=x.shape) if x.ndim != 1 else flat
@@ -168,14 +194,33 @@ def _tri_mask(n: int, m: int, diagonal: int, upper: bool) -> np.ndarray:
     return cols - rows >= diagonal if upper else cols - rows <= diagonal
 
 
+def _run_time_offsets(x: Tensor) -> Tensor:
+    """``col - row`` for every position of ``x``'s last two axes, counted when the graph
+    runs (so a free axis there may have any size): int32, broadcast against ``x``."""
+    one = x.graph.constant(1, "int32")
+    rows = apply(one, "broadcast_like", axis_slice(x, x.ndim - 1, slice(0, 1)))
+    cols = apply(one, "broadcast_like", axis_slice(x, x.ndim - 2, slice(0, 1)))
+    rows = apply(rows, "cumsum", axis=x.ndim - 2, reverse=False)
+    cols = apply(cols, "cumsum", axis=x.ndim - 1, reverse=False)
+    return cols - rows
+
+
+def _tri(x: Tensor, diagonal: int, upper: bool) -> Tensor:
+    free = free_axes_of(x.node)
+    if free is not None and not free & {x.ndim - 2, x.ndim - 1}:  # a constant mask
+        n, m = x.shape[-2:]
+        return where_const(_tri_mask(n, m, diagonal, upper=upper), x, 0)
+    offsets = _run_time_offsets(x)
+    keep = offsets >= diagonal if upper else offsets <= diagonal
+    return x.graph.apply("where", (keep, x, x.graph.constant(0, x.dtype)), {})
+
+
 def _expand_tril(x: Tensor, diagonal: int) -> Tensor:
-    n, m = x.shape[-2:]
-    return where_const(_tri_mask(n, m, diagonal, upper=False), x, 0)
+    return _tri(x, diagonal, upper=False)
 
 
 def _expand_triu(x: Tensor, diagonal: int) -> Tensor:
-    n, m = x.shape[-2:]
-    return where_const(_tri_mask(n, m, diagonal, upper=True), x, 0)
+    return _tri(x, diagonal, upper=True)
 
 
 # -- diagonal ----------------------------------------------------------------------------
@@ -207,6 +252,9 @@ def _diagonal(x: np.ndarray, offset: int, axis1: int, axis2: int) -> np.ndarray:
 def _expand_diagonal(x: Tensor, offset: int, axis1: int, axis2: int) -> Tensor:
     attrs = {"offset": offset, "axis1": axis1, "axis2": axis2}
     a1, a2, off, length = _diag_parts(x.shape, attrs)
+    free = free_axes_of(x.node)
+    if free is not None and len(free & {a1, a2}) == 1:
+        return _diagonal_along_free(x, a1, a2, off, free)
     x = fixed_axes(x, (a1, a2))  # the flat positions below are for the declared sizes
     rest = [i for i in range(x.ndim) if i not in (a1, a2)]
     perm = (*rest, a1, a2)
@@ -217,6 +265,30 @@ def _expand_diagonal(x: Tensor, offset: int, axis1: int, axis2: int) -> Tensor:
     start = off if off >= 0 else -off * m
     item = slice(0, 0) if length == 0 else slice(start, start + (length - 1) * (m + 1) + 1, m + 1)
     return axis_slice(flat, flat.ndim - 1, item)
+
+
+def _diagonal_along_free(x: Tensor, a1: int, a2: int, off: int, free: frozenset[int]) -> Tensor:
+    """The diagonal when one of its axes is free: the elements off the diagonal masked
+    to zero and summed away along the fixed axis, then the free axis cut to the
+    diagonal's positions (slice bounds past the fed size are clipped, as numpy's)."""
+    rest = [i for i in range(x.ndim) if i not in (a1, a2)]
+    perm = (*rest, a1, a2)
+    if perm != tuple(range(x.ndim)):
+        x = apply(x, "transpose", axes=perm)
+    n, m = x.shape[-2:]
+    dtype = x.dtype
+    if dtype == "bool":
+        x = apply(x, "cast", dtype="int32")
+    on = _run_time_offsets(x) == off
+    picked = x.graph.apply("where", (on, x, x.graph.constant(0, x.dtype)), {})
+    if a1 in free:  # rows free: sum the columns, keep row i = x[i, i + off]
+        line = picked.sum(axis=-1)
+        item = slice(0, max(m - off, 0)) if off >= 0 else slice(-off, m - off)
+    else:  # columns free: sum the rows, keep column j = x[j - off, j]
+        line = picked.sum(axis=-2)
+        item = slice(off, off + n) if off >= 0 else slice(0, max(n + off, 0))
+    line = axis_slice(line, line.ndim - 1, item)
+    return line if line.dtype == dtype else apply(line, "cast", dtype=dtype)
 
 
 # -- unfold (torch Tensor.unfold) -------------------------------------------------------------
@@ -241,6 +313,16 @@ def _unfold(x: np.ndarray, axis: int, size: int, step: int) -> np.ndarray:
 
 def _expand_unfold(x: Tensor, axis: int, size: int, step: int) -> Tensor:
     axis = normalize_axis(axis, x.ndim)
+    free = free_axes_of(x.node)
+    if size > 0 and free is not None and axis in free:  # windows of any fed size
+        parts = [axis_slice(x, axis, slice(k, k - size + 1)) for k in range(size - 1)]
+        # the last window's end, x[size-1], gathered: a fed size below `size` is an
+        # OutOfRangeError, not zero windows
+        zero = x.graph.constant(np.zeros(1, np.int64), "int64")
+        end = apply(axis_slice(x, axis, slice(size - 1, size)), "gather", zero, axis=axis)
+        parts.append(concat([end, axis_slice(x, axis, slice(size, None))], axis))
+        shifted = [apply(p, "expand_dims", axis=(x.ndim,)) for p in parts]
+        return axis_slice(concat(shifted, x.ndim), axis, slice(None, None, step))
     n = x.shape[axis]
     windows = (n - size) // step + 1
     idx = np.arange(windows)[:, None] * step + np.arange(size)[None, :]

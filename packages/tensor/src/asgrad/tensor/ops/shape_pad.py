@@ -23,6 +23,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ir.common import randn
+from asgrad.tensor.ir.free_sizes import free_axes_of
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, TensorType
 from asgrad.tensor.ops.shape_expand import axis_slice, gather_const, shape_expand_op
 
@@ -99,9 +100,41 @@ def source_positions(n: int, before: int, after: int, mode: str) -> np.ndarray:
     return np.clip(i, 0, n - 1)  # replicate; constant masks the outside
 
 
+def _take(x: Tensor, axis: int, item: slice, positions: Sequence[int]) -> Tensor:
+    """``x[..., item, ...]`` at ``positions`` along ``axis``: a gather, so a fed size too
+    small for a position is an ``OutOfRangeError``, never a shorter result."""
+    idx = x.graph.constant(np.asarray(positions, np.int64), "int64")
+    return x.graph.apply("gather", (axis_slice(x, axis, item), idx), {"axis": axis})
+
+
+def _pad_free_axis(x: Tensor, axis: int, before: int, after: int, mode: str) -> Tensor:
+    """``x`` padded along ``axis`` from slices counted from its ends, for any fed size."""
+    parts = []
+    if before and mode == "reflect":  # x[before], ..., x[1]
+        parts.append(_take(x, axis, slice(0, before + 1), range(before, 0, -1)))
+    elif before and mode == "replicate":
+        parts.append(_take(x, axis, slice(0, 1), [0] * before))
+    elif before:  # circular: the last `before` elements
+        parts.append(_take(x, axis, slice(-before, None), range(before)))
+    parts.append(x)
+    if after and mode == "reflect":  # x[n-2], ..., x[n-1-after]; x[n-1-after] must exist
+        mirrored = _take(x, axis, slice(-after - 1, None), range(after, -1, -1))
+        parts.append(axis_slice(mirrored, axis, slice(1, None)))
+    elif after and mode == "replicate":
+        parts.append(_take(x, axis, slice(-1, None), [0] * after))
+    elif after:  # circular: the first `after` elements
+        parts.append(_take(x, axis, slice(0, after), range(after)))
+    return x.graph.apply("concat", tuple(parts), {"axis": axis}) if len(parts) > 1 else x
+
+
 def _expand_pad(x: Tensor, pad: Pairs, mode: str, value: float) -> Tensor:
+    free = free_axes_of(x.node)
     for axis, (before, after) in enumerate(pad):
         n = x.shape[axis]
+        growing = mode != "constant" and min(before, after) >= 0 and max(before, after) > 0
+        if growing and (free is None or axis in free):  # polymorphic in the axis' size
+            x = _pad_free_axis(x, axis, before, after, mode)
+            continue
         if (before < 0 or after < 0) and (mode == "circular" or max(before, after) <= 0):
             x = axis_slice(x, axis, slice(max(-before, 0), n - max(-after, 0)))
             n, before, after = x.shape[axis], max(before, 0), max(after, 0)

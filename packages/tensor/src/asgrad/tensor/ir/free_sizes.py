@@ -1,0 +1,98 @@
+"""Which axes of a value follow the free axes of the graph's inputs.
+
+An input's free axes (``g.input(..., free=...)``) may be fed at any size. A value's
+axis *follows* a free axis when its size changes with the fed size. Ops that build
+index tables or masks for the declared size of an axis ask here at build time, so
+that they can build a size-polymorphic form, or refuse the free axis naming the op,
+the axis and the user's line, instead of failing (or not) depending on the size fed.
+
+The answer comes from the shape rules themselves: every node the value depends on is
+re-inferred with each free axis one larger than declared, and the axes whose size
+changed are the free ones. When the rules refuse that size (a graph that runs only
+at its declared sizes) the answer is ``None``: unknown.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import TYPE_CHECKING
+
+from asgrad.tensor.errors import AsgradError
+from asgrad.tensor.ir.passes import topological_order
+from asgrad.tensor.ir.registry import TensorType, get_op
+
+if TYPE_CHECKING:
+    from asgrad.tensor.ir.graph import Graph, Node
+
+__all__ = ["free_axes_of", "free_reshape_target"]
+
+# Per graph: each node's type at the probe sizes (None: the rules refuse them).
+_PROBES: weakref.WeakKeyDictionary[Graph, dict[int, TensorType | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _probe_type(node: Node) -> TensorType | None:
+    """``node``'s type with every free input axis one larger than declared."""
+    known = _PROBES.setdefault(node.graph, {})
+    if node.id in known:
+        return known[node.id]
+    for n in topological_order([node]):
+        if n.id in known:
+            continue
+        probe: TensorType | None
+        if n.op == "input":
+            free = n.attrs.get("free", ())
+            shape = tuple(d + 1 if a in free else d for a, d in enumerate(n.shape))
+            probe = TensorType(shape, n.dtype)
+        elif not n.inputs:
+            probe = n.type
+        else:
+            ins = [_PROBES.get(i.graph, {}).get(i.id) for i in n.inputs]
+            probe = None
+            if all(t is not None for t in ins):
+                try:
+                    probe = get_op(n.op).infer(ins, n.attrs)  # type: ignore[arg-type]
+                except (AsgradError, KeyError, TypeError, ValueError):
+                    probe = None  # the rules hold at the declared sizes only
+        _PROBES.setdefault(n.graph, {})[n.id] = probe
+    return known.get(node.id)
+
+
+def free_axes_of(node: Node) -> frozenset[int] | None:
+    """The axes of ``node``'s value whose size follows a free input axis (``None``:
+    unknown, because the shape rules refuse other sizes)."""
+    probe = _probe_type(node)
+    if probe is None or len(probe.shape) != len(node.shape):
+        return None
+    return frozenset(
+        a for a, (d, p) in enumerate(zip(node.shape, probe.shape, strict=True)) if d != p
+    )
+
+
+def free_reshape_target(node: Node, target: tuple[int, ...]) -> tuple[int, ...]:
+    """``target`` with ``-1`` on the axis that holds ``node``'s one free axis whole, so
+    that a reshape written with the declared sizes follows the size fed.
+
+    The free axis ``i`` of a shape ``s`` lies whole inside target axis ``j`` when the
+    target's axes before ``j`` divide ``s[:i]`` and those after ``j`` divide ``s[i+1:]``
+    (``(L, B, E) -> (L, B * H, E / H)``). Unchanged when there is no such axis, more
+    than one, several free axes, or a ``-1`` already.
+    """
+    free = free_axes_of(node)
+    shape = node.shape
+    if not free or len(free) != 1 or -1 in target or math.prod(target) != math.prod(shape):
+        return target
+    (i,) = free
+    before, after = math.prod(shape[:i]), math.prod(shape[i + 1 :])
+    if before * after * shape[i] == 0:
+        return target
+    fits = [
+        j
+        for j in range(len(target))
+        if before % math.prod(target[:j]) == 0 and after % math.prod(target[j + 1 :]) == 0
+    ]
+    if len(fits) != 1:
+        return target
+    return tuple(-1 if j == fits[0] else d for j, d in enumerate(target))
