@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from asgrad.onnx.errors import OnnxImportError
-from asgrad.tensor import Graph, Tensor
+from asgrad.onnx.errors import OnnxConstantRequiredError, OnnxImportError
+from asgrad.tensor import Graph, Node, Tensor
 
 __all__ = ["ImportContext", "Importer", "Static", "Value"]
 
@@ -62,6 +62,14 @@ class ImportContext:
             return np.asarray(node.attrs["value"])
         if node.op == "parameter":  # an initializer read as a setting (Clip's bounds)
             return np.asarray(node.attrs["variable"].value)
+        sources = _graph_inputs(node)
+        if sources:
+            given = ", ".join(f"{n!r}: ..." for n in sources)
+            raise OnnxConstantRequiredError(
+                f"{what} must be known when the model is loaded; it comes from the model"
+                f" input(s) {list(sources)}: give their values as load(..., constants={{{given}}})",
+                inputs=sources,
+            )
         raise OnnxImportError(
             f"{what} must be known when the model is loaded (a constant or an initializer);"
             f" here it is computed by a {node.op} node"
@@ -70,6 +78,22 @@ class ImportContext:
     def statics(self, values: list[Value]) -> bool:
         """Whether every one of ``values`` is known at load time."""
         return all(isinstance(v, Static) for v in values)
+
+
+def _graph_inputs(node: Node) -> tuple[str, ...]:
+    """The names of the graph inputs ``node`` is computed from, in graph order."""
+    seen: set[int] = set()
+    found: dict[int, str] = {}
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.op == "input":
+            found[n.id] = n.name
+        stack.extend(n.inputs)
+    return tuple(found[k] for k in sorted(found))
 
 
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:

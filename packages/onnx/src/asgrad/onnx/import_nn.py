@@ -123,7 +123,11 @@ def _global_pool(op: str) -> Importer:
 
 def _flatten(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
     x = ctx.tensor(xs[0])
-    axis = int(attributes(node).get("axis", 1)) % (len(x.shape) + 1)
+    rank = len(x.shape)
+    axis = int(attributes(node).get("axis", 1))
+    if not -rank <= axis <= rank:
+        raise OnnxImportError(f"Flatten's axis {axis} is outside [-{rank}, {rank}]")
+    axis = axis + rank if axis < 0 else axis
     inner = 1
     for d in x.shape[axis:]:
         inner *= d

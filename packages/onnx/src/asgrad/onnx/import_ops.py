@@ -85,9 +85,25 @@ def _identity(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list
 
 
 def _dropout(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """The inference form (an identity, the mask all true); training mode with a
+    ratio above 0 draws ONNX Runtime's random mask, which asgrad cannot reproduce."""
+    a = attributes(node)
+    ratio = float(a.get("ratio", 0.5))
+    if len(xs) > 1 and node.input[1]:
+        ratio = float(ctx.static(xs[1], "Dropout's ratio"))
+    training = bool(a.get("training_mode", 0)) if ctx.opset < 12 else False
+    if len(xs) > 2 and node.input[2]:
+        training = bool(ctx.static(xs[2], "Dropout's training_mode"))
+    if training and ratio > 0.0:
+        raise OnnxImportError(
+            f"Dropout in training mode (ratio {ratio}) draws a random mask that asgrad"
+            " cannot reproduce; export the model in eval mode (training_mode false)"
+        )
+    x = ctx.tensor(xs[0])
+    outs: list[Value] = [x]
     if len(node.output) > 1 and node.output[1]:
-        raise OnnxImportError("Dropout's mask output is not supported (inference only)")
-    return [xs[0]]
+        outs.append(Static(np.ones(x.shape, dtype=bool)))
+    return outs
 
 
 def _cast(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -269,9 +285,16 @@ def _gather(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[V
         return [Static(np.take(data.value, idx, axis=axis), np.take(data.mask(), idx, axis=axis))]
     x = ctx.tensor(data)
     axis %= len(x.shape)
-    if isinstance(indices, Static):  # ONNX counts negative indices from the end
-        indices = Static(np.where(indices.value < 0, indices.value + x.shape[axis], indices.value))
-    return [ctx.graph.apply("gather", [x, ctx.tensor(indices)], {"axis": axis})]
+    return [ctx.graph.apply("gather", [x, _wrapped(ctx, indices, x.shape[axis])], {"axis": axis})]
+
+
+def _wrapped(ctx: ImportContext, indices: Value, size: int) -> Tensor:
+    """``indices`` with ONNX's negative entries (counted from the end) made positive."""
+    if isinstance(indices, Static):
+        return ctx.tensor(Static(np.where(indices.value < 0, indices.value + size, indices.value)))
+    zero = ctx.graph.constant(0, dtype=indices.dtype)
+    shifted = indices + ctx.graph.constant(size, dtype=indices.dtype)
+    return ctx.graph.apply("where", [indices < zero, shifted, indices], {})
 
 
 def _bound(value: int) -> int | None:
