@@ -18,7 +18,19 @@ __all__ = ["NN_IMPORTERS"]
 
 
 def _matmul(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-    return [ctx.graph.apply("matmul", [ctx.tensor(xs[0]), ctx.tensor(xs[1])], {})]
+    """numpy's matmul: a 1-D operand gains an axis for the product, then loses it."""
+    a, b = ctx.tensor(xs[0]), ctx.tensor(xs[1])
+    a_vector, b_vector = len(a.shape) == 1, len(b.shape) == 1
+    if a_vector:
+        a = a.expand_dims(0)
+    if b_vector:
+        b = b.expand_dims(-1)
+    y = ctx.graph.apply("matmul", [a, b], {})
+    if b_vector:
+        y = y.squeeze(-1)
+    if a_vector:
+        y = y.squeeze(-2 if len(y.shape) > 1 else -1)
+    return [y]
 
 
 def _gemm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -152,15 +164,32 @@ def _softmax(op: str) -> Importer:
 
 
 def _layer_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """asgrad's ``layer_norm``; the optional mean and inverse standard deviation
+    outputs are computed beside it (over the normalised axes, kept as size 1)."""
     a = attributes(node)
     x = ctx.tensor(xs[0])
-    axis = int(a.get("axis", -1)) % len(x.shape)
+    rank = len(x.shape)
+    axis = int(a.get("axis", -1)) % rank
     scale = ctx.tensor(xs[1])
-    bias = ctx.tensor(xs[2]) if len(xs) > 2 and node.input[2] else scale * 0.0
+    eps = float(a.get("epsilon", 1e-5))
+    normalized = tuple(x.shape[axis:])
+    if tuple(scale.shape) != normalized:
+        scale = scale.broadcast_to(normalized)
+    if len(xs) > 2 and node.input[2]:
+        bias = ctx.tensor(xs[2])
+        if tuple(bias.shape) != normalized:
+            bias = bias.broadcast_to(normalized)
+    else:
+        bias = scale * 0.0
+    attrs = {"normalized_shape": normalized, "eps": eps}
+    outs: list[Value] = [ctx.graph.apply("layer_norm", [x, scale, bias], attrs)]
     if len(node.output) > 1 and any(node.output[1:]):
-        raise OnnxImportError("LayerNormalization's mean and inverse std outputs are not supported")
-    attrs = {"normalized_shape": tuple(x.shape[axis:]), "eps": float(a.get("epsilon", 1e-5))}
-    return [ctx.graph.apply("layer_norm", [x, scale, bias], attrs)]
+        axes = tuple(range(axis, rank))
+        mean = x.mean(axes, keepdims=True)
+        centred = x - mean
+        variance = (centred * centred).mean(axes, keepdims=True)
+        outs += [mean, (variance + eps).sqrt().__rtruediv__(1.0)]
+    return outs
 
 
 def _batch_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -178,31 +207,51 @@ def _batch_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> li
     return [y * per_channel(scale) + per_channel(bias)]
 
 
-def _reduce(op: str) -> Importer:
+def _reduce_axes(
+    ctx: ImportContext, node: onnx.NodeProto, xs: list[Value], rank: int
+) -> tuple[int, ...] | None:
+    """The axes a Reduce* node reduces (None: none, an identity)."""
+    a = attributes(node)
+    if len(xs) > 1 and node.input[1]:
+        raw = [int(v) for v in ctx.static(xs[1], f"{node.op_type}'s axes").reshape(-1)]
+    else:
+        raw = [int(v) for v in a.get("axes", [])]
+    if not raw and a.get("noop_with_empty_axes", 0):
+        return None
+    for v in raw:
+        if not -rank <= v < max(rank, 1):
+            raise OnnxImportError(f"{node.op_type}'s axis {v} is outside a rank-{rank} input")
+    return tuple(sorted(v % rank for v in raw)) if raw else tuple(range(rank))
+
+
+def _reduce(op: str, before: str = "", after: str = "") -> Importer:
+    """``op`` over the node's axes, ``before`` applied to the input first (``abs``,
+    ``square``, ``exp``) and ``after`` to the result (``sqrt``, ``log``); the result
+    keeps the input's dtype (an integer sum would widen to int64)."""
+
     def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-        a = attributes(node)
         x = ctx.tensor(xs[0])
-        rank = len(x.shape)
-        if len(xs) > 1 and node.input[1]:
-            raw = [int(v) for v in ctx.static(xs[1], f"{node.op_type}'s axes").reshape(-1)]
+        axes = _reduce_axes(ctx, node, xs, len(x.shape))
+        keep = bool(attributes(node).get("keepdims", 1))
+        if before == "abs":
+            x = x.abs()
+        elif before == "square":
+            x = x * x
+        if axes is None:
+            y = x
+        elif op == "logsumexp":
+            y = x.logsumexp(axes, keepdims=keep)
+        elif op == "prod":
+            y = x.prod(axes, keepdims=keep)
         else:
-            raw = list(a.get("axes", []))
-        if not raw and a.get("noop_with_empty_axes", 0):
-            return [x]
-        axes = tuple(sorted(int(v) % rank for v in raw)) if raw else tuple(range(rank))
-        keep = bool(a.get("keepdims", 1))
-        return [ctx.graph.apply(op, [x], {"axis": axes, "keepdims": keep})]
+            y = ctx.graph.apply(op, [x], {"axis": axes, "keepdims": keep})
+        if after == "sqrt":
+            y = y.sqrt()
+        elif after == "log":
+            y = y.log()
+        return [y if y.dtype == x.dtype else y.cast(x.dtype)]
 
     return imp
-
-
-def _argmax(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-    a = attributes(node)
-    if a.get("select_last_index", 0):
-        raise OnnxImportError("ArgMax with select_last_index=1 is not supported")
-    x = ctx.tensor(xs[0])
-    axis = int(a.get("axis", 0)) % len(x.shape)
-    return [ctx.graph.apply("argmax", [x], {"axis": axis, "keepdims": bool(a.get("keepdims", 1))})]
 
 
 NN_IMPORTERS: dict[str, Importer] = {
@@ -223,5 +272,10 @@ NN_IMPORTERS: dict[str, Importer] = {
     "ReduceMean": _reduce("mean"),
     "ReduceMax": _reduce("max"),
     "ReduceMin": _reduce("min"),
-    "ArgMax": _argmax,
+    "ReduceProd": _reduce("prod"),
+    "ReduceL1": _reduce("sum", before="abs"),
+    "ReduceL2": _reduce("sum", before="square", after="sqrt"),
+    "ReduceSumSquare": _reduce("sum", before="square"),
+    "ReduceLogSum": _reduce("sum", after="log"),
+    "ReduceLogSumExp": _reduce("logsumexp"),
 }

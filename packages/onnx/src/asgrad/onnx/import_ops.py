@@ -19,6 +19,8 @@ from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_composite import COMPOSITE_IMPORTERS
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
+from asgrad.onnx.import_index import INDEX_IMPORTERS
+from asgrad.onnx.import_math import MATH_IMPORTERS
 from asgrad.onnx.import_nn import NN_IMPORTERS
 from asgrad.tensor import Tensor
 
@@ -73,11 +75,6 @@ def _pow(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Valu
     if exponent.dtype != base.dtype:  # ONNX allows a float base with an int exponent
         exponent = ctx.graph.apply("cast", [exponent], {"dtype": base.dtype})
     return [ctx.graph.apply("pow", [base, exponent], {})]
-
-
-def _not(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-    x = ctx.tensor(xs[0])
-    return [ctx.graph.apply("equal", [x, ctx.graph.constant(False, dtype="bool")], {})]
 
 
 def _identity(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -346,14 +343,12 @@ IMPORTERS: dict[str, Importer] = {
     "Add": _binary("add", np.add),
     "Sub": _binary("sub", np.subtract),
     "Mul": _binary("mul", np.multiply),
-    "Div": _binary("div", lambda a, b: a // b if a.dtype.kind in "iu" else a / b),
     "Pow": _pow,
     "Equal": _compare("equal", np.equal),
     "Greater": _compare("greater", np.greater),
     "GreaterOrEqual": _compare("greater_equal", np.greater_equal),
     "Less": _compare("less", np.less),
     "LessOrEqual": _compare("less_equal", np.less_equal),
-    "Not": _not,
     "Max": _variadic("maximum"),
     "Min": _variadic("minimum"),
     "Sum": _variadic("add"),
@@ -380,5 +375,7 @@ IMPORTERS: dict[str, Importer] = {
     "Slice": _slice,
     **NN_IMPORTERS,
     **COMPOSITE_IMPORTERS,
+    **MATH_IMPORTERS,
+    **INDEX_IMPORTERS,
 }
 """The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""
