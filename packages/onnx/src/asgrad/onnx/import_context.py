@@ -16,8 +16,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from asgrad.onnx.errors import OnnxConstantRequiredError, OnnxImportError
-from asgrad.tensor import Graph, Node, Tensor
+from asgrad.onnx.errors import OnnxConstantRequiredError
+from asgrad.tensor import Graph, Node, Tensor, evaluate
 
 __all__ = ["ImportContext", "Importer", "Static", "Value"]
 
@@ -54,7 +54,9 @@ class ImportContext:
         return self.graph.constant(array, dtype=array.dtype.name)
 
     def static(self, value: Value, what: str) -> np.ndarray:
-        """The value of ``value`` now; raises if it is only known when the graph runs."""
+        """The value of ``value`` now: a :class:`Static`, or a tensor computed from
+        constants and initializers only (evaluated here); raises
+        :class:`OnnxConstantRequiredError` naming the model inputs it comes from."""
         if isinstance(value, Static):
             return np.asarray(value.value)
         node = value.node
@@ -63,16 +65,13 @@ class ImportContext:
         if node.op == "parameter":  # an initializer read as a setting (Clip's bounds)
             return np.asarray(node.attrs["variable"].value)
         sources = _graph_inputs(node)
-        if sources:
-            given = ", ".join(f"{n!r}: ..." for n in sources)
-            raise OnnxConstantRequiredError(
-                f"{what} must be known when the model is loaded; it comes from the model"
-                f" input(s) {list(sources)}: give their values as load(..., constants={{{given}}})",
-                inputs=sources,
-            )
-        raise OnnxImportError(
-            f"{what} must be known when the model is loaded (a constant or an initializer);"
-            f" here it is computed by a {node.op} node"
+        if not sources:  # computed from constants and initializers only: fold it now
+            return np.asarray(evaluate([value])[0])
+        given = ", ".join(f"{n!r}: ..." for n in sources)
+        raise OnnxConstantRequiredError(
+            f"{what} must be known when the model is loaded; it comes from the model"
+            f" input(s) {list(sources)}: give their values as load(..., constants={{{given}}})",
+            inputs=sources,
         )
 
     def statics(self, values: list[Value]) -> bool:

@@ -170,6 +170,7 @@ def _pad(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Valu
 INDEX_IMPORTERS: dict[str, Importer] = {
     "GatherElements": _gather_elements,
     "ScatterElements": _scatter_elements,
+    "Scatter": _scatter_elements,  # deprecated since opset 11: ScatterElements
     "TopK": _top_k,
     "CumSum": _cumsum,
     "Trilu": _trilu,

@@ -86,8 +86,12 @@ def _mod(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Valu
         fn = np.fmod if fmod else np.remainder
         return [Static(np.asarray(fn(a.value, b.value)))]
     ta, tb = ctx.tensor(a), ctx.tensor(b)
-    if not fmod and ta.dtype in ("float32", "float64"):
-        raise OnnxImportError("Mod with fmod=0 is for integers; ONNX requires fmod=1 on floats")
+    if ta.dtype in ("float32", "float64"):
+        if not fmod:
+            raise OnnxImportError("Mod with fmod=0 is for integers; ONNX requires fmod=1 on floats")
+        # C's fmod: a - trunc(a / b) b, and a itself when b is infinite and a is not
+        r = ta - (ta / tb).trunc() * tb
+        return [where(tb.isinf().logical_and(ta.isfinite()), ta, r)]
     r = remainder(ta, tb)
     if not fmod:
         return [r]

@@ -22,6 +22,7 @@ from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, a
 from asgrad.onnx.import_index import INDEX_IMPORTERS
 from asgrad.onnx.import_math import MATH_IMPORTERS
 from asgrad.onnx.import_nn import NN_IMPORTERS
+from asgrad.onnx.import_norms import NORM_IMPORTERS
 from asgrad.tensor import Tensor
 
 __all__ = ["IMPORTERS", "ImportContext", "Static", "Value"]
@@ -128,7 +129,12 @@ def _clip(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Val
         lo = float(ctx.static(xs[1], "Clip's min"))
     if len(xs) > 2 and node.input[2]:
         hi = float(ctx.static(xs[2], "Clip's max"))
-    return [ctx.graph.apply("clamp", [ctx.tensor(xs[0])], {"min": lo, "max": hi})]
+    x = ctx.tensor(xs[0])
+    if lo is None and hi is None:
+        return [x]
+    if lo is not None and hi is not None and lo > hi:  # ONNX: every value becomes max
+        return [x.maximum(lo).minimum(hi)]
+    return [ctx.graph.apply("clamp", [x], {"min": lo, "max": hi})]
 
 
 def _alpha(op: str, default: float) -> Importer:
@@ -377,5 +383,6 @@ IMPORTERS: dict[str, Importer] = {
     **COMPOSITE_IMPORTERS,
     **MATH_IMPORTERS,
     **INDEX_IMPORTERS,
+    **NORM_IMPORTERS,
 }
 """The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""

@@ -1,0 +1,190 @@
+"""ONNX's other normalisations, depth/space rearrangements and generated tensors, each
+composed from asgrad ops (its gradient follows from the parts).
+
+``RMSNormalization``, ``LpNormalization``, ``InstanceNormalization``,
+``GroupNormalization`` and ``MeanVarianceNormalization`` reduce with asgrad's means
+and sums; ``DepthToSpace`` and ``SpaceToDepth`` are a reshape, a transpose and a
+reshape; ``EyeLike`` is a constant; ``OneHot`` compares indices with a range;
+``CumProd`` reverses and shifts asgrad's ``cumprod``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from asgrad.onnx.builder import ONNX_TO_DTYPE
+from asgrad.onnx.errors import OnnxImportError
+from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
+from asgrad.tensor import Tensor, concat, where
+
+__all__ = ["NORM_IMPORTERS"]
+
+
+def _moments(x: Tensor, axes: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """Mean and population variance over ``axes``, kept as size-1 axes."""
+    mean = x.mean(axes, keepdims=True)
+    centred = x - mean
+    return mean, (centred * centred).mean(axes, keepdims=True)
+
+
+def _rms_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape)
+    axes = tuple(range(int(a.get("axis", -1)) % rank, rank))
+    eps = float(a.get("epsilon", 1e-5))
+    y = x / ((x * x).mean(axes, keepdims=True) + eps).sqrt()
+    return [y * ctx.tensor(xs[1])]
+
+
+def _lp_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    axis = int(a.get("axis", -1)) % len(x.shape)
+    p = int(a.get("p", 2))
+    if p == 1:
+        norm = x.abs().sum(axis, keepdims=True)
+    elif p == 2:
+        norm = (x * x).sum(axis, keepdims=True).sqrt()
+    else:
+        raise OnnxImportError(f"LpNormalization with p={p}; ONNX allows 1 or 2")
+    zero = ctx.graph.constant(0, dtype=x.dtype)
+    safe = where(norm == zero, ctx.graph.constant(1, dtype=x.dtype), norm)
+    return [where(norm == zero, zero, x / safe)]
+
+
+def _per_channel(t: Tensor, rank: int) -> Tensor:
+    return t.reshape((-1, *([1] * (rank - 2))))
+
+
+def _instance_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape)
+    eps = float(attributes(node).get("epsilon", 1e-5))
+    mean, var = _moments(x, tuple(range(2, rank)))
+    y = (x - mean) / (var + eps).sqrt()
+    scale, bias = ctx.tensor(xs[1]), ctx.tensor(xs[2])
+    return [y * _per_channel(scale, rank) + _per_channel(bias, rank)]
+
+
+def _group_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape)
+    n, c = x.shape[0], x.shape[1]
+    groups = int(a["num_groups"])
+    if c % groups:
+        raise OnnxImportError(f"GroupNormalization: {c} channels do not split in {groups} groups")
+    eps = float(a.get("epsilon", 1e-5))
+    grouped = x.reshape((n, groups, -1))
+    mean, var = _moments(grouped, (2,))
+    y = ((grouped - mean) / (var + eps).sqrt()).reshape(x.shape)
+    scale, bias = ctx.tensor(xs[1]), ctx.tensor(xs[2])
+    if scale.shape[0] != c:  # opset 18: one scale and bias per group
+        per = c // groups
+        scale = scale.reshape((groups, 1)).broadcast_to((groups, per)).reshape((c,))
+        bias = bias.reshape((groups, 1)).broadcast_to((groups, per)).reshape((c,))
+    return [y * _per_channel(scale, rank) + _per_channel(bias, rank)]
+
+
+def _mean_variance_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape)
+    axes = tuple(int(v) % rank for v in attributes(node).get("axes", [0, 2, 3]))
+    mean, var = _moments(x, axes)
+    return [(x - mean) / (var.sqrt() + 1e-9)]
+
+
+def _depth_to_space(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    if len(x.shape) != 4:
+        raise OnnxImportError(f"DepthToSpace on a rank-{len(x.shape)} input; ONNX needs NCHW")
+    n, c, h, w = x.shape
+    b = int(a["blocksize"])
+    if a.get("mode", "DCR") == "DCR":
+        y = x.reshape((n, b, b, c // (b * b), h, w)).transpose((0, 3, 4, 1, 5, 2))
+    else:  # CRD
+        y = x.reshape((n, c // (b * b), b, b, h, w)).transpose((0, 1, 4, 2, 5, 3))
+    return [y.reshape((n, c // (b * b), h * b, w * b))]
+
+
+def _space_to_depth(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    x = ctx.tensor(xs[0])
+    if len(x.shape) != 4:
+        raise OnnxImportError(f"SpaceToDepth on a rank-{len(x.shape)} input; ONNX needs NCHW")
+    n, c, h, w = x.shape
+    a = attributes(node)
+    b = int(a["blocksize"])
+    perm = (0, 3, 5, 1, 2, 4) if a.get("mode", "DCR") == "DCR" else (0, 1, 3, 5, 2, 4)
+    y = x.reshape((n, c, h // b, b, w // b, b)).transpose(perm)
+    return [y.reshape((n, c * b * b, h // b, w // b))]
+
+
+def _eye_like(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    x = xs[0]
+    shape = x.value.shape if isinstance(x, Static) else x.shape
+    dtype = x.value.dtype.name if isinstance(x, Static) else x.dtype
+    if "dtype" in a:
+        if a["dtype"] not in ONNX_TO_DTYPE:
+            raise OnnxImportError(f"EyeLike to ONNX type {a['dtype']}, which asgrad does not have")
+        dtype = ONNX_TO_DTYPE[a["dtype"]]
+    if len(shape) != 2:
+        raise OnnxImportError(f"EyeLike of a rank-{len(shape)} input; ONNX needs rank 2")
+    return [Static(np.eye(shape[0], shape[1], k=int(a.get("k", 0)), dtype=dtype))]
+
+
+def _one_hot(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    indices = ctx.tensor(xs[0])
+    depth = int(ctx.static(xs[1], "OneHot's depth").reshape(-1)[0])
+    values = ctx.tensor(xs[2])
+    rank = len(indices.shape) + 1
+    axis = int(attributes(node).get("axis", -1))
+    if not -rank <= axis < rank:
+        raise OnnxImportError(f"OneHot's axis {axis} is outside a rank-{rank} output")
+    axis %= rank
+    if indices.dtype != "int64":
+        indices = indices.cast("int64")
+    zero = ctx.graph.constant(0, dtype="int64")
+    indices = where(indices < zero, indices + ctx.graph.constant(depth, dtype="int64"), indices)
+    classes = ctx.graph.constant(np.arange(depth, dtype=np.int64), dtype="int64")
+    hot = indices.expand_dims(-1) == classes
+    off, on = values[0], values[1]
+    y = where(hot, on, off)
+    return [y if axis == rank - 1 else y.movedim(rank - 1, axis)]
+
+
+def _cumprod(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape)
+    axis = int(ctx.static(xs[1], "CumProd's axis").reshape(-1)[0]) % rank
+    reverse = bool(a.get("reverse", 0))
+    source = x.flip(axis) if reverse else x
+    if a.get("exclusive", 0):  # the product of the entries before: shift in a one
+        shape = list(x.shape)
+        shape[axis] = 1
+        ones = ctx.graph.constant(np.ones(shape, dtype=x.dtype), dtype=x.dtype)
+        before = (slice(None),) * axis
+        source = concat([ones, source[(*before, slice(0, x.shape[axis] - 1))]], axis)
+    y = source.cumprod(axis)
+    if y.dtype != x.dtype:
+        y = y.cast(x.dtype)
+    return [y.flip(axis) if reverse else y]
+
+
+NORM_IMPORTERS: dict[str, Importer] = {
+    "RMSNormalization": _rms_norm,
+    "LpNormalization": _lp_norm,
+    "InstanceNormalization": _instance_norm,
+    "GroupNormalization": _group_norm,
+    "MeanVarianceNormalization": _mean_variance_norm,
+    "DepthToSpace": _depth_to_space,
+    "SpaceToDepth": _space_to_depth,
+    "EyeLike": _eye_like,
+    "OneHot": _one_hot,
+    "CumProd": _cumprod,
+}
+"""The importers of this module, by ONNX op type."""
