@@ -23,6 +23,7 @@ from asgrad.onnx.import_index import INDEX_IMPORTERS
 from asgrad.onnx.import_math import MATH_IMPORTERS
 from asgrad.onnx.import_nn import NN_IMPORTERS
 from asgrad.onnx.import_norms import NORM_IMPORTERS
+from asgrad.onnx.import_recurrent import RECURRENT_IMPORTERS
 from asgrad.onnx.import_resize import RESIZE_IMPORTERS
 from asgrad.tensor import Tensor
 
@@ -386,5 +387,6 @@ IMPORTERS: dict[str, Importer] = {
     **INDEX_IMPORTERS,
     **NORM_IMPORTERS,
     **RESIZE_IMPORTERS,
+    **RECURRENT_IMPORTERS,
 }
 """The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""
