@@ -8,7 +8,7 @@ axis, so that a ``Reshape`` keeps that entry ``-1`` instead of the declared size
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from onnx import helper
 from asgrad.onnx.errors import OnnxConstantRequiredError
 from asgrad.tensor import Graph, Node, Tensor, evaluate
 
-__all__ = ["ImportContext", "Importer", "Static", "Value"]
+__all__ = ["ImportContext", "Importer", "RunNodes", "Static", "Value"]
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,18 @@ Value = Tensor | Static
 
 
 class ImportContext:
-    """The graph the importers append to, and the model's opset."""
+    """The graph the importers append to, the model's opset, and ``run``, which
+    builds a list of nodes (a loop body's) into a context's graph."""
 
-    def __init__(self, graph: Graph, opset: int) -> None:
+    def __init__(self, graph: Graph, opset: int, run: RunNodes) -> None:
         self.graph = graph
         self.opset = opset
+        self.run = run
+        self.env: MutableMapping[str, Value] = {}  # the values by name, set by ``run``
+
+    def within(self, graph: Graph) -> ImportContext:
+        """A context appending to ``graph`` (a loop body's) instead."""
+        return ImportContext(graph, self.opset, self.run)
 
     def tensor(self, value: Value) -> Tensor:
         """``value`` as a graph tensor (a :class:`Static` becomes a constant)."""
@@ -105,3 +112,4 @@ def attributes(node: onnx.NodeProto) -> dict[str, Any]:
 
 
 Importer = Callable[[ImportContext, onnx.NodeProto, list[Value]], list[Value]]
+RunNodes = Callable[[ImportContext, Sequence[onnx.NodeProto], MutableMapping[str, Value]], None]

@@ -19,6 +19,7 @@ from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_composite import COMPOSITE_IMPORTERS
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
+from asgrad.onnx.import_control import CONTROL_IMPORTERS
 from asgrad.onnx.import_index import INDEX_IMPORTERS
 from asgrad.onnx.import_math import MATH_IMPORTERS
 from asgrad.onnx.import_nn import NN_IMPORTERS
@@ -388,5 +389,6 @@ IMPORTERS: dict[str, Importer] = {
     **NORM_IMPORTERS,
     **RESIZE_IMPORTERS,
     **RECURRENT_IMPORTERS,
+    **CONTROL_IMPORTERS,
 }
 """The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -124,29 +124,14 @@ class OnnxModel:
         return self._trace(next(iter(inputs.values())).graph, inputs)
 
     def _trace(self, graph: Graph, inputs: Mapping[str, Tensor]) -> dict[str, Tensor]:
-        ctx = ImportContext(graph, self.opset)
+        ctx = ImportContext(graph, self.opset, run_nodes)
         env: dict[str, Value] = {"": Static(np.zeros(0))}  # "" marks an omitted input
         env.update(inputs)
         for name, variable in self.variables.items():
             env[name] = graph.bind(variable)
         for name, array in self.constants.items():
             env[name] = Static(array)
-        for node in self.proto.graph.node:
-            args = [env[n] if n in env else _undefined(n, node) for n in node.input]
-            first = len(graph.nodes)
-            try:
-                results = IMPORTERS[node.op_type](ctx, node, args)
-            except OnnxImportError as exc:
-                raise exc.at_node(node.op_type, node.name or node.op_type) from None
-            except AsgradError as exc:  # an asgrad op refused the node's form
-                raise OnnxImportError(f"asgrad cannot build it: {exc}").at_node(
-                    node.op_type, node.name or node.op_type
-                ) from exc
-            for made in graph.nodes[first:]:  # errors name the ONNX node, not this file
-                made.location = f"ONNX node {node.name or node.op_type!r} ({node.op_type})"
-            for out, value in zip(node.output, results, strict=False):
-                if out:
-                    env[out] = value
+        run_nodes(ctx, self.proto.graph.node, env)
         return {name: ctx.tensor(env[name]) for name in self.output_names}
 
     def __repr__(self) -> str:
@@ -290,6 +275,31 @@ def _input_spec(
             free.append(axis)
             shape.append(int(dims.get(d.dim_param, 1)))
     return InputSpec(info.name, tuple(shape), ONNX_TO_DTYPE[t.elem_type], tuple(free))
+
+
+def run_nodes(
+    ctx: ImportContext, nodes: Sequence[onnx.NodeProto], env: MutableMapping[str, Value]
+) -> None:
+    """Build ``nodes`` in order into ``ctx.graph``, reading and writing values in
+    ``env`` (a loop body's env reads through to the enclosing graph's)."""
+    graph = ctx.graph
+    ctx.env = env
+    for node in nodes:
+        args = [env[n] if n in env else _undefined(n, node) for n in node.input]
+        first = len(graph.nodes)
+        try:
+            results = IMPORTERS[node.op_type](ctx, node, args)
+        except OnnxImportError as exc:
+            raise exc.at_node(node.op_type, node.name or node.op_type) from None
+        except AsgradError as exc:  # an asgrad op refused the node's form
+            raise OnnxImportError(f"asgrad cannot build it: {exc}").at_node(
+                node.op_type, node.name or node.op_type
+            ) from exc
+        for made in graph.nodes[first:]:  # errors name the ONNX node, not this file
+            made.location = f"ONNX node {node.name or node.op_type!r} ({node.op_type})"
+        for out, value in zip(node.output, results, strict=False):
+            if out:
+                env[out] = value
 
 
 def _undefined(name: str, node: onnx.NodeProto) -> Value:
