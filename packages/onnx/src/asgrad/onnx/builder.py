@@ -72,6 +72,24 @@ class OnnxBuilder:
         )
         return output
 
+    def ops(self, op_type: str, inputs: Sequence[str], count: int, **attrs: Any) -> list[str]:
+        """Append one ``op_type`` node with ``count`` outputs; their names."""
+        hint = self.node.name if self.node is not None else op_type.lower()
+        outputs = [self.fresh(hint) for _ in range(count)]
+        location = self.node.location if self.node is not None else ""
+        doc = f"asgrad {self.node.op} at {location}" if self.node is not None else None
+        self.nodes.append(
+            helper.make_node(
+                op_type,
+                list(inputs),
+                outputs,
+                name=self.fresh(f"{hint}/{op_type}"),
+                doc_string=doc,
+                **{k: v for k, v in attrs.items() if v is not None},
+            )
+        )
+        return outputs
+
     def const(self, value: object, dtype: str, hint: str = "const") -> str:
         """A ``Constant`` node holding ``value`` as ``dtype``."""
         array = np.asarray(value, dtype=dtype)

@@ -18,13 +18,20 @@ from onnx import helper, numpy_helper
 
 from asgrad.onnx.builder import DTYPE_TO_ONNX, OnnxBuilder
 from asgrad.onnx.errors import OnnxExportError
+from asgrad.onnx.export_index import INDEX_EXPORTERS
+from asgrad.onnx.export_math import MATH_EXPORTERS
 from asgrad.onnx.export_nn import NN_EXPORTERS, NOT_EXPORTED
 from asgrad.onnx.export_ops import BASIC_EXPORTERS, Exporter
 from asgrad.tensor import Node, Tensor, topological_order
 
 __all__ = ["ATTRIBUTES", "DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
 
-EXPORTERS: dict[str, Exporter] = {**BASIC_EXPORTERS, **NN_EXPORTERS}
+EXPORTERS: dict[str, Exporter] = {
+    **BASIC_EXPORTERS,
+    **NN_EXPORTERS,
+    **MATH_EXPORTERS,
+    **INDEX_EXPORTERS,
+}
 """The asgrad ops :func:`export` can write, by name (leaves aside)."""
 
 # The attributes each exporter reads. A node with another attribute (an op that grew
@@ -33,7 +40,16 @@ _REDUCE = frozenset({"axis", "keepdims"})
 _CONV = frozenset({"stride", "padding", "dilation", "groups"})
 _POOL = frozenset({"kernel_size", "stride", "padding"})
 ATTRIBUTES: dict[str, frozenset[str]] = {
-    **dict.fromkeys(("sum", "mean", "max", "min", "argmax"), _REDUCE),
+    **dict.fromkeys(
+        ("sum", "mean", "max", "min", "argmax", "argmin", "prod", "logsumexp", "all", "any"),
+        _REDUCE,
+    ),
+    **dict.fromkeys(("sort", "argsort"), frozenset({"axis", "descending", "stable"})),
+    "cumsum": frozenset({"axis", "reverse"}),
+    "round": frozenset({"decimals"}),
+    "nan_to_num": frozenset({"nan", "posinf", "neginf"}),
+    **dict.fromkeys(("take_along_axis", "scatter_add_along"), frozenset({"axis"})),
+    "scatter_reduce": frozenset({"axis", "reduce", "include_self"}),
     "var": _REDUCE | {"correction"},  # refused unless 0 (the exporter says so)
     **dict.fromkeys(("softmax", "log_softmax", "concat", "gather"), frozenset({"axis"})),
     **dict.fromkeys(("expand_dims", "squeeze"), frozenset({"axis"})),
