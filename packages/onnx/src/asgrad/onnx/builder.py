@@ -37,6 +37,14 @@ class OnnxBuilder:
         self.nodes: list[onnx.NodeProto] = []
         self._names: set[str] = set()
         self.node: Node | None = None  # the asgrad node being exported, for doc strings
+        self.parts: dict[int, list[str]] = {}  # a multi-output node's outputs, by node id
+
+    def nested(self) -> OnnxBuilder:
+        """A builder for a subgraph (a loop body): its own nodes, the same names."""
+        sub = OnnxBuilder(self.opset)
+        sub._names = self._names
+        sub.parts = self.parts
+        return sub
 
     def fresh(self, hint: str) -> str:
         """A value name not used yet: ``hint``, else ``hint_2``, ``hint_3``..."""

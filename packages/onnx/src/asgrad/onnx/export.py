@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 
 from asgrad.onnx.builder import DTYPE_TO_ONNX, OnnxBuilder
 from asgrad.onnx.errors import OnnxExportError
+from asgrad.onnx.export_control import export_scan, export_scan_part
 from asgrad.onnx.export_index import INDEX_EXPORTERS
 from asgrad.onnx.export_math import MATH_EXPORTERS
 from asgrad.onnx.export_nn import NN_EXPORTERS, NOT_EXPORTED
@@ -26,11 +27,18 @@ from asgrad.tensor import Node, Tensor, topological_order
 
 __all__ = ["ATTRIBUTES", "DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
 
+
+def _scan(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
+    return export_scan(b, node, xs, _export_node)
+
+
 EXPORTERS: dict[str, Exporter] = {
     **BASIC_EXPORTERS,
     **NN_EXPORTERS,
     **MATH_EXPORTERS,
     **INDEX_EXPORTERS,
+    "scan": _scan,
+    "scan_part": export_scan_part,
 }
 """The asgrad ops :func:`export` can write, by name (leaves aside)."""
 
@@ -50,6 +58,8 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
     "nan_to_num": frozenset({"nan", "posinf", "neginf"}),
     **dict.fromkeys(("take_along_axis", "scatter_add_along"), frozenset({"axis"})),
     "scatter_reduce": frozenset({"axis", "reduce", "include_self"}),
+    "scan": frozenset({"loop", "length", "save", "reverse"}),
+    "scan_part": frozenset({"loop", "length", "save", "reverse", "part"}),
     "var": _REDUCE | {"correction"},  # refused unless 0 (the exporter says so)
     **dict.fromkeys(("softmax", "log_softmax", "concat", "gather"), frozenset({"axis"})),
     **dict.fromkeys(("expand_dims", "squeeze"), frozenset({"axis"})),
