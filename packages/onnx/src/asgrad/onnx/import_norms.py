@@ -5,7 +5,8 @@ composed from asgrad ops (its gradient follows from the parts).
 ``GroupNormalization`` and ``MeanVarianceNormalization`` reduce with asgrad's means
 and sums; ``DepthToSpace`` and ``SpaceToDepth`` are a reshape, a transpose and a
 reshape; ``EyeLike`` is a constant; ``OneHot`` compares indices with a range;
-``CumProd`` reverses and shifts asgrad's ``cumprod``.
+``CumProd`` reverses and shifts asgrad's ``cumprod``; ``NegativeLogLikelihoodLoss`` and
+``SoftmaxCrossEntropyLoss`` pick the targets' log-probabilities along the class axis.
 """
 
 from __future__ import annotations
@@ -175,6 +176,47 @@ def _cumprod(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[
     return [y.flip(axis) if reverse else y]
 
 
+def _nll(ctx: ImportContext, node: onnx.NodeProto, log_prob: Tensor, xs: list[Value]) -> Tensor:
+    """ONNX's negative log-likelihood of ``log_prob`` (N, C, ...) at the targets ``xs[1]``:
+    per-class ``weight`` (``xs[2]``), ``ignore_index``, ``reduction`` none, sum or mean
+    (the sum over the sum of the weights used)."""
+    a = attributes(node)
+    target = ctx.tensor(xs[1])
+    if target.dtype != "int64":
+        target = target.cast("int64")
+    ignore = a.get("ignore_index")
+    zero = ctx.graph.constant(0, dtype="int64")
+    keep = None if ignore is None else target != ctx.graph.constant(int(ignore), dtype="int64")
+    safe = target if keep is None else where(keep, target, zero)
+    picked = log_prob.take_along_axis(safe.expand_dims(1), 1).squeeze(1)
+    if len(xs) > 2 and node.input[2]:
+        weight = ctx.graph.apply("gather", [ctx.tensor(xs[2]), safe], {"axis": 0})
+    else:
+        weight = (picked * 0.0) + 1.0
+    if keep is not None:
+        weight = where(keep, weight, ctx.graph.constant(0, dtype=weight.dtype))
+    loss = -(picked * weight)
+    reduction = str(a.get("reduction", "mean"))
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.sum() / weight.sum()
+    raise OnnxImportError(f"{node.op_type} with reduction={reduction!r} is not supported")
+
+
+def _nll_loss(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    return [_nll(ctx, node, ctx.tensor(xs[0]), xs)]
+
+
+def _softmax_cross_entropy(
+    ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]
+) -> list[Value]:
+    log_prob = ctx.graph.apply("log_softmax", [ctx.tensor(xs[0])], {"axis": 1})
+    return [_nll(ctx, node, log_prob, xs), log_prob]
+
+
 NORM_IMPORTERS: dict[str, Importer] = {
     "RMSNormalization": _rms_norm,
     "LpNormalization": _lp_norm,
@@ -186,5 +228,7 @@ NORM_IMPORTERS: dict[str, Importer] = {
     "EyeLike": _eye_like,
     "OneHot": _one_hot,
     "CumProd": _cumprod,
+    "NegativeLogLikelihoodLoss": _nll_loss,
+    "SoftmaxCrossEntropyLoss": _softmax_cross_entropy,
 }
 """The importers of this module, by ONNX op type."""

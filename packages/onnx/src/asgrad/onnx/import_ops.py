@@ -26,6 +26,7 @@ from asgrad.onnx.import_nn import NN_IMPORTERS
 from asgrad.onnx.import_norms import NORM_IMPORTERS
 from asgrad.onnx.import_recurrent import RECURRENT_IMPORTERS
 from asgrad.onnx.import_resize import RESIZE_IMPORTERS
+from asgrad.onnx.import_static import STATIC_IMPORTERS
 from asgrad.tensor import Tensor
 
 __all__ = ["IMPORTERS", "ImportContext", "Static", "Value"]
@@ -390,5 +391,6 @@ IMPORTERS: dict[str, Importer] = {
     **RESIZE_IMPORTERS,
     **RECURRENT_IMPORTERS,
     **CONTROL_IMPORTERS,
+    **STATIC_IMPORTERS,
 }
 """The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""
