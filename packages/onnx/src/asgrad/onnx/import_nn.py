@@ -8,10 +8,11 @@ normalise each channel.
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from asgrad.onnx.errors import OnnxImportError
-from asgrad.onnx.import_context import ImportContext, Importer, Value, attributes
+from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
 from asgrad.tensor import Tensor
 
 __all__ = ["NN_IMPORTERS"]
@@ -58,11 +59,36 @@ def _pair(values: object, name: str, default: int) -> tuple[int, int]:
     return items[0], items[1]
 
 
-def _pads(a: dict[str, object], op: str) -> tuple[int, int]:
+def _same_pads(
+    a: dict[str, object], op: str, spatial: tuple[int, ...], kernel: tuple[int, ...]
+) -> list[int]:
+    """ONNX's ``SAME_UPPER``/``SAME_LOWER`` pads (begins then ends): the output size is
+    ``ceil(input / stride)``; the odd unit of padding goes at the end (upper) or start."""
+    strides = _pair(a.get("strides"), "strides", 1)
+    dilations = _pair(a.get("dilations"), "dilations", 1)
+    begins, ends = [], []
+    for n, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small, large = total // 2, total - total // 2
+        upper = a.get("auto_pad") == "SAME_UPPER"
+        begins.append(small if upper else large)
+        ends.append(large if upper else small)
+    return [*begins, *ends]
+
+
+def _pads(
+    a: dict[str, object],
+    op: str,
+    spatial: tuple[int, ...] = (),
+    kernel: tuple[int, ...] = (),
+) -> tuple[int, int]:
     auto = a.get("auto_pad", "NOTSET")
-    if auto not in ("NOTSET", "VALID"):
+    if auto in ("SAME_UPPER", "SAME_LOWER") and spatial and kernel:
+        pads = _same_pads(a, op, spatial, kernel)
+    elif auto not in ("NOTSET", "VALID"):
         raise OnnxImportError(f"{op} with auto_pad={auto} is not supported; give explicit pads")
-    pads = [0, 0, 0, 0] if auto == "VALID" or a.get("pads") is None else list(a["pads"])  # type: ignore[call-overload]  # an ints attribute
+    else:
+        pads = [0, 0, 0, 0] if auto == "VALID" or a.get("pads") is None else list(a["pads"])  # type: ignore[call-overload]  # an ints attribute
     if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
         raise OnnxImportError(
             f"{op} pads {pads} are not symmetric 2-D pads; asgrad pads both sides equally"
@@ -75,6 +101,15 @@ def _check_2d(x: Tensor, op: str) -> None:
         raise OnnxImportError(f"{op} on a rank-{len(x.shape)} input; asgrad has 2-D (NCHW) only")
 
 
+def _weight_kernel(w: Value, transposed: bool) -> tuple[int, ...]:
+    """The kernel size of a convolution's weight (none for a transposed one: its
+    ``SAME`` pads follow other rules)."""
+    if transposed:
+        return ()
+    shape = w.value.shape if isinstance(w, Static) else w.shape
+    return tuple(shape[2:])
+
+
 def _conv(transposed: bool) -> Importer:
     op_type = "ConvTranspose" if transposed else "Conv"
 
@@ -84,7 +119,7 @@ def _conv(transposed: bool) -> Importer:
         _check_2d(x, op_type)
         attrs: dict[str, object] = {
             "stride": _pair(a.get("strides"), "strides", 1),
-            "padding": _pads(a, op_type),
+            "padding": _pads(a, op_type, x.shape[2:], _weight_kernel(xs[1], transposed)),
             "dilation": _pair(a.get("dilations"), "dilations", 1),
             "groups": int(a.get("group", 1)),
         }
@@ -115,7 +150,7 @@ def _pool(average: bool) -> Importer:
         attrs: dict[str, object] = {
             "kernel_size": _pair(a["kernel_shape"], "kernel_shape", 1),
             "stride": _pair(a.get("strides"), "strides", 1),
-            "padding": _pads(a, op_type),
+            "padding": _pads(a, op_type, x.shape[2:], tuple(a["kernel_shape"])),
         }
         if average:
             attrs["count_include_pad"] = bool(a.get("count_include_pad", 0))
@@ -224,6 +259,32 @@ def _reduce_axes(
     return tuple(sorted(v % rank for v in raw)) if raw else tuple(range(rank))
 
 
+def _empty_reduction(x: Tensor, axes: tuple[int, ...], keep: bool, op: str, after: str) -> Static:
+    """A reduction over an empty axis: ONNX's identity element of the reduction."""
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    if not keep:
+        shape = [d for i, d in enumerate(x.shape) if i not in axes]
+    dtype = np.dtype(x.dtype)
+    if op in ("max", "min"):
+        lowest = op == "max"
+        if dtype.kind == "f":
+            fill: object = -np.inf if lowest else np.inf
+        elif dtype.kind == "b":
+            fill = not lowest
+        else:
+            info = np.iinfo(dtype)
+            fill = info.min if lowest else info.max
+    elif op == "logsumexp" or after == "log":
+        fill = -np.inf
+    elif op == "prod":
+        fill = 1
+    elif op == "mean":
+        fill = np.nan
+    else:  # sums, and the square root of one
+        fill = 0
+    return Static(np.full(shape, fill, dtype=dtype))
+
+
 def _reduce(op: str, before: str = "", after: str = "") -> Importer:
     """``op`` over the node's axes, ``before`` applied to the input first (``abs``,
     ``square``, ``exp``) and ``after`` to the result (``sqrt``, ``log``); the result
@@ -233,6 +294,8 @@ def _reduce(op: str, before: str = "", after: str = "") -> Importer:
         x = ctx.tensor(xs[0])
         axes = _reduce_axes(ctx, node, xs, len(x.shape))
         keep = bool(attributes(node).get("keepdims", 1))
+        if axes is not None and any(x.shape[i] == 0 for i in axes):
+            return [_empty_reduction(x, axes, keep, op, after)]
         if before == "abs":
             x = x.abs()
         elif before == "square":
