@@ -228,9 +228,10 @@ def _layer_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> li
 
 
 def _batch_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """The inference form by the running statistics; ``training_mode=1`` normalises by
+    the batch's (population) statistics and also returns the running statistics moved
+    towards them by ``1 - momentum``."""
     a = attributes(node)
-    if a.get("training_mode", 0):
-        raise OnnxImportError("BatchNormalization in training mode is not supported")
     x, scale, bias, mean, var = (ctx.tensor(v) for v in xs[:5])
     channel = (-1, *([1] * (len(x.shape) - 2)))
 
@@ -238,8 +239,21 @@ def _batch_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> li
         return ctx.graph.apply("reshape", [t], {"shape": channel})
 
     eps = float(a.get("epsilon", 1e-5))
-    y = (x - per_channel(mean)) / per_channel(var + eps).sqrt()
-    return [y * per_channel(scale) + per_channel(bias)]
+    if not a.get("training_mode", 0):
+        y = (x - per_channel(mean)) / per_channel(var + eps).sqrt()
+        return [y * per_channel(scale) + per_channel(bias)]
+    if ctx.opset < 14:
+        raise OnnxImportError("BatchNormalization in training mode before opset 14")
+    axes = tuple(i for i in range(len(x.shape)) if i != 1)
+    batch_mean = x.mean(axes, keepdims=True)
+    centred = x - batch_mean
+    batch_var = (centred * centred).mean(axes, keepdims=True)
+    y = centred / (batch_var + eps).sqrt() * per_channel(scale) + per_channel(bias)
+    momentum = float(a.get("momentum", 0.9))
+    flat_mean, flat_var = batch_mean.reshape((-1,)), batch_var.reshape((-1,))
+    running_mean = mean * momentum + flat_mean * (1.0 - momentum)
+    running_var = var * momentum + flat_var * (1.0 - momentum)
+    return [y, running_mean, running_var]
 
 
 def _reduce_axes(

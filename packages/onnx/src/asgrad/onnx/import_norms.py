@@ -17,7 +17,7 @@ import onnx
 from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
-from asgrad.tensor import Tensor, concat, where
+from asgrad.tensor import Tensor, concat, pad, where
 
 __all__ = ["NORM_IMPORTERS"]
 
@@ -95,6 +95,23 @@ def _mean_variance_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value
     axes = tuple(int(v) % rank for v in attributes(node).get("axes", [0, 2, 3]))
     mean, var = _moments(x, axes)
     return [(x - mean) / (var.sqrt() + 1e-9)]
+
+
+def _lrn(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """``x / (bias + alpha / size * sum of x^2 over a window of channels)^beta``."""
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    size = int(a["size"])
+    alpha, beta = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75))
+    bias = float(a.get("bias", 1.0))
+    channels = x.shape[1]
+    pairs = [(0, 0)] * len(x.shape)
+    pairs[1] = ((size - 1) // 2, size - 1 - (size - 1) // 2)
+    padded = pad(x * x, tuple(pairs))
+    total = padded[:, 0:channels]
+    for i in range(1, size):
+        total = total + padded[:, i : i + channels]
+    return [x / (total * (alpha / size) + bias) ** beta]
 
 
 def _depth_to_space(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -223,6 +240,7 @@ NORM_IMPORTERS: dict[str, Importer] = {
     "InstanceNormalization": _instance_norm,
     "GroupNormalization": _group_norm,
     "MeanVarianceNormalization": _mean_variance_norm,
+    "LRN": _lrn,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
     "EyeLike": _eye_like,

@@ -122,7 +122,27 @@ def _scatter_nd(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> li
     return [out.reshape(x.shape)]
 
 
+def _unique(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """numpy's ``unique`` of a value known at load time; ``sorted=0`` keeps the order
+    of first occurrence."""
+    a = attributes(node)
+    x = ctx.static(xs[0], "Unique's input (its output size depends on it)")
+    axis = a.get("axis")
+    y, first, inverse, counts = np.unique(
+        x, return_index=True, return_inverse=True, return_counts=True, axis=axis
+    )
+    inverse = inverse.reshape(-1)
+    if not a.get("sorted", 1):
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        y = np.take(y, order, axis=0 if axis is None else int(axis))
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    return [Static(y), *(Static(v.astype(np.int64)) for v in (first, inverse, counts))]
+
+
 STATIC_IMPORTERS: dict[str, Importer] = {
+    "Unique": _unique,
     "HannWindow": _window("hann"),
     "HammingWindow": _window("hamming"),
     "BlackmanWindow": _window("blackman"),
