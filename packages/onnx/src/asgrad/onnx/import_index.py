@@ -167,7 +167,54 @@ def _pad(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Valu
     return [pad(x, tuple(pairs), mode=_PAD_MODES[mode], value=value)]
 
 
+def _center_crop_pad(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """A centred window of each named axis: cropped (the start rounded down) or padded
+    with zeros (the odd unit at the end)."""
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape)
+    target = [int(v) for v in ctx.static(xs[1], "CenterCropPad's shape").reshape(-1)]
+    axes = [int(v) % rank for v in attributes(node).get("axes", range(rank))]
+    index: list[slice] = [slice(None)] * rank
+    pairs = [(0, 0)] * rank
+    for axis, want in zip(axes, target, strict=True):
+        have = x.shape[axis]
+        if want < have:
+            start = (have - want) // 2
+            index[axis] = slice(start, start + want)
+        elif want > have:
+            pairs[axis] = ((want - have) // 2, want - have - (want - have) // 2)
+    y = x[tuple(index)]
+    if any(p != (0, 0) for p in pairs):
+        y = pad(y, tuple(pairs))
+    return [y]
+
+
+def _affine_grid(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """The sampling grid of affine matrices ``theta`` (N, 2, 3) or (N, 3, 4) over an
+    output of the given size: the normalised coordinates ``(x, y[, z], 1)`` of every
+    position times ``theta`` transposed."""
+    theta = ctx.tensor(xs[0])
+    size = [int(v) for v in ctx.static(xs[1], "AffineGrid's size").reshape(-1)]
+    spatial = size[2:]
+    if len(spatial) not in (2, 3):
+        raise OnnxImportError(f"AffineGrid of a {len(spatial)}-D size; ONNX has 2-D and 3-D")
+    align = bool(attributes(node).get("align_corners", 0))
+
+    def axis(n: int) -> np.ndarray:
+        if align:
+            return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+        return (2.0 * np.arange(n) + 1.0) / n - 1.0
+
+    mesh = np.meshgrid(*(axis(n) for n in spatial), indexing="ij")  # z, y, x order
+    coords = [m.reshape(-1) for m in reversed(mesh)]  # x, y[, z]
+    base = np.stack([*coords, np.ones_like(coords[0])], axis=-1).astype(theta.dtype)
+    grid = ctx.tensor(Static(base[None])) @ theta.transpose((0, 2, 1))
+    return [grid.reshape((size[0], *spatial, len(spatial)))]
+
+
 INDEX_IMPORTERS: dict[str, Importer] = {
+    "AffineGrid": _affine_grid,
+    "CenterCropPad": _center_crop_pad,
     "GatherElements": _gather_elements,
     "ScatterElements": _scatter_elements,
     "Scatter": _scatter_elements,  # deprecated since opset 11: ScatterElements

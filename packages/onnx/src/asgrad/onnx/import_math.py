@@ -141,6 +141,13 @@ def _swish(x: Tensor, a: dict[str, object]) -> Tensor:
     return x * (x * alpha).sigmoid()
 
 
+def _swiglu(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """``Swish_alpha(A) * B``."""
+    alpha = float(attributes(node).get("alpha", 1.0))
+    gate, value = ctx.tensor(xs[0]), ctx.tensor(xs[1])
+    return [gate * (gate * alpha).sigmoid() * value]
+
+
 def _thresholded_relu(x: Tensor, a: dict[str, object]) -> Tensor:
     return x.threshold(float(a.get("alpha", 1.0)), 0.0)  # type: ignore[arg-type]  # a float attribute
 
@@ -185,6 +192,7 @@ MATH_IMPORTERS: dict[str, Importer] = {
     "Celu": _method(_celu),
     "Shrink": _method(_shrink),
     "Swish": _method(_swish),
+    "SwiGLU": _swiglu,
     "ThresholdedRelu": _method(_thresholded_relu),
     "Tan": _method(lambda x, a: x.sin() / x.cos()),
     "Sinh": _method(_sinh),
