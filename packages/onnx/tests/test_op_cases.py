@@ -34,6 +34,10 @@ OPSET = {
 EXPORTED_WHEN: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "dropout": lambda attrs: float(attrs.get("p", 0.0)) == 0.0,
     "var": lambda attrs: float(attrs.get("correction", 0.0)) == 0.0,  # population only
+    # a scan's packed result, and parts read from a value fed as one, have no ONNX form
+    # (the carries and per-step outputs scan() returns do: test_onnx_export_loops.py)
+    "scan": lambda attrs: False,
+    "scan_part": lambda attrs: False,
     # ONNX's ScatterElements reduces including the value scattered into, and has no mean
     "scatter_reduce": lambda attrs: (
         bool(attrs.get("include_self", True)) and attrs.get("reduce") != "mean"

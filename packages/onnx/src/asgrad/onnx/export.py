@@ -168,6 +168,14 @@ def to_model(
     b.node = None
     graph_outputs = []
     for out_name, tensor in named.items():
+        if tensor.node.op == "scan":  # the packed result: its parts are the values
+            raise OnnxExportError(
+                f"output {out_name!r} is a scan's packed result, which has no ONNX form;"
+                " export the carries and per-step outputs that scan() returns"
+                f"\n  (at {tensor.node.location})",
+                op="scan",
+                location=tensor.node.location,
+            )
         b.reserve(out_name)
         b.op("Identity", [values[tensor.node.id]], out=out_name)
         graph_outputs.append(

@@ -79,6 +79,11 @@ def export_scan_part(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
     """The ``Scan`` output of this part: a final carry or a stacked per-step output."""
     scan = node.inputs[0]
     part = int(node.attrs["part"])
+    if scan.op != "scan":
+        raise OnnxExportError(
+            f"scan_part reads a packed scan result made by {scan.op!r}, not by a scan of this"
+            " graph; only the parts of a scan node have an ONNX form"
+        )
     outputs = b.parts.get(scan.id, [])
     if part >= len(outputs):
         raise OnnxExportError(
