@@ -77,25 +77,32 @@ def _reverse_sequence(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value])
 
 
 def _linear(
-    ctx: ImportContext, node: onnx.NodeProto, shape: tuple[int, ...], indices: np.ndarray
+    node: onnx.NodeProto, shape: tuple[int, ...], indices: np.ndarray, batch: int = 0
 ) -> np.ndarray:
-    """Flat positions in ``shape`` of the index tuples along ``indices``' last axis."""
-    if int(attributes(node).get("batch_dims", 0)):
-        raise OnnxImportError(f"{node.op_type} with batch_dims is not supported")
+    """Flat positions in ``shape`` of the index tuples along ``indices``' last axis,
+    each followed by the positions of the slice it picks; the first ``batch`` axes of
+    ``indices`` and ``shape`` are shared (``batch_dims``)."""
     depth = indices.shape[-1]
-    lead = shape[:depth]
-    wrapped = np.where(indices < 0, indices + np.asarray(lead), indices)
-    inner = int(np.prod(shape[depth:], dtype=np.int64))
+    lead = shape[batch : batch + depth]
+    wrapped = np.where(indices < 0, indices + np.asarray(lead, dtype=np.int64), indices)
+    inner = int(np.prod(shape[batch + depth :], dtype=np.int64))
+    per_batch = int(np.prod(shape[batch:], dtype=np.int64))
     flat = np.ravel_multi_index(tuple(np.moveaxis(wrapped, -1, 0)), lead) if depth else 0
-    return np.asarray(flat, dtype=np.int64)[..., None] * inner + np.arange(inner)
+    flat = np.asarray(flat, dtype=np.int64) * inner
+    if batch:
+        count = int(np.prod(shape[:batch], dtype=np.int64))
+        offsets = (np.arange(count, dtype=np.int64) * per_batch).reshape(shape[:batch])
+        flat = flat + offsets.reshape(offsets.shape + (1,) * (flat.ndim - batch))
+    return flat[..., None] + np.arange(inner)
 
 
 def _gather_nd(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
     x = ctx.tensor(xs[0])
     indices = ctx.static(xs[1], "GatherND's indices")
-    flat = _linear(ctx, node, x.shape, indices)
+    batch = int(attributes(node).get("batch_dims", 0))
+    flat = _linear(node, x.shape, indices, batch)
     depth = indices.shape[-1]
-    out_shape = (*indices.shape[:-1], *x.shape[depth:])
+    out_shape = (*indices.shape[:-1], *x.shape[batch + depth :])
     picked = ctx.graph.apply(
         "gather", [x.reshape((-1,)), ctx.tensor(Static(flat.reshape(-1)))], {"axis": 0}
     )
@@ -109,7 +116,7 @@ def _scatter_nd(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> li
     x = ctx.tensor(xs[0])
     indices = ctx.static(xs[1], "ScatterND's indices")
     updates = ctx.tensor(xs[2])
-    flat = ctx.tensor(Static(_linear(ctx, node, x.shape, indices).reshape(-1)))
+    flat = ctx.tensor(Static(_linear(node, x.shape, indices).reshape(-1)))
     reduction = str(attributes(node).get("reduction", "none"))
     data: Tensor = x.reshape((-1,))
     values = updates.reshape((-1,))
