@@ -84,21 +84,13 @@ def _bitwise(bool_op: str, int_op: str) -> Exporter:
     return export
 
 
-def _floor_div_of(b: OnnxBuilder, node: Node, a: str, d: str) -> str:
-    """Floor division of integers (exact), or of floats (``Floor(a / d)``)."""
-    if node.dtype in ("float32", "float64"):
-        return b.op("Floor", [b.op("Div", [a, d])])
+def _floor_divide(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
+    """Floor division of integers (asgrad's takes integers only), exact."""
+    a, d = xs
     return b.op("Div", [b.op("Sub", [a, b.op("Mod", [a, d], fmod=0)]), d])
 
 
-def _floor_divide(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
-    return _floor_div_of(b, node, xs[0], xs[1])
-
-
 def _remainder(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
-    if node.dtype in ("float32", "float64"):
-        a, d = xs
-        return b.op("Sub", [a, b.op("Mul", [d, b.op("Floor", [b.op("Div", [a, d])])])])
     return b.op("Mod", xs, fmod=0)
 
 

@@ -3,7 +3,9 @@ hyperbolic functions asgrad composes from its own ops.
 
 ``Div`` on integers truncates towards zero and ``Mod`` with ``fmod=1`` takes the
 dividend's sign, as C does; both are built from asgrad's floor division and
-remainder (Python's), so they are exact on every integer.
+remainder (Python's), so they are exact on every integer. ``Mod`` on floats is
+refused: composed from a division it would be off by the divisor where the quotient
+rounds to an integer.
 """
 
 from __future__ import annotations
@@ -87,11 +89,11 @@ def _mod(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Valu
         return [Static(np.asarray(fn(a.value, b.value)))]
     ta, tb = ctx.tensor(a), ctx.tensor(b)
     if ta.dtype in ("float32", "float64"):
-        if not fmod:
-            raise OnnxImportError("Mod with fmod=0 is for integers; ONNX requires fmod=1 on floats")
-        # C's fmod: a - trunc(a / b) b, and a itself when b is infinite and a is not
-        r = ta - (ta / tb).trunc() * tb
-        return [where(tb.isinf().logical_and(ta.isfinite()), ta, r)]
+        # a - trunc(a / b) b is off by b where a / b rounds to an integer: no exact fmod
+        raise OnnxImportError(
+            "Mod on floats needs an exact fmod, which asgrad does not have; Mod on integers"
+            " is supported"
+        )
     r = remainder(ta, tb)
     if not fmod:
         return [r]
