@@ -162,9 +162,15 @@ def _exp_pair(x: Tensor) -> tuple[Tensor, Tensor]:
     return x.exp(), (-x).exp()
 
 
+_SMALL = 0.01  # below: a Taylor series, where exp(x) - exp(-x) would cancel
+_LARGE = 1e4  # above: log(2 |x|), where x * x would overflow
+
+
 def _sinh(x: Tensor, a: dict[str, object]) -> Tensor:
     p, n = _exp_pair(x)
-    return (p - n) * 0.5
+    cube = x * x * x
+    series = x + cube * (1.0 / 6.0) + cube * x * x * (1.0 / 120.0)
+    return where(x.abs() < _SMALL, series, (p - n) * 0.5)
 
 
 def _cosh(x: Tensor, a: dict[str, object]) -> Tensor:
@@ -172,16 +178,35 @@ def _cosh(x: Tensor, a: dict[str, object]) -> Tensor:
     return (p + n) * 0.5
 
 
+def _log_2x(m: Tensor) -> Tensor:
+    """``log(2 m)`` (m > 0), without forming ``2 m``."""
+    return m.log() + float(np.log(2.0))
+
+
 def _asinh(x: Tensor, a: dict[str, object]) -> Tensor:
-    return (x + (x * x + 1.0).sqrt()).log()
+    """``sign(x) log(|x| + sqrt(x^2 + 1))``: no cancellation for negative ``x``."""
+    m = x.abs()
+    large = m > _LARGE
+    safe = where(large, x * 0.0, m)
+    body = where(
+        large, _log_2x(where(large, m, x * 0.0 + 1.0)), (safe + (safe * safe + 1.0).sqrt()).log()
+    )
+    cube = x * x * x
+    series = x - cube * (1.0 / 6.0) + cube * x * x * (3.0 / 40.0)
+    return where(m < _SMALL, series, x.sign() * body)
 
 
 def _acosh(x: Tensor, a: dict[str, object]) -> Tensor:
-    return (x + (x * x - 1.0).sqrt()).log()
+    large = x > _LARGE
+    safe = where(large, x * 0.0 + 1.0, x)
+    big = where(large, x, x * 0.0 + 1.0)
+    return where(large, _log_2x(big), (safe + (safe * safe - 1.0).sqrt()).log())
 
 
 def _atanh(x: Tensor, a: dict[str, object]) -> Tensor:
-    return ((x + 1.0) / (1.0 - x)).log() * 0.5
+    cube = x * x * x
+    series = x + cube * (1.0 / 3.0) + cube * x * x * 0.2
+    return where(x.abs() < _SMALL, series, ((x + 1.0) / (1.0 - x)).log() * 0.5)
 
 
 MATH_IMPORTERS: dict[str, Importer] = {
