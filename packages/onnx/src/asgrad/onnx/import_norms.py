@@ -114,6 +114,48 @@ def _lrn(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Valu
     return [x / (total * (alpha / size) + bias) ** beta]
 
 
+def _rotary_embedding(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """RoPE as ONNX defines it: the first ``rotary_embedding_dim`` features of each head
+    rotated by the cached angles of each position (halves, or interleaved pairs)."""
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    original = x.shape
+    if len(original) == 4:  # (batch, heads, seq, head) -> (batch, seq, heads, head)
+        x = x.transpose((0, 2, 1, 3))
+    elif len(original) == 3:
+        heads = int(a.get("num_heads", 0))
+        if not heads:
+            raise OnnxImportError("RotaryEmbedding of a rank-3 input needs num_heads")
+        x = x.reshape((original[0], original[1], heads, original[2] // heads))
+    else:
+        raise OnnxImportError(f"RotaryEmbedding of a rank-{len(original)} input")
+    head = x.shape[3]
+    dim = int(a.get("rotary_embedding_dim", 0)) or head
+    cos, sin = ctx.tensor(xs[1]), ctx.tensor(xs[2])
+    if len(xs) > 3 and node.input[3]:
+        ids = ctx.tensor(xs[3])
+        cos = ctx.graph.apply("gather", [cos, ids], {"axis": 0})
+        sin = ctx.graph.apply("gather", [sin, ids], {"axis": 0})
+    cos, sin = cos.expand_dims(2), sin.expand_dims(2)
+    rotate = x[..., :dim]
+    if a.get("interleaved", 0):
+        x1, x2 = rotate[..., 0::2], rotate[..., 1::2]
+    else:
+        x1, x2 = rotate[..., : dim // 2], rotate[..., dim // 2 :]
+    real = cos * x1 - sin * x2
+    imag = sin * x1 + cos * x2
+    if a.get("interleaved", 0):
+        rotated = concat([real.expand_dims(-1), imag.expand_dims(-1)], -1).reshape(
+            (*real.shape[:3], dim)
+        )
+    else:
+        rotated = concat([real, imag], -1)
+    y = concat([rotated, x[..., dim:]], -1) if dim < head else rotated
+    if len(original) == 4:
+        return [y.transpose((0, 2, 1, 3))]
+    return [y.reshape(original)]
+
+
 def _depth_to_space(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
     a = attributes(node)
     x = ctx.tensor(xs[0])
@@ -241,6 +283,7 @@ NORM_IMPORTERS: dict[str, Importer] = {
     "GroupNormalization": _group_norm,
     "MeanVarianceNormalization": _mean_variance_norm,
     "LRN": _lrn,
+    "RotaryEmbedding": _rotary_embedding,
     "DepthToSpace": _depth_to_space,
     "SpaceToDepth": _space_to_depth,
     "EyeLike": _eye_like,
