@@ -17,7 +17,7 @@ import onnx
 from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
-from asgrad.tensor import Tensor, concat, pad, where
+from asgrad.tensor import Tensor, concat, pad, scan, where
 
 __all__ = ["NORM_IMPORTERS"]
 
@@ -229,9 +229,13 @@ def _cumprod(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[
         ones = ctx.graph.constant(np.ones(shape, dtype=x.dtype), dtype=x.dtype)
         before = (slice(None),) * axis
         source = concat([ones, source[(*before, slice(0, x.shape[axis] - 1))]], axis)
-    y = source.cumprod(axis)
-    if y.dtype != x.dtype:
-        y = y.cast(x.dtype)
+    if x.dtype in ("float32", "float64"):
+        y = source.cumprod(axis)
+    else:  # asgrad's cumprod is for floats: integers multiply in a scan (wrapping as C)
+        steps = source.movedim(axis, 0) if axis else source
+        ones = ctx.graph.constant(np.ones(steps.shape[1:], dtype=x.dtype), dtype=x.dtype)
+        _, stacked = scan(lambda c, v: (c * v, c * v), ones, steps)
+        y = stacked.movedim(0, axis) if axis else stacked
     return [y.flip(axis) if reverse else y]
 
 
