@@ -21,7 +21,7 @@ import pytest
 
 from asgrad import nn
 from asgrad.autograd import grad
-from asgrad.examples import cnn, transformer, xor
+from asgrad.examples import cnn, lstm, transformer, xor
 from asgrad.onnx import export, load
 from asgrad.tensor import Graph, Tensor, evaluate
 
@@ -123,6 +123,20 @@ def test_xor_cli_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     inputs = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], np.float32)
     (pred,) = session.run(None, {"x": inputs})
     assert ((pred.ravel() > 0.5) == np.array([False, True, True, False])).all()
+
+
+def test_lstm_cli_exports_its_scans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "lstm.onnx"
+    argv = ["--quiet", "--steps", "2", "--hidden", "16", "--batch-size", "4"]
+    assert lstm.main([*argv, "--export", str(path)]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["onnx"] == str(path)
+    assert line["onnx_max_abs_diff"] < 1e-5
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    window = session.get_inputs()[0].shape[1]
+    ids = np.zeros((3, window), np.int64)  # another batch size than exported (8)
+    (logits,) = session.run(None, {"ids": ids})
+    assert logits.shape == (3, window, line["vocab"])
 
 
 def test_export_flag_without_asgrad_onnx_stops_before_training(

@@ -3,6 +3,7 @@
     python -m asgrad.examples.lstm [--steps 300] [--seed 0] [--device cpu|gpu|auto]
                                    [--time-limit SECONDS] [--prompt TEXT]
                                    [--plot curve.png] [--log metrics.jsonl]
+                                   [--export model.onnx]
 
 Like PyTorch's word-language-model example, at the character level: an embedding,
 a stacked ``nn.LSTM`` (each layer one ``scan`` node, however long the window) and a
@@ -10,7 +11,9 @@ Linear head to the vocabulary, trained with Adam (gradient norm clipped) on wind
 of the first 90% of the bundled text (``data/jargon.txt``); the last 10% is held
 out. Reports the train and validation loss (nats per character) against the unigram
 baseline, prints a sample drawn from a prompt, and ends with one JSON line of
-results. ``--log`` and ``--plot`` as in the transformer example.
+results. ``--log`` and ``--plot`` as in the transformer example. ``--export`` writes
+the trained model as ONNX (each LSTM layer an ONNX ``Scan``) and checks it in ONNX
+Runtime, as the CNN example does.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from asgrad.examples._common import (
     progress,
     report,
 )
+from asgrad.examples._onnx import check_export, export_onnx
 from asgrad.examples._threads import blas_threads
 from asgrad.examples.text import (
     CharVocab,
@@ -136,8 +140,12 @@ def train(
     temperature: float = 0.8,
     threads: int | None = 1,
     log: nn.MetricWriter | None = None,
+    export: str | None = None,
 ) -> dict[str, Any]:
-    """Train the LSTM language model on the bundled text; returns losses, baseline, sample."""
+    """Train the LSTM language model on the bundled text; returns losses, baseline, sample.
+
+    ``export``: an .onnx path to write the trained model to (checked in ONNX Runtime).
+    """
     with blas_threads(threads):
         text = load_text()
         vocab = CharVocab(text)
@@ -168,6 +176,9 @@ def train(
         sample = generate(
             model, vocab, prompt, sample_length, temperature, seed, step.backend, context
         )
+        exported = {}
+        if export is not None:
+            exported = export_onnx(export, model, {"ids": x_val[:8]})
     return {
         "train_loss": round(train_loss, 4),
         "val_loss": round(val_loss, 4),
@@ -182,6 +193,7 @@ def train(
         "steps_per_s": round(len(losses) / train_seconds, 2),
         "device": step.backend,
         "sample": sample,
+        **exported,
         "losses": losses,
     }
 
@@ -211,6 +223,7 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     check_plot(args.plot)
+    check_export(args.export)
     with open_log(args.log) as log:
         results = train(
             args.steps,
@@ -225,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             temperature=args.temperature,
             threads=args.threads or None,
             log=log,
+            export=args.export,
         )
     losses = results.pop("losses")
     if args.plot:

@@ -20,6 +20,7 @@ model back as an asgrad graph whose initializers are trainable variables.
 
 from asgrad.onnx.coverage import OpCoverage, coverage
 from asgrad.onnx.errors import (
+    OnnxConstantRequiredError,
     OnnxError,
     OnnxExportError,
     OnnxImportError,
@@ -35,6 +36,7 @@ __all__ = [
     "EXPORTERS",
     "IMPORTERS",
     "MIN_OPSET",
+    "OnnxConstantRequiredError",
     "OnnxError",
     "OnnxExportError",
     "OnnxImportError",

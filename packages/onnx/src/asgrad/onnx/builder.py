@@ -37,6 +37,14 @@ class OnnxBuilder:
         self.nodes: list[onnx.NodeProto] = []
         self._names: set[str] = set()
         self.node: Node | None = None  # the asgrad node being exported, for doc strings
+        self.parts: dict[int, list[str]] = {}  # a multi-output node's outputs, by node id
+
+    def nested(self) -> OnnxBuilder:
+        """A builder for a subgraph (a loop body): its own nodes, the same names."""
+        sub = OnnxBuilder(self.opset)
+        sub._names = self._names
+        sub.parts = self.parts
+        return sub
 
     def fresh(self, hint: str) -> str:
         """A value name not used yet: ``hint``, else ``hint_2``, ``hint_3``..."""
@@ -71,6 +79,24 @@ class OnnxBuilder:
             )
         )
         return output
+
+    def ops(self, op_type: str, inputs: Sequence[str], count: int, **attrs: Any) -> list[str]:
+        """Append one ``op_type`` node with ``count`` outputs; their names."""
+        hint = self.node.name if self.node is not None else op_type.lower()
+        outputs = [self.fresh(hint) for _ in range(count)]
+        location = self.node.location if self.node is not None else ""
+        doc = f"asgrad {self.node.op} at {location}" if self.node is not None else None
+        self.nodes.append(
+            helper.make_node(
+                op_type,
+                list(inputs),
+                outputs,
+                name=self.fresh(f"{hint}/{op_type}"),
+                doc_string=doc,
+                **{k: v for k, v in attrs.items() if v is not None},
+            )
+        )
+        return outputs
 
     def const(self, value: object, dtype: str, hint: str = "const") -> str:
         """A ``Constant`` node holding ``value`` as ``dtype``."""

@@ -6,7 +6,13 @@ from collections.abc import Mapping
 
 from asgrad.tensor.errors import AsgradError
 
-__all__ = ["OnnxError", "OnnxExportError", "OnnxImportError", "UnsupportedOnnxOpsError"]
+__all__ = [
+    "OnnxConstantRequiredError",
+    "OnnxError",
+    "OnnxExportError",
+    "OnnxImportError",
+    "UnsupportedOnnxOpsError",
+]
 
 
 class OnnxError(AsgradError):
@@ -27,7 +33,33 @@ class OnnxExportError(OnnxError):
 
 
 class OnnxImportError(OnnxError):
-    """An ONNX model cannot become an asgrad graph (a bad file, an unsupported form)."""
+    """An ONNX model cannot become an asgrad graph (a bad file, an unsupported form).
+
+    ``op_type`` and ``node`` name the ONNX op type and node that could not be built
+    (empty for an error about the whole file).
+    """
+
+    def __init__(self, message: str, *, op_type: str = "", node: str = "") -> None:
+        super().__init__(message)
+        self.op_type = op_type
+        self.node = node
+
+    def at_node(self, op_type: str, node: str) -> OnnxImportError:
+        """This error, its message prefixed with the ONNX node it concerns."""
+        if not self.op_type:
+            self.op_type, self.node = op_type, node
+            self.args = (f"ONNX node {node!r} ({op_type}): {self.args[0]}", *self.args[1:])
+        return self
+
+
+class OnnxConstantRequiredError(OnnxImportError):
+    """A node needs a value at load time (axes, a shape, bounds) that the model
+    computes from its inputs; ``inputs`` names the model inputs it comes from, whose
+    values ``load(..., constants={name: array})`` takes."""
+
+    def __init__(self, message: str, *, inputs: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.inputs = inputs
 
 
 class UnsupportedOnnxOpsError(OnnxImportError):
@@ -37,11 +69,19 @@ class UnsupportedOnnxOpsError(OnnxImportError):
     domain) to how many nodes use it; all of them are listed at once.
     """
 
-    def __init__(self, ops: Mapping[str, int]) -> None:
+    def __init__(self, ops: Mapping[str, int], nodes: Mapping[str, str] | None = None) -> None:
         self.ops = dict(sorted(ops.items()))
-        listed = ", ".join(f"{name} x{count}" for name, count in self.ops.items())
+        self.nodes = dict(nodes or {})  # op type -> the first node of that type
+        listed = ", ".join(
+            f"{name} x{count}"
+            + (f" (first: node {self.nodes[name]!r})" if name in self.nodes else "")
+            for name, count in self.ops.items()
+        )
+        first = next(iter(self.ops), "")
         super().__init__(
             f"the model uses {len(self.ops)} ONNX op type(s) that asgrad cannot import:"
             f" {listed}; see asgrad.onnx.IMPORTERS for the supported ones, or rewrite"
-            " those nodes (e.g. export the model again with a lower opset)"
+            " those nodes (e.g. export the model again with a lower opset)",
+            op_type=first,
+            node=self.nodes.get(first, ""),
         )

@@ -18,13 +18,28 @@ from onnx import helper, numpy_helper
 
 from asgrad.onnx.builder import DTYPE_TO_ONNX, OnnxBuilder
 from asgrad.onnx.errors import OnnxExportError
+from asgrad.onnx.export_control import export_scan, export_scan_part
+from asgrad.onnx.export_index import INDEX_EXPORTERS
+from asgrad.onnx.export_math import MATH_EXPORTERS
 from asgrad.onnx.export_nn import NN_EXPORTERS, NOT_EXPORTED
 from asgrad.onnx.export_ops import BASIC_EXPORTERS, Exporter
 from asgrad.tensor import Node, Tensor, topological_order
 
 __all__ = ["ATTRIBUTES", "DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
 
-EXPORTERS: dict[str, Exporter] = {**BASIC_EXPORTERS, **NN_EXPORTERS}
+
+def _scan(b: OnnxBuilder, node: Node, xs: list[str]) -> str:
+    return export_scan(b, node, xs, _export_node)
+
+
+EXPORTERS: dict[str, Exporter] = {
+    **BASIC_EXPORTERS,
+    **NN_EXPORTERS,
+    **MATH_EXPORTERS,
+    **INDEX_EXPORTERS,
+    "scan": _scan,
+    "scan_part": export_scan_part,
+}
 """The asgrad ops :func:`export` can write, by name (leaves aside)."""
 
 # The attributes each exporter reads. A node with another attribute (an op that grew
@@ -33,7 +48,18 @@ _REDUCE = frozenset({"axis", "keepdims"})
 _CONV = frozenset({"stride", "padding", "dilation", "groups"})
 _POOL = frozenset({"kernel_size", "stride", "padding"})
 ATTRIBUTES: dict[str, frozenset[str]] = {
-    **dict.fromkeys(("sum", "mean", "max", "min", "argmax"), _REDUCE),
+    **dict.fromkeys(
+        ("sum", "mean", "max", "min", "argmax", "argmin", "prod", "logsumexp", "all", "any"),
+        _REDUCE,
+    ),
+    **dict.fromkeys(("sort", "argsort"), frozenset({"axis", "descending", "stable"})),
+    "cumsum": frozenset({"axis", "reverse"}),
+    "round": frozenset({"decimals"}),
+    "nan_to_num": frozenset({"nan", "posinf", "neginf"}),
+    **dict.fromkeys(("take_along_axis", "scatter_add_along"), frozenset({"axis"})),
+    "scatter_reduce": frozenset({"axis", "reduce", "include_self"}),
+    "scan": frozenset({"loop", "length", "save", "reverse"}),
+    "scan_part": frozenset({"loop", "length", "save", "reverse", "part"}),
     "var": _REDUCE | {"correction"},  # refused unless 0 (the exporter says so)
     **dict.fromkeys(("softmax", "log_softmax", "concat", "gather"), frozenset({"axis"})),
     **dict.fromkeys(("expand_dims", "squeeze"), frozenset({"axis"})),
@@ -142,6 +168,14 @@ def to_model(
     b.node = None
     graph_outputs = []
     for out_name, tensor in named.items():
+        if tensor.node.op == "scan":  # the packed result: its parts are the values
+            raise OnnxExportError(
+                f"output {out_name!r} is a scan's packed result, which has no ONNX form;"
+                " export the carries and per-step outputs that scan() returns"
+                f"\n  (at {tensor.node.location})",
+                op="scan",
+                location=tensor.node.location,
+            )
         b.reserve(out_name)
         b.op("Identity", [values[tensor.node.id]], out=out_name)
         graph_outputs.append(

@@ -185,7 +185,13 @@ _GRADIENT_OPS = (
     "scatter_add",
     "scatter_slice",
 )
-NOT_EXPORTED: dict[str, str] = dict.fromkeys(
-    _GRADIENT_OPS,
-    "a gradient op: export the forward (inference) graph, differentiate after load",
-)
+NOT_EXPORTED: dict[str, str] = {
+    **dict.fromkeys(
+        _GRADIENT_OPS,
+        "a gradient op: export the forward (inference) graph, differentiate after load",
+    ),
+    **dict.fromkeys(
+        ("left_shift", "right_shift"),
+        "ONNX's BitShift takes unsigned integers only, and asgrad's shifts are signed",
+    ),
+}

@@ -8,7 +8,7 @@ axis, so that a ``Reshape`` keeps that entry ``-1`` instead of the declared size
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +16,10 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from asgrad.onnx.errors import OnnxImportError
-from asgrad.tensor import Graph, Tensor
+from asgrad.onnx.errors import OnnxConstantRequiredError
+from asgrad.tensor import Graph, Node, Tensor, evaluate
 
-__all__ = ["ImportContext", "Importer", "Static", "Value"]
+__all__ = ["ImportContext", "Importer", "RunNodes", "Static", "Value"]
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,18 @@ Value = Tensor | Static
 
 
 class ImportContext:
-    """The graph the importers append to, and the model's opset."""
+    """The graph the importers append to, the model's opset, and ``run``, which
+    builds a list of nodes (a loop body's) into a context's graph."""
 
-    def __init__(self, graph: Graph, opset: int) -> None:
+    def __init__(self, graph: Graph, opset: int, run: RunNodes) -> None:
         self.graph = graph
         self.opset = opset
+        self.run = run
+        self.env: MutableMapping[str, Value] = {}  # the values by name, set by ``run``
+
+    def within(self, graph: Graph) -> ImportContext:
+        """A context appending to ``graph`` (a loop body's) instead."""
+        return ImportContext(graph, self.opset, self.run)
 
     def tensor(self, value: Value) -> Tensor:
         """``value`` as a graph tensor (a :class:`Static` becomes a constant)."""
@@ -54,7 +61,9 @@ class ImportContext:
         return self.graph.constant(array, dtype=array.dtype.name)
 
     def static(self, value: Value, what: str) -> np.ndarray:
-        """The value of ``value`` now; raises if it is only known when the graph runs."""
+        """The value of ``value`` now: a :class:`Static`, or a tensor computed from
+        constants and initializers only (evaluated here); raises
+        :class:`OnnxConstantRequiredError` naming the model inputs it comes from."""
         if isinstance(value, Static):
             return np.asarray(value.value)
         node = value.node
@@ -62,14 +71,35 @@ class ImportContext:
             return np.asarray(node.attrs["value"])
         if node.op == "parameter":  # an initializer read as a setting (Clip's bounds)
             return np.asarray(node.attrs["variable"].value)
-        raise OnnxImportError(
-            f"{what} must be known when the model is loaded (a constant or an initializer);"
-            f" here it is computed by a {node.op} node"
+        sources = _graph_inputs(node)
+        if not sources:  # computed from constants and initializers only: fold it now
+            return np.asarray(evaluate([value])[0])
+        given = ", ".join(f"{n!r}: ..." for n in sources)
+        raise OnnxConstantRequiredError(
+            f"{what} must be known when the model is loaded; it comes from the model"
+            f" input(s) {list(sources)}: give their values as load(..., constants={{{given}}})",
+            inputs=sources,
         )
 
     def statics(self, values: list[Value]) -> bool:
         """Whether every one of ``values`` is known at load time."""
         return all(isinstance(v, Static) for v in values)
+
+
+def _graph_inputs(node: Node) -> tuple[str, ...]:
+    """The names of the graph inputs ``node`` is computed from, in graph order."""
+    seen: set[int] = set()
+    found: dict[int, str] = {}
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.id in seen:
+            continue
+        seen.add(n.id)
+        if n.op == "input":
+            found[n.id] = n.name
+        stack.extend(n.inputs)
+    return tuple(found[k] for k in sorted(found))
 
 
 def attributes(node: onnx.NodeProto) -> dict[str, Any]:
@@ -82,3 +112,4 @@ def attributes(node: onnx.NodeProto) -> dict[str, Any]:
 
 
 Importer = Callable[[ImportContext, onnx.NodeProto, list[Value]], list[Value]]
+RunNodes = Callable[[ImportContext, Sequence[onnx.NodeProto], MutableMapping[str, Value]], None]

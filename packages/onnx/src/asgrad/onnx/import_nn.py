@@ -8,17 +8,30 @@ normalise each channel.
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from asgrad.onnx.errors import OnnxImportError
-from asgrad.onnx.import_context import ImportContext, Importer, Value, attributes
+from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
 from asgrad.tensor import Tensor
 
 __all__ = ["NN_IMPORTERS"]
 
 
 def _matmul(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-    return [ctx.graph.apply("matmul", [ctx.tensor(xs[0]), ctx.tensor(xs[1])], {})]
+    """numpy's matmul: a 1-D operand gains an axis for the product, then loses it."""
+    a, b = ctx.tensor(xs[0]), ctx.tensor(xs[1])
+    a_vector, b_vector = len(a.shape) == 1, len(b.shape) == 1
+    if a_vector:
+        a = a.expand_dims(0)
+    if b_vector:
+        b = b.expand_dims(-1)
+    y = ctx.graph.apply("matmul", [a, b], {})
+    if b_vector:
+        y = y.squeeze(-1)
+    if a_vector:
+        y = y.squeeze(-2 if len(y.shape) > 1 else -1)
+    return [y]
 
 
 def _gemm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -46,11 +59,36 @@ def _pair(values: object, name: str, default: int) -> tuple[int, int]:
     return items[0], items[1]
 
 
-def _pads(a: dict[str, object], op: str) -> tuple[int, int]:
+def _same_pads(
+    a: dict[str, object], op: str, spatial: tuple[int, ...], kernel: tuple[int, ...]
+) -> list[int]:
+    """ONNX's ``SAME_UPPER``/``SAME_LOWER`` pads (begins then ends): the output size is
+    ``ceil(input / stride)``; the odd unit of padding goes at the end (upper) or start."""
+    strides = _pair(a.get("strides"), "strides", 1)
+    dilations = _pair(a.get("dilations"), "dilations", 1)
+    begins, ends = [], []
+    for n, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+        total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small, large = total // 2, total - total // 2
+        upper = a.get("auto_pad") == "SAME_UPPER"
+        begins.append(small if upper else large)
+        ends.append(large if upper else small)
+    return [*begins, *ends]
+
+
+def _pads(
+    a: dict[str, object],
+    op: str,
+    spatial: tuple[int, ...] = (),
+    kernel: tuple[int, ...] = (),
+) -> tuple[int, int]:
     auto = a.get("auto_pad", "NOTSET")
-    if auto not in ("NOTSET", "VALID"):
+    if auto in ("SAME_UPPER", "SAME_LOWER") and spatial and kernel:
+        pads = _same_pads(a, op, spatial, kernel)
+    elif auto not in ("NOTSET", "VALID"):
         raise OnnxImportError(f"{op} with auto_pad={auto} is not supported; give explicit pads")
-    pads = [0, 0, 0, 0] if auto == "VALID" or a.get("pads") is None else list(a["pads"])  # type: ignore[call-overload]  # an ints attribute
+    else:
+        pads = [0, 0, 0, 0] if auto == "VALID" or a.get("pads") is None else list(a["pads"])  # type: ignore[call-overload]  # an ints attribute
     if len(pads) != 4 or pads[0] != pads[2] or pads[1] != pads[3]:
         raise OnnxImportError(
             f"{op} pads {pads} are not symmetric 2-D pads; asgrad pads both sides equally"
@@ -63,6 +101,15 @@ def _check_2d(x: Tensor, op: str) -> None:
         raise OnnxImportError(f"{op} on a rank-{len(x.shape)} input; asgrad has 2-D (NCHW) only")
 
 
+def _weight_kernel(w: Value, transposed: bool) -> tuple[int, ...]:
+    """The kernel size of a convolution's weight (none for a transposed one: its
+    ``SAME`` pads follow other rules)."""
+    if transposed:
+        return ()
+    shape = w.value.shape if isinstance(w, Static) else w.shape
+    return tuple(shape[2:])
+
+
 def _conv(transposed: bool) -> Importer:
     op_type = "ConvTranspose" if transposed else "Conv"
 
@@ -72,7 +119,7 @@ def _conv(transposed: bool) -> Importer:
         _check_2d(x, op_type)
         attrs: dict[str, object] = {
             "stride": _pair(a.get("strides"), "strides", 1),
-            "padding": _pads(a, op_type),
+            "padding": _pads(a, op_type, x.shape[2:], _weight_kernel(xs[1], transposed)),
             "dilation": _pair(a.get("dilations"), "dilations", 1),
             "groups": int(a.get("group", 1)),
         }
@@ -103,7 +150,7 @@ def _pool(average: bool) -> Importer:
         attrs: dict[str, object] = {
             "kernel_size": _pair(a["kernel_shape"], "kernel_shape", 1),
             "stride": _pair(a.get("strides"), "strides", 1),
-            "padding": _pads(a, op_type),
+            "padding": _pads(a, op_type, x.shape[2:], tuple(a["kernel_shape"])),
         }
         if average:
             attrs["count_include_pad"] = bool(a.get("count_include_pad", 0))
@@ -123,7 +170,11 @@ def _global_pool(op: str) -> Importer:
 
 def _flatten(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
     x = ctx.tensor(xs[0])
-    axis = int(attributes(node).get("axis", 1)) % (len(x.shape) + 1)
+    rank = len(x.shape)
+    axis = int(attributes(node).get("axis", 1))
+    if not -rank <= axis <= rank:
+        raise OnnxImportError(f"Flatten's axis {axis} is outside [-{rank}, {rank}]")
+    axis = axis + rank if axis < 0 else axis
     inner = 1
     for d in x.shape[axis:]:
         inner *= d
@@ -148,21 +199,39 @@ def _softmax(op: str) -> Importer:
 
 
 def _layer_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """asgrad's ``layer_norm``; the optional mean and inverse standard deviation
+    outputs are computed beside it (over the normalised axes, kept as size 1)."""
     a = attributes(node)
     x = ctx.tensor(xs[0])
-    axis = int(a.get("axis", -1)) % len(x.shape)
+    rank = len(x.shape)
+    axis = int(a.get("axis", -1)) % rank
     scale = ctx.tensor(xs[1])
-    bias = ctx.tensor(xs[2]) if len(xs) > 2 and node.input[2] else scale * 0.0
+    eps = float(a.get("epsilon", 1e-5))
+    normalized = tuple(x.shape[axis:])
+    if tuple(scale.shape) != normalized:
+        scale = scale.broadcast_to(normalized)
+    if len(xs) > 2 and node.input[2]:
+        bias = ctx.tensor(xs[2])
+        if tuple(bias.shape) != normalized:
+            bias = bias.broadcast_to(normalized)
+    else:
+        bias = scale * 0.0
+    attrs = {"normalized_shape": normalized, "eps": eps}
+    outs: list[Value] = [ctx.graph.apply("layer_norm", [x, scale, bias], attrs)]
     if len(node.output) > 1 and any(node.output[1:]):
-        raise OnnxImportError("LayerNormalization's mean and inverse std outputs are not supported")
-    attrs = {"normalized_shape": tuple(x.shape[axis:]), "eps": float(a.get("epsilon", 1e-5))}
-    return [ctx.graph.apply("layer_norm", [x, scale, bias], attrs)]
+        axes = tuple(range(axis, rank))
+        mean = x.mean(axes, keepdims=True)
+        centred = x - mean
+        variance = (centred * centred).mean(axes, keepdims=True)
+        outs += [mean, (variance + eps).sqrt().__rtruediv__(1.0)]
+    return outs
 
 
 def _batch_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """The inference form by the running statistics; ``training_mode=1`` normalises by
+    the batch's (population) statistics and also returns the running statistics moved
+    towards them by ``1 - momentum``."""
     a = attributes(node)
-    if a.get("training_mode", 0):
-        raise OnnxImportError("BatchNormalization in training mode is not supported")
     x, scale, bias, mean, var = (ctx.tensor(v) for v in xs[:5])
     channel = (-1, *([1] * (len(x.shape) - 2)))
 
@@ -170,35 +239,96 @@ def _batch_norm(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> li
         return ctx.graph.apply("reshape", [t], {"shape": channel})
 
     eps = float(a.get("epsilon", 1e-5))
-    y = (x - per_channel(mean)) / per_channel(var + eps).sqrt()
-    return [y * per_channel(scale) + per_channel(bias)]
+    if not a.get("training_mode", 0):
+        y = (x - per_channel(mean)) / per_channel(var + eps).sqrt()
+        return [y * per_channel(scale) + per_channel(bias)]
+    if ctx.opset < 14:
+        raise OnnxImportError("BatchNormalization in training mode before opset 14")
+    axes = tuple(i for i in range(len(x.shape)) if i != 1)
+    batch_mean = x.mean(axes, keepdims=True)
+    centred = x - batch_mean
+    batch_var = (centred * centred).mean(axes, keepdims=True)
+    y = centred / (batch_var + eps).sqrt() * per_channel(scale) + per_channel(bias)
+    momentum = float(a.get("momentum", 0.9))
+    flat_mean, flat_var = batch_mean.reshape((-1,)), batch_var.reshape((-1,))
+    running_mean = mean * momentum + flat_mean * (1.0 - momentum)
+    running_var = var * momentum + flat_var * (1.0 - momentum)
+    return [y, running_mean, running_var]
 
 
-def _reduce(op: str) -> Importer:
-    def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-        a = attributes(node)
-        x = ctx.tensor(xs[0])
-        rank = len(x.shape)
-        if len(xs) > 1 and node.input[1]:
-            raw = [int(v) for v in ctx.static(xs[1], f"{node.op_type}'s axes").reshape(-1)]
+def _reduce_axes(
+    ctx: ImportContext, node: onnx.NodeProto, xs: list[Value], rank: int
+) -> tuple[int, ...] | None:
+    """The axes a Reduce* node reduces (None: none, an identity)."""
+    a = attributes(node)
+    if len(xs) > 1 and node.input[1]:
+        raw = [int(v) for v in ctx.static(xs[1], f"{node.op_type}'s axes").reshape(-1)]
+    else:
+        raw = [int(v) for v in a.get("axes", [])]
+    if not raw and a.get("noop_with_empty_axes", 0):
+        return None
+    for v in raw:
+        if not -rank <= v < max(rank, 1):
+            raise OnnxImportError(f"{node.op_type}'s axis {v} is outside a rank-{rank} input")
+    return tuple(sorted(v % rank for v in raw)) if raw else tuple(range(rank))
+
+
+def _empty_reduction(x: Tensor, axes: tuple[int, ...], keep: bool, op: str, after: str) -> Static:
+    """A reduction over an empty axis: ONNX's identity element of the reduction."""
+    shape = [1 if i in axes else d for i, d in enumerate(x.shape)]
+    if not keep:
+        shape = [d for i, d in enumerate(x.shape) if i not in axes]
+    dtype = np.dtype(x.dtype)
+    if op in ("max", "min"):
+        lowest = op == "max"
+        if dtype.kind == "f":
+            fill: object = -np.inf if lowest else np.inf
+        elif dtype.kind == "b":
+            fill = not lowest
         else:
-            raw = list(a.get("axes", []))
-        if not raw and a.get("noop_with_empty_axes", 0):
-            return [x]
-        axes = tuple(sorted(int(v) % rank for v in raw)) if raw else tuple(range(rank))
-        keep = bool(a.get("keepdims", 1))
-        return [ctx.graph.apply(op, [x], {"axis": axes, "keepdims": keep})]
+            info = np.iinfo(dtype)
+            fill = info.min if lowest else info.max
+    elif op == "logsumexp" or after == "log":
+        fill = -np.inf
+    elif op == "prod":
+        fill = 1
+    elif op == "mean":
+        fill = np.nan
+    else:  # sums, and the square root of one
+        fill = 0
+    return Static(np.full(shape, fill, dtype=dtype))
+
+
+def _reduce(op: str, before: str = "", after: str = "") -> Importer:
+    """``op`` over the node's axes, ``before`` applied to the input first (``abs``,
+    ``square``, ``exp``) and ``after`` to the result (``sqrt``, ``log``); the result
+    keeps the input's dtype (an integer sum would widen to int64)."""
+
+    def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+        x = ctx.tensor(xs[0])
+        axes = _reduce_axes(ctx, node, xs, len(x.shape))
+        keep = bool(attributes(node).get("keepdims", 1))
+        if axes is not None and any(x.shape[i] == 0 for i in axes):
+            return [_empty_reduction(x, axes, keep, op, after)]
+        if before == "abs":
+            x = x.abs()
+        elif before == "square":
+            x = x * x
+        if axes is None:
+            y = x
+        elif op == "logsumexp":
+            y = x.logsumexp(axes, keepdims=keep)
+        elif op == "prod":
+            y = x.prod(axes, keepdims=keep)
+        else:
+            y = ctx.graph.apply(op, [x], {"axis": axes, "keepdims": keep})
+        if after == "sqrt":
+            y = y.sqrt()
+        elif after == "log":
+            y = y.log()
+        return [y if y.dtype == x.dtype else y.cast(x.dtype)]
 
     return imp
-
-
-def _argmax(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-    a = attributes(node)
-    if a.get("select_last_index", 0):
-        raise OnnxImportError("ArgMax with select_last_index=1 is not supported")
-    x = ctx.tensor(xs[0])
-    axis = int(a.get("axis", 0)) % len(x.shape)
-    return [ctx.graph.apply("argmax", [x], {"axis": axis, "keepdims": bool(a.get("keepdims", 1))})]
 
 
 NN_IMPORTERS: dict[str, Importer] = {
@@ -219,5 +349,10 @@ NN_IMPORTERS: dict[str, Importer] = {
     "ReduceMean": _reduce("mean"),
     "ReduceMax": _reduce("max"),
     "ReduceMin": _reduce("min"),
-    "ArgMax": _argmax,
+    "ReduceProd": _reduce("prod"),
+    "ReduceL1": _reduce("sum", before="abs"),
+    "ReduceL2": _reduce("sum", before="square", after="sqrt"),
+    "ReduceSumSquare": _reduce("sum", before="square"),
+    "ReduceLogSum": _reduce("sum", after="log"),
+    "ReduceLogSumExp": _reduce("logsumexp"),
 }

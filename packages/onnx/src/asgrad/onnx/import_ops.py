@@ -19,7 +19,14 @@ from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_composite import COMPOSITE_IMPORTERS
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
+from asgrad.onnx.import_control import CONTROL_IMPORTERS
+from asgrad.onnx.import_index import INDEX_IMPORTERS
+from asgrad.onnx.import_math import MATH_IMPORTERS
 from asgrad.onnx.import_nn import NN_IMPORTERS
+from asgrad.onnx.import_norms import NORM_IMPORTERS
+from asgrad.onnx.import_recurrent import RECURRENT_IMPORTERS
+from asgrad.onnx.import_resize import RESIZE_IMPORTERS
+from asgrad.onnx.import_static import STATIC_IMPORTERS
 from asgrad.tensor import Tensor
 from asgrad.tensor.ir.free_sizes import free_reshape_target
 
@@ -76,19 +83,30 @@ def _pow(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Valu
     return [ctx.graph.apply("pow", [base, exponent], {})]
 
 
-def _not(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
-    x = ctx.tensor(xs[0])
-    return [ctx.graph.apply("equal", [x, ctx.graph.constant(False, dtype="bool")], {})]
-
-
 def _identity(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
     return [xs[0]]
 
 
 def _dropout(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """The inference form (an identity, the mask all true); training mode with a
+    ratio above 0 draws ONNX Runtime's random mask, which asgrad cannot reproduce."""
+    a = attributes(node)
+    ratio = float(a.get("ratio", 0.5))
+    if len(xs) > 1 and node.input[1]:
+        ratio = float(ctx.static(xs[1], "Dropout's ratio"))
+    training = bool(a.get("training_mode", 0)) if ctx.opset < 12 else False
+    if len(xs) > 2 and node.input[2]:
+        training = bool(ctx.static(xs[2], "Dropout's training_mode"))
+    if training and ratio > 0.0:
+        raise OnnxImportError(
+            f"Dropout in training mode (ratio {ratio}) draws a random mask that asgrad"
+            " cannot reproduce; export the model in eval mode (training_mode false)"
+        )
+    x = ctx.tensor(xs[0])
+    outs: list[Value] = [x]
     if len(node.output) > 1 and node.output[1]:
-        raise OnnxImportError("Dropout's mask output is not supported (inference only)")
-    return [xs[0]]
+        outs.append(Static(np.ones(x.shape, dtype=bool)))
+    return outs
 
 
 def _cast(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -116,7 +134,12 @@ def _clip(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Val
         lo = float(ctx.static(xs[1], "Clip's min"))
     if len(xs) > 2 and node.input[2]:
         hi = float(ctx.static(xs[2], "Clip's max"))
-    return [ctx.graph.apply("clamp", [ctx.tensor(xs[0])], {"min": lo, "max": hi})]
+    x = ctx.tensor(xs[0])
+    if lo is None and hi is None:
+        return [x]
+    if lo is not None and hi is not None and lo > hi:  # ONNX: every value becomes max
+        return [x.maximum(lo).minimum(hi)]
+    return [ctx.graph.apply("clamp", [x], {"min": lo, "max": hi})]
 
 
 def _alpha(op: str, default: float) -> Importer:
@@ -271,9 +294,16 @@ def _gather(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[V
         return [Static(np.take(data.value, idx, axis=axis), np.take(data.mask(), idx, axis=axis))]
     x = ctx.tensor(data)
     axis %= len(x.shape)
-    if isinstance(indices, Static):  # ONNX counts negative indices from the end
-        indices = Static(np.where(indices.value < 0, indices.value + x.shape[axis], indices.value))
-    return [ctx.graph.apply("gather", [x, ctx.tensor(indices)], {"axis": axis})]
+    return [ctx.graph.apply("gather", [x, _wrapped(ctx, indices, x.shape[axis])], {"axis": axis})]
+
+
+def _wrapped(ctx: ImportContext, indices: Value, size: int) -> Tensor:
+    """``indices`` with ONNX's negative entries (counted from the end) made positive."""
+    if isinstance(indices, Static):
+        return ctx.tensor(Static(np.where(indices.value < 0, indices.value + size, indices.value)))
+    zero = ctx.graph.constant(0, dtype=indices.dtype)
+    shifted = indices + ctx.graph.constant(size, dtype=indices.dtype)
+    return ctx.graph.apply("where", [indices < zero, shifted, indices], {})
 
 
 def _bound(value: int) -> int | None:
@@ -325,14 +355,12 @@ IMPORTERS: dict[str, Importer] = {
     "Add": _binary("add", np.add),
     "Sub": _binary("sub", np.subtract),
     "Mul": _binary("mul", np.multiply),
-    "Div": _binary("div", lambda a, b: a // b if a.dtype.kind in "iu" else a / b),
     "Pow": _pow,
     "Equal": _compare("equal", np.equal),
     "Greater": _compare("greater", np.greater),
     "GreaterOrEqual": _compare("greater_equal", np.greater_equal),
     "Less": _compare("less", np.less),
     "LessOrEqual": _compare("less_equal", np.less_equal),
-    "Not": _not,
     "Max": _variadic("maximum"),
     "Min": _variadic("minimum"),
     "Sum": _variadic("add"),
@@ -359,5 +387,12 @@ IMPORTERS: dict[str, Importer] = {
     "Slice": _slice,
     **NN_IMPORTERS,
     **COMPOSITE_IMPORTERS,
+    **MATH_IMPORTERS,
+    **INDEX_IMPORTERS,
+    **NORM_IMPORTERS,
+    **RESIZE_IMPORTERS,
+    **RECURRENT_IMPORTERS,
+    **CONTROL_IMPORTERS,
+    **STATIC_IMPORTERS,
 }
 """The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""
