@@ -195,19 +195,27 @@ def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[
     return x.movedim(source, destination)
 
 
-def unstack(x: Tensor, axis: int = 0) -> list[Tensor]:
+def unstack(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> list[Tensor]:
     """The slices of ``x`` along ``axis`` (``torch.unbind``)."""
-    return x.unstack(axis)
+    return x.unstack(axis, dim=dim)
 
 
-def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+def split(
+    x: Tensor,
+    split_size_or_sections: int | Sequence[int],
+    axis: int | None = None,
+    *,
+    dim: int | None = None,
+) -> list[Tensor]:
     """``x`` in pieces along ``axis`` (``torch.split``)."""
-    return x.split(split_size_or_sections, axis)
+    return x.split(split_size_or_sections, axis, dim=dim)
 
 
-def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
+def chunk(
+    x: Tensor, chunks: int, axis: int | None = None, *, dim: int | None = None
+) -> list[Tensor]:
     """``x`` in at most ``chunks`` equal pieces along ``axis`` (``torch.chunk``)."""
-    return x.chunk(chunks, axis)
+    return x.chunk(chunks, axis, dim=dim)
 
 
 def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
