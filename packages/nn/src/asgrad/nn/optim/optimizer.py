@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from asgrad.autograd import grad
 from asgrad.nn.errors import StateMismatchError
 from asgrad.tensor import Program, Tensor, Variable, compile
-from asgrad.tensor.errors import ArgumentError, GraphError
+from asgrad.tensor.errors import ArgumentError, DefineByRunError, GraphError
 from asgrad.tensor.ir.scopes import node_meta, scope
 
 
@@ -309,6 +309,14 @@ class Optimizer:
                     scales[g.dtype] = scale.cast(g.dtype)
             grads = [g * scales[g.dtype] for g in grads]
         return grads
+
+    def zero_grad(self, set_to_none: bool = True) -> NoReturn:
+        """Refused with the asgrad way: a compiled step computes fresh gradients each run."""
+        raise DefineByRunError(
+            f"{type(self).__name__}.zero_grad(): asgrad accumulates no gradients between"
+            " steps; step = opt.compile(loss) once, then step(x=..., y=...) per batch computes"
+            " fresh gradients and the update (nn.GradientAccumulator to sum them over batches)"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lr={self.lr}, params={len(self.params)})"

@@ -28,7 +28,7 @@ from asgrad.tensor.api.located import locate
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, ShapeError
 from asgrad.tensor.ir.dtypes import as_dtype
-from asgrad.tensor.ir.graph import Graph
+from asgrad.tensor.ir.graph import Graph, Variable
 from asgrad.tensor.ops.shape_pad import MODES
 
 __all__ = [
@@ -130,7 +130,7 @@ def pad(x: Tensor, pad: object, mode: str = "constant", value: float = 0.0) -> T
 
 
 # -- linear algebra -------------------------------------------------------------------------
-def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
+def einsum(equation: str, *operands: Tensor | Variable | Sequence[Tensor | Variable]) -> Tensor:
     """Einstein summation (``numpy.einsum``, ``torch.einsum``): any number of operands,
     ``...``, repeated labels (diagonals, traces) and the implicit output.
 
@@ -140,10 +140,19 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     >>> evaluate(einsum("ii", m))[0].tolist()
     3.0
     """
-    if len(operands) == 1 and not isinstance(operands[0], Tensor):
+    if len(operands) == 1 and isinstance(operands[0], Sequence):
         operands = tuple(operands[0])
+    like = next((t for t in operands if isinstance(t, Tensor)), None)
+    if like is not None:  # a model's Parameter among them joins that Tensor's graph
+        operands = tuple(like._lift(t) if isinstance(t, Variable) else t for t in operands)
     if not operands or not all(isinstance(t, Tensor) for t in operands):
-        raise locate("einsum", ArgumentTypeError("einsum takes one or more Tensors"))
+        raise locate(
+            "einsum",
+            ArgumentTypeError(
+                "einsum takes one or more Tensors (a Parameter alone has no graph:"
+                " bind it first, graph.bind(p))"
+            ),
+        )
     tensors = [t for t in operands if isinstance(t, Tensor)]
     if not isinstance(equation, str):
         raise locate("einsum", ArgumentTypeError(f"equation must be a str, got {equation!r}"))

@@ -1,0 +1,127 @@
+"""What a PyTorch user types on parameters, modules and optimizers: a Parameter used
+directly in ``forward`` joins the graph of the Tensor it meets; the define-by-run habits
+(``p.grad``, ``opt.zero_grad()``, ``model.cuda()``) raise typed errors naming asgrad's way;
+``register_buffer`` and ``nn.functional`` work as in PyTorch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from asgrad import nn
+from asgrad.nn.errors import StateMismatchError
+from asgrad.tensor import Graph, Tensor, Variable, cat, einsum, evaluate
+from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DefineByRunError
+
+P = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+X = np.ones((2, 3), np.float32)
+
+
+@pytest.mark.parametrize(
+    ("build", "want"),
+    [
+        (lambda p, x: p + x, P + X),
+        (lambda p, x: x - p, X - P),
+        (lambda p, x: p * x, P * X),
+        (lambda p, x: x / (p + x), X / (P + X)),
+        (lambda p, x: x.matmul(p.T if isinstance(p, Tensor) else x.graph.bind(p).T), X @ P.T),
+        (lambda p, x: p @ x.T, P @ X.T),
+        (lambda p, x: cat([p, x], dim=0), np.concatenate([P, X])),
+        (lambda p, x: einsum("ij,ij->i", x, p), (X * P).sum(1)),
+        (lambda p, x: x.mm(p.T if isinstance(p, Tensor) else x.graph.bind(p).T), X @ P.T),
+    ],
+)
+def test_a_parameter_joins_the_graph_of_the_tensor_it_meets(
+    build: Callable[[nn.Parameter, Tensor], Tensor], want: np.ndarray
+) -> None:
+    p = nn.Parameter(P)
+    g = Graph()
+    x = g.input("x", (2, 3))
+    np.testing.assert_allclose(evaluate(build(p, x), {"x": X})[0], want)
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda p: p[:, :2],
+        lambda p: p * 2,
+        lambda p: p.matmul(p),
+        lambda p: p.sum(),
+        lambda p: cat([p, p]),
+        lambda p: einsum("ij->i", p),
+    ],
+)
+def test_a_parameter_without_a_tensor_names_graph_bind(
+    use: Callable[[nn.Parameter], object],
+) -> None:
+    with pytest.raises((ArgumentTypeError, DefineByRunError), match=r"bind"):
+        use(nn.Parameter(P))
+
+
+@pytest.mark.parametrize(
+    ("habit", "names"),
+    [
+        (lambda: nn.Parameter(P).grad, "asgrad.autograd.grad"),
+        (lambda: nn.Parameter(P).data, "p.value"),
+        (lambda: nn.Linear(2, 3).cuda(), "backend='gpu'"),
+        (lambda: nn.Linear(2, 3).zero_grad(), "opt.compile"),
+        (lambda: nn.SGD(nn.Linear(2, 3).parameters(), lr=0.1).zero_grad(), "opt.compile"),
+    ],
+)
+def test_define_by_run_habits_raise_typed_errors_naming_the_asgrad_way(
+    habit: Callable[[], object], names: str
+) -> None:
+    with pytest.raises(DefineByRunError, match=names.replace("(", r"\(")):
+        habit()
+
+
+def test_parameter_numel_and_module_cpu() -> None:
+    layer = nn.Linear(2, 3)
+    assert sum(p.numel() for p in layer.parameters()) == 9
+    assert layer.cpu() is layer
+
+
+def test_register_buffer_is_saved_state_usable_in_forward() -> None:
+    class Masked(nn.Module):
+        mask: Variable
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("mask", np.array([1.0, 0.0, 1.0], np.float32))
+
+        def forward(self, x: Tensor) -> Tensor:
+            return x * self.mask
+
+    m = Masked()
+    assert list(m.state_dict()) == ["mask"]
+    assert m.parameters() == []
+    g = Graph()
+    x = g.input("x", (2, 3))
+    np.testing.assert_allclose(evaluate(m(x), {"x": X})[0], X * [1.0, 0.0, 1.0])
+    with pytest.raises(ArgumentError, match="persistent"):
+        m.register_buffer("other", np.zeros(2), persistent=False)
+
+
+def test_nn_functional_is_reachable_from_nn() -> None:
+    import asgrad.nn.functional as F  # PyTorch's conventional alias
+
+    assert nn.functional is F
+
+
+def test_load_state_dict_names_the_transposed_pytorch_layout() -> None:
+    layer = nn.Linear(4, 3)
+    state = {"weight": np.zeros((3, 4), np.float32), "bias": np.zeros(3, np.float32)}
+    with pytest.raises(StateMismatchError, match=r"transposed\? .*load_torch_state_dict"):
+        layer.load_state_dict(state)
+
+
+def test_weight_torch_is_pytorchs_layout_and_transposing_a_parameter_names_it() -> None:
+    layer = nn.Linear(3, 3)
+    g = Graph()
+    x = g.input("x", (2, 3))
+    ours, torchs = evaluate([layer(x), x @ layer.weight_torch(x).T + layer.bias], {"x": P})
+    np.testing.assert_allclose(ours, torchs, rtol=1e-6)
+    with pytest.raises(DefineByRunError, match=r"weight_torch"):
+        _ = layer.weight.T
