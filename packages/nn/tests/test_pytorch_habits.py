@@ -10,9 +10,11 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+import asgrad.nn.functional as F  # PyTorch's conventional alias
 from asgrad import nn
+from asgrad.nn import init
 from asgrad.nn.errors import StateMismatchError
-from asgrad.tensor import Graph, Tensor, Variable, cat, einsum, evaluate
+from asgrad.tensor import Graph, Tensor, Variable, cat, einsum, evaluate, where
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DefineByRunError
 
 P = np.arange(6.0, dtype=np.float32).reshape(2, 3)
@@ -125,3 +127,45 @@ def test_weight_torch_is_pytorchs_layout_and_transposing_a_parameter_names_it() 
     np.testing.assert_allclose(ours, torchs, rtol=1e-6)
     with pytest.raises(DefineByRunError, match=r"weight_torch"):
         _ = layer.weight.T
+
+
+def test_where_with_two_number_branches_takes_pytorchs_dtypes() -> None:
+    g = Graph()
+    x = g.input("x", (4,))
+    m = x > 0.0
+    outs = evaluate(
+        [where(m, 1.0, 0.0), where(m, 2, -1), where(m, True, False)],
+        {"x": np.array([1, -1, 1, -1], np.float32)},
+    )
+    np.testing.assert_array_equal(outs[0], np.array([1.0, 0.0, 1.0, 0.0], np.float32))
+    assert outs[0].dtype == np.float32
+    np.testing.assert_array_equal(outs[1], [2, -1, 2, -1])
+    assert outs[1].dtype == np.int64
+    assert outs[2].dtype == np.bool_
+
+
+@pytest.mark.parametrize("shape", [(3, 8, 2, 2), (8, 3, 3)])
+def test_dropout2d_zeroes_whole_channels_and_scales_the_rest(shape: tuple[int, ...]) -> None:
+    g = Graph()
+    x = g.input("x", shape)
+    v = np.random.default_rng(0).uniform(1.0, 2.0, shape).astype(np.float32)
+    (out,) = evaluate(nn.Dropout2d(0.5, seed=1)(x), {"x": v})
+    per_channel = out.reshape(*shape[:-2], -1) / v.reshape(*shape[:-2], -1)
+    dropped = np.all(per_channel == 0.0, axis=-1)
+    kept = np.all(np.isclose(per_channel, 2.0), axis=-1)
+    assert np.all(dropped | kept)
+    assert dropped.any()
+    assert kept.any()
+    assert nn.Dropout2d(0.5).eval()(x) is x
+    np.testing.assert_array_equal(evaluate(F.dropout2d(x, 0.5, 1, training=False), {"x": v})[0], v)
+
+
+def test_orthogonal_xavier_normal_and_kaiming_normal_in_place() -> None:
+    p = nn.Parameter((4, 6), init.zeros, dtype="float64")
+    init.orthogonal_(p, gain=2.0, rng=0)
+    np.testing.assert_allclose(p.value @ p.value.T, 4.0 * np.eye(4), atol=1e-12)
+    big = nn.Parameter((300, 500), init.zeros)
+    init.xavier_normal_(big, rng=0)
+    assert abs(big.value.std() - np.sqrt(2.0 / 800)) < 2e-3
+    init.kaiming_normal_(big, mode="fan_out", nonlinearity="relu", rng=0)
+    assert abs(big.value.std() - np.sqrt(2.0 / 500)) < 2e-3

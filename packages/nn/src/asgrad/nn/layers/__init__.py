@@ -48,7 +48,7 @@ from asgrad.nn.layers.conv_3d import (
     MaxPool3d,
 )
 from asgrad.nn.layers.distance import CosineSimilarity, PairwiseDistance
-from asgrad.nn.layers.dropout import Dropout
+from asgrad.nn.layers.dropout import Dropout, Dropout2d
 from asgrad.nn.layers.embedding import Embedding
 from asgrad.nn.layers.feedforward import FeedForward
 from asgrad.nn.layers.linear import Linear
@@ -140,6 +140,7 @@ __all__ = [
     "CosineSimilarity",
     "CrossEntropyLoss",
     "Dropout",
+    "Dropout2d",
     "Embedding",
     "FeedForward",
     "Flatten",

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import ArgumentTypeError, GraphError
 from asgrad.tensor.ir.common import normalize_axis
+from asgrad.tensor.ir.graph import Variable
 
 
 def _first_tensor(*values: object) -> Tensor:
@@ -19,8 +22,24 @@ def _first_tensor(*values: object) -> Tensor:
 
 
 def where(cond: Tensor, a: object, b: object) -> Tensor:
-    """``a`` where ``cond`` is true, else ``b`` (numpy.where), broadcasting all three."""
-    like = _first_tensor(a, b)
+    """``a`` where ``cond`` is true, else ``b`` (numpy.where), broadcasting all three.
+
+    With two Python numbers as branches (``where(mask, 1.0, 0.0)``) the result is float32
+    when either is a float, else int64 (bool for two bools), as PyTorch's default dtypes.
+    """
+    if not isinstance(a, Tensor | Variable) and not isinstance(b, Tensor | Variable):
+        if not isinstance(cond, Tensor):
+            raise ArgumentTypeError(f"where: cond must be a Tensor, got {type(cond).__name__}")
+        scalars = (a, b)
+        if all(isinstance(v, bool | np.bool_) for v in scalars):
+            dtype = "bool"
+        elif all(isinstance(v, int | np.integer) for v in scalars):
+            dtype = "int64"
+        else:
+            dtype = "float32"
+        like = cond.graph.constant(0, dtype)
+    else:
+        like = _first_tensor(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else cond
     return cond.graph.apply("where", (cond, like._lift(a), like._lift(b)), {})
 
 
