@@ -10,7 +10,6 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from asgrad.autograd import grad
 from asgrad.tensor import Graph, Tensor, cat, evaluate, linalg
 from asgrad.tensor.api import functional_reduce as fr
 from asgrad.tensor.api import nn_activation as fa
@@ -111,20 +110,12 @@ def test_pytorch_named_methods_compute_their_ops() -> None:
     np.testing.assert_array_equal(outs[7], v)
 
 
-def test_log1p_gradient_is_one_over_one_plus_x_near_zero_too() -> None:
-    g = Graph()
-    x = g.input("x", (4,), "float64")
-    v = np.array([0.0, 1e-17, -0.5, 2.0])
-    (dx,) = evaluate(grad(x.log1p().sum(), [x]), {"x": v})
-    np.testing.assert_allclose(dx, 1.0 / (1.0 + v), rtol=1e-12)
-
-
 @pytest.mark.parametrize(
     ("call", "names"),
     [
         (lambda x: x.backward(), "opt.compile(loss)"),
         (lambda x: x.item(), "evaluate"),
-        (lambda x: x.grad, "asgrad.autograd.grad"),
+        (lambda x: x.grad, "autograd.grad(loss"),
         (lambda x: x.data, "p.value"),
         (lambda x: x.cuda(), "backend='gpu'"),
     ],

@@ -15,9 +15,10 @@ import math
 from typing import TYPE_CHECKING, NoReturn, cast, overload
 
 from asgrad.tensor.api.dims import axis_arg, keepdims_arg
+from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.methods_base import TensorBase
-from asgrad.tensor.errors import DefineByRunError, ShapeError
-from asgrad.tensor.ir.common import normalize_axis
+from asgrad.tensor.errors import ArgumentError, DefineByRunError, ShapeError
+from asgrad.tensor.ir.common import float_arg, normalize_axis
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -109,12 +110,25 @@ class TorchMethods(TensorBase):
         keepdim: bool | None = None,
     ) -> Tensor:
         """The vector ``p``-norm over ``axis`` (every axis when None), as
-        ``torch.Tensor.norm``; see [`vector_norm`][asgrad.tensor.linalg.vector_norm]."""
-        from asgrad.tensor.linalg import vector_norm
-
+        ``torch.Tensor.norm`` (p = inf: the largest ``|x|``); the gradient is 0 where
+        every value is 0, as PyTorch's. [`vector_norm`][asgrad.tensor.linalg.vector_norm]
+        takes every ``ord``."""
+        x = self._t()
         given = axis_arg("norm", axis, dim)
         keep = keepdims_arg("norm", keepdims, keepdim)
-        return vector_norm(self._t(), p, given, keep)
+        p = checked("norm", float_arg, p, "p")
+        if not p > 0:
+            raise ArgumentError(f"norm: p must be a number > 0 or inf, got {p!r}")
+        a = x.abs()
+        if p == math.inf:
+            return a.max(given, keep)
+        if p == 1:
+            return a.sum(given, keep)
+        total = (x * x if p == 2 else a ** float(p)).sum(given, keep)
+        zero = total == 0.0
+        safe = x.graph.apply("where", (zero, total._lift(1.0), total), {})
+        root = safe.sqrt() if p == 2 else safe ** (1.0 / float(p))
+        return x.graph.apply("where", (zero, root._lift(0.0), root), {})
 
     def contiguous(self) -> Tensor:
         """``x`` itself: graph values have no memory layout to make contiguous."""

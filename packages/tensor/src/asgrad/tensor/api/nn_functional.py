@@ -361,10 +361,9 @@ def dropout2d(
         )
     if not training or p == 0.0:
         return dropout(x, p, seed, training)
-    from asgrad.tensor.api.functional_shape import ones_like
-
     channels = x[(slice(None),) * (x.ndim - 2) + (slice(0, 1), slice(0, 1))]
-    return x * dropout(ones_like(channels), p, seed, training)
+    ones = x.graph.apply("broadcast_like", (x.graph.constant(1.0, x.dtype), channels), {})
+    return x * dropout(ones, p, seed, training)
 
 
 @_named("embedding")

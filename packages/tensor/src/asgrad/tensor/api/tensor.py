@@ -33,6 +33,7 @@ from asgrad.tensor.ir.common import (
 )
 from asgrad.tensor.ir.graph import Variable
 from asgrad.tensor.ir.registry import Shape
+from asgrad.tensor.ir.variables import TENSOR_NAMES
 
 if TYPE_CHECKING:
     from asgrad.tensor.ir.graph import Graph, Node
@@ -447,3 +448,6 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
             elif isinstance(item, slice):
                 pos += 1
         return out.expand_dims(tuple(new_axes)) if new_axes else out
+
+
+TENSOR_NAMES.update(name for name in dir(Tensor) if not name.startswith("_"))

@@ -17,7 +17,11 @@ from asgrad.tensor.ir.registry import Shape
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
 
-__all__ = ["Variable", "VariableStore"]
+__all__ = ["TENSOR_NAMES", "Variable", "VariableStore"]
+
+# The public names of Tensor, filled in when asgrad.tensor.api.tensor is imported: a
+# Tensor method called on a variable gets an error naming graph.bind.
+TENSOR_NAMES: set[str] = set()
 
 # PyTorch's attributes of a parameter that asgrad answers with its own way
 _HABITS = {
@@ -159,13 +163,10 @@ class Variable:
                 " layout: asgrad's Linear.weight is (in_features, out_features), so PyTorch's"
                 " x @ W.T is x @ W here (layer.weight_torch(x) is PyTorch's (out, in) layout)"
             )
-        if not name.startswith("_"):
-            from asgrad.tensor.api.tensor import Tensor
-
-            if hasattr(Tensor, name):
-                raise DefineByRunError(
-                    f"{self!r}.{name}: a Parameter is not a Tensor of a graph; {_BIND}"
-                )
+        if name in TENSOR_NAMES:  # public names only
+            raise DefineByRunError(
+                f"{self!r}.{name}: a Parameter is not a Tensor of a graph; {_BIND}"
+            )
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
