@@ -13,6 +13,7 @@ import pytest
 from asgrad.tensor import Graph, Tensor, cat, evaluate, linalg
 from asgrad.tensor.api import functional_reduce as fr
 from asgrad.tensor.api import nn_activation as fa
+from asgrad.tensor.api import nn_norms as fn
 from asgrad.tensor.errors import ArgumentError, DefineByRunError, ShapeError
 
 X = np.arange(24, dtype=np.float64).reshape(2, 3, 4) / 7.0 - 1.5
@@ -47,6 +48,11 @@ PAIRS: list[tuple[str, Callable[[Tensor], object], Callable[[Tensor], object]]] 
     ("cat", lambda x: cat([x, x], axis=1), lambda x: cat([x, x], dim=1)),
     ("norm", lambda x: linalg.vector_norm(x, 2, axis=1), lambda x: x.norm(dim=1)),
     ("fn var", lambda x: fr.var(x, axis=1), lambda x: fr.var(x, dim=1)),
+    ("flatten", lambda x: x.flatten(1), lambda x: x.flatten(start_dim=1)),
+    ("flatten end", lambda x: x.reshape(6, 4), lambda x: x.flatten(0, 1)),
+    ("flatten mid", lambda x: x.reshape(2, 12), lambda x: x.flatten(start_dim=1, end_dim=2)),
+    ("narrow", lambda x: x.narrow(2, 1, 2), lambda x: x.narrow(dim=2, start=1, length=2)),
+    ("normalize", lambda x: fn.normalize(x, dim=2), lambda x: fn.normalize(x, axis=2)),
     ("fn cumsum", lambda x: fr.cumsum(x, axis=0), lambda x: fr.cumsum(x, dim=0)),
 ]
 
@@ -127,3 +133,14 @@ def test_define_by_run_habits_name_the_asgrad_way(
     with pytest.raises(DefineByRunError, match=names.replace("(", r"\(").replace(")", r"\)")):
         call(x)
     assert not hasattr(x, "grad")  # an AttributeError still, as hasattr expects
+
+
+def test_gather_takes_pytorchs_keywords() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3), "float64")
+    index = g.constant(np.array([[2, 0], [1, 1]]))
+    a, b = evaluate([x.gather(1, index), x.gather(dim=1, index=index)], {"x": X[0, :2, :3]})
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        a, np.take_along_axis(X[0, :2, :3], np.array([[2, 0], [1, 1]]), 1)
+    )

@@ -192,9 +192,19 @@ class ShapeMethods(IndexMethods):
 
     moveaxis = movedim
 
-    def narrow(self, axis: int, start: int, length: int) -> Tensor:
+    def narrow(
+        self,
+        axis: int | None = None,
+        start: int = 0,
+        length: int | None = None,
+        *,
+        dim: int | None = None,
+    ) -> Tensor:
         """``length`` elements from ``start`` along ``axis`` (``torch.Tensor.narrow``)."""
-        axis = checked("narrow", normalize_axis, axis, self.ndim)
+        given = axis_arg("narrow", axis, dim)
+        if given is None or length is None:
+            raise ArgumentTypeError("narrow takes (axis or dim, start, length)")
+        axis = checked("narrow", normalize_axis, given, self.ndim)
         n = self.shape[axis]
         start, length = int_arg(start, "narrow: start"), int_arg(length, "narrow: length")
         begin = start + n if start < 0 else start

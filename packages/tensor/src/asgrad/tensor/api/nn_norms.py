@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import ArgumentError
 from asgrad.tensor.ir.common import int_arg
@@ -92,16 +93,27 @@ def rms_norm(
     return x.graph.apply("rms_norm", inputs, attrs)
 
 
-def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``."""
-    attrs = {"p": float(p), "axis": int_arg(dim, "normalize's dim"), "eps": float(eps)}
+def normalize(
+    x: Tensor,
+    p: float = 2.0,
+    dim: int | None = None,
+    eps: float = 1e-12,
+    *,
+    axis: int | None = None,
+) -> Tensor:
+    """``x / max(||x||_p, eps)`` along ``dim`` (or ``axis``; default 1)."""
+    given = axis_arg("normalize", axis, dim, 1)
+    attrs = {"p": float(p), "axis": int_arg(given, "normalize's dim"), "eps": float(eps)}
     return x.graph.apply("normalize", (x,), attrs)
 
 
-def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast
-    first), each norm clamped below by ``eps``."""
-    attrs = {"axis": int_arg(dim, "cosine_similarity's dim"), "eps": float(eps)}
+def cosine_similarity(
+    x1: Tensor, x2: Tensor, dim: int | None = None, eps: float = 1e-8, *, axis: int | None = None
+) -> Tensor:
+    """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (or ``axis``;
+    default 1; broadcast first), each norm clamped below by ``eps``."""
+    given = axis_arg("cosine_similarity", axis, dim, 1)
+    attrs = {"axis": int_arg(given, "cosine_similarity's dim"), "eps": float(eps)}
     return x1.graph.apply("cosine_similarity", (x1, x2), attrs)
 
 

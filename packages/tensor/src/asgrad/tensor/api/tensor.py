@@ -337,8 +337,29 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         return self._apply("reshape", shape=checked("reshape", shape_arg, shape, "shape"))
 
-    def flatten(self, start_axis: int = 0) -> Tensor:
-        start = checked("flatten", normalize_axis, start_axis, self.ndim) if self.ndim else 0
+    def flatten(
+        self,
+        start_axis: int | None = None,
+        end_axis: int | None = None,
+        *,
+        start_dim: int | None = None,
+        end_dim: int | None = None,
+    ) -> Tensor:
+        """Axes ``start_axis`` to ``end_axis`` (inclusive; default: all) merged into one,
+        as ``torch.flatten`` (``start_dim``/``end_dim``: PyTorch's names)."""
+        first = axis_arg("flatten", start_axis, start_dim, 0)
+        last = axis_arg("flatten", end_axis, end_dim, -1)
+        if not self.ndim:
+            return self.reshape(1)
+        start = checked("flatten", normalize_axis, first, self.ndim)
+        end = checked("flatten", normalize_axis, last, self.ndim)
+        if end < start:
+            raise ShapeError(f"flatten: end axis {last} comes before start axis {first}")
+        if end < self.ndim - 1:
+            merged = math.prod(self.shape[start : end + 1])
+            if start == 0:
+                return self.reshape(-1, *self.shape[end + 1 :])
+            return self.reshape(-1, *self.shape[1:start], merged, *self.shape[end + 1 :])
         # The -1 goes on the leading (batch) axis, so that the reshape does not bake
         # in the batch size declared at build time (a graph built for batch 3 runs
         # on batch 7).
@@ -404,9 +425,20 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
             out = out.squeeze(tuple(out.ndim + s for s in squeeze))
         return out
 
-    def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
-        """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
-        :meth:`take_along_axis`."""
+    def gather(
+        self,
+        indices: Tensor | int | None = None,
+        axis: int | Tensor = 0,
+        *,
+        dim: int | None = None,
+        index: Tensor | None = None,
+    ) -> Tensor:
+        """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``
+        (or ``gather(dim=, index=)``), :meth:`take_along_axis`."""
+        if dim is not None or index is not None:
+            if dim is None or index is None or indices is not None:
+                raise ArgumentTypeError("gather: give dim= and index= together (PyTorch's form)")
+            return self.take_along_axis(index, dim)
         if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
             return self.take_along_axis(axis, int(indices))
         if not isinstance(indices, Tensor) or isinstance(axis, Tensor):
