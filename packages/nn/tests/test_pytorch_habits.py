@@ -169,3 +169,11 @@ def test_orthogonal_xavier_normal_and_kaiming_normal_in_place() -> None:
     assert abs(big.value.std() - np.sqrt(2.0 / 800)) < 2e-3
     init.kaiming_normal_(big, mode="fan_out", nonlinearity="relu", rng=0)
     assert abs(big.value.std() - np.sqrt(2.0 / 500)) < 2e-3
+
+
+def test_flatten_module_takes_pytorchs_start_and_end_dim() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3, 4, 5))
+    assert nn.Flatten()(x).shape == (2, 60)
+    assert nn.Flatten(start_dim=1, end_dim=2)(x).shape == (2, 12, 5)
+    assert nn.Flatten(0, 1)(x).shape == (6, 4, 5)

@@ -11,7 +11,7 @@ True
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from asgrad.tensor.errors import ArgumentError
 
@@ -20,7 +20,11 @@ __all__ = ["axis_arg", "keepdims_arg"]
 A = TypeVar("A")
 
 
-def axis_arg(op: str, axis: A, dim: A, default: A | None = None) -> A:
+@overload
+def axis_arg(op: str, axis: A | None, dim: A | None, default: A) -> A: ...
+@overload
+def axis_arg(op: str, axis: A, dim: A, default: None = None) -> A: ...
+def axis_arg(op: str, axis: object, dim: object, default: object = None) -> object:
     """``axis`` or ``dim``, whichever was given (``default`` when neither was)."""
     if axis is not None and dim is not None:
         raise ArgumentError(
