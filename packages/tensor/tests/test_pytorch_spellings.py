@@ -144,3 +144,21 @@ def test_gather_takes_pytorchs_keywords() -> None:
     np.testing.assert_array_equal(
         a, np.take_along_axis(X[0, :2, :3], np.array([[2, 0], [1, 1]]), 1)
     )
+
+
+def test_clone_to_type_as_view_as_and_expand() -> None:
+    g = Graph()
+    x = g.input("x", (2, 1), "float64")
+    y = g.input("y", (3, 2, 4), "float32")
+    assert x.clone() is x
+    assert x.to("float32").dtype == "float32"
+    assert x.to(y).dtype == "float32"
+    assert x.type_as(y).dtype == "float32"
+    assert x.view_as(g.input("z", (1, 2))).shape == (1, 2)
+    assert x.expand(3, -1, 4).shape == (3, 2, 4)
+    assert x.expand((2, 5)).shape == (2, 5)
+    assert x.expand_as(y).shape == (3, 2, 4)
+    with pytest.raises(DefineByRunError, match="backend='gpu'"):
+        x.to("cuda:0")
+    with pytest.raises(ShapeError):
+        y.expand(2, 4)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NoReturn, cast, overload
 from asgrad.tensor.api.dims import axis_arg, keepdims_arg
 from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.methods_base import TensorBase
+from asgrad.tensor.api.methods_shape import ints
 from asgrad.tensor.errors import ArgumentError, DefineByRunError, ShapeError
 from asgrad.tensor.ir.common import float_arg, normalize_axis
 
@@ -133,6 +134,45 @@ class TorchMethods(TensorBase):
     def contiguous(self) -> Tensor:
         """``x`` itself: graph values have no memory layout to make contiguous."""
         return self._t()
+
+    def clone(self) -> Tensor:
+        """``x`` itself: graph values are never overwritten, so a copy is the value."""
+        return self._t()
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """``x`` cast to ``other``'s dtype."""
+        return self._t().cast(other.dtype)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        """``x`` reshaped to ``other``'s shape."""
+        return self._t().reshape(other.shape)
+
+    reshape_as = view_as
+
+    def expand(self, *sizes: int | Sequence[int]) -> Tensor:
+        """``x`` broadcast to ``sizes``; -1 keeps an axis' size (``torch.Tensor.expand``)."""
+        wanted = ints("expand", sizes[0] if len(sizes) == 1 else sizes, "sizes")
+        lead = len(wanted) - self.ndim
+        if lead < 0:
+            raise ShapeError(f"expand: {len(wanted)} sizes for a value of rank {self.ndim}")
+        shape = [self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(wanted)]
+        return self._t().broadcast_to(tuple(shape))
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """``x`` broadcast to ``other``'s shape."""
+        return self._t().broadcast_to(other.shape)
+
+    def to(self, dtype: str | Tensor) -> Tensor:
+        """``x`` cast to ``dtype`` (a name, or a Tensor whose dtype to take); a device
+        (``"cuda"``, ``"cpu"``) is refused: programs are placed when compiled."""
+        if not isinstance(dtype, str):
+            return self.type_as(dtype)
+        if dtype.split(":")[0] in ("cuda", "cpu", "gpu", "mps"):
+            raise DefineByRunError(
+                f"Tensor.to({dtype!r}): tensors have no device; the program is placed when"
+                " compiled: opt.compile(loss, backend='gpu') or compile(outputs, backend='gpu')"
+            )
+        return self._t().cast(dtype)
 
     # -- comparisons under PyTorch's names ------------------------------------------------------
     def eq(self, other: object) -> Tensor:
