@@ -31,7 +31,9 @@ def _exception_classes() -> dict[str, type[BaseException]]:
     for name in names:
         module = importlib.import_module(name)
         for _, obj in inspect.getmembers(module, inspect.isclass):
-            if issubclass(obj, BaseException) and obj.__module__.startswith("asgrad."):
+            # warnings are categories for warnings.warn, never raised: not errors
+            error = issubclass(obj, BaseException) and not issubclass(obj, Warning)
+            if error and obj.__module__.startswith("asgrad."):
                 found[f"{obj.__module__}.{obj.__qualname__}"] = obj
     return found
 
@@ -88,3 +90,7 @@ def test_argument_errors_are_asgrad_errors_and_keep_their_builtin_base() -> None
         logger.latest("loss")
     assert isinstance(missing.value, KeyError)
     assert isinstance(missing.value, AsgradError)
+
+
+def test_recompile_warning_is_a_user_warning() -> None:
+    assert issubclass(asgrad.nn.RecompileWarning, UserWarning)

@@ -28,6 +28,7 @@ __all__ = [
     "InvalidStateError",
     "MetricError",
     "NNError",
+    "RecompileWarning",
     "StateMismatchError",
     "UnknownMetricError",
     "UnsafeCheckpointError",
@@ -131,3 +132,8 @@ class DistributedError(NNError, RuntimeError):
 
 class DistributedTimeoutError(DistributedError, TimeoutError):
     """A collective did not complete in time: another rank died, hung or took another path."""
+
+
+class RecompileWarning(UserWarning):
+    """An optimizer compiled many programs for graphs rebuilt in a loop; build the graph
+    and compile once, then call the step per batch."""

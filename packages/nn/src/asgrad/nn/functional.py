@@ -67,6 +67,7 @@ from asgrad.tensor.api.nn_functional import (
     conv2d,
     conv_transpose2d,
     dropout,
+    dropout2d,
     layer_norm,
 )
 from asgrad.tensor.api.nn_norms import (
@@ -118,6 +119,7 @@ __all__ = [
     "cosine_similarity",
     "cross_entropy",
     "dropout",
+    "dropout2d",
     "elu",
     "embedding",
     "gelu",

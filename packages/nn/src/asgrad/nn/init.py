@@ -185,6 +185,31 @@ def kaiming_normal(
     )
 
 
+def orthogonal(
+    shape: Shape, dtype: str = "float32", rng: RNG = None, *, gain: float = 1.0
+) -> np.ndarray:
+    """A (semi-)orthogonal matrix times ``gain`` (Saxe et al., 2013), as PyTorch draws it:
+    ``shape`` flattened to ``(shape[0], rest)``, the Q of a Gaussian matrix's QR with the
+    signs of R's diagonal.
+
+    >>> w = orthogonal((3, 5), "float64", rng=0)
+    >>> bool(np.allclose(w @ w.T, np.eye(3)))
+    True
+    """
+    dims = _shape(shape)
+    if len(dims) < 2:
+        raise ArgumentError(f"orthogonal: needs at least 2 axes, got shape {list(dims)}")
+    rows, cols = dims[0], math.prod(dims[1:])
+    flat = _rng(rng).standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return (gain * q).reshape(dims).astype(as_dtype(dtype))
+
+
 def fan_in_uniform(fan_in: int) -> Initializer:
     """U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for biases."""
     try:
@@ -211,6 +236,7 @@ INITIALIZERS: dict[str, Initializer] = {
     "xavier_normal": xavier_normal,
     "kaiming_uniform": kaiming_uniform,
     "kaiming_normal": kaiming_normal,
+    "orthogonal": orthogonal,
 }
 
 
@@ -259,3 +285,27 @@ def xavier_uniform_(var: Variable, gain: float = 1.0, rng: RNG = None) -> Variab
 def kaiming_uniform_(var: Variable, a: float = 0.0, rng: RNG = None) -> Variable:
     """Kaiming-uniform in place (fans in asgrad's layouts, see the module docstring)."""
     return _fill(var, kaiming_uniform, rng, a=a)
+
+
+def xavier_normal_(var: Variable, gain: float = 1.0, rng: RNG = None) -> Variable:
+    """Xavier-normal in place (fans in asgrad's layouts, see the module docstring)."""
+    return _fill(var, xavier_normal, rng, gain=gain)
+
+
+def kaiming_normal_(
+    var: Variable,
+    a: float = 0.0,
+    mode: str = "fan_in",
+    nonlinearity: Nonlinearity = "leaky_relu",
+    rng: RNG = None,
+) -> Variable:
+    """Kaiming-normal in place, PyTorch's arguments (fans in asgrad's layouts)."""
+    var.value = kaiming_normal(
+        var.shape, var.dtype, rng, a=a, mode=mode, nonlinearity=nonlinearity
+    ).astype(var.dtype)
+    return var
+
+
+def orthogonal_(var: Variable, gain: float = 1.0, rng: RNG = None) -> Variable:
+    """A (semi-)orthogonal value in place, as ``torch.nn.init.orthogonal_``."""
+    return _fill(var, orthogonal, rng, gain=gain)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from asgrad.tensor.errors import (
     ArgumentError,
     ArgumentTypeError,
     AsgradError,
+    DefineByRunError,
     GraphError,
     ShapeError,
 )
@@ -251,6 +252,51 @@ class Module:
         fn(self)
         return self
 
+    def register_buffer(
+        self, name: str, tensor: np.ndarray | None, persistent: bool = True
+    ) -> None:
+        """PyTorch's ``register_buffer``: ``tensor`` (an array) becomes non-trainable state
+        under ``name``, in [`state_dict`][asgrad.nn.Module.state_dict] and
+        [`named_buffers`][asgrad.nn.Module.named_buffers]; in ``forward`` it is a
+        [`Variable`][asgrad.tensor.Variable] (``x.graph.bind(self.name)``, or combined with
+        a Tensor).
+
+        >>> import numpy as np
+        >>> m = Module()
+        >>> m.register_buffer("mask", np.tril(np.ones((2, 2), np.float32)))
+        >>> [name for name, _ in m.named_buffers()]
+        ['mask']
+        """
+        if not persistent:
+            raise ArgumentError(
+                f"register_buffer({name!r}, persistent=False): every buffer is saved in"
+                " state_dict here; keep a non-saved array as a plain attribute instead"
+            )
+        if "." in name or not name:
+            raise ArgumentError(f"register_buffer: invalid buffer name {name!r}")
+        if tensor is None:
+            object.__setattr__(self, name, None)
+            return
+        setattr(self, name, Variable(name, np.array(tensor), trainable=False))
+
+    def cuda(self, device: object = None) -> NoReturn:
+        """Refused with the asgrad way: the device is chosen when compiling."""
+        raise DefineByRunError(
+            f"{type(self).__name__}.cuda(): a model has no device here; the program and its"
+            " parameters are placed when compiled: opt.compile(loss, backend='gpu')"
+        )
+
+    def cpu(self) -> Module:
+        """This module, unchanged: parameters live where the last program ran them."""
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> NoReturn:
+        """Refused with the asgrad way: a compiled step computes fresh gradients each run."""
+        raise DefineByRunError(
+            f"{type(self).__name__}.zero_grad(): asgrad accumulates no gradients between"
+            " steps; step = opt.compile(loss) once, then step(x=..., y=...) per batch"
+        )
+
     def to(self, dtype: str | np.dtype[Any] | type, *, exact: bool = True) -> Module:
         """Cast every floating-point parameter and buffer to ``dtype``, in place; returns self.
 
@@ -297,6 +343,11 @@ class Module:
         mismatched = [
             f"{k}: expected {own[k].dtype}{list(own[k].shape)}, got"
             f" {np.asarray(state[k]).dtype}{list(np.shape(state[k]))}"
+            + (
+                " (transposed? PyTorch checkpoints load with nn.load_torch_state_dict)"
+                if len(own[k].shape) == 2 and np.shape(state[k]) == own[k].shape[::-1]
+                else ""
+            )
             for k in sorted(set(own) & set(state))
             if np.shape(state[k]) != own[k].shape
         ]

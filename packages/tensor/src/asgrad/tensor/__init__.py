@@ -15,6 +15,7 @@ from asgrad.tensor import cpu as _cpu  # noqa: F401  # compiles loop bodies for 
 from asgrad.tensor import linalg
 from asgrad.tensor import ops as _ops  # noqa: F401  # registers the built-in ops
 from asgrad.tensor.api.functional import (
+    cat,
     concat,
     concatenate,
     matmul,
@@ -200,6 +201,7 @@ __all__ = [
     "bitwise_or",
     "bitwise_xor",
     "bmm",
+    "cat",
     "ceil",
     "chunk",
     "compile",

@@ -75,3 +75,9 @@ class GraphFileError(AsgradError, ValueError):
 class IntegerArithmeticError(AsgradError, ArithmeticError):
     """An integer op met values it has no integer result for: a division or remainder
     by zero, a negative power. Raised by every backend (the GPU at the readback)."""
+
+
+class DefineByRunError(AsgradError, AttributeError):
+    """A PyTorch habit that has no meaning on a symbolic graph (``loss.backward()``,
+    ``t.item()``, ``p.grad``); the message names asgrad's way. An ``AttributeError``,
+    so ``hasattr`` still answers False."""

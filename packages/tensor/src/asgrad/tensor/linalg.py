@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from asgrad.tensor.api.dims import axis_arg, keepdims_arg
 from asgrad.tensor.api.functional import where
 from asgrad.tensor.api.functional_shape import bmm, einsum, outer
 from asgrad.tensor.api.located import checked, locate
@@ -53,7 +54,15 @@ def _float(op: str, x: Tensor) -> None:
         raise locate(op, DTypeError(f"takes float values, got {x.dtype}; cast them first"))
 
 
-def vector_norm(x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = False) -> Tensor:
+def vector_norm(
+    x: Tensor,
+    ord: float = 2,
+    axis: Axis = None,
+    keepdims: bool | None = None,
+    *,
+    dim: Axis = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """``(sum |x|**ord) ** (1/ord)`` over ``axis`` (every axis when None); ``ord`` inf:
     the largest ``|x|``, -inf the smallest, 0 the count of nonzeros.
 
@@ -62,8 +71,9 @@ def vector_norm(x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = F
     _float("vector_norm", x)
     if isinstance(ord, bool) or not isinstance(ord, int | float):
         raise locate("vector_norm", ArgumentTypeError(f"ord must be a number, got {ord!r}"))
+    axis = axis_arg("vector_norm", axis, dim)
     axes = checked("vector_norm", normalize_axes, axis, x.ndim) if x.ndim else ()
-    keep = bool(keepdims)
+    keep = keepdims_arg("vector_norm", keepdims, keepdim)
     a = x.abs()
     if ord == math.inf:
         return a.max(axes, keep) if axes else a

@@ -13,6 +13,7 @@ import numpy as np
 
 from asgrad.nn.module import Module, Parameter
 from asgrad.tensor import Tensor
+from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.nn_activation import prelu
 
 
@@ -138,14 +139,23 @@ class Identity(Module):
 
 
 class Flatten(Module):
-    """Flattens every axis from ``start_axis`` on (default: all but the batch axis)."""
+    """Flattens axes ``start_axis`` to ``end_axis`` (default: all but the batch axis), as
+    PyTorch's ``nn.Flatten(start_dim=1, end_dim=-1)`` (both spellings)."""
 
-    def __init__(self, start_axis: int = 1) -> None:
+    def __init__(
+        self,
+        start_axis: int | None = None,
+        end_axis: int | None = None,
+        *,
+        start_dim: int | None = None,
+        end_dim: int | None = None,
+    ) -> None:
         super().__init__()
-        self.start_axis = start_axis
+        self.start_axis: int = axis_arg("Flatten", start_axis, start_dim, 1)
+        self.end_axis: int = axis_arg("Flatten", end_axis, end_dim, -1)
 
     def forward(self, x: Tensor) -> Tensor:
-        return x.flatten(self.start_axis)
+        return x.flatten(self.start_axis, self.end_axis)
 
 
 class _Pointwise(Module):

@@ -9,7 +9,7 @@ import numpy as np
 from asgrad.nn.layers._checks import probability
 from asgrad.nn.module import Module
 from asgrad.tensor import Tensor, Variable, where
-from asgrad.tensor.api.nn_functional import dropout
+from asgrad.tensor.api.nn_functional import dropout, dropout2d
 
 # Each Dropout draws its masks from its own stream: modules made in the same order
 # get the same seeds, so a model built under one ``--seed`` is reproducible, and two
@@ -55,12 +55,29 @@ class Dropout(Module):
         seed = g.updates[self.seed] if self.seed in g.updates else g.bind(self.seed)
         # The mode is read when the graph runs: eval() turns dropout off in a graph
         # already traced (where() passes the gradient of the branch taken).
-        out = where(self.mode_flag(g), dropout(x, self.p, seed), x)
+        out = where(self.mode_flag(g), self._drop(x, seed), x)
         if self.seed in g.updates:
             g.updates[self.seed] = seed + 1
         else:
             g.add_update(self.seed, seed + 1)
         return out
 
+    def _drop(self, x: Tensor, seed: Tensor) -> Tensor:
+        return dropout(x, self.p, seed)
+
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels of ``(N, C, H, W)`` (or ``(C, H, W)``) with probability ``p``
+    and scales the rest by ``1 / (1 - p)``, as PyTorch's ``nn.Dropout2d``; modes, seeds
+    and ``inplace`` as [`Dropout`][asgrad.nn.Dropout].
+
+    >>> from asgrad.tensor import Graph
+    >>> Dropout2d(0.2)(Graph().input("x", (2, 3, 4, 4))).shape
+    (2, 3, 4, 4)
+    """
+
+    def _drop(self, x: Tensor, seed: Tensor) -> Tensor:
+        return dropout2d(x, self.p, seed)

@@ -17,7 +17,9 @@ from asgrad.tensor.errors import ArgumentError, ShapeError
 class Linear(Module):
     """``y = x @ weight + bias`` over the last axis of ``x``.
 
-    ``weight`` is ``(in_features, out_features)``; by default it is drawn as
+    ``weight`` is ``(in_features, out_features)``, the transpose of PyTorch's: PyTorch's
+    ``x @ self.weight.T`` is ``x @ self.weight`` here, or ``x @ self.weight_torch(x).T``
+    ([`weight_torch`][asgrad.nn.Linear.weight_torch]). By default it is drawn as
     PyTorch's ``nn.Linear`` draws it (Kaiming-uniform with ``a = sqrt(5)``, i.e.
     U(-1/sqrt(in), 1/sqrt(in))) and so is ``bias``.
 
@@ -74,6 +76,21 @@ class Linear(Module):
         w = x.graph.bind(self.weight)
         y = x @ (w.T if self.weight_transposed else w)
         return y + self.bias if self.bias is not None else y
+
+    def weight_torch(self, x: Tensor) -> Tensor:
+        """The weight in PyTorch's layout ``(out_features, in_features)``, as a Tensor of
+        ``x``'s graph: a port of PyTorch code that writes ``x @ self.weight.T`` writes
+        ``x @ self.weight_torch(x).T`` (``self.weight`` here is ``(in, out)``, and
+        ``x @ weight`` is this layer's product).
+
+        >>> import numpy as np
+        >>> from asgrad.tensor import Graph
+        >>> layer = Linear(3, 2)
+        >>> layer.weight_torch(Graph().input("x", (1, 3))).shape
+        (2, 3)
+        """
+        w = x.graph.bind(self.weight)
+        return w if self.weight_transposed else w.T
 
     def __setattr__(self, name: str, value: object) -> None:
         if name == "weight" and isinstance(value, Parameter) and "weight" in self._parameters:

@@ -3,16 +3,27 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
 from asgrad.autograd import grad
-from asgrad.nn.errors import StateMismatchError
+from asgrad.nn.errors import RecompileWarning, StateMismatchError
 from asgrad.tensor import Program, Tensor, Variable, compile
-from asgrad.tensor.errors import ArgumentError, GraphError
+from asgrad.tensor.errors import ArgumentError, DefineByRunError, GraphError
 from asgrad.tensor.ir.scopes import node_meta, scope
+from asgrad.tensor.ir.structure import structure_key
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 class Optimizer:
@@ -57,6 +68,9 @@ class Optimizer:
     True
     """
 
+    # Programs kept by compile() for graphs rebuilt with the same structure.
+    MAX_PROGRAMS = 8
+
     def __init__(
         self,
         params: Iterable[Variable],
@@ -83,6 +97,9 @@ class Optimizer:
         self._pending: dict[Variable, Tensor] = {}
         self._shared: dict[tuple[str, str], Tensor] = {}
         self._step: Tensor | None = None
+        # Programs compiled by compile(), by graph structure (see structure_key).
+        self._programs: OrderedDict[Hashable, Program] = OrderedDict()
+        self._compiles_without_key = 0
 
     # -- learning rate -----------------------------------------------------------------------
     @property
@@ -258,12 +275,49 @@ class Optimizer:
         used = [p for p in self.params if graph.uses(p)]
         if not used:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
+        # A graph rebuilt in the training loop (PyTorch's habit) that is the same as one
+        # compiled before gets that program back: the cost of a key, not of a compile.
+        key = structure_key([loss, *outputs], graph.updates)
+        if key is not None:
+            key = (key, backend, debug, self._settings())
+            cached = self._programs.get(key)
+            if cached is not None:
+                self._programs.move_to_end(key)
+                return cached
         tensors = [graph.bind(p) for p in used]
         grads = grad(loss, tensors)
         with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
             pending = self.updates_for(used, tensors, grads)
         updates = {**graph.updates, **pending}
-        return compile([loss, *outputs], updates, backend=backend, check_numerics=debug)
+        program = compile([loss, *outputs], updates, backend=backend, check_numerics=debug)
+        if key is not None:
+            self._programs[key] = program
+            while len(self._programs) > self.MAX_PROGRAMS:
+                self._programs.popitem(last=False)
+        else:
+            self._compiles_without_key += 1
+            if self._compiles_without_key == 10:
+                warnings.warn(
+                    f"{type(self).__name__}.compile ran 10 times on graphs it cannot match"
+                    " (loop bodies); build the graph and compile once, outside the training"
+                    " loop, then call the step per batch: step = opt.compile(loss);"
+                    " step(x=..., y=...)",
+                    RecompileWarning,
+                    stacklevel=2,
+                )
+        return program
+
+    def _settings(self) -> tuple[tuple[str, Hashable], ...]:
+        """The Python-number settings an update bakes into its graph (betas, momentum...)."""
+        return tuple(
+            sorted(
+                (k, v)
+                for k, v in vars(self).items()
+                if not k.startswith("_")
+                and isinstance(v, bool | int | float | str | tuple)
+                and _hashable(v)
+            )
+        )
 
     def updates_for(
         self, used: Sequence[Variable], tensors: Sequence[Tensor], grads: Sequence[Tensor]
@@ -309,6 +363,14 @@ class Optimizer:
                     scales[g.dtype] = scale.cast(g.dtype)
             grads = [g * scales[g.dtype] for g in grads]
         return grads
+
+    def zero_grad(self, set_to_none: bool = True) -> NoReturn:
+        """Refused with the asgrad way: a compiled step computes fresh gradients each run."""
+        raise DefineByRunError(
+            f"{type(self).__name__}.zero_grad(): asgrad accumulates no gradients between"
+            " steps; step = opt.compile(loss) once, then step(x=..., y=...) per batch computes"
+            " fresh gradients and the update (nn.GradientAccumulator to sum them over batches)"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(lr={self.lr}, params={len(self.params)})"

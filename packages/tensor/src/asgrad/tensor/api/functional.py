@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
+from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.tensor import Tensor
-from asgrad.tensor.errors import GraphError
+from asgrad.tensor.errors import ArgumentTypeError, GraphError
 from asgrad.tensor.ir.common import normalize_axis
+from asgrad.tensor.ir.graph import Variable
 
 
 def _first_tensor(*values: object) -> Tensor:
@@ -18,8 +22,24 @@ def _first_tensor(*values: object) -> Tensor:
 
 
 def where(cond: Tensor, a: object, b: object) -> Tensor:
-    """``a`` where ``cond`` is true, else ``b`` (numpy.where), broadcasting all three."""
-    like = _first_tensor(a, b)
+    """``a`` where ``cond`` is true, else ``b`` (numpy.where), broadcasting all three.
+
+    With two Python numbers as branches (``where(mask, 1.0, 0.0)``) the result is float32
+    when either is a float, else int64 (bool for two bools), as PyTorch's default dtypes.
+    """
+    if not isinstance(a, Tensor | Variable) and not isinstance(b, Tensor | Variable):
+        if not isinstance(cond, Tensor):
+            raise ArgumentTypeError(f"where: cond must be a Tensor, got {type(cond).__name__}")
+        scalars = (a, b)
+        if all(isinstance(v, bool | np.bool_) for v in scalars):
+            dtype = "bool"
+        elif all(isinstance(v, int | np.integer) for v in scalars):
+            dtype = "int64"
+        else:
+            dtype = "float32"
+        like = cond.graph.constant(0, dtype)
+    else:
+        like = _first_tensor(a, b) if isinstance(a, Tensor) or isinstance(b, Tensor) else cond
     return cond.graph.apply("where", (cond, like._lift(a), like._lift(b)), {})
 
 
@@ -41,25 +61,45 @@ def minimum(a: object, b: object) -> Tensor:
     return like.graph.apply("minimum", (like._lift(a), like._lift(b)), {})
 
 
-def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along an existing axis (numpy.concatenate)."""
+def concat(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Join tensors along an existing axis (numpy.concatenate; PyTorch's ``cat``).
+
+    ``axis`` or ``dim`` (PyTorch's name), default 0. Parameters of a model mix in: each is
+    bound to the graph of the first Tensor.
+    """
     if not tensors:
         raise GraphError("concat needs at least one tensor")
-    if len(tensors) == 1:
-        return tensors[0]
-    axis = checked("concat", normalize_axis, axis, tensors[0].ndim)
-    return tensors[0].graph.apply("concat", tuple(tensors), {"axis": axis})
+    items = _same_graph("concat", tensors)
+    if len(items) == 1:
+        return items[0]
+    given = axis_arg("concat", axis, dim, 0)
+    given = checked("concat", normalize_axis, given, items[0].ndim)
+    return items[0].graph.apply("concat", tuple(items), {"axis": given})
 
 
 concatenate = concat
+cat = concat
 
 
-def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along a new axis (numpy.stack)."""
+def stack(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Join tensors along a new axis (numpy.stack), ``axis`` or ``dim``, default 0."""
     if not tensors:
         raise GraphError("stack needs at least one tensor")
-    axis = checked("stack", normalize_axis, axis, tensors[0].ndim + 1)
-    return concat([t.expand_dims(axis) for t in tensors], axis=axis)
+    items = _same_graph("stack", tensors)
+    given = checked("stack", normalize_axis, axis_arg("stack", axis, dim, 0), items[0].ndim + 1)
+    return concat([t.expand_dims(given) for t in items], axis=given)
+
+
+def _same_graph(op: str, tensors: Sequence[object]) -> list[Tensor]:
+    """``tensors`` as Tensors of one graph: a Parameter (a Variable) is bound to the graph
+    of the first Tensor; with no Tensor among them, a typed error naming ``graph.bind``."""
+    like = next((t for t in tensors if isinstance(t, Tensor)), None)
+    if like is None:
+        raise ArgumentTypeError(
+            f"{op}: no Tensor among the items, so no graph to build in; bind a parameter"
+            " first: graph.bind(p) (or use it with a Tensor of the graph)"
+        )
+    return [like._lift(t) for t in tensors]
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:

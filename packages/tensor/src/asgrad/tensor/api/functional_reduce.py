@@ -34,7 +34,14 @@ __all__ = [
 ]
 
 
-def prod(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+def prod(
+    x: Tensor,
+    axis: AxisArg = None,
+    keepdims: bool | None = None,
+    *,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """The product over ``axis`` (floats); its gradient holds with zeros in ``x``.
 
     >>> import numpy as np
@@ -43,16 +50,18 @@ def prod(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
     >>> evaluate([prod(x, axis=1)], {"x": np.array([[2, 3], [0, 4]], np.float32)})[0].tolist()
     [6.0, 0.0]
     """
-    return x.prod(axis, keepdims)
+    return x.prod(axis, keepdims, dim=dim, keepdim=keepdim)
 
 
 def var(
     x: Tensor,
     axis: AxisArg = None,
-    keepdims: bool = False,
+    keepdims: bool | None = None,
     *,
     correction: float | None = None,
     ddof: float | None = None,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
 ) -> Tensor:
     """The variance, dividing by ``n - correction`` (default 0; PyTorch's default is 1).
 
@@ -62,16 +71,18 @@ def var(
     >>> evaluate([var(x, correction=1)], {"x": np.array([1, 2, 3, 4], np.float32)})[0].round(4)
     np.float32(1.6667)
     """
-    return x.var(axis, keepdims, correction=correction, ddof=ddof)
+    return x.var(axis, keepdims, correction=correction, ddof=ddof, dim=dim, keepdim=keepdim)
 
 
 def std(
     x: Tensor,
     axis: AxisArg = None,
-    keepdims: bool = False,
+    keepdims: bool | None = None,
     *,
     correction: float | None = None,
     ddof: float | None = None,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
 ) -> Tensor:
     """The standard deviation, dividing by ``n - correction`` (default 0).
 
@@ -81,10 +92,17 @@ def std(
     >>> evaluate([std(x, ddof=1)], {"x": np.array([1, 3], np.float32)})[0].round(4)
     np.float32(1.4142)
     """
-    return x.std(axis, keepdims, correction=correction, ddof=ddof)
+    return x.std(axis, keepdims, correction=correction, ddof=ddof, dim=dim, keepdim=keepdim)
 
 
-def logsumexp(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+def logsumexp(
+    x: Tensor,
+    axis: AxisArg = None,
+    keepdims: bool | None = None,
+    *,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """``log(sum(exp(x)))`` over ``axis``, without overflow; its gradient is the softmax.
 
     >>> import numpy as np
@@ -93,10 +111,17 @@ def logsumexp(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor
     >>> evaluate([logsumexp(x)], {"x": np.array([1000, 1000], np.float32)})[0].round(3)
     np.float32(1000.693)
     """
-    return x.logsumexp(axis, keepdims)
+    return x.logsumexp(axis, keepdims, dim=dim, keepdim=keepdim)
 
 
-def any(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+def any(
+    x: Tensor,
+    axis: AxisArg = None,
+    keepdims: bool | None = None,
+    *,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """Whether any value over ``axis`` is nonzero (False over an empty axis).
 
     >>> import numpy as np
@@ -105,10 +130,17 @@ def any(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
     >>> evaluate([any(x, axis=1)], {"x": np.array([[0, 1], [0, 0]], bool)})[0].tolist()
     [True, False]
     """
-    return x.any(axis, keepdims)
+    return x.any(axis, keepdims, dim=dim, keepdim=keepdim)
 
 
-def all(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+def all(
+    x: Tensor,
+    axis: AxisArg = None,
+    keepdims: bool | None = None,
+    *,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """Whether every value over ``axis`` is nonzero (True over an empty axis).
 
     >>> import numpy as np
@@ -117,10 +149,17 @@ def all(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
     >>> evaluate([all(x, axis=1)], {"x": np.array([[1, 1], [0, 1]], bool)})[0].tolist()
     [True, False]
     """
-    return x.all(axis, keepdims)
+    return x.all(axis, keepdims, dim=dim, keepdim=keepdim)
 
 
-def amax(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+def amax(
+    x: Tensor,
+    axis: AxisArg = None,
+    keepdims: bool | None = None,
+    *,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """The max over ``axis`` (PyTorch's name; ties share the gradient).
 
     >>> import numpy as np
@@ -129,10 +168,17 @@ def amax(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
     >>> evaluate([amax(x)], {"x": np.array([3, -1, 7], np.int32)})[0].tolist()
     7
     """
-    return x.amax(axis, keepdims)
+    return x.amax(axis, keepdims, dim=dim, keepdim=keepdim)
 
 
-def amin(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+def amin(
+    x: Tensor,
+    axis: AxisArg = None,
+    keepdims: bool | None = None,
+    *,
+    dim: AxisArg = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """The min over ``axis`` (PyTorch's name; ties share the gradient).
 
     >>> import numpy as np
@@ -141,10 +187,17 @@ def amin(x: Tensor, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
     >>> evaluate([amin(x)], {"x": np.array([True, False, True])})[0].tolist()
     False
     """
-    return x.amin(axis, keepdims)
+    return x.amin(axis, keepdims, dim=dim, keepdim=keepdim)
 
 
-def argmin(x: Tensor, axis: int = -1, keepdims: bool = False) -> Tensor:
+def argmin(
+    x: Tensor,
+    axis: int | None = None,
+    keepdims: bool | None = None,
+    *,
+    dim: int | None = None,
+    keepdim: bool | None = None,
+) -> Tensor:
     """The index of the min along ``axis`` (int64; the first of ties, a NaN wins).
 
     >>> import numpy as np
@@ -153,10 +206,12 @@ def argmin(x: Tensor, axis: int = -1, keepdims: bool = False) -> Tensor:
     >>> evaluate([argmin(x)], {"x": np.array([3, 1, 1, 5], np.float32)})[0].tolist()
     1
     """
-    return x.argmin(axis, keepdims)
+    return x.argmin(axis, keepdims, dim=dim, keepdim=keepdim)
 
 
-def cumsum(x: Tensor, axis: int = -1, reverse: bool = False) -> Tensor:
+def cumsum(
+    x: Tensor, axis: int | None = None, reverse: bool = False, *, dim: int | None = None
+) -> Tensor:
     """The running sum along ``axis`` (from the end with ``reverse``; integers in int64).
 
     >>> import numpy as np
@@ -166,10 +221,10 @@ def cumsum(x: Tensor, axis: int = -1, reverse: bool = False) -> Tensor:
     >>> [v.tolist() for v in evaluate([cumsum(x), cumsum(x, reverse=True)], feed)]
     [[1, 3, 6], [6, 5, 3]]
     """
-    return x.cumsum(axis, reverse)
+    return x.cumsum(axis, reverse, dim=dim)
 
 
-def cumprod(x: Tensor, axis: int = -1) -> Tensor:
+def cumprod(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> Tensor:
     """The running product along ``axis`` (floats); its gradient holds with zeros.
 
     >>> import numpy as np
@@ -178,10 +233,10 @@ def cumprod(x: Tensor, axis: int = -1) -> Tensor:
     >>> evaluate([cumprod(x)], {"x": np.array([2, 0, 3], np.float32)})[0].tolist()
     [2.0, 0.0, 0.0]
     """
-    return x.cumprod(axis)
+    return x.cumprod(axis, dim=dim)
 
 
-def cummax(x: Tensor, axis: int = -1) -> tuple[Tensor, Tensor]:
+def cummax(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
     """``(values, indices)`` of the running max (the last of ties, as PyTorch).
 
     >>> import numpy as np
@@ -191,10 +246,10 @@ def cummax(x: Tensor, axis: int = -1) -> tuple[Tensor, Tensor]:
     >>> [v.tolist() for v in evaluate(list(cummax(x)), feed)]
     [[1.0, 3.0, 3.0, 3.0], [0, 1, 2, 2]]
     """
-    return x.cummax(axis)
+    return x.cummax(axis, dim=dim)
 
 
-def cummin(x: Tensor, axis: int = -1) -> tuple[Tensor, Tensor]:
+def cummin(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
     """``(values, indices)`` of the running min (the last of ties, as PyTorch).
 
     >>> import numpy as np
@@ -204,10 +259,12 @@ def cummin(x: Tensor, axis: int = -1) -> tuple[Tensor, Tensor]:
     >>> [v.tolist() for v in evaluate(list(cummin(x)), feed)]
     [[2.0, 1.0, 1.0], [0, 1, 1]]
     """
-    return x.cummin(axis)
+    return x.cummin(axis, dim=dim)
 
 
-def logcumsumexp(x: Tensor, axis: int = -1, reverse: bool = False) -> Tensor:
+def logcumsumexp(
+    x: Tensor, axis: int | None = None, reverse: bool = False, *, dim: int | None = None
+) -> Tensor:
     """``log(cumsum(exp(x)))`` along ``axis``, without overflow.
 
     >>> import numpy as np
@@ -216,11 +273,16 @@ def logcumsumexp(x: Tensor, axis: int = -1, reverse: bool = False) -> Tensor:
     >>> evaluate([logcumsumexp(x)], {"x": np.array([1000, 1000], np.float32)})[0].round(3)
     array([1000.   , 1000.693], dtype=float32)
     """
-    return x.logcumsumexp(axis, reverse)
+    return x.logcumsumexp(axis, reverse, dim=dim)
 
 
 def sort(
-    x: Tensor, axis: int = -1, descending: bool = False, stable: bool = True
+    x: Tensor,
+    axis: int | None = None,
+    descending: bool = False,
+    stable: bool = True,
+    *,
+    dim: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``(values, indices)`` sorted along ``axis`` (always stable; NaN is the largest).
 
@@ -231,10 +293,17 @@ def sort(
     >>> [v.tolist() for v in evaluate(list(sort(x, descending=True)), feed)]
     [[nan, 3.0, 3.0, 1.0], [1, 0, 3, 2]]
     """
-    return x.sort(axis, descending, stable)
+    return x.sort(axis, descending, stable, dim=dim)
 
 
-def argsort(x: Tensor, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+def argsort(
+    x: Tensor,
+    axis: int | None = None,
+    descending: bool = False,
+    stable: bool = True,
+    *,
+    dim: int | None = None,
+) -> Tensor:
     """The positions that sort ``axis`` (int64; stable; NaN is the largest).
 
     >>> import numpy as np
@@ -243,11 +312,17 @@ def argsort(x: Tensor, axis: int = -1, descending: bool = False, stable: bool = 
     >>> evaluate([argsort(x)], {"x": np.array([5, -1, 5])})[0].tolist()
     [1, 0, 2]
     """
-    return x.argsort(axis, descending, stable)
+    return x.argsort(axis, descending, stable, dim=dim)
 
 
 def topk(
-    x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
+    x: Tensor,
+    k: int,
+    axis: int | None = None,
+    largest: bool = True,
+    sorted: bool = True,
+    *,
+    dim: int | None = None,
 ) -> tuple[Tensor, Tensor]:
     """``(values, indices)`` of the ``k`` largest (or smallest) along ``axis``, in order.
 
@@ -258,4 +333,4 @@ def topk(
     >>> [v.tolist() for v in evaluate(list(topk(x, 2)), feed)]
     [[0.699999988079071, 0.5], [1, 3]]
     """
-    return x.topk(k, axis, largest, sorted)
+    return x.topk(k, axis, largest, sorted, dim=dim)

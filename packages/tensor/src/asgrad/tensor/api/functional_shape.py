@@ -28,7 +28,7 @@ from asgrad.tensor.api.located import locate
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, DTypeError, ShapeError
 from asgrad.tensor.ir.dtypes import as_dtype
-from asgrad.tensor.ir.graph import Graph
+from asgrad.tensor.ir.graph import Graph, Variable
 from asgrad.tensor.ops.shape_pad import MODES
 
 __all__ = [
@@ -130,7 +130,7 @@ def pad(x: Tensor, pad: object, mode: str = "constant", value: float = 0.0) -> T
 
 
 # -- linear algebra -------------------------------------------------------------------------
-def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
+def einsum(equation: str, *operands: Tensor | Variable | Sequence[Tensor | Variable]) -> Tensor:
     """Einstein summation (``numpy.einsum``, ``torch.einsum``): any number of operands,
     ``...``, repeated labels (diagonals, traces) and the implicit output.
 
@@ -140,10 +140,19 @@ def einsum(equation: str, *operands: Tensor | Sequence[Tensor]) -> Tensor:
     >>> evaluate(einsum("ii", m))[0].tolist()
     3.0
     """
-    if len(operands) == 1 and not isinstance(operands[0], Tensor):
+    if len(operands) == 1 and isinstance(operands[0], Sequence):
         operands = tuple(operands[0])
+    like = next((t for t in operands if isinstance(t, Tensor)), None)
+    if like is not None:  # a model's Parameter among them joins that Tensor's graph
+        operands = tuple(like._lift(t) if isinstance(t, Variable) else t for t in operands)
     if not operands or not all(isinstance(t, Tensor) for t in operands):
-        raise locate("einsum", ArgumentTypeError("einsum takes one or more Tensors"))
+        raise locate(
+            "einsum",
+            ArgumentTypeError(
+                "einsum takes one or more Tensors (a Parameter alone has no graph:"
+                " bind it first, graph.bind(p))"
+            ),
+        )
     tensors = [t for t in operands if isinstance(t, Tensor)]
     if not isinstance(equation, str):
         raise locate("einsum", ArgumentTypeError(f"equation must be a str, got {equation!r}"))
@@ -195,19 +204,27 @@ def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[
     return x.movedim(source, destination)
 
 
-def unstack(x: Tensor, axis: int = 0) -> list[Tensor]:
+def unstack(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> list[Tensor]:
     """The slices of ``x`` along ``axis`` (``torch.unbind``)."""
-    return x.unstack(axis)
+    return x.unstack(axis, dim=dim)
 
 
-def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0) -> list[Tensor]:
+def split(
+    x: Tensor,
+    split_size_or_sections: int | Sequence[int],
+    axis: int | None = None,
+    *,
+    dim: int | None = None,
+) -> list[Tensor]:
     """``x`` in pieces along ``axis`` (``torch.split``)."""
-    return x.split(split_size_or_sections, axis)
+    return x.split(split_size_or_sections, axis, dim=dim)
 
 
-def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
+def chunk(
+    x: Tensor, chunks: int, axis: int | None = None, *, dim: int | None = None
+) -> list[Tensor]:
     """``x`` in at most ``chunks`` equal pieces along ``axis`` (``torch.chunk``)."""
-    return x.chunk(chunks, axis)
+    return x.chunk(chunks, axis, dim=dim)
 
 
 def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from asgrad.tensor.api.dims import axis_arg, keepdims_arg
 from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.methods_base import TensorBase
 from asgrad.tensor.errors import ArgumentError
@@ -145,98 +146,183 @@ class MathMethods(TensorBase):
     bitwise_not, floor_divide, remainder = __invert__, __floordiv__, __mod__
 
     # -- reductions ---------------------------------------------------------------------
-    def _reduce_math(self, op: str, axis: AxisArg, keepdims: bool, **attrs: object) -> Tensor:
-        axes = checked(op, normalize_axes, axis, self.ndim)
-        return self._apply(op, axis=axes, keepdims=bool(keepdims), **attrs)
+    def _reduce_math(
+        self,
+        op: str,
+        axis: AxisArg,
+        keepdims: bool | None,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+        attrs: dict[str, float] | None = None,
+    ) -> Tensor:
+        axes = checked(op, normalize_axes, axis_arg(op, axis, dim), self.ndim)
+        keep = keepdims_arg(op, keepdims, keepdim)
+        return self._apply(op, axis=axes, keepdims=keep, **(attrs or {}))
 
-    def prod(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    def prod(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
         """The product over ``axis`` (floats); its gradient is right with zeros in x."""
-        return self._reduce_math("prod", axis, keepdims)
+        return self._reduce_math("prod", axis, keepdims, dim, keepdim)
 
     def std(
         self,
         axis: AxisArg = None,
-        keepdims: bool = False,
+        keepdims: bool | None = None,
         *,
         correction: float | None = None,
         ddof: float | None = None,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
     ) -> Tensor:
         """The standard deviation, dividing by ``n - correction`` (``ddof`` is numpy's name;
         default 0, numpy's; PyTorch's default is 1)."""
-        return self._reduce_math("std", axis, keepdims, **correction_attr(correction, ddof))
+        attrs = correction_attr(correction, ddof)
+        return self._reduce_math("std", axis, keepdims, dim, keepdim, attrs)
 
-    def logsumexp(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    def logsumexp(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
         """``log(sum(exp(x)))`` over ``axis`` without overflow."""
-        return self._reduce_math("logsumexp", axis, keepdims)
+        return self._reduce_math("logsumexp", axis, keepdims, dim, keepdim)
 
-    def any(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    def any(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
         """Whether any value over ``axis`` is nonzero (False over an empty axis)."""
-        return self._reduce_math("any", axis, keepdims)
+        return self._reduce_math("any", axis, keepdims, dim, keepdim)
 
-    def all(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    def all(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
         """Whether every value over ``axis`` is nonzero (True over an empty axis)."""
-        return self._reduce_math("all", axis, keepdims)
+        return self._reduce_math("all", axis, keepdims, dim, keepdim)
 
-    def amax(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    def amax(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
         """``max`` (PyTorch's name for the reduction that returns values only)."""
-        return self._reduce_math("max", axis, keepdims)
+        return self._reduce_math("max", axis, keepdims, dim, keepdim)
 
-    def amin(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
+    def amin(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
         """``min`` (PyTorch's name for the reduction that returns values only)."""
-        return self._reduce_math("min", axis, keepdims)
+        return self._reduce_math("min", axis, keepdims, dim, keepdim)
 
-    def argmin(self, axis: int = -1, keepdims: bool = False) -> Tensor:
-        """The index of the min along ``axis`` (the first of ties; a NaN wins)."""
-        axis = checked("argmin", normalize_axis, axis, self.ndim)
-        return self._apply("argmin", axis=axis, keepdims=bool(keepdims))
+    def argmin(
+        self,
+        axis: int | None = None,
+        keepdims: bool | None = None,
+        *,
+        dim: int | None = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        """The index of the min along ``axis`` (default the last; the first of ties; a NaN
+        wins)."""
+        axis = checked("argmin", normalize_axis, axis_arg("argmin", axis, dim, -1), self.ndim)
+        return self._apply("argmin", axis=axis, keepdims=keepdims_arg("argmin", keepdims, keepdim))
 
     # -- scans ------------------------------------------------------------------------------
-    def _scan(self, op: str, axis: int, **attrs: object) -> Tensor:
-        return self._apply(op, axis=checked(op, normalize_axis, axis, self.ndim), **attrs)
+    def _scan(self, op: str, axis: int | None, dim: int | None = None, **attrs: object) -> Tensor:
+        given = axis_arg(op, axis, dim, -1)
+        return self._apply(op, axis=checked(op, normalize_axis, given, self.ndim), **attrs)
 
-    def cumsum(self, axis: int = -1, reverse: bool = False) -> Tensor:
+    def cumsum(
+        self, axis: int | None = None, reverse: bool = False, *, dim: int | None = None
+    ) -> Tensor:
         """The running sum along ``axis`` (from the end with ``reverse``; ints in int64)."""
-        return self._scan("cumsum", axis, reverse=bool(reverse))
+        return self._scan("cumsum", axis, dim, reverse=bool(reverse))
 
-    def cumprod(self, axis: int = -1) -> Tensor:
+    def cumprod(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
         """The running product along ``axis`` (floats); its gradient holds with zeros."""
-        return self._scan("cumprod", axis)
+        return self._scan("cumprod", axis, dim)
 
-    def cummax(self, axis: int = -1) -> tuple[Tensor, Tensor]:
+    def cummax(self, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the running max along ``axis``: the indices are
         where each value is (the last of ties, and a NaN wins, as PyTorch's)."""
-        return self._scan("cummax", axis), self._scan("cummax_index", axis)
+        return self._scan("cummax", axis, dim), self._scan("cummax_index", axis, dim)
 
-    def cummin(self, axis: int = -1) -> tuple[Tensor, Tensor]:
+    def cummin(self, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the running min along ``axis`` (as :meth:`cummax`)."""
-        return self._scan("cummin", axis), self._scan("cummin_index", axis)
+        return self._scan("cummin", axis, dim), self._scan("cummin_index", axis, dim)
 
-    def logcumsumexp(self, axis: int = -1, reverse: bool = False) -> Tensor:
+    def logcumsumexp(
+        self, axis: int | None = None, reverse: bool = False, *, dim: int | None = None
+    ) -> Tensor:
         """``log(cumsum(exp(x)))`` along ``axis``, without overflow (floats)."""
-        return self._scan("logcumsumexp", axis, reverse=bool(reverse))
+        return self._scan("logcumsumexp", axis, dim, reverse=bool(reverse))
 
     # -- ordering ---------------------------------------------------------------------------
     def sort(
-        self, axis: int = -1, descending: bool = False, stable: bool = True
+        self,
+        axis: int | None = None,
+        descending: bool = False,
+        stable: bool = True,
+        *,
+        dim: int | None = None,
     ) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` sorted along ``axis``. Always stable (ties keep their
         order; ``stable`` is accepted for PyTorch's signature); NaN sorts as the
         largest value. The gradient goes back to where each value came from."""
         attrs = {"descending": bool(descending)}
-        return self._scan("sort", axis, **attrs), self._scan("argsort", axis, **attrs)
+        return self._scan("sort", axis, dim, **attrs), self._scan("argsort", axis, dim, **attrs)
 
-    def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+    def argsort(
+        self,
+        axis: int | None = None,
+        descending: bool = False,
+        stable: bool = True,
+        *,
+        dim: int | None = None,
+    ) -> Tensor:
         """The positions that sort ``axis`` (int64; stable, NaN largest)."""
-        return self._scan("argsort", axis, descending=bool(descending))
+        return self._scan("argsort", axis, dim, descending=bool(descending))
 
     def topk(
-        self, k: int, axis: int = -1, largest: bool = True, sorted: bool = True
+        self,
+        k: int,
+        axis: int | None = None,
+        largest: bool = True,
+        sorted: bool = True,
+        *,
+        dim: int | None = None,
     ) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the ``k`` largest (or smallest) along ``axis``, in
         order (``sorted`` is accepted for PyTorch's signature; the result is always
         sorted; of ties, the first ones)."""
         k = checked("topk", int_arg, k, "k")
-        axis = checked("topk", normalize_axis, axis, self.ndim)
+        axis = checked("topk", normalize_axis, axis_arg("topk", axis, dim, -1), self.ndim)
         if not 0 <= k <= self.shape[axis]:
             raise ArgumentError(
                 f"topk: k = {k} is not in [0, {self.shape[axis]}], the size of axis {axis}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.methods_base import TensorBase
 from asgrad.tensor.errors import ArgumentError
@@ -42,11 +43,14 @@ class NNMethods(TensorBase):
     def softplus(self, beta: float = 1.0) -> Tensor:
         return self._apply("softplus", beta=checked("softplus", float_arg, beta, "beta"))
 
-    def softmax(self, axis: int = -1) -> Tensor:
-        return self._apply("softmax", axis=checked("softmax", normalize_axis, axis, self.ndim))
+    def softmax(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+        given = axis_arg("softmax", axis, dim, -1)
+        return self._apply("softmax", axis=checked("softmax", normalize_axis, given, self.ndim))
 
-    def log_softmax(self, axis: int = -1) -> Tensor:
-        axis = checked("log_softmax", normalize_axis, axis, self.ndim)
+    def log_softmax(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+        axis = checked(
+            "log_softmax", normalize_axis, axis_arg("log_softmax", axis, dim, -1), self.ndim
+        )
         return self._apply("log_softmax", axis=axis)
 
     # -- activations that expand into other ops (tensor/ops/elementwise_activation.py) --
@@ -107,10 +111,11 @@ class NNMethods(TensorBase):
             "threshold", threshold=t, value=checked("threshold", float_arg, value, "value")
         )
 
-    def glu(self, axis: int = -1) -> Tensor:
+    def glu(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
         """``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``x`` along ``axis``."""
-        return self._apply("glu", axis=checked("glu", normalize_axis, axis, self.ndim))
+        given = axis_arg("glu", axis, dim, -1)
+        return self._apply("glu", axis=checked("glu", normalize_axis, given, self.ndim))
 
-    def softmin(self, axis: int = -1) -> Tensor:
+    def softmin(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
         """``softmax(-x)``."""
-        return self._apply("neg").softmax(axis)
+        return self._apply("neg").softmax(axis_arg("softmin", axis, dim, -1))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
+from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.methods_index import IndexMethods
 from asgrad.tensor.errors import ArgumentTypeError, ShapeError
@@ -59,17 +60,20 @@ class ShapeMethods(IndexMethods):
         return cast("Tensor", self)
 
     # -- ops of their own (expanding) ---------------------------------------------------
-    def flip(self, *axes: IntOrInts) -> Tensor:
+    def flip(self, *axes: IntOrInts, dims: IntOrInts | None = None) -> Tensor:
         """Reverse the order along ``axes`` (all axes when none are given).
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> evaluate(Graph().constant([1, 2, 3]).flip(0))[0].tolist()
         [3, 2, 1]
         """
-        given = ints("flip", _sizes(axes), "axes") if axes else None
+        picked = axis_arg("flip", _sizes(axes) if axes else None, dims)
+        given = ints("flip", picked, "axes") if picked is not None else None
         return self._apply("flip", axis=checked("flip", normalize_axes, given, self.ndim))
 
-    def roll(self, shifts: IntOrInts, axis: IntOrInts | None = None) -> Tensor:
+    def roll(
+        self, shifts: IntOrInts, axis: IntOrInts | None = None, *, dims: IntOrInts | None = None
+    ) -> Tensor:
         """Rotate elements by ``shifts`` along ``axis`` (the flattened value when None),
         as ``torch.roll``/``numpy.roll``.
 
@@ -77,6 +81,7 @@ class ShapeMethods(IndexMethods):
         >>> evaluate(Graph().constant([1, 2, 3, 4]).roll(1))[0].tolist()
         [4, 1, 2, 3]
         """
+        axis = axis_arg("roll", axis, dims)
         shift = ints("roll", shifts, "shifts")
         axes = None if axis is None else ints("roll", axis, "axis")
         if axes is not None and len(shift) == 1 and len(axes) > 1:
@@ -124,7 +129,9 @@ class ShapeMethods(IndexMethods):
         counts = ints("tile", _sizes(reps), "reps")
         return self.repeat((1,) * (self.ndim - len(counts)) + counts)
 
-    def repeat_interleave(self, repeats: IntOrInts, axis: int | None = None) -> Tensor:
+    def repeat_interleave(
+        self, repeats: IntOrInts, axis: int | None = None, *, dim: int | None = None
+    ) -> Tensor:
         """Repeat each element ``repeats`` times along ``axis`` (the flattened value when
         None), as ``torch.repeat_interleave``; per-element counts must be static ints.
 
@@ -133,6 +140,7 @@ class ShapeMethods(IndexMethods):
         [1, 1, 2, 2]
         """
         x = self._t()
+        axis = axis_arg("repeat_interleave", axis, dim)
         if axis is None:
             x, axis = x.reshape(-1), 0
         counts = ints("repeat_interleave", repeats, "repeats (a Tensor's values are not static)")
@@ -184,9 +192,19 @@ class ShapeMethods(IndexMethods):
 
     moveaxis = movedim
 
-    def narrow(self, axis: int, start: int, length: int) -> Tensor:
+    def narrow(
+        self,
+        axis: int | None = None,
+        start: int = 0,
+        length: int | None = None,
+        *,
+        dim: int | None = None,
+    ) -> Tensor:
         """``length`` elements from ``start`` along ``axis`` (``torch.Tensor.narrow``)."""
-        axis = checked("narrow", normalize_axis, axis, self.ndim)
+        given = axis_arg("narrow", axis, dim)
+        if given is None or length is None:
+            raise ArgumentTypeError("narrow takes (axis or dim, start, length)")
+        axis = checked("narrow", normalize_axis, given, self.ndim)
         n = self.shape[axis]
         start, length = int_arg(start, "narrow: start"), int_arg(length, "narrow: length")
         begin = start + n if start < 0 else start
@@ -207,14 +225,16 @@ class ShapeMethods(IndexMethods):
         """The last two axes swapped (a batch of matrices transposed)."""
         return self._t().swapaxes(-2, -1)
 
-    def unstack(self, axis: int = 0) -> list[Tensor]:
+    def unstack(self, axis: int | None = None, *, dim: int | None = None) -> list[Tensor]:
         """The slices along ``axis``, that axis removed (``torch.unbind``)."""
-        axis = checked("unstack", normalize_axis, axis, self.ndim)
+        axis = checked("unstack", normalize_axis, axis_arg("unstack", axis, dim, 0), self.ndim)
         return [self._t()[(slice(None),) * axis + (i,)] for i in range(self.shape[axis])]
 
     unbind = unstack
 
-    def split(self, split_size_or_sections: IntOrInts, axis: int = 0) -> list[Tensor]:
+    def split(
+        self, split_size_or_sections: IntOrInts, axis: int | None = None, *, dim: int | None = None
+    ) -> list[Tensor]:
         """Pieces along ``axis``: of ``split_size`` each (the last smaller), or of the
         given sizes, which must add up to the axis' size (``torch.split``).
 
@@ -222,7 +242,7 @@ class ShapeMethods(IndexMethods):
         >>> [p.shape for p in Graph().input("x", (5, 2)).split(2)]
         [(2, 2), (2, 2), (1, 2)]
         """
-        axis = checked("split", normalize_axis, axis, self.ndim)
+        axis = checked("split", normalize_axis, axis_arg("split", axis, dim, 0), self.ndim)
         n = self.shape[axis]
         if isinstance(split_size_or_sections, int | np.integer):
             size = int(split_size_or_sections)
@@ -239,12 +259,14 @@ class ShapeMethods(IndexMethods):
             start += s
         return pieces
 
-    def chunk(self, chunks: int, axis: int = 0) -> list[Tensor]:
+    def chunk(
+        self, chunks: int, axis: int | None = None, *, dim: int | None = None
+    ) -> list[Tensor]:
         """At most ``chunks`` pieces of ``ceil(n / chunks)`` along ``axis`` (``torch.chunk``)."""
         chunks = int_arg(chunks, "chunk: chunks")
         if chunks <= 0:
             raise checked_error("chunk", f"chunks {chunks}; give a positive count")
-        axis = checked("chunk", normalize_axis, axis, self.ndim)
+        axis = checked("chunk", normalize_axis, axis_arg("chunk", axis, dim, 0), self.ndim)
         return self.split(max(1, -(-self.shape[axis] // chunks)), axis)
 
 

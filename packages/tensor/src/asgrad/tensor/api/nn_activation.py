@@ -160,9 +160,9 @@ def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) 
     return x.threshold(threshold, value)
 
 
-def glu(x: Tensor, dim: int = -1) -> Tensor:
+def glu(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``x`` along ``dim``."""
-    return x.glu(dim)
+    return x.glu(axis, dim=dim)
 
 
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
@@ -171,16 +171,16 @@ def prelu(x: Tensor, weight: Tensor) -> Tensor:
     return x.graph.apply("prelu", (x, weight), {})
 
 
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
+def softmax(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``dim``."""
-    return x.softmax(dim)
+    return x.softmax(axis, dim=dim)
 
 
-def softmin(x: Tensor, dim: int = -1) -> Tensor:
+def softmin(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """``softmax(-x)`` along ``dim``."""
-    return x.softmin(dim)
+    return x.softmin(axis, dim=dim)
 
 
-def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+def log_softmax(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
     """``log(softmax(x))`` along ``dim``, computed stably."""
-    return x.log_softmax(dim)
+    return x.log_softmax(axis, dim=dim)

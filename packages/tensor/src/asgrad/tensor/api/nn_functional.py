@@ -50,6 +50,7 @@ __all__ = [
     "conv2d",
     "conv_transpose2d",
     "dropout",
+    "dropout2d",
     "embedding",
     "layer_norm",
     "max_pool2d",
@@ -350,6 +351,26 @@ def dropout(
         )
     seed_t = seed if isinstance(seed, Tensor) else x.graph.constant(int(seed), "int64")
     return x.graph.apply("dropout", (x, seed_t), {"p": float(p)})
+
+
+def dropout2d(
+    x: Tensor, p: float = 0.5, seed: Tensor | int | None = None, training: bool = True
+) -> Tensor:
+    """Zero whole channels with probability ``p`` and scale the rest by 1 / (1 - p), as
+    ``torch.nn.functional.dropout2d``: ``x`` is ``(N, C, H, W)`` or one sample
+    ``(C, H, W)``; one draw per (sample, channel). ``seed`` as for
+    [`dropout`][asgrad.nn.functional.dropout].
+    """
+    if x.ndim not in (3, 4):
+        raise ShapeError(
+            f"dropout2d takes (N, C, H, W) or (C, H, W), got shape {list(x.shape)};"
+            " dropout() drops single elements"
+        )
+    if not training or p == 0.0:
+        return dropout(x, p, seed, training)
+    channels = x[(slice(None),) * (x.ndim - 2) + (slice(0, 1), slice(0, 1))]
+    ones = x.graph.apply("broadcast_like", (x.graph.constant(1.0, x.dtype), channels), {})
+    return x * dropout(ones, p, seed, training)
 
 
 @_named("embedding")

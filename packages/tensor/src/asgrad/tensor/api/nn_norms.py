@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import ArgumentError
 from asgrad.tensor.ir.common import int_arg
@@ -95,21 +96,35 @@ def rms_norm(
 
 
 def normalize(
-    x: Tensor, p: float | None = None, dim: int | None = None, eps: float | None = None
+    x: Tensor,
+    p: float | None = None,
+    dim: int | None = None,
+    eps: float | None = None,
+    *,
+    axis: int | None = None,
 ) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim`` (None: the op's defaults, PyTorch's)."""
-    axis = None if dim is None else int_arg(dim, "normalize's dim")
-    attrs = given_attrs(p=p, axis=axis, eps=eps)
+    """``x / max(||x||_p, eps)`` along ``dim`` (or ``axis``; None: the op's defaults,
+    PyTorch's)."""
+    given = axis_arg("normalize", axis, dim)
+    chosen = None if given is None else int_arg(given, "normalize's dim")
+    attrs = given_attrs(p=p, axis=chosen, eps=eps)
     return x.graph.apply("normalize", (x,), attrs)
 
 
 def cosine_similarity(
-    x1: Tensor, x2: Tensor, dim: int | None = None, eps: float | None = None
+    x1: Tensor,
+    x2: Tensor,
+    dim: int | None = None,
+    eps: float | None = None,
+    *,
+    axis: int | None = None,
 ) -> Tensor:
-    """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast
-    first), each norm clamped below by ``eps`` (None: the op's defaults, PyTorch's)."""
-    axis = None if dim is None else int_arg(dim, "cosine_similarity's dim")
-    attrs = given_attrs(axis=axis, eps=eps)
+    """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (or ``axis``;
+    broadcast first), each norm clamped below by ``eps`` (None: the op's defaults,
+    PyTorch's)."""
+    given = axis_arg("cosine_similarity", axis, dim)
+    chosen = None if given is None else int_arg(given, "cosine_similarity's dim")
+    attrs = given_attrs(axis=chosen, eps=eps)
     return x1.graph.apply("cosine_similarity", (x1, x2), attrs)
 
 

@@ -8,10 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from asgrad.tensor.api.dims import axis_arg, keepdims_arg
 from asgrad.tensor.api.located import checked
 from asgrad.tensor.api.methods_math import MathMethods, correction_attr
 from asgrad.tensor.api.methods_nn import NNMethods
 from asgrad.tensor.api.methods_shape import ShapeMethods
+from asgrad.tensor.api.methods_torch import Size, TorchMethods
 from asgrad.tensor.api.numpy_interop import NumpyInterop
 from asgrad.tensor.errors import (
     ArgumentTypeError,
@@ -32,6 +34,7 @@ from asgrad.tensor.ir.common import (
 from asgrad.tensor.ir.free_sizes import free_reshape_target
 from asgrad.tensor.ir.graph import Variable
 from asgrad.tensor.ir.registry import Shape
+from asgrad.tensor.ir.variables import TENSOR_NAMES
 
 if TYPE_CHECKING:
     from asgrad.tensor.ir.graph import Graph, Node
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
 AxisArg = int | Sequence[int] | None
 
 
-class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
+class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
     """A symbolic value of a :class:`~asgrad.tensor.Graph`.
 
     Operators and methods append nodes to the graph; nothing is computed until the
@@ -76,8 +79,10 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         return len(self.node.type.shape)
 
     @property
-    def size(self) -> int:
-        return math.prod(self.node.type.shape)
+    def size(self) -> Size:
+        """The number of elements (numpy's ``size``), also callable as PyTorch's
+        ``x.size()`` (the shape) and ``x.size(dim)`` (one axis' length)."""
+        return Size(self.node.type.shape)
 
     @property
     def name(self) -> str:
@@ -256,41 +261,107 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
     astype = cast
 
     # -- reductions ------------------------------------------------------------------------------
-    def _reduce(self, op: str, axis: AxisArg, keepdims: bool) -> Tensor:
-        axes = checked(op, normalize_axes, axis, self.ndim)
-        return self._apply(op, axis=axes, keepdims=bool(keepdims))
+    def _reduce(
+        self, op: str, axis: AxisArg, keepdims: bool | None, dim: AxisArg, keepdim: bool | None
+    ) -> Tensor:
+        axes = checked(op, normalize_axes, axis_arg(op, axis, dim), self.ndim)
+        return self._apply(op, axis=axes, keepdims=keepdims_arg(op, keepdims, keepdim))
 
-    def sum(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        return self._reduce("sum", axis, keepdims)
+    def sum(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        return self._reduce("sum", axis, keepdims, dim, keepdim)
 
-    def mean(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        return self._reduce("mean", axis, keepdims)
+    def mean(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        return self._reduce("mean", axis, keepdims, dim, keepdim)
 
-    def max(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        return self._reduce("max", axis, keepdims)
+    def max(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        return self._reduce("max", axis, keepdims, dim, keepdim)
 
-    def min(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        return self._reduce("min", axis, keepdims)
+    def min(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        return self._reduce("min", axis, keepdims, dim, keepdim)
 
     def var(
-        self, axis: AxisArg = None, keepdims: bool = False, *, correction: float | None = None,
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        correction: float | None = None,
         ddof: float | None = None,
-    ) -> Tensor:  # fmt: skip
+        dim: AxisArg = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
         """Variance dividing by ``n - correction`` (``ddof``: numpy's name; default 0, as
         ``numpy.var``; PyTorch's default is 1)."""
-        return self._reduce_math("var", axis, keepdims, **correction_attr(correction, ddof))
+        attrs = correction_attr(correction, ddof)
+        return self._reduce_math("var", axis, keepdims, dim, keepdim, attrs)
 
-    def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
-        axis = checked("argmax", normalize_axis, axis, self.ndim)
-        return self._apply("argmax", axis=axis, keepdims=bool(keepdims))
+    def argmax(
+        self,
+        axis: int | None = None,
+        keepdims: bool | None = None,
+        *,
+        dim: int | None = None,
+        keepdim: bool | None = None,
+    ) -> Tensor:
+        """The index of the max along ``axis`` (default the last; the first of ties)."""
+        axis = checked("argmax", normalize_axis, axis_arg("argmax", axis, dim, -1), self.ndim)
+        return self._apply("argmax", axis=axis, keepdims=keepdims_arg("argmax", keepdims, keepdim))
 
     # -- shape ------------------------------------------------------------------------------------
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         target = checked("reshape", shape_arg, shape, "shape")
         return self._apply("reshape", shape=free_reshape_target(self.node, target))
 
-    def flatten(self, start_axis: int = 0) -> Tensor:
-        start = checked("flatten", normalize_axis, start_axis, self.ndim) if self.ndim else 0
+    def flatten(
+        self,
+        start_axis: int | None = None,
+        end_axis: int | None = None,
+        *,
+        start_dim: int | None = None,
+        end_dim: int | None = None,
+    ) -> Tensor:
+        """Axes ``start_axis`` to ``end_axis`` (inclusive; default: all) merged into one,
+        as ``torch.flatten`` (``start_dim``/``end_dim``: PyTorch's names)."""
+        first = axis_arg("flatten", start_axis, start_dim, 0)
+        last = axis_arg("flatten", end_axis, end_dim, -1)
+        if not self.ndim:
+            return self.reshape(1)
+        start = checked("flatten", normalize_axis, first, self.ndim)
+        end = checked("flatten", normalize_axis, last, self.ndim)
+        if end < start:
+            raise ShapeError(f"flatten: end axis {last} comes before start axis {first}")
+        if end < self.ndim - 1:
+            merged = math.prod(self.shape[start : end + 1])
+            if start == 0:
+                return self.reshape(-1, *self.shape[end + 1 :])
+            return self.reshape(-1, *self.shape[1:start], merged, *self.shape[end + 1 :])
         # The -1 goes on the leading (batch) axis, so that the reshape does not bake
         # in the batch size declared at build time (a graph built for batch 3 runs
         # on batch 7).
@@ -323,20 +394,26 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         # Kept at the declared shape too: fed a larger batch, the target still holds.
         return self._apply("broadcast_to", shape=checked("broadcast_to", shape_arg, shape))
 
-    def expand_dims(self, axis: int | Sequence[int]) -> Tensor:
-        return self._apply("expand_dims", axis=checked("expand_dims", axis_tuple, axis))
+    def expand_dims(
+        self, axis: int | Sequence[int] | None = None, *, dim: int | Sequence[int] | None = None
+    ) -> Tensor:
+        given = axis_arg("expand_dims", axis, dim)
+        if given is None:
+            raise ArgumentTypeError("expand_dims: give the new axis (axis=, or dim=)")
+        return self._apply("expand_dims", axis=checked("expand_dims", axis_tuple, given))
 
     unsqueeze = expand_dims
 
-    def squeeze(self, axis: AxisArg = None) -> Tensor:
+    def squeeze(self, axis: AxisArg = None, *, dim: AxisArg = None) -> Tensor:
+        axis = axis_arg("squeeze", axis, dim)
         if axis is None:
             axes = tuple(i for i, d in enumerate(self.shape) if d == 1)
         else:
             axes = checked("squeeze", normalize_axes, axis, self.ndim)
         return self._apply("squeeze", axis=axes) if axes else self
 
-    def matmul(self, other: Tensor) -> Tensor:
-        a, b = self, other
+    def matmul(self, other: object) -> Tensor:
+        a, b = self, self._lift(other)
         squeeze: list[int] = []
         if a.ndim == 1:
             a = a.expand_dims(0)
@@ -350,9 +427,20 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
             out = out.squeeze(tuple(out.ndim + s for s in squeeze))
         return out
 
-    def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
-        """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
-        :meth:`take_along_axis`."""
+    def gather(
+        self,
+        indices: Tensor | int | None = None,
+        axis: int | Tensor = 0,
+        *,
+        dim: int | None = None,
+        index: Tensor | None = None,
+    ) -> Tensor:
+        """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``
+        (or ``gather(dim=, index=)``), :meth:`take_along_axis`."""
+        if dim is not None or index is not None:
+            if dim is None or index is None or indices is not None:
+                raise ArgumentTypeError("gather: give dim= and index= together (PyTorch's form)")
+            return self.take_along_axis(index, dim)
         if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
             return self.take_along_axis(axis, int(indices))
         if not isinstance(indices, Tensor) or isinstance(axis, Tensor):
@@ -394,3 +482,6 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
             elif isinstance(item, slice):
                 pos += 1
         return out.expand_dims(tuple(new_axes)) if new_axes else out
+
+
+TENSOR_NAMES.update(name for name in dir(Tensor) if not name.startswith("_"))

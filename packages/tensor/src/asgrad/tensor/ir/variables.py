@@ -3,13 +3,56 @@ them on a device. Re-exported by :mod:`asgrad.tensor.ir.graph`."""
 
 from __future__ import annotations
 
+import math
+import operator
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
+
 import numpy as np
 
-from asgrad.tensor.errors import ShapeError
+from asgrad.tensor.errors import ArgumentTypeError, DefineByRunError, ShapeError
 from asgrad.tensor.ir.dtypes import as_dtype
 from asgrad.tensor.ir.registry import Shape
 
-__all__ = ["Variable", "VariableStore"]
+if TYPE_CHECKING:
+    from asgrad.tensor.api.tensor import Tensor
+
+__all__ = ["TENSOR_NAMES", "Variable", "VariableStore"]
+
+# The public names of Tensor, filled in when asgrad.tensor.api.tensor is imported: a
+# Tensor method called on a variable gets an error naming graph.bind.
+TENSOR_NAMES: set[str] = set()
+
+# PyTorch's attributes of a parameter that asgrad answers with its own way
+_HABITS = {
+    "grad": "asgrad keeps no gradient on a parameter; asgrad.autograd.grad(loss,"
+    " [x.graph.bind(p)]) builds it in the graph, and opt.compile(loss) applies it in one"
+    " program",
+    "data": "the parameter's array is p.value (read it, or assign it a new array of the same"
+    " shape and dtype)",
+}
+
+_BIND = (
+    "bind it to the graph being built: t = x.graph.bind(p) (x a Tensor of that graph),"
+    " then use t; combined with a Tensor (x + p, x @ p, cat([x, p])) it is bound for you"
+)
+
+
+def _with_tensor(op: Callable[[Any, Any], Any], symbol: str, reflected: bool = False) -> Any:
+    """A binary operator of a variable: bound to the graph of the other operand, a Tensor;
+    with no Tensor there, a typed error that names ``graph.bind``."""
+
+    def method(self: Variable, other: object) -> Tensor:
+        graph = getattr(other, "graph", None)
+        if graph is None or not hasattr(other, "node"):  # not a Tensor of a graph
+            raise ArgumentTypeError(
+                f"{self!r} {symbol} {type(other).__name__}: a Parameter is not a Tensor"
+                f" of a graph; {_BIND}"
+            )
+        mine = graph.bind(self)
+        return op(other, mine) if reflected else op(mine, other)  # type: ignore[no-any-return]  # Tensor's operators
+
+    return method
 
 
 class Variable:
@@ -84,7 +127,47 @@ class Variable:
         return str(self._value.dtype)
 
     def __repr__(self) -> str:
-        return f"Variable({self.name!r}, {self.dtype}{list(self.shape)})"
+        return f"{type(self).__name__}({self.name!r}, {self.dtype}{list(self.shape)})"
+
+    # -- PyTorch's habits on a parameter ---------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self._value.shape)
+
+    def numel(self) -> int:
+        """The number of elements (PyTorch's ``p.numel()``)."""
+        return math.prod(self._value.shape)
+
+    __add__ = _with_tensor(operator.add, "+")
+    __radd__ = _with_tensor(operator.add, "+", reflected=True)
+    __sub__ = _with_tensor(operator.sub, "-")
+    __rsub__ = _with_tensor(operator.sub, "-", reflected=True)
+    __mul__ = _with_tensor(operator.mul, "*")
+    __rmul__ = _with_tensor(operator.mul, "*", reflected=True)
+    __truediv__ = _with_tensor(operator.truediv, "/")
+    __rtruediv__ = _with_tensor(operator.truediv, "/", reflected=True)
+    __matmul__ = _with_tensor(operator.matmul, "@")
+    __rmatmul__ = _with_tensor(operator.matmul, "@", reflected=True)
+    __pow__ = _with_tensor(operator.pow, "**")
+
+    def __getitem__(self, index: object) -> NoReturn:
+        raise ArgumentTypeError(f"{self!r}[...]: a Parameter is not a Tensor of a graph; {_BIND}")
+
+    def __getattr__(self, name: str) -> NoReturn:
+        # only for names the class lacks: PyTorch's p.grad and p.data, or a Tensor method
+        if name in _HABITS:
+            raise DefineByRunError(f"{self!r}.{name}: {_HABITS[name]}")
+        if name in ("T", "t", "mT"):
+            raise DefineByRunError(
+                f"{self!r}.{name}: a Parameter is not a Tensor of a graph; {_BIND}. Mind the"
+                " layout: asgrad's Linear.weight is (in_features, out_features), so PyTorch's"
+                " x @ W.T is x @ W here (layer.weight_torch(x) is PyTorch's (out, in) layout)"
+            )
+        if name in TENSOR_NAMES:  # public names only
+            raise DefineByRunError(
+                f"{self!r}.{name}: a Parameter is not a Tensor of a graph; {_BIND}"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
 class VariableStore:
