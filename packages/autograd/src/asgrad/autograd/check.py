@@ -48,7 +48,8 @@ def gradient_check(
     ``build`` receives one float64 tensor per floating input (integer and bool inputs
     keep their dtype) and returns a tensor of any shape; it is reduced to a scalar by
     a fixed random projection, so every output element is checked. Raises
-    :class:`GradientCheckError` naming the input and element that disagree.
+    [`GradientCheckError`][asgrad.autograd.GradientCheckError] naming the input and element that
+    disagree.
 
     >>> import numpy as np
     >>> _ = gradient_check(lambda x: x.tanh() * x, [np.linspace(-1, 1, 5)])
@@ -117,7 +118,8 @@ def _numeric_grad(
 
 
 def check_op_case(op: OpDef, case: OpCase, **tolerances: Any) -> GradientCheckResult:
-    """Run :func:`gradient_check` on one registry test case of ``op``."""
+    """Run [`gradient_check`][asgrad.autograd.gradient_check] on one registry test case of
+    ``op``."""
 
     def build(*xs: Tensor) -> Tensor:
         out = xs[0].graph.apply(op.name, xs, dict(case.attrs))

@@ -1,7 +1,7 @@
 """Errors raised by the GPU backend.
 
-They derive from :class:`asgrad.tensor.errors.BackendError`, so ``except AsgradError``
-catches them too. Every message names what was asked for, what was found and what to
+They derive from [`asgrad.tensor.errors.BackendError`][asgrad.tensor.BackendError], so ``except
+AsgradError`` catches them too. Every message names what was asked for, what was found and what to
 do about it.
 """
 
@@ -35,6 +35,6 @@ class GpuIntegerOverflowError(GpuUnsupportedError, OverflowError):
     GPU buffers hold int64 values as int32. An int64 add, subtract, multiply, negate,
     abs, cast from float, or a sum (of int32 or int64 values: the CPU returns it
     exactly, as int64) whose exact value leaves the int32 range is flagged by the
-    kernel and raised at the next readback (see :mod:`asgrad.gpu.device.checks`). int32
+    kernel and raised at the next readback (see `asgrad.gpu.device.checks`). int32
     elementwise arithmetic wraps instead, on both backends, as numpy's does.
     """

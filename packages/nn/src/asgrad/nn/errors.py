@@ -1,6 +1,6 @@
 """Exceptions raised by the data, metrics and serialization parts of ``asgrad.nn``.
 
-Every class derives from :class:`~asgrad.tensor.errors.AsgradError`, so one
+Every class derives from [`AsgradError`][asgrad.tensor.AsgradError], so one
 ``except AsgradError`` catches every error asgrad raises, and also from the built-in
 exception a plain Python user would expect (``ValueError`` for bad input, ``KeyError``
 for a state that does not match), so ``except ValueError`` keeps working.

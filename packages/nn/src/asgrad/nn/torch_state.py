@@ -94,8 +94,8 @@ def load_torch_state_dict(
     a checkpoint dictionary (``torch.save({"model": model.state_dict(), ...})``).
     Names and layouts are mapped as the module docstring says; every missing,
     unexpected and mismatched entry is reported at once (PyTorch's names) in a
-    :class:`~asgrad.nn.errors.StateMismatchError`, and nothing is loaded then.
-    Values are cast losslessly as :meth:`Module.load_state_dict` does.
+    [`StateMismatchError`][asgrad.nn.StateMismatchError], and nothing is loaded then.
+    Values are cast losslessly as [`Module.load_state_dict`][asgrad.nn.Module.load_state_dict] does.
     """
     loaded = read_torch_file(state) if isinstance(state, str | PathLike) else state
     if not isinstance(loaded, Mapping):

@@ -31,7 +31,7 @@ class OnnxImportError(OnnxError):
 
 
 class UnsupportedOnnxOpsError(OnnxImportError):
-    """An ONNX model uses ops that :func:`asgrad.onnx.load` cannot build.
+    """An ONNX model uses ops that `asgrad.onnx.load` cannot build.
 
     ``ops`` maps each unsupported ``domain:op_type`` (``op_type`` alone for the default
     domain) to how many nodes use it; all of them are listed at once.

@@ -3,8 +3,8 @@
 Inputs become graph inputs (their free axes symbolic dimensions: ``batch`` for a
 leading axis, ``<input>_dim<k>`` for another), parameters become initializers under
 their names, constants ``Constant`` nodes, and every other node is written by its
-exporter (:data:`EXPORTERS`). Each ONNX node's doc string names the asgrad op and the
-source line that built it. The model passes ``onnx.checker`` before it is written.
+exporter ([`EXPORTERS`][asgrad.onnx.EXPORTERS]). Each ONNX node's doc string names the asgrad op and
+the source line that built it. The model passes ``onnx.checker`` before it is written.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from asgrad.tensor import Node, Tensor, topological_order
 __all__ = ["ATTRIBUTES", "DEFAULT_OPSET", "EXPORTERS", "MIN_OPSET", "export", "to_model"]
 
 EXPORTERS: dict[str, Exporter] = {**BASIC_EXPORTERS, **NN_EXPORTERS}
-"""The asgrad ops :func:`export` can write, by name (leaves aside)."""
+"""The asgrad ops `export` can write, by name (leaves aside)."""
 
 # The attributes each exporter reads. A node with another attribute (an op that grew
 # an option after its exporter was written) is refused rather than exported wrongly.
@@ -83,7 +83,7 @@ def export(
     Parameters are stored as initializers under their names; a parameter listed in
     ``inputs`` becomes an input instead. ``opset`` is the ONNX opset (17 or newer).
 
-    Raises :class:`~asgrad.onnx.OnnxExportError` for an op that has no ONNX form,
+    Raises [`OnnxExportError`][asgrad.onnx.OnnxExportError] for an op that has no ONNX form,
     naming it and the line that built it.
 
     >>> import numpy as np, tempfile, os
@@ -109,7 +109,7 @@ def to_model(
     name: str | None = None,
     check: bool = True,
 ) -> onnx.ModelProto:
-    """The ONNX model :func:`export` writes, without writing it; ``check=False`` skips
+    """The ONNX model `export` writes, without writing it; ``check=False`` skips
     ``onnx.checker`` (and the outputs' inferred shapes)."""
     named = _named_outputs(outputs)
     newest = onnx.defs.onnx_opset_version()

@@ -1,8 +1,8 @@
 """The exception hierarchy of asgrad.
 
 Every error a user can make while building or running a graph derives from
-:class:`AsgradError`. Messages name the op, the shapes involved, the user's source
-line where it is known, and what to do about it.
+[`AsgradError`][asgrad.tensor.AsgradError]. Messages name the op, the shapes involved, the user's
+source line where it is known, and what to do about it.
 """
 
 from __future__ import annotations

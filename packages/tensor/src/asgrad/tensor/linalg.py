@@ -4,7 +4,7 @@
 -1, inf, -inf) and ``norm`` (either, chosen by ``axis`` as ``torch.linalg.norm``
 does) are compositions of ``abs``, ``pow``, ``sum``, ``max`` and ``min``. The
 spectral norms (``ord`` 2 and -2 of a matrix) and ``'nuc'`` need singular values,
-which asgrad does not compute: they raise :class:`~asgrad.tensor.ArgumentError`.
+which asgrad does not compute: they raise [`ArgumentError`][asgrad.tensor.ArgumentError].
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate, linalg

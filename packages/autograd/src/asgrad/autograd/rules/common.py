@@ -26,7 +26,7 @@ def registrar(table: dict[str, Rule]) -> RuleDecorator:
     """The ``@rule(*ops)`` decorator that adds a function to ``table``.
 
     The decorated function becomes the gradient rule of each of ``ops``; an op that
-    already has a rule in ``table`` is a :class:`GraphError`.
+    already has a rule in ``table`` is a [`GraphError`][asgrad.tensor.GraphError].
     """
 
     def rule(*ops: str) -> Callable[[Rule], Rule]:

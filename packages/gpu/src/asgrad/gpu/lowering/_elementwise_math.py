@@ -1,10 +1,10 @@
 """WGSL expressions of the elementwise math ops of issue 13, merged into the tables of
-:mod:`asgrad.gpu.lowering.elementwise` (which keeps that file within the size limit).
+`asgrad.gpu.lowering.elementwise` (which keeps that file within the size limit).
 
 Rounding keeps NaN and the infinities (WGSL leaves floor/round of them undefined).
 Bools are u32 0/1, so the bitwise ops are logical on them. Integer division, remainder
 and powers flag a zero divisor or a negative power in a check slot
-(:mod:`asgrad.gpu.device.checks`), raised at the readback as on the CPU; int64 values (held
+(`asgrad.gpu.device.checks`), raised at the readback as on the CPU; int64 values (held
 as int32) also flag a result that leaves the int32 range.
 """
 

@@ -1,10 +1,10 @@
 """The elementwise family on the GPU: one generated kernel for every elementwise op.
 
-:func:`elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
+`elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
 strides (``kernels/elementwise.wgsl``, with the math of ``kernels/prelude.wgsl``). Each
-op is a WGSL expression over ``x0, x1, ...`` (:func:`expression`), so chains of them
-fuse by nesting expressions (:mod:`asgrad.gpu.plan.fusion`). Other families use
-:func:`elementwise` for copies, strided views and fills.
+op is a WGSL expression over ``x0, x1, ...`` (`expression`), so chains of them
+fuse by nesting expressions (`asgrad.gpu.plan.fusion`). Other families use
+`elementwise` for copies, strided views and fills.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def elementwise(
 
     ``expr`` is a WGSL expression over ``x0..x{n-1}`` (each of its input's storage
     type) that yields the output's storage type; functions of ``prelude.wgsl`` may be
-    used. ``out`` may be an :class:`Operand`: a strided view of a larger buffer (a
+    used. ``out`` may be an `Operand`: a strided view of a larger buffer (a
     slice, say), whose shape is the output shape. Returns the array written.
     """
     ops = [Operand.of(x) for x in inputs]
@@ -338,7 +338,7 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
 
     ``in_types`` are the inputs' WGSL storage types; the expression yields the storage
     type of ``out_dtype``. Elementwise chains fuse by substituting one op's expression
-    for an input of the next (see :mod:`asgrad.gpu.plan.fusion`).
+    for an input of the next (see `asgrad.gpu.plan.fusion`).
     """
     int_checked = math_ops.checked_expression(op, out_dtype) if in_types[0] == "i32" else None
     if int_checked is not None:

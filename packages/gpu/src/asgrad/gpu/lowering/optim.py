@@ -1,10 +1,10 @@
 """The optim family on the GPU: Adam's moment update and parameter update.
 
-Each is a WGSL expression over ``x0, x1, ...`` (:data:`OPTIM_EXPRESSIONS`), so the
+Each is a WGSL expression over ``x0, x1, ...`` (`OPTIM_EXPRESSIONS`), so the
 elementwise family launches it with its generated kernel, and a plan treats it like
 any elementwise op: fused with its inputs' expressions, written in place into its
 variable's buffer, and gathered with the other parameters' update rules into one
-multi-tensor dispatch (:mod:`asgrad.gpu.plan.multi_update`).
+multi-tensor dispatch (`asgrad.gpu.plan.multi_update`).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Every collective is non-blocking underneath (``MPI_Iallreduce``, ``MPI_Ibcast``...)
 and waited for with a deadline, so a rank whose peer died or stopped calling
-collectives raises :class:`~asgrad.nn.errors.DistributedTimeoutError` instead of
-hanging. :func:`init` also installs an exception hook that prints the traceback and
-then calls ``MPI_Abort``, so a rank that raises ends every rank at once.
+collectives raises [`DistributedTimeoutError`][asgrad.nn.distributed.DistributedTimeoutError]
+instead of hanging. [`init`][asgrad.nn.distributed.init] also installs an exception hook that prints
+the traceback and then calls ``MPI_Abort``, so a rank that raises ends every rank at once.
 
 In a single process (no MPI launcher in the environment) everything here is a no-op:
 rank 0 of 1, collectives return their input. mpi4py is imported only under a launcher.
@@ -193,7 +193,8 @@ def abort(reason: str, code: int = 1) -> None:
 
 
 class Pending:
-    """A collective in flight; :meth:`wait` returns its result or raises on the deadline."""
+    """A collective in flight; [`wait`][asgrad.nn.distributed.Pending.wait] returns its result or
+    raises on the deadline."""
 
     def __init__(self, request: Any, result: np.ndarray, what: str) -> None:
         self.request = request
@@ -234,7 +235,8 @@ def _numeric(array: np.ndarray, what: str) -> np.ndarray:
 def all_reduce_start(array: np.ndarray, op: str = "sum") -> Pending:
     """Start reducing ``array`` over the ranks in place (``sum``, ``max`` or ``min``).
 
-    ``array`` must be C-contiguous and must not be touched until :meth:`Pending.wait`.
+    ``array`` must be C-contiguous and must not be touched until
+    [`Pending.wait`][asgrad.nn.distributed.Pending.wait].
     """
     if op not in _OPS:
         raise DistributedError(f"all_reduce: op must be one of {_OPS}, got {op!r}")

@@ -5,7 +5,7 @@ extra outputs and every gradient, flattened and concatenated into a few buckets 
 array each, so a GPU backend reads a bucket back in one piece); it also applies the
 graph's own updates (batch-norm statistics, dropout seeds). The *update program*
 takes the buckets as inputs, slices them back into gradients, clips them and applies
-the optimizer's update (:meth:`~asgrad.nn.optim.Optimizer.updates_for`), where the
+the optimizer's update ([`updates_for`][asgrad.nn.Optimizer.updates_for]), where the
 parameters live. Between the two, the buckets are summed over the micro-batches of
 an accumulation, all-reduced over the ranks (every bucket's ``MPI_Iallreduce`` is
 started before the first is waited for) and scaled by ``1 / (ranks * micro-batches)``.
@@ -72,8 +72,8 @@ def broadcast_variables(variables: Iterable[Variable], root: int = 0) -> None:
     """Give every rank rank ``root``'s values of ``variables`` (same list on every rank).
 
     The names, shapes and dtypes are checked to agree on every rank first, so a rank
-    that built another model gets a :class:`~asgrad.nn.errors.DistributedError` naming
-    the difference instead of a hang or garbage.
+    that built another model gets a [`DistributedError`][asgrad.nn.distributed.DistributedError]
+    naming the difference instead of a hang or garbage.
 
     >>> from asgrad.nn import Linear
     >>> model = Linear(2, 1, rng=0)
@@ -121,16 +121,17 @@ def _check_same_start(params: Sequence[Variable]) -> None:
 class DistributedStep:
     """A compiled training step whose gradients are averaged over ranks and micro-batches.
 
-    Call it like the :class:`~asgrad.tensor.Program` that
-    :meth:`Optimizer.compile <asgrad.nn.optim.Optimizer.compile>` returns: with one
+    Call it like the [`Program`][asgrad.tensor.Program] that
+    [`Optimizer.compile`][asgrad.nn.Optimizer.compile] returns: with one
     micro-batch's feeds; it returns ``[loss, *outputs]`` of that micro-batch. Every
     ``accumulate``-th call (the last micro-batch of an update) reduces the gradients
-    and updates the parameters; :attr:`updated` says whether the last call did.
+    and updates the parameters; `updated` says whether the last call did.
 
     With ``N`` ranks, micro-batches of ``B`` samples and a loss that is a mean over
     the batch, an update equals one process's step on the ``N * accumulate * B``
     samples together, to float32 round-off. The ranks must start from the same
-    parameters (:func:`broadcast_variables`); this is checked, by digest, here.
+    parameters ([`broadcast_variables`][asgrad.nn.distributed.broadcast_variables]); this is
+    checked, by digest, here.
     """
 
     def __init__(
@@ -245,9 +246,9 @@ def compile_step(
     """The training step for this process group.
 
     In a single process without accumulation this is exactly
-    :meth:`Optimizer.compile <asgrad.nn.optim.Optimizer.compile>` (one program,
-    no copies); otherwise a :class:`DistributedStep`. Either is called with feeds and
-    returns ``[loss, *outputs]``.
+    [`Optimizer.compile`][asgrad.nn.Optimizer.compile] (one program,
+    no copies); otherwise a [`DistributedStep`][asgrad.nn.distributed.DistributedStep]. Either is
+    called with feeds and returns ``[loss, *outputs]``.
 
     >>> import numpy as np
     >>> from asgrad.tensor import Graph

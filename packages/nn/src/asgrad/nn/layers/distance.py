@@ -1,6 +1,6 @@
 """Distance modules, in PyTorch's names: ``CosineSimilarity`` and ``PairwiseDistance``.
 
-The functions in :mod:`asgrad.tensor.api.nn_norms` do the work.
+The functions in [`asgrad.tensor.api.nn_norms`][asgrad.tensor.api.nn_norms] do the work.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 ``BatchNorm2d``, ``GroupNorm``, ``InstanceNorm1d`` / ``2d`` / ``3d`` and ``RMSNorm``.
 
 The layers hold the parameters and running statistics; the normalisation comes from
-:mod:`asgrad.tensor.api.nn_functional` (layer and batch norm) and
-:mod:`asgrad.tensor.api.nn_norms` (the others).
+`asgrad.tensor.api.nn_functional` (layer and batch norm) and
+[`asgrad.tensor.api.nn_norms`][asgrad.tensor.api.nn_norms] (the others).
 """
 
 from __future__ import annotations

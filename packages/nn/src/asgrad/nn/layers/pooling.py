@@ -1,6 +1,6 @@
 """Pooling layers over ``(N, C, H, W)``: max, average, adaptive and global average.
 
-The layers check the input; the ops come from :mod:`asgrad.tensor.api.nn_functional`.
+The layers check the input; the ops come from `asgrad.tensor.api.nn_functional`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 ``"gelu"``, or a module), ``src_mask`` / ``src_key_padding_mask`` / ``is_causal``,
 and attribute names that make ``load_torch_state_dict`` take a PyTorch checkpoint
 (``self_attn.in_proj_weight``, ``linear1.weight``, ``norm1.weight``...).
-asgrad's own :class:`~asgrad.nn.TransformerBlock` (pre-norm, batch-first, RoPE or
+asgrad's own [`TransformerBlock`][asgrad.nn.TransformerBlock] (pre-norm, batch-first, RoPE or
 ALiBi) stays as it is.
 
 As in PyTorch, the stacks hold ``num_layers`` copies of the layer given, which

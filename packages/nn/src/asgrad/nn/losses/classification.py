@@ -155,7 +155,7 @@ def nll_loss(
     class) scales each sample's loss, and a ``"mean"`` divides by the total weight of
     the targets. Targets equal to ``ignore_index`` count for nothing (PyTorch's default
     is -100; here it is off unless given). Any other target outside ``[0, C)``, ``-1``
-    included, raises :class:`~asgrad.tensor.errors.OutOfRangeError` when the graph
+    included, raises [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the graph
     runs, as in PyTorch.
     """
     check_float_input("nll_loss", "input", input)
@@ -187,10 +187,10 @@ def cross_entropy(
 
     ``label_smoothing`` ``e`` mixes the target with the uniform distribution:
     ``(1 - e) * nll + e / C * sum_c(-w_c * log p_c)``. ``weight`` (one per class) and
-    ``ignore_index`` (labels only) act as in :func:`nll_loss`; with probability targets
-    a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
+    ``ignore_index`` (labels only) act as in [`nll_loss`][asgrad.nn.nll_loss]; with probability
+    targets a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
     it is stable for large logits. Integer labels outside ``[0, C)`` that are not
-    ``ignore_index`` raise :class:`~asgrad.tensor.errors.OutOfRangeError` when the
+    ``ignore_index`` raise [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the
     graph runs.
     """
     name = "cross_entropy"
@@ -244,8 +244,8 @@ def binary_cross_entropy(
     ``(p - t) / max(p (1 - p), 1e-12)`` for the input (-1e12 at ``p = 0, t = 1``, where
     the clamped value is flat) and ``log(1 - p) - log(p)`` for the target (100 at
     ``p = 0`` and -100 at 1, where PyTorch's is infinite). Prefer
-    :func:`binary_cross_entropy_with_logits`, which is stable everywhere. ``weight``
-    broadcasts against the input.
+    [`binary_cross_entropy_with_logits`][asgrad.nn.binary_cross_entropy_with_logits], which is
+    stable everywhere. ``weight`` broadcasts against the input.
     """
     name = "binary_cross_entropy"
     check_float_input(name, "input", input)
@@ -295,8 +295,8 @@ def sigmoid_focal_loss(
 
     ``ce * (1 - p_t)**gamma``, times ``alpha_t = alpha * t + (1 - alpha) * (1 - t)``
     when ``alpha >= 0`` (a negative ``alpha`` turns the weighting off), where ``ce``
-    is :func:`binary_cross_entropy_with_logits` per element and
-    ``p_t = p * t + (1 - p) * (1 - t)``. As torchvision, the default reduction is
+    is [`binary_cross_entropy_with_logits`][asgrad.nn.binary_cross_entropy_with_logits] per element
+    and ``p_t = p * t + (1 - p) * (1 - t)``. As torchvision, the default reduction is
     ``"none"``.
     """
     name = "sigmoid_focal_loss"

@@ -45,8 +45,9 @@ def hinge_loss(
 
     The loss of a linear SVM (Keras' ``hinge``, elementwise here): ``input`` is a raw
     score, ``target`` holds +1/-1 (integer or float) and has ``input``'s shape. For
-    the multi-class hinge see :func:`multi_margin_loss`; for PyTorch's
-    ``hinge_embedding_loss`` (distances, not scores) see :func:`hinge_embedding_loss`.
+    the multi-class hinge see [`multi_margin_loss`][asgrad.nn.multi_margin_loss]; for PyTorch's
+    ``hinge_embedding_loss`` (distances, not scores) see
+    [`hinge_embedding_loss`][asgrad.nn.hinge_embedding_loss].
     """
     name = "hinge_loss"
     check_float_input(name, "input", input)
@@ -59,7 +60,8 @@ def hinge_loss(
 def squared_hinge_loss(
     input: Tensor, target: Tensor, margin: float = 1.0, reduction: Reduction = "mean"
 ) -> Tensor:
-    """``max(0, margin - target * input)**2`` with targets of 1 and -1 (see :func:`hinge_loss`)."""
+    """``max(0, margin - target * input)**2`` with targets of 1 and -1 (see
+    [`hinge_loss`][asgrad.nn.hinge_loss])."""
     name = "squared_hinge_loss"
     check_float_input(name, "input", input)
     check_reduction(name, reduction)
@@ -99,7 +101,7 @@ def multi_margin_loss(
 
     For scores ``x`` of shape ``(N, C)`` (or ``(C,)``) and integer labels ``y``:
     ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C``, times ``weight[y]`` if given.
-    A label outside ``[0, C)`` raises :class:`~asgrad.tensor.errors.OutOfRangeError`
+    A label outside ``[0, C)`` raises [`OutOfRangeError`][asgrad.tensor.OutOfRangeError]
     when the graph runs, as in PyTorch.
     """
     name = "multi_margin_loss"

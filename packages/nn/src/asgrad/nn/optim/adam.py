@@ -23,7 +23,7 @@ class Adam(Optimizer):
 
     The two bias corrections and ``lr / (1 - beta1**t)`` are per-step scalars built
     once per compiled step and shared by every parameter. The per-parameter part is
-    three ops of :mod:`asgrad.tensor.api.nn_functional`, one kernel each: ``adam_ema`` for
+    three ops of `asgrad.tensor.api.nn_functional`, one kernel each: ``adam_ema`` for
     each moment and ``adam_update`` for the step.
 
     >>> from asgrad.nn import Linear

@@ -12,7 +12,8 @@ __all__ = ["LRScheduler"]
 
 
 class LRScheduler:
-    """Base class: ``lr_at(t)`` gives the rate after ``t`` calls of :meth:`step`.
+    """Base class: ``lr_at(t)`` gives the rate after ``t`` calls of
+    [`step`][asgrad.nn.LRScheduler.step].
 
     ``base_lr`` is the optimizer's rate when the scheduler is made. ``state_dict()``
     is plain JSON (it goes to a checkpoint's ``meta.json``).
@@ -40,7 +41,8 @@ class LRScheduler:
         self.optimizer.lr = self._last_lr
 
     def get_last_lr(self) -> list[float]:
-        """The rate set by the last :meth:`step` (a one-element list, as PyTorch's)."""
+        """The rate set by the last [`step`][asgrad.nn.LRScheduler.step] (a one-element list, as
+        PyTorch's)."""
         return [self._last_lr]
 
     def state_dict(self) -> dict[str, Any]:
@@ -52,7 +54,8 @@ class LRScheduler:
         } | {"name": type(self).__name__}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output and set the optimizer's rate to match."""
+        """Restore [`state_dict`][asgrad.nn.LRScheduler.state_dict]'s output and set the optimizer's
+        rate to match."""
         name = state.get("name", type(self).__name__)
         if name != type(self).__name__:
             raise ArgumentError(f"state is of a {name}, not of a {type(self).__name__}")

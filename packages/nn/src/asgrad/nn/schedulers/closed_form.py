@@ -95,7 +95,7 @@ class LinearWarmup(LRScheduler):
 class WarmupCosine(LRScheduler):
     """Linear warmup over ``warmup_steps``, then cosine decay to ``eta_min`` at ``total_steps``.
 
-    For ``t < warmup_steps`` the rate is :class:`LinearWarmup`'s; then
+    For ``t < warmup_steps`` the rate is [`LinearWarmup`][asgrad.nn.LinearWarmup]'s; then
     ``eta_min + (base_lr - eta_min) * (1 + cos(pi * (t - W) / (total_steps - W))) / 2``;
     after ``total_steps`` it stays at ``eta_min``.
     """

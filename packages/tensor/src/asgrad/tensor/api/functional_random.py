@@ -1,17 +1,17 @@
 """Random sampling inside graphs: ``rand``, ``randn``, ``bernoulli``, ``normal``.
 
 Samples come from the counter-based hash that dropout uses (see
-:mod:`asgrad.tensor.ops.random`): element ``i`` of a draw is a pure function of
+`asgrad.tensor.ops.random`): element ``i`` of a draw is a pure function of
 ``(seed, i)``, so the CPU and the GPU draw the same numbers for the same seed
 (uniforms bit for bit, normals within float32 rounding of ``log`` and ``cos``).
 
 The ``seed`` argument of every sampler says where the seed comes from:
 
 * ``None`` (the default): the graph's own seed stream, a non-trainable int64
-  :class:`~asgrad.tensor.Variable` (:func:`seed_stream`) made on the graph's first
-  draw; a program compiled with the graph's updates (an optimizer's step always is)
+  [`Variable`][asgrad.tensor.Variable] ([`seed_stream`][asgrad.tensor.seed_stream]) made on the
+  graph's first draw; a program compiled with the graph's updates (an optimizer's step always is)
   advances it, so every run draws afresh, as ``torch.randn`` does.
-* a :class:`~asgrad.tensor.Variable` (an int scalar): that stream, advanced the same
+* a [`Variable`][asgrad.tensor.Variable] (an int scalar): that stream, advanced the same
   way; two draws in one graph read consecutive seeds.
 * an int Tensor scalar (fed, say): used as it is.
 * an int: a constant seed, the same numbers every run.

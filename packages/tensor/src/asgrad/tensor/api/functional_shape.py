@@ -211,7 +211,8 @@ def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
 
 
 def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
-    """``numpy.take_along_axis``: see :meth:`Tensor.take_along_axis`."""
+    """``numpy.take_along_axis``: see
+    [`Tensor.take_along_axis`][asgrad.tensor.api.methods_index.IndexMethods.take_along_axis]."""
     return x.take_along_axis(indices, axis)
 
 
@@ -226,19 +227,22 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
 
 
 def scatter(x: Tensor, axis: int, index: Tensor, src: object) -> Tensor:
-    """``torch.scatter``: see :meth:`Tensor.scatter`."""
+    """``torch.scatter``: see
+    [`Tensor.scatter`][asgrad.tensor.api.methods_index.IndexMethods.scatter]."""
     return x.scatter(axis, index, src)
 
 
 def scatter_add(x: Tensor, axis: int, index: Tensor, src: Tensor) -> Tensor:
-    """``torch.scatter_add``: see :meth:`Tensor.scatter_add`."""
+    """``torch.scatter_add``: see
+    [`Tensor.scatter_add`][asgrad.tensor.api.methods_index.IndexMethods.scatter_add]."""
     return x.scatter_add(axis, index, src)
 
 
 def scatter_reduce(
     x: Tensor, axis: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True
 ) -> Tensor:
-    """``torch.scatter_reduce``: see :meth:`Tensor.scatter_reduce`."""
+    """``torch.scatter_reduce``: see
+    [`Tensor.scatter_reduce`][asgrad.tensor.api.methods_index.IndexMethods.scatter_reduce]."""
     return x.scatter_reduce(axis, index, src, reduce, include_self)
 
 

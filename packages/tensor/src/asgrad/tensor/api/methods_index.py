@@ -4,7 +4,7 @@ and integer-array (advanced) indexing in ``x[...]``.
 
 A graph's shapes are static, so a boolean mask selects only when it is a numpy array
 (known when the graph is built); a boolean *Tensor* chooses values with
-:meth:`masked_fill` or :func:`asgrad.tensor.where` instead.
+[`masked_fill`][asgrad.tensor.masked_fill] or [`asgrad.tensor.where`][asgrad.tensor.where] instead.
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate

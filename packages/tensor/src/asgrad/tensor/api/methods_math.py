@@ -2,7 +2,7 @@
 
 Each method appends one op (or the ops an op expands into) to the tensor's graph;
 the functions of the same names live in the functional modules
-(:mod:`asgrad.tensor.api.functional_math`, :mod:`asgrad.tensor.api.functional_reduce`).
+(`asgrad.tensor.api.functional_math`, `asgrad.tensor.api.functional_reduce`).
 """
 
 from __future__ import annotations
@@ -208,7 +208,8 @@ class MathMethods(TensorBase):
         return self._scan("cummax", axis), self._scan("cummax_index", axis)
 
     def cummin(self, axis: int = -1) -> tuple[Tensor, Tensor]:
-        """``(values, indices)`` of the running min along ``axis`` (as :meth:`cummax`)."""
+        """``(values, indices)`` of the running min along ``axis`` (as
+        [`cummax`][asgrad.tensor.api.methods_math.MathMethods.cummax])."""
         return self._scan("cummin", axis), self._scan("cummin_index", axis)
 
     def logcumsumexp(self, axis: int = -1, reverse: bool = False) -> Tensor:

@@ -130,7 +130,7 @@ def conv_transpose2d(
 ) -> Tensor:
     """Transposed convolution of ``x`` (N, C_in, H, W) with ``w`` (C_in, C_out/groups, kH, kW).
 
-    The gradient of :func:`conv2d` with respect to its input, as a layer (PyTorch's
+    The gradient of `conv2d` with respect to its input, as a layer (PyTorch's
     argument order). Output size (H - 1) stride - 2 padding + dilation (kH - 1) +
     output_padding + 1; ``output_padding`` must be smaller than ``stride``.
     """
@@ -257,7 +257,7 @@ def batch_normalize(
 ) -> Tensor:
     """Normalise each channel (axis 1) of ``x`` by this batch's own mean and variance.
 
-    The ``batch_norm`` op (a composite) and the core of :func:`batch_norm` in training,
+    The ``batch_norm`` op (a composite) and the core of `batch_norm` in training,
     without running statistics. The statistics are taken when the graph runs, over
     however many values a channel then holds, so no batch size is checked here.
     """
@@ -280,7 +280,7 @@ def batch_norm(
 ) -> BatchNormOutput:
     """Batch normalisation over every axis but the channel axis 1 of (N, C, ...).
 
-    Training normalises by the batch statistics (:func:`batch_normalize`) and
+    Training normalises by the batch statistics (`batch_normalize`) and
     returns the new running statistics ``(1 - momentum) running + momentum batch``
     (the variance unbiased, as in PyTorch) for the program to store through its
     ``updates``. Evaluation normalises by the running statistics, which must then be

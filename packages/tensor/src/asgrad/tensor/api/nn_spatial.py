@@ -178,7 +178,7 @@ def upsample(
     mode: str = "nearest",
     align_corners: bool | None = None,
 ) -> Tensor:
-    """:func:`interpolate` (PyTorch's older name)."""
+    """[`interpolate`][asgrad.tensor.api.nn_spatial.interpolate] (PyTorch's older name)."""
     return interpolate(x, size, scale_factor, mode, align_corners)
 
 

@@ -1,4 +1,5 @@
-"""The symbolic :class:`Tensor`: a handle on a graph node with numpy-like methods."""
+"""The symbolic [`Tensor`][asgrad.tensor.Tensor]: a handle on a graph node with numpy-like
+methods."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ AxisArg = int | Sequence[int] | None
 
 
 class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
-    """A symbolic value of a :class:`~asgrad.tensor.Graph`.
+    """A symbolic value of a [`Graph`][asgrad.tensor.Graph].
 
     Operators and methods append nodes to the graph; nothing is computed until the
     graph is compiled and run. Shapes and dtypes are known at once.
@@ -350,7 +351,7 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
 
     def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
         """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
-        :meth:`take_along_axis`."""
+        [`take_along_axis`][asgrad.tensor.api.methods_index.IndexMethods.take_along_axis]."""
         if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
             return self.take_along_axis(axis, int(indices))
         if not isinstance(indices, Tensor) or isinstance(axis, Tensor):

@@ -1,16 +1,16 @@
 """The CPU (numpy) backend: one generated Python function per schedule and shapes.
 
-* :mod:`~asgrad.tensor.cpu.backend`: :class:`CPUBackend` and :class:`CPUExecutable`;
-* :mod:`~asgrad.tensor.cpu.codegen`: the generated function, line by line;
-* :mod:`~asgrad.tensor.cpu.records`: the lines and expressions it is made of;
-* :mod:`~asgrad.tensor.cpu.specialize`: numpy forms of some ops at exact shapes;
-* :mod:`~asgrad.tensor.cpu.buffers`: writing results into dying inputs and scratch
+* `backend`: `CPUBackend` and `CPUExecutable`;
+* `codegen`: the generated function, line by line;
+* `records`: the lines and expressions it is made of;
+* `specialize`: numpy forms of some ops at exact shapes;
+* `buffers`: writing results into dying inputs and scratch
   slots (``ASGRAD_CPU_REUSE``);
-* :mod:`~asgrad.tensor.cpu.blas`: BLAS threads for small products
+* `blas`: BLAS threads for small products
   (``ASGRAD_SERIAL_GEMM_FLOPS``).
 
 What the generator may assume about an op's kernel is declared on the op
-(:class:`~asgrad.tensor.ir.registry.OpDef`), so adding an op never edits this package.
+([`OpDef`][asgrad.tensor.OpDef]), so adding an op never edits this package.
 """
 
 from asgrad.tensor.cpu.backend import CPUBackend, CPUExecutable

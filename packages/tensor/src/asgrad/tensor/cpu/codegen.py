@@ -1,17 +1,17 @@
 """Code generation: one Python function per schedule and exact input shapes.
 
-:func:`generate_cpu_function` makes the function in four steps:
+`generate_cpu_function` makes the function in four steps:
 
-1. :class:`_LineMaker` makes a :class:`~asgrad.tensor.cpu.records.Line` per node
+1. `_LineMaker` makes a `Line` per node
    that computes something: values that depend only on constants and shapes are
    folded, identities at these types dropped, some ops specialised
-   (:mod:`asgrad.tensor.cpu.specialize`), the rest call their kernel, or its
+   (`asgrad.tensor.cpu.specialize`), the rest call their kernel, or its
    float32 path (``OpDef.into``), as the op's declared facts allow;
-2. :func:`_needed` drops the lines no output or update needs, and :func:`_last_uses`
+2. `_needed` drops the lines no output or update needs, and `_last_uses`
    finds the line after which each value dies;
-3. :func:`~asgrad.tensor.cpu.buffers.plan_buffers` decides where each line writes;
-4. :func:`_source` renders the lines, deleting each value after its last use, and
-   :func:`_compile` turns the source into the function.
+3. `plan_buffers` decides where each line writes;
+4. `_source` renders the lines, deleting each value after its last use, and
+   `_compile` turns the source into the function.
 """
 
 from __future__ import annotations
@@ -63,12 +63,12 @@ def generate_cpu_function(
 
     The function takes the feeds, applies the updates and returns the outputs; its
     source is its ``source`` attribute. ``profile`` (opt-in, see
-    :mod:`asgrad.tensor.cpu.profile`) is called with a node's id after each line.
-    ``compiled`` takes the compiled path (:mod:`asgrad.tensor.cpu.jit`; None: as
-    :func:`~asgrad.tensor.cpu.jit.enabled` says): the ops' compiled kernels
-    (:mod:`asgrad.tensor.cpu.jit.kernels`), each large parameter's Adam update fused
-    into one Numba pass (:mod:`asgrad.tensor.cpu.jit.fuse`), and a small training
-    step compiled whole (:mod:`asgrad.tensor.cpu.jit.step`).
+    `asgrad.tensor.cpu.profile`) is called with a node's id after each line.
+    ``compiled`` takes the compiled path (`asgrad.tensor.cpu.jit`; None: as
+    `enabled` says): the ops' compiled kernels
+    (`asgrad.tensor.cpu.jit.kernels`), each large parameter's Adam update fused
+    into one Numba pass (`asgrad.tensor.cpu.jit.fuse`), and a small training
+    step compiled whole (`asgrad.tensor.cpu.jit.step`).
     """
     if compiled is None:
         compiled = jit.enabled()
@@ -117,7 +117,7 @@ def _is_registered(op: OpDef) -> bool:
 
 
 def _into_applies(into: IntoKernel, ins: Sequence[TensorType], out: TensorType, node: Node) -> bool:
-    """Whether the float32 path ``into`` may run ``node`` (see :class:`IntoKernel`)."""
+    """Whether the float32 path ``into`` may run ``node`` (see `IntoKernel`)."""
     if out.dtype != "float32" or not out.shape or any(t.dtype != "float32" for t in ins):
         return False
     if (into.exact and 0 in out.shape) or (into.when is not None and not into.when(node.attrs)):
@@ -262,8 +262,8 @@ class _LineMaker:
         in_t: Sequence[TensorType],
         out_t: TensorType,
     ) -> Line | None:
-        """The line calling the op's compiled kernel ``jk<i>`` (:mod:`.jit.kernels`),
-        into a buffer as an :class:`IntoKernel` path would, or None where none applies."""
+        """The line calling the op's compiled kernel ``jk<i>`` (`.jit.kernels`),
+        into a buffer as an `IntoKernel` path would, or None where none applies."""
         entry = jit_kernels.lookup(node.op, in_t, out_t, node.attrs)
         if entry is None:
             return None

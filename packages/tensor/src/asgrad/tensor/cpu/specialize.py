@@ -3,10 +3,10 @@
 At exact types some registered kernels have a faster numpy form: a call of numpy
 itself instead of the kernel's wrapper, a view instead of a copy, a batched matrix
 product as one product. These rewrites are about numpy, not about the ops, so they
-live here, keyed by op name in :data:`SPECIALIZERS`: the one place where the CPU
+live here, keyed by op name in `SPECIALIZERS`: the one place where the CPU
 backend names ops. Each is written for the op's registered kernel and applies only
 while the op's kernel is that one (the code generator checks). Everything an op
-declares about its own kernel (:class:`~asgrad.tensor.ir.registry.OpDef` fields) is
+declares about its own kernel ([`OpDef`][asgrad.tensor.OpDef] fields) is
 read by the code generator instead, so adding an op never edits this module.
 """
 

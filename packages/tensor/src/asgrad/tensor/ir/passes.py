@@ -1,7 +1,7 @@
 """Graph passes: ordering, dead-code and common-subexpression elimination, folding.
 
-Passes never change the user's graph. :func:`optimize` returns a new, minimal list
-of nodes (sharing the user's leaves) that computes the same outputs.
+Passes never change the user's graph. [`optimize`][asgrad.tensor.optimize] returns a new, minimal
+list of nodes (sharing the user's leaves) that computes the same outputs.
 """
 
 from __future__ import annotations

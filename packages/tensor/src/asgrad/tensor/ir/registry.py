@@ -1,6 +1,6 @@
 """The op registry: one entry per primitive op, read by every layer of asgrad.
 
-An :class:`OpDef` holds what the tensor package knows of an op, all of it declared
+An [`OpDef`][asgrad.tensor.OpDef] holds what the tensor package knows of an op, all of it declared
 by keyword in the op's family file (``asgrad/tensor/ops/<family>.py``):
 
 * what it is: ``name``, ``family``, ``arity``, ``doc``, and whether it is
@@ -9,7 +9,7 @@ by keyword in the op's family file (``asgrad/tensor/ops/<family>.py``):
   reference semantics), checked on ``cases`` within ``tolerance``;
 * what the CPU code generator may assume about the kernel, so that adding an op
   never edits the backend: ``shape_only_inputs``, ``identity_if_same_type``,
-  ``fresh_result``, ``writes_out`` and ``into`` (an :class:`IntoKernel`).
+  ``fresh_result``, ``writes_out`` and ``into`` (an `IntoKernel`).
 
 The autograd package adds a gradient rule per op and the GPU package a WGSL kernel
 per op, both keyed by the op's name; tests fail when an op lacks either.
@@ -93,7 +93,7 @@ class Attr:
         name: The keyword the op takes it by.
         kind: The Python types a value may have (``float`` accepts an ``int`` and
             stores a float; ``int`` refuses a ``bool``); ``object`` accepts anything.
-        default: The value a node takes when none is given, or :data:`REQUIRED`.
+        default: The value a node takes when none is given, or `REQUIRED`.
         check: A condition on the value: ``check(value)`` returns what is wrong with
             it (a phrase such as ``"must be positive"``), or None when it is fine.
         optional: Whether None is accepted besides values of ``kind``.
@@ -195,11 +195,12 @@ class OpDef:
     Attributes:
         name: The op's unique name (``"matmul"``); backward ops are
             ``<op>_backward``.
-        family: The op family, one of :data:`FAMILIES`; the same file name holds the
+        family: The op family, one of `FAMILIES`; the same file name holds the
             op in every package (``tensor/ops/<family>.py``,
             ``autograd/rules/<family>.py``, ``gpu/lowering/<family>.py``).
         infer: The shape/dtype rule ``infer(input_types, attrs) -> TensorType``;
-            raises :class:`ShapeError`/:class:`DTypeError` naming the fix.
+            raises [`ShapeError`][asgrad.tensor.ShapeError]/[`DTypeError`][asgrad.tensor.DTypeError]
+            naming the fix.
         kernel: The numpy kernel, ``kernel(*arrays, **attrs) -> ndarray``: the
             reference semantics every backend is tested against.
         arity: The number of inputs, or None for a variadic op.
@@ -235,12 +236,12 @@ class OpDef:
         writes_out: Whether the kernel also takes ``out=`` (an array of the
             result's type, overlapping no input) and writes its whole result there,
             so that its result may land in a scratch slot.
-        into: A float32 path writing into a given array (see :class:`IntoKernel`),
+        into: A float32 path writing into a given array (see `IntoKernel`),
             or None.
         expand: For an op defined as a decomposition into other registered ops
             (``flip``, ``mish``...): ``expand(*inputs, **attrs) -> Tensor`` builds
-            it, and :meth:`Graph.apply` calls it after the shape rule instead of
-            adding a node of its own. Backends and autograd see only the ops it
+            it, and [`Graph.apply`][asgrad.tensor.Graph.apply] calls it after the shape rule instead
+            of adding a node of its own. Backends and autograd see only the ops it
             builds, so such an op needs no gradient rule or GPU lowering; its
             ``kernel`` stays the numpy reference its cases are checked against.
     """

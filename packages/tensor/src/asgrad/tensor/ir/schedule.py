@@ -1,8 +1,8 @@
 """The schedule: what a compiled program computes, in which order, until when.
 
-:func:`make_schedule` turns the values a user wants (and the variable updates of a
-training step) into a :class:`Schedule`, after the graph passes; every backend
-compiles schedules.
+[`make_schedule`][asgrad.tensor.make_schedule] turns the values a user wants (and the variable
+updates of a training step) into a [`Schedule`][asgrad.tensor.Schedule], after the graph passes;
+every backend compiles schedules.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ class Schedule:
 def make_schedule(
     outputs: Sequence[Tensor], updates: Updates | None = None, *, optimize_graph: bool = True
 ) -> Schedule:
-    """Plan the computation of ``outputs`` and ``updates`` (see :class:`Schedule`)."""
+    """Plan the computation of ``outputs`` and ``updates`` (see
+    [`Schedule`][asgrad.tensor.Schedule])."""
     pairs = list(updates.items()) if isinstance(updates, Mapping) else list(updates or [])
     roots = [t.node for t in outputs] + [t.node for _, t in pairs]
     graphs = {n.graph for n in roots}

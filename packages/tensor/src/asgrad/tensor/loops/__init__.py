@@ -1,13 +1,14 @@
-"""Loops as graph nodes: :func:`scan`, :func:`fori_loop` and :func:`while_loop`.
+"""Loops as graph nodes: [`scan`][asgrad.tensor.scan], [`fori_loop`][asgrad.tensor.fori_loop] and
+[`while_loop`][asgrad.tensor.while_loop].
 
 The body is a Python function called once, on symbolic tensors, to build a sub-graph
-(:mod:`asgrad.tensor.loops.body`); the loop is one ``scan`` node however many steps it runs,
+(`asgrad.tensor.loops.body`); the loop is one ``scan`` node however many steps it runs,
 so a 512-step recurrence compiles as fast as one step. Values of the enclosing graph
 the body uses (weights it closes over) are read by the node, so gradients reach them.
 
-The subpackage may import :mod:`~asgrad.tensor.errors`, :mod:`~asgrad.tensor.ir`,
-:mod:`~asgrad.tensor.api` and itself; a backend lends it the compiler of loop bodies
-(:func:`asgrad.tensor.loops.body.set_compiler`).
+The subpackage may import `errors`, `ir`,
+`api` and itself; a backend lends it the compiler of loop bodies
+(`asgrad.tensor.loops.body.set_compiler`).
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate

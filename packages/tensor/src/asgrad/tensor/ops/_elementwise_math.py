@@ -1,6 +1,6 @@
 """The elementwise math ops of issue 13, registered into the elementwise family.
 
-Their shape/dtype rules and kernels live in :mod:`asgrad.tensor.ops.elementwise` (the
+Their shape/dtype rules and kernels live in `asgrad.tensor.ops.elementwise` (the
 family's file); this module declares them (which keeps that file within the size
 limit) and holds the expansions of the ops that are compositions of others:
 ``frac`` (``x - trunc(x)``), ``isclose``, ``nan_to_num`` and the logical ops.

@@ -2,9 +2,9 @@
 
 ``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
 op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
-``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
-code generator takes through :class:`~asgrad.tensor.ir.registry.IntoKernel`. The test
-cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
+``gelu_backward`` have float32 paths (`asgrad.tensor.ops._erf`) that the CPU
+code generator takes through `IntoKernel`. The test
+cases are in `asgrad.tensor.ops._elementwise_cases`.
 """
 
 from __future__ import annotations
@@ -271,8 +271,8 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 # -- registration ---------------------------------------------------------------------------------
 def _elementwise(name: str, kernel: KernelFn, doc: str, cases: CasesFn, **fields: Any) -> None:
-    """Register an elementwise op; ``fields`` are further :class:`OpDef` fields, by keyword
-    (by default one float input)."""
+    """Register an elementwise op; ``fields`` are further [`OpDef`][asgrad.tensor.OpDef] fields, by
+    keyword (by default one float input)."""
     fields = {"arity": 1, "infer": _infer_unary_float, **fields}
     register_op(
         OpDef(name=name, family="elementwise", kernel=kernel, doc=doc, cases=cases, **fields)

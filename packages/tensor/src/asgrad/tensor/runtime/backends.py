@@ -1,16 +1,16 @@
 """Backend selection: a backend by name, ``"auto"``, or the ``ASGRAD_DEVICE`` variable.
 
-A backend compiles a :class:`~asgrad.tensor.ir.schedule.Schedule` into an
-:class:`Executable` that runs it. The CPU (numpy) backend is built in; other
+A backend compiles a [`Schedule`][asgrad.tensor.Schedule] into an
+`Executable` that runs it. The CPU (numpy) backend is built in; other
 backends plug in without this package naming them: a distribution declares a
-zero-argument factory returning a :class:`Backend` in the entry point group
+zero-argument factory returning a `Backend` in the entry point group
 ``asgrad.backends``, e.g. in its ``pyproject.toml``::
 
     [project.entry-points."asgrad.backends"]
     mybackend = "mypackage.backend:MyBackend"
 
-The group is read once, on first need. :func:`register_backend` adds a factory
-directly (a plug-in imported before its entry point is installed, a test).
+The group is read once, on first need. [`register_backend`][asgrad.tensor.register_backend] adds a
+factory directly (a plug-in imported before its entry point is installed, a test).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class Executable(Protocol):
 class LaunchingExecutable(Executable, Protocol):
     """An executable that can also start a run without waiting for it.
 
-    :meth:`Program.launch <asgrad.tensor.runtime.executor.Program.launch>` calls ``launch``
+    [`Program.launch`][asgrad.tensor.Program.launch] calls ``launch``
     where an executable has it, else ``run`` (the values are then ready at once).
     """
 
@@ -138,7 +138,7 @@ def _user_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning raised by our caller point at the user's line.
 
     It counts the frames from that caller out to the first one outside asgrad's own
-    packages (the user's code), as :func:`asgrad.tensor.ir.graph.user_location` does.
+    packages (the user's code), as `asgrad.tensor.ir.graph.user_location` does.
     """
     from asgrad.tensor.ir.graph import INTERNAL_DIRS
 

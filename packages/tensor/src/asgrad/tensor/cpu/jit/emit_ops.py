@@ -1,10 +1,10 @@
 """The ops a whole-step kernel writes in Numba: op name -> emitter.
 
-Each emitter writes an op at exact types into a :class:`~asgrad.tensor.cpu.jit.emit.Kernel`
+Each emitter writes an op at exact types into a `Kernel`
 as explicit loops with constant bounds, computing what the op's numpy kernel computes
 (the same formulas, in the op's dtype; NaN and infinities propagate as numpy's do), and
-returns the result's :class:`~asgrad.tensor.cpu.jit.emit.Val`. An op not in
-:data:`EMITTERS`, or one an emitter declines (:class:`UnsupportedError`: another dtype, an
+returns the result's `Val`. An op not in
+`EMITTERS`, or one an emitter declines (`UnsupportedError`: another dtype, an
 attribute it does not handle), sends the whole step back to the numpy path.
 """
 

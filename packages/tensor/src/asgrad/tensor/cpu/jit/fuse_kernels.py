@@ -1,4 +1,4 @@
-"""The Numba kernels of fused line groups (:mod:`asgrad.tensor.cpu.jit.fuse`).
+"""The Numba kernels of fused line groups (`asgrad.tensor.cpu.jit.fuse`).
 
 Imported only when a generated function uses one (it imports Numba). Each kernel
 computes its ops' formulas in the ops' dtype, operation by operation as the numpy

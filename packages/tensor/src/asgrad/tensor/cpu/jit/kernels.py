@@ -1,11 +1,11 @@
 """The compiled kernels' table: op name -> a Numba kernel with the op's semantics.
 
-Each :class:`JitKernel` names a wrapper in a topic module (``kernels_<topic>.py``,
+Each `JitKernel` names a wrapper in a topic module (``kernels_<topic>.py``,
 imported on first use, so that importing asgrad never imports Numba) with the
-calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`:
+calling convention of an `IntoKernel`:
 ``fn(*inputs, out=None, **attrs)``, the result written into ``out`` when it is
-given. The code generator (:mod:`asgrad.tensor.cpu.codegen`) calls it instead of
-the op's numpy kernel when the compiled path is on and :func:`lookup` finds an entry
+given. The code generator (`asgrad.tensor.cpu.codegen`) calls it instead of
+the op's numpy kernel when the compiled path is on and `lookup` finds an entry
 whose ``applies`` holds at the node's exact types; everything else runs numpy.
 
 The kernels agree with the numpy kernels within each op's registered tolerance
@@ -41,7 +41,7 @@ class JitKernel:
         module: The topic module under ``asgrad.tensor.cpu.jit`` holding the wrapper.
         function: The wrapper's name there.
         applies: Whether it runs a node, from the inputs' and result's types and the
-            attributes (beyond :func:`lookup`'s common checks).
+            attributes (beyond `lookup`'s common checks).
         leading: How many leading inputs the result may be written into (the wrapper
             reads each element or row of them before writing it); 0: ``out``
             overlaps no input.

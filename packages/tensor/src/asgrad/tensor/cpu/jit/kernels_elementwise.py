@@ -1,11 +1,11 @@
 """Compiled elementwise kernels: exact GELU and its gradient, Adam's two updates.
 
-Each wrapper has the calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`
+Each wrapper has the calling convention of an `IntoKernel`
 (``fn(*inputs, out=None, **attrs)``, the result in ``out`` when it is given and
 C-contiguous, else fresh) and the semantics of the op's numpy kernel. The loops read
 each element before writing it, so ``out`` may be any input of the result's type.
 
-GELU in float32 uses the vectorised erf of :mod:`._numba` (absolute error below
+GELU in float32 uses the vectorised erf of `._numba` (absolute error below
 1e-6, as the numpy float32 path); in float64 the C library's ``erf``. Adam's kernels
 do the numpy kernels' arithmetic in the same order, bit for bit.
 """
