@@ -16,11 +16,12 @@ is a no-op (rank 0 of 1), so one script runs both ways. A training script adds:
 mpi4py is optional: ``pip install 'asgrad-nn[mpi]'`` brings it with MPICH's wheels.
 See the user guide, docs/distributed.md.
 
-Example (one process):
-    >>> from asgrad.nn import distributed as dist
-    >>> dist.init()
-    >>> dist.rank(), dist.world_size(), dist.all_reduce(3.0, "mean").item()
-    (0, 1, 3.0)
+In one process:
+
+>>> from asgrad.nn import distributed as dist
+>>> dist.init()
+>>> dist.rank(), dist.world_size(), dist.all_reduce(3.0, "mean").item()
+(0, 1, 3.0)
 """
 
 from asgrad.nn.distributed.checkpoint import load, save
