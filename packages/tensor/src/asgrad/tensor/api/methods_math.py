@@ -141,8 +141,12 @@ class MathMethods(TensorBase):
     def __rmod__(self, other: object) -> Tensor:
         return self._lift(other)._binary("remainder", self)
 
-    bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
-    bitwise_not, floor_divide, remainder = __invert__, __floordiv__, __mod__
+    bitwise_and = __and__
+    bitwise_or = __or__
+    bitwise_xor = __xor__
+    bitwise_not = __invert__
+    floor_divide = __floordiv__
+    remainder = __mod__
 
     # -- reductions ---------------------------------------------------------------------
     def _reduce_math(self, op: str, axis: AxisArg, keepdims: bool, **attrs: object) -> Tensor:
