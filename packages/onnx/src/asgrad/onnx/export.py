@@ -60,7 +60,14 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 """Attributes read by the exporters, by op (ops absent here take none)."""
 
 MIN_OPSET = 17  # LayerNormalization
+"""The oldest ONNX opset the exporter writes (17: the first with LayerNormalization)."""
 DEFAULT_OPSET = 17
+"""The ONNX opset that [`export`][asgrad.onnx.export] writes unless told otherwise.
+
+>>> from asgrad.onnx import DEFAULT_OPSET, MIN_OPSET
+>>> DEFAULT_OPSET >= MIN_OPSET
+True
+"""
 LEAVES = ("input", "parameter", "constant")
 
 Outputs = Tensor | Sequence[Tensor] | Mapping[str, Tensor]

@@ -52,6 +52,7 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 
 concatenate = concat
+"""The same as [`concat`][asgrad.tensor.concat] (numpy's name)."""
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:

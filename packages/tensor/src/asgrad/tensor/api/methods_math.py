@@ -40,6 +40,7 @@ class MathMethods(TensorBase):
         return self._apply("trunc")
 
     fix = trunc
+    """The same as [`trunc`][asgrad.tensor.Tensor.trunc] (numpy's name)."""
 
     def round(self, decimals: int = 0) -> Tensor:
         """x rounded to ``decimals`` places, halves to even (as numpy and PyTorch)."""
@@ -51,12 +52,36 @@ class MathMethods(TensorBase):
 
     # -- tests ------------------------------------------------------------------------
     def isnan(self) -> Tensor:
+        """Whether each element is NaN (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isnan(), {"x": [1.0, float("nan"), float("inf")]})[0].tolist()
+        [False, True, False]
+
+        """
         return self._apply("isnan")
 
     def isinf(self) -> Tensor:
+        """Whether each element is +inf or -inf (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isinf(), {"x": [1.0, float("nan"), float("-inf")]})[0].tolist()
+        [False, False, True]
+
+        """
         return self._apply("isinf")
 
     def isfinite(self) -> Tensor:
+        """Whether each element is neither NaN nor infinite (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isfinite(), {"x": [1.0, float("nan"), float("inf")]})[0].tolist()
+        [True, False, False]
+
+        """
         return self._apply("isfinite")
 
     def isclose(
@@ -85,15 +110,47 @@ class MathMethods(TensorBase):
 
     # -- logic and integers -----------------------------------------------------------
     def logical_and(self, other: object) -> Tensor:
+        """x and ``other``, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_and(True), {"x": [True, False, True]})[0].tolist()
+        [True, False, True]
+
+        """
         return self._binary("logical_and", other)
 
     def logical_or(self, other: object) -> Tensor:
+        """x or ``other``, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_or(False), {"x": [True, False, True]})[0].tolist()
+        [True, False, True]
+
+        """
         return self._binary("logical_or", other)
 
     def logical_xor(self, other: object) -> Tensor:
+        """Exactly one of x and ``other``, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_xor(True), {"x": [True, False, True]})[0].tolist()
+        [False, True, False]
+
+        """
         return self._binary("logical_xor", other)
 
     def logical_not(self) -> Tensor:
+        """Not x, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_not(), {"x": [True, False, True]})[0].tolist()
+        [False, True, False]
+
+        """
         return self._apply("logical_not")
 
     def __and__(self, other: object) -> Tensor:
@@ -142,11 +199,59 @@ class MathMethods(TensorBase):
         return self._lift(other)._binary("remainder", self)
 
     bitwise_and = __and__
+    """``x & other`` (integers, or bools: logical and).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_and(6), {"x": [3, 5, 6]})[0].tolist()
+    [2, 4, 6]
+
+    """
     bitwise_or = __or__
+    """``x | other`` (integers, or bools: logical or).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_or(4), {"x": [3, 0, 1]})[0].tolist()
+    [7, 4, 5]
+
+    """
     bitwise_xor = __xor__
+    """``x ^ other`` (integers, or bools: logical xor).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_xor(5), {"x": [3, 5, 0]})[0].tolist()
+    [6, 0, 5]
+
+    """
     bitwise_not = __invert__
+    """``~x`` (integers: two's complement, or bools: logical not).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_not(), {"x": [0, 1, -1]})[0].tolist()
+    [-1, -2, 0]
+
+    """
     floor_divide = __floordiv__
+    """``x // other``: the quotient rounded down (Python's and numpy's rule).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.floor_divide(2), {"x": [7, -7, 4]})[0].tolist()
+    [3, -4, 2]
+
+    """
     remainder = __mod__
+    """``x % other``, with the sign of ``other`` (Python's and numpy's rule).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.remainder(3), {"x": [7, -7, 6]})[0].tolist()
+    [1, 2, 0]
+
+    """
 
     # -- reductions ---------------------------------------------------------------------
     def _reduce_math(self, op: str, axis: AxisArg, keepdims: bool, **attrs: object) -> Tensor:

@@ -23,29 +23,88 @@ class NNMethods(TensorBase):
     __slots__ = ()
 
     def relu(self) -> Tensor:
+        """``max(x, 0)`` elementwise.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.relu(), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        [0.0, 0.0, 2.0]
+
+        """
         return self._apply("relu")
 
     def leaky_relu(self, alpha: float = 0.01) -> Tensor:
+        """``x`` where positive, ``alpha * x`` elsewhere.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.leaky_relu(0.1), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        [-0.1..., 0.0, 2.0]
+
+        """
         return self._apply("leaky_relu", alpha=checked("leaky_relu", float_arg, alpha, "alpha"))
 
     def gelu(self, approximate: str = "none") -> Tensor:
+        """``x * Phi(x)``, Phi the standard normal CDF; ``approximate="tanh"``: its tanh
+        formula.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.gelu(), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+        [-0.15865..., 0.0, 0.84134...]
+        """
         if approximate not in ("none", "tanh"):
             raise ArgumentError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
         return self._apply("gelu", approximate=approximate)
 
     def silu(self) -> Tensor:
+        """``x * sigmoid(x)`` (swish).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.silu(), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+        [-0.26894..., 0.0, 0.73105...]
+        """
         return self._apply("silu")
 
     def elu(self, alpha: float = 1.0) -> Tensor:
+        """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.elu(), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+        [-0.63212..., 0.0, 1.0]
+        """
         return self._apply("elu", alpha=checked("elu", float_arg, alpha, "alpha"))
 
     def softplus(self, beta: float = 1.0) -> Tensor:
+        """``log(1 + exp(beta * x)) / beta``: a smooth ReLU.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.softplus(), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+        [0.31326..., 0.69314..., 1.31326...]
+        """
         return self._apply("softplus", beta=checked("softplus", float_arg, beta, "beta"))
 
     def softmax(self, axis: int = -1) -> Tensor:
+        """``exp(x) / sum(exp(x))`` along ``axis``: probabilities that sum to 1.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.softmax(), {"x": [0.0, 0.0, 0.0]})[0].tolist()
+        [0.33333..., 0.33333..., 0.33333...]
+        """
         return self._apply("softmax", axis=checked("softmax", normalize_axis, axis, self.ndim))
 
     def log_softmax(self, axis: int = -1) -> Tensor:
+        """``log(softmax(x))`` along ``axis``, computed stably.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.log_softmax(), {"x": [0.0, 0.0, 0.0]})[0].tolist()
+        [-1.09861..., -1.09861..., -1.09861...]
+        """
         axis = checked("log_softmax", normalize_axis, axis, self.ndim)
         return self._apply("log_softmax", axis=axis)
 

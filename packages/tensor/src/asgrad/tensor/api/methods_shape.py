@@ -183,6 +183,7 @@ class ShapeMethods(IndexMethods):
         return self._t().transpose(*order)
 
     moveaxis = movedim
+    """The same as [`movedim`][asgrad.tensor.Tensor.movedim] (numpy's name)."""
 
     def narrow(self, axis: int, start: int, length: int) -> Tensor:
         """``length`` elements from ``start`` along ``axis`` (``torch.Tensor.narrow``)."""
@@ -213,6 +214,7 @@ class ShapeMethods(IndexMethods):
         return [self._t()[(slice(None),) * axis + (i,)] for i in range(self.shape[axis])]
 
     unbind = unstack
+    """The same as [`unstack`][asgrad.tensor.Tensor.unstack] (PyTorch's name)."""
 
     def split(self, split_size_or_sections: IntOrInts, axis: int = 0) -> list[Tensor]:
         """Pieces along ``axis``: of ``split_size`` each (the last smaller), or of the
