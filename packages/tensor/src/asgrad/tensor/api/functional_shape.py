@@ -212,7 +212,7 @@ def chunk(x: Tensor, chunks: int, axis: int = 0) -> list[Tensor]:
 
 def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
     """``numpy.take_along_axis``: see
-    [`Tensor.take_along_axis`][asgrad.tensor.api.methods_index.IndexMethods.take_along_axis]."""
+    [`Tensor.take_along_axis`][asgrad.tensor.Tensor.take_along_axis]."""
     return x.take_along_axis(indices, axis)
 
 
@@ -228,13 +228,13 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
 
 def scatter(x: Tensor, axis: int, index: Tensor, src: object) -> Tensor:
     """``torch.scatter``: see
-    [`Tensor.scatter`][asgrad.tensor.api.methods_index.IndexMethods.scatter]."""
+    [`Tensor.scatter`][asgrad.tensor.Tensor.scatter]."""
     return x.scatter(axis, index, src)
 
 
 def scatter_add(x: Tensor, axis: int, index: Tensor, src: Tensor) -> Tensor:
     """``torch.scatter_add``: see
-    [`Tensor.scatter_add`][asgrad.tensor.api.methods_index.IndexMethods.scatter_add]."""
+    [`Tensor.scatter_add`][asgrad.tensor.Tensor.scatter_add]."""
     return x.scatter_add(axis, index, src)
 
 
@@ -242,7 +242,7 @@ def scatter_reduce(
     x: Tensor, axis: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True
 ) -> Tensor:
     """``torch.scatter_reduce``: see
-    [`Tensor.scatter_reduce`][asgrad.tensor.api.methods_index.IndexMethods.scatter_reduce]."""
+    [`Tensor.scatter_reduce`][asgrad.tensor.Tensor.scatter_reduce]."""
     return x.scatter_reduce(axis, index, src, reduce, include_self)
 
 

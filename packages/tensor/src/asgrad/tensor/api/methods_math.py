@@ -318,7 +318,7 @@ class MathMethods(TensorBase):
 
     def cummin(self, axis: int = -1) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the running min along ``axis`` (as
-        [`cummax`][asgrad.tensor.api.methods_math.MathMethods.cummax])."""
+        [`cummax`][asgrad.tensor.Tensor.cummax])."""
         return self._scan("cummin", axis), self._scan("cummin_index", axis)
 
     def logcumsumexp(self, axis: int = -1, reverse: bool = False) -> Tensor:

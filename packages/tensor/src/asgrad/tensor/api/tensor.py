@@ -646,7 +646,7 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
 
     def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
         """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
-        [`take_along_axis`][asgrad.tensor.api.methods_index.IndexMethods.take_along_axis]."""
+        [`take_along_axis`][asgrad.tensor.Tensor.take_along_axis]."""
         if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
             return self.take_along_axis(axis, int(indices))
         if not isinstance(indices, Tensor) or isinstance(axis, Tensor):
