@@ -62,7 +62,7 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 MIN_OPSET = 17  # LayerNormalization
 """The oldest ONNX opset the exporter writes (17: the first with LayerNormalization)."""
 DEFAULT_OPSET = 17
-"""The ONNX opset that [`export`][asgrad.onnx.export] writes unless told otherwise.
+"""The ONNX opset that ``asgrad.onnx.export(...)`` writes unless told otherwise.
 
 >>> from asgrad.onnx import DEFAULT_OPSET, MIN_OPSET
 >>> DEFAULT_OPSET >= MIN_OPSET
