@@ -84,6 +84,16 @@ def test_every_public_tensor_member_has_a_docstring(objects: griffe.ModulesColle
     assert missing == [], f"Tensor members without a docstring: {missing}"
 
 
+def test_every_public_tensor_member_has_an_example(objects: griffe.ModulesCollection) -> None:
+    tensor = objects["asgrad.tensor.Tensor"]
+    missing = sorted(
+        name
+        for name, member in tensor.all_members.items()
+        if not name.startswith("_") and ">>>" not in getattr(member.docstring, "value", "")
+    )
+    assert missing == [], f"Tensor members without an example: {missing}"
+
+
 @pytest.mark.parametrize("module_name", rendered_modules())
 def test_every_exported_name_has_a_docstring(
     objects: griffe.ModulesCollection, module_name: str

@@ -46,8 +46,9 @@ def attribute_docstrings(module: ModuleType) -> list[tuple[str, int, str]]:
     """(name, line, text) of each attribute docstring in module's source.
 
     An attribute docstring is a string statement after an assignment (``clip = clamp``
-    then ``\"\"\"...\"\"\"``), at module or class level: the API reference renders it
-    (griffe reads it), but Python keeps no ``__doc__`` of it, so doctest misses it.
+    then ``\"\"\"...\"\"\"``), at module or class level or in ``__init__``: the API
+    reference renders it (griffe reads it), but Python keeps no ``__doc__`` of it, so
+    doctest misses it.
     """
     try:
         tree = ast.parse(inspect.getsource(module))
@@ -69,6 +70,8 @@ def attribute_docstrings(module: ModuleType) -> list[tuple[str, int, str]]:
         for stmt in body:
             if isinstance(stmt, ast.ClassDef):
                 visit(stmt.body, f"{prefix}{stmt.name}.")
+            elif isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+                visit(stmt.body, prefix)  # ``self.x = ...`` then its docstring
 
     visit(tree.body, f"{module.__name__}.")
     return found

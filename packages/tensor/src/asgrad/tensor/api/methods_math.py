@@ -28,26 +28,62 @@ class MathMethods(TensorBase):
 
     # -- rounding ---------------------------------------------------------------------
     def floor(self) -> Tensor:
-        """The largest integer <= x (floats; zero gradient)."""
+        """The largest integer <= x (floats; zero gradient).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.floor(), {"x": [-1.5, 0.5, 2.0]})[0].tolist()
+        [-2.0, 0.0, 2.0]
+        """
         return self._apply("floor")
 
     def ceil(self) -> Tensor:
-        """The smallest integer >= x (floats; zero gradient)."""
+        """The smallest integer >= x (floats; zero gradient).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.ceil(), {"x": [-1.5, 0.5, 2.0]})[0].tolist()
+        [-1.0, 1.0, 2.0]
+        """
         return self._apply("ceil")
 
     def trunc(self) -> Tensor:
-        """x rounded towards 0 (floats; zero gradient)."""
+        """x rounded towards 0 (floats; zero gradient).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.trunc(), {"x": [-1.5, 0.5, 2.7]})[0].tolist()
+        [-1.0, 0.0, 2.0]
+        """
         return self._apply("trunc")
 
     fix = trunc
-    """The same as [`trunc`][asgrad.tensor.Tensor.trunc] (numpy's name)."""
+    """The same as [`trunc`][asgrad.tensor.Tensor.trunc] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(x.fix(), {"x": [-1.5, 0.5, 2.7]})[0].tolist()
+    [-1.0, 0.0, 2.0]
+    """
 
     def round(self, decimals: int = 0) -> Tensor:
-        """x rounded to ``decimals`` places, halves to even (as numpy and PyTorch)."""
+        """x rounded to ``decimals`` places, halves to even (as numpy and PyTorch).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.round(), {"x": [0.5, 1.5, 2.25]})[0].tolist()
+        [0.0, 2.0, 2.0]
+        """
         return self._apply("round", decimals=checked("round", int_arg, decimals, "decimals"))
 
     def frac(self) -> Tensor:
-        """``x - trunc(x)``: the fractional part, with x's sign."""
+        """``x - trunc(x)``: the fractional part, with x's sign.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.frac(), {"x": [-1.5, 0.25, 2.0]})[0].tolist()
+        [-0.5, 0.25, 0.0]
+        """
         return self._apply("frac")
 
     # -- tests ------------------------------------------------------------------------
@@ -87,7 +123,13 @@ class MathMethods(TensorBase):
     def isclose(
         self, other: object, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
     ) -> Tensor:
-        """``|x - other| <= atol + rtol * |other|`` elementwise (numpy's and PyTorch's rule)."""
+        """``|x - other| <= atol + rtol * |other|`` elementwise (numpy's and PyTorch's rule).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isclose(1.0), {"x": [1.0, 1.000001, 1.1]})[0].tolist()
+        [True, True, False]
+        """
         rtol, atol = (
             checked("isclose", float_arg, v, n) for v, n in ((rtol, "rtol"), (atol, "atol"))
         )
@@ -101,7 +143,13 @@ class MathMethods(TensorBase):
         self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
     ) -> Tensor:
         """NaN as ``nan``, +-inf as ``posinf``/``neginf`` (default: the dtype's largest
-        finite values); the gradient flows to the finite elements only."""
+        finite values); the gradient flows to the finite elements only.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.nan_to_num(posinf=9.0), {"x": [float("nan"), float("inf"), 1.0]})[0].tolist()
+        [0.0, 9.0, 1.0]
+        """
         attrs = {
             k: None if v is None else checked("nan_to_num", float_arg, v, k)
             for k, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf))
@@ -259,7 +307,13 @@ class MathMethods(TensorBase):
         return self._apply(op, axis=axes, keepdims=bool(keepdims), **attrs)
 
     def prod(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """The product over ``axis`` (floats); its gradient is right with zeros in x."""
+        """The product over ``axis`` (floats); its gradient is right with zeros in x.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.prod(), {"x": [2.0, 3.0, 4.0]})[0].tolist()
+        24.0
+        """
         return self._reduce_math("prod", axis, keepdims)
 
     def std(
@@ -271,31 +325,73 @@ class MathMethods(TensorBase):
         ddof: float | None = None,
     ) -> Tensor:
         """The standard deviation, dividing by ``n - correction`` (``ddof`` is numpy's name;
-        default 0, numpy's; PyTorch's default is 1)."""
+        default 0, numpy's; PyTorch's default is 1).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.std(), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+        0.81649...
+        """
         return self._reduce_math("std", axis, keepdims, **correction_attr(correction, ddof))
 
     def logsumexp(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """``log(sum(exp(x)))`` over ``axis`` without overflow."""
+        """``log(sum(exp(x)))`` over ``axis`` without overflow.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.logsumexp(), {"x": [0.0, 0.0, 0.0]})[0].tolist()
+        1.09861...
+        """
         return self._reduce_math("logsumexp", axis, keepdims)
 
     def any(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """Whether any value over ``axis`` is nonzero (False over an empty axis)."""
+        """Whether any value over ``axis`` is nonzero (False over an empty axis).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate((x > 1.0).any(), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        True
+        """
         return self._reduce_math("any", axis, keepdims)
 
     def all(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """Whether every value over ``axis`` is nonzero (True over an empty axis)."""
+        """Whether every value over ``axis`` is nonzero (True over an empty axis).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate((x > 1.0).all(), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        False
+        """
         return self._reduce_math("all", axis, keepdims)
 
     def amax(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """``max`` (PyTorch's name for the reduction that returns values only)."""
+        """``max`` (PyTorch's name for the reduction that returns values only).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 2))
+        >>> evaluate(x.amax(axis=0), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+        [3.0, 4.0]
+        """
         return self._reduce_math("max", axis, keepdims)
 
     def amin(self, axis: AxisArg = None, keepdims: bool = False) -> Tensor:
-        """``min`` (PyTorch's name for the reduction that returns values only)."""
+        """``min`` (PyTorch's name for the reduction that returns values only).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 2))
+        >>> evaluate(x.amin(axis=1), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+        [1.0, 3.0]
+        """
         return self._reduce_math("min", axis, keepdims)
 
     def argmin(self, axis: int = -1, keepdims: bool = False) -> Tensor:
-        """The index of the min along ``axis`` (the first of ties; a NaN wins)."""
+        """The index of the min along ``axis`` (the first of ties; a NaN wins).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.argmin(), {"x": [2.0, -1.0, 3.0]})[0].tolist()
+        1
+        """
         axis = checked("argmin", normalize_axis, axis, self.ndim)
         return self._apply("argmin", axis=axis, keepdims=bool(keepdims))
 
@@ -304,25 +400,57 @@ class MathMethods(TensorBase):
         return self._apply(op, axis=checked(op, normalize_axis, axis, self.ndim), **attrs)
 
     def cumsum(self, axis: int = -1, reverse: bool = False) -> Tensor:
-        """The running sum along ``axis`` (from the end with ``reverse``; ints in int64)."""
+        """The running sum along ``axis`` (from the end with ``reverse``; ints in int64).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.cumsum(), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+        [1.0, 3.0, 6.0]
+        """
         return self._scan("cumsum", axis, reverse=bool(reverse))
 
     def cumprod(self, axis: int = -1) -> Tensor:
-        """The running product along ``axis`` (floats); its gradient holds with zeros."""
+        """The running product along ``axis`` (floats); its gradient holds with zeros.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.cumprod(), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+        [1.0, 2.0, 6.0]
+        """
         return self._scan("cumprod", axis)
 
     def cummax(self, axis: int = -1) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the running max along ``axis``: the indices are
-        where each value is (the last of ties, and a NaN wins, as PyTorch's)."""
+        where each value is (the last of ties, and a NaN wins, as PyTorch's).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> values, indices = x.cummax()
+        >>> [a.tolist() for a in evaluate([values, indices], {"x": [1.0, 3.0, 2.0]})]
+        [[1.0, 3.0, 3.0], [0, 1, 1]]
+        """
         return self._scan("cummax", axis), self._scan("cummax_index", axis)
 
     def cummin(self, axis: int = -1) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the running min along ``axis`` (as
-        [`cummax`][asgrad.tensor.Tensor.cummax])."""
+        [`cummax`][asgrad.tensor.Tensor.cummax]).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> values, indices = x.cummin()
+        >>> [a.tolist() for a in evaluate([values, indices], {"x": [2.0, 1.0, 3.0]})]
+        [[2.0, 1.0, 1.0], [0, 1, 1]]
+        """
         return self._scan("cummin", axis), self._scan("cummin_index", axis)
 
     def logcumsumexp(self, axis: int = -1, reverse: bool = False) -> Tensor:
-        """``log(cumsum(exp(x)))`` along ``axis``, without overflow (floats)."""
+        """``log(cumsum(exp(x)))`` along ``axis``, without overflow (floats).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.logcumsumexp(), {"x": [0.0, 0.0, 0.0]})[0].tolist()
+        [0.0, 0.69314..., 1.09861...]
+        """
         return self._scan("logcumsumexp", axis, reverse=bool(reverse))
 
     # -- ordering ---------------------------------------------------------------------------
@@ -331,12 +459,25 @@ class MathMethods(TensorBase):
     ) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` sorted along ``axis``. Always stable (ties keep their
         order; ``stable`` is accepted for PyTorch's signature); NaN sorts as the
-        largest value. The gradient goes back to where each value came from."""
+        largest value. The gradient goes back to where each value came from.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> values, indices = x.sort()
+        >>> [a.tolist() for a in evaluate([values, indices], {"x": [3.0, 1.0, 2.0]})]
+        [[1.0, 2.0, 3.0], [1, 2, 0]]
+        """
         attrs = {"descending": bool(descending)}
         return self._scan("sort", axis, **attrs), self._scan("argsort", axis, **attrs)
 
     def argsort(self, axis: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
-        """The positions that sort ``axis`` (int64; stable, NaN largest)."""
+        """The positions that sort ``axis`` (int64; stable, NaN largest).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.argsort(descending=True), {"x": [3.0, 1.0, 2.0]})[0].tolist()
+        [0, 2, 1]
+        """
         return self._scan("argsort", axis, descending=bool(descending))
 
     def topk(
@@ -344,7 +485,14 @@ class MathMethods(TensorBase):
     ) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the ``k`` largest (or smallest) along ``axis``, in
         order (``sorted`` is accepted for PyTorch's signature; the result is always
-        sorted; of ties, the first ones)."""
+        sorted; of ties, the first ones).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> values, indices = x.topk(2)
+        >>> [a.tolist() for a in evaluate([values, indices], {"x": [3.0, 1.0, 2.0]})]
+        [[3.0, 2.0], [0, 2]]
+        """
         k = checked("topk", int_arg, k, "k")
         axis = checked("topk", normalize_axis, axis, self.ndim)
         if not 0 <= k <= self.shape[axis]:

@@ -57,7 +57,12 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
 
     def __init__(self, node: Node) -> None:
         self.node = node
-        """The graph node that computes this value."""
+        """The graph node that computes this value.
+
+        >>> from asgrad.tensor import Graph
+        >>> Graph().input("x", (2,)).node.op
+        'input'
+        """
 
     # -- static facts -------------------------------------------------------------------
     @property
@@ -369,7 +374,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         )
 
     clip = clamp
-    """The same as [`clamp`][asgrad.tensor.Tensor.clamp] (numpy's name)."""
+    """The same as [`clamp`][asgrad.tensor.Tensor.clamp] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(x.clip(0.0, 1.0), {"x": [-1.0, 0.5, 2.0]})[0].tolist()
+    [0.0, 0.5, 1.0]
+    """
 
     def square(self) -> Tensor:
         """``x * x`` elementwise.
@@ -405,7 +416,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         return self._binary("minimum", other)
 
     def detach(self) -> Tensor:
-        """This value, through which no gradient flows (``stop_gradient``)."""
+        """This value, through which no gradient flows (``stop_gradient``).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.detach() * 2.0, {"x": [1.0, 2.0, 3.0]})[0].tolist()
+        [2.0, 4.0, 6.0]
+        """
         return self._apply("stop_gradient")
 
     def cast(self, dtype: str) -> Tensor:
@@ -423,7 +440,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         return self if dt == self.dtype else self._apply("cast", dtype=dt)
 
     astype = cast
-    """The same as [`cast`][asgrad.tensor.Tensor.cast] (numpy's name)."""
+    """The same as [`cast`][asgrad.tensor.Tensor.cast] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(x.astype("int32"), {"x": [-1.5, 0.0, 2.7]})[0].tolist()
+    [-1, 0, 2]
+    """
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(self, op: str, axis: AxisArg, keepdims: bool) -> Tensor:
@@ -495,7 +518,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         ddof: float | None = None,
     ) -> Tensor:  # fmt: skip
         """Variance dividing by ``n - correction`` (``ddof``: numpy's name; default 0, as
-        ``numpy.var``; PyTorch's default is 1)."""
+        ``numpy.var``; PyTorch's default is 1).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate([x.var(), x.var(correction=1)], {"x": [1.0, 2.0, 3.0]})
+        [array(0.66666..., dtype=float32), array(1., dtype=float32)]
+        """
         return self._reduce_math("var", axis, keepdims, **correction_attr(correction, ddof))
 
     def argmax(self, axis: int = -1, keepdims: bool = False) -> Tensor:
@@ -557,7 +586,12 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         return self._apply("transpose", axes=perm)
 
     permute = transpose
-    """The same as [`transpose`][asgrad.tensor.Tensor.transpose] (PyTorch's name)."""
+    """The same as [`transpose`][asgrad.tensor.Tensor.transpose] (PyTorch's name).
+
+    >>> from asgrad.tensor import Graph
+    >>> Graph().input("x", (2, 3, 4)).permute(2, 0, 1).shape
+    (4, 2, 3)
+    """
 
     @property
     def T(self) -> Tensor:  # noqa: N802  # numpy's name
@@ -605,7 +639,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         return self._apply("expand_dims", axis=checked("expand_dims", axis_tuple, axis))
 
     unsqueeze = expand_dims
-    """The same as [`expand_dims`][asgrad.tensor.Tensor.expand_dims] (PyTorch's name)."""
+    """The same as [`expand_dims`][asgrad.tensor.Tensor.expand_dims] (PyTorch's name).
+
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2, 3))
+    >>> x.unsqueeze(1).shape
+    (2, 1, 3)
+    """
 
     def squeeze(self, axis: AxisArg = None) -> Tensor:
         """Length-1 axes removed: those of ``axis``, or all of them.
@@ -646,7 +686,14 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
 
     def gather(self, indices: Tensor | int, axis: int | Tensor = 0) -> Tensor:
         """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``,
-        [`take_along_axis`][asgrad.tensor.Tensor.take_along_axis]."""
+        [`take_along_axis`][asgrad.tensor.Tensor.take_along_axis].
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> i = x.graph.constant([2, 0])
+        >>> evaluate(x.gather(i), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+        [3.0, 1.0]
+        """
         if isinstance(indices, int | np.integer) and isinstance(axis, Tensor):
             return self.take_along_axis(axis, int(indices))
         if not isinstance(indices, Tensor) or isinstance(axis, Tensor):
@@ -655,7 +702,14 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods):
         return self._apply("gather", indices, axis=axis)
 
     take = gather
-    """The same as [`gather`][asgrad.tensor.Tensor.gather] (numpy's name)."""
+    """The same as [`gather`][asgrad.tensor.Tensor.gather] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> i = x.graph.constant([1, 1])
+    >>> evaluate(x.take(i), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [2.0, 2.0]
+    """
 
     def one_hot(self, depth: int, dtype: str = "float32") -> Tensor:
         """Integer labels as one-hot vectors of length ``depth`` (a new last axis).
