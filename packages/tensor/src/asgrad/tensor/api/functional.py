@@ -18,31 +18,66 @@ def _first_tensor(*values: object) -> Tensor:
 
 
 def where(cond: Tensor, a: object, b: object) -> Tensor:
-    """``a`` where ``cond`` is true, else ``b`` (numpy.where), broadcasting all three."""
+    """``a`` where ``cond`` is true, else ``b`` (numpy.where), broadcasting all three.
+
+    >>> from asgrad.tensor import Graph, evaluate, where
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(where(x > 0, x, -x), {"x": [-1.0, 2.0, -3.0]})[0].tolist()
+    [1.0, 2.0, 3.0]
+    """
     like = _first_tensor(a, b)
     return cond.graph.apply("where", (cond, like._lift(a), like._lift(b)), {})
 
 
 def stop_gradient(x: Tensor) -> Tensor:
     """``x``'s value, through which no gradient flows (``jax.lax.stop_gradient``,
-    PyTorch's ``detach``); a no-op once compiled."""
+    PyTorch's ``detach``); a no-op once compiled.
+
+    >>> from asgrad.tensor import Graph, evaluate, stop_gradient
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> evaluate(stop_gradient(x) + 1.0, {"x": [1.0, 2.0]})[0].tolist()
+    [2.0, 3.0]
+    """
     return x.detach()
 
 
 def maximum(a: object, b: object) -> Tensor:
-    """Elementwise maximum (numpy.maximum)."""
+    """Elementwise maximum (numpy.maximum).
+
+    >>> from asgrad.tensor import Graph, evaluate, maximum
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(maximum(x, 0.0), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [0.0, 0.0, 2.0]
+    """
     like = _first_tensor(a, b)
     return like.graph.apply("maximum", (like._lift(a), like._lift(b)), {})
 
 
 def minimum(a: object, b: object) -> Tensor:
-    """Elementwise minimum (numpy.minimum)."""
+    """Elementwise minimum (numpy.minimum).
+
+    >>> from asgrad.tensor import Graph, evaluate, minimum
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(minimum(x, 0.0), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-1.0, 0.0, 0.0]
+    """
     like = _first_tensor(a, b)
     return like.graph.apply("minimum", (like._lift(a), like._lift(b)), {})
 
 
 def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along an existing axis (numpy.concatenate)."""
+    """Join tensors along an existing axis (numpy.concatenate).
+
+    >>> from asgrad.tensor import Graph, evaluate, concat
+    >>> g = Graph()
+    >>> a, b = g.input("a", (2, 3)), g.input("b", (1, 3))
+    >>> concat([a, b]).shape
+    (3, 3)
+    """
     if not tensors:
         raise GraphError("concat needs at least one tensor")
     if len(tensors) == 1:
@@ -56,7 +91,14 @@ concatenate = concat
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
-    """Join tensors along a new axis (numpy.stack)."""
+    """Join tensors along a new axis (numpy.stack).
+
+    >>> from asgrad.tensor import Graph, evaluate, stack
+    >>> g = Graph()
+    >>> a, b = g.input("a", (3,)), g.input("b", (3,))
+    >>> stack([a, b]).shape, stack([a, b], axis=1).shape
+    ((2, 3), (3, 2))
+    """
     if not tensors:
         raise GraphError("stack needs at least one tensor")
     axis = checked("stack", normalize_axis, axis, tensors[0].ndim + 1)
@@ -64,12 +106,25 @@ def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """Matrix product with broadcast batch dimensions (numpy.matmul)."""
+    """Matrix product with broadcast batch dimensions (numpy.matmul).
+
+    >>> from asgrad.tensor import Graph, evaluate, matmul
+    >>> g = Graph()
+    >>> matmul(g.input("a", (2, 3)), g.input("b", (3, 4))).shape
+    (2, 4)
+    """
     return a.matmul(b)
 
 
 def one_hot(indices: Tensor, depth: int, dtype: str = "float32") -> Tensor:
-    """One-hot encoding of integer ``indices`` along a new last axis."""
+    """One-hot encoding of integer ``indices`` along a new last axis.
+
+    >>> from asgrad.tensor import Graph, evaluate, one_hot
+    >>> g = Graph()
+    >>> i = g.input("i", (2,), "int64")
+    >>> evaluate(one_hot(i, 3), {"i": [2, 0]})[0].tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
     return indices.one_hot(depth, dtype)
 
 

@@ -105,6 +105,11 @@ def rand_like(x: Tensor, seed: Seed = None) -> Tensor:
     """Uniform samples in ``[0, 1)`` with ``x``'s shape and float dtype (``torch.rand_like``).
 
     Each value has 24 random bits (``k * 2**-24``), exact in float32 on every backend.
+
+    >>> from asgrad.tensor import Graph, evaluate, rand_like
+    >>> g = Graph()
+    >>> rand_like(g.input("x", (2, 3)), seed=0).shape
+    (2, 3)
     """
     return x.graph.apply("rand_like", (x, _seed_tensor(x.graph, seed, "rand_like")), {})
 
@@ -114,6 +119,11 @@ def randn_like(x: Tensor, seed: Seed = None) -> Tensor:
 
     Box-Muller on two 24-bit uniforms, so ``|z| < 5.8``. The CPU computes in float64
     and rounds; the GPU computes in float32 (within 2e-6 of the CPU's float32 values).
+
+    >>> from asgrad.tensor import Graph, evaluate, randn_like
+    >>> g = Graph()
+    >>> randn_like(g.input("x", (2, 3)), seed=0).shape
+    (2, 3)
     """
     return x.graph.apply("randn_like", (x, _seed_tensor(x.graph, seed, "randn_like")), {})
 
@@ -133,12 +143,26 @@ def _require_float_dtype(dtype: str) -> None:
 
 
 def rand(graph: Graph, *size: int, seed: Seed = None, dtype: str = "float32") -> Tensor:
-    """Uniform samples in ``[0, 1)`` of shape ``size`` in ``graph`` (``torch.rand``)."""
+    """Uniform samples in ``[0, 1)`` of shape ``size`` in ``graph`` (``torch.rand``).
+
+    >>> from asgrad.tensor import Graph, evaluate, rand
+    >>> g = Graph()
+    >>> u = evaluate(rand(g, 1000, seed=0))[0]
+    >>> u.shape, bool(0 <= u.min() and u.max() < 1)
+    ((1000,), True)
+    """
     return rand_like(_shaped(graph, size, dtype, "rand"), seed)
 
 
 def randn(graph: Graph, *size: int, seed: Seed = None, dtype: str = "float32") -> Tensor:
-    """Standard normal samples of shape ``size`` in ``graph`` (``torch.randn``)."""
+    """Standard normal samples of shape ``size`` in ``graph`` (``torch.randn``).
+
+    >>> from asgrad.tensor import Graph, evaluate, randn
+    >>> g = Graph()
+    >>> z = evaluate(randn(g, 2, 3, seed=0))[0]
+    >>> z.shape, z.dtype
+    ((2, 3), dtype('float32'))
+    """
     return randn_like(_shaped(graph, size, dtype, "randn"), seed)
 
 
@@ -146,6 +170,12 @@ def bernoulli(p: Tensor, seed: Seed = None) -> Tensor:
     """1 with probability ``p`` (elementwise, in ``[0, 1]``), else 0, in ``p``'s dtype.
 
     ``rand_like(p) < p``: no gradient flows to ``p`` (as ``torch.bernoulli``).
+
+    >>> from asgrad.tensor import Graph, evaluate, bernoulli
+    >>> g = Graph()
+    >>> p = g.constant([0.0, 1.0])
+    >>> evaluate(bernoulli(p, seed=0))[0].tolist()
+    [0.0, 1.0]
     """
     return (rand_like(p, seed) < p).cast(p.dtype)
 
@@ -155,6 +185,13 @@ def normal(mean: Tensor, std: Tensor | float = 1.0, seed: Seed = None) -> Tensor
 
     The reparameterisation of a VAE (``torch.normal`` does not pass gradients; this
     does, as ``torch.distributions.Normal.rsample``).
+
+    >>> from asgrad.tensor import Graph, evaluate, normal
+    >>> g = Graph()
+    >>> mean = g.constant([0.0, 100.0])
+    >>> z = evaluate(normal(mean, 0.001, seed=0))[0]
+    >>> [round(float(v)) for v in z]
+    [0, 100]
     """
     if not isinstance(std, Tensor) and not std >= 0:
         raise ArgumentError(f"normal: std must be >= 0, got {std!r}")
