@@ -31,7 +31,13 @@ Axis = int | Sequence[int] | None
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """The matrix product (``numpy.matmul``)."""
+    """The matrix product (``numpy.matmul``).
+
+    >>> from asgrad.tensor import Graph, linalg
+    >>> g = Graph()
+    >>> linalg.matmul(g.input("a", (5, 2, 3)), g.input("b", (3, 4))).shape
+    (5, 2, 4)
+    """
     return a.matmul(b)
 
 
@@ -58,6 +64,11 @@ def vector_norm(x: Tensor, ord: float = 2, axis: Axis = None, keepdims: bool = F
     the largest ``|x|``, -inf the smallest, 0 the count of nonzeros.
 
     Where every ``x`` is 0 the gradient is 0, as PyTorch's.
+
+    >>> from asgrad.tensor import Graph, evaluate, linalg
+    >>> x = Graph().input("x", (2,))
+    >>> evaluate(linalg.vector_norm(x), {"x": [3.0, 4.0]})[0].tolist()
+    5.0
     """
     _float("vector_norm", x)
     if isinstance(ord, bool) or not isinstance(ord, int | float):
@@ -91,7 +102,13 @@ def matrix_norm(
     x: Tensor, ord: str | float = "fro", axis: tuple[int, int] = (-2, -1), keepdims: bool = False
 ) -> Tensor:
     """A matrix norm over the two ``axis``: ``'fro'`` (Frobenius), 1 / -1 (largest /
-    smallest column sum of ``|x|``), inf / -inf (the same of row sums)."""
+    smallest column sum of ``|x|``), inf / -inf (the same of row sums).
+
+    >>> from asgrad.tensor import Graph, evaluate, linalg
+    >>> x = Graph().input("x", (2, 2))
+    >>> evaluate(linalg.matrix_norm(x), {"x": [[1.0, 1.0], [1.0, 1.0]]})[0].tolist()
+    2.0
+    """
     _float("matrix_norm", x)
     if len(axis) != 2:
         raise locate("matrix_norm", ArgumentError(f"axis must name two axes, got {axis!r}"))

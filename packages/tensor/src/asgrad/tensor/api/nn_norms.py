@@ -50,7 +50,15 @@ def group_norm(
     eps: float = 1e-5,
 ) -> Tensor:
     """Normalise each group of ``C / num_groups`` channels (axis 1) of each sample by
-    its own mean and (biased) variance, then scale and shift per channel."""
+    its own mean and (biased) variance, then scale and shift per channel.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_norms import group_norm
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> group_norm(x, 2).shape
+    (1, 4, 8, 8)
+    """
     groups = int_arg(num_groups, "group_norm's num_groups")
     attrs = {"num_groups": groups, "eps": float(eps)}
     return x.graph.apply("group_norm", _affine(x, weight, bias), attrs)
@@ -68,7 +76,15 @@ def instance_norm(
 ) -> Tensor:
     """Normalise each channel of each sample over its spatial axes (a group norm with
     one channel a group). Running statistics are not supported: normalisation always
-    uses the input's own statistics (PyTorch's default, ``track_running_stats=False``)."""
+    uses the input's own statistics (PyTorch's default, ``track_running_stats=False``).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_norms import instance_norm
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> instance_norm(x).shape
+    (1, 4, 8, 8)
+    """
     if running_mean is not None or running_var is not None or not use_input_stats:
         raise ArgumentError(
             "instance_norm uses each input's own statistics; running statistics"
@@ -84,7 +100,14 @@ def rms_norm(
     eps: float | None = None,
 ) -> Tensor:
     """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape``
-    axes; ``eps`` None is the dtype's machine epsilon (PyTorch's default)."""
+    axes; ``eps`` None is the dtype's machine epsilon (PyTorch's default).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import rms_norm
+    >>> x = Graph().input("x", (1, 2))
+    >>> evaluate(rms_norm(x, 2), {"x": [[3.0, 4.0]]})[0].tolist()
+    [[0.84852..., 1.13137...]]
+    """
     given = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
     shape = tuple(int_arg(d, "rms_norm's normalized_shape") for d in given)
     inputs = (x,) if weight is None else (x, weight)
@@ -93,14 +116,29 @@ def rms_norm(
 
 
 def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """``x / max(||x||_p, eps)`` along ``dim``."""
+    """``x / max(||x||_p, eps)`` along ``dim``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import normalize
+    >>> x = Graph().input("x", (1, 2))
+    >>> evaluate(normalize(x), {"x": [[3.0, 4.0]]})[0].tolist()
+    [[0.60000..., 0.80000...]]
+    """
     attrs = {"p": float(p), "axis": int_arg(dim, "normalize's dim"), "eps": float(eps)}
     return x.graph.apply("normalize", (x,), attrs)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (broadcast
-    first), each norm clamped below by ``eps``."""
+    first), each norm clamped below by ``eps``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import cosine_similarity
+    >>> g = Graph()
+    >>> a, b = g.constant([[1.0, 0.0], [1.0, 1.0]]), g.constant([[2.0, 0.0], [-1.0, -1.0]])
+    >>> evaluate(cosine_similarity(a, b))[0].tolist()
+    [1.0, -0.99999...]
+    """
     attrs = {"axis": int_arg(dim, "cosine_similarity's dim"), "eps": float(eps)}
     return x1.graph.apply("cosine_similarity", (x1, x2), attrs)
 
@@ -108,6 +146,14 @@ def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -
 def pairwise_distance(
     x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
 ) -> Tensor:
-    """``||x1 - x2 + eps||_p`` along the last axis."""
+    """``||x1 - x2 + eps||_p`` along the last axis.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import pairwise_distance
+    >>> g = Graph()
+    >>> a, b = g.constant([[0.0, 0.0]]), g.constant([[3.0, 4.0]])
+    >>> evaluate(pairwise_distance(a, b))[0].tolist()
+    [4.99999...]
+    """
     attrs = {"p": float(p), "eps": float(eps), "keepdim": bool(keepdim)}
     return x1.graph.apply("pairwise_distance", (x1, x2), attrs)
