@@ -51,7 +51,12 @@ RULES: dict[str, Rule] = merge(
     control.RULES,
 )
 """Every gradient rule by op name: the family tables, and the rules added with
-[`rule`][asgrad.autograd.rule]."""
+[`rule`][asgrad.autograd.rule].
+
+>>> from asgrad.autograd import RULES
+>>> "matmul" in RULES, "argmax" in RULES
+(True, False)
+"""
 
 _register = registrar(RULES)
 
@@ -66,7 +71,12 @@ def rule(*ops: str) -> Callable[[Rule], Rule]:
 
 
 def get_rule(op: str) -> Rule | None:
-    """The gradient rule of ``op``, or None."""
+    """The gradient rule of ``op``, or None.
+
+    >>> from asgrad.autograd import RULES, get_rule
+    >>> get_rule("exp") is RULES["exp"], get_rule("argmax")
+    (True, None)
+    """
     return RULES.get(op)
 
 

@@ -13,7 +13,17 @@ Ins = tuple[Tensor, ...]
 Attrs = Mapping[str, Any]
 Needs = tuple[bool, ...]
 Rule = Callable[[Tensor, Tensor, Ins, Attrs, Needs], Grads]
-"""``rule(g, out, ins, attrs, needs)``: one gradient (or None) per input of the op."""
+"""``rule(g, out, ins, attrs, needs)``: one gradient (or None) per input of the op.
+
+>>> from asgrad.autograd import get_rule
+>>> from asgrad.tensor import Graph
+>>> x = Graph().input("x", (2,))
+>>> y = x.exp()
+>>> upstream = y  # the gradient flowing into y: any value of y's shape
+>>> (dx,) = get_rule("exp")(upstream, y, (x,), {}, (True,))
+>>> dx.shape
+(2,)
+"""
 
 
 class RuleDecorator(Protocol):
