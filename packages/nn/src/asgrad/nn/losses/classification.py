@@ -157,6 +157,13 @@ def nll_loss(
     is -100; here it is off unless given). Any other target outside ``[0, C)``, ``-1``
     included, raises [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the graph
     runs, as in PyTorch.
+
+    >>> from asgrad.nn import nll_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> logp, y = g.constant([[-1.0, -2.0]]), g.constant([1])
+    >>> round(float(evaluate(nll_loss(logp, y))[0]), 4)
+    2.0
     """
     check_float_input("nll_loss", "input", input)
     check_reduction("nll_loss", reduction)
@@ -192,6 +199,13 @@ def cross_entropy(
     it is stable for large logits. Integer labels outside ``[0, C)`` that are not
     ``ignore_index`` raise [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the
     graph runs.
+
+    >>> from asgrad.nn import cross_entropy
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> logits, y = g.constant([[0.0, 0.0]]), g.constant([0])
+    >>> round(float(evaluate(cross_entropy(logits, y))[0]), 4)
+    0.6931
     """
     name = "cross_entropy"
     check_float_input(name, "input", input)
@@ -246,6 +260,13 @@ def binary_cross_entropy(
     ``p = 0`` and -100 at 1, where PyTorch's is infinite). Prefer
     [`binary_cross_entropy_with_logits`][asgrad.nn.binary_cross_entropy_with_logits], which is
     stable everywhere. ``weight`` broadcasts against the input.
+
+    >>> from asgrad.nn import binary_cross_entropy
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> p, t = g.constant([0.5]), g.constant([1.0])
+    >>> round(float(evaluate(binary_cross_entropy(p, t))[0]), 4)
+    0.6931
     """
     name = "binary_cross_entropy"
     check_float_input(name, "input", input)
@@ -268,6 +289,13 @@ def binary_cross_entropy_with_logits(
     Stable for any magnitude of ``x``. ``pos_weight`` (broadcast against the input,
     usually one per class on the last axis) weighs the positive term; ``weight``
     rescales each element's loss.
+
+    >>> from asgrad.nn import binary_cross_entropy_with_logits
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, t = g.constant([0.0]), g.constant([1.0])
+    >>> round(float(evaluate(binary_cross_entropy_with_logits(x, t))[0]), 4)
+    0.6931
     """
     name = "binary_cross_entropy_with_logits"
     check_float_input(name, "input", input)
@@ -298,6 +326,13 @@ def sigmoid_focal_loss(
     is [`binary_cross_entropy_with_logits`][asgrad.nn.binary_cross_entropy_with_logits] per element
     and ``p_t = p * t + (1 - p) * (1 - t)``. As torchvision, the default reduction is
     ``"none"``.
+
+    >>> from asgrad.nn import sigmoid_focal_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, t = g.constant([0.0]), g.constant([1.0])
+    >>> round(float(evaluate(sigmoid_focal_loss(x, t, reduction="sum"))[0]), 4)
+    0.0433
     """
     name = "sigmoid_focal_loss"
     check_float_input(name, "inputs", inputs)
@@ -333,6 +368,14 @@ def kl_div(
     ``exp(target) * (target - input)``. Zero targets contribute 0. ``"batchmean"``
     divides the sum by the batch size (``input.shape[0]``), which is the true KL
     divergence per sample; ``"mean"`` divides by the number of elements, as PyTorch.
+
+    >>> from asgrad.nn import kl_div
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> import numpy as np
+    >>> log_q, p = g.constant(np.log([[0.5, 0.5]])), g.constant([[1.0, 0.0]])
+    >>> round(float(evaluate(kl_div(log_q, p, reduction="sum"))[0]), 4)
+    0.6931
     """
     name = "kl_div"
     check_float_input(name, "input", input)
