@@ -10,7 +10,12 @@ __all__ = ["OnnxError", "OnnxExportError", "OnnxImportError", "UnsupportedOnnxOp
 
 
 class OnnxError(AsgradError):
-    """Base class of the errors of ``asgrad.onnx``."""
+    """Base class of the errors of ``asgrad.onnx``.
+
+    >>> from asgrad.onnx import OnnxError
+    >>> [c.__name__ for c in OnnxError.__bases__]
+    ['AsgradError']
+    """
 
 
 class OnnxExportError(OnnxError):
@@ -18,6 +23,10 @@ class OnnxExportError(OnnxError):
 
     ``op`` names the asgrad op (empty for an argument error) and ``location`` the
     source line that built it.
+
+    >>> from asgrad.onnx import OnnxExportError
+    >>> [c.__name__ for c in OnnxExportError.__bases__]
+    ['OnnxError']
     """
 
     def __init__(self, message: str, *, op: str = "", location: str = "") -> None:
@@ -27,7 +36,12 @@ class OnnxExportError(OnnxError):
 
 
 class OnnxImportError(OnnxError):
-    """An ONNX model cannot become an asgrad graph (a bad file, an unsupported form)."""
+    """An ONNX model cannot become an asgrad graph (a bad file, an unsupported form).
+
+    >>> from asgrad.onnx import OnnxImportError
+    >>> [c.__name__ for c in OnnxImportError.__bases__]
+    ['OnnxError']
+    """
 
 
 class UnsupportedOnnxOpsError(OnnxImportError):
@@ -35,6 +49,10 @@ class UnsupportedOnnxOpsError(OnnxImportError):
 
     ``ops`` maps each unsupported ``domain:op_type`` (``op_type`` alone for the default
     domain) to how many nodes use it; all of them are listed at once.
+
+    >>> from asgrad.onnx import UnsupportedOnnxOpsError
+    >>> [c.__name__ for c in UnsupportedOnnxOpsError.__bases__]
+    ['OnnxImportError']
     """
 
     def __init__(self, ops: Mapping[str, int]) -> None:
