@@ -67,6 +67,11 @@ def seed_stream(graph: Graph, seed: int | None = None) -> Variable:
 
     ``seed`` sets its value (as ``torch.manual_seed`` does for the next draws);
     without it a new stream starts from a per-process counter.
+
+    >>> from asgrad.tensor import Graph, seed_stream
+    >>> g = Graph()
+    >>> seed_stream(g, 0) is seed_stream(g)
+    True
     """
     var = _STREAMS.get(graph)
     if var is None:

@@ -90,7 +90,14 @@ def user_location() -> str:
 
 class Node:
     """One value of the graph: an op applied to input nodes, with a static type and
-    ``meta``, its scope and role (`asgrad.tensor.ir.scopes`)."""
+    ``meta``, its scope and role (`asgrad.tensor.ir.scopes`).
+
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2,))
+    >>> node = (x + 1.0).node
+    >>> node.op, [i.op for i in node.inputs]
+    ('add', ['input', 'constant'])
+    """
 
     __slots__ = ("attrs", "graph", "id", "inputs", "location", "meta", "name", "op", "type")
 

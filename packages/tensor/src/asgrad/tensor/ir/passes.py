@@ -18,7 +18,13 @@ from asgrad.tensor.ir.registry import OpDef, TensorType, get_op
 
 
 def topological_order(roots: Iterable[Node]) -> list[Node]:
-    """Every node the ``roots`` depend on, inputs before users (iterative DFS)."""
+    """Every node the ``roots`` depend on, inputs before users (iterative DFS).
+
+    >>> from asgrad.tensor import Graph, topological_order
+    >>> x = Graph().input("x", (2,))
+    >>> [node.op for node in topological_order([(x.exp() + x).node])]
+    ['input', 'exp', 'add']
+    """
     order: list[Node] = []
     state: dict[int, int] = {}  # 1: on the stack, 2: done
     for root in roots:

@@ -47,7 +47,12 @@ FAMILIES = (
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """The static type of a graph value: its shape and dtype."""
+    """The static type of a graph value: its shape and dtype.
+
+    >>> from asgrad.tensor import Graph
+    >>> str(Graph().input("x", (2, 3)).node.type)
+    'float32[2, 3]'
+    """
 
     shape: Shape
     dtype: str
@@ -62,6 +67,12 @@ class OpCase:
 
     ``wrt`` lists the inputs a gradient check differentiates (None: every floating
     input). ``grad=False`` marks a case that is a value test only (a kink, say).
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import get_op
+    >>> case = get_op("exp").cases(np.random.default_rng(0))[0]
+    >>> case.inputs[0].dtype, case.grad
+    (dtype('float64'), True)
     """
 
     inputs: tuple[np.ndarray, ...]
@@ -244,6 +255,11 @@ class OpDef:
             of adding a node of its own. Backends and autograd see only the ops it
             builds, so such an op needs no gradient rule or GPU lowering; its
             ``kernel`` stays the numpy reference its cases are checked against.
+
+    >>> from asgrad.tensor import get_op
+    >>> op = get_op("matmul")
+    >>> op.name
+    'matmul'
     """
 
     name: str
@@ -358,7 +374,12 @@ def register_expanding(
 
 
 def get_op(name: str) -> OpDef:
-    """The registered op called ``name``."""
+    """The registered op called ``name``.
+
+    >>> from asgrad.tensor import get_op
+    >>> get_op("exp").name
+    'exp'
+    """
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -379,7 +400,13 @@ def expand_op(op: OpDef, inputs: Sequence[Any], attrs: Attrs, type_: TensorType)
 
 
 def all_ops() -> list[OpDef]:
-    """Every registered op, sorted by name."""
+    """Every registered op, sorted by name.
+
+    >>> from asgrad.tensor import all_ops
+    >>> names = [op.name for op in all_ops()]
+    >>> "matmul" in names and "exp" in names
+    True
+    """
     _load_builtin_ops()
     return sorted(_REGISTRY.values(), key=lambda op: op.name)
 

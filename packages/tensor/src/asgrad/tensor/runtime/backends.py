@@ -108,6 +108,10 @@ def resolve_backend_name(name: str | None = None) -> str:
     ``None`` means the ``ASGRAD_DEVICE`` environment variable, else ``"cpu"``.
     ``"auto"`` is the first plug-in backend (by name) that is usable, else the CPU
     with one warning.
+
+    >>> from asgrad.tensor import resolve_backend_name
+    >>> resolve_backend_name("cpu")
+    'cpu'
     """
     global _warned_fallback
     requested = name if name is not None else os.environ.get(ENV_VAR, "cpu")
@@ -150,7 +154,12 @@ def _user_stacklevel() -> int:
 
 
 def get_backend(name: str) -> Backend:
-    """The backend called ``name``: built in, registered, or an installed entry point."""
+    """The backend called ``name``: built in, registered, or an installed entry point.
+
+    >>> from asgrad.tensor import get_backend
+    >>> type(get_backend("cpu")).__name__
+    'CPUBackend'
+    """
     factory = _BACKENDS.get(name)
     if factory is None:
         entry_point = _entry_points().get(name)

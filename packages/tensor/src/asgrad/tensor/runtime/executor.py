@@ -265,6 +265,12 @@ def compile(  # the natural name; shadows the builtin only in this module
     ``check_numerics=True`` stops each run at the first op that makes a NaN or an
     infinity, naming it (see `asgrad.tensor.runtime.numerics`); the default comes from
     the ``ASGRAD_CHECK_NUMERICS`` environment variable.
+
+    >>> from asgrad.tensor import Graph, compile
+    >>> x = Graph().input("x", (2,))
+    >>> program = compile([x * 2.0])
+    >>> program.run({"x": [1.0, 2.0]})[0].tolist()
+    [2.0, 4.0]
     """
     return Program(
         require_tensors(outputs, "compile"),
