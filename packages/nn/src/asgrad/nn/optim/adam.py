@@ -95,6 +95,10 @@ class AdamW(Adam):
 
     The parameter first shrinks, ``p = p * (1 - lr * weight_decay)``, then takes the
     Adam step; ``weight_decay`` defaults to 0.01.
+
+    >>> from asgrad.nn import AdamW, Linear
+    >>> AdamW(Linear(2, 1, rng=0).parameters(), lr=1e-3)
+    AdamW(lr=0.001, params=2)
     """
 
     decoupled = True
