@@ -103,6 +103,20 @@ class Module:
     runs [`forward`][asgrad.nn.Module.forward], which appends graph nodes; parameters enter the
     graph of their inputs as ``parameter`` nodes, so one model can be traced into a training
     graph and an evaluation graph.
+
+    >>> from asgrad.nn import Linear, Module
+    >>> from asgrad.tensor import Graph
+    >>> class TwoLayers(Module):
+    ...     def __init__(self) -> None:
+    ...         super().__init__()
+    ...         self.first, self.second = Linear(4, 8, rng=0), Linear(8, 2, rng=1)
+    ...     def forward(self, x):
+    ...         return self.second(self.first(x).relu())
+    >>> model = TwoLayers()
+    >>> [name for name, _ in model.named_parameters()]
+    ['first.weight', 'first.bias', 'second.weight', 'second.bias']
+    >>> model(Graph().input("x", (3, 4))).shape
+    (3, 2)
     """
 
     training: bool

@@ -17,6 +17,16 @@ class LRScheduler:
 
     ``base_lr`` is the optimizer's rate when the scheduler is made. ``state_dict()``
     is plain JSON (it goes to a checkpoint's ``meta.json``).
+
+    >>> from asgrad.nn import SGD, Linear, LRScheduler
+    >>> class Halving(LRScheduler):
+    ...     def lr_at(self, epoch: int) -> float:
+    ...         return self.base_lr / 2**epoch
+    >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=1.0)
+    >>> sched = Halving(opt)
+    >>> sched.step()
+    >>> opt.lr
+    0.5
     """
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
