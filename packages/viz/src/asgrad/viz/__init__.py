@@ -39,7 +39,15 @@ __version__ = "0.1.0"
 
 def profile(item: Any, feeds: Mapping[str, Any], repeat: int = 5) -> NodeProfile:
     """Time and memory per node of ``item`` (a program, or what [`show`][asgrad.viz.show] takes)
-    run on the CPU with ``feeds`` (see `asgrad.tensor.cpu.profile`)."""
+    run on the CPU with ``feeds`` (see `asgrad.tensor.cpu.profile`).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import profile
+    >>> x = Graph().input("x", (2,))
+    >>> result = profile(x.exp(), {"x": [1.0, 2.0]}, repeat=1)
+    >>> type(result).__name__
+    'NodeProfile'
+    """
     subject = subject_of(item)
     program = subject.program
     if program is None or program.backend != "cpu":
@@ -61,6 +69,13 @@ def to_html(
     compiled [`Program`][asgrad.tensor.Program], a loaded graph file or a path to one.
     ``feeds``: when given, the CPU profile of one run colours the nodes.
     ``fusion``: show the GPU backend's fusion groups (when ``asgrad-gpu`` is installed).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import to_html
+    >>> x = Graph().input("x", (2,))
+    >>> page = to_html(x.exp() + 1.0, title="exp plus one")
+    >>> "exp plus one" in page
+    True
     """
     subject = subject_of(item)
     prof = profile(item, feeds) if feeds is not None else None
@@ -77,8 +92,19 @@ def show(
     open_browser: bool = True,
 ) -> Path:
     """Write the viewer page for ``item`` (see [`to_html`][asgrad.viz.to_html]) to ``path``
-    (default:
-    a new file in the temporary folder) and open it in the web browser; returns the path."""
+    (default: a new file in the temporary folder) and open it in the web browser; returns
+    the path.
+
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import show
+    >>> x = Graph().input("x", (2,))
+    >>> with TemporaryDirectory() as folder:
+    ...     page = show(x.exp(), Path(folder) / "graph.html", open_browser=False)
+    ...     page.name, page.read_text(encoding="utf-8").startswith("<!")
+    ('graph.html', True)
+    """
     html = to_html(item, feeds=feeds, title=title)
     if path is None:
         fd, name = tempfile.mkstemp(prefix="asgrad-graph-", suffix=".html")
@@ -96,7 +122,15 @@ def show(
 
 
 def notebook_html(graph: Graph) -> str:
-    """The page for ``graph`` in an iframe, as Jupyter shows it (``Graph._repr_html_``)."""
+    """The page for ``graph`` in an iframe, as Jupyter shows it (``Graph._repr_html_``).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import notebook_html
+    >>> g = Graph()
+    >>> _ = g.input("x", (2,)).exp()
+    >>> notebook_html(g).startswith("<iframe")
+    True
+    """
     page = to_html(graph).replace("&", "&amp;").replace('"', "&quot;")
     return (
         f'<iframe srcdoc="{page}" style="width:100%;height:640px;border:1px solid #ccc"></iframe>'
