@@ -41,7 +41,12 @@ __all__ = [
 ]
 
 DEFAULT_BUCKET_BYTES = 4 * 2**20
-"""Bytes of gradient per bucket (4 MiB): a model under that size makes one bucket."""
+"""Bytes of gradient per bucket (4 MiB): a model under that size makes one bucket.
+
+>>> from asgrad.nn.distributed import DEFAULT_BUCKET_BYTES
+>>> DEFAULT_BUCKET_BYTES // 2**20
+4
+"""
 
 
 def plan_buckets(params: Sequence[Variable], bucket_bytes: int) -> list[list[int]]:
@@ -49,6 +54,13 @@ def plan_buckets(params: Sequence[Variable], bucket_bytes: int) -> list[list[int
 
     Parameters are taken last to first (the order in which a backward pass produces
     their gradients); a parameter larger than ``bucket_bytes`` gets a bucket of its own.
+
+    >>> import numpy as np
+    >>> from asgrad.nn.distributed import plan_buckets
+    >>> from asgrad.tensor import Variable
+    >>> params = [Variable(f"p{i}", np.zeros(256, np.float32)) for i in range(3)]
+    >>> plan_buckets(params, bucket_bytes=2048)  # 1024 bytes each, last first
+    [[2, 1], [0]]
     """
     if bucket_bytes < 1:
         raise DistributedError(f"bucket_bytes must be >= 1, got {bucket_bytes}")
