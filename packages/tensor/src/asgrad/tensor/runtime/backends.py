@@ -31,7 +31,12 @@ if TYPE_CHECKING:
     from asgrad.tensor.runtime.device_values import DeviceValue
 
 ENV_VAR = "ASGRAD_DEVICE"
-"""The environment variable that picks the default backend: ``cpu``, ``gpu`` or ``auto``."""
+"""The environment variable that picks the default backend: ``cpu``, ``gpu`` or ``auto``.
+
+>>> from asgrad.tensor.runtime.backends import ENV_VAR
+>>> ENV_VAR
+'ASGRAD_DEVICE'
+"""
 BACKEND_ENTRY_POINT_GROUP = "asgrad.backends"
 # The distributions that provide the known plug-in backends, for error messages.
 _DISTRIBUTIONS = {"gpu": "asgrad-gpu"}
