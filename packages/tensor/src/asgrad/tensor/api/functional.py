@@ -87,7 +87,13 @@ def concat(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
 
 
 concatenate = concat
-"""The same as [`concat`][asgrad.tensor.concat] (numpy's name)."""
+"""The same as [`concat`][asgrad.tensor.concat] (numpy's name).
+
+>>> from asgrad.tensor import Graph, concatenate
+>>> g = Graph()
+>>> concatenate([g.input("a", (2,)), g.input("b", (3,))]).shape
+(5,)
+"""
 
 
 def stack(tensors: Sequence[Tensor], axis: int = 0) -> Tensor:
