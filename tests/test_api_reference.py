@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import re
 import sys
 from pathlib import Path
@@ -102,6 +103,27 @@ def test_every_exported_name_has_a_docstring(
     exported = [name for name in getattr(module, "__all__", ()) if not name.startswith("__")]
     missing = [name for name in exported if not has_docstring(objects[f"{module_name}.{name}"])]
     assert missing == [], f"{module_name} exports names without a docstring: {missing}"
+
+
+def test_an_export_that_a_submodule_shadows_is_rendered_by_its_own_block(
+    objects: griffe.ModulesCollection,
+) -> None:
+    """``asgrad.autograd.grad`` is a function and a module: griffe, so the page, shows the
+    module (submodules are not listed); the function needs a ``:::`` block of its own."""
+    pages = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "docs" / "api").glob("*.md"))
+    missing = []
+    for module_name in rendered_modules():
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            seen = objects[f"{module_name}.{name}"]
+            if seen.is_module and not inspect.ismodule(value):
+                canonical = f"{value.__module__}.{value.__qualname__}"
+                if f"::: {canonical}\n" not in pages:
+                    missing.append(canonical)
+                elif not has_docstring(objects[canonical]):
+                    missing.append(f"{canonical} (no docstring)")
+    assert missing == [], f"exports hidden by a submodule, with no block of their own: {missing}"
 
 
 def roles_in(source: str) -> list[tuple[int, str]]:
