@@ -315,6 +315,13 @@ def batch_norm(
     (the variance unbiased, as in PyTorch) for the program to store through its
     ``updates``. Evaluation normalises by the running statistics, which must then be
     given.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_functional import batch_norm
+    >>> x = Graph().input("x", (2, 1))
+    >>> out = batch_norm(x, None, None, training=True)
+    >>> evaluate(out.y, {"x": [[1.0], [3.0]]})[0].round(3).tolist()
+    [[-1.0], [1.0]]
     """
     if x.ndim < 2:
         raise ShapeError(f"input must be (N, C, ...), got {x.shape}")

@@ -137,6 +137,12 @@ def optimize(
 
     Returns ``(nodes, new_roots)``: the nodes to compute in order, and what each
     root became.
+
+    >>> from asgrad.tensor import Graph, optimize
+    >>> x = Graph().input("x", (2,))
+    >>> nodes, (root,) = optimize([(x.exp() + x.exp()).node])  # one exp is computed
+    >>> [node.op for node in nodes]
+    ['input', 'exp', 'add']
     """
     replaced: dict[int, Node] = {}
     seen: dict[Hashable, Node] = {}

@@ -156,5 +156,12 @@ class DeviceValue(NDArrayOperatorsMixin):
 
 
 def read_all(values: Iterable[DeviceValue]) -> list[np.ndarray]:
-    """Read several values (each launch's values arrive with one readback)."""
+    """Read several values (each launch's values arrive with one readback).
+
+    >>> from asgrad.tensor import Graph, compile, read_all
+    >>> x = Graph().input("x", (2,))
+    >>> program = compile([x + 1.0, x * 2.0])
+    >>> [a.tolist() for a in read_all(program.launch({"x": [1.0, 2.0]}))]
+    [[2.0, 3.0], [2.0, 4.0]]
+    """
     return [v.numpy() for v in values]
