@@ -6,8 +6,11 @@ examples are checked like the pages' code blocks are.
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
+import inspect
+import itertools
 import pkgutil
 from types import ModuleType
 
@@ -39,9 +42,51 @@ def module_names() -> list[str]:
     return sorted(names)
 
 
+def attribute_docstrings(module: ModuleType) -> list[tuple[str, int, str]]:
+    """(name, line, text) of each attribute docstring in module's source.
+
+    An attribute docstring is a string statement after an assignment (``clip = clamp``
+    then ``\"\"\"...\"\"\"``), at module or class level or in ``__init__``: the API
+    reference renders it (griffe reads it), but Python keeps no ``__doc__`` of it, so
+    doctest misses it.
+    """
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):  # no source (a compiled or namespace module)
+        return []
+    found: list[tuple[str, int, str]] = []
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for before, stmt in itertools.pairwise(body):
+            if (
+                isinstance(before, ast.Assign | ast.AnnAssign)
+                and isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Constant)
+                and isinstance(stmt.value.value, str)
+            ):
+                targets = before.targets if isinstance(before, ast.Assign) else [before.target]
+                name = ast.unparse(targets[0])
+                found.append((f"{prefix}{name}", stmt.lineno, stmt.value.value))
+        for stmt in body:
+            if isinstance(stmt, ast.ClassDef):
+                visit(stmt.body, f"{prefix}{stmt.name}.")
+            elif isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+                visit(stmt.body, prefix)  # ``self.x = ...`` then its docstring
+
+    visit(tree.body, f"{module.__name__}.")
+    return found
+
+
 def examples_in(module: ModuleType) -> list[doctest.DocTest]:
     finder = doctest.DocTestFinder(exclude_empty=True)
-    return [test for test in finder.find(module, module.__name__) if test.examples]
+    tests = [test for test in finder.find(module, module.__name__) if test.examples]
+    parser = doctest.DocTestParser()
+    filename = getattr(module, "__file__", None)
+    for name, line, text in attribute_docstrings(module):
+        test = parser.get_doctest(text, dict(vars(module)), name, filename, line)
+        if test.examples:
+            tests.append(test)
+    return tests
 
 
 def modules_with_examples() -> list[str]:
@@ -67,3 +112,10 @@ def test_docstring_examples(name: str) -> None:
         runner.run(test)
     results = runner.summarize(verbose=False)
     assert results.failed == 0, f"{results.failed} of {results.attempted} examples failed in {name}"
+
+
+def test_examples_of_attribute_docstrings_are_collected() -> None:
+    """An alias's docstring (a string after ``bitwise_and = __and__``) is run too."""
+    module = importlib.import_module("asgrad.tensor.api.methods_math")
+    names = {test.name for test in examples_in(module)}
+    assert "asgrad.tensor.api.methods_math.MathMethods.bitwise_and" in names

@@ -97,7 +97,7 @@ def check_plot(path: str | None) -> None:
 
 
 def open_log(path: str | None) -> contextlib.AbstractContextManager[MetricWriter | None]:
-    """The ``--log`` file's :class:`~asgrad.nn.metrics.MetricWriter` (``None`` without one)."""
+    """The ``--log`` file's [`MetricWriter`][asgrad.nn.MetricWriter] (``None`` without one)."""
     if path is None:
         return contextlib.nullcontext(None)
     try:
@@ -169,8 +169,8 @@ def progress(
 def launch(step: Any, **feeds: Any) -> Any:
     """Start one training step and return its loss without waiting for it.
 
-    A compiled program's :meth:`~asgrad.tensor.Program.launch` returns the loss as a
-    :class:`~asgrad.tensor.DeviceValue`: on the GPU the next step is queued while this
+    A compiled program's [`launch`][asgrad.tensor.Program.launch] returns the loss as a
+    [`DeviceValue`][asgrad.tensor.DeviceValue]: on the GPU the next step is queued while this
     one runs, and ``float(loss)`` waits for it. A step without ``launch`` (a
     distributed step) runs at once and returns its loss as an array.
     """
@@ -180,9 +180,9 @@ def launch(step: Any, **feeds: Any) -> Any:
 class StepLosses:
     """Losses of launched steps, read every ``every`` steps instead of after each one.
 
-    :meth:`add` keeps a step's loss and the other fields of its log record; every
-    ``every`` steps, and at :meth:`flush`, the kept losses are read together,
-    appended to :attr:`values` and written to ``log`` (``step``, ``loss``, fields).
+    `add` keeps a step's loss and the other fields of its log record; every
+    ``every`` steps, and at `flush`, the kept losses are read together,
+    appended to `values` and written to ``log`` (``step``, ``loss``, fields).
     """
 
     def __init__(self, log: MetricWriter | None, every: int = 50) -> None:
@@ -202,7 +202,7 @@ class StepLosses:
             self.flush()
 
     def flush(self) -> list[float]:
-        """Read every kept loss (one wait for the device); returns :attr:`values`."""
+        """Read every kept loss (one wait for the device); returns `values`."""
         for loss, fields in self._pending:
             self.values.append(float(loss))
             if self.log is not None:

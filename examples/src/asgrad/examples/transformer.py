@@ -296,7 +296,7 @@ def _train(
 def sharded_loss(
     model: CharTransformer, x: np.ndarray, y: np.ndarray, backend: str, distributed: bool
 ) -> float:
-    """:func:`mean_loss`; ``distributed``: each rank a shard of the windows, sums reduced."""
+    """`mean_loss`; ``distributed``: each rank a shard of the windows, sums reduced."""
     if not distributed:
         return mean_loss(model, x, y, backend)
     rank, ranks = dist.rank(), dist.world_size()

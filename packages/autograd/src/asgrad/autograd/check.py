@@ -14,12 +14,25 @@ from asgrad.tensor.errors import AsgradError
 
 
 class GradientCheckError(AsgradError, AssertionError):
-    """An analytic gradient differs from its finite-difference estimate."""
+    """An analytic gradient differs from its finite-difference estimate.
+
+    >>> import numpy as np
+    >>> from asgrad.autograd import GradientCheckError, gradient_check
+    >>> issubclass(GradientCheckError, AssertionError)
+    True
+    """
 
 
 @dataclass
 class GradientCheckResult:
-    """The worst disagreement found, per checked input."""
+    """The worst disagreement found, per checked input.
+
+    >>> import numpy as np
+    >>> from asgrad.autograd import gradient_check
+    >>> result = gradient_check(lambda x: x * x, [np.array([1.0, 2.0])])
+    >>> sorted(result.max_abs_error), result.max_abs_error[0] < 1e-6
+    ([0], True)
+    """
 
     max_abs_error: dict[int, float]
     max_rel_error: dict[int, float]
@@ -48,7 +61,8 @@ def gradient_check(
     ``build`` receives one float64 tensor per floating input (integer and bool inputs
     keep their dtype) and returns a tensor of any shape; it is reduced to a scalar by
     a fixed random projection, so every output element is checked. Raises
-    :class:`GradientCheckError` naming the input and element that disagree.
+    [`GradientCheckError`][asgrad.autograd.GradientCheckError] naming the input and element that
+    disagree.
 
     >>> import numpy as np
     >>> _ = gradient_check(lambda x: x.tanh() * x, [np.linspace(-1, 1, 5)])
@@ -118,7 +132,18 @@ def _numeric_grad(
 
 
 def check_op_case(op: OpDef, case: OpCase, **tolerances: Any) -> GradientCheckResult:
-    """Run :func:`gradient_check` on one registry test case of ``op``."""
+    """Run [`gradient_check`][asgrad.autograd.gradient_check] on one registry test case of
+    ``op``.
+
+    >>> import numpy as np
+    >>> from asgrad.autograd import check_op_case
+    >>> from asgrad.tensor import get_op
+    >>> op = get_op("tanh")
+    >>> case = op.cases(np.random.default_rng(0))[0]
+    >>> result = check_op_case(op, case)
+    >>> max(result.max_rel_error.values()) < 1e-4
+    True
+    """
 
     def build(*xs: Tensor) -> Tensor:
         out = xs[0].graph.apply(op.name, xs, dict(case.attrs))

@@ -1,7 +1,8 @@
 """asgrad's GPU backend: WGSL compute kernels run through wgpu.
 
 Importing ``asgrad.gpu`` registers the backend ``"gpu"`` with ``asgrad.tensor`` (the
-``asgrad.backends`` entry point ``gpu`` names the same factory, :class:`GpuBackend`).
+``asgrad.backends`` entry point ``gpu`` names the same factory,
+[`GpuBackend`][asgrad.gpu.GpuBackend]).
 
 >>> from asgrad.gpu import resolve_backend
 >>> resolve_backend("cpu")

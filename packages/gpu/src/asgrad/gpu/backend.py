@@ -1,15 +1,15 @@
 """The GPU backend: ``backend="gpu"`` compiles schedules into WGSL kernel launches.
 
-A :class:`~asgrad.tensor.ir.schedule.Schedule` is compiled, once per set of fed shapes,
-into a plan (:mod:`asgrad.gpu.plan`): every node lowered to kernel launches
-(:mod:`asgrad.gpu.lowering`) whose dispatches are captured with their bind groups,
+A [`Schedule`][asgrad.tensor.Schedule] is compiled, once per set of fed shapes,
+into a plan (`asgrad.gpu.plan`): every node lowered to kernel launches
+(`asgrad.gpu.lowering`) whose dispatches are captured with their bind groups,
 over buffers that a plan-owned pool reuses by liveness. Running the plan uploads the
 feeds into their fixed buffers, replays the captured dispatches in one compute pass
 (submitted in chunks), and reads every output back with one mapping; or, launched
-(:meth:`GpuExecutable.launch`), queues the outputs' readback (:mod:`asgrad.gpu.device.readback`)
-and returns without waiting for the device.
+([`GpuExecutable.launch`][asgrad.gpu.GpuExecutable.launch]), queues the outputs' readback
+(`asgrad.gpu.device.readback`) and returns without waiting for the device.
 
-Parameters live in a :class:`~asgrad.gpu.device.variables.GpuVariableStore`: uploaded once,
+Parameters live in a [`GpuVariableStore`][asgrad.gpu.GpuVariableStore]: uploaded once,
 updated in place on the device by the plan's update copies, and fetched back only when
 someone reads ``Variable.value``. A training step therefore moves the batch up and the
 loss down.
@@ -41,7 +41,7 @@ __all__ = ["GpuBackend", "GpuExecutable", "launch_plan", "run_plan", "start_plan
 class GpuExecutable:
     """A schedule compiled for the GPU; plans are cached by the fed shapes.
 
-    A plan holds its device buffers, so the :data:`MAX_PLANS` used most recently are
+    A plan holds its device buffers, so the `MAX_PLANS` used most recently are
     kept; a program fed many batch sizes rebuilds the plans it dropped.
     """
 
@@ -105,7 +105,7 @@ def launch_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue
 def start_plan(plan: Plan, feeds: Mapping[str, np.ndarray], first_chunk: int = 32) -> None:
     """Upload the feeds (and stale variables) and record the plan's dispatches.
 
-    ``first_chunk``: the dispatches of the first submit (see :func:`replay`).
+    ``first_chunk``: the dispatches of the first submit (see `replay`).
     """
     device = plan.device
     store = variable_store(device)
@@ -139,5 +139,6 @@ class GpuBackend:
         return True
 
     def compile(self, schedule: Schedule) -> Executable:
-        """Compile ``schedule`` (raises :class:`GpuUnavailableError` without an adapter)."""
+        """Compile ``schedule`` (raises [`GpuUnavailableError`][asgrad.gpu.GpuUnavailableError]
+        without an adapter)."""
         return GpuExecutable(schedule, get_device())

@@ -35,7 +35,7 @@ class OpCoverage:
 
 
 def coverage() -> list[OpCoverage]:
-    """One :class:`OpCoverage` per registered op, sorted by name."""
+    """One `OpCoverage` per registered op, sorted by name."""
     rows = []
     for op in all_ops():
         fn = LOWERINGS.get(op.name)

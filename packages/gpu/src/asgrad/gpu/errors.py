@@ -1,7 +1,7 @@
 """Errors raised by the GPU backend.
 
-They derive from :class:`asgrad.tensor.errors.BackendError`, so ``except AsgradError``
-catches them too. Every message names what was asked for, what was found and what to
+They derive from [`asgrad.tensor.errors.BackendError`][asgrad.tensor.BackendError], so ``except
+AsgradError`` catches them too. Every message names what was asked for, what was found and what to
 do about it.
 """
 
@@ -13,7 +13,12 @@ __all__ = ["GpuError", "GpuIntegerOverflowError", "GpuUnavailableError", "GpuUns
 
 
 class GpuError(BackendError):
-    """Base class of every error raised by ``asgrad.gpu``."""
+    """Base class of every error raised by ``asgrad.gpu``.
+
+    >>> from asgrad.gpu import GpuError
+    >>> [c.__name__ for c in GpuError.__bases__]
+    ['BackendError']
+    """
 
 
 class GpuUnavailableError(GpuError):
@@ -22,11 +27,20 @@ class GpuUnavailableError(GpuError):
     The message says what was tried; the fix is to install a driver (on a CPU-only
     Linux machine ``apt-get install mesa-vulkan-drivers`` gives lavapipe), to install
     ``wgpu``, or to ask for ``"cpu"``/``"auto"`` instead.
+
+    >>> from asgrad.gpu import GpuUnavailableError
+    >>> [c.__name__ for c in GpuUnavailableError.__bases__]
+    ['GpuError']
     """
 
 
 class GpuUnsupportedError(GpuError):
-    """The GPU backend cannot run something (an op, a dtype, a size) it was given."""
+    """The GPU backend cannot run something (an op, a dtype, a size) it was given.
+
+    >>> from asgrad.gpu import GpuUnsupportedError
+    >>> [c.__name__ for c in GpuUnsupportedError.__bases__]
+    ['GpuError']
+    """
 
 
 class GpuIntegerOverflowError(GpuUnsupportedError, OverflowError):
@@ -35,6 +49,10 @@ class GpuIntegerOverflowError(GpuUnsupportedError, OverflowError):
     GPU buffers hold int64 values as int32. An int64 add, subtract, multiply, negate,
     abs, cast from float, or a sum (of int32 or int64 values: the CPU returns it
     exactly, as int64) whose exact value leaves the int32 range is flagged by the
-    kernel and raised at the next readback (see :mod:`asgrad.gpu.device.checks`). int32
+    kernel and raised at the next readback (see `asgrad.gpu.device.checks`). int32
     elementwise arithmetic wraps instead, on both backends, as numpy's does.
+
+    >>> from asgrad.gpu import GpuIntegerOverflowError
+    >>> [c.__name__ for c in GpuIntegerOverflowError.__bases__]
+    ['GpuUnsupportedError', 'OverflowError']
     """

@@ -1,13 +1,14 @@
 """Backend selection: ``"cpu"``, ``"gpu"`` or ``"auto"``, with an environment override.
 
-One rule for all of asgrad, owned by :func:`asgrad.tensor.runtime.backends.resolve_backend_name`:
+One rule for all of asgrad, owned by
+[`asgrad.tensor.runtime.backends.resolve_backend_name`][asgrad.tensor.resolve_backend_name]:
 an explicit name wins; with none, ``ASGRAD_DEVICE`` decides (default ``"cpu"``), so a
 script that does not name a backend runs on the GPU with::
 
     ASGRAD_DEVICE=gpu python -m asgrad.examples.xor
 
-``"gpu"`` without an adapter raises :class:`GpuUnavailableError`; ``"auto"`` falls
-back to the CPU with one warning per process.
+``"gpu"`` without an adapter raises [`GpuUnavailableError`][asgrad.gpu.GpuUnavailableError];
+``"auto"`` falls back to the CPU with one warning per process.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def resolve_backend(requested: str | None = None) -> ResolvedBackend:
     """``"cpu"`` or ``"gpu"`` for ``"cpu" | "gpu" | "auto"`` (None: the environment).
 
     Unlike the name resolution alone, ``"gpu"`` is checked here: it raises
-    :class:`~asgrad.gpu.errors.GpuUnavailableError` when no adapter can be opened.
+    [`GpuUnavailableError`][asgrad.gpu.GpuUnavailableError] when no adapter can be opened.
 
     >>> resolve_backend("cpu")
     'cpu'

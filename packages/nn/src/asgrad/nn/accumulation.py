@@ -3,10 +3,10 @@
 PyTorch's ``loss_a.backward(); loss_b.backward(); optimizer.step();
 optimizer.zero_grad()`` sums the gradients of two losses (two graphs, two batches,
 micro-batches of one large batch) before one update. In asgrad,
-:meth:`GradientAccumulator.compile` makes a program that computes a loss and adds
-its gradients into per-parameter accumulators (the ``.grad`` of PyTorch), and
-:meth:`GradientAccumulator.compile_step` a program that applies the optimizer's
-update from the sums and zeroes them.
+[`GradientAccumulator.compile`][asgrad.nn.GradientAccumulator.compile] makes a program that computes
+a loss and adds its gradients into per-parameter accumulators (the ``.grad`` of PyTorch), and
+[`GradientAccumulator.compile_step`][asgrad.nn.GradientAccumulator.compile_step] a program that
+applies the optimizer's update from the sums and zeroes them.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """PyTorch's ``torch.nn.functional`` in asgrad: ``import asgrad.nn.functional as F``.
 
 One namespace for the functions that ``asgrad.tensor`` and ``asgrad.nn`` define by
-topic: activations (:mod:`asgrad.tensor.api.nn_activation`), convolution, pooling,
-normalisation, dropout and embeddings (:mod:`asgrad.tensor.api.nn_functional`) and the
-losses (:mod:`asgrad.nn.losses`), with PyTorch's names and argument names.
+topic: activations ([`asgrad.tensor.api.nn_activation`][asgrad.tensor.api.nn_activation]),
+convolution, pooling, normalisation, dropout and embeddings (`asgrad.tensor.api.nn_functional`) and
+the losses (`asgrad.nn.losses`), with PyTorch's names and argument names.
 
 >>> import asgrad.nn.functional as F
 >>> from asgrad.tensor import Graph

@@ -25,15 +25,15 @@ from asgrad.tensor.ir.scopes import scope
 
 
 class Parameter(Variable):
-    """A trainable :class:`~asgrad.tensor.Variable` that knows how it is initialised.
+    """A trainable [`Variable`][asgrad.tensor.Variable] that knows how it is initialised.
 
     A layer declares each parameter's shape and initializer; the value is drawn at
     once from ``rng`` (a Generator or an int seed) and again by
-    :meth:`Module.initialize`.
+    [`Module.initialize`][asgrad.nn.Module.initialize].
 
     Give a shape and an initializer, or (PyTorch's form) an initial array, which is
-    copied, cast to ``dtype``, and restored by :meth:`reset`. ``defined_at`` is the
-    ``file:line`` that made it (for a layer's parameter: the line that built the layer).
+    copied, cast to ``dtype``, and restored by [`reset`][asgrad.nn.Parameter.reset]. ``defined_at``
+    is the ``file:line`` that made it (for a layer's parameter: the line that built the layer).
 
     >>> p = Parameter((2, 3), init_.zeros)
     >>> p.value.sum()
@@ -98,12 +98,26 @@ def _draw(
 class Module:
     """Base class of layers and models, as PyTorch's ``nn.Module``.
 
-    Assigning a :class:`Parameter`, a buffer (:class:`~asgrad.tensor.Variable`) or a
-    sub-module to an attribute registers it; names are dotted paths from the
+    Assigning a [`Parameter`][asgrad.nn.Parameter], a buffer ([`Variable`][asgrad.tensor.Variable])
+    or a sub-module to an attribute registers it; names are dotted paths from the
     outermost module (``"encoder.0.weight"``). Calling a module on symbolic tensors
-    runs :meth:`forward`, which appends graph nodes; parameters enter the graph of
-    their inputs as ``parameter`` nodes, so one model can be traced into a training
+    runs [`forward`][asgrad.nn.Module.forward], which appends graph nodes; parameters enter the
+    graph of their inputs as ``parameter`` nodes, so one model can be traced into a training
     graph and an evaluation graph.
+
+    >>> from asgrad.nn import Linear, Module
+    >>> from asgrad.tensor import Graph
+    >>> class TwoLayers(Module):
+    ...     def __init__(self) -> None:
+    ...         super().__init__()
+    ...         self.first, self.second = Linear(4, 8, rng=0), Linear(8, 2, rng=1)
+    ...     def forward(self, x):
+    ...         return self.second(self.first(x).relu())
+    >>> model = TwoLayers()
+    >>> [name for name, _ in model.named_parameters()]
+    ['first.weight', 'first.bias', 'second.weight', 'second.bias']
+    >>> model(Graph().input("x", (3, 4))).shape
+    (3, 2)
     """
 
     training: bool
@@ -200,7 +214,8 @@ class Module:
         """Training mode (dropout active, batch norm on batch statistics).
 
         Also sets the mode variable that graphs traced in training mode read when
-        they run (:meth:`mode_flag`), so a graph already built follows the switch.
+        they run ([`mode_flag`][asgrad.nn.Module.mode_flag]), so a graph already built follows the
+        switch.
         """
         for _, m in self.named_modules():
             object.__setattr__(m, "training", bool(mode))
@@ -217,10 +232,11 @@ class Module:
         """A bool scalar of ``graph``, true while this module is in training mode.
 
         It reads this module's mode variable (a float32 scalar, 1 in training mode, 0
-        in evaluation mode, not trainable and not part of :meth:`state_dict`) when the
-        graph runs, so a compiled program follows :meth:`train` / :meth:`eval`
-        without being traced again. Layers whose forward depends on the mode select
-        with it (``where(self.mode_flag(g), train_value, eval_value)``).
+        in evaluation mode, not trainable and not part of
+        [`state_dict`][asgrad.nn.Module.state_dict]) when the graph runs, so a compiled program
+        follows [`train`][asgrad.nn.Module.train] / [`eval`][asgrad.nn.Module.eval] without being
+        traced again. Layers whose forward depends on the mode select with it
+        (``where(self.mode_flag(g), train_value, eval_value)``).
         """
         flag = self.__dict__.get("_mode_variable")
         if flag is None:
@@ -300,10 +316,10 @@ class Module:
     def to(self, dtype: str | np.dtype[Any] | type, *, exact: bool = True) -> Module:
         """Cast every floating-point parameter and buffer to ``dtype``, in place; returns self.
 
-        The same :class:`Parameter` objects keep their identity (an optimizer made
-        before still holds them). As :meth:`load_state_dict`, a cast that would change
-        a value (float64 to float32 of values float32 cannot hold) is refused unless
-        ``exact=False``. Integer buffers (``num_batches_tracked``) keep their dtype.
+        The same [`Parameter`][asgrad.nn.Parameter] objects keep their identity (an optimizer made
+        before still holds them). As [`load_state_dict`][asgrad.nn.Module.load_state_dict], a cast
+        that would change a value (float64 to float32 of values float32 cannot hold) is refused
+        unless ``exact=False``. Integer buffers (``num_batches_tracked``) keep their dtype.
         Build graphs after the cast: a graph traced before it has the old dtypes.
         Devices are chosen when compiling (``backend="gpu"``), not here.
 
@@ -315,11 +331,13 @@ class Module:
         return self
 
     def double(self) -> Module:
-        """Cast floating-point parameters and buffers to float64 (see :meth:`to`)."""
+        """Cast floating-point parameters and buffers to float64 (see
+        [`to`][asgrad.nn.Module.to])."""
         return self.to("float64")
 
     def float(self, *, exact: bool = True) -> Module:
-        """Cast floating-point parameters and buffers to float32 (see :meth:`to`)."""
+        """Cast floating-point parameters and buffers to float32 (see
+        [`to`][asgrad.nn.Module.to])."""
         return self.to("float32", exact=exact)
 
     # -- state -----------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 """``summary(model, input_shapes)``: layers, output shapes, parameter counts and memory.
 
-The model is traced on a fresh :class:`~asgrad.tensor.Graph` whose inputs have the
+The model is traced on a fresh [`Graph`][asgrad.tensor.Graph] whose inputs have the
 given shapes: asgrad builds graphs symbolically, so nothing is computed and no value
 is allocated. Each module call made while tracing is recorded (through
-:func:`asgrad.nn.module.call_hook`) with its dotted name, class and outputs.
+`asgrad.nn.module.call_hook`) with its dotted name, class and outputs.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class LayerRow:
 
 @dataclass
 class ModelSummary:
-    """What :func:`summary` found; ``str()`` is the printed table.
+    """What `summary` found; ``str()`` is the printed table.
 
     Parameter counts count a parameter shared by several modules once.
     ``activation_bytes`` is the sum of the bytes of the outputs of every call of a
@@ -111,7 +111,7 @@ def summary(
     positional input; ``dtypes`` one dtype for all inputs or one per input (default
     float32). Rows nested deeper than ``depth`` are hidden but still counted. The
     table goes to ``file`` (default stdout) unless ``verbose=False``; the returned
-    :class:`ModelSummary` holds the numbers.
+    `ModelSummary` holds the numbers.
 
     >>> from asgrad import nn
     >>> s = summary(nn.Linear(3, 4), (2, 3), verbose=False)

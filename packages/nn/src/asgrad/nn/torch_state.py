@@ -69,6 +69,10 @@ def torch_state_dict(module: Module) -> dict[str, np.ndarray]:
 
     Save it for PyTorch with ``safetensors.numpy.save_file(state, "model.safetensors")``
     or ``torch.save({k: torch.from_numpy(v) for k, v in state.items()}, "model.pt")``.
+
+    >>> from asgrad.nn import Linear, torch_state_dict
+    >>> {name: array.shape for name, array in torch_state_dict(Linear(3, 2, rng=0)).items()}
+    {'weight': (2, 3), 'bias': (2,)}
     """
     values = dict(module.named_variables(False))
     out: dict[str, np.ndarray] = {}
@@ -94,8 +98,16 @@ def load_torch_state_dict(
     a checkpoint dictionary (``torch.save({"model": model.state_dict(), ...})``).
     Names and layouts are mapped as the module docstring says; every missing,
     unexpected and mismatched entry is reported at once (PyTorch's names) in a
-    :class:`~asgrad.nn.errors.StateMismatchError`, and nothing is loaded then.
-    Values are cast losslessly as :meth:`Module.load_state_dict` does.
+    [`StateMismatchError`][asgrad.nn.StateMismatchError], and nothing is loaded then.
+    Values are cast losslessly as [`Module.load_state_dict`][asgrad.nn.Module.load_state_dict] does.
+
+    >>> import numpy as np
+    >>> from asgrad.nn import Linear, load_torch_state_dict
+    >>> layer = Linear(3, 2, rng=0)
+    >>> state = {"weight": np.ones((2, 3), np.float32), "bias": np.zeros(2, np.float32)}
+    >>> load_torch_state_dict(layer, state)
+    >>> float(layer.weight.value.sum())
+    6.0
     """
     loaded = read_torch_file(state) if isinstance(state, str | PathLike) else state
     if not isinstance(loaded, Mapping):

@@ -1,7 +1,7 @@
 """asgrad.onnx: ONNX export and import, proven by ONNX Runtime.
 
-:func:`export` writes an asgrad graph's forward computation as an ONNX model (the
-parameters as initializers, the batch axis kept dynamic); :func:`load` reads an ONNX
+`export` writes an asgrad graph's forward computation as an ONNX model (the
+parameters as initializers, the batch axis kept dynamic); `load` reads an ONNX
 model back as an asgrad graph whose initializers are trainable variables.
 
 >>> import numpy as np, tempfile, os

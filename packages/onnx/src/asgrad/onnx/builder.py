@@ -1,6 +1,6 @@
 """``OnnxBuilder``: collects ONNX nodes and constants through ``onnx.helper``.
 
-The exporters of :mod:`asgrad.onnx.export_ops` and :mod:`asgrad.onnx.export_nn` call
+The exporters of `asgrad.onnx.export_ops` and `asgrad.onnx.export_nn` call
 it to append nodes; each returns the name of the value it made. Names are unique in
 the model: a clash gets a ``_2``, ``_3``... suffix.
 """

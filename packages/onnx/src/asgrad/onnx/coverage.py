@@ -66,5 +66,6 @@ def _op_coverage(op: OpDef) -> OpCoverage:
 
 @functools.cache
 def coverage() -> dict[str, OpCoverage]:
-    """Every registered op's :class:`OpCoverage`, by name (computed once per process)."""
+    """Every registered op's [`OpCoverage`][asgrad.onnx.OpCoverage], by name (computed once per
+    process)."""
     return {op.name: _op_coverage(op) for op in all_ops()}

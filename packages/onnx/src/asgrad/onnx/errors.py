@@ -16,7 +16,12 @@ __all__ = [
 
 
 class OnnxError(AsgradError):
-    """Base class of the errors of ``asgrad.onnx``."""
+    """Base class of the errors of ``asgrad.onnx``.
+
+    >>> from asgrad.onnx import OnnxError
+    >>> [c.__name__ for c in OnnxError.__bases__]
+    ['AsgradError']
+    """
 
 
 class OnnxExportError(OnnxError):
@@ -24,6 +29,10 @@ class OnnxExportError(OnnxError):
 
     ``op`` names the asgrad op (empty for an argument error) and ``location`` the
     source line that built it.
+
+    >>> from asgrad.onnx import OnnxExportError
+    >>> [c.__name__ for c in OnnxExportError.__bases__]
+    ['OnnxError']
     """
 
     def __init__(self, message: str, *, op: str = "", location: str = "") -> None:
@@ -63,10 +72,14 @@ class OnnxConstantRequiredError(OnnxImportError):
 
 
 class UnsupportedOnnxOpsError(OnnxImportError):
-    """An ONNX model uses ops that :func:`asgrad.onnx.load` cannot build.
+    """An ONNX model uses ops that `asgrad.onnx.load` cannot build.
 
     ``ops`` maps each unsupported ``domain:op_type`` (``op_type`` alone for the default
     domain) to how many nodes use it; all of them are listed at once.
+
+    >>> from asgrad.onnx import UnsupportedOnnxOpsError
+    >>> [c.__name__ for c in UnsupportedOnnxOpsError.__bases__]
+    ['OnnxImportError']
     """
 
     def __init__(self, ops: Mapping[str, int], nodes: Mapping[str, str] | None = None) -> None:

@@ -3,8 +3,8 @@
 Inputs become graph inputs (their free axes symbolic dimensions: ``batch`` for a
 leading axis, ``<input>_dim<k>`` for another), parameters become initializers under
 their names, constants ``Constant`` nodes, and every other node is written by its
-exporter (:data:`EXPORTERS`). Each ONNX node's doc string names the asgrad op and the
-source line that built it. The model passes ``onnx.checker`` before it is written.
+exporter ([`EXPORTERS`][asgrad.onnx.EXPORTERS]). Each ONNX node's doc string names the asgrad op and
+the source line that built it. The model passes ``onnx.checker`` before it is written.
 """
 
 from __future__ import annotations
@@ -86,7 +86,14 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 """Attributes read by the exporters, by op (ops absent here take none)."""
 
 MIN_OPSET = 17  # LayerNormalization
+"""The oldest ONNX opset the exporter writes (17: the first with LayerNormalization)."""
 DEFAULT_OPSET = 17
+"""The ONNX opset that ``asgrad.onnx.export(...)`` writes unless told otherwise.
+
+>>> from asgrad.onnx import DEFAULT_OPSET, MIN_OPSET
+>>> DEFAULT_OPSET >= MIN_OPSET
+True
+"""
 LEAVES = ("input", "parameter", "constant")
 
 Outputs = Tensor | Sequence[Tensor] | Mapping[str, Tensor]
@@ -109,7 +116,7 @@ def export(
     Parameters are stored as initializers under their names; a parameter listed in
     ``inputs`` becomes an input instead. ``opset`` is the ONNX opset (17 or newer).
 
-    Raises :class:`~asgrad.onnx.OnnxExportError` for an op that has no ONNX form,
+    Raises [`OnnxExportError`][asgrad.onnx.OnnxExportError] for an op that has no ONNX form,
     naming it and the line that built it.
 
     >>> import numpy as np, tempfile, os
@@ -135,7 +142,7 @@ def to_model(
     name: str | None = None,
     check: bool = True,
 ) -> onnx.ModelProto:
-    """The ONNX model :func:`export` writes, without writing it; ``check=False`` skips
+    """The ONNX model `export` writes, without writing it; ``check=False`` skips
     ``onnx.checker`` (and the outputs' inferred shapes)."""
     named = _named_outputs(outputs)
     newest = onnx.defs.onnx_opset_version()

@@ -1,6 +1,6 @@
 """What the importers share: the graph being built, and values known at load time.
 
-An ONNX value is either a graph :class:`~asgrad.tensor.Tensor` or a :class:`Static`
+An ONNX value is either a graph [`Tensor`][asgrad.tensor.Tensor] or a `Static`
 array known while the graph is built (a constant, a shape and what is computed
 from it). ``Static.dynamic`` marks entries that came from a value's leading (batch)
 axis, so that a ``Reshape`` keeps that entry ``-1`` instead of the declared size.
@@ -54,7 +54,7 @@ class ImportContext:
         return ImportContext(graph, self.opset, self.run)
 
     def tensor(self, value: Value) -> Tensor:
-        """``value`` as a graph tensor (a :class:`Static` becomes a constant)."""
+        """``value`` as a graph tensor (a `Static` becomes a constant)."""
         if isinstance(value, Tensor):
             return value
         array = np.asarray(value.value)

@@ -1,10 +1,10 @@
 """How each ONNX op becomes asgrad ops: elementwise, shape, index and constants.
 
 An importer takes the context, the ONNX node and its input values and returns the
-node's output values. On values known at load time (:class:`Static`) the shape ops
+node's output values. On values known at load time (`Static`) the shape ops
 compute with numpy, so shape arithmetic folds away; on tensors they append asgrad
-ops through :meth:`asgrad.tensor.Graph.apply`. The conv, pool, norm, reduction and
-matrix ops are in :mod:`asgrad.onnx.import_nn`.
+ops through [`asgrad.tensor.Graph.apply`][asgrad.tensor.Graph.apply]. The conv, pool, norm,
+reduction and matrix ops are in `asgrad.onnx.import_nn`.
 """
 
 from __future__ import annotations
@@ -395,4 +395,4 @@ IMPORTERS: dict[str, Importer] = {
     **CONTROL_IMPORTERS,
     **STATIC_IMPORTERS,
 }
-"""The ONNX op types :func:`asgrad.onnx.load` can build, by name (default domain)."""
+"""The ONNX op types `asgrad.onnx.load` can build, by name (default domain)."""

@@ -1,6 +1,6 @@
 """``load``: an ONNX model as asgrad variables and a graph that can be trained.
 
-Each floating-point initializer becomes a trainable :class:`~asgrad.tensor.Variable`
+Each floating-point initializer becomes a trainable [`Variable`][asgrad.tensor.Variable]
 (batch norm's running statistics are not trainable); integer initializers and
 ``Constant`` nodes stay constants. An input dimension without a fixed size (a
 ``dim_param`` such as ``batch``) becomes a free axis of the asgrad input. Shape
@@ -9,7 +9,8 @@ graph is built, as asgrad shapes are static; an entry taken from a value's leadi
 axis stays ``-1`` in a ``Reshape``, so the batch stays dynamic.
 
 The ops the model uses are checked before anything is built: every unsupported one
-is reported at once, by name and count (:class:`UnsupportedOnnxOpsError`).
+is reported at once, by name and count
+([`UnsupportedOnnxOpsError`][asgrad.onnx.UnsupportedOnnxOpsError]).
 """
 
 from __future__ import annotations
@@ -52,9 +53,9 @@ class OnnxModel:
 
     ``graph``, ``inputs`` and ``outputs`` are the graph built at load time;
     calling the model (``model(x=tensor)``) traces it again into the graph of the
-    given tensors, sharing the same variables, as a :class:`asgrad.nn.Module` does.
-    ``variables`` maps initializer names to variables; :meth:`parameters` lists the
-    trainable ones, for an optimizer.
+    given tensors, sharing the same variables, as a [`asgrad.nn.Module`][asgrad.nn.Module] does.
+    ``variables`` maps initializer names to variables;
+    [`parameters`][asgrad.onnx.OnnxModel.parameters] lists the trainable ones, for an optimizer.
     """
 
     def __init__(
@@ -151,7 +152,8 @@ def load(
     constants: Mapping[str, ArrayLike] | None = None,
     trainable: bool | Collection[str] | None = None,
 ) -> OnnxModel:
-    """Read the ONNX model at ``path`` (or a ``ModelProto``) as an :class:`OnnxModel`.
+    """Read the ONNX model at ``path`` (or a ``ModelProto``) as an
+    [`OnnxModel`][asgrad.onnx.OnnxModel].
 
     ``dims`` gives the declared size of each symbolic dimension (``{"batch": 32}``;
     default 1): asgrad infers every shape from declared sizes, and a free axis may

@@ -4,7 +4,7 @@
 -1, inf, -inf) and ``norm`` (either, chosen by ``axis`` as ``torch.linalg.norm``
 does) are compositions of ``abs``, ``pow``, ``sum``, ``max`` and ``min``. The
 spectral norms (``ord`` 2 and -2 of a matrix) and ``'nuc'`` need singular values,
-which asgrad does not compute: they raise :class:`~asgrad.tensor.ArgumentError`.
+which asgrad does not compute: they raise [`ArgumentError`][asgrad.tensor.ArgumentError].
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate, linalg
@@ -32,7 +32,13 @@ Axis = int | Sequence[int] | None
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """The matrix product (``numpy.matmul``)."""
+    """The matrix product (``numpy.matmul``).
+
+    >>> from asgrad.tensor import Graph, linalg
+    >>> g = Graph()
+    >>> linalg.matmul(g.input("a", (5, 2, 3)), g.input("b", (3, 4))).shape
+    (5, 2, 4)
+    """
     return a.matmul(b)
 
 
@@ -67,6 +73,11 @@ def vector_norm(
     the largest ``|x|``, -inf the smallest, 0 the count of nonzeros.
 
     Where every ``x`` is 0 the gradient is 0, as PyTorch's.
+
+    >>> from asgrad.tensor import Graph, evaluate, linalg
+    >>> x = Graph().input("x", (2,))
+    >>> evaluate(linalg.vector_norm(x), {"x": [3.0, 4.0]})[0].tolist()
+    5.0
     """
     _float("vector_norm", x)
     if isinstance(ord, bool) or not isinstance(ord, int | float):
@@ -101,7 +112,13 @@ def matrix_norm(
     x: Tensor, ord: str | float = "fro", axis: tuple[int, int] = (-2, -1), keepdims: bool = False
 ) -> Tensor:
     """A matrix norm over the two ``axis``: ``'fro'`` (Frobenius), 1 / -1 (largest /
-    smallest column sum of ``|x|``), inf / -inf (the same of row sums)."""
+    smallest column sum of ``|x|``), inf / -inf (the same of row sums).
+
+    >>> from asgrad.tensor import Graph, evaluate, linalg
+    >>> x = Graph().input("x", (2, 2))
+    >>> evaluate(linalg.matrix_norm(x), {"x": [[1.0, 1.0], [1.0, 1.0]]})[0].tolist()
+    2.0
+    """
     _float("matrix_norm", x)
     if len(axis) != 2:
         raise locate("matrix_norm", ArgumentError(f"axis must name two axes, got {axis!r}"))

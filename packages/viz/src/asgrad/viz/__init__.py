@@ -1,12 +1,12 @@
 """asgrad.viz: an interactive graph viewer in one self-contained HTML file.
 
-:func:`show` draws a graph, tensors, a compiled program (its graph before and after
+[`show`][asgrad.viz.show] draws a graph, tensors, a compiled program (its graph before and after
 the passes) or a saved graph file: a layered layout (elkjs, or a faster one for
 large views), module scopes that fold, loop bodies that open as graphs of their
 own, a node inspector, search, input tracing, forward/gradient/optimizer colours,
 GPU fusion groups and, given feeds, a CPU profile's time and memory per node.
 ``python -m asgrad.viz FILE`` does the same for a graph file, and a
-:class:`~asgrad.tensor.Graph` shows itself in Jupyter.
+[`Graph`][asgrad.tensor.Graph] shows itself in Jupyter.
 
 >>> from asgrad.tensor import Graph
 >>> g = Graph("demo")
@@ -38,8 +38,16 @@ __version__ = "0.1.0"
 
 
 def profile(item: Any, feeds: Mapping[str, Any], repeat: int = 5) -> NodeProfile:
-    """Time and memory per node of ``item`` (a program, or what :func:`show` takes)
-    run on the CPU with ``feeds`` (see :mod:`asgrad.tensor.cpu.profile`)."""
+    """Time and memory per node of ``item`` (a program, or what [`show`][asgrad.viz.show] takes)
+    run on the CPU with ``feeds`` (see `asgrad.tensor.cpu.profile`).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import profile
+    >>> x = Graph().input("x", (2,))
+    >>> result = profile(x.exp(), {"x": [1.0, 2.0]}, repeat=1)
+    >>> type(result).__name__
+    'NodeProfile'
+    """
     subject = subject_of(item)
     program = subject.program
     if program is None or program.backend != "cpu":
@@ -57,10 +65,17 @@ def to_html(
 ) -> str:
     """The viewer page for ``item`` as one HTML string.
 
-    ``item``: a :class:`~asgrad.tensor.Graph`, a tensor or list of tensors, a
-    compiled :class:`~asgrad.tensor.Program`, a loaded graph file or a path to one.
+    ``item``: a [`Graph`][asgrad.tensor.Graph], a tensor or list of tensors, a
+    compiled [`Program`][asgrad.tensor.Program], a loaded graph file or a path to one.
     ``feeds``: when given, the CPU profile of one run colours the nodes.
     ``fusion``: show the GPU backend's fusion groups (when ``asgrad-gpu`` is installed).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import to_html
+    >>> x = Graph().input("x", (2,))
+    >>> page = to_html(x.exp() + 1.0, title="exp plus one")
+    >>> "exp plus one" in page
+    True
     """
     subject = subject_of(item)
     prof = profile(item, feeds) if feeds is not None else None
@@ -76,8 +91,20 @@ def show(
     title: str | None = None,
     open_browser: bool = True,
 ) -> Path:
-    """Write the viewer page for ``item`` (see :func:`to_html`) to ``path`` (default:
-    a new file in the temporary folder) and open it in the web browser; returns the path."""
+    """Write the viewer page for ``item`` (see [`to_html`][asgrad.viz.to_html]) to ``path``
+    (default: a new file in the temporary folder) and open it in the web browser; returns
+    the path.
+
+    >>> from pathlib import Path
+    >>> from tempfile import TemporaryDirectory
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import show
+    >>> x = Graph().input("x", (2,))
+    >>> with TemporaryDirectory() as folder:
+    ...     page = show(x.exp(), Path(folder) / "graph.html", open_browser=False)
+    ...     page.name, page.read_text(encoding="utf-8").startswith("<!")
+    ('graph.html', True)
+    """
     html = to_html(item, feeds=feeds, title=title)
     if path is None:
         fd, name = tempfile.mkstemp(prefix="asgrad-graph-", suffix=".html")
@@ -95,7 +122,15 @@ def show(
 
 
 def notebook_html(graph: Graph) -> str:
-    """The page for ``graph`` in an iframe, as Jupyter shows it (``Graph._repr_html_``)."""
+    """The page for ``graph`` in an iframe, as Jupyter shows it (``Graph._repr_html_``).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.viz import notebook_html
+    >>> g = Graph()
+    >>> _ = g.input("x", (2,)).exp()
+    >>> notebook_html(g).startswith("<iframe")
+    True
+    """
     page = to_html(graph).replace("&", "&amp;").replace('"', "&quot;")
     return (
         f'<iframe srcdoc="{page}" style="width:100%;height:640px;border:1px solid #ccc"></iframe>'

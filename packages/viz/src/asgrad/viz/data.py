@@ -35,7 +35,7 @@ class Subject:
 
 
 def subject_of(item: Any) -> Subject:
-    """A :class:`Subject` for a graph, a tensor, tensors, a compiled program, a loaded
+    """A `Subject` for a graph, a tensor, tensors, a compiled program, a loaded
     graph file or a path to one."""
     if isinstance(item, str | os.PathLike):
         item = load_graph(item)
@@ -196,7 +196,7 @@ def page_data(
     is computed after the passes), with each before-node's fate (kept, dead, replaced),
     ``bodies``: the view of each loop body (a loop node's ``body`` names it; a body's
     inputs say which carry, xs or captured value they are, and its outputs which carry
-    or ys), and ``profile`` (an :class:`~asgrad.tensor.cpu.profile.NodeProfile`) as time and
+    or ys), and ``profile`` (an `NodeProfile`) as time and
     bytes per after-node."""
     graph = subject.graph
     before = topological_order(graph.nodes)

@@ -1,7 +1,7 @@
 """GPU fusion groups of a schedule, when ``asgrad-gpu`` is installed (no device needed).
 
 A group is a node the GPU backend launches and the nodes it inlines into that launch
-(:func:`asgrad.gpu.plan.inlined_nodes`), named after the launched node; only groups
+(`asgrad.gpu.plan.inlined_nodes`), named after the launched node; only groups
 of more than one node are returned.
 """
 

@@ -49,7 +49,7 @@ def script_json(data: Any) -> str:
 
 
 def render_page(data: dict[str, Any]) -> str:
-    """The HTML page showing ``data`` (:func:`asgrad.viz.data.page_data`)."""
+    """The HTML page showing ``data`` (`asgrad.viz.data.page_data`)."""
     viewer = (
         '"use strict";\n(function () {\n'
         + _asset("static", "viewer.js")

@@ -4,15 +4,15 @@ Each rule gets the incoming gradient ``g`` (shaped like the op's output), the op
 output, its inputs and attributes, and which inputs need a gradient; it returns one
 gradient (or None) per input. Rules are written in graph ops, so gradients are
 graphs too and can be differentiated again. Rules may return a gradient shaped like
-the broadcast result; :func:`asgrad.autograd.grad` sums it down to the operand's
+the broadcast result; `asgrad.autograd.grad` sums it down to the operand's
 shape at every node.
 
 The rules of an op family live in the module of the same name as the family
-(``OpDef.family``): :mod:`.elementwise`, :mod:`.reduction`, :mod:`.shape`,
-:mod:`.index`, :mod:`.linalg`, :mod:`.conv`, :mod:`.pool`, :mod:`.norm`,
-:mod:`.random`, :mod:`.control`. Each module collects its rules in its own ``RULES`` table with its
-own ``@rule`` decorator; :data:`RULES` here is the one table :func:`get_rule`
-reads, merged from those.
+(``OpDef.family``): `.elementwise`, `.reduction`, `.shape`,
+`.index`, `.linalg`, `.conv`, `.pool`, `.norm`,
+`.random`, `.control`. Each module collects its rules in its own ``RULES`` table with its
+own ``@rule`` decorator; [`RULES`][asgrad.autograd.RULES] here is the one table
+[`get_rule`][asgrad.autograd.get_rule] reads, merged from those.
 
 The linear ops of conv and pool come in closed families, each member's gradient
 another member (all registered ops with numpy kernels), so gradients of any order
@@ -50,7 +50,13 @@ RULES: dict[str, Rule] = merge(
     random.RULES,
     control.RULES,
 )
-"""Every gradient rule by op name: the family tables, and the rules added with :func:`rule`."""
+"""Every gradient rule by op name: the family tables, and the rules added with
+[`rule`][asgrad.autograd.rule].
+
+>>> from asgrad.autograd import RULES
+>>> "matmul" in RULES, "argmax" in RULES
+(True, False)
+"""
 
 _register = registrar(RULES)
 
@@ -59,13 +65,18 @@ def rule(*ops: str) -> Callable[[Rule], Rule]:
     """Register the decorated function as the gradient rule of ``ops``.
 
     For ops registered outside asgrad; an op that already has a rule is a
-    :class:`~asgrad.tensor.errors.GraphError`.
+    [`GraphError`][asgrad.tensor.GraphError].
     """
     return _register(*ops)
 
 
 def get_rule(op: str) -> Rule | None:
-    """The gradient rule of ``op``, or None."""
+    """The gradient rule of ``op``, or None.
+
+    >>> from asgrad.autograd import RULES, get_rule
+    >>> get_rule("exp") is RULES["exp"], get_rule("argmax")
+    (True, None)
+    """
     return RULES.get(op)
 
 

@@ -13,7 +13,17 @@ Ins = tuple[Tensor, ...]
 Attrs = Mapping[str, Any]
 Needs = tuple[bool, ...]
 Rule = Callable[[Tensor, Tensor, Ins, Attrs, Needs], Grads]
-"""``rule(g, out, ins, attrs, needs)``: one gradient (or None) per input of the op."""
+"""``rule(g, out, ins, attrs, needs)``: one gradient (or None) per input of the op.
+
+>>> from asgrad.autograd import get_rule
+>>> from asgrad.tensor import Graph
+>>> x = Graph().input("x", (2,))
+>>> y = x.exp()
+>>> upstream = y  # the gradient flowing into y: any value of y's shape
+>>> (dx,) = get_rule("exp")(upstream, y, (x,), {}, (True,))
+>>> dx.shape
+(2,)
+"""
 
 
 class RuleDecorator(Protocol):
@@ -26,7 +36,7 @@ def registrar(table: dict[str, Rule]) -> RuleDecorator:
     """The ``@rule(*ops)`` decorator that adds a function to ``table``.
 
     The decorated function becomes the gradient rule of each of ``ops``; an op that
-    already has a rule in ``table`` is a :class:`GraphError`.
+    already has a rule in ``table`` is a [`GraphError`][asgrad.tensor.GraphError].
     """
 
     def rule(*ops: str) -> Callable[[Rule], Rule]:

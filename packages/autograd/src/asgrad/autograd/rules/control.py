@@ -6,7 +6,7 @@ captured values' gradients; its per-step inputs are the carries each forward ste
 started from (saved by the forward scan, or recomputed by running it again when it
 was built with ``save_carries=False``), the forward xs and the gradients of the ys.
 Each backward step recomputes one forward step from its saved carries
-(:func:`~asgrad.tensor.loops.body.replay`) and differentiates it with :func:`grad`, so the
+(`replay`) and differentiates it with `grad`, so the
 backward body is a graph like any other: differentiating it again gives higher
 orders (the backward scan saves no carries: a gradient of it runs it again).
 ``scan_part`` and ``scan_unpart`` are adjoint.

@@ -1,7 +1,7 @@
 """Gradient rules of the elementwise ops: arithmetic, unary functions, ``where``, ``cast``.
 
 Binary rules may return a gradient shaped like the broadcast result;
-:func:`asgrad.autograd.grad` sums it down to each operand's shape. Comparisons and
+`asgrad.autograd.grad` sums it down to each operand's shape. Comparisons and
 ``sign`` are piecewise constant (not differentiable) and have no rule.
 """
 

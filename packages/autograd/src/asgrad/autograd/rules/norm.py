@@ -82,7 +82,7 @@ def _batch_norm(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) ->
 
 # -- the backward ops, differentiated through their decomposition ---------------------------
 def _grad(y: Tensor, wrt: list[Tensor], seed: Tensor) -> list[Tensor]:
-    """:func:`asgrad.autograd.grad`, imported on use: it looks rules up in this table."""
+    """`asgrad.autograd.grad`, imported on use: it looks rules up in this table."""
     from asgrad.autograd.grad import grad
 
     return grad(y, wrt, seed=seed)

@@ -1,7 +1,7 @@
 """The wgpu device: adapter, limits, buffers, pipelines, dispatch and transfers.
 
-One :class:`Device` per process (:func:`get_device`). Work is recorded into one open
-compute pass of one command encoder; the encoder is submitted in chunks of
+One [`Device`][asgrad.gpu.Device] per process ([`get_device`][asgrad.gpu.get_device]). Work is
+recorded into one open compute pass of one command encoder; the encoder is submitted in chunks of
 ``chunk_dispatches`` and whenever the host needs a result. Readback goes through one
 reused ``MAP_READ`` staging buffer, which grows when a larger read comes; mapping it is
 also how the host waits for the GPU (``queue.on_submitted_work_done_sync()`` raises in
@@ -11,8 +11,8 @@ The subpackage holds what lives on the device: ``buffers`` (the pooled allocator
 ``pipelines``, ``source`` (WGSL kernels shipped as package data, specialised), ``array``
 (``GpuArray``, ``Operand``), ``copy``, ``checks`` (device-side faults), ``readback``,
 ``transfers``, ``variables`` (variables' buffers), ``limits`` and ``capabilities``. It may
-import :mod:`asgrad.tensor`, :mod:`asgrad.gpu.errors` and itself; nothing of
-:mod:`asgrad.gpu.lowering` or :mod:`asgrad.gpu.plan`.
+import [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors` and itself; nothing of
+`asgrad.gpu.lowering` or `asgrad.gpu.plan`.
 """
 
 from __future__ import annotations
@@ -73,9 +73,10 @@ def _import_wgpu() -> Any:
 
 
 def get_device() -> Device:
-    """The process-wide :class:`Device`, created on first use.
+    """The process-wide [`Device`][asgrad.gpu.Device], created on first use.
 
-    Raises :class:`GpuUnavailableError` (and remembers why) when no adapter is found.
+    Raises [`GpuUnavailableError`][asgrad.gpu.GpuUnavailableError] (and remembers why) when no
+    adapter is found.
     """
     global _device, _unavailable
     with _lock:
@@ -92,7 +93,7 @@ def get_device() -> Device:
 
 
 def last_unavailable_reason() -> str:
-    """Why :func:`get_device` last failed ('' if it has not)."""
+    """Why [`get_device`][asgrad.gpu.get_device] last failed ('' if it has not)."""
     return _unavailable or ""
 
 
@@ -117,7 +118,7 @@ def fold_groups(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]
 
 
 class Device:
-    """A wgpu device with asgrad's pools and caches. Use :func:`get_device`."""
+    """A wgpu device with asgrad's pools and caches. Use [`get_device`][asgrad.gpu.get_device]."""
 
     chunk_dispatches = 256
 
@@ -271,7 +272,7 @@ class Device:
         bindings: Sequence[Binding],
         constants: dict[str, float | int] | None = None,
     ) -> Pipeline:
-        """The pipeline for ``key``, compiled once (see :meth:`PipelineCache.get`)."""
+        """The pipeline for ``key``, compiled once (see `PipelineCache.get`)."""
         return self.pipelines.get(key, source, bindings, constants)
 
     # ----------------------------------------------------------------- dispatch
@@ -364,7 +365,7 @@ class Device:
         """Read several buffers with one submit and one mapping (one readback).
 
         When a checking kernel ran since the last readback, the checks' summary word
-        comes along, and a recorded fault raises here (:mod:`asgrad.gpu.device.checks`).
+        comes along, and a recorded fault raises here (`asgrad.gpu.device.checks`).
         """
         if not items:
             return []

@@ -30,10 +30,10 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 class GpuArray:
     """A C-contiguous array on the GPU.
 
-    ``dtype`` is the logical numpy dtype (what :meth:`numpy` returns); the buffer
-    holds :func:`~asgrad.gpu.device.source.storage_dtype` of it (bool as u32, int64 as i32).
+    ``dtype`` is the logical numpy dtype (what `numpy` returns); the buffer
+    holds `storage_dtype` of it (bool as u32, int64 as i32).
     The buffer goes back to the pool when the array is garbage-collected or
-    :meth:`release` is called.
+    [`release`][asgrad.gpu.GpuArray.release] is called.
 
     >>> import numpy as np                                  # doctest: +SKIP
     >>> to_gpu(np.arange(3, dtype=np.float32)).numpy()      # doctest: +SKIP
@@ -126,7 +126,7 @@ class GpuArray:
 
 
 def to_gpu(array: Any, device: Device | None = None) -> GpuArray:
-    """Upload a host array (one upload); returns a new :class:`GpuArray`."""
+    """Upload a host array (one upload); returns a new [`GpuArray`][asgrad.gpu.GpuArray]."""
     host = np.asarray(array)
     dev = device or get_device()
     out = GpuArray.empty(host.shape, host.dtype, dev)
@@ -147,7 +147,7 @@ class Operand:
     """An input of an elementwise kernel: an array seen through a strided view.
 
     ``shape`` must broadcast to the output shape; ``strides`` and ``offset`` are in
-    elements of the array's buffer. Build with :meth:`of` (contiguous) or a view method.
+    elements of the array's buffer. Build with `of` (contiguous) or a view method.
     """
 
     array: GpuArray

@@ -1,6 +1,6 @@
 """Pooled device buffers, keyed by size class and reused by liveness.
 
-A buffer handed back with :meth:`BufferPool.release` goes on its size class's free
+A buffer handed back with `BufferPool.release` goes on its size class's free
 list and is handed out again to the next request of that class. Reuse is safe without
 waiting for the GPU because every command is ordered on the one queue: the kernel that
 writes the reused buffer runs after the last kernel that read it.
@@ -90,7 +90,7 @@ class ScopedPool:
 
     Released buffers go on the scope's own free lists, so they are reused only by later
     allocations of the same plan, whose commands run in the order they were recorded;
-    :meth:`close` hands every buffer back to the parent.
+    `close` hands every buffer back to the parent.
     """
 
     def __init__(self, parent: BufferPool) -> None:

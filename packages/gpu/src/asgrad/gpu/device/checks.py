@@ -6,15 +6,15 @@ storage cannot hold) writes a defined result for it instead (0 for a gathered ro
 nothing added, an all-zero one-hot row, the wrapped integer) and records the fault in
 its *slot* of one small device buffer (``kernels/checks.wgsl``): a count, the
 smallest and the largest bad value, and a summary word that says some slot is set.
-Each slot belongs to one :class:`Check`: the kind of fault, the op and the user's
+Each slot belongs to one `Check`: the kind of fault, the op and the user's
 line that made the node, and what the valid range is.
 
 Nothing is read back for the checks alone. A device is *armed* once it has run a
 kernel that checks; the next readback (the outputs of a run, ``variable.value``,
 ``GpuArray.numpy()``) copies the summary word along with the data, in the same
 submit and mapping. When it is set, the slots are read, cleared, and the first fault
-raises: :class:`~asgrad.tensor.errors.OutOfRangeError` for an index,
-:class:`~asgrad.gpu.errors.GpuIntegerOverflowError` for an integer. The values
+raises: [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] for an index,
+[`GpuIntegerOverflowError`][asgrad.gpu.GpuIntegerOverflowError] for an integer. The values
 computed with the faulty elements are discarded with it.
 """
 
@@ -81,9 +81,9 @@ class Check:
 class DeviceChecks:
     """The check slots of one device, their buffer, and whether a readback must look.
 
-    :meth:`slot` gives a kernel its slot (one per distinct check, kept for the
-    device's life; past :data:`SLOTS` checks share a generic one). While a plan is
-    lowered, :meth:`lowering` names the node that new checks belong to.
+    `slot` gives a kernel its slot (one per distinct check, kept for the
+    device's life; past `SLOTS` checks share a generic one). While a plan is
+    lowered, `lowering` names the node that new checks belong to.
     """
 
     SLOTS = 1024  # 16 KiB of device memory

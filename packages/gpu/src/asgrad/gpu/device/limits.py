@@ -6,8 +6,8 @@ limits, except where a larger value changes what can run rather than how code is
 written: the buffer sizes (large tensors must fit) follow the adapter up to a cap.
 Kernels are written to fit the defaults (16 KiB of workgroup memory, 256 invocations
 per workgroup, 8 storage buffers per stage). The storage buffers per stage follow the
-adapter too (up to :data:`BINDING_CAPS`): the multi-tensor update
-(:mod:`asgrad.gpu.plan.multi_update`) binds as many parameters in one dispatch as the
+adapter too (up to `BINDING_CAPS`): the multi-tensor update
+(`asgrad.gpu.plan.multi_update`) binds as many parameters in one dispatch as the
 device allows, and needs only the default to work.
 """
 

@@ -1,6 +1,6 @@
 """Launched runs' outputs on their way to the host: pages of a readback ring.
 
-:meth:`GpuExecutable.launch <asgrad.gpu.backend.GpuExecutable.launch>` does not wait
+[`GpuExecutable.launch`][asgrad.gpu.GpuExecutable.launch] does not wait
 for its run. After replaying the plan it records copies of the outputs (and of the
 device checks' summary word, when a checking kernel ran) into the open *page*: a
 ``MAP_READ`` staging buffer that many consecutive launches share, each at its own
@@ -8,10 +8,10 @@ offset, so a loop reading its loss only now and then costs one mapping for a pag
 steps. The plan's output buffers are free for the next launch as soon as the copies
 are recorded, since every command runs in queue order.
 
-A page closes when it is full, after :attr:`ReadbackRing.LAUNCHES_PER_PAGE` launches,
+A page closes when it is full, after `ReadbackRing.LAUNCHES_PER_PAGE` launches,
 or when one of its values is read; reading maps it (waiting for the last launch that
 copied into it, not for later ones), keeps its bytes on the host and gives the buffer
-back for reuse. At most :attr:`ReadbackRing.PAGES_IN_FLIGHT` closed pages stay unread:
+back for reuse. At most `ReadbackRing.PAGES_IN_FLIGHT` closed pages stay unread:
 past that the oldest is read, whether anyone keeps its values or not. That bounds how
 far the host runs ahead of the device (as a CUDA launch queue does) and how much
 device memory waiting values hold; a page read that way keeps its bytes only while
@@ -207,7 +207,7 @@ class ReadbackRing:
 
 
 def launch_values(readback: LaunchReadback, outputs: Outputs) -> list[DeviceValue]:
-    """One :class:`DeviceValue` per output of a launch."""
+    """One [`DeviceValue`][asgrad.tensor.DeviceValue] per output of a launch."""
     return [
         DeviceValue(readback, i, shape, dtype)
         for i, (shape, dtype, _, _) in enumerate(outputs.layout)

@@ -61,7 +61,7 @@ def numpy_dtype(dtype: str) -> np.dtype[Any]:
 def storage_dtype(dtype: np.dtype | type) -> np.dtype:
     """The numpy dtype a tensor of ``dtype`` has in a GPU buffer.
 
-    Raises :class:`~asgrad.gpu.errors.GpuUnsupportedError` for dtypes WGSL cannot hold
+    Raises [`GpuUnsupportedError`][asgrad.gpu.GpuUnsupportedError] for dtypes WGSL cannot hold
     (float64: run gradient checks on the CPU backend).
     """
     from asgrad.gpu.errors import GpuUnsupportedError
@@ -88,7 +88,7 @@ def to_storage(value: np.ndarray, storage: np.dtype[Any]) -> np.ndarray:
     """``value`` as a C-contiguous array of ``storage`` dtype, ready to upload.
 
     64-bit integers must fit in 32 bits (WGSL has no 64-bit storage): a value that
-    does not raises :class:`~asgrad.gpu.errors.GpuUnsupportedError` rather than wrap.
+    does not raises [`GpuUnsupportedError`][asgrad.gpu.GpuUnsupportedError] rather than wrap.
     """
     if value.dtype.kind in "iu" and value.dtype.itemsize > 4 and value.size:
         low, high = int(value.min()), int(value.max())

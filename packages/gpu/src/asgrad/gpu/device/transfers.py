@@ -9,7 +9,8 @@ __all__ = ["TransferCounter"]
 
 @dataclass
 class TransferCounter:
-    """Host<->device transfers of tensor data since the last :meth:`reset`.
+    """Host<->device transfers of tensor data since the last
+    [`reset`][asgrad.gpu.TransferCounter.reset].
 
     ``uploads``/``readbacks`` count calls; ``*_bytes`` count payload bytes. Kernel
     parameter blocks (a few bytes of shapes and strides, cached by content) are

@@ -53,7 +53,8 @@ class GpuVariableStore(VariableStore):
         return sum(array.nbytes for array in list(self._arrays.values()))
 
     def array(self, variable: Variable) -> GpuArray:
-        """The buffer of ``variable`` (allocated on first use; contents per :meth:`sync`)."""
+        """The buffer of ``variable`` (allocated on first use; contents per
+        [`sync`][asgrad.gpu.GpuVariableStore.sync])."""
         array = self._arrays.get(variable)
         if array is None:
             host = variable.host_value()

@@ -3,10 +3,10 @@
 One module per op family, named as in every package (``tensor/ops/<family>.py``,
 ``autograd/rules/<family>.py``): each defines its ops' lowerings in a ``LOWERINGS``
 table and names the kernel files they launch in ``WGSL_FILES``
-(``asgrad/gpu/kernels/*.wgsl``). :data:`LOWERINGS` is their union. ``lower(op, ins,
+(``asgrad/gpu/kernels/*.wgsl``). `LOWERINGS` is their union. ``lower(op, ins,
 attrs, out)`` records the kernels computing one node from its input arrays and returns
 the output array (``out`` gives the node's static shape and dtype). Leaves launch
-nothing: a plan binds them to buffers (:mod:`asgrad.gpu.lowering.leaf`).
+nothing: a plan binds them to buffers (`asgrad.gpu.lowering.leaf`).
 """
 
 from __future__ import annotations

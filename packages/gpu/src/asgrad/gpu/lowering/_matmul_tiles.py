@@ -62,7 +62,7 @@ class Tile:
 
 
 def tile(name: str) -> Tile:
-    """The :class:`Tile` named ``name`` (or one of :data:`ALIASES`), checked."""
+    """The `Tile` named ``name`` (or one of `ALIASES`), checked."""
     full = ALIASES.get(name, name)
     try:
         block, thread, depth = full.split("_")
@@ -188,7 +188,7 @@ def source(
 ) -> str:
     """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
     and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``, storing
-    through ``epilogue`` (:func:`epilogue_source`)."""
+    through ``epilogue`` (`epilogue_source`)."""
     fa, first_a, stash_a, next_a = _fetch("a", t, a_layout, vec_a)
     fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]

@@ -3,12 +3,12 @@
 reduction family's lowerings.
 
 A scan runs one thread per line along the axis, sequentially, so a line of any length
-works (long lines with few of them are slow). A line of up to :data:`BITONIC_MAX`
+works (long lines with few of them are slow). A line of up to `BITONIC_MAX`
 elements is sorted by one workgroup, a bitonic sort in workgroup memory on (value,
 position) pairs (``R log^2 R`` comparisons). A longer one is sorted by counting, for
 each element, the elements of its line that go before it: ``R * R`` comparisons, all
 in parallel. Both are exact and stable (ties ordered by position); lines longer than
-:data:`MAX_SORT` raise :class:`~asgrad.gpu.errors.GpuUnsupportedError` (sort them on
+`MAX_SORT` raise [`GpuUnsupportedError`][asgrad.gpu.GpuUnsupportedError] (sort them on
 the CPU backend).
 """
 

@@ -57,7 +57,7 @@ def _constant(device: Any, host: np.ndarray, dtype: Any, keep: list[GpuArray]) -
     """``host`` on the device for the kernels being recorded.
 
     In a plan (a capture) the buffer is one no other value of the plan reuses
-    (:func:`~asgrad.gpu.lowering.leaf.plan_owned`);
+    (`plan_owned`);
     outside one, it is uploaded and kept in ``keep`` until the kernels have run.
     """
     if device.capture is None:

@@ -172,7 +172,7 @@ def conv2d_backward_input(
     groups: int,
     bias: GpuArray | None = None,
 ) -> GpuArray:
-    """The adjoint of :func:`conv2d` in x: gy (N, O, OH, OW) -> (N, C, H, W).
+    """The adjoint of `conv2d` in x: gy (N, O, OH, OW) -> (N, C, H, W).
 
     With ``bias`` (one per input channel) it is ``conv_transpose2d``.
     """
@@ -194,7 +194,7 @@ def conv2d_backward_weight(
     dilation: Pair,
     groups: int,
 ) -> GpuArray:
-    """The gradient of :func:`conv2d` in w: (O, C/G, kh, kw) from x and gy."""
+    """The gradient of `conv2d` in w: (O, C/G, kh, kw) from x and gy."""
     _check(x, gy)
     o = gy.shape[1]
     geo = ConvGeometry(

@@ -136,7 +136,7 @@ def elementwise(
 
     ``expr`` is a WGSL expression over ``x0..x{n-1}`` (each of its input's storage
     type) that yields the output's storage type; functions of ``prelude.wgsl`` may be
-    used. ``out`` may be an :class:`Operand`: a strided view of a larger buffer (a
+    used. ``out`` may be an `Operand`: a strided view of a larger buffer (a
     slice, say), whose shape is the output shape. Returns the array written.
     """
     ops = [Operand.of(x) for x in inputs]

@@ -6,8 +6,8 @@ gradient scatter-add and one-hot have kernels of their own (``kernels/index_gath
 
 An index outside ``[0, n)`` (a negative one too: indices do not wrap) reads nothing:
 gather gives 0 for it, scatter-add adds nothing, one-hot an all-zero row; the kernel
-records it in a check slot (:mod:`asgrad.gpu.device.checks`) and the next readback raises
-:class:`~asgrad.tensor.errors.OutOfRangeError` naming the op and the valid range.
+records it in a check slot (`asgrad.gpu.device.checks`) and the next readback raises
+[`OutOfRangeError`][asgrad.tensor.OutOfRangeError] naming the op and the valid range.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The linalg family on the GPU: batched, broadcasting matmul through strided reads.
 
 One tiled kernel (``kernels/linalg_matmul_tiled.wgsl``, generated per tile shape by
-:mod:`._matmul_tiles`) reads its operands through :class:`MatrixView` strides, so a
-transposed operand costs no copy, and as vec4 where they are aligned. :func:`select`
+`._matmul_tiles`) reads its operands through `MatrixView` strides, so a
+transposed operand costs no copy, and as vec4 where they are aligned. `select`
 picks the tile per product (large tiles while they fill the GPU, smaller ones or
 split-K, summed by a column reduction, when they would not), and a batch of products
 sharing one B matrix runs as one taller product.
@@ -129,9 +129,9 @@ def matmul_into(
 ) -> None:
     """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
 
-    ``variant`` names a tile (:func:`asgrad.gpu.lowering._matmul_tiles.tile`) and
+    ``variant`` names a tile (`asgrad.gpu.lowering._matmul_tiles.tile`) and
     ``splits`` the number of pieces K is cut into (split-K); by default both come from
-    :func:`select` for the product's sizes. ``epilogue`` = ``(expr, operands)`` stores
+    `select` for the product's sizes. ``epilogue`` = ``(expr, operands)`` stores
     ``expr`` instead of the product: a WGSL expression of ``x0`` (the product's element)
     and ``x1``, ``x2``... (the float32 ``operands``, each of N elements, read at the
     element's column, or of one element), e.g. ``("max(x0 + x1, 0.0)", [bias])``.

@@ -163,14 +163,14 @@ def batch_norm(
 def layer_norm_backward(
     g: GpuArray, x: GpuArray, axes: int, eps: float, weight: GpuArray | None = None
 ) -> GpuArray:
-    """The input gradient of :func:`layer_norm` for the output gradient ``g``."""
+    """The input gradient of `layer_norm` for the output gradient ``g``."""
     return layer_norm(x, axes, eps, weight, g=g)
 
 
 def batch_norm_backward(
     g: GpuArray, x: GpuArray, eps: float, weight: GpuArray | None = None
 ) -> GpuArray:
-    """The input gradient of :func:`batch_norm` for the output gradient ``g``."""
+    """The input gradient of `batch_norm` for the output gradient ``g``."""
     return batch_norm(x, eps, weight, g=g)
 
 

@@ -4,7 +4,7 @@ Each op's scalar expression (``OpDef.expression`` in ``asgrad/tensor/ops/optim.p
 is rendered by the elementwise family's generated kernel, so a plan treats it like
 any elementwise op: fused with its inputs' expressions, written in place into its
 variable's buffer, and gathered with the other parameters' update rules into one
-multi-tensor dispatch (:mod:`asgrad.gpu.plan.multi_update`).
+multi-tensor dispatch (`asgrad.gpu.plan.multi_update`).
 """
 
 from __future__ import annotations

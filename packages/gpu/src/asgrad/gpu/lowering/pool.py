@@ -115,7 +115,7 @@ def avg_pool2d_backward(
     padding: Pair,
     include_pad: bool,
 ) -> GpuArray:
-    """The adjoint of :func:`avg_pool2d`: each window's share of ``g`` spread over it."""
+    """The adjoint of `avg_pool2d`: each window's share of ``g`` spread over it."""
     return _launch("avg_backward", x_shape, hw(g), g, g, kernel, stride, padding, include_pad)
 
 
@@ -125,7 +125,7 @@ def adaptive_avg_pool2d(x: GpuArray, out_hw: Pair) -> GpuArray:
 
 
 def adaptive_avg_pool2d_backward(g: GpuArray, x_shape: tuple[int, ...]) -> GpuArray:
-    """The adjoint of :func:`adaptive_avg_pool2d`."""
+    """The adjoint of `adaptive_avg_pool2d`."""
     return _launch("adaptive_backward", x_shape, hw(g), g, g)
 
 

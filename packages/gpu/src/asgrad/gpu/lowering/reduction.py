@@ -1,7 +1,7 @@
 """The reduction family on the GPU: sum, mean, max, min, prod, var, argmax, argmin,
-size_ratio; the scans (cumsum...) and sorts along one axis (:mod:`._scan`).
+size_ratio; the scans (cumsum...) and sorts along one axis (`._scan`).
 
-:func:`reduce_axis` reduces along axes with a workgroup per row (a tree,
+`reduce_axis` reduces along axes with a workgroup per row (a tree,
 ``kernels/reduction_rows.wgsl``), a workgroup per block of 32 outputs along a wide
 strided axis (column sums, ``kernels/reduction_cols_block.wgsl``) or a thread per
 output (``kernels/reduction_cols.wgsl``), splitting long axes into pieces first; arg-reductions use
@@ -10,7 +10,7 @@ together by a permuting copy.
 
 Floats follow numpy at NaN: max/min and argmax/argmin let a NaN win (the first one's
 index). Integers never go through float32: max/min compare int32, and a sum
-accumulates exactly in 64 bits, flagged (:mod:`asgrad.gpu.device.checks`) when the total
+accumulates exactly in 64 bits, flagged (`asgrad.gpu.device.checks`) when the total
 does not fit the int32 result.
 """
 
@@ -93,7 +93,7 @@ def reduce_axis(
     out: GpuArray | None = None,
     out_dtype: Any = None,
 ) -> GpuArray:
-    """``numpy.<kind>(x, axis, keepdims=...)`` for kind in :data:`REDUCTIONS`,
+    """``numpy.<kind>(x, axis, keepdims=...)`` for kind in `REDUCTIONS`,
     ``"argmax"`` and ``"argmin"`` (one axis; int64 logical, int32 stored)."""
     axes = normalize_axes(axis, x.ndim)
     arg = kind in ("argmax", "argmin")

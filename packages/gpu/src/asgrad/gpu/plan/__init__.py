@@ -1,18 +1,18 @@
 """Planning: a schedule lowered, once per set of fed shapes, into captured dispatches.
 
-:func:`build_plan` reads top-down:
+`build_plan` reads top-down:
 
 1. every node's type for the fed shapes;
-2. fusion groups (:func:`inlined_nodes`): the nodes inlined into their users' kernels
-   rather than launched (:mod:`asgrad.gpu.plan.fusion`);
-3. the multi-tensor update batch (:func:`asgrad.gpu.plan.multi_update.find_update_batch`):
+2. fusion groups (`inlined_nodes`): the nodes inlined into their users' kernels
+   rather than launched (`asgrad.gpu.plan.fusion`);
+3. the multi-tensor update batch (`asgrad.gpu.plan.multi_update.find_update_batch`):
    the optimizer's update rules of every parameter, launched together in one or a few
    dispatches writing each variable in place; then the other in-place updates
-   (:func:`in_place_updates`): update rules written straight into their variable's
+   (`in_place_updates`): update rules written straight into their variable's
    buffer;
 4. every node lowered in order while the device captures the dispatches
-   (:func:`lower_schedule`), each value dropped after its last use
-   (:func:`release_steps`) so that its buffer serves later nodes; then the outputs and
+   (`lower_schedule`), each value dropped after its last use
+   (`release_steps`) so that its buffer serves later nodes; then the outputs and
    the update values are written where the run reads them.
 
 The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kernels
@@ -20,8 +20,8 @@ generated for chains of elementwise ops, the nodes inlined into their users),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
 dispatches), ``capture`` (dispatches recorded once, replayed at every run), ``values``
 (values passed between nodes without a launch) and ``dispatch_kinds``. It may import
-:mod:`asgrad.tensor`, :mod:`asgrad.gpu.errors`, :mod:`asgrad.gpu.device`,
-:mod:`asgrad.gpu.lowering` and itself.
+[`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors`, `asgrad.gpu.device`,
+`asgrad.gpu.lowering` and itself.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ def update_batch(
     schedule: Schedule, users: Users, inlined: frozenset[int], types: Types
 ) -> UpdateBatch | None:
     """The update rules launched together as one multi-tensor batch (see
-    :mod:`asgrad.gpu.plan.multi_update`), or None."""
+    `asgrad.gpu.plan.multi_update`), or None."""
     params = {id(n.attrs["variable"]): n for n in schedule.nodes if n.op == "parameter"}
     readers = {
         node.id: _readers(params[id(var)], users) if id(var) in params else []

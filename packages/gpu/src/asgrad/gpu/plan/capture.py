@@ -1,12 +1,11 @@
 """Capture and replay: a plan's dispatches recorded once, replayed at every run.
 
-While a :class:`Capture` is active on a device, :meth:`Device.dispatch
-<asgrad.gpu.device.Device.dispatch>` collects each dispatch (pipeline, bind group,
-grid) instead of recording it, and new arrays come from the capture's pool (the
-plan's). :func:`replay` records captured commands into the device's open compute pass.
+While a `Capture` is active on a device, [`Device.dispatch`][asgrad.gpu.Device.dispatch] collects
+each dispatch (pipeline, bind group, grid) instead of recording it, and new arrays come from the
+capture's pool (the plan's). `replay` records captured commands into the device's open compute pass.
 
 Replaying is a tight loop: the first replay of a command list extracts each
-command's raw wgpu-native handles once (:class:`Commands`), and every replay calls
+command's raw wgpu-native handles once (`Commands`), and every replay calls
 wgpu-native's C functions through wgpu-py's cffi library directly, three calls per
 dispatch at most, skipping a ``set_pipeline`` or ``set_bind_group`` that repeats the
 previous one. Where wgpu-py's internals are not as expected (another wgpu-py, another
@@ -65,7 +64,7 @@ _NATIVE = native_calls()
 
 
 def _raw(commands: Sequence[Command]) -> list[RawCommand] | None:
-    """The commands' raw handles, made once per :class:`Commands` list."""
+    """The commands' raw handles, made once per `Commands` list."""
     raw = getattr(commands, "raw", None)
     if raw is None:
         try:
@@ -81,7 +80,7 @@ class Capture:
     """The commands collected so far, and the pool that new arrays come from.
 
     ``checked``: some command records faults in the device's check slots
-    (:mod:`asgrad.gpu.device.checks`), so a replay arms the device's checks.
+    (`asgrad.gpu.device.checks`), so a replay arms the device's checks.
     """
 
     def __init__(self, scope: ScopedPool) -> None:
@@ -133,7 +132,7 @@ def replay(device: Device, commands: Sequence[Command], first_chunk: int = 32) -
 
 
 def _replay_native(device: Device, raw: list[RawCommand], chunk: int) -> None:
-    """:func:`replay` as wgpu-native calls on raw handles."""
+    """`replay` as wgpu-native calls on raw handles."""
     assert _NATIVE is not None
     set_pipeline, set_bind_group, dispatch, null = _NATIVE
     start, total = 0, len(raw)

@@ -1,8 +1,8 @@
 """What a plan's dispatches are, by kind: how many copies, elementwise kernels, matmuls...
 
 A captured command's label is its pipeline's cache key, shortened
-(:class:`~asgrad.gpu.device.pipelines.Pipeline`); :func:`kernel_kind` names the kind of
-kernel from it, and :func:`count_kinds` counts a plan's dispatches by kind, which is
+(`Pipeline`); `kernel_kind` names the kind of
+kernel from it, and `count_kinds` counts a plan's dispatches by kind, which is
 what ``benchmarks/gpu_micro.py --profile`` prints and what tests pin.
 
 >>> kernel_kind("copy vec4<u32> 2"), kernel_kind("elementwise x0 strided 2 f32")

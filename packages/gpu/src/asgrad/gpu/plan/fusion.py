@@ -1,10 +1,10 @@
 """Kernel fusion: a chain of elementwise ops becomes one generated kernel.
 
 While a plan is built, a node that the plan inlines into its users
-(:func:`asgrad.gpu.plan.inlined_nodes`) is not launched: an elementwise node becomes a
-:class:`Deferred` expression that its users inline in place of their input, a
+(`asgrad.gpu.plan.inlined_nodes`) is not launched: an elementwise node becomes a
+`Deferred` expression that its users inline in place of their input, a
 broadcast or a view passes its input on (the user broadcasts it), a transpose becomes
-a strided :class:`~asgrad.gpu.device.array.Operand`. The fused kernel reads only the chain's
+a strided `Operand`. The fused kernel reads only the chain's
 leaves (broadcast through strides as usual) and writes only its end, so
 ``sigmoid(x @ w + b)``'s add and sigmoid, or an optimizer's whole update rule, are
 one dispatch and no intermediate buffer. A deferred node holds its inputs, which keeps
@@ -122,7 +122,7 @@ def _same_leaf(a: Leaf, b: Leaf) -> bool:
 def fused_expression(expr: str, inputs: list[Value]) -> tuple[str, list[Leaf]] | None:
     """``expr`` with deferred inputs inlined, and the leaves (arrays, views) it reads.
 
-    None when the leaves would exceed the kernel's bindings (:func:`max_inputs`).
+    None when the leaves would exceed the kernel's bindings (`max_inputs`).
     """
     leaves: list[Leaf] = []
 

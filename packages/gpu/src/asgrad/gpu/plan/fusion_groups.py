@@ -1,9 +1,9 @@
 """Fusion groups: which nodes a plan inlines into their users' kernels.
 
-:func:`inlined_nodes` decides, from the types and the users of every node, which
+`inlined_nodes` decides, from the types and the users of every node, which
 nodes are not launched: elementwise chains, views read through strides, transposes
 read by matmuls, batched matmuls summed over their batch axes, the pieces of a sum of
-scatter_slices (see :mod:`asgrad.gpu.plan.fusion` and :mod:`asgrad.gpu.plan.values`).
+scatter_slices (see `asgrad.gpu.plan.fusion` and `asgrad.gpu.plan.values`).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     Every user must be elementwise (it broadcasts the value, so any shape of it
     broadcasts to the user's), or a view or broadcast that is itself inlined; an
     elementwise value with several users is recomputed in each (up to
-    :data:`MAX_RECOMPUTE`, any number for a scalar), which costs arithmetic, not a
+    `MAX_RECOMPUTE`, any number for a scalar), which costs arithmetic, not a
     launch. A transpose read only by matmuls (or by transposes that are) becomes
     strides; a batched matmul summed over its batch axes (a weight's gradient through a
     3-D input) becomes one 2-D matmul. Outputs and update values are always launched.

@@ -2,12 +2,12 @@
 
 An optimizer's step is a few elementwise update rules per parameter (Adam: both
 moments and the parameter; SGD with momentum: the buffer and the parameter). A plan
-gathers them (:func:`~asgrad.gpu.plan.update_chains.find_update_batch`): each *chain* is
+gathers them (`find_update_batch`): each *chain* is
 the update rules that read one another's new values (``p' = f(p, m', v')``), all of
 one element count; every
 chain is launched at one point of the schedule, after the last of them would have
 been, and the chains are packed into as few dispatches as the device's storage
-bindings allow (:func:`launch_update_batch`).
+bindings allow (`launch_update_batch`).
 
 In one dispatch a chain is a *segment*: a run of workgroups whose threads each load
 every input at their element, compute the chain's rules in order (a rule reads an

@@ -1,6 +1,6 @@
 """Update chains: the optimizer's update rules a plan launches as one batch.
 
-:func:`find_update_batch` finds them (:mod:`asgrad.gpu.plan.multi_update` launches them):
+`find_update_batch` finds them (`asgrad.gpu.plan.multi_update` launches them):
 each chain is the update rules of one parameter that read one another's new values,
 and the column sums (bias gradients) only a chain reads are summed with the batch.
 """

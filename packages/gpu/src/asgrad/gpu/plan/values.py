@@ -1,10 +1,10 @@
 """Values a plan passes between nodes without launching them.
 
 An inlined node's value is not always an array: an elementwise node is a
-:class:`Deferred` expression, a view is an :class:`~asgrad.gpu.device.array.Operand` (strides
-over its input's buffer) or a :class:`Reshaped` one, a batched matmul summed over its
-batch axes is a :class:`Product`, a sum of scatter_slices is :class:`Scattered`. Each
-becomes an array only where a kernel needs one (:func:`asgrad.gpu.plan.fusion.materialize`).
+`Deferred` expression, a view is an `Operand` (strides
+over its input's buffer) or a `Reshaped` one, a batched matmul summed over its
+batch axes is a `Product`, a sum of scatter_slices is `Scattered`. Each
+becomes an array only where a kernel needs one (`asgrad.gpu.plan.fusion.materialize`).
 """
 
 from __future__ import annotations

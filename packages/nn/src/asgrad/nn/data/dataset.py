@@ -2,11 +2,11 @@
 
 A ``Dataset`` has ``__len__`` and ``__getitem__(i) -> tuple[np.ndarray, ...]``.
 Datasets also answer ``get_batch(indices)``, which returns the stacked batch directly;
-the default collects items one by one, and :class:`TensorDataset` overrides it with one
+the default collects items one by one, and `TensorDataset` overrides it with one
 fancy-indexing operation per array, which is what makes ``DataLoader`` fast.
 
 Splitting a dataset (``random_split``) or arrays (``train_test_split``) lives in
-:mod:`asgrad.nn.data.split`.
+`asgrad.nn.data.split`.
 
 Example:
     >>> import numpy as np

@@ -25,22 +25,22 @@ from asgrad.nn.errors import DataError
 __all__ = ["CollateFn", "DataLoader"]
 
 CollateFn = Callable[[Sequence[Sample]], Sample]
-"""Turns a list of samples into one batch, like :func:`default_collate`."""
+"""Turns a list of samples into one batch, like `default_collate`."""
 
 
 class DataLoader:
     """Batches of a dataset, one epoch per iteration.
 
     Args:
-        dataset: any :class:`~asgrad.nn.data.Dataset`.
+        dataset: any `Dataset`.
         batch_size: samples per batch (the last one may be smaller, see ``drop_last``).
         shuffle: draw a fresh permutation every epoch (reproducible from ``seed``).
         drop_last: drop the final incomplete batch; ``len(loader)`` accounts for it.
         seed: seed of the shuffling sampler; ``None`` means fresh OS entropy.
-        sampler: a custom :class:`~asgrad.nn.data.Sampler` (excludes ``shuffle``).
+        sampler: a custom `Sampler` (excludes ``shuffle``).
         collate_fn: builds a batch from a list of items. Without it the loader asks the
             dataset for the whole batch at once (``dataset.get_batch``), which for a
-            :class:`~asgrad.nn.data.TensorDataset` is a single fancy-indexing operation.
+            `TensorDataset` is a single fancy-indexing operation.
 
     Each ``for`` loop over the loader is one epoch; ``set_epoch(e)`` makes the next loop
     replay epoch ``e``'s order, for resuming from a checkpoint.

@@ -204,7 +204,7 @@ class BatchSampler:
         self.drop_last = drop_last
 
     def set_epoch(self, epoch: int) -> None:
-        """Forward to the wrapped sampler (see :meth:`Sampler.set_epoch`)."""
+        """Forward to the wrapped sampler (see `Sampler.set_epoch`)."""
         self.sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[NDArray[np.intp]]:

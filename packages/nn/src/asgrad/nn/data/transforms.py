@@ -1,6 +1,6 @@
 """Transforms: callables from a numpy array to a numpy array.
 
-Statistics-based transforms (:class:`StandardScale`, :class:`MinMaxScale`) are fitted on
+Statistics-based transforms (`StandardScale`, `MinMaxScale`) are fitted on
 the training data with ``fit`` and then applied unchanged to every split, so no
 information leaks from the test set. Float inputs keep their dtype; integer inputs are
 converted to float32.
@@ -293,7 +293,7 @@ class Log(Transform):
 
     ``mode="log1p"`` (the default) computes ``log(1 + x)``: exact near zero and needs
     ``x > -1``. ``mode="log"`` computes ``log(x + eps)``: needs ``x + eps > 0``.
-    Out-of-domain input raises :class:`DataError` rather than silently making NaNs.
+    Out-of-domain input raises [`DataError`][asgrad.nn.DataError] rather than silently making NaNs.
 
     Example:
         >>> import numpy as np

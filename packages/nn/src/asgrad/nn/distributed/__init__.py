@@ -3,21 +3,25 @@
 Launch with ``mpirun -n N python train.py``; outside a launcher every function here
 is a no-op (rank 0 of 1), so one script runs both ways. A training script adds:
 
-* :func:`init` at the start, then :func:`broadcast_variables` of the model's
-  variables, so every rank starts from rank 0's values;
-* a :class:`DistributedSampler` in its ``DataLoader``, so each rank reads its shard;
-* :func:`compile_step` instead of ``optimizer.compile``: gradients are averaged over
-  the ranks (and over ``accumulate`` micro-batches) before the update;
-* :func:`all_reduce` for metrics, :func:`save` / :func:`load` for checkpoints.
+* [`init`][asgrad.nn.distributed.init] at the start, then
+  [`broadcast_variables`][asgrad.nn.distributed.broadcast_variables] of the model's variables, so
+  every rank starts from rank 0's values;
+* a [`DistributedSampler`][asgrad.nn.distributed.DistributedSampler] in its ``DataLoader``, so each
+  rank reads its shard;
+* [`compile_step`][asgrad.nn.distributed.compile_step] instead of ``optimizer.compile``: gradients
+  are averaged over the ranks (and over ``accumulate`` micro-batches) before the update;
+* [`all_reduce`][asgrad.nn.distributed.all_reduce] for metrics, [`save`][asgrad.nn.distributed.save]
+  / [`load`][asgrad.nn.distributed.load] for checkpoints.
 
 mpi4py is optional: ``pip install 'asgrad-nn[mpi]'`` brings it with MPICH's wheels.
 See the user guide, docs/distributed.md.
 
-Example (one process):
-    >>> from asgrad.nn import distributed as dist
-    >>> dist.init()
-    >>> dist.rank(), dist.world_size(), dist.all_reduce(3.0, "mean").item()
-    (0, 1, 3.0)
+In one process:
+
+>>> from asgrad.nn import distributed as dist
+>>> dist.init()
+>>> dist.rank(), dist.world_size(), dist.all_reduce(3.0, "mean").item()
+(0, 1, 3.0)
 """
 
 from asgrad.nn.distributed.checkpoint import load, save

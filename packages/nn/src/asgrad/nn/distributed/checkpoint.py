@@ -16,11 +16,10 @@ __all__ = ["load", "save"]
 def save(manager: CheckpointManager, step: int, *args: Any, **kwargs: Any) -> Path | None:
     """Rank 0 saves with ``manager.save(step, ...)``; every rank waits until it is on disk.
 
-    The arguments are :meth:`CheckpointManager.save
-    <asgrad.nn.serialization.CheckpointManager.save>`'s (rank 0's values are saved:
+    The arguments are `CheckpointManager.save`'s (rank 0's values are saved:
     the ranks hold the same parameters and optimizer state). Returns the folder on
     rank 0, ``None`` on the others. If rank 0's save fails, rank 0 raises its error
-    and every other rank a :class:`~asgrad.nn.errors.DistributedError` naming it.
+    and every other rank a [`DistributedError`][asgrad.nn.distributed.DistributedError] naming it.
     """
     path: Path | None = None
     failure: str | None = None
@@ -49,9 +48,9 @@ def load(
 
     Rank 0 resolves ``which`` to a step and every rank loads that step, so ranks
     cannot resume from different steps. Without a checkpoint every rank raises
-    :class:`~asgrad.nn.errors.CheckpointNotFoundError` (start afresh); another failure
-    on rank 0 raises there and is a :class:`~asgrad.nn.errors.DistributedError` on the
-    others.
+    [`CheckpointNotFoundError`][asgrad.nn.CheckpointNotFoundError] (start afresh); another failure
+    on rank 0 raises there and is a [`DistributedError`][asgrad.nn.distributed.DistributedError] on
+    the others.
     """
     barrier()
     step: int | None = None

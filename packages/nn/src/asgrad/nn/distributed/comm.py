@@ -2,9 +2,9 @@
 
 Every collective is non-blocking underneath (``MPI_Iallreduce``, ``MPI_Ibcast``...)
 and waited for with a deadline, so a rank whose peer died or stopped calling
-collectives raises :class:`~asgrad.nn.errors.DistributedTimeoutError` instead of
-hanging. :func:`init` also installs an exception hook that prints the traceback and
-then calls ``MPI_Abort``, so a rank that raises ends every rank at once.
+collectives raises [`DistributedTimeoutError`][asgrad.nn.distributed.DistributedTimeoutError]
+instead of hanging. [`init`][asgrad.nn.distributed.init] also installs an exception hook that prints
+the traceback and then calls ``MPI_Abort``, so a rank that raises ends every rank at once.
 
 In a single process (no MPI launcher in the environment) everything here is a no-op:
 rank 0 of 1, collectives return their input. mpi4py is imported only under a launcher.
@@ -49,10 +49,20 @@ LAUNCHER_VARIABLES = ("PMI_SIZE", "PMI_RANK", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK
 """Variables that ``mpirun``/``mpiexec`` (MPICH's Hydra, Open MPI, PMIx) set in each rank."""
 
 TIMEOUT_VARIABLE = "ASGRAD_DIST_TIMEOUT"
-"""Environment variable: seconds a collective may wait before it raises."""
+"""Environment variable: seconds a collective may wait before it raises.
+
+>>> from asgrad.nn.distributed import TIMEOUT_VARIABLE
+>>> TIMEOUT_VARIABLE
+'ASGRAD_DIST_TIMEOUT'
+"""
 
 DEFAULT_TIMEOUT = 300.0
-"""Seconds a collective waits by default (the first one also waits for slow starters)."""
+"""Seconds a collective waits by default (the first one also waits for slow starters).
+
+>>> from asgrad.nn.distributed import DEFAULT_TIMEOUT
+>>> DEFAULT_TIMEOUT
+300.0
+"""
 
 INSTALL_HINT = "pip install 'asgrad-nn[mpi]' (mpi4py and MPICH from PyPI)"
 
@@ -76,7 +86,12 @@ _previous_hook = None
 
 
 def launched_by_mpi() -> bool:
-    """Whether this process was started by an MPI launcher (``mpirun``, ``mpiexec``)."""
+    """Whether this process was started by an MPI launcher (``mpirun``, ``mpiexec``).
+
+    >>> from asgrad.nn.distributed import launched_by_mpi
+    >>> launched_by_mpi()  # run without mpirun
+    False
+    """
     return any(name in os.environ for name in LAUNCHER_VARIABLES)
 
 
@@ -138,22 +153,46 @@ def _get() -> _World:
 
 
 def rank() -> int:
-    """This process's rank, 0 to ``world_size() - 1`` (0 in a single process)."""
+    """This process's rank, 0 to ``world_size() - 1`` (0 in a single process).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.rank()
+    0
+    """
     return _get().rank
 
 
 def world_size() -> int:
-    """The number of ranks (1 in a single process)."""
+    """The number of ranks (1 in a single process).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.world_size()
+    1
+    """
     return _get().size
 
 
 def is_distributed() -> bool:
-    """Whether more than one rank takes part."""
+    """Whether more than one rank takes part.
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.is_distributed()
+    False
+    """
     return _get().size > 1
 
 
 def timeout() -> float:
-    """Seconds a collective waits before raising ``DistributedTimeoutError``."""
+    """Seconds a collective waits before raising ``DistributedTimeoutError``.
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.timeout() > 0
+    True
+    """
     return _get().timeout
 
 
@@ -193,7 +232,16 @@ def abort(reason: str, code: int = 1) -> None:
 
 
 class Pending:
-    """A collective in flight; :meth:`wait` returns its result or raises on the deadline."""
+    """A collective in flight; [`wait`][asgrad.nn.distributed.Pending.wait] returns its result or
+    raises on the deadline.
+
+    >>> import numpy as np
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> pending = dist.all_reduce_start(np.array([1.0, 2.0]))
+    >>> pending.wait().tolist()
+    [1.0, 2.0]
+    """
 
     def __init__(self, request: Any, result: np.ndarray, what: str) -> None:
         self.request = request
@@ -234,7 +282,14 @@ def _numeric(array: np.ndarray, what: str) -> np.ndarray:
 def all_reduce_start(array: np.ndarray, op: str = "sum") -> Pending:
     """Start reducing ``array`` over the ranks in place (``sum``, ``max`` or ``min``).
 
-    ``array`` must be C-contiguous and must not be touched until :meth:`Pending.wait`.
+    ``array`` must be C-contiguous and must not be touched until
+    [`Pending.wait`][asgrad.nn.distributed.Pending.wait].
+
+    >>> import numpy as np
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.all_reduce_start(np.array([3.0]), "max").wait().tolist()
+    [3.0]
     """
     if op not in _OPS:
         raise DistributedError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
@@ -266,7 +321,13 @@ def all_reduce(value: Any, op: str = "sum") -> np.ndarray:
 
 
 def broadcast(value: Any, root: int = 0) -> np.ndarray:
-    """Rank ``root``'s array on every rank (same shape and dtype on every rank)."""
+    """Rank ``root``'s array on every rank (same shape and dtype on every rank).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.broadcast([1.0, 2.0]).tolist()
+    [1.0, 2.0]
+    """
     world = _get()
     array = np.array(_numeric(np.asarray(value), "broadcast"), copy=True, order="C")
     if world.comm is None or world.size == 1:
@@ -277,7 +338,13 @@ def broadcast(value: Any, root: int = 0) -> np.ndarray:
 
 
 def broadcast_object(obj: Any, root: int = 0) -> Any:
-    """Rank ``root``'s picklable object on every rank."""
+    """Rank ``root``'s picklable object on every rank.
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.broadcast_object({"epoch": 3})
+    {'epoch': 3}
+    """
     world = _get()
     if world.comm is None or world.size == 1:
         return obj
@@ -290,7 +357,13 @@ def broadcast_object(obj: Any, root: int = 0) -> Any:
 
 
 def all_gather_object(obj: Any) -> list[Any]:
-    """Every rank's picklable object, in rank order, on every rank."""
+    """Every rank's picklable object, in rank order, on every rank.
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.all_gather_object("rank zero")
+    ['rank zero']
+    """
     world = _get()
     if world.comm is None or world.size == 1:
         return [obj]
@@ -310,7 +383,12 @@ def all_gather_object(obj: Any) -> list[Any]:
 
 
 def barrier() -> None:
-    """Wait until every rank gets here (with the deadline; a no-op in one process)."""
+    """Wait until every rank gets here (with the deadline; a no-op in one process).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.barrier()  # returns when every rank has called it
+    """
     world = _get()
     if world.comm is None or world.size == 1:
         return

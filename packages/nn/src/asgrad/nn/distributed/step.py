@@ -5,7 +5,7 @@ extra outputs and every gradient, flattened and concatenated into a few buckets 
 array each, so a GPU backend reads a bucket back in one piece); it also applies the
 graph's own updates (batch-norm statistics, dropout seeds). The *update program*
 takes the buckets as inputs, slices them back into gradients, clips them and applies
-the optimizer's update (:meth:`~asgrad.nn.optim.Optimizer.updates_for`), where the
+the optimizer's update ([`updates_for`][asgrad.nn.Optimizer.updates_for]), where the
 parameters live. Between the two, the buckets are summed over the micro-batches of
 an accumulation, all-reduced over the ranks (every bucket's ``MPI_Iallreduce`` is
 started before the first is waited for) and scaled by ``1 / (ranks * micro-batches)``.
@@ -41,7 +41,12 @@ __all__ = [
 ]
 
 DEFAULT_BUCKET_BYTES = 4 * 2**20
-"""Bytes of gradient per bucket (4 MiB): a model under that size makes one bucket."""
+"""Bytes of gradient per bucket (4 MiB): a model under that size makes one bucket.
+
+>>> from asgrad.nn.distributed import DEFAULT_BUCKET_BYTES
+>>> DEFAULT_BUCKET_BYTES // 2**20
+4
+"""
 
 
 def plan_buckets(params: Sequence[Variable], bucket_bytes: int) -> list[list[int]]:
@@ -49,6 +54,13 @@ def plan_buckets(params: Sequence[Variable], bucket_bytes: int) -> list[list[int
 
     Parameters are taken last to first (the order in which a backward pass produces
     their gradients); a parameter larger than ``bucket_bytes`` gets a bucket of its own.
+
+    >>> import numpy as np
+    >>> from asgrad.nn.distributed import plan_buckets
+    >>> from asgrad.tensor import Variable
+    >>> params = [Variable(f"p{i}", np.zeros(256, np.float32)) for i in range(3)]
+    >>> plan_buckets(params, bucket_bytes=2048)  # 1024 bytes each, last first
+    [[2, 1], [0]]
     """
     if bucket_bytes < 1:
         raise DistributedError(f"bucket_bytes must be >= 1, got {bucket_bytes}")
@@ -72,8 +84,8 @@ def broadcast_variables(variables: Iterable[Variable], root: int = 0) -> None:
     """Give every rank rank ``root``'s values of ``variables`` (same list on every rank).
 
     The names, shapes and dtypes are checked to agree on every rank first, so a rank
-    that built another model gets a :class:`~asgrad.nn.errors.DistributedError` naming
-    the difference instead of a hang or garbage.
+    that built another model gets a [`DistributedError`][asgrad.nn.distributed.DistributedError]
+    naming the difference instead of a hang or garbage.
 
     >>> from asgrad.nn import Linear
     >>> model = Linear(2, 1, rng=0)
@@ -121,16 +133,17 @@ def _check_same_start(params: Sequence[Variable]) -> None:
 class DistributedStep:
     """A compiled training step whose gradients are averaged over ranks and micro-batches.
 
-    Call it like the :class:`~asgrad.tensor.Program` that
-    :meth:`Optimizer.compile <asgrad.nn.optim.Optimizer.compile>` returns: with one
+    Call it like the [`Program`][asgrad.tensor.Program] that
+    [`Optimizer.compile`][asgrad.nn.Optimizer.compile] returns: with one
     micro-batch's feeds; it returns ``[loss, *outputs]`` of that micro-batch. Every
     ``accumulate``-th call (the last micro-batch of an update) reduces the gradients
-    and updates the parameters; :attr:`updated` says whether the last call did.
+    and updates the parameters; `updated` says whether the last call did.
 
     With ``N`` ranks, micro-batches of ``B`` samples and a loss that is a mean over
     the batch, an update equals one process's step on the ``N * accumulate * B``
     samples together, to float32 round-off. The ranks must start from the same
-    parameters (:func:`broadcast_variables`); this is checked, by digest, here.
+    parameters ([`broadcast_variables`][asgrad.nn.distributed.broadcast_variables]); this is
+    checked, by digest, here.
     """
 
     def __init__(
@@ -245,9 +258,9 @@ def compile_step(
     """The training step for this process group.
 
     In a single process without accumulation this is exactly
-    :meth:`Optimizer.compile <asgrad.nn.optim.Optimizer.compile>` (one program,
-    no copies); otherwise a :class:`DistributedStep`. Either is called with feeds and
-    returns ``[loss, *outputs]``.
+    [`Optimizer.compile`][asgrad.nn.Optimizer.compile] (one program,
+    no copies); otherwise a [`DistributedStep`][asgrad.nn.distributed.DistributedStep]. Either is
+    called with feeds and returns ``[loss, *outputs]``.
 
     >>> import numpy as np
     >>> from asgrad.tensor import Graph

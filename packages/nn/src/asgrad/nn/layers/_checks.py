@@ -1,9 +1,9 @@
 """Checks of the sizes and options that layers are constructed with.
 
 A layer given a size that is not a positive integer raises an
-:class:`~asgrad.tensor.errors.ArgumentError` (or :class:`ArgumentTypeError` for a
-float or a string) naming the layer and the argument, not a ``ZeroDivisionError``
-from its initializer.
+[`ArgumentError`][asgrad.tensor.ArgumentError] (or
+[`ArgumentTypeError`][asgrad.tensor.ArgumentTypeError] for a float or a string) naming the layer and
+the argument, not a ``ZeroDivisionError`` from its initializer.
 
 >>> positive_int(3, "Linear", "in_features")
 3

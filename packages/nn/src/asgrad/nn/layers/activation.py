@@ -36,7 +36,14 @@ class ReLU(Module):
 
 
 class LeakyReLU(Module):
-    """x if x > 0 else negative_slope * x."""
+    """x if x > 0 else negative_slope * x.
+
+    >>> from asgrad.nn import LeakyReLU
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(LeakyReLU(0.1)(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.1..., 0.0, 2.0]
+    """
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
@@ -51,7 +58,14 @@ class LeakyReLU(Module):
 
 
 class GELU(Module):
-    """x * Phi(x); ``approximate="tanh"`` for the tanh approximation."""
+    """x * Phi(x); ``approximate="tanh"`` for the tanh approximation.
+
+    >>> from asgrad.nn import GELU
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(GELU()(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.15865..., 0.0, 0.84134...]
+    """
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
@@ -62,7 +76,14 @@ class GELU(Module):
 
 
 class SiLU(Module):
-    """x * sigmoid(x); ``inplace`` is accepted and ignored."""
+    """x * sigmoid(x); ``inplace`` is accepted and ignored.
+
+    >>> from asgrad.nn import SiLU
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(SiLU()(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.26894..., 0.0, 0.73105...]
+    """
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
@@ -73,21 +94,42 @@ class SiLU(Module):
 
 
 class Tanh(Module):
-    """tanh(x)."""
+    """tanh(x).
+
+    >>> from asgrad.nn import Tanh
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Tanh()(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.76159..., 0.0, 0.76159...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.tanh()
 
 
 class Sigmoid(Module):
-    """1 / (1 + exp(-x))."""
+    """1 / (1 + exp(-x)).
+
+    >>> from asgrad.nn import Sigmoid
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Sigmoid()(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [0.26894..., 0.5, 0.73105...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.sigmoid()
 
 
 class ELU(Module):
-    """x if x > 0 else alpha * (exp(x) - 1)."""
+    """x if x > 0 else alpha * (exp(x) - 1).
+
+    >>> from asgrad.nn import ELU
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(ELU()(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.63212..., 0.0, 1.0]
+    """
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -99,7 +141,14 @@ class ELU(Module):
 
 
 class Softplus(Module):
-    """log(1 + exp(beta * x)) / beta."""
+    """log(1 + exp(beta * x)) / beta.
+
+    >>> from asgrad.nn import Softplus
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Softplus()(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [0.31326..., 0.69314..., 1.31326...]
+    """
 
     def __init__(self, beta: float = 1.0) -> None:
         super().__init__()
@@ -110,7 +159,14 @@ class Softplus(Module):
 
 
 class Softmax(Module):
-    """softmax along ``axis``."""
+    """softmax along ``axis``.
+
+    >>> from asgrad.nn import Softmax
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Softmax(-1)(x), {"x": [0.0, 0.0, 0.0]})[0].tolist()
+    [0.33333..., 0.33333..., 0.33333...]
+    """
 
     def __init__(self, axis: int = -1) -> None:
         super().__init__()
@@ -121,7 +177,14 @@ class Softmax(Module):
 
 
 class LogSoftmax(Module):
-    """log_softmax along ``axis``."""
+    """log_softmax along ``axis``.
+
+    >>> from asgrad.nn import LogSoftmax
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(LogSoftmax(-1)(x), {"x": [0.0, 0.0, 0.0]})[0].tolist()
+    [-1.09861..., -1.09861..., -1.09861...]
+    """
 
     def __init__(self, axis: int = -1) -> None:
         super().__init__()
@@ -132,7 +195,14 @@ class LogSoftmax(Module):
 
 
 class Identity(Module):
-    """Returns its input."""
+    """Returns its input.
+
+    >>> from asgrad.nn import Identity
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Identity()(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-1.0, 0.0, 2.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x
@@ -167,63 +237,126 @@ class _Pointwise(Module):
 
 
 class Mish(_Pointwise):
-    """``x * tanh(softplus(x))``."""
+    """``x * tanh(softplus(x))``.
+
+    >>> from asgrad.nn import Mish
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Mish()(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.30340..., 0.0, 1.94395...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.mish()
 
 
 class Hardswish(_Pointwise):
-    """``x * relu6(x + 3) / 6``."""
+    """``x * relu6(x + 3) / 6``.
+
+    >>> from asgrad.nn import Hardswish
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Hardswish()(x), {"x": [-4.0, 0.0, 1.0]})[0].tolist()
+    [-0.0, 0.0, 0.66666...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.hardswish()
 
 
 class Hardsigmoid(_Pointwise):
-    """``relu6(x + 3) / 6``."""
+    """``relu6(x + 3) / 6``.
+
+    >>> from asgrad.nn import Hardsigmoid
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Hardsigmoid()(x), {"x": [-4.0, 0.0, 3.0]})[0].tolist()
+    [0.0, 0.5, 1.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.hardsigmoid()
 
 
 class ReLU6(_Pointwise):
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)``.
+
+    >>> from asgrad.nn import ReLU6
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(ReLU6()(x), {"x": [-1.0, 3.0, 8.0]})[0].tolist()
+    [0.0, 3.0, 6.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.relu6()
 
 
 class SELU(_Pointwise):
-    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    """``scale * elu(x, alpha)`` with the self-normalising constants.
+
+    >>> from asgrad.nn import SELU
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(SELU()(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-1.11133..., 0.0, 2.10140...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.selu()
 
 
 class Softsign(Module):
-    """``x / (1 + |x|)``."""
+    """``x / (1 + |x|)``.
+
+    >>> from asgrad.nn import Softsign
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Softsign()(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.5, 0.0, 0.66666...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.softsign()
 
 
 class LogSigmoid(Module):
-    """``log(sigmoid(x))``."""
+    """``log(sigmoid(x))``.
+
+    >>> from asgrad.nn import LogSigmoid
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(LogSigmoid()(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-1.31326..., -0.69314..., -0.12692...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.logsigmoid()
 
 
 class Tanhshrink(Module):
-    """``x - tanh(x)``."""
+    """``x - tanh(x)``.
+
+    >>> from asgrad.nn import Tanhshrink
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Tanhshrink()(x), {"x": [0.0, 1.0, 2.0]})[0].tolist()
+    [0.0, 0.23840..., 1.03597...]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.tanhshrink()
 
 
 class Hardtanh(Module):
-    """``x`` clamped to ``[min_val, max_val]``."""
+    """``x`` clamped to ``[min_val, max_val]``.
+
+    >>> from asgrad.nn import Hardtanh
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Hardtanh()(x), {"x": [-2.0, 0.5, 3.0]})[0].tolist()
+    [-1.0, 0.5, 1.0]
+    """
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -237,7 +370,14 @@ class Hardtanh(Module):
 
 
 class CELU(Module):
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    >>> from asgrad.nn import CELU
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(CELU()(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.63212..., 0.0, 2.0]
+    """
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -251,7 +391,14 @@ class CELU(Module):
 
 
 class Softshrink(Module):
-    """``x`` moved ``lambd`` towards 0, and 0 within ``[-lambd, lambd]``."""
+    """``x`` moved ``lambd`` towards 0, and 0 within ``[-lambd, lambd]``.
+
+    >>> from asgrad.nn import Softshrink
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Softshrink()(x), {"x": [-2.0, 0.25, 1.0]})[0].tolist()
+    [-1.5, 0.0, 0.5]
+    """
 
     def __init__(self, lambd: float = 0.5) -> None:
         super().__init__()
@@ -265,14 +412,28 @@ class Softshrink(Module):
 
 
 class Hardshrink(Softshrink):
-    """``x`` where ``|x| > lambd``, else 0."""
+    """``x`` where ``|x| > lambd``, else 0.
+
+    >>> from asgrad.nn import Hardshrink
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Hardshrink()(x), {"x": [-2.0, 0.25, 1.0]})[0].tolist()
+    [-2.0, 0.0, 1.0]
+    """
 
     def forward(self, x: Tensor) -> Tensor:
         return x.hardshrink(self.lambd)
 
 
 class Threshold(Module):
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``x`` where ``x > threshold``, else ``value``.
+
+    >>> from asgrad.nn import Threshold
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Threshold(0.5, -1.0)(x), {"x": [0.0, 0.5, 2.0]})[0].tolist()
+    [-1.0, -1.0, 2.0]
+    """
 
     def __init__(self, threshold: float, value: float, inplace: bool = False) -> None:
         super().__init__()
@@ -286,7 +447,14 @@ class Threshold(Module):
 
 
 class GLU(Module):
-    """``a * sigmoid(b)``, ``a`` and ``b`` the halves of the input along ``dim``."""
+    """``a * sigmoid(b)``, ``a`` and ``b`` the halves of the input along ``dim``.
+
+    >>> from asgrad.nn import GLU
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (4,))
+    >>> evaluate(GLU()(x), {"x": [1.0, 2.0, 0.0, 100.0]})[0].tolist()
+    [0.5, 2.0]
+    """
 
     def __init__(self, dim: int = -1) -> None:
         super().__init__()
@@ -300,7 +468,14 @@ class GLU(Module):
 
 
 class Softmin(Module):
-    """``softmax(-x)`` along ``dim``."""
+    """``softmax(-x)`` along ``dim``.
+
+    >>> from asgrad.nn import Softmin
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(Softmin(dim=-1)(x), {"x": [0.0, 0.0, 0.0]})[0].tolist()
+    [0.33333..., 0.33333..., 0.33333...]
+    """
 
     def __init__(self, dim: int = -1) -> None:
         super().__init__()

@@ -2,7 +2,7 @@
 
 It attends a sequence to itself unless given keys and values, returns the output alone,
 and applies RoPE or ALiBi positions itself; PyTorch's ``nn.MultiheadAttention``, with
-its signature, layouts and parameter names, is :class:`~asgrad.nn.MultiheadAttention`.
+its signature, layouts and parameter names, is [`MultiheadAttention`][asgrad.nn.MultiheadAttention].
 
 Inputs are batch-first ``(B, T, E)``. The batch axis is never baked into the graph
 (reshapes use ``-1`` for it), so one traced graph runs on any batch size; a new

@@ -12,6 +12,12 @@ class Sequential(Module):
     """Calls its modules in order, each on the previous one's output.
 
     Sub-modules are named ``"0"``, ``"1"``..., so parameters are ``"0.weight"``.
+
+    >>> from asgrad.nn import Linear, ReLU, Sequential
+    >>> from asgrad.tensor import Graph
+    >>> model = Sequential(Linear(4, 8, rng=0), ReLU(), Linear(8, 2, rng=1))
+    >>> model(Graph().input("x", (3, 4))).shape, [name for name, _ in model.named_parameters()][:2]
+    ((3, 2), ['0.weight', '0.bias'])
     """
 
     def __init__(self, *modules: Module) -> None:
@@ -35,7 +41,13 @@ class Sequential(Module):
 
 
 class ModuleList(Module):
-    """A list of modules, registered as ``"0"``, ``"1"``..."""
+    """A list of modules, registered as ``"0"``, ``"1"``...
+
+    >>> from asgrad.nn import Linear, ModuleList
+    >>> layers = ModuleList([Linear(2, 2, rng=i) for i in range(3)])
+    >>> len(layers), [name for name, _ in layers.named_parameters()][-1]
+    (3, '2.bias')
+    """
 
     def __init__(self, modules: Iterable[Module] = ()) -> None:
         super().__init__()

@@ -1,7 +1,7 @@
 """Convolution layers: ``Conv2d`` and ``ConvTranspose2d`` (NCHW, as PyTorch).
 
 The layers hold the parameters and check the input; the ops and their attributes
-come from :mod:`asgrad.tensor.api.nn_functional`.
+come from `asgrad.tensor.api.nn_functional`.
 """
 
 from __future__ import annotations

@@ -153,18 +153,36 @@ class ConvTranspose1d(_Conv1dBase):
 
 
 class MaxPool1d(MaxPoolNd):
-    """The max of each window along the last axis."""
+    """The max of each window along the last axis.
+
+    >>> from asgrad.nn import MaxPool1d
+    >>> from asgrad.tensor import Graph
+    >>> MaxPool1d(2)(Graph().input("x", (1, 4, 8))).shape
+    (1, 4, 4)
+    """
 
     pool = staticmethod(max_pool1d)
 
 
 class AvgPool1d(AvgPoolNd):
-    """The mean of each window along the last axis."""
+    """The mean of each window along the last axis.
+
+    >>> from asgrad.nn import AvgPool1d
+    >>> from asgrad.tensor import Graph
+    >>> AvgPool1d(2)(Graph().input("x", (1, 4, 8))).shape
+    (1, 4, 4)
+    """
 
     pool = staticmethod(avg_pool1d)
 
 
 class AdaptiveAvgPool1d(AdaptiveAvgPoolNd):
-    """Average pooling to ``output_size``."""
+    """Average pooling to ``output_size``.
+
+    >>> from asgrad.nn import AdaptiveAvgPool1d
+    >>> from asgrad.tensor import Graph
+    >>> AdaptiveAvgPool1d(2)(Graph().input("x", (1, 4, 8))).shape
+    (1, 4, 2)
+    """
 
     pool = staticmethod(adaptive_avg_pool1d)

@@ -161,18 +161,36 @@ class ConvTranspose3d(_Conv3dBase):
 
 
 class MaxPool3d(MaxPoolNd):
-    """The max of each window of (N, C, D, H, W)."""
+    """The max of each window of (N, C, D, H, W).
+
+    >>> from asgrad.nn import MaxPool3d
+    >>> from asgrad.tensor import Graph
+    >>> MaxPool3d(2)(Graph().input("x", (1, 4, 8, 8, 8))).shape
+    (1, 4, 4, 4, 4)
+    """
 
     pool = staticmethod(max_pool3d)
 
 
 class AvgPool3d(AvgPoolNd):
-    """The mean of each window of (N, C, D, H, W)."""
+    """The mean of each window of (N, C, D, H, W).
+
+    >>> from asgrad.nn import AvgPool3d
+    >>> from asgrad.tensor import Graph
+    >>> AvgPool3d(2)(Graph().input("x", (1, 4, 8, 8, 8))).shape
+    (1, 4, 4, 4, 4)
+    """
 
     pool = staticmethod(avg_pool3d)
 
 
 class AdaptiveAvgPool3d(AdaptiveAvgPoolNd):
-    """Average pooling to ``output_size``."""
+    """Average pooling to ``output_size``.
+
+    >>> from asgrad.nn import AdaptiveAvgPool3d
+    >>> from asgrad.tensor import Graph
+    >>> AdaptiveAvgPool3d((2, 2, 2))(Graph().input("x", (1, 4, 8, 8, 8))).shape
+    (1, 4, 2, 2, 2)
+    """
 
     pool = staticmethod(adaptive_avg_pool3d)

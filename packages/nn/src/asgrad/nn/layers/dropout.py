@@ -27,7 +27,7 @@ class Dropout(Module):
     (default: a per-process counter) fixes the first mask.
 
     A graph traced in training mode reads the module's mode when it runs
-    (:meth:`~asgrad.nn.Module.mode_flag`): after ``eval()`` the same graph passes
+    ([`mode_flag`][asgrad.nn.Module.mode_flag]): after ``eval()`` the same graph passes
     its input through unchanged, after ``train()`` it drops again. A graph traced in
     evaluation mode has no dropout op and stays an evaluation graph.
 

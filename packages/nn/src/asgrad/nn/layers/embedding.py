@@ -23,8 +23,8 @@ class Embedding(Module):
     PyTorch's ``nn.Embedding`` draws it, or from N(0, ``std``**2) when ``std`` is
     given (``std=0.02`` is GPT-2's choice). Ids outside ``[0, num_embeddings)``
     raise when the graph runs. ``padding_idx`` and ``max_norm`` as PyTorch's (see
-    :func:`asgrad.tensor.api.nn_embedding.embedding`): the padding row starts at zeros
-    and receives no gradient.
+    [`asgrad.tensor.api.nn_embedding.embedding`][asgrad.tensor.api.nn_embedding.embedding]): the
+    padding row starts at zeros and receives no gradient.
 
     >>> from asgrad.tensor import Graph
     >>> emb = Embedding(10, 4, rng=0)

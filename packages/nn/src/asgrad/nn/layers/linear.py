@@ -26,10 +26,10 @@ class Linear(Module):
     Weight tying as in PyTorch: assigning another module's parameter of PyTorch's
     layout ``(out_features, in_features)`` (an ``Embedding(n, d)``'s weight to a
     ``Linear(d, n)``) makes this layer multiply by its transpose
-    (``weight_transposed``); both modules then share one :class:`Parameter`, which
+    (``weight_transposed``); both modules then share one [`Parameter`][asgrad.nn.Parameter], which
     ``parameters()`` and optimizers hold once. When ``in_features ==
     out_features`` the layout cannot be told from the shape: use
-    :meth:`tie_weight`.
+    [`tie_weight`][asgrad.nn.Linear.tie_weight].
 
     >>> from asgrad.nn import Embedding
     >>> encoder, decoder = Embedding(10, 4), Linear(4, 10)

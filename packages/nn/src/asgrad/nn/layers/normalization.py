@@ -2,8 +2,8 @@
 ``BatchNorm2d``, ``GroupNorm``, ``InstanceNorm1d`` / ``2d`` / ``3d`` and ``RMSNorm``.
 
 The layers hold the parameters and running statistics; the normalisation comes from
-:mod:`asgrad.tensor.api.nn_functional` (layer and batch norm) and
-:mod:`asgrad.tensor.api.nn_norms` (the others).
+`asgrad.tensor.api.nn_functional` (layer and batch norm) and
+[`asgrad.tensor.api.nn_norms`][asgrad.tensor.api.nn_norms] (the others).
 """
 
 from __future__ import annotations
@@ -331,19 +331,37 @@ class _InstanceNorm(Module):
 
 
 class InstanceNorm1d(_InstanceNorm):
-    """Normalises each channel of each sample over its length: (N, C, L)."""
+    """Normalises each channel of each sample over its length: (N, C, L).
+
+    >>> from asgrad.nn import InstanceNorm1d
+    >>> from asgrad.tensor import Graph
+    >>> InstanceNorm1d(4)(Graph().input("x", (2, 4, 8))).shape
+    (2, 4, 8)
+    """
 
     _rank = 3
 
 
 class InstanceNorm2d(_InstanceNorm):
-    """Normalises each channel of each sample over its height and width: (N, C, H, W)."""
+    """Normalises each channel of each sample over its height and width: (N, C, H, W).
+
+    >>> from asgrad.nn import InstanceNorm2d
+    >>> from asgrad.tensor import Graph
+    >>> InstanceNorm2d(4)(Graph().input("x", (2, 4, 8, 8))).shape
+    (2, 4, 8, 8)
+    """
 
     _rank = 4
 
 
 class InstanceNorm3d(_InstanceNorm):
-    """Normalises each channel of each sample over its volume: (N, C, D, H, W)."""
+    """Normalises each channel of each sample over its volume: (N, C, D, H, W).
+
+    >>> from asgrad.nn import InstanceNorm3d
+    >>> from asgrad.tensor import Graph
+    >>> InstanceNorm3d(4)(Graph().input("x", (2, 4, 8, 8, 8))).shape
+    (2, 4, 8, 8, 8)
+    """
 
     _rank = 5
 

@@ -1,6 +1,6 @@
 """Pooling layers over ``(N, C, H, W)``: max, average, adaptive and global average.
 
-The layers check the input; the ops come from :mod:`asgrad.tensor.api.nn_functional`.
+The layers check the input; the ops come from `asgrad.tensor.api.nn_functional`.
 """
 
 from __future__ import annotations
@@ -162,7 +162,15 @@ class GlobalAvgPool2d(Module):
 
 class MaxUnpool2d(Module):
     """The inverse of ``MaxPool2d(..., return_indices=True)``: each value written back
-    at its index, zeros elsewhere (PyTorch's ``nn.MaxUnpool2d``)."""
+    at its index, zeros elsewhere (PyTorch's ``nn.MaxUnpool2d``).
+
+    >>> from asgrad.nn import MaxPool2d, MaxUnpool2d
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (1, 4, 8, 8))
+    >>> pooled, indices = MaxPool2d(2, return_indices=True)(x)
+    >>> MaxUnpool2d(2)(pooled, indices).shape
+    (1, 4, 8, 8)
+    """
 
     def __init__(
         self, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0

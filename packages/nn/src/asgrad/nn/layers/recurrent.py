@@ -91,7 +91,7 @@ class _Recurrent(Module):
         object.__setattr__(self, "_seed", seed)
 
     def _dropout(self, x: Tensor) -> Tensor:
-        """Dropout between layers, as :class:`~asgrad.nn.Dropout` (mode read at run time)."""
+        """Dropout between layers, as [`Dropout`][asgrad.nn.Dropout] (mode read at run time)."""
         if not self.training or self.dropout == 0.0:
             return x
         g = x.graph

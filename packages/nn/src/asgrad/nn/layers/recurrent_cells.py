@@ -1,5 +1,5 @@
 """Recurrent cells (``RNNCell``, ``LSTMCell``, ``GRUCell``) and the step functions that
-the sequence layers of :mod:`asgrad.nn.layers.recurrent` run inside a ``scan``.
+the sequence layers of `asgrad.nn.layers.recurrent` run inside a ``scan``.
 
 Parameters are stored in PyTorch's layout and under PyTorch's names, so a PyTorch
 ``state_dict`` loads as it is: ``weight_ih`` is ``(gates * hidden_size, input_size)``,

@@ -53,7 +53,13 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
-    """``Upsample`` with mode nearest."""
+    """``Upsample`` with mode nearest.
+
+    >>> from asgrad.nn import UpsamplingNearest2d
+    >>> from asgrad.tensor import Graph
+    >>> UpsamplingNearest2d(size=(10, 12))(Graph().input("x", (1, 4, 8, 8))).shape
+    (1, 4, 10, 12)
+    """
 
     def __init__(
         self, size: int | Sequence[int] | None = None, scale_factor: float | None = None
@@ -62,7 +68,13 @@ class UpsamplingNearest2d(Upsample):
 
 
 class UpsamplingBilinear2d(Upsample):
-    """``Upsample`` with mode bilinear and ``align_corners=True`` (PyTorch's)."""
+    """``Upsample`` with mode bilinear and ``align_corners=True`` (PyTorch's).
+
+    >>> from asgrad.nn import UpsamplingBilinear2d
+    >>> from asgrad.tensor import Graph
+    >>> UpsamplingBilinear2d(scale_factor=2)(Graph().input("x", (1, 4, 8, 8))).shape
+    (1, 4, 16, 16)
+    """
 
     def __init__(
         self, size: int | Sequence[int] | None = None, scale_factor: float | None = None
@@ -71,7 +83,13 @@ class UpsamplingBilinear2d(Upsample):
 
 
 class PixelShuffle(Module):
-    """(N, C r^2, H, W) to (N, C, H r, W r)."""
+    """(N, C r^2, H, W) to (N, C, H r, W r).
+
+    >>> from asgrad.nn import PixelShuffle
+    >>> from asgrad.tensor import Graph
+    >>> PixelShuffle(2)(Graph().input("x", (1, 4, 8, 8))).shape
+    (1, 1, 16, 16)
+    """
 
     def __init__(self, upscale_factor: int) -> None:
         super().__init__()
@@ -82,7 +100,13 @@ class PixelShuffle(Module):
 
 
 class PixelUnshuffle(Module):
-    """(N, C, H r, W r) to (N, C r^2, H, W)."""
+    """(N, C, H r, W r) to (N, C r^2, H, W).
+
+    >>> from asgrad.nn import PixelUnshuffle
+    >>> from asgrad.tensor import Graph
+    >>> PixelUnshuffle(2)(Graph().input("x", (1, 4, 8, 8))).shape
+    (1, 16, 4, 4)
+    """
 
     def __init__(self, downscale_factor: int) -> None:
         super().__init__()

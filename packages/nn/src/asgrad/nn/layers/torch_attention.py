@@ -1,6 +1,6 @@
 """``MultiheadAttention`` with PyTorch's signature, parameter names and defaults.
 
-asgrad's own :class:`~asgrad.nn.SelfAttention` is batch-first with keyword
+asgrad's own [`SelfAttention`][asgrad.nn.SelfAttention] is batch-first with keyword
 masks (``causal``, ``attn_bias``, RoPE, ALiBi). This one is PyTorch's
 ``nn.MultiheadAttention`` for code and checkpoints that come from PyTorch:
 sequence-first ``(L, N, E)`` unless ``batch_first=True``; ``in_proj_weight`` in

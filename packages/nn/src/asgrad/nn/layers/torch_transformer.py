@@ -7,7 +7,7 @@
 ``"gelu"``, or a module), ``src_mask`` / ``src_key_padding_mask`` / ``is_causal``,
 and attribute names that make ``load_torch_state_dict`` take a PyTorch checkpoint
 (``self_attn.in_proj_weight``, ``linear1.weight``, ``norm1.weight``...).
-asgrad's own :class:`~asgrad.nn.TransformerBlock` (pre-norm, batch-first, RoPE or
+asgrad's own [`TransformerBlock`][asgrad.nn.TransformerBlock] (pre-norm, batch-first, RoPE or
 ALiBi) stays as it is.
 
 As in PyTorch, the stacks hold ``num_layers`` copies of the layer given, which
@@ -280,7 +280,16 @@ class TransformerEncoder(Module):
 
 
 class TransformerDecoder(Module):
-    """``num_layers`` copies of ``decoder_layer``, then ``norm`` if given (PyTorch's)."""
+    """``num_layers`` copies of ``decoder_layer``, then ``norm`` if given (PyTorch's).
+
+    >>> from asgrad.nn import TransformerDecoder, TransformerDecoderLayer
+    >>> from asgrad.tensor import Graph
+    >>> g = Graph()
+    >>> decoder = TransformerDecoder(TransformerDecoderLayer(16, 4, dim_feedforward=32, rng=0), 2)
+    >>> tgt, memory = g.input("tgt", (5, 2, 16)), g.input("m", (9, 2, 16))
+    >>> decoder(tgt, memory).shape
+    (5, 2, 16)
+    """
 
     def __init__(
         self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: Module | None = None

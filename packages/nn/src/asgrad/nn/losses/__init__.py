@@ -10,9 +10,9 @@ Losses are compositions of primitive ops (``log_softmax``, ``softplus``, ``where
 ``log_softmax`` and the logit losses through ``softplus``, so large logits never
 overflow. Gradients come from the primitives' rules.
 
-One module per kind: :mod:`~asgrad.nn.losses.regression`,
-:mod:`~asgrad.nn.losses.classification` and :mod:`~asgrad.nn.losses.margin`;
-:mod:`~asgrad.nn.losses.common` holds the reduction and the argument checks.
+One module per kind: `regression`,
+`classification` and `margin`;
+`common` holds the reduction and the argument checks.
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate

@@ -155,8 +155,15 @@ def nll_loss(
     class) scales each sample's loss, and a ``"mean"`` divides by the total weight of
     the targets. Targets equal to ``ignore_index`` count for nothing (PyTorch's default
     is -100; here it is off unless given). Any other target outside ``[0, C)``, ``-1``
-    included, raises :class:`~asgrad.tensor.errors.OutOfRangeError` when the graph
+    included, raises [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the graph
     runs, as in PyTorch.
+
+    >>> from asgrad.nn import nll_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> logp, y = g.constant([[-1.0, -2.0]]), g.constant([1])
+    >>> round(float(evaluate(nll_loss(logp, y))[0]), 4)
+    2.0
     """
     check_float_input("nll_loss", "input", input)
     check_reduction("nll_loss", reduction)
@@ -187,11 +194,18 @@ def cross_entropy(
 
     ``label_smoothing`` ``e`` mixes the target with the uniform distribution:
     ``(1 - e) * nll + e / C * sum_c(-w_c * log p_c)``. ``weight`` (one per class) and
-    ``ignore_index`` (labels only) act as in :func:`nll_loss`; with probability targets
-    a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
+    ``ignore_index`` (labels only) act as in [`nll_loss`][asgrad.nn.nll_loss]; with probability
+    targets a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
     it is stable for large logits. Integer labels outside ``[0, C)`` that are not
-    ``ignore_index`` raise :class:`~asgrad.tensor.errors.OutOfRangeError` when the
+    ``ignore_index`` raise [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the
     graph runs.
+
+    >>> from asgrad.nn import cross_entropy
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> logits, y = g.constant([[0.0, 0.0]]), g.constant([0])
+    >>> round(float(evaluate(cross_entropy(logits, y))[0]), 4)
+    0.6931
     """
     name = "cross_entropy"
     check_float_input(name, "input", input)
@@ -244,8 +258,15 @@ def binary_cross_entropy(
     ``(p - t) / max(p (1 - p), 1e-12)`` for the input (-1e12 at ``p = 0, t = 1``, where
     the clamped value is flat) and ``log(1 - p) - log(p)`` for the target (100 at
     ``p = 0`` and -100 at 1, where PyTorch's is infinite). Prefer
-    :func:`binary_cross_entropy_with_logits`, which is stable everywhere. ``weight``
-    broadcasts against the input.
+    [`binary_cross_entropy_with_logits`][asgrad.nn.binary_cross_entropy_with_logits], which is
+    stable everywhere. ``weight`` broadcasts against the input.
+
+    >>> from asgrad.nn import binary_cross_entropy
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> p, t = g.constant([0.5]), g.constant([1.0])
+    >>> round(float(evaluate(binary_cross_entropy(p, t))[0]), 4)
+    0.6931
     """
     name = "binary_cross_entropy"
     check_float_input(name, "input", input)
@@ -268,6 +289,13 @@ def binary_cross_entropy_with_logits(
     Stable for any magnitude of ``x``. ``pos_weight`` (broadcast against the input,
     usually one per class on the last axis) weighs the positive term; ``weight``
     rescales each element's loss.
+
+    >>> from asgrad.nn import binary_cross_entropy_with_logits
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, t = g.constant([0.0]), g.constant([1.0])
+    >>> round(float(evaluate(binary_cross_entropy_with_logits(x, t))[0]), 4)
+    0.6931
     """
     name = "binary_cross_entropy_with_logits"
     check_float_input(name, "input", input)
@@ -295,9 +323,16 @@ def sigmoid_focal_loss(
 
     ``ce * (1 - p_t)**gamma``, times ``alpha_t = alpha * t + (1 - alpha) * (1 - t)``
     when ``alpha >= 0`` (a negative ``alpha`` turns the weighting off), where ``ce``
-    is :func:`binary_cross_entropy_with_logits` per element and
-    ``p_t = p * t + (1 - p) * (1 - t)``. As torchvision, the default reduction is
+    is [`binary_cross_entropy_with_logits`][asgrad.nn.binary_cross_entropy_with_logits] per element
+    and ``p_t = p * t + (1 - p) * (1 - t)``. As torchvision, the default reduction is
     ``"none"``.
+
+    >>> from asgrad.nn import sigmoid_focal_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, t = g.constant([0.0]), g.constant([1.0])
+    >>> round(float(evaluate(sigmoid_focal_loss(x, t, reduction="sum"))[0]), 4)
+    0.0433
     """
     name = "sigmoid_focal_loss"
     check_float_input(name, "inputs", inputs)
@@ -333,6 +368,14 @@ def kl_div(
     ``exp(target) * (target - input)``. Zero targets contribute 0. ``"batchmean"``
     divides the sum by the batch size (``input.shape[0]``), which is the true KL
     divergence per sample; ``"mean"`` divides by the number of elements, as PyTorch.
+
+    >>> from asgrad.nn import kl_div
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> import numpy as np
+    >>> log_q, p = g.constant(np.log([[0.5, 0.5]])), g.constant([[1.0, 0.0]])
+    >>> round(float(evaluate(kl_div(log_q, p, reduction="sum"))[0]), 4)
+    0.6931
     """
     name = "kl_div"
     check_float_input(name, "input", input)

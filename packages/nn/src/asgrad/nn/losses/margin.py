@@ -45,8 +45,16 @@ def hinge_loss(
 
     The loss of a linear SVM (Keras' ``hinge``, elementwise here): ``input`` is a raw
     score, ``target`` holds +1/-1 (integer or float) and has ``input``'s shape. For
-    the multi-class hinge see :func:`multi_margin_loss`; for PyTorch's
-    ``hinge_embedding_loss`` (distances, not scores) see :func:`hinge_embedding_loss`.
+    the multi-class hinge see [`multi_margin_loss`][asgrad.nn.multi_margin_loss]; for PyTorch's
+    ``hinge_embedding_loss`` (distances, not scores) see
+    [`hinge_embedding_loss`][asgrad.nn.hinge_embedding_loss].
+
+    >>> from asgrad.nn import hinge_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, t = g.constant([0.5, 2.0]), g.constant([1.0, -1.0])
+    >>> round(float(evaluate(hinge_loss(x, t, reduction="sum"))[0]), 4)
+    3.5
     """
     name = "hinge_loss"
     check_float_input(name, "input", input)
@@ -59,7 +67,16 @@ def hinge_loss(
 def squared_hinge_loss(
     input: Tensor, target: Tensor, margin: float = 1.0, reduction: Reduction = "mean"
 ) -> Tensor:
-    """``max(0, margin - target * input)**2`` with targets of 1 and -1 (see :func:`hinge_loss`)."""
+    """``max(0, margin - target * input)**2`` with targets of 1 and -1 (see
+    [`hinge_loss`][asgrad.nn.hinge_loss]).
+
+    >>> from asgrad.nn import squared_hinge_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, t = g.constant([0.5, 2.0]), g.constant([1.0, -1.0])
+    >>> round(float(evaluate(squared_hinge_loss(x, t, reduction="sum"))[0]), 4)
+    9.25
+    """
     name = "squared_hinge_loss"
     check_float_input(name, "input", input)
     check_reduction(name, reduction)
@@ -75,6 +92,13 @@ def hinge_embedding_loss(
     """PyTorch's ``hinge_embedding_loss``: ``x`` where target is 1, ``max(0, margin - x)`` where -1.
 
     ``input`` is usually a distance between two embeddings.
+
+    >>> from asgrad.nn import hinge_embedding_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, t = g.constant([0.5, 0.25]), g.constant([1.0, -1.0])
+    >>> round(float(evaluate(hinge_embedding_loss(x, t, reduction="sum"))[0]), 4)
+    1.25
     """
     name = "hinge_embedding_loss"
     check_float_input(name, "input", input)
@@ -99,8 +123,15 @@ def multi_margin_loss(
 
     For scores ``x`` of shape ``(N, C)`` (or ``(C,)``) and integer labels ``y``:
     ``sum_{j != y} max(0, margin - x[y] + x[j])**p / C``, times ``weight[y]`` if given.
-    A label outside ``[0, C)`` raises :class:`~asgrad.tensor.errors.OutOfRangeError`
+    A label outside ``[0, C)`` raises [`OutOfRangeError`][asgrad.tensor.OutOfRangeError]
     when the graph runs, as in PyTorch.
+
+    >>> from asgrad.nn import multi_margin_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.constant([[0.1, 0.2, 0.4, 0.8]]), g.constant([3])
+    >>> round(float(evaluate(multi_margin_loss(x, y))[0]), 4)
+    0.325
     """
     name = "multi_margin_loss"
     check_float_input(name, "input", input)
@@ -139,6 +170,14 @@ def cosine_embedding_loss(
     ``input1`` and ``input2`` are ``(N, D)`` (or ``(D,)``), ``target`` is ``(N,)`` (or
     a scalar) of 1 and -1. The cosine is ``x1.x2 / sqrt((|x1|^2 + 1e-12) (|x2|^2 + 1e-12))``,
     as PyTorch.
+
+    >>> from asgrad.nn import cosine_embedding_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> a = b = g.constant([[1.0, 0.0], [1.0, 0.0]])
+    >>> t = g.constant([1.0, -1.0])
+    >>> round(float(evaluate(cosine_embedding_loss(a, b, t))[0]), 4)
+    0.5
     """
     name = "cosine_embedding_loss"
     check_float_input(name, "input1", input1)
@@ -185,6 +224,13 @@ def triplet_margin_loss(
 
     As PyTorch: inputs ``(N, D)`` (or ``(D,)``), distances along the last axis;
     ``swap=True`` uses ``min(d(a, neg), d(pos, neg))`` as the negative distance.
+
+    >>> from asgrad.nn import triplet_margin_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> a, p, n = g.constant([[0.0, 0.0]]), g.constant([[0.0, 3.0]]), g.constant([[0.0, 1.0]])
+    >>> round(float(evaluate(triplet_margin_loss(a, p, n))[0]), 4)
+    3.0
     """
     name = "triplet_margin_loss"
     check_float_input(name, "anchor", anchor)
@@ -209,7 +255,15 @@ def margin_ranking_loss(
     margin: float = 0.0,
     reduction: Reduction = "mean",
 ) -> Tensor:
-    """``max(0, -target * (input1 - input2) + margin)`` with targets of 1 and -1."""
+    """``max(0, -target * (input1 - input2) + margin)`` with targets of 1 and -1.
+
+    >>> from asgrad.nn import margin_ranking_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> a, b, t = g.constant([1.0, 2.0]), g.constant([2.0, 1.0]), g.constant([1.0, 1.0])
+    >>> round(float(evaluate(margin_ranking_loss(a, b, t))[0]), 4)
+    0.5
+    """
     name = "margin_ranking_loss"
     check_float_input(name, "input1", input1)
     check_reduction(name, reduction)

@@ -32,7 +32,15 @@ def mse_loss(input: Tensor, target: Tensor, reduction: Reduction = "mean") -> Te
 
 
 def l1_loss(input: Tensor, target: Tensor, reduction: Reduction = "mean") -> Tensor:
-    """Mean absolute error: ``|input - target|``."""
+    """Mean absolute error: ``|input - target|``.
+
+    >>> from asgrad.nn import l1_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.constant([1.0, 2.0]), g.constant([0.0, 0.0])
+    >>> round(float(evaluate(l1_loss(x, y))[0]), 4)
+    1.5
+    """
     check_float_input("l1_loss", "input", input)
     check_reduction("l1_loss", reduction)
     return reduce((input - like_input("l1_loss", "target", target, input)).abs(), reduction)
@@ -46,6 +54,13 @@ def smooth_l1_loss(
     ``d = input - target``.
 
     ``beta = 0`` is the L1 loss.
+
+    >>> from asgrad.nn import smooth_l1_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.constant([0.5, 3.0]), g.constant([0.0, 0.0])
+    >>> round(float(evaluate(smooth_l1_loss(x, y))[0]), 4)
+    1.3125
     """
     check_float_input("smooth_l1_loss", "input", input)
     check_reduction("smooth_l1_loss", reduction)
@@ -63,6 +78,13 @@ def huber_loss(
     """``0.5 * d**2`` where ``|d| < delta``, else ``delta * (|d| - 0.5 * delta)``.
 
     Equal to ``delta * smooth_l1_loss(beta=delta)``.
+
+    >>> from asgrad.nn import huber_loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.constant([0.5, 3.0]), g.constant([0.0, 0.0])
+    >>> round(float(evaluate(huber_loss(x, y, delta=2.0))[0]), 4)
+    2.0625
     """
     check_float_input("huber_loss", "input", input)
     check_reduction("huber_loss", reduction)

@@ -2,13 +2,13 @@
 
 Classification metrics take integer labels, or scores (logits or probabilities) with one
 extra trailing class axis, which are reduced by ``argmax``. Regression metrics take two
-arrays of the same shape. Bad input raises :class:`MetricError` naming the metric and
-the shapes. Streaming helpers (``RunningMean``, ``RunningStd``, ``EMA``, ...) accumulate
+arrays of the same shape. Bad input raises [`MetricError`][asgrad.nn.MetricError] naming the metric
+and the shapes. Streaming helpers (``RunningMean``, ``RunningStd``, ``EMA``, ...) accumulate
 values over a training run; ``MetricLogger`` records them per step and
 ``EarlyStopping`` watches a validation metric. One module per concern:
-:mod:`~asgrad.nn.metrics.classification`, :mod:`~asgrad.nn.metrics.regression`,
-:mod:`~asgrad.nn.metrics.running`, :mod:`~asgrad.nn.metrics.logger` and
-:mod:`~asgrad.nn.metrics.early_stopping`.
+`classification`, `regression`,
+`running`, `logger` and
+`early_stopping`.
 
 Example:
     >>> import numpy as np

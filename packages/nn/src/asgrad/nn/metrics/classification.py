@@ -1,7 +1,7 @@
 """Classification metrics: integer labels, or scores reduced by ``argmax``, in; floats out.
 
 Scores (logits or probabilities) have one extra trailing class axis. Bad input raises
-:class:`~asgrad.nn.errors.MetricError` naming the metric and the shapes.
+[`MetricError`][asgrad.nn.MetricError] naming the metric and the shapes.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def recall(
     num_classes: int | None = None,
     zero_division: float = 0.0,
 ) -> float | NDArray[np.float64]:
-    """Recall ``tp / (tp + fn)``; ``average`` as in :func:`precision`.
+    """Recall ``tp / (tp + fn)``; ``average`` as in `precision`.
 
     Example:
         >>> import numpy as np
@@ -225,7 +225,7 @@ def f1_score(
     num_classes: int | None = None,
     zero_division: float = 0.0,
 ) -> float | NDArray[np.float64]:
-    """Harmonic mean of precision and recall; ``average`` as in :func:`precision`.
+    """Harmonic mean of precision and recall; ``average`` as in `precision`.
 
     Example:
         >>> import numpy as np

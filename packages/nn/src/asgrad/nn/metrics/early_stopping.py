@@ -73,7 +73,7 @@ class EarlyStopping:
         }
 
     def load_state_dict(self, state: dict[str, float | int | bool]) -> None:
-        """Continue from what :meth:`state_dict` returned."""
+        """Continue from what `state_dict` returned."""
         self.best = float(state["best"])
         self.best_step = int(state["best_step"])
         self.num_bad = int(state["num_bad"])

@@ -78,7 +78,7 @@ class MetricLogger:
         return {k: [[s, v] for s, v in series] for k, series in self.history.items()}
 
     def load_state_dict(self, state: Mapping[str, Iterable[Iterable[float]]]) -> None:
-        """Replace the history by what :meth:`state_dict` returned."""
+        """Replace the history by what `state_dict` returned."""
         self.history = {k: [(int(s), float(v)) for s, v in series] for k, series in state.items()}
 
 
@@ -114,8 +114,8 @@ class MetricWriter:
 
     CSV needs one fixed header: the first record's keys make it (when appending to a
     non-empty CSV file, the file's header line is read instead). A later record with a
-    key the header lacks raises :class:`MetricError`; a key it leaves out is an empty
-    cell. JSON lines have no header: each record has its own keys.
+    key the header lacks raises [`MetricError`][asgrad.nn.MetricError]; a key it leaves out is an
+    empty cell. JSON lines have no header: each record has its own keys.
 
     Example:
         >>> import tempfile, pathlib

@@ -1,6 +1,6 @@
 """Regression metrics: two float arrays of the same shape in, a float (or per output) out.
 
-Bad input raises :class:`~asgrad.nn.errors.MetricError` naming the metric and the shapes.
+Bad input raises [`MetricError`][asgrad.nn.MetricError] naming the metric and the shapes.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ class RunningStd:
 
     @property
     def std(self) -> float:
-        """Standard deviation, the square root of :attr:`var`."""
+        """Standard deviation, the square root of `var`."""
         return math.sqrt(self.var)
 
 

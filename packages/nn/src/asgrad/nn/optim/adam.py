@@ -23,7 +23,7 @@ class Adam(Optimizer):
 
     The two bias corrections and ``lr / (1 - beta1**t)`` are per-step scalars built
     once per compiled step and shared by every parameter. The per-parameter part is
-    three ops of :mod:`asgrad.tensor.api.nn_functional`, one kernel each: ``adam_ema`` for
+    three ops of `asgrad.tensor.api.nn_functional`, one kernel each: ``adam_ema`` for
     each moment and ``adam_update`` for the step.
 
     >>> from asgrad.nn import Linear
@@ -95,6 +95,10 @@ class AdamW(Adam):
 
     The parameter first shrinks, ``p = p * (1 - lr * weight_decay)``, then takes the
     Adam step; ``weight_decay`` defaults to 0.01.
+
+    >>> from asgrad.nn import AdamW, Linear
+    >>> AdamW(Linear(2, 1, rng=0).parameters(), lr=1e-3)
+    AdamW(lr=0.001, params=2)
     """
 
     decoupled = True

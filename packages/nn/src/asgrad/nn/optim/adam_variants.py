@@ -154,7 +154,7 @@ class RAdam(_AdamFamily):
         p = p - lr * m_hat                                                  (otherwise)
 
     where ``r_t = sqrt((rho_t - 4)(rho_t - 2) rho_inf / ((rho_inf - 4)(rho_inf - 2) rho_t))``.
-    ``decoupled_weight_decay`` as :class:`NAdam`'s.
+    ``decoupled_weight_decay`` as [`NAdam`][asgrad.nn.NAdam]'s.
 
     >>> from asgrad.nn import Linear
     >>> RAdam(Linear(2, 1, rng=0).parameters())

@@ -12,13 +12,14 @@ from asgrad.tensor.errors import ArgumentError
 
 
 def check_betas(betas: tuple[float, float]) -> None:
-    """Both betas in ``[0, 1)``, or an :class:`ArgumentError`."""
+    """Both betas in ``[0, 1)``, or an [`ArgumentError`][asgrad.tensor.ArgumentError]."""
     if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
         raise ArgumentError(f"betas must be in [0, 1), got {betas}")
 
 
 def check_nonnegative(**values: float) -> None:
-    """Every keyword ``>= 0`` (NaN refused), or an :class:`ArgumentError` naming it."""
+    """Every keyword ``>= 0`` (NaN refused), or an [`ArgumentError`][asgrad.tensor.ArgumentError]
+    naming it."""
     bad = {k: v for k, v in values.items() if not v >= 0}
     if bad:
         raise ArgumentError(

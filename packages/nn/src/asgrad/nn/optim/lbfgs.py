@@ -26,10 +26,10 @@ class LBFGS(Optimizer):
     """``torch.optim.LBFGS``: limited-memory BFGS, with an optional strong-Wolfe line search.
 
     L-BFGS evaluates the loss several times per step at points it chooses (its line
-    search branches on the values), so its update is not one graph: :meth:`compile`
-    makes a program that returns the loss and every parameter's gradient without
-    updating anything, and :meth:`step` calls a closure that runs it, as PyTorch's
-    closure re-evaluates the model. The two-loop recursion and the line search run
+    search branches on the values), so its update is not one graph:
+    [`compile`][asgrad.nn.LBFGS.compile] makes a program that returns the loss and every parameter's
+    gradient without updating anything, and [`step`][asgrad.nn.LBFGS.step] calls a closure that runs
+    it, as PyTorch's closure re-evaluates the model. The two-loop recursion and the line search run
     on the host in float64, writing the parameters between evaluations (a GPU
     program re-reads them). The arguments and their defaults are PyTorch's::
 
@@ -228,7 +228,8 @@ class LBFGS(Optimizer):
         return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output; the next step continues identically."""
+        """Restore [`state_dict`][asgrad.nn.LBFGS.state_dict]'s output; the next step continues
+        identically."""
         unknown = sorted(set(state) - {"lr", "step", *_SCALARS, *_ARRAYS})
         missing = [k for k in ("lr", "step") if k not in state]
         if unknown or missing:

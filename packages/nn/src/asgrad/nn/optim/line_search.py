@@ -1,4 +1,4 @@
-"""The strong-Wolfe line search of :class:`~asgrad.nn.optim.lbfgs.LBFGS`, as PyTorch's.
+"""The strong-Wolfe line search of [`LBFGS`][asgrad.nn.LBFGS], as PyTorch's.
 
 A port of ``torch.optim.lbfgs._strong_wolfe`` (itself after minFunc's ``WolfeLineSearch``)
 on numpy vectors: bracket a step ``t`` along the direction ``d`` where the loss fell

@@ -29,9 +29,9 @@ def _hashable(value: object) -> bool:
 class Optimizer:
     """Base class: holds the parameters, the learning rate and per-parameter state.
 
-    The update rule is written in graph ops by :meth:`update`, so a backend runs
-    it where the parameters live. :meth:`compile` builds one program that computes
-    the loss, its gradients and every update: a whole training step. The learning
+    The update rule is written in graph ops by [`update`][asgrad.nn.Optimizer.update], so a backend
+    runs it where the parameters live. [`compile`][asgrad.nn.Optimizer.compile] builds one program
+    that computes the loss, its gradients and every update: a whole training step. The learning
     rate is a variable read by that program, so schedulers change it without
     recompiling.
 
@@ -41,10 +41,10 @@ class Optimizer:
     every gradient scaled by ``min(1, max_norm / (norm + 1e-6))`` where ``norm`` is
     the L2 norm of all gradients together, as ``torch.nn.utils.clip_grad_norm_``).
 
-    Subclasses write :meth:`update`. Scalars that depend only on the step (bias
-    corrections, the learning rate in the parameter's dtype) are made with
-    :meth:`per_step`, which builds each one once per compiled program and shares it
-    between all parameters, so the per-parameter part of the update stays a handful
+    Subclasses write [`update`][asgrad.nn.Optimizer.update]. Scalars that depend only on the step
+    (bias corrections, the learning rate in the parameter's dtype) are made with
+    [`per_step`][asgrad.nn.Optimizer.per_step], which builds each one once per compiled program and
+    shares it between all parameters, so the per-parameter part of the update stays a handful
     of elementwise ops.
 
     A subclass (signSGD with momentum; docs/training.md works through Lion)::
@@ -120,8 +120,8 @@ class Optimizer:
         """A scalar that depends only on the step, built once per compiled program.
 
         ``build`` returns it in float64 (the dtype of the step counter and the learning
-        rate) and is called once per :meth:`compile`; the value is cast once per
-        parameter dtype. Every parameter's update then reads the same node.
+        rate) and is called once per [`compile`][asgrad.nn.Optimizer.compile]; the value is cast
+        once per parameter dtype. Every parameter's update then reads the same node.
         """
         base = self._shared.get((key, "float64"))
         if base is None:
@@ -153,7 +153,8 @@ class Optimizer:
         return var
 
     def _names(self) -> dict[str, Variable]:
-        """Each parameter's key in :meth:`state_dict`: its name, made unique by order.
+        """Each parameter's key in [`state_dict`][asgrad.nn.Optimizer.state_dict]: its name, made
+        unique by order.
 
         Parameters of two models can share a dotted name (``main.0.weight`` of a
         generator and of a discriminator); as ``Graph.bind`` does, the second gets
@@ -185,12 +186,13 @@ class Optimizer:
         return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` returned; the next step continues identically.
+        """Restore what [`state_dict`][asgrad.nn.Optimizer.state_dict] returned; the next step
+        continues identically.
 
         As in PyTorch, the loaded state replaces the current one: slots the state
         does not hold are reset to their initial value. Unknown parameter names and
         shape or dtype mismatches are all reported in one
-        :class:`~asgrad.nn.errors.StateMismatchError`, and nothing is changed.
+        [`StateMismatchError`][asgrad.nn.StateMismatchError], and nothing is changed.
         """
         by_name = self._names()
         missing = [k for k in ("lr", "step") if k not in state]
@@ -241,7 +243,8 @@ class Optimizer:
         raise NotImplementedError
 
     def assign(self, var: Variable, value: Tensor) -> None:
-        """Set ``var`` to ``value`` after the step (used by :meth:`update` for state)."""
+        """Set ``var`` to ``value`` after the step (used by [`update`][asgrad.nn.Optimizer.update]
+        for state)."""
         self._pending[var] = value
 
     def compile(
@@ -255,7 +258,7 @@ class Optimizer:
         """One program computing ``[loss, *outputs]`` and applying every update.
 
         ``debug=True`` checks numerics: a step stops at the first op that makes a NaN
-        or an infinity and raises :class:`~asgrad.tensor.NumericsError` naming it,
+        or an infinity and raises [`NumericsError`][asgrad.tensor.NumericsError] naming it,
         its inputs' ranges and the source line that made it, without updating any
         variable (the default comes from ``ASGRAD_CHECK_NUMERICS``).
 
@@ -325,9 +328,10 @@ class Optimizer:
         """The variable updates of one step, given each parameter's gradient tensor.
 
         ``tensors[i]`` is ``used[i]`` bound in the gradients' graph. The gradients are
-        clipped here (:meth:`clip`); the step counter's update is included. This is
-        what :meth:`compile` applies; :mod:`asgrad.nn.distributed` builds its update
-        program from it, with the gradients fed as inputs.
+        clipped here ([`clip`][asgrad.nn.Optimizer.clip]); the step counter's update is included.
+        This is what [`compile`][asgrad.nn.Optimizer.compile] applies;
+        [`asgrad.nn.distributed`][asgrad.nn.distributed] builds its update program from it, with the
+        gradients fed as inputs.
         """
         clipped = self.clip(list(grads))
         graph = tensors[0].graph

@@ -2,7 +2,7 @@
 
 The learning rate is a variable that the compiled training step reads, so a
 scheduler only writes a new number into it. Every scheduler computes its rate in
-closed form from the number of :meth:`LRScheduler.step` calls, as PyTorch's
+closed form from the number of [`LRScheduler.step`][asgrad.nn.LRScheduler.step] calls, as PyTorch's
 ``_get_closed_form_lr``: the first rate (``last_epoch == 0``) is set when the
 scheduler is made, and each ``step()`` after an optimizer step moves to the next.
 

@@ -12,10 +12,21 @@ __all__ = ["LRScheduler"]
 
 
 class LRScheduler:
-    """Base class: ``lr_at(t)`` gives the rate after ``t`` calls of :meth:`step`.
+    """Base class: ``lr_at(t)`` gives the rate after ``t`` calls of
+    [`step`][asgrad.nn.LRScheduler.step].
 
     ``base_lr`` is the optimizer's rate when the scheduler is made. ``state_dict()``
     is plain JSON (it goes to a checkpoint's ``meta.json``).
+
+    >>> from asgrad.nn import SGD, Linear, LRScheduler
+    >>> class Halving(LRScheduler):
+    ...     def lr_at(self, epoch: int) -> float:
+    ...         return self.base_lr / 2**epoch
+    >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=1.0)
+    >>> sched = Halving(opt)
+    >>> sched.step()
+    >>> opt.lr
+    0.5
     """
 
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
@@ -40,7 +51,8 @@ class LRScheduler:
         self.optimizer.lr = self._last_lr
 
     def get_last_lr(self) -> list[float]:
-        """The rate set by the last :meth:`step` (a one-element list, as PyTorch's)."""
+        """The rate set by the last [`step`][asgrad.nn.LRScheduler.step] (a one-element list, as
+        PyTorch's)."""
         return [self._last_lr]
 
     def state_dict(self) -> dict[str, Any]:
@@ -52,7 +64,8 @@ class LRScheduler:
         } | {"name": type(self).__name__}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output and set the optimizer's rate to match."""
+        """Restore [`state_dict`][asgrad.nn.LRScheduler.state_dict]'s output and set the optimizer's
+        rate to match."""
         name = state.get("name", type(self).__name__)
         if name != type(self).__name__:
             raise ArgumentError(f"state is of a {name}, not of a {type(self).__name__}")

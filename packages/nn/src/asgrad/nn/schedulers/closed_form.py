@@ -12,7 +12,18 @@ __all__ = ["CosineAnnealingLR", "ExponentialLR", "LinearWarmup", "StepLR", "Warm
 
 
 class StepLR(LRScheduler):
-    """``base_lr * gamma ** (t // step_size)``, as ``torch.optim.lr_scheduler.StepLR``."""
+    """``base_lr * gamma ** (t // step_size)``, as ``torch.optim.lr_scheduler.StepLR``.
+
+    >>> from asgrad.nn import SGD, Linear, StepLR
+    >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=1.0)
+    >>> sched = StepLR(opt, step_size=2, gamma=0.5)
+    >>> rates = []
+    >>> for _ in range(4):
+    ...     rates.append(round(opt.lr, 4))  # a compiled step would run here
+    ...     sched.step()
+    >>> rates
+    [1.0, 1.0, 0.5, 0.5]
+    """
 
     def __init__(
         self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1
@@ -27,7 +38,18 @@ class StepLR(LRScheduler):
 
 
 class ExponentialLR(LRScheduler):
-    """``base_lr * gamma ** t``, as ``torch.optim.lr_scheduler.ExponentialLR``."""
+    """``base_lr * gamma ** t``, as ``torch.optim.lr_scheduler.ExponentialLR``.
+
+    >>> from asgrad.nn import SGD, Linear, ExponentialLR
+    >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=1.0)
+    >>> sched = ExponentialLR(opt, gamma=0.5)
+    >>> rates = []
+    >>> for _ in range(4):
+    ...     rates.append(round(opt.lr, 4))  # a compiled step would run here
+    ...     sched.step()
+    >>> rates
+    [1.0, 0.5, 0.25, 0.125]
+    """
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = float(gamma)
@@ -42,6 +64,16 @@ class CosineAnnealingLR(LRScheduler):
 
     The closed form of ``torch.optim.lr_scheduler.CosineAnnealingLR``; past
     ``T_max`` the cosine keeps going (the rate rises again), exactly as PyTorch's.
+
+    >>> from asgrad.nn import SGD, Linear, CosineAnnealingLR
+    >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=1.0)
+    >>> sched = CosineAnnealingLR(opt, T_max=2)
+    >>> rates = []
+    >>> for _ in range(4):
+    ...     rates.append(round(opt.lr, 4))  # a compiled step would run here
+    ...     sched.step()
+    >>> rates
+    [1.0, 0.5, 0.0, 0.5]
     """
 
     def __init__(
@@ -72,6 +104,16 @@ class LinearWarmup(LRScheduler):
     ``warmup_steps`` onward at ``base_lr``. The same rates as PyTorch's
     ``LinearLR(start_factor=s, end_factor=1.0, total_iters=warmup_steps)``, except
     that ``s`` may be 0 here.
+
+    >>> from asgrad.nn import SGD, Linear, LinearWarmup
+    >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=1.0)
+    >>> sched = LinearWarmup(opt, warmup_steps=2)
+    >>> rates = []
+    >>> for _ in range(4):
+    ...     rates.append(round(opt.lr, 4))  # a compiled step would run here
+    ...     sched.step()
+    >>> rates
+    [0.0, 0.5, 1.0, 1.0]
     """
 
     def __init__(
@@ -95,9 +137,19 @@ class LinearWarmup(LRScheduler):
 class WarmupCosine(LRScheduler):
     """Linear warmup over ``warmup_steps``, then cosine decay to ``eta_min`` at ``total_steps``.
 
-    For ``t < warmup_steps`` the rate is :class:`LinearWarmup`'s; then
+    For ``t < warmup_steps`` the rate is [`LinearWarmup`][asgrad.nn.LinearWarmup]'s; then
     ``eta_min + (base_lr - eta_min) * (1 + cos(pi * (t - W) / (total_steps - W))) / 2``;
     after ``total_steps`` it stays at ``eta_min``.
+
+    >>> from asgrad.nn import SGD, Linear, WarmupCosine
+    >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=1.0)
+    >>> sched = WarmupCosine(opt, warmup_steps=1, total_steps=3)
+    >>> rates = []
+    >>> for _ in range(4):
+    ...     rates.append(round(opt.lr, 4))  # a compiled step would run here
+    ...     sched.step()
+    >>> rates
+    [0.0, 1.0, 0.5, 0.0]
     """
 
     def __init__(

@@ -26,8 +26,8 @@ class OneCycleLR(LRScheduler):
     ``pct_start`` of ``total_steps`` (or ``epochs * steps_per_epoch``), then anneals to
     ``max_lr / div_factor / final_div_factor`` (``three_phase``: back down to the start
     first, then to the minimum), by a cosine or linearly (``anneal_strategy``). Call
-    :meth:`step` after every batch; stepping past ``total_steps`` is an error, as in
-    PyTorch. The rates of the ``total_steps`` batches are PyTorch's; the one set by the
+    [`step`][asgrad.nn.OneCycleLR.step] after every batch; stepping past ``total_steps`` is an
+    error, as in PyTorch. The rates of the ``total_steps`` batches are PyTorch's; the one set by the
     last ``step()`` (used by no batch) stays at the final rate where PyTorch's goes past it.
 
     PyTorch also cycles the momentum (``cycle_momentum=True`` there); asgrad compiles

@@ -50,8 +50,8 @@ class MultiStepLR(LRScheduler):
 class LambdaLR(LRScheduler):
     """``base_lr * lr_lambda(t)``, as ``torch.optim.lr_scheduler.LambdaLR``.
 
-    The function is not part of :meth:`state_dict` (a checkpoint stores the position;
-    make the scheduler with the same function before loading it).
+    The function is not part of [`state_dict`][asgrad.nn.LRScheduler.state_dict] (a checkpoint
+    stores the position; make the scheduler with the same function before loading it).
 
     >>> from asgrad.nn import Linear, SGD
     >>> opt = SGD(Linear(2, 1, rng=0).parameters(), lr=0.1)
@@ -79,8 +79,8 @@ class ReduceLROnPlateau:
     """Multiply the rate by ``factor`` when a metric stops improving, as
     ``torch.optim.lr_scheduler.ReduceLROnPlateau``.
 
-    Call :meth:`step` with the metric after each epoch. A value is an improvement when
-    it beats the best so far by ``threshold`` (``threshold_mode="rel"``: by that
+    Call [`step`][asgrad.nn.ReduceLROnPlateau.step] with the metric after each epoch. A value is an
+    improvement when it beats the best so far by ``threshold`` (``threshold_mode="rel"``: by that
     fraction of it; ``"abs"``: by that amount; ``mode="max"`` for a metric that should
     rise). After more than ``patience`` epochs without one, the rate becomes
     ``max(lr * factor, min_lr)`` (unless that changes it by ``eps`` or less), and
@@ -165,7 +165,8 @@ class ReduceLROnPlateau:
         self._last_lr = self.optimizer.lr
 
     def get_last_lr(self) -> list[float]:
-        """The rate after the last :meth:`step` (a one-element list, as PyTorch's)."""
+        """The rate after the last [`step`][asgrad.nn.ReduceLROnPlateau.step] (a one-element list,
+        as PyTorch's)."""
         return [self._last_lr]
 
     def state_dict(self) -> dict[str, Any]:
@@ -175,7 +176,8 @@ class ReduceLROnPlateau:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output and set the optimizer's rate to match."""
+        """Restore [`state_dict`][asgrad.nn.ReduceLROnPlateau.state_dict]'s output and set the
+        optimizer's rate to match."""
         if state.get("name", "ReduceLROnPlateau") != "ReduceLROnPlateau":
             raise ArgumentError(f"state is of a {state['name']}, not of a ReduceLROnPlateau")
         unknown = sorted(set(state) - set(self.state_dict()))

@@ -6,7 +6,8 @@ file (or folder) next to the target, is flushed to disk with ``fsync``, and is t
 renamed onto the target, so a crash in the middle of a save leaves the previous file
 intact; the next writer deletes what a killed save left. Every file carries a SHA-256
 checksum that loading verifies. One folder of checkpoints takes one writer at a time
-(a lock file, ``.asgrad.lock``); a second gets :class:`CheckpointLockedError`.
+(a lock file, ``.asgrad.lock``); a second gets
+[`CheckpointLockedError`][asgrad.nn.CheckpointLockedError].
 
 A checkpoint is a folder ``ckpt-<step>/`` holding
 
@@ -18,23 +19,25 @@ A checkpoint is a folder ``ckpt-<step>/`` holding
   its own checksum.
 
 The folder is assembled under a hidden temporary name and renamed into place only when
-complete, so a folder named ``ckpt-<step>`` is always whole; :class:`CheckpointManager`
+complete, so a folder named ``ckpt-<step>`` is always whole; `CheckpointManager`
 ignores anything else.
 
-Errors are :class:`CheckpointError` subclasses naming the path:
-:class:`CheckpointNotFoundError`, :class:`CheckpointCorruptError` (failed checksum or
-format check), :class:`CheckpointIOError` (the disk refused; an ``OSError``),
-:class:`CheckpointLockedError` and :class:`InvalidStateError` (bad input to a saver).
+Errors are [`CheckpointError`][asgrad.nn.CheckpointError] subclasses naming the path:
+[`CheckpointNotFoundError`][asgrad.nn.CheckpointNotFoundError],
+[`CheckpointCorruptError`][asgrad.nn.CheckpointCorruptError] (failed checksum or format check),
+[`CheckpointIOError`][asgrad.nn.CheckpointIOError] (the disk refused; an ``OSError``),
+[`CheckpointLockedError`][asgrad.nn.CheckpointLockedError] and
+[`InvalidStateError`][asgrad.nn.InvalidStateError] (bad input to a saver).
 
-One module per concern: :mod:`~asgrad.nn.serialization.atomic` (durable file-system
-primitives), :mod:`~asgrad.nn.serialization.failures` (OS errors to asgrad errors),
-:mod:`~asgrad.nn.serialization.locking` (writer locks),
-:mod:`~asgrad.nn.serialization.tensorfile` (the safetensors format with checksums),
-:mod:`~asgrad.nn.serialization.state` (tensor files, state checks),
-:mod:`~asgrad.nn.serialization.meta` (``meta.json``),
-:mod:`~asgrad.nn.serialization.commit` (the commit protocol and crash recovery),
-:mod:`~asgrad.nn.serialization.checkpoint` (the checkpoint folder format) and
-:mod:`~asgrad.nn.serialization.manager` (numbering, rotation, latest and best).
+One module per concern: `atomic` (durable file-system
+primitives), `failures` (OS errors to asgrad errors),
+`locking` (writer locks),
+`tensorfile` (the safetensors format with checksums),
+`state` (tensor files, state checks),
+`meta` (``meta.json``),
+`commit` (the commit protocol and crash recovery),
+`checkpoint` (the checkpoint folder format) and
+`manager` (numbering, rotation, latest and best).
 
 Example:
     >>> import tempfile, numpy as np

@@ -7,14 +7,14 @@ A checkpoint is a folder ``ckpt-<step>/`` holding
   (its scalar entries go to ``meta.json``), present only when an optimizer was saved;
 * ``meta.json``: format version, step, epoch, metrics, scheduler state, the numpy RNG
   state, the user's ``extra`` (e.g. model config) and each file's size and checksum
-  (see :mod:`~asgrad.nn.serialization.meta`).
+  (see `meta`).
 
 Writing takes the writer lock of the parent folder (see
-:mod:`~asgrad.nn.serialization.locking`), assembles the folder under a hidden name
+`locking`), assembles the folder under a hidden name
 ``.tmp-<name>-<8 hex>``, flushes every file and then renames it into place: that
 rename is the commit. Replacing an existing checkpoint first renames it to
 ``.old-<name>``, renames the new one into place and then deletes the old one; a crash
-between the two renames leaves ``.old-<name>``, which :func:`load_checkpoint` falls
+between the two renames leaves ``.old-<name>``, which `load_checkpoint` falls
 back to and the next writer renames back. So a folder named ``<name>`` is always
 whole, and at every moment one complete version of it can be loaded.
 """
@@ -78,7 +78,7 @@ def _rng_state(rng: np.random.Generator | np.random.BitGenerator) -> dict[str, A
 
 @dataclass
 class CheckpointData:
-    """Everything one checkpoint holds, as returned by :func:`load_checkpoint`."""
+    """Everything one checkpoint holds, as returned by `load_checkpoint`."""
 
     step: int
     model_state: dict[str, NDArray[Any]]
@@ -135,7 +135,7 @@ def plan_checkpoint(
     metrics: Mapping[str, SupportsFloat] | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Plan:
-    """Check every argument of :func:`save_checkpoint`; nothing touches the disk."""
+    """Check every argument of `save_checkpoint`; nothing touches the disk."""
     model = as_tensors(model_state, "save_checkpoint(model_state)")
     opt_arrays: dict[str, NDArray[Any]] = {}
     opt_scalars: dict[str, Any] = {}
@@ -183,11 +183,11 @@ def save_checkpoint(
 
     Optimizer entries that are arrays go to ``optimizer.safetensors``; its other entries
     (step counts, hyper-parameters) go to ``meta.json`` and must be JSON-able. Bad
-    input raises :class:`~asgrad.nn.errors.InvalidStateError` before anything is
+    input raises [`InvalidStateError`][asgrad.nn.InvalidStateError] before anything is
     written. While it writes, the call holds the writer lock of the parent folder: if
-    another writer (a :class:`CheckpointManager` or a save in another process) holds
-    it, :class:`~asgrad.nn.errors.CheckpointLockedError` is raised. A refused write
-    raises :class:`~asgrad.nn.errors.CheckpointIOError` and leaves any previous
+    another writer (a `CheckpointManager` or a save in another process) holds
+    it, [`CheckpointLockedError`][asgrad.nn.CheckpointLockedError] is raised. A refused write
+    raises [`CheckpointIOError`][asgrad.nn.CheckpointIOError] and leaves any previous
     checkpoint at ``path`` in place.
 
     Example:
@@ -310,11 +310,11 @@ def _read(folder: Path) -> CheckpointData:
 
 
 def load_checkpoint(path: PathLike) -> CheckpointData:
-    """Read a checkpoint folder written by :func:`save_checkpoint`.
+    """Read a checkpoint folder written by `save_checkpoint`.
 
     Every file's size and checksum are checked against ``meta.json`` (whose own
     checksum is checked too): a damaged file raises
-    :class:`~asgrad.nn.errors.CheckpointCorruptError` naming it. Checkpoints saved
+    [`CheckpointCorruptError`][asgrad.nn.CheckpointCorruptError] naming it. Checkpoints saved
     before checksums existed load with sizes checked only. A folder replaced or
     deleted by a writer while it is read is read again (up to three times).
     """

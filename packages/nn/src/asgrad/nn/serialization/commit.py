@@ -1,10 +1,10 @@
 """The commit protocol of a checkpoint folder, and the recovery after a crash.
 
 The caller holds the parent folder's writer lock (see
-:mod:`~asgrad.nn.serialization.locking`). The new folder is assembled under
+`locking`). The new folder is assembled under
 ``.tmp-<name>-<8 hex>``, every file flushed, then renamed to ``<name>``: that rename is
 the commit. An existing ``<name>`` is first renamed to ``.old-<name>`` and deleted only
-after the commit; :func:`recover` finishes or undoes whatever a killed writer left.
+after the commit; `recover` finishes or undoes whatever a killed writer left.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""Turning the operating system's errors into :class:`CheckpointError` subclasses.
+"""Turning the operating system's errors into [`CheckpointError`][asgrad.nn.CheckpointError]
+subclasses.
 
-Every saver and loader runs its file-system calls inside :func:`translated`, so an
+Every saver and loader runs its file-system calls inside `translated`, so an
 ``OSError`` (``IsADirectoryError``, ``PermissionError``, a full disk, ...) reaches the
-user as a :class:`CheckpointIOError` (still an ``OSError``) or, for a missing file on
-load, a :class:`CheckpointNotFoundError`, naming the path and what to do; the original
-exception is kept as ``__cause__``.
+user as a [`CheckpointIOError`][asgrad.nn.CheckpointIOError] (still an ``OSError``) or, for a
+missing file on load, a [`CheckpointNotFoundError`][asgrad.nn.CheckpointNotFoundError], naming the
+path and what to do; the original exception is kept as ``__cause__``.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def _where(exc: OSError, path: Path) -> str:
 
 
 def io_error(exc: OSError, doing: str, path: Path, after: str = "") -> CheckpointError:
-    """The :class:`CheckpointError` to raise for ``exc``, met while ``doing`` ``path``.
+    """The [`CheckpointError`][asgrad.nn.CheckpointError] to raise for ``exc``, met while ``doing``
+    ``path``.
 
     ``after`` says what state the failure left (e.g. "the previous file is unchanged").
     """
@@ -56,10 +58,12 @@ def io_error(exc: OSError, doing: str, path: Path, after: str = "") -> Checkpoin
 
 @contextmanager
 def translated(doing: str, path: Path, after: str = "", *, reading: bool = False) -> Iterator[None]:
-    """Re-raise an ``OSError`` from the block as a :class:`CheckpointError` subclass.
+    """Re-raise an ``OSError`` from the block as a [`CheckpointError`][asgrad.nn.CheckpointError]
+    subclass.
 
-    With ``reading``, a missing file becomes :class:`CheckpointNotFoundError`.
-    Errors that already are :class:`CheckpointError` pass through unchanged.
+    With ``reading``, a missing file becomes
+    [`CheckpointNotFoundError`][asgrad.nn.CheckpointNotFoundError]. Errors that already are
+    [`CheckpointError`][asgrad.nn.CheckpointError] pass through unchanged.
     """
     try:
         yield

@@ -7,7 +7,7 @@ however it ends, so a lock never goes stale and no lock file needs deleting. Whi
 holds the lock, a writer knows that every temporary folder in the folder belongs to a
 dead writer and may be deleted.
 
-A temporary file of :func:`~asgrad.nn.serialization.save_state` carries its own lock,
+A temporary file of `save_state` carries its own lock,
 held by its writer, so the cleanup at the next save deletes only files whose writer has
 died, never the file another live process is writing.
 """
@@ -100,7 +100,7 @@ _HELD: weakref.WeakSet[WriterLock] = weakref.WeakSet()
 
 
 class WriterLock:
-    """The exclusive right to write into one folder; :meth:`acquire` it, then release.
+    """The exclusive right to write into one folder; `acquire` it, then release.
 
     A forked child does not inherit the right: the lock stays with the parent.
     """
@@ -113,7 +113,8 @@ class WriterLock:
 
     @classmethod
     def acquire(cls, directory: Path, who: str) -> WriterLock:
-        """Lock ``directory`` (which must exist) or raise :class:`CheckpointLockedError`."""
+        """Lock ``directory`` (which must exist) or raise
+        [`CheckpointLockedError`][asgrad.nn.CheckpointLockedError]."""
         path = directory / LOCK_FILE
         writable = True
         with translated(f"{who}: cannot open the writer lock", path):

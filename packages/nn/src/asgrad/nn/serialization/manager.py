@@ -40,12 +40,12 @@ class CheckpointManager:
     for ``"max"``; the earliest on ties) is never deleted. "Latest" means the highest
     step. Only complete checkpoint folders are ever listed or loaded.
 
-    The first call that writes (:meth:`save`, :meth:`rotate`, :meth:`cleanup`) takes
-    the folder's writer lock and keeps it until :meth:`close` (or the end of a
+    The first call that writes (`save`, `rotate`, `cleanup`) takes
+    the folder's writer lock and keeps it until `close` (or the end of a
     ``with`` block, or of the process): another writer of the folder, in this process
-    or any other, gets :class:`~asgrad.nn.errors.CheckpointLockedError`. Taking the
-    lock first repairs what killed writers left (see :meth:`cleanup`). Any number of
-    readers may :meth:`load` at the same time, without a lock.
+    or any other, gets [`CheckpointLockedError`][asgrad.nn.CheckpointLockedError]. Taking the
+    lock first repairs what killed writers left (see `cleanup`). Any number of
+    readers may `load` at the same time, without a lock.
 
     Example:
         >>> import tempfile, numpy as np
@@ -187,8 +187,8 @@ class CheckpointManager:
     ) -> Path:
         """Write checkpoint ``step`` atomically (replacing one of the same step), rotate.
 
-        Raises :class:`~asgrad.nn.errors.CheckpointLockedError` if another writer
-        holds the folder, :class:`~asgrad.nn.errors.CheckpointIOError` if the disk
+        Raises [`CheckpointLockedError`][asgrad.nn.CheckpointLockedError] if another writer
+        holds the folder, [`CheckpointIOError`][asgrad.nn.CheckpointIOError] if the disk
         refuses the write (the checkpoints already saved stay as they were).
         """
         target = self.path_for(step)
@@ -260,7 +260,7 @@ class CheckpointManager:
         """Load the latest, the best, or a given step's checkpoint.
 
         With ``expected`` (e.g. ``model.state_dict()``) the model state is checked by
-        :func:`check_state` before it is returned. If a writer deletes the chosen
+        `check_state` before it is returned. If a writer deletes the chosen
         checkpoint while it is read (rotation), the choice is made again.
         """
         if not (which in ("latest", "best") or isinstance(which, int)):

@@ -48,7 +48,8 @@ Default = Callable[[Any], Any]
 
 
 def check_json(payload: Mapping[str, Any], default: Default) -> None:
-    """Raise :class:`InvalidStateError` unless ``payload`` can go into ``meta.json``.
+    """Raise [`InvalidStateError`][asgrad.nn.InvalidStateError] unless ``payload`` can go into
+    ``meta.json``.
 
     ``default`` is ``json.dumps``'s hook for values JSON has no type for.
     """
@@ -63,7 +64,7 @@ def check_json(payload: Mapping[str, Any], default: Default) -> None:
 
 
 def meta_bytes(meta: Mapping[str, Any], default: Default) -> bytes:
-    """The text of ``meta.json`` for ``meta`` (checked with :func:`check_json`)."""
+    """The text of ``meta.json`` for ``meta`` (checked with `check_json`)."""
     body = json.dumps(meta, indent=2, default=default).encode("utf-8")
     checksum = hashlib.sha256(body).hexdigest().encode("ascii")
     return body[:-2] + _SEP + checksum + b'"\n}\n'

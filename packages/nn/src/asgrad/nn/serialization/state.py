@@ -4,7 +4,7 @@ Any safetensors reader can open the files. A write goes to a temporary file next
 the target, is flushed to disk and is then renamed onto the target, so a crash in the
 middle of a save leaves the previous file intact; the next save to the same path
 deletes the temporary files of killed saves. The header carries a SHA-256 checksum
-(see :mod:`~asgrad.nn.serialization.tensorfile`) that :func:`load_state` verifies.
+(see `tensorfile`) that `load_state` verifies.
 """
 
 from __future__ import annotations
@@ -144,9 +144,9 @@ def save_state(
 
     ``metadata`` is a flat ``str -> str`` mapping stored in the file header; the keys
     ``asgrad.sha256`` and ``asgrad.integrity`` are reserved for the checksum. Bad input
-    raises :class:`~asgrad.nn.errors.InvalidStateError` before anything is written; a
+    raises [`InvalidStateError`][asgrad.nn.InvalidStateError] before anything is written; a
     refused write (disk full, read-only folder) raises
-    :class:`~asgrad.nn.errors.CheckpointIOError` and leaves the previous file intact.
+    [`CheckpointIOError`][asgrad.nn.CheckpointIOError] and leaves the previous file intact.
 
     Example:
         >>> import tempfile, numpy as np
@@ -194,11 +194,11 @@ def save_state(
 def load_state(path: PathLike) -> dict[str, NDArray[Any]]:
     """Read every tensor of a safetensors file (keys in sorted order).
 
-    The checksum written by :func:`save_state` is verified; files from other writers
+    The checksum written by `save_state` is verified; files from other writers
     (or older asgrad) have none and load unverified. Raises
-    :class:`~asgrad.nn.errors.CheckpointNotFoundError` if there is no file,
-    :class:`~asgrad.nn.errors.CheckpointCorruptError` if it is damaged or not
-    safetensors, :class:`~asgrad.nn.errors.CheckpointIOError` if it cannot be read.
+    [`CheckpointNotFoundError`][asgrad.nn.CheckpointNotFoundError] if there is no file,
+    [`CheckpointCorruptError`][asgrad.nn.CheckpointCorruptError] if it is damaged or not
+    safetensors, [`CheckpointIOError`][asgrad.nn.CheckpointIOError] if it cannot be read.
     """
     p = Path(path)
     with translated("load_state: cannot read", p, reading=True):
@@ -217,7 +217,7 @@ def load_state(path: PathLike) -> dict[str, NDArray[Any]]:
 def read_metadata(path: PathLike) -> dict[str, str]:
     """The ``str -> str`` metadata stored in a safetensors file's header.
 
-    Reads the header only, so the checksum is not verified (:func:`load_state` does).
+    Reads the header only, so the checksum is not verified (`load_state` does).
     """
     p = Path(path)
     with translated("read_metadata: cannot read", p, reading=True):
@@ -247,7 +247,8 @@ def check_state(
     *,
     strict: bool = True,
 ) -> None:
-    """Raise one :class:`StateMismatchError` listing every difference, or return.
+    """Raise one [`StateMismatchError`][asgrad.nn.StateMismatchError] listing every difference, or
+    return.
 
     ``expected`` maps names to arrays (e.g. ``model.state_dict()``) or to
     ``(shape, dtype)`` pairs. Missing and mismatched (shape or dtype) tensors are always

@@ -104,7 +104,7 @@ def _bytes_of(array: NDArray[Any]) -> memoryview:
 
 
 def write_tensor_file(fd: int, prepared: Prepared) -> str:
-    """Write a file made by :func:`prepare` to new file ``fd``; flush it to the disk.
+    """Write a file made by `prepare` to new file ``fd``; flush it to the disk.
 
     Returns the checksum stored in the header.
     """
@@ -216,7 +216,8 @@ def _layout(
 def read_tensor_file(path: Path) -> tuple[dict[str, NDArray[Any]], dict[str, str], str | None]:
     """Tensors (sorted by name), user metadata and verified checksum (None: unverified).
 
-    Raises :class:`CheckpointCorruptError` for a damaged file; ``OSError`` passes through.
+    Raises [`CheckpointCorruptError`][asgrad.nn.CheckpointCorruptError] for a damaged file;
+    ``OSError`` passes through.
     """
     with open(path, "rb") as f:
         file_size = os.fstat(f.fileno()).st_size

@@ -5,7 +5,7 @@ Holds ``tensor`` (``Tensor``), ``methods_*`` (its method mixins by op family),
 ``functional*`` (module functions), ``nn_*`` (``torch.nn.functional``-style functions),
 ``numpy_interop``, ``arguments`` and ``located`` (errors that name the user's line).
 
-May import: :mod:`~asgrad.tensor.errors`, :mod:`~asgrad.tensor.ir`, :mod:`~asgrad.tensor.ops`
+May import: `errors`, `ir`, `ops`
 and itself. Nothing below imports it at import time (``ir`` and ``ops`` name ``Tensor`` in
 annotations only).
 """

@@ -17,7 +17,8 @@ __all__ = ["require_tensor", "require_tensors"]
 
 
 def require_tensor(value: object, what: str) -> Tensor:
-    """``value`` if it is a :class:`Tensor`, else an :class:`ArgumentTypeError`."""
+    """``value`` if it is a [`Tensor`][asgrad.tensor.Tensor], else an
+    [`ArgumentTypeError`][asgrad.tensor.ArgumentTypeError]."""
     if not isinstance(value, Tensor):
         raise ArgumentTypeError(
             f"{what} must be a Tensor of a graph, got {type(value).__name__}; build it from"

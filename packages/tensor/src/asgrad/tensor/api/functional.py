@@ -45,18 +45,39 @@ def where(cond: Tensor, a: object, b: object) -> Tensor:
 
 def stop_gradient(x: Tensor) -> Tensor:
     """``x``'s value, through which no gradient flows (``jax.lax.stop_gradient``,
-    PyTorch's ``detach``); a no-op once compiled."""
+    PyTorch's ``detach``); a no-op once compiled.
+
+    >>> from asgrad.tensor import Graph, evaluate, stop_gradient
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> evaluate(stop_gradient(x) + 1.0, {"x": [1.0, 2.0]})[0].tolist()
+    [2.0, 3.0]
+    """
     return x.detach()
 
 
 def maximum(a: object, b: object) -> Tensor:
-    """Elementwise maximum (numpy.maximum)."""
+    """Elementwise maximum (numpy.maximum).
+
+    >>> from asgrad.tensor import Graph, evaluate, maximum
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(maximum(x, 0.0), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [0.0, 0.0, 2.0]
+    """
     like = _first_tensor(a, b)
     return like.graph.apply("maximum", (like._lift(a), like._lift(b)), {})
 
 
 def minimum(a: object, b: object) -> Tensor:
-    """Elementwise minimum (numpy.minimum)."""
+    """Elementwise minimum (numpy.minimum).
+
+    >>> from asgrad.tensor import Graph, evaluate, minimum
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(minimum(x, 0.0), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-1.0, 0.0, 0.0]
+    """
     like = _first_tensor(a, b)
     return like.graph.apply("minimum", (like._lift(a), like._lift(b)), {})
 
@@ -103,12 +124,25 @@ def _same_graph(op: str, tensors: Sequence[object]) -> list[Tensor]:
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
-    """Matrix product with broadcast batch dimensions (numpy.matmul)."""
+    """Matrix product with broadcast batch dimensions (numpy.matmul).
+
+    >>> from asgrad.tensor import Graph, evaluate, matmul
+    >>> g = Graph()
+    >>> matmul(g.input("a", (2, 3)), g.input("b", (3, 4))).shape
+    (2, 4)
+    """
     return a.matmul(b)
 
 
 def one_hot(indices: Tensor, depth: int, dtype: str = "float32") -> Tensor:
-    """One-hot encoding of integer ``indices`` along a new last axis."""
+    """One-hot encoding of integer ``indices`` along a new last axis.
+
+    >>> from asgrad.tensor import Graph, evaluate, one_hot
+    >>> g = Graph()
+    >>> i = g.input("i", (2,), "int64")
+    >>> evaluate(one_hot(i, 3), {"i": [2, 0]})[0].tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
     return indices.one_hot(depth, dtype)
 
 

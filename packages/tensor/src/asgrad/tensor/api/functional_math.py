@@ -1,6 +1,6 @@
 """Module functions of the elementwise math ops: rounding, tests, logic, integers.
 
-Each is the :class:`~asgrad.tensor.Tensor` method of the same name, as a function
+Each is the [`Tensor`][asgrad.tensor.Tensor] method of the same name, as a function
 (numpy's and PyTorch's spelling). The examples run ``x`` below:
 
 >>> import numpy as np

@@ -1,17 +1,17 @@
 """Random sampling inside graphs: ``rand``, ``randn``, ``bernoulli``, ``normal``.
 
 Samples come from the counter-based hash that dropout uses (see
-:mod:`asgrad.tensor.ops.random`): element ``i`` of a draw is a pure function of
+`asgrad.tensor.ops.random`): element ``i`` of a draw is a pure function of
 ``(seed, i)``, so the CPU and the GPU draw the same numbers for the same seed
 (uniforms bit for bit, normals within float32 rounding of ``log`` and ``cos``).
 
 The ``seed`` argument of every sampler says where the seed comes from:
 
 * ``None`` (the default): the graph's own seed stream, a non-trainable int64
-  :class:`~asgrad.tensor.Variable` (:func:`seed_stream`) made on the graph's first
-  draw; a program compiled with the graph's updates (an optimizer's step always is)
+  [`Variable`][asgrad.tensor.Variable] ([`seed_stream`][asgrad.tensor.seed_stream]) made on the
+  graph's first draw; a program compiled with the graph's updates (an optimizer's step always is)
   advances it, so every run draws afresh, as ``torch.randn`` does.
-* a :class:`~asgrad.tensor.Variable` (an int scalar): that stream, advanced the same
+* a [`Variable`][asgrad.tensor.Variable] (an int scalar): that stream, advanced the same
   way; two draws in one graph read consecutive seeds.
 * an int Tensor scalar (fed, say): used as it is.
 * an int: a constant seed, the same numbers every run.
@@ -67,6 +67,11 @@ def seed_stream(graph: Graph, seed: int | None = None) -> Variable:
 
     ``seed`` sets its value (as ``torch.manual_seed`` does for the next draws);
     without it a new stream starts from a per-process counter.
+
+    >>> from asgrad.tensor import Graph, seed_stream
+    >>> g = Graph()
+    >>> seed_stream(g, 0) is seed_stream(g)
+    True
     """
     var = _STREAMS.get(graph)
     if var is None:
@@ -105,6 +110,11 @@ def rand_like(x: Tensor, seed: Seed = None) -> Tensor:
     """Uniform samples in ``[0, 1)`` with ``x``'s shape and float dtype (``torch.rand_like``).
 
     Each value has 24 random bits (``k * 2**-24``), exact in float32 on every backend.
+
+    >>> from asgrad.tensor import Graph, evaluate, rand_like
+    >>> g = Graph()
+    >>> rand_like(g.input("x", (2, 3)), seed=0).shape
+    (2, 3)
     """
     return x.graph.apply("rand_like", (x, _seed_tensor(x.graph, seed, "rand_like")), {})
 
@@ -114,6 +124,11 @@ def randn_like(x: Tensor, seed: Seed = None) -> Tensor:
 
     Box-Muller on two 24-bit uniforms, so ``|z| < 5.8``. The CPU computes in float64
     and rounds; the GPU computes in float32 (within 2e-6 of the CPU's float32 values).
+
+    >>> from asgrad.tensor import Graph, evaluate, randn_like
+    >>> g = Graph()
+    >>> randn_like(g.input("x", (2, 3)), seed=0).shape
+    (2, 3)
     """
     return x.graph.apply("randn_like", (x, _seed_tensor(x.graph, seed, "randn_like")), {})
 
@@ -135,12 +150,26 @@ def _require_float_dtype(dtype: str) -> None:
 
 
 def rand(graph: Graph, *size: int, seed: Seed = None, dtype: str = "float32") -> Tensor:
-    """Uniform samples in ``[0, 1)`` of shape ``size`` in ``graph`` (``torch.rand``)."""
+    """Uniform samples in ``[0, 1)`` of shape ``size`` in ``graph`` (``torch.rand``).
+
+    >>> from asgrad.tensor import Graph, evaluate, rand
+    >>> g = Graph()
+    >>> u = evaluate(rand(g, 1000, seed=0))[0]
+    >>> u.shape, bool(0 <= u.min() and u.max() < 1)
+    ((1000,), True)
+    """
     return rand_like(_shaped(graph, size, dtype, "rand"), seed)
 
 
 def randn(graph: Graph, *size: int, seed: Seed = None, dtype: str = "float32") -> Tensor:
-    """Standard normal samples of shape ``size`` in ``graph`` (``torch.randn``)."""
+    """Standard normal samples of shape ``size`` in ``graph`` (``torch.randn``).
+
+    >>> from asgrad.tensor import Graph, evaluate, randn
+    >>> g = Graph()
+    >>> z = evaluate(randn(g, 2, 3, seed=0))[0]
+    >>> z.shape, z.dtype
+    ((2, 3), dtype('float32'))
+    """
     return randn_like(_shaped(graph, size, dtype, "randn"), seed)
 
 
@@ -148,6 +177,12 @@ def bernoulli(p: Tensor, seed: Seed = None) -> Tensor:
     """1 with probability ``p`` (elementwise, in ``[0, 1]``), else 0, in ``p``'s dtype.
 
     ``rand_like(p) < p``: no gradient flows to ``p`` (as ``torch.bernoulli``).
+
+    >>> from asgrad.tensor import Graph, evaluate, bernoulli
+    >>> g = Graph()
+    >>> p = g.constant([0.0, 1.0])
+    >>> evaluate(bernoulli(p, seed=0))[0].tolist()
+    [0.0, 1.0]
     """
     return (rand_like(p, seed) < p).cast(p.dtype)
 
@@ -157,6 +192,13 @@ def normal(mean: Tensor, std: Tensor | float = 1.0, seed: Seed = None) -> Tensor
 
     The reparameterisation of a VAE (``torch.normal`` does not pass gradients; this
     does, as ``torch.distributions.Normal.rsample``).
+
+    >>> from asgrad.tensor import Graph, evaluate, normal
+    >>> g = Graph()
+    >>> mean = g.constant([0.0, 100.0])
+    >>> z = evaluate(normal(mean, 0.001, seed=0))[0]
+    >>> [round(float(v)) for v in z]
+    [0, 100]
     """
     if not isinstance(std, Tensor) and not std >= 0:
         raise ArgumentError(f"normal: std must be >= 0, got {std!r}")

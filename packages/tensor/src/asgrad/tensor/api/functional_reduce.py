@@ -1,7 +1,7 @@
 """Module functions of the math reductions, scans and sorts (prod, std, logsumexp, any,
 all, argmin, cumsum, cummax, sort, topk...).
 
-Each is the :class:`~asgrad.tensor.Tensor` method of the same name, as a function
+Each is the [`Tensor`][asgrad.tensor.Tensor] method of the same name, as a function
 (numpy's and PyTorch's spelling).
 """
 

@@ -160,14 +160,27 @@ def einsum(equation: str, *operands: Tensor | Variable | Sequence[Tensor | Varia
 
 
 def outer(a: Tensor, b: Tensor) -> Tensor:
-    """The outer product of two vectors (``torch.outer``)."""
+    """The outer product of two vectors (``torch.outer``).
+
+    >>> from asgrad.tensor import Graph, evaluate, outer
+    >>> g = Graph()
+    >>> a, b = g.input("a", (2,)), g.input("b", (2,))
+    >>> evaluate(outer(a, b), {"a": [1.0, 2.0], "b": [3.0, 4.0]})[0].tolist()
+    [[3.0, 4.0], [6.0, 8.0]]
+    """
     if a.ndim != 1 or b.ndim != 1:
         raise locate("outer", ShapeError(f"outer takes two vectors, got {a!r} and {b!r}"))
     return a.expand_dims(1) * b.expand_dims(0)
 
 
 def bmm(a: Tensor, b: Tensor) -> Tensor:
-    """Batched matrix product of two rank-3 values of one batch size (``torch.bmm``)."""
+    """Batched matrix product of two rank-3 values of one batch size (``torch.bmm``).
+
+    >>> from asgrad.tensor import Graph, evaluate, bmm
+    >>> g = Graph()
+    >>> bmm(g.input("a", (4, 2, 3)), g.input("b", (4, 3, 5))).shape
+    (4, 2, 5)
+    """
     if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0]:
         raise locate("bmm", ShapeError(f"bmm takes (b, n, m) @ (b, m, p), got {a!r} @ {b!r}"))
     return a.matmul(b)
@@ -175,32 +188,73 @@ def bmm(a: Tensor, b: Tensor) -> Tensor:
 
 # -- function forms of the Tensor methods ------------------------------------------------------
 def flip(x: Tensor, axis: int | Sequence[int] | None = None) -> Tensor:
-    """Reverse ``x`` along ``axis`` (every axis when None)."""
+    """Reverse ``x`` along ``axis`` (every axis when None).
+
+    >>> from asgrad.tensor import Graph, evaluate, flip
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(flip(x), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [3.0, 2.0, 1.0]
+    """
     return x.flip() if axis is None else x.flip(axis)
 
 
 def roll(x: Tensor, shifts: int | Sequence[int], axis: int | Sequence[int] | None = None) -> Tensor:
-    """``x`` rotated by ``shifts`` along ``axis`` (``torch.roll``, ``numpy.roll``)."""
+    """``x`` rotated by ``shifts`` along ``axis`` (``torch.roll``, ``numpy.roll``).
+
+    >>> from asgrad.tensor import Graph, evaluate, roll
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(roll(x, 1), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [3.0, 1.0, 2.0]
+    """
     return x.roll(shifts, axis)
 
 
 def tril(x: Tensor, diagonal: int = 0) -> Tensor:
-    """The lower triangle of ``x``'s last two axes."""
+    """The lower triangle of ``x``'s last two axes.
+
+    >>> from asgrad.tensor import Graph, evaluate, tril
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 2))
+    >>> evaluate(tril(x), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+    [[1.0, 0.0], [3.0, 4.0]]
+    """
     return x.tril(diagonal)
 
 
 def triu(x: Tensor, diagonal: int = 0) -> Tensor:
-    """The upper triangle of ``x``'s last two axes."""
+    """The upper triangle of ``x``'s last two axes.
+
+    >>> from asgrad.tensor import Graph, evaluate, triu
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 2))
+    >>> evaluate(triu(x), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+    [[1.0, 2.0], [0.0, 4.0]]
+    """
     return x.triu(diagonal)
 
 
 def tile(x: Tensor, reps: int | Sequence[int]) -> Tensor:
-    """``x`` repeated whole along each axis (``numpy.tile``, ``torch.tile``)."""
+    """``x`` repeated whole along each axis (``numpy.tile``, ``torch.tile``).
+
+    >>> from asgrad.tensor import Graph, evaluate, tile
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> evaluate(tile(x, 2), {"x": [1.0, 2.0]})[0].tolist()
+    [1.0, 2.0, 1.0, 2.0]
+    """
     return x.tile(reps)
 
 
 def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
-    """``x`` with axes ``source`` moved to ``destination`` (``numpy.moveaxis``)."""
+    """``x`` with axes ``source`` moved to ``destination`` (``numpy.moveaxis``).
+
+    >>> from asgrad.tensor import Graph, evaluate, movedim
+    >>> g = Graph()
+    >>> movedim(g.input("x", (2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     return x.movedim(source, destination)
 
 
@@ -228,39 +282,99 @@ def chunk(
 
 
 def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
-    """``numpy.take_along_axis``: see :meth:`Tensor.take_along_axis`."""
+    """``numpy.take_along_axis``: see
+    [`Tensor.take_along_axis`][asgrad.tensor.Tensor.take_along_axis].
+
+    >>> from asgrad.tensor import Graph, evaluate, take_along_axis
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 2))
+    >>> i = g.constant([[1], [0]])
+    >>> evaluate(take_along_axis(x, i, 1), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+    [[2.0], [3.0]]
+    """
     return x.take_along_axis(indices, axis)
 
 
 def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
-    """``torch.gather(x, dim, index)``: ``take_along_axis(x, index, axis)``."""
+    """``torch.gather(x, dim, index)``: ``take_along_axis(x, index, axis)``.
+
+    >>> from asgrad.tensor import Graph, evaluate, gather
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 2))
+    >>> i = g.constant([[1, 0], [0, 0]])
+    >>> evaluate(gather(x, 1, i), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+    [[2.0, 1.0], [3.0, 3.0]]
+    """
     return x.take_along_axis(index, axis)
 
 
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
-    """``torch.index_select``: the entries ``index`` of ``x`` along ``axis``."""
+    """``torch.index_select``: the entries ``index`` of ``x`` along ``axis``.
+
+    >>> from asgrad.tensor import Graph, evaluate, index_select
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> i = g.constant([2, 0])
+    >>> evaluate(index_select(x, 0, i), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [3.0, 1.0]
+    """
     return x.index_select(axis, index)
 
 
 def scatter(x: Tensor, axis: int, index: Tensor, src: object) -> Tensor:
-    """``torch.scatter``: see :meth:`Tensor.scatter`."""
+    """``torch.scatter``: see
+    [`Tensor.scatter`][asgrad.tensor.Tensor.scatter].
+
+    >>> from asgrad.tensor import Graph, evaluate, scatter
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> i = g.constant([0])
+    >>> evaluate(scatter(x, 0, i, 5.0), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [5.0, 2.0, 3.0]
+    """
     return x.scatter(axis, index, src)
 
 
 def scatter_add(x: Tensor, axis: int, index: Tensor, src: Tensor) -> Tensor:
-    """``torch.scatter_add``: see :meth:`Tensor.scatter_add`."""
+    """``torch.scatter_add``: see
+    [`Tensor.scatter_add`][asgrad.tensor.Tensor.scatter_add].
+
+    >>> from asgrad.tensor import Graph, evaluate, scatter_add
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> i, src = g.constant([0, 0]), g.constant([1.0, 2.0])
+    >>> evaluate(scatter_add(x, 0, i, src), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [4.0, 2.0, 3.0]
+    """
     return x.scatter_add(axis, index, src)
 
 
 def scatter_reduce(
     x: Tensor, axis: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True
 ) -> Tensor:
-    """``torch.scatter_reduce``: see :meth:`Tensor.scatter_reduce`."""
+    """``torch.scatter_reduce``: see
+    [`Tensor.scatter_reduce`][asgrad.tensor.Tensor.scatter_reduce].
+
+    >>> from asgrad.tensor import Graph, evaluate, scatter_reduce
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> i, src = g.constant([0, 0]), g.constant([5.0, 7.0])
+    >>> out = scatter_reduce(x, 0, i, src, "amax")
+    >>> evaluate(out, {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [7.0, 2.0, 3.0]
+    """
     return x.scatter_reduce(axis, index, src, reduce, include_self)
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: object) -> Tensor:
-    """``value`` where ``mask`` holds, else ``x``."""
+    """``value`` where ``mask`` holds, else ``x``.
+
+    >>> from asgrad.tensor import Graph, evaluate, masked_fill
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(masked_fill(x, x < 0, 0.0), {"x": [-1.0, 2.0, -3.0]})[0].tolist()
+    [0.0, 2.0, 0.0]
+    """
     return x.masked_fill(mask, value)
 
 
@@ -305,7 +419,13 @@ def _check_fits(op: str, dtype: str, *values: object) -> None:
 def full(
     graph: Graph | Tensor, shape: int | Sequence[int], value: float, dtype: str = "float32"
 ) -> Tensor:
-    """A constant of ``shape`` filled with ``value`` in ``graph``."""
+    """A constant of ``shape`` filled with ``value`` in ``graph``.
+
+    >>> from asgrad.tensor import Graph, evaluate, full
+    >>> g = Graph()
+    >>> evaluate(full(g, (2,), 7.0))[0].tolist()
+    [7.0, 7.0]
+    """
     dims = _shape((shape,))
     dt = as_dtype(dtype)
     _check_fits("full", dt, value)
@@ -323,12 +443,24 @@ def zeros(graph: Graph | Tensor, *shape: int | Sequence[int], dtype: str = "floa
 
 
 def ones(graph: Graph | Tensor, *shape: int | Sequence[int], dtype: str = "float32") -> Tensor:
-    """A constant of ones."""
+    """A constant of ones.
+
+    >>> from asgrad.tensor import Graph, evaluate, ones
+    >>> g = Graph()
+    >>> evaluate(ones(g, 2, 2))[0].tolist()
+    [[1.0, 1.0], [1.0, 1.0]]
+    """
     return full(graph, _shape(shape), 1, dtype)
 
 
 def eye(graph: Graph | Tensor, n: int, m: int | None = None, dtype: str = "float32") -> Tensor:
-    """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``)."""
+    """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``).
+
+    >>> from asgrad.tensor import Graph, evaluate, eye
+    >>> g = Graph()
+    >>> evaluate(eye(g, 2))[0].tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
     n = operator.index(n)
     m = n if m is None else operator.index(m)
     if n < 0 or m < 0:
@@ -366,7 +498,13 @@ def arange(
 def linspace(
     graph: Graph | Tensor, start: float, end: float, steps: int, dtype: str = "float32"
 ) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end``, both included."""
+    """``steps`` evenly spaced values from ``start`` to ``end``, both included.
+
+    >>> from asgrad.tensor import Graph, evaluate, linspace
+    >>> g = Graph()
+    >>> evaluate(linspace(g, 0.0, 1.0, 5))[0].tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
     steps = operator.index(steps)
     if steps < 0:
         raise locate("linspace", ArgumentError(f"steps must be >= 0, got {steps}"))
@@ -392,10 +530,24 @@ def full_like(x: Tensor, value: float, dtype: str | None = None) -> Tensor:
 
 
 def zeros_like(x: Tensor, dtype: str | None = None) -> Tensor:
-    """Zeros in ``x``'s shape (when the graph runs)."""
+    """Zeros in ``x``'s shape (when the graph runs).
+
+    >>> from asgrad.tensor import Graph, evaluate, zeros_like
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> evaluate(zeros_like(x), {"x": [5.0, 6.0]})[0].tolist()
+    [0.0, 0.0]
+    """
     return full_like(x, 0, dtype)
 
 
 def ones_like(x: Tensor, dtype: str | None = None) -> Tensor:
-    """Ones in ``x``'s shape (when the graph runs)."""
+    """Ones in ``x``'s shape (when the graph runs).
+
+    >>> from asgrad.tensor import Graph, evaluate, ones_like
+    >>> g = Graph()
+    >>> x = g.input("x", (2,), "int64")
+    >>> evaluate(ones_like(x), {"x": [5, 6]})[0].tolist()
+    [1, 1]
+    """
     return full_like(x, 1, dtype)

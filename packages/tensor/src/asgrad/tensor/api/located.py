@@ -1,8 +1,9 @@
-"""Errors that name the user's source line, for checks made outside :meth:`Graph.apply`.
+"""Errors that name the user's source line, for checks made outside
+[`Graph.apply`][asgrad.tensor.Graph.apply].
 
-A front door (a :class:`~asgrad.tensor.Tensor` method) checks some arguments before it
-applies its op, such as the axes of a reduction; wrapped in :func:`checked`, such a
-check's error reads as the shape errors of :meth:`~asgrad.tensor.Graph.apply` do: the
+A front door (a [`Tensor`][asgrad.tensor.Tensor] method) checks some arguments before it
+applies its op, such as the axes of a reduction; wrapped in `checked`, such a
+check's error reads as the shape errors of [`apply`][asgrad.tensor.Graph.apply] do: the
 op, the problem, and ``(at file:line)`` of the user's code.
 
 >>> from asgrad.tensor.ir.common import normalize_axis

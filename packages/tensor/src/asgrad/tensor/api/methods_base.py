@@ -1,8 +1,8 @@
-"""The part of :class:`~asgrad.tensor.Tensor` that its method mixins build on.
+"""The part of [`Tensor`][asgrad.tensor.Tensor] that its method mixins build on.
 
 The mixins (``methods_math``, ``methods_shape``, ``methods_nn``) subclass
-:class:`TensorBase` so that the type checker knows what ``self`` offers; at run
-time it adds nothing: :class:`~asgrad.tensor.Tensor` defines every member.
+`TensorBase` so that the type checker knows what ``self`` offers; at run
+time it adds nothing: [`Tensor`][asgrad.tensor.Tensor] defines every member.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ and integer-array (advanced) indexing in ``x[...]``.
 
 A graph's shapes are static, so a boolean mask selects only when it is a numpy array
 (known when the graph is built); a boolean *Tensor* chooses values with
-:meth:`masked_fill` or :func:`asgrad.tensor.where` instead.
+[`masked_fill`][asgrad.tensor.masked_fill] or [`asgrad.tensor.where`][asgrad.tensor.where] instead.
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate
@@ -92,7 +92,14 @@ class IndexMethods(TensorBase):
 
     def index_select(self, axis: int, index: Tensor) -> Tensor:
         """The entries ``index`` (a vector of ints in ``[0, n)``) along ``axis``
-        (``torch.index_select``)."""
+        (``torch.index_select``).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 2))
+        >>> i = x.graph.constant([1, 1, 0])
+        >>> evaluate(x.index_select(0, i), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+        [[3.0, 4.0], [3.0, 4.0], [1.0, 2.0]]
+        """
         if index.ndim != 1:
             raise locate("index_select", ShapeError(f"index must be a vector, got {index!r}"))
         return self._self().gather(index, axis=axis)
@@ -167,7 +174,14 @@ class IndexMethods(TensorBase):
     def scatter(self, axis: int, index: Tensor, src: object) -> Tensor:
         """This value with ``src`` (a Tensor or a number) written at ``index`` along
         ``axis`` (``torch.Tensor.scatter``). Where several entries land on one position,
-        the largest is written (PyTorch leaves the choice undefined)."""
+        the largest is written (PyTorch leaves the choice undefined).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> i = x.graph.constant([2, 0])
+        >>> evaluate(x.scatter(0, i, 9.0), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+        [9.0, 2.0, 9.0]
+        """
         return self.scatter_reduce(axis, index, src, "amax", include_self=False)  # type: ignore[arg-type]
 
     def masked_fill(self, mask: Tensor, value: object) -> Tensor:

@@ -2,7 +2,7 @@
 
 Each method appends one op (or the ops an op expands into) to the tensor's graph;
 the functions of the same names live in the functional modules
-(:mod:`asgrad.tensor.api.functional_math`, :mod:`asgrad.tensor.api.functional_reduce`).
+(`asgrad.tensor.api.functional_math`, `asgrad.tensor.api.functional_reduce`).
 """
 
 from __future__ import annotations
@@ -29,41 +29,108 @@ class MathMethods(TensorBase):
 
     # -- rounding ---------------------------------------------------------------------
     def floor(self) -> Tensor:
-        """The largest integer <= x (floats; zero gradient)."""
+        """The largest integer <= x (floats; zero gradient).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.floor(), {"x": [-1.5, 0.5, 2.0]})[0].tolist()
+        [-2.0, 0.0, 2.0]
+        """
         return self._apply("floor")
 
     def ceil(self) -> Tensor:
-        """The smallest integer >= x (floats; zero gradient)."""
+        """The smallest integer >= x (floats; zero gradient).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.ceil(), {"x": [-1.5, 0.5, 2.0]})[0].tolist()
+        [-1.0, 1.0, 2.0]
+        """
         return self._apply("ceil")
 
     def trunc(self) -> Tensor:
-        """x rounded towards 0 (floats; zero gradient)."""
+        """x rounded towards 0 (floats; zero gradient).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.trunc(), {"x": [-1.5, 0.5, 2.7]})[0].tolist()
+        [-1.0, 0.0, 2.0]
+        """
         return self._apply("trunc")
 
     fix = trunc
+    """The same as [`trunc`][asgrad.tensor.Tensor.trunc] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(x.fix(), {"x": [-1.5, 0.5, 2.7]})[0].tolist()
+    [-1.0, 0.0, 2.0]
+    """
 
     def round(self, decimals: int = 0) -> Tensor:
-        """x rounded to ``decimals`` places, halves to even (as numpy and PyTorch)."""
+        """x rounded to ``decimals`` places, halves to even (as numpy and PyTorch).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.round(), {"x": [0.5, 1.5, 2.25]})[0].tolist()
+        [0.0, 2.0, 2.0]
+        """
         return self._apply("round", decimals=checked("round", int_arg, decimals, "decimals"))
 
     def frac(self) -> Tensor:
-        """``x - trunc(x)``: the fractional part, with x's sign."""
+        """``x - trunc(x)``: the fractional part, with x's sign.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.frac(), {"x": [-1.5, 0.25, 2.0]})[0].tolist()
+        [-0.5, 0.25, 0.0]
+        """
         return self._apply("frac")
 
     # -- tests ------------------------------------------------------------------------
     def isnan(self) -> Tensor:
+        """Whether each element is NaN (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isnan(), {"x": [1.0, float("nan"), float("inf")]})[0].tolist()
+        [False, True, False]
+
+        """
         return self._apply("isnan")
 
     def isinf(self) -> Tensor:
+        """Whether each element is +inf or -inf (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isinf(), {"x": [1.0, float("nan"), float("-inf")]})[0].tolist()
+        [False, False, True]
+
+        """
         return self._apply("isinf")
 
     def isfinite(self) -> Tensor:
+        """Whether each element is neither NaN nor infinite (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isfinite(), {"x": [1.0, float("nan"), float("inf")]})[0].tolist()
+        [True, False, False]
+
+        """
         return self._apply("isfinite")
 
     def isclose(
         self, other: object, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False
     ) -> Tensor:
-        """``|x - other| <= atol + rtol * |other|`` elementwise (numpy's and PyTorch's rule)."""
+        """``|x - other| <= atol + rtol * |other|`` elementwise (numpy's and PyTorch's rule).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.isclose(1.0), {"x": [1.0, 1.000001, 1.1]})[0].tolist()
+        [True, True, False]
+        """
         rtol, atol = (
             checked("isclose", float_arg, v, n) for v, n in ((rtol, "rtol"), (atol, "atol"))
         )
@@ -77,7 +144,13 @@ class MathMethods(TensorBase):
         self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None
     ) -> Tensor:
         """NaN as ``nan``, +-inf as ``posinf``/``neginf`` (default: the dtype's largest
-        finite values); the gradient flows to the finite elements only."""
+        finite values); the gradient flows to the finite elements only.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.nan_to_num(posinf=9.0), {"x": [float("nan"), float("inf"), 1.0]})[0].tolist()
+        [0.0, 9.0, 1.0]
+        """
         attrs = {
             k: None if v is None else checked("nan_to_num", float_arg, v, k)
             for k, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf))
@@ -86,15 +159,47 @@ class MathMethods(TensorBase):
 
     # -- logic and integers -----------------------------------------------------------
     def logical_and(self, other: object) -> Tensor:
+        """x and ``other``, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_and(True), {"x": [True, False, True]})[0].tolist()
+        [True, False, True]
+
+        """
         return self._binary("logical_and", other)
 
     def logical_or(self, other: object) -> Tensor:
+        """x or ``other``, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_or(False), {"x": [True, False, True]})[0].tolist()
+        [True, False, True]
+
+        """
         return self._binary("logical_or", other)
 
     def logical_xor(self, other: object) -> Tensor:
+        """Exactly one of x and ``other``, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_xor(True), {"x": [True, False, True]})[0].tolist()
+        [False, True, False]
+
+        """
         return self._binary("logical_xor", other)
 
     def logical_not(self) -> Tensor:
+        """Not x, elementwise, as truth values (bool).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "bool")
+        >>> evaluate(x.logical_not(), {"x": [True, False, True]})[0].tolist()
+        [False, True, False]
+
+        """
         return self._apply("logical_not")
 
     def __and__(self, other: object) -> Tensor:
@@ -142,8 +247,60 @@ class MathMethods(TensorBase):
     def __rmod__(self, other: object) -> Tensor:
         return self._lift(other)._binary("remainder", self)
 
-    bitwise_and, bitwise_or, bitwise_xor = __and__, __or__, __xor__
-    bitwise_not, floor_divide, remainder = __invert__, __floordiv__, __mod__
+    bitwise_and = __and__
+    """``x & other`` (integers, or bools: logical and).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_and(6), {"x": [3, 5, 6]})[0].tolist()
+    [2, 4, 6]
+
+    """
+    bitwise_or = __or__
+    """``x | other`` (integers, or bools: logical or).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_or(4), {"x": [3, 0, 1]})[0].tolist()
+    [7, 4, 5]
+
+    """
+    bitwise_xor = __xor__
+    """``x ^ other`` (integers, or bools: logical xor).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_xor(5), {"x": [3, 5, 0]})[0].tolist()
+    [6, 0, 5]
+
+    """
+    bitwise_not = __invert__
+    """``~x`` (integers: two's complement, or bools: logical not).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.bitwise_not(), {"x": [0, 1, -1]})[0].tolist()
+    [-1, -2, 0]
+
+    """
+    floor_divide = __floordiv__
+    """``x // other``: the quotient rounded down (Python's and numpy's rule).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.floor_divide(2), {"x": [7, -7, 4]})[0].tolist()
+    [3, -4, 2]
+
+    """
+    remainder = __mod__
+    """``x % other``, with the sign of ``other`` (Python's and numpy's rule).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,), "int64")
+    >>> evaluate(x.remainder(3), {"x": [7, -7, 6]})[0].tolist()
+    [1, 2, 0]
+
+    """
 
     # -- reductions ---------------------------------------------------------------------
     def _reduce_math(
@@ -294,7 +451,14 @@ class MathMethods(TensorBase):
     ) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` sorted along ``axis``. Always stable (ties keep their
         order; ``stable`` is accepted for PyTorch's signature); NaN sorts as the
-        largest value. The gradient goes back to where each value came from."""
+        largest value. The gradient goes back to where each value came from.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> values, indices = x.sort()
+        >>> [a.tolist() for a in evaluate([values, indices], {"x": [3.0, 1.0, 2.0]})]
+        [[1.0, 2.0, 3.0], [1, 2, 0]]
+        """
         attrs = {"descending": bool(descending)}
         return self._scan("sort", axis, dim, **attrs), self._scan("argsort", axis, dim, **attrs)
 
@@ -320,7 +484,14 @@ class MathMethods(TensorBase):
     ) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the ``k`` largest (or smallest) along ``axis``, in
         order (``sorted`` is accepted for PyTorch's signature; the result is always
-        sorted; of ties, the first ones)."""
+        sorted; of ties, the first ones).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> values, indices = x.topk(2)
+        >>> [a.tolist() for a in evaluate([values, indices], {"x": [3.0, 1.0, 2.0]})]
+        [[3.0, 2.0], [0, 2]]
+        """
         k = checked("topk", int_arg, k, "k")
         axis = checked("topk", normalize_axis, axis_arg("topk", axis, dim, -1), self.ndim)
         if not 0 <= k <= self.shape[axis]:

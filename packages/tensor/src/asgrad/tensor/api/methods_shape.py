@@ -99,7 +99,13 @@ class ShapeMethods(IndexMethods):
         return self._apply("tril", diagonal=int_arg(diagonal, "tril: diagonal"))
 
     def triu(self, diagonal: int = 0) -> Tensor:
-        """The upper triangle of the last two axes (``diagonal`` < 0: below the main one too)."""
+        """The upper triangle of the last two axes (``diagonal`` < 0: below the main one too).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 2))
+        >>> evaluate(x.triu(), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
+        [[1.0, 2.0], [0.0, 4.0]]
+        """
         return self._apply("triu", diagonal=int_arg(diagonal, "triu: diagonal"))
 
     def diagonal(self, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
@@ -125,7 +131,13 @@ class ShapeMethods(IndexMethods):
         return self._apply("repeat", repeats=ints("repeat", _sizes(repeats), "repeats"))
 
     def tile(self, *reps: IntOrInts) -> Tensor:
-        """``numpy.tile``/``torch.tile``: ``repeat`` with missing leading counts taken as 1."""
+        """``numpy.tile``/``torch.tile``: ``repeat`` with missing leading counts taken as 1.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.tile(2).shape, x.tile(2, 1, 1).shape
+        ((2, 6), (2, 2, 3))
+        """
         counts = ints("tile", _sizes(reps), "reps")
         return self.repeat((1,) * (self.ndim - len(counts)) + counts)
 
@@ -161,7 +173,13 @@ class ShapeMethods(IndexMethods):
 
     # -- compositions of reshape, transpose and slice ------------------------------------------
     def view(self, *shape: IntOrInts) -> Tensor:
-        """``reshape`` under PyTorch's name (one -1 allowed); values are never shared."""
+        """``reshape`` under PyTorch's name (one -1 allowed); values are never shared.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.view(3, -1).shape
+        (3, 2)
+        """
         return self._t().reshape(*shape)
 
     def unflatten(self, axis: int, sizes: Sequence[int]) -> Tensor:
@@ -180,7 +198,13 @@ class ShapeMethods(IndexMethods):
         return self._t().reshape(shape)
 
     def movedim(self, source: IntOrInts, destination: IntOrInts) -> Tensor:
-        """Move axes ``source`` to positions ``destination`` (``numpy.moveaxis``)."""
+        """Move axes ``source`` to positions ``destination`` (``numpy.moveaxis``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3, 4))
+        >>> x.movedim(0, -1).shape
+        (3, 4, 2)
+        """
         src = [checked("movedim", normalize_axis, a, self.ndim) for a in axis_tuple(source)]
         dst = [checked("movedim", normalize_axis, a, self.ndim) for a in axis_tuple(destination)]
         if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
@@ -191,6 +215,12 @@ class ShapeMethods(IndexMethods):
         return self._t().transpose(*order)
 
     moveaxis = movedim
+    """The same as [`movedim`][asgrad.tensor.Tensor.movedim] (numpy's name).
+
+    >>> from asgrad.tensor import Graph
+    >>> Graph().input("x", (2, 3, 4)).moveaxis(-1, 0).shape
+    (4, 2, 3)
+    """
 
     def narrow(
         self,
@@ -215,14 +245,25 @@ class ShapeMethods(IndexMethods):
         return self._t()[(slice(None),) * axis + (slice(begin, begin + length),)]
 
     def t(self) -> Tensor:
-        """The transpose of a matrix (rank <= 2), as ``torch.Tensor.t``."""
+        """The transpose of a matrix (rank <= 2), as ``torch.Tensor.t``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.t().shape
+        (3, 2)
+        """
         if self.ndim > 2:
             raise checked_error("t", f"a value of rank {self.ndim}; use .mT or .transpose")
         return self._t().transpose()
 
     @property
     def mT(self) -> Tensor:  # noqa: N802  # PyTorch's name
-        """The last two axes swapped (a batch of matrices transposed)."""
+        """The last two axes swapped (a batch of matrices transposed).
+
+        >>> from asgrad.tensor import Graph
+        >>> Graph().input("x", (5, 2, 3)).mT.shape
+        (5, 3, 2)
+        """
         return self._t().swapaxes(-2, -1)
 
     def unstack(self, axis: int | None = None, *, dim: int | None = None) -> list[Tensor]:
@@ -231,6 +272,13 @@ class ShapeMethods(IndexMethods):
         return [self._t()[(slice(None),) * axis + (i,)] for i in range(self.shape[axis])]
 
     unbind = unstack
+    """The same as [`unstack`][asgrad.tensor.Tensor.unstack] (PyTorch's name).
+
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2, 3))
+    >>> [column.shape for column in x.unbind(1)]
+    [(2,), (2,), (2,)]
+    """
 
     def split(
         self, split_size_or_sections: IntOrInts, axis: int | None = None, *, dim: int | None = None

@@ -49,89 +49,208 @@ __all__ = [
 
 
 def relu(x: Tensor, inplace: bool = False) -> Tensor:
-    """``max(x, 0)``."""
+    """``max(x, 0)``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import relu
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(relu(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [0.0, 0.0, 2.0]
+    """
     return x.relu()
 
 
 def relu6(x: Tensor, inplace: bool = False) -> Tensor:
-    """``min(max(x, 0), 6)``."""
+    """``min(max(x, 0), 6)``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import relu6
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(relu6(x), {"x": [-1.0, 3.0, 8.0]})[0].tolist()
+    [0.0, 3.0, 6.0]
+    """
     return x.relu6()
 
 
 def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    """``x`` if ``x > 0`` else ``negative_slope * x``."""
+    """``x`` if ``x > 0`` else ``negative_slope * x``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import leaky_relu
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(leaky_relu(x, 0.1), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.1..., 0.0, 2.0]
+    """
     return x.leaky_relu(negative_slope)
 
 
 def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``."""
+    """``x`` if ``x > 0`` else ``alpha * (exp(x) - 1)``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import elu
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(elu(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.63212..., 0.0, 1.0]
+    """
     return x.elu(alpha)
 
 
 def selu(x: Tensor, inplace: bool = False) -> Tensor:
-    """``scale * elu(x, alpha)`` with the self-normalising constants."""
+    """``scale * elu(x, alpha)`` with the self-normalising constants.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import selu
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(selu(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-1.11133..., 0.0, 2.10140...]
+    """
     return x.selu()
 
 
 def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
-    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import celu
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(celu(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.63212..., 0.0, 2.0]
+    """
     return x.celu(alpha)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """``x * Phi(x)``; ``approximate="tanh"`` for the tanh form."""
+    """``x * Phi(x)``; ``approximate="tanh"`` for the tanh form.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import gelu
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(gelu(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.15865..., 0.0, 0.84134...]
+    """
     return x.gelu(approximate)
 
 
 def silu(x: Tensor, inplace: bool = False) -> Tensor:
-    """``x * sigmoid(x)``."""
+    """``x * sigmoid(x)``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import silu
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(silu(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.26894..., 0.0, 0.73105...]
+    """
     return x.silu()
 
 
 def mish(x: Tensor, inplace: bool = False) -> Tensor:
-    """``x * tanh(softplus(x))``."""
+    """``x * tanh(softplus(x))``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import mish
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(mish(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.30340..., 0.0, 1.94395...]
+    """
     return x.mish()
 
 
 def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
-    """``x * relu6(x + 3) / 6``."""
+    """``x * relu6(x + 3) / 6``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import hardswish
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(hardswish(x), {"x": [-4.0, 0.0, 1.0]})[0].tolist()
+    [-0.0, 0.0, 0.66666...]
+    """
     return x.hardswish()
 
 
 def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
-    """``relu6(x + 3) / 6``."""
+    """``relu6(x + 3) / 6``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import hardsigmoid
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(hardsigmoid(x), {"x": [-4.0, 0.0, 3.0]})[0].tolist()
+    [0.0, 0.5, 1.0]
+    """
     return x.hardsigmoid()
 
 
 def hardtanh(
     x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False
 ) -> Tensor:
-    """``x`` clamped to ``[min_val, max_val]``."""
+    """``x`` clamped to ``[min_val, max_val]``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import hardtanh
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(hardtanh(x), {"x": [-2.0, 0.5, 3.0]})[0].tolist()
+    [-1.0, 0.5, 1.0]
+    """
     return x.hardtanh(min_val, max_val)
 
 
 def sigmoid(x: Tensor) -> Tensor:
-    """``1 / (1 + exp(-x))``."""
+    """``1 / (1 + exp(-x))``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import sigmoid
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(sigmoid(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [0.26894..., 0.5, 0.73105...]
+    """
     return x.sigmoid()
 
 
 def logsigmoid(x: Tensor) -> Tensor:
-    """``log(sigmoid(x))``."""
+    """``log(sigmoid(x))``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import logsigmoid
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(logsigmoid(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-1.31326..., -0.69314..., -0.12692...]
+    """
     return x.logsigmoid()
 
 
 def tanh(x: Tensor) -> Tensor:
-    """``tanh(x)``."""
+    """``tanh(x)``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import tanh
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(tanh(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [-0.76159..., 0.0, 0.76159...]
+    """
     return x.tanh()
 
 
 def tanhshrink(x: Tensor) -> Tensor:
-    """``x - tanh(x)``."""
+    """``x - tanh(x)``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import tanhshrink
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(tanhshrink(x), {"x": [0.0, 1.0, 2.0]})[0].tolist()
+    [0.0, 0.23840..., 1.03597...]
+    """
     return x.tanhshrink()
 
 
 def softsign(x: Tensor) -> Tensor:
-    """``x / (1 + |x|)``."""
+    """``x / (1 + |x|)``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import softsign
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(softsign(x), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+    [-0.5, 0.0, 0.66666...]
+    """
     return x.softsign()
 
 
@@ -139,6 +258,12 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``; ``x`` where ``beta * x > 20``.
 
     Only PyTorch's default ``threshold`` of 20 is supported.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import softplus
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(softplus(x), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+    [0.31326..., 0.69314..., 1.31326...]
     """
     if threshold != 20.0:
         raise ArgumentError(f"softplus supports threshold=20 (PyTorch's default), got {threshold}")
@@ -146,17 +271,38 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 
 def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
-    """``x`` moved ``lambd`` towards 0, and 0 within ``[-lambd, lambd]``."""
+    """``x`` moved ``lambd`` towards 0, and 0 within ``[-lambd, lambd]``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import softshrink
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(softshrink(x), {"x": [-2.0, 0.25, 1.0]})[0].tolist()
+    [-1.5, 0.0, 0.5]
+    """
     return x.softshrink(lambd)
 
 
 def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
-    """``x`` where ``|x| > lambd``, else 0."""
+    """``x`` where ``|x| > lambd``, else 0.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import hardshrink
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(hardshrink(x), {"x": [-2.0, 0.25, 1.0]})[0].tolist()
+    [-2.0, 0.0, 1.0]
+    """
     return x.hardshrink(lambd)
 
 
 def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """``x`` where ``x > threshold``, else ``value``."""
+    """``x`` where ``x > threshold``, else ``value``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import threshold
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(threshold(x, 0.5, -1.0), {"x": [0.0, 0.5, 2.0]})[0].tolist()
+    [-1.0, -1.0, 2.0]
+    """
     return x.threshold(threshold, value)
 
 
@@ -167,7 +313,15 @@ def glu(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor
 
 def prelu(x: Tensor, weight: Tensor) -> Tensor:
     """``x`` if ``x >= 0`` else ``weight * x``; ``weight`` has one value per channel
-    (axis 1) or one in all."""
+    (axis 1) or one in all.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import prelu
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(prelu(x, g.constant([0.25])), {"x": [-4.0, 0.0, 2.0]})[0].tolist()
+    [-1.0, 0.0, 2.0]
+    """
     return x.graph.apply("prelu", (x, weight), {})
 
 

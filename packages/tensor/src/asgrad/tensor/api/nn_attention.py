@@ -30,7 +30,15 @@ def scaled_dot_product_attention(
     """``softmax(q k^T * scale + mask) v`` with PyTorch's arguments: ``scale`` defaults
     to ``1 / sqrt(E)``; a bool ``attn_mask`` keeps its True positions, a float one is
     added; ``is_causal`` keeps key j <= query i. Attention dropout is not supported
-    here (``dropout_p`` must be 0): apply ``dropout`` to the result's inputs instead."""
+    here (``dropout_p`` must be 0): apply ``dropout`` to the result's inputs instead.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_attention import scaled_dot_product_attention
+    >>> g = Graph()
+    >>> q, kv = g.input("q", (1, 2, 3, 8)), g.input("kv", (1, 2, 5, 8))
+    >>> scaled_dot_product_attention(q, kv, kv).shape
+    (1, 2, 3, 8)
+    """
     if dropout_p:
         raise ArgumentError(
             "scaled_dot_product_attention: dropout_p must be 0 (attention dropout is not"

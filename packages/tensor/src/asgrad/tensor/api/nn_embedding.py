@@ -41,6 +41,13 @@ def embedding(
     table is not rewritten, so the optimizer updates the unscaled row. ``sparse`` is
     accepted and has no effect (gradients are dense); ``scale_grad_by_freq`` is not
     supported.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_embedding import embedding
+    >>> g = Graph()
+    >>> ids, table = g.constant([2, 0]), g.constant([[0.0, 0.0], [1.0, 1.0], [2.0, 4.0]])
+    >>> evaluate(embedding(ids, table))[0].tolist()
+    [[2.0, 4.0], [0.0, 0.0]]
     """
     if scale_grad_by_freq:
         raise ArgumentError("embedding: scale_grad_by_freq=True is not supported")

@@ -106,6 +106,14 @@ def conv2d(
     ``padding`` is an int, a pair, ``"valid"`` (0) or ``"same"`` (stride 1 only);
     ``b`` (O,) is added per output channel. Output (N, O, OH, OW) with
     OH = floor((H + 2 padding - dilation (kH - 1) - 1) / stride) + 1.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_functional import conv2d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> w = g.input("w", (6, 4, 3, 3))
+    >>> conv2d(x, w, padding=1).shape
+    (1, 6, 8, 8)
     """
     st = pair(stride, "stride", minimum=1)
     dil = pair(dilation, "dilation", minimum=1)
@@ -132,9 +140,17 @@ def conv_transpose2d(
 ) -> Tensor:
     """Transposed convolution of ``x`` (N, C_in, H, W) with ``w`` (C_in, C_out/groups, kH, kW).
 
-    The gradient of :func:`conv2d` with respect to its input, as a layer (PyTorch's
+    The gradient of `conv2d` with respect to its input, as a layer (PyTorch's
     argument order). Output size (H - 1) stride - 2 padding + dilation (kH - 1) +
     output_padding + 1; ``output_padding`` must be smaller than ``stride``.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_functional import conv_transpose2d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> w = g.input("w", (4, 6, 2, 2))
+    >>> conv_transpose2d(x, w, stride=2).shape
+    (1, 6, 16, 16)
     """
     attrs = {
         "stride": pair(stride, "stride", minimum=1),
@@ -191,6 +207,13 @@ def adaptive_avg_pool2d(x: Tensor, output_size: int | Sequence[int | None]) -> T
 
     Output cell i averages input rows floor(i H / OH) to ceil((i + 1) H / OH), as in
     PyTorch; ``adaptive_avg_pool2d(x, 1)`` is global average pooling.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_functional import adaptive_avg_pool2d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> adaptive_avg_pool2d(x, (2, 4)).shape
+    (1, 4, 2, 4)
     """
     if x.ndim != 4:
         raise ShapeError(f"input must be (N, C, H, W), got {x.shape}")
@@ -263,7 +286,7 @@ def batch_normalize(
 ) -> Tensor:
     """Normalise each channel (axis 1) of ``x`` by this batch's own mean and variance.
 
-    The ``batch_norm`` op (a composite) and the core of :func:`batch_norm` in training,
+    The ``batch_norm`` op (a composite) and the core of `batch_norm` in training,
     without running statistics. The statistics are taken when the graph runs, over
     however many values a channel then holds, so no batch size is checked here.
     """
@@ -286,7 +309,7 @@ def batch_norm(
 ) -> BatchNormOutput:
     """Batch normalisation over every axis but the channel axis 1 of (N, C, ...).
 
-    Training normalises by the batch statistics (:func:`batch_normalize`) and
+    Training normalises by the batch statistics (`batch_normalize`) and
     returns the new running statistics ``(1 - momentum) running + momentum batch``
     (the variance unbiased, as in PyTorch) for the program to store through its
     ``updates``. Evaluation normalises by the running statistics, which must then be
@@ -339,6 +362,12 @@ def dropout(
     mask on every backend. For a fresh mask every step, pass a seed that changes:
     an int scalar input fed per step, or a Variable's value that the training
     program advances through its updates. Identity when not ``training`` or p = 0.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_functional import dropout
+    >>> x = Graph().input("x", (4,))
+    >>> evaluate(dropout(x, 0.5, training=False), {"x": [1.0, 2.0, 3.0, 4.0]})[0].tolist()
+    [1.0, 2.0, 3.0, 4.0]
     """
     if not 0.0 <= p <= 1.0:
         raise ShapeError(f"dropout probability p must be in [0, 1], got {p}")

@@ -71,7 +71,15 @@ def instance_norm(
 ) -> Tensor:
     """Normalise each channel of each sample over its spatial axes (a group norm with
     one channel a group). Running statistics are not supported: normalisation always
-    uses the input's own statistics (PyTorch's default, ``track_running_stats=False``)."""
+    uses the input's own statistics (PyTorch's default, ``track_running_stats=False``).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_norms import instance_norm
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> instance_norm(x).shape
+    (1, 4, 8, 8)
+    """
     if running_mean is not None or running_var is not None or not use_input_stats:
         raise ArgumentError(
             "instance_norm uses each input's own statistics; running statistics"
@@ -87,7 +95,14 @@ def rms_norm(
     eps: float | None = None,
 ) -> Tensor:
     """``x / sqrt(mean(x**2) + eps) * weight`` over the trailing ``normalized_shape``
-    axes; ``eps`` None is the dtype's machine epsilon (PyTorch's default)."""
+    axes; ``eps`` None is the dtype's machine epsilon (PyTorch's default).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import rms_norm
+    >>> x = Graph().input("x", (1, 2))
+    >>> evaluate(rms_norm(x, 2), {"x": [[3.0, 4.0]]})[0].tolist()
+    [[0.84852..., 1.13137...]]
+    """
     given = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
     shape = tuple(int_arg(d, "rms_norm's normalized_shape") for d in given)
     inputs = (x,) if weight is None else (x, weight)

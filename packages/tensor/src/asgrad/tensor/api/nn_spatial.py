@@ -73,7 +73,16 @@ def conv1d(
     groups: int = 1,
 ) -> Tensor:
     """1-D convolution of ``x`` (N, C, L) with ``weight`` (O, C/groups, K); ``padding``
-    an int, ``"valid"`` or ``"same"`` (stride 1, odd dilated kernel)."""
+    an int, ``"valid"`` or ``"same"`` (stride 1, odd dilated kernel).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import conv1d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8))
+    >>> w = g.input("w", (6, 4, 3))
+    >>> conv1d(x, w, padding=1).shape
+    (1, 6, 8)
+    """
     st, dil = _int(stride, "conv1d's stride"), _int(dilation, "conv1d's dilation")
     if isinstance(padding, str):
         if padding not in ("same", "valid"):
@@ -99,7 +108,16 @@ def conv_transpose1d(
     dilation: int | tuple[int] = 1,
 ) -> Tensor:
     """Transposed 1-D convolution of ``x`` (N, C_in, L) with ``weight``
-    (C_in, C_out/groups, K), PyTorch's argument order."""
+    (C_in, C_out/groups, K), PyTorch's argument order.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import conv_transpose1d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8))
+    >>> w = g.input("w", (4, 6, 2))
+    >>> conv_transpose1d(x, w, stride=2).shape
+    (1, 6, 16)
+    """
     attrs = {
         "stride": _int(stride, "conv_transpose1d's stride"),
         "padding": _int(padding, "conv_transpose1d's padding"),
@@ -127,7 +145,15 @@ def max_pool1d(
     stride: int | tuple[int] | None = None,
     padding: int | tuple[int] = 0,
 ) -> Tensor:
-    """The max of each window of ``kernel_size`` (stride defaults to it)."""
+    """The max of each window of ``kernel_size`` (stride defaults to it).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import max_pool1d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8))
+    >>> max_pool1d(x, 2).shape
+    (1, 4, 4)
+    """
     return x.graph.apply("max_pool1d", (x,), _pool_attrs(kernel_size, stride, padding))
 
 
@@ -147,7 +173,15 @@ def avg_pool1d(
 
 
 def adaptive_avg_pool1d(x: Tensor, output_size: int | tuple[int]) -> Tensor:
-    """Average pooling to ``output_size`` positions (PyTorch's window bounds)."""
+    """Average pooling to ``output_size`` positions (PyTorch's window bounds).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import adaptive_avg_pool1d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8))
+    >>> adaptive_avg_pool1d(x, 2).shape
+    (1, 4, 2)
+    """
     size = _int(output_size, "output_size")
     return x.graph.apply("adaptive_avg_pool1d", (x,), {"output_size": size})
 
@@ -164,7 +198,15 @@ def interpolate(
     """Resize the spatial axes of ``x`` (N, C, *spatial) to ``size``, or by
     ``scale_factor`` (output ``floor(n * scale)``), as PyTorch's ``F.interpolate``:
     ``mode`` nearest, nearest-exact, linear (1-D), bilinear or bicubic (2-D),
-    trilinear (3-D). ``antialias`` is not supported."""
+    trilinear (3-D). ``antialias`` is not supported.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import interpolate
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> interpolate(x, scale_factor=2, mode="bilinear").shape
+    (1, 4, 16, 16)
+    """
     if antialias:
         raise ArgumentError("interpolate: antialias=True is not supported")
     sizes, scales = output_size(x.shape, size, scale_factor)
@@ -181,18 +223,42 @@ def upsample(
     mode: str = "nearest",
     align_corners: bool | None = None,
 ) -> Tensor:
-    """:func:`interpolate` (PyTorch's older name)."""
+    """[`interpolate`][asgrad.tensor.api.nn_spatial.interpolate] (PyTorch's older name).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import upsample
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> upsample(x, size=(10, 12)).shape
+    (1, 4, 10, 12)
+    """
     return interpolate(x, size, scale_factor, mode, align_corners)
 
 
 def pixel_shuffle(x: Tensor, upscale_factor: int) -> Tensor:
-    """(N, C r^2, H, W) to (N, C, H r, W r)."""
+    """(N, C r^2, H, W) to (N, C, H r, W r).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import pixel_shuffle
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> pixel_shuffle(x, 2).shape
+    (1, 1, 16, 16)
+    """
     r = int_arg(upscale_factor, "upscale_factor")
     return x.graph.apply("pixel_shuffle", (x,), {"upscale_factor": r})
 
 
 def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
-    """(N, C, H r, W r) to (N, C r^2, H, W)."""
+    """(N, C, H r, W r) to (N, C r^2, H, W).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import pixel_unshuffle
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> pixel_unshuffle(x, 2).shape
+    (1, 16, 4, 4)
+    """
     r = int_arg(downscale_factor, "downscale_factor")
     return x.graph.apply("pixel_unshuffle", (x,), {"downscale_factor": r})
 
@@ -211,7 +277,15 @@ def max_pool2d(
 ) -> Tensor | tuple[Tensor, Tensor]:
     """PyTorch's ``F.max_pool2d``: the max of each window, with ``dilation`` and
     ``ceil_mode``; ``return_indices`` also gives each maximum's flat index ``h * W + w``
-    in its input plane (int64), as ``max_unpool2d`` reads them."""
+    in its input plane (int64), as ``max_unpool2d`` reads them.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import max_pool2d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> max_pool2d(x, 2, stride=1).shape
+    (1, 4, 7, 7)
+    """
     kernel = pair(kernel_size, "kernel_size", minimum=1)
     st = kernel if stride is None else pair(stride, "stride", minimum=1)
     pad, dil = pair(padding, "padding"), pair(dilation, "dilation", minimum=1)
@@ -241,7 +315,15 @@ def avg_pool2d(
     divisor_override: int | None = None,
 ) -> Tensor:
     """PyTorch's ``F.avg_pool2d``: the mean of each window, with ``ceil_mode`` and
-    ``divisor_override`` (each window's sum divided by it)."""
+    ``divisor_override`` (each window's sum divided by it).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import avg_pool2d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8))
+    >>> avg_pool2d(x, 2).shape
+    (1, 4, 4, 4)
+    """
     kernel = pair(kernel_size, "kernel_size", minimum=1)
     st = kernel if stride is None else pair(stride, "stride", minimum=1)
     pad = pair(padding, "padding")
@@ -272,7 +354,16 @@ def conv3d(
     dilation: Triple = 1,
     groups: int = 1,
 ) -> Tensor:
-    """3-D convolution of ``x`` (N, C, D, H, W) with ``weight`` (O, C/groups, kD, kH, kW)."""
+    """3-D convolution of ``x`` (N, C, D, H, W) with ``weight`` (O, C/groups, kD, kH, kW).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import conv3d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8, 8))
+    >>> w = g.input("w", (6, 4, 3, 3, 3))
+    >>> conv3d(x, w).shape
+    (1, 6, 6, 6, 6)
+    """
     attrs = {
         "stride": _triple(stride, "stride"),
         "padding": _triple(padding, "padding"),
@@ -293,7 +384,15 @@ def _triple(value: Triple, what: str) -> tuple[int, int, int]:
 def max_pool3d(
     x: Tensor, kernel_size: Triple, stride: Triple | None = None, padding: Triple = 0
 ) -> Tensor:
-    """The max of each kD x kH x kW window of (N, C, D, H, W)."""
+    """The max of each kD x kH x kW window of (N, C, D, H, W).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import max_pool3d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8, 8))
+    >>> max_pool3d(x, 2).shape
+    (1, 4, 4, 4, 4)
+    """
     attrs = {
         "kernel_size": _triple(kernel_size, "kernel_size"),
         "stride": None if stride is None else _triple(stride, "stride"),
@@ -310,7 +409,15 @@ def avg_pool3d(
     count_include_pad: bool | None = None,
 ) -> Tensor:
     """The mean of each kD x kH x kW window; zero padding counts unless
-    ``count_include_pad=False``."""
+    ``count_include_pad=False``.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import avg_pool3d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8, 8))
+    >>> avg_pool3d(x, 2).shape
+    (1, 4, 4, 4, 4)
+    """
     attrs = {
         "kernel_size": _triple(kernel_size, "kernel_size"),
         "stride": None if stride is None else _triple(stride, "stride"),
@@ -321,7 +428,15 @@ def avg_pool3d(
 
 
 def adaptive_avg_pool3d(x: Tensor, output_size: Triple) -> Tensor:
-    """Average pooling of (N, C, D, H, W) to ``output_size`` (PyTorch's windows)."""
+    """Average pooling of (N, C, D, H, W) to ``output_size`` (PyTorch's windows).
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import adaptive_avg_pool3d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8, 8))
+    >>> adaptive_avg_pool3d(x, (2, 2, 2)).shape
+    (1, 4, 2, 2, 2)
+    """
     size = _triple(output_size, "output_size")
     return x.graph.apply("adaptive_avg_pool3d", (x,), {"output_size": size})
 
@@ -337,7 +452,16 @@ def conv_transpose3d(
     dilation: Triple = 1,
 ) -> Tensor:
     """Transposed 3-D convolution of ``x`` (N, C_in, D, H, W) with ``weight``
-    (C_in, C_out/groups, kD, kH, kW), PyTorch's argument order."""
+    (C_in, C_out/groups, kD, kH, kW), PyTorch's argument order.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import conv_transpose3d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 4, 8, 8, 8))
+    >>> w = g.input("w", (4, 6, 2, 2, 2))
+    >>> conv_transpose3d(x, w, stride=2).shape
+    (1, 6, 16, 16, 16)
+    """
     attrs = {
         "stride": _triple(stride, "stride"),
         "padding": _triple(padding, "padding"),
@@ -359,7 +483,15 @@ def max_unpool2d(
     """PyTorch's ``F.max_unpool2d``: each value of ``x`` written at its flat position in
     ``indices`` (from ``max_pool2d(..., return_indices=True)``), zeros elsewhere; the
     output is ``(h - 1) * stride - 2 * padding + kernel`` per axis unless ``output_size``
-    (the last two sizes) is given."""
+    (the last two sizes) is given.
+
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.tensor.api.nn_spatial import max_pool2d, max_unpool2d
+    >>> x = Graph().input("x", (1, 4, 8, 8))
+    >>> pooled, indices = max_pool2d(x, 2, return_indices=True)
+    >>> max_unpool2d(pooled, indices, 2).shape
+    (1, 4, 8, 8)
+    """
     kernel = pair(kernel_size, "kernel_size", minimum=1)
     st = kernel if stride is None else pair(stride, "stride", minimum=1)
     size = unpool_size(x.shape, kernel, st, pair(padding, "padding"))

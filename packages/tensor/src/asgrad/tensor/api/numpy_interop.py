@@ -1,4 +1,4 @@
-"""How a symbolic :class:`~asgrad.tensor.Tensor` meets numpy.
+"""How a symbolic [`Tensor`][asgrad.tensor.Tensor] meets numpy.
 
 numpy's ufuncs that have a graph op build it (``np.exp(t)`` is ``t.exp()``,
 ``array + t`` is ``t.__radd__(array)``); any other ufunc, ``np.asarray(t)`` and

@@ -1,4 +1,5 @@
-"""The symbolic :class:`Tensor`: a handle on a graph node with numpy-like methods."""
+"""The symbolic [`Tensor`][asgrad.tensor.Tensor]: a handle on a graph node with numpy-like
+methods."""
 
 from __future__ import annotations
 
@@ -60,22 +61,57 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        """The graph node that computes this value.
+
+        >>> from asgrad.tensor import Graph
+        >>> Graph().input("x", (2,)).node.op
+        'input'
+        """
 
     # -- static facts -------------------------------------------------------------------
     @property
     def graph(self) -> Graph:
+        """The [`Graph`][asgrad.tensor.Graph] that holds this value.
+
+        >>> from asgrad.tensor import Graph
+        >>> g = Graph()
+        >>> g.input("x", (2,)).graph is g
+        True
+        """
         return self.node.graph
 
     @property
     def shape(self) -> Shape:
+        """The static shape: a tuple of ints, known as the graph is built.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.shape
+        (2, 3)
+        """
         return self.node.type.shape
 
     @property
     def dtype(self) -> str:
+        """The element type's name: ``"float32"``, ``"float64"``, ``"int32"``, ``"int64"`` or
+        ``"bool"``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.dtype, (x > 0).dtype
+        ('float32', 'bool')
+        """
         return self.node.type.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of axes (``len(x.shape)``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.ndim
+        2
+        """
         return len(self.node.type.shape)
 
     @property
@@ -86,10 +122,24 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
 
     @property
     def name(self) -> str:
+        """The name of this value's node (an input's or a parameter's given name).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.name
+        'x'
+        """
         return self.node.name
 
     @property
     def op(self) -> str:
+        """The name of the op that computes this value.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.op, (x + 1.0).op
+        ('input', 'add')
+        """
         return self.node.op
 
     def __repr__(self) -> str:
@@ -200,37 +250,122 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
 
     # -- unary math and activations ----------------------------------------------------------
     def exp(self) -> Tensor:
+        """``e ** x`` elementwise.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.exp(), {"x": [0.0, 1.0, 2.0]})[0].tolist()
+        [1.0, 2.71828..., 7.38905...]
+        """
         return self._apply("exp")
 
     def log(self) -> Tensor:
+        """The natural logarithm elementwise (``-inf`` at 0, NaN below).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.log(), {"x": [1.0, 2.0, 4.0]})[0].tolist()
+        [0.0, 0.69314..., 1.38629...]
+        """
         return self._apply("log")
 
     def sqrt(self) -> Tensor:
+        """The square root elementwise (NaN below 0).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.sqrt(), {"x": [0.0, 4.0, 9.0]})[0].tolist()
+        [0.0, 2.0, 3.0]
+
+        """
         return self._apply("sqrt")
 
     def abs(self) -> Tensor:
+        """``|x|`` elementwise (also ``abs(x)``).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.abs(), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        [1.0, 0.0, 2.0]
+
+        """
         return self._apply("abs")
 
     def sign(self) -> Tensor:
+        """-1, 0 or 1 elementwise, by the sign of x (zero gradient).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.sign(), {"x": [-3.0, 0.0, 2.0]})[0].tolist()
+        [-1.0, 0.0, 1.0]
+
+        """
         return self._apply("sign")
 
     def sin(self) -> Tensor:
+        """The sine elementwise (radians).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.sin(), {"x": [0.0, 1.0, 2.0]})[0].tolist()
+        [0.0, 0.84147..., 0.90929...]
+        """
         return self._apply("sin")
 
     def cos(self) -> Tensor:
+        """The cosine elementwise (radians).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.cos(), {"x": [0.0, 1.0, 2.0]})[0].tolist()
+        [1.0, 0.54030..., -0.41614...]
+        """
         return self._apply("cos")
 
     def tanh(self) -> Tensor:
+        """The hyperbolic tangent elementwise.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.tanh(), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+        [-0.76159..., 0.0, 0.76159...]
+        """
         return self._apply("tanh")
 
     def sigmoid(self) -> Tensor:
+        """``1 / (1 + exp(-x))`` elementwise.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.sigmoid(), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+        [0.26894..., 0.5, 0.73105...]
+        """
         return self._apply("sigmoid")
 
     def erf(self) -> Tensor:
+        """The Gauss error function elementwise.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.erf(), {"x": [-1.0, 0.0, 1.0]})[0].tolist()
+        [-0.84270..., 0.0, 0.84270...]
+        """
         return self._apply("erf")
 
     # ``min``/``max`` shadow builtins on purpose: they are PyTorch's argument names.
     def clamp(self, min: float | None = None, max: float | None = None) -> Tensor:
+        """x limited to ``[min, max]`` elementwise; either bound may be ``None`` (none).
+
+        Args:
+            min: The lower bound, or ``None``.
+            max: The upper bound, or ``None``.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.clamp(0.0, 1.0), {"x": [-1.0, 0.5, 2.0]})[0].tolist()
+        [0.0, 0.5, 1.0]
+
+        """
         return self._apply(
             "clamp",
             min=None if min is None else checked("clamp", float_arg, min, "min"),
@@ -238,27 +373,79 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         )
 
     clip = clamp
+    """The same as [`clamp`][asgrad.tensor.Tensor.clamp] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(x.clip(0.0, 1.0), {"x": [-1.0, 0.5, 2.0]})[0].tolist()
+    [0.0, 0.5, 1.0]
+    """
 
     def square(self) -> Tensor:
+        """``x * x`` elementwise.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.square(), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        [1.0, 0.0, 4.0]
+
+        """
         return self * self
 
     def maximum(self, other: object) -> Tensor:
+        """The larger of x and ``other`` elementwise (broadcasting).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.maximum(0.0), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        [0.0, 0.0, 2.0]
+
+        """
         return self._binary("maximum", other)
 
     def minimum(self, other: object) -> Tensor:
+        """The smaller of x and ``other`` elementwise (broadcasting).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.minimum(0.0), {"x": [-1.0, 0.0, 2.0]})[0].tolist()
+        [-1.0, 0.0, 0.0]
+
+        """
         return self._binary("minimum", other)
 
     def detach(self) -> Tensor:
-        """This value, through which no gradient flows (``stop_gradient``)."""
+        """This value, through which no gradient flows (``stop_gradient``).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.detach() * 2.0, {"x": [1.0, 2.0, 3.0]})[0].tolist()
+        [2.0, 4.0, 6.0]
+        """
         return self._apply("stop_gradient")
 
     def cast(self, dtype: str) -> Tensor:
+        """x converted to ``dtype`` (x itself when it has that dtype already).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,))
+        >>> evaluate(x.cast("int64"), {"x": [-1.5, 0.0, 2.7]})[0].tolist()
+        [-1, 0, 2]
+
+        """
         from asgrad.tensor.ir.dtypes import as_dtype
 
         dt = as_dtype(dtype)
         return self if dt == self.dtype else self._apply("cast", dtype=dt)
 
     astype = cast
+    """The same as [`cast`][asgrad.tensor.Tensor.cast] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(x.astype("int32"), {"x": [-1.5, 0.0, 2.7]})[0].tolist()
+    [-1, 0, 2]
+    """
 
     # -- reductions ------------------------------------------------------------------------------
     def _reduce(
@@ -371,6 +558,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         return self.reshape(*self.shape[:start], -1)
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
+        """The axes permuted by ``axes`` (default: reversed), as ``numpy.transpose``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3, 4))
+        >>> x.transpose().shape, x.transpose(0, 2, 1).shape
+        ((4, 3, 2), (2, 4, 3))
+        """
         given = checked("transpose", shape_arg, axes, "axes") if axes else ()
         perm = tuple(checked("transpose", normalize_axis, a, self.ndim) for a in given)
         perm = perm or tuple(reversed(range(self.ndim)))
@@ -379,18 +573,45 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         return self._apply("transpose", axes=perm)
 
     permute = transpose
+    """The same as [`transpose`][asgrad.tensor.Tensor.transpose] (PyTorch's name).
+
+    >>> from asgrad.tensor import Graph
+    >>> Graph().input("x", (2, 3, 4)).permute(2, 0, 1).shape
+    (4, 2, 3)
+    """
 
     @property
     def T(self) -> Tensor:  # noqa: N802  # numpy's name
+        """The axes reversed (``x.transpose()``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.T.shape
+        (3, 2)
+        """
         return self.transpose()
 
     def swapaxes(self, a: int, b: int) -> Tensor:
+        """Axes ``a`` and ``b`` exchanged.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.swapaxes(0, 1).shape
+        (3, 2)
+        """
         perm = list(range(self.ndim))
         a, b = (checked("swapaxes", normalize_axis, i, self.ndim) for i in (a, b))
         perm[a], perm[b] = perm[b], perm[a]
         return self.transpose(*perm)
 
     def broadcast_to(self, *shape: int | Sequence[int]) -> Tensor:
+        """x repeated along new or length-1 axes to ``shape`` (numpy's broadcasting).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (3,))
+        >>> x.broadcast_to(2, 3).shape
+        (2, 3)
+        """
         # Kept at the declared shape too: fed a larger batch, the target still holds.
         return self._apply("broadcast_to", shape=checked("broadcast_to", shape_arg, shape))
 
@@ -403,6 +624,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         return self._apply("expand_dims", axis=checked("expand_dims", axis_tuple, given))
 
     unsqueeze = expand_dims
+    """The same as [`expand_dims`][asgrad.tensor.Tensor.expand_dims] (PyTorch's name).
+
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2, 3))
+    >>> x.unsqueeze(1).shape
+    (2, 1, 3)
+    """
 
     def squeeze(self, axis: AxisArg = None, *, dim: AxisArg = None) -> Tensor:
         axis = axis_arg("squeeze", axis, dim)
@@ -449,8 +677,24 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         return self._apply("gather", indices, axis=axis)
 
     take = gather
+    """The same as [`gather`][asgrad.tensor.Tensor.gather] (numpy's name).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (3,))
+    >>> i = x.graph.constant([1, 1])
+    >>> evaluate(x.take(i), {"x": [1.0, 2.0, 3.0]})[0].tolist()
+    [2.0, 2.0]
+    """
 
     def one_hot(self, depth: int, dtype: str = "float32") -> Tensor:
+        """Integer labels as one-hot vectors of length ``depth`` (a new last axis).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (3,), "int64")
+        >>> evaluate(x.one_hot(3), {"x": [0, 2, 1]})[0].tolist()
+        [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
+
+        """
         depth = checked("one_hot", int_arg, depth, "depth")
         return self._apply("one_hot", depth=depth, dtype=dtype)
 

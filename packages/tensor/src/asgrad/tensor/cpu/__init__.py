@@ -11,7 +11,7 @@
 * :mod:`~asgrad.tensor.cpu.jit`: the compiled path (Numba);
 * :mod:`~asgrad.tensor.cpu.buffers`: writing results into dying inputs and scratch
   slots (``ASGRAD_CPU_REUSE``);
-* :mod:`~asgrad.tensor.cpu.blas`: BLAS threads for small products
+* `blas`: BLAS threads for small products
   (``ASGRAD_SERIAL_GEMM_FLOPS``).
 
 What the generator may assume about an op's kernel is declared on the op

@@ -24,7 +24,7 @@ class CPUExecutable:
     """A schedule on the CPU: one generated Python function per set of input shapes.
 
     The first run with a given set of input shapes infers every node's exact type
-    and generates a function for them (:mod:`asgrad.tensor.cpu.codegen`): a line per
+    and generates a function for them (`asgrad.tensor.cpu.codegen`): a line per
     node calling its numpy kernel, deleting each intermediate after its last use.
     Exact types let the generator do what the static graph cannot (shapes may
     change between runs): drop ops that are identities at these shapes, fold values
@@ -34,10 +34,10 @@ class CPUExecutable:
     gradient), take the ops' float32 paths (erf, GELU, softmax, layer norm) and
     write results into dying inputs and scratch buffers.
 
-    With the compiled path on (:func:`asgrad.tensor.cpu.jit.enabled`, read when a
+    With the compiled path on (`asgrad.tensor.cpu.jit.enabled`, read when a
     function is generated) a small step is compiled whole with Numba
-    (:mod:`asgrad.tensor.cpu.jit.step`). Functions are kept per fed shapes and per
-    :func:`~asgrad.tensor.cpu.jit.set_enabled` setting, so switching it takes effect
+    (`asgrad.tensor.cpu.jit.step`). Functions are kept per fed shapes and per
+    `set_enabled` setting, so switching it takes effect
     for the next run.
     """
 
@@ -80,7 +80,7 @@ class CPUExecutable:
 class CPUBackend:
     """The numpy reference backend, built in as ``"cpu"``.
 
-    See :mod:`asgrad.tensor.runtime.backends`.
+    See `asgrad.tensor.runtime.backends`.
     """
 
     name = "cpu"

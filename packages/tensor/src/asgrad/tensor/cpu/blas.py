@@ -46,7 +46,7 @@ _blas_threads: BlasThreads | None = None
 
 
 def blas_threads() -> BlasThreads:
-    """The process's :class:`BlasThreads` (made on first use)."""
+    """The process's `BlasThreads` (made on first use)."""
     global _blas_threads
     if _blas_threads is None:
         _blas_threads = BlasThreads()

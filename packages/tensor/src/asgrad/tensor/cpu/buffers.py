@@ -11,7 +11,7 @@ Each value references a set of *buffers*: the arrays known to be fresh that it m
 alias. A value made by a line whose result is fresh (nothing else refers to its
 memory) is a buffer of its own; a view (reshape, transpose, broadcast), or the
 result of any kernel not known to be fresh, may alias every buffer of its inputs
-(:class:`~asgrad.tensor.cpu.records.Reuse`). Feeds, variables' values and constants
+(`Reuse`). Feeds, variables' values and constants
 are no buffers: never written. A buffer is written only when no live value
 references it. Values that are returned or stored in a variable (or may alias such
 a value) never live in a scratch buffer.
@@ -56,7 +56,7 @@ class Placement:
 
 @dataclass(frozen=True)
 class BufferPlan:
-    """Every line's :class:`Placement`, and the type of each scratch slot."""
+    """Every line's `Placement`, and the type of each scratch slot."""
 
     placements: list[Placement]
     slots: list[TensorType]

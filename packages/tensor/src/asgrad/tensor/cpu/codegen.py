@@ -1,8 +1,8 @@
 """Code generation: one Python function per schedule and exact input shapes.
 
-:func:`generate_cpu_function` makes the function in four steps:
+`generate_cpu_function` makes the function in four steps:
 
-1. :class:`_LineMaker` makes a :class:`~asgrad.tensor.cpu.records.Line` per node
+1. `_LineMaker` makes a `Line` per node
    that computes something: values that depend only on constants and shapes are
    folded, identities at these types dropped, some ops specialised
    (:mod:`asgrad.tensor.cpu.lowering`: a numpy form at exact types, or a compiled
@@ -10,9 +10,9 @@
    (``OpDef.into``), as the op's declared facts allow;
 2. :func:`_needed` drops the lines no output or update needs, and :func:`_last_uses`
    finds the line after which each value dies;
-3. :func:`~asgrad.tensor.cpu.buffers.plan_buffers` decides where each line writes;
-4. :func:`_source` renders the lines, deleting each value after its last use, and
-   :func:`_compile` turns the source into the function.
+3. `plan_buffers` decides where each line writes;
+4. `_source` renders the lines, deleting each value after its last use, and
+   `_compile` turns the source into the function.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def _is_registered(op: OpDef) -> bool:
 
 
 def _into_applies(into: IntoKernel, ins: Sequence[TensorType], out: TensorType, node: Node) -> bool:
-    """Whether the float32 path ``into`` may run ``node`` (see :class:`IntoKernel`)."""
+    """Whether the float32 path ``into`` may run ``node`` (see `IntoKernel`)."""
     if out.dtype != "float32" or not out.shape or any(t.dtype != "float32" for t in ins):
         return False
     if (into.exact and 0 in out.shape) or (into.when is not None and not into.when(node.attrs)):

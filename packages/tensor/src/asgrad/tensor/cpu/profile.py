@@ -1,6 +1,6 @@
 """Time per node of a compiled CPU program (opt-in; the default path is unchanged).
 
-:func:`profile_program` generates a second function for the program's schedule that
+`profile_program` generates a second function for the program's schedule that
 calls a clock after each line, runs it ``repeat`` times on ``feeds`` (after one
 warm-up run) and returns each node's median seconds and result bytes. Variables the
 program updates are restored afterwards, so profiling a training step trains nothing.

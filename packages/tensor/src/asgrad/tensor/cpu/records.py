@@ -1,8 +1,8 @@
 """The records a generated CPU function is made of: expressions and lines.
 
-A line of the generated function is a :class:`Line`: the node it computes, the
+A line of the generated function is a `Line`: the node it computes, the
 expression that computes it (a small tree of calls over the values it reads), how
-its result may use memory (:class:`Reuse`), and the same expression writing into a
+its result may use memory (`Reuse`), and the same expression writing into a
 buffer. The code generator decides everything about a line when it makes the
 record; rendering it to source text is the last step and classifies nothing.
 """
@@ -110,7 +110,7 @@ def render(expr: Expr, name: Callable[[int], str], out: str = "None", work: str 
 
 
 class Reuse(enum.Enum):
-    """How a line's result may use memory (see :mod:`asgrad.tensor.cpu.buffers`)."""
+    """How a line's result may use memory (see `asgrad.tensor.cpu.buffers`)."""
 
     IN_PLACE = "in place"
     """Elementwise: ``into`` may write into a dying input of the result's type (each

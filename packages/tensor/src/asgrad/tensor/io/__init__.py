@@ -3,6 +3,6 @@
 Holds ``graph_file`` (the versioned JSON graph file), ``graph_values`` (its attribute
 values) and ``printing`` (text dumps and Graphviz DOT).
 
-May import: :mod:`~asgrad.tensor.errors`, :mod:`~asgrad.tensor.ir`,
-:mod:`~asgrad.tensor.loops` (a graph file holds loop bodies) and itself.
+May import: `errors`, `ir`,
+`loops` (a graph file holds loop bodies) and itself.
 """

@@ -1,8 +1,8 @@
-"""Loop bodies in the graph file: a :class:`~asgrad.tensor.loops.body.Body` as an entry of the
+"""Loop bodies in the graph file: a `Body` as an entry of the
 file's table of bodies (``bodies``), and an entry read back as a body nested in a graph.
 
 An entry is ``{"name", "where", "counts": [carries, xs, ys], "nodes", "inputs",
-"outputs"}``: the body's nodes, written like a graph's (:mod:`asgrad.tensor.io.graph_file`
+"outputs"}``: the body's nodes, written like a graph's (`asgrad.tensor.io.graph_file`
 writes and reads them, and keeps the table), its inputs (carries, per-step xs, then the
 values it captures from the enclosing graph) and its outputs (new carries, then
 per-step ys), as indices of its nodes. The captured values themselves are not written:

@@ -2,12 +2,12 @@
 versioned JSON file.
 
 ``Graph.save(path)`` writes it and ``Graph.load(path)`` reads it back
-(:func:`save_graph`, :func:`load_graph`). Loading executes no code: the file is
+(`save_graph`, `load_graph`). Loading executes no code: the file is
 parsed as JSON, every op is looked up in the registry, every type (a loop body's
 too) is inferred again and compared with the one written, and anything else (an
 unknown version, a missing field, an input that points forward, an attribute of an
-unknown kind, values nested too deeply) is a :class:`GraphFileError` naming what is
-wrong.
+unknown kind, values nested too deeply) is a [`GraphFileError`][asgrad.tensor.GraphFileError] naming
+what is wrong.
 
 The format, version 2 (``docs/viewer.md`` describes it field by field; version 1,
 the same without ``bodies``, still loads)::
@@ -25,10 +25,10 @@ the same without ``bodies``, still loads)::
 
 A node's inputs are indices of earlier nodes; a location names its file without the
 absolute path of the machine that wrote it; an attribute value is JSON where JSON
-says it exactly and a tagged object otherwise (:mod:`asgrad.tensor.io.graph_values`).
+says it exactly and a tagged object otherwise (`asgrad.tensor.io.graph_values`).
 A loop body is written once in ``bodies`` however many nodes use it, and loaded as a
 graph nested in the graph of the first node that uses it
-(:mod:`asgrad.tensor.io.graph_bodies`).
+(`asgrad.tensor.io.graph_bodies`).
 
 >>> import tempfile, os
 >>> from asgrad.tensor import Graph, evaluate
@@ -231,7 +231,7 @@ def save_graph(
 
 # -- reading ----------------------------------------------------------------------------
 def graph_from_dict(data: Any, source: str = "graph file") -> LoadedGraph:
-    """The graph that :func:`graph_to_dict` described as ``data``."""
+    """The graph that `graph_to_dict` described as ``data``."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _fail(source, f'not an asgrad graph file (no "format": {FORMAT!r})')
     version = data.get("version")
@@ -374,7 +374,7 @@ def _check_type(
 
 
 def load_graph(path: str | os.PathLike[str]) -> LoadedGraph:
-    """Read a graph file written by :func:`save_graph` (no code is executed)."""
+    """Read a graph file written by `save_graph` (no code is executed)."""
     source = os.fspath(path)
     try:
         with open(source, encoding="utf-8") as f:

@@ -1,5 +1,5 @@
 """Values of the graph file as JSON data: attribute values, exactly, and source
-locations, portably (see :mod:`asgrad.tensor.io.graph_file`).
+locations, portably (see `asgrad.tensor.io.graph_file`).
 
 An attribute value is JSON where JSON can say it exactly (a string, a bool, an int,
 a finite float, a list, a dict with string keys whose keys do not start with ``$``),
@@ -137,7 +137,7 @@ def decode_value(
     depth: int = 0,
     bodies: Callable[[Any], Any] | None = None,
 ) -> Any:
-    """The attribute value that :func:`encode_value` wrote as ``data``; ``bodies``
+    """The attribute value that `encode_value` wrote as ``data``; ``bodies``
     reads the loop body that ``{"$body": index}`` names."""
     if depth > MAX_NESTING:
         raise _fail(where, f"a value is nested more than {MAX_NESTING} deep")

@@ -92,7 +92,14 @@ def _dump_nodes(nodes: list[Node], lines: list[str], indent: str, seen: set[int]
 
 def to_dot(graph: Graph, outputs: Iterable[Tensor] | None = None) -> str:
     """The graph in Graphviz DOT: inputs as ellipses, parameters as boxes; a loop's
-    body is a cluster, its outputs linked to the scan node by dashed edges."""
+    body is a cluster, its outputs linked to the scan node by dashed edges.
+
+    >>> from asgrad.tensor import Graph, to_dot
+    >>> x = Graph().input("x", (2,))
+    >>> y = x.exp()
+    >>> to_dot(x.graph, [y]).startswith("digraph")
+    True
+    """
     lines = [f'digraph "{graph.name}" {{', "  rankdir=TB;", '  node [fontname="monospace"];']
     _dot_nodes(_nodes(graph, outputs), lines, "  ", set())
     lines.append("}")

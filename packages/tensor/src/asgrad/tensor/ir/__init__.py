@@ -6,9 +6,9 @@ pieces of op definitions: broadcasting, axes, sizes, argument checks), ``dtypes`
 ``passes`` (dead code, common subexpressions, folding), ``schedule``, ``cache`` and
 ``scalar`` (the scalar expressions that state what each elementwise op computes).
 
-May import: :mod:`asgrad.tensor.errors` and itself, nothing else of asgrad at import time
-(``registry.all_ops`` imports :mod:`asgrad.tensor.ops` when first called, to register the
+May import: `asgrad.tensor.errors` and itself, nothing else of asgrad at import time
+(``registry.all_ops`` imports `asgrad.tensor.ops` when first called, to register the
 built-in ops). ``Graph`` imports no API and no file format: the layers above it install
 what it hands out (the ``Tensor`` wrapper, graph files, printing) at import of
-:mod:`asgrad.tensor` through :func:`asgrad.tensor.ir.graph.install`.
+[`asgrad.tensor`][asgrad.tensor] through `asgrad.tensor.ir.graph.install`.
 """

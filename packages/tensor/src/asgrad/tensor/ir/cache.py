@@ -1,8 +1,8 @@
 """A small least-recently-used cache, for compiled programs and their specialisations.
 
 Every cache of compiled code in asgrad is bounded: a program compiled per output set
-(:func:`asgrad.tensor.evaluate`), per fed shapes (the CPU's generated functions, the
-GPU's plans). When full, the entry used least recently goes.
+([`asgrad.tensor.evaluate`][asgrad.tensor.evaluate]), per fed shapes (the CPU's generated functions,
+the GPU's plans). When full, the entry used least recently goes.
 
 >>> cache: LRUCache[str, int] = LRUCache(2)
 >>> cache.put("a", 1), cache.put("b", 2), cache.get("a"), cache.put("c", 3)

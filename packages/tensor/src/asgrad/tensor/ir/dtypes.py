@@ -9,6 +9,13 @@ import numpy as np
 from asgrad.tensor.errors import DTypeError
 
 DType = Literal["float32", "float64", "int32", "int64", "bool"]
+"""The names of the element types a tensor may have.
+
+>>> from asgrad.tensor import DType, Graph
+>>> from typing import get_args
+>>> Graph().input("x", (2,)).dtype in get_args(DType)
+True
+"""
 
 DTYPES: tuple[str, ...] = get_args(DType)
 FLOAT_DTYPES: frozenset[str] = frozenset({"float32", "float64"})

@@ -1,4 +1,4 @@
-"""The graph IR: nodes, variables and the :class:`Graph` that owns them."""
+"""The graph IR: nodes, variables and the [`Graph`][asgrad.tensor.Graph] that owns them."""
 
 from __future__ import annotations
 
@@ -38,10 +38,10 @@ PathLike = str | os.PathLike[str]
 
 @dataclass
 class Installed:
-    """What the layers above the IR lend every :class:`Graph`.
+    """What the layers above the IR lend every [`Graph`][asgrad.tensor.Graph].
 
-    The IR imports no API, file format or printer: :mod:`asgrad.tensor` hands them over
-    through :func:`install` when it is imported (before any graph can be built).
+    The IR imports no API, file format or printer: [`asgrad.tensor`][asgrad.tensor] hands them over
+    through `install` when it is imported (before any graph can be built).
     """
 
     wrap: Callable[[Node], Tensor]
@@ -57,12 +57,12 @@ _INSTALLED: list[Installed] = []
 
 def install(layers: Installed) -> None:
     """Lend graphs the ``Tensor`` wrapper, the graph file and the printer (see
-    :class:`Installed`); :mod:`asgrad.tensor` calls this once, at its import."""
+    `Installed`); [`asgrad.tensor`][asgrad.tensor] calls this once, at its import."""
     _INSTALLED[:] = [layers]
 
 
 def installed() -> Installed:
-    """The layers :func:`install` lent, or an error if ``asgrad.tensor`` is still importing."""
+    """The layers `install` lent, or an error if ``asgrad.tensor`` is still importing."""
     if not _INSTALLED:
         raise GraphError(
             "asgrad.tensor.ir.graph is used before asgrad.tensor finished importing;"
@@ -91,7 +91,14 @@ def user_location() -> str:
 
 class Node:
     """One value of the graph: an op applied to input nodes, with a static type and
-    ``meta``, its scope and role (:mod:`asgrad.tensor.ir.scopes`)."""
+    ``meta``, its scope and role (`asgrad.tensor.ir.scopes`).
+
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2,))
+    >>> node = (x + 1.0).node
+    >>> node.op, [i.op for i in node.inputs]
+    ('add', ['input', 'constant'])
+    """
 
     __slots__ = ("attrs", "graph", "id", "inputs", "location", "meta", "name", "op", "type")
 
@@ -129,7 +136,8 @@ class Node:
 
 
 class Graph:
-    """A graph of tensor operations, built through symbolic :class:`Tensor` handles.
+    """A graph of tensor operations, built through symbolic [`Tensor`][asgrad.tensor.Tensor]
+    handles.
 
     >>> g = Graph()
     >>> x = g.input("x", (3, 4))
@@ -196,7 +204,7 @@ class Graph:
         trainable: bool = True,
         variable: Variable | None = None,
     ) -> Tensor:
-        """A named value that persists between runs (see :class:`Variable`).
+        """A named value that persists between runs (see [`Variable`][asgrad.tensor.Variable]).
 
         Pass ``variable`` to refer to an existing one (the usual case for a model's
         parameters), or ``shape`` and ``init`` (an array or ``init(shape, dtype)``)
@@ -322,23 +330,23 @@ class Graph:
         return [n.attrs["variable"] for n in self.parameters]
 
     def dump(self, outputs: Iterable[Tensor] | None = None) -> str:
-        """A readable text listing of the graph (see :func:`asgrad.tensor.dump`)."""
+        """A readable text listing of the graph (see [`asgrad.tensor.dump`][asgrad.tensor.dump])."""
         return installed().dump(self, outputs)
 
     def to_dot(self, outputs: Iterable[Tensor] | None = None) -> str:
-        """The graph in Graphviz DOT (see :func:`asgrad.tensor.to_dot`)."""
+        """The graph in Graphviz DOT (see [`asgrad.tensor.to_dot`][asgrad.tensor.to_dot])."""
         return installed().to_dot(self, outputs)
 
     def save(self, path: str | os.PathLike[str], outputs: Iterable[Tensor] = ()) -> None:
         """Write this graph (and its ``outputs``) to a file.
 
-        The format is :mod:`~asgrad.tensor.io.graph_file`'s.
+        The format is `graph_file`'s.
         """
         installed().save(self, path, list(outputs))
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> Graph:
-        """Read a graph file; no code is executed (:mod:`~asgrad.tensor.io.graph_file`)."""
+        """Read a graph file; no code is executed (`graph_file`)."""
         return installed().load(path)
 
     def _repr_html_(self) -> str:  # Jupyter shows the graph viewer (needs asgrad-viz)

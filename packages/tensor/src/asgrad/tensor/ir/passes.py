@@ -1,7 +1,7 @@
 """Graph passes: ordering, dead-code and common-subexpression elimination, folding.
 
-Passes never change the user's graph. :func:`optimize` returns a new, minimal list
-of nodes (sharing the user's leaves) that computes the same outputs.
+Passes never change the user's graph. [`optimize`][asgrad.tensor.optimize] returns a new, minimal
+list of nodes (sharing the user's leaves) that computes the same outputs.
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from asgrad.tensor.ir.registry import OpDef, TensorType, get_op
 
 
 def topological_order(roots: Iterable[Node]) -> list[Node]:
-    """Every node the ``roots`` depend on, inputs before users (iterative DFS)."""
+    """Every node the ``roots`` depend on, inputs before users (iterative DFS).
+
+    >>> from asgrad.tensor import Graph, topological_order
+    >>> x = Graph().input("x", (2,))
+    >>> [node.op for node in topological_order([(x.exp() + x).node])]
+    ['input', 'exp', 'add']
+    """
     order: list[Node] = []
     state: dict[int, int] = {}  # 1: on the stack, 2: done
     for root in roots:
@@ -131,6 +137,12 @@ def optimize(
 
     Returns ``(nodes, new_roots)``: the nodes to compute in order, and what each
     root became.
+
+    >>> from asgrad.tensor import Graph, optimize
+    >>> x = Graph().input("x", (2,))
+    >>> nodes, (root,) = optimize([(x.exp() + x.exp()).node])  # one exp is computed
+    >>> [node.op for node in nodes]
+    ['input', 'exp', 'add']
     """
     replaced: dict[int, Node] = {}
     seen: dict[Hashable, Node] = {}

@@ -1,6 +1,6 @@
 """The op registry: one entry per primitive op, read by every layer of asgrad.
 
-An :class:`OpDef` holds what the tensor package knows of an op, all of it declared
+An [`OpDef`][asgrad.tensor.OpDef] holds what the tensor package knows of an op, all of it declared
 by keyword in the op's family file (``asgrad/tensor/ops/<family>.py``):
 
 * what it is: ``name``, ``family``, ``arity``, ``doc``, and whether it is
@@ -11,7 +11,7 @@ by keyword in the op's family file (``asgrad/tensor/ops/<family>.py``):
   reference semantics), checked on ``cases`` within ``tolerance``;
 * what the CPU code generator may assume about the kernel, so that adding an op
   never edits the backend: ``shape_only_inputs``, ``identity_if_same_type``,
-  ``fresh_result``, ``writes_out`` and ``into`` (an :class:`IntoKernel`).
+  ``fresh_result``, ``writes_out`` and ``into`` (an `IntoKernel`).
 
 The autograd package adds a gradient rule per op and the GPU package a WGSL kernel
 per op, both keyed by the op's name; tests fail when an op lacks either.
@@ -54,7 +54,12 @@ FAMILIES = (
 
 @dataclass(frozen=True, slots=True)
 class TensorType:
-    """The static type of a graph value: its shape and dtype."""
+    """The static type of a graph value: its shape and dtype.
+
+    >>> from asgrad.tensor import Graph
+    >>> str(Graph().input("x", (2, 3)).node.type)
+    'float32[2, 3]'
+    """
 
     shape: Shape
     dtype: str
@@ -69,6 +74,12 @@ class OpCase:
 
     ``wrt`` lists the inputs a gradient check differentiates (None: every floating
     input). ``grad=False`` marks a case that is a value test only (a kink, say).
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import get_op
+    >>> case = get_op("exp").cases(np.random.default_rng(0))[0]
+    >>> case.inputs[0].dtype, case.grad
+    (dtype('float64'), True)
     """
 
     inputs: tuple[np.ndarray, ...]
@@ -205,11 +216,12 @@ class OpDef:
     Attributes:
         name: The op's unique name (``"matmul"``); backward ops are
             ``<op>_backward``.
-        family: The op family, one of :data:`FAMILIES`; the same file name holds the
+        family: The op family, one of `FAMILIES`; the same file name holds the
             op in every package (``tensor/ops/<family>.py``,
             ``autograd/rules/<family>.py``, ``gpu/lowering/<family>.py``).
         infer: The shape/dtype rule ``infer(input_types, attrs) -> TensorType``;
-            raises :class:`ShapeError`/:class:`DTypeError` naming the fix.
+            raises [`ShapeError`][asgrad.tensor.ShapeError]/[`DTypeError`][asgrad.tensor.DTypeError]
+            naming the fix.
         kernel: The numpy kernel, ``kernel(*arrays, **attrs) -> ndarray``: the
             reference semantics every backend is tested against.
         arity: The number of inputs, or None for a variadic op.
@@ -245,12 +257,12 @@ class OpDef:
         writes_out: Whether the kernel also takes ``out=`` (an array of the
             result's type, overlapping no input) and writes its whole result there,
             so that its result may land in a scratch slot.
-        into: A float32 path writing into a given array (see :class:`IntoKernel`),
+        into: A float32 path writing into a given array (see `IntoKernel`),
             or None.
         expand: For an op defined as a decomposition into other registered ops
             (``flip``, ``mish``...): ``expand(*inputs, **attrs) -> Tensor`` builds
-            it, and :meth:`Graph.apply` calls it after the shape rule instead of
-            adding a node of its own. Backends and autograd see only the ops it
+            it, and [`Graph.apply`][asgrad.tensor.Graph.apply] calls it after the shape rule instead
+            of adding a node of its own. Backends and autograd see only the ops it
             builds, so such an op needs no gradient rule or GPU lowering; its
             ``kernel`` stays the numpy reference its cases are checked against.
         attrs: The attribute schema, one :class:`Attr` each (``()``: none), or None
@@ -398,7 +410,12 @@ def register_expanding(
 
 
 def get_op(name: str) -> OpDef:
-    """The registered op called ``name``."""
+    """The registered op called ``name``.
+
+    >>> from asgrad.tensor import get_op
+    >>> get_op("exp").name
+    'exp'
+    """
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -431,7 +448,13 @@ def expand_op(op: OpDef, inputs: Sequence[Any], attrs: Attrs, type_: TensorType)
 
 
 def all_ops() -> list[OpDef]:
-    """Every registered op, sorted by name."""
+    """Every registered op, sorted by name.
+
+    >>> from asgrad.tensor import all_ops
+    >>> names = [op.name for op in all_ops()]
+    >>> "matmul" in names and "exp" in names
+    True
+    """
     _load_builtin_ops()
     return sorted(_REGISTRY.values(), key=lambda op: op.name)
 

@@ -1,8 +1,8 @@
 """The schedule: what a compiled program computes, in which order, until when.
 
-:func:`make_schedule` turns the values a user wants (and the variable updates of a
-training step) into a :class:`Schedule`, after the graph passes; every backend
-compiles schedules.
+[`make_schedule`][asgrad.tensor.make_schedule] turns the values a user wants (and the variable
+updates of a training step) into a [`Schedule`][asgrad.tensor.Schedule], after the graph passes;
+every backend compiles schedules.
 """
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ class Schedule:
         inputs: The input nodes that must be fed.
         last_use: For each node id, the index in ``nodes`` of its last user (outputs
             and update values live to the end).
+
+    >>> from asgrad.tensor import Graph, make_schedule
+    >>> x = Graph().input("x", (2,))
+    >>> schedule = make_schedule([x * 2.0 + 1.0])
+    >>> [node.op for node in schedule.inputs], len(schedule.outputs)
+    (['input'], 1)
     """
 
     nodes: list[Node]
@@ -73,7 +79,14 @@ class Schedule:
 def make_schedule(
     outputs: Sequence[Tensor], updates: Updates | None = None, *, optimize_graph: bool = True
 ) -> Schedule:
-    """Plan the computation of ``outputs`` and ``updates`` (see :class:`Schedule`)."""
+    """Plan the computation of ``outputs`` and ``updates`` (see
+    [`Schedule`][asgrad.tensor.Schedule]).
+
+    >>> from asgrad.tensor import Graph, make_schedule
+    >>> x = Graph().input("x", (2,))
+    >>> [node.op for node in make_schedule([(x * 2.0).exp()]).nodes][-1]
+    'exp'
+    """
     pairs = list(updates.items()) if isinstance(updates, Mapping) else list(updates or [])
     roots = [t.node for t in outputs] + [t.node for _, t in pairs]
     graphs = {n.graph for n in roots}

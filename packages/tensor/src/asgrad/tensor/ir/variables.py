@@ -1,5 +1,5 @@
 """Graph variables: named values that persist across runs, and the stores that hold
-them on a device. Re-exported by :mod:`asgrad.tensor.ir.graph`."""
+them on a device. Re-exported by `asgrad.tensor.ir.graph`."""
 
 from __future__ import annotations
 
@@ -174,7 +174,8 @@ class VariableStore:
     """Interface of a backend's store of variables' newest values (a GPU's memory).
 
     A variable whose newest value lives in a store is *held* by it
-    (:meth:`Variable.hold`); reading ``variable.value`` fetches the value back.
+    ([`Variable.hold`][asgrad.tensor.Variable.hold]); reading ``variable.value`` fetches the value
+    back.
     """
 
     def fetch(self, variable: Variable) -> np.ndarray:  # pragma: no cover - interface

@@ -1,13 +1,14 @@
-"""Loops as graph nodes: :func:`scan`, :func:`fori_loop` and :func:`while_loop`.
+"""Loops as graph nodes: [`scan`][asgrad.tensor.scan], [`fori_loop`][asgrad.tensor.fori_loop] and
+[`while_loop`][asgrad.tensor.while_loop].
 
 The body is a Python function called once, on symbolic tensors, to build a sub-graph
-(:mod:`asgrad.tensor.loops.body`); the loop is one ``scan`` node however many steps it runs,
+(`asgrad.tensor.loops.body`); the loop is one ``scan`` node however many steps it runs,
 so a 512-step recurrence compiles as fast as one step. Values of the enclosing graph
 the body uses (weights it closes over) are read by the node, so gradients reach them.
 
-The subpackage may import :mod:`~asgrad.tensor.errors`, :mod:`~asgrad.tensor.ir`,
-:mod:`~asgrad.tensor.api` and itself; a backend lends it the compiler of loop bodies
-(:func:`asgrad.tensor.loops.body.set_compiler`).
+The subpackage may import `errors`, `ir`,
+`api` and itself; a backend lends it the compiler of loop bodies
+(`asgrad.tensor.loops.body.set_compiler`).
 
 >>> import numpy as np
 >>> from asgrad.tensor import Graph, evaluate
@@ -98,6 +99,12 @@ def scan(
     shape and dtype, and the carries and ys share one dtype. ``save_carries=False``
     keeps the carries of each step out of the result: the gradient then runs the
     loop forward again to get them.
+
+    >>> from asgrad.tensor import Graph, evaluate, scan
+    >>> xs = Graph().input("xs", (4,))
+    >>> total, partial = scan(lambda c, x: (c + x, c + x), xs.graph.constant(0.0, "float32"), xs)
+    >>> [a.tolist() for a in evaluate([total, partial], {"xs": [1.0, 2.0, 3.0, 4.0]})]
+    [10.0, [1.0, 3.0, 6.0, 10.0]]
     """
     carries, carry_tree = _flatten(init, "scan: init")
     steps, x_tree = _flatten(xs, "scan: xs")
@@ -142,7 +149,13 @@ def scan(
 
 def fori_loop(lower: int, upper: int, body_fun: Callable[[Tensor, Any], Any], init_val: Any) -> Any:
     """``jax.lax.fori_loop``: ``val = body_fun(i, val)`` for ``i`` in ``range(lower,
-    upper)`` (an int64 scalar), as one scan; differentiable (a fixed trip count)."""
+    upper)`` (an int64 scalar), as one scan; differentiable (a fixed trip count).
+
+    >>> from asgrad.tensor import Graph, evaluate, fori_loop
+    >>> x = Graph().input("x", ())
+    >>> evaluate(fori_loop(0, 3, lambda i, v: v * 2.0, x), {"x": 1.5})[0].tolist()
+    12.0
+    """
     carries, _ = _flatten(init_val, "fori_loop: init_val")
     graph = _enclosing(carries)
     index = graph.constant(np.arange(int(lower), max(int(upper), int(lower)), dtype=np.int64))
@@ -167,6 +180,12 @@ def while_loop(
 
     It runs ``max_steps`` steps, each keeping ``val`` once the condition fails; the
     result is differentiable with respect to what the steps taken depend on.
+
+    >>> from asgrad.tensor import Graph, evaluate, while_loop
+    >>> x = Graph().input("x", ())
+    >>> out = while_loop(lambda v: v < 100.0, lambda v: v * 3.0, x, max_steps=10)
+    >>> evaluate(out, {"x": 1.0})[0].tolist()
+    243.0
     """
     if int(max_steps) < 0:
         raise ArgumentError(f"while_loop: max_steps must be >= 0, got {max_steps}")

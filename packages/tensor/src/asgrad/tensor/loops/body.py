@@ -1,11 +1,11 @@
 """Loop bodies: a Python function traced into a sub-graph, the ``loop`` attribute of ``scan``.
 
-:func:`trace` calls the function on symbolic tensors of a :class:`BodyGraph`, a graph
+`trace` calls the function on symbolic tensors of a `BodyGraph`, a graph
 nested in the graph the loop is built in. A value of an enclosing graph that the
 function uses (a weight it closes over, a layer's parameter) is *captured*: it becomes
 an input of the body, and the ``scan`` node reads it from the enclosing graph, so that
 the body is a closed sub-program with inputs ``carries + xs + captures`` and outputs
-``new carries + ys``. The :class:`Body` is what the ``scan`` node keeps: comparable by
+``new carries + ys``. The `Body` is what the ``scan`` node keeps: comparable by
 identity (two scans of one body and the same inputs are merged), printed by its
 function's name and line.
 """
@@ -35,8 +35,8 @@ _COMPILER: list[BodyCompiler] = []
 def set_compiler(compile_body: BodyCompiler) -> None:
     """How loop bodies are compiled for the numpy ``scan`` kernel.
 
-    The CPU backend sets it when it is imported (:mod:`asgrad.tensor.cpu.backend`, which
-    :mod:`asgrad.tensor` imports), so that loops import no backend.
+    The CPU backend sets it when it is imported (`asgrad.tensor.cpu.backend`, which
+    [`asgrad.tensor`][asgrad.tensor] imports), so that loops import no backend.
     """
     _COMPILER[:] = [compile_body]
 

@@ -2,8 +2,8 @@
 
 ``conv3d`` is a sum over the kernel's depth taps of ``conv2d`` on strided depth slices,
 ``max_pool3d`` the maximum over depth taps of ``max_pool2d``, and so on: the depth
-axis is padded explicitly (:func:`pad_axis`), sliced per tap (:func:`depth_taps`) and
-folded into the batch axis (:func:`fold`).
+axis is padded explicitly (`pad_axis`), sliced per tap (`depth_taps`) and
+folded into the batch axis (`fold`).
 """
 
 from __future__ import annotations

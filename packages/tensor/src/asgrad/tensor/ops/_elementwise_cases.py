@@ -1,6 +1,6 @@
-"""The test cases of the elementwise ops (:mod:`asgrad.tensor.ops.elementwise`).
+"""The test cases of the elementwise ops (`asgrad.tensor.ops.elementwise`).
 
-Each function makes an op's :class:`~asgrad.tensor.ir.registry.OpCase` list from a
+Each function makes an op's [`OpCase`][asgrad.tensor.OpCase] list from a
 random generator: shapes that broadcast, inputs away from kinks and poles, and large
 or tail values where a naive formula overflows or underflows.
 """

@@ -2,8 +2,8 @@
 Stegun 7.1.26 (absolute error below 1.5e-7, below 1e-6 evaluated in float32) from
 numpy's vectorised exp, instead of scipy's scalar erf: about 6x faster on large arrays.
 
-Shared by three ops of :mod:`asgrad.tensor.ops.elementwise`, which declare them as
-their :class:`~asgrad.tensor.ir.registry.IntoKernel` (calling convention there):
+Shared by three ops of `asgrad.tensor.ops.elementwise`, which declare them as
+their `IntoKernel` (calling convention there):
 ``erf_f32`` and ``gelu_f32`` within the ops' tolerance of the exact kernels,
 ``gelu_backward_f32`` the float32 path of ``gelu_backward``'s kernel itself.
 ``tests/test_into_kernels.py`` checks each against its kernel on the op's cases.
@@ -84,7 +84,7 @@ def gelu_f32(
 ) -> np.ndarray:
     """Exact (erf) GELU of a float32 array of rank >= 1: x * Phi(x).
 
-    ``out`` and ``work`` (three scratch arrays) as for :func:`erf_f32`;
+    ``out`` and ``work`` (three scratch arrays) as for `erf_f32`;
     ``approximate`` is the op's attribute, always ``"none"`` here.
     """
     if work is None:

@@ -1,6 +1,6 @@
 """Lifting a 1-D op to its 2-D op over a unit height (``conv1d`` as ``conv2d``).
 
-Shared by ``conv_1d.py`` and ``pool_1d.py``: :class:`OneD` gives the shape rule,
+Shared by ``conv_1d.py`` and ``pool_1d.py``: `OneD` gives the shape rule,
 kernel and expansion of a 1-D op from those of the 2-D op it expands into.
 """
 

@@ -1,5 +1,5 @@
 """Test cases of the math ops: rounding, tests, logic, integers, reductions,
-scans. Each makes an op's :class:`~asgrad.tensor.ir.registry.OpCase` list from a random
+scans. Each makes an op's [`OpCase`][asgrad.tensor.OpCase] list from a random
 generator, with the edge cases that matter: halves for rounding, NaN and infinities
 for the tests, negative operands for floor division, ties and zeros."""
 

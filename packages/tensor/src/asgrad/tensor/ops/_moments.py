@@ -20,7 +20,7 @@ def normalize(x: np.ndarray, axes: tuple[int, ...], eps: float) -> tuple[np.ndar
 def normalize_backward(
     g: np.ndarray, x: np.ndarray, axes: tuple[int, ...], eps: float
 ) -> np.ndarray:
-    """The input gradient of :func:`normalize` for an incoming ``g`` (weight applied)."""
+    """The input gradient of `normalize` for an incoming ``g`` (weight applied)."""
     x_hat, rstd = normalize(x, axes, eps)
     mean_g = np.mean(g, axis=axes, keepdims=True)
     mean_gx = np.mean(g * x_hat, axis=axes, keepdims=True)

@@ -1,6 +1,6 @@
 """Reductions that expand into other ops: ``std``, ``logsumexp``, ``any``,
 ``all``. Their gradients and GPU kernels are those of the ops they build; their
-shape rules and numpy references are in :mod:`asgrad.tensor.ops.reduction`."""
+shape rules and numpy references are in `asgrad.tensor.ops.reduction`."""
 
 from __future__ import annotations
 

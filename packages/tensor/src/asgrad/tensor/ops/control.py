@@ -1,14 +1,14 @@
 """Control flow: ``scan``, a loop body applied along a leading axis, and its parts.
 
 ``scan(*carries, *xs, *captures, loop=body, save=..., reverse=..., length=...)`` runs
-the traced body (:class:`asgrad.tensor.loops.body.Body`) once per step ``t``: the body maps
+the traced body (`asgrad.tensor.loops.body.Body`) once per step ``t``: the body maps
 ``(carries, xs[t], captures)`` to ``(new carries, ys[t])``. An op has one result, so a
 scan's is *packed*: one vector of its single dtype holding, in order, the final
 carries, each ys stacked along a new leading axis, and (``save=True``) the carries
 each step started from, stacked too, which the gradient reads. ``scan_part(packed,
 *scan inputs, part=i)`` is part ``i`` at its shape (the scan's inputs give the shapes
 at any fed batch size); ``scan_unpart`` is its adjoint, part ``i`` placed in a zero
-vector of the packed size. The front door is :func:`asgrad.tensor.loops.scan`.
+vector of the packed size. The front door is [`asgrad.tensor.loops.scan`][asgrad.tensor.scan].
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ tests (``test_op_values.py``).
 
 ``gelu_backward(g, x)`` is GELU's input gradient ``g * GELU'(x)`` as one composite
 op (its own gradient rule gives higher-order gradients). ``erf``, ``gelu`` and
-``gelu_backward`` have float32 paths (:mod:`asgrad.tensor.ops._erf`) that the CPU
-code generator takes through :class:`~asgrad.tensor.ir.registry.IntoKernel`. The test
-cases are in :mod:`asgrad.tensor.ops._elementwise_cases`.
+``gelu_backward`` have float32 paths (`asgrad.tensor.ops._erf`) that the CPU
+code generator takes through `IntoKernel`. The test
+cases are in `asgrad.tensor.ops._elementwise_cases`.
 """
 
 from __future__ import annotations

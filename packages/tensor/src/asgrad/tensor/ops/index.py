@@ -7,7 +7,7 @@
 The ops that take an integer index array (``gather``, ``scatter_add``, ``one_hot``)
 accept indices in ``[0, n)`` only: a negative index is an error, not a count from the
 end (as PyTorch's ``gather`` and ``embedding``), and every kernel checks its indices
-with :func:`check_indices` before it reads anything.
+with `check_indices` before it reads anything.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def _scatter_slice(
 
 
 def check_indices(op: str, indices: np.ndarray, n: int, what: str, hint: str = "") -> None:
-    """Raise :class:`OutOfRangeError` unless every element of ``indices`` is in ``[0, n)``.
+    """Raise [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] unless every element of ``indices``
+    is in ``[0, n)``.
 
     One pass over the array: seen as unsigned integers of the same width, negative
     indices are larger than any valid one, so the maximum alone decides. The message

@@ -12,7 +12,7 @@ with ``g[..., m, ...]`` added at ``[..., idx[..., m, ...], ...]``; the gradient 
 ``reduce`` one of ``sum``, ``prod``, ``mean``, ``amax``, ``amin``; a position no index
 names keeps ``x``'s value.
 
-As the other index ops, indices must lie in ``[0, n)`` (:func:`check_indices`).
+As the other index ops, indices must lie in ``[0, n)`` (`check_indices`).
 """
 
 from __future__ import annotations

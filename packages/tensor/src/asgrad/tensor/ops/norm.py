@@ -7,7 +7,7 @@ the backward ops come from differentiating the decomposed definition, so
 higher-order gradients work.
 
 Softmax and layer norm (and its backward) have float32 paths writing into a given
-buffer (:class:`~asgrad.tensor.ir.registry.IntoKernel`), bit for bit their kernels:
+buffer (`IntoKernel`), bit for bit their kernels:
 rows of the normalised size, the rest in place; a row's sum of squares is one dot
 product (einsum), without a squared temporary.
 """

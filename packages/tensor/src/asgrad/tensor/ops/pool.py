@@ -358,7 +358,8 @@ def _adaptive_backward_cases(rng: np.random.Generator) -> list[OpCase]:
 
 
 def _pool_op(name: str, **fields: Any) -> None:
-    """Register a pooling op; ``fields`` are the other :class:`OpDef` fields, by keyword."""
+    """Register a pooling op; ``fields`` are the other [`OpDef`][asgrad.tensor.OpDef] fields, by
+    keyword."""
     register_op(OpDef(name=name, family="pool", tolerance=(1e-5, 1e-6), **fields))
 
 

@@ -3,7 +3,7 @@
 Dropout draws its mask from a counter-based hash of ``(seed, element index)``,
 not from a stateful generator: the mask is a pure function of the seed input,
 reproducible by any backend (the WGSL twin computes the same 32-bit hash from
-:func:`dropout_key` and :func:`dropout_threshold`), and a training program gets a
+`dropout_key` and `dropout_threshold`), and a training program gets a
 fresh mask each step by advancing the seed (a fed value, or a Variable the
 program increments through its updates).
 """

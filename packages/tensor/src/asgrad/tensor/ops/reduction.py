@@ -1,6 +1,6 @@
 """Reductions over any axes (sum, mean, max, min, prod, var, std, logsumexp, any, all,
 argmax, argmin) and ``size_ratio``. ``std``, ``logsumexp``, ``any`` and ``all`` expand
-into other ops (:mod:`asgrad.tensor.ops._reduction_math`)."""
+into other ops (`asgrad.tensor.ops._reduction_math`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Shape ops that expand into other ops: flip, roll, tril/triu, diagonal, unfold
-(``repeat`` and ``repeat_interleave`` are in :mod:`.shape_repeat`, ``pad`` in
-:mod:`.shape_pad`).
+(``repeat`` and ``repeat_interleave`` are in `.shape_repeat`, ``pad`` in
+`.shape_pad`).
 
 Each is a short composition of slices, concats, reshapes, gathers of constant
 indices and ``where`` (see "Ops that expand into others" in the contributing guide),
@@ -105,7 +105,7 @@ def fixed_axes(x: Tensor, axes: Sequence[int]) -> Tensor:
 
 def gather_const(x: Tensor, indices: np.ndarray, axis: int) -> Tensor:
     """``numpy.take(x, indices, axis)`` for constant ``indices`` (computed for the
-    declared size of ``axis``, which :func:`fixed_axes` checks at run time)."""
+    declared size of ``axis``, which `fixed_axes` checks at run time)."""
     idx = x.graph.constant(np.asarray(indices, np.int64), "int64")
     return apply(fixed_axes(x, (axis,)), "gather", idx, axis=axis)
 

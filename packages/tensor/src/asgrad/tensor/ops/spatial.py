@@ -1,7 +1,7 @@
 """Shared pieces of the NCHW ops (convolution, pooling): sizes, windows, padding.
 
 A public module: backends lowering the conv and pool families read their
-attributes with :func:`pair`, :func:`window_attrs` and the size rules here, so that
+attributes with `pair`, `window_attrs` and the size rules here, so that
 every backend checks and interprets them as the numpy kernels do.
 """
 
@@ -141,7 +141,7 @@ def pad_hw(x: np.ndarray, padding: Pair, value: float = 0.0) -> np.ndarray:
 
 
 def crop_hw(xp: np.ndarray, padding: Pair, hw: Sequence[int]) -> np.ndarray:
-    """The inverse of :func:`pad_hw`: the ``hw`` interior of ``xp``."""
+    """The inverse of `pad_hw`: the ``hw`` interior of ``xp``."""
     ph, pw = padding
     if not ph and not pw and xp.shape[2:] == tuple(hw):
         return xp
@@ -202,7 +202,7 @@ def scratch(role: str, shape: Sequence[int], dtype: Any) -> np.ndarray:
 
 
 def pad_hw_scratch(x: np.ndarray, padding: Pair, role: str = "pad") -> np.ndarray:
-    """:func:`pad_hw` with zeros into a scratch buffer (``x`` itself without padding)."""
+    """`pad_hw` with zeros into a scratch buffer (``x`` itself without padding)."""
     ph, pw = padding
     if not ph and not pw:
         return x

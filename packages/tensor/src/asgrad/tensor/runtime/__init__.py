@@ -5,7 +5,7 @@ registering backends), ``device_values`` (values a launched run leaves on its de
 ``numerics`` (stop at the first NaN or infinity) and ``progress`` (progress of long
 compiles).
 
-May import: :mod:`~asgrad.tensor.errors`, :mod:`~asgrad.tensor.ir`,
-:mod:`~asgrad.tensor.api` (the ``Tensor`` values a user compiles) and itself; the CPU
-backend (:mod:`asgrad.tensor.cpu`) only when a program asks for it.
+May import: `errors`, `ir`,
+`api` (the ``Tensor`` values a user compiles) and itself; the CPU
+backend (`asgrad.tensor.cpu`) only when a program asks for it.
 """

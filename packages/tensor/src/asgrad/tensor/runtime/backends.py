@@ -1,16 +1,16 @@
 """Backend selection: a backend by name, ``"auto"``, or the ``ASGRAD_DEVICE`` variable.
 
-A backend compiles a :class:`~asgrad.tensor.ir.schedule.Schedule` into an
-:class:`Executable` that runs it. The CPU (numpy) backend is built in; other
+A backend compiles a [`Schedule`][asgrad.tensor.Schedule] into an
+`Executable` that runs it. The CPU (numpy) backend is built in; other
 backends plug in without this package naming them: a distribution declares a
-zero-argument factory returning a :class:`Backend` in the entry point group
+zero-argument factory returning a `Backend` in the entry point group
 ``asgrad.backends``, e.g. in its ``pyproject.toml``::
 
     [project.entry-points."asgrad.backends"]
     mybackend = "mypackage.backend:MyBackend"
 
-The group is read once, on first need. :func:`register_backend` adds a factory
-directly (a plug-in imported before its entry point is installed, a test).
+The group is read once, on first need. [`register_backend`][asgrad.tensor.register_backend] adds a
+factory directly (a plug-in imported before its entry point is installed, a test).
 """
 
 from __future__ import annotations
@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     from asgrad.tensor.runtime.device_values import DeviceValue
 
 ENV_VAR = "ASGRAD_DEVICE"
+"""The environment variable that picks the default backend: ``cpu``, ``gpu`` or ``auto``.
+
+>>> from asgrad.tensor.runtime.backends import ENV_VAR
+>>> ENV_VAR
+'ASGRAD_DEVICE'
+"""
 BACKEND_ENTRY_POINT_GROUP = "asgrad.backends"
 # The distributions that provide the known plug-in backends, for error messages.
 _DISTRIBUTIONS = {"gpu": "asgrad-gpu"}
@@ -47,7 +53,7 @@ class Executable(Protocol):
 class LaunchingExecutable(Executable, Protocol):
     """An executable that can also start a run without waiting for it.
 
-    :meth:`Program.launch <asgrad.tensor.runtime.executor.Program.launch>` calls ``launch``
+    [`Program.launch`][asgrad.tensor.Program.launch] calls ``launch``
     where an executable has it, else ``run`` (the values are then ready at once).
     """
 
@@ -107,6 +113,10 @@ def resolve_backend_name(name: str | None = None) -> str:
     ``None`` means the ``ASGRAD_DEVICE`` environment variable, else ``"cpu"``.
     ``"auto"`` is the first plug-in backend (by name) that is usable, else the CPU
     with one warning.
+
+    >>> from asgrad.tensor import resolve_backend_name
+    >>> resolve_backend_name("cpu")
+    'cpu'
     """
     global _warned_fallback
     requested = name if name is not None else os.environ.get(ENV_VAR, "cpu")
@@ -138,7 +148,7 @@ def _user_stacklevel() -> int:
     """The ``stacklevel`` that makes a warning raised by our caller point at the user's line.
 
     It counts the frames from that caller out to the first one outside asgrad's own
-    packages (the user's code), as :func:`asgrad.tensor.ir.graph.user_location` does.
+    packages (the user's code), as `asgrad.tensor.ir.graph.user_location` does.
     """
     from asgrad.tensor.ir.graph import INTERNAL_DIRS
 
@@ -149,7 +159,12 @@ def _user_stacklevel() -> int:
 
 
 def get_backend(name: str) -> Backend:
-    """The backend called ``name``: built in, registered, or an installed entry point."""
+    """The backend called ``name``: built in, registered, or an installed entry point.
+
+    >>> from asgrad.tensor import get_backend
+    >>> type(get_backend("cpu")).__name__
+    'CPUBackend'
+    """
     factory = _BACKENDS.get(name)
     if factory is None:
         entry_point = _entry_points().get(name)

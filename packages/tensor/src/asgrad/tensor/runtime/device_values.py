@@ -1,8 +1,8 @@
 """Values a launched run leaves on its device until someone reads them.
 
-:meth:`Program.launch <asgrad.tensor.runtime.executor.Program.launch>` starts a run and
-returns at once, one :class:`DeviceValue` per output, as JAX's jitted functions return
-device arrays: the next step can be launched while the GPU still works on this one.
+[`Program.launch`][asgrad.tensor.Program.launch] starts a run and
+returns at once, one [`DeviceValue`][asgrad.tensor.DeviceValue] per output, as JAX's jitted
+functions return device arrays: the next step can be launched while the GPU still works on this one.
 Reading a value (``float(v)``, ``v.item()``, ``np.asarray(v)``, ``v.numpy()``,
 printing it) waits for the run that made it and copies it to the host, once; the
 values of one launch arrive together. A backend that runs synchronously (the CPU)
@@ -35,7 +35,7 @@ class Readback(Protocol):
         ...
 
     def ready(self) -> bool:
-        """Whether :meth:`result` would return without waiting for the device."""
+        """Whether `result` would return without waiting for the device."""
         ...
 
 
@@ -156,5 +156,12 @@ class DeviceValue(NDArrayOperatorsMixin):
 
 
 def read_all(values: Iterable[DeviceValue]) -> list[np.ndarray]:
-    """Read several values (each launch's values arrive with one readback)."""
+    """Read several values (each launch's values arrive with one readback).
+
+    >>> from asgrad.tensor import Graph, compile, read_all
+    >>> x = Graph().input("x", (2,))
+    >>> program = compile([x + 1.0, x * 2.0])
+    >>> [a.tolist() for a in read_all(program.launch({"x": [1.0, 2.0]}))]
+    [[2.0, 3.0], [2.0, 4.0]]
+    """
     return [v.numpy() for v in values]

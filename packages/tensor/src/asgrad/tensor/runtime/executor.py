@@ -1,9 +1,9 @@
 """Compile outputs into a schedule and run it.
 
 ``compile`` turns the values a user wants (and the variable updates of a training
-step) into a :class:`Schedule`: the minimal nodes in order, after the graph passes,
-with the step at which each value is used for the last time. A backend turns the
-schedule into an executable that runs it. The CPU backend (:mod:`asgrad.tensor.cpu`)
+step) into a [`Schedule`][asgrad.tensor.Schedule]: the minimal nodes in order, after the graph
+passes, with the step at which each value is used for the last time. A backend turns the
+schedule into an executable that runs it. The CPU backend (`asgrad.tensor.cpu`)
 generates one Python function per schedule, a line per node, freeing each
 intermediate after its last use, so that running a compiled graph costs little more
 than the numpy calls themselves.
@@ -92,7 +92,7 @@ class Program:
     def launch(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[DeviceValue]:
         """Start one run and return at once: the outputs stay on the device until read.
 
-        Fed like a call; returns one :class:`~asgrad.tensor.runtime.device_values.DeviceValue`
+        Fed like a call; returns one [`DeviceValue`][asgrad.tensor.DeviceValue]
         per output, read with ``float(v)``, ``v.item()``, ``np.asarray(v)`` or
         ``v.numpy()``. The updates apply in launch order, so the next launch (or a
         ``variable.value`` read) sees them. On the GPU a training loop that launches
@@ -260,11 +260,17 @@ def compile(  # the natural name; shadows the builtin only in this module
     optimize_graph: bool = True,
     check_numerics: bool | None = None,
 ) -> Program:
-    """Compile ``outputs`` (and variable ``updates``) into a :class:`Program`.
+    """Compile ``outputs`` (and variable ``updates``) into a [`Program`][asgrad.tensor.Program].
 
     ``check_numerics=True`` stops each run at the first op that makes a NaN or an
-    infinity, naming it (see :mod:`asgrad.tensor.runtime.numerics`); the default comes from
+    infinity, naming it (see `asgrad.tensor.runtime.numerics`); the default comes from
     the ``ASGRAD_CHECK_NUMERICS`` environment variable.
+
+    >>> from asgrad.tensor import Graph, compile
+    >>> x = Graph().input("x", (2,))
+    >>> program = compile([x * 2.0])
+    >>> program.run({"x": [1.0, 2.0]})[0].tolist()
+    [2.0, 4.0]
     """
     return Program(
         require_tensors(outputs, "compile"),
@@ -282,10 +288,12 @@ def evaluate(
     backend: str | None = None,
     check_numerics: bool | None = None,
 ) -> list[np.ndarray]:
-    """Compute ``outputs`` on ``feeds`` once (``check_numerics``: see :func:`compile`).
+    """Compute ``outputs`` on ``feeds`` once (``check_numerics``: see
+    [`compile`][asgrad.tensor.compile]).
 
-    Compiled programs are cached per graph, the :data:`Graph.MAX_PROGRAMS` used most
-    recently; to run the same outputs many times, :func:`compile` them once instead.
+    Compiled programs are cached per graph, the `Graph.MAX_PROGRAMS` used most
+    recently; to run the same outputs many times, [`compile`][asgrad.tensor.compile] them once
+    instead.
 
     >>> from asgrad.tensor import Graph
     >>> g = Graph()

@@ -5,7 +5,7 @@ A program compiled with ``check_numerics=True`` (or with the environment variabl
 same nodes, every floating-point value returned, no variable written. The values
 are scanned in the order they were computed; the first op whose result holds a NaN
 although none of its inputs did, or an infinity although all its inputs were finite,
-raises :class:`~asgrad.tensor.errors.NumericsError` naming the op, the source line
+raises [`NumericsError`][asgrad.tensor.NumericsError] naming the op, the source line
 that made it and its inputs' ranges. A NaN fed or held by a variable is reported the
 same way. Only when every value is clean are the variable updates written, so a
 failing training step leaves the model as it was.

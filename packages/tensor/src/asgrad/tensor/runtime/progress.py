@@ -1,8 +1,8 @@
 """Progress of long compiles on stderr, silent for fast ones.
 
-Compiling a program (:class:`~asgrad.tensor.runtime.executor.Program`) and its first run
+Compiling a program ([`Program`][asgrad.tensor.Program]) and its first run
 at new fed shapes (the CPU generating code, the GPU lowering nodes and building
-pipelines) run inside :func:`reporting`. A compile that is still running after a
+pipelines) run inside `reporting`. A compile that is still running after a
 delay (1 second) shows one updating line on stderr, for example::
 
     asgrad: compiling: GPU: lowering 870/1,400 nodes, 23 pipelines built
@@ -12,9 +12,9 @@ by default it is on when stderr is a terminal, so tests and CI logs stay clean.
 ``ASGRAD_PROGRESS_DELAY`` sets the delay in seconds; ``0`` reports every stage at
 once, with no background thread (what the tests use).
 
-Compiling code reports through :func:`current`: ``stage(name, total)`` when a stage
+Compiling code reports through `current`: ``stage(name, total)`` when a stage
 starts, ``advance()`` per item (a counter increment), ``bump(what)`` for a side
-count. While nothing reports, :func:`current` is a do-nothing reporter.
+count. While nothing reports, `current` is a do-nothing reporter.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class Progress(NullProgress):
     """One compile's progress line on ``stream``, shown once ``delay`` seconds passed.
 
     ``clock`` (seconds) can be injected. With ``delay > 0`` (and ``background``) a
-    daemon thread redraws the line every :data:`REFRESH` seconds after the delay, so
+    daemon thread redraws the line every `REFRESH` seconds after the delay, so
     a single long stage shows too; otherwise the line is drawn when a stage starts
     after the delay, and at the end.
     """
@@ -162,7 +162,7 @@ def progress_enabled(stream: TextIO | None = None) -> bool:
 
 
 def progress_delay() -> float:
-    """``ASGRAD_PROGRESS_DELAY`` in seconds (default :data:`DEFAULT_DELAY`)."""
+    """``ASGRAD_PROGRESS_DELAY`` in seconds (default `DEFAULT_DELAY`)."""
     value = os.environ.get("ASGRAD_PROGRESS_DELAY", "").strip()
     if not value:
         return DEFAULT_DELAY

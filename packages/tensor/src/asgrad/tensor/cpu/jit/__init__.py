@@ -13,7 +13,7 @@ It is on by default where Numba is installed (``pip install "asgrad-tensor[jit]"
 * ``ASGRAD_CPU_JIT=0``: the numpy reference path only;
 * ``ASGRAD_CPU_JIT=1``: the compiled path, and an error when Numba is missing;
 * unset (or ``auto``): the compiled path where Numba imports;
-* :func:`set_enabled` overrides the environment in this process (``None`` goes back to it).
+* `set_enabled` overrides the environment in this process (``None`` goes back to it).
 
 Compiled kernels are cached on disk (Numba's cache, under ``ASGRAD_CACHE_DIR`` or
 ``~/.cache/asgrad``), so a second process does not compile them again.
@@ -81,7 +81,7 @@ def enabled() -> bool:
 
 
 def prepare_numba() -> None:
-    """Point Numba's on-disk cache at :func:`cache_dir` (unless ``NUMBA_CACHE_DIR`` is
+    """Point Numba's on-disk cache at `cache_dir` (unless ``NUMBA_CACHE_DIR`` is
     set): the one place that does it, called before anything imports Numba here."""
     os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir()))
 

@@ -1,14 +1,14 @@
 """Numba, imported once with the cache set up, and the scalar helpers the kernels share.
 
-Importing this module imports Numba (after :func:`~asgrad.tensor.cpu.jit.prepare_numba`
-has pointed its on-disk cache at :func:`~asgrad.tensor.cpu.jit.cache_dir`); the code
+Importing this module imports Numba (after `prepare_numba`
+has pointed its on-disk cache at `cache_dir`); the code
 generator imports it when it first picks a compiled kernel, never at ``import asgrad``.
 
-Every kernel is compiled with :data:`KERNEL` options: cached on disk, strict IEEE
+Every kernel is compiled with `KERNEL` options: cached on disk, strict IEEE
 arithmetic (``fastmath`` off, so no contraction into FMAs and no reassociation: the
 elementwise kernels round as numpy does), and numpy's error model (a division by
 zero gives inf or NaN instead of raising, which also lets loops with divisions
-vectorise). Sums over rows are helpers made by :func:`sums` (such as :func:`row_sum`),
+vectorise). Sums over rows are helpers made by `sums` (such as `row_sum`),
 the one place allowed to reassociate (numpy's own sums are pairwise, not sequential),
 so that they vectorise.
 
@@ -75,7 +75,7 @@ def fresh(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndar
 
 
 def kernel(fn: Any) -> Any:
-    """``numba.njit`` with :data:`KERNEL`'s options."""
+    """``numba.njit`` with `KERNEL`'s options."""
     return numba.njit(**KERNEL)(fn)
 
 
@@ -129,7 +129,7 @@ _P = tuple(
 
 
 def inline(fn: Any) -> Any:
-    """``numba.njit`` with :data:`KERNEL`'s options for a scalar helper (LLVM inlines it;
+    """``numba.njit`` with `KERNEL`'s options for a scalar helper (LLVM inlines it;
     Numba's own inlining, at its IR level, compiles much more slowly)."""
     return numba.njit(**KERNEL)(fn)
 
@@ -268,7 +268,7 @@ SUMS: dict[str, Any] = {**KERNEL, "fastmath": {"reassoc"}}
 
 
 def sums(fn: Any) -> Any:
-    """``numba.njit`` for a helper that sums in any order (:data:`SUMS`; not inlined at
+    """``numba.njit`` for a helper that sums in any order (`SUMS`; not inlined at
     Numba's level, which would compile it with the caller's flags)."""
     return numba.njit(**SUMS)(fn)
 

@@ -1,12 +1,12 @@
 """Numba source for values at constant shapes: the building blocks of a whole-step kernel.
 
-A whole-step kernel (:mod:`asgrad.tensor.cpu.jit.step`) is one Numba function whose
-every value has a shape known when it is generated. A value is a :class:`Val`: its
+A whole-step kernel (`asgrad.tensor.cpu.jit.step`) is one Numba function whose
+every value has a shape known when it is generated. A value is a `Val`: its
 shape, its dtype and how to read one element of it at given loop indices (an element
 of an argument array, of a flat work buffer at a constant offset, a scalar local, a
 literal, or a view of another value: transposed, broadcast, reshaped). An op's
-emitter (:mod:`asgrad.tensor.cpu.jit.emit_ops`) writes explicit loops with constant
-bounds into a :class:`Kernel` and returns its result's :class:`Val`.
+emitter (`asgrad.tensor.cpu.jit.emit_ops`) writes explicit loops with constant
+bounds into a `Kernel` and returns its result's `Val`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Val:
 
 
 def dt(dtype: str) -> str:
-    """The Numba-side name of ``dtype``; :class:`UnsupportedError` for any other."""
+    """The Numba-side name of ``dtype``; `UnsupportedError` for any other."""
     try:
         return NUMBA_DTYPES[dtype]
     except KeyError:

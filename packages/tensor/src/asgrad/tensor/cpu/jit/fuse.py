@@ -14,7 +14,7 @@ becomes one pass (:func:`~asgrad.tensor.cpu.jit.kernels_optim.adam_step`): the m
 lines only allocate ``m'`` and ``v'`` (fresh arrays, as before), and the update's line
 fills them and returns ``p'``. Values that the group's lines read stay live up to the
 update's line, which the buffer plan sees as reading them. Groups smaller than
-:data:`FUSE_MIN_ELEMENTS` stay as they are (the kernel's call costs more than it
+`FUSE_MIN_ELEMENTS` stay as they are (the kernel's call costs more than it
 saves there).
 """
 

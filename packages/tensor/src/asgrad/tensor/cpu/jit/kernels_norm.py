@@ -1,12 +1,12 @@
 """Compiled row kernels: softmax, log-softmax, layer norm and its input gradient.
 
-Each wrapper has the calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`
+Each wrapper has the calling convention of an `IntoKernel`
 (``fn(*inputs, out=None, **attrs)``; the result in ``out`` when it is given and
 C-contiguous, else fresh) and the semantics of the op's numpy kernel, within the op's
 tolerance: a row is read whole before any of it is written, so ``out`` may be the
 normalised input (and the incoming gradient, for the backward op). Sums are
 vectorised (reassociated, as numpy's pairwise sums are); float32 exponentials use
-the vectorised ``exp_neg`` of :mod:`._numba`. NaN and infinities propagate as in
+the vectorised ``exp_neg`` of `._numba`. NaN and infinities propagate as in
 numpy: a NaN or +inf in a row makes the whole row NaN (so does a row of -inf).
 """
 

@@ -1,6 +1,6 @@
 """Compiled max pooling (and its gradient) and the scatter-add of gather's gradient.
 
-Wrappers have the calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`
+Wrappers have the calling convention of an `IntoKernel`
 (``fn(*inputs, out=None, **attrs)``; ``out`` never overlaps an input) and the
 semantics of the ops' numpy kernels:
 

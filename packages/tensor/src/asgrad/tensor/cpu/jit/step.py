@@ -9,10 +9,10 @@ small (:data:`WORK_LIMIT`),
 constant bounds, every intermediate in a flat work buffer allocated once per call,
 the outputs returned, and the updated variables' new values written, after
 everything else is computed, into their arrays in place. Anything else keeps the
-line-by-line numpy function (:mod:`asgrad.tensor.cpu.codegen`); so do programs
-without updates (:data:`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
+line-by-line numpy function (`asgrad.tensor.cpu.codegen`); so do programs
+without updates (`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
 never waits for Numba. A training step runs compiled from its first call
-(:data:`WARMUP_CALLS`), so its results never depend on how many steps ran before.
+(`WARMUP_CALLS`), so its results never depend on how many steps ran before.
 
 Updating in place keeps the numpy path's semantics: the updated variables' values
 are views of one buffer per dtype that this function owns. Before each call it checks
@@ -22,7 +22,7 @@ from ``variable.value`` (or any view of it) is never written afterwards. When a 
 fails the values are copied into a fresh buffer first (as the numpy path would make
 fresh arrays), so the old arrays keep their values.
 
-The generated module is written under :func:`~asgrad.tensor.cpu.jit.cache_dir`, named
+The generated module is written under `cache_dir`, named
 by a hash of its source, and compiled with Numba's ``cache=True``: another process
 running the same step at the same shapes loads the machine code instead of compiling.
 """
@@ -85,7 +85,7 @@ class StepPlan:
         consts: The constant arrays passed as arguments.
         outputs: Per output: ``("scalar", dtype)``, ``("array", None)`` or
             ``("const", value)``.
-        flops: The work estimate compared with :data:`WORK_LIMIT`.
+        flops: The work estimate compared with `WORK_LIMIT`.
     """
 
     source: str
@@ -261,11 +261,11 @@ def with_whole_step(
     refs: Mapping[int, Ref],
     registered: Callable[[str], bool],
 ) -> Any:
-    """``line_fn``, or a function that runs it :data:`WARMUP_CALLS` times and then the
+    """``line_fn``, or a function that runs it `WARMUP_CALLS` times and then the
     whole step compiled (when the schedule updates variables and has a whole step;
     see the module docstring).
 
-    The result's ``step_plan`` is the :class:`StepPlan` (None when there is none, and
+    The result's ``step_plan`` is the `StepPlan` (None when there is none, and
     ``step_declined`` says why); ``whole_step_active()`` says whether calls now run the
     compiled step.
     """

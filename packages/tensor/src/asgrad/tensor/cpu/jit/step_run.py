@@ -1,11 +1,11 @@
 """The Python side of a whole-step kernel: its module on disk, and the wrapper calling it.
 
-:func:`whole_step` writes the generated module (:class:`~asgrad.tensor.cpu.jit.step.StepPlan`)
-under :func:`~asgrad.tensor.cpu.jit.cache_dir`, named by a hash of its source, imports
+`whole_step` writes the generated module (`StepPlan`)
+under `cache_dir`, named by a hash of its source, imports
 it (Numba's ``cache=True`` needs a real file) and returns the wrapper: a generated
 Python function binding the feeds, variables and constants to the kernel's arguments,
 checking that the variables' arrays may be written in place (see
-:mod:`asgrad.tensor.cpu.jit.step`), and turning 0-d results into arrays.
+`asgrad.tensor.cpu.jit.step`), and turning 0-d results into arrays.
 """
 
 from __future__ import annotations
