@@ -1,15 +1,15 @@
-"""ONNX's own node conformance cases, run through :func:`asgrad.onnx.load`.
+"""ONNX's own node conformance cases, run through `asgrad.onnx.load`.
 
 The ``onnx`` wheel ships one small model per case (``onnx.backend.test.case.node``)
 with inputs and the outputs ONNX's reference gives. Each case is loaded with
-:func:`~asgrad.onnx.load` (an input that ``load`` says must be known at load time, a
+`load` (an input that ``load`` says must be known at load time, a
 ``Reshape``'s shape say, is given through ``constants=``), run with
-:func:`~asgrad.tensor.evaluate` and compared with the expected outputs (shape, dtype
+[`evaluate`][asgrad.tensor.evaluate] and compared with the expected outputs (shape, dtype
 and values within the case's tolerance). A case ends as one of:
 
 - ``pass``: every output matches;
 - ``fail``: an output has the wrong shape, dtype or value (never acceptable);
-- ``refused``: ``load`` raised an :class:`~asgrad.onnx.OnnxImportError` naming the op
+- ``refused``: ``load`` raised an [`OnnxImportError`][asgrad.onnx.OnnxImportError] naming the op
   and the node;
 - ``error``: anything else went wrong (a bug to fix or a refusal to type).
 
@@ -46,7 +46,7 @@ _DTYPES = frozenset(ONNX_TO_DTYPE.values())
 
 @dataclass(frozen=True)
 class CaseResult:
-    """How one conformance case went: its ``status`` (one of :data:`STATUSES`)."""
+    """How one conformance case went: its ``status`` (one of `STATUSES`)."""
 
     name: str
     op_type: str
@@ -144,7 +144,8 @@ def _load(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> OnnxModel:
 
 
 def run_case(case: Any, op_type: str) -> CaseResult:
-    """Load ``case``'s model with :func:`load` and check every data set it has."""
+    """Load ``case``'s model with [`load`][asgrad.onnx.load.load] and check every data set it
+    has."""
     holdable = all(_holdable(v) for inputs, outputs in case.data_sets for v in [*inputs, *outputs])
     graph = case.model.graph
     input_names = [i.name for i in graph.input]

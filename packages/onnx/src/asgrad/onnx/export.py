@@ -40,7 +40,7 @@ EXPORTERS: dict[str, Exporter] = {
     "scan": _scan,
     "scan_part": export_scan_part,
 }
-"""The asgrad ops :func:`export` can write, by name (leaves aside)."""
+"""The asgrad ops [`export`][asgrad.onnx.export.export] can write, by name (leaves aside)."""
 
 # The attributes each exporter reads. A node with another attribute (an op that grew
 # an option after its exporter was written) is refused rather than exported wrongly.

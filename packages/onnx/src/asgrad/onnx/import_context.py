@@ -61,9 +61,10 @@ class ImportContext:
         return self.graph.constant(array, dtype=array.dtype.name)
 
     def static(self, value: Value, what: str) -> np.ndarray:
-        """The value of ``value`` now: a :class:`Static`, or a tensor computed from
+        """The value of ``value`` now: a `Static`, or a tensor computed from
         constants and initializers only (evaluated here); raises
-        :class:`OnnxConstantRequiredError` naming the model inputs it comes from."""
+        [`OnnxConstantRequiredError`][asgrad.onnx.OnnxConstantRequiredError] naming the model inputs
+        it comes from."""
         if isinstance(value, Static):
             return np.asarray(value.value)
         node = value.node

@@ -2,7 +2,7 @@
 condition known at load time.
 
 The body graph is built by the same importers, inside the body that
-:func:`asgrad.tensor.scan` traces; it reads the enclosing graph's values by name.
+[`asgrad.tensor.scan`][asgrad.tensor.scan] traces; it reads the enclosing graph's values by name.
 ``Scan`` takes any scan axes and directions (the inputs are moved and flipped
 around one forward scan). ``Loop`` needs its trip count at load time and a body
 whose continue condition stays true (a ``for`` loop): the iteration number is fed

@@ -168,9 +168,10 @@ def load(
     ``True`` all, ``False`` none, or a collection of initializer names (the others
     are loaded as variables that are not trained, an attention scale say).
 
-    Raises :class:`UnsupportedOnnxOpsError` listing every op type it cannot build,
-    :class:`OnnxConstantRequiredError` naming the inputs ``constants`` must give, and
-    :class:`OnnxImportError` for a model it cannot read or a node it cannot build.
+    Raises [`UnsupportedOnnxOpsError`][asgrad.onnx.UnsupportedOnnxOpsError] listing every op type it
+    cannot build, [`OnnxConstantRequiredError`][asgrad.onnx.OnnxConstantRequiredError] naming the
+    inputs ``constants`` must give, and [`OnnxImportError`][asgrad.onnx.OnnxImportError] for a model
+    it cannot read or a node it cannot build.
     """
     if isinstance(path, onnx.ModelProto):
         proto = path

@@ -1,11 +1,11 @@
 """The elementwise family on the GPU: one generated kernel for every elementwise op.
 
-:func:`elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
+`elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
 strides (``kernels/elementwise.wgsl``, with the per-primitive helpers of
 ``kernels/prelude.wgsl``). Each op is its scalar expression (``OpDef.expression``)
-rendered as WGSL over ``x0, x1, ...`` (:func:`expression`), so chains of them fuse by
-nesting expressions (:mod:`asgrad.gpu.plan.fusion`); no op has WGSL of its own here but
-the integer ops that check their values. Other families use :func:`elementwise` for
+rendered as WGSL over ``x0, x1, ...`` (`expression`), so chains of them fuse by
+nesting expressions (`asgrad.gpu.plan.fusion`); no op has WGSL of its own here but
+the integer ops that check their values. Other families use `elementwise` for
 copies, strided views and fills.
 """
 
@@ -272,10 +272,10 @@ def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -
 
     ``in_types`` are the inputs' WGSL storage types; the expression yields the storage
     type of ``out_dtype``. It is the op's scalar expression (``OpDef.expression``)
-    rendered (:func:`asgrad.gpu.lowering.scalar.render_wgsl`), but for the integer ops
-    that check their values (:func:`checked_expression`). Elementwise chains fuse by
+    rendered (`asgrad.gpu.lowering.scalar.render_wgsl`), but for the integer ops
+    that check their values (`checked_expression`). Elementwise chains fuse by
     substituting one op's expression for an input of the next (see
-    :mod:`asgrad.gpu.plan.fusion`).
+    `asgrad.gpu.plan.fusion`).
     """
     if op not in EXPRESSION_OPS:
         return None

@@ -1,4 +1,4 @@
-"""Scalar expressions (:mod:`asgrad.tensor.ir.scalar`) rendered as WGSL: one spelling
+"""Scalar expressions (`asgrad.tensor.ir.scalar`) rendered as WGSL: one spelling
 per primitive, never one per op.
 
 WGSL lets a compiler assume that floats are finite, so every float primitive whose

@@ -401,7 +401,8 @@ def _shape(shape: tuple[int | Sequence[int], ...]) -> tuple[int, ...]:
 
 
 def _check_fits(op: str, dtype: str, *values: object) -> None:
-    """A :class:`DTypeError` unless the integer dtype ``dtype`` holds every int of ``values``."""
+    """A [`DTypeError`][asgrad.tensor.DTypeError] unless the integer dtype ``dtype`` holds every int
+    of ``values``."""
     if np.dtype(dtype).kind not in "iu":
         return
     info = np.iinfo(dtype)

@@ -431,7 +431,8 @@ class MathMethods(TensorBase):
         return self._scan("cummax", axis, dim), self._scan("cummax_index", axis, dim)
 
     def cummin(self, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
-        """``(values, indices)`` of the running min along ``axis`` (as :meth:`cummax`)."""
+        """``(values, indices)`` of the running min along ``axis`` (as
+        [`cummax`][asgrad.tensor.Tensor.cummax])."""
         return self._scan("cummin", axis, dim), self._scan("cummin_index", axis, dim)
 
     def logcumsumexp(

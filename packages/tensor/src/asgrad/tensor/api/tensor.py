@@ -44,7 +44,7 @@ AxisArg = int | Sequence[int] | None
 
 
 class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
-    """A symbolic value of a :class:`~asgrad.tensor.Graph`.
+    """A symbolic value of a [`Graph`][asgrad.tensor.Graph].
 
     Operators and methods append nodes to the graph; nothing is computed until the
     graph is compiled and run. Shapes and dtypes are known at once.
@@ -618,6 +618,12 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
     def expand_dims(
         self, axis: int | Sequence[int] | None = None, *, dim: int | Sequence[int] | None = None
     ) -> Tensor:
+        """A new axis of size 1 at ``axis`` (or PyTorch's ``dim``; several axes at once).
+
+        >>> from asgrad.tensor import Graph
+        >>> Graph().input("x", (2, 3)).expand_dims(0).shape
+        (1, 2, 3)
+        """
         given = axis_arg("expand_dims", axis, dim)
         if given is None:
             raise ArgumentTypeError("expand_dims: give the new axis (axis=, or dim=)")
@@ -664,7 +670,7 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         index: Tensor | None = None,
     ) -> Tensor:
         """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``
-        (or ``gather(dim=, index=)``), :meth:`take_along_axis`."""
+        (or ``gather(dim=, index=)``), [`take_along_axis`][asgrad.tensor.Tensor.take_along_axis]."""
         if dim is not None or index is not None:
             if dim is None or index is None or indices is not None:
                 raise ArgumentTypeError("gather: give dim= and index= together (PyTorch's form)")

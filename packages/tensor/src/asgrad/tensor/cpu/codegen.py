@@ -5,10 +5,10 @@
 1. `_LineMaker` makes a `Line` per node
    that computes something: values that depend only on constants and shapes are
    folded, identities at these types dropped, some ops specialised
-   (:mod:`asgrad.tensor.cpu.lowering`: a numpy form at exact types, or a compiled
+   (`asgrad.tensor.cpu.lowering`: a numpy form at exact types, or a compiled
    kernel on the compiled path), the rest call their kernel, or its float32 path
    (``OpDef.into``), as the op's declared facts allow;
-2. :func:`_needed` drops the lines no output or update needs, and :func:`_last_uses`
+2. `_needed` drops the lines no output or update needs, and `_last_uses`
    finds the line after which each value dies;
 3. `plan_buffers` decides where each line writes;
 4. `_source` renders the lines, deleting each value after its last use, and
@@ -64,12 +64,12 @@ def generate_cpu_function(
 
     The function takes the feeds, applies the updates and returns the outputs; its
     source is its ``source`` attribute. ``profile`` (opt-in, see
-    :mod:`asgrad.tensor.cpu.profile`) is called with a node's id after each line.
-    ``compiled`` takes the compiled path (:mod:`asgrad.tensor.cpu.jit`; None: as
-    :func:`~asgrad.tensor.cpu.jit.enabled` says): the ops' compiled kernels (found by
-    :func:`~asgrad.tensor.cpu.lowering.resolve`), the families' fused line groups (each
+    `asgrad.tensor.cpu.profile`) is called with a node's id after each line.
+    ``compiled`` takes the compiled path (`asgrad.tensor.cpu.jit`; None: as
+    `enabled` says): the ops' compiled kernels (found by
+    `resolve`), the families' fused line groups (each
     large parameter's Adam update as one Numba pass), and a small training step
-    compiled whole (:mod:`asgrad.tensor.cpu.jit.step`).
+    compiled whole (`asgrad.tensor.cpu.jit.step`).
     """
     if compiled is None:
         compiled = jit.enabled()
@@ -266,8 +266,8 @@ class _LineMaker:
         in_t: Sequence[TensorType],
         out_t: TensorType,
     ) -> Line | None:
-        """The line calling the op's compiled kernel ``jk<i>`` (:mod:`.jit.kernels`),
-        into a buffer as an :class:`IntoKernel` path would, or None where none applies."""
+        """The line calling the op's compiled kernel ``jk<i>`` (`.jit.kernels`),
+        into a buffer as an `IntoKernel` path would, or None where none applies."""
         assert lowered.compiled is not None
         entry = lowered.compiled(node, in_t, out_t)
         if entry is None:

@@ -1,22 +1,22 @@
 """The CPU lowering protocol: how an op runs on the CPU backend, found by one resolver.
 
 Every way the CPU backend may run an op besides calling its numpy kernel is one of
-three lowerings, and :func:`resolve` finds an op's three in one structure,
-:data:`FAMILY_LOWERINGS` (op family -> :class:`FamilyLowering`):
+three lowerings, and `resolve` finds an op's three in one structure,
+`FAMILY_LOWERINGS` (op family -> `FamilyLowering`):
 
-* ``numpy``: a faster numpy line at exact types (:mod:`asgrad.tensor.cpu.specialize`):
+* ``numpy``: a faster numpy line at exact types (`asgrad.tensor.cpu.specialize`):
   a view instead of a copy, numpy itself instead of the kernel's wrapper, a batched
   product as one product;
 * ``compiled``: a Numba kernel that a line of the compiled path calls instead of the
-  numpy kernel (:mod:`asgrad.tensor.cpu.jit.kernels`);
+  numpy kernel (`asgrad.tensor.cpu.jit.kernels`);
 * ``emit``: how the op is written into a whole-step Numba kernel
-  (:mod:`asgrad.tensor.cpu.jit.step`).
+  (`asgrad.tensor.cpu.jit.step`).
 
 An op with a scalar expression (``OpDef.expression``: every elementwise op) needs no
 entry: its three lowerings are rendered from the expression, one spelling per
-primitive (:func:`asgrad.tensor.cpu.specialize.expression_line`,
-:func:`asgrad.tensor.cpu.jit.kernels.rendered_kernel`,
-:func:`asgrad.tensor.cpu.jit.emit_ops.emit_expression`), so no elementwise op is named
+primitive (`asgrad.tensor.cpu.specialize.expression_line`,
+`asgrad.tensor.cpu.jit.kernels.rendered_kernel`,
+`asgrad.tensor.cpu.jit.emit_ops.emit_expression`), so no elementwise op is named
 in this package. Ops of the structural families (reductions, shape, linalg, norm,
 pool, index, optim) have entries keyed by op inside their family's entry, and a
 family may fuse groups of lines (``fuse``: Adam's three ops per parameter as one pass).
@@ -64,7 +64,7 @@ class FamilyLowering:
     """The CPU lowerings of one op family, by op name inside the family.
 
     Attributes:
-        numpy: Exact-shape numpy lines (see :mod:`asgrad.tensor.cpu.specialize`).
+        numpy: Exact-shape numpy lines (see `asgrad.tensor.cpu.specialize`).
         compiled: Compiled kernels of the line path, each with its ``applies``.
         emit: Writers of the op into a whole-step kernel.
         fuse: Rewrites groups of the family's lines into fused kernels, or None.
@@ -78,7 +78,7 @@ class FamilyLowering:
 
 @dataclass(frozen=True)
 class OpLowering:
-    """What :func:`resolve` found for one op (None: the numpy kernel's line, and a
+    """What `resolve` found for one op (None: the numpy kernel's line, and a
     whole step containing the op stays on the line-by-line function)."""
 
     numpy: Specializer | None = None
@@ -189,5 +189,5 @@ def resolve(op: OpDef) -> OpLowering:
 
 
 def fusers() -> list[Fuser]:
-    """The families' line-group fusions, in :data:`FAMILY_LOWERINGS`' order."""
+    """The families' line-group fusions, in `FAMILY_LOWERINGS`' order."""
     return [f.fuse for f in FAMILY_LOWERINGS.values() if f.fuse is not None]

@@ -3,12 +3,12 @@
 At exact types some registered kernels have a faster numpy form: a call of numpy
 itself instead of the kernel's wrapper, a view instead of a copy, a batched matrix
 product as one product. An elementwise op's form comes from its scalar expression
-(:func:`expression_line`: one rule per primitive, never per op); the structural
+(`expression_line`: one rule per primitive, never per op); the structural
 families' forms (matrix products, reductions, views) are the functions below, which
-:data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS` lists by family and op. Each is
+`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS` lists by family and op. Each is
 written for the op's registered kernel and applies only while the op's kernel is
 that one (the code generator checks). Everything an op declares about its own kernel
-(:class:`~asgrad.tensor.ir.registry.OpDef` fields) is read by the code generator instead.
+([`OpDef`][asgrad.tensor.OpDef] fields) is read by the code generator instead.
 """
 
 from __future__ import annotations

@@ -401,7 +401,8 @@ def _constant_array(value: object, dtype: str | None) -> np.ndarray:
     """``value`` as the array of a constant of ``dtype`` (float32 or int64 by default).
 
     The feed rule: conversion may not change a value. An integer out of the dtype's
-    range, or a finite float that would become infinite, is a :class:`DTypeError`.
+    range, or a finite float that would become infinite, is a
+    [`DTypeError`][asgrad.tensor.DTypeError].
     """
     try:
         source = np.array(value)

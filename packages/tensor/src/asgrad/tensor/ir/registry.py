@@ -5,7 +5,7 @@ by keyword in the op's family file (``asgrad/tensor/ops/<family>.py``):
 
 * what it is: ``name``, ``family``, ``arity``, ``doc``, and whether it is
   ``differentiable``, ``composite`` or ``pure``;
-* what it takes: ``attrs``, the attribute schema (each :class:`Attr`'s name, type,
+* what it takes: ``attrs``, the attribute schema (each `Attr`'s name, type,
   default and check, stated once);
 * what it means: ``infer`` (the shape/dtype rule) and ``kernel`` (the numpy
   reference semantics), checked on ``cases`` within ``tolerance``;
@@ -113,7 +113,7 @@ class Attr:
             numpy number and stores a float; ``int`` accepts a numpy integer and
             refuses a ``bool``; ``tuple`` accepts a list and stores a tuple);
             ``object`` accepts anything.
-        default: The value a node takes when none is given, or :data:`REQUIRED`.
+        default: The value a node takes when none is given, or `REQUIRED`.
         check: A condition on the value: ``check(value)`` returns what is wrong with
             it (a phrase such as ``"must be positive"``), or None when it is fine.
         optional: Whether None is accepted besides values of ``kind``.
@@ -265,12 +265,12 @@ class OpDef:
             of adding a node of its own. Backends and autograd see only the ops it
             builds, so such an op needs no gradient rule or GPU lowering; its
             ``kernel`` stays the numpy reference its cases are checked against.
-        attrs: The attribute schema, one :class:`Attr` each (``()``: none), or None
+        attrs: The attribute schema, one `Attr` each (``()``: none), or None
             where the op has not declared one (its attributes pass unchecked). A node,
             and each of the op's registered cases, holds every attribute, so
             ``infer``, ``kernel`` and ``expand`` take them all and state no default.
         expression: For an elementwise op, what it computes per element, once, as a
-            scalar expression (:mod:`asgrad.tensor.ir.scalar`):
+            scalar expression (`asgrad.tensor.ir.scalar`):
             ``expression(arg(0), arg(1), ..., **attrs) -> Expr``, with every
             attribute of the schema given, and ``dtype=`` (the result's dtype name)
             when the function takes that keyword. Backends render their code from

@@ -1,9 +1,9 @@
 """Scalar expressions: the one meaning of an elementwise op, rendered for every backend.
 
-An elementwise op states what it computes per element once, as an :class:`Expr` over
+An elementwise op states what it computes per element once, as an `Expr` over
 its inputs (``arg(0)``, ``arg(1)``...) built from a fixed set of primitives
-(:data:`PRIMITIVES`), each with its numpy meaning. Backends *render* expressions: numpy
-arrays here (:func:`render_numpy`), WGSL and Numba in the backends (the GPU package,
+(`PRIMITIVES`), each with its numpy meaning. Backends *render* expressions: numpy
+arrays here (`render_numpy`), WGSL and Numba in the backends (the GPU package,
 the compiled CPU path). A renderer has one entry per primitive, never one per op, so a
 new op needs no backend work; numerically careful forms (a stable sigmoid, softplus's
 thresholds) live in the op's expression and reach every backend.
@@ -52,7 +52,7 @@ class Expr:
     """One node of a scalar expression: a primitive applied to ``args``, an input
     (``op == "arg"``, ``value`` its index) or a constant (``op == "const"``).
 
-    Build them with :func:`arg`, :func:`const`, the primitive functions of this module
+    Build them with `arg`, `const`, the primitive functions of this module
     and the operators ``+ - * / ** -x abs(x)`` (a number operand becomes a constant).
     """
 
@@ -321,15 +321,15 @@ def _takes_dtype(fn: Callable[..., Expr]) -> bool:
 def render_numpy(e: Expr, args: Sequence[np.ndarray], dtype: str) -> np.ndarray:
     """The value of ``e`` on numpy arrays (broadcast together), as an array of ``dtype``.
 
-    Each primitive is its numpy function (:data:`PRIMITIVES`); a shared subexpression
+    Each primitive is its numpy function (`PRIMITIVES`); a shared subexpression
     is computed once. To evaluate one expression many times, make its function once
-    with :func:`numpy_function`.
+    with `numpy_function`.
     """
     return numpy_function(e, len(args), dtype)(*args)
 
 
 def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]:
-    """A Python function of ``arity`` arrays computing ``e`` as :func:`render_numpy`
+    """A Python function of ``arity`` arrays computing ``e`` as `render_numpy`
     does: straight-line numpy calls, one per distinct node (its text is ``.source``)."""
     env: dict[str, Any] = {"np": np, "_dtype": np.dtype(dtype)}
     lines: list[str] = []

@@ -1,8 +1,8 @@
 """The elementwise math ops: rounding, tests of special values, logic, bits, integer
 division.
 
-Each op's expression (:mod:`asgrad.tensor.ir.scalar`) is its meaning, as in
-:mod:`asgrad.tensor.ops.elementwise`, whose shape/dtype rules these share. ``frac``,
+Each op's expression (`asgrad.tensor.ir.scalar`) is its meaning, as in
+`asgrad.tensor.ops.elementwise`, whose shape/dtype rules these share. ``frac``,
 ``isclose``, ``nan_to_num`` and the logical ops expand into other ops when applied;
 their expansions are here too.
 """

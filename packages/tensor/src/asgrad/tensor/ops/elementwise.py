@@ -1,7 +1,7 @@
 """Elementwise ops: unary math and activations, binary arithmetic, comparisons, where.
 
 Each op states what it computes per element once, as a scalar expression
-(:mod:`asgrad.tensor.ir.scalar`, the ``expression`` of its :class:`OpDef`); its numpy
+(`asgrad.tensor.ir.scalar`, the ``expression`` of its [`OpDef`][asgrad.tensor.OpDef]); its numpy
 kernel is that expression rendered by numpy (or the primitive's own ufunc), and the
 other backends render theirs from it. Test oracles written independently are in the
 tests (``test_op_values.py``).
@@ -130,7 +130,7 @@ def _cast_expr(x: Expr, dtype: str) -> Expr:
 
 # -- kernels and attributes -----------------------------------------------------------------
 def _gelu_backward(g: np.ndarray, x: np.ndarray, approximate: str) -> np.ndarray:
-    """The float32 path (:func:`gelu_backward_f32`) for exact float32 arrays, else the
+    """The float32 path (`gelu_backward_f32`) for exact float32 arrays, else the
     expression."""
     if approximate == "none" and x.dtype == np.float32 and x.ndim and g.dtype == np.float32:
         return gelu_backward_f32(g, x, approximate=approximate)

@@ -3,7 +3,7 @@
 Each op here is exactly a short composition of registered ops (``mish`` is
 ``x * tanh(softplus(x))``), so it has no kernels of its own: its gradient and its GPU
 kernels are those of its expansion (see ``OpDef.expand``). Its scalar expression
-(:mod:`asgrad.tensor.ir.scalar`) states the same composition per element; its numpy
+(`asgrad.tensor.ir.scalar`) states the same composition per element; its numpy
 kernel is that expression rendered (``glu`` and ``prelu``, which pair elements along
 an axis, keep numpy functions). Independent references are in the tests.
 """

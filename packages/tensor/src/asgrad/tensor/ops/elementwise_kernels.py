@@ -1,5 +1,5 @@
 """How an elementwise op is registered: its numpy kernel derived from its scalar
-expression (:mod:`asgrad.tensor.ir.scalar`), the checks of its attributes, and the
+expression (`asgrad.tensor.ir.scalar`), the checks of its attributes, and the
 integer kernels that refuse what numpy would silently compute."""
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ def _dtype_name(value: Any) -> str | None:
 def _elementwise(
     name: str, kernel: KernelFn | None, doc: str, cases: CasesFn, **fields: Any
 ) -> None:
-    """Register an elementwise op; ``fields`` are further :class:`OpDef` fields, by keyword
-    (by default one float input, no attributes). A kernel of None: the op's kernel is its
+    """Register an elementwise op; ``fields`` are further [`OpDef`][asgrad.tensor.OpDef] fields, by
+    keyword (by default one float input, no attributes). A kernel of None: the op's kernel is its
     ``expression``, rendered by numpy (the primitive's numpy function for an op that is
     one primitive of its inputs)."""
     fields = {"arity": 1, "infer": _infer_unary_float, "attrs": (), **fields}

@@ -1,5 +1,5 @@
-"""The shape/dtype rules of the elementwise ops (:mod:`asgrad.tensor.ops.elementwise`,
-:mod:`asgrad.tensor.ops._elementwise_math`): broadcasting, and which dtypes each takes."""
+"""The shape/dtype rules of the elementwise ops (`asgrad.tensor.ops.elementwise`,
+`asgrad.tensor.ops._elementwise_math`): broadcasting, and which dtypes each takes."""
 
 from __future__ import annotations
 

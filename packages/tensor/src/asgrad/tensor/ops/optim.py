@@ -8,7 +8,7 @@ inputs once and writes into fresh buffers (``out=``):
 * ``adam_update(p, m, v, step_size, bc2_sqrt[, decay])``: Adam's parameter step
   ``p * decay - step_size * m / (sqrt(v) / bc2_sqrt + eps)``.
 
-Each states its arithmetic as a scalar expression (:mod:`asgrad.tensor.ir.scalar`),
+Each states its arithmetic as a scalar expression (`asgrad.tensor.ir.scalar`),
 which the GPU renders and fuses like an elementwise op's; the numpy kernels below
 compute the same arithmetic into fresh buffers. They are not differentiable (an update
 is not differentiated).

@@ -68,8 +68,8 @@ def concat(parts: Sequence[Tensor], axis: int) -> Tensor:
 
 
 def refuse_free_axes(x: Tensor, axes: Sequence[int], why: str = "") -> None:
-    """A build-time :class:`FreeAxisError` when one of ``axes`` of ``x`` follows a free
-    input axis: the op being expanded builds tables for the declared size only."""
+    """A build-time [`FreeAxisError`][asgrad.tensor.FreeAxisError] when one of ``axes`` of ``x``
+    follows a free input axis: the op being expanded builds tables for the declared size only."""
     free = free_axes_of(x.node)
     bad = sorted(set(free or ()) & {a % max(x.ndim, 1) for a in axes})
     if not bad:

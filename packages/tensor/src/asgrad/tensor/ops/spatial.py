@@ -51,7 +51,7 @@ __all__ = [
 Pair = tuple[int, int]
 
 # The attributes of the conv and pool families, each an int (every spatial axis) or
-# one per spatial axis; the shape rules check them with :func:`pair` (``triple``).
+# one per spatial axis; the shape rules check them with `pair` (``triple``).
 STRIDE = Attr(name="stride", kind=(int, tuple), default=1, doc="the step between windows")
 PADDING = Attr(name="padding", kind=(int, tuple), default=0, doc="zeros added on each side")
 DILATION = Attr(name="dilation", kind=(int, tuple), default=1, doc="the step between taps")

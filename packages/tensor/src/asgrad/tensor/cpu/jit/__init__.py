@@ -1,8 +1,8 @@
 """The compiled CPU path: Numba kernels that generated CPU functions call instead of numpy.
 
-The numpy path (:mod:`asgrad.tensor.cpu.codegen`) is the reference; the compiled path
+The numpy path (`asgrad.tensor.cpu.codegen`) is the reference; the compiled path
 runs the same schedule with native kernels where an op's lowering has them
-(:func:`asgrad.tensor.cpu.lowering.resolve`: whole small steps, elementwise loops
+(`asgrad.tensor.cpu.lowering.resolve`: whole small steps, elementwise loops
 rendered from the ops' scalar expressions, the structural families' kernels, fused
 Adam groups) and the numpy kernels elsewhere, and must agree with the reference to
 each op's registered tolerance.

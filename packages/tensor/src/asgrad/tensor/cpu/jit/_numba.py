@@ -21,7 +21,7 @@ branch-free forms that LLVM vectorises (an exponential by range reduction and a
 polynomial, within 2 ulp; erf by Abramowitz & Stegun 7.1.26, absolute error below
 1e-6, as the float32 numpy paths), float64 the C library's ``exp`` and ``erf``. They
 are the per-primitive helpers of the rendered expressions
-(:mod:`asgrad.tensor.cpu.jit.render`) as well as the row kernels'.
+(`asgrad.tensor.cpu.jit.render`) as well as the row kernels'.
 
 Numba keys a kernel's on-disk cache on its own source file only: after editing a
 helper here, clear the cache directory (an installed release rewrites every file,

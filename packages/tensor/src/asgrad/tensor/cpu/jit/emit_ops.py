@@ -1,15 +1,15 @@
 """How a whole-step kernel writes an op: an elementwise op from its expression, the
 structural families' ops by their emitters.
 
-An emitter writes an op at exact types into a :class:`~asgrad.tensor.cpu.jit.emit.Kernel`
+An emitter writes an op at exact types into a `Kernel`
 as explicit loops with constant bounds, computing what the op's numpy kernel computes
 (in the op's dtype; NaN and infinities propagate as numpy's do), and returns the
-result's :class:`~asgrad.tensor.cpu.jit.emit.Val`. :func:`emit_expression` writes any
+result's `Val`. `emit_expression` writes any
 elementwise op from its scalar expression
-(:func:`~asgrad.tensor.cpu.jit.render.render_numba`); the emitters below are the
+(`render_numba`); the emitters below are the
 structural families' (reductions, views, matrix products, Adam's updates), listed in
-:data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`. An op without one, or one an
-emitter declines (:class:`UnsupportedError`: another dtype, an attribute it does not
+`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`. An op without one, or one an
+emitter declines (`UnsupportedError`: another dtype, an attribute it does not
 handle), sends the whole step back to the numpy path.
 """
 
@@ -44,7 +44,7 @@ def _floats(ins: Sequence[Val], out_t: TensorType) -> None:
 def emit_expression(k: Kernel, expr: Any, ins: Sequence[Val], out_t: TensorType) -> Val:
     """An elementwise op from its scalar expression: one loop over the result's shape,
     the inputs broadcast, the element rendered by
-    :func:`~asgrad.tensor.cpu.jit.render.render_numba`."""
+    `render_numba`."""
     from asgrad.tensor.cpu.jit.render import cost, render_numba
 
     dtypes = [v.dtype for v in ins]

@@ -1,16 +1,16 @@
 """Fused line groups of the optim family: Adam's ops of one parameter as one Numba kernel.
 
-:func:`fuse_adam` (the optim family's ``fuse`` in
-:data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`) runs on the lines of
-:func:`~asgrad.tensor.cpu.codegen.generate_cpu_function` when the compiled path is on,
-for graphs too large to compile whole (:mod:`asgrad.tensor.cpu.jit.step`). numpy runs
+`fuse_adam` (the optim family's ``fuse`` in
+`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`) runs on the lines of
+`generate_cpu_function` when the compiled path is on,
+for graphs too large to compile whole (`asgrad.tensor.cpu.jit.step`). numpy runs
 an op as several passes over memory (Adam's moment update is four, its parameter step
 five); a fused kernel reads each input once and writes each result once.
 
 Adam's update of one parameter is three ops: ``m' = adam_ema(m, g)``,
 ``v' = adam_ema(v, g, square)`` and ``p' = adam_update(p, m', v', ...)``. Where the two
 moments are read by nothing but the update (and their variables' updates), the group
-becomes one pass (:func:`~asgrad.tensor.cpu.jit.kernels_optim.adam_step`): the moment
+becomes one pass (`adam_step`): the moment
 lines only allocate ``m'`` and ``v'`` (fresh arrays, as before), and the update's line
 fills them and returns ``p'``. Values that the group's lines read stay live up to the
 update's line, which the buffer plan sees as reading them. Groups smaller than

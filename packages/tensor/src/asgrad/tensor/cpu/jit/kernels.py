@@ -1,13 +1,13 @@
 """Compiled kernels of the line path: Numba kernels a generated CPU function calls.
 
-A :class:`JitKernel` names a wrapper with the calling convention of an
-:class:`~asgrad.tensor.ir.registry.IntoKernel` (``fn(*inputs, out=None, **attrs)``, the
+A `JitKernel` names a wrapper with the calling convention of an
+`IntoKernel` (``fn(*inputs, out=None, **attrs)``, the
 result written into ``out`` when it is given). The structural families' kernels are
 hand-written in topic modules (``kernels_norm``, ``kernels_pool``, ``kernels_optim``),
-listed in :data:`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an elementwise op's
-kernel is rendered from its scalar expression (:func:`rendered_kernel`): one loop over
-the elements, written by :func:`~asgrad.tensor.cpu.jit.render.render_numba`, in a
-module generated under :func:`~asgrad.tensor.cpu.jit.cache_dir`. Nothing here imports
+listed in `asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an elementwise op's
+kernel is rendered from its scalar expression (`rendered_kernel`): one loop over
+the elements, written by `render_numba`, in a
+module generated under `cache_dir`. Nothing here imports
 Numba until a kernel is loaded.
 
 The kernels agree with the numpy kernels within each op's registered tolerance
@@ -52,7 +52,7 @@ class JitKernel:
             reads each element or row of them before writing it); 0: ``out``
             overlaps no input.
         applies: Whether it runs a node, from the inputs' and result's types and the
-            attributes (beyond :meth:`applies_to`'s common checks).
+            attributes (beyond `applies_to`'s common checks).
         source: The generated module's source (a rendered kernel), or None.
     """
 
@@ -74,7 +74,7 @@ class JitKernel:
     ) -> bool:
         """Whether it runs a node at these exact types: a float32 or float64 result of
         rank >= 1, every floating input of the result's dtype (integer inputs are
-        indices), and :attr:`applies`."""
+        indices), and `applies`."""
         if out.dtype not in _FLOATS or not out.shape:
             return False
         if any(t.dtype != out.dtype for t in ins if t.dtype.startswith("float")):
@@ -104,8 +104,8 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
     """The compiled loop of an elementwise expression at these types, or None.
 
     Taken for a float result of rank >= 1 whose inputs have its shape (or none), when
-    the expression applies at least :data:`RENDER_MIN_PRIMITIVES` primitives and every
-    one of them vectorises in a loop (:func:`~asgrad.tensor.cpu.jit.render.vectorises`):
+    the expression applies at least `RENDER_MIN_PRIMITIVES` primitives and every
+    one of them vectorises in a loop (`vectorises`):
     then one compiled pass beats numpy's pass per primitive.
     """
     from asgrad.tensor.cpu.jit.emit import UnsupportedError

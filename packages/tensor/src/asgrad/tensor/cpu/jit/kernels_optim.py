@@ -1,11 +1,11 @@
 """Compiled kernels of the optim family: Adam's two updates, and the two fused in one pass.
 
-Each wrapper has the calling convention of an :class:`~asgrad.tensor.ir.registry.IntoKernel`
+Each wrapper has the calling convention of an `IntoKernel`
 (``fn(*inputs, out=None, **attrs)``, the result in ``out`` when it is given and
 C-contiguous, else fresh) and does the numpy kernels' arithmetic in the same order,
 bit for bit. The loops read each element before writing it, so ``out`` may be any
-input of the result's type. :func:`adam_step` is the kernel of the fused line group
-of :mod:`asgrad.tensor.cpu.jit.fuse`: both moments and the parameter step in one pass.
+input of the result's type. `adam_step` is the kernel of the fused line group
+of `asgrad.tensor.cpu.jit.fuse`: both moments and the parameter step in one pass.
 """
 
 from __future__ import annotations

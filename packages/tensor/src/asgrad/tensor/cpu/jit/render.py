@@ -1,10 +1,10 @@
 """Numba source of a scalar expression: one spelling per primitive of the IR.
 
 An elementwise op's meaning is its scalar expression (``OpDef.expression``, built from
-the primitives of :mod:`asgrad.tensor.ir.scalar`). :func:`render_numba` writes it as
+the primitives of `asgrad.tensor.ir.scalar`). `render_numba` writes it as
 one Numba source expression over the elements of its inputs; the whole-step kernels
-(:mod:`asgrad.tensor.cpu.jit.step`) and the compiled elementwise loops of the line path
-(:mod:`asgrad.tensor.cpu.jit.kernels`) are made of it. :data:`SPELLINGS` has one entry
+(`asgrad.tensor.cpu.jit.step`) and the compiled elementwise loops of the line path
+(`asgrad.tensor.cpu.jit.kernels`) are made of it. `SPELLINGS` has one entry
 per primitive and none per op.
 
 Types follow numpy: every node of the expression has the dtype numpy gives it (found
@@ -13,11 +13,11 @@ takes the dtype numpy gives a Python scalar next to its operands (NEP 50: ``x > 
 compares in float32 for a float32 ``x``), and a float32 value stays float32 (Numba
 keeps float32 through arithmetic and its math functions when the literals are typed).
 
-The per-primitive helpers a spelling calls (:data:`PRELUDE`, defined in every generated
+The per-primitive helpers a spelling calls (`PRELUDE`, defined in every generated
 module) give numpy's semantics where Python's or Numba's differ: NaN-propagating
 maximum and minimum; and float32 forms of the exponential (within 2 ulp) and the error
 function (absolute error below 1e-6, as the numpy float32 path) that vectorise, where
-a loop calling the C library does not (:mod:`asgrad.tensor.cpu.jit._numba`; measured:
+a loop calling the C library does not (`asgrad.tensor.cpu.jit._numba`; measured:
 a loop of e**x over 2 million float32 took 3.4 ms with the helper, 29.6 ms with
 ``np.exp``, 3.6 ms in numpy's own vectorised loop).
 """
@@ -277,7 +277,7 @@ def _walk(e: Expr) -> list[Expr]:
 
 
 def cost(e: Expr) -> int:
-    """The work per element of ``e`` (see :attr:`Spelling.cost`)."""
+    """The work per element of ``e`` (see `Spelling.cost`)."""
     return sum(SPELLINGS[n.op].cost if n.op in SPELLINGS else 1 for n in _walk(e)) or 1
 
 

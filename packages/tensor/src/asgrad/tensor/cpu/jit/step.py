@@ -2,10 +2,10 @@
 
 When a schedule updates variables (a training step), every value its roots need
 can be written in Numba (its op's ``emit`` lowering, found by
-:func:`~asgrad.tensor.cpu.lowering.resolve`: rendered from the op's scalar expression,
-or its family's emitter in :mod:`asgrad.tensor.cpu.jit.emit_ops`) and the work is
-small (:data:`WORK_LIMIT`),
-:func:`plan_step` writes one Numba function for the whole step: explicit loops with
+`resolve`: rendered from the op's scalar expression,
+or its family's emitter in `asgrad.tensor.cpu.jit.emit_ops`) and the work is
+small (`WORK_LIMIT`),
+`plan_step` writes one Numba function for the whole step: explicit loops with
 constant bounds, every intermediate in a flat work buffer allocated once per call,
 the outputs returned, and the updated variables' new values written, after
 everything else is computed, into their arrays in place. Anything else keeps the
