@@ -77,7 +77,6 @@ LAYERS = {"asgrad.tensor": TENSOR_LAYERS, "asgrad.gpu": GPU_LAYERS}
 # (importing module, imported module) -> why it imports against the layering, inside a
 # function (so not when it is imported).
 LAZY_UPWARD: dict[tuple[str, str], str] = {
-    ("asgrad.tensor.ir.registry", "asgrad.tensor.ops"): "registers the built-in ops on first use",
     ("asgrad.tensor.ops.control", "asgrad.tensor.loops"): "scan's test cases trace loop bodies",
     ("asgrad.tensor.runtime.backends", "asgrad.tensor.cpu"): "the built-in backend, on demand",
     ("asgrad.gpu.lowering.control", "asgrad.gpu.plan"): "a loop body is planned as a program",
@@ -335,9 +334,8 @@ def _imports_of(module: str) -> tuple[tuple[int, str, bool], ...]:
 
 def import_graph(*, lazy: bool) -> dict[str, set[str]]:
     """Module-level imports; with ``lazy``, those inside functions too, but for the upward
-    ones :data:`LAZY_UPWARD` lists (each of them closes a cycle by design: the registry
-    loads the ops that register themselves in it, a loop body is planned by the planner
-    that lowers the loop)."""
+    ones :data:`LAZY_UPWARD` lists (each of them closes a cycle by design: a loop body
+    is planned by the planner that lowers the loop)."""
     return {
         m: {
             t

@@ -455,11 +455,6 @@ def all_ops() -> list[OpDef]:
     >>> "matmul" in names and "exp" in names
     True
     """
-    _load_builtin_ops()
+    # Importing this module imports the package ``asgrad.tensor`` first, whose
+    # ``__init__`` imports the ops package: every built-in op is registered by now.
     return sorted(_REGISTRY.values(), key=lambda op: op.name)
-
-
-def _load_builtin_ops() -> None:
-    # Importing the ops package registers the built-in ops; done lazily so that
-    # this module stays importable from the op modules themselves.
-    import asgrad.tensor.ops  # noqa: F401  # imported for its registrations
