@@ -346,7 +346,8 @@ class TorchMethods(TensorBase):
         >>> x.sum().backward()
         Traceback (most recent call last):
             ...
-        asgrad.tensor.errors.DefineByRunError: Tensor.backward(): nothing runs while a ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.backward(): nothing runs while a graph is
+        built; ... step = opt.compile(loss) once, then step(x=..., y=...) per batch ...
         """
         raise DefineByRunError(
             f"Tensor.backward(): nothing runs while a graph is built; {_COMPILE}"
@@ -360,7 +361,8 @@ class TorchMethods(TensorBase):
         >>> x.sum().item()
         Traceback (most recent call last):
             ...
-        asgrad.tensor.errors.DefineByRunError: Tensor.item(): a symbolic Tensor has a ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.item(): a symbolic Tensor has a value only
+        when its graph runs; ... float(asgrad.tensor.evaluate(t, feed)[0])
         """
         raise DefineByRunError(
             "Tensor.item(): a symbolic Tensor has a value only when its graph runs;"
@@ -376,7 +378,8 @@ class TorchMethods(TensorBase):
         >>> x.tolist()
         Traceback (most recent call last):
             ...
-        asgrad.tensor.errors.DefineByRunError: Tensor.tolist(): a symbolic Tensor has ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.tolist(): a symbolic Tensor has values only
+        when its graph runs; asgrad.tensor.evaluate(t, feed)[0].tolist()
         """
         raise DefineByRunError(
             "Tensor.tolist(): a symbolic Tensor has values only when its graph runs;"
@@ -392,7 +395,8 @@ class TorchMethods(TensorBase):
         >>> x.grad
         Traceback (most recent call last):
             ...
-        asgrad.tensor.errors.DefineByRunError: Tensor.grad: a symbolic Tensor holds no ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.grad: a symbolic Tensor holds no gradient;
+        asgrad.autograd.grad(loss, [t]) builds it as a tensor of the graph, ...
         """
         raise DefineByRunError(
             "Tensor.grad: a symbolic Tensor holds no gradient; asgrad.autograd.grad(loss, [t])"
@@ -408,7 +412,8 @@ class TorchMethods(TensorBase):
         >>> x.data
         Traceback (most recent call last):
             ...
-        asgrad.tensor.errors.DefineByRunError: Tensor.data: a symbolic Tensor has no ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.data: a symbolic Tensor has no array until
+        its graph runs; x.detach() for a value without gradient, ...
         """
         raise DefineByRunError(
             "Tensor.data: a symbolic Tensor has no array until its graph runs;"
@@ -423,7 +428,8 @@ class TorchMethods(TensorBase):
         >>> x.cuda()
         Traceback (most recent call last):
             ...
-        asgrad.tensor.errors.DefineByRunError: Tensor.cuda(): tensors have no device; ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.cuda(): tensors have no device; the program
+        is placed when compiled: opt.compile(loss, backend='gpu') or ...
         """
         raise DefineByRunError(
             "Tensor.cuda(): tensors have no device; the program is placed when compiled:"
