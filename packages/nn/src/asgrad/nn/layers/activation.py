@@ -451,7 +451,7 @@ class GLU(Module):
 
     >>> from asgrad.nn import GLU
     >>> from asgrad.tensor import Graph, evaluate
-    >>> x = Graph().input("x", (4,))
+    >>> x = Graph().input("x", (4,), free=())
     >>> evaluate(GLU()(x), {"x": [1.0, 2.0, 0.0, 100.0]})[0].tolist()
     [0.5, 2.0]
     """

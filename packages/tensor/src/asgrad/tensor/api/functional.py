@@ -99,7 +99,24 @@ def concat(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | Non
 
 
 concatenate = concat
+"""The same as [`concat`][asgrad.tensor.concat] (numpy's name).
+
+>>> from asgrad.tensor import Graph, concatenate
+>>> g = Graph()
+>>> a, b = g.input("a", (2, 3)), g.input("b", (2, 3))
+>>> concatenate([a, b], axis=1).shape
+(2, 6)
+"""
+
 cat = concat
+"""The same as [`concat`][asgrad.tensor.concat] (PyTorch's name).
+
+>>> from asgrad.tensor import Graph, cat
+>>> g = Graph()
+>>> a, b = g.input("a", (2, 3)), g.input("b", (2, 3))
+>>> cat([a, b], dim=0).shape
+(4, 3)
+"""
 
 
 def stack(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | None = None) -> Tensor:

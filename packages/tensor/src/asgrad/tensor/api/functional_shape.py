@@ -204,7 +204,7 @@ def roll(x: Tensor, shifts: int | Sequence[int], axis: int | Sequence[int] | Non
 
     >>> from asgrad.tensor import Graph, evaluate, roll
     >>> g = Graph()
-    >>> x = g.input("x", (3,))
+    >>> x = g.input("x", (3,), free=())
     >>> evaluate(roll(x, 1), {"x": [1.0, 2.0, 3.0]})[0].tolist()
     [3.0, 1.0, 2.0]
     """

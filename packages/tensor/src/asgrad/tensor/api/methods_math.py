@@ -324,7 +324,14 @@ class MathMethods(TensorBase):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        """The product over ``axis`` (floats); its gradient is right with zeros in x."""
+        """The product over ``axis`` (floats); its gradient is right with zeros in x.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.prod(1), feed)[0].tolist()
+        [-6.0, -120.0]
+        """
         return self._reduce_math("prod", axis, keepdims, dim, keepdim)
 
     def std(
@@ -338,7 +345,13 @@ class MathMethods(TensorBase):
         keepdim: bool | None = None,
     ) -> Tensor:
         """The standard deviation, dividing by ``n - correction`` (``ddof`` is numpy's name;
-        default 0, numpy's; PyTorch's default is 1)."""
+        default 0, numpy's; PyTorch's default is 1).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.std(0).shape
+        (3,)
+        """
         attrs = correction_attr(correction, ddof)
         return self._reduce_math("std", axis, keepdims, dim, keepdim, attrs)
 
@@ -350,7 +363,13 @@ class MathMethods(TensorBase):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        """``log(sum(exp(x)))`` over ``axis`` without overflow."""
+        """``log(sum(exp(x)))`` over ``axis`` without overflow.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.logsumexp(1).shape
+        (2,)
+        """
         return self._reduce_math("logsumexp", axis, keepdims, dim, keepdim)
 
     def any(
@@ -361,7 +380,14 @@ class MathMethods(TensorBase):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        """Whether any value over ``axis`` is nonzero (False over an empty axis)."""
+        """Whether any value over ``axis`` is nonzero (False over an empty axis).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate((x > 4.0).any(1), feed)[0].tolist()
+        [False, True]
+        """
         return self._reduce_math("any", axis, keepdims, dim, keepdim)
 
     def all(
@@ -372,7 +398,14 @@ class MathMethods(TensorBase):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        """Whether every value over ``axis`` is nonzero (True over an empty axis)."""
+        """Whether every value over ``axis`` is nonzero (True over an empty axis).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate((x > 0.0).all(0), feed)[0].tolist()
+        [True, False, False]
+        """
         return self._reduce_math("all", axis, keepdims, dim, keepdim)
 
     def amax(
@@ -383,7 +416,14 @@ class MathMethods(TensorBase):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        """``max`` (PyTorch's name for the reduction that returns values only)."""
+        """``max`` (PyTorch's name for the reduction that returns values only).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.amax(0), feed)[0].tolist()
+        [4.0, 5.0, 3.0]
+        """
         return self._reduce_math("max", axis, keepdims, dim, keepdim)
 
     def amin(
@@ -394,7 +434,14 @@ class MathMethods(TensorBase):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        """``min`` (PyTorch's name for the reduction that returns values only)."""
+        """``min`` (PyTorch's name for the reduction that returns values only).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.amin(0), feed)[0].tolist()
+        [1.0, -2.0, -6.0]
+        """
         return self._reduce_math("min", axis, keepdims, dim, keepdim)
 
     def argmin(
@@ -406,7 +453,14 @@ class MathMethods(TensorBase):
         keepdim: bool | None = None,
     ) -> Tensor:
         """The index of the min along ``axis`` (default the last; the first of ties; a NaN
-        wins)."""
+        wins).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.argmin(1), feed)[0].tolist()
+        [1, 2]
+        """
         axis = checked("argmin", normalize_axis, axis_arg("argmin", axis, dim, -1), self.ndim)
         return self._apply("argmin", axis=axis, keepdims=keepdims_arg("argmin", keepdims, keepdim))
 
@@ -418,27 +472,63 @@ class MathMethods(TensorBase):
     def cumsum(
         self, axis: int | None = None, reverse: bool = False, *, dim: int | None = None
     ) -> Tensor:
-        """The running sum along ``axis`` (from the end with ``reverse``; ints in int64)."""
+        """The running sum along ``axis`` (from the end with ``reverse``; ints in int64).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.cumsum(1), feed)[0].tolist()
+        [[1.0, -1.0, 2.0], [4.0, 9.0, 3.0]]
+        """
         return self._scan("cumsum", axis, dim, reverse=bool(reverse))
 
     def cumprod(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
-        """The running product along ``axis`` (floats); its gradient holds with zeros."""
+        """The running product along ``axis`` (floats); its gradient holds with zeros.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.cumprod(1), feed)[0].tolist()
+        [[1.0, -2.0, -6.0], [4.0, 20.0, -120.0]]
+        """
         return self._scan("cumprod", axis, dim)
 
     def cummax(self, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the running max along ``axis``: the indices are
-        where each value is (the last of ties, and a NaN wins, as PyTorch's)."""
+        where each value is (the last of ties, and a NaN wins, as PyTorch's).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> values, indices = x.cummax(1)
+        >>> [a.tolist() for a in evaluate([values, indices], feed)]
+        [[[1.0, 1.0, 3.0], [4.0, 5.0, 5.0]], [[0, 0, 2], [0, 1, 1]]]
+        """
         return self._scan("cummax", axis, dim), self._scan("cummax_index", axis, dim)
 
     def cummin(self, axis: int | None = None, *, dim: int | None = None) -> tuple[Tensor, Tensor]:
         """``(values, indices)`` of the running min along ``axis`` (as
-        [`cummax`][asgrad.tensor.Tensor.cummax])."""
+        [`cummax`][asgrad.tensor.Tensor.cummax]).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> values, indices = x.cummin(1)
+        >>> [a.tolist() for a in evaluate([values, indices], feed)]
+        [[[1.0, -2.0, -2.0], [4.0, 4.0, -6.0]], [[0, 1, 1], [0, 0, 2]]]
+        """
         return self._scan("cummin", axis, dim), self._scan("cummin_index", axis, dim)
 
     def logcumsumexp(
         self, axis: int | None = None, reverse: bool = False, *, dim: int | None = None
     ) -> Tensor:
-        """``log(cumsum(exp(x)))`` along ``axis``, without overflow (floats)."""
+        """``log(cumsum(exp(x)))`` along ``axis``, without overflow (floats).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.logcumsumexp(1).shape
+        (2, 3)
+        """
         return self._scan("logcumsumexp", axis, dim, reverse=bool(reverse))
 
     # -- ordering ---------------------------------------------------------------------------
@@ -471,7 +561,14 @@ class MathMethods(TensorBase):
         *,
         dim: int | None = None,
     ) -> Tensor:
-        """The positions that sort ``axis`` (int64; stable, NaN largest)."""
+        """The positions that sort ``axis`` (int64; stable, NaN largest).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.argsort(1), feed)[0].tolist()
+        [[1, 0, 2], [2, 0, 1]]
+        """
         return self._scan("argsort", axis, dim, descending=bool(descending))
 
     def topk(

@@ -89,10 +89,29 @@ class NNMethods(TensorBase):
         return self._apply("softplus", beta=checked("softplus", float_arg, beta, "beta"))
 
     def softmax(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+        """``exp(x)`` normalized to sum to 1 along ``axis`` (default the last; ``dim``:
+        PyTorch's name).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.softmax(0).sum(0), feed)[0].tolist()
+        [1.0, 1.0, 1.0]
+        >>> x.softmax(dim=1).shape
+        (2, 3)
+        """
         given = axis_arg("softmax", axis, dim, -1)
         return self._apply("softmax", axis=checked("softmax", normalize_axis, given, self.ndim))
 
     def log_softmax(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+        """``log(softmax(x))`` along ``axis`` (default the last; ``dim``: PyTorch's name),
+        computed without overflow.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.log_softmax(dim=1).shape
+        (2, 3)
+        """
         axis = checked(
             "log_softmax", normalize_axis, axis_arg("log_softmax", axis, dim, -1), self.ndim
         )
@@ -235,10 +254,22 @@ class NNMethods(TensorBase):
         )
 
     def glu(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
-        """``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``x`` along ``axis``."""
+        """``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``x`` along ``axis``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 4))
+        >>> x.glu().shape
+        (2, 2)
+        """
         given = axis_arg("glu", axis, dim, -1)
         return self._apply("glu", axis=checked("glu", normalize_axis, given, self.ndim))
 
     def softmin(self, axis: int | None = None, *, dim: int | None = None) -> Tensor:
-        """``softmax(-x)``."""
+        """``softmax(-x)``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.softmin(1).shape
+        (2, 3)
+        """
         return self._apply("neg").softmax(axis_arg("softmin", axis, dim, -1))

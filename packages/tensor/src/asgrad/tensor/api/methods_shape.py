@@ -230,7 +230,13 @@ class ShapeMethods(IndexMethods):
         *,
         dim: int | None = None,
     ) -> Tensor:
-        """``length`` elements from ``start`` along ``axis`` (``torch.Tensor.narrow``)."""
+        """``length`` elements from ``start`` along ``axis`` (``torch.Tensor.narrow``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.narrow(1, 1, 2).shape
+        (2, 2)
+        """
         given = axis_arg("narrow", axis, dim)
         if given is None or length is None:
             raise ArgumentTypeError("narrow takes (axis or dim, start, length)")
@@ -267,7 +273,13 @@ class ShapeMethods(IndexMethods):
         return self._t().swapaxes(-2, -1)
 
     def unstack(self, axis: int | None = None, *, dim: int | None = None) -> list[Tensor]:
-        """The slices along ``axis``, that axis removed (``torch.unbind``)."""
+        """The slices along ``axis``, that axis removed (``torch.unbind``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> [row.shape for row in x.unstack()]
+        [(3,), (3,)]
+        """
         axis = checked("unstack", normalize_axis, axis_arg("unstack", axis, dim, 0), self.ndim)
         return [self._t()[(slice(None),) * axis + (i,)] for i in range(self.shape[axis])]
 
@@ -310,7 +322,13 @@ class ShapeMethods(IndexMethods):
     def chunk(
         self, chunks: int, axis: int | None = None, *, dim: int | None = None
     ) -> list[Tensor]:
-        """At most ``chunks`` pieces of ``ceil(n / chunks)`` along ``axis`` (``torch.chunk``)."""
+        """At most ``chunks`` pieces of ``ceil(n / chunks)`` along ``axis`` (``torch.chunk``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> [piece.shape for piece in x.chunk(2, dim=1)]
+        [(2, 2), (2, 1)]
+        """
         chunks = int_arg(chunks, "chunk: chunks")
         if chunks <= 0:
             raise checked_error("chunk", f"chunks {chunks}; give a positive count")

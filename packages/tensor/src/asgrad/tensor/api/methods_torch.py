@@ -75,24 +75,56 @@ class TorchMethods(TensorBase):
         return cast("Tensor", self)
 
     def numel(self) -> int:
-        """The number of elements (``x.size`` as numpy spells it)."""
+        """The number of elements (``x.size`` as numpy spells it).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.numel()
+        6
+        """
         return math.prod(self.shape)
 
     def dim(self) -> int:
-        """The number of axes (``x.ndim``)."""
+        """The number of axes (``x.ndim``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.dim()
+        2
+        """
         return len(self.shape)
 
     def pow(self, exponent: object) -> Tensor:
-        """``x ** exponent``."""
+        """``x ** exponent``.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.pow(2), feed)[0].tolist()
+        [[1.0, 4.0, 9.0], [16.0, 25.0, 36.0]]
+        """
         return self._binary("pow", exponent)
 
     def mm(self, other: object) -> Tensor:
-        """The product of two matrices (``x @ other``)."""
+        """The product of two matrices (``x @ other``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> w = x.graph.input("w", (3, 4), free=())
+        >>> x.mm(w).shape
+        (2, 4)
+        """
         return self._t().matmul(self._lift(other))
 
     def log1p(self) -> Tensor:
         """``log(1 + x)``, exact near 0 (Goldberg's form ``x * log(u) / (u - 1)``, ``u = 1 + x``),
-        with a finite gradient everywhere above -1."""
+        with a finite gradient everywhere above -1.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2,))
+        >>> evaluate(x.log1p(), {"x": [0.0, 1e-8]})[0].tolist()
+        [0.0, 9.99999993922529e-09]
+        """
         x = self._t()
         u = x + 1.0
         d = u - 1.0
@@ -113,7 +145,16 @@ class TorchMethods(TensorBase):
         """The vector ``p``-norm over ``axis`` (every axis when None), as
         ``torch.Tensor.norm`` (p = inf: the largest ``|x|``); the gradient is 0 where
         every value is 0, as PyTorch's. [`vector_norm`][asgrad.tensor.linalg.vector_norm]
-        takes every ``ord``."""
+        takes every ``ord``.
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 2))
+        >>> feed = {"x": [[3.0, 4.0], [0.0, 0.0]]}
+        >>> evaluate(x.norm(dim=1), feed)[0].tolist()
+        [5.0, 0.0]
+        >>> evaluate(x.norm(1), feed)[0].tolist()
+        7.0
+        """
         x = self._t()
         given = axis_arg("norm", axis, dim)
         keep = keepdims_arg("norm", keepdims, keepdim)
@@ -132,25 +173,67 @@ class TorchMethods(TensorBase):
         return x.graph.apply("where", (zero, root._lift(0.0), root), {})
 
     def contiguous(self) -> Tensor:
-        """``x`` itself: graph values have no memory layout to make contiguous."""
+        """``x`` itself: graph values have no memory layout to make contiguous.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.contiguous() is x
+        True
+        """
         return self._t()
 
     def clone(self) -> Tensor:
-        """``x`` itself: graph values are never overwritten, so a copy is the value."""
+        """``x`` itself: graph values are never overwritten, so a copy is the value.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.clone() is x
+        True
+        """
         return self._t()
 
     def type_as(self, other: Tensor) -> Tensor:
-        """``x`` cast to ``other``'s dtype."""
+        """``x`` cast to ``other``'s dtype.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> i = x.graph.input("i", (2,), "int64")
+        >>> x.type_as(i).dtype
+        'int64'
+        """
         return self._t().cast(other.dtype)
 
     def view_as(self, other: Tensor) -> Tensor:
-        """``x`` reshaped to ``other``'s shape."""
+        """``x`` reshaped to ``other``'s shape.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> y = x.graph.input("y", (3, 2))
+        >>> x.view_as(y).shape
+        (3, 2)
+        """
         return self._t().reshape(other.shape)
 
     reshape_as = view_as
+    """The same as [`view_as`][asgrad.tensor.Tensor.view_as] (PyTorch's name).
+
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2, 3))
+    >>> y = x.graph.input("y", (3, 2))
+    >>> x.reshape_as(y).shape
+    (3, 2)
+    """
 
     def expand(self, *sizes: int | Sequence[int]) -> Tensor:
-        """``x`` broadcast to ``sizes``; -1 keeps an axis' size (``torch.Tensor.expand``)."""
+        """``x`` broadcast to ``sizes``; -1 keeps an axis' size (``torch.Tensor.expand``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 1))
+        >>> x.expand(2, 3).shape
+        (2, 3)
+        >>> x.expand(4, -1, 3).shape
+        (4, 2, 3)
+        """
         wanted = ints("expand", sizes[0] if len(sizes) == 1 else sizes, "sizes")
         lead = len(wanted) - self.ndim
         if lead < 0:
@@ -159,12 +242,25 @@ class TorchMethods(TensorBase):
         return self._t().broadcast_to(tuple(shape))
 
     def expand_as(self, other: Tensor) -> Tensor:
-        """``x`` broadcast to ``other``'s shape."""
+        """``x`` broadcast to ``other``'s shape.
+
+        >>> from asgrad.tensor import Graph
+        >>> g = Graph()
+        >>> x, y = g.input("x", (2, 1)), g.input("y", (2, 3))
+        >>> x.expand_as(y).shape
+        (2, 3)
+        """
         return self._t().broadcast_to(other.shape)
 
     def to(self, dtype: str | Tensor) -> Tensor:
         """``x`` cast to ``dtype`` (a name, or a Tensor whose dtype to take); a device
-        (``"cuda"``, ``"cpu"``) is refused: programs are placed when compiled."""
+        (``"cuda"``, ``"cpu"``) is refused: programs are placed when compiled.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.to("float64").dtype
+        'float64'
+        """
         if not isinstance(dtype, str):
             return self.type_as(dtype)
         if dtype.split(":")[0] in ("cuda", "cpu", "gpu", "mps"):
@@ -176,38 +272,98 @@ class TorchMethods(TensorBase):
 
     # -- comparisons under PyTorch's names ------------------------------------------------------
     def eq(self, other: object) -> Tensor:
-        """``x == other`` (elementwise)."""
+        """``x == other`` (elementwise).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.eq(3.0), feed)[0].tolist()
+        [[False, False, True], [False, False, False]]
+        """
         return self._binary("equal", other)
 
     def ne(self, other: object) -> Tensor:
-        """``x != other`` (elementwise)."""
+        """``x != other`` (elementwise).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.ne(3.0), feed)[0].tolist()
+        [[True, True, False], [True, True, True]]
+        """
         return self._binary("not_equal", other)
 
     def lt(self, other: object) -> Tensor:
-        """``x < other`` (elementwise)."""
+        """``x < other`` (elementwise).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.lt(3.0), feed)[0].tolist()
+        [[True, True, False], [False, False, True]]
+        """
         return self._binary("less", other)
 
     def le(self, other: object) -> Tensor:
-        """``x <= other`` (elementwise)."""
+        """``x <= other`` (elementwise).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.le(3.0), feed)[0].tolist()
+        [[True, True, True], [False, False, True]]
+        """
         return self._binary("less_equal", other)
 
     def gt(self, other: object) -> Tensor:
-        """``x > other`` (elementwise)."""
+        """``x > other`` (elementwise).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.gt(3.0), feed)[0].tolist()
+        [[False, False, False], [True, True, False]]
+        """
         return self._binary("greater", other)
 
     def ge(self, other: object) -> Tensor:
-        """``x >= other`` (elementwise)."""
+        """``x >= other`` (elementwise).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.ge(3.0), feed)[0].tolist()
+        [[False, False, True], [True, True, False]]
+        """
         return self._binary("greater_equal", other)
 
     # -- define-by-run habits: what to do instead ----------------------------------------------
     def backward(self, *args: object, **kwargs: object) -> NoReturn:
-        """Refused with the asgrad way: gradients are built when compiling."""
+        """Refused with the asgrad way: gradients are built when compiling.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.sum().backward()
+        Traceback (most recent call last):
+            ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.backward(): nothing runs while a graph is
+        built; ... step = opt.compile(loss) once, then step(x=..., y=...) per batch ...
+        """
         raise DefineByRunError(
             f"Tensor.backward(): nothing runs while a graph is built; {_COMPILE}"
         )
 
     def item(self) -> NoReturn:
-        """Refused: a symbolic tensor has a value only when its graph runs."""
+        """Refused: a symbolic tensor has a value only when its graph runs.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.sum().item()
+        Traceback (most recent call last):
+            ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.item(): a symbolic Tensor has a value only
+        when its graph runs; ... float(asgrad.tensor.evaluate(t, feed)[0])
+        """
         raise DefineByRunError(
             "Tensor.item(): a symbolic Tensor has a value only when its graph runs;"
             " float(step(...)[0]) for a compiled step's loss, or"
@@ -215,7 +371,16 @@ class TorchMethods(TensorBase):
         )
 
     def tolist(self) -> NoReturn:
-        """Refused: a symbolic tensor has values only when its graph runs."""
+        """Refused: a symbolic tensor has values only when its graph runs.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.tolist()
+        Traceback (most recent call last):
+            ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.tolist(): a symbolic Tensor has values only
+        when its graph runs; asgrad.tensor.evaluate(t, feed)[0].tolist()
+        """
         raise DefineByRunError(
             "Tensor.tolist(): a symbolic Tensor has values only when its graph runs;"
             " asgrad.tensor.evaluate(t, feed)[0].tolist()"
@@ -223,7 +388,16 @@ class TorchMethods(TensorBase):
 
     @property
     def grad(self) -> NoReturn:
-        """Refused: a gradient is a tensor of the graph (``asgrad.autograd.grad``)."""
+        """Refused: a gradient is a tensor of the graph (``asgrad.autograd.grad``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.grad
+        Traceback (most recent call last):
+            ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.grad: a symbolic Tensor holds no gradient;
+        asgrad.autograd.grad(loss, [t]) builds it as a tensor of the graph, ...
+        """
         raise DefineByRunError(
             "Tensor.grad: a symbolic Tensor holds no gradient; asgrad.autograd.grad(loss, [t])"
             " builds it as a tensor of the graph, and opt.compile(loss) applies it"
@@ -231,40 +405,94 @@ class TorchMethods(TensorBase):
 
     @property
     def data(self) -> NoReturn:
-        """Refused: a symbolic tensor has values only when its graph runs."""
+        """Refused: a symbolic tensor has values only when its graph runs.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.data
+        Traceback (most recent call last):
+            ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.data: a symbolic Tensor has no array until
+        its graph runs; x.detach() for a value without gradient, ...
+        """
         raise DefineByRunError(
             "Tensor.data: a symbolic Tensor has no array until its graph runs;"
             " x.detach() for a value without gradient, p.value for a parameter's array"
         )
 
     def cuda(self, *args: object, **kwargs: object) -> NoReturn:
-        """Refused: the device is chosen when compiling."""
+        """Refused: the device is chosen when compiling.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.cuda()
+        Traceback (most recent call last):
+            ...
+        asgrad.tensor.errors.DefineByRunError: Tensor.cuda(): tensors have no device; the program
+        is placed when compiled: opt.compile(loss, backend='gpu') or ...
+        """
         raise DefineByRunError(
             "Tensor.cuda(): tensors have no device; the program is placed when compiled:"
             " opt.compile(loss, backend='gpu') or compile(outputs, backend='gpu')"
         )
 
     def cpu(self) -> Tensor:
-        """``x`` itself: the device is chosen when compiling."""
+        """``x`` itself: the device is chosen when compiling.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.cpu() is x
+        True
+        """
         return self._t()
 
     # -- casts (last: their names shadow the builtins in the class body) ------------------------
     def double(self) -> Tensor:
-        """``x.cast("float64")``."""
+        """``x.cast("float64")``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.double().dtype
+        'float64'
+        """
         return self._t().cast("float64")
 
     def long(self) -> Tensor:
-        """``x.cast("int64")``."""
+        """``x.cast("int64")``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.long().dtype
+        'int64'
+        """
         return self._t().cast("int64")
 
     def float(self) -> Tensor:
-        """``x.cast("float32")``."""
+        """``x.cast("float32")``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.long().float().dtype
+        'float32'
+        """
         return self._t().cast("float32")
 
     def int(self) -> Tensor:
-        """``x.cast("int32")``."""
+        """``x.cast("int32")``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.int().dtype
+        'int32'
+        """
         return self._t().cast("int32")
 
     def bool(self) -> Tensor:
-        """``x.cast("bool")``."""
+        """``x.cast("bool")``.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.bool().dtype
+        'bool'
+        """
         return self._t().cast("bool")

@@ -117,7 +117,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
     @property
     def size(self) -> Size:
         """The number of elements (numpy's ``size``), also callable as PyTorch's
-        ``x.size()`` (the shape) and ``x.size(dim)`` (one axis' length)."""
+        ``x.size()`` (the shape) and ``x.size(dim)`` (one axis' length).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.size, x.size(), x.size(1)
+        (6, (2, 3), 3)
+        """
         return Size(self.node.type.shape)
 
     @property
@@ -462,6 +468,16 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
+        """The sum over ``axis`` (every axis when None; ``dim``/``keepdim``: PyTorch's names).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.sum(1), feed)[0].tolist()
+        [2.0, 3.0]
+        >>> x.sum().shape, x.sum(0, keepdims=True).shape
+        ((), (1, 3))
+        """
         return self._reduce("sum", axis, keepdims, dim, keepdim)
 
     def mean(
@@ -472,6 +488,14 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
+        """The mean over ``axis`` (every axis when None; ``dim``/``keepdim``: PyTorch's names).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.mean(0), feed)[0].tolist()
+        [2.5, 1.5, -1.5]
+        """
         return self._reduce("mean", axis, keepdims, dim, keepdim)
 
     def max(
@@ -482,6 +506,15 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
+        """The largest value over ``axis`` (every axis when None); values only, no indices
+        (``dim``/``keepdim``: PyTorch's names).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.max(1), feed)[0].tolist()
+        [3.0, 5.0]
+        """
         return self._reduce("max", axis, keepdims, dim, keepdim)
 
     def min(
@@ -492,6 +525,15 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         dim: AxisArg = None,
         keepdim: bool | None = None,
     ) -> Tensor:
+        """The smallest value over ``axis`` (every axis when None); values only, no indices
+        (``dim``/``keepdim``: PyTorch's names).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.min(1), feed)[0].tolist()
+        [-2.0, -6.0]
+        """
         return self._reduce("min", axis, keepdims, dim, keepdim)
 
     def var(
@@ -505,7 +547,13 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         keepdim: bool | None = None,
     ) -> Tensor:
         """Variance dividing by ``n - correction`` (``ddof``: numpy's name; default 0, as
-        ``numpy.var``; PyTorch's default is 1)."""
+        ``numpy.var``; PyTorch's default is 1).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.var(1, correction=1).shape
+        (2,)
+        """
         attrs = correction_attr(correction, ddof)
         return self._reduce_math("var", axis, keepdims, dim, keepdim, attrs)
 
@@ -517,12 +565,30 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         dim: int | None = None,
         keepdim: bool | None = None,
     ) -> Tensor:
-        """The index of the max along ``axis`` (default the last; the first of ties)."""
+        """The index of the max along ``axis`` (default the last; the first of ties).
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> x = Graph().input("x", (2, 3))
+        >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
+        >>> evaluate(x.argmax(), feed)[0].tolist()
+        [2, 1]
+        >>> x.argmax(0, keepdims=True).shape
+        (1, 3)
+        """
         axis = checked("argmax", normalize_axis, axis_arg("argmax", axis, dim, -1), self.ndim)
         return self._apply("argmax", axis=axis, keepdims=keepdims_arg("argmax", keepdims, keepdim))
 
     # -- shape ------------------------------------------------------------------------------------
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
+        """``x`` with the same values in ``shape`` (one size may be -1: the rest).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.reshape(3, 2).shape
+        (3, 2)
+        >>> x.reshape((-1,)).shape
+        (6,)
+        """
         target = checked("reshape", shape_arg, shape, "shape")
         return self._apply("reshape", shape=free_reshape_target(self.node, target))
 
@@ -535,7 +601,15 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         end_dim: int | None = None,
     ) -> Tensor:
         """Axes ``start_axis`` to ``end_axis`` (inclusive; default: all) merged into one,
-        as ``torch.flatten`` (``start_dim``/``end_dim``: PyTorch's names)."""
+        as ``torch.flatten`` (``start_dim``/``end_dim``: PyTorch's names).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.flatten().shape
+        (6,)
+        >>> x.unsqueeze(1).flatten(1).shape
+        (2, 3)
+        """
         first = axis_arg("flatten", start_axis, start_dim, 0)
         last = axis_arg("flatten", end_axis, end_dim, -1)
         if not self.ndim:
@@ -639,6 +713,15 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
     """
 
     def squeeze(self, axis: AxisArg = None, *, dim: AxisArg = None) -> Tensor:
+        """``x`` without its axes of size 1 (all of them, or those of ``axis``/``dim``).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> x.unsqueeze(0).squeeze().shape
+        (2, 3)
+        >>> x.unsqueeze(0).squeeze(0).shape
+        (2, 3)
+        """
         axis = axis_arg("squeeze", axis, dim)
         if axis is None:
             axes = tuple(i for i, d in enumerate(self.shape) if d == 1)
@@ -647,6 +730,17 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         return self._apply("squeeze", axis=axes) if axes else self
 
     def matmul(self, other: object) -> Tensor:
+        """The matrix product ``x @ other`` (numpy's rules: a 1-D operand is a vector,
+        leading axes broadcast).
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (2, 3))
+        >>> w = x.graph.input("w", (3, 4), free=())
+        >>> x.matmul(w).shape
+        (2, 4)
+        >>> x.matmul(x.graph.input("v", (3,), free=())).shape
+        (2,)
+        """
         a, b = self, self._lift(other)
         squeeze: list[int] = []
         if a.ndim == 1:
@@ -670,7 +764,16 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         index: Tensor | None = None,
     ) -> Tensor:
         """``numpy.take(x, indices, axis)``; called as PyTorch's ``x.gather(dim, index)``
-        (or ``gather(dim=, index=)``), [`take_along_axis`][asgrad.tensor.Tensor.take_along_axis]."""
+        (or ``gather(dim=, index=)``), [`take_along_axis`][asgrad.tensor.Tensor.take_along_axis].
+
+        >>> from asgrad.tensor import Graph, evaluate
+        >>> g = Graph()
+        >>> x = g.input("x", (2, 3))
+        >>> i = g.input("i", (2, 1), "int64")
+        >>> feed = {"x": [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], "i": [[2], [0]]}
+        >>> evaluate(x.gather(dim=1, index=i), feed)[0].tolist()
+        [[3.0], [4.0]]
+        """
         if dim is not None or index is not None:
             if dim is None or index is None or indices is not None:
                 raise ArgumentTypeError("gather: give dim= and index= together (PyTorch's form)")
