@@ -379,7 +379,7 @@ def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]
     source = f"def rendered({params}):\n" + "\n".join(body) + "\n    return out\n"
     exec(compile(source, "<scalar expression>", "exec"), env)  # our own text, from the expression
     whole: Callable[..., np.ndarray] = env["rendered"]
-    fn = _in_chunks(whole, np.dtype(dtype)) if len(lines) > 1 else whole
+    fn = _in_chunks(whole, np.dtype(dtype)) if len(lines) > 2 else whole
     fn.source = source  # type: ignore[attr-defined]  # shown to a reader, as the CPU path's
     return fn
 
