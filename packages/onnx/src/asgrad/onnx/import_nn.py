@@ -110,6 +110,93 @@ def _weight_kernel(w: Value, transposed: bool) -> tuple[int, ...]:
     return tuple(shape[2:])
 
 
+def _ints(values: object, rank: int, name: str, default: int) -> list[int]:
+    items = [default] * rank if values is None else [int(v) for v in values]  # type: ignore[attr-defined]  # an ONNX ints attribute
+    if len(items) != rank:
+        raise OnnxImportError(f"{name} {items} has not {rank} entries, one per spatial axis")
+    return items
+
+
+def _spatial_attr(items: list[int]) -> object:
+    """An asgrad conv attribute: an int (1-D) or a tuple (2-D, 3-D)."""
+    return items[0] if len(items) == 1 else tuple(items)
+
+
+def _conv_transpose_window(
+    a: dict[str, object], x: Tensor, kernel: tuple[int, ...]
+) -> tuple[list[int], list[int], list[int]]:
+    """Where ONNX's transposed convolution takes its output from the unpadded one (of
+    length ``stride (n - 1) + dilated kernel``): the begins, the lengths and the
+    positions added at the end (zeros and the bias), following ONNX's reference."""
+    rank = len(kernel)
+    strides = _ints(a.get("strides"), rank, "strides", 1)
+    dilations = _ints(a.get("dilations"), rank, "dilations", 1)
+    extra = _ints(a.get("output_padding"), rank, "output_padding", 0)
+    spatial = x.shape[2:]
+    full = [
+        s * (n - 1) + (k - 1) * d + 1
+        for n, k, s, d in zip(spatial, kernel, strides, dilations, strict=True)
+    ]
+    auto = a.get("auto_pad", "NOTSET")
+    shape = a.get("output_shape")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        if a.get("pads") is not None:
+            raise OnnxImportError(f"ConvTranspose with auto_pad={auto} and pads")
+        outs = (
+            _ints(shape, rank, "output_shape", 0)
+            if shape is not None
+            else [n * s for n, s in zip(spatial, strides, strict=True)]
+        )
+        totals = [f + e - o for f, e, o in zip(full, extra, outs, strict=True)]
+        begins = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in totals]
+    elif auto not in ("NOTSET", "VALID"):
+        raise OnnxImportError(f"ConvTranspose with auto_pad={auto} is not supported")
+    elif shape is not None:
+        if a.get("pads") is not None:
+            raise OnnxImportError("ConvTranspose with both output_shape and pads is not supported")
+        outs, begins = _ints(shape, rank, "output_shape", 0), [0] * rank
+    else:
+        pads = _ints(a.get("pads") if auto == "NOTSET" else None, 2 * rank, "pads", 0)
+        begins = pads[:rank]
+        outs = [f + e - b - p for f, e, b, p in zip(full, extra, begins, pads[rank:], strict=True)]
+    if min(begins) < 0 or min(outs) <= 0:
+        raise OnnxImportError(f"ConvTranspose's output {outs} from {begins} is not supported")
+    added = [max(b + o - f, 0) for b, o, f in zip(begins, outs, full, strict=True)]
+    return begins, outs, added
+
+
+def _conv_transpose(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """ONNX's ``ConvTranspose`` in 1, 2 or 3 spatial dimensions: asgrad's unpadded
+    transposed convolution, with positions added at the end (as its
+    ``output_padding``) and cropped to ONNX's pads or output shape."""
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape) - 2
+    if rank not in (1, 2, 3):
+        raise OnnxImportError(
+            f"ConvTranspose on a rank-{len(x.shape)} input; asgrad has 1-D to 3-D"
+        )
+    w = ctx.tensor(xs[1])
+    kernel = tuple(w.shape[2:])
+    if a.get("kernel_shape") is not None and tuple(int(k) for k in a["kernel_shape"]) != kernel:
+        raise OnnxImportError(f"ConvTranspose's kernel_shape differs from the weight's {kernel}")
+    begins, outs, added = _conv_transpose_window(a, x, kernel)
+    attrs: dict[str, object] = {
+        "stride": _spatial_attr(_ints(a.get("strides"), rank, "strides", 1)),
+        "padding": _spatial_attr([0] * rank),
+        "dilation": _spatial_attr(_ints(a.get("dilations"), rank, "dilations", 1)),
+        "groups": int(a.get("group", 1)),
+        "output_padding": _spatial_attr(added),
+    }
+    inputs = [x, w, *(ctx.tensor(v) for v, n in zip(xs[2:], node.input[2:], strict=True) if n)]
+    op = ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")[rank - 1]
+    y = ctx.graph.apply(op, inputs, attrs)
+    if any(b or o != n for b, o, n in zip(begins, outs, y.shape[2:], strict=True)):
+        window = tuple(slice(b, b + o) for b, o in zip(begins, outs, strict=True))
+        y = y[(slice(None), slice(None), *window)]
+    return [y]
+
+
 def _conv(transposed: bool) -> Importer:
     op_type = "ConvTranspose" if transposed else "Conv"
 
@@ -123,13 +210,8 @@ def _conv(transposed: bool) -> Importer:
             "dilation": _pair(a.get("dilations"), "dilations", 1),
             "groups": int(a.get("group", 1)),
         }
-        if transposed:
-            if "output_shape" in a:
-                raise OnnxImportError("ConvTranspose's output_shape is not supported; give pads")
-            attrs["output_padding"] = _pair(a.get("output_padding"), "output_padding", 0)
         inputs = [x, *(ctx.tensor(v) for v, n in zip(xs[1:], node.input[1:], strict=True) if n)]
-        op = "conv_transpose2d" if transposed else "conv2d"
-        return [ctx.graph.apply(op, inputs, attrs)]
+        return [ctx.graph.apply("conv2d", inputs, attrs)]
 
     return imp
 
@@ -335,7 +417,7 @@ NN_IMPORTERS: dict[str, Importer] = {
     "MatMul": _matmul,
     "Gemm": _gemm,
     "Conv": _conv(transposed=False),
-    "ConvTranspose": _conv(transposed=True),
+    "ConvTranspose": _conv_transpose,
     "MaxPool": _pool(average=False),
     "AveragePool": _pool(average=True),
     "GlobalAveragePool": _global_pool("mean"),
