@@ -13,7 +13,7 @@ import onnx
 
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
-from asgrad.tensor import Tensor
+from asgrad.tensor import Tensor, pad
 
 __all__ = ["NN_IMPORTERS"]
 
@@ -241,6 +241,67 @@ def _pool(average: bool) -> Importer:
     return imp
 
 
+def _window_pads(
+    a: dict[str, object], op: str, spatial: tuple[int, ...], kernel: list[int]
+) -> list[int]:
+    """A pool's pads (begins then ends) in any number of spatial dimensions."""
+    rank = len(kernel)
+    strides = _ints(a.get("strides"), rank, "strides", 1)
+    dilations = _ints(a.get("dilations"), rank, "dilations", 1)
+    auto = a.get("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begins, ends = [], []
+        for n, k, s, d in zip(spatial, kernel, strides, dilations, strict=True):
+            total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+            small, large = total // 2, total - total // 2
+            begins.append(small if auto == "SAME_UPPER" else large)
+            ends.append(large if auto == "SAME_UPPER" else small)
+        return [*begins, *ends]
+    if auto not in ("NOTSET", "VALID"):
+        raise OnnxImportError(f"{op} with auto_pad={auto} is not supported; give explicit pads")
+    return _ints(a.get("pads") if auto == "NOTSET" else None, 2 * rank, "pads", 0)
+
+
+def _lp_pool(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """``(sum of |x|^p over each window)^(1/p)`` in 1 to 3 spatial dimensions, the
+    zero padding adding nothing: the windows are strided slices of the padded input."""
+    a = attributes(node)
+    x = ctx.tensor(xs[0])
+    rank = len(x.shape) - 2
+    if rank < 1:
+        raise OnnxImportError(f"LpPool on a rank-{len(x.shape)} input")
+    if a.get("ceil_mode", 0):
+        raise OnnxImportError("LpPool with ceil_mode=1 is not supported")
+    kernel = _ints(a.get("kernel_shape"), rank, "kernel_shape", 1)
+    strides = _ints(a.get("strides"), rank, "strides", 1)
+    dilations = _ints(a.get("dilations"), rank, "dilations", 1)
+    pads = _window_pads(a, "LpPool", tuple(x.shape[2:]), kernel)
+    p = int(a.get("p", 2))
+    if p < 1 or min(pads) < 0:
+        raise OnnxImportError(f"LpPool with p={p} and pads {pads} is not supported")
+    powered = x * x if p == 2 else (x.abs() if p == 1 else x.abs() ** float(p))
+    if any(pads):
+        widths = [(0, 0), (0, 0), *zip(pads[:rank], pads[rank:], strict=True)]
+        powered = pad(powered, tuple(widths))
+    outs = []
+    for n, k, s, d in zip(powered.shape[2:], kernel, strides, dilations, strict=True):
+        outs.append((n - (k - 1) * d - 1) // s + 1)
+    if min(outs) < 1:
+        raise OnnxImportError(f"LpPool's windows do not fit the input {x.shape}")
+    total: Tensor | None = None
+    for offset in np.ndindex(*kernel):
+        window = tuple(
+            slice(j * d, j * d + s * (o - 1) + 1, s)
+            for j, d, s, o in zip(offset, dilations, strides, outs, strict=True)
+        )
+        piece = powered[(slice(None), slice(None), *window)]
+        total = piece if total is None else total + piece
+    assert total is not None
+    if p == 1:
+        return [total]
+    return [total.sqrt() if p == 2 else total ** (1.0 / p)]
+
+
 def _global_pool(op: str) -> Importer:
     def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
         x = ctx.tensor(xs[0])
@@ -418,6 +479,7 @@ NN_IMPORTERS: dict[str, Importer] = {
     "Gemm": _gemm,
     "Conv": _conv(transposed=False),
     "ConvTranspose": _conv_transpose,
+    "LpPool": _lp_pool,
     "MaxPool": _pool(average=False),
     "AveragePool": _pool(average=True),
     "GlobalAveragePool": _global_pool("mean"),
