@@ -13,7 +13,7 @@ import onnx
 
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
-from asgrad.tensor import Tensor, pad
+from asgrad.tensor import Tensor, floor_divide, pad, remainder
 
 __all__ = ["NN_IMPORTERS"]
 
@@ -216,24 +216,48 @@ def _conv(transposed: bool) -> Importer:
     return imp
 
 
+def _max_pool_indices(
+    ctx: ImportContext, x: Tensor, a: dict[str, object], attrs: dict[str, object]
+) -> list[Value]:
+    """2-D ``MaxPool`` with its ``Indices``: asgrad's index of each maximum in its
+    plane (``h * W + w``, or ``h + w * H`` for ``storage_order=1``) plus the plane's
+    offset ``(n * C + c) * H * W``, as ONNX's reference."""
+    attrs = {**attrs, "dilation": (1, 1), "ceil_mode": False}
+    y = ctx.graph.apply(
+        "max_pool2d", [x], {k: attrs[k] for k in ("kernel_size", "stride", "padding")}
+    )
+    plane_indices = ctx.graph.apply("max_pool2d_indices", [x], attrs)
+    n, c, h, w = x.shape
+    if a.get("storage_order", 0):  # column-major: row + column * height
+        width = ctx.graph.constant(w, dtype="int64")
+        rows = floor_divide(plane_indices, width)
+        columns = remainder(plane_indices, width)
+        plane_indices = rows + columns * ctx.graph.constant(h, dtype="int64")
+    offsets = (np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1)
+    return [y, plane_indices + ctx.tensor(Static(offsets))]
+
+
 def _pool(average: bool) -> Importer:
     op_type = "AveragePool" if average else "MaxPool"
 
     def imp(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
         a = attributes(node)
         x = ctx.tensor(xs[0])
+        wants_indices = len(node.output) > 1 and bool(node.output[1])
+        if len(x.shape) in (3, 4, 5) and not wants_indices and not _plain_2d(x, a):
+            return [_pool_windows(ctx, x, a, average)]
         _check_2d(x, op_type)
         if a.get("ceil_mode", 0):
             raise OnnxImportError(f"{op_type} with ceil_mode=1 is not supported")
         if _pair(a.get("dilations"), "dilations", 1) != (1, 1):
             raise OnnxImportError(f"{op_type} with dilations is not supported")
-        if len(node.output) > 1 and node.output[1]:
-            raise OnnxImportError("MaxPool's Indices output is not supported")
         attrs: dict[str, object] = {
             "kernel_size": _pair(a["kernel_shape"], "kernel_shape", 1),
             "stride": _pair(a.get("strides"), "strides", 1),
             "padding": _pads(a, op_type, x.shape[2:], tuple(a["kernel_shape"])),
         }
+        if wants_indices:
+            return _max_pool_indices(ctx, x, a, attrs)
         if average:
             attrs["count_include_pad"] = bool(a.get("count_include_pad", 0))
         return [ctx.graph.apply("avg_pool2d" if average else "max_pool2d", [x], attrs)]
@@ -300,6 +324,79 @@ def _lp_pool(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[
     if p == 1:
         return [total]
     return [total.sqrt() if p == 2 else total ** (1.0 / p)]
+
+
+def _plain_2d(x: Tensor, a: dict[str, object]) -> bool:
+    """Whether a pool is asgrad's 2-D one: no ceil_mode or dilations, explicit
+    symmetric pads at most half the kernel."""
+    if len(x.shape) != 4 or a.get("ceil_mode", 0) or a.get("auto_pad", "NOTSET") != "NOTSET":
+        return False
+    kernel = _ints(a.get("kernel_shape"), 2, "kernel_shape", 1)
+    pads = _ints(a.get("pads"), 4, "pads", 0)
+    return (
+        _ints(a.get("dilations"), 2, "dilations", 1) == [1, 1]
+        and pads[:2] == pads[2:]
+        and all(p <= k // 2 for p, k in zip(pads, kernel * 2, strict=True))
+    )
+
+
+def _pool_windows(ctx: ImportContext, x: Tensor, a: dict[str, object], average: bool) -> Tensor:
+    """``AveragePool`` or ``MaxPool`` in 1 to 3 spatial dimensions with any pads,
+    dilations and ``ceil_mode``, from strided slices of the padded input (zeros for
+    the average, -inf for the max): their maximum, or their sum divided by the number
+    of each window's positions inside the input (with ``count_include_pad``, inside
+    the input and its pads; positions added by ``ceil_mode`` never count)."""
+    op_type = "AveragePool" if average else "MaxPool"
+    rank = len(x.shape) - 2
+    kernel = _ints(a.get("kernel_shape"), rank, "kernel_shape", 1)
+    strides = _ints(a.get("strides"), rank, "strides", 1)
+    dilations = _ints(a.get("dilations"), rank, "dilations", 1)
+    pads = _window_pads(a, op_type, tuple(x.shape[2:]), kernel)
+    if min(pads) < 0:
+        raise OnnxImportError(f"{op_type} with negative pads {pads}")
+    ceil = bool(a.get("ceil_mode", 0))
+    include = bool(a.get("count_include_pad", 0))
+    outs, extra, counts = [], [], []
+    for i, (n, k, s, d) in enumerate(zip(x.shape[2:], kernel, strides, dilations, strict=True)):
+        begin, end = pads[i], pads[rank + i]
+        span = n + begin + end - (k - 1) * d - 1
+        if span < 0:
+            raise OnnxImportError(f"{op_type}'s windows do not fit the input {x.shape}")
+        out = (-(-span // s) if ceil else span // s) + 1
+        if ceil and (out - 1) * s >= n + begin:
+            out -= 1  # the last window must start inside the input or its left pad
+        outs.append(out)
+        extra.append(max((out - 1) * s + (k - 1) * d + 1 - (n + begin + end), 0))
+        low, high = (0, n + begin + end) if include else (begin, begin + n)
+        starts = np.arange(out) * s
+        taps = starts[:, None] + np.arange(k)[None, :] * d
+        counts.append(((taps >= low) & (taps < high)).sum(axis=1))
+    divisor = counts[0]
+    for c in counts[1:]:
+        divisor = np.multiply.outer(divisor, c)
+    if np.any(divisor == 0):
+        raise OnnxImportError(f"{op_type} has a window with no input in it")
+    widths = [(0, 0), (0, 0)] + [(pads[i], pads[rank + i] + extra[i]) for i in range(rank)]
+    padded = x
+    if any(any(w) for w in widths):
+        if not average and x.dtype not in ("float32", "float64"):
+            raise OnnxImportError(f"MaxPool with padding on {x.dtype}")
+        padded = pad(x, tuple(widths), value=0.0 if average else -np.inf)
+    total: Tensor | None = None
+    for offset in np.ndindex(*kernel):
+        window = tuple(
+            slice(j * d, j * d + s * (o - 1) + 1, s)
+            for j, d, s, o in zip(offset, dilations, strides, outs, strict=True)
+        )
+        piece = padded[(slice(None), slice(None), *window)]
+        if total is None:
+            total = piece
+        else:
+            total = total + piece if average else ctx.graph.apply("maximum", [total, piece], {})
+    assert total is not None
+    if not average:
+        return total
+    return total / ctx.tensor(Static(divisor.reshape(1, 1, *outs).astype(x.dtype)))
 
 
 def _global_pool(op: str) -> Importer:
