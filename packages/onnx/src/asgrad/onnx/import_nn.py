@@ -1,7 +1,9 @@
 """How ONNX's matrix, conv, pool, norm and reduction ops become asgrad ops.
 
-Convolutions and pooling are two-dimensional (NCHW) with symmetric padding, as
-asgrad's; another form is refused with the reason. ``BatchNormalization`` is the
+``Conv`` is two-dimensional (NCHW) with symmetric padding, as asgrad's;
+``ConvTranspose`` is 1-D to 3-D (asgrad's unpadded op, cropped to ONNX's pads), and the
+pools too (asgrad's 2-D op where it applies, else strided slices of the padded input).
+Another form is refused with the reason. ``BatchNormalization`` is the
 inference form: the running statistics (loaded as variables that are not trained)
 normalise each channel.
 """
