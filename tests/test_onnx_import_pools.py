@@ -8,8 +8,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from asgrad.onnx import UnsupportedOnnxOpsError, load
 from asgrad.autograd import grad
+from asgrad.onnx import UnsupportedOnnxOpsError, load
 from asgrad.tensor import evaluate
 
 
