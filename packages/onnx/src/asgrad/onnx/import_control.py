@@ -19,7 +19,7 @@ import onnx
 
 from asgrad.onnx.errors import OnnxImportError
 from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, attributes
-from asgrad.tensor import Tensor, scan
+from asgrad.tensor import Tensor, scan, stack
 
 __all__ = ["CONTROL_IMPORTERS"]
 
@@ -49,7 +49,7 @@ def _run_body(
 
 def _scan(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
     if ctx.opset < 9:
-        raise OnnxImportError("Scan before opset 9 (with a batch axis) is not supported")
+        return _batched_scan(ctx, node, xs)
     a = attributes(node)
     body = _body(node)
     m = int(a["num_scan_inputs"])
@@ -80,6 +80,42 @@ def _scan(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Val
         axis %= len(y.shape)
         results.append(y.movedim(0, axis) if axis else y)
     return results
+
+
+def _batched_scan(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
+    """Scan before opset 9: every state and scanned input has a leading batch axis
+    (then the sequence axis); each batch entry is scanned on its own and the results
+    stacked. ``sequence_lens`` must be absent or the full length for every entry."""
+    a = attributes(node)
+    body = _body(node)
+    m = int(a["num_scan_inputs"])
+    rest = [ctx.tensor(v) for v in xs[1:]]
+    n = len(rest) - m
+    if not rest or n < 0 or m == 0:
+        raise OnnxImportError("Scan has fewer inputs than num_scan_inputs, or none scanned")
+    if rest[n].shape[0] == 0:
+        raise OnnxImportError("Scan over an empty batch is not supported")
+    batch, length = rest[n].shape[0], rest[n].shape[1]
+    if node.input[0]:
+        lens = ctx.static(xs[0], "Scan's sequence_lens")
+        if np.any(lens != length):
+            raise OnnxImportError("Scan with sequence_lens shorter than the sequence")
+    dirs = [int(v) for v in a.get("directions", [0] * m)]
+    outer = ctx.env
+    per_entry: list[list[Tensor]] = []
+    for b in range(batch):
+        states = [t[b] for t in rest[:n]]
+        scanned = [t[b].flip(0) if d else t[b] for t, d in zip(rest[n:], dirs, strict=True)]
+
+        def step(carry: list[Tensor], x: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+            outs = _run_body(ctx, body, outer, [*carry, *x])
+            graph = carry[0].graph if carry else x[0].graph
+            tensors = [ctx.within(graph).tensor(v) for v in outs]
+            return tensors[:n], tensors[n:]
+
+        final, ys = scan(step, states, scanned)
+        per_entry.append([*final, *ys])
+    return [stack([entry[i] for entry in per_entry], 0) for i in range(len(per_entry[0]))]
 
 
 def _loop(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:

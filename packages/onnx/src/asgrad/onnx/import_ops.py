@@ -22,6 +22,7 @@ from asgrad.onnx.import_context import ImportContext, Importer, Static, Value, a
 from asgrad.onnx.import_control import CONTROL_IMPORTERS
 from asgrad.onnx.import_index import INDEX_IMPORTERS
 from asgrad.onnx.import_math import MATH_IMPORTERS
+from asgrad.onnx.import_ml import ML_IMPORTERS
 from asgrad.onnx.import_nn import NN_IMPORTERS
 from asgrad.onnx.import_norms import NORM_IMPORTERS
 from asgrad.onnx.import_recurrent import RECURRENT_IMPORTERS
@@ -394,5 +395,6 @@ IMPORTERS: dict[str, Importer] = {
     **RECURRENT_IMPORTERS,
     **CONTROL_IMPORTERS,
     **STATIC_IMPORTERS,
+    **ML_IMPORTERS,
 }
 """The ONNX op types `asgrad.onnx.load` can build, by name (default domain)."""

@@ -27,12 +27,14 @@ from onnx import numpy_helper
 
 from asgrad.onnx.builder import ONNX_TO_DTYPE
 from asgrad.onnx.errors import OnnxImportError, UnsupportedOnnxOpsError
+from asgrad.onnx.import_ml import DOMAIN_OPS
 from asgrad.onnx.import_ops import IMPORTERS, ImportContext, Static, Value
 from asgrad.tensor import AsgradError, Graph, Tensor, Variable
 
 __all__ = ["IMPORTERS", "InputSpec", "OnnxModel", "load"]
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+_FOREIGN = frozenset().union(*DOMAIN_OPS.values())  # imported from their domains only
 # Initializers read as running statistics: loaded as variables that are not trained.
 _STATISTICS = {"BatchNormalization": (3, 4)}
 _FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
@@ -222,9 +224,11 @@ def _check_ops(graph: onnx.GraphProto) -> None:
     unsupported: Counter[str] = Counter()
     first: dict[str, str] = {}
     for node in _all_nodes(graph):
+        if node.domain in DOMAIN_OPS and node.op_type in DOMAIN_OPS[node.domain]:
+            continue
         if node.domain not in _DEFAULT_DOMAINS:
             key = f"{node.domain}:{node.op_type}"
-        elif node.op_type not in IMPORTERS:
+        elif node.op_type not in IMPORTERS or node.op_type in _FOREIGN:
             key = node.op_type
         else:
             continue
