@@ -11,7 +11,7 @@ Values are checked against numpy and, where installed, PyTorch; gradients with
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -57,7 +57,8 @@ def _run(loss: LabelLoss, labels: np.ndarray, **kw: Any) -> np.ndarray:
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
     m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    out: np.ndarray = x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    return out
 
 
 @pytest.mark.parametrize("name", LOSSES)
@@ -71,7 +72,9 @@ def test_a_label_outside_the_classes_raises(name: str, bad: int, dtype: str) -> 
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
-def test_label_minus_100_is_ignored_by_default_as_pytorch(reduction: str) -> None:
+def test_label_minus_100_is_ignored_by_default_as_pytorch(
+    reduction: Literal["mean", "sum", "none"],
+) -> None:
     labels = np.array([0, 1, -100, 3, 2])
     g = Graph()
     x, y = g.input("x", (N, C), "float64"), g.input("y", (N,), "int64")

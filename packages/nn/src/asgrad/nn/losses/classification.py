@@ -201,8 +201,9 @@ def cross_entropy(
 
     ``label_smoothing`` ``e`` mixes the target with the uniform distribution:
     ``(1 - e) * nll + e / C * sum_c(-w_c * log p_c)``. ``weight`` (one per class) and
-    ``ignore_index`` (labels only; default -100) act as in [`nll_loss`][asgrad.nn.nll_loss]; with probability
-    targets a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
+    ``ignore_index`` (labels only; default -100) act as in
+    [`nll_loss`][asgrad.nn.nll_loss]; with probability targets a ``"mean"`` divides by
+    the number of samples. Computed through ``log_softmax``, so
     it is stable for large logits. Integer labels outside ``[0, C)`` that are not
     ``ignore_index`` raise [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the
     graph runs.
