@@ -97,6 +97,7 @@ class IndexMethods(TensorBase):
         """``out[..., m, ...] = x[..., indices[..., m, ...], ...]`` along ``axis``
         (``numpy.take_along_axis``; ``torch.gather(x, axis, indices)``): ``indices`` has
         this value's rank, sizes no larger outside ``axis``, values in ``[0, n)``.
+        ``dim=`` (PyTorch's name) may stand for ``axis``.
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> g = Graph()
@@ -113,7 +114,7 @@ class IndexMethods(TensorBase):
         self, axis: int | None = None, index: Tensor | None = None, *, dim: int | None = None
     ) -> Tensor:
         """The entries ``index`` (a vector of ints in ``[0, n)``) along ``axis``
-        (``torch.index_select``).
+        (``torch.index_select``; ``dim=`` may stand for ``axis``).
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> x = Graph().input("x", (2, 2))
@@ -136,7 +137,7 @@ class IndexMethods(TensorBase):
         dim: int | None = None,
     ) -> Tensor:
         """This value with ``src[..., m, ...]`` added at ``[..., index[..., m, ...], ...]``
-        along ``axis`` (``torch.Tensor.scatter_add``).
+        along ``axis`` (``torch.Tensor.scatter_add``; ``dim=`` may stand for ``axis``).
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> g = Graph()
@@ -184,6 +185,7 @@ class IndexMethods(TensorBase):
         """``torch.Tensor.scatter_reduce``: each entry of ``src`` combined into this value at
         ``index`` along ``axis`` by ``reduce`` (``sum``, ``prod``, ``mean``, ``amax``,
         ``amin``), with or without this value's own entry; positions no index names keep it.
+        ``dim=`` (PyTorch's name) may stand for ``axis``.
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> g = Graph()
@@ -222,7 +224,8 @@ class IndexMethods(TensorBase):
     ) -> Tensor:
         """This value with ``src`` (a Tensor or a number) written at ``index`` along
         ``axis`` (``torch.Tensor.scatter``). Where several entries land on one position,
-        the largest is written (PyTorch leaves the choice undefined).
+        the largest is written (PyTorch leaves the choice undefined). ``dim=`` (PyTorch's
+        name) may stand for ``axis``.
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> x = Graph().input("x", (3,))
