@@ -70,7 +70,7 @@ def worker(model_name: str, steps: int) -> None:
         model = CharTransformer(96, context=context)
         x = g.input("x", (batch, context), "int64")
         y = g.input("y", (batch, context), "int64")
-        loss = nn.cross_entropy(model(x), y)
+        loss = nn.cross_entropy(model(x), y, axis=-1)
         opt = nn.AdamW(model.parameters(), lr=1e-3, clip_grad_norm=1.0)
 
         def feeds() -> dict[str, Any]:

@@ -49,7 +49,7 @@ def training_step() -> tuple[Program, dict[str, np.ndarray]]:
     g = Graph("lm-train")
     x = g.input("x", (32, 64), "int64")
     y = g.input("y", (32, 64), "int64")
-    loss = nn.cross_entropy(model(x), y)
+    loss = nn.cross_entropy(model(x), y, axis=-1)
     optimizer = nn.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01, clip_grad_norm=1.0)
     rng = np.random.default_rng(0)
     feeds = {k: rng.integers(0, len(vocab), (32, 64)) for k in ("x", "y")}
@@ -334,7 +334,7 @@ def test_ten_thousand_nodes_stay_legible(browser: Any, tmp_path: Path) -> None:
     model = CharTransformer(60, 32, 2, 43, 16, seed=0)
     g = Graph("deep")
     x, y = g.input("x", (4, 16), "int64"), g.input("y", (4, 16), "int64")
-    loss = nn.cross_entropy(model(x), y)
+    loss = nn.cross_entropy(model(x), y, axis=-1)
     step = nn.AdamW(model.parameters(), lr=1e-3, clip_grad_norm=1.0).compile(loss)
     assert len(g.nodes) >= 10_000
     page = show(step, tmp_path / "deep.html", open_browser=False)

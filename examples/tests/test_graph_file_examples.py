@@ -46,7 +46,7 @@ def _transformer() -> Built:
     model = CharTransformer(20, dim=16, num_heads=2, num_layers=2, context=8)
     g = Graph("lm-train")
     x, y = g.input("x", (2, 8), "int64"), g.input("y", (2, 8), "int64")
-    loss = nn.cross_entropy(model(x), y)
+    loss = nn.cross_entropy(model(x), y, axis=-1)
     rng = np.random.default_rng(0)
     feeds = {"x": rng.integers(0, 20, (2, 8)), "y": rng.integers(0, 20, (2, 8))}
 

@@ -11,7 +11,7 @@ Values are checked against numpy and, where installed, PyTorch; gradients with
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pytest
@@ -33,6 +33,18 @@ LOSSES: dict[str, LabelLoss] = {
     "nll_loss weighted": lambda x, y: nn.nll_loss(x, y, weight=np.arange(1.0, C + 1)),
     "multi_margin_loss": lambda x, y: nn.multi_margin_loss(x, y),
 }
+# -100 is ignored by default (PyTorch's ignore_index); None ignores no label
+NO_IGNORE: dict[str, LabelLoss] = {
+    "cross_entropy": lambda x, y: nn.cross_entropy(x, y, ignore_index=None),
+    "cross_entropy smoothed": lambda x, y: nn.cross_entropy(
+        x, y, label_smoothing=0.1, ignore_index=None
+    ),
+    "cross_entropy sum": lambda x, y: nn.cross_entropy(x, y, reduction="sum", ignore_index=None),
+    "nll_loss": lambda x, y: nn.nll_loss(x.log_softmax(-1), y, reduction="none", ignore_index=None),
+    "nll_loss weighted": lambda x, y: nn.nll_loss(
+        x, y, weight=np.arange(1.0, C + 1), ignore_index=None
+    ),
+}
 
 
 def _run(loss: LabelLoss, labels: np.ndarray, **kw: Any) -> np.ndarray:
@@ -45,7 +57,8 @@ def _run(loss: LabelLoss, labels: np.ndarray, **kw: Any) -> np.ndarray:
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
     m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    out: np.ndarray = x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    return out
 
 
 @pytest.mark.parametrize("name", LOSSES)
@@ -53,8 +66,45 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("dtype", ["int32", "int64"])
 def test_a_label_outside_the_classes_raises(name: str, bad: int, dtype: str) -> None:
     labels = np.array([0, 1, bad, 3, 2], dtype)
+    loss = NO_IGNORE.get(name, LOSSES[name]) if bad == -100 else LOSSES[name]
     with pytest.raises(OutOfRangeError, match=rf"index {bad} .*\[0, {C - 1}\]"):
-        _run(LOSSES[name], labels)
+        _run(loss, labels)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_label_minus_100_is_ignored_by_default_as_pytorch(
+    reduction: Literal["mean", "sum", "none"],
+) -> None:
+    labels = np.array([0, 1, -100, 3, 2])
+    g = Graph()
+    x, y = g.input("x", (N, C), "float64"), g.input("y", (N,), "int64")
+    logits = RNG.standard_normal((N, C))
+    got = evaluate(
+        [nn.cross_entropy(x, y, reduction=reduction), nn.nll_loss(x, y, reduction=reduction)],
+        {"x": logits, "y": labels},
+    )
+    keep = labels != -100
+    ce = -np.take_along_axis(log_softmax(logits), np.where(keep, labels, 0)[:, None], 1)[:, 0]
+    nll = -np.take_along_axis(logits, np.where(keep, labels, 0)[:, None], 1)[:, 0]
+    for out, per in zip(got, (ce * keep, nll * keep), strict=True):
+        want = {"none": per, "sum": per.sum(), "mean": per.sum() / keep.sum()}[reduction]
+        np.testing.assert_allclose(out, want, rtol=1e-12)
+
+
+def test_classes_default_to_axis_1_as_pytorch() -> None:
+    logits = RNG.standard_normal((2, C, 3))
+    labels = np.array([[0, 1, 2], [3, 1, 0]])
+    g = Graph()
+    x, y = g.input("x", (2, C, 3), "float64"), g.input("y", (2, 3), "int64")
+    xt = x.transpose(0, 2, 1)
+    got = evaluate(
+        [nn.cross_entropy(x, y), nn.cross_entropy(xt, y, axis=-1), nn.CrossEntropyLoss()(x, y)],
+        {"x": logits, "y": labels},
+    )
+    logp = log_softmax(logits.transpose(0, 2, 1))
+    want = -np.take_along_axis(logp, labels[..., None], -1).mean()
+    for out in got:
+        np.testing.assert_allclose(out, want, rtol=1e-12)
 
 
 @pytest.mark.parametrize("name", LOSSES)

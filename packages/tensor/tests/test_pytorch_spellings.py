@@ -10,11 +10,17 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+import asgrad.tensor.api.functional_shape as ts
 from asgrad.tensor import Graph, Tensor, cat, evaluate, linalg
 from asgrad.tensor.api import functional_reduce as fr
 from asgrad.tensor.api import nn_activation as fa
 from asgrad.tensor.api import nn_norms as fn
-from asgrad.tensor.errors import ArgumentError, DefineByRunError, ShapeError
+from asgrad.tensor.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    DefineByRunError,
+    ShapeError,
+)
 
 X = np.arange(24, dtype=np.float64).reshape(2, 3, 4) / 7.0 - 1.5
 
@@ -23,8 +29,8 @@ PAIRS: list[tuple[str, Callable[[Tensor], object], Callable[[Tensor], object]]] 
     ("sum", lambda x: x.sum(axis=1), lambda x: x.sum(dim=1)),
     ("sum keep", lambda x: x.sum(1, keepdims=True), lambda x: x.sum(dim=1, keepdim=True)),
     ("mean", lambda x: x.mean(axis=(0, 2)), lambda x: x.mean(dim=(0, 2))),
-    ("max", lambda x: x.max(axis=-1), lambda x: x.max(dim=-1)),
-    ("min", lambda x: x.min(axis=0, keepdims=True), lambda x: x.min(dim=0, keepdim=True)),
+    ("max", lambda x: x.max(axis=-1), lambda x: x.max(dim=-1).values),
+    ("min", lambda x: x.min(axis=0, keepdims=True), lambda x: x.min(dim=0, keepdim=True)[0]),
     ("var", lambda x: x.var(axis=1, correction=1), lambda x: x.var(dim=1, correction=1)),
     ("std", lambda x: x.std(axis=2, keepdims=True), lambda x: x.std(dim=2, keepdim=True)),
     ("prod", lambda x: x.prod(axis=1), lambda x: x.prod(dim=1)),
@@ -78,6 +84,10 @@ def test_dim_and_keepdim_mean_axis_and_keepdims(
         lambda x: x.split(1, axis=0, dim=0),
         lambda x: cat([x, x], axis=0, dim=0),
         lambda x: x.norm(axis=0, dim=0),
+        lambda x: x.max(axis=0, dim=0),
+        lambda x: x.index_select(0, x.graph.constant([0]), dim=0),
+        lambda x: x.take_along_axis(x.graph.constant([[0, 0, 0]]), 0, dim=0),
+        lambda x: x.scatter_add(0, x.graph.constant([[0, 0, 0]]), x, dim=0),
     ],
 )
 def test_giving_both_spellings_is_an_argument_error(call: Callable[[Tensor], object]) -> None:
@@ -162,3 +172,91 @@ def test_clone_to_type_as_view_as_and_expand() -> None:
         x.to("cuda:0")
     with pytest.raises(ShapeError):
         y.expand(2, 4)
+
+
+TIES = np.array([[1.0, 7.0, 7.0, -2.0], [5.0, 5.0, 0.0, 5.0], [-1.0, -3.0, -3.0, 4.0]])
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+@pytest.mark.parametrize("keep", [False, True])
+def test_max_and_min_over_dim_give_pytorchs_values_and_first_indices(axis: int, keep: bool) -> None:
+    g = Graph()
+    x = g.input("x", TIES.shape, "float64")
+    hi, lo = x.max(dim=axis, keepdim=keep), x.min(dim=axis, keepdim=keep)
+    assert (hi.values, hi.indices) == tuple(hi)
+    got = evaluate([hi.values, hi.indices, lo.values, lo.indices], {"x": TIES})
+    want = [
+        np.max(TIES, axis, keepdims=keep),
+        np.argmax(TIES, axis, keepdims=keep),
+        np.min(TIES, axis, keepdims=keep),
+        np.argmin(TIES, axis, keepdims=keep),
+    ]
+    for a, b in zip(got, want, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    assert got[1].dtype == np.int64
+
+
+def test_max_and_min_without_dim_keep_numpys_values_only() -> None:
+    x = Graph().input("x", TIES.shape, "float64")
+    for out in (x.max(), x.max(1), x.max(axis=1), x.min(axis=(0, 1)), x.amax(dim=1)):
+        assert isinstance(out, Tensor)
+    got = evaluate([x.max(axis=1), x.amin(dim=0)], {"x": TIES})
+    np.testing.assert_array_equal(got[0], TIES.max(1))
+    np.testing.assert_array_equal(got[1], TIES.min(0))
+
+
+def test_max_over_several_dims_is_a_typed_error() -> None:
+    x = Graph().input("x", TIES.shape)
+    with pytest.raises(ArgumentTypeError, match="amax"):
+        x.max(dim=(0, 1))  # type: ignore[call-overload]
+
+
+def test_index_functions_take_pytorchs_dim_keyword() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3), "float64")
+    v = X[0, :2, :3]
+    rows = g.constant(np.array([1, 0, 1]))
+    idx = g.constant(np.array([[2, 0, 1], [1, 1, 0]]))
+    idx0 = g.constant(np.array([[1, 0, 1], [0, 0, 1]]))
+    src = g.constant(np.arange(6.0).reshape(2, 3)).cast("float64")
+    pairs = [
+        (x.index_select(0, rows), x.index_select(dim=0, index=rows)),
+        (ts.index_select(x, 1, rows), ts.index_select(x, dim=1, index=rows)),
+        (x.take_along_axis(idx, 1), x.take_along_axis(idx, dim=1)),
+        (ts.take_along_axis(x, idx, 1), ts.take_along_axis(x, idx, dim=1)),
+        (x.scatter(1, idx, src), x.scatter(dim=1, index=idx, src=src)),
+        (ts.scatter(x, 1, idx, 9.0), ts.scatter(x, dim=1, index=idx, src=9.0)),
+        (x.scatter_add(1, idx, src), x.scatter_add(dim=1, index=idx, src=src)),
+        (ts.scatter_add(x, 0, idx0, src), ts.scatter_add(x, dim=0, index=idx0, src=src)),
+        (
+            x.scatter_reduce(1, idx, src, "sum"),
+            x.scatter_reduce(dim=1, index=idx, src=src, reduce="sum"),
+        ),
+        (
+            ts.scatter_reduce(x, 0, idx0, src, "amin", False),
+            ts.scatter_reduce(x, dim=0, index=idx0, src=src, reduce="amin", include_self=False),
+        ),
+    ]
+    outs = evaluate([t for pair in pairs for t in pair], {"x": v})
+    for a, b in zip(outs[::2], outs[1::2], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(outs[0], v[[1, 0, 1]])
+    want = v.copy()
+    np.add.at(
+        want,
+        (np.arange(2)[:, None], np.array([[2, 0, 1], [1, 1, 0]])),
+        np.arange(6.0).reshape(2, 3),
+    )
+    np.testing.assert_array_equal(outs[12], want)
+
+
+def test_index_functions_need_their_axis_and_index() -> None:
+    g = Graph()
+    x = g.input("x", (2, 3))
+    with pytest.raises(ArgumentError, match="axis"):
+        x.index_select(index=g.constant([0]))
+    with pytest.raises(ArgumentError, match="index is required"):
+        x.scatter_add(dim=0)
+    with pytest.raises(ArgumentError, match="src is required"):
+        x.scatter(dim=0, index=g.constant([[0, 0, 0]]))

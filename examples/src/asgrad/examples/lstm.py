@@ -88,7 +88,7 @@ def mean_loss(
     g = Graph("lstm-eval")
     xs = g.input("x", (batch, x.shape[1]), "int64")
     ys = g.input("y", (batch, x.shape[1]), "int64")
-    loss = nn.cross_entropy(model(xs), ys, reduction="sum")
+    loss = nn.cross_entropy(model(xs), ys, reduction="sum", axis=-1)
     total = 0.0
     for i in range(0, len(x), batch):
         total += float(
@@ -155,7 +155,7 @@ def train(
         g = Graph("lstm-train")
         x = g.input("x", (batch_size, context), "int64")
         y = g.input("y", (batch_size, context), "int64")
-        loss = nn.cross_entropy(model(x), y)
+        loss = nn.cross_entropy(model(x), y, axis=-1)
         optimizer = nn.Adam(model.parameters(), lr=lr, clip_grad_norm=1.0)
         step = optimizer.compile(loss, backend=backend)
         rng = np.random.default_rng(seed)

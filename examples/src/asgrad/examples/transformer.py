@@ -107,7 +107,7 @@ def mean_loss(
     g = Graph("lm-eval")
     xs = g.input("x", (batch_size, x.shape[1]), "int64")
     ys = g.input("y", (batch_size, x.shape[1]), "int64")
-    loss = nn.cross_entropy(model(xs), ys, reduction="sum")
+    loss = nn.cross_entropy(model(xs), ys, reduction="sum", axis=-1)
     total = sum(
         float(
             evaluate(
@@ -232,7 +232,7 @@ def _train(
     g = Graph("lm-train")
     x = g.input("x", (local_batch, context), "int64")
     y = g.input("y", (local_batch, context), "int64")
-    loss = nn.cross_entropy(model(x), y)
+    loss = nn.cross_entropy(model(x), y, axis=-1)
     optimizer = nn.AdamW(model.parameters(), lr=lr, weight_decay=0.01, clip_grad_norm=1.0)
     if distributed:
         dist.broadcast_variables(model.parameters())

@@ -106,7 +106,7 @@ from asgrad.tensor.api.functional_shape import (
     zeros,
     zeros_like,
 )
-from asgrad.tensor.api.tensor import Tensor
+from asgrad.tensor.api.tensor import Tensor, ValuesIndices
 from asgrad.tensor.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -183,6 +183,7 @@ __all__ = [
     "ShapeError",
     "Tensor",
     "TensorType",
+    "ValuesIndices",
     "Variable",
     "VariableStore",
     "__version__",

@@ -54,11 +54,6 @@ __all__ = [
 ]
 
 
-def _class_axis(input: Tensor) -> int:
-    """PyTorch's class axis: 1 for a batch (``(N, C, ...)``), 0 for one sample (``(C,)``)."""
-    return 1 if input.ndim >= 2 else 0
-
-
 class _Loss(Module):
     def __init__(self, reduction: Reduction = "mean") -> None:
         super().__init__()
@@ -116,9 +111,7 @@ class NLLLoss(_Loss):
         self.weight, self.ignore_index = weight, ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return nll_loss(
-            input, target, self.weight, self.ignore_index, self.reduction, _class_axis(input)
-        )
+        return nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
 
 
 class CrossEntropyLoss(_Loss):
@@ -146,7 +139,6 @@ class CrossEntropyLoss(_Loss):
             self.ignore_index if labels else None,
             self.reduction,
             self.label_smoothing,
-            _class_axis(input),
         )
 
 

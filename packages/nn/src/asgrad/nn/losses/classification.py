@@ -59,9 +59,13 @@ def _bce_terms(p: Tensor, t: Tensor) -> Tensor:
     return where(p * (1.0 - p) < _BCE_EPS, pinned, loss)
 
 
-def _class_axis(name: str, input: Tensor, axis: int) -> int:
+def _class_axis(name: str, input: Tensor, axis: int | None) -> int:
+    """``axis`` normalized; None is PyTorch's class axis: 1 for a batch (``(N, C, ...)``),
+    0 for one sample (``(C,)``)."""
     if input.ndim < 1:
         raise ShapeError(f"{name}: input must have a class axis, got a scalar")
+    if axis is None:
+        return 1 if input.ndim >= 2 else 0
     if not -input.ndim <= axis < input.ndim:
         raise ShapeError(f"{name}: axis {axis} is out of range for input {list(input.shape)}")
     return axis % input.ndim
@@ -143,18 +147,19 @@ def nll_loss(
     input: Tensor,
     target: Tensor,
     weight: Weight = None,
-    ignore_index: int | None = None,
+    ignore_index: int | None = -100,
     reduction: Reduction = "mean",
-    axis: int = -1,
+    axis: int | None = None,
 ) -> Tensor:
-    """Negative log-likelihood of integer ``target`` under log-probabilities ``input``.
+    """Negative log-likelihood of integer ``target`` under log-probabilities ``input``
+    (``torch.nn.functional.nll_loss``, with its defaults).
 
-    ``input`` holds log-probabilities with the classes on ``axis`` (default the last,
-    so ``(N, C)`` or ``(N, T, C)``; PyTorch's ``(N, C, d1, ...)`` layout is
-    ``axis=1``); ``target`` has input's shape without that axis. ``weight`` (one per
-    class) scales each sample's loss, and a ``"mean"`` divides by the total weight of
-    the targets. Targets equal to ``ignore_index`` count for nothing (PyTorch's default
-    is -100; here it is off unless given). Any other target outside ``[0, C)``, ``-1``
+    ``input`` holds log-probabilities with the classes on ``axis``; by default PyTorch's:
+    axis 1 of ``(N, C)`` or ``(N, C, d1, ...)``, axis 0 of one sample ``(C,)`` (for
+    ``(N, T, C)`` pass ``axis=-1``). ``target`` has input's shape without that axis.
+    ``weight`` (one per class) scales each sample's loss, and a ``"mean"`` divides by the
+    total weight of the counted targets. Targets equal to ``ignore_index`` (default -100;
+    None for none) count for nothing. Any other target outside ``[0, C)``, ``-1``
     included, raises [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the graph
     runs, as in PyTorch.
 
@@ -179,23 +184,26 @@ def cross_entropy(
     input: Tensor,
     target: Tensor,
     weight: Weight = None,
-    ignore_index: int | None = None,
+    ignore_index: int | None = -100,
     reduction: Reduction = "mean",
     label_smoothing: float = 0.0,
-    axis: int = -1,
+    axis: int | None = None,
 ) -> Tensor:
-    """Cross-entropy of logits ``input`` against class labels or class probabilities.
+    """Cross-entropy of logits ``input`` against class labels or class probabilities
+    (``torch.nn.functional.cross_entropy``, with its defaults).
 
-    ``input`` holds unnormalised logits with the classes on ``axis`` (default the last;
-    PyTorch's ``(N, C, d1, ...)`` layout is ``axis=1``). ``target`` is either
+    ``input`` holds unnormalised logits with the classes on ``axis``; by default PyTorch's:
+    axis 1 of ``(N, C)`` or ``(N, C, d1, ...)``, axis 0 of one sample ``(C,)`` (for
+    ``(N, T, C)`` pass ``axis=-1``). ``target`` is either
 
     * integer labels shaped like ``input`` without the class axis, or
     * probabilities (float, the same shape as ``input``).
 
     ``label_smoothing`` ``e`` mixes the target with the uniform distribution:
     ``(1 - e) * nll + e / C * sum_c(-w_c * log p_c)``. ``weight`` (one per class) and
-    ``ignore_index`` (labels only) act as in [`nll_loss`][asgrad.nn.nll_loss]; with probability
-    targets a ``"mean"`` divides by the number of samples. Computed through ``log_softmax``, so
+    ``ignore_index`` (labels only; default -100) act as in
+    [`nll_loss`][asgrad.nn.nll_loss]; with probability targets a ``"mean"`` divides by
+    the number of samples. Computed through ``log_softmax``, so
     it is stable for large logits. Integer labels outside ``[0, C)`` that are not
     ``ignore_index`` raise [`OutOfRangeError`][asgrad.tensor.OutOfRangeError] when the
     graph runs.
@@ -229,7 +237,7 @@ def cross_entropy(
             f" got {list(target.shape)}; integer labels have shape"
             f" {list(input.shape[:ax] + input.shape[ax + 1 :])}"
         )
-    if ignore_index is not None:
+    if ignore_index is not None and ignore_index != -100:
         raise ArgumentError(
             f"{name}: ignore_index applies to integer labels only, not probabilities"
         )

@@ -281,7 +281,9 @@ def chunk(
     return x.chunk(chunks, axis, dim=dim)
 
 
-def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
+def take_along_axis(
+    x: Tensor, indices: Tensor, axis: int | None = None, *, dim: int | None = None
+) -> Tensor:
     """``numpy.take_along_axis``: see
     [`Tensor.take_along_axis`][asgrad.tensor.Tensor.take_along_axis].
 
@@ -292,7 +294,7 @@ def take_along_axis(x: Tensor, indices: Tensor, axis: int) -> Tensor:
     >>> evaluate(take_along_axis(x, i, 1), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
     [[2.0], [3.0]]
     """
-    return x.take_along_axis(indices, axis)
+    return x.take_along_axis(indices, axis, dim=dim)
 
 
 def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
@@ -308,7 +310,9 @@ def gather(x: Tensor, axis: int, index: Tensor) -> Tensor:
     return x.take_along_axis(index, axis)
 
 
-def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
+def index_select(
+    x: Tensor, axis: int | None = None, index: Tensor | None = None, *, dim: int | None = None
+) -> Tensor:
     """``torch.index_select``: the entries ``index`` of ``x`` along ``axis``.
 
     >>> from asgrad.tensor import Graph, evaluate, index_select
@@ -318,10 +322,17 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     >>> evaluate(index_select(x, 0, i), {"x": [1.0, 2.0, 3.0]})[0].tolist()
     [3.0, 1.0]
     """
-    return x.index_select(axis, index)
+    return x.index_select(axis, index, dim=dim)
 
 
-def scatter(x: Tensor, axis: int, index: Tensor, src: object) -> Tensor:
+def scatter(
+    x: Tensor,
+    axis: int | None = None,
+    index: Tensor | None = None,
+    src: object = None,
+    *,
+    dim: int | None = None,
+) -> Tensor:
     """``torch.scatter``: see
     [`Tensor.scatter`][asgrad.tensor.Tensor.scatter].
 
@@ -332,10 +343,17 @@ def scatter(x: Tensor, axis: int, index: Tensor, src: object) -> Tensor:
     >>> evaluate(scatter(x, 0, i, 5.0), {"x": [1.0, 2.0, 3.0]})[0].tolist()
     [5.0, 2.0, 3.0]
     """
-    return x.scatter(axis, index, src)
+    return x.scatter(axis, index, src, dim=dim)
 
 
-def scatter_add(x: Tensor, axis: int, index: Tensor, src: Tensor) -> Tensor:
+def scatter_add(
+    x: Tensor,
+    axis: int | None = None,
+    index: Tensor | None = None,
+    src: Tensor | None = None,
+    *,
+    dim: int | None = None,
+) -> Tensor:
     """``torch.scatter_add``: see
     [`Tensor.scatter_add`][asgrad.tensor.Tensor.scatter_add].
 
@@ -346,11 +364,18 @@ def scatter_add(x: Tensor, axis: int, index: Tensor, src: Tensor) -> Tensor:
     >>> evaluate(scatter_add(x, 0, i, src), {"x": [1.0, 2.0, 3.0]})[0].tolist()
     [4.0, 2.0, 3.0]
     """
-    return x.scatter_add(axis, index, src)
+    return x.scatter_add(axis, index, src, dim=dim)
 
 
 def scatter_reduce(
-    x: Tensor, axis: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True
+    x: Tensor,
+    axis: int | None = None,
+    index: Tensor | None = None,
+    src: Tensor | None = None,
+    reduce: str | None = None,
+    include_self: bool = True,
+    *,
+    dim: int | None = None,
 ) -> Tensor:
     """``torch.scatter_reduce``: see
     [`Tensor.scatter_reduce`][asgrad.tensor.Tensor.scatter_reduce].
@@ -363,7 +388,7 @@ def scatter_reduce(
     >>> evaluate(out, {"x": [1.0, 2.0, 3.0]})[0].tolist()
     [7.0, 2.0, 3.0]
     """
-    return x.scatter_reduce(axis, index, src, reduce, include_self)
+    return x.scatter_reduce(axis, index, src, reduce, include_self, dim=dim)
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: object) -> Tensor:

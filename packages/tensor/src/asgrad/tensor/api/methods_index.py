@@ -17,10 +17,11 @@ A graph's shapes are static, so a boolean mask selects only when it is a numpy a
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
+from asgrad.tensor.api.dims import axis_arg
 from asgrad.tensor.api.located import checked, locate
 from asgrad.tensor.api.methods_base import TensorBase
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, OutOfRangeError, ShapeError
@@ -30,11 +31,26 @@ from asgrad.tensor.ops.index_along import REDUCTIONS
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
 
+T = TypeVar("T")
+
 _MASK_HINT = (
     "a boolean Tensor cannot select elements in a graph (the result's shape would depend"
     " on its values); use x.masked_fill(~mask, 0) or asgrad.tensor.where(mask, x, y) to"
     " choose values, or index with a numpy bool array, known when the graph is built"
 )
+
+
+def _given(op: str, name: str, value: T | None) -> T:
+    """``value``, which the caller must give (optional in the signature only so that
+    PyTorch's ``dim=`` may come by keyword before it)."""
+    if value is None:
+        raise locate(op, ArgumentError(f"{name} is required"))
+    return value
+
+
+def _given_axis(op: str, axis: int | None, dim: int | None) -> int:
+    """``axis`` or ``dim`` (PyTorch's name), exactly one of them."""
+    return _given(op, "axis (or dim)", axis_arg(op, axis, dim))
 
 
 class IndexMethods(TensorBase):
@@ -75,10 +91,13 @@ class IndexMethods(TensorBase):
         )
         return self._self()[items]
 
-    def take_along_axis(self, indices: Tensor, axis: int) -> Tensor:
+    def take_along_axis(
+        self, indices: Tensor, axis: int | None = None, *, dim: int | None = None
+    ) -> Tensor:
         """``out[..., m, ...] = x[..., indices[..., m, ...], ...]`` along ``axis``
         (``numpy.take_along_axis``; ``torch.gather(x, axis, indices)``): ``indices`` has
         this value's rank, sizes no larger outside ``axis``, values in ``[0, n)``.
+        ``dim=`` (PyTorch's name) may stand for ``axis``.
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> g = Graph()
@@ -86,13 +105,16 @@ class IndexMethods(TensorBase):
         >>> evaluate(x.take_along_axis(g.constant([[1], [0]]), 1))[0].tolist()
         [[2.0], [3.0]]
         """
+        axis = _given_axis("take_along_axis", axis, dim)
         x, axis = self._fit_index("take_along_axis", axis, indices)
         x = x._narrow_to(indices, axis)
         return x._apply("take_along_axis", indices, axis=axis)
 
-    def index_select(self, axis: int, index: Tensor) -> Tensor:
+    def index_select(
+        self, axis: int | None = None, index: Tensor | None = None, *, dim: int | None = None
+    ) -> Tensor:
         """The entries ``index`` (a vector of ints in ``[0, n)``) along ``axis``
-        (``torch.index_select``).
+        (``torch.index_select``; ``dim=`` may stand for ``axis``).
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> x = Graph().input("x", (2, 2))
@@ -100,13 +122,22 @@ class IndexMethods(TensorBase):
         >>> evaluate(x.index_select(0, i), {"x": [[1.0, 2.0], [3.0, 4.0]]})[0].tolist()
         [[3.0, 4.0], [3.0, 4.0], [1.0, 2.0]]
         """
+        axis = _given_axis("index_select", axis, dim)
+        index = _given("index_select", "index", index)
         if index.ndim != 1:
             raise locate("index_select", ShapeError(f"index must be a vector, got {index!r}"))
         return self._self().gather(index, axis=axis)
 
-    def scatter_add(self, axis: int, index: Tensor, src: Tensor) -> Tensor:
+    def scatter_add(
+        self,
+        axis: int | None = None,
+        index: Tensor | None = None,
+        src: Tensor | None = None,
+        *,
+        dim: int | None = None,
+    ) -> Tensor:
         """This value with ``src[..., m, ...]`` added at ``[..., index[..., m, ...], ...]``
-        along ``axis`` (``torch.Tensor.scatter_add``).
+        along ``axis`` (``torch.Tensor.scatter_add``; ``dim=`` may stand for ``axis``).
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> g = Graph()
@@ -114,8 +145,10 @@ class IndexMethods(TensorBase):
         >>> evaluate(x.scatter_add(0, g.constant([2, 0, 2]), g.constant([1.0, 2.0, 3.0])))[0]
         array([2., 0., 4.], dtype=float32)
         """
+        axis = _given_axis("scatter_add", axis, dim)
+        index = _given("scatter_add", "index", index)
         x, axis = self._fit_index("scatter_add", axis, index)
-        src = self._fit_src("scatter_add", src, index)
+        src = self._fit_src("scatter_add", _given("scatter_add", "src", src), index)
         region = x._narrow_to(index, axis)
         added = region.graph.apply("scatter_add_along", (src, index, region), {"axis": axis})
         if region.shape != x.shape:
@@ -140,11 +173,19 @@ class IndexMethods(TensorBase):
         return s
 
     def scatter_reduce(
-        self, axis: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True
+        self,
+        axis: int | None = None,
+        index: Tensor | None = None,
+        src: Tensor | None = None,
+        reduce: str | None = None,
+        include_self: bool = True,
+        *,
+        dim: int | None = None,
     ) -> Tensor:
         """``torch.Tensor.scatter_reduce``: each entry of ``src`` combined into this value at
         ``index`` along ``axis`` by ``reduce`` (``sum``, ``prod``, ``mean``, ``amax``,
         ``amin``), with or without this value's own entry; positions no index names keep it.
+        ``dim=`` (PyTorch's name) may stand for ``axis``.
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> g = Graph()
@@ -158,8 +199,10 @@ class IndexMethods(TensorBase):
                 "scatter_reduce",
                 ArgumentError(f"reduce must be one of {', '.join(REDUCTIONS)}; got {reduce!r}"),
             )
+        axis = _given_axis("scatter_reduce", axis, dim)
+        index = _given("scatter_reduce", "index", index)
         x, axis = self._fit_index("scatter_reduce", axis, index)
-        src = self._fit_src("scatter_reduce", src, index)
+        src = self._fit_src("scatter_reduce", _given("scatter_reduce", "src", src), index)
         region = x._narrow_to(index, axis)
         attrs = {"axis": axis, "reduce": reduce, "include_self": bool(include_self)}
         out = region.graph.apply("scatter_reduce", (region, index, src), attrs)
@@ -171,10 +214,18 @@ class IndexMethods(TensorBase):
         inside[items] = True
         return out.graph.apply("where", (x.graph.constant(inside), placed, x), {})
 
-    def scatter(self, axis: int, index: Tensor, src: object) -> Tensor:
+    def scatter(
+        self,
+        axis: int | None = None,
+        index: Tensor | None = None,
+        src: object = None,
+        *,
+        dim: int | None = None,
+    ) -> Tensor:
         """This value with ``src`` (a Tensor or a number) written at ``index`` along
         ``axis`` (``torch.Tensor.scatter``). Where several entries land on one position,
-        the largest is written (PyTorch leaves the choice undefined).
+        the largest is written (PyTorch leaves the choice undefined). ``dim=`` (PyTorch's
+        name) may stand for ``axis``.
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> x = Graph().input("x", (3,))
@@ -182,6 +233,8 @@ class IndexMethods(TensorBase):
         >>> evaluate(x.scatter(0, i, 9.0), {"x": [1.0, 2.0, 3.0]})[0].tolist()
         [9.0, 2.0, 9.0]
         """
+        axis = _given_axis("scatter", axis, dim)
+        src = _given("scatter", "src", src)
         return self.scatter_reduce(axis, index, src, "amax", include_self=False)  # type: ignore[arg-type]
 
     def masked_fill(self, mask: Tensor, value: object) -> Tensor:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, overload
 
 import numpy as np
 
 from asgrad.tensor.api.dims import axis_arg, keepdims_arg
-from asgrad.tensor.api.located import checked
+from asgrad.tensor.api.located import checked, locate
 from asgrad.tensor.api.methods_math import MathMethods, correction_attr
 from asgrad.tensor.api.methods_nn import NNMethods
 from asgrad.tensor.api.methods_shape import ShapeMethods
@@ -41,6 +41,20 @@ if TYPE_CHECKING:
     from asgrad.tensor.ir.graph import Graph, Node
 
 AxisArg = int | Sequence[int] | None
+
+
+class ValuesIndices(NamedTuple):
+    """What ``x.max(dim=...)``/``x.min(dim=...)`` give (as ``torch.return_types.max``):
+    the values and the ``int64`` indices along ``dim``; unpacks as ``values, indices``.
+
+    >>> from asgrad.tensor import Graph
+    >>> values, indices = Graph().input("x", (2, 3)).max(dim=1, keepdim=True)
+    >>> values.shape, indices.shape
+    ((2, 1), (2, 1))
+    """
+
+    values: Tensor
+    indices: Tensor
 
 
 class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
@@ -498,6 +512,24 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         """
         return self._reduce("mean", axis, keepdims, dim, keepdim)
 
+    @overload
+    def max(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: None = None,
+        keepdim: bool | None = None,
+    ) -> Tensor: ...
+    @overload
+    def max(
+        self,
+        axis: None = None,
+        keepdims: None = None,
+        *,
+        dim: int,
+        keepdim: bool | None = None,
+    ) -> ValuesIndices: ...
     def max(
         self,
         axis: AxisArg = None,
@@ -505,18 +537,40 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         *,
         dim: AxisArg = None,
         keepdim: bool | None = None,
-    ) -> Tensor:
-        """The largest value over ``axis`` (every axis when None); values only, no indices
-        (``dim``/``keepdim``: PyTorch's names).
+    ) -> Tensor | ValuesIndices:
+        """The largest value over ``axis`` (every axis when None), as ``numpy.max``; with
+        PyTorch's ``dim=`` keyword, PyTorch's ``(values, indices)`` pair
+        ([`ValuesIndices`][asgrad.tensor.ValuesIndices]; the index of the first of ties).
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> x = Graph().input("x", (2, 3))
         >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
         >>> evaluate(x.max(1), feed)[0].tolist()
         [3.0, 5.0]
+        >>> values, indices = x.max(dim=1)
+        >>> [a.tolist() for a in evaluate([values, indices], feed)]
+        [[3.0, 5.0], [2, 1]]
         """
-        return self._reduce("max", axis, keepdims, dim, keepdim)
+        return self._extreme("max", axis, keepdims, dim, keepdim)
 
+    @overload
+    def min(
+        self,
+        axis: AxisArg = None,
+        keepdims: bool | None = None,
+        *,
+        dim: None = None,
+        keepdim: bool | None = None,
+    ) -> Tensor: ...
+    @overload
+    def min(
+        self,
+        axis: None = None,
+        keepdims: None = None,
+        *,
+        dim: int,
+        keepdim: bool | None = None,
+    ) -> ValuesIndices: ...
     def min(
         self,
         axis: AxisArg = None,
@@ -524,17 +578,38 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
         *,
         dim: AxisArg = None,
         keepdim: bool | None = None,
-    ) -> Tensor:
-        """The smallest value over ``axis`` (every axis when None); values only, no indices
-        (``dim``/``keepdim``: PyTorch's names).
+    ) -> Tensor | ValuesIndices:
+        """The smallest value over ``axis`` (every axis when None), as ``numpy.min``; with
+        PyTorch's ``dim=`` keyword, PyTorch's ``(values, indices)`` pair
+        ([`ValuesIndices`][asgrad.tensor.ValuesIndices]; the index of the first of ties).
 
         >>> from asgrad.tensor import Graph, evaluate
         >>> x = Graph().input("x", (2, 3))
         >>> feed = {"x": [[1.0, -2.0, 3.0], [4.0, 5.0, -6.0]]}
         >>> evaluate(x.min(1), feed)[0].tolist()
         [-2.0, -6.0]
+        >>> evaluate(x.min(dim=0).indices, feed)[0].tolist()
+        [0, 0, 1]
         """
-        return self._reduce("min", axis, keepdims, dim, keepdim)
+        return self._extreme("min", axis, keepdims, dim, keepdim)
+
+    def _extreme(
+        self, op: str, axis: AxisArg, keepdims: bool | None, dim: AxisArg, keepdim: bool | None
+    ) -> Tensor | ValuesIndices:
+        """``max``/``min``: numpy's values, or PyTorch's pair when ``dim`` names the axis."""
+        values = self._reduce(op, axis, keepdims, dim, keepdim)
+        if dim is None:
+            return values
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise locate(
+                op,
+                ArgumentTypeError(
+                    f"dim must be one int (PyTorch's max/min over dim give values and"
+                    f" indices); got {dim!r}; for values over several axes use amax/amin"
+                ),
+            )
+        arg = self.argmax if op == "max" else self.argmin
+        return ValuesIndices(values, arg(dim=dim, keepdim=keepdim))
 
     def var(
         self,
