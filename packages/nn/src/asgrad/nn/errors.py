@@ -197,4 +197,17 @@ class DistributedTimeoutError(DistributedError, TimeoutError):
 
 class RecompileWarning(UserWarning):
     """An optimizer compiled many programs for graphs rebuilt in a loop; build the graph
-    and compile once, then call the step per batch."""
+    and compile once, then call the step per batch.
+
+    A warning, so it can be turned into an error while testing a training loop:
+
+    >>> import warnings
+    >>> from asgrad.nn import RecompileWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", RecompileWarning)
+    ...     try:
+    ...         warnings.warn("compiled 10 programs", RecompileWarning)
+    ...     except RecompileWarning as e:
+    ...         print(e)
+    compiled 10 programs
+    """
