@@ -192,7 +192,14 @@ class DistributedError(NNError, RuntimeError):
 
 
 class DistributedTimeoutError(DistributedError, TimeoutError):
-    """A collective did not complete in time: another rank died, hung or took another path."""
+    """A collective did not complete in time: another rank died, hung or took another path.
+
+    A [`DistributedError`][asgrad.nn.distributed.DistributedError] and a ``TimeoutError``:
+
+    >>> from asgrad.nn.distributed import DistributedError, DistributedTimeoutError
+    >>> [c.__name__ for c in DistributedTimeoutError.__bases__]
+    ['DistributedError', 'TimeoutError']
+    """
 
 
 class RecompileWarning(UserWarning):
