@@ -105,6 +105,48 @@ def test_every_exported_name_has_a_docstring(
     assert missing == [], f"{module_name} exports names without a docstring: {missing}"
 
 
+# Exported names that cannot have a runnable `>>>` example, with the reason beside each.
+# Every other name in the `__all__` of a rendered module must show one.
+NO_EXAMPLE: dict[str, str] = {}
+
+
+def example_holder(objects: griffe.ModulesCollection, module_name: str, name: str) -> Any:
+    """What the page renders for an export: the function itself when a same-named
+    submodule hides it (it has a `:::` block of its own)."""
+    seen = objects[f"{module_name}.{name}"]
+    value = getattr(importlib.import_module(module_name), name)
+    if seen.is_module and not inspect.ismodule(value):
+        return objects[f"{value.__module__}.{value.__qualname__}"]
+    return seen
+
+
+@pytest.mark.parametrize("module_name", rendered_modules())
+def test_every_exported_name_has_an_example(
+    objects: griffe.ModulesCollection, module_name: str
+) -> None:
+    module = importlib.import_module(module_name)
+    exported = [name for name in getattr(module, "__all__", ()) if not name.startswith("__")]
+    missing = [
+        name
+        for name in exported
+        if f"{module_name}.{name}" not in NO_EXAMPLE
+        and ">>>" not in getattr(example_holder(objects, module_name, name).docstring, "value", "")
+    ]
+    assert missing == [], f"{module_name} exports names without an example: {missing}"
+
+
+def test_the_allow_list_names_only_exports_without_an_example(
+    objects: griffe.ModulesCollection,
+) -> None:
+    stale = []
+    for path in NO_EXAMPLE:
+        module_name, name = path.rsplit(".", 1)
+        docstring = example_holder(objects, module_name, name).docstring
+        if ">>>" in getattr(docstring, "value", ""):
+            stale.append(path)
+    assert stale == [], f"names on NO_EXAMPLE that have an example now: {stale}"
+
+
 def test_an_export_that_a_submodule_shadows_is_rendered_by_its_own_block(
     objects: griffe.ModulesCollection,
 ) -> None:

@@ -11,6 +11,7 @@ import doctest
 import importlib
 import inspect
 import itertools
+import os
 import pkgutil
 from types import ModuleType
 
@@ -26,6 +27,24 @@ LEAF_PACKAGES = (
     "asgrad.viz",
     "asgrad.examples",
 )
+
+
+REQUIRES_GPU = doctest.register_optionflag("REQUIRES_GPU")
+"""``# doctest: +REQUIRES_GPU`` on any example of a docstring: its examples need a GPU
+adapter. Without one they are skipped, and the test says so (a skip, not a pass); under
+``ASGRAD_REQUIRE_GPU=1`` (CI, which has lavapipe) a missing adapter fails the test."""
+
+
+def needs_gpu(test: doctest.DocTest) -> bool:
+    return any(example.options.get(REQUIRES_GPU) for example in test.examples)
+
+
+def gpu_present() -> bool:
+    try:
+        from asgrad.gpu import gpu_available
+    except ImportError:
+        return False
+    return gpu_available()
 
 
 def module_names() -> list[str]:
@@ -107,11 +126,20 @@ def modules_with_examples() -> list[str]:
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)
     tests = examples_in(module)
+    gpu_tests = [test.name for test in tests if needs_gpu(test)]
+    skipped: list[str] = []
+    if gpu_tests and not gpu_present():
+        if os.environ.get("ASGRAD_REQUIRE_GPU", "") not in ("", "0"):
+            pytest.fail(f"ASGRAD_REQUIRE_GPU=1 but no GPU adapter for {gpu_tests}")
+        skipped = gpu_tests
+        tests = [test for test in tests if test.name not in skipped]
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     for test in tests:
         runner.run(test)
     results = runner.summarize(verbose=False)
     assert results.failed == 0, f"{results.failed} of {results.attempted} examples failed in {name}"
+    if skipped:
+        pytest.skip(f"no GPU adapter: the examples of {skipped} did not run")
 
 
 def test_examples_of_attribute_docstrings_are_collected() -> None:

@@ -43,6 +43,13 @@ class GpuExecutable:
 
     A plan holds its device buffers, so the `MAX_PLANS` used most recently are
     kept; a program fed many batch sizes rebuilds the plans it dropped.
+
+    >>> from asgrad.tensor import Graph, compile  # doctest: +REQUIRES_GPU
+    >>> from asgrad.gpu import GpuExecutable
+    >>> x = Graph().input("x", (3,))
+    >>> program = compile([x + 1.0], backend="gpu")
+    >>> isinstance(program.executable, GpuExecutable), program({"x": [0.0, 1.0, 2.0]})[0].tolist()
+    (True, [1.0, 2.0, 3.0])
     """
 
     MAX_PLANS = 8
@@ -126,6 +133,12 @@ class GpuBackend:
     """``backend="gpu"``: runs schedules with WGSL kernels through wgpu.
 
     The factory of the ``asgrad.backends`` entry point ``gpu``.
+
+    >>> from asgrad.tensor import Graph, evaluate  # doctest: +REQUIRES_GPU
+    >>> import asgrad.gpu  # registers the backend "gpu"
+    >>> x = Graph().input("x", (3,))
+    >>> evaluate(x * 2.0, {"x": [1.0, 2.0, 3.0]}, backend="gpu")[0].tolist()
+    [2.0, 4.0, 6.0]
     """
 
     name = "gpu"

@@ -23,7 +23,12 @@ ResolvedBackend = Literal["cpu", "gpu"]
 
 
 def gpu_available() -> bool:
-    """True when a wgpu adapter can be opened (the device is created and cached)."""
+    """True when a wgpu adapter can be opened (the device is created and cached).
+
+    >>> from asgrad.gpu import gpu_available  # doctest: +REQUIRES_GPU
+    >>> gpu_available()
+    True
+    """
     from asgrad.gpu.device import get_device
     from asgrad.gpu.errors import GpuUnavailableError
 

@@ -192,9 +192,29 @@ class DistributedError(NNError, RuntimeError):
 
 
 class DistributedTimeoutError(DistributedError, TimeoutError):
-    """A collective did not complete in time: another rank died, hung or took another path."""
+    """A collective did not complete in time: another rank died, hung or took another path.
+
+    A [`DistributedError`][asgrad.nn.distributed.DistributedError] and a ``TimeoutError``:
+
+    >>> from asgrad.nn.distributed import DistributedError, DistributedTimeoutError
+    >>> [c.__name__ for c in DistributedTimeoutError.__bases__]
+    ['DistributedError', 'TimeoutError']
+    """
 
 
 class RecompileWarning(UserWarning):
     """An optimizer compiled many programs for graphs rebuilt in a loop; build the graph
-    and compile once, then call the step per batch."""
+    and compile once, then call the step per batch.
+
+    A warning, so it can be turned into an error while testing a training loop:
+
+    >>> import warnings
+    >>> from asgrad.nn import RecompileWarning
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("error", RecompileWarning)
+    ...     try:
+    ...         warnings.warn("compiled 10 programs", RecompileWarning)
+    ...     except RecompileWarning as e:
+    ...         print(e)
+    compiled 10 programs
+    """

@@ -46,6 +46,17 @@ class OnnxImportError(OnnxError):
 
     ``op_type`` and ``node`` name the ONNX op type and node that could not be built
     (empty for an error about the whole file).
+
+    >>> import os, tempfile
+    >>> from asgrad.onnx import OnnxImportError, load
+    >>> path = os.path.join(tempfile.mkdtemp(), "bad.onnx")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(b"not an ONNX model")
+    >>> try:
+    ...     load(path)
+    ... except OnnxImportError as e:
+    ...     print(type(e).__name__, "-", str(e).split(" (")[0])
+    OnnxImportError - cannot read ONNX model ...
     """
 
     def __init__(self, message: str, *, op_type: str = "", node: str = "") -> None:
@@ -64,7 +75,13 @@ class OnnxImportError(OnnxError):
 class OnnxConstantRequiredError(OnnxImportError):
     """A node needs a value at load time (axes, a shape, bounds) that the model
     computes from its inputs; ``inputs`` names the model inputs it comes from, whose
-    values ``load(..., constants={name: array})`` takes."""
+    values ``load(..., constants={name: array})`` takes.
+
+    >>> from asgrad.onnx import OnnxConstantRequiredError
+    >>> e = OnnxConstantRequiredError("Reshape needs its shape", inputs=("shape",))
+    >>> e.inputs, isinstance(e, ImportError)
+    (('shape',), False)
+    """
 
     def __init__(self, message: str, *, inputs: tuple[str, ...] = ()) -> None:
         super().__init__(message)

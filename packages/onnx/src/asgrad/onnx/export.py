@@ -40,7 +40,12 @@ EXPORTERS: dict[str, Exporter] = {
     "scan": _scan,
     "scan_part": export_scan_part,
 }
-"""The asgrad ops [`export`][asgrad.onnx.export.export] can write, by name (leaves aside)."""
+"""The asgrad ops [`export`][asgrad.onnx.export.export] can write, by name (leaves aside).
+
+>>> from asgrad.onnx import EXPORTERS
+>>> "matmul" in EXPORTERS
+True
+"""
 
 # The attributes each exporter reads. A node with another attribute (an op that grew
 # an option after its exporter was written) is refused rather than exported wrongly.
@@ -86,7 +91,12 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 """Attributes read by the exporters, by op (ops absent here take none)."""
 
 MIN_OPSET = 17  # LayerNormalization
-"""The oldest ONNX opset the exporter writes (17: the first with LayerNormalization)."""
+"""The oldest ONNX opset the exporter writes (17: the first with LayerNormalization).
+
+>>> from asgrad.onnx import MIN_OPSET
+>>> MIN_OPSET
+17
+"""
 DEFAULT_OPSET = 17
 """The ONNX opset that ``asgrad.onnx.export(...)`` writes unless told otherwise.
 
@@ -143,7 +153,14 @@ def to_model(
     check: bool = True,
 ) -> onnx.ModelProto:
     """The ONNX model `export` writes, without writing it; ``check=False`` skips
-    ``onnx.checker`` (and the outputs' inferred shapes)."""
+    ``onnx.checker`` (and the outputs' inferred shapes).
+
+    >>> from asgrad.onnx import to_model
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2, 3))
+    >>> [node.op_type for node in to_model({"y": x.tanh()}).graph.node]
+    ['Tanh', 'Identity']
+    """
     named = _named_outputs(outputs)
     newest = onnx.defs.onnx_opset_version()
     if isinstance(opset, bool) or not MIN_OPSET <= opset <= newest:

@@ -397,4 +397,9 @@ IMPORTERS: dict[str, Importer] = {
     **STATIC_IMPORTERS,
     **ML_IMPORTERS,
 }
-"""The ONNX op types `asgrad.onnx.load` can build, by name (default domain)."""
+"""The ONNX op types `asgrad.onnx.load` can build, by name (default domain).
+
+>>> from asgrad.onnx import IMPORTERS
+>>> "MatMul" in IMPORTERS
+True
+"""

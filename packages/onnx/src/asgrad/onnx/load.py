@@ -58,6 +58,13 @@ class OnnxModel:
     given tensors, sharing the same variables, as a [`asgrad.nn.Module`][asgrad.nn.Module] does.
     ``variables`` maps initializer names to variables;
     [`parameters`][asgrad.onnx.OnnxModel.parameters] lists the trainable ones, for an optimizer.
+
+    >>> from asgrad.onnx import load, to_model
+    >>> from asgrad.tensor import Graph
+    >>> x = Graph().input("x", (2, 3))
+    >>> model = load(to_model({"y": x.tanh()}))
+    >>> sorted(model.inputs), sorted(model.outputs)
+    (['x'], ['y'])
     """
 
     def __init__(
@@ -174,6 +181,13 @@ def load(
     cannot build, [`OnnxConstantRequiredError`][asgrad.onnx.OnnxConstantRequiredError] naming the
     inputs ``constants`` must give, and [`OnnxImportError`][asgrad.onnx.OnnxImportError] for a model
     it cannot read or a node it cannot build.
+
+    >>> from asgrad.onnx import load, to_model
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> x = Graph().input("x", (2, 3))
+    >>> model = load(to_model({"y": x.tanh()}))  # a ModelProto; a path reads a file
+    >>> evaluate(model.outputs["y"], {"x": [[0.0] * 3] * 2})[0].tolist()
+    [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
     """
     if isinstance(path, onnx.ModelProto):
         proto = path

@@ -81,7 +81,16 @@ class ShapeError(AsgradError, ValueError):
 
 
 class FreeAxisError(ShapeError):
-    """An op cannot follow a free axis (one fed at any size) and refuses it when built."""
+    """An op cannot follow a free axis (one fed at any size) and refuses it when built.
+
+    >>> from asgrad.tensor import FreeAxisError, Graph
+    >>> x = Graph().input("x", (2,))  # axis 0, the batch axis, is free
+    >>> try:
+    ...     x.glu(0)
+    ... except FreeAxisError as e:
+    ...     print(type(e).__name__)
+    FreeAxisError
+    """
 
 
 class DTypeError(AsgradError, TypeError):
@@ -159,7 +168,16 @@ class GraphFileError(AsgradError, ValueError):
 # -- integer arithmetic ---------------------------------------------------------------
 class IntegerArithmeticError(AsgradError, ArithmeticError):
     """An integer op met values it has no integer result for: a division or remainder
-    by zero, a negative power. Raised by every backend (the GPU at the readback)."""
+    by zero, a negative power. Raised by every backend (the GPU at the readback).
+
+    >>> from asgrad.tensor import Graph, IntegerArithmeticError, evaluate
+    >>> x = Graph().input("x", (2,), "int64")
+    >>> try:
+    ...     evaluate(x // 0, {"x": [1, 2]})
+    ... except IntegerArithmeticError as e:
+    ...     print(type(e).__name__)
+    IntegerArithmeticError
+    """
 
 
 class DefineByRunError(AsgradError, AttributeError):

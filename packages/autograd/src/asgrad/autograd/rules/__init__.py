@@ -66,6 +66,18 @@ def rule(*ops: str) -> Callable[[Rule], Rule]:
 
     For ops registered outside asgrad; an op that already has a rule is a
     [`GraphError`][asgrad.tensor.GraphError].
+
+    The example shows that refusal, which leaves the rules as they were:
+
+    >>> from asgrad.autograd import rule
+    >>> from asgrad.tensor import GraphError
+    >>> try:
+    ...     @rule("exp")
+    ...     def my_exp_grad(node, grad, needs):
+    ...         return (grad,)
+    ... except GraphError as e:
+    ...     print(e)
+    op 'exp' already has a gradient rule
     """
     return _register(*ops)
 

@@ -77,6 +77,10 @@ def get_device() -> Device:
 
     Raises [`GpuUnavailableError`][asgrad.gpu.GpuUnavailableError] (and remembers why) when no
     adapter is found.
+
+    >>> from asgrad.gpu import get_device  # doctest: +REQUIRES_GPU
+    >>> get_device() is get_device()
+    True
     """
     global _device, _unavailable
     with _lock:
@@ -118,7 +122,13 @@ def fold_groups(n_groups: int, max_per_dim: int = 65535) -> tuple[int, int, int]
 
 
 class Device:
-    """A wgpu device with asgrad's pools and caches. Use [`get_device`][asgrad.gpu.get_device]."""
+    """A wgpu device with asgrad's pools and caches. Use [`get_device`][asgrad.gpu.get_device].
+
+    >>> from asgrad.gpu import Device, get_device  # doctest: +REQUIRES_GPU
+    >>> device = get_device()
+    >>> isinstance(device, Device), device.capabilities.adapter != ""
+    (True, True)
+    """
 
     chunk_dispatches = 256
 

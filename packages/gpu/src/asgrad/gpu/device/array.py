@@ -35,8 +35,9 @@ class GpuArray:
     The buffer goes back to the pool when the array is garbage-collected or
     [`release`][asgrad.gpu.GpuArray.release] is called.
 
-    >>> import numpy as np                                  # doctest: +SKIP
-    >>> to_gpu(np.arange(3, dtype=np.float32)).numpy()      # doctest: +SKIP
+    >>> import numpy as np  # doctest: +REQUIRES_GPU
+    >>> from asgrad.gpu import to_gpu
+    >>> to_gpu(np.arange(3, dtype=np.float32)).numpy()
     array([0., 1., 2.], dtype=float32)
     """
 
@@ -126,7 +127,14 @@ class GpuArray:
 
 
 def to_gpu(array: Any, device: Device | None = None) -> GpuArray:
-    """Upload a host array (one upload); returns a new [`GpuArray`][asgrad.gpu.GpuArray]."""
+    """Upload a host array (one upload); returns a new [`GpuArray`][asgrad.gpu.GpuArray].
+
+    >>> import numpy as np  # doctest: +REQUIRES_GPU
+    >>> from asgrad.gpu import to_gpu
+    >>> a = to_gpu(np.ones((2, 3), np.float32))
+    >>> a.shape, a.numpy().sum()
+    ((2, 3), np.float32(6.0))
+    """
     host = np.asarray(array)
     dev = device or get_device()
     out = GpuArray.empty(host.shape, host.dtype, dev)

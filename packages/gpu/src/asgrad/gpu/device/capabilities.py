@@ -14,6 +14,11 @@ class Capabilities:
 
     ``limits`` are the limits the device was created with (what kernels may rely on);
     ``adapter_limits`` what the adapter could have offered.
+
+    >>> from asgrad.gpu import Capabilities, get_device  # doctest: +REQUIRES_GPU
+    >>> caps = get_device().capabilities
+    >>> isinstance(caps, Capabilities), caps.backend in ("Vulkan", "Metal", "D3D12", "OpenGL")
+    (True, True)
     """
 
     adapter: str

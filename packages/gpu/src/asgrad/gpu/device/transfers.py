@@ -15,6 +15,15 @@ class TransferCounter:
     ``uploads``/``readbacks`` count calls; ``*_bytes`` count payload bytes. Kernel
     parameter blocks (a few bytes of shapes and strides, cached by content) are
     counted apart in ``param_uploads`` since they are not tensor data.
+
+    >>> import numpy as np  # doctest: +REQUIRES_GPU
+    >>> from asgrad.gpu import get_device, to_gpu
+    >>> counter = get_device().counter
+    >>> before = counter.snapshot()
+    >>> _ = to_gpu(np.zeros(4, np.float32)).numpy()
+    >>> moved = counter.snapshot() - before
+    >>> moved.uploads, moved.upload_bytes, moved.readbacks, moved.readback_bytes
+    (1, 16, 1, 16)
     """
 
     uploads: int = 0

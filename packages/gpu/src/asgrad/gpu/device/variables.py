@@ -17,7 +17,12 @@ _stores: dict[int, GpuVariableStore] = {}
 
 
 def variable_store(device: Device | None = None) -> GpuVariableStore:
-    """The variable store of ``device`` (one per device)."""
+    """The variable store of ``device`` (one per device).
+
+    >>> from asgrad.gpu import GpuVariableStore, variable_store  # doctest: +REQUIRES_GPU
+    >>> isinstance(variable_store(), GpuVariableStore), variable_store() is variable_store()
+    (True, True)
+    """
     dev = device or get_device()
     store = _stores.get(id(dev))
     if store is None:
@@ -36,6 +41,17 @@ class GpuVariableStore(VariableStore):
     The store refers to variables weakly: when a variable is garbage-collected (its
     model, and every graph and compiled program using it, dropped), its buffer goes
     back to the device's pool for reuse, so a dropped model does not keep device memory.
+
+    >>> import numpy as np  # doctest: +REQUIRES_GPU
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.nn import SGD, Linear, mse_loss
+    >>> model = Linear(2, 1, rng=0)
+    >>> g = Graph()
+    >>> x, y = g.input("x", (4, 2)), g.input("y", (4, 1))
+    >>> step = SGD(model.parameters(), lr=0.1).compile(mse_loss(model(x), y), backend="gpu")
+    >>> _ = step({"x": np.ones((4, 2), np.float32), "y": np.zeros((4, 1), np.float32)})
+    >>> model.weight.value.shape  # the updated value, read back from the GPU's store
+    (2, 1)
     """
 
     def __init__(self, device: Device) -> None:

@@ -20,6 +20,17 @@ def save(manager: CheckpointManager, step: int, *args: Any, **kwargs: Any) -> Pa
     the ranks hold the same parameters and optimizer state). Returns the folder on
     rank 0, ``None`` on the others. If rank 0's save fails, rank 0 raises its error
     and every other rank a [`DistributedError`][asgrad.nn.distributed.DistributedError] naming it.
+
+    In one process, rank 0 is the only rank:
+
+    >>> import tempfile, numpy as np
+    >>> from asgrad.nn.serialization import CheckpointManager
+    >>> from asgrad.nn import distributed as dist
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with CheckpointManager(tmp) as mgr:
+    ...         path = dist.save(mgr, 1, {"w": np.zeros(2)})
+    ...         path.name
+    'ckpt-000000001'
     """
     path: Path | None = None
     failure: str | None = None
@@ -51,6 +62,17 @@ def load(
     [`CheckpointNotFoundError`][asgrad.nn.CheckpointNotFoundError] (start afresh); another failure
     on rank 0 raises there and is a [`DistributedError`][asgrad.nn.distributed.DistributedError] on
     the others.
+
+    In one process:
+
+    >>> import tempfile, numpy as np
+    >>> from asgrad.nn.serialization import CheckpointManager
+    >>> from asgrad.nn import distributed as dist
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with CheckpointManager(tmp) as mgr:
+    ...         _ = dist.save(mgr, 7, {"w": np.zeros(2)})
+    ...         dist.load(mgr).step
+    7
     """
     barrier()
     step: int | None = None

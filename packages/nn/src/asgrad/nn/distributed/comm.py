@@ -216,6 +216,13 @@ def abort(reason: str, code: int = 1) -> None:
     """Print ``reason`` with this rank's number on stderr and end every rank (``MPI_Abort``).
 
     In a single process this exits with ``code``.
+
+    >>> from asgrad.nn import distributed as dist
+    >>> try:
+    ...     dist.abort("the data shard is empty", code=3)  # the reason goes to stderr
+    ... except SystemExit as e:
+    ...     print(e.code)
+    3
     """
     world = _get()
     sys.stderr.write(

@@ -144,6 +144,25 @@ class DistributedStep:
     samples together, to float32 round-off. The ranks must start from the same
     parameters ([`broadcast_variables`][asgrad.nn.distributed.broadcast_variables]); this is
     checked, by digest, here.
+
+    In one process, [`compile_step`][asgrad.nn.distributed.compile_step] with ``accumulate``
+    returns one, which updates every second call:
+
+    >>> import numpy as np
+    >>> from asgrad.tensor import Graph
+    >>> from asgrad.nn import Linear, SGD, mse_loss
+    >>> from asgrad.nn.distributed import DistributedStep, compile_step
+    >>> model = Linear(2, 1, rng=0)
+    >>> g = Graph()
+    >>> x, y = g.input("x", (4, 2)), g.input("y", (4, 1))
+    >>> step = compile_step(SGD(model.parameters(), lr=0.1), mse_loss(model(x), y), accumulate=2)
+    >>> isinstance(step, DistributedStep)
+    True
+    >>> feeds = {"x": np.ones((4, 2), "float32"), "y": np.zeros((4, 1), "float32")}
+    >>> _ = step(**feeds)
+    >>> _ = step(**feeds)
+    >>> step.updated
+    True
     """
 
     def __init__(

@@ -210,7 +210,13 @@ class Identity(Module):
 
 class Flatten(Module):
     """Flattens axes ``start_axis`` to ``end_axis`` (default: all but the batch axis), as
-    PyTorch's ``nn.Flatten(start_dim=1, end_dim=-1)`` (both spellings)."""
+    PyTorch's ``nn.Flatten(start_dim=1, end_dim=-1)`` (both spellings).
+
+    >>> from asgrad.nn import Flatten
+    >>> from asgrad.tensor import Graph
+    >>> Flatten()(Graph().input("x", (2, 3, 4))).shape
+    (2, 12)
+    """
 
     def __init__(
         self,

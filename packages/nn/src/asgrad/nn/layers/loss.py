@@ -64,21 +64,45 @@ class _Loss(Module):
 
 
 class L1Loss(_Loss):
-    """``|input - target|``, reduced ([`l1_loss`][asgrad.nn.losses.l1_loss])."""
+    """``|input - target|``, reduced ([`l1_loss`][asgrad.nn.losses.l1_loss]).
+
+    >>> from asgrad.nn import L1Loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.input("x", (2,)), g.input("y", (2,))
+    >>> evaluate(L1Loss()(x, y), {"x": [1.0, 2.0], "y": [0.0, 4.0]})[0].tolist()
+    1.5
+    """
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return l1_loss(input, target, self.reduction)
 
 
 class MSELoss(_Loss):
-    """``(input - target)**2``, reduced ([`mse_loss`][asgrad.nn.losses.mse_loss])."""
+    """``(input - target)**2``, reduced ([`mse_loss`][asgrad.nn.losses.mse_loss]).
+
+    >>> from asgrad.nn import MSELoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.input("x", (2,)), g.input("y", (2,))
+    >>> evaluate(MSELoss()(x, y), {"x": [1.0, 2.0], "y": [0.0, 4.0]})[0].tolist()
+    2.5
+    """
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return mse_loss(input, target, self.reduction)
 
 
 class SmoothL1Loss(_Loss):
-    """[`smooth_l1_loss`][asgrad.nn.losses.smooth_l1_loss] with ``beta``."""
+    """[`smooth_l1_loss`][asgrad.nn.losses.smooth_l1_loss] with ``beta``.
+
+    >>> from asgrad.nn import SmoothL1Loss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.input("x", (2,)), g.input("y", (2,))
+    >>> evaluate(SmoothL1Loss(beta=1.0)(x, y), {"x": [0.5, 3.0], "y": [0.0, 0.0]})[0].tolist()
+    1.3125
+    """
 
     def __init__(self, reduction: Reduction = "mean", beta: float = 1.0) -> None:
         super().__init__(reduction)
@@ -89,7 +113,15 @@ class SmoothL1Loss(_Loss):
 
 
 class HuberLoss(_Loss):
-    """[`huber_loss`][asgrad.nn.losses.huber_loss] with ``delta``."""
+    """[`huber_loss`][asgrad.nn.losses.huber_loss] with ``delta``.
+
+    >>> from asgrad.nn import HuberLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.input("x", (2,)), g.input("y", (2,))
+    >>> evaluate(HuberLoss(delta=2.0)(x, y), {"x": [1.0, 4.0], "y": [0.0, 0.0]})[0].tolist()
+    3.25
+    """
 
     def __init__(self, reduction: Reduction = "mean", delta: float = 1.0) -> None:
         super().__init__(reduction)
@@ -102,7 +134,16 @@ class HuberLoss(_Loss):
 class NLLLoss(_Loss):
     """Negative log-likelihood of class labels under log-probabilities, classes on axis 1
     ([`nll_loss`][asgrad.nn.losses.nll_loss]); labels equal to ``ignore_index`` (-100)
-    count for nothing."""
+    count for nothing.
+
+    >>> from asgrad.nn import NLLLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> logp, label = g.input("logp", (2, 3)), g.input("label", (2,), "int64")
+    >>> feeds = {"logp": [[-1.0, -2.0, -3.0], [-0.5, -1.5, -2.5]], "label": [0, 2]}
+    >>> evaluate(NLLLoss()(logp, label), feeds)[0].tolist()
+    1.75
+    """
 
     def __init__(
         self, weight: Weight = None, ignore_index: int = -100, reduction: Reduction = "mean"
@@ -117,7 +158,16 @@ class NLLLoss(_Loss):
 class CrossEntropyLoss(_Loss):
     """Cross-entropy of logits (classes on axis 1) against class labels or class
     probabilities ([`cross_entropy`][asgrad.nn.losses.cross_entropy]), with PyTorch's
-    ``weight``, ``ignore_index`` (-100) and ``label_smoothing``."""
+    ``weight``, ``ignore_index`` (-100) and ``label_smoothing``.
+
+    >>> from asgrad.nn import CrossEntropyLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> logits, label = g.input("logits", (1, 2)), g.input("label", (1,), "int64")
+    >>> loss = CrossEntropyLoss()(logits, label)
+    >>> round(float(evaluate(loss, {"logits": [[0.0, 0.0]], "label": [1]})[0]), 4)
+    0.6931
+    """
 
     def __init__(
         self,
@@ -144,7 +194,15 @@ class CrossEntropyLoss(_Loss):
 
 class BCELoss(_Loss):
     """Binary cross-entropy on probabilities
-    ([`binary_cross_entropy`][asgrad.nn.losses.binary_cross_entropy])."""
+    ([`binary_cross_entropy`][asgrad.nn.losses.binary_cross_entropy]).
+
+    >>> from asgrad.nn import BCELoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> p, y = g.input("p", (2,)), g.input("y", (2,))
+    >>> round(float(evaluate(BCELoss()(p, y), {"p": [0.5, 0.5], "y": [1.0, 0.0]})[0]), 4)
+    0.6931
+    """
 
     def __init__(self, weight: Weight = None, reduction: Reduction = "mean") -> None:
         super().__init__(reduction)
@@ -156,7 +214,16 @@ class BCELoss(_Loss):
 
 class BCEWithLogitsLoss(_Loss):
     """Binary cross-entropy on logits, stable for any logit
-    ([`binary_cross_entropy_with_logits`][asgrad.nn.losses.binary_cross_entropy_with_logits])."""
+    ([`binary_cross_entropy_with_logits`][asgrad.nn.losses.binary_cross_entropy_with_logits]).
+
+    >>> from asgrad.nn import BCEWithLogitsLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> z, y = g.input("z", (2,)), g.input("y", (2,))
+    >>> loss = BCEWithLogitsLoss()(z, y)
+    >>> round(float(evaluate(loss, {"z": [0.0, 0.0], "y": [1.0, 0.0]})[0]), 4)
+    0.6931
+    """
 
     def __init__(
         self, weight: Weight = None, reduction: Reduction = "mean", pos_weight: Weight = None
@@ -172,7 +239,17 @@ class BCEWithLogitsLoss(_Loss):
 
 class KLDivLoss(Module):
     """KL divergence of log-probabilities ``input`` from ``target``
-    ([`kl_div`][asgrad.nn.losses.kl_div]); ``reduction="batchmean"`` is the true KL."""
+    ([`kl_div`][asgrad.nn.losses.kl_div]); ``reduction="batchmean"`` is the true KL.
+
+    >>> from asgrad.nn import KLDivLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> logp, q = g.input("logp", (1, 2)), g.input("q", (1, 2))
+    >>> loss = KLDivLoss(reduction="batchmean")(logp, q)
+    >>> feeds = {"logp": [[-0.6931472, -0.6931472]], "q": [[0.5, 0.5]]}
+    >>> round(float(evaluate(loss, feeds)[0]), 4)
+    0.0
+    """
 
     def __init__(self, reduction: KLReduction = "mean", log_target: bool = False) -> None:
         super().__init__()
@@ -185,7 +262,16 @@ class KLDivLoss(Module):
 
 class MarginRankingLoss(_Loss):
     """``max(0, -target * (input1 - input2) + margin)``
-    ([`margin_ranking_loss`][asgrad.nn.losses.margin_ranking_loss])."""
+    ([`margin_ranking_loss`][asgrad.nn.losses.margin_ranking_loss]).
+
+    >>> from asgrad.nn import MarginRankingLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> a, b, y = g.input("a", (2,)), g.input("b", (2,)), g.input("y", (2,))
+    >>> feeds = {"a": [1.0, 0.0], "b": [0.0, 1.0], "y": [1.0, 1.0]}
+    >>> evaluate(MarginRankingLoss()(a, b, y), feeds)[0].tolist()
+    0.5
+    """
 
     def __init__(self, margin: float = 0.0, reduction: Reduction = "mean") -> None:
         super().__init__(reduction)
@@ -196,7 +282,15 @@ class MarginRankingLoss(_Loss):
 
 
 class HingeEmbeddingLoss(_Loss):
-    """[`hinge_embedding_loss`][asgrad.nn.losses.hinge_embedding_loss] with ``margin``."""
+    """[`hinge_embedding_loss`][asgrad.nn.losses.hinge_embedding_loss] with ``margin``.
+
+    >>> from asgrad.nn import HingeEmbeddingLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> d, y = g.input("d", (2,)), g.input("y", (2,))
+    >>> evaluate(HingeEmbeddingLoss()(d, y), {"d": [0.5, 0.25], "y": [1.0, -1.0]})[0].tolist()
+    0.625
+    """
 
     def __init__(self, margin: float = 1.0, reduction: Reduction = "mean") -> None:
         super().__init__(reduction)
@@ -207,7 +301,16 @@ class HingeEmbeddingLoss(_Loss):
 
 
 class CosineEmbeddingLoss(_Loss):
-    """[`cosine_embedding_loss`][asgrad.nn.losses.cosine_embedding_loss] with ``margin``."""
+    """[`cosine_embedding_loss`][asgrad.nn.losses.cosine_embedding_loss] with ``margin``.
+
+    >>> from asgrad.nn import CosineEmbeddingLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> a, b, y = g.input("a", (1, 2)), g.input("b", (1, 2)), g.input("y", (1,))
+    >>> feeds = {"a": [[1.0, 0.0]], "b": [[0.0, 1.0]], "y": [1.0]}
+    >>> evaluate(CosineEmbeddingLoss()(a, b, y), feeds)[0].tolist()
+    1.0
+    """
 
     def __init__(self, margin: float = 0.0, reduction: Reduction = "mean") -> None:
         super().__init__(reduction)
@@ -219,7 +322,15 @@ class CosineEmbeddingLoss(_Loss):
 
 class MultiMarginLoss(_Loss):
     """[`multi_margin_loss`][asgrad.nn.losses.multi_margin_loss] with ``p``, ``margin``
-    and ``weight``."""
+    and ``weight``.
+
+    >>> from asgrad.nn import MultiMarginLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> x, y = g.input("x", (1, 2)), g.input("y", (1,), "int64")
+    >>> evaluate(MultiMarginLoss()(x, y), {"x": [[0.0, 0.0]], "y": [0]})[0].tolist()
+    0.5
+    """
 
     def __init__(
         self,
@@ -237,7 +348,16 @@ class MultiMarginLoss(_Loss):
 
 class TripletMarginLoss(_Loss):
     """[`triplet_margin_loss`][asgrad.nn.losses.triplet_margin_loss] with ``margin``,
-    ``p``, ``eps`` and ``swap``."""
+    ``p``, ``eps`` and ``swap``.
+
+    >>> from asgrad.nn import TripletMarginLoss
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> g = Graph()
+    >>> a, p, n = (g.input(name, (1, 2)) for name in "apn")
+    >>> feeds = {"a": [[0.0, 0.0]], "p": [[0.0, 0.0]], "n": [[3.0, 4.0]]}
+    >>> round(float(evaluate(TripletMarginLoss(margin=1.0)(a, p, n), feeds)[0]), 4)
+    0.0
+    """
 
     def __init__(
         self,

@@ -26,6 +26,12 @@ def where(cond: Tensor, a: object, b: object) -> Tensor:
 
     With two Python numbers as branches (``where(mask, 1.0, 0.0)``) the result is float32
     when either is a float, else int64 (bool for two bools), as PyTorch's default dtypes.
+
+    >>> from asgrad.tensor import Graph, evaluate, where
+    >>> g = Graph()
+    >>> x = g.input("x", (3,))
+    >>> evaluate(where(x > 0, x, 0.0), {"x": [-1.0, 2.0, 3.0]})[0].tolist()
+    [0.0, 2.0, 3.0]
     """
     if not isinstance(a, Tensor | Variable) and not isinstance(b, Tensor | Variable):
         if not isinstance(cond, Tensor):
@@ -87,6 +93,12 @@ def concat(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | Non
 
     ``axis`` or ``dim`` (PyTorch's name), default 0. Parameters of a model mix in: each is
     bound to the graph of the first Tensor.
+
+    >>> from asgrad.tensor import Graph, concat
+    >>> g = Graph()
+    >>> a, b = g.input("a", (2, 3)), g.input("b", (1, 3))
+    >>> concat([a, b], axis=0).shape
+    (3, 3)
     """
     if not tensors:
         raise GraphError("concat needs at least one tensor")
@@ -120,7 +132,14 @@ cat = concat
 
 
 def stack(tensors: Sequence[Tensor], axis: int | None = None, *, dim: int | None = None) -> Tensor:
-    """Join tensors along a new axis (numpy.stack), ``axis`` or ``dim``, default 0."""
+    """Join tensors along a new axis (numpy.stack), ``axis`` or ``dim``, default 0.
+
+    >>> from asgrad.tensor import Graph, stack
+    >>> g = Graph()
+    >>> a, b = g.input("a", (2, 3)), g.input("b", (2, 3))
+    >>> stack([a, b], dim=1).shape
+    (2, 2, 3)
+    """
     if not tensors:
         raise GraphError("stack needs at least one tensor")
     items = _same_graph("stack", tensors)

@@ -259,7 +259,13 @@ def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[
 
 
 def unstack(x: Tensor, axis: int | None = None, *, dim: int | None = None) -> list[Tensor]:
-    """The slices of ``x`` along ``axis`` (``torch.unbind``)."""
+    """The slices of ``x`` along ``axis`` (``torch.unbind``).
+
+    >>> from asgrad.tensor import Graph, unstack
+    >>> g = Graph()
+    >>> [t.shape for t in unstack(g.input("x", (2, 3)), 1)]
+    [(2,), (2,), (2,)]
+    """
     return x.unstack(axis, dim=dim)
 
 
@@ -270,14 +276,26 @@ def split(
     *,
     dim: int | None = None,
 ) -> list[Tensor]:
-    """``x`` in pieces along ``axis`` (``torch.split``)."""
+    """``x`` in pieces along ``axis`` (``torch.split``).
+
+    >>> from asgrad.tensor import Graph, split
+    >>> g = Graph()
+    >>> [t.shape for t in split(g.input("x", (5, 2)), [2, 3])]
+    [(2, 2), (3, 2)]
+    """
     return x.split(split_size_or_sections, axis, dim=dim)
 
 
 def chunk(
     x: Tensor, chunks: int, axis: int | None = None, *, dim: int | None = None
 ) -> list[Tensor]:
-    """``x`` in at most ``chunks`` equal pieces along ``axis`` (``torch.chunk``)."""
+    """``x`` in at most ``chunks`` equal pieces along ``axis`` (``torch.chunk``).
+
+    >>> from asgrad.tensor import Graph, chunk
+    >>> g = Graph()
+    >>> [t.shape for t in chunk(g.input("x", (6,)), 3)]
+    [(2,), (2,), (2,)]
+    """
     return x.chunk(chunks, axis, dim=dim)
 
 

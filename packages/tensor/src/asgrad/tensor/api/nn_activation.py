@@ -307,7 +307,15 @@ def threshold(x: Tensor, threshold: float, value: float, inplace: bool = False) 
 
 
 def glu(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
-    """``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``x`` along ``dim``."""
+    """``a * sigmoid(b)``, ``a`` and ``b`` the two halves of ``x`` along ``dim``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import glu
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 2))
+    >>> evaluate(glu(x, dim=1), {"x": [[3.0, 0.0]]})[0].tolist()
+    [[1.5]]
+    """
     return x.glu(axis, dim=dim)
 
 
@@ -326,15 +334,39 @@ def prelu(x: Tensor, weight: Tensor) -> Tensor:
 
 
 def softmax(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim``."""
+    """``exp(x) / sum(exp(x))`` along ``dim``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import softmax
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> evaluate(softmax(x, dim=0), {"x": [0.0, 0.0]})[0].tolist()
+    [0.5, 0.5]
+    """
     return x.softmax(axis, dim=dim)
 
 
 def softmin(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
-    """``softmax(-x)`` along ``dim``."""
+    """``softmax(-x)`` along ``dim``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import softmin
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> evaluate(softmin(x, dim=0), {"x": [1.0, 1.0]})[0].tolist()
+    [0.5, 0.5]
+    """
     return x.softmin(axis, dim=dim)
 
 
 def log_softmax(x: Tensor, dim: int | None = None, *, axis: int | None = None) -> Tensor:
-    """``log(softmax(x))`` along ``dim``, computed stably."""
+    """``log(softmax(x))`` along ``dim``, computed stably.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_activation import log_softmax
+    >>> g = Graph()
+    >>> x = g.input("x", (2,))
+    >>> [round(v, 4) for v in evaluate(log_softmax(x, dim=0), {"x": [0.0, 0.0]})[0].tolist()]
+    [-0.6931, -0.6931]
+    """
     return x.log_softmax(axis, dim=dim)

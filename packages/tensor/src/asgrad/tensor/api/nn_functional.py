@@ -253,6 +253,12 @@ def layer_norm(
     ``normalized_shape`` defaults to the weight's shape, or to the last axis. The
     variance is the population variance, as in PyTorch. A composite op; ``eps`` None
     is the op's default.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_functional import layer_norm
+    >>> x = Graph().input("x", (1, 2))
+    >>> evaluate(layer_norm(x), {"x": [[1.0, 3.0]]})[0].round(3).tolist()
+    [[-1.0, 1.0]]
     """
     if normalized_shape is None:
         shape = tuple(weight.shape) if weight is not None else (x.shape[-1],)
@@ -314,6 +320,15 @@ def batch_norm(
     (the variance unbiased, as in PyTorch) for the program to store through its
     ``updates``. Evaluation normalises by the running statistics, which must then be
     given. ``eps`` None is the ``batch_norm`` op's default.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_functional import batch_norm
+    >>> g = Graph()
+    >>> x = g.input("x", (2, 1))
+    >>> mean, var = g.constant([1.0]), g.constant([4.0])
+    >>> out = batch_norm(x, mean, var, eps=0.0)  # evaluation: the running statistics
+    >>> evaluate(out.y, {"x": [[1.0], [5.0]]})[0].tolist()
+    [[0.0], [2.0]]
     """
     if x.ndim < 2:
         raise ShapeError(f"input must be (N, C, ...), got {x.shape}")
@@ -389,6 +404,13 @@ def dropout2d(
     ``torch.nn.functional.dropout2d``: ``x`` is ``(N, C, H, W)`` or one sample
     ``(C, H, W)``; one draw per (sample, channel). ``seed`` as for
     [`dropout`][asgrad.nn.functional.dropout].
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_functional import dropout2d
+    >>> x = Graph().input("x", (1, 4, 2, 2))
+    >>> y = evaluate(dropout2d(x, 0.5, seed=0), {"x": [[[[1.0] * 2] * 2] * 4]})[0]
+    >>> set(y.ravel().tolist()) <= {0.0, 2.0}  # channels zeroed, the rest doubled
+    True
     """
     if x.ndim not in (3, 4):
         raise ShapeError(

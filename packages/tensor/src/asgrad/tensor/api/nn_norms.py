@@ -53,7 +53,15 @@ def group_norm(
 ) -> Tensor:
     """Normalise each group of ``C / num_groups`` channels (axis 1) of each sample by
     its own mean and (biased) variance, then scale and shift per channel (``eps``
-    None: the op's default)."""
+    None: the op's default).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import group_norm
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 2, 2))
+    >>> evaluate(group_norm(x, 2), {"x": [[[1.0, 3.0], [5.0, 5.0]]]})[0].round(3).tolist()
+    [[[-1.0, 1.0], [0.0, 0.0]]]
+    """
     groups = int_arg(num_groups, "group_norm's num_groups")
     attrs = {"num_groups": groups, **given_attrs(eps=eps)}
     return x.graph.apply("group_norm", _affine(x, weight, bias), attrs)
@@ -119,7 +127,15 @@ def normalize(
     axis: int | None = None,
 ) -> Tensor:
     """``x / max(||x||_p, eps)`` along ``dim`` (or ``axis``; None: the op's defaults,
-    PyTorch's)."""
+    PyTorch's).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import normalize
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 2))
+    >>> evaluate(normalize(x), {"x": [[3.0, 4.0]]})[0].round(4)
+    array([[0.6, 0.8]], dtype=float32)
+    """
     given = axis_arg("normalize", axis, dim)
     chosen = None if given is None else int_arg(given, "normalize's dim")
     attrs = given_attrs(p=p, axis=chosen, eps=eps)
@@ -136,7 +152,15 @@ def cosine_similarity(
 ) -> Tensor:
     """The cosine of the angle between ``x1`` and ``x2`` along ``dim`` (or ``axis``;
     broadcast first), each norm clamped below by ``eps`` (None: the op's defaults,
-    PyTorch's)."""
+    PyTorch's).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import cosine_similarity
+    >>> g = Graph()
+    >>> a, b = g.input("a", (1, 2)), g.input("b", (1, 2))
+    >>> evaluate(cosine_similarity(a, b), {"a": [[1.0, 0.0]], "b": [[0.0, 2.0]]})[0].tolist()
+    [0.0]
+    """
     given = axis_arg("cosine_similarity", axis, dim)
     chosen = None if given is None else int_arg(given, "cosine_similarity's dim")
     attrs = given_attrs(axis=chosen, eps=eps)
@@ -150,6 +174,15 @@ def pairwise_distance(
     eps: float | None = None,
     keepdim: bool | None = None,
 ) -> Tensor:
-    """``||x1 - x2 + eps||_p`` along the last axis (None: the op's defaults, PyTorch's)."""
+    """``||x1 - x2 + eps||_p`` along the last axis (None: the op's defaults, PyTorch's).
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_norms import pairwise_distance
+    >>> g = Graph()
+    >>> a, b = g.input("a", (1, 2)), g.input("b", (1, 2))
+    >>> d = pairwise_distance(a, b)
+    >>> evaluate(d, {"a": [[0.0, 0.0]], "b": [[3.0, 4.0]]})[0].round(3).tolist()
+    [5.0]
+    """
     attrs = given_attrs(p=p, eps=eps, keepdim=keepdim)
     return x1.graph.apply("pairwise_distance", (x1, x2), attrs)

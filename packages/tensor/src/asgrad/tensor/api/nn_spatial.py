@@ -164,7 +164,15 @@ def avg_pool1d(
     padding: int | tuple[int] = 0,
     count_include_pad: bool | None = None,
 ) -> Tensor:
-    """The mean of each window; zero padding counts unless ``count_include_pad=False``."""
+    """The mean of each window; zero padding counts unless ``count_include_pad=False``.
+
+    >>> from asgrad.tensor import Graph, evaluate
+    >>> from asgrad.tensor.api.nn_spatial import avg_pool1d
+    >>> g = Graph()
+    >>> x = g.input("x", (1, 1, 4))
+    >>> evaluate(avg_pool1d(x, 2), {"x": [[[1.0, 3.0, 5.0, 7.0]]]})[0].tolist()
+    [[[2.0, 6.0]]]
+    """
     attrs = {
         **_pool_attrs(kernel_size, stride, padding),
         **given_attrs(count_include_pad=count_include_pad),

@@ -213,6 +213,11 @@ class IntoKernel:
 class OpDef:
     """Everything the tensor package knows about one primitive op, declared by keyword.
 
+    >>> from asgrad.tensor import get_op
+    >>> op = get_op("matmul")
+    >>> op.name, op.family, op.arity, op.differentiable
+    ('matmul', 'linalg', 2, True)
+
     Attributes:
         name: The op's unique name (``"matmul"``); backward ops are
             ``<op>_backward``.
@@ -348,7 +353,18 @@ def given_attrs(**attrs: Any) -> dict[str, Any]:
 
 
 def register_op(op: OpDef) -> OpDef:
-    """Add ``op`` to the registry; a second op of the same name is an error."""
+    """Add ``op`` to the registry; a second op of the same name is an error.
+
+    A new op is declared once, at import, by the module of its family. The example shows
+    that refusal, which leaves the registry as it was:
+
+    >>> from asgrad.tensor import GraphError, get_op, register_op
+    >>> try:
+    ...     register_op(get_op("add"))
+    ... except GraphError as e:
+    ...     print(e)
+    op 'add' is already registered
+    """
     if op.family not in FAMILIES:
         raise GraphError(f"op {op.name!r} has unknown family {op.family!r}; use one of {FAMILIES}")
     if op.name in _REGISTRY:

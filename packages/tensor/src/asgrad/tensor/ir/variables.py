@@ -176,6 +176,12 @@ class VariableStore:
     A variable whose newest value lives in a store is *held* by it
     ([`Variable.hold`][asgrad.tensor.Variable.hold]); reading ``variable.value`` fetches the value
     back.
+
+    A backend's store implements these two methods:
+
+    >>> from asgrad.tensor import VariableStore
+    >>> [name for name in vars(VariableStore) if not name.startswith("_")]
+    ['fetch', 'release']
     """
 
     def fetch(self, variable: Variable) -> np.ndarray:  # pragma: no cover - interface

@@ -88,7 +88,18 @@ _warned_fallback = False
 
 
 def register_backend(name: str, factory: Callable[[], Backend]) -> None:
-    """Make ``factory()`` the backend called ``name`` (over an entry point's)."""
+    """Make ``factory()`` the backend called ``name`` (over an entry point's).
+
+    Registered under a throwaway name, then removed again (the registry has no public
+    way to unregister, hence the private dict in the example's last line):
+
+    >>> from asgrad.tensor import get_backend, register_backend
+    >>> from asgrad.tensor.runtime import backends
+    >>> register_backend("doc-example", lambda: get_backend("cpu"))
+    >>> type(get_backend("doc-example")).__name__
+    'CPUBackend'
+    >>> del backends._BACKENDS["doc-example"]
+    """
     _BACKENDS[name] = factory
 
 
