@@ -125,8 +125,10 @@ def test_mlp_step_dispatch_counts(device: Device) -> None:
         "y": rng.integers(0, 4, 8).astype(np.int64),
     }
     kinds = _count(program, feeds, device)
-    # measured on lavapipe when pinned: 26 (65 before the multi-tensor update: 18 of them copies)
-    assert sum(kinds.values()) <= 26, kinds
+    # measured on lavapipe when pinned: 26 (65 before the multi-tensor update: 18 of them
+    # copies); 30 since cross_entropy ignores PyTorch's ignore_index=-100 by default (the mask
+    # of ignored labels and the count of the others are four elementwise kernels more)
+    assert sum(kinds.values()) <= 30, kinds
     assert kinds["copy"] == 0
     assert kinds["optimizer update"] == 1
 
@@ -190,8 +192,9 @@ def test_transformer_step_matches_the_cpu_and_pins_dispatches(device: Device) ->
     # measured on lavapipe when pinned: 66 (153 before the multi-tensor update: three Adam kernels
     # and three update copies for each of the 15 parameters, each weight gradient a
     # batched matmul and a column reduction, each bias gradient two reductions, each
-    # head split and slice of qkv a copy, qkv's gradient zeros and adds)
-    assert sum(kinds.values()) <= 66, kinds
+    # head split and slice of qkv a copy, qkv's gradient zeros and adds); 69 since
+    # cross_entropy ignores PyTorch's ignore_index=-100 by default (the mask and the count)
+    assert sum(kinds.values()) <= 69, kinds
     assert kinds["fill"] == 0
     assert kinds["copy"] == 0
     assert kinds["column reduction"] <= 1  # the embedding's gradient
