@@ -19,6 +19,7 @@ and weighted sums (``pool_resize.py``), the pixel shuffles into shape ops
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from asgrad.tensor.api import nn_functional as _plain
 from asgrad.tensor.api.tensor import Tensor
@@ -389,6 +390,15 @@ def _triple(value: Triple, what: str) -> tuple[int, int, int]:
     return a, b, c
 
 
+def _pool3d_attrs(kernel_size: Triple, stride: Triple | None, padding: Triple) -> dict[str, Any]:
+    """A 3-D pool's window attributes, each a triple (``stride`` None: the kernel's)."""
+    return {
+        "kernel_size": _triple(kernel_size, "kernel_size"),
+        "stride": None if stride is None else _triple(stride, "stride"),
+        "padding": _triple(padding, "padding"),
+    }
+
+
 def max_pool3d(
     x: Tensor, kernel_size: Triple, stride: Triple | None = None, padding: Triple = 0
 ) -> Tensor:
@@ -401,12 +411,7 @@ def max_pool3d(
     >>> max_pool3d(x, 2).shape
     (1, 4, 4, 4, 4)
     """
-    attrs = {
-        "kernel_size": _triple(kernel_size, "kernel_size"),
-        "stride": None if stride is None else _triple(stride, "stride"),
-        "padding": _triple(padding, "padding"),
-    }
-    return x.graph.apply("max_pool3d", (x,), attrs)
+    return x.graph.apply("max_pool3d", (x,), _pool3d_attrs(kernel_size, stride, padding))
 
 
 def avg_pool3d(
@@ -427,9 +432,7 @@ def avg_pool3d(
     (1, 4, 4, 4, 4)
     """
     attrs = {
-        "kernel_size": _triple(kernel_size, "kernel_size"),
-        "stride": None if stride is None else _triple(stride, "stride"),
-        "padding": _triple(padding, "padding"),
+        **_pool3d_attrs(kernel_size, stride, padding),
         **given_attrs(count_include_pad=count_include_pad),
     }
     return x.graph.apply("avg_pool3d", (x,), attrs)

@@ -182,24 +182,27 @@ def _exp32(x: Any) -> Any:
     return inf if x > _EXP_HIGH else (p * s1 * s2 if x == x else x)
 
 
+def _float32_form(stub: Any, fast: Any) -> None:
+    """Compile ``stub`` as ``fast`` for float32 arguments and as ``math.exp`` otherwise."""
+
+    @overloads(stub)
+    def _overload(x: Any) -> Any:
+        if x == types.float32:
+
+            def f32(x: Any) -> Any:
+                return fast(x)
+
+            return f32
+
+        def f64(x: Any) -> Any:
+            return math.exp(x)
+
+        return f64
+
+
 def exp(x: Any) -> Any:
     """e**x (in compiled kernels only): float32 through a form that vectorises."""
     return math.exp(x)
-
-
-@overloads(exp)
-def _exp_overload(x: Any) -> Any:
-    if x == types.float32:
-
-        def f32(x: Any) -> Any:
-            return _exp32(x)
-
-        return f32
-
-    def f64(x: Any) -> Any:
-        return math.exp(x)
-
-    return f64
 
 
 def exp_neg(x: Any) -> Any:
@@ -207,19 +210,8 @@ def exp_neg(x: Any) -> Any:
     return math.exp(x)
 
 
-@overloads(exp_neg)
-def _exp_neg_overload(x: Any) -> Any:
-    if x == types.float32:
-
-        def f32(x: Any) -> Any:
-            return _exp_neg32(x)
-
-        return f32
-
-    def f64(x: Any) -> Any:
-        return math.exp(x)
-
-    return f64
+_float32_form(exp, _exp32)
+_float32_form(exp_neg, _exp_neg32)
 
 
 _ERF_P = _F(0.3275911)
