@@ -347,6 +347,12 @@ def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]
             finite = not isinstance(node.value, float) or math.isfinite(node.value)
             out = repr(node.value) if finite else f"c{len(env)}"
             env.setdefault(out, node.value)
+        elif _is_clip(node):  # numpy's one-pass clip: the same values as its two ufuncs
+            inner = node.args[0]
+            operands = [name(inner.args[0]), name(inner.args[1]), name(node.args[1])]
+            env["_clip"] = np.clip
+            lines.append(f"    t{len(lines)} = _clip({', '.join(operands)})")
+            out = f"t{len(lines) - 1}"
         else:
             operands = [name(a) for a in node.args]
             fn = f"_{node.op}"
@@ -382,6 +388,16 @@ def numpy_function(e: Expr, arity: int, dtype: str) -> Callable[..., np.ndarray]
     fn = _in_chunks(whole, np.dtype(dtype)) if len(lines) > 2 else whole
     fn.source = source  # type: ignore[attr-defined]  # shown to a reader, as the CPU path's
     return fn
+
+
+def _is_clip(node: Expr) -> bool:
+    """``minimum(maximum(x, lo), hi)`` with constant bounds: ``np.clip(x, lo, hi)``."""
+    return (
+        node.op == "minimum"
+        and node.args[1].op == "const"
+        and node.args[0].op == "maximum"
+        and node.args[0].args[1].op == "const"
+    )
 
 
 def _typed_like(value: Number, other: Any) -> np.ndarray:
