@@ -66,6 +66,23 @@ def test_an_expression_that_ignores_an_input_still_broadcasts_to_it() -> None:
     np.testing.assert_array_equal(got, np.full((2, 3), 2.0))
 
 
+@pytest.mark.parametrize(
+    ("lo", "hi", "dtype"),
+    [(-1.0, 1.0, "float32"), (0.5, 0.25, "float64"), (-2, 3, "int32"), (-np.inf, 0.0, "float32")],
+)
+def test_a_clamp_renders_as_one_clip_with_the_values_of_its_two_ufuncs(
+    lo: float, hi: float, dtype: str
+) -> None:
+    values = SPECIALS if dtype.startswith("float") else np.arange(-5, 6)
+    x = values.astype(dtype)
+    fn = s.numpy_function(s.clip(s.arg(0), lo, hi), 1, dtype)
+    assert "_clip(" in fn.source and "_maximum" not in fn.source
+    got = fn(x)
+    assert got.dtype == np.dtype(dtype)
+    want = np.minimum(np.maximum(x, lo), hi).astype(dtype)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_substitute_nests_one_expression_in_another() -> None:
     inner = s.exp(s.arg(0))
     outer = s.substitute(s.arg(0) + s.arg(1), [inner, s.arg(0)])
