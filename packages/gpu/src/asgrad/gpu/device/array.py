@@ -35,6 +35,12 @@ class GpuArray:
     The buffer goes back to the pool when the array is garbage-collected or
     [`release`][asgrad.gpu.GpuArray.release] is called.
 
+    A ``backend="gpu"`` program takes a `GpuArray` as a feed as it is: the run copies it
+    into the plan's input buffer on the device (and not even that when the same array
+    was that input's feed in the run before), so nothing goes through the host. asgrad
+    never writes into an array once made, which is what makes skipping that copy safe.
+    Anything else that wants numpy (``np.asarray(a)``, a CPU program) reads it back.
+
     >>> import numpy as np  # doctest: +REQUIRES_GPU
     >>> from asgrad.gpu import to_gpu
     >>> to_gpu(np.arange(3, dtype=np.float32)).numpy()
@@ -42,6 +48,8 @@ class GpuArray:
     """
 
     __slots__ = ("__weakref__", "_finalizer", "base", "buffer", "device", "dtype", "shape")
+    # the backend whose programs take this array as a feed as it is (asgrad.tensor's Program)
+    __asgrad_backend__ = "gpu"
 
     def __init__(
         self,
@@ -116,6 +124,10 @@ class GpuArray:
         raw = self.device.read(self.buffer, self.nbytes)
         host = np.frombuffer(raw, self.storage_dtype).reshape(self.shape)
         return host.astype(self.dtype, copy=True)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        host = self.numpy()  # a fresh array: copy=False cannot be honoured, nor needed
+        return host if dtype is None else host.astype(dtype, copy=False)
 
     def release(self) -> None:
         """Give the buffer back to the pool now (the array must not be used after)."""
