@@ -42,8 +42,8 @@ class Program:
     """A compiled computation: call it with feeds, get numpy outputs.
 
     A feed is anything numpy can make an array of, converted to the input's dtype; or a
-    device array of the program's backend (`asgrad.gpu.to_gpu` makes one for
-    ``backend="gpu"``), taken as it is, with no copy through the host: its shape is
+    device array of the program's backend (the GPU backend's ``GpuArray``, which its
+    ``to_gpu`` makes), taken as it is, with no copy through the host: its shape is
     checked as a numpy feed's, and its dtype must be the input's.
 
     >>> from asgrad.tensor import Graph
