@@ -131,6 +131,14 @@ def test_a_device_feed_of_another_shape_gets_the_numpy_feeds_error(device: Devic
     assert "[4, 2]" in str(device_error.value)
 
 
+def test_placing_a_device_array_again_moves_nothing(device: Device) -> None:
+    placed = to_gpu(np.arange(4, dtype=np.float32))
+    before = device.counter.snapshot()
+    assert to_gpu(placed) is placed
+    moved = device.counter.snapshot() - before
+    assert (moved.uploads, moved.readbacks) == (0, 0)
+
+
 def test_a_cpu_program_reads_a_device_feed_back(device: Device) -> None:
     g = Graph()
     x = g.input("x", (2, 3))

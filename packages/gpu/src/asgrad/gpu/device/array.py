@@ -141,14 +141,20 @@ class GpuArray:
 def to_gpu(array: Any, device: Device | None = None) -> GpuArray:
     """Upload a host array (one upload); returns a new [`GpuArray`][asgrad.gpu.GpuArray].
 
+    asgrad's ``jax.device_put`` (PyTorch: ``x.to("cuda")``): a ``backend="gpu"`` program
+    takes the result as a feed with no upload. A `GpuArray` already on ``device`` is
+    returned as it is.
+
     >>> import numpy as np  # doctest: +REQUIRES_GPU
     >>> from asgrad.gpu import to_gpu
     >>> a = to_gpu(np.ones((2, 3), np.float32))
-    >>> a.shape, a.numpy().sum()
-    ((2, 3), np.float32(6.0))
+    >>> a.shape, a.numpy().sum(), to_gpu(a) is a
+    ((2, 3), np.float32(6.0), True)
     """
-    host = np.asarray(array)
     dev = device or get_device()
+    if isinstance(array, GpuArray) and array.device is dev:
+        return array
+    host = np.asarray(array)
     out = GpuArray.empty(host.shape, host.dtype, dev)
     if host.size:
         dev.write(out.buffer, to_storage(host, out.storage_dtype))
