@@ -51,7 +51,8 @@ class DataLoader:
             are batched on the host and uploaded ahead (see ``prefetch``). The batches
             are the backend's device arrays, which its programs take as feeds as they
             are (`asgrad.nn.data.device`). The same batches in the same order as on the
-            host, shuffled by the same seed.
+            host, shuffled by the same seed, and of the same dtypes: a device feed is
+            never converted, so give a float32 input float32 arrays.
         prefetch: with a ``device``, how many batches a streamed data set uploads ahead
             of the one handed out (0: each when it is handed out).
 

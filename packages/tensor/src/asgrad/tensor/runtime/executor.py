@@ -83,7 +83,7 @@ class Program:
         self._known_names = {n.name for n in outputs[0].graph.inputs} if outputs else set()
         self._checked: set[tuple[tuple[str, tuple[int, ...]], ...]] = set()
         self._warned: set[str] = set()
-        # The last feeds that needed no conversion: (name, dtype, shape) per input.
+        # The last feeds that needed no conversion: (name, class, dtype, shape) per input.
         self._last_feeds: tuple[tuple[str, type[Any], np.dtype[Any], tuple[int, ...]], ...] = ()
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
