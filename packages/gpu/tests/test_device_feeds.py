@@ -12,7 +12,7 @@ import pytest
 
 from asgrad.gpu import Device, GpuArray, GpuUnsupportedError, to_gpu
 from asgrad.gpu.data import take_rows
-from asgrad.tensor import FeedError, Graph, Variable, compile
+from asgrad.tensor import FeedError, Graph, NumericsError, Variable, compile
 from asgrad.tensor.runtime.executor import Program
 
 pytestmark = pytest.mark.gpu
@@ -169,3 +169,13 @@ def test_take_rows_refuses_rows_outside_the_order(device: Device) -> None:
         take_rows([to_gpu(np.zeros(4, np.float32))], order, 2, 6)
     with pytest.raises(GpuUnsupportedError, match="1-D integer GpuArray"):
         take_rows([order], to_gpu(np.zeros(4, np.float32)), 0, 2)
+
+
+def test_a_numerics_checked_program_takes_device_feeds(device: Device) -> None:
+    g = Graph()
+    x = g.input("x", (2, 3))
+    program = compile([(x * 2.0).log()], backend="gpu", check_numerics=True)
+    host = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(program(x=to_gpu(host))[0], program(x=host)[0])
+    with pytest.raises(NumericsError, match="log"):
+        program(x=to_gpu(host - 1.0))
