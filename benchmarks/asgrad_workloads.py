@@ -5,6 +5,11 @@ whole training step (forward, backward, optimizer update: one compiled program) 
 returns the loss as a :class:`~asgrad.tensor.DeviceValue`, a ``sync()`` that waits for
 the steps launched, and the number of timed steps. Workloads whose layers have not
 landed in ``asgrad.nn`` yet raise :class:`UnavailableError` with the missing names.
+
+On the GPU the feeds are placed on the device once (``asgrad.gpu.to_gpu``), as JAX's
+workloads hold their data in device arrays and PyTorch's make theirs on the CUDA device:
+a step fed the same device arrays moves no data (the feed's copy into the plan's input
+buffer is skipped too). On the CPU the feeds are the numpy arrays, as before.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ class Workload:
     """A compiled training step, its feeds, and how many steps to time."""
 
     program: Any
-    feeds: dict[str, np.ndarray]
+    feeds: dict[str, Any]  # numpy arrays, or on the GPU device arrays (see `placed`)
     steps: int
     last: Any = None
 
@@ -49,6 +54,14 @@ class Workload:
         """Wait until every launched step has run (reads the last loss)."""
         if self.last is not None:
             float(self.last)
+
+
+def placed(feeds: dict[str, np.ndarray], backend: str) -> dict[str, Any]:
+    """``feeds`` on ``backend``'s device: uploaded once for the GPU, as they are for the CPU."""
+    if backend != "gpu":
+        return dict(feeds)
+    to_gpu = importlib.import_module("asgrad.gpu").to_gpu
+    return {name: to_gpu(value) for name, value in feeds.items()}
 
 
 def _need(*names: str) -> list[Any]:
@@ -73,7 +86,7 @@ def xor(backend: str) -> Workload:
         "x": np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32),
         "y": np.array([[0], [1], [1], [0]], dtype=np.float32),
     }
-    return Workload(program, feeds, STEPS["xor"])
+    return Workload(program, placed(feeds, backend), STEPS["xor"])
 
 
 def mlp(backend: str) -> Workload:
@@ -90,7 +103,7 @@ def mlp(backend: str) -> Workload:
         "x": rng.standard_normal((64, 784)).astype(np.float32),
         "y": rng.integers(0, 10, (64,)).astype(np.int64),
     }
-    return Workload(program, feeds, STEPS["mlp"])
+    return Workload(program, placed(feeds, backend), STEPS["mlp"])
 
 
 def cnn(backend: str) -> Workload:
@@ -110,7 +123,7 @@ def cnn(backend: str) -> Workload:
         "x": rng.standard_normal((32, 1, 28, 28)).astype(np.float32),
         "y": rng.integers(0, 10, (32,)).astype(np.int64),
     }
-    return Workload(program, feeds, STEPS["cnn"])
+    return Workload(program, placed(feeds, backend), STEPS["cnn"])
 
 
 class Block(nn.Module):
@@ -173,7 +186,7 @@ def transformer(backend: str, large: bool = False) -> Workload:
         "tgt": rng.integers(0, V, (B * T,)).astype(np.int64),
     }
     name = "transformer_large" if large else "transformer"
-    return Workload(program, feeds, STEPS[name])
+    return Workload(program, placed(feeds, backend), STEPS[name])
 
 
 def build(name: str, backend: str) -> Workload:

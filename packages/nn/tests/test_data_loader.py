@@ -179,3 +179,120 @@ def test_batch_sampler() -> None:
     assert [len(b) for b in bs] == [3, 3, 1]
     assert len(bs) == 3
     assert all(b.dtype == np.intp for b in bs)
+
+
+# -- DataLoader(device=...): batches on a backend's device ---------------------------------
+class Held:
+    """An array on the fake device below."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+
+class HostDevice:
+    """A data backend whose "device" is a list of uploads: counts what moves."""
+
+    name = "host-device"
+
+    def __init__(self, limit: int = 1 << 30) -> None:
+        self.limit = limit
+        self.uploads: list[np.ndarray] = []
+
+    def available(self) -> bool:
+        return True
+
+    def compile(self, schedule: object) -> object:
+        raise NotImplementedError
+
+    def to_device(self, array: np.ndarray) -> Held:
+        self.uploads.append(array.copy())
+        return Held(array.copy())
+
+    def holds(self, nbytes: int) -> bool:
+        return nbytes <= self.limit
+
+    def take(self, arrays: Sequence[Held], order: Held, start: int, stop: int) -> tuple[Held, ...]:
+        return tuple(Held(a.array[order.array[start:stop]]) for a in arrays)
+
+
+@pytest.fixture
+def host_device(monkeypatch: pytest.MonkeyPatch) -> HostDevice:
+    from asgrad.tensor.runtime import backends
+
+    fake = HostDevice()
+    monkeypatch.setitem(backends._BACKENDS, fake.name, lambda: fake)
+    return fake
+
+
+def _batches(loader: DataLoader) -> list[tuple[np.ndarray, ...]]:
+    return [tuple(a.array if isinstance(a, Held) else a for a in b) for b in loader]
+
+
+def _assert_equal(got: list[tuple[np.ndarray, ...]], want: list[Sample]) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        for a, b in zip(g, w, strict=True):
+            np.testing.assert_array_equal(a, b)
+            assert a.dtype == b.dtype
+
+
+def test_a_resident_data_set_is_uploaded_once_and_each_epoch_its_order(
+    host_device: HostDevice,
+) -> None:
+    ds = make_dataset(10)
+    host = DataLoader(ds, batch_size=4, shuffle=True, seed=0)
+    on_device = DataLoader(ds, batch_size=4, shuffle=True, seed=0, device=host_device.name)
+    for epoch in range(3):
+        _assert_equal(_batches(on_device), list(host))
+        # the two arrays at the first epoch, then one order (the permutation) per epoch
+        assert len(host_device.uploads) == 2 + epoch + 1
+    order = host_device.uploads[-1]
+    assert order.dtype == np.int32
+    assert sorted(order.tolist()) == list(range(10))
+
+
+def test_an_unchanged_order_is_not_uploaded_again(host_device: HostDevice) -> None:
+    loader = DataLoader(make_dataset(10), batch_size=4, device=host_device.name)
+    for _ in range(3):
+        _assert_equal(_batches(loader), list(DataLoader(make_dataset(10), batch_size=4)))
+    assert len(host_device.uploads) == 3  # two arrays and one order, at the first epoch
+
+
+def test_a_data_set_that_does_not_fit_is_streamed(host_device: HostDevice) -> None:
+    host_device.limit = 16  # bytes: no array of the data set fits
+    ds = make_dataset(10)
+    loader = DataLoader(ds, batch_size=4, device=host_device.name, prefetch=1)
+    _assert_equal(_batches(loader), list(DataLoader(ds, batch_size=4)))
+    assert len(host_device.uploads) == 2 * 3  # each batch's two arrays
+
+
+def test_a_streamed_loader_uploads_prefetch_batches_ahead(host_device: HostDevice) -> None:
+    def collate(items: Sequence[Sample]) -> Sample:
+        return tuple(np.stack(field) for field in zip(*items, strict=True))
+
+    loader = DataLoader(
+        make_dataset(10), batch_size=2, collate_fn=collate, device=host_device.name, prefetch=2
+    )
+    batches = iter(loader)
+    next(batches)
+    assert len(host_device.uploads) == 2 * 3  # the batch handed out and the next two
+    rest = list(batches)
+    assert len(rest) == 4
+    assert len(host_device.uploads) == 2 * 5
+
+
+def test_a_device_loader_needs_a_data_backend_and_a_prefetch_of_zero_or_more(
+    host_device: HostDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asgrad.tensor import BackendError
+    from asgrad.tensor.runtime import backends
+
+    with pytest.raises(DataError, match="prefetch must be 0 or more"):
+        DataLoader(make_dataset(), device=host_device.name, prefetch=-1)
+    with pytest.raises(BackendError, match="unknown backend 'nowhere'"):
+        DataLoader(make_dataset(), device="nowhere")
+    monkeypatch.setitem(backends._BACKENDS, "no-data", lambda: backends.get_backend("cpu"))
+    with pytest.raises(DataError, match="the 'no-data' backend cannot hold data"):
+        DataLoader(make_dataset(), device="no-data")
+    cpu_batches = list(DataLoader(make_dataset(4), batch_size=4, device="cpu"))
+    assert all(isinstance(a, np.ndarray) for a in cpu_batches[0])

@@ -9,6 +9,13 @@ feeds into their fixed buffers, replays the captured dispatches in one compute p
 ([`GpuExecutable.launch`][asgrad.gpu.GpuExecutable.launch]), queues the outputs' readback
 (`asgrad.gpu.device.readback`) and returns without waiting for the device.
 
+A feed may be a [`GpuArray`][asgrad.gpu.GpuArray] already on the device
+([`to_gpu`][asgrad.gpu.to_gpu], or a batch of
+``asgrad.nn.data.DataLoader(..., device="gpu")``): the run copies it into the input's
+buffer on the device instead of uploading, and skips even that when the same array
+was that input's feed in the plan's run before, so a step fed the same device arrays
+every time moves no data at all.
+
 Parameters live in a [`GpuVariableStore`][asgrad.gpu.GpuVariableStore]: uploaded once,
 updated in place on the device by the plan's update copies, and fetched back only when
 someone reads ``Variable.value``. A training step therefore moves the batch up and the
@@ -17,16 +24,19 @@ loss down.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from asgrad.gpu.data import take_rows
 from asgrad.gpu.device import Device, get_device
+from asgrad.gpu.device.array import GpuArray, to_gpu
 from asgrad.gpu.device.readback import Outputs, launch_values, readback_ring
 from asgrad.gpu.device.source import to_storage
 from asgrad.gpu.device.variables import variable_store
-from asgrad.gpu.errors import GpuUnavailableError
+from asgrad.gpu.errors import GpuError, GpuUnavailableError
 from asgrad.gpu.plan import Plan, build_plan
 from asgrad.gpu.plan.capture import replay
 from asgrad.tensor.ir.cache import LRUCache
@@ -35,7 +45,19 @@ from asgrad.tensor.runtime.backends import Executable
 from asgrad.tensor.runtime.device_values import DeviceValue
 from asgrad.tensor.runtime.progress import reporting
 
-__all__ = ["GpuBackend", "GpuExecutable", "launch_plan", "run_plan", "start_plan"]
+__all__ = [
+    "Feed",
+    "GpuBackend",
+    "GpuExecutable",
+    "feed_on_device",
+    "launch_plan",
+    "run_plan",
+    "start_plan",
+]
+
+Feed = np.ndarray | GpuArray
+"""What a GPU run is fed per input: a host array (uploaded) or a device array (copied
+on the device)."""
 
 
 class GpuExecutable:
@@ -59,15 +81,15 @@ class GpuExecutable:
         self.device = device
         self._plans: LRUCache[tuple[Any, ...], Plan] = LRUCache(self.MAX_PLANS)
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    def run(self, feeds: Mapping[str, Feed]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
         return run_plan(self.plan(feeds), feeds)
 
-    def launch(self, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue]:
+    def launch(self, feeds: Mapping[str, Feed]) -> list[DeviceValue]:
         """Start one run on ``feeds`` without waiting; the outputs are read when asked."""
         return launch_plan(self.plan(feeds), feeds)
 
-    def plan(self, feeds: Mapping[str, np.ndarray]) -> Plan:
+    def plan(self, feeds: Mapping[str, Feed]) -> Plan:
         """The plan for the shapes and dtypes of ``feeds`` (built on first need)."""
         key = tuple((name, v.shape, v.dtype.str) for name, v in sorted(feeds.items()))
         plan = self._plans.get(key)
@@ -78,7 +100,7 @@ class GpuExecutable:
         return plan
 
 
-def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+def run_plan(plan: Plan, feeds: Mapping[str, Feed]) -> list[np.ndarray]:
     """Upload the feeds (and stale variables), replay the plan, read the outputs back."""
     device = plan.device
     start_plan(plan, feeds)
@@ -93,7 +115,7 @@ def run_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     return results
 
 
-def launch_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue]:
+def launch_plan(plan: Plan, feeds: Mapping[str, Feed]) -> list[DeviceValue]:
     """Upload the feeds, replay the plan and queue the outputs' readback; no waiting.
 
     The dispatches go in submits as large as the device allows: the device is busy
@@ -109,9 +131,10 @@ def launch_plan(plan: Plan, feeds: Mapping[str, np.ndarray]) -> list[DeviceValue
     return launch_values(readback_ring(plan.device).launch(outputs), outputs)
 
 
-def start_plan(plan: Plan, feeds: Mapping[str, np.ndarray], first_chunk: int = 32) -> None:
+def start_plan(plan: Plan, feeds: Mapping[str, Feed], first_chunk: int = 32) -> None:
     """Upload the feeds (and stale variables) and record the plan's dispatches.
 
+    A [`GpuArray`][asgrad.gpu.GpuArray] feed is copied on the device (`feed_on_device`).
     ``first_chunk``: the dispatches of the first submit (see `replay`).
     """
     device = plan.device
@@ -120,6 +143,10 @@ def start_plan(plan: Plan, feeds: Mapping[str, np.ndarray], first_chunk: int = 3
         store.sync(var)
     for name, arr in plan.bindings.inputs.items():
         value = feeds[name]
+        if isinstance(value, GpuArray):
+            feed_on_device(plan, name, value, arr)
+            continue
+        plan.device_feeds.pop(name, None)
         if value.size:
             device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
     replay(device, plan.commands, first_chunk)
@@ -129,10 +156,33 @@ def start_plan(plan: Plan, feeds: Mapping[str, np.ndarray], first_chunk: int = 3
         store.mark_updated(var)
 
 
+def feed_on_device(plan: Plan, name: str, value: GpuArray, target: GpuArray) -> None:
+    """Record the copy of device feed ``value`` into ``target``, input ``name``'s buffer.
+
+    No copy when ``target`` holds ``value`` already: the same array object (alive, so
+    its buffer is its own) fed to this input in the run before, since asgrad never
+    writes into a `GpuArray` once made, nor a plan's kernels into an input's buffer.
+    """
+    held = plan.device_feeds.get(name)
+    if held is not None and held() is value:
+        return
+    if value.device is not plan.device:
+        raise GpuError(
+            f"input {name!r} was fed a GpuArray of another device; place it with"
+            " asgrad.gpu.to_gpu on the program's device"
+        )
+    if value.nbytes:
+        plan.device_feeds.pop(name, None)  # a failed copy leaves the buffer unknown
+        # pooled buffers are multiples of 256 bytes: rounding up to a word stays inside
+        plan.device.copy(value.buffer, target.buffer, -(-value.nbytes // 4) * 4)
+    plan.device_feeds[name] = weakref.ref(value)
+
+
 class GpuBackend:
     """``backend="gpu"``: runs schedules with WGSL kernels through wgpu.
 
-    The factory of the ``asgrad.backends`` entry point ``gpu``.
+    The factory of the ``asgrad.backends`` entry point ``gpu``. It is a ``DataBackend``
+    (`asgrad.tensor.runtime.backends`): a data loader keeps data sets on its device.
 
     >>> from asgrad.tensor import Graph, evaluate  # doctest: +REQUIRES_GPU
     >>> import asgrad.gpu  # registers the backend "gpu"
@@ -150,6 +200,21 @@ class GpuBackend:
         except GpuUnavailableError:
             return False
         return True
+
+    def to_device(self, array: np.ndarray) -> GpuArray:
+        """``array`` uploaded once ([`to_gpu`][asgrad.gpu.to_gpu] on the process's device)."""
+        return to_gpu(array)
+
+    def holds(self, nbytes: int) -> bool:
+        """Whether one array of ``nbytes`` fits in a storage binding of the device."""
+        return nbytes <= get_device().max_binding
+
+    def take(
+        self, arrays: Sequence[GpuArray], order: GpuArray, start: int, stop: int
+    ) -> tuple[GpuArray, ...]:
+        """``a[order[start:stop]]`` of each array, gathered on the device
+        (`asgrad.gpu.data.take_rows`)."""
+        return take_rows(arrays, order, start, stop)
 
     def compile(self, schedule: Schedule) -> Executable:
         """Compile ``schedule`` (raises [`GpuUnavailableError`][asgrad.gpu.GpuUnavailableError]

@@ -405,11 +405,31 @@ class Device:
             self.checks.verify(data[offsets[-1] : offsets[-1] + 4])
         return [data[o : o + n] for (_, n), o in zip(items, offsets[: len(items)], strict=True)]
 
-    def copy(self, src: GpuBuffer, dst: GpuBuffer, nbytes: int) -> None:
-        """Record a buffer-to-buffer copy of ``nbytes`` (ends the open compute pass)."""
+    def copy(
+        self,
+        src: GpuBuffer,
+        dst: GpuBuffer,
+        nbytes: int,
+        *,
+        src_offset: int = 0,
+        dst_offset: int = 0,
+    ) -> None:
+        """Record a buffer-to-buffer copy of ``nbytes`` (ends the open compute pass).
+
+        Sizes and offsets are in bytes, multiples of 4 (WebGPU's rule).
+        """
+        if (nbytes | src_offset | dst_offset) % 4:
+            raise GpuUnsupportedError(
+                f"a buffer copy moves whole 4-byte words: {nbytes} bytes from offset"
+                f" {src_offset} to {dst_offset}"
+            )
         self._end_pass()
-        self._open_encoder().copy_buffer_to_buffer(src.handle, 0, dst.handle, 0, nbytes)
+        self._open_encoder().copy_buffer_to_buffer(
+            src.handle, src_offset, dst.handle, dst_offset, nbytes
+        )
         self._pending += 1
+        self.counter.device_copies += 1
+        self.counter.device_copy_bytes += nbytes
 
     def flush(self) -> None:
         """Submit everything recorded so far (does not wait)."""

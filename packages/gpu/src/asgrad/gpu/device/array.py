@@ -35,6 +35,12 @@ class GpuArray:
     The buffer goes back to the pool when the array is garbage-collected or
     [`release`][asgrad.gpu.GpuArray.release] is called.
 
+    A ``backend="gpu"`` program takes a `GpuArray` as a feed as it is: the run copies it
+    into the plan's input buffer on the device (and not even that when the same array
+    was that input's feed in the run before), so nothing goes through the host. asgrad
+    never writes into an array once made, which is what makes skipping that copy safe.
+    Anything else that wants numpy (``np.asarray(a)``, a CPU program) reads it back.
+
     >>> import numpy as np  # doctest: +REQUIRES_GPU
     >>> from asgrad.gpu import to_gpu
     >>> to_gpu(np.arange(3, dtype=np.float32)).numpy()
@@ -42,6 +48,8 @@ class GpuArray:
     """
 
     __slots__ = ("__weakref__", "_finalizer", "base", "buffer", "device", "dtype", "shape")
+    # the backend whose programs take this array as a feed as it is (asgrad.tensor's Program)
+    __asgrad_backend__ = "gpu"
 
     def __init__(
         self,
@@ -117,6 +125,10 @@ class GpuArray:
         host = np.frombuffer(raw, self.storage_dtype).reshape(self.shape)
         return host.astype(self.dtype, copy=True)
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        host = self.numpy()  # a fresh array: copy=False cannot be honoured, nor needed
+        return host if dtype is None else host.astype(dtype, copy=False)
+
     def release(self) -> None:
         """Give the buffer back to the pool now (the array must not be used after)."""
         if self._finalizer is not None:
@@ -129,14 +141,20 @@ class GpuArray:
 def to_gpu(array: Any, device: Device | None = None) -> GpuArray:
     """Upload a host array (one upload); returns a new [`GpuArray`][asgrad.gpu.GpuArray].
 
+    asgrad's ``jax.device_put`` (PyTorch: ``x.to("cuda")``): a ``backend="gpu"`` program
+    takes the result as a feed with no upload. A `GpuArray` already on ``device`` is
+    returned as it is.
+
     >>> import numpy as np  # doctest: +REQUIRES_GPU
     >>> from asgrad.gpu import to_gpu
     >>> a = to_gpu(np.ones((2, 3), np.float32))
-    >>> a.shape, a.numpy().sum()
-    ((2, 3), np.float32(6.0))
+    >>> a.shape, a.numpy().sum(), to_gpu(a) is a
+    ((2, 3), np.float32(6.0), True)
     """
-    host = np.asarray(array)
     dev = device or get_device()
+    if isinstance(array, GpuArray) and array.device is dev:
+        return array
+    host = np.asarray(array)
     out = GpuArray.empty(host.shape, host.dtype, dev)
     if host.size:
         dev.write(out.buffer, to_storage(host, out.storage_dtype))

@@ -15,6 +15,9 @@ class TransferCounter:
     ``uploads``/``readbacks`` count calls; ``*_bytes`` count payload bytes. Kernel
     parameter blocks (a few bytes of shapes and strides, cached by content) are
     counted apart in ``param_uploads`` since they are not tensor data.
+    ``device_copies``/``device_copy_bytes`` count buffer-to-buffer copies on the device
+    (a [`GpuArray`][asgrad.gpu.GpuArray] feed copied into a plan's input buffer, say):
+    no host traffic, counted so that a test can tell them from uploads.
 
     >>> import numpy as np  # doctest: +REQUIRES_GPU
     >>> from asgrad.gpu import get_device, to_gpu
@@ -31,6 +34,8 @@ class TransferCounter:
     readbacks: int = 0
     readback_bytes: int = 0
     param_uploads: int = 0
+    device_copies: int = 0
+    device_copy_bytes: int = 0
     dispatches: int = 0
     submits: int = 0
 

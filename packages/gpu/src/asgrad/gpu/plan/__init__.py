@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -93,13 +93,19 @@ class Plan:
     checked: bool = False  # a kernel records faults: a run arms the device's checks
     # how a launch copies the outputs into a read-back page (made at the first launch)
     launch_outputs: Outputs | None = None
+    # input name -> the device array (weakly) whose contents its buffer holds now
+    device_feeds: dict[str, weakref.ref[GpuArray]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         weakref.finalize(self, self.scope.close)
 
 
 def build_plan(
-    schedule: Schedule, feeds: Mapping[str, np.ndarray], device: Device, *, fuse: bool = True
+    schedule: Schedule,
+    feeds: Mapping[str, np.ndarray | GpuArray],
+    device: Device,
+    *,
+    fuse: bool = True,
 ) -> Plan:
     """``schedule`` lowered for the shapes of ``feeds`` (``fuse=False``: a kernel per node)."""
     store = variable_store(device)

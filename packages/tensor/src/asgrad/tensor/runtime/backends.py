@@ -19,8 +19,8 @@ import importlib.metadata
 import os
 import sys
 import warnings
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -73,6 +73,33 @@ class Backend(Protocol):
 
     def compile(self, schedule: Schedule) -> Executable:
         """Compile ``schedule`` for this backend."""
+        ...
+
+
+@runtime_checkable
+class DataBackend(Backend, Protocol):
+    """A backend whose device holds data between runs, fed to its programs as it is.
+
+    What ``asgrad.nn.data.DataLoader(..., device=name)`` uses to keep a data set on the
+    device and slice its batches there. Arrays `to_device` returns are the backend's
+    device arrays: its programs take them as feeds with no copy through the host.
+    """
+
+    def to_device(self, array: np.ndarray) -> Any:
+        """``array`` copied to the device (one upload); same shape and dtype."""
+        ...
+
+    def holds(self, nbytes: int) -> bool:
+        """Whether one array of ``nbytes`` can live on the device."""
+        ...
+
+    def take(self, arrays: Sequence[Any], order: Any, start: int, stop: int) -> tuple[Any, ...]:
+        """``a[order[start:stop]]`` (rows along axis 0) of each of ``arrays``, gathered on
+        the device.
+
+        ``arrays`` and ``order`` (int32 row numbers) are device arrays; nothing is
+        uploaded.
+        """
         ...
 
 

@@ -41,6 +41,11 @@ __all__ = [
 class Program:
     """A compiled computation: call it with feeds, get numpy outputs.
 
+    A feed is anything numpy can make an array of, converted to the input's dtype; or a
+    device array of the program's backend (the GPU backend's ``GpuArray``, which its
+    ``to_gpu`` makes), taken as it is, with no copy through the host: its shape is
+    checked as a numpy feed's, and its dtype must be the input's.
+
     >>> from asgrad.tensor import Graph
     >>> g = Graph()
     >>> x = g.input("x", (2, 2))
@@ -78,8 +83,8 @@ class Program:
         self._known_names = {n.name for n in outputs[0].graph.inputs} if outputs else set()
         self._checked: set[tuple[tuple[str, tuple[int, ...]], ...]] = set()
         self._warned: set[str] = set()
-        # The last feeds that needed no conversion: (name, dtype, shape) per input.
-        self._last_feeds: tuple[tuple[str, np.dtype[Any], tuple[int, ...]], ...] = ()
+        # The last feeds that needed no conversion: (name, class, dtype, shape) per input.
+        self._last_feeds: tuple[tuple[str, type[Any], np.dtype[Any], tuple[int, ...]], ...] = ()
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
         return self.run(_merge(feeds, kwargs))
@@ -111,9 +116,9 @@ class Program:
         last = self._last_feeds
         if last and len(feeds) == len(last):  # a loop feeding the same arrays' kinds: no checks
             fast: dict[str, np.ndarray] = {}
-            for name, dtype, shape in last:
-                value = feeds.get(name)
-                if value.__class__ is not np.ndarray or value.dtype is not dtype:
+            for name, kind, dtype, shape in last:
+                value: Any = feeds.get(name)  # None: its class is no feed's
+                if value.__class__ is not kind or value.dtype is not dtype:
                     break
                 if value.shape != shape:
                     break
@@ -132,7 +137,9 @@ class Program:
                         hint += f" (did you mean {name!r} for {_near(name, unknown)!r}?)"
                 raise FeedError(f"input {name!r} was not fed{hint}; this program needs {needed}")
             value = feeds[name]
-            if not isinstance(value, np.ndarray) or value.dtype != self._dtypes[name]:
+            if getattr(value.__class__, "__asgrad_backend__", None) == self.backend:
+                _check_device_feed(name, value, node)  # fed as it is: no host round trip
+            elif not isinstance(value, np.ndarray) or value.dtype != self._dtypes[name]:
                 original = getattr(value, "dtype", None)
                 value, rounded = _convert_feed(name, value, node.dtype)
                 if rounded and name not in self._warned:
@@ -156,10 +163,11 @@ class Program:
                 _check_fed_shape(self._inputs[name], v.shape)
             self.schedule.infer_types({name: v.shape for name, v in out.items()})
             self._checked.add(signature)
-        if len(feeds) == len(out) and all(
-            v.__class__ is np.ndarray and feeds[name] is v for name, v in out.items()
-        ):
-            self._last_feeds = tuple((name, v.dtype, v.shape) for name, v in out.items())
+        if len(feeds) == len(out) and all(feeds[name] is v for name, v in out.items()):
+            # every feed taken as it is: a numpy array of the input's dtype, or a device array
+            self._last_feeds = tuple(
+                (name, v.__class__, v.dtype, v.shape) for name, v in out.items()
+            )
         return out
 
 
@@ -196,6 +204,16 @@ def _check_fed_shape(node: Node, fed: tuple[int, ...]) -> None:
             f"input {node.name!r} was declared {node.type} ({rule}); it was fed an array of"
             f" shape {list(fed)}. Feed the declared shape, or declare the axes that vary with"
             f" g.input(..., free=(axis, ...))"
+        )
+
+
+def _check_device_feed(name: str, value: Any, node: Node) -> None:
+    """A device array is fed as it is: its dtype must be the input's (no conversion)."""
+    if value.dtype != np.dtype(node.dtype):
+        raise FeedError(
+            f"input {name!r} is {node.dtype}; got a {value.dtype} device array"
+            f" ({type(value).__name__}), which is fed as it is, never converted. Convert"
+            f" the host array with .astype({node.dtype!r}) before placing it on the device"
         )
 
 
