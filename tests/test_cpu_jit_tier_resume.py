@@ -16,7 +16,7 @@ import pytest
 
 from asgrad import nn
 from asgrad.tensor import Graph, Program
-from asgrad.tensor.cpu import jit
+from asgrad.tensor.cpu import CPUExecutable, jit
 
 pytest.importorskip("numba")
 
@@ -57,6 +57,7 @@ def test_a_resumed_run_continues_bit_for_bit_across_the_tier_switch(saved_at: in
     model_state, opt_state = model.state_dict(), opt.state_dict()
     rng_state = rng.bit_generator.state
     expected = _run(step, rng, 2 * AT)
+    assert isinstance(step.executable, CPUExecutable)
     fn = step.executable.function({"x": np.zeros((8, 3), np.float32), "y": np.zeros(8, np.int64)})
     assert fn.tier() == "compiled"
 

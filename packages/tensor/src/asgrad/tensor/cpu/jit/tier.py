@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.ir.variables import Variable
 
@@ -52,19 +53,24 @@ def step_counter(schedule: Schedule) -> Variable | None:
     """The variable counting the program's steps, or None: a 0-d variable that the
     program updates to itself plus one (every optimizer's ``optimizer.step``)."""
     for var, node in schedule.updates:
-        if node.op != "add" or var.ndim != 0 or len(node.inputs) != 2:
-            continue
-        a, b = node.inputs
-        for p, c in ((a, b), (b, a)):
-            if (
-                p.op == "parameter"
-                and p.attrs["variable"] is var
-                and c.op == "constant"
-                and np.ndim(c.attrs["value"]) == 0
-                and c.attrs["value"] == 1
-            ):
-                return var
+        if var.ndim == 0 and _adds_one(var, node):
+            return var
     return None
+
+
+def _adds_one(var: Variable, node: Node) -> bool:
+    """Whether ``node`` is ``var + 1`` (or ``1 + var``)."""
+    if node.op != "add" or len(node.inputs) != 2:
+        return False
+    a, b = node.inputs
+    return any(
+        p.op == "parameter"
+        and p.attrs["variable"] is var
+        and c.op == "constant"
+        and np.ndim(c.attrs["value"]) == 0
+        and c.attrs["value"] == 1
+        for p, c in ((a, b), (b, a))
+    )
 
 
 def tiered(numpy_fn: Any, build: Callable[[], Any], counter: Variable | None, at: int) -> Any:
