@@ -45,6 +45,7 @@ import numpy as np
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.ir.variables import Variable
+from asgrad.tensor.runtime.progress import reporting
 
 __all__ = ["step_counter", "tiered"]
 
@@ -88,6 +89,7 @@ def tiered(numpy_fn: Any, build: Callable[[], Any], counter: Variable | None, at
     """
     built: list[Any] = [None]
     last = ["none"]
+    ran = [False]  # whether the compiled form ran (Numba compiles on its first call)
 
     def compiled() -> Any:
         fn = built[0]
@@ -120,7 +122,12 @@ def tiered(numpy_fn: Any, build: Callable[[], Any], counter: Variable | None, at
         if last[0] != "compiled":
             last[0] = "compiled"
             marked.source = fn.source
-        return fn(feeds)
+        if ran[0]:
+            return fn(feeds)
+        ran[0] = True
+        with reporting(f"tiering up after {at:,} steps") as progress:
+            progress.stage("Numba: compiling the step's kernels (once; cached on disk)")
+            return fn(feeds)
 
     calls = [0]
     impl: list[Callable[[Any], Any]] = []
