@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.tensor import Graph, Program, Variable, compile
+from asgrad.tensor import Graph, Program, Variable, compile, scan
 from asgrad.tensor.cpu import CPUExecutable, jit
 from asgrad.tensor.cpu.jit import JitUnavailableError
 from asgrad.tensor.cpu.jit.tier import step_counter
@@ -137,6 +137,21 @@ def test_an_evaluation_tiers_up_by_its_calls() -> None:
     results = [program({"x": X})[0] for _ in range(AT + 1)]
     assert fn.tier() == "compiled"
     assert "= jk" in fn.source  # the compiled kernels' lines
+    np.testing.assert_allclose(results[-1], results[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_loop_body_runs_on_the_tier_of_its_program() -> None:
+    g = Graph()
+    h0, xs = g.input("h0", (8,)), g.input("xs", (3, 8), free=())
+    h, _ = scan(lambda h, x: ((h * 0.5 + x).gelu() * 2.0, None), h0, xs)
+    program = compile([h])
+    (node,) = [n for n in program.schedule.nodes if n.op == "scan"]
+    feeds = {"h0": X.repeat(2), "xs": np.ones((3, 8), np.float32)}
+    results = [program(feeds)[0] for _ in range(AT)]
+    body = node.attrs["loop"].executable()
+    assert ["= jk" in fn.source for fn in body._fns.values()] == [False]
+    results.append(program(feeds)[0])
+    assert ["= jk" in fn.source for fn in body._fns.values()] == [False, True]
     np.testing.assert_allclose(results[-1], results[0], rtol=1e-5, atol=1e-6)
 
 

@@ -23,6 +23,9 @@ differ. The switch is at a step count instead, the same in every run:
   numpy. Two runs of a script agree; an evaluation in a resumed process counts
   afresh, so its outputs may round as the numpy path's where the uninterrupted run's
   were compiled (no variable depends on them).
+* a loop body (run by the numpy ``scan`` kernel once per time step) follows the
+  program running the loop (`compiled_now`): it runs compiled exactly while that
+  program's compiled form runs.
 
 The compiled form is built on the main thread, not in a background thread: Numba's
 compiler is mostly Python and holds the interpreter lock, and a thread compiling the
@@ -36,6 +39,7 @@ wait a switch interval to get it back).
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -47,7 +51,17 @@ from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.ir.variables import Variable
 from asgrad.tensor.runtime.progress import reporting
 
-__all__ = ["step_counter", "tiered"]
+__all__ = ["compiled_now", "step_counter", "tiered"]
+
+# Whether this thread is inside a tiered function's compiled form (loop bodies follow it).
+_running = threading.local()
+
+
+def compiled_now() -> bool:
+    """Whether the calling thread runs inside a tiered function's compiled form: a loop
+    body run by it (the numpy ``scan`` kernel) takes the same tier, so it switches when
+    its program does, at the same step in every run and in a resumed one."""
+    return bool(getattr(_running, "compiled", False))
 
 
 def step_counter(schedule: Schedule) -> Variable | None:
@@ -122,12 +136,17 @@ def tiered(numpy_fn: Any, build: Callable[[], Any], counter: Variable | None, at
         if last[0] != "compiled":
             last[0] = "compiled"
             marked.source = fn.source
-        if ran[0]:
-            return fn(feeds)
-        ran[0] = True
-        with reporting(f"tiering up after {at:,} steps") as progress:
-            progress.stage("Numba: compiling the step's kernels (once; cached on disk)")
-            return fn(feeds)
+        outer = compiled_now()
+        _running.compiled = True
+        try:
+            if ran[0]:
+                return fn(feeds)
+            ran[0] = True
+            with reporting(f"tiering up after {at:,} steps") as progress:
+                progress.stage("Numba: compiling the step's kernels (once; cached on disk)")
+                return fn(feeds)
+        finally:
+            _running.compiled = outer
 
     calls = [0]
     impl: list[Callable[[Any], Any]] = []
