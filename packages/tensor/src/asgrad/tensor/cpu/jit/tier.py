@@ -22,7 +22,9 @@ differ. The switch is at a step count instead, the same in every run:
 * any other program (an evaluation) counts its calls: the first `TIER_UP_AT` run
   numpy. Two runs of a script agree; an evaluation in a resumed process counts
   afresh, so its outputs may round as the numpy path's where the uninterrupted run's
-  were compiled (no variable depends on them).
+  were compiled (no variable depends on them, unless the script feeds them back, a
+  learning rate reduced on a plateau of the validation loss: ``ASGRAD_CPU_JIT=1`` or
+  ``0`` then);
 * a loop body (run by the numpy ``scan`` kernel once per time step) follows the
   program running the loop (`compiled_now`): it runs compiled exactly while that
   program's compiled form runs.
