@@ -33,9 +33,9 @@ from asgrad.tensor.ir.variables import Variable
 
 @pytest.fixture(autouse=True)
 def _compiled_now(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
-    """The compiled path on, the whole step from the first call (programs without
-    updates too), a shared disk cache."""
-    monkeypatch.setattr(step, "WARMUP_CALLS", 0)
+    """The compiled path on from the first call (``set_enabled(True)``: the compiled
+    tier, not the tiered default), programs without updates compiled whole too, a
+    shared disk cache."""
     monkeypatch.setattr(step, "WHOLE_STEP_WITHOUT_UPDATES", True)
     monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     jit.set_enabled(True)

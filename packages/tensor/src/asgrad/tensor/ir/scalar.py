@@ -21,6 +21,7 @@ int), as a Python scalar does in numpy.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -134,20 +135,24 @@ class Primitive:
     doc: str = ""
 
 
-try:  # scipy's erf is exact and fast; it is optional.
-    from scipy.special import erf as _scipy_erf  # type: ignore[import-untyped]  # no stubs
-except ImportError:  # pragma: no cover - depends on the environment
-    _scipy_erf = None
-
 _math_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+@functools.cache
+def _erf_ufunc() -> Any:
+    """scipy's erf (exact and fast; scipy is optional), else ``math.erf`` per element:
+    imported on first use, since importing ``scipy.special`` takes about a second."""
+    try:
+        from scipy.special import erf  # type: ignore[import-untyped]  # no stubs
+    except ImportError:  # pragma: no cover - depends on the environment
+        return _math_erf
+    return erf
 
 
 def erf_numpy(x: Any) -> np.ndarray:
     """The error function, exact to float64 rounding (scipy's, or ``math.erf``)."""
     x = np.asarray(x)
-    if _scipy_erf is not None:
-        return np.asarray(_scipy_erf(x), dtype=x.dtype)
-    return np.asarray(_math_erf(x), dtype=x.dtype)
+    return np.asarray(_erf_ufunc()(x), dtype=x.dtype)
 
 
 def _rsqrt(x: Any) -> Any:

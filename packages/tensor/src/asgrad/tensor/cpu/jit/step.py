@@ -11,8 +11,8 @@ the outputs returned, and the updated variables' new values written, after
 everything else is computed, into their arrays in place. Anything else keeps the
 line-by-line numpy function (`asgrad.tensor.cpu.codegen`); so do programs
 without updates (`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
-never waits for Numba. A training step runs compiled from its first call
-(`WARMUP_CALLS`), so its results never depend on how many steps ran before.
+never waits for Numba. The function runs the compiled step from its first call;
+when a tiered function switches to it is `asgrad.tensor.cpu.jit.tier`'s decision.
 
 Updating in place keeps the numpy path's semantics: the updated variables' values
 are views of one buffer per dtype that this function owns. Before each call it checks
@@ -60,12 +60,6 @@ from asgrad.tensor.ir.variables import Variable
 # that whole-step compilation removes no longer matters. Measured: a tanh-GELU chain
 # of 12 ops on 4 x 256 elements ran slower compiled whole than on numpy.
 WORK_LIMIT = 1 << 14
-
-# Calls run by the numpy function before the whole step is compiled. 0: every call
-# of a program runs the same path, so training resumed from a checkpoint continues
-# bit for bit as the uninterrupted run (a switch after some calls would round the
-# later steps differently).
-WARMUP_CALLS = 0
 
 # Whether programs without updates (evaluations, often run once) are compiled whole:
 # off, so that they never wait for Numba.
@@ -261,9 +255,9 @@ def with_whole_step(
     refs: Mapping[int, Ref],
     registered: Callable[[str], bool],
 ) -> Any:
-    """``line_fn``, or a function that runs it `WARMUP_CALLS` times and then the
-    whole step compiled (when the schedule updates variables and has a whole step;
-    see the module docstring).
+    """``line_fn``, or a function that runs the whole step compiled (when the
+    schedule updates variables and has a whole step; see the module docstring),
+    compiling it on its first call.
 
     The result's ``step_plan`` is the `StepPlan` (None when there is none, and
     ``step_declined`` says why); ``whole_step_active()`` says whether calls now run the
@@ -277,7 +271,6 @@ def with_whole_step(
         line_fn.whole_step_active = lambda: False
         return line_fn
     impl: list[Any] = [None]
-    calls = [0]
 
     def fallback(feeds: Any, reason: str = "Numba could not compile for these arguments") -> Any:
         marked.step_declined = reason
@@ -285,9 +278,6 @@ def with_whole_step(
         return line_fn(feeds)
 
     def warm(feeds: Any) -> Any:
-        calls[0] += 1
-        if calls[0] <= WARMUP_CALLS:
-            return line_fn(feeds)
         try:
             impl[0] = whole_step(plan, fallback)
         except Exception as exc:  # no Numba module: keep the numpy path
