@@ -287,7 +287,7 @@ class OpDef:
             ``rows(ndim, arity, **attrs) -> RowProgram`` for a node whose first input
             has rank ``ndim`` and which has ``arity`` inputs. Backends render their
             row kernels from it; the numpy ``kernel`` is
-            [`rows_kernel`][asgrad.tensor.ir.rows.rows_kernel] of the same function.
+            ``rows_kernel`` of the same function.
     """
 
     name: str

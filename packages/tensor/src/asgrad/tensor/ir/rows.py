@@ -73,7 +73,7 @@ class RowProgram:
     def is_row_level(self, e: Expr) -> bool:
         """Whether ``e`` reads row scalars and constants alone (one value per row)."""
         if e.op == "arg":
-            return int(e.value) >= len(self.inputs)  # type: ignore[call-overload]  # index
+            return index(e) >= len(self.inputs)
         return all(self.is_row_level(a) for a in e.args)
 
     def groups(self) -> list[list[int]]:
@@ -89,10 +89,17 @@ class RowProgram:
         return passes
 
 
+def index(e: Expr) -> int:
+    """The index of an ``arg`` node."""
+    assert e.op == "arg"
+    assert isinstance(e.value, int)
+    return e.value
+
+
 def reads_scalars(e: Expr, n_inputs: int) -> set[int]:
     """The stages whose row scalars ``e`` reads."""
     if e.op == "arg":
-        i = int(e.value)  # type: ignore[call-overload]  # an arg's value is its index
+        i = index(e)
         return {i - n_inputs} if i >= n_inputs else set()
     out: set[int] = set()
     for a in e.args:
@@ -103,7 +110,7 @@ def reads_scalars(e: Expr, n_inputs: int) -> set[int]:
 def reads_inputs(e: Expr, n_inputs: int) -> set[int]:
     """The inputs ``e`` reads."""
     if e.op == "arg":
-        i = int(e.value)  # type: ignore[call-overload]  # an arg's value is its index
+        i = index(e)
         return {i} if i < n_inputs else set()
     out: set[int] = set()
     for a in e.args:
@@ -184,7 +191,7 @@ class _Compiler:
     def value(self, e: Expr) -> int:
         """The value id of ``e`` (inputs and row scalars: their arg index)."""
         if e.op == "arg":
-            return int(e.value)  # type: ignore[call-overload]  # an arg's value is its index
+            return index(e)
         if e in self.values:
             return self.values[e]
         operands = [-1 if a.op == "const" else self.value(a) for a in e.args]
@@ -285,8 +292,8 @@ def _view(program: RowProgram, shape: tuple[int, ...]) -> tuple[tuple[int, ...],
 def _layout(x: np.ndarray, layout: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
     if layout == "element":
         return x.reshape(shape)
-    keep = (lambda i: i in axes) if layout == "position" else (lambda i: i not in axes)
-    return x.reshape(tuple(d if keep(i) else 1 for i, d in enumerate(shape)))
+    keep = layout == "position"
+    return x.reshape(tuple(d if (i in axes) == keep else 1 for i, d in enumerate(shape)))
 
 
 def numpy_rows(program: RowProgram, dtype: str) -> Callable[..., np.ndarray]:

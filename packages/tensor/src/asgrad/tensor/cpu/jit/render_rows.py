@@ -27,7 +27,7 @@ from asgrad.tensor.cpu.jit.emit import UnsupportedError, literal
 from asgrad.tensor.cpu.jit.kernels import JitKernel
 from asgrad.tensor.cpu.jit.render import PRELUDE, render_numba
 from asgrad.tensor.ir.registry import TensorType
-from asgrad.tensor.ir.rows import RowProgram, Stage, reads_inputs
+from asgrad.tensor.ir.rows import RowProgram, Stage, index, reads_inputs
 from asgrad.tensor.ir.scalar import Expr, arg
 
 __all__ = ["rows_kernel"]
@@ -42,7 +42,7 @@ def _contains(e: Expr, sub: Expr) -> bool:
 def _args(e: Expr) -> set[int]:
     """The arguments ``e`` reads."""
     if e.op == "arg":
-        return {int(e.value)}  # type: ignore[call-overload]  # an arg's value is its index
+        return {index(e)}
     return set().union(*(_args(a) for a in e.args)) if e.args else set()
 
 
@@ -84,7 +84,7 @@ class _Writer:
             self.below_max(a)
         if e.op == "exp" and e.args[0].op == "sub":
             x, m = e.args[0].args
-            j = int(m.value) - self.n if m.op == "arg" else -1  # type: ignore[call-overload]  # index
+            j = index(m) - self.n if m.op == "arg" else -1
             if 0 <= j < len(self.p.stages) and self.p.stages[j] == Stage("max", x):
                 self.negative[self.render(e)] = f"_exp_neg({self.render(e.args[0])})"
 
@@ -152,8 +152,8 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
             w.body.append(f"{ind}s{cached} = {total}{' * inv_n' if reduce == 'mean' else ''}")
             dst = w.pseudo("dst[j]")
             continue
-        if len(group) == 1 and exprs[0].op == "arg" and int(exprs[0].value) < n_in:  # type: ignore[call-overload]  # an arg's value is its index
-            i = int(exprs[0].value)  # type: ignore[call-overload]  # an arg's value is its index
+        if len(group) == 1 and exprs[0].op == "arg" and index(exprs[0]) < n_in:
+            i = index(exprs[0])
             if program.inputs[i] != "element":
                 raise UnsupportedError("a reduction of a weight")
             reduce = program.stages[group[0]].reduce
