@@ -276,24 +276,23 @@ def _plan(program: RowProgram, dtype: str) -> _Plan:
     return plan
 
 
-def _view(program: RowProgram, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """``(shape, axes)`` of the view the numpy path computes on: contiguous reduced axes
-    merged into one, with the axes before and after merged too (a 2-D ``(rows, n)``
-    view when they end the shape); the shape as it is otherwise."""
-    axes = program.axes
-    if axes != tuple(range(axes[0], axes[-1] + 1)):
-        return shape, axes
-    pre = math.prod(shape[: axes[0]])
-    n = math.prod(shape[axes[0] : axes[-1] + 1])
-    post = math.prod(shape[axes[-1] + 1 :])
-    return ((pre, n), (1,)) if post == 1 else ((pre, n, post), (1,))
-
-
-def _layout(x: np.ndarray, layout: str, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
-    if layout == "element":
-        return x.reshape(shape)
-    keep = layout == "position"
-    return x.reshape(tuple(d if (i in axes) == keep else 1 for i, d in enumerate(shape)))
+@functools.lru_cache(maxsize=1024)
+def _view(
+    axes: tuple[int, ...], shape: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...], int, tuple[int, ...], tuple[int, ...]]:
+    """``(shape, axes, n, position shape, row shape)`` of the view the numpy path
+    computes on: contiguous reduced axes merged into one, with the axes before and
+    after merged too (a 2-D ``(rows, n)`` view when they end the shape); the shape as
+    it is otherwise. ``n``: the row's length."""
+    if axes == tuple(range(axes[0], axes[-1] + 1)):
+        pre = math.prod(shape[: axes[0]])
+        n = math.prod(shape[axes[0] : axes[-1] + 1])
+        post = math.prod(shape[axes[-1] + 1 :])
+        shape, axes = ((pre, n), (1,)) if post == 1 else ((pre, n, post), (1,))
+    n = math.prod(shape[a] for a in axes)
+    position = tuple(d if i in axes else 1 for i, d in enumerate(shape))
+    row = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return shape, axes, n, position, row
 
 
 def numpy_rows(program: RowProgram, dtype: str) -> Callable[..., np.ndarray]:
@@ -306,50 +305,99 @@ def numpy_rows(program: RowProgram, dtype: str) -> Callable[..., np.ndarray]:
     value is dead (``out=``). The result is written into ``out`` when given (which may
     be an input: when the program reads that input after it first writes the result's
     buffer, the result is computed aside and copied); ``work`` arrays (the first
-    input's shape) serve as the other temporaries.
+    input's shape) serve as the other temporaries. The function is straight-line
+    numpy calls (its text is ``.source``).
     """
     plan = _plan(program, dtype)
     np_dtype = np.dtype(dtype)
+    n_in = len(program.inputs)
+    base = n_in + len(program.stages)
+    env: dict[str, Any] = {
+        "np": np,
+        "_view": _view,
+        "_finish": _finish,
+        "_buffers": _buffers,
+        "_dot": _dot,
+        "_plan": plan,
+        "_dtype": np_dtype,
+        "_f": np_dtype.type,
+        "_axes": program.axes,
+    }
+    params = ", ".join(f"x{i}" for i in range(n_in))
+    lines = [
+        f"def rendered({params}, out=None, work=None):",
+        "    if x0.size == 0:",
+        "        return np.empty(x0.shape, _dtype) if out is None else out",
+        "    shape, axes, n, position, row = _view(_axes, x0.shape)",
+    ]
+    for i, layout in enumerate(program.inputs):
+        target = {"element": "shape", "position": "position"}.get(layout, "row")
+        lines.append(f"    v{i} = x{i}.reshape({target})")
+    if plan.slots:
+        names = ", ".join(f"b{k}" for k in range(plan.slots))
+        lines.append(f"    {names}, = _buffers(_plan, ({params},), shape, _dtype, out, work)")
 
-    def rendered(
-        *inputs: np.ndarray,
-        out: np.ndarray | None = None,
-        work: Sequence[np.ndarray] | None = None,
-    ) -> np.ndarray:
-        first = inputs[0]
-        if first.size == 0:
-            return np.empty(first.shape, np_dtype) if out is None else out
-        shape, axes = _view(program, first.shape)
-        n = math.prod(shape[a] for a in axes)
-        env: list[Any] = [
-            _layout(np.asarray(x), layout, shape, axes)
-            for x, layout in zip(inputs, program.inputs, strict=True)
-        ]
-        env.extend([None] * (len(program.stages) + len(plan.steps)))
-        buffers = _buffers(plan, inputs, shape, np_dtype, out, work)
-        base = len(program.inputs) + len(program.stages)
-        for i, step in enumerate(plan.steps):
-            if step.reduce is not None:
-                env[step.stage] = _reduce(step, env, axes, n)
-                continue
-            args = [
-                env[v] if v >= 0 else c for v, c in zip(step.operands, step.consts, strict=True)
-            ]
-            env[base + i] = _call(step, args, buffers)
-        result = np.asarray(env[plan.result])
-        if result.dtype != np_dtype:
-            result = result.astype(np_dtype)
-        if result.shape != shape:
-            result = np.broadcast_to(result, shape).copy()
-        result = result.reshape(first.shape)
-        if out is None or not out.flags.c_contiguous:
-            return result
-        if not np.shares_memory(result, out):
-            out[...] = result
-        return out
+    def operand(v: int, c: object) -> str:
+        if v >= 0:
+            return f"v{v}"
+        finite = not isinstance(c, float) or math.isfinite(c)
+        if finite:
+            return repr(c)
+        name = f"c{len(env)}"
+        env[name] = c
+        return name
 
+    for i, step in enumerate(plan.steps):
+        if step.reduce is not None:
+            target = f"v{step.stage}"
+            if len(step.operands) == 2:
+                a, b = (f"v{v}" for v in step.operands)
+                lines.append(f"    {target} = _dot({a}, {b}, axes)")
+            else:
+                fn = "np.maximum.reduce" if step.reduce == "max" else "np.add.reduce"
+                lines.append(f"    {target} = {fn}(v{step.operands[0]}, axis=axes, keepdims=True)")
+            if step.reduce == "mean":
+                lines.append(f"    {target} *= _f(1.0 / n)")
+            continue
+        args = [operand(v, c) for v, c in zip(step.operands, step.consts, strict=True)]
+        op = step.node.op
+        if op == "cast":
+            name = f"_to{len(env)}"
+            env[name] = np.dtype(str(step.node.value))
+            lines.append(f"    v{base + i} = np.asarray({args[0]}).astype({name})")
+            continue
+        env[f"_{op}"] = PRIMITIVES[op].numpy
+        if step.slot is not None:
+            args.append(f"out=b{step.slot}")
+        lines.append(f"    v{base + i} = _{op}({', '.join(args)})")
+    lines.append(f"    return _finish(v{plan.result}, x0.shape, shape, _dtype, out)")
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, "<row program>", "exec"), env)  # our own text, from the program
+    rendered: Callable[..., np.ndarray] = env["rendered"]
+    rendered.source = source  # type: ignore[attr-defined]  # shown to a reader
     rendered.plan = plan  # type: ignore[attr-defined]  # shown to a reader and the tests
     return rendered
+
+
+def _finish(
+    result: Any,
+    shape0: tuple[int, ...],
+    shape: tuple[int, ...],
+    dtype: np.dtype[Any],
+    out: np.ndarray | None,
+) -> np.ndarray:
+    """The result of the first input's shape and ``dtype``, in ``out`` when given."""
+    result = np.asarray(result)
+    if result.dtype != dtype:
+        result = result.astype(dtype)
+    if result.shape != shape:
+        result = np.broadcast_to(result, shape).copy()
+    result = result.reshape(shape0)
+    if out is None or not out.flags.c_contiguous:
+        return result
+    if not np.shares_memory(result, out):
+        out[...] = result
+    return out
 
 
 def _buffers(
@@ -376,31 +424,12 @@ def _buffers(
     return buffers
 
 
-def _call(step: _Step, args: list[Any], buffers: list[np.ndarray]) -> Any:
-    op = step.node.op
-    if op == "cast":
-        return np.asarray(args[0]).astype(np.dtype(str(step.node.value)))
-    fn = PRIMITIVES[op].numpy
-    if step.slot is not None:
-        return fn(*args, out=buffers[step.slot])
-    return fn(*args)
-
-
-def _reduce(step: _Step, env: list[Any], axes: tuple[int, ...], n: int) -> Any:
-    operands = [env[v] for v in step.operands]
-    if len(operands) == 2:  # a dot product of two full-size values
-        a, b = operands
-        letters = "abcdefghijklmnopqrstuvwxyz"[: a.ndim]
-        kept = "".join(c for i, c in enumerate(letters) if i not in axes)
-        total = np.einsum(f"{letters},{letters}->{kept}", a, b)
-        total = total.reshape(tuple(1 if i in axes else d for i, d in enumerate(a.shape)))
-    else:
-        (v,) = operands
-        reduce = np.maximum.reduce if step.reduce == "max" else np.add.reduce
-        total = reduce(v, axis=axes, keepdims=True)
-    if step.reduce == "mean":
-        total = np.multiply(total, total.dtype.type(1.0 / n), out=total)
-    return total
+def _dot(a: np.ndarray, b: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """The sum of ``a * b`` over ``axes`` (keepdims), as one einsum."""
+    letters = "abcdefghijklmnopqrstuvwxyz"[: a.ndim]
+    kept = "".join(c for i, c in enumerate(letters) if i not in axes)
+    total: np.ndarray = np.einsum(f"{letters},{letters}->{kept}", a, b)
+    return total.reshape(tuple(1 if i in axes else d for i, d in enumerate(a.shape)))
 
 
 def _hashable(value: Any) -> Any:
@@ -417,8 +446,8 @@ def rows_kernel(build: Callable[..., RowProgram]) -> Callable[..., np.ndarray]:
     and its `IntoKernel` path."""
 
     @functools.lru_cache(maxsize=512)
-    def rendered(ndim: int, arity: int, dtype: str, attrs: tuple[Any, ...]) -> Any:
-        return numpy_rows(build(ndim, arity, **dict(attrs)), dtype)
+    def rendered(ndim: int, arity: int, dtype: np.dtype[Any], attrs: tuple[Any, ...]) -> Any:
+        return numpy_rows(build(ndim, arity, **dict(attrs)), dtype.name)
 
     def kernel(
         *inputs: np.ndarray | None,
@@ -428,10 +457,14 @@ def rows_kernel(build: Callable[..., RowProgram]) -> Callable[..., np.ndarray]:
     ) -> np.ndarray:
         while inputs[-1] is None:  # optional inputs not given (a norm's weight and bias)
             inputs = inputs[:-1]
-        key = tuple(sorted((k, _hashable(v)) for k, v in attrs.items()))
+        try:
+            key = tuple(attrs.items())
+            hash(key)
+        except TypeError:  # a list attribute
+            key = tuple((k, _hashable(v)) for k, v in attrs.items())
         first = inputs[0]
         assert first is not None
-        fn = rendered(first.ndim, len(inputs), first.dtype.name, key)
+        fn = rendered(first.ndim, len(inputs), first.dtype, key)
         result: np.ndarray = fn(*inputs, out=out, work=work)
         return result
 
