@@ -118,3 +118,17 @@ def test_a_reduction_must_read_the_row() -> None:
         p.reduce("sum", p.input(1) * 2.0)
     with pytest.raises(ArgumentError, match="one of"):
         p.reduce("median", p.input(0))
+
+
+@pytest.mark.parametrize("name", ["log_softmax", "layer_norm_backward"])
+def test_a_fresh_result_never_lands_in_a_scratch_array(name: str) -> None:
+    op = get_op(name)
+    assert op.into is not None
+    rng = _rng()
+    xs = [rng.standard_normal((3, 8)).astype(np.float32) for _ in range(op.into.leading)]
+    attrs: dict[str, Any] = {"axis": 1} if name == "log_softmax" else {}
+    attrs = op.normalize_attrs(attrs if name == "log_softmax" else {"normalized_shape": (8,)})
+    work = tuple(np.empty_like(xs[0]) for _ in range(op.into.work))
+    got = op.into.fn(*xs, out=None, work=work, **attrs)
+    assert not any(np.shares_memory(got, w) for w in work)
+    assert np.array_equal(got, op.kernel(*xs, **attrs))

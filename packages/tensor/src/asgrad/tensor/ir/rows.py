@@ -408,10 +408,16 @@ def _buffers(
     out: np.ndarray | None,
     work: Sequence[np.ndarray] | None,
 ) -> list[np.ndarray]:
+    """The slots' arrays: the result's is ``out`` (unless the program reads an input
+    that ``out`` overlaps after it first writes the result) or fresh, never a ``work``
+    array (which the caller reuses); the others ``work`` arrays, or fresh."""
     spare = [w.reshape(shape) for w in work or () if w.flags.c_contiguous]
     buffers: list[np.ndarray] = []
     for s in range(plan.slots):
-        if s == plan.result_slot and out is not None and out.flags.c_contiguous:
+        if s != plan.result_slot:
+            buffers.append(spare.pop() if spare else np.empty(shape, dtype))
+            continue
+        if out is not None and out.flags.c_contiguous:
             start = plan.first_write[s]
             clash = any(
                 plan.last_read.get(i, -1) > start and np.shares_memory(out, x)
@@ -420,7 +426,7 @@ def _buffers(
             if not clash:
                 buffers.append(out.reshape(shape))
                 continue
-        buffers.append(spare.pop() if spare else np.empty(shape, dtype))
+        buffers.append(np.empty(shape, dtype))
     return buffers
 
 
@@ -469,4 +475,7 @@ def rows_kernel(build: Callable[..., RowProgram]) -> Callable[..., np.ndarray]:
         return result
 
     kernel.__doc__ = f"The numpy kernel rendered from ``{build.__name__}``'s row program."
+    # It lives where its program does: the op's meaning is stated there, once.
+    kernel.__module__ = build.__module__
+    kernel.__name__ = kernel.__qualname__ = f"{build.__name__}_kernel"
     return kernel
