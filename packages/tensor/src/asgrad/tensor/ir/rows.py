@@ -387,16 +387,16 @@ def _finish(
     out: np.ndarray | None,
 ) -> np.ndarray:
     """The result of the first input's shape and ``dtype``, in ``out`` when given."""
-    result = np.asarray(result)
-    if result.dtype != dtype:
-        result = result.astype(dtype)
-    if result.shape != shape:
-        result = np.broadcast_to(result, shape).copy()
-    result = result.reshape(shape0)
+    array: np.ndarray = np.asarray(result)
+    if array.dtype != dtype:
+        array = array.astype(dtype)
+    if array.shape != shape:
+        array = np.broadcast_to(array, shape).copy()
+    array = array.reshape(shape0)
     if out is None or not out.flags.c_contiguous:
-        return result
-    if not np.shares_memory(result, out):
-        out[...] = result
+        return array
+    if not np.shares_memory(array, out):
+        out[...] = array
     return out
 
 
