@@ -1,22 +1,26 @@
 """Numba row kernels rendered from row programs (`asgrad.tensor.ir.rows`).
 
 A composite along rows (softmax, layer norm and its gradient...) states its meaning
-once, as a `RowProgram`; `rows_kernel` writes it as one compiled
-loop over the rows of a ``(rows, n)`` view (the reduced axes last), each expression
-spelled by `render_numba`, so the compiled path
-has no per-op kernel. Per row:
+once, as a `RowProgram`; `rows_kernel` writes it as compiled loops, each expression
+spelled by `render_numba`, so the compiled path has no per-op kernel. Two forms, in one
+generated module:
 
-* each pass of stages (`RowProgram.groups`) is one loop: a sum or mean over a
-  generated helper compiled with reassociation (`asgrad.tensor.cpu.jit._numba.sums`:
+* ``_rows``, for reduced axes that end the shape, over the rows of a ``(rows, n)``
+  view. Per row, each pass of stages (`RowProgram.groups`) is one loop: a sum or mean
+  over a generated helper compiled with reassociation (`asgrad.tensor.cpu.jit._numba.sums`:
   vectorised, as numpy's pairwise sums are reassociated), a max of an input over
-  `row_max` (eight NaN-propagating lanes, which vectorise);
-* the expression of the last stage that the output reads (softmax's ``exp(x - m)``)
-  is written into the output row once and summed from there, not computed twice;
-* subexpressions of row scalars alone (layer norm's ``1 / sqrt(var + eps)``) are
-  computed once per row;
-* the output expression is one loop writing the row.
+  `row_max` (eight lanes, which vectorise; NaN as its docstring says); subexpressions
+  of row scalars alone (layer norm's ``1 / sqrt(var + eps)``) are computed once per
+  row; the output expression is one loop writing the row.
+* ``_slabs``, for reduced axes followed by others (a softmax over axis 1 of three),
+  over ``(pre, n, post)``: the row scalars are arrays over ``post`` and every loop over
+  ``post`` is innermost, so it vectorises without reassociation (a NaN-propagating max).
 
-Batch norm (its reduced axes apart, its weight per row) keeps the numpy kernel.
+In both, the expression of the last stage that the output reads (softmax's
+``exp(x - m)``) is written into the output once and reduced from there, not computed
+twice, and ``exp(x - max(x))`` is the cheaper ``exp_neg`` (its argument is at most 0).
+Batch norm (its kept axis between reduced ones, its weight per row) keeps the numpy
+kernel.
 """
 
 from __future__ import annotations
@@ -57,16 +61,20 @@ def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
 class _Writer:
     """The kernel's source, line by line; names the row scalars it hoists."""
 
-    def __init__(self, program: RowProgram, dtype: str) -> None:
+    def __init__(self, program: RowProgram, dtype: str, at: str = "") -> None:
+        """``at``: the index of the row's lanes (``"q"``: the slab form's row scalars
+        are arrays over the ``post`` axis, its elements ``e[j, q]``)."""
         self.p = program
         self.dtype = dtype
         self.n = len(program.inputs)
+        self.at = at
+        lane = f"[{at}]" if at else ""
         self.names: list[str] = []  # arg index -> source of its value at (r, j)
         for i, layout in enumerate(program.inputs):
-            self.names.append(
-                {"element": f"e{i}[j]", "position": f"in{i}[j]"}.get(layout, f"in{i}[r]")
-            )
-        self.names.extend(f"s{j}" for j in range(len(program.stages)))
+            element = f"e{i}[j, {at}]" if at else f"e{i}[j]"
+            self.names.append({"element": element, "position": f"in{i}[j]"}.get(layout, "?"))
+        self.names.extend(f"s{j}{lane}" for j in range(len(program.stages)))
+        self.arrays: list[str] = []  # the slab form's hoisted row scalars
         self.hoisted: dict[Expr, Expr] = {}
         self.negative: dict[str, str] = {}  # the text of exp(x - max) -> _exp_neg's
         self.body: list[str] = []
@@ -95,7 +103,13 @@ class _Writer:
         if self.p.is_row_level(e):
             if e not in self.hoisted:
                 name = f"h{len(self.hoisted)}"
-                self.body.append(f"{indent}{name} = {self.render(e)}")
+                if self.at:  # one per lane
+                    self.arrays.append(name)
+                    self.body.append(f"{indent}for q in range(post):")
+                    self.body.append(f"{indent}    {name}[q] = {self.render(e)}")
+                    name += "[q]"
+                else:
+                    self.body.append(f"{indent}{name} = {self.render(e)}")
                 self.hoisted[e] = self.pseudo(name)
             return self.hoisted[e]
         return Expr(e.op, tuple(self.hoist(a, indent) for a in e.args), e.value)
@@ -172,11 +186,8 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
     leading = 0
     while leading < n_in and program.inputs[leading] == "element" and leading not in after_write:
         leading += 1
-    kernel = (
-        '@numba.njit(cache=True, fastmath=False, error_model="numpy", nogil=True,'
-        " boundscheck=False)\n"
-        f"def _rows({', '.join(params)}, inv_n, out):\n" + "\n".join(w.body) + "\n"
-    )
+    kernel = _NJIT + f"def _rows({', '.join(params)}, inv_n, out):\n" + "\n".join(w.body) + "\n"
+    kernel += "\n\n" + _slabs(program, dtype, groups, cached)
     source = "\n".join(
         [
             "import math",
@@ -196,25 +207,87 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
                 last=program.axes[-1] + 1,
                 dtype=dtype,
                 rows=", ".join(_flat(i, layout) for i, layout in enumerate(program.inputs)),
+                rows2=", ".join(
+                    f"np.ascontiguousarray(a{i}).reshape(pre, n)"
+                    if layout == "element"
+                    else f"np.ascontiguousarray(a{i}).reshape(-1)"
+                    for i, layout in enumerate(program.inputs)
+                ),
             ),
         ]
     )
     return source, leading
 
 
+_NJIT = (
+    '@numba.njit(cache=True, fastmath=False, error_model="numpy", nogil=True, boundscheck=False)\n'
+)
+
+
+def _slabs(program: RowProgram, dtype: str, groups: list[list[int]], cached: int | None) -> str:
+    """The kernel of the slab form: ``(pre, n, post)`` arrays reduced along axis 1, each
+    row scalar an array over ``post``, the loops over ``post`` innermost (vectorised)."""
+    n_in = len(program.inputs)
+    w = _Writer(program, dtype, at="q")
+    stages = [s.expr for s in program.stages]
+    for e in (*stages, program.out):
+        w.below_max(e)
+    ind = "        "
+    w.body.append("    for p in range(pre):")
+    w.body.append(f"{ind}dst = out[p]")
+    for i, layout in enumerate(program.inputs):
+        w.body.append(f"{ind}e{i} = a{i}[p]" if layout == "element" else f"{ind}in{i} = a{i}")
+    dst: Expr | None = None
+    cached_expr = program.out
+    minus_inf = literal(float("-inf"), dtype)
+    for group in groups:
+        exprs = [w.hoist(stages[j], ind) for j in group]
+        if dst is not None:
+            exprs = [_replace(e, cached_expr, dst) for e in exprs]
+        w.body.append(f"{ind}for q in range(post):")
+        for j in group:
+            start = minus_inf if program.stages[j].reduce == "max" else literal(0, dtype)
+            w.body.append(f"{ind}    s{j}[q] = {start}")
+        w.body.append(f"{ind}for j in range(n):")
+        w.body.append(f"{ind}    for q in range(post):")
+        for j, e in zip(group, exprs, strict=True):
+            w.body.append(f"{ind}        v = {w.render(e)}")
+            if j == cached:
+                w.body.append(f"{ind}        dst[j, q] = v")
+            if program.stages[j].reduce == "max":  # NaN-propagating
+                w.body.append(
+                    f"{ind}        s{j}[q] = v if ((v > s{j}[q] or v != v) and s{j}[q] == s{j}[q])"
+                    f" else s{j}[q]"
+                )
+            else:
+                w.body.append(f"{ind}        s{j}[q] += v")
+        means = [j for j in group if program.stages[j].reduce == "mean"]
+        if means:
+            w.body.append(f"{ind}for q in range(post):")
+            w.body.extend(f"{ind}    s{j}[q] = s{j}[q] * inv_n" for j in means)
+        if cached in group:
+            (cached_expr,) = exprs
+            dst = w.pseudo("dst[j, q]")
+    body = w.hoist(program.out, ind)
+    if dst is not None:
+        body = _replace(body, cached_expr, dst)
+    w.body.append(f"{ind}for j in range(n):")
+    w.body.append(f"{ind}    for q in range(post):")
+    w.body.append(f"{ind}        dst[j, q] = {w.render(body)}")
+    params = ", ".join(f"a{i}" for i in range(n_in))
+    arrays = [f"s{j}" for j in range(len(stages))] + w.arrays
+    head = ["    pre, n, post = out.shape"]
+    head += [f"    {a} = np.empty(post, np.{dtype})" for a in arrays]
+    return _NJIT + f"def _slabs({params}, inv_n, out):\n" + "\n".join(head + w.body) + "\n"
+
+
 def _flat(i: int, layout: str) -> str:
     if layout == "element":
-        return f"_rows_of(a{i}, pre, n, post)"
+        return f"np.ascontiguousarray(a{i}).reshape(pre, n, post)"
     return f"np.ascontiguousarray(a{i}).reshape(-1)"
 
 
 _WRAPPER = """
-def _rows_of(a, pre, n, post):
-    if post == 1:
-        return np.ascontiguousarray(a).reshape(pre, n)
-    return np.ascontiguousarray(a.reshape(pre, n, post).transpose(0, 2, 1)).reshape(-1, n)
-
-
 def kernel({params}, *, out=None, **attrs):
     shape = a0.shape
     if out is None or not out.flags.c_contiguous:
@@ -224,10 +297,10 @@ def kernel({params}, *, out=None, **attrs):
         return out
     pre = math.prod(shape[:{first}])
     post = out.size // (pre * n)
-    rows = out if post == 1 else np.empty((pre, post, n), np.{dtype})
-    _rows({rows}, np.{dtype}(1.0 / n), rows.reshape(-1, n))
-    if post > 1:
-        out.reshape(pre, n, post)[...] = rows.transpose(0, 2, 1)
+    if post == 1:
+        _rows({rows2}, np.{dtype}(1.0 / n), out.reshape(pre, n))
+    else:
+        _slabs({rows}, np.{dtype}(1.0 / n), out.reshape(pre, n, post))
     return out
 """
 
@@ -263,9 +336,7 @@ def rows_kernel(
 ) -> JitKernel | None:
     """The compiled row kernel of ``program`` at these types, or None (the numpy
     kernel): a float result whose inputs share its dtype, reduced axes that follow one
-    another, no input laid out per row. Reduced axes that are not last (a softmax
-    over axis 1 of three) are made last by a transposing copy of each input and of
-    the result."""
+    another, no input laid out per row."""
     if out.dtype not in _FLOATS or not out.shape or any(t.dtype != out.dtype for t in ins):
         return None
     axes = program.axes
