@@ -25,7 +25,7 @@ from asgrad.gpu.lowering.scalar import render_wgsl
 from asgrad.tensor.ir.rows import RowProgram, reads_inputs
 from asgrad.tensor.ir.scalar import Expr, arg
 
-__all__ = ["WGSL_FILES", "row_kernel"]
+__all__ = ["WGSL_FILES", "kernel_source", "row_kernel"]
 
 WGSL_FILES: tuple[str, ...] = ("norm_rows.wgsl", "prelude.wgsl")
 
@@ -66,7 +66,8 @@ class _Writer:
         return [f"{indent}let x{i} = in{i}[at];" for i in read if self.p.inputs[i] == "element"]
 
 
-def _source(program: RowProgram) -> str:
+def kernel_source(program: RowProgram) -> str:
+    """The WGSL of ``program``'s row kernel (its pipeline's source)."""
     w = _Writer(program)
     width = max(len(g) for g in program.groups()) if program.stages else 0
     for group in program.groups():
@@ -150,7 +151,7 @@ def row_kernel(program: RowProgram, inputs: list[GpuArray], kind: str = "norm") 
     layout = _layout(program, x.shape)
     device = x.device
     binds = ("uniform",) + ("read",) * len(inputs) + ("write",)
-    pipe = device.pipeline((kind, program), lambda: _source(program), binds)
+    pipe = device.pipeline((kind, program), lambda: kernel_source(program), binds)
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
     meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)
     buffers = (device.params(meta), *(a.buffer for a in inputs), out.buffer)
