@@ -265,15 +265,9 @@ def _dot_operands(c: _Compiler, e: Expr) -> bool:
     return c.is_full(c.value(a)) and c.is_full(c.value(b))
 
 
-_PLANS: dict[tuple[RowProgram, str], _Plan] = {}
-
-
+@functools.lru_cache(maxsize=512)
 def _plan(program: RowProgram, dtype: str) -> _Plan:
-    key = (program, dtype)
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS[key] = _Compiler(program, dtype).compile()
-    return plan
+    return _Compiler(program, dtype).compile()
 
 
 @functools.lru_cache(maxsize=1024)
