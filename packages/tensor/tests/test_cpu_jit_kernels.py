@@ -355,3 +355,19 @@ def test_scatter_add_of_an_embedding_gradient(dtype: str) -> None:
     for flag in (True, False):
         with pytest.raises(OutOfRangeError, match="index 5 is out of range"):
             _program("scatter_add", [g, idx, like], {"axis": 0}, flag)
+
+
+def test_a_compiled_row_max_that_no_sum_rereads_keeps_nan() -> None:
+    from asgrad.tensor.cpu.jit.render_rows import rows_kernel
+    from asgrad.tensor.ir.rows import RowBuilder
+
+    p = RowBuilder(("element",), axes=(1,))
+    x = p.input(0)
+    program = p.program(x - p.reduce("max", x))  # the max alone reaches the result
+    a = np.array([[1.0, np.nan, 3.0] + [0.0] * 13, [1.0] * 16], np.float32)
+    t = TensorType(a.shape, "float32")
+    entry = rows_kernel(program, [t], t)
+    assert entry is not None
+    got = entry.load()(a)
+    assert np.isnan(got[0]).all()
+    np.testing.assert_array_equal(got[1], np.zeros(16, np.float32))

@@ -54,6 +54,7 @@ __all__ = [
     "kernel",
     "overloads",
     "row_max",
+    "row_max_nan",
     "row_sum",
     "sums",
     "types",
@@ -280,8 +281,9 @@ def row_max(row: Any) -> Any:
     """A row's maximum, in 8 independent lanes (which vectorise; a single running
     maximum does not without fast-math, nor do lanes that keep NaN: measured 0.64 ms
     against 1.76 ms for 4096 rows of 1024 float32). NaN elements are skipped unless
-    the first is NaN: a row program that takes a max reads the row again (softmax's
-    ``exp(x - max)``), where a NaN makes its own results NaN as numpy's max would."""
+    the first is NaN: taken only where a row program sums the row again through
+    NaN-propagating arithmetic (softmax's ``exp(x - max)``), so that a NaN makes its
+    results NaN as numpy's max would (`row_max_nan` elsewhere)."""
     n = row.shape[0]
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
     j = 0
@@ -314,3 +316,13 @@ def row_max(row: Any) -> Any:
     a = a if a > b else b
     c = c if c > d else d
     return a if a > c else c
+
+
+@kernel
+def row_max_nan(row: Any) -> Any:
+    """A row's maximum, NaN if any element is NaN (numpy's), in one running lane."""
+    m = row[0]
+    for j in range(1, row.shape[0]):
+        v = row[j]
+        m = v if ((v > m or v != v) and m == m) else m
+    return m

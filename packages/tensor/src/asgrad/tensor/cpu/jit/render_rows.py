@@ -9,7 +9,9 @@ generated module:
   view. Per row, each pass of stages (`RowProgram.groups`) is one loop: a sum or mean
   over a generated helper compiled with reassociation (`asgrad.tensor.cpu.jit._numba.sums`:
   vectorised, as numpy's pairwise sums are reassociated), a max of an input over
-  `row_max` (eight lanes, which vectorise; NaN as its docstring says); subexpressions
+  `row_max` (eight lanes, which vectorise) where a later sum reads the input through
+  NaN-propagating arithmetic (so a NaN it skips still reaches the results), else over
+  `row_max_nan`; subexpressions
   of row scalars alone (layer norm's ``1 / sqrt(var + eps)``) are computed once per
   row; the output expression is one loop writing the row.
 * ``_slabs``, for reduced axes followed by others (a softmax over axis 1 of three),
@@ -41,6 +43,31 @@ _FLOATS = ("float32", "float64")
 
 def _contains(e: Expr, sub: Expr) -> bool:
     return e == sub or any(_contains(a, sub) for a in e.args)
+
+
+# Primitives whose value is NaN when an operand is NaN.
+_NAN_PROPAGATING = {
+    "add", "sub", "mul", "div", "neg", "exp", "expm1", "log", "log1p", "sqrt", "sin",
+    "cos", "tanh", "abs",
+}  # fmt: skip
+
+
+def _propagates(e: Expr) -> bool:
+    return e.op in ("arg", "const") or (
+        e.op in _NAN_PROPAGATING and all(_propagates(a) for a in e.args)
+    )
+
+
+def _nan_reaches_a_sum(program: RowProgram, j: int, i: int) -> bool:
+    """Whether a later stage sums input ``i`` through NaN-propagating arithmetic, so
+    that a NaN element the fast max of stage ``j`` skips still makes the row's results
+    NaN (softmax's sum of ``exp(x - max)``)."""
+    return any(
+        s.reduce in ("sum", "mean")
+        and i in reads_inputs(s.expr, len(program.inputs))
+        and _propagates(s.expr)
+        for s in program.stages[j + 1 :]
+    )
 
 
 def _args(e: Expr) -> set[int]:
@@ -162,7 +189,7 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
             w.body.append(f"{ind}for j in range(dst.shape[0]):")
             w.body.append(f"{ind}    dst[j] = {w.render(e)}")
             reduce = program.stages[cached].reduce
-            total = "_row_max(dst)" if reduce == "max" else "_row_sum(dst)"
+            total = "_row_max_nan(dst)" if reduce == "max" else "_row_sum(dst)"
             w.body.append(f"{ind}s{cached} = {total}{' * inv_n' if reduce == 'mean' else ''}")
             dst = w.pseudo("dst[j]")
             continue
@@ -171,7 +198,10 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
             if program.inputs[i] != "element":
                 raise UnsupportedError("a reduction of a weight")
             reduce = program.stages[group[0]].reduce
-            total = f"_row_max(e{i})" if reduce == "max" else f"_row_sum(e{i})"
+            fast = _nan_reaches_a_sum(program, group[0], i)
+            total = (
+                f"_row_max{'' if fast else '_nan'}(e{i})" if reduce == "max" else f"_row_sum(e{i})"
+            )
             w.body.append(f"{ind}s{group[0]} = {total}{' * inv_n' if reduce == 'mean' else ''}")
             continue
         if any(program.stages[j].reduce == "max" for j in group):
@@ -197,6 +227,7 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
             "from asgrad.tensor.cpu.jit._numba import SUMS as _SUMS",
             "from asgrad.tensor.cpu.jit._numba import exp_neg as _exp_neg",
             "from asgrad.tensor.cpu.jit._numba import row_max as _row_max",
+            "from asgrad.tensor.cpu.jit._numba import row_max_nan as _row_max_nan",
             "from asgrad.tensor.cpu.jit._numba import row_sum as _row_sum",
             "",
             *w.helpers,
