@@ -131,10 +131,6 @@ _TAKEN = {
 def test_the_heavy_ops_have_compiled_kernels() -> None:
     compiled = {name for f in FAMILY_LOWERINGS.values() for name in f.compiled}
     assert compiled == {
-        "softmax",
-        "log_softmax",
-        "layer_norm",
-        "layer_norm_backward",
         "max_pool2d_backward",
         "scatter_add",
         "adam_ema",
@@ -147,6 +143,28 @@ def test_the_heavy_ops_have_compiled_kernels() -> None:
         assert _chosen(name, xs, xs[0], {}), name
 
 
+@pytest.mark.parametrize(
+    ("name", "arrays", "attrs"),
+    [
+        ("softmax", [np.ones((4, 8))], {"axis": -1}),
+        ("log_softmax", [np.ones((4, 8))], {"axis": 1}),
+        ("layer_norm", [np.ones((4, 8)), np.ones(8), np.ones(8)], {"normalized_shape": (8,)}),
+        ("layer_norm_backward", [np.ones((4, 8))] * 2, {"normalized_shape": (8,)}),
+    ],
+)
+def test_row_programs_over_trailing_axes_get_rendered_compiled_kernels(
+    name: str, arrays: list[np.ndarray], attrs: dict[str, Any]
+) -> None:
+    xs = [a.astype(np.float32) for a in arrays]
+    assert _chosen(name, xs, xs[0], get_op(name).normalize_attrs(attrs)), name
+
+
+def test_a_softmax_over_a_middle_axis_is_compiled_and_batch_norm_is_not() -> None:
+    x = np.ones((4, 8, 3), np.float32)
+    assert _chosen("softmax", [x], x, {"axis": 1})
+    assert not _chosen("batch_norm", [x], x, {"eps": 1e-5})
+
+
 def test_no_elementwise_op_is_named_in_the_cpu_backend() -> None:
     names = {f for family in FAMILY_LOWERINGS.values() for f in (*family.numpy, *family.emit)}
     names |= {f for family in FAMILY_LOWERINGS.values() for f in family.compiled}
@@ -155,8 +173,6 @@ def test_no_elementwise_op_is_named_in_the_cpu_backend() -> None:
 
 
 def test_generated_line_calls_the_compiled_kernel_into_a_buffer() -> None:
-    from asgrad.tensor.cpu.jit import kernels_norm
-
     jit.set_enabled(True)
     g = Graph()
     x = g.input("x", (8, 64))
@@ -173,7 +189,7 @@ def test_generated_line_calls_the_compiled_kernel_into_a_buffer() -> None:
     ]
     assert len(called) == 2, fn.source
     assert called[0].__module__.startswith("asgrad_loop_")  # gelu's, rendered
-    assert called[1] is kernels_norm.softmax
+    assert called[1].__module__.startswith("asgrad_rows_")  # softmax's, rendered
     # Both write into a buffer (a dying input or a scratch slot), not fresh memory.
     assert sum("= jk" in line and "out=" in line for line in fn.source.splitlines()) == 2
     jit.set_enabled(False)
@@ -339,3 +355,19 @@ def test_scatter_add_of_an_embedding_gradient(dtype: str) -> None:
     for flag in (True, False):
         with pytest.raises(OutOfRangeError, match="index 5 is out of range"):
             _program("scatter_add", [g, idx, like], {"axis": 0}, flag)
+
+
+def test_a_compiled_row_max_that_no_sum_rereads_keeps_nan() -> None:
+    from asgrad.tensor.cpu.jit.render_rows import rows_kernel
+    from asgrad.tensor.ir.rows import RowBuilder
+
+    p = RowBuilder(("element",), axes=(1,))
+    x = p.input(0)
+    program = p.program(x - p.reduce("max", x))  # the max alone reaches the result
+    a = np.array([[1.0, np.nan, 3.0] + [0.0] * 13, [1.0] * 16], np.float32)
+    t = TensorType(a.shape, "float32")
+    entry = rows_kernel(program, [t], t)
+    assert entry is not None
+    got = entry.load()(a)
+    assert np.isnan(got[0]).all()
+    np.testing.assert_array_equal(got[1], np.zeros(16, np.float32))

@@ -17,7 +17,6 @@ import pytest
 
 from asgrad.tensor import Graph, all_ops, compile, get_op
 from asgrad.tensor.cpu import CPUExecutable, jit
-from asgrad.tensor.ops import norm
 from asgrad.tensor.ops._erf import erf_f32, gelu_f32
 
 
@@ -33,13 +32,30 @@ def _rng() -> np.random.Generator:
     return np.random.default_rng(7)
 
 
+def _into(name: str) -> Callable[..., np.ndarray]:
+    into = get_op(name).into
+    assert into is not None
+    return into.fn
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+@pytest.mark.parametrize("alias", [False, True])
+def test_log_softmax_into_is_the_kernel_bit_for_bit(axis: int, alias: bool) -> None:
+    x = (_rng().standard_normal((6, 5, 9)) * 4).astype(np.float32)
+    expected = get_op("log_softmax").kernel(x, axis=axis)
+    out = x.copy() if alias else np.empty_like(x)
+    got = _into("log_softmax")(out if alias else x, out=out, work=(np.empty_like(x),), axis=axis)
+    assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
+    assert got is out
+
+
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 @pytest.mark.parametrize("alias", [False, True])
 def test_softmax_into_is_the_kernel_bit_for_bit(axis: int, alias: bool) -> None:
     x = (_rng().standard_normal((6, 5, 9)) * 4).astype(np.float32)
     expected = get_op("softmax").kernel(x, axis=axis)
     out = x.copy() if alias else np.empty_like(x)
-    got = norm.softmax_into(out if alias else x, out=out, axis=axis)
+    got = _into("softmax")(out if alias else x, out=out, axis=axis)
     assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
     assert got is out
 
@@ -54,12 +70,12 @@ def test_layer_norm_into_is_the_kernel_bit_for_bit(affine: bool, alias: bool) ->
     attrs: dict[str, Any] = {"normalized_shape": (16,), "eps": 1e-5}
     expected = get_op("layer_norm").kernel(x, w, b, **attrs)
     out = x.copy() if alias else np.empty_like(x)
-    got = norm.layer_norm_into(out if alias else x, w, b, out=out, **attrs)
+    got = _into("layer_norm")(out if alias else x, w, b, out=out, **attrs)
     assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
     assert np.shares_memory(got, out)
     # A non-contiguous out is not written through a copy: the result is still right.
     wide = np.empty((4, 6, 32), np.float32)[..., ::2]
-    got = norm.layer_norm_into(x, w, b, out=wide, **attrs)
+    got = _into("layer_norm")(x, w, b, out=wide, **attrs)
     assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
@@ -75,9 +91,9 @@ def test_layer_norm_backward_into_is_bit_exact(affine: bool, alias: str | None) 
     g2, x2 = g.copy(), x.copy()
     out = {"g": g2, "x": x2, None: np.empty_like(x)}[alias]
     work = (np.full_like(x, np.nan),)
-    got = norm.layer_norm_backward_into(g2, x2, w, out=out, work=work, **attrs)
+    got = _into("layer_norm_backward")(g2, x2, w, out=out, work=work, **attrs)
     assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
-    got = norm.layer_norm_backward_into(g, x, w, out=None, work=work, **attrs)
+    got = _into("layer_norm_backward")(g, x, w, out=None, work=work, **attrs)
     assert np.array_equal(got.view(np.uint32), expected.view(np.uint32))
 
 
@@ -183,6 +199,7 @@ def test_the_float32_paths_are_declared() -> None:
         "gelu",
         "gelu_backward",
         "softmax",
+        "log_softmax",
         "layer_norm",
         "layer_norm_backward",
     }

@@ -17,9 +17,12 @@ entry: its three lowerings are rendered from the expression, one spelling per
 primitive (`asgrad.tensor.cpu.specialize.expression_line`,
 `asgrad.tensor.cpu.jit.kernels.rendered_kernel`,
 `asgrad.tensor.cpu.jit.emit_ops.emit_expression`), so no elementwise op is named
-in this package. Ops of the structural families (reductions, shape, linalg, norm,
-pool, index, optim) have entries keyed by op inside their family's entry, and a
-family may fuse groups of lines (``fuse``: Adam's three ops per parameter as one pass).
+in this package. An op with a row program (``OpDef.rows``: softmax, the norms) needs
+none either: its numpy kernel is rendered from the program, and so is its compiled
+kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`). Ops of the structural
+families (reductions, shape, linalg, pool, index, optim) have entries keyed by op
+inside their family's entry, and a family may fuse groups of lines (``fuse``: Adam's
+three ops per parameter as one pass).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -106,14 +109,6 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             "sum_to_like": em.sum_to_like,
         },
     ),
-    "norm": FamilyLowering(
-        compiled={
-            "softmax": JitKernel("kernels_norm", "softmax", leading=1),
-            "log_softmax": JitKernel("kernels_norm", "log_softmax"),
-            "layer_norm": JitKernel("kernels_norm", "layer_norm", leading=1),
-            "layer_norm_backward": JitKernel("kernels_norm", "layer_norm_backward", leading=2),
-        }
-    ),
     "pool": FamilyLowering(
         compiled={"max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward")}
     ),
@@ -165,6 +160,17 @@ def _rendered_emit(op: OpDef) -> Emitter:
     return emit
 
 
+def _rows_compiled(op: OpDef) -> Chooser:
+    def choose(node: Node, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
+        from asgrad.tensor.cpu.jit.render_rows import rows_kernel
+
+        assert op.rows is not None
+        program = op.rows(len(ins[0].shape), len(ins), **node.attrs)
+        return rows_kernel(program, ins, out)
+
+    return choose
+
+
 def _family_compiled(entry: JitKernel) -> Chooser:
     def choose(node: Node, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
         return entry if entry.applies_to(ins, out, node.attrs) else None
@@ -177,6 +183,8 @@ def resolve(op: OpDef) -> OpLowering:
     its family's entries (see the module docstring)."""
     if op.expression is not None:
         return OpLowering(_rendered_numpy(op), _rendered_compiled(op), _rendered_emit(op))
+    if op.rows is not None:
+        return OpLowering(compiled=_rows_compiled(op))
     family = FAMILY_LOWERINGS.get(op.family)
     if family is None:
         return OpLowering()

@@ -30,6 +30,7 @@ import numpy as np
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, GraphError
 
 if TYPE_CHECKING:
+    from asgrad.tensor.ir.rows import RowProgram
     from asgrad.tensor.ir.scalar import Expr
 
 Shape = tuple[int, ...]
@@ -281,6 +282,12 @@ class OpDef:
             when the function takes that keyword. Backends render their code from
             it (numpy, Numba, WGSL), and fuse chains of elementwise ops by
             substituting one op's expression into the next.
+        rows: For a composite along rows (softmax, layer norm...), its meaning once,
+            as a row program (`asgrad.tensor.ir.rows`):
+            ``rows(ndim, arity, **attrs) -> RowProgram`` for a node whose first input
+            has rank ``ndim`` and which has ``arity`` inputs. Backends render their
+            row kernels from it; the numpy ``kernel`` is
+            ``rows_kernel`` of the same function.
     """
 
     name: str
@@ -303,6 +310,7 @@ class OpDef:
     expand: Callable[..., Any] | None = None
     attrs: tuple[Attr, ...] | None = None
     expression: Callable[..., Expr] | None = None
+    rows: Callable[..., RowProgram] | None = None
 
     def normalize_attrs(self, attrs: Attrs) -> dict[str, Any]:
         """``attrs`` checked against the schema, every missing attribute at its default.

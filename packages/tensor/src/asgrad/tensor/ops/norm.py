@@ -1,15 +1,15 @@
 """Normalisation ops: softmax, log-softmax, layer norm and batch norm.
 
-All are composite primitives: one numpy kernel for the forward pass and, for the
-norms, one for the input gradient (``*_backward``), each a registered op. Their
-weight and bias gradients are plain reductions in graph ops, and the gradients of
-the backward ops come from differentiating the decomposed definition, so
-higher-order gradients work.
+All are composite primitives, each stated once as a row program
+(`asgrad.tensor.ir.rows`: reductions along the normalised axes, then one elementwise
+output expression): ``OpDef.rows``, from which every backend renders its kernel (the
+numpy kernel here is `rows_kernel` of it). The norms have an input-gradient op
+(``*_backward``) stated the same way. Their weight and bias gradients are plain
+reductions in graph ops, and the gradients of the backward ops come from
+differentiating the decomposed definition, so higher-order gradients work.
 
-Softmax and layer norm (and its backward) have float32 paths writing into a given
-buffer (`IntoKernel`), bit for bit their kernels:
-rows of the normalised size, the rest in place; a row's sum of squares is one dot
-product (einsum), without a squared temporary.
+Softmax, log-softmax and layer norm (and its backward) take their rendered kernel as
+their float32 path writing into a given buffer (`IntoKernel`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from asgrad.tensor.ir.registry import (
     TensorType,
     register_op,
 )
-from asgrad.tensor.ops._moments import normalize, normalize_backward, row_stats
+from asgrad.tensor.ir.rows import Layout, RowBuilder, RowProgram, rows_kernel
+from asgrad.tensor.ir.scalar import Expr, exp, log, sqrt
 
 _NORM_TOLERANCE = (1e-4, 1e-5)
 
@@ -52,17 +53,17 @@ def _infer_softmax(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return t
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    e /= np.sum(e, axis=axis, keepdims=True)
-    out: np.ndarray = e
-    return out
+def _softmax_rows(ndim: int, arity: int, *, axis: int, logs: bool = False) -> RowProgram:
+    """``exp(x - max) / sum`` along ``axis`` (logs: ``x - max - log(sum)``)."""
+    p = RowBuilder(("element",), axes=(normalize_axis(axis, ndim),))
+    x = p.input(0)
+    m = p.reduce("max", x)
+    s = p.reduce("sum", exp(x - m))
+    return p.program(x - m - log(s) if logs else exp(x - m) / s)
 
 
-def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    out: np.ndarray = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-    return out
+def _log_softmax_rows(ndim: int, arity: int, *, axis: int) -> RowProgram:
+    return _softmax_rows(ndim, arity, axis=axis, logs=True)
 
 
 def _softmax_cases(rng: np.random.Generator) -> list[OpCase]:
@@ -73,18 +74,6 @@ def _softmax_cases(rng: np.random.Generator) -> list[OpCase]:
         OpCase((randn(rng, 2, 300, scale=3.0),), {"axis": 1}, label="long rows"),
         OpCase((randn(rng, 3, 6, scale=50.0),), {"axis": 1}, grad=False, label="large"),
     ]
-
-
-def softmax_into(x: np.ndarray, *, out: np.ndarray | None = None, axis: int) -> np.ndarray:
-    """The registered ``softmax`` kernel, its result written into ``out`` (x's shape and
-    dtype; may be x itself: the row maxima are taken before it is written), bit for bit:
-    ``exp(x - max) / sum`` with the same reductions, no fresh temporaries of x's size.
-    """
-    m = np.maximum.reduce(x, axis=axis, keepdims=True)
-    e: np.ndarray = np.subtract(x, m) if out is None else np.subtract(x, m, out=out)
-    np.exp(e, out=e)
-    e /= np.add.reduce(e, axis=axis, keepdims=True)
-    return e
 
 
 # -- shared normalisation ------------------------------------------------------------
@@ -151,92 +140,48 @@ def _infer_layer_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> Ten
     return _infer_layer_norm([types[1]], attrs)
 
 
-def _layer_norm(
-    x: np.ndarray,
-    weight: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    *,
-    normalized_shape: Any,
-    eps: float,
-) -> np.ndarray:
-    if _f32_rows(x, weight):
-        return layer_norm_into(x, weight, bias, normalized_shape=normalized_shape, eps=eps)
-    y, _ = normalize(x, layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape}), eps)
-    if weight is not None and bias is not None:
-        y = y * weight + bias
-    return y
+def _moments(p: RowBuilder, x: Expr, eps: float) -> tuple[Expr, Expr]:
+    """``(x - mean, 1 / std)`` of the row, the population variance from the centred
+    values (two passes: safer than ``E[x^2] - E[x]^2``)."""
+    centred = x - p.reduce("mean", x)
+    var = p.reduce("mean", centred * centred)
+    return centred, 1.0 / sqrt(var + eps)
 
 
-def _layer_norm_backward(
-    g: np.ndarray,
-    x: np.ndarray,
-    weight: np.ndarray | None = None,
-    *,
-    normalized_shape: Any,
-    eps: float,
-) -> np.ndarray:
-    if _f32_rows(x, weight) and g.dtype == np.float32:
-        return layer_norm_backward_into(g, x, weight, normalized_shape=normalized_shape, eps=eps)
-    axes = layer_norm_axes(x.ndim, {"normalized_shape": normalized_shape})
-    return normalize_backward(g if weight is None else g * weight, x, axes, eps)
+def _normalize_rows(axes: tuple[int, ...], arity: int, eps: float, affine: Layout) -> RowProgram:
+    """``(x - mean) / std * weight + bias`` over ``axes``, weight and bias laid out
+    per ``affine`` (when given)."""
+    p = RowBuilder(("element", affine, affine)[:arity], axes=axes)
+    centred, rstd = _moments(p, p.input(0), eps)
+    y = centred * rstd
+    return p.program(y * p.input(1) + p.input(2) if arity == 3 else y)
 
 
-def _f32_rows(x: np.ndarray, weight: np.ndarray | None) -> bool:
-    return x.dtype == np.float32 and x.size > 0 and (weight is None or weight.dtype == np.float32)
+def _normalize_backward_rows(
+    axes: tuple[int, ...], arity: int, eps: float, affine: Layout
+) -> RowProgram:
+    """The input gradient of `_normalize_rows` from ``(g, x[, weight])``:
+    ``rstd * (gw - mean(gw) - x_hat * mean(gw * x_hat))``, ``gw = g * weight``."""
+    p = RowBuilder(("element", "element", affine)[:arity], axes=axes)
+    g, x = p.input(0), p.input(1)
+    centred, rstd = _moments(p, x, eps)
+    x_hat = centred * rstd
+    gw = g * p.input(2) if arity == 3 else g
+    mean_g = p.reduce("mean", gw)
+    mean_gx = p.reduce("mean", gw * x_hat)
+    return p.program((gw - mean_g - x_hat * mean_gx) * rstd)
 
 
-def layer_norm_into(
-    x: np.ndarray,
-    weight: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    *,
-    out: np.ndarray | None = None,
-    normalized_shape: Any,
-    eps: float,
-) -> np.ndarray:
-    """The ``layer_norm`` kernel's float32 path (float32 x and weight, nonzero size),
-    its result written into ``out`` when given (x's shape; may be x: x is read only
-    before it is written; a non-contiguous ``out`` is left alone and the result is
-    fresh), bit for bit the same either way."""
-    target = out if out is not None and out.flags.c_contiguous else None  # reshapes are views
-    y, rstd, _ = row_stats(x, normalized_shape, eps, target)
-    y *= rstd
-    if weight is not None and bias is not None:
-        y *= weight.reshape(-1)
-        y += bias.reshape(-1)
-    return y.reshape(x.shape)
+def _layer_norm_rows(ndim: int, arity: int, *, normalized_shape: Any, eps: float) -> RowProgram:
+    axes = layer_norm_axes(ndim, {"normalized_shape": normalized_shape})
+    return _normalize_rows(axes, arity, eps, "position")
 
 
-def layer_norm_backward_into(
-    g: np.ndarray,
-    x: np.ndarray,
-    weight: np.ndarray | None = None,
-    *,
-    out: np.ndarray | None = None,
-    work: tuple[np.ndarray, ...] | None = None,
-    normalized_shape: Any,
-    eps: float,
-) -> np.ndarray:
-    """The ``layer_norm_backward`` kernel's float32 path (float32 g, x and weight), bit
-    for bit: the result in ``out`` (x's shape; may be g or x) or fresh, the centred x
-    in ``work[0]`` (x's shape, overlapping none of g, x, out) or fresh."""
-    x_hat, rstd, n = row_stats(x, normalized_shape, eps, None if work is None else work[0])
-    x_hat *= rstd
-    scale = np.float32(1.0) if weight is None else weight.reshape(-1)
-    gw: np.ndarray = (
-        g.reshape(x_hat.shape) * scale
-        if out is None
-        else np.multiply(g.reshape(x_hat.shape), scale, out=out.reshape(x_hat.shape))
-    )
-    mean_g = np.add.reduce(gw, axis=1, keepdims=True)
-    mean_g *= np.float32(1.0 / n)
-    mean_gx = np.einsum("ij,ij->i", gw, x_hat)[:, None]
-    mean_gx *= np.float32(1.0 / n)
-    gw -= mean_g
-    x_hat *= mean_gx
-    gw -= x_hat
-    gw *= rstd
-    return gw.reshape(x.shape)
+def _layer_norm_backward_rows(
+    ndim: int, arity: int, *, normalized_shape: Any, eps: float
+) -> RowProgram:
+    axes = layer_norm_axes(ndim, {"normalized_shape": normalized_shape})
+    return _normalize_backward_rows(axes, arity, eps, "position")
 
 
 # -- batch norm (training: batch statistics) --------------------------------------------
@@ -260,28 +205,12 @@ def _infer_batch_norm_backward(types: Sequence[TensorType], attrs: Attrs) -> Ten
     return _infer_batch_norm([types[1]], attrs)
 
 
-def _channel(v: np.ndarray, ndim: int) -> np.ndarray:
-    return v.reshape((1, -1) + (1,) * (ndim - 2))
+def _batch_norm_rows(ndim: int, arity: int, *, eps: float) -> RowProgram:
+    return _normalize_rows(batch_norm_axes(ndim), arity, eps, "row")
 
 
-def _batch_norm(
-    x: np.ndarray,
-    weight: np.ndarray | None = None,
-    bias: np.ndarray | None = None,
-    *,
-    eps: float,
-) -> np.ndarray:
-    y, _ = normalize(x, batch_norm_axes(x.ndim), eps)
-    if weight is not None and bias is not None:
-        y = y * _channel(weight, x.ndim) + _channel(bias, x.ndim)
-    return y
-
-
-def _batch_norm_backward(
-    g: np.ndarray, x: np.ndarray, weight: np.ndarray | None = None, *, eps: float
-) -> np.ndarray:
-    gw = g if weight is None else g * _channel(weight, x.ndim)
-    return normalize_backward(gw, x, batch_norm_axes(x.ndim), eps)
+def _batch_norm_backward_rows(ndim: int, arity: int, *, eps: float) -> RowProgram:
+    return _normalize_backward_rows(batch_norm_axes(ndim), arity, eps, "row")
 
 
 # -- cases ------------------------------------------------------------------------------------
@@ -357,6 +286,12 @@ EPS = Attr(name="eps", kind=float, default=1e-5, check=_positive, doc="added to 
 NORMALIZED_SHAPE = Attr(name="normalized_shape", kind=tuple, doc="the trailing axes' sizes")
 
 
+_SOFTMAX = rows_kernel(_softmax_rows)
+_LOG_SOFTMAX = rows_kernel(_log_softmax_rows)
+_LAYER_NORM = rows_kernel(_layer_norm_rows)
+_LAYER_NORM_BACKWARD = rows_kernel(_layer_norm_backward_rows)
+
+
 def _norm_op(name: str, **fields: Any) -> None:
     """Register a composite normalisation op; ``fields``: the other OpDef fields."""
     register_op(OpDef(name=name, family="norm", composite=True, **fields))
@@ -366,54 +301,60 @@ _norm_op(
     "softmax",
     attrs=(AXIS,),
     infer=_infer_softmax,
-    kernel=_softmax,
+    kernel=_SOFTMAX,
+    rows=_softmax_rows,
     arity=1,
     tolerance=(2e-5, 1e-6),
     cases=_softmax_cases,
     doc="exp(x) / sum(exp(x)) along an axis, stable",
     fresh_result=True,
-    into=IntoKernel(fn=softmax_into, leading=1),
+    into=IntoKernel(fn=_SOFTMAX, leading=1),
 )
 _norm_op(
     "log_softmax",
     attrs=(AXIS,),
     infer=_infer_softmax,
-    kernel=_log_softmax,
+    kernel=_LOG_SOFTMAX,
+    rows=_log_softmax_rows,
     arity=1,
     tolerance=(2e-5, 2e-5),
     cases=_softmax_cases,
     doc="x - logsumexp(x) along an axis, stable",
     fresh_result=True,
+    into=IntoKernel(fn=_LOG_SOFTMAX, leading=1, work=1),
 )
 _norm_op(
     "layer_norm",
     attrs=(NORMALIZED_SHAPE, EPS),
     infer=_infer_layer_norm,
-    kernel=_layer_norm,
+    kernel=_LAYER_NORM,
+    rows=_layer_norm_rows,
     arity=None,
     tolerance=_NORM_TOLERANCE,
     cases=_layer_norm_cases,
     doc="normalise the trailing normalized_shape axes, optional affine",
     fresh_result=True,
-    into=IntoKernel(fn=layer_norm_into, leading=1),
+    into=IntoKernel(fn=_LAYER_NORM, leading=1),
 )
 _norm_op(
     "layer_norm_backward",
     attrs=(NORMALIZED_SHAPE, EPS),
     infer=_infer_layer_norm_backward,
-    kernel=_layer_norm_backward,
+    kernel=_LAYER_NORM_BACKWARD,
+    rows=_layer_norm_backward_rows,
     arity=None,
     tolerance=_NORM_TOLERANCE,
     cases=_layer_norm_backward_cases,
     doc="layer_norm's input gradient from (g, x[, weight])",
     fresh_result=True,
-    into=IntoKernel(fn=layer_norm_backward_into, leading=2, work=1),
+    into=IntoKernel(fn=_LAYER_NORM_BACKWARD, leading=2, work=1),
 )
 _norm_op(
     "batch_norm",
     attrs=(EPS,),
     infer=_infer_batch_norm,
-    kernel=_batch_norm,
+    kernel=rows_kernel(_batch_norm_rows),
+    rows=_batch_norm_rows,
     arity=None,
     tolerance=_NORM_TOLERANCE,
     cases=_batch_norm_cases,
@@ -423,7 +364,8 @@ _norm_op(
     "batch_norm_backward",
     attrs=(EPS,),
     infer=_infer_batch_norm_backward,
-    kernel=_batch_norm_backward,
+    kernel=rows_kernel(_batch_norm_backward_rows),
+    rows=_batch_norm_backward_rows,
     arity=None,
     tolerance=_NORM_TOLERANCE,
     cases=_batch_norm_backward_cases,

@@ -53,6 +53,8 @@ __all__ = [
     "fresh",
     "kernel",
     "overloads",
+    "row_max",
+    "row_max_nan",
     "row_sum",
     "sums",
     "types",
@@ -272,3 +274,55 @@ def row_sum(row: Any) -> Any:
     for j in range(row.shape[0]):
         s += row[j]
     return s
+
+
+@kernel
+def row_max(row: Any) -> Any:
+    """A row's maximum, in 8 independent lanes (which vectorise; a single running
+    maximum does not without fast-math, nor do lanes that keep NaN: measured 0.64 ms
+    against 1.76 ms for 4096 rows of 1024 float32). NaN elements are skipped unless
+    the first is NaN: taken only where a row program sums the row again through
+    NaN-propagating arithmetic (softmax's ``exp(x - max)``), so that a NaN makes its
+    results NaN as numpy's max would (`row_max_nan` elsewhere)."""
+    n = row.shape[0]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
+    j = 0
+    while j + 8 <= n:
+        v = row[j]
+        m0 = v if v > m0 else m0
+        v = row[j + 1]
+        m1 = v if v > m1 else m1
+        v = row[j + 2]
+        m2 = v if v > m2 else m2
+        v = row[j + 3]
+        m3 = v if v > m3 else m3
+        v = row[j + 4]
+        m4 = v if v > m4 else m4
+        v = row[j + 5]
+        m5 = v if v > m5 else m5
+        v = row[j + 6]
+        m6 = v if v > m6 else m6
+        v = row[j + 7]
+        m7 = v if v > m7 else m7
+        j += 8
+    while j < n:
+        v = row[j]
+        m0 = v if v > m0 else m0
+        j += 1
+    a = m0 if m0 > m1 else m1
+    b = m2 if m2 > m3 else m3
+    c = m4 if m4 > m5 else m5
+    d = m6 if m6 > m7 else m7
+    a = a if a > b else b
+    c = c if c > d else d
+    return a if a > c else c
+
+
+@kernel
+def row_max_nan(row: Any) -> Any:
+    """A row's maximum, NaN if any element is NaN (numpy's), in one running lane."""
+    m = row[0]
+    for j in range(1, row.shape[0]):
+        v = row[j]
+        m = v if ((v > m or v != v) and m == m) else m
+    return m

@@ -3,11 +3,13 @@
 A `JitKernel` names a wrapper with the calling convention of an
 `IntoKernel` (``fn(*inputs, out=None, **attrs)``, the
 result written into ``out`` when it is given). The structural families' kernels are
-hand-written in topic modules (``kernels_norm``, ``kernels_pool``, ``kernels_optim``),
+hand-written in topic modules (``kernels_pool``, ``kernels_optim``),
 listed in `asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an elementwise op's
 kernel is rendered from its scalar expression (`rendered_kernel`): one loop over
 the elements, written by `render_numba`, in a
-module generated under `cache_dir`. Nothing here imports
+module generated under `cache_dir`; a composite along rows (softmax, the norms) has
+its kernel rendered from its row program (`asgrad.tensor.cpu.jit.render_rows`).
+Nothing here imports
 Numba until a kernel is loaded.
 
 The kernels agree with the numpy kernels within each op's registered tolerance

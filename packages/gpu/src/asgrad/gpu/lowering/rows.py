@@ -1,0 +1,159 @@
+"""Row programs (`asgrad.tensor.ir.rows`) rendered as one WGSL row kernel.
+
+A composite along rows (softmax, log-softmax, layer and batch norm and their input
+gradients) states its meaning once, as a row program; `row_kernel` renders it into
+``kernels/norm_rows.wgsl``: one workgroup per row, each pass of stages
+(`RowProgram.groups`) one loop over the row and one tree reduction in
+workgroup memory (the stages of a pass share its barriers), the row scalars'
+subexpressions computed once per row, then one loop writing the output expression.
+Every expression is spelled by `render_wgsl`, NaN and infinities
+as numpy's (a row max propagates NaN).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from asgrad.gpu.device import fold_groups
+from asgrad.gpu.device.array import GpuArray
+from asgrad.gpu.device.source import kernel_text, render
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering.scalar import render_wgsl
+from asgrad.tensor.ir.rows import RowProgram, reads_inputs
+from asgrad.tensor.ir.scalar import Expr, arg
+
+__all__ = ["WGSL_FILES", "kernel_source", "row_kernel"]
+
+WGSL_FILES: tuple[str, ...] = ("norm_rows.wgsl", "prelude.wgsl")
+
+_NEG_INF = "bitcast<f32>(0xff800000u)"
+
+
+class _Writer:
+    def __init__(self, program: RowProgram) -> None:
+        self.p = program
+        self.n = len(program.inputs)
+        self.names = [
+            {"element": f"x{i}", "position": f"in{i}[k]"}.get(layout, f"in{i}[row]")
+            for i, layout in enumerate(program.inputs)
+        ]
+        self.names.extend(f"s{j}" for j in range(len(program.stages)))
+        self.hoisted: dict[Expr, Expr] = {}
+        self.lines: list[str] = []
+
+    def render(self, e: Expr) -> str:
+        return render_wgsl(e, self.names, ["f32"] * len(self.names), "f32")
+
+    def hoist(self, e: Expr) -> Expr:
+        """``e`` with each subexpression of row scalars alone computed once, before."""
+        if e.op in ("arg", "const"):
+            return e
+        if self.p.is_row_level(e):
+            if e not in self.hoisted:
+                name = f"h{len(self.hoisted)}"
+                self.lines.append(f"    let {name} = {self.render(e)};")
+                self.names.append(name)
+                self.hoisted[e] = arg(len(self.names) - 1)
+            return self.hoisted[e]
+        return Expr(e.op, tuple(self.hoist(a) for a in e.args), e.value)
+
+    def loads(self, exprs: list[Expr], indent: str) -> list[str]:
+        """The element inputs ``exprs`` read, loaded at ``at``."""
+        read = sorted(set().union(*(reads_inputs(e, self.n) for e in exprs)))
+        return [f"{indent}let x{i} = in{i}[at];" for i in read if self.p.inputs[i] == "element"]
+
+
+def kernel_source(program: RowProgram) -> str:
+    """The WGSL of ``program``'s row kernel (its pipeline's source)."""
+    w = _Writer(program)
+    width = max(len(g) for g in program.groups()) if program.stages else 0
+    for group in program.groups():
+        exprs = [w.hoist(program.stages[j].expr) for j in group]
+        for j in group:
+            start = _NEG_INF if program.stages[j].reduce == "max" else "0.0"
+            w.lines.append(f"    var t{j} = {start};")
+        w.lines.append("    for (var k = li; k < R; k += 256u) {")
+        w.lines.append("        let at = addr(row, k);")
+        w.lines.extend(w.loads(exprs, "        "))
+        for j, e in zip(group, exprs, strict=True):
+            w.lines.append(f"        t{j} = {_combine(program, j, f't{j}', w.render(e))};")
+        w.lines.append("    }")
+        for m, j in enumerate(group):
+            w.lines.append(f"    p{m}[li] = t{j};")
+        w.lines.append("    workgroupBarrier();")
+        w.lines.append("    for (var s = 128u; s > 0u; s = s >> 1u) {")
+        w.lines.append("        if (li < s) {")
+        for m, j in enumerate(group):
+            w.lines.append(
+                f"            p{m}[li] = {_combine(program, j, f'p{m}[li]', f'p{m}[li + s]')};"
+            )
+        w.lines.append("        }")
+        w.lines.append("        workgroupBarrier();")
+        w.lines.append("    }")
+        for m, j in enumerate(group):
+            scale = " * params.inv_r" if program.stages[j].reduce == "mean" else ""
+            w.lines.append(f"    let s{j} = p{m}[0]{scale};")
+        w.lines.append("    workgroupBarrier();")
+    out = w.hoist(program.out)
+    bindings = [
+        f"@group(0) @binding({i + 1}) var<storage, read> in{i}: array<f32>;"
+        for i in range(len(program.inputs))
+    ]
+    bindings.append(
+        f"@group(0) @binding({len(program.inputs) + 1}) var<storage, read_write> dst: array<f32>;"
+    )
+    return render(
+        "norm_rows",
+        PRELUDE=kernel_text("prelude"),
+        BINDINGS="\n".join(bindings),
+        PARTIALS="\n".join(f"var<workgroup> p{m}: array<f32, 256>;" for m in range(width)),
+        PASSES="\n".join(w.lines),
+        OUTPUT="\n".join([*w.loads([out], "        "), f"        dst[at] = {w.render(out)};"]),
+    )
+
+
+def _combine(program: RowProgram, j: int, a: str, b: str) -> str:
+    return f"asg_max({a}, {b})" if program.stages[j].reduce == "max" else f"{a} + {b}"
+
+
+def _layout(program: RowProgram, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``(rows, R, P, a, b, S, c, d)`` of the kernel's addressing (see its header)."""
+    axes = program.axes
+    kept = [i for i in range(len(shape)) if i not in axes]
+    reduced = math.prod(shape[i] for i in axes)
+    if axes == tuple(range(axes[0], axes[-1] + 1)):
+        post = math.prod(shape[axes[-1] + 1 :])
+        rows = math.prod(shape[: axes[0]]) * post
+        return (rows, reduced, max(post, 1), reduced * post, 1, max(reduced, 1), 0, post)
+    if kept == list(range(kept[0], kept[-1] + 1)):
+        inner = math.prod(shape[kept[-1] + 1 :])
+        rows = math.prod(shape[i] for i in kept)
+        return (rows, reduced, max(rows, 1), 0, inner, max(inner, 1), rows * inner, 1)
+    raise GpuUnsupportedError(
+        f"a row program over axes {list(axes)} of {list(shape)}: the reduced axes, or the"
+        " kept ones, must follow one another"
+    )
+
+
+def row_kernel(program: RowProgram, inputs: list[GpuArray], kind: str = "norm") -> GpuArray:
+    """``program`` on float32 ``inputs`` (the first's shape), one dispatch labelled
+    ``kind`` (what a plan's dispatch counts call it)."""
+    for a in inputs:
+        if a.dtype != np.float32:
+            raise GpuUnsupportedError(f"{kind} on the GPU takes float32, got {a.dtype}")
+    x = inputs[0]
+    out = GpuArray.empty(x.shape, np.float32, x.device)
+    if x.size == 0:
+        return out
+    layout = _layout(program, x.shape)
+    device = x.device
+    binds = ("uniform",) + ("read",) * len(inputs) + ("write",)
+    pipe = device.pipeline((kind, program), lambda: kernel_source(program), binds)
+    inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
+    meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)
+    buffers = (device.params(meta), *(a.buffer for a in inputs), out.buffer)
+    device.dispatch(pipe, buffers, fold_groups(layout[0], device.max_groups))
+    return out

@@ -1,0 +1,45 @@
+"""The GPU row kernel rendered from row programs (`asgrad.gpu.lowering.rows`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asgrad.gpu import Device, to_gpu
+from asgrad.gpu.lowering.norm import batch_norm, batch_norm_backward, layer_norm_backward
+from asgrad.gpu.lowering.rows import kernel_source
+from asgrad.tensor import get_op
+
+pytestmark = pytest.mark.gpu
+
+
+def test_independent_sums_share_one_tree_reduction() -> None:
+    rows = get_op("layer_norm_backward").rows
+    assert rows is not None
+    source = kernel_source(rows(2, 3, normalized_shape=(8,), eps=1e-5))
+    # four stages in three passes: the variance and mean(g * w) share the second
+    assert source.count("for (var s = 128u;") == 3
+    assert "p1[li] = p1[li] + p1[li + s];" in source
+
+
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5), (2, 3, 2, 2)])
+def test_batch_norm_channels_match_the_numpy_kernel(device: Device, shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    w, b = rng.standard_normal(3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    got = batch_norm(to_gpu(x, device), 1e-5, to_gpu(w, device), to_gpu(b, device)).numpy()
+    want = get_op("batch_norm").kernel(x, w, b, eps=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    dx = batch_norm_backward(to_gpu(g, device), to_gpu(x, device), 1e-5, to_gpu(w, device))
+    want = get_op("batch_norm_backward").kernel(g, x, w, eps=1e-5)
+    np.testing.assert_allclose(dx.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_layer_norm_gradient_over_two_axes_matches_the_numpy_kernel(device: Device) -> None:
+    rng = np.random.default_rng(9)
+    x, g = (rng.standard_normal((3, 4, 5)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal((4, 5)).astype(np.float32)
+    got = layer_norm_backward(to_gpu(g, device), to_gpu(x, device), 2, 1e-5, to_gpu(w, device))
+    want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(4, 5), eps=1e-5)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
