@@ -13,13 +13,16 @@ in ``kernels/prelude.wgsl`` (``asg_max``, ``asg_lt``, ``asg_floor``...).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import literal
-from asgrad.tensor.ir.scalar import Expr
+from asgrad.tensor.ir.scalar import PRIMITIVES, Expr, const
 
-__all__ = ["render_wgsl"]
+__all__ = ["TYPED", "WGSL", "render_wgsl", "render_wgsl_lets", "simplify", "typed", "wgsl_call"]
 
 # A node's WGSL kind: "f32", "i32", "bool" (a WGSL bool; stored as u32 0/1).
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -68,15 +71,52 @@ def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) ->
     primitives whose numpy value at NaN or +-inf WGSL leaves undefined go through
     ``prelude.wgsl``'s per-primitive helpers (``asg_max``, ``asg_lt``, ``asg_floor``...).
     """
+    lets, body = _render(e, args, types, out, None)
+    assert not lets
+    return body
+
+
+def render_wgsl_lets(
+    e: Expr, args: Sequence[str], types: Sequence[str], out: str, prefix: str = "t"
+) -> tuple[list[str], str]:
+    """``e`` as WGSL statements and an expression: every subexpression that ``e``
+    reads more than once (the same `Expr` object; see
+    `simplify`, which makes equal subtrees one object) is computed once,
+    as ``let {prefix}0 = ...;``, and named where it is read. Arguments as `render_wgsl`.
+
+    >>> from asgrad.tensor.ir.scalar import arg, exp
+    >>> shared = exp(arg(0))
+    >>> render_wgsl_lets(shared * shared + shared, ["x0"], ["f32"], "f32")
+    (['let t0 = asg_exp(x0);'], '(t0 * t0) + t0')
+    """
+    return _render(e, args, types, out, prefix)
+
+
+def _render(
+    e: Expr, args: Sequence[str], types: Sequence[str], out: str, prefix: str | None
+) -> tuple[list[str], str]:
     arg_kinds = ["bool" if t == "u32" else t for t in types]
+    kinds: dict[tuple[int, str], str] = {}
+    texts: dict[tuple[int, str], str] = {}
+    lets: list[str] = []
+    shared = _shared_nodes(e) if prefix is not None else set()
 
     def kind(node: Expr, hint: str) -> str:
+        key = (id(node), hint)
+        found = kinds.get(key)
+        if found is None:
+            found = kinds[key] = _kind(node, hint)
+        return found
+
+    def _kind(node: Expr, hint: str) -> str:
         if node.op == "arg":
             return arg_kinds[int(node.value)]  # type: ignore[call-overload]  # the index
         if node.op == "const":
             return hint
         if node.op == "cast":
             return _WGSL_KIND[str(node.value)]
+        if node.op in (TYPED, WGSL):
+            return _fixed_kind(node)
         if node.op in _COMPARE or node.op in _PREDICATES:
             return "bool"
         return operand_kind(node, hint)
@@ -91,25 +131,43 @@ def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) ->
 
     def text(node: Expr, hint: str) -> str:
         k = kind(node, hint)
+        key = (id(node), k)
+        found = texts.get(key)
+        if found is None:
+            found = _text(node, k)
+            if id(node) in shared:
+                name = f"{prefix}{len(lets)}"
+                lets.append(f"let {name} = {_unwrapped(found)};")
+                found = name
+            texts[key] = found
+        return found
+
+    def _text(node: Expr, k: str) -> str:
         if node.op == "arg":
             name = args[int(node.value)]  # type: ignore[call-overload]  # the index
             return f"({name} != 0u)" if k == "bool" else name
         if node.op == "const":
             return _wgsl_literal(node.value, k)
         if node.op == "cast":
-            return _cast(node, k)
+            return _convert(node.args[0], k, "f32")
+        if node.op == TYPED:
+            return _convert(node.args[0], k, k)
+        if node.op == WGSL:
+            template, operand_kinds = _call_parts(node)
+            return template.format(
+                *(text(a, ok) for a, ok in zip(node.args, operand_kinds, strict=True))
+            )
         inner = "bool" if node.op in ("logical_and", "logical_or", "logical_not") else None
         ok = inner or operand_kind(node, "f32" if k == "bool" else k)
-        a = [text(x, ok) for x in node.args]
         if node.op == "where":
             branch = operand_kind(node, k)
             a = [text(node.args[0], "bool"), *(text(x, branch) for x in node.args[1:])]
             return f"select({a[2]}, {a[1]}, {a[0]})"
-        return _primitive(node.op, ok, a)
+        return _primitive(node.op, ok, [text(x, ok) for x in node.args])
 
-    def _cast(node: Expr, k: str) -> str:
-        src = node.args[0]
-        sk = kind(src, "f32")
+    def _convert(src: Expr, k: str, source_hint: str) -> str:
+        """``src`` as a value of kind ``k`` (numpy's astype)."""
+        sk = kind(src, source_hint)
         x = text(src, sk)
         if sk == k:
             return x
@@ -121,8 +179,81 @@ def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) ->
 
     body = text(e, "bool" if out == "u32" else out)
     if kind(e, out) == "bool" and out != "bool":
-        return f"select(0u, 1u, {body})" if out == "u32" else f"{out}({body})"
-    return _unwrapped(body)
+        body = f"select(0u, 1u, {body})" if out == "u32" else f"{out}({body})"
+    return lets, _unwrapped(body)
+
+
+# GPU-only nodes of a fused expression (never in an op's own expression):
+# ``typed``: its operand as the kind named by its value (a fused input's storage kind),
+# ``wgsl``: a call of the GPU's own (an integer op that checks its values), see `wgsl_call`.
+TYPED = "typed"
+WGSL = "wgsl"
+
+
+def typed(e: Expr, storage: str) -> Expr:
+    """``e`` as a value of the WGSL storage type ``storage`` (``u32``: a bool), as a
+    fused input of that type is read: the kind an expression's constants take."""
+    return Expr(TYPED, (e,), "bool" if storage == "u32" else storage)
+
+
+def wgsl_call(template: str, args: Sequence[Expr], kind: str, operand_kinds: Sequence[str]) -> Expr:
+    """A WGSL call ``template`` (``{0}``, ``{1}``... its operands, of ``operand_kinds``)
+    yielding a value of ``kind``: a node for what no primitive says (a checked integer op)."""
+    return Expr(WGSL, tuple(args), (template, kind, tuple(operand_kinds)))
+
+
+def _call_parts(node: Expr) -> tuple[str, tuple[str, ...]]:
+    """A `wgsl_call` node's template and its operands' kinds."""
+    value = node.value
+    assert isinstance(value, tuple)  # (template, kind, operand kinds): see `wgsl_call`
+    return str(value[0]), tuple(str(k) for k in value[2])
+
+
+def _fixed_kind(node: Expr) -> str:
+    if node.op == TYPED:
+        return str(node.value)
+    value = node.value
+    assert isinstance(value, tuple)  # (template, kind, operand kinds): see `wgsl_call`
+    return str(value[1])
+
+
+def _shared_nodes(e: Expr) -> set[int]:
+    """The ids of the computed nodes of ``e`` read by more than one parent."""
+    parents: dict[int, int] = {}
+    seen: set[int] = set()
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for a in node.args:
+            parents[id(a)] = parents.get(id(a), 0) + 1
+            stack.append(a)
+    nodes = _walk(e)
+    for n in reversed(nodes):  # parents before their operands  # a shared annotation shares the value it annotates
+        if n.op == TYPED:
+            child = id(n.args[0])
+            parents[child] = max(parents.get(child, 0), parents.get(id(n), 0))
+    return {
+        id(n) for n in nodes if parents.get(id(n), 0) > 1 and n.op not in ("arg", "const", TYPED)
+    }
+
+
+def _walk(e: Expr) -> list[Expr]:
+    """Every distinct node of ``e`` once, each after the nodes it reads."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((a, False) for a in node.args if id(a) not in seen)
+    return order
 
 
 def _unwrapped(text: str) -> str:
@@ -187,3 +318,73 @@ def _primitive(op: str, k: str, a: list[str]) -> str:
         f"the primitive {op!r} has no WGSL form for {k} operands; integer division,"
         " remainder and powers are lowered with their checks by the GPU package"
     )
+
+
+# -- simplification -------------------------------------------------------------------
+# Primitives folded when every operand is a float constant: evaluated as numpy does a
+# Python scalar's (float64), rounded to the kernel's type where it is written.
+_FOLDED = frozenset(
+    {"add", "sub", "mul", "div", "neg", "pow", "abs", "exp", "expm1", "log", "log1p",
+     "sqrt", "rsqrt", "sin", "cos", "tanh", "maximum", "minimum"}
+)  # fmt: skip
+
+
+def simplify(e: Expr) -> Expr:
+    """``e`` with equal subtrees made one object (so `render_wgsl_lets` computes them
+    once), float constants folded, and ``x * 1``, ``x / 1``, ``x - 0``, ``--x`` and a
+    ``where`` of a constant condition reduced: each exact, NaN and infinities included.
+    Linear in the distinct nodes of ``e``.
+
+    >>> from asgrad.tensor.ir.scalar import arg, const
+    >>> simplify((arg(0) * (const(1.0) - 0.25)) * 1.0)
+    mul(x0, 0.75)
+    """
+    done: dict[int, Expr] = {}
+    interned: dict[tuple[object, ...], Expr] = {}
+    for node in _walk(e):  # operands first
+        args = tuple(done[id(a)] for a in node.args)
+        new = _reduced(node, args)
+        if new is None:
+            new = (
+                node
+                if args == node.args and all(a is b for a, b in zip(args, node.args, strict=True))
+                else Expr(node.op, args, node.value)
+            )
+        key = (new.op, tuple(id(a) for a in new.args), _value_key(new))
+        done[id(node)] = interned.setdefault(key, new)
+    return done[id(e)]
+
+
+def _value_key(node: Expr) -> object:
+    v = node.value
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return (type(v).__name__, v)  # 1, 1.0 and True stay apart
+
+
+def _reduced(node: Expr, args: tuple[Expr, ...]) -> Expr | None:
+    """``node`` over ``args`` folded or reduced, or None to keep it."""
+    op = node.op
+    if op in _FOLDED and args and all(_float_const(a) for a in args):
+        with np.errstate(all="ignore"):
+            value = PRIMITIVES[op].numpy(*(a.value for a in args))
+        return const(float(value))
+    if op in ("mul", "div") and _is(args[1], 1.0):
+        return args[0]
+    if op == "mul" and _is(args[0], 1.0):
+        return args[1]
+    if op == "sub" and _is(args[1], 0.0):
+        return args[0]
+    if op == "neg" and args[0].op == "neg":
+        return args[0].args[0]
+    if op == "where" and args[0].op == "const" and isinstance(args[0].value, bool):
+        return args[1] if args[0].value else args[2]
+    return None
+
+
+def _float_const(e: Expr) -> bool:
+    return e.op == "const" and isinstance(e.value, float)
+
+
+def _is(e: Expr, v: float) -> bool:
+    return _float_const(e) and e.value == v

@@ -47,7 +47,9 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     `MAX_RECOMPUTE`, any number for a scalar), which costs arithmetic, not a
     launch. A transpose read only by matmuls (or by transposes that are) becomes
     strides; a batched matmul summed over its batch axes (a weight's gradient through a
-    3-D input) becomes one 2-D matmul. Outputs and update values are always launched.
+    3-D input) becomes one 2-D matmul; a matmul read only by a chain of elementwise
+    ops of its shape is launched by the chain's kernel, which becomes its epilogue.
+    Outputs and update values are always launched.
     """
     kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
     inlined: set[int] = set()
@@ -58,6 +60,8 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             inlined.add(node.id)  # written into the sum's buffer (fusion.Scattered)
         elif node.id not in kept and following and _inlinable(node, following, inlined, types):
             inlined.add(node.id)
+        elif node.id not in kept and _epilogue_of(node, users, inlined, types):
+            inlined.add(node.id)  # stored through its reader's expression (fusion.emit)
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
             node.id in inlined
@@ -133,6 +137,28 @@ def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Type
         or ((u.op in INLINE_OPS or _passes_through(u, types)) and u.id in inlined)
         for u in following
     )
+
+
+def _epilogue_of(node: Node, users: Users, inlined: set[int], types: Types) -> bool:
+    """A float32 matmul of matrices read only by a chain of elementwise ops of its
+    shape, each read only by the next, the last one launched (float32): that kernel is
+    the product's epilogue, so the product is launched there, once."""
+    t = types[node.id]
+    if node.op != "matmul" or t.dtype != "float32" or len(t.shape) < 2:
+        return False
+    if any(len(types[i.id].shape) < 2 for i in node.inputs):
+        return False
+    current = node
+    while True:
+        readers = {u.id: u for u in users.get(current.id, [])}
+        if len(readers) != 1:
+            return False
+        (user,) = readers.values()
+        if user.op not in EXPRESSION_OPS or tuple(types[user.id].shape) != tuple(t.shape):
+            return False
+        if user.id not in inlined:
+            return types[user.id].dtype == "float32"
+        current = user
 
 
 def _reads_shape(user: Node, node: Node) -> bool:
