@@ -179,7 +179,8 @@ def test_epilogue_reads_operands_broadcast_through_strides(
     t = rng.standard_normal((10, 9)).astype(np.float32)  # read as its transpose
     mask = rng.random((2, 1, 10)) > 0.5
     t_view = Operand.of(to_gpu(t, device)).permute((1, 0))
-    operands = [to_gpu(residual, device), to_gpu(rows, device), t_view, to_gpu(mask, device)]
+    operands: list[GpuArray | Operand] = [to_gpu(residual, device), to_gpu(rows, device)]
+    operands += [t_view, to_gpu(mask, device)]
     shared = s.tanh(s.arg(0) * s.arg(2))
     expr = s.where(s.arg(4), shared * shared + s.arg(1), s.arg(3) - shared)
     out = GpuArray.empty((2, 9, 10), np.float32, device)

@@ -174,7 +174,7 @@ IDENTITY = "fn epilogue(x0: f32, i: u32) -> f32 {\n    return x0;\n}"
 
 
 def epilogue_source(
-    expr: Expr, operands: Sequence[Operand], out_shape: tuple[int, ...]
+    expr: Expr, operands: Sequence[Operand], out_shape: tuple[int, ...], second: bool = False
 ) -> tuple[str, bytes]:
     """The epilogue function of ``expr`` (a scalar expression of ``arg(0)``, the
     product's element, and ``arg(k)``, operand k - 1 read at the same position of the
@@ -184,7 +184,9 @@ def epilogue_source(
     ``epilogue(x0, i)`` gets the product's element and its flat index in the
     C-contiguous output of ``out_shape``; an operand is read at ``i`` (contiguous), at
     its offset (one element) or through coordinates decomposed from ``i`` (strided),
-    laid out as the elementwise kernel's (``kernels/elementwise.wgsl``).
+    laid out as the elementwise kernel's (``kernels/elementwise.wgsl``). With
+    ``second`` the value goes into a second output (bound after the operands) at ``i``
+    and C keeps the product.
     """
     strides = [o.broadcast_strides(out_shape) for o in operands]
     shape, strides = _collapse(out_shape, strides)
@@ -228,9 +230,15 @@ def epilogue_source(
             *binds,
             "fn emu(i: u32) -> u32 {\n    return ep[i / 4u][i % 4u];\n}",
         ]
-    function = "\n".join(
-        ["fn epilogue(x0: f32, i: u32) -> f32 {", *lines, f"    return {body};", "}"]
-    )
+    if second:
+        binds.append(
+            f"@group(0) @binding({5 + len(operands) if operands else 4}) "
+            "var<storage, read_write> D: array<f32>;"
+        )
+        lines += [f"    D[i] = {body};", "    return x0;"]
+    else:
+        lines.append(f"    return {body};")
+    function = "\n".join(["fn epilogue(x0: f32, i: u32) -> f32 {", *lines, "}"])
     text = "\n".join([kernel_text("prelude"), *binds, "", function])
     return text, struct.pack(f"<{len(meta)}I", *meta)
 

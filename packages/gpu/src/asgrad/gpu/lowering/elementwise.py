@@ -293,9 +293,23 @@ def expression_tree(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: s
     checked = checked_expression(op, in_types, out_dtype)
     if checked is not None:
         return checked
-    opdef = get_op(op)
-    assert opdef.expression is not None
-    return build(opdef.expression, len(in_types), opdef.normalize_attrs(attrs), out_dtype)
+    key = (op, repr(sorted(attrs.items())), len(in_types), out_dtype)
+    tree = _TREES.get(key)
+    if tree is None:
+        opdef = get_op(op)
+        assert opdef.expression is not None
+        attrs = opdef.normalize_attrs(attrs)
+        tree = build(opdef.expression, len(in_types), attrs, out_dtype)
+        if len(_TREES) >= _MAX_TREES:
+            _TREES.clear()
+        _TREES[key] = tree
+    return tree
+
+
+# Expressions built, by op, attributes, arity and dtype (an `Expr` is immutable): a
+# plan builds the same few many times.
+_TREES: dict[tuple[str, str, int, str], Expr] = {}
+_MAX_TREES = 4096
 
 
 def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -> str | None:

@@ -58,10 +58,14 @@ class Epilogue:
     """What `matmul_into` stores instead of the product: the scalar expression
     ``expr`` of ``arg(0)``, the product's element, and ``arg(k)``, the element of
     ``operands[k - 1]`` at the same output position (each operand broadcast to the
-    output's shape through its strides, of any storage type); float32."""
+    output's shape through its strides, of any storage type); float32, written into C
+    or, given ``out`` (C-contiguous of C's shape), into ``out`` beside the product."""
 
     expr: Expr
     operands: Sequence[GpuArray | Operand]
+    # where the expression's value goes, C then keeping the product itself (a product
+    # other kernels read too); by default into C, instead of the product
+    out: GpuArray | None = None
 
 
 class MatrixView:
@@ -185,7 +189,13 @@ def matmul_into(
                 f"the product; got {len(epilogue.operands)}"
             )
         extra = [Operand.of(x) for x in epilogue.operands]
-        epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape))
+        second = epilogue.out is not None
+        if second and len(extra) > MAX_EPILOGUE_OPERANDS - 1:
+            raise GpuUnsupportedError(
+                f"a matmul epilogue that keeps the product reads at most "
+                f"{MAX_EPILOGUE_OPERANDS - 1} operands besides it; got {len(extra)}"
+            )
+        epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape), second)
         splits = 1  # the epilogue runs as the product is stored: no partial products
     if variant is None or splits is None:
         chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
@@ -214,6 +224,8 @@ def matmul_into(
     binds: tuple[str, ...] = ("uniform", "read", "read", "write")
     if extra:
         binds += ("uniform",) + ("read",) * len(extra)
+    if epilogue is not None and epilogue.out is not None:
+        binds += ("write",)
     pipe = device.pipeline(
         ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (epi,)),
         lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi),
@@ -227,6 +239,13 @@ def matmul_into(
     buffers: tuple[GpuBuffer, ...] = (params, a.array.buffer, b.array.buffer, target.buffer)
     if extra:
         buffers += (device.params(ep_meta), *(o.array.buffer for o in extra))
+    if epilogue is not None and epilogue.out is not None:
+        if epilogue.out.shape != out.shape or epilogue.out.dtype != np.float32:
+            raise GpuUnsupportedError(
+                f"a matmul epilogue's output must be float32 of the product's shape "
+                f"{out.shape}; got {epilogue.out.dtype} of shape {epilogue.out.shape}"
+            )
+        buffers += (epilogue.out.buffer,)
     device.dispatch(pipe, buffers, groups)
     if splits > 1:  # sum the partial products (one per piece of K)
         reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))

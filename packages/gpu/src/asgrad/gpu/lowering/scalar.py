@@ -219,19 +219,12 @@ def _fixed_kind(node: Expr) -> str:
 
 def _shared_nodes(e: Expr) -> set[int]:
     """The ids of the computed nodes of ``e`` read by more than one parent."""
-    parents: dict[int, int] = {}
-    seen: set[int] = set()
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        for a in node.args:
-            parents[id(a)] = parents.get(id(a), 0) + 1
-            stack.append(a)
     nodes = _walk(e)
-    for n in reversed(nodes):  # parents before their operands  # a shared annotation shares the value it annotates
+    parents: dict[int, int] = {}
+    for n in nodes:
+        for a in n.args:
+            parents[id(a)] = parents.get(id(a), 0) + 1
+    for n in reversed(nodes):  # parents first: a shared annotation shares its value
         if n.op == TYPED:
             child = id(n.args[0])
             parents[child] = max(parents.get(child, 0), parents.get(id(n), 0))
@@ -257,15 +250,9 @@ def _walk(e: Expr) -> list[Expr]:
 
 
 def _unwrapped(text: str) -> str:
-    """``text`` without the parentheses around all of it (``x0 + x1`` for an add)."""
-    if not text.startswith("("):
-        return text
-    depth = 0
-    for i, c in enumerate(text):
-        depth += (c == "(") - (c == ")")
-        if depth == 0:
-            return text[1:-1] if i == len(text) - 1 else text
-    return text
+    """``text`` without the parentheses around all of it (``x0 + x1`` for an add):
+    a rendered operand that starts with one is wrapped whole, by construction."""
+    return text[1:-1] if text.startswith("(") else text
 
 
 def _primitive(op: str, k: str, a: list[str]) -> str:
@@ -342,17 +329,20 @@ def simplify(e: Expr) -> Expr:
     done: dict[int, Expr] = {}
     interned: dict[tuple[object, ...], Expr] = {}
     for node in _walk(e):  # operands first
-        args = tuple(done[id(a)] for a in node.args)
-        new = _reduced(node, args)
-        if new is None:
-            new = (
-                node
-                if args == node.args and all(a is b for a, b in zip(args, node.args, strict=True))
-                else Expr(node.op, args, node.value)
-            )
-        key = (new.op, tuple(id(a) for a in new.args), _value_key(new))
+        if node.args:
+            args = tuple([done[id(a)] for a in node.args])
+            new = _reduced(node, args) if node.op in _REDUCIBLE else None
+            if new is None:
+                same = all(a is b for a, b in zip(args, node.args, strict=True))
+                new = node if same else Expr(node.op, args, node.value)
+            key: tuple[object, ...] = (new.op, *map(id, new.args), _value_key(new))
+        else:
+            new, key = node, (node.op, _value_key(node))
         done[id(node)] = interned.setdefault(key, new)
     return done[id(e)]
+
+
+_REDUCIBLE = _FOLDED | {"where"}
 
 
 def _value_key(node: Expr) -> object:

@@ -169,11 +169,14 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
                 continue
             if isinstance(value, (Scattered, Reshaped)):
                 value = materialize(value)
+            if isinstance(value, Product) and value.array is not None:
+                value = value.array  # launched by an earlier kernel
             args.append(arg(_leaf_index(leaves, value)))
         return substitute(e, args)
 
     full = build(expr, inputs)
-    if len(leaves) > MAX_INPUTS - _checks(full) or _size(full) > MAX_NODES:
+    nodes = _nodes(full)
+    if len(leaves) > MAX_INPUTS - _calls_checks(nodes) or len(nodes) > MAX_NODES:
         return None
     return full, leaves
 
@@ -203,13 +206,9 @@ def _nodes(e: Expr) -> list[Expr]:
     return nodes
 
 
-def _size(e: Expr) -> int:
-    return len(_nodes(e))
-
-
-def _checks(e: Expr) -> bool:
-    """Whether ``e`` calls a checking function (its kernel binds the check slots)."""
-    return any(n.op == WGSL and CHECKED in str(n.value) for n in _nodes(e))
+def _calls_checks(nodes: list[Expr]) -> bool:
+    """Whether ``nodes`` call a checking function (their kernel binds the check slots)."""
+    return any(n.op == WGSL and CHECKED in str(n.value) for n in nodes)
 
 
 def materialize(value: Value) -> GpuArray:
@@ -219,7 +218,9 @@ def materialize(value: Value) -> GpuArray:
     if isinstance(value, Operand):
         return elementwise("x0", [value], value.array.dtype, value.shape)
     if isinstance(value, Product):
-        return matmul(_matrix(value.a), _matrix(value.b))
+        if value.array is None:
+            value.array = matmul(_matrix(value.a), _matrix(value.b))
+        return value.array
     if isinstance(value, Scattered):
         return _write_pieces(value, value.type)
     if isinstance(value, Reshaped):
@@ -256,9 +257,13 @@ def emit(
         ]
         order = [host, *(k for k in range(len(leaves)) if k != host)]
         renamed = substitute(tree, [arg(order.index(k)) for k in range(len(leaves))])
-        epilogue = Epilogue(renamed, others)
         result = GpuArray.empty(shape, np.float32, Operand.of(p.a).array.device)
-        matmul_into(_view(p.a), _view(p.b), result, epilogue=epilogue)
+        if p.shared:  # C keeps the product for the other kernels reading it
+            p.array = GpuArray.empty(shape, np.float32, result.device)
+            epilogue = Epilogue(renamed, others, result)
+            matmul_into(_view(p.a), _view(p.b), p.array, epilogue=epilogue)
+        else:
+            matmul_into(_view(p.a), _view(p.b), result, epilogue=Epilogue(renamed, others))
         return result
     arrays = [materialize(v) if isinstance(v, Product) else v for v in leaves]
     if target is not None:
@@ -273,13 +278,12 @@ def _epilogue_host(
     has the output's shape, the output is float32 (and no view of another buffer), the
     other leaves fit the matmul's bindings, no check is made and the product needs no
     split K."""
-    if target is not None or out.dtype != "float32" or _checks(tree):
-        return None
-    if len(leaves) - 1 > MAX_EPILOGUE_OPERANDS:
+    if target is not None or out.dtype != "float32" or _calls_checks(_nodes(tree)):
         return None
     for k, leaf in enumerate(leaves):
         if (
             isinstance(leaf, Product)
+            and len(leaves) - 1 <= MAX_EPILOGUE_OPERANDS - leaf.shared
             and _product_shape(leaf) == tuple(out.shape)
             and unsplit(_view(leaf.a), _view(leaf.b))
         ):
@@ -312,10 +316,12 @@ def lower_node(
     out_type: TensorType,
     inline: bool,
     in_shape: tuple[int, ...] | None = None,
+    shared: bool = False,
 ) -> Value:
     """The value of ``node`` from its inputs' values: launched, or with ``inline``
     deferred into its users (an expression, a passed-on input, a strided view).
-    ``in_shape``: the shape of its first input's type (by default its value's)."""
+    ``in_shape``: the shape of its first input's type (by default its value's);
+    ``shared``: an inlined matmul read by more than one kernel (`shared_products`)."""
     if in_shape is None:
         in_shape = _value_shape(ins[0]) if ins else ()
     if inline and node.op in LAZY_VIEWS:
@@ -343,9 +349,9 @@ def lower_node(
     if node.op == "matmul":
         a, b = (v if _matrix_like(v) else materialize(v) for v in ins)
         if inline:
-            return Product(a, b)
+            return Product(a, b, shared)
         return matmul(_matrix(a), _matrix(b))
-    if isinstance(ins[0], Product):
+    if _summed_product(ins[0], node):
         folded = _folded_product(ins[0], out_type)
         if folded is not None:
             return folded
@@ -416,6 +422,18 @@ def _matrix(v: GpuArray | Operand) -> GpuArray | MatrixView:
     if isinstance(v, Operand):
         return MatrixView(v.array, v.shape, v.strides, v.offset)
     return v
+
+
+def _summed_product(value: Value, node: Node) -> TypeGuard[Product]:
+    """Whether ``node`` sums a product over its batch axes, the product read by
+    nothing else (`asgrad.gpu.plan.values.sums_batch`): any other product a node
+    that is no elementwise op reads is shared (`shared_products`)."""
+    return (
+        isinstance(value, Product)
+        and not value.shared
+        and value.array is None
+        and node.op in ("sum", "sum_to_like")
+    )
 
 
 def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:

@@ -166,6 +166,8 @@ def _segment(
     def fits(value: Value) -> bool:
         if isinstance(value, Deferred):
             return all(fits(v) for v in value.inputs)
+        if isinstance(value, Product) and value.array is not None:
+            value = value.array  # stored by an earlier kernel's epilogue
         if isinstance(value, (Product, Scattered, Reshaped)):
             return False
         op = Operand.of(value)
@@ -187,21 +189,23 @@ def _segment(
 
     composed: dict[int, Expr] = {}
 
-    def build(e: Expr, ins: Sequence[Value | Expr]) -> Expr:
+    def arguments(ins: Sequence[Value | Expr]) -> list[Expr]:
         args: list[Expr] = []
         for value in ins:
             if isinstance(value, Expr):
                 args.append(value)
             elif isinstance(value, Deferred):
                 if id(value) not in composed:
-                    inner = build(value.expr, value.inputs)
+                    inner = substitute(value.expr, arguments(value.inputs))
                     composed[id(value)] = typed(inner, value.wgsl)
                 args.append(composed[id(value)])
             else:
+                if isinstance(value, Product) and value.array is not None:
+                    value = value.array
                 assert not isinstance(value, (Product, Scattered, Reshaped))  # materialized
                 op = Operand.of(value)
                 args.append(slot(leaf(op), op.array.wgsl))
-        return substitute(e, args)
+        return args
 
     for j, node in enumerate(chain):
         ins: list[Value | Expr] = []
@@ -229,15 +233,35 @@ def _segment(
         expr = expression_tree(node.op, node.attrs, in_types, out_dtype)
         if expr is None:
             return None
-        tree = simplify(build(expr, ins))
+        args = arguments(ins)
         names, types = [n for n, _ in slots], [t for _, t in slots]
-        lets, text = render_wgsl_lets(tree, names, types, targets[node.id].wgsl, f"r{j}_")
+        out_type = targets[node.id].wgsl
+        key: tuple[object, ...] | None = None
+        if all(a.op == "arg" for a in args):  # no fused input: the same for every tensor
+            key = (id(expr), tuple(slots[int(str(a.value))] for a in args), out_type, j)
+        cached = _RULES.get(key) if key is not None else None
+        if cached is not None and cached[0] is expr:
+            lets, text = cached[1], cached[2]
+        else:
+            tree = simplify(substitute(expr, args))
+            lets, text = render_wgsl_lets(tree, names, types, out_type, f"r{j}_")
+            if key is not None:
+                if len(_RULES) >= _MAX_RULES:
+                    _RULES.clear()
+                _RULES[key] = (expr, lets, text)
         if any(CHECKED in line for line in [*lets, text]):
             return None
         body += [*lets, f"let y{j} = {text};"]
     if any(p.size != n for p in summed):
         return None
     return _Segment(n, leaves, [targets[m.id] for m in chain], body, summed)
+
+
+# Rules rendered, by their op's expression (its identity, kept alive here), the names
+# and types they read, their output type and position: the parameters of a model
+# repeat a few rules.
+_RULES: dict[tuple[object, ...], tuple[Expr, list[str], str]] = {}
+_MAX_RULES = 1024
 
 
 def _same(a: Operand, b: Operand) -> bool:

@@ -36,10 +36,14 @@ __all__ = [
 class Product:
     """A matmul not yet launched: its user sums it over the batch axes (one product
     with the batch folded into K), or its elementwise user's kernel becomes the
-    product's epilogue (`asgrad.gpu.plan.fusion.emit`)."""
+    product's epilogue (`asgrad.gpu.plan.fusion.emit`). A ``shared`` product is
+    read by other kernels too: the epilogue's kernel stores it as well, and ``array``
+    holds it once launched, for every later reader."""
 
     a: GpuArray | Operand
     b: GpuArray | Operand
+    shared: bool = False
+    array: GpuArray | None = None
 
     @property
     def wgsl(self) -> str:
