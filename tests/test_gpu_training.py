@@ -87,4 +87,6 @@ def test_update_rules_write_their_variable_in_place(device: Device) -> None:
     program(_batch(2))
     assert (store.array(w).buffer, store.array(b).buffer) == buffers
     assert device.counter.dispatches - before == 2 * per_step
-    assert per_step <= 9  # forward, backward and both updates, fused; no copies
+    # forward, backward and both updates, fused; no copies (8 on lavapipe before the
+    # matmul epilogues: now x @ w + b - y is stored by the product's kernel)
+    assert per_step <= 7
