@@ -293,17 +293,25 @@ def expression_tree(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: s
     checked = checked_expression(op, in_types, out_dtype)
     if checked is not None:
         return checked
+    plain = all(_plain(v) for v in attrs.values())
     key = (op, repr(sorted(attrs.items())), len(in_types), out_dtype)
-    tree = _TREES.get(key)
+    tree = _TREES.get(key) if plain else None
     if tree is None:
         opdef = get_op(op)
         assert opdef.expression is not None
-        attrs = opdef.normalize_attrs(attrs)
-        tree = build(opdef.expression, len(in_types), attrs, out_dtype)
-        if len(_TREES) >= _MAX_TREES:
-            _TREES.clear()
-        _TREES[key] = tree
+        tree = build(opdef.expression, len(in_types), opdef.normalize_attrs(attrs), out_dtype)
+        if plain:
+            if len(_TREES) >= _MAX_TREES:
+                _TREES.clear()
+            _TREES[key] = tree
     return tree
+
+
+def _plain(value: object) -> bool:
+    """An attribute whose ``repr`` tells it apart (a number, a string, a tuple of them)."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
 
 
 # Expressions built, by op, attributes, arity and dtype (an `Expr` is immutable): a

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asgrad.gpu.device import get_device
 from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides
 from asgrad.gpu.device.buffers import GpuBuffer
 from asgrad.gpu.errors import GpuUnsupportedError
@@ -272,8 +271,8 @@ def _layouts(a: MatrixView, b: MatrixView) -> tuple[str, str]:
 
 def unsplit(a: MatrixView, b: MatrixView) -> bool:
     """Whether `select` runs ``a @ b`` without splitting K (so an epilogue costs it
-    nothing), on the current device."""
-    device = get_device()
+    nothing) on the device holding ``a``."""
+    device = a.array.device
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     if len(batch) > MAX_BATCH_DIMS:
         return False
