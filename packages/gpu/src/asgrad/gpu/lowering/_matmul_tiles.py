@@ -201,12 +201,39 @@ def epilogue_source(
     for k, (st, o) in enumerate(zip(strides, operands, strict=True)):
         meta[12 + 8 * k : 12 + 8 * k + len(st)] = [v & 0xFFFFFFFF for v in st]
         meta[76 + k] = o.offset
+    root = simplify(expr)
+    types = ("f32", *(o.array.wgsl for o in operands))
+    rank = len(shape) if "strided" in modes else 0
+    key = (id(root), tuple(modes), rank, types, second)
+    hit = _EPILOGUES.get(key)
+    if hit is not None and hit[0] is root:
+        text = hit[1]
+    else:
+        text = _epilogue_text(root, modes, rank, types, second)
+        if len(_EPILOGUES) >= _MAX_EPILOGUES:
+            _EPILOGUES.clear()
+        _EPILOGUES[key] = (root, text)
+    return text, struct.pack(f"<{len(meta)}I", *meta)
+
+
+# Epilogue sources by simplified expression (kept alive here), operand modes, rank,
+# types and output: a model's repeated layers share one.
+_EPILOGUES: dict[tuple[object, ...], tuple[Expr, str]] = {}
+_MAX_EPILOGUES = 1024
+
+
+def _epilogue_text(
+    root: Expr, modes: Sequence[str], rank: int, types: Sequence[str], second: bool
+) -> str:
+    """The WGSL of an epilogue (see `epilogue_source`): ``types`` those of the product
+    and the operands, ``rank`` the collapsed output's where an operand is strided."""
+    n_operands = len(modes)
     lines: list[str] = []
     strided = [k for k, m in enumerate(modes) if m == "strided"]
     if strided:
         lines.append("    var rem = i;")
         lines += [f"    var o{k} = emu({76 + k}u);" for k in strided]
-        for d in range(len(shape) - 1, -1, -1):
+        for d in range(rank - 1, -1, -1):
             if d == 0:
                 lines.append("    let c0 = rem;")
             else:
@@ -216,15 +243,14 @@ def epilogue_source(
     for k, mode in enumerate(modes):
         where = {"contig": f"i + emu({76 + k}u)", "scalar": f"emu({76 + k}u)"}.get(mode, f"o{k}")
         lines.append(f"    let x{k + 1} = E{k + 1}[{where}];")
-    types = ["f32", *(o.array.wgsl for o in operands)]
     names = [f"x{k}" for k in range(len(types))]
-    lets, body = render_wgsl_lets(simplify(expr), names, types, "f32", prefix="e")
+    lets, body = render_wgsl_lets(root, names, types, "f32", prefix="e")
     lines += [f"    {s}" for s in lets]
     binds = [
-        f"@group(0) @binding({5 + k}) var<storage, read> E{k + 1}: array<{o.array.wgsl}>;"
-        for k, o in enumerate(operands)
+        f"@group(0) @binding({5 + k}) var<storage, read> E{k + 1}: array<{types[k + 1]}>;"
+        for k in range(n_operands)
     ]
-    if operands:
+    if n_operands:
         binds = [
             "@group(0) @binding(4) var<uniform> ep: array<vec4<u32>, 24>;",
             *binds,
@@ -232,15 +258,14 @@ def epilogue_source(
         ]
     if second:
         binds.append(
-            f"@group(0) @binding({5 + len(operands) if operands else 4}) "
+            f"@group(0) @binding({5 + n_operands if n_operands else 4}) "
             "var<storage, read_write> D: array<f32>;"
         )
         lines += [f"    D[i] = {body};", "    return x0;"]
     else:
         lines.append(f"    return {body};")
     function = "\n".join(["fn epilogue(x0: f32, i: u32) -> f32 {", *lines, "}"])
-    text = "\n".join([kernel_text("prelude"), *binds, "", function])
-    return text, struct.pack(f"<{len(meta)}I", *meta)
+    return "\n".join([kernel_text("prelude"), *binds, "", function])
 
 
 def source(

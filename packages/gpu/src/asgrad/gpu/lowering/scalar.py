@@ -89,7 +89,22 @@ def render_wgsl_lets(
     >>> render_wgsl_lets(shared * shared + shared, ["x0"], ["f32"], "f32")
     (['let t0 = asg_exp(x0);'], '(t0 * t0) + t0')
     """
-    return _render(e, args, types, out, prefix)
+    key = (id(e), tuple(args), tuple(types), out, prefix)
+    hit = _RENDERED.get(key)
+    if hit is not None and hit[0] is e:
+        return list(hit[1]), hit[2]
+    lets, body = _render(e, args, types, out, prefix)
+    if len(_RENDERED) >= _MAX_CACHED:
+        _RENDERED.clear()
+    _RENDERED[key] = (e, tuple(lets), body)
+    return lets, body
+
+
+# Renderings by expression object (kept alive here, so its id is not reused), names,
+# types and prefix: `simplify` makes equal expressions one object, so the kernels of
+# a model's repeated blocks render once.
+_RENDERED: dict[tuple[object, ...], tuple[Expr, tuple[str, ...], str]] = {}
+_MAX_CACHED = 1 << 14
 
 
 def _render(
@@ -317,8 +332,9 @@ _FOLDED = frozenset(
 
 
 def simplify(e: Expr) -> Expr:
-    """``e`` with equal subtrees made one object (so `render_wgsl_lets` computes them
-    once), float constants folded, and ``x * 1``, ``x / 1``, ``x - 0``, ``--x`` and a
+    """``e`` with equal subtrees made one object, here and across calls (so
+    `render_wgsl_lets` computes them once, and renders an expression seen before from
+    its cache), float constants folded, and ``x * 1``, ``x / 1``, ``x - 0``, ``--x`` and a
     ``where`` of a constant condition reduced: each exact, NaN and infinities included.
     Linear in the distinct nodes of ``e``.
 
@@ -326,8 +342,10 @@ def simplify(e: Expr) -> Expr:
     >>> simplify((arg(0) * (const(1.0) - 0.25)) * 1.0)
     mul(x0, 0.75)
     """
+    if len(_INTERNED) >= _MAX_INTERNED:
+        _INTERNED.clear()
+    interned = _INTERNED
     done: dict[int, Expr] = {}
-    interned: dict[tuple[object, ...], Expr] = {}
     for node in _walk(e):  # operands first
         if node.args:
             args = tuple([done[id(a)] for a in node.args])
@@ -343,6 +361,13 @@ def simplify(e: Expr) -> Expr:
 
 
 _REDUCIBLE = _FOLDED | {"where"}
+
+
+# Every simplified node, by (op, ids of its operands, value): equal subtrees of any
+# expression simplified are one object (each entry keeps its operands alive, so the ids
+# in the keys stay theirs).
+_INTERNED: dict[tuple[object, ...], Expr] = {}
+_MAX_INTERNED = 1 << 16
 
 
 def _value_key(node: Expr) -> object:
