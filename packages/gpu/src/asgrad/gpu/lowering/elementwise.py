@@ -2,11 +2,11 @@
 
 `elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
 strides (``kernels/elementwise.wgsl``, with the per-primitive helpers of
-``kernels/prelude.wgsl``). Each op is its scalar expression (``OpDef.expression``)
-rendered as WGSL over ``x0, x1, ...`` (`expression`), so chains of them fuse by
-nesting expressions (`asgrad.gpu.plan.fusion`); no op has WGSL of its own here but
-the integer ops that check their values. Other families use `elementwise` for
-copies, strided views and fills.
+``kernels/prelude.wgsl``). Each op is its scalar expression (`expression_tree`:
+``OpDef.expression``), so a chain of them fuses by substituting one op's tree into
+the next (`asgrad.gpu.plan.fusion`) and `elementwise_tree` renders the whole once; no
+op has WGSL of its own here but the integer ops that check their values. Other
+families use `elementwise` for copies, strided views and fills.
 """
 
 from __future__ import annotations
