@@ -15,7 +15,7 @@ import pytest
 
 from asgrad.gpu import Device
 from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify
-from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan import build_plan, fusion
 from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, Tensor, compile
 from asgrad.tensor.ir import scalar as s
@@ -139,3 +139,19 @@ def test_a_product_with_split_k_keeps_its_own_elementwise_kernel(device: Device)
     np.testing.assert_allclose(got, np.tanh(x @ w), rtol=1e-4, atol=1e-4)
     assert kinds["elementwise"] == 1, kinds
     assert kinds["column reduction"] == 1, kinds
+
+
+def test_a_long_chain_is_cut_into_kernels_it_can_render(device: Device) -> None:
+    """A chain of 400 ops (a tree hundreds of levels deep) is launched in pieces of at
+    most `MAX_DEPTH` levels, not rendered as one expression."""
+    x = np.linspace(-1, 1, 7).astype(np.float32)
+    g = Graph()
+    t = g.input("x", x.shape, free=())
+    want = x.astype(np.float64)
+    for i in range(400):
+        t = (t * 0.5 + 0.25).tanh() if i % 2 else t.exp().log()
+        want = np.tanh(want * 0.5 + 0.25) if i % 2 else np.log(np.exp(want))
+    (got,), kinds = _run([t], {"x": x}, device)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # each op adds at most 6 levels (tanh(x * 0.5 + 0.25) and its input's annotation)
+    assert 2 <= kinds["elementwise"] <= 400 * 6 // fusion.MAX_DEPTH, kinds

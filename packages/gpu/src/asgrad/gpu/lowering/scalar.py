@@ -22,7 +22,16 @@ from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import literal
 from asgrad.tensor.ir.scalar import PRIMITIVES, Expr, const
 
-__all__ = ["TYPED", "WGSL", "render_wgsl", "render_wgsl_lets", "simplify", "typed", "wgsl_call"]
+__all__ = [
+    "TYPED",
+    "WGSL",
+    "height",
+    "render_wgsl",
+    "render_wgsl_lets",
+    "simplify",
+    "typed",
+    "wgsl_call",
+]
 
 # A node's WGSL kind: "f32", "i32", "bool" (a WGSL bool; stored as u32 0/1).
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -246,6 +255,19 @@ def _shared_nodes(e: Expr) -> set[int]:
     return {
         id(n) for n in nodes if parents.get(id(n), 0) > 1 and n.op not in ("arg", "const", TYPED)
     }
+
+
+def height(e: Expr) -> int:
+    """The levels of nodes of ``e`` (1 for an argument or a constant).
+
+    >>> from asgrad.tensor.ir.scalar import arg, exp
+    >>> height(exp(arg(0)) + 1.0)
+    3
+    """
+    levels: dict[int, int] = {}
+    for node in _walk(e):
+        levels[id(node)] = 1 + max((levels[id(a)] for a in node.args), default=0)
+    return levels[id(e)]
 
 
 def _walk(e: Expr) -> list[Expr]:

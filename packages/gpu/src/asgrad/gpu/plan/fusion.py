@@ -44,7 +44,7 @@ from asgrad.gpu.lowering.linalg import (
     matmul_into,
     unsplit,
 )
-from asgrad.gpu.lowering.scalar import WGSL, typed
+from asgrad.gpu.lowering.scalar import WGSL, height, typed
 from asgrad.gpu.plan.values import (
     SUM,
     Deferred,
@@ -68,6 +68,7 @@ __all__ = [
     "INLINE_OPS",
     "LAZY_VIEWS",
     "LIKE_OPS",
+    "MAX_DEPTH",
     "MAX_NODES",
     "VIEW_OPS",
     "Deferred",
@@ -123,6 +124,12 @@ FOLD_MIN_TILES = 96
 # A fused kernel computes at most this many distinct scalar nodes; a larger expression
 # (recomputed values nest) launches its deferred inputs first.
 MAX_NODES = 400
+
+
+# An elementwise node whose expression would nest deeper than this many levels of
+# scalar nodes (a long chain of ops) is launched rather than deferred: rendering recurses
+# through the levels, and a kernel stays a size a driver compiles quickly.
+MAX_DEPTH = 120
 
 
 def _same_leaf(a: Leaf, b: Leaf) -> bool:
@@ -335,9 +342,10 @@ def lower_node(
     if node.op in EXPRESSION_OPS:
         expr = expression_tree(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
         assert expr is not None
-        if inline:
-            return Deferred(expr, ins, out_type, node.attrs)
-        return emit(expr, ins, out_type)
+        depth = height(expr) + max((v.depth for v in ins if isinstance(v, Deferred)), default=0)
+        if inline and depth <= MAX_DEPTH:
+            return Deferred(expr, ins, out_type, node.attrs, depth)
+        return emit(expr, ins, out_type)  # a chain deeper than MAX_DEPTH is cut here
     if inline and node.op in ("broadcast_to", "broadcast_like"):
         return ins[0]  # the user broadcasts it
     if inline and node.op == "transpose":
@@ -394,7 +402,7 @@ def _value_shape(value: Value) -> tuple[int, ...]:
 def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:
     """A view node's value as strides of its input (copied only when it cannot be)."""
     if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
-        return Deferred(value.expr, value.inputs, out_type, value.attrs)  # leading 1s
+        return Deferred(value.expr, value.inputs, out_type, value.attrs, value.depth)  # 1s
     source = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
     op = Operand.of(source)
     if op.shape != in_shape:  # a broadcast passed on unlaunched: its strides, made real

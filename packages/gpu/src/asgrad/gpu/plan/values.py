@@ -59,6 +59,8 @@ class Deferred:
     inputs: list[Value]
     type: TensorType
     attrs: Mapping[str, Any] = field(default_factory=dict)
+    # levels of scalar nodes from its expression down through its deferred inputs
+    depth: int = 0
 
     @property
     def wgsl(self) -> str:
