@@ -1,16 +1,22 @@
-"""backend='gpu' trains device-resident: a regression step with gradients from autograd.
+"""backend='gpu' trains device-resident: a regression step with gradients from autograd,
+and a small network whose activations and their gradients are matmul epilogues.
 
-Needs ``asgrad.autograd`` as well as ``asgrad.gpu``, hence here rather than in
-``packages/gpu/tests``.
+Needs ``asgrad.autograd`` and ``asgrad.nn`` as well as ``asgrad.gpu``, hence here rather
+than in ``packages/gpu/tests``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
+from asgrad import nn
 from asgrad.autograd import grad
 from asgrad.gpu import Device, variable_store
+from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, Variable, compile, evaluate
 from asgrad.tensor.runtime.executor import Program
 
@@ -87,4 +93,39 @@ def test_update_rules_write_their_variable_in_place(device: Device) -> None:
     program(_batch(2))
     assert (store.array(w).buffer, store.array(b).buffer) == buffers
     assert device.counter.dispatches - before == 2 * per_step
-    assert per_step <= 9  # forward, backward and both updates, fused; no copies
+    # forward, backward and both updates, fused; no copies (8 on lavapipe before the
+    # matmul epilogues: now x @ w + b - y is stored by the product's kernel)
+    assert per_step <= 7
+
+
+def test_backward_activation_gradients_are_matmul_epilogues(device: Device) -> None:
+    """In a training step ``relu(x @ W + b)`` and ``gelu(h @ W + b)`` are the epilogues
+    of their products, and the gradient through the ReLU, ``(dy @ W^T) * (h > 0)``, of
+    its product: the steps match the CPU's."""
+
+    def train(backend: str) -> tuple[list[np.ndarray], Any]:
+        model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 8), nn.GELU())
+        model.initialize(0)
+        g = Graph()
+        x, y = g.input("x", (5, 6)), g.input("y", (5, 8))
+        step = nn.SGD(model.parameters(), lr=0.1).compile(nn.mse_loss(model(x), y), backend=backend)
+        rng = np.random.default_rng(4)
+        feeds = {
+            "x": rng.standard_normal((5, 6)).astype(np.float32),
+            "y": rng.standard_normal((5, 8)).astype(np.float32),
+        }
+        for _ in range(3):
+            step(feeds)
+        return [np.array(p.value) for p in model.parameters()], (step, feeds)
+
+    cpu, _ = train("cpu")
+    gpu, (step, feeds) = train("gpu")
+    for c, v in zip(cpu, gpu, strict=True):
+        np.testing.assert_allclose(v, c, rtol=1e-4, atol=1e-5)
+    kinds = count_kinds(build_plan(step.executable.schedule, feeds, device).commands)
+    # forward: both products store bias + activation (the first keeping the product,
+    # which the ReLU's gradient reads again); backward: the gradient through the ReLU in
+    # the epilogue of dy @ W^T; one elementwise kernel left (the loss's gradient),
+    # four on lavapipe before the epilogues, and no product launched twice
+    assert kinds["elementwise"] <= 1, kinds
+    assert kinds["matmul"] == 5, kinds

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, GpuArray, to_gpu
+from asgrad.gpu.device.array import Operand
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering.linalg import (
@@ -16,12 +17,14 @@ from asgrad.gpu.lowering.linalg import (
     MEDIUM,
     SHALLOW,
     SMALL,
+    Epilogue,
     MatrixView,
     matmul,
     matmul_into,
     select,
 )
 from asgrad.gpu.lowering.reduction import reduce_axis
+from asgrad.tensor.ir import scalar as s
 
 pytestmark = pytest.mark.gpu
 Array = np.ndarray
@@ -154,10 +157,37 @@ def test_epilogue_adds_a_bias_and_applies_an_activation(device: Device, tile: st
     scale = np.array([0.5], np.float32)
     out = GpuArray.empty((3, 21, 37), np.float32, device)
     before = device.counter.dispatches
-    epilogue = ("max(x0 + x1, 0.0) * x2", [to_gpu(bias, device), to_gpu(scale, device)])
+    expr = s.maximum(s.arg(0) + s.arg(1), 0.0) * s.arg(2)
+    epilogue = Epilogue(expr, [to_gpu(bias, device), to_gpu(scale, device)])
     matmul_into(_view(device, x, False), _view(device, w, True), out, tile, 4, epilogue)
     assert device.counter.dispatches - before == 1  # no split-K, no second pass
     want = np.maximum(x @ w + bias, 0.0) * 0.5
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tile", [None, SMALL])
+def test_epilogue_reads_operands_broadcast_through_strides(
+    device: Device, tile: str | None
+) -> None:
+    """A residual of the output's shape, a row vector, a transposed view and a bool
+    mask, each read at the product's element; a subexpression read twice."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 9, 12)).astype(np.float32)
+    w = rng.standard_normal((12, 10)).astype(np.float32)
+    residual = rng.standard_normal((2, 9, 10)).astype(np.float32)
+    rows = rng.standard_normal((9, 1)).astype(np.float32)
+    t = rng.standard_normal((10, 9)).astype(np.float32)  # read as its transpose
+    mask = rng.random((2, 1, 10)) > 0.5
+    t_view = Operand.of(to_gpu(t, device)).permute((1, 0))
+    operands: list[GpuArray | Operand] = [to_gpu(residual, device), to_gpu(rows, device)]
+    operands += [t_view, to_gpu(mask, device)]
+    shared = s.tanh(s.arg(0) * s.arg(2))
+    expr = s.where(s.arg(4), shared * shared + s.arg(1), s.arg(3) - shared)
+    out = GpuArray.empty((2, 9, 10), np.float32, device)
+    matmul_into(_view(device, x, False), _view(device, w, False), out, tile, None,
+                Epilogue(expr, operands))  # fmt: skip
+    p = np.tanh((x @ w) * rows)
+    want = np.where(mask, p * p + residual, t.T - p)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
@@ -165,5 +195,10 @@ def test_epilogue_operands_are_checked(device: Device) -> None:
     a = to_gpu(np.ones((4, 6), np.float32), device)
     out = GpuArray.empty((4, 4), np.float32, device)
     wrong = to_gpu(np.ones(6, np.float32), device)
-    with pytest.raises(GpuUnsupportedError, match="4 elements"):
-        matmul_into(MatrixView(a), MatrixView(a).transpose(), out, epilogue=("x0 + x1", [wrong]))
+    with pytest.raises(GpuUnsupportedError, match="does not broadcast"):
+        matmul_into(
+            MatrixView(a), MatrixView(a).transpose(), out, epilogue=Epilogue(s.arg(1), [wrong])
+        )
+    many = Epilogue(s.arg(0), [a] * 6)
+    with pytest.raises(GpuUnsupportedError, match="at most 5 operands"):
+        matmul_into(MatrixView(a), MatrixView(a).transpose(), out, epilogue=many)

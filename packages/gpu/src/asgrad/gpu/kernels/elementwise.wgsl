@@ -4,8 +4,9 @@
 // (stride 0 on a broadcast dimension), so broadcasting, transposes and slices need no
 // copy. Each input is specialised as contiguous (read at i), scalar (read at its
 // offset) or strided (coordinates decomposed from i, unrolled for the output's rank).
-// EXPR is composed from the functions of prelude.wgsl, so a chain of elementwise ops
-// fuses into one kernel by nesting expressions.
+// EXPR is composed from the functions of prelude.wgsl; a chain of elementwise ops fuses
+// into one kernel as one scalar expression, its shared subexpressions computed once
+// (LETS: ``let t0 = ...;``).
 //
 // The output is written at i, or through strides too (slot 7) when it is a view of a
 // larger buffer (a slice of a concatenation, say).
@@ -35,5 +36,6 @@ fn main(
     }
 ${INDEX}
 ${LOADS}
+${LETS}
     out[${OUT_INDEX}] = ${EXPR};
 }

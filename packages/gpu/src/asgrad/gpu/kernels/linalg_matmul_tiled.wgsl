@@ -17,9 +17,10 @@
 // [s * k_len, min(K, (s + 1) * k_len)) and writes its own (M, N) slab of C, which the
 // caller sums (a column reduction). With one split this is the plain product.
 //
-// Epilogue: each element x0 of C goes through epilogue(x0, n) as it is stored: the
-// identity, or an elementwise expression of x0 and vectors indexed by the column n
-// (a bias, then an activation), so add(matmul(x, W), b) needs no second pass.
+// Epilogue: each element x0 of C goes through epilogue(x0, i) as it is stored (i its
+// flat index in C): the identity, or a fused elementwise expression of x0 and operands
+// broadcast to C's shape (a bias, an activation, a residual), so gelu(x @ W + b) needs
+// no second pass. Only with one split (C is then the product itself).
 
 struct Meta {
     M: u32, N: u32, K: u32, k_len: u32,
@@ -66,15 +67,15 @@ fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
     }
     let base = c_base + m * params.N;
     if (n + 3u < params.N) {
-        C[base + n] = epilogue(v.x, n);
-        C[base + n + 1u] = epilogue(v.y, n + 1u);
-        C[base + n + 2u] = epilogue(v.z, n + 2u);
-        C[base + n + 3u] = epilogue(v.w, n + 3u);
+        C[base + n] = epilogue(v.x, base + n);
+        C[base + n + 1u] = epilogue(v.y, base + n + 1u);
+        C[base + n + 2u] = epilogue(v.z, base + n + 2u);
+        C[base + n + 3u] = epilogue(v.w, base + n + 3u);
         return;
     }
-    if (n < params.N) { C[base + n] = epilogue(v.x, n); }
-    if (n + 1u < params.N) { C[base + n + 1u] = epilogue(v.y, n + 1u); }
-    if (n + 2u < params.N) { C[base + n + 2u] = epilogue(v.z, n + 2u); }
+    if (n < params.N) { C[base + n] = epilogue(v.x, base + n); }
+    if (n + 1u < params.N) { C[base + n + 1u] = epilogue(v.y, base + n + 1u); }
+    if (n + 2u < params.N) { C[base + n + 2u] = epilogue(v.z, base + n + 2u); }
 }
 
 @compute @workgroup_size(${WX}, ${WY}, 1)

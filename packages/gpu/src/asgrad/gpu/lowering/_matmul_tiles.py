@@ -9,10 +9,17 @@ workgroup, TM x TN outputs per thread, K steps of BK.
 
 from __future__ import annotations
 
+import math
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from asgrad.gpu.device.array import Operand, contiguous_strides
 from asgrad.gpu.device.source import kernel_text, render
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering.elementwise import _collapse
+from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify
+from asgrad.tensor.ir.scalar import Expr
 
 __all__ = ["ALIASES", "IDENTITY", "Tile", "epilogue_source", "source", "tile"]
 
@@ -163,24 +170,102 @@ def _fetch(
     return fetch + "\n\n" + stash, first, stash_calls, nxt
 
 
-IDENTITY = "fn epilogue(x0: f32, n: u32) -> f32 {\n    return x0;\n}"
+IDENTITY = "fn epilogue(x0: f32, i: u32) -> f32 {\n    return x0;\n}"
 
 
-def epilogue_source(expr: str, per_column: tuple[bool, ...]) -> str:
-    """The epilogue function of ``expr`` (WGSL over x0, the product's element, and
-    x1, x2...: operand i read at the column n when ``per_column[i - 1]``, else its only
-    element), the prelude and the operands' bindings (4, 5...)."""
-    binds = "\n".join(
-        f"@group(0) @binding({4 + i}) var<storage, read> E{i + 1}: array<f32>;"
-        for i in range(len(per_column))
-    )
-    reads = "\n".join(
-        f"    let x{i + 1} = E{i + 1}[{'n' if col else '0u'}];" for i, col in enumerate(per_column)
-    )
-    return (
-        f"{kernel_text('prelude')}\n{binds}\n\n"
-        f"fn epilogue(x0: f32, n: u32) -> f32 {{\n{reads}\n    return {expr};\n}}"
-    )
+def epilogue_source(
+    expr: Expr, operands: Sequence[Operand], out_shape: tuple[int, ...], second: bool = False
+) -> tuple[str, bytes]:
+    """The epilogue function of ``expr`` (a scalar expression of ``arg(0)``, the
+    product's element, and ``arg(k)``, operand k - 1 read at the same position of the
+    output, broadcast through its strides), the prelude, the bindings of its uniform
+    (4) and operands (5, 6...), and that uniform's bytes.
+
+    ``epilogue(x0, i)`` gets the product's element and its flat index in the
+    C-contiguous output of ``out_shape``; an operand is read at ``i`` (contiguous), at
+    its offset (one element) or through coordinates decomposed from ``i`` (strided),
+    laid out as the elementwise kernel's (``kernels/elementwise.wgsl``). With
+    ``second`` the value goes into a second output (bound after the operands) at ``i``
+    and C keeps the product.
+    """
+    strides = [o.broadcast_strides(out_shape) for o in operands]
+    shape, strides = _collapse(out_shape, strides)
+    contiguous = contiguous_strides(shape)
+    modes = [
+        "scalar" if all(s == 0 for s in st) else "contig" if st == contiguous else "strided"
+        for st in strides
+    ]
+    meta = [0] * 96
+    meta[0], meta[1] = math.prod(out_shape), len(shape)
+    meta[4 : 4 + len(shape)] = shape
+    for k, (st, o) in enumerate(zip(strides, operands, strict=True)):
+        meta[12 + 8 * k : 12 + 8 * k + len(st)] = [v & 0xFFFFFFFF for v in st]
+        meta[76 + k] = o.offset
+    root = simplify(expr)
+    types = ("f32", *(o.array.wgsl for o in operands))
+    rank = len(shape) if "strided" in modes else 0
+    key = (id(root), tuple(modes), rank, types, second)
+    hit = _EPILOGUES.get(key)
+    if hit is not None and hit[0] is root:
+        text = hit[1]
+    else:
+        text = _epilogue_text(root, modes, rank, types, second)
+        if len(_EPILOGUES) >= _MAX_EPILOGUES:
+            _EPILOGUES.clear()
+        _EPILOGUES[key] = (root, text)
+    return text, struct.pack(f"<{len(meta)}I", *meta)
+
+
+# Epilogue sources by simplified expression (kept alive here), operand modes, rank,
+# types and output: a model's repeated layers share one.
+_EPILOGUES: dict[tuple[object, ...], tuple[Expr, str]] = {}
+_MAX_EPILOGUES = 1024
+
+
+def _epilogue_text(
+    root: Expr, modes: Sequence[str], rank: int, types: Sequence[str], second: bool
+) -> str:
+    """The WGSL of an epilogue (see `epilogue_source`): ``types`` those of the product
+    and the operands, ``rank`` the collapsed output's where an operand is strided."""
+    n_operands = len(modes)
+    lines: list[str] = []
+    strided = [k for k, m in enumerate(modes) if m == "strided"]
+    if strided:
+        lines.append("    var rem = i;")
+        lines += [f"    var o{k} = emu({76 + k}u);" for k in strided]
+        for d in range(rank - 1, -1, -1):
+            if d == 0:
+                lines.append("    let c0 = rem;")
+            else:
+                lines.append(f"    let c{d} = rem % emu({4 + d}u);")
+                lines.append(f"    rem = rem / emu({4 + d}u);")
+            lines += [f"    o{k} += c{d} * emu({12 + 8 * k + d}u);" for k in strided]
+    for k, mode in enumerate(modes):
+        where = {"contig": f"i + emu({76 + k}u)", "scalar": f"emu({76 + k}u)"}.get(mode, f"o{k}")
+        lines.append(f"    let x{k + 1} = E{k + 1}[{where}];")
+    names = [f"x{k}" for k in range(len(types))]
+    lets, body = render_wgsl_lets(root, names, types, "f32", prefix="e")
+    lines += [f"    {s}" for s in lets]
+    binds = [
+        f"@group(0) @binding({5 + k}) var<storage, read> E{k + 1}: array<{types[k + 1]}>;"
+        for k in range(n_operands)
+    ]
+    if n_operands:
+        binds = [
+            "@group(0) @binding(4) var<uniform> ep: array<vec4<u32>, 24>;",
+            *binds,
+            "fn emu(i: u32) -> u32 {\n    return ep[i / 4u][i % 4u];\n}",
+        ]
+    if second:
+        binds.append(
+            f"@group(0) @binding({5 + n_operands if n_operands else 4}) "
+            "var<storage, read_write> D: array<f32>;"
+        )
+        lines += [f"    D[i] = {body};", "    return x0;"]
+    else:
+        lines.append(f"    return {body};")
+    function = "\n".join(["fn epilogue(x0: f32, i: u32) -> f32 {", *lines, "}"])
+    return "\n".join([kernel_text("prelude"), *binds, "", function])
 
 
 def source(

@@ -71,7 +71,7 @@ def _constant(device: Any, host: np.ndarray, dtype: Any, keep: list[GpuArray]) -
 
 
 def _scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    from asgrad.gpu.plan import inlined_nodes, release_steps, users_of
+    from asgrad.gpu.plan import inlined_nodes, release_steps, shared_products, users_of
     from asgrad.gpu.plan.fusion import lower_node, materialize
 
     loop: Body = attrs["loop"]
@@ -86,7 +86,9 @@ def _scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
     step_shapes = [a.shape[1:] for a in ins[nc : nc + nx]]
     shapes = [*(a.shape for a in ins[:nc]), *step_shapes, *(a.shape for a in ins[nc + nx :])]
     types = schedule.infer_types(dict(zip(names, shapes, strict=True)))
-    inlined = inlined_nodes(schedule, users_of(schedule), types)
+    users = users_of(schedule)
+    inlined = inlined_nodes(schedule, users, types)
+    shared = shared_products(schedule, users, inlined)
     released = release_steps(schedule)
     keep: list[GpuArray] = []
     constants = {
@@ -124,7 +126,9 @@ def _scan(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
                 with device.checks.lowering(node.op, node.location):  # faults name the body's op
                     in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else None
                     inline = node.id in inlined
-                    values[node.id] = lower_node(node, node_ins, types[node.id], inline, in_shape)
+                    values[node.id] = lower_node(
+                        node, node_ins, types[node.id], inline, in_shape, node.id in shared
+                    )
             for dead in released.get(k, []):
                 if dead not in out_ids:
                     values.pop(dead, None)

@@ -2,11 +2,11 @@
 
 `elementwise` records ``out = expr(x0, x1, ...)`` with numpy broadcasting through
 strides (``kernels/elementwise.wgsl``, with the per-primitive helpers of
-``kernels/prelude.wgsl``). Each op is its scalar expression (``OpDef.expression``)
-rendered as WGSL over ``x0, x1, ...`` (`expression`), so chains of them fuse by
-nesting expressions (`asgrad.gpu.plan.fusion`); no op has WGSL of its own here but
-the integer ops that check their values. Other families use `elementwise` for
-copies, strided views and fills.
+``kernels/prelude.wgsl``). Each op is its scalar expression (`expression_tree`:
+``OpDef.expression``), so a chain of them fuses by substituting one op's tree into
+the next (`asgrad.gpu.plan.fusion`) and `elementwise_tree` renders the whole once; no
+op has WGSL of its own here but the integer ops that check their values. Other
+families use `elementwise` for copies, strided views and fills.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from asgrad.gpu.device.checks import checks_source
 from asgrad.gpu.device.source import kernel_text, numpy_dtype, render, wgsl_type
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import Attrs, Lowering
-from asgrad.gpu.lowering.scalar import render_wgsl
+from asgrad.gpu.lowering.scalar import render_wgsl, render_wgsl_lets, simplify, wgsl_call
 from asgrad.tensor import TensorType, all_ops, get_op
-from asgrad.tensor.ir.scalar import build
+from asgrad.tensor.ir.scalar import Expr, arg, build
 
 __all__ = [
     "EXPRESSION_OPS",
@@ -36,7 +36,9 @@ __all__ = [
     "WGSL_FILES",
     "checked_expression",
     "elementwise",
+    "elementwise_tree",
     "expression",
+    "expression_tree",
     "max_inputs",
     "strided_copy",
 ]
@@ -50,6 +52,7 @@ OUT_SLOT = 7  # params slot of the output's strides and offset
 
 def _source(
     expr: str,
+    lets: Sequence[str],
     in_types: tuple[str, ...],
     out_type: str,
     modes: tuple[str, ...],
@@ -66,7 +69,7 @@ def _source(
     bindings.append(
         f"@group(0) @binding({len(bound) + 1}) var<storage, read_write> out: array<{out_type}>;"
     )
-    if CHECKED in expr:
+    if CHECKED in expr or any(CHECKED in s for s in lets):
         bindings.append(checks_source(len(bound) + 2))
     strided = [k for k, m in enumerate(modes) if m == "strided"]
     if out_mode == "strided":
@@ -94,6 +97,7 @@ def _source(
         BINDINGS="\n".join(bindings),
         INDEX="\n".join(index),
         LOADS="\n".join(loads),
+        LETS="\n".join(f"    {s}" for s in lets),
         EXPR=expr,
         OUT_INDEX=out_index,
     )
@@ -131,17 +135,21 @@ def elementwise(
     out_dtype: Any = np.float32,
     out_shape: tuple[int, ...] | None = None,
     out: GpuArray | Operand | None = None,
+    lets: Sequence[str] = (),
 ) -> GpuArray:
     """Record ``out = expr(x0, x1, ...)`` elementwise with numpy broadcasting.
 
     ``expr`` is a WGSL expression over ``x0..x{n-1}`` (each of its input's storage
     type) that yields the output's storage type; functions of ``prelude.wgsl`` may be
     used. ``out`` may be an `Operand`: a strided view of a larger buffer (a
-    slice, say), whose shape is the output shape. Returns the array written.
+    slice, say), whose shape is the output shape. ``lets`` are WGSL statements run
+    before ``expr`` (``let t0 = ...;``: values it reads more than once). Returns the
+    array written.
     """
     ops = [Operand.of(x) for x in inputs]
-    if len(ops) > max_inputs(expr):
-        raise GpuUnsupportedError(f"an elementwise kernel takes at most {max_inputs(expr)} inputs")
+    whole = "\n".join([*lets, expr])
+    if len(ops) > max_inputs(whole):
+        raise GpuUnsupportedError(f"an elementwise kernel takes at most {max_inputs(whole)} inputs")
     out_view = out if isinstance(out, Operand) else None
     if out_view is not None:
         out_shape = out_view.shape
@@ -195,12 +203,14 @@ def elementwise(
             raise GpuUnsupportedError("an in-place input must be read exactly where it is written")
     bound = [k for k in range(len(ops)) if not own[k]]
 
-    checked = CHECKED in expr
+    checked = CHECKED in whole
     binds = ("uniform",) + ("read",) * len(bound) + ("write",) + ("checks",) * checked
     device = target.device
-    key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type, own)
+    key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type, own, tuple(lets))
     pipe = device.pipeline(
-        key, lambda: _source(expr, in_types, out_type, modes, out_mode, rank, own, bound), binds
+        key,
+        lambda: _source(expr, lets, in_types, out_type, modes, out_mode, rank, own, bound),
+        binds,
     )
     params = device.params(struct.pack(f"<{len(meta)}I", *meta))
     buffers = (params, *(ops[k].array.buffer for k in bound), target.buffer)
@@ -219,15 +229,16 @@ def strided_copy(x: Operand, out: TensorType) -> GpuArray:
 # (kernels/checks.wgsl); int32 arithmetic wraps, as numpy's does. Integer division,
 # remainder and powers flag a zero divisor or a negative power. A check needs a slot of
 # the device's check buffer, which a scalar expression has no place for: these few
-# integer forms are the GPU's own, every other op is its expression rendered.
+# integer forms are the GPU's own (a `wgsl_call` node), every other op is its
+# expression rendered.
 CHECKED_INT64: dict[str, str] = {
-    "add": "asg_chk_add(x0, x1, {slot}u)",
-    "sub": "asg_chk_sub(x0, x1, {slot}u)",
-    "mul": "asg_chk_mul(x0, x1, {slot}u)",
-    "neg": "asg_chk_neg(x0, {slot}u)",
-    "abs": "asg_chk_abs(x0, {slot}u)",
-    "left_shift": "asg_chk_shl64(x0, x1, {slot}u)",
-    "cast": "asg_chk_f2i(x0, {slot}u)",
+    "add": "asg_chk_add({0}, {1}, {slot}u)",
+    "sub": "asg_chk_sub({0}, {1}, {slot}u)",
+    "mul": "asg_chk_mul({0}, {1}, {slot}u)",
+    "neg": "asg_chk_neg({0}, {slot}u)",
+    "abs": "asg_chk_abs({0}, {slot}u)",
+    "left_shift": "asg_chk_shl64({0}, {1}, {slot}u)",
+    "cast": "asg_chk_f2i({0}, {slot}u)",
 }
 CHECKED_DIVISION = {
     "floor_divide": "asg_chk_floordiv",
@@ -249,9 +260,11 @@ def _overflow_slot(op: str) -> int:
     return _slot("overflow", op, detail)
 
 
-def checked_expression(op: str, in_types: Sequence[str], out_dtype: str) -> str | None:
-    """The expression of an integer op that checks its values, or None."""
+def checked_expression(op: str, in_types: Sequence[str], out_dtype: str) -> Expr | None:
+    """The expression of an integer op that checks its values (a `wgsl_call` over
+    ``arg(0), arg(1)...``), or None."""
     wide = out_dtype == "int64"
+    args = [arg(k) for k in range(len(in_types))]
     if op in CHECKED_DIVISION and in_types[0] == "i32":
         if op == "pow":
             what = "a negative integer power has no integer result; cast to float first"
@@ -259,34 +272,81 @@ def checked_expression(op: str, in_types: Sequence[str], out_dtype: str) -> str 
             what = "integer division by zero has no result; mask the divisor first"
         bad = _slot("arithmetic", op, what)
         ovf = _overflow_slot(op) if wide else 0
-        return f"{CHECKED_DIVISION[op]}(x0, x1, {bad}u, {ovf}u, {str(wide).lower()})"
+        call = f"{CHECKED_DIVISION[op]}({{0}}, {{1}}, {bad}u, {ovf}u, {str(wide).lower()})"
+        return wgsl_call(call, args, "i32", ("i32", "i32"))
     if not wide or op not in CHECKED_INT64:
         return None
     if op == "cast" and in_types[0] != "f32":
         return None
-    return CHECKED_INT64[op].format(slot=_overflow_slot(op))
+    call = CHECKED_INT64[op].replace("{slot}", str(_overflow_slot(op)))
+    return wgsl_call(call, args, "i32", ["f32" if op == "cast" else "i32"] * len(args))
 
 
-def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -> str | None:
-    """The WGSL expression of an elementwise op over ``x0, x1, ...``, or None.
-
-    ``in_types`` are the inputs' WGSL storage types; the expression yields the storage
-    type of ``out_dtype``. It is the op's scalar expression (``OpDef.expression``)
-    rendered (`asgrad.gpu.lowering.scalar.render_wgsl`), but for the integer ops
-    that check their values (`checked_expression`). Elementwise chains fuse by
-    substituting one op's expression for an input of the next (see
-    `asgrad.gpu.plan.fusion`).
-    """
+def expression_tree(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -> Expr | None:
+    """The scalar expression of an elementwise op over ``arg(0), arg(1)...`` as the GPU
+    computes it, or None: the op's own (``OpDef.expression``), but for the integer ops
+    that check their values (`checked_expression`). ``in_types`` are the inputs' WGSL
+    storage types. A fused kernel substitutes one op's tree for an input of the next
+    (`asgrad.gpu.plan.fusion`) and renders the whole once (`elementwise_tree`)."""
     if op not in EXPRESSION_OPS:
         return None
     checked = checked_expression(op, in_types, out_dtype)
     if checked is not None:
         return checked
-    opdef = get_op(op)
-    assert opdef.expression is not None
-    e = build(opdef.expression, len(in_types), opdef.normalize_attrs(attrs), out_dtype)
+    plain = all(_plain(v) for v in attrs.values())
+    key = (op, repr(sorted(attrs.items())), len(in_types), out_dtype)
+    tree = _TREES.get(key) if plain else None
+    if tree is None:
+        opdef = get_op(op)
+        assert opdef.expression is not None
+        tree = build(opdef.expression, len(in_types), opdef.normalize_attrs(attrs), out_dtype)
+        if plain:
+            if len(_TREES) >= _MAX_TREES:
+                _TREES.clear()
+            _TREES[key] = tree
+    return tree
+
+
+def _plain(value: object) -> bool:
+    """An attribute whose ``repr`` tells it apart (a number, a string, a tuple of them)."""
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+# Expressions built, by op, attributes, arity and dtype (an `Expr` is immutable): a
+# plan builds the same few many times.
+_TREES: dict[tuple[str, str, int, str], Expr] = {}
+_MAX_TREES = 4096
+
+
+def expression(op: str, attrs: Attrs, in_types: Sequence[str], out_dtype: str) -> str | None:
+    """The WGSL expression of an elementwise op over ``x0, x1, ...``, or None: its
+    `expression_tree` rendered (`asgrad.gpu.lowering.scalar.render_wgsl`), yielding the
+    storage type of ``out_dtype``."""
+    e = expression_tree(op, attrs, in_types, out_dtype)
+    if e is None:
+        return None
     out = wgsl_type(numpy_dtype(out_dtype))
     return render_wgsl(e, [f"x{k}" for k in range(len(in_types))], in_types, out)
+
+
+def elementwise_tree(
+    e: Expr,
+    inputs: Sequence[GpuArray | Operand],
+    out_dtype: Any = np.float32,
+    out_shape: tuple[int, ...] | None = None,
+    out: GpuArray | Operand | None = None,
+) -> GpuArray:
+    """`elementwise` of the scalar expression ``e`` over ``inputs`` (``arg(k)``: input
+    k), simplified and rendered once: a subexpression read several times is computed
+    once (`asgrad.gpu.lowering.scalar.render_wgsl_lets`), constants are folded."""
+    target = out.array if isinstance(out, Operand) else out
+    storage = target.wgsl if target is not None else wgsl_type(np.dtype(out_dtype))
+    types = [Operand.of(x).array.wgsl for x in inputs]
+    names = [f"x{k}" for k in range(len(inputs))]
+    lets, body = render_wgsl_lets(simplify(e), names, types, storage)
+    return elementwise(body, inputs, out_dtype, out_shape, out, lets)
 
 
 # Every op whose nodes a GPU plan runs as an expression: the primitive ops that have one.

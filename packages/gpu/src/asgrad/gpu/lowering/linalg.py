@@ -13,24 +13,29 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from asgrad.gpu.device.array import GpuArray, contiguous_strides
+from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides
+from asgrad.gpu.device.buffers import GpuBuffer
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.tensor import TensorType
+from asgrad.tensor.ir.scalar import Expr
 
 __all__ = [
     "LOWERINGS",
+    "MAX_EPILOGUE_OPERANDS",
     "WGSL_FILES",
     "Epilogue",
     "MatrixView",
     "matmul",
     "matmul_into",
     "select",
+    "unsplit",
 ]
 
 WGSL_FILES: tuple[str, ...] = (
@@ -42,8 +47,24 @@ WGSL_FILES: tuple[str, ...] = (
 
 MAX_BATCH_DIMS = 4
 
-# An expression stored instead of the product, and its extra operands (matmul_into).
-Epilogue = tuple[str, Sequence[GpuArray]]
+# Operands an epilogue may read besides the product: the storage bindings (8 per
+# stage by WebGPU's default) less A, B and C.
+MAX_EPILOGUE_OPERANDS = 5
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What `matmul_into` stores instead of the product: the scalar expression
+    ``expr`` of ``arg(0)``, the product's element, and ``arg(k)``, the element of
+    ``operands[k - 1]`` at the same output position (each operand broadcast to the
+    output's shape through its strides, of any storage type); float32, written into C
+    or, given ``out`` (C-contiguous of C's shape), into ``out`` beside the product."""
+
+    expr: Expr
+    operands: Sequence[GpuArray | Operand]
+    # where the expression's value goes, C then keeping the product itself (a product
+    # other kernels read too); by default into C, instead of the product
+    out: GpuArray | None = None
 
 
 class MatrixView:
@@ -131,10 +152,10 @@ def matmul_into(
 
     ``variant`` names a tile (`asgrad.gpu.lowering._matmul_tiles.tile`) and
     ``splits`` the number of pieces K is cut into (split-K); by default both come from
-    `select` for the product's sizes. ``epilogue`` = ``(expr, operands)`` stores
-    ``expr`` instead of the product: a WGSL expression of ``x0`` (the product's element)
-    and ``x1``, ``x2``... (the float32 ``operands``, each of N elements, read at the
-    element's column, or of one element), e.g. ``("max(x0 + x1, 0.0)", [bias])``.
+    `select` for the product's sizes. An `Epilogue` is stored instead of the
+    product, e.g. ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N
+    elements broadcast over the rows, then a ReLU); it runs as each element is stored,
+    so K is not split.
     """
     device = out.device
     if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
@@ -154,24 +175,26 @@ def matmul_into(
     nbatch = math.prod(batch)
     if nbatch == 0 or M == 0 or N == 0:
         return
-    a_bs, b_bs = _batch_strides(a, batch), _batch_strides(b, batch)
-    tall = M * nbatch <= 32 * device.max_groups  # rows of the smallest tile fit the grid
-    if nbatch > 1 and tall and not any(b_bs) and _folds(a, batch, a_bs):
-        # B is shared by every batch element and A's rows continue from one element to
-        # the next: one (batch * M) x N product instead of a batched one
-        M, batch, a_bs, b_bs, nbatch = M * nbatch, (), [], [], 1
+    M, batch, a_bs, b_bs, nbatch = _folded(a, b, batch, device.max_groups)
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
     a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
-    a_layout = "k" if a_st[1] == 1 else "m"
-    b_layout = "n" if b_st[1] == 1 else "k"
-    expr, extra = epilogue if epilogue is not None else ("x0", [])
-    for operand in extra:
-        if operand.dtype != np.float32 or operand.size not in (N, 1):
+    a_layout, b_layout = _layouts(a, b)
+    extra: list[Operand] = []
+    epi = tiles.IDENTITY
+    if epilogue is not None:
+        if len(epilogue.operands) > MAX_EPILOGUE_OPERANDS:
             raise GpuUnsupportedError(
-                f"a matmul epilogue operand must be float32 of {N} elements (one per "
-                f"column) or one element; got {operand.dtype} of shape {operand.shape}"
+                f"a matmul epilogue reads at most {MAX_EPILOGUE_OPERANDS} operands besides "
+                f"the product; got {len(epilogue.operands)}"
             )
-    if extra:
+        extra = [Operand.of(x) for x in epilogue.operands]
+        second = epilogue.out is not None
+        if second and len(extra) > MAX_EPILOGUE_OPERANDS - 1:
+            raise GpuUnsupportedError(
+                f"a matmul epilogue that keeps the product reads at most "
+                f"{MAX_EPILOGUE_OPERANDS - 1} operands besides it; got {len(extra)}"
+            )
+        epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape), second)
         splits = 1  # the epilogue runs as the product is stored: no partial products
     if variant is None or splits is None:
         chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
@@ -197,21 +220,66 @@ def matmul_into(
     )  # fmt: skip
     vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
     vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
-    per_column = tuple(operand.size == N for operand in extra)
-    epi = tiles.epilogue_source(expr, per_column) if extra or expr != "x0" else tiles.IDENTITY
+    binds: tuple[str, ...] = ("uniform", "read", "read", "write")
+    if extra:
+        binds += ("uniform",) + ("read",) * len(extra)
+    if epilogue is not None and epilogue.out is not None:
+        binds += ("write",)
     pipe = device.pipeline(
-        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (expr, per_column)),
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (epi,)),
         lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi),
-        ("uniform", "read", "read", "write") + ("read",) * len(extra),
+        binds,
     )
     groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
     if max(groups) > device.max_groups:
         raise GpuUnsupportedError(f"matmul grid {groups} exceeds the device limit")
     target = out if splits == 1 else GpuArray.empty((splits, nbatch * M * N), np.float32, device)
-    buffers = (device.params(meta), a.array.buffer, b.array.buffer, target.buffer)
-    device.dispatch(pipe, (*buffers, *(operand.buffer for operand in extra)), groups)
+    params = device.params(meta)
+    buffers: tuple[GpuBuffer, ...] = (params, a.array.buffer, b.array.buffer, target.buffer)
+    if extra:
+        buffers += (device.params(ep_meta), *(o.array.buffer for o in extra))
+    if epilogue is not None and epilogue.out is not None:
+        if epilogue.out.shape != out.shape or epilogue.out.dtype != np.float32:
+            raise GpuUnsupportedError(
+                f"a matmul epilogue's output must be float32 of the product's shape "
+                f"{out.shape}; got {epilogue.out.dtype} of shape {epilogue.out.shape}"
+            )
+        buffers += (epilogue.out.buffer,)
+    device.dispatch(pipe, buffers, groups)
     if splits > 1:  # sum the partial products (one per piece of K)
         reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))
+
+
+def _folded(
+    a: MatrixView, b: MatrixView, batch: tuple[int, ...], max_groups: int
+) -> tuple[int, tuple[int, ...], list[int], list[int], int]:
+    """M, the batch, A's and B's batch strides and the batch size of the product as
+    launched: one (batch * M) x N product where B is shared by every batch element and
+    A's rows continue from one element to the next."""
+    M, nbatch = a.shape[-2], math.prod(batch)
+    a_bs, b_bs = _batch_strides(a, batch), _batch_strides(b, batch)
+    tall = M * nbatch <= 32 * max_groups  # rows of the smallest tile fit the grid
+    if nbatch > 1 and tall and not any(b_bs) and _folds(a, batch, a_bs):
+        return M * nbatch, (), [], [], 1
+    return M, batch, a_bs, b_bs, nbatch
+
+
+def _layouts(a: MatrixView, b: MatrixView) -> tuple[str, str]:
+    """The axis along which each operand is contiguous: A "k" or "m", B "n" or "k"."""
+    return ("k" if a.strides[-1] == 1 else "m"), ("n" if b.strides[-1] == 1 else "k")
+
+
+def unsplit(a: MatrixView, b: MatrixView) -> bool:
+    """Whether `select` runs ``a @ b`` without splitting K (so an epilogue costs it
+    nothing) on the device holding ``a``."""
+    device = a.array.device
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    if len(batch) > MAX_BATCH_DIMS:
+        return False
+    M, _, _, _, nbatch = _folded(a, b, batch, device.max_groups)
+    max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
+    _, splits = select(M, b.shape[-1], a.shape[-1], nbatch, max_shared, _layouts(a, b))
+    return splits == 1
 
 
 def _folds(a: MatrixView, batch: tuple[int, ...], a_bs: list[int]) -> bool:

@@ -13,13 +13,25 @@ in ``kernels/prelude.wgsl`` (``asg_max``, ``asg_lt``, ``asg_floor``...).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.common import literal
-from asgrad.tensor.ir.scalar import Expr
+from asgrad.tensor.ir.scalar import PRIMITIVES, Expr, const
 
-__all__ = ["render_wgsl"]
+__all__ = [
+    "TYPED",
+    "WGSL",
+    "height",
+    "render_wgsl",
+    "render_wgsl_lets",
+    "simplify",
+    "typed",
+    "wgsl_call",
+]
 
 # A node's WGSL kind: "f32", "i32", "bool" (a WGSL bool; stored as u32 0/1).
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -68,15 +80,67 @@ def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) ->
     primitives whose numpy value at NaN or +-inf WGSL leaves undefined go through
     ``prelude.wgsl``'s per-primitive helpers (``asg_max``, ``asg_lt``, ``asg_floor``...).
     """
+    lets, body = _render(e, args, types, out, None)
+    assert not lets
+    return body
+
+
+def render_wgsl_lets(
+    e: Expr, args: Sequence[str], types: Sequence[str], out: str, prefix: str = "t"
+) -> tuple[list[str], str]:
+    """``e`` as WGSL statements and an expression: every subexpression that ``e``
+    reads more than once (the same `Expr` object; see
+    `simplify`, which makes equal subtrees one object) is computed once,
+    as ``let {prefix}0 = ...;``, and named where it is read. Arguments as `render_wgsl`.
+
+    >>> from asgrad.tensor.ir.scalar import arg, exp
+    >>> shared = exp(arg(0))
+    >>> render_wgsl_lets(shared * shared + shared, ["x0"], ["f32"], "f32")
+    (['let t0 = asg_exp(x0);'], '(t0 * t0) + t0')
+    """
+    key = (id(e), tuple(args), tuple(types), out, prefix)
+    hit = _RENDERED.get(key)
+    if hit is not None and hit[0] is e:
+        return list(hit[1]), hit[2]
+    lets, body = _render(e, args, types, out, prefix)
+    if len(_RENDERED) >= _MAX_CACHED:
+        _RENDERED.clear()
+    _RENDERED[key] = (e, tuple(lets), body)
+    return lets, body
+
+
+# Renderings by expression object (kept alive here, so its id is not reused), names,
+# types and prefix: `simplify` makes equal expressions one object, so the kernels of
+# a model's repeated blocks render once.
+_RENDERED: dict[tuple[object, ...], tuple[Expr, tuple[str, ...], str]] = {}
+_MAX_CACHED = 1 << 14
+
+
+def _render(
+    e: Expr, args: Sequence[str], types: Sequence[str], out: str, prefix: str | None
+) -> tuple[list[str], str]:
     arg_kinds = ["bool" if t == "u32" else t for t in types]
+    kinds: dict[tuple[int, str], str] = {}
+    texts: dict[tuple[int, str], str] = {}
+    lets: list[str] = []
+    shared = _shared_nodes(e) if prefix is not None else set()
 
     def kind(node: Expr, hint: str) -> str:
+        key = (id(node), hint)
+        found = kinds.get(key)
+        if found is None:
+            found = kinds[key] = _kind(node, hint)
+        return found
+
+    def _kind(node: Expr, hint: str) -> str:
         if node.op == "arg":
             return arg_kinds[int(node.value)]  # type: ignore[call-overload]  # the index
         if node.op == "const":
             return hint
         if node.op == "cast":
             return _WGSL_KIND[str(node.value)]
+        if node.op in (TYPED, WGSL):
+            return _fixed_kind(node)
         if node.op in _COMPARE or node.op in _PREDICATES:
             return "bool"
         return operand_kind(node, hint)
@@ -91,25 +155,43 @@ def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) ->
 
     def text(node: Expr, hint: str) -> str:
         k = kind(node, hint)
+        key = (id(node), k)
+        found = texts.get(key)
+        if found is None:
+            found = _text(node, k)
+            if id(node) in shared:
+                name = f"{prefix}{len(lets)}"
+                lets.append(f"let {name} = {_unwrapped(found)};")
+                found = name
+            texts[key] = found
+        return found
+
+    def _text(node: Expr, k: str) -> str:
         if node.op == "arg":
             name = args[int(node.value)]  # type: ignore[call-overload]  # the index
             return f"({name} != 0u)" if k == "bool" else name
         if node.op == "const":
             return _wgsl_literal(node.value, k)
         if node.op == "cast":
-            return _cast(node, k)
+            return _convert(node.args[0], k, "f32")
+        if node.op == TYPED:
+            return _convert(node.args[0], k, k)
+        if node.op == WGSL:
+            template, operand_kinds = _call_parts(node)
+            return template.format(
+                *(text(a, ok) for a, ok in zip(node.args, operand_kinds, strict=True))
+            )
         inner = "bool" if node.op in ("logical_and", "logical_or", "logical_not") else None
         ok = inner or operand_kind(node, "f32" if k == "bool" else k)
-        a = [text(x, ok) for x in node.args]
         if node.op == "where":
             branch = operand_kind(node, k)
             a = [text(node.args[0], "bool"), *(text(x, branch) for x in node.args[1:])]
             return f"select({a[2]}, {a[1]}, {a[0]})"
-        return _primitive(node.op, ok, a)
+        return _primitive(node.op, ok, [text(x, ok) for x in node.args])
 
-    def _cast(node: Expr, k: str) -> str:
-        src = node.args[0]
-        sk = kind(src, "f32")
+    def _convert(src: Expr, k: str, source_hint: str) -> str:
+        """``src`` as a value of kind ``k`` (numpy's astype)."""
+        sk = kind(src, source_hint)
         x = text(src, sk)
         if sk == k:
             return x
@@ -121,20 +203,93 @@ def render_wgsl(e: Expr, args: Sequence[str], types: Sequence[str], out: str) ->
 
     body = text(e, "bool" if out == "u32" else out)
     if kind(e, out) == "bool" and out != "bool":
-        return f"select(0u, 1u, {body})" if out == "u32" else f"{out}({body})"
-    return _unwrapped(body)
+        body = f"select(0u, 1u, {body})" if out == "u32" else f"{out}({body})"
+    return lets, _unwrapped(body)
+
+
+# GPU-only nodes of a fused expression (never in an op's own expression):
+# ``typed``: its operand as the kind named by its value (a fused input's storage kind),
+# ``wgsl``: a call of the GPU's own (an integer op that checks its values), see `wgsl_call`.
+TYPED = "typed"
+WGSL = "wgsl"
+
+
+def typed(e: Expr, storage: str) -> Expr:
+    """``e`` as a value of the WGSL storage type ``storage`` (``u32``: a bool), as a
+    fused input of that type is read: the kind an expression's constants take."""
+    return Expr(TYPED, (e,), "bool" if storage == "u32" else storage)
+
+
+def wgsl_call(template: str, args: Sequence[Expr], kind: str, operand_kinds: Sequence[str]) -> Expr:
+    """A WGSL call ``template`` (``{0}``, ``{1}``... its operands, of ``operand_kinds``)
+    yielding a value of ``kind``: a node for what no primitive says (a checked integer op)."""
+    return Expr(WGSL, tuple(args), (template, kind, tuple(operand_kinds)))
+
+
+def _call_parts(node: Expr) -> tuple[str, tuple[str, ...]]:
+    """A `wgsl_call` node's template and its operands' kinds."""
+    value = node.value
+    assert isinstance(value, tuple)  # (template, kind, operand kinds): see `wgsl_call`
+    return str(value[0]), tuple(str(k) for k in value[2])
+
+
+def _fixed_kind(node: Expr) -> str:
+    if node.op == TYPED:
+        return str(node.value)
+    value = node.value
+    assert isinstance(value, tuple)  # (template, kind, operand kinds): see `wgsl_call`
+    return str(value[1])
+
+
+def _shared_nodes(e: Expr) -> set[int]:
+    """The ids of the computed nodes of ``e`` read by more than one parent."""
+    nodes = _walk(e)
+    parents: dict[int, int] = {}
+    for n in nodes:
+        for a in n.args:
+            parents[id(a)] = parents.get(id(a), 0) + 1
+    for n in reversed(nodes):  # parents first: a shared annotation shares its value
+        if n.op == TYPED:
+            child = id(n.args[0])
+            parents[child] = max(parents.get(child, 0), parents.get(id(n), 0))
+    return {
+        id(n) for n in nodes if parents.get(id(n), 0) > 1 and n.op not in ("arg", "const", TYPED)
+    }
+
+
+def height(e: Expr) -> int:
+    """The levels of nodes of ``e`` (1 for an argument or a constant).
+
+    >>> from asgrad.tensor.ir.scalar import arg, exp
+    >>> height(exp(arg(0)) + 1.0)
+    3
+    """
+    levels: dict[int, int] = {}
+    for node in _walk(e):
+        levels[id(node)] = 1 + max((levels[id(a)] for a in node.args), default=0)
+    return levels[id(e)]
+
+
+def _walk(e: Expr) -> list[Expr]:
+    """Every distinct node of ``e`` once, each after the nodes it reads."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((a, False) for a in node.args if id(a) not in seen)
+    return order
 
 
 def _unwrapped(text: str) -> str:
-    """``text`` without the parentheses around all of it (``x0 + x1`` for an add)."""
-    if not text.startswith("("):
-        return text
-    depth = 0
-    for i, c in enumerate(text):
-        depth += (c == "(") - (c == ")")
-        if depth == 0:
-            return text[1:-1] if i == len(text) - 1 else text
-    return text
+    """``text`` without the parentheses around all of it (``x0 + x1`` for an add):
+    a rendered operand that starts with one is wrapped whole, by construction."""
+    return text[1:-1] if text.startswith("(") else text
 
 
 def _primitive(op: str, k: str, a: list[str]) -> str:
@@ -187,3 +342,86 @@ def _primitive(op: str, k: str, a: list[str]) -> str:
         f"the primitive {op!r} has no WGSL form for {k} operands; integer division,"
         " remainder and powers are lowered with their checks by the GPU package"
     )
+
+
+# -- simplification -------------------------------------------------------------------
+# Primitives folded when every operand is a float constant: evaluated as numpy does a
+# Python scalar's (float64), rounded to the kernel's type where it is written.
+_FOLDED = frozenset(
+    {"add", "sub", "mul", "div", "neg", "pow", "abs", "exp", "expm1", "log", "log1p",
+     "sqrt", "rsqrt", "sin", "cos", "tanh", "maximum", "minimum"}
+)  # fmt: skip
+
+
+def simplify(e: Expr) -> Expr:
+    """``e`` with equal subtrees made one object, here and across calls (so
+    `render_wgsl_lets` computes them once, and renders an expression seen before from
+    its cache), float constants folded, and ``x * 1``, ``x / 1``, ``x - 0``, ``--x`` and a
+    ``where`` of a constant condition reduced: each exact, NaN and infinities included.
+    Linear in the distinct nodes of ``e``.
+
+    >>> from asgrad.tensor.ir.scalar import arg, const
+    >>> simplify((arg(0) * (const(1.0) - 0.25)) * 1.0)
+    mul(x0, 0.75)
+    """
+    if len(_INTERNED) >= _MAX_INTERNED:
+        _INTERNED.clear()
+    interned = _INTERNED
+    done: dict[int, Expr] = {}
+    for node in _walk(e):  # operands first
+        if node.args:
+            args = tuple([done[id(a)] for a in node.args])
+            new = _reduced(node, args) if node.op in _REDUCIBLE else None
+            if new is None:
+                same = all(a is b for a, b in zip(args, node.args, strict=True))
+                new = node if same else Expr(node.op, args, node.value)
+            key: tuple[object, ...] = (new.op, *map(id, new.args), _value_key(new))
+        else:
+            new, key = node, (node.op, _value_key(node))
+        done[id(node)] = interned.setdefault(key, new)
+    return done[id(e)]
+
+
+_REDUCIBLE = _FOLDED | {"where"}
+
+
+# Every simplified node, by (op, ids of its operands, value): equal subtrees of any
+# expression simplified are one object (each entry keeps its operands alive, so the ids
+# in the keys stay theirs).
+_INTERNED: dict[tuple[object, ...], Expr] = {}
+_MAX_INTERNED = 1 << 16
+
+
+def _value_key(node: Expr) -> object:
+    v = node.value
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return (type(v).__name__, v)  # 1, 1.0 and True stay apart
+
+
+def _reduced(node: Expr, args: tuple[Expr, ...]) -> Expr | None:
+    """``node`` over ``args`` folded or reduced, or None to keep it."""
+    op = node.op
+    if op in _FOLDED and args and all(_float_const(a) for a in args):
+        with np.errstate(all="ignore"):
+            value = PRIMITIVES[op].numpy(*(a.value for a in args))
+        return const(float(value))
+    if op in ("mul", "div") and _is(args[1], 1.0):
+        return args[0]
+    if op == "mul" and _is(args[0], 1.0):
+        return args[1]
+    if op == "sub" and _is(args[1], 0.0):
+        return args[0]
+    if op == "neg" and args[0].op == "neg":
+        return args[0].args[0]
+    if op == "where" and args[0].op == "const" and isinstance(args[0].value, bool):
+        return args[1] if args[0].value else args[2]
+    return None
+
+
+def _float_const(e: Expr) -> bool:
+    return e.op == "const" and isinstance(e.value, float)
+
+
+def _is(e: Expr, v: float) -> bool:
+    return _float_const(e) and e.value == v

@@ -57,6 +57,7 @@ from asgrad.gpu.plan.fusion_groups import (
     Types,
     Users,
     inlined_nodes,
+    shared_products,
 )
 from asgrad.gpu.plan.multi_update import launch_update_batch
 from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
@@ -73,6 +74,7 @@ __all__ = [
     "inlined_nodes",
     "lower_schedule",
     "release_steps",
+    "shared_products",
     "users_of",
 ]
 
@@ -117,8 +119,9 @@ def build_plan(
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
+            shared = shared_products(schedule, users, inlined)
             bindings, outputs, updates = lower_schedule(
-                schedule, types, inlined, in_place, device, store, batch
+                schedule, types, inlined, in_place, device, store, batch, shared
             )
     except BaseException:
         scope.close()
@@ -244,13 +247,15 @@ def lower_schedule(
     device: Device,
     store: GpuVariableStore,
     batch: UpdateBatch | None = None,
+    shared: frozenset[int] = frozenset(),
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
 
     A value is dropped after its last use, so its buffer goes back to the plan's pool
     (garbage collection releases it) for the nodes after it. ``batch``'s members are
-    launched together after its step.
+    launched together after its step; ``shared`` are the inlined matmuls read by
+    more than one kernel (`shared_products`).
     """
     bindings = Bindings()
     released = release_steps(schedule, batch)
@@ -273,7 +278,9 @@ def lower_schedule(
             ins = [values[n.id] for n in node.inputs]
             try:
                 with device.checks.lowering(node.op, node.location):
-                    value = _lower_one(node, ins, types, inlined, in_place, device, bindings)
+                    value = _lower_one(
+                        node, ins, types, inlined, in_place, device, bindings, shared
+                    )
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
             values[node.id] = value
@@ -301,6 +308,7 @@ def _lower_one(
     in_place: Mapping[int, GpuArray],
     device: Device,
     bindings: Bindings,
+    shared: frozenset[int],
 ) -> Value:
     """The value of one computing node: written in place, a constant, or lowered."""
     out_type = types[node.id]
@@ -314,4 +322,4 @@ def _lower_one(
         bindings.constants.append(value)
         return value
     in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else ()
-    return lower_node(node, ins, out_type, node.id in inlined, in_shape)
+    return lower_node(node, ins, out_type, node.id in inlined, in_shape, node.id in shared)

@@ -2,20 +2,25 @@
 
 While a plan is built, a node that the plan inlines into its users
 (`asgrad.gpu.plan.inlined_nodes`) is not launched: an elementwise node becomes a
-`Deferred` expression that its users inline in place of their input, a
-broadcast or a view passes its input on (the user broadcasts it), a transpose becomes
-a strided `Operand`. The fused kernel reads only the chain's
-leaves (broadcast through strides as usual) and writes only its end, so
-``sigmoid(x @ w + b)``'s add and sigmoid, or an optimizer's whole update rule, are
-one dispatch and no intermediate buffer. A deferred node holds its inputs, which keeps
-their buffers alive (pool release is driven by garbage collection) until it is used.
+`Deferred` scalar expression (`asgrad.tensor.ir.scalar.Expr`) that its users
+substitute for their input, a broadcast or a view passes its input on (the user
+broadcasts it), a transpose becomes a strided `Operand`, a matmul a `Product`.
+The fused kernel's expression is one tree whose arguments are the chain's leaves
+(read through strides as usual); it is simplified (shared subtrees computed once,
+constants folded) and rendered to WGSL once (`asgrad.gpu.lowering.elementwise.elementwise_tree`).
+It writes only the chain's end, so an optimizer's whole update rule is one dispatch and
+no intermediate buffer; where a leaf is a product of the output's shape, the tree is
+the matmul's epilogue, so ``gelu(x @ w + b)`` is one matmul dispatch. A deferred node
+holds its inputs, which keeps their buffers alive (pool release is driven by garbage
+collection) until it is used.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import TypeGuard
+
+import numpy as np
 
 from asgrad.gpu.device.array import GpuArray, Operand, slice_view
 from asgrad.gpu.device.source import numpy_dtype, wgsl_type
@@ -23,13 +28,25 @@ from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import lower
 from asgrad.gpu.lowering.common import literal
 from asgrad.gpu.lowering.elementwise import (
+    CHECKED,
     EXPRESSION_OPS,
+    MAX_INPUTS,
     elementwise,
-    expression,
-    max_inputs,
+    elementwise_tree,
+    expression_tree,
 )
-from asgrad.gpu.lowering.linalg import MAX_BATCH_DIMS, MatrixView, matmul
+from asgrad.gpu.lowering.linalg import (
+    MAX_BATCH_DIMS,
+    MAX_EPILOGUE_OPERANDS,
+    Epilogue,
+    MatrixView,
+    matmul,
+    matmul_into,
+    unsplit,
+)
+from asgrad.gpu.lowering.scalar import WGSL, height, typed
 from asgrad.gpu.plan.values import (
+    SUM,
     Deferred,
     Leaf,
     Product,
@@ -45,11 +62,14 @@ from asgrad.gpu.plan.values import (
 )
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.scalar import Expr, arg, substitute
 
 __all__ = [
     "INLINE_OPS",
     "LAZY_VIEWS",
     "LIKE_OPS",
+    "MAX_DEPTH",
+    "MAX_NODES",
     "VIEW_OPS",
     "Deferred",
     "Product",
@@ -99,11 +119,17 @@ INLINE_OPS = EXPRESSION_OPS | {"broadcast_to", "broadcast_like", "transpose"}
 # whole folded K while most of the GPU idles.
 FOLD_MAX_WORK = 1 << 28  # multiply-adds
 FOLD_MIN_TILES = 96
-_OPERAND = re.compile(r"\bx(\d+)\b")
 
 
-# Longer fused expressions (recomputed values nest) launch their deferred inputs first.
-MAX_EXPRESSION = 4000
+# A fused kernel computes at most this many distinct scalar nodes; a larger expression
+# (recomputed values nest) launches its deferred inputs first.
+MAX_NODES = 400
+
+
+# An elementwise node whose expression would nest deeper than this many levels of
+# scalar nodes (a long chain of ops) is launched rather than deferred: rendering recurses
+# through the levels, and a kernel stays a size a driver compiles quickly.
+MAX_DEPTH = 120
 
 
 def _same_leaf(a: Leaf, b: Leaf) -> bool:
@@ -119,37 +145,77 @@ def _same_leaf(a: Leaf, b: Leaf) -> bool:
     )
 
 
-def fused_expression(expr: str, inputs: list[Value]) -> tuple[str, list[Leaf]] | None:
-    """``expr`` with deferred inputs inlined, and the leaves (arrays, views) it reads.
+# A fused kernel's leaf: an array or a view, or a product its kernel may store.
+FusedLeaf = Leaf | Product
 
-    None when the leaves would exceed the kernel's bindings (`max_inputs`).
+
+def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedLeaf]] | None:
+    """``expr`` (over ``arg(k)``: ``inputs[k]``) with every deferred input's
+    expression substituted, and the leaves it reads (``arg(k)`` of the result: leaf
+    k): arrays, views, and products not yet launched (`emit` stores one through the
+    expression, materializes the others). A deferred value read twice is one subtree.
+
+    None when the leaves would exceed the kernel's bindings (`max_inputs`) or the
+    expression `MAX_NODES`.
     """
-    leaves: list[Leaf] = []
+    leaves: list[FusedLeaf] = []
+    composed: dict[int, Expr] = {}
 
-    def build(template: str, values: list[Value]) -> str:
-        parts: list[str] = []
+    def build(e: Expr, values: list[Value]) -> Expr:
+        args: list[Expr] = []
         for value in values:
             scattered = _scatter_pieces(value)
             if scattered is not None:
                 value = _write_pieces(scattered, scattered.type)
             if isinstance(value, Deferred):
-                parts.append(f"({build(value.expr, value.inputs)})")
+                sub = composed.get(id(value))
+                if sub is None:
+                    inner = build(value.expr, value.inputs)
+                    sub = composed[id(value)] = typed(inner, value.wgsl)
+                args.append(sub)
                 continue
-            if isinstance(value, (Product, Scattered, Reshaped)):
+            if isinstance(value, (Scattered, Reshaped)):
                 value = materialize(value)
-            for k, leaf in enumerate(leaves):
-                if _same_leaf(leaf, value):
-                    parts.append(f"x{k}")
-                    break
-            else:
-                leaves.append(value)
-                parts.append(f"x{len(leaves) - 1}")
-        return _OPERAND.sub(lambda m: parts[int(m.group(1))], template)
+            if isinstance(value, Product) and value.array is not None:
+                value = value.array  # launched by an earlier kernel
+            args.append(arg(_leaf_index(leaves, value)))
+        return substitute(e, args)
 
     full = build(expr, inputs)
-    if len(leaves) > max_inputs(full):
+    nodes = _nodes(full)
+    if len(leaves) > MAX_INPUTS - _calls_checks(nodes) or len(nodes) > MAX_NODES:
         return None
     return full, leaves
+
+
+def _leaf_index(leaves: list[FusedLeaf], value: FusedLeaf) -> int:
+    for k, leaf in enumerate(leaves):
+        if leaf is value or (
+            not isinstance(leaf, Product)
+            and not isinstance(value, Product)
+            and _same_leaf(leaf, value)
+        ):
+            return k
+    leaves.append(value)
+    return len(leaves) - 1
+
+
+def _nodes(e: Expr) -> list[Expr]:
+    seen: set[int] = set()
+    nodes: list[Expr] = []
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            nodes.append(node)
+            stack.extend(node.args)
+    return nodes
+
+
+def _calls_checks(nodes: list[Expr]) -> bool:
+    """Whether ``nodes`` call a checking function (their kernel binds the check slots)."""
+    return any(n.op == WGSL and CHECKED in str(n.value) for n in nodes)
 
 
 def materialize(value: Value) -> GpuArray:
@@ -159,7 +225,9 @@ def materialize(value: Value) -> GpuArray:
     if isinstance(value, Operand):
         return elementwise("x0", [value], value.array.dtype, value.shape)
     if isinstance(value, Product):
-        return matmul(_matrix(value.a), _matrix(value.b))
+        if value.array is None:
+            value.array = matmul(_matrix(value.a), _matrix(value.b))
+        return value.array
     if isinstance(value, Scattered):
         return _write_pieces(value, value.type)
     if isinstance(value, Reshaped):
@@ -168,20 +236,79 @@ def materialize(value: Value) -> GpuArray:
 
 
 def emit(
-    expr: str, inputs: list[Value], out: TensorType, target: GpuArray | Operand | None = None
+    expr: Expr, inputs: list[Value], out: TensorType, target: GpuArray | Operand | None = None
 ) -> GpuArray:
     """Launch ``expr`` over ``inputs`` as one kernel (into ``target`` when given),
-    launching deferred inputs on their own first if there are too many leaves."""
+    launching deferred inputs on their own first if there are too many leaves.
+
+    A product among the leaves that has the output's shape (a matmul whose only reader
+    is this chain) is launched with the expression as its epilogue: one dispatch
+    stores ``act(x @ w + b)``. Other products are launched on their own first.
+    """
     fused = fused_expression(expr, inputs)
-    if fused is None or len(fused[0]) > MAX_EXPRESSION:
+    if fused is None:
         # too many leaves for one kernel: launch the deferred inputs on their own first
         inputs = [materialize(v) for v in inputs]
         fused = fused_expression(expr, inputs)
         assert fused is not None
-    full, leaves = fused
+    tree, leaves = fused
+    shape = tuple(out.shape)
+    host = _epilogue_host(tree, leaves, out, target)
+    if host is not None:
+        p = leaves[host]
+        assert isinstance(p, Product)
+        others = [
+            materialize(v) if isinstance(v, Product) else v
+            for k, v in enumerate(leaves)
+            if k != host
+        ]
+        order = [host, *(k for k in range(len(leaves)) if k != host)]
+        renamed = substitute(tree, [arg(order.index(k)) for k in range(len(leaves))])
+        result = GpuArray.empty(shape, np.float32, Operand.of(p.a).array.device)
+        if p.shared:  # C keeps the product for the other kernels reading it
+            p.array = GpuArray.empty(shape, np.float32, result.device)
+            epilogue = Epilogue(renamed, others, result)
+            matmul_into(_view(p.a), _view(p.b), p.array, epilogue=epilogue)
+        else:
+            matmul_into(_view(p.a), _view(p.b), result, epilogue=Epilogue(renamed, others))
+        return result
+    arrays = [materialize(v) if isinstance(v, Product) else v for v in leaves]
     if target is not None:
-        return elementwise(full, leaves, out=Operand.of(target))
-    return elementwise(full, leaves, numpy_dtype(out.dtype), out.shape)
+        return elementwise_tree(tree, arrays, out=Operand.of(target))
+    return elementwise_tree(tree, arrays, numpy_dtype(out.dtype), shape)
+
+
+def _epilogue_host(
+    tree: Expr, leaves: list[FusedLeaf], out: TensorType, target: GpuArray | Operand | None
+) -> int | None:
+    """The leaf that is a product ``tree`` can be the epilogue of, or None: the product
+    has the output's shape, the output is float32 (and no view of another buffer), the
+    other leaves fit the matmul's bindings, no check is made and the product needs no
+    split K."""
+    if target is not None or out.dtype != "float32" or _calls_checks(_nodes(tree)):
+        return None
+    for k, leaf in enumerate(leaves):
+        if (
+            isinstance(leaf, Product)
+            and len(leaves) - 1 <= MAX_EPILOGUE_OPERANDS - leaf.shared
+            and _product_shape(leaf) == tuple(out.shape)
+            and unsplit(_view(leaf.a), _view(leaf.b))
+        ):
+            return k
+    return None
+
+
+def _product_shape(p: Product) -> tuple[int, ...] | None:
+    a, b = Operand.of(p.a).shape, Operand.of(p.b).shape
+    if len(a) < 2 or len(b) < 2:
+        return None
+    batch = tuple(np.broadcast_shapes(a[:-2], b[:-2]))
+    return (*batch, a[-2], b[-1])
+
+
+def _view(v: GpuArray | Operand) -> MatrixView:
+    m = _matrix(v)
+    return m if isinstance(m, MatrixView) else MatrixView(m)
 
 
 def _wgsl(value: Value) -> str:
@@ -196,10 +323,12 @@ def lower_node(
     out_type: TensorType,
     inline: bool,
     in_shape: tuple[int, ...] | None = None,
+    shared: bool = False,
 ) -> Value:
     """The value of ``node`` from its inputs' values: launched, or with ``inline``
     deferred into its users (an expression, a passed-on input, a strided view).
-    ``in_shape``: the shape of its first input's type (by default its value's)."""
+    ``in_shape``: the shape of its first input's type (by default its value's);
+    ``shared``: an inlined matmul read by more than one kernel (`shared_products`)."""
     if in_shape is None:
         in_shape = _value_shape(ins[0]) if ins else ()
     if inline and node.op in LAZY_VIEWS:
@@ -207,15 +336,16 @@ def lower_node(
     if inline and node.op in VIEW_OPS and _core(in_shape) == _core(out_type.shape):
         return ins[0]  # shapes differ by leading 1s only: broadcasting realigns them
     if node.op == "add" and not inline:
-        pieces = _scatter_pieces(Deferred("x0 + x1", ins, out_type))
+        pieces = _scatter_pieces(Deferred(SUM, ins, out_type))
         if pieces is not None:
             return _write_pieces(pieces, out_type)
     if node.op in EXPRESSION_OPS:
-        expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
+        expr = expression_tree(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
         assert expr is not None
-        if inline:
-            return Deferred(expr, ins, out_type, node.attrs)
-        return emit(expr, ins, out_type)
+        depth = height(expr) + max((v.depth for v in ins if isinstance(v, Deferred)), default=0)
+        if inline and depth <= MAX_DEPTH:
+            return Deferred(expr, ins, out_type, node.attrs, depth)
+        return emit(expr, ins, out_type)  # a chain deeper than MAX_DEPTH is cut here
     if inline and node.op in ("broadcast_to", "broadcast_like"):
         return ins[0]  # the user broadcasts it
     if inline and node.op == "transpose":
@@ -227,9 +357,9 @@ def lower_node(
     if node.op == "matmul":
         a, b = (v if _matrix_like(v) else materialize(v) for v in ins)
         if inline:
-            return Product(a, b)
+            return Product(a, b, shared)
         return matmul(_matrix(a), _matrix(b))
-    if isinstance(ins[0], Product):
+    if _summed_product(ins[0], node):
         folded = _folded_product(ins[0], out_type)
         if folded is not None:
             return folded
@@ -257,7 +387,7 @@ def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
             reshaped = strided_reshape(view, piece.operand.shape)
             if reshaped is not None:
                 view, piece = reshaped, piece.operand
-        emit("x0", [piece], TensorType(view.shape, out_type.dtype), view)
+        emit(arg(0), [piece], TensorType(view.shape, out_type.dtype), view)
     return result
 
 
@@ -272,7 +402,7 @@ def _value_shape(value: Value) -> tuple[int, ...]:
 def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:
     """A view node's value as strides of its input (copied only when it cannot be)."""
     if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
-        return Deferred(value.expr, value.inputs, out_type, value.attrs)  # leading 1s
+        return Deferred(value.expr, value.inputs, out_type, value.attrs, value.depth)  # 1s
     source = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
     op = Operand.of(source)
     if op.shape != in_shape:  # a broadcast passed on unlaunched: its strides, made real
@@ -302,6 +432,18 @@ def _matrix(v: GpuArray | Operand) -> GpuArray | MatrixView:
     return v
 
 
+def _summed_product(value: Value, node: Node) -> TypeGuard[Product]:
+    """Whether ``node`` sums a product over its batch axes, the product read by
+    nothing else (`asgrad.gpu.plan.values.sums_batch`): any other product a node
+    that is no elementwise op reads is shared (`shared_products`)."""
+    return (
+        isinstance(value, Product)
+        and not value.shared
+        and value.array is None
+        and node.op in ("sum", "sum_to_like")
+    )
+
+
 def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
     """``sum over the batch of a_b @ b_b`` as one matmul, ``[a_0 a_1 ..] @ [b_0; b_1; ..]``:
     the batch axes folded into K. None when an operand's strides cannot fold (a
@@ -327,7 +469,7 @@ def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
 
 def lower_in_place(node: Node, ins: list[Value], out_type: TensorType, target: GpuArray) -> Value:
     """An update rule (an elementwise node) written straight into its variable's buffer."""
-    expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
+    expr = expression_tree(node.op, node.attrs, [_wgsl(v) for v in ins], out_type.dtype)
     assert expr is not None
     try:
         return emit(expr, ins, out_type, target)

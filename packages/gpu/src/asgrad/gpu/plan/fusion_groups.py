@@ -19,7 +19,20 @@ from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.schedule import Schedule
 
-__all__ = ["MAX_RECOMPUTE", "MAX_SCALAR_NODES", "Types", "Users", "inlined_nodes"]
+__all__ = [
+    "MAX_EPILOGUE_SEARCH",
+    "MAX_RECOMPUTE",
+    "MAX_SCALAR_NODES",
+    "Types",
+    "Users",
+    "inlined_nodes",
+    "shared_products",
+]
+
+
+# Nodes searched from a matmul for a kernel that can be its epilogue (`_epilogue_of`):
+# the search stays linear in the graph.
+MAX_EPILOGUE_SEARCH = 32
 
 
 # An elementwise value read by up to this many elementwise users is recomputed in each.
@@ -47,9 +60,12 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     `MAX_RECOMPUTE`, any number for a scalar), which costs arithmetic, not a
     launch. A transpose read only by matmuls (or by transposes that are) becomes
     strides; a batched matmul summed over its batch axes (a weight's gradient through a
-    3-D input) becomes one 2-D matmul. Outputs and update values are always launched.
+    3-D input) becomes one 2-D matmul; a matmul read only by a chain of elementwise
+    ops of its shape is launched by the chain's kernel, which becomes its epilogue.
+    Outputs and update values are always launched.
     """
-    kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
+    updates = {n.id for _, n in schedule.updates}
+    kept = {n.id for n in schedule.outputs} | updates
     inlined: set[int] = set()
     scatters = _scatter_sums(schedule, users)
     for node in reversed(schedule.nodes):  # a node's users come after it
@@ -58,6 +74,8 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             inlined.add(node.id)  # written into the sum's buffer (fusion.Scattered)
         elif node.id not in kept and following and _inlinable(node, following, inlined, types):
             inlined.add(node.id)
+        elif node.id not in kept and _epilogue_of(node, users, inlined, types, updates):
+            inlined.add(node.id)  # stored through its reader's expression (fusion.emit)
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
             node.id in inlined
@@ -133,6 +151,56 @@ def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Type
         or ((u.op in INLINE_OPS or _passes_through(u, types)) and u.id in inlined)
         for u in following
     )
+
+
+def _epilogue_of(
+    node: Node, users: Users, inlined: set[int], types: Types, updates: set[int]
+) -> bool:
+    """A float32 matmul of matrices that a launched float32 elementwise kernel of its
+    shape reads, directly or through inlined elementwise ops of its shape: that
+    kernel can be the product's epilogue (the first such kernel launched stores the
+    product through its expression, and for the other readers when it is shared).
+    An update rule is no such kernel: it writes its variable in place, or with the
+    other parameters' rules (a weight's gradient is launched where it is made)."""
+    t = types[node.id]
+    if node.op != "matmul" or t.dtype != "float32" or len(t.shape) < 2:
+        return False
+    if any(len(types[i.id].shape) < 2 for i in node.inputs):
+        return False
+    frontier, seen = [node], {node.id}
+    while frontier and len(seen) <= MAX_EPILOGUE_SEARCH:
+        for user in users.get(frontier.pop().id, []):
+            if user.id in seen:
+                continue
+            seen.add(user.id)
+            if user.op not in EXPRESSION_OPS or tuple(types[user.id].shape) != tuple(t.shape):
+                continue
+            if user.id not in inlined:
+                if types[user.id].dtype == "float32" and user.id not in updates:
+                    return True
+            else:
+                frontier.append(user)
+    return False
+
+
+def shared_products(schedule: Schedule, users: Users, inlined: frozenset[int]) -> frozenset[int]:
+    """The inlined matmuls read by more than one kernel (not a chain of single
+    readers ending in one launched node): the kernel that stores one through its
+    epilogue stores the product too, for the others."""
+    shared: set[int] = set()
+    for node in schedule.nodes:
+        if node.op != "matmul" or node.id not in inlined:
+            continue
+        current = node
+        while True:
+            readers = {u.id: u for u in users.get(current.id, [])}
+            if len(readers) != 1:
+                shared.add(node.id)
+                break
+            (current,) = readers.values()
+            if current.id not in inlined:
+                break
+    return frozenset(shared)
 
 
 def _reads_shape(user: Node, node: Node) -> bool:

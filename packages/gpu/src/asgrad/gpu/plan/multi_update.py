@@ -20,7 +20,6 @@ variable before it writes that element.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -30,7 +29,8 @@ from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.device.copy import copy_into
 from asgrad.gpu.device.source import kernel_text
-from asgrad.gpu.lowering.elementwise import CHECKED, expression
+from asgrad.gpu.lowering.elementwise import CHECKED, expression_tree
+from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify, typed
 from asgrad.gpu.plan.fusion import emit, materialize
 from asgrad.gpu.plan.multi_sums import (
     _THREADS,
@@ -44,11 +44,9 @@ from asgrad.gpu.plan.update_chains import UpdateBatch
 from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Scattered, Value
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.scalar import Expr, arg, substitute
 
 __all__ = ["launch_update_batch"]
-
-
-_OPERAND = re.compile(r"\bx(\d+)\b")
 
 
 # -- launching ----------------------------------------------------------------------------
@@ -125,7 +123,7 @@ def _launch_unfused(
             if i.id in sums and i.id not in results:
                 results[i.id] = _finish_sum(partials[i.id])
         ins: list[Value] = [results[i.id] if i.id in results else values[i.id] for i in node.inputs]
-        expr = expression(node.op, node.attrs, [_wgsl(v) for v in ins], node.dtype)
+        expr = expression_tree(node.op, node.attrs, [_wgsl(v) for v in ins], node.dtype)
         assert expr is not None
         results[node.id] = emit(expr, ins, TensorType(_shape(ins), node.dtype))
     return results
@@ -168,6 +166,8 @@ def _segment(
     def fits(value: Value) -> bool:
         if isinstance(value, Deferred):
             return all(fits(v) for v in value.inputs)
+        if isinstance(value, Product) and value.array is not None:
+            value = value.array  # stored by an earlier kernel's epilogue
         if isinstance(value, (Product, Scattered, Reshaped)):
             return False
         op = Operand.of(value)
@@ -180,31 +180,46 @@ def _segment(
             return False  # another chain's variable: read it before the dispatch
         return size == 1 or (size == n and _contiguous(op))
 
-    def build(template: str, ins: Sequence[Value | str]) -> str:
-        parts: list[str] = []
+    slots: list[tuple[str, str]] = []  # the names (and WGSL types) arg(k) stands for
+
+    def slot(name: str, wgsl: str) -> Expr:
+        if (name, wgsl) not in slots:
+            slots.append((name, wgsl))
+        return arg(slots.index((name, wgsl)))
+
+    composed: dict[int, Expr] = {}
+
+    def arguments(ins: Sequence[Value | Expr]) -> list[Expr]:
+        args: list[Expr] = []
         for value in ins:
-            if isinstance(value, str):
-                parts.append(value)
+            if isinstance(value, Expr):
+                args.append(value)
             elif isinstance(value, Deferred):
-                parts.append(f"({build(value.expr, value.inputs)})")
+                if id(value) not in composed:
+                    inner = substitute(value.expr, arguments(value.inputs))
+                    composed[id(value)] = typed(inner, value.wgsl)
+                args.append(composed[id(value)])
             else:
+                if isinstance(value, Product) and value.array is not None:
+                    value = value.array
                 assert not isinstance(value, (Product, Scattered, Reshaped))  # materialized
-                parts.append(leaf(Operand.of(value)))
-        return _OPERAND.sub(lambda m: parts[int(m.group(1))], template)
+                op = Operand.of(value)
+                args.append(slot(leaf(op), op.array.wgsl))
+        return args
 
     for j, node in enumerate(chain):
-        ins: list[Value | str] = []
+        ins: list[Value | Expr] = []
         in_types: list[str] = []
         for inp in node.inputs:
             if inp.id in rule:
-                ins.append(f"y{rule[inp.id]}")
+                ins.append(slot(f"y{rule[inp.id]}", targets[inp.id].wgsl))
                 in_types.append(targets[inp.id].wgsl)
                 continue
             if inp.id in partials:
                 part = partials[inp.id]
                 if part not in summed:
                     summed.append(part)
-                ins.append(f"s{summed.index(part)}")
+                ins.append(slot(f"s{summed.index(part)}", "f32"))
                 in_types.append("f32")
                 continue
             value = values[inp.id]
@@ -214,13 +229,39 @@ def _segment(
                     return None
             ins.append(value)
             in_types.append(_wgsl(value))
-        expr = expression(node.op, node.attrs, in_types, str(targets[node.id].dtype))
-        if expr is None or CHECKED in expr:
+        out_dtype = str(targets[node.id].dtype)
+        expr = expression_tree(node.op, node.attrs, in_types, out_dtype)
+        if expr is None:
             return None
-        body.append(f"let y{j} = {build(expr, ins)};")
+        args = arguments(ins)
+        names, types = [n for n, _ in slots], [t for _, t in slots]
+        out_type = targets[node.id].wgsl
+        key: tuple[object, ...] | None = None
+        if all(a.op == "arg" for a in args):  # no fused input: the same for every tensor
+            key = (id(expr), tuple(slots[int(str(a.value))] for a in args), out_type, j)
+        cached = _RULES.get(key) if key is not None else None
+        if cached is not None and cached[0] is expr:
+            lets, text = cached[1], cached[2]
+        else:
+            tree = simplify(substitute(expr, args))
+            lets, text = render_wgsl_lets(tree, names, types, out_type, f"r{j}_")
+            if key is not None:
+                if len(_RULES) >= _MAX_RULES:
+                    _RULES.clear()
+                _RULES[key] = (expr, lets, text)
+        if any(CHECKED in line for line in [*lets, text]):
+            return None
+        body += [*lets, f"let y{j} = {text};"]
     if any(p.size != n for p in summed):
         return None
     return _Segment(n, leaves, [targets[m.id] for m in chain], body, summed)
+
+
+# Rules rendered, by their op's expression (its identity, kept alive here), the names
+# and types they read, their output type and position: the parameters of a model
+# repeat a few rules.
+_RULES: dict[tuple[object, ...], tuple[Expr, list[str], str]] = {}
+_MAX_RULES = 1024
 
 
 def _same(a: Operand, b: Operand) -> bool:

@@ -18,6 +18,7 @@ from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.device.source import numpy_dtype, wgsl_type
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.scalar import Expr, arg
 
 __all__ = [
     "Deferred",
@@ -33,10 +34,16 @@ __all__ = [
 
 @dataclass
 class Product:
-    """A batched matmul not yet launched: its user sums it over the batch axes."""
+    """A matmul not yet launched: its user sums it over the batch axes (one product
+    with the batch folded into K), or its elementwise user's kernel becomes the
+    product's epilogue (`asgrad.gpu.plan.fusion.emit`). A ``shared`` product is
+    read by other kernels too: the epilogue's kernel stores it as well, and ``array``
+    holds it once launched, for every later reader."""
 
     a: GpuArray | Operand
     b: GpuArray | Operand
+    shared: bool = False
+    array: GpuArray | None = None
 
     @property
     def wgsl(self) -> str:
@@ -45,12 +52,15 @@ class Product:
 
 @dataclass
 class Deferred:
-    """An elementwise node not yet launched: its expression and its input values."""
+    """An elementwise node not yet launched: its scalar expression (over ``arg(k)``,
+    the value ``inputs[k]``) and its input values."""
 
-    expr: str
+    expr: Expr
     inputs: list[Value]
     type: TensorType
     attrs: Mapping[str, Any] = field(default_factory=dict)
+    # levels of scalar nodes from its expression down through its deferred inputs
+    depth: int = 0
 
     @property
     def wgsl(self) -> str:
@@ -87,6 +97,10 @@ class Reshaped:
 Value = GpuArray | Operand | Deferred | Product | Scattered | Reshaped
 
 
+# The expression of a float add: a sum of scatter_slices is written piece by piece.
+SUM = arg(0) + arg(1)
+
+
 Leaf = GpuArray | Operand
 
 
@@ -95,7 +109,7 @@ def _scatter_pieces(value: Value) -> Scattered | None:
     them; None otherwise."""
     if isinstance(value, Scattered):
         return value
-    if not isinstance(value, Deferred) or value.expr != "x0 + x1":
+    if not isinstance(value, Deferred) or value.expr != SUM:
         return None
     parts = [_scatter_pieces(v) for v in value.inputs]
     if parts[0] is None or parts[1] is None or parts[0].type != parts[1].type:
