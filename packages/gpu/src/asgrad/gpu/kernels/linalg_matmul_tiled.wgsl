@@ -17,8 +17,9 @@
 // [s * k_len, min(K, (s + 1) * k_len)) and writes its own (M, N) slab of C, which the
 // caller sums (a column reduction). With one split this is the plain product.
 //
-// Epilogue: each element x0 of C goes through epilogue(x0, i) as it is stored (i its
-// flat index in C): the identity, or a fused elementwise expression of x0 and operands
+// Epilogue: each element x0 of C goes through epilogue(x0, i, n, er) as it is stored
+// (i its flat index in C, n its column, er the row's operand offsets from ep_row, once
+// per row): the identity, or a fused elementwise expression of x0 and operands
 // broadcast to C's shape (a bias, an activation, a residual), so gelu(x @ W + b) needs
 // no second pass. Only with one split (C is then the product itself).
 
@@ -66,16 +67,17 @@ fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
         return;
     }
     let base = c_base + m * params.N;
+    let er = ep_row(base / params.N);
     if (n + 3u < params.N) {
-        C[base + n] = epilogue(v.x, base + n);
-        C[base + n + 1u] = epilogue(v.y, base + n + 1u);
-        C[base + n + 2u] = epilogue(v.z, base + n + 2u);
-        C[base + n + 3u] = epilogue(v.w, base + n + 3u);
+        C[base + n] = epilogue(v.x, base + n, n, er);
+        C[base + n + 1u] = epilogue(v.y, base + n + 1u, n + 1u, er);
+        C[base + n + 2u] = epilogue(v.z, base + n + 2u, n + 2u, er);
+        C[base + n + 3u] = epilogue(v.w, base + n + 3u, n + 3u, er);
         return;
     }
-    if (n < params.N) { C[base + n] = epilogue(v.x, base + n); }
-    if (n + 1u < params.N) { C[base + n + 1u] = epilogue(v.y, base + n + 1u); }
-    if (n + 2u < params.N) { C[base + n + 2u] = epilogue(v.z, base + n + 2u); }
+    if (n < params.N) { C[base + n] = epilogue(v.x, base + n, n, er); }
+    if (n + 1u < params.N) { C[base + n + 1u] = epilogue(v.y, base + n + 1u, n + 1u, er); }
+    if (n + 2u < params.N) { C[base + n + 2u] = epilogue(v.z, base + n + 2u, n + 2u, er); }
 }
 
 @compute @workgroup_size(${WX}, ${WY}, 1)

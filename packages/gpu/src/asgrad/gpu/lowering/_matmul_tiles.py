@@ -170,40 +170,56 @@ def _fetch(
     return fetch + "\n\n" + stash, first, stash_calls, nxt
 
 
-IDENTITY = "fn epilogue(x0: f32, i: u32) -> f32 {\n    return x0;\n}"
+IDENTITY = (
+    "fn ep_row(r: u32) -> array<u32, 1> {\n    return array<u32, 1>(0u);\n}\n"
+    "fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, 1>) -> f32 {\n    return x0;\n}"
+)
 
 
 def epilogue_source(
     expr: Expr, operands: Sequence[Operand], out_shape: tuple[int, ...], second: bool = False
 ) -> tuple[str, bytes]:
-    """The epilogue function of ``expr`` (a scalar expression of ``arg(0)``, the
+    """The epilogue functions of ``expr`` (a scalar expression of ``arg(0)``, the
     product's element, and ``arg(k)``, operand k - 1 read at the same position of the
     output, broadcast through its strides), the prelude, the bindings of its uniform
     (4) and operands (5, 6...), and that uniform's bytes.
 
-    ``epilogue(x0, i)`` gets the product's element and its flat index in the
-    C-contiguous output of ``out_shape``; an operand is read at ``i`` (contiguous), at
-    its offset (one element) or through coordinates decomposed from ``i`` (strided),
-    laid out as the elementwise kernel's (``kernels/elementwise.wgsl``). With
+    A row of C is stored through ``ep_row(r)`` (once per row: the offsets of the strided
+    operands at the start of row ``r`` of the output, its leading dims decomposed) and
+    ``epilogue(x0, i, n, er)`` per element (the product's element, its flat index in the
+    C-contiguous output of ``out_shape``, its column and the row's offsets): an operand is
+    read at ``i`` (contiguous), at its offset (one element) or at its row offset plus
+    ``n`` times its column stride (strided), so an element costs no division. With
     ``second`` the value goes into a second output (bound after the operands) at ``i``
     and C keeps the product.
     """
+    if len(out_shape) < 2:
+        raise GpuUnsupportedError(
+            f"a matmul epilogue needs the product as a matrix (its rows and columns); got "
+            f"shape {out_shape}"
+        )
     strides = [o.broadcast_strides(out_shape) for o in operands]
-    shape, strides = _collapse(out_shape, strides)
-    contiguous = contiguous_strides(shape)
+    contiguous = contiguous_strides(out_shape)
     modes = [
         "scalar" if all(s == 0 for s in st) else "contig" if st == contiguous else "strided"
         for st in strides
     ]
+    lead, lead_strides = _collapse(out_shape[:-1], [st[:-1] for st in strides])
+    if len(lead) > _MAX_LEAD_DIMS:
+        raise GpuUnsupportedError(
+            f"a matmul epilogue reads operands over at most {_MAX_LEAD_DIMS} leading "
+            f"dims of the product after merging; got {len(lead)} ({out_shape})"
+        )
     meta = [0] * 96
-    meta[0], meta[1] = math.prod(out_shape), len(shape)
-    meta[4 : 4 + len(shape)] = shape
+    meta[0], meta[1] = math.prod(out_shape), len(lead)
+    meta[4 : 4 + len(lead)] = lead
     for k, (st, o) in enumerate(zip(strides, operands, strict=True)):
-        meta[12 + 8 * k : 12 + 8 * k + len(st)] = [v & 0xFFFFFFFF for v in st]
+        meta[12 + 8 * k : 12 + 8 * k + len(lead)] = [v & 0xFFFFFFFF for v in lead_strides[k]]
         meta[76 + k] = o.offset
+        meta[84 + k] = st[-1] & 0xFFFFFFFF if st else 0
     root = simplify(expr)
     types = ("f32", *(o.array.wgsl for o in operands))
-    rank = len(shape) if "strided" in modes else 0
+    rank = len(lead) if "strided" in modes else 0
     key = (id(root), tuple(modes), rank, types, second)
     hit = _EPILOGUES.get(key)
     if hit is not None and hit[0] is root:
@@ -216,6 +232,9 @@ def epilogue_source(
     return text, struct.pack(f"<{len(meta)}I", *meta)
 
 
+# The uniform holds 8 leading dims of the product and, per operand, 8 strides.
+_MAX_LEAD_DIMS = 8
+
 # Epilogue sources by simplified expression (kept alive here), operand modes, rank,
 # types and output: a model's repeated layers share one.
 _EPILOGUES: dict[tuple[object, ...], tuple[Expr, str]] = {}
@@ -226,22 +245,28 @@ def _epilogue_text(
     root: Expr, modes: Sequence[str], rank: int, types: Sequence[str], second: bool
 ) -> str:
     """The WGSL of an epilogue (see `epilogue_source`): ``types`` those of the product
-    and the operands, ``rank`` the collapsed output's where an operand is strided."""
+    and the operands, ``rank`` the merged leading dims' where an operand is strided."""
     n_operands = len(modes)
-    lines: list[str] = []
     strided = [k for k, m in enumerate(modes) if m == "strided"]
+    slots = max(1, len(strided))
+    row = [f"    var o = array<u32, {slots}>({', '.join(['0u'] * slots)});"]
     if strided:
-        lines.append("    var rem = i;")
-        lines += [f"    var o{k} = emu({76 + k}u);" for k in strided]
+        row.append("    var rem = r;")
+        row += [f"    o[{j}] = emu({76 + k}u);" for j, k in enumerate(strided)]
         for d in range(rank - 1, -1, -1):
             if d == 0:
-                lines.append("    let c0 = rem;")
+                row.append("    let c0 = rem;")
             else:
-                lines.append(f"    let c{d} = rem % emu({4 + d}u);")
-                lines.append(f"    rem = rem / emu({4 + d}u);")
-            lines += [f"    o{k} += c{d} * emu({12 + 8 * k + d}u);" for k in strided]
+                row.append(f"    let c{d} = rem % emu({4 + d}u);")
+                row.append(f"    rem = rem / emu({4 + d}u);")
+            row += [f"    o[{j}] += c{d} * emu({12 + 8 * k + d}u);" for j, k in enumerate(strided)]
+    row.append("    return o;")
+    lines: list[str] = []
     for k, mode in enumerate(modes):
-        where = {"contig": f"i + emu({76 + k}u)", "scalar": f"emu({76 + k}u)"}.get(mode, f"o{k}")
+        if mode == "strided":
+            where = f"er[{strided.index(k)}] + n * emu({84 + k}u)"
+        else:
+            where = {"contig": f"i + emu({76 + k}u)", "scalar": f"emu({76 + k}u)"}[mode]
         lines.append(f"    let x{k + 1} = E{k + 1}[{where}];")
     names = [f"x{k}" for k in range(len(types))]
     lets, body = render_wgsl_lets(root, names, types, "f32", prefix="e")
@@ -264,7 +289,16 @@ def _epilogue_text(
         lines += [f"    D[i] = {body};", "    return x0;"]
     else:
         lines.append(f"    return {body};")
-    function = "\n".join(["fn epilogue(x0: f32, i: u32) -> f32 {", *lines, "}"])
+    function = "\n".join(
+        [
+            f"fn ep_row(r: u32) -> array<u32, {slots}> {{",
+            *row,
+            "}",
+            f"fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, {slots}>) -> f32 {{",
+            *lines,
+            "}",
+        ]
+    )
     return "\n".join([kernel_text("prelude"), *binds, "", function])
 
 
