@@ -44,6 +44,7 @@ from asgrad.tensor.cpu.records import (
 )
 from asgrad.tensor.cpu.specialize import HELPERS, Context
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.memory import plan_memory
 from asgrad.tensor.ir.passes import is_identity
 from asgrad.tensor.ir.registry import IntoKernel, OpDef, TensorType, get_op
 from asgrad.tensor.ir.schedule import Schedule
@@ -85,7 +86,7 @@ def generate_cpu_function(
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():
         root_ids = {maker.refs[r].id for r in maker.roots if not maker.refs[r].is_const}
-        plan = plan_buffers(lines, reads, types, last, root_ids)
+        plan = plan_buffers(lines, reads, types, last, root_ids, _slot_bytes(schedule, types))
     else:
         plan = no_reuse(lines)
     source = _source(maker, lines, last, plan)
@@ -95,6 +96,15 @@ def generate_cpu_function(
 
         fn = with_whole_step(fn, schedule, types, maker.refs, maker.context.registered)
     return fn
+
+
+def _slot_bytes(schedule: Schedule, types: Mapping[int, TensorType]) -> int | None:
+    """Under a memory budget, the bytes the planned peak at ``types`` leaves of it for
+    scratch slots (held between runs); else no cap."""
+    if schedule.memory_budget is None:
+        return None
+    roots = schedule.outputs + [n for _, n in schedule.updates]
+    return max(schedule.memory_budget - plan_memory(schedule.nodes, roots, types).peak, 0)
 
 
 def _shape_dummy(t: TensorType) -> np.ndarray:
@@ -361,11 +371,12 @@ def _source(
         if placement.writes:
             assert line.into is not None
             out = "None"
+            shape = maker.types[line.node.id].shape
             if placement.into_slot is not None:
-                out = f"_s{placement.into_slot}"
+                out = _slot(placement.into_slot, plan, shape)
             elif placement.into_value is not None:
                 out = maker.name_of(placement.into_value)
-            work = f"({', '.join(f'_s{k}' for k in placement.work)},)"
+            work = f"({', '.join(_slot(k, plan, shape) for k in placement.work)},)"
             expr = render(line.into, maker.name_of, out, work)
         else:
             expr = render(line.call, maker.name_of)
@@ -394,6 +405,11 @@ def _source(
         outs.append(_array(src, ref))
     source.append(f"    return [{', '.join(outs)}]")
     return "\n".join(source)
+
+
+def _slot(k: int, plan: BufferPlan, shape: tuple[int, ...]) -> str:
+    """Scratch slot ``k`` in ``shape`` (a slot serves values of one size, any shape)."""
+    return f"_s{k}" if plan.slots[k].shape == shape else f"_s{k}.reshape({shape})"
 
 
 def _leaf_views(lines: Sequence[Line], refs: Mapping[int, Ref]) -> set[int]:

@@ -22,6 +22,7 @@ from asgrad.tensor.api.arguments import require_tensors
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import FeedError, PrecisionWarning
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.memory import MemoryPlan
 from asgrad.tensor.ir.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.runtime.backends import get_backend, resolve_backend_name
 from asgrad.tensor.runtime.device_values import DeviceValue
@@ -57,12 +58,16 @@ class Program:
         backend: str | None = None,
         optimize_graph: bool = True,
         check_numerics: bool | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         self.backend = resolve_backend_name(backend)
+        self.memory_budget = memory_budget
         with reporting("compiling") as progress:
             size = len(outputs[0].graph) if outputs else 0
             progress.stage(f"scheduling a graph of {size:,} nodes")
-            self.schedule = make_schedule(outputs, updates, optimize_graph=optimize_graph)
+            self.schedule = make_schedule(
+                outputs, updates, optimize_graph=optimize_graph, memory_budget=memory_budget
+            )
             progress.stage(f"{self.backend}: compiling {len(self.schedule.nodes):,} nodes")
             compile_schedule = get_backend(self.backend).compile
             check = checking_by_default() if check_numerics is None else check_numerics
@@ -106,6 +111,30 @@ class Program:
             return [DeviceValue.ready_value(v) for v in self.executable.run(prepared)]
         values: list[DeviceValue] = launch(prepared)
         return values
+
+    def memory(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> MemoryPlan:
+        """The planned memory of one run, before any run: the peak in bytes and what
+        holds it (parameters, optimizer state, inputs, activations kept for the
+        backward, temporaries); see [`MemoryPlan`][asgrad.tensor.MemoryPlan].
+
+        At the declared shapes, or at those of ``feeds`` (arrays, or anything with a
+        ``shape``) when the inputs have free axes.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (1024,))
+        >>> program = compile([(x * 2.0).sum()])
+        >>> program.memory().peak  # x and x * 2.0: 4 KiB each; 2.0 and the sum: 4 bytes
+        8200
+        >>> program.memory(x=np.zeros(2048, np.float32)).inputs  # 8 KiB and the 2.0
+        8196
+        """
+        merged = _merge(feeds, kwargs)
+        if not merged:
+            return self.schedule.memory()
+        shapes = {name: tuple(np.shape(v)) for name, v in merged.items() if name in self._inputs}
+        for name, shape in shapes.items():
+            _check_fed_shape(self._inputs[name], shape)
+        return self.schedule.memory(shapes)
 
     def _prepare(self, feeds: Mapping[str, Any], stacklevel: int = 4) -> dict[str, np.ndarray]:
         last = self._last_feeds
@@ -259,8 +288,16 @@ def compile(  # the natural name; shadows the builtin only in this module
     backend: str | None = None,
     optimize_graph: bool = True,
     check_numerics: bool | None = None,
+    memory_budget: int | None = None,
 ) -> Program:
     """Compile ``outputs`` (and variable ``updates``) into a [`Program`][asgrad.tensor.Program].
+
+    ``memory_budget`` (bytes) makes the planned peak at the declared shapes (see
+    [`Program.memory`][asgrad.tensor.Program.memory]) fit: the compiler recomputes
+    chosen forward values in the backward pass instead of keeping them
+    (`asgrad.tensor.ir.remat`), with bit-identical results, or raises
+    [`MemoryBudgetError`][asgrad.tensor.MemoryBudgetError] naming the smallest peak it
+    can reach.
 
     ``check_numerics=True`` stops each run at the first op that makes a NaN or an
     infinity, naming it (see `asgrad.tensor.runtime.numerics`); the default comes from
@@ -278,6 +315,7 @@ def compile(  # the natural name; shadows the builtin only in this module
         backend=backend,
         optimize_graph=optimize_graph,
         check_numerics=check_numerics,
+        memory_budget=memory_budget,
     )
 
 
