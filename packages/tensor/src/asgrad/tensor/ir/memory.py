@@ -24,9 +24,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.passes import topological_order
 from asgrad.tensor.ir.registry import TensorType
 
-__all__ = ["BACKWARD_ROLES", "VIEW_OPS", "MemoryPlan", "format_bytes", "last_uses", "plan_memory"]
+__all__ = [
+    "BACKWARD_ROLES",
+    "VIEW_OPS",
+    "MemoryPlan",
+    "format_bytes",
+    "forward_ids",
+    "last_uses",
+    "plan_memory",
+]
 
 # Ops whose result is a view of their first input: no buffer of their own.
 VIEW_OPS = frozenset(
@@ -116,9 +125,28 @@ def last_uses(nodes: Sequence[Node], roots: Sequence[Node]) -> dict[int, int]:
     return last
 
 
-def is_backward(node: Node) -> bool:
-    """Whether ``node`` belongs to the backward pass or the update (by its role)."""
-    return node.meta.get("role") in BACKWARD_ROLES
+def forward_ids(nodes: Sequence[Node], roots: Sequence[Node]) -> set[int]:
+    """The ids of the forward pass's nodes.
+
+    Where any node is a gradient's, an update's or a recomputed copy (its
+    ``meta["role"]``): what the first root (a step's loss) depends on, and what is
+    computed from those values alone (no leaf, not the loss): a gradient rule's
+    transpose of an activation, or the normalized input a layer norm's rule
+    recomputes. Such values can be made again right before the backward reads them
+    (`asgrad.tensor.ir.remat`). Decided by the graph, not by each node's role: the
+    passes merge a forward value and its twin in a gradient into one node, whose role
+    is whichever came first. Without gradients, every node is forward.
+    """
+    if not roots or not any(n.meta.get("role") in BACKWARD_ROLES for n in nodes):
+        return {n.id for n in nodes}
+    ancestors = topological_order(roots[:1])
+    forward = {n.id for n in ancestors}
+    derived = {n.id for n in ancestors if n.op not in _LEAVES} - {roots[0].id}
+    for node in nodes:
+        if node.id not in forward and node.inputs and all(i.id in derived for i in node.inputs):
+            forward.add(node.id)
+            derived.add(node.id)
+    return forward
 
 
 def plan_memory(
@@ -137,7 +165,8 @@ def plan_memory(
     size: dict[int, int] = {}
     death: dict[int, int] = {}  # buffer owner -> the step after which it is freed
     parameters = state = inputs = 0
-    first_backward = next((i for i, n in enumerate(nodes) if is_backward(n)), end)
+    forward = forward_ids(nodes, roots)
+    first_backward = next((i for i, n in enumerate(nodes) if n.id not in forward), end)
     forward_values: set[int] = set()
     for i, node in enumerate(nodes):
         if node.op in _LEAVES:
@@ -160,7 +189,7 @@ def plan_memory(
         owner[node.id] = node.id
         size[node.id] = nbytes(type_of(node))
         death[node.id] = max(death.get(node.id, i), last.get(node.id, i))
-        if not is_backward(node):
+        if node.id in forward:
             forward_values.add(node.id)
     frees: dict[int, list[int]] = {}
     for value, step in death.items():

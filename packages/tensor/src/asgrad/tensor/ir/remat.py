@@ -11,7 +11,8 @@ so the gradients are bit-identical to the unbudgeted step's on the same backend.
 The choice is greedy (a heuristic, not an optimum): while the planned peak
 (`asgrad.tensor.ir.memory.plan_memory`) is over the budget, among the forward values
 held at the peak step that a gradient reads, try them in order of bytes freed per
-unit of work recomputed (`work`); keep a choice when it lowers the peak. A chosen
+unit of work recomputed (`work`); keep a choice when it lowers the bytes over the
+budget summed over the steps, without raising the peak. A chosen
 value's forward inputs are held until the copy runs, unless they are chosen too (then
 they are recomputed first, in a chain). When no choice lowers the peak any further,
 the budget cannot be met: `MemoryBudgetError` names the smallest peak reached.
@@ -28,11 +29,12 @@ from asgrad.tensor.ir.memory import (
     VIEW_OPS,
     MemoryPlan,
     format_bytes,
-    is_backward,
+    forward_ids,
     last_uses,
     nbytes,
     plan_memory,
 )
+from asgrad.tensor.ir.memory_order import ORDERS
 from asgrad.tensor.ir.passes import topological_order
 from asgrad.tensor.ir.registry import get_op
 
@@ -60,26 +62,27 @@ def work(node: Node) -> int:
     return out + sum(math.prod(i.shape) for i in node.inputs)
 
 
-def _recomputable(node: Node) -> bool:
+def _recomputable(node: Node, forward: set[int]) -> bool:
     return (
         node.op not in _NOT_RECOMPUTED
         and node.op not in VIEW_OPS
-        and not is_backward(node)
+        and node.id in forward
         and get_op(node.op).pure
     )
 
 
 def with_recomputed(
-    nodes: Sequence[Node], roots: Sequence[Node], chosen: set[int], order: Sequence[int]
+    nodes: Sequence[Node], roots: Sequence[Node], chosen: set[int], forward: set[int]
 ) -> tuple[list[Node], list[Node]]:
     """The nodes and roots where every backward reader of a ``chosen`` value reads a
     recomputed copy of it instead (copies of chosen inputs, recursively); the nodes in
-    the order of a depth-first walk from the roots taken in ``order``."""
+    the order of ``nodes``, each copy right before its first reader."""
     copies: dict[int, Node] = {}
+    ordered: list[Node] = []
     rebuilt: dict[int, Node] = {}
     chosen = set(chosen)
     for node in nodes:  # a forward view of a recomputed value is recomputed with it
-        forward_view = node.op in VIEW_OPS and not is_backward(node) and node.inputs
+        forward_view = node.op in VIEW_OPS and node.id in forward and node.inputs
         if forward_view and node.inputs[0].id in chosen:
             chosen.add(node.id)
 
@@ -99,28 +102,35 @@ def with_recomputed(
                 meta,
             )
             copies[node.id] = made
+            ordered.append(made)  # after the copies it reads, before its first reader
         return made
 
     for node in nodes:
-        if not is_backward(node):
-            rebuilt[node.id] = node
-            continue
-        inputs = tuple(copy(i) if i.id in chosen else rebuilt[i.id] for i in node.inputs)
-        if all(a is b for a, b in zip(inputs, node.inputs, strict=True)):
+        if node.id in forward:
             rebuilt[node.id] = node
         else:
-            rebuilt[node.id] = Node(
-                node.graph,
-                node.op,
-                inputs,
-                node.attrs,
-                node.type,
-                node.name,
-                node.location,
-                node.meta,
+            inputs = tuple(copy(i) if i.id in chosen else rebuilt[i.id] for i in node.inputs)
+            same = all(a is b for a, b in zip(inputs, node.inputs, strict=True))
+            rebuilt[node.id] = (
+                node
+                if same
+                else Node(
+                    node.graph,
+                    node.op,
+                    inputs,
+                    node.attrs,
+                    node.type,
+                    node.name,
+                    node.location,
+                    node.meta,
+                )
             )
+        ordered.append(rebuilt[node.id])
     new_roots = [rebuilt[r.id] for r in roots]
-    return topological_order([new_roots[k] for k in order]), new_roots
+    # a value made only for the backward (a gradient's transpose of an activation) that
+    # is now recomputed has no reader left
+    needed = {n.id for n in topological_order(new_roots)}
+    return [n for n in ordered if n.id in needed], new_roots
 
 
 def rematerialize(
@@ -130,61 +140,85 @@ def rematerialize(
     bytes, recomputing forward values in the backward as few and as cheap as the
     greedy choice finds (see the module's docstring); also returns the plan.
 
-    First the order changes, which costs nothing: the roots after the first (a
-    step's loss) are walked last first. Gradients and updates come in the parameters'
-    order, so walked in reverse each parameter's gradient is computed (and what it
-    reads freed) as soon as the backward pass reaches it, not when its turn comes.
-    The order with the smaller planned peak is kept.
+    The order matters as much as the choice, and changing it costs nothing: the
+    greedy choice runs on each order of `asgrad.tensor.ir.memory_order.ORDERS`, the
+    ones with the smaller planned peak first, until one fits.
 
     Raises:
-        MemoryBudgetError: No choice brings the planned peak within ``budget``.
+        MemoryBudgetError: No choice in any order brings the planned peak within
+            ``budget``.
     """
     plan = plan_memory(nodes, roots)
     if plan.peak <= budget:
         return list(nodes), list(roots), plan
     unbudgeted = plan.peak
-    order = [*range(min(len(roots), 1)), *reversed(range(1, len(roots)))]
-    best_nodes, best_roots = with_recomputed(nodes, roots, set(), order)
-    reordered = plan_memory(best_nodes, best_roots)
-    if reordered.peak < plan.peak:
-        plan = reordered
-    else:
-        order = list(range(len(roots)))
-        best_nodes, best_roots = list(nodes), list(roots)
+    forward = forward_ids(nodes, roots)
+    bases = [list(nodes), *(order(roots) for order in ORDERS[1:])]
+    planned = sorted(((plan_memory(b, roots), k) for k, b in enumerate(bases)), key=_peak_first)
+    best: tuple[list[Node], list[Node], MemoryPlan] | None = None
+    for base_plan, k in planned:
+        found = _choose(bases[k], roots, budget, base_plan, forward)
+        if best is None or found[2].peak < best[2].peak:
+            best = found
+        if best[2].peak <= budget:
+            return best
+    assert best is not None
+    plan = best[2]
+    raise MemoryBudgetError(
+        f"no recomputation plan fits the memory budget of {format_bytes(budget)}"
+        f" ({budget:,} bytes): the smallest planned peak reached is"
+        f" {format_bytes(plan.peak)} ({plan.peak:,} bytes; {format_bytes(unbudgeted)}"
+        f" without recomputation), of which parameters {format_bytes(plan.parameters)},"
+        f" optimizer and other state {format_bytes(plan.state)}, inputs"
+        f" {format_bytes(plan.inputs)}. Raise memory_budget to at least {plan.peak:,},"
+        " or feed smaller batches",
+        budget=budget,
+        reachable=plan.peak,
+    )
+
+
+def _peak_first(item: tuple[MemoryPlan, int]) -> tuple[int, int]:
+    return item[0].peak, item[1]
+
+
+def _choose(
+    base: list[Node], roots: Sequence[Node], budget: int, plan: MemoryPlan, forward: set[int]
+) -> tuple[list[Node], list[Node], MemoryPlan]:
+    """The greedy choice on the nodes in the order ``base``: the best nodes, roots and
+    plan it reaches (over ``budget`` when none fits)."""
+    best_nodes, best_roots = base, list(roots)
     chosen: set[int] = set()
     rejected: set[int] = set()
     while plan.peak > budget:
-        candidates = _held_at_peak(best_nodes, best_roots, plan, chosen | rejected)
+        candidates = _held_at_peak(best_nodes, best_roots, plan, chosen | rejected, forward)
         if not candidates:
             break
         for head, chain in candidates:
             trial = chosen | chain
-            trial_nodes, trial_roots = with_recomputed(nodes, roots, trial, order)
+            trial_nodes, trial_roots = with_recomputed(base, roots, trial, forward)
             trial_plan = plan_memory(trial_nodes, trial_roots)
-            if trial_plan.peak < plan.peak:
+            if trial_plan.peak <= plan.peak and _excess(trial_plan, budget) < _excess(plan, budget):
                 chosen, plan = trial, trial_plan
                 best_nodes, best_roots = trial_nodes, trial_roots
                 break
             rejected.add(head)
         else:
             break
-    if plan.peak > budget:
-        raise MemoryBudgetError(
-            f"no recomputation plan fits the memory budget of {format_bytes(budget)}"
-            f" ({budget:,} bytes): the smallest planned peak reached is"
-            f" {format_bytes(plan.peak)} ({plan.peak:,} bytes; {format_bytes(unbudgeted)}"
-            f" without recomputation), of which parameters {format_bytes(plan.parameters)},"
-            f" optimizer and other state {format_bytes(plan.state)}, inputs"
-            f" {format_bytes(plan.inputs)}. Raise memory_budget to at least {plan.peak:,},"
-            " or feed smaller batches",
-            budget=budget,
-            reachable=plan.peak,
-        )
     return best_nodes, best_roots, plan
 
 
+def _excess(plan: MemoryPlan, budget: int) -> int:
+    """Bytes over ``budget``, summed over the steps: a choice that lowers one of several
+    equal peaks lowers it, where the peak itself stays."""
+    return sum(held - budget for held in plan.live if held > budget)
+
+
 def _held_at_peak(
-    nodes: Sequence[Node], roots: Sequence[Node], plan: MemoryPlan, excluded: set[int]
+    nodes: Sequence[Node],
+    roots: Sequence[Node],
+    plan: MemoryPlan,
+    excluded: set[int],
+    forward: set[int],
 ) -> list[tuple[int, set[int]]]:
     """Choices that may lower the plan's peak, most bytes freed per unit of work first.
 
@@ -198,7 +232,7 @@ def _held_at_peak(
     root_ids = {r.id for r in roots}
     read_by_backward: set[int] = set()
     for node in reversed(nodes):  # through forward views too
-        if is_backward(node) or (node.id in read_by_backward and node.op in VIEW_OPS):
+        if node.id not in forward or (node.id in read_by_backward and node.op in VIEW_OPS):
             read_by_backward.update(i.id for i in node.inputs)
     choices: list[tuple[float, int, set[int]]] = []
     for i, node in enumerate(nodes[: step + 1]):
@@ -207,9 +241,9 @@ def _held_at_peak(
             and node.id not in excluded
             and node.id not in root_ids
             and last.get(node.id, i) >= step
-            and _recomputable(node)
+            and _recomputable(node, forward)
         ):
-            chain = _chain(node, read_by_backward, root_ids)
+            chain = _chain(node, read_by_backward, root_ids, forward)
             cost = sum(work(n) for n in chain.values())
             choices.append((nbytes(node.type) / max(cost, 1), node.id, set(chain)))
     choices.sort(key=lambda c: c[0], reverse=True)
@@ -220,7 +254,9 @@ def _held_at_peak(
 CHAIN = 8
 
 
-def _chain(node: Node, read_by_backward: set[int], root_ids: set[int]) -> dict[int, Node]:
+def _chain(
+    node: Node, read_by_backward: set[int], root_ids: set[int], forward: set[int]
+) -> dict[int, Node]:
     chain = {node.id: node}
     stack = [node]
     while stack and len(chain) < CHAIN:
@@ -229,7 +265,7 @@ def _chain(node: Node, read_by_backward: set[int], root_ids: set[int]) -> dict[i
                 i.id not in chain
                 and i.id not in read_by_backward
                 and i.id not in root_ids
-                and (_recomputable(i) or i.op in VIEW_OPS)
+                and (_recomputable(i, forward) or (i.op in VIEW_OPS and i.id in forward))
                 and len(chain) < CHAIN
             ):
                 chain[i.id] = i
