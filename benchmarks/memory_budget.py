@@ -7,7 +7,8 @@ Builds the transformer example's model and step (``asgrad.examples.transformer``
 batch 32, context 64, width 64, 4 heads, AdamW with weight decay and gradient
 clipping, on the bundled text), compiles it without a budget and with
 ``memory_budget`` at ``--fraction`` of the unbudgeted planned peak (or
-``--budget-mib``), trains both from the same weights on the same batches, and prints
+``--budget-mib``), trains both from the same weights on the same batches (their steps alternated, so
+that both see the same machine load), and prints
 one JSON line: the planned peaks by category, the measured peaks (CPU: numpy's bytes
 traced by ``tracemalloc`` at the peak of a run plus the scratch buffers the step holds
 between runs; GPU: the bytes the step's plan took from the device pool, plus the
@@ -90,16 +91,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     programs = (
         {"budgeted": budgeted} if args.skip_free else {"unbudgeted": free, "budgeted": budgeted}
     )
-    losses: dict[str, list[float]] = {}
-    times: dict[str, list[float]] = {}
-    measured: dict[str, int] = {}
-    for name, step in programs.items():
-        losses[name], times[name] = [], []
-        for feeds in batches:
+    losses: dict[str, list[float]] = {name: [] for name in programs}
+    times: dict[str, list[float]] = {name: [] for name in programs}
+    for feeds in batches:  # alternated, so that both see the same machine load
+        for name, step in programs.items():
             start = time.perf_counter()
             losses[name].append(float(step(feeds)[0]))
             times[name].append(time.perf_counter() - start)
-        measured[name] = _measured_peak(step, batches[0], args.device)
+    measured = {name: _measured_peak(s, batches[0], args.device) for name, s in programs.items()}
     result["measured_peak"] = measured
     result["step_ms_median"] = {
         k: round(1000 * statistics.median(v[3:]), 2) for k, v in times.items()

@@ -59,16 +59,23 @@ class Placement:
 
 @dataclass(frozen=True)
 class BufferPlan:
-    """Every line's `Placement`, and the type of each scratch slot."""
+    """Every line's `Placement`, the type of each scratch slot, and the bytes a run
+    holds at its peak besides the feeds and the variables: the slots (held between
+    runs) and the most fresh results alive at once."""
 
     placements: list[Placement]
     slots: list[TensorType]
+    peak_bytes: int = 0
 
 
 def _size_key(t: TensorType) -> tuple[str, int]:
     """Slots are shared by values of one dtype and size, whatever their shapes: a slot
     made for ``(64, 256)`` serves ``(256, 64)`` too, viewed in that shape."""
     return t.dtype, math.prod(t.shape)
+
+
+def _nbytes(t: TensorType) -> int:
+    return math.prod(t.shape) * np.dtype(t.dtype).itemsize
 
 
 def no_reuse(lines: Sequence[Line]) -> BufferPlan:
@@ -111,12 +118,14 @@ def plan_buffers(
         dying.setdefault(step, []).append(value)
 
     held = [0]  # bytes of the slots made so far
+    fresh: dict[int, int] = {}  # fresh buffer -> its bytes
+    fresh_live = fresh_peak = 0
 
     def take(t: TensorType) -> int | None:
         pool = free.get(_size_key(t))
         if pool:
             return pool.pop()
-        size = math.prod(t.shape) * np.dtype(t.dtype).itemsize
+        size = _nbytes(t)
         if slot_bytes is not None and held[0] + size > slot_bytes:
             return None
         held[0] += size
@@ -160,6 +169,9 @@ def plan_buffers(
         placements[step] = Placement(into_value, into_slot, work)
         if buffer is None and line.reuse is not Reuse.ALIAS:
             buffer, next_buffer = next_buffer, next_buffer - 1
+            fresh[buffer] = _nbytes(t)
+            fresh_live += fresh[buffer]
+            fresh_peak = max(fresh_peak, fresh_live)
         if buffer is not None:
             buffers[v] = frozenset((buffer,))
             whole[v] = buffer
@@ -172,4 +184,6 @@ def plan_buffers(
                 holders[b].discard(d)
                 if not holders[b] and b in slot_of:
                     free.setdefault(_size_key(slots[slot_of[b]]), []).append(slot_of[b])
-    return BufferPlan(placements, slots)
+                elif not holders[b] and b in fresh:
+                    fresh_live -= fresh.pop(b)
+    return BufferPlan(placements, slots, held[0] + fresh_peak)

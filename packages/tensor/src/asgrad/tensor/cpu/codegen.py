@@ -86,7 +86,7 @@ def generate_cpu_function(
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():
         root_ids = {maker.refs[r].id for r in maker.roots if not maker.refs[r].is_const}
-        plan = plan_buffers(lines, reads, types, last, root_ids, _slot_bytes(schedule, types))
+        plan = _plan_within_budget(schedule, types, lines, reads, last, root_ids)
     else:
         plan = no_reuse(lines)
     source = _source(maker, lines, last, plan)
@@ -98,13 +98,46 @@ def generate_cpu_function(
     return fn
 
 
-def _slot_bytes(schedule: Schedule, types: Mapping[int, TensorType]) -> int | None:
-    """Under a memory budget, the bytes the planned peak at ``types`` leaves of it for
-    scratch slots (held between runs); else no cap."""
+def _plan_within_budget(
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    lines: Sequence[Line],
+    reads: Sequence[Sequence[int]],
+    last: Mapping[int, int],
+    root_ids: set[int],
+) -> BufferPlan:
+    """The buffer plan; under a memory budget, with as many scratch slots as keep the
+    run's peak (slots, fresh results, feeds and variables) within it.
+
+    Slots are held between runs and serve values of one size only, so unlimited
+    they may hold more than the schedule's planned peak; fresh memory costs page
+    faults instead. The cap on the slots' bytes is the largest (by bisection) whose
+    plan fits, leaving room for a kernel's own temporary as large as the largest
+    result; with no slots at all the plan is the schedule's.
+    """
+    plan = plan_buffers(lines, reads, types, last, root_ids)
     if schedule.memory_budget is None:
-        return None
+        return plan
     roots = schedule.outputs + [n for _, n in schedule.updates]
-    return max(schedule.memory_budget - plan_memory(schedule.nodes, roots, types).peak, 0)
+    planned = plan_memory(schedule.nodes, roots, types)
+    # numpy kernels allocate temporaries of their own (a softmax's exponentials): room
+    # is kept for one the size of the largest result
+    sizes = (types[line.node.id] for line in lines)
+    largest = max((math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in sizes), default=0)
+    room = schedule.memory_budget - (planned.parameters + planned.state + planned.inputs)
+    room -= largest
+    if plan.peak_bytes <= room:
+        return plan
+    low, high = 0, sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in plan.slots)
+    best = plan_buffers(lines, reads, types, last, root_ids, 0)
+    while high - low > max(high // 64, 1 << 16):
+        mid = (low + high) // 2
+        trial = plan_buffers(lines, reads, types, last, root_ids, mid)
+        if trial.peak_bytes <= room:
+            low, best = mid, trial
+        else:
+            high = mid
+    return best
 
 
 def _shape_dummy(t: TensorType) -> np.ndarray:
