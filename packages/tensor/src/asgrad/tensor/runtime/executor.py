@@ -20,9 +20,9 @@ import numpy as np
 
 from asgrad.tensor.api.arguments import require_tensors
 from asgrad.tensor.api.tensor import Tensor
-from asgrad.tensor.errors import FeedError, PrecisionWarning
+from asgrad.tensor.errors import FeedError, MemoryBudgetError, PrecisionWarning
 from asgrad.tensor.ir.graph import Node
-from asgrad.tensor.ir.memory import MemoryPlan
+from asgrad.tensor.ir.memory import MemoryPlan, format_bytes
 from asgrad.tensor.ir.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.runtime.backends import get_backend, resolve_backend_name
 from asgrad.tensor.runtime.device_values import DeviceValue
@@ -77,6 +77,8 @@ class Program:
                 if self.check_numerics
                 else compile_schedule(self.schedule)
             )
+            if memory_budget is not None:
+                self._fit_device(outputs, updates, optimize_graph, memory_budget, compile_schedule)
         self._inputs = {n.name: n for n in self.schedule.inputs}
         # numpy dtypes compared by identity per run (``dtype.name`` builds a string each time)
         self._dtypes = {n.name: np.dtype(n.dtype) for n in self.schedule.inputs}
@@ -111,6 +113,71 @@ class Program:
             return [DeviceValue.ready_value(v) for v in self.executable.run(prepared)]
         values: list[DeviceValue] = launch(prepared)
         return values
+
+    # Schedule budgets tried (by bisection) when a device's own buffers exceed the budget.
+    DEVICE_FIT_TRIES = 6
+
+    def _fit_device(
+        self,
+        outputs: Sequence[Tensor],
+        updates: Updates | None,
+        optimize_graph: bool,
+        budget: int,
+        compile_schedule: Any,
+    ) -> None:
+        """Meet ``budget`` with the device's own buffers, where the backend counts them.
+
+        A backend whose executable has ``transient_bytes(feeds)`` (the GPU: its plan's
+        buffers, after fusion and rounded to the pool's size classes) may hold more
+        than the schedule's plan. Its plan is built at the declared shapes (nothing
+        runs); while it holds more than the budget, the schedule is planned for a
+        smaller budget, the largest (by bisection, `DEVICE_FIT_TRIES` plans) between
+        the smallest reachable and ``budget`` whose device buffers fit.
+        """
+        if getattr(self.executable, "transient_bytes", None) is None or self.check_numerics:
+            return
+        feeds = {n.name: np.zeros(n.shape, n.dtype) for n in self.schedule.inputs}
+
+        def held(program: tuple[Schedule, Any]) -> int:
+            plan = program[0].memory()
+            fixed = plan.parameters + plan.state + plan.inputs
+            return fixed + int(program[1].transient_bytes(feeds))
+
+        def build(target: int) -> tuple[Schedule, Any]:
+            schedule = make_schedule(
+                outputs, updates, optimize_graph=optimize_graph, memory_budget=target
+            )
+            return schedule, compile_schedule(schedule)
+
+        if held((self.schedule, self.executable)) <= budget:
+            return
+        try:
+            make_schedule(outputs, updates, optimize_graph=optimize_graph, memory_budget=1)
+            low = 1
+        except MemoryBudgetError as error:
+            low = error.reachable
+        best = build(low)
+        smallest = held(best)
+        if smallest > budget:
+            raise MemoryBudgetError(
+                f"on the {self.backend} backend the step holds at least"
+                f" {format_bytes(smallest)} ({smallest:,} bytes) of device buffers and"
+                f" variables, over the memory budget of {format_bytes(budget)}. Raise"
+                f" memory_budget to at least {smallest:,}, or feed smaller batches",
+                budget=budget,
+                reachable=smallest,
+            )
+        high = budget
+        for _ in range(self.DEVICE_FIT_TRIES):
+            if high - low <= budget // 100:
+                break
+            mid = (low + high) // 2
+            trial = build(mid)
+            if held(trial) <= budget:
+                best, low = trial, mid
+            else:
+                high = mid
+        self.schedule, self.executable = best
 
     def memory(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> MemoryPlan:
         """The planned memory of one run, before any run: the peak in bytes and what
