@@ -112,20 +112,19 @@ def _plan_within_budget(
     Slots are held between runs and serve values of one size only, so unlimited
     they may hold more than the schedule's planned peak; fresh memory costs page
     faults instead. The cap on the slots' bytes is the largest (by bisection) whose
-    plan fits, leaving room for a kernel's own temporary as large as the largest
-    result; with no slots at all the plan is the schedule's.
+    plan fits, leaving room for the kernels' own temporaries (a softmax's
+    exponentials): one and a half times the largest result; with no slots at all the
+    plan is the schedule's.
     """
     plan = plan_buffers(lines, reads, types, last, root_ids)
     if schedule.memory_budget is None:
         return plan
     roots = schedule.outputs + [n for _, n in schedule.updates]
     planned = plan_memory(schedule.nodes, roots, types)
-    # numpy kernels allocate temporaries of their own (a softmax's exponentials): room
-    # is kept for one the size of the largest result
     sizes = (types[line.node.id] for line in lines)
     largest = max((math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in sizes), default=0)
     room = schedule.memory_budget - (planned.parameters + planned.state + planned.inputs)
-    room -= largest
+    room -= largest * 3 // 2
     if plan.peak_bytes <= room:
         return plan
     low, high = 0, sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in plan.slots)
