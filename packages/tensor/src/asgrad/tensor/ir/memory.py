@@ -153,10 +153,12 @@ def plan_memory(
     nodes: Sequence[Node],
     roots: Sequence[Node],
     types: Mapping[int, TensorType] | None = None,
+    forward: set[int] | None = None,
 ) -> MemoryPlan:
     """The planned memory of computing ``nodes`` in order, ``roots`` kept to the end.
 
-    ``types`` gives each node's type at the fed shapes (default: the declared ones).
+    ``types`` gives each node's type at the fed shapes (default: the declared ones);
+    ``forward`` the forward pass's ids where the caller knows them (`forward_ids`).
     """
     type_of = (lambda n: types[n.id]) if types is not None else (lambda n: n.type)
     last = last_uses(nodes, roots)
@@ -165,7 +167,8 @@ def plan_memory(
     size: dict[int, int] = {}
     death: dict[int, int] = {}  # buffer owner -> the step after which it is freed
     parameters = state = inputs = 0
-    forward = forward_ids(nodes, roots)
+    if forward is None:
+        forward = forward_ids(nodes, roots)
     first_backward = next((i for i, n in enumerate(nodes) if n.id not in forward), end)
     forward_values: set[int] = set()
     for i, node in enumerate(nodes):

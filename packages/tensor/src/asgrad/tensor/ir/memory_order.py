@@ -135,5 +135,6 @@ def memory_greedy(roots: Sequence[Node]) -> list[Node]:
     return order
 
 
-ORDERS: tuple[Order, ...] = (depth_first, reversed_roots, deepest_first, memory_greedy)
-"""The orders the planner tries under a budget, the default first."""
+ORDERS: tuple[Order, ...] = (memory_greedy, depth_first, reversed_roots, deepest_first)
+"""The orders the planner tries under a budget, in turn: the memory-greedy one first
+(it reached the smallest peaks on the transformer steps measured)."""

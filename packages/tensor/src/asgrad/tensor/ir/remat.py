@@ -34,7 +34,7 @@ from asgrad.tensor.ir.memory import (
     nbytes,
     plan_memory,
 )
-from asgrad.tensor.ir.memory_order import ORDERS
+from asgrad.tensor.ir.memory_order import ORDERS, depth_first
 from asgrad.tensor.ir.passes import topological_order
 from asgrad.tensor.ir.registry import get_op
 
@@ -141,8 +141,8 @@ def rematerialize(
     greedy choice finds (see the module's docstring); also returns the plan.
 
     The order matters as much as the choice, and changing it costs nothing: the
-    greedy choice runs on each order of `asgrad.tensor.ir.memory_order.ORDERS`, the
-    ones with the smaller planned peak first, until one fits.
+    greedy choice runs on each order of `asgrad.tensor.ir.memory_order.ORDERS` in
+    turn (the memory-greedy one first) until one fits.
 
     Raises:
         MemoryBudgetError: No choice in any order brings the planned peak within
@@ -153,11 +153,10 @@ def rematerialize(
         return list(nodes), list(roots), plan
     unbudgeted = plan.peak
     forward = forward_ids(nodes, roots)
-    bases = [list(nodes), *(order(roots) for order in ORDERS[1:])]
-    planned = sorted(((plan_memory(b, roots), k) for k, b in enumerate(bases)), key=_peak_first)
     best: tuple[list[Node], list[Node], MemoryPlan] | None = None
-    for base_plan, k in planned:
-        found = _choose(bases[k], roots, budget, base_plan, forward)
+    for order in ORDERS:
+        base = list(nodes) if order is depth_first else order(roots)
+        found = _choose(base, roots, budget, plan_memory(base, roots, forward=forward), forward)
         if best is None or found[2].peak < best[2].peak:
             best = found
         if best[2].peak <= budget:
@@ -177,10 +176,6 @@ def rematerialize(
     )
 
 
-def _peak_first(item: tuple[MemoryPlan, int]) -> tuple[int, int]:
-    return item[0].peak, item[1]
-
-
 def _choose(
     base: list[Node], roots: Sequence[Node], budget: int, plan: MemoryPlan, forward: set[int]
 ) -> tuple[list[Node], list[Node], MemoryPlan]:
@@ -193,15 +188,21 @@ def _choose(
         candidates = _held_at_peak(best_nodes, best_roots, plan, chosen | rejected, forward)
         if not candidates:
             break
-        for head, chain in candidates:
-            trial = chosen | chain
+        # a batch of the best choices at once, halved while it does not help: a deep
+        # model's plan is not rebuilt for each of its hundreds of choices
+        size = max(1, len(candidates) // BATCH)
+        while candidates:
+            trial = chosen.union(*(chain for _, chain in candidates[:size]))
             trial_nodes, trial_roots = with_recomputed(base, roots, trial, forward)
-            trial_plan = plan_memory(trial_nodes, trial_roots)
+            trial_plan = plan_memory(trial_nodes, trial_roots, forward=forward)
             if trial_plan.peak <= plan.peak and _excess(trial_plan, budget) < _excess(plan, budget):
                 chosen, plan = trial, trial_plan
                 best_nodes, best_roots = trial_nodes, trial_roots
                 break
-            rejected.add(head)
+            if size > 1:
+                size //= 2
+            else:
+                rejected.add(candidates.pop(0)[0])
         else:
             break
     return best_nodes, best_roots, plan
@@ -249,6 +250,9 @@ def _held_at_peak(
     choices.sort(key=lambda c: c[0], reverse=True)
     return [(head, chain) for _, head, chain in choices]
 
+
+# The first batch of choices tried at once is the best 1/BATCH of them.
+BATCH = 4
 
 # The most values one choice recomputes (the value and the chain it is recomputed from).
 CHAIN = 8
