@@ -10,12 +10,14 @@ so the gradients are bit-identical to the unbudgeted step's on the same backend.
 
 The choice is greedy (a heuristic, not an optimum): while the planned peak
 (`asgrad.tensor.ir.memory.plan_memory`) is over the budget, among the forward values
-held at the peak step that a gradient reads, try them in order of bytes freed per
-unit of work recomputed (`work`); keep a choice when it lowers the bytes over the
-budget summed over the steps, without raising the peak. A chosen
-value's forward inputs are held until the copy runs, unless they are chosen too (then
-they are recomputed first, in a chain). When no choice lowers the peak any further,
-the budget cannot be met: `MemoryBudgetError` names the smallest peak reached.
+held at the peak step that a gradient reads, take them in order of bytes freed per
+unit of work recomputed (`work`), the best quarter at once, then halves of it, then
+one at a time; keep a batch when it lowers the bytes over the budget summed over the
+steps, without raising the peak. A chosen value's forward inputs are held until the
+copy runs, unless no backward node reads them: then they are recomputed too, first,
+in a chain of at most `CHAIN` values. When no choice lowers the excess any further,
+in any of the orders tried (`asgrad.tensor.ir.memory_order`), the budget cannot be
+met: `MemoryBudgetError` names the smallest peak reached.
 """
 
 from __future__ import annotations
