@@ -154,27 +154,34 @@ class Program:
             low = 1
         except MemoryBudgetError as error:
             low = error.reachable
-        best = build(low)
-        smallest = held(best)
-        if smallest > budget:
-            raise MemoryBudgetError(
-                f"on the {self.backend} backend the step holds at least"
-                f" {format_bytes(smallest)} ({smallest:,} bytes) of device buffers and"
-                f" variables, over the memory budget of {format_bytes(budget)}. Raise"
-                f" memory_budget to at least {smallest:,}, or feed smaller batches",
-                budget=budget,
-                reachable=smallest,
-            )
+        # The device's bytes do not fall in step with the plan's (fusion decides them
+        # too): the smallest schedule budget is tried, then halves between it and
+        # ``budget``; the largest that fits is kept.
+        floor = build(low)
+        smallest = held(floor)
+        best = floor if smallest <= budget else None
         high = budget
         for _ in range(self.DEVICE_FIT_TRIES):
             if high - low <= budget // 100:
                 break
             mid = (low + high) // 2
             trial = build(mid)
-            if held(trial) <= budget:
+            trial_held = held(trial)
+            smallest = min(smallest, trial_held)
+            if trial_held <= budget:
                 best, low = trial, mid
             else:
                 high = mid
+        if best is None:
+            raise MemoryBudgetError(
+                f"on the {self.backend} backend the step holds at least"
+                f" {format_bytes(smallest)} ({smallest:,} bytes) of device buffers and"
+                f" variables in the plans tried, over the memory budget of"
+                f" {format_bytes(budget)}. Raise memory_budget to at least {smallest:,},"
+                " or feed smaller batches",
+                budget=budget,
+                reachable=smallest,
+            )
         self.schedule, self.executable = best
 
     def memory(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> MemoryPlan:
