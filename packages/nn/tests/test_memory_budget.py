@@ -118,3 +118,20 @@ def test_deeper_model_fits_a_budget_the_unbudgeted_step_exceeds() -> None:
     budget = int(deep_free.peak * 0.6)
     assert deep_free.peak > budget > shallow_peak
     assert _step(budget, layers=8).memory().peak <= budget
+
+
+def test_every_order_tried_computes_the_same_nodes_inputs_first() -> None:
+    from asgrad.tensor.ir.memory import plan_memory
+    from asgrad.tensor.ir.memory_order import ORDERS
+
+    schedule = _step(None).schedule
+    roots = schedule.outputs + [n for _, n in schedule.updates]
+    default = {n.id for n in schedule.nodes}
+    peaks = []
+    for order in ORDERS:
+        nodes = order(roots)
+        assert {n.id for n in nodes} == default
+        position = {n.id: i for i, n in enumerate(nodes)}
+        assert all(position[i.id] < position[n.id] for n in nodes for i in n.inputs)
+        peaks.append(plan_memory(nodes, roots).peak)
+    assert min(peaks) < plan_memory(schedule.nodes, roots).peak  # an order alone saves memory
