@@ -139,3 +139,23 @@ def test_counts_match_pytorch(torch_reference: Callable[..., Any]) -> None:
         s = nn.summary(module, shape, verbose=False)
         assert s.total_params == count
         assert s.rows[0].output_shapes == [tuple(expected)]
+
+
+def test_summary_shows_the_planned_forward_and_step_peaks() -> None:
+    from asgrad.tensor import Graph
+
+    model = nn.Linear(16, 8, rng=0)
+    g = Graph()
+    x, y = g.input("x", (4, 16)), g.input("y", (4, 8))
+    step = nn.SGD(model.parameters(), lr=0.1).compile(nn.mse_loss(model(x), y))
+    out = io.StringIO()
+    s = nn.summary(model, (4, 16), file=out, step=step)
+    assert s.forward_memory is not None
+    assert s.step_memory is not None
+    # the input, the product and the biased result (4x8 floats each after the input)
+    assert s.forward_memory.peak >= s.forward_memory.inputs + 2 * 4 * 8 * 4
+    assert s.step_memory.parameters == (16 * 8 + 8) * 4
+    printed = out.getvalue()
+    assert "Planned forward peak" in printed
+    assert "Planned step peak" in printed
+    assert "parameters 544 B" in printed

@@ -89,6 +89,11 @@ class GpuExecutable:
         """Start one run on ``feeds`` without waiting; the outputs are read when asked."""
         return launch_plan(self.plan(feeds), feeds)
 
+    def transient_bytes(self, feeds: Mapping[str, Feed]) -> int:
+        """The device bytes a run on feeds shaped as ``feeds`` takes besides the variables
+        and the constants: its plan's buffers (the plan is built, nothing runs)."""
+        return self.plan(feeds).scope.allocated_bytes
+
     def plan(self, feeds: Mapping[str, Feed]) -> Plan:
         """The plan for the shapes and dtypes of ``feeds`` (built on first need)."""
         key = tuple((name, v.shape, v.dtype.str) for name, v in sorted(feeds.items()))

@@ -16,8 +16,9 @@ from typing import Any, TextIO
 import numpy as np
 
 from asgrad.nn.module import Module, call_hook
-from asgrad.tensor import Graph, Tensor
+from asgrad.tensor import Graph, MemoryPlan, Program, Tensor, make_schedule
 from asgrad.tensor.errors import ArgumentError
+from asgrad.tensor.ir.memory import format_bytes
 
 __all__ = ["LayerRow", "ModelSummary", "summary"]
 
@@ -47,6 +48,12 @@ class ModelSummary:
     leaf module (one without sub-modules) at the given input shapes; a container's
     output is its last layer's, so it is not counted again. Values made inside a
     layer (attention scores, for example), the inputs and gradients are not counted.
+
+    ``forward_memory`` is the planned memory of running the traced forward pass
+    ([`MemoryPlan`][asgrad.tensor.MemoryPlan]: every value, each freed at its last
+    use); ``step_memory``, given a compiled training step, that step's (its
+    ``memory()``: parameters, optimizer state, activations kept for the backward,
+    temporaries).
     """
 
     rows: list[LayerRow]
@@ -58,6 +65,8 @@ class ModelSummary:
     input_bytes: int
     activation_bytes: int
     depth: int
+    forward_memory: MemoryPlan | None = None
+    step_memory: MemoryPlan | None = None
 
     @property
     def total_params(self) -> int:
@@ -91,8 +100,19 @@ class ModelSummary:
             f"Input memory: {_bytes(self.input_bytes)}",
             f"Activation memory: {_bytes(self.activation_bytes)}"
             f" (outputs of the {leaves} leaf-layer call(s) at these input shapes)",
-            rule,
         ]
+        if self.forward_memory is not None:
+            out.append(f"Planned forward peak: {_bytes(self.forward_memory.peak)}")
+        if self.step_memory is not None:
+            plan = self.step_memory
+            out.append(
+                f"Planned step peak: {_bytes(plan.peak)}:"
+                f" parameters {format_bytes(plan.parameters)},"
+                f" optimizer state {format_bytes(plan.state)}, inputs {format_bytes(plan.inputs)},"
+                f" activations kept for the backward {format_bytes(plan.activations)},"
+                f" temporaries {format_bytes(plan.temporaries)}"
+            )
+        out.append(rule)
         return "\n".join(out)
 
 
@@ -104,6 +124,7 @@ def summary(
     depth: int = 3,
     file: TextIO | None = None,
     verbose: bool = True,
+    step: Program | None = None,
 ) -> ModelSummary:
     """Trace ``model`` on inputs of ``input_shapes`` and print its layers and sizes.
 
@@ -111,7 +132,9 @@ def summary(
     positional input; ``dtypes`` one dtype for all inputs or one per input (default
     float32). Rows nested deeper than ``depth`` are hidden but still counted. The
     table goes to ``file`` (default stdout) unless ``verbose=False``; the returned
-    `ModelSummary` holds the numbers.
+    `ModelSummary` holds the numbers. The planned peak of the forward pass is shown,
+    and given ``step`` (a compiled training step, such as ``optimizer.compile(loss)``)
+    the step's planned peak by category.
 
     >>> from asgrad import nn
     >>> s = summary(nn.Linear(3, 4), (2, 3), verbose=False)
@@ -147,7 +170,7 @@ def summary(
         return outputs
 
     with call_hook(record):
-        model(*inputs)
+        outputs = [t for t in _tensors(model(*inputs)) if t.graph is graph]
     trainable, frozen = _counts(model)
     result = ModelSummary(
         rows=rows,
@@ -161,6 +184,8 @@ def summary(
         input_bytes=sum(_nbytes(t.shape, t.dtype) for t in inputs),
         activation_bytes=sum(r.output_bytes for r in rows if r.leaf),
         depth=depth,
+        forward_memory=make_schedule(outputs).memory() if outputs else None,
+        step_memory=step.memory() if step is not None else None,
     )
     if verbose:
         print(result, file=file if file is not None else sys.stdout)

@@ -118,6 +118,7 @@ from asgrad.tensor.errors import (
     GraphError,
     GraphFileError,
     IntegerArithmeticError,
+    MemoryBudgetError,
     NameConflictError,
     NotDifferentiableError,
     NumericsError,
@@ -130,6 +131,7 @@ from asgrad.tensor.io.printing import dump, to_dot
 from asgrad.tensor.ir import graph as _graph
 from asgrad.tensor.ir.dtypes import DType, as_dtype
 from asgrad.tensor.ir.graph import Graph, Node, Variable, VariableStore
+from asgrad.tensor.ir.memory import MemoryPlan
 from asgrad.tensor.ir.passes import optimize, topological_order
 from asgrad.tensor.ir.registry import OpCase, OpDef, TensorType, all_ops, get_op, register_op
 from asgrad.tensor.loops import fori_loop, scan, while_loop
@@ -170,6 +172,8 @@ __all__ = [
     "GraphError",
     "GraphFileError",
     "IntegerArithmeticError",
+    "MemoryBudgetError",
+    "MemoryPlan",
     "NameConflictError",
     "Node",
     "NotDifferentiableError",

@@ -184,3 +184,23 @@ class DefineByRunError(AsgradError, AttributeError):
     """A PyTorch habit that has no meaning on a symbolic graph (``loss.backward()``,
     ``t.item()``, ``p.grad``); the message names asgrad's way. An ``AttributeError``,
     so ``hasattr`` still answers False."""
+
+
+class MemoryBudgetError(AsgradError, ValueError):
+    """No plan of a step fits its ``memory_budget``, even recomputing forward values.
+
+    ``reachable`` is the smallest planned peak found (bytes), ``budget`` the budget.
+
+    >>> from asgrad.tensor import Graph, MemoryBudgetError, compile
+    >>> x = Graph().input("x", (1024,))
+    >>> try:
+    ...     compile([x.exp()], memory_budget=100)
+    ... except MemoryBudgetError as error:
+    ...     print(error.reachable)
+    8192
+    """
+
+    def __init__(self, message: str, *, budget: int, reachable: int) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.reachable = reachable

@@ -85,19 +85,27 @@ class LBFGS(Optimizer):
         *,
         backend: str | None = None,
         debug: bool | None = None,
+        memory_budget: int | None = None,
     ) -> Program:
         """A program returning ``[loss, *gradients, *outputs]``; it updates no parameter.
 
         The gradients are of every parameter, in order (zero for one the loss does not
         use); the graph's own updates (a BatchNorm's statistics, a dropout seed) run on
-        every evaluation, as a PyTorch closure's forward pass would.
+        every evaluation, as a PyTorch closure's forward pass would. ``memory_budget``:
+        as in [`Optimizer.compile`][asgrad.nn.Optimizer.compile].
         """
         graph = loss.graph
         if not any(graph.uses(p) for p in self.params):
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
         grads = grad(loss, [graph.bind(p) for p in self.params])
         outs = [loss, *grads, *outputs]
-        return compile(outs, dict(graph.updates), backend=backend, check_numerics=debug)
+        return compile(
+            outs,
+            dict(graph.updates),
+            backend=backend,
+            check_numerics=debug,
+            memory_budget=memory_budget,
+        )
 
     def update(self, param: Tensor, g: Tensor, var: Variable, step: Tensor) -> Tensor:
         raise GraphError("LBFGS updates on the host: use LBFGS.compile and LBFGS.step(closure)")

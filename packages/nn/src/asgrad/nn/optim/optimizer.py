@@ -254,8 +254,14 @@ class Optimizer:
         *,
         backend: str | None = None,
         debug: bool | None = None,
+        memory_budget: int | None = None,
     ) -> Program:
         """One program computing ``[loss, *outputs]`` and applying every update.
+
+        ``memory_budget`` (bytes) makes the step's planned peak fit by recomputing
+        chosen activations in the backward pass (see [`compile`][asgrad.tensor.compile]);
+        the losses and gradients are bit-identical to the unbudgeted step's.
+        ``step.memory()`` gives the planned peak by category.
 
         ``debug=True`` checks numerics: a step stops at the first op that makes a NaN
         or an infinity and raises [`NumericsError`][asgrad.tensor.NumericsError] naming it,
@@ -282,7 +288,7 @@ class Optimizer:
         # compiled before gets that program back: the cost of a key, not of a compile.
         key = structure_key([loss, *outputs], graph.updates)
         if key is not None:
-            key = (key, backend, debug, self._settings())
+            key = (key, backend, debug, memory_budget, self._settings())
             cached = self._programs.get(key)
             if cached is not None:
                 self._programs.move_to_end(key)
@@ -292,7 +298,13 @@ class Optimizer:
         with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
             pending = self.updates_for(used, tensors, grads)
         updates = {**graph.updates, **pending}
-        program = compile([loss, *outputs], updates, backend=backend, check_numerics=debug)
+        program = compile(
+            [loss, *outputs],
+            updates,
+            backend=backend,
+            check_numerics=debug,
+            memory_budget=memory_budget,
+        )
         if key is not None:
             self._programs[key] = program
             while len(self._programs) > self.MAX_PROGRAMS:

@@ -77,6 +77,14 @@ class CPUExecutable:
             self._last = (key, fn)
         return fn
 
+    def scratch_bytes(self, feeds: Mapping[str, np.ndarray]) -> int:
+        """The bytes of scratch buffers the function for the shapes of ``feeds`` holds
+        between runs on this thread (0 before its first run): part of a run's memory
+        that no run allocates again (see `asgrad.tensor.cpu.buffers`)."""
+        scratch = getattr(self.function(feeds), "__globals__", {}).get("_scratch")
+        held = getattr(scratch, "s", ())
+        return sum(a.nbytes for a in held)
+
     def _specialize(self, key: tuple[Any, ...]) -> Any:
         shapes = key[:-2]
         with reporting(f"first run at shapes {', '.join(map(str, map(list, shapes)))}") as progress:

@@ -21,9 +21,12 @@ a value) never live in a scratch buffer.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from asgrad.tensor.cpu.records import Line, Reuse
 from asgrad.tensor.ir.registry import TensorType
@@ -56,10 +59,23 @@ class Placement:
 
 @dataclass(frozen=True)
 class BufferPlan:
-    """Every line's `Placement`, and the type of each scratch slot."""
+    """Every line's `Placement`, the type of each scratch slot, and the bytes a run
+    holds at its peak besides the feeds and the variables: the slots (held between
+    runs) and the most fresh results alive at once."""
 
     placements: list[Placement]
     slots: list[TensorType]
+    peak_bytes: int = 0
+
+
+def _size_key(t: TensorType) -> tuple[str, int]:
+    """Slots are shared by values of one dtype and size, whatever their shapes: a slot
+    made for ``(64, 256)`` serves ``(256, 64)`` too, viewed in that shape."""
+    return t.dtype, math.prod(t.shape)
+
+
+def _nbytes(t: TensorType) -> int:
+    return math.prod(t.shape) * np.dtype(t.dtype).itemsize
 
 
 def no_reuse(lines: Sequence[Line]) -> BufferPlan:
@@ -73,12 +89,15 @@ def plan_buffers(
     types: Mapping[int, TensorType],
     last: Mapping[int, int],
     root_ids: set[int],
+    slot_bytes: int | None = None,
 ) -> BufferPlan:
     """Where each line writes: ``out=`` a dying input, a scratch slot, or fresh memory.
 
     ``reads[i]`` are the runtime values line ``i`` reads, ``last`` the line of each
     value's last use (the roots' is ``len(lines)``), ``root_ids`` the values
-    returned or stored.
+    returned or stored. ``slot_bytes`` caps the scratch slots' bytes: slots are held
+    between runs, so under a memory budget they may take only what the planned peak
+    leaves of it (a line that finds no free slot then writes into fresh memory).
     """
     # Values that are returned or stored, or may alias one: never in scratch slots.
     escapes: set[int] = set(root_ids)
@@ -90,7 +109,7 @@ def plan_buffers(
     whole: dict[int, int] = {}  # value -> the buffer that it is, whole
     holders: dict[int, set[int]] = {}  # buffer -> live values referencing it
     slot_of: dict[int, int] = {}  # buffer -> its scratch slot
-    free: dict[TensorType, list[int]] = {}  # type -> free slots
+    free: dict[tuple[str, int], list[int]] = {}  # (dtype, bytes) -> free slots
     slots: list[TensorType] = []
     placements: list[Placement] = [Placement()] * len(lines)
     next_buffer = -1
@@ -98,10 +117,18 @@ def plan_buffers(
     for value, step in last.items():
         dying.setdefault(step, []).append(value)
 
-    def take(t: TensorType) -> int:
-        pool = free.get(t)
+    held = [0]  # bytes of the slots made so far
+    fresh: dict[int, int] = {}  # fresh buffer -> its bytes
+    fresh_live = fresh_peak = 0
+
+    def take(t: TensorType) -> int | None:
+        pool = free.get(_size_key(t))
         if pool:
             return pool.pop()
+        size = _nbytes(t)
+        if slot_bytes is not None and held[0] + size > slot_bytes:
+            return None
+        held[0] += size
         slots.append(t)
         return len(slots) - 1
 
@@ -125,15 +152,26 @@ def plan_buffers(
                     break
         if buffer is None and line.reuse in (Reuse.IN_PLACE, Reuse.INTO_SLOT) and v not in escapes:
             into_slot = take(t)
-            buffer, next_buffer = next_buffer, next_buffer - 1
-            slot_of[buffer] = into_slot
+            if into_slot is not None:
+                buffer, next_buffer = next_buffer, next_buffer - 1
+                slot_of[buffer] = into_slot
         # Scratch lent for this line only: free slots, which no live value references.
-        work = tuple(take(t) for _ in range(line.work))
+        lent = [take(t) for _ in range(line.work)]
+        work = tuple(k for k in lent if k is not None)
+        if len(work) < line.work:  # the into form needs them all: the fresh form runs
+            for k in (*work, *([] if into_slot is None else [into_slot])):
+                free.setdefault(_size_key(t), []).append(k)
+            if buffer is not None:
+                slot_of.pop(buffer, None)
+            work, buffer, into_value, into_slot = (), None, None, None
         for k in work:
-            free.setdefault(t, []).append(k)
+            free.setdefault(_size_key(t), []).append(k)
         placements[step] = Placement(into_value, into_slot, work)
         if buffer is None and line.reuse is not Reuse.ALIAS:
             buffer, next_buffer = next_buffer, next_buffer - 1
+            fresh[buffer] = _nbytes(t)
+            fresh_live += fresh[buffer]
+            fresh_peak = max(fresh_peak, fresh_live)
         if buffer is not None:
             buffers[v] = frozenset((buffer,))
             whole[v] = buffer
@@ -145,5 +183,7 @@ def plan_buffers(
             for b in buffers.get(d, frozenset()):
                 holders[b].discard(d)
                 if not holders[b] and b in slot_of:
-                    free.setdefault(slots[slot_of[b]], []).append(slot_of[b])
-    return BufferPlan(placements, slots)
+                    free.setdefault(_size_key(slots[slot_of[b]]), []).append(slot_of[b])
+                elif not holders[b] and b in fresh:
+                    fresh_live -= fresh.pop(b)
+    return BufferPlan(placements, slots, held[0] + fresh_peak)

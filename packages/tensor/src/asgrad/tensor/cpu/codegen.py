@@ -44,6 +44,7 @@ from asgrad.tensor.cpu.records import (
 )
 from asgrad.tensor.cpu.specialize import HELPERS, Context
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.memory import plan_memory
 from asgrad.tensor.ir.passes import is_identity
 from asgrad.tensor.ir.registry import IntoKernel, OpDef, TensorType, get_op
 from asgrad.tensor.ir.schedule import Schedule
@@ -85,7 +86,7 @@ def generate_cpu_function(
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():
         root_ids = {maker.refs[r].id for r in maker.roots if not maker.refs[r].is_const}
-        plan = plan_buffers(lines, reads, types, last, root_ids)
+        plan = _plan_within_budget(schedule, types, lines, reads, last, root_ids)
     else:
         plan = no_reuse(lines)
     source = _source(maker, lines, last, plan)
@@ -95,6 +96,47 @@ def generate_cpu_function(
 
         fn = with_whole_step(fn, schedule, types, maker.refs, maker.context.registered)
     return fn
+
+
+def _plan_within_budget(
+    schedule: Schedule,
+    types: Mapping[int, TensorType],
+    lines: Sequence[Line],
+    reads: Sequence[Sequence[int]],
+    last: Mapping[int, int],
+    root_ids: set[int],
+) -> BufferPlan:
+    """The buffer plan; under a memory budget, with as many scratch slots as keep the
+    run's peak (slots, fresh results, feeds and variables) within it.
+
+    Slots are held between runs and serve values of one size only, so unlimited
+    they may hold more than the schedule's planned peak; fresh memory costs page
+    faults instead. The cap on the slots' bytes is the largest (by bisection) whose
+    plan fits, leaving room for the kernels' own temporaries (a softmax's
+    exponentials): one and a half times the largest result; with no slots at all the
+    plan is the schedule's.
+    """
+    plan = plan_buffers(lines, reads, types, last, root_ids)
+    if schedule.memory_budget is None:
+        return plan
+    roots = schedule.outputs + [n for _, n in schedule.updates]
+    planned = plan_memory(schedule.nodes, roots, types)
+    sizes = (types[line.node.id] for line in lines)
+    largest = max((math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in sizes), default=0)
+    room = schedule.memory_budget - (planned.parameters + planned.state + planned.inputs)
+    room -= largest * 3 // 2
+    if plan.peak_bytes <= room:
+        return plan
+    low, high = 0, sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize for t in plan.slots)
+    best = plan_buffers(lines, reads, types, last, root_ids, 0)
+    while high - low > max(high // 64, 1 << 16):
+        mid = (low + high) // 2
+        trial = plan_buffers(lines, reads, types, last, root_ids, mid)
+        if trial.peak_bytes <= room:
+            low, best = mid, trial
+        else:
+            high = mid
+    return best
 
 
 def _shape_dummy(t: TensorType) -> np.ndarray:
@@ -361,11 +403,12 @@ def _source(
         if placement.writes:
             assert line.into is not None
             out = "None"
+            shape = maker.types[line.node.id].shape
             if placement.into_slot is not None:
-                out = f"_s{placement.into_slot}"
+                out = _slot(placement.into_slot, plan, shape)
             elif placement.into_value is not None:
                 out = maker.name_of(placement.into_value)
-            work = f"({', '.join(f'_s{k}' for k in placement.work)},)"
+            work = f"({', '.join(_slot(k, plan, shape) for k in placement.work)},)"
             expr = render(line.into, maker.name_of, out, work)
         else:
             expr = render(line.call, maker.name_of)
@@ -394,6 +437,11 @@ def _source(
         outs.append(_array(src, ref))
     source.append(f"    return [{', '.join(outs)}]")
     return "\n".join(source)
+
+
+def _slot(k: int, plan: BufferPlan, shape: tuple[int, ...]) -> str:
+    """Scratch slot ``k`` in ``shape`` (a slot serves values of one size, any shape)."""
+    return f"_s{k}" if plan.slots[k].shape == shape else f"_s{k}.reshape({shape})"
 
 
 def _leaf_views(lines: Sequence[Line], refs: Mapping[int, Ref]) -> set[int]:

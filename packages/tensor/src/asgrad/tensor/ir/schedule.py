@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from asgrad.tensor.errors import AsgradError, FeedError, GraphError
 from asgrad.tensor.ir.graph import Node, Variable
+from asgrad.tensor.ir.memory import MemoryPlan, last_uses, plan_memory
 from asgrad.tensor.ir.passes import optimize
 from asgrad.tensor.ir.registry import TensorType, get_op
+from asgrad.tensor.ir.remat import rematerialize
 
 if TYPE_CHECKING:  # the IR names the API's Tensor in annotations only
     from asgrad.tensor.api.tensor import Tensor
@@ -33,6 +35,9 @@ class Schedule:
         inputs: The input nodes that must be fed.
         last_use: For each node id, the index in ``nodes`` of its last user (outputs
             and update values live to the end).
+        memory_budget: The bytes a run may hold at once (``compile``'s
+            ``memory_budget``), or None; the CPU backend caps its scratch buffers to
+            what the planned peak leaves of it.
 
     >>> from asgrad.tensor import Graph, make_schedule
     >>> x = Graph().input("x", (2,))
@@ -46,6 +51,14 @@ class Schedule:
     updates: list[tuple[Variable, Node]]
     inputs: list[Node]
     last_use: dict[int, int] = field(default_factory=dict)
+    memory_budget: int | None = None
+
+    def memory(self, feed_shapes: Mapping[str, tuple[int, ...]] | None = None) -> MemoryPlan:
+        """The planned memory of a run (`asgrad.tensor.ir.memory`), at the declared
+        shapes or, given ``feed_shapes``, at those of the feeds."""
+        types = None if feed_shapes is None else self.infer_types(feed_shapes)
+        roots = self.outputs + [n for _, n in self.updates]
+        return plan_memory(self.nodes, roots, types)
 
     def variables(self) -> list[Variable]:
         return [n.attrs["variable"] for n in self.nodes if n.op == "parameter"]
@@ -77,10 +90,18 @@ class Schedule:
 
 
 def make_schedule(
-    outputs: Sequence[Tensor], updates: Updates | None = None, *, optimize_graph: bool = True
+    outputs: Sequence[Tensor],
+    updates: Updates | None = None,
+    *,
+    optimize_graph: bool = True,
+    memory_budget: int | None = None,
 ) -> Schedule:
     """Plan the computation of ``outputs`` and ``updates`` (see
     [`Schedule`][asgrad.tensor.Schedule]).
+
+    ``memory_budget`` (bytes) recomputes chosen forward values in the backward pass so
+    that the planned peak at the declared shapes fits (`asgrad.tensor.ir.remat`); it
+    raises [`MemoryBudgetError`][asgrad.tensor.MemoryBudgetError] when no choice does.
 
     >>> from asgrad.tensor import Graph, make_schedule
     >>> x = Graph().input("x", (2,))
@@ -107,16 +128,10 @@ def make_schedule(
         from asgrad.tensor.ir.passes import topological_order
 
         nodes, new_roots = topological_order(roots), roots
+    if memory_budget is not None:
+        nodes, new_roots, _ = rematerialize(nodes, new_roots, memory_budget)
     outs = new_roots[: len(outputs)]
     ups = [(var, n) for (var, _), n in zip(pairs, new_roots[len(outputs) :], strict=True)]
-    end = len(nodes)
-    last_use: dict[int, int] = {}
-    for i, node in enumerate(nodes):
-        for inp in node.inputs:
-            last_use[inp.id] = i
-    for n in outs:
-        last_use[n.id] = end
-    for _, n in ups:
-        last_use[n.id] = end
+    last_use = last_uses(nodes, new_roots)
     inputs = [n for n in nodes if n.op == "input"]
-    return Schedule(nodes, outs, ups, inputs, last_use)
+    return Schedule(nodes, outs, ups, inputs, last_use, memory_budget)

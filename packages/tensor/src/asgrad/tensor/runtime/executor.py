@@ -20,8 +20,9 @@ import numpy as np
 
 from asgrad.tensor.api.arguments import require_tensors
 from asgrad.tensor.api.tensor import Tensor
-from asgrad.tensor.errors import FeedError, PrecisionWarning
+from asgrad.tensor.errors import FeedError, MemoryBudgetError, PrecisionWarning
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.memory import MemoryPlan, format_bytes
 from asgrad.tensor.ir.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.runtime.backends import get_backend, resolve_backend_name
 from asgrad.tensor.runtime.device_values import DeviceValue
@@ -62,12 +63,14 @@ class Program:
         backend: str | None = None,
         optimize_graph: bool = True,
         check_numerics: bool | None = None,
+        memory_budget: int | None = None,
     ) -> None:
         self.backend = resolve_backend_name(backend)
+        self.memory_budget = memory_budget
         with reporting("compiling") as progress:
             size = len(outputs[0].graph) if outputs else 0
             progress.stage(f"scheduling a graph of {size:,} nodes")
-            self.schedule = make_schedule(outputs, updates, optimize_graph=optimize_graph)
+            self.schedule = _budgeted_schedule(outputs, updates, optimize_graph, memory_budget)
             progress.stage(f"{self.backend}: compiling {len(self.schedule.nodes):,} nodes")
             compile_schedule = get_backend(self.backend).compile
             check = checking_by_default() if check_numerics is None else check_numerics
@@ -77,6 +80,8 @@ class Program:
                 if self.check_numerics
                 else compile_schedule(self.schedule)
             )
+            if memory_budget is not None:
+                self._fit_device(outputs, updates, optimize_graph, memory_budget, compile_schedule)
         self._inputs = {n.name: n for n in self.schedule.inputs}
         # numpy dtypes compared by identity per run (``dtype.name`` builds a string each time)
         self._dtypes = {n.name: np.dtype(n.dtype) for n in self.schedule.inputs}
@@ -111,6 +116,102 @@ class Program:
             return [DeviceValue.ready_value(v) for v in self.executable.run(prepared)]
         values: list[DeviceValue] = launch(prepared)
         return values
+
+    # Schedule budgets tried (by bisection) when a device's own buffers exceed the budget.
+    DEVICE_FIT_TRIES = 6
+
+    def _fit_device(
+        self,
+        outputs: Sequence[Tensor],
+        updates: Updates | None,
+        optimize_graph: bool,
+        budget: int,
+        compile_schedule: Any,
+    ) -> None:
+        """Meet ``budget`` with the device's own buffers, where the backend counts them.
+
+        A backend whose executable has ``transient_bytes(feeds)`` (the GPU: its plan's
+        buffers, after fusion and rounded to the pool's size classes) may hold more
+        than the schedule's plan. Its plan is built at the declared shapes (nothing
+        runs); while it holds more than the budget, the schedule is planned for a
+        smaller budget, the largest (by bisection, `DEVICE_FIT_TRIES` plans) between
+        the smallest reachable and ``budget`` whose device buffers fit.
+        """
+        if getattr(self.executable, "transient_bytes", None) is None or self.check_numerics:
+            return
+        feeds = {n.name: np.zeros(n.shape, n.dtype) for n in self.schedule.inputs}
+
+        def held(program: tuple[Schedule, Any]) -> int:
+            plan = program[0].memory()
+            fixed = plan.parameters + plan.state + plan.inputs
+            return fixed + int(program[1].transient_bytes(feeds))
+
+        def build(target: int) -> tuple[Schedule, Any]:
+            schedule = make_schedule(
+                outputs, updates, optimize_graph=optimize_graph, memory_budget=target
+            )
+            return schedule, compile_schedule(schedule)
+
+        if held((self.schedule, self.executable)) <= budget:
+            return
+        try:
+            make_schedule(outputs, updates, optimize_graph=optimize_graph, memory_budget=1)
+            low = 1
+        except MemoryBudgetError as error:
+            low = error.reachable
+        # The device's bytes do not fall in step with the plan's (fusion decides them
+        # too): the smallest schedule budget is tried, then halves between it and
+        # ``budget``; the largest that fits is kept.
+        floor = build(low)
+        smallest = held(floor)
+        best = floor if smallest <= budget else None
+        high = budget
+        for _ in range(self.DEVICE_FIT_TRIES):
+            if high - low <= budget // 100:
+                break
+            mid = (low + high) // 2
+            trial = build(mid)
+            trial_held = held(trial)
+            smallest = min(smallest, trial_held)
+            if trial_held <= budget:
+                best, low = trial, mid
+            else:
+                high = mid
+        if best is None:
+            raise MemoryBudgetError(
+                f"on the {self.backend} backend the step holds at least"
+                f" {format_bytes(smallest)} ({smallest:,} bytes) of device buffers and"
+                f" variables in the plans tried, over the memory budget of"
+                f" {format_bytes(budget)}. Raise memory_budget to at least {smallest:,},"
+                " or feed smaller batches",
+                budget=budget,
+                reachable=smallest,
+            )
+        self.schedule, self.executable = best
+
+    def memory(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> MemoryPlan:
+        """The planned memory of one run, before any run: the peak in bytes and what
+        holds it (parameters, optimizer state, inputs, activations kept for the
+        backward, temporaries); see [`MemoryPlan`][asgrad.tensor.MemoryPlan].
+
+        At the declared shapes, or at those of ``feeds`` (arrays, or anything with a
+        ``shape``) when the inputs have free axes.
+
+        >>> from asgrad.tensor import Graph
+        >>> x = Graph().input("x", (1024,))
+        >>> program = compile([(x * 2.0).sum()])
+        >>> program.memory().peak  # x and x * 2.0: 4 KiB each; 2.0 and the sum: 4 bytes
+        8200
+        >>> program.memory(x=np.zeros(2048, np.float32)).inputs  # 8 KiB and the 2.0
+        8196
+        """
+        merged = _merge(feeds, kwargs)
+        if not merged:
+            return self.schedule.memory()
+        shapes = {name: tuple(np.shape(v)) for name, v in merged.items() if name in self._inputs}
+        for name, shape in shapes.items():
+            _check_fed_shape(self._inputs[name], shape)
+        return self.schedule.memory(shapes)
 
     def _prepare(self, feeds: Mapping[str, Any], stacklevel: int = 4) -> dict[str, np.ndarray]:
         last = self._last_feeds
@@ -169,6 +270,36 @@ class Program:
                 (name, v.__class__, v.dtype, v.shape) for name, v in out.items()
             )
         return out
+
+
+# The share of a memory budget left, where the plan can spare it, to the scratch buffers
+# a backend keeps between runs (the CPU's: fresh memory costs page faults each run).
+SCRATCH_SHARE = 0.06
+
+
+def _budgeted_schedule(
+    outputs: Sequence[Tensor],
+    updates: Updates | None,
+    optimize_graph: bool,
+    budget: int | None,
+) -> Schedule:
+    """The schedule, planned for ``budget`` less `SCRATCH_SHARE` where that is reachable,
+    else for ``budget``; its ``memory_budget`` is ``budget``."""
+    if budget is None:
+        return make_schedule(outputs, updates, optimize_graph=optimize_graph)
+    try:
+        schedule = make_schedule(
+            outputs,
+            updates,
+            optimize_graph=optimize_graph,
+            memory_budget=int(budget * (1 - SCRATCH_SHARE)),
+        )
+    except MemoryBudgetError:
+        schedule = make_schedule(
+            outputs, updates, optimize_graph=optimize_graph, memory_budget=budget
+        )
+    schedule.memory_budget = budget
+    return schedule
 
 
 def _merge(feeds: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -277,8 +408,16 @@ def compile(  # the natural name; shadows the builtin only in this module
     backend: str | None = None,
     optimize_graph: bool = True,
     check_numerics: bool | None = None,
+    memory_budget: int | None = None,
 ) -> Program:
     """Compile ``outputs`` (and variable ``updates``) into a [`Program`][asgrad.tensor.Program].
+
+    ``memory_budget`` (bytes) makes the planned peak at the declared shapes (see
+    [`Program.memory`][asgrad.tensor.Program.memory]) fit: the compiler recomputes
+    chosen forward values in the backward pass instead of keeping them
+    (`asgrad.tensor.ir.remat`), with bit-identical results, or raises
+    [`MemoryBudgetError`][asgrad.tensor.MemoryBudgetError] naming the smallest peak it
+    can reach.
 
     ``check_numerics=True`` stops each run at the first op that makes a NaN or an
     infinity, naming it (see `asgrad.tensor.runtime.numerics`); the default comes from
@@ -296,6 +435,7 @@ def compile(  # the natural name; shadows the builtin only in this module
         backend=backend,
         optimize_graph=optimize_graph,
         check_numerics=check_numerics,
+        memory_budget=memory_budget,
     )
 
 
