@@ -94,5 +94,25 @@ def free_reshape_target(node: Node, target: tuple[int, ...]) -> tuple[int, ...]:
         if before % math.prod(target[:j]) == 0 and after % math.prod(target[j + 1 :]) == 0
     ]
     if len(fits) != 1:
+        fits = _split_free_axis(node, target, i)
+    if len(fits) != 1:
         return target
     return tuple(-1 if j == fits[0] else d for j, d in enumerate(target))
+
+
+def _split_free_axis(node: Node, target: tuple[int, ...], i: int) -> list[int]:
+    """The target axes that can hold the change of free axis ``i`` when the target
+    splits it into several (``(B * T, C) -> (B, T, C)``): the group of target axes
+    whose sizes multiply to it, each axis of the group whose size, scaled by the axis'
+    change at the probe sizes, stays whole (``(2 * 5, C)`` probed at ``(3 * 5, C)``:
+    the 2 becomes 3, the 5 would become 7.5). Ambiguous groups give several."""
+    shape, probe = node.shape, _probe_type(node)
+    if probe is None:
+        return []
+    before, after = math.prod(shape[:i]), math.prod(shape[i + 1 :])
+    j = next((j for j in range(len(target) + 1) if math.prod(target[:j]) == before), None)
+    k = next((k for k in range(len(target), -1, -1) if math.prod(target[k:]) == after), None)
+    if j is None or k is None or j >= k or math.prod(target[j:k]) != shape[i]:
+        return []
+    grown = probe.shape[i]
+    return [m for m in range(j, k) if target[m] and target[m] * grown % shape[i] == 0]
