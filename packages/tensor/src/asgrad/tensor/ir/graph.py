@@ -25,7 +25,7 @@ from asgrad.tensor.ir.common import check_size
 from asgrad.tensor.ir.dtypes import as_dtype
 from asgrad.tensor.ir.leaf_shapes import check_shape, free_axes
 from asgrad.tensor.ir.registry import OpDef, Shape, TensorType, expand_op, get_op
-from asgrad.tensor.ir.retrace import traced
+from asgrad.tensor.ir.retrace import Call, traced
 from asgrad.tensor.ir.scopes import current_meta
 from asgrad.tensor.ir.variables import Variable as Variable
 from asgrad.tensor.ir.variables import VariableStore as VariableStore
@@ -163,6 +163,9 @@ class Graph:
         self.programs: LRUCache[tuple[Any, ...], Any] = LRUCache(self.MAX_PROGRAMS)
         # The graph this one is nested in: a loop body's (see asgrad.tensor.loops.body).
         self.parent: Graph | None = None
+        # The expansions and grads built here, by the node ids they made, to build
+        # them again at other sizes of the free axes (asgrad.tensor.ir.retrace).
+        self.calls: dict[int, tuple[Call, int]] = {}
 
     @property
     def label(self) -> str:

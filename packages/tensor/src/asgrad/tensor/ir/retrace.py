@@ -21,7 +21,6 @@ expansion.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -51,8 +50,6 @@ class Call:
     location: str
 
 
-# Per graph: the node ids a recorded call made, with the call and the result's position.
-_CALLS: weakref.WeakKeyDictionary[Graph, dict[int, tuple[Call, int]]] = weakref.WeakKeyDictionary()
 # One flag per call being built, innermost last: whether it is specialised.
 _BUILDING: list[bool] = []
 
@@ -82,7 +79,7 @@ def traced(
     made = {n.id for n in graph.nodes[start:]}
     ids = tuple(r.node.id if r.node.id in made else None for r in results)
     call = Call(what, build, tuple(t.node for t in inputs), ids, specialised, location)
-    table = _CALLS.setdefault(graph, {})
+    table = graph.calls  # the node ids it made, each with the call and its position
     for k, node_id in enumerate(ids):
         if node_id is not None:
             table[node_id] = (call, k)
@@ -96,7 +93,7 @@ def needs_retrace(roots: Sequence[Node]) -> bool:
 
     if not roots:
         return False
-    table = _CALLS.get(roots[0].graph, {})
+    table = roots[0].graph.calls
     found = False
     for node in topological_order(list(roots)):
         if node.graph is not roots[0].graph or get_op(node.op).family == "control":
@@ -112,8 +109,10 @@ def retrace(roots: Sequence[Node], shapes: Mapping[str, Shape]) -> list[Node]:
     again with their attributes. Errors are [`FeedError`][asgrad.tensor.FeedError]s
     naming the line that made the op that fails at those sizes."""
     graph = roots[0].graph
-    table = _CALLS.get(graph, {})
-    new = type(graph)(graph.name)
+    table = graph.calls
+    from asgrad.tensor.ir.graph import Graph  # the graph records calls through this module
+
+    new = Graph(graph.name)
     done: dict[int, Node] = {}
     stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(roots)]
     while stack:
