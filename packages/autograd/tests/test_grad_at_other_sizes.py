@@ -31,3 +31,17 @@ def test_the_gradient_of_an_op_built_again_is_built_again(backend: str) -> None:
         back = np.roll(np.tril(2 * r * w.node.attrs["variable"].value), -1, 0)
         np.testing.assert_allclose(got[1], back, rtol=1e-5)
         np.testing.assert_allclose(got[2], (2 * r * np.tril(np.roll(fed, 1, 0))).sum(0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_gradient_of_a_slice_of_a_free_input_follows_the_size_fed(backend: str) -> None:
+    g = Graph()
+    x = g.input("x", (4, 5))
+    (dx,) = grad((x[:, 1:3] * x[:, 1:3]).sum() + x[1:3].sum(), [x])
+    for n in (4, 3, 6):
+        fed = np.arange(5 * n, dtype=np.float32).reshape(n, 5)
+        want = np.zeros_like(fed)
+        want[:, 1:3] = 2 * fed[:, 1:3]
+        want[1:3] += 1
+        (got,) = evaluate([dx], {"x": fed}, backend=backend)
+        np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -262,3 +262,17 @@ def test_a_reshape_that_splits_the_free_axis_keeps_its_declared_sizes() -> None:
     # (B * T) with B = 2 and T = 4: at B = 3, (3, 4) or (2, 6); either would be a guess
     z = g.input("z", (2, 4, 3)).reshape(8, 3).reshape(2, 4, 3)
     assert z.node.attrs["shape"] == (2, 4, 3)
+
+
+def test_a_slice_written_from_a_free_axis_into_a_fixed_one_is_refused_when_built() -> None:
+    g = Graph()
+    x = g.input("x", (4, 5), free=())
+    v = g.input("v", (2, 5))  # its batch axis is free: it would fit the slice at 2 only
+    with pytest.raises(
+        FreeAxisError, match=r"^scatter_slice: axis 0 of its input 0(.|\n)*test_free_axis_index"
+    ):
+        g.apply("scatter_slice", (v, x), {"index": (slice(1, 3),)})
+    fixed = g.input("w", (2, 5), free=())
+    y = g.apply("scatter_slice", (fixed, x), {"index": (slice(1, 3),)})
+    (got,) = evaluate([y], {"x": np.zeros((4, 5), np.float32), "w": np.ones((2, 5), np.float32)})
+    assert got.sum() == 10

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from asgrad.tensor.errors import AsgradError
+from asgrad.tensor.errors import AsgradError, FreeAxisError
 from asgrad.tensor.ir.passes import topological_order
-from asgrad.tensor.ir.registry import TensorType, get_op
+from asgrad.tensor.ir.registry import Attrs, OpDef, TensorType, get_op
+from asgrad.tensor.ir.retrace import mark_specialised
 
 if TYPE_CHECKING:
     from asgrad.tensor.ir.graph import Graph, Node
 
-__all__ = ["free_axes_of", "free_reshape_target"]
+__all__ = ["free_axes_of", "free_reshape_target", "refuse_tied_free_axes"]
 
 # Per graph: each node's type at the probe sizes (None: the rules refuse them).
 _PROBES: weakref.WeakKeyDictionary[Graph, dict[int, TensorType | None]] = (
@@ -116,3 +118,35 @@ def _split_free_axis(node: Node, target: tuple[int, ...], i: int) -> list[int]:
         return []
     grown = probe.shape[i]
     return [m for m in range(j, k) if target[m] and target[m] * grown % shape[i] == 0]
+
+
+def refuse_tied_free_axes(op: OpDef, inputs: Sequence[Node], attrs: Attrs, where: str) -> None:
+    """A build-time [`FreeAxisError`][asgrad.tensor.FreeAxisError] when ``op``'s shape rule,
+    which ties its inputs' sizes (``OpDef.ties_free_axes``), fails with every free input
+    axis one larger: a free axis of an input that the rule holds at one size only. Inside
+    an expansion or a ``grad`` (the gradient of an op built for the declared sizes), the
+    call is marked specialised instead: built again at the sizes fed."""
+    probes: list[TensorType] = []
+    for n in inputs:
+        probe = _probe_type(n)
+        if probe is None:
+            return
+        probes.append(probe)
+    grown = [(k, n, p) for k, (n, p) in enumerate(zip(inputs, probes, strict=True)) if p != n.type]
+    if not grown:
+        return
+    try:
+        op.infer(probes, attrs)
+    except (AsgradError, ValueError):
+        if mark_specialised():  # in an expansion or a grad: built again at the fed sizes
+            return
+        k, node, probe = grown[0]
+        axis = next(
+            (a for a, (d, p) in enumerate(zip(node.shape, probe.shape, strict=True)) if d != p), 0
+        )
+        raise FreeAxisError(
+            f"{op.name}: axis {axis} of its input {k} ({node.type}) follows a free axis of an"
+            f" input (its size may change per run), but {op.name} takes it at its declared"
+            f" size {node.shape[axis]} only. Declare that input axis fixed"
+            f" (g.input(..., free=...) without it)\n  (at {where})"
+        ) from None

@@ -305,6 +305,10 @@ class Graph:
             raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
         if opdef.expand is not None:  # built from other ops: no node of its own
             return self._expand(opdef, inputs, attrs, type_)
+        if opdef.ties_free_axes:
+            from asgrad.tensor.ir.free_sizes import refuse_tied_free_axes  # reads passes
+
+            refuse_tied_free_axes(opdef, nodes, attrs, user_location())
         node = Node(self, op, nodes, attrs, type_, None, user_location())
         self.nodes.append(node)
         return self._wrap(node)

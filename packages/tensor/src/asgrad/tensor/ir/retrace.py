@@ -139,7 +139,8 @@ def retrace(roots: Sequence[Node], shapes: Mapping[str, Shape]) -> list[Node]:
 
 
 def _run_call(new: Graph, call: Call, done: dict[int, Node]) -> None:
-    results = call.build(new, [new._wrap(done[n.id]) for n in call.inputs])
+    inputs = [new._wrap(done[n.id]) for n in call.inputs]
+    results = traced(new, call.what, inputs, call.build, call.location)
     for node_id, result in zip(call.results, results, strict=True):
         if node_id is not None:
             done[node_id] = result.node
