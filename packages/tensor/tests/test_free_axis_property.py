@@ -21,7 +21,8 @@ from asgrad.tensor.cpu import jit
 from asgrad.tensor.ir.registry import OpCase, OpDef, all_ops
 
 
-def _cases() -> list[tuple[OpDef, OpCase]]:
+def _cases(axis: int) -> list[tuple[OpDef, OpCase]]:
+    """The op cases whose first input has elements along ``axis``."""
     rng = np.random.default_rng(0)
     out = []
     for op in all_ops():
@@ -29,12 +30,12 @@ def _cases() -> list[tuple[OpDef, OpCase]]:
             continue
         for case in op.cases(rng):
             arrays = [np.asarray(a) for a in case.inputs]
-            if arrays and arrays[0].ndim and arrays[0].shape[0] > 0:
+            if arrays and arrays[0].ndim and arrays[0].shape[axis] > 0:
                 out.append((op, case))
     return out
 
 
-CASES = _cases()
+CASES = _cases(0)
 AXES = [0]  # the leading axis, the batch
 
 # The ops that fit no size of the free axis but the declared one: they refuse it when

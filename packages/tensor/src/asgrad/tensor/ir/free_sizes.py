@@ -16,50 +16,79 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from asgrad.tensor.errors import AsgradError, FreeAxisError
-from asgrad.tensor.ir.passes import topological_order
 from asgrad.tensor.ir.registry import Attrs, OpDef, TensorType, get_op
 from asgrad.tensor.ir.retrace import mark_specialised
 
 if TYPE_CHECKING:
     from asgrad.tensor.ir.graph import Graph, Node
 
-__all__ = ["free_axes_of", "free_reshape_target", "refuse_tied_free_axes"]
+__all__ = ["free_axes_of", "free_reshape_target", "probe_type", "refuse_tied_free_axes"]
 
-# Per graph: each node's type at the probe sizes (None: the rules refuse them).
-_PROBES: weakref.WeakKeyDictionary[Graph, dict[int, TensorType | None]] = (
-    weakref.WeakKeyDictionary()
-)
+# Per graph and probe: each node's type at the probe sizes (None: the rules refuse them).
+_PROBES: dict[str, weakref.WeakKeyDictionary[Graph, dict[int, TensorType | None]]] = {
+    "grown": weakref.WeakKeyDictionary(),
+    "one": weakref.WeakKeyDictionary(),
+    "double": weakref.WeakKeyDictionary(),
+}
+_SIZES: dict[str, Callable[[int], int]] = {
+    "grown": lambda d: d + 1,
+    "one": lambda d: 1,
+    "double": lambda d: 2 * d,
+}
 
 
-def _probe_type(node: Node) -> TensorType | None:
-    """``node``'s type with every free input axis one larger than declared."""
-    known = _PROBES.setdefault(node.graph, {})
+def _probe_type(node: Node, probe: str = "grown") -> TensorType | None:
+    """``node``'s type with every free input axis one larger than declared
+    (``probe="grown"``), of size 1 (``"one"``) or twice the declared size
+    (``"double"``: every factor of the declared size divides it still)."""
+    tables = _PROBES[probe]
+    known = tables.setdefault(node.graph, {})
     if node.id in known:
         return known[node.id]
-    for n in topological_order([node]):
-        if n.id in known:
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:  # depth first, stopping at nodes already known
+        n, ready = stack.pop()
+        table = tables.setdefault(n.graph, {})
+        if n.id in table:
             continue
-        probe: TensorType | None
-        if n.op == "input":
-            free = n.attrs.get("free", ())
-            shape = tuple(d + 1 if a in free else d for a, d in enumerate(n.shape))
-            probe = TensorType(shape, n.dtype)
-        elif not n.inputs:
-            probe = n.type
-        else:
-            ins = [_PROBES.get(i.graph, {}).get(i.id) for i in n.inputs]
-            probe = None
-            if all(t is not None for t in ins):
-                try:
-                    probe = get_op(n.op).infer(ins, n.attrs)  # type: ignore[arg-type]
-                except (AsgradError, KeyError, TypeError, ValueError):
-                    probe = None  # the rules hold at the declared sizes only
-        _PROBES.setdefault(n.graph, {})[n.id] = probe
+        if not ready:
+            stack.append((n, True))
+            stack.extend((i, False) for i in n.inputs if i.id not in tables.get(i.graph, {}))
+            continue
+        table[n.id] = _probe_one(n, probe, tables)
     return known.get(node.id)
+
+
+def _probe_one(
+    n: Node,
+    probe: str,
+    tables: weakref.WeakKeyDictionary[Graph, dict[int, TensorType | None]],
+) -> TensorType | None:
+    if n.op == "input":
+        free = n.attrs.get("free", ())
+        size = _SIZES[probe]
+        shape = tuple(size(d) if a in free else d for a, d in enumerate(n.shape))
+        return TensorType(shape, n.dtype)
+    if not n.inputs:
+        return n.type
+    ins = [tables.get(i.graph, {}).get(i.id) for i in n.inputs]
+    if any(t is None for t in ins):
+        return None
+    try:
+        return get_op(n.op).infer(ins, n.attrs)  # type: ignore[arg-type]  # none is None
+    except (AsgradError, KeyError, TypeError, ValueError):
+        return None  # the rules hold at the declared sizes only
+
+
+def probe_type(node: Node, probe: str = "grown") -> TensorType | None:
+    """``node``'s type with every free input axis one larger than declared
+    (``probe="grown"``), of size 1 (``"one"``) or twice the declared size
+    (``"double"``); ``None``: the shape rules refuse those sizes."""
+    return _probe_type(node, probe)
 
 
 def free_axes_of(node: Node) -> frozenset[int] | None:

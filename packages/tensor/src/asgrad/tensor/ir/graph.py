@@ -325,7 +325,10 @@ class Graph:
                 return [expand_op(opdef, ins, attrs, type_)]
             return [graph.apply(name, ins, attrs)]
 
-        (result,) = traced(self, name, inputs, build, user_location())
+        def rule(types: list[TensorType]) -> TensorType:
+            return opdef.infer(types, attrs)
+
+        (result,) = traced(self, name, inputs, build, user_location(), rule)
         return result
 
     # -- lookup -----------------------------------------------------------------------

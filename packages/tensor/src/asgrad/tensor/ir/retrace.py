@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from asgrad.tensor.errors import AsgradError, FeedError
-from asgrad.tensor.ir.registry import Shape, get_op
+from asgrad.tensor.ir.registry import Shape, TensorType, get_op
 
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
@@ -65,15 +65,27 @@ def mark_specialised() -> bool:
 
 
 def traced(
-    graph: Graph, what: str, inputs: Sequence[Tensor], build: Build, location: str
+    graph: Graph,
+    what: str,
+    inputs: Sequence[Tensor],
+    build: Build,
+    location: str,
+    rule: Callable[[list[TensorType]], TensorType] | None = None,
 ) -> list[Tensor]:
-    """``build(graph, inputs)``, recorded so that `retrace` can run it again."""
+    """``build(graph, inputs)``, recorded so that `retrace` can run it again.
+
+    The call is specialised when it marks itself so (`mark_specialised`), or when what
+    it built does not follow its inputs' free axes as its shape ``rule`` (an op's) says
+    it should: a form built for the declared sizes, which a fed size would break or
+    (a size of 1, broadcast) silently ignore."""
     start = len(graph.nodes)
     _BUILDING.append(False)
     try:
         results = list(build(graph, list(inputs)))
     finally:
         specialised = _BUILDING.pop()
+    if not specialised and results:
+        specialised = _off_its_rule(list(inputs), results, rule)
     if specialised and _BUILDING:  # an expansion inside a specialised one is specialised
         _BUILDING[-1] = True
     made = {n.id for n in graph.nodes[start:]}
@@ -159,3 +171,33 @@ def _apply_again(
     made = new.apply(node.op, [new._wrap(done[n.id]) for n in node.inputs], node.attrs).node
     made.location, made.meta = node.location, node.meta
     return made
+
+
+def _off_its_rule(
+    inputs: list[Tensor],
+    results: list[Tensor],
+    rule: Callable[[list[TensorType]], TensorType] | None,
+) -> bool:
+    """Whether what a call built, at its inputs' probe sizes (every free axis one
+    larger, of size 1, or twice as large: `asgrad.tensor.ir.free_sizes`), differs from
+    what its shape ``rule`` says, or (no rule: a ``grad``) has shapes its rules refuse
+    there."""
+    from asgrad.tensor.ir.free_sizes import probe_type  # it marks calls built here
+
+    # a size of 1 would broadcast into a declared size; twice it keeps every divisor
+    for probe in ("grown", "one", "double"):
+        types = [probe_type(t.node, probe) for t in inputs]
+        if any(t is None for t in types):
+            continue
+        got = [probe_type(r.node, probe) for r in results]
+        if rule is None:
+            if any(t is None for t in got):
+                return True
+            continue
+        try:
+            want = rule(types)  # type: ignore[arg-type]  # none is None (checked above)
+        except (AsgradError, ValueError):
+            continue  # the op does not take these sizes: its rule says so when run
+        if got != [want]:
+            return True
+    return False
