@@ -53,8 +53,8 @@ def test_pytorch_model_runs_at_another_batch_size(name: str) -> None:
     np.testing.assert_allclose(y, expected["y_other"], rtol=1e-4, atol=1e-5)
 
 
-# The LSTM's initial state, zeros of the declared batch, is a constant of the loop: not
-# yet free.
+# The exported LSTM's initial state is ConstantOfShape(Shape(x)...), folded at the declared
+# batch when imported: it runs at the batch it was loaded at.
 @pytest.mark.parametrize("name", ["torch_transformer", "torch_interpolate"])
 def test_pytorch_model_loaded_at_one_batch_size_runs_at_another(name: str) -> None:
     # the encoder layer's reshapes put the batch inside the heads' axis and back
