@@ -89,6 +89,12 @@ def traced(
     if specialised and _BUILDING:  # an expansion inside a specialised one is specialised
         _BUILDING[-1] = True
     made = {n.id for n in graph.nodes[start:]}
+    if specialised:  # a result it was given (a roll by the declared size) needs a node
+        results = [
+            r if r.node.id in made else graph.apply("reshape", (r,), {"shape": r.shape})
+            for r in results
+        ]
+        made = {n.id for n in graph.nodes[start:]}
     ids = tuple(r.node.id if r.node.id in made else None for r in results)
     call = Call(what, build, tuple(t.node for t in inputs), ids, specialised, location)
     table = graph.calls  # the node ids it made, each with the call and its position
