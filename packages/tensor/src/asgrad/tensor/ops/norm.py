@@ -388,7 +388,6 @@ _norm_op(
 _norm_op(
     "layer_norm",
     attrs=(NORMALIZED_SHAPE, EPS),
-    ties_free_axes=True,  # the trailing axes have normalized_shape's sizes
     infer=_infer_layer_norm,
     kernel=_layer_norm,
     arity=None,
@@ -401,7 +400,6 @@ _norm_op(
 _norm_op(
     "layer_norm_backward",
     attrs=(NORMALIZED_SHAPE, EPS),
-    ties_free_axes=True,  # the trailing axes have normalized_shape's sizes
     infer=_infer_layer_norm_backward,
     kernel=_layer_norm_backward,
     arity=None,
