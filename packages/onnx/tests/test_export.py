@@ -99,7 +99,9 @@ def test_an_unsupported_opset_is_refused(opset: int) -> None:
 def test_a_gradient_op_names_itself_and_the_line(tmp_path: Path) -> None:
     g = Graph()
     x = g.input("x", (4, 5))
-    grad_of_slice = g.apply("scatter_slice", [g.input("g", (2, 5)), x], {"index": (slice(1, 3),)})
+    grad_of_slice = g.apply(
+        "scatter_slice", [g.input("g", (2, 5), free=()), x], {"index": (slice(1, 3),)}
+    )
     line = f"{__file__}:{grad_of_slice.node.location.rsplit(':', 1)[1]}"
     with pytest.raises(OnnxExportError) as info:
         export(grad_of_slice, tmp_path / "m.onnx")

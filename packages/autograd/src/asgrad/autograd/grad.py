@@ -9,7 +9,9 @@ from asgrad.tensor import Node, Tensor, topological_order
 from asgrad.tensor.api.arguments import require_tensor, require_tensors
 from asgrad.tensor.errors import GraphError, NotDifferentiableError, ShapeError
 from asgrad.tensor.ir.dtypes import is_float
+from asgrad.tensor.ir.graph import Graph, user_location
 from asgrad.tensor.ir.registry import get_op
+from asgrad.tensor.ir.retrace import traced
 from asgrad.tensor.ir.scopes import node_meta
 
 
@@ -33,8 +35,16 @@ def grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None = None) -> list[T
     >>> evaluate([dx], {"x": np.array([1.0, 2.0, 3.0])})[0].tolist()
     [2.0, 4.0, 6.0]
     """
-    with node_meta(role="gradient", scope="backward"):
-        return _grad(y, wrt, seed)
+    y = require_tensor(y, "grad: y")
+    wrt = require_tensors(wrt, "grad: wrt")
+    given = [] if seed is None else [require_tensor(seed, "grad: seed")]
+
+    def build(graph: Graph, ins: list[Tensor]) -> list[Tensor]:
+        with node_meta(role="gradient", scope="backward"):
+            return _grad(ins[0], ins[1 : 1 + len(wrt)], ins[-1] if given else None)
+
+    # recorded, so that a graph traced again at other sizes differentiates them anew
+    return traced(y.graph, "grad", [y, *wrt, *given], build, user_location())
 
 
 def _grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None) -> list[Tensor]:

@@ -84,9 +84,9 @@ class FreeAxisError(ShapeError):
     """An op cannot follow a free axis (one fed at any size) and refuses it when built.
 
     >>> from asgrad.tensor import FreeAxisError, Graph
-    >>> x = Graph().input("x", (2,))  # axis 0, the batch axis, is free
+    >>> x = Graph().input("x", (3,))  # axis 0, the batch axis, is free
     >>> try:
-    ...     x.glu(0)
+    ...     x.repeat_interleave([1, 0, 2], 0)  # one count per element of the declared 3
     ... except FreeAxisError as e:
     ...     print(type(e).__name__)
     FreeAxisError

@@ -24,7 +24,8 @@ from asgrad.tensor.ir.cache import LRUCache
 from asgrad.tensor.ir.common import check_size
 from asgrad.tensor.ir.dtypes import as_dtype
 from asgrad.tensor.ir.leaf_shapes import check_shape, free_axes
-from asgrad.tensor.ir.registry import Shape, TensorType, expand_op, get_op
+from asgrad.tensor.ir.registry import OpDef, Shape, TensorType, expand_op, get_op
+from asgrad.tensor.ir.retrace import Call, traced
 from asgrad.tensor.ir.scopes import current_meta
 from asgrad.tensor.ir.variables import Variable as Variable
 from asgrad.tensor.ir.variables import VariableStore as VariableStore
@@ -162,6 +163,9 @@ class Graph:
         self.programs: LRUCache[tuple[Any, ...], Any] = LRUCache(self.MAX_PROGRAMS)
         # The graph this one is nested in: a loop body's (see asgrad.tensor.loops.body).
         self.parent: Graph | None = None
+        # The expansions and grads built here, by the node ids they made, to build
+        # them again at other sizes of the free axes (asgrad.tensor.ir.retrace).
+        self.calls: dict[int, tuple[Call, int]] = {}
 
     @property
     def label(self) -> str:
@@ -300,10 +304,32 @@ class Graph:
             where = user_location()
             raise type(exc)(f"{op}: {exc}\n  (at {where})") from None
         if opdef.expand is not None:  # built from other ops: no node of its own
-            return expand_op(opdef, inputs, attrs, type_)  # type: ignore[no-any-return]
+            return self._expand(opdef, inputs, attrs, type_)
+        if opdef.ties_free_axes:
+            from asgrad.tensor.ir.free_sizes import refuse_tied_free_axes  # reads passes
+
+            refuse_tied_free_axes(opdef, nodes, attrs, user_location())
         node = Node(self, op, nodes, attrs, type_, None, user_location())
         self.nodes.append(node)
         return self._wrap(node)
+
+    def _expand(
+        self, opdef: OpDef, inputs: Sequence[Tensor], attrs: dict[str, Any], type_: TensorType
+    ) -> Tensor:
+        """``opdef`` built from the ops it expands into, recorded so that a program fed
+        other sizes of a free axis can build it again (`asgrad.tensor.ir.retrace`)."""
+        name = opdef.name
+
+        def build(graph: Graph, ins: list[Tensor]) -> list[Tensor]:
+            if graph is self:  # the first time: the type is known already
+                return [expand_op(opdef, ins, attrs, type_)]
+            return [graph.apply(name, ins, attrs)]
+
+        def rule(types: list[TensorType]) -> TensorType:
+            return opdef.infer(types, attrs)
+
+        (result,) = traced(self, name, inputs, build, user_location(), rule)
+        return result
 
     # -- lookup -----------------------------------------------------------------------
     def __getitem__(self, name: str) -> Tensor:

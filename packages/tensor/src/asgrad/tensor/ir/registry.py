@@ -257,6 +257,11 @@ class OpDef:
             inputs' shapes: such an op is an identity at the declared shapes but not
             at every fed shape (a larger batch), so the graph passes keep it and
             only a backend that knows the fed shapes may drop it.
+        ties_free_axes: Whether the shape rule holds at one size of an input axis
+            only, given the other inputs (the gradient of a slice has the slice's
+            extent of its second input): an input axis that follows a free axis
+            where the rule then fails is refused when the graph is built
+            ([`FreeAxisError`][asgrad.tensor.FreeAxisError]), not when it runs.
         fresh_result: Whether the kernel (called without ``out``) always returns a
             new array that nothing else references (no view of an input, no
             scratch memory), so that a later elementwise op may write into it.
@@ -304,6 +309,7 @@ class OpDef:
     shape_only_inputs: tuple[int, ...] = ()
     identity_if_same_type: bool = False
     result_shape_from_attrs: bool = False
+    ties_free_axes: bool = False
     fresh_result: bool = False
     writes_out: bool = False
     into: IntoKernel | None = None

@@ -222,6 +222,7 @@ register_op(
         cases=_scatter_slice_cases,
         doc="zeros shaped like x with g written at a slice",
         shape_only_inputs=(1,),
+        ties_free_axes=True,
         fresh_result=True,
         writes_out=True,
     )

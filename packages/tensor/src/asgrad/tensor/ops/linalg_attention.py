@@ -18,6 +18,7 @@ import numpy as np
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 from asgrad.tensor.ir.common import broadcast_shapes, randn, require_float, same_dtype
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ops.shape_expand import refuse_free_axes
 
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
@@ -75,10 +76,13 @@ def _sdpa(
 def _expand(q: Tensor, k: Tensor, v: Tensor, *mask: Tensor, **attrs: Any) -> Tensor:
     g = q.graph
     scale = attrs["scale"]
+    if scale is None:  # 1 / sqrt(E) of the declared E: built again for another size
+        refuse_free_axes(q, (-1,))
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     scores = (q @ k.swapaxes(-1, -2)) * scale
     low = g.constant(-np.inf, q.dtype)
-    if attrs["is_causal"]:
+    if attrs["is_causal"]:  # a mask of the declared lengths, likewise
+        refuse_free_axes(scores, (-2, -1))
         keep = g.constant(_causal(q.shape[-2], k.shape[-2]), "bool")
         scores = g.apply("where", (keep, scores, low), {})
     if mask:

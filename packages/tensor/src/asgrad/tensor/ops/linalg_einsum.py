@@ -29,6 +29,7 @@ from asgrad.tensor.ir.dtypes import is_float
 from asgrad.tensor.ir.free_sizes import free_axes_of
 from asgrad.tensor.ir.graph import user_location
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ir.retrace import mark_specialised
 from asgrad.tensor.ops.shape_expand import apply, axis_slice, refuse_free_axes
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ def _expand_einsum(*xs: Tensor, equation: str) -> Tensor:
         repeated = {lbl for lbl in labels if labels.count(lbl) > 1}
         # a broadcast to the declared sizes fixes every axis of the operand
         spread = set(labels) if x.shape != want else set()
-        if (repeated | spread) & free:
+        if (repeated | spread) & free and not mark_specialised():
             label = sorted((repeated | spread) & free)[0]
             what = "a diagonal" if label in repeated else "a broadcast"
             raise FreeAxisError(
@@ -259,7 +260,7 @@ def _cross(a: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
 def _expand_cross(a: Tensor, b: Tensor, axis: int) -> Tensor:
     axis = normalize_axis(axis, a.ndim)
     for x in (a, b):  # three components, sliced at the declared size
-        refuse_free_axes(x, (axis,), "takes its three components")
+        refuse_free_axes(x, (axis,), "takes its three components", specialise=False)
     ca = [axis_slice(a, axis, slice(i, i + 1)) for i in range(3)]
     cb = [axis_slice(b, axis, slice(i, i + 1)) for i in range(3)]
     parts = [

@@ -20,6 +20,7 @@ import numpy as np
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ir.common import randn, require_float
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
+from asgrad.tensor.ops.shape_expand import refuse_free_axes
 
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
@@ -129,6 +130,7 @@ def _expand_interpolate(x: Tensor, **attrs: Any) -> Tensor:
     g = x.graph
     out = x
     for axis, pairs in _plan(x.shape, attrs):
+        refuse_free_axes(x, (axis,))  # tables for its declared size: built again per size
         shape = [1] * x.ndim
         total: Tensor | None = None
         for index, weight in pairs:

@@ -33,6 +33,7 @@ from asgrad.tensor.ir.registry import (
     expanding,
     register_op,
 )
+from asgrad.tensor.ir.retrace import mark_specialised
 
 if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
@@ -45,10 +46,14 @@ def apply(x: Tensor, op: str, *others: Tensor, **attrs: Any) -> Tensor:
 
 
 def free_reshape(x: Tensor, shape: Sequence[int]) -> Tensor:
-    """``x`` reshaped to ``shape``, with -1 on the leading axis so the batch may change."""
+    """``x`` reshaped to ``shape``, with -1 on the leading axis so the batch may change
+    (another free axis: the expansion is built again at the sizes fed)."""
     shape = tuple(shape)
     if tuple(x.shape) == shape:
         return x
+    free = free_axes_of(x.node)
+    if free is None or free - {0}:
+        mark_specialised()
     if len(shape) >= 2 and math.prod(shape[1:]) > 0:
         shape = (-1, *shape[1:])
     elif len(shape) == 1:  # a flattening: right at any size
@@ -67,11 +72,17 @@ def concat(parts: Sequence[Tensor], axis: int) -> Tensor:
     return parts[0].graph.apply("concat", tuple(parts), {"axis": axis})
 
 
-def refuse_free_axes(x: Tensor, axes: Sequence[int], why: str = "") -> None:
-    """A build-time [`FreeAxisError`][asgrad.tensor.FreeAxisError] when one of ``axes`` of ``x``
-    follows a free input axis: the op being expanded builds tables for the declared size only."""
+def refuse_free_axes(
+    x: Tensor, axes: Sequence[int], why: str = "", *, specialise: bool = True
+) -> None:
+    """When one of ``axes`` of ``x`` follows a free input axis (or that is not known), the
+    op being expanded is built for the declared size: with ``specialise`` it is marked so
+    (a program traces it again at the sizes fed, `asgrad.tensor.ir.retrace`); otherwise
+    (an op that fits no other size) a build-time [`FreeAxisError`][asgrad.tensor.FreeAxisError]."""
     free = free_axes_of(x.node)
     bad = sorted(set(free or ()) & {a % max(x.ndim, 1) for a in axes})
+    if specialise and (bad or free is None) and mark_specialised():
+        return
     if not bad:
         return
     op = expanding() or "this op"
@@ -86,12 +97,14 @@ def refuse_free_axes(x: Tensor, axes: Sequence[int], why: str = "") -> None:
 
 
 def fixed_axes(x: Tensor, axes: Sequence[int]) -> Tensor:
-    """``x``, checked when the graph runs to have its declared sizes on ``axes``.
+    """``x``, for an expansion built on constant index tables or reshapes for the declared
+    sizes of ``axes``.
 
-    Expansions built on constant index tables or reshapes for those sizes would read a
-    larger fed size (a free batch axis) wrongly; a ``where`` with a constant condition
-    of those sizes (1 on the other axes) makes another size a shape error naming the
-    line instead, and leaves the other axes free.
+    When one of them follows a free axis the expansion is marked specialised (built
+    again at the sizes fed, see `refuse_free_axes`). A graph that cannot be traced
+    again (one with a loop) keeps a run-time check: a ``where`` with a constant
+    condition of those sizes (1 on the other axes) makes another size a shape error
+    naming the line, and leaves the other axes free.
     """
     refuse_free_axes(x, axes)
     shape = [1] * x.ndim
@@ -105,7 +118,7 @@ def fixed_axes(x: Tensor, axes: Sequence[int]) -> Tensor:
 
 def gather_const(x: Tensor, indices: np.ndarray, axis: int) -> Tensor:
     """``numpy.take(x, indices, axis)`` for constant ``indices`` (computed for the
-    declared size of ``axis``, which `fixed_axes` checks at run time)."""
+    declared size of ``axis``: see `fixed_axes`)."""
     idx = x.graph.constant(np.asarray(indices, np.int64), "int64")
     return apply(fixed_axes(x, (axis,)), "gather", idx, axis=axis)
 

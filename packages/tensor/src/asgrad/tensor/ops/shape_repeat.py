@@ -19,6 +19,7 @@ from asgrad.tensor.ops.shape_expand import (
     concat,
     free_reshape,
     gather_const,
+    refuse_free_axes,
     shape_expand_op,
 )
 
@@ -102,6 +103,8 @@ def _expand_repeat_interleave(x: Tensor, repeats: tuple[int, ...], axis: int) ->
             return x
         y = copies(x, r, axis + 1)
         return free_reshape(y, (*x.shape[:axis], n * r, *x.shape[axis + 1 :]))
+    if len(repeats) > 1:  # one count per element: for the declared size only
+        refuse_free_axes(x, (axis,), "takes one repeat count per element", specialise=False)
     reps = repeats * n if len(repeats) == 1 else repeats
     return gather_const(x, np.repeat(np.arange(n), reps), axis)
 

@@ -21,8 +21,10 @@ import numpy as np
 from asgrad.tensor.api.arguments import require_tensors
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import FeedError, MemoryBudgetError, PrecisionWarning
+from asgrad.tensor.ir.cache import LRUCache
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.memory import MemoryPlan, format_bytes
+from asgrad.tensor.ir.retrace import needs_retrace, retrace
 from asgrad.tensor.ir.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.runtime.backends import get_backend, resolve_backend_name
 from asgrad.tensor.runtime.device_values import DeviceValue
@@ -47,6 +49,11 @@ class Program:
     ``to_gpu`` makes), taken as it is, with no copy through the host: its shape is
     checked as a numpy feed's, and its dtype must be the input's.
 
+    A graph holding an expansion built for the declared size of a free axis (``roll``
+    along the batch, constant padding of it...) is traced again, scheduled and compiled
+    for each set of fed sizes, the `MAX_PLANS` used last kept
+    (`asgrad.tensor.ir.retrace`).
+
     >>> from asgrad.tensor import Graph
     >>> g = Graph()
     >>> x = g.input("x", (2, 2))
@@ -54,6 +61,8 @@ class Program:
     >>> float(prog({"x": np.ones((2, 2), np.float32)})[0])
     8.0
     """
+
+    MAX_PLANS = 8
 
     def __init__(
         self,
@@ -90,6 +99,15 @@ class Program:
         self._warned: set[str] = set()
         # The last feeds that needed no conversion: (name, class, dtype, shape) per input.
         self._last_feeds: tuple[tuple[str, type[Any], np.dtype[Any], tuple[int, ...]], ...] = ()
+        # A graph with an expansion built for the declared sizes of a free axis is traced
+        # again, scheduled and compiled per set of fed sizes (asgrad.tensor.ir.retrace).
+        self._pairs = list(updates.items()) if isinstance(updates, Mapping) else list(updates or [])
+        self._roots = [t.node for t in outputs] + [t.node for _, t in self._pairs]
+        self._optimize_graph = optimize_graph
+        self._plans: LRUCache[tuple[tuple[str, tuple[int, ...]], ...], Any] | None = (
+            LRUCache(self.MAX_PLANS) if needs_retrace(self._roots) else None
+        )
+        self._active = self.executable
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
         return self.run(_merge(feeds, kwargs))
@@ -97,7 +115,7 @@ class Program:
     def run(self, feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """Run once: returns the outputs' values, and applies the updates."""
         prepared = self._prepare(feeds)
-        return self.executable.run(prepared)
+        return self._active.run(prepared)
 
     def launch(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[DeviceValue]:
         """Start one run and return at once: the outputs stay on the device until read.
@@ -111,9 +129,9 @@ class Program:
         completes before ``launch`` returns and the values are ready.
         """
         prepared = self._prepare(_merge(feeds, kwargs), stacklevel=3)
-        launch = getattr(self.executable, "launch", None)
+        launch = getattr(self._active, "launch", None)
         if launch is None:  # a synchronous backend: the values are ready
-            return [DeviceValue.ready_value(v) for v in self.executable.run(prepared)]
+            return [DeviceValue.ready_value(v) for v in self._active.run(prepared)]
         values: list[DeviceValue] = launch(prepared)
         return values
 
@@ -262,14 +280,41 @@ class Program:
         if signature not in self._checked:
             for name, v in out.items():
                 _check_fed_shape(self._inputs[name], v.shape)
-            self.schedule.infer_types({name: v.shape for name, v in out.items()})
+            if self._plans is None:  # a traced graph is checked when traced
+                self.schedule.infer_types({name: v.shape for name, v in out.items()})
             self._checked.add(signature)
+        if self._plans is not None:
+            self._active = self._plan_for(signature)
         if len(feeds) == len(out) and all(feeds[name] is v for name, v in out.items()):
             # every feed taken as it is: a numpy array of the input's dtype, or a device array
             self._last_feeds = tuple(
                 (name, v.__class__, v.dtype, v.shape) for name, v in out.items()
             )
         return out
+
+    def _plan_for(self, signature: tuple[tuple[str, tuple[int, ...]], ...]) -> Any:
+        """The executable for inputs of these shapes: the graph traced again at them,
+        scheduled and compiled once (the declared shapes: the program's own)."""
+        assert self._plans is not None
+        if all(shape == self._inputs[name].shape for name, shape in signature):
+            return self.executable
+        plan = self._plans.get(signature)
+        if plan is None:
+            roots = [Tensor(n) for n in retrace(self._roots, dict(signature))]
+            outs, values = (
+                roots[: len(roots) - len(self._pairs)],
+                roots[len(roots) - len(self._pairs) :],
+            )
+            updates = [(var, v) for (var, _), v in zip(self._pairs, values, strict=True)]
+            schedule = _budgeted_schedule(outs, updates, self._optimize_graph, self.memory_budget)
+            compile_schedule = get_backend(self.backend).compile
+            plan = self._plans.put(
+                signature,
+                NumericsProbe(schedule, compile_schedule)
+                if self.check_numerics
+                else compile_schedule(schedule),
+            )
+        return plan
 
 
 # The share of a memory budget left, where the plan can spare it, to the scratch buffers
