@@ -204,23 +204,13 @@ def torch_reference(request: pytest.FixtureRequest) -> TorchReference:
 
 # -- test files and pytest-xdist's workers ---------------------------------------------
 
-# Files of long, independent tests (each its own tmp_path and processes), which the
-# workers share test by test; every other file runs whole on one worker, in its order, so
-# that its module fixtures (compiled training steps) are built once.
-SPLIT_ACROSS_WORKERS = frozenset(
-    {
-        "packages/nn/tests/test_checkpoint_faults.py",
-        "packages/nn/tests/test_distributed_mpi.py",
-    }
-)
-
-
-# pytest-xdist hands the work out one unit (a group, else a test) at a time, each to the
-# next worker that runs out of work, in the order of the collection; by default it first
-# sorts the units by their number of tests, so a long file of few tests (compiled-path
-# tests, an MPI run) may come last and leave the other cores idle at the end. Every run
-# records each test's duration in pytest's cache (`.pytest_cache`), and a run that finds
-# them hands out the longest files first (a test not measured yet counts as the median).
+# Under `--dist loadgroup` pytest-xdist hands the tests out one at a time, each to the next
+# worker that runs out of work, in the order of the collection; tests marked with the same
+# `pytest.mark.xdist_group(name)` go out together, as one unit, to one worker (for a file
+# whose tests must share a module fixture). Every run records each test's duration in
+# pytest's cache (`.pytest_cache`), and a run that finds them hands out the longest files
+# first, so that no long file is left for the end while the other cores idle (a test not
+# measured yet counts as the median one).
 DURATIONS_KEY = "asgrad/durations"
 _DURATIONS: dict[str, float] = {}
 
@@ -271,11 +261,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
     recorded = _recorded_durations(config)
-    if config.getoption("dist", "no") == "loadgroup":
-        for item in items:
-            path = item.path.resolve().relative_to(ROOT).as_posix()
-            if path not in SPLIT_ACROSS_WORKERS and item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(path))
     if recorded:
         _longest_groups_first(items, recorded)
 
