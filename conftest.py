@@ -266,9 +266,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _plain_nodeid(nodeid: str) -> str:
-    """The test's id without the ``@group`` that pytest-xdist appends to it."""
-    head, at, group = nodeid.rpartition("@")
-    return head if at and group.endswith(".py") and "::" not in group else nodeid
+    """The test's id without the ``@group`` that pytest-xdist appends to it (its own rule:
+    an ``@`` after the last ``]``)."""
+    return nodeid.rpartition("@")[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
