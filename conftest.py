@@ -204,15 +204,54 @@ def torch_reference(request: pytest.FixtureRequest) -> TorchReference:
 
 # -- test files and pytest-xdist's workers ---------------------------------------------
 
-# Files of long, independent tests (each its own tmp_path and processes), which the
-# workers share test by test; every other file runs whole on one worker, in its order, so
-# that its module fixtures (compiled training steps) are built once.
-SPLIT_ACROSS_WORKERS = frozenset(
-    {
-        "packages/nn/tests/test_checkpoint_faults.py",
-        "packages/nn/tests/test_distributed_mpi.py",
+# Under `--dist loadgroup` pytest-xdist hands the tests out one at a time, each to the next
+# worker that runs out of work, in the order of the collection; tests marked with the same
+# `pytest.mark.xdist_group(name)` go out together, as one unit, to one worker (for a file
+# whose tests must share a module fixture). Every run records each test's duration in
+# pytest's cache (`.pytest_cache`), and a run that finds them hands out the longest files
+# first, so that no long file is left for the end while the other cores idle (a test not
+# measured yet counts as the median one).
+DURATIONS_KEY = "asgrad/durations"
+_DURATIONS: dict[str, float] = {}
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    """``--dist loadgroup``: on the controller ``dist``; pytest-xdist sets ``dist`` to "no"
+    on its workers and keeps the choice in ``loadgroup``."""
+    return config.getoption("dist", "no") == "loadgroup" or bool(
+        config.getoption("loadgroup", False)
+    )
+
+
+def _recorded_durations(config: pytest.Config) -> dict[str, float]:
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    if cache is None or not _loadgroup(config):
+        return {}
+    recorded = cache.get(DURATIONS_KEY, {})
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if _recorded_durations(config):
+        # the controller's scheduler keeps the order the workers collected (below)
+        config.option.loadscopereorder = False
+
+
+def _longest_groups_first(items: list[pytest.Item], recorded: dict[str, float]) -> None:
+    median = float(np.median(list(recorded.values())))
+    # A file's tests stay together and in their order, so that a worker runs them one
+    # after another and builds the file's module fixtures once.
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        marker = item.get_closest_marker("xdist_group")
+        key = str(marker.args[0]) if marker is not None and marker.args else str(item.path)
+        groups.setdefault(key, []).append(item)
+    seconds = {
+        key: sum(float(recorded.get(item.nodeid, median)) for item in members)
+        for key, members in groups.items()
     }
-)
+    order = sorted(groups, key=lambda key: -seconds[key])  # stable: ties keep their order
+    items[:] = [item for key in order for item in groups[key]]
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups (--dist loadgroup)
@@ -221,12 +260,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep = [item for item in items if "torch_reference" in getattr(item, "fixturenames", ())]
         config.hook.pytest_deselected(items=[item for item in items if item not in keep])
         items[:] = keep
-    if config.getoption("dist", "no") != "loadgroup":
+    recorded = _recorded_durations(config)
+    if recorded:
+        _longest_groups_first(items, recorded)
+
+
+def _plain_nodeid(nodeid: str) -> str:
+    """The test's id without the ``@group`` that pytest-xdist appends to it (its own rule:
+    an ``@`` after the last ``]``)."""
+    return nodeid.rpartition("@")[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    nodeid = _plain_nodeid(report.nodeid)
+    _DURATIONS[nodeid] = _DURATIONS.get(nodeid, 0.0) + report.duration
+
+
+def _save_durations(config: pytest.Config) -> None:
+    cache = getattr(config, "cache", None)
+    if cache is None or not _DURATIONS:
         return
-    for item in items:
-        path = item.path.resolve().relative_to(ROOT).as_posix()
-        if path not in SPLIT_ACROSS_WORKERS and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(path))
+    recorded = cache.get(DURATIONS_KEY, {})
+    recorded = recorded if isinstance(recorded, dict) else {}
+    recorded.update({nodeid: round(seconds, 3) for nodeid, seconds in _DURATIONS.items()})
+    root = Path(str(config.rootpath))
+    kept = {  # forget the tests of files that are gone
+        nodeid: seconds
+        for nodeid, seconds in recorded.items()
+        if (root / nodeid.split("::", 1)[0]).is_file()
+    }
+    cache.set(DURATIONS_KEY, kept)
 
 
 _SESSION: list[pytest.Session] = []
@@ -240,7 +303,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     worker = getattr(session.config, "workeroutput", None)
     if worker is not None:  # a pytest-xdist worker: tell the controller what it left out
         worker["slow_left_out"] = _SLOW_LEFT_OUT[0]
-    elif WRITE:
+        return
+    _save_durations(session.config)  # the controller has every worker's reports
+    if WRITE:
         _STORE.save()
 
 

@@ -1,8 +1,10 @@
 """Build every distribution's wheel and sdist into dist/, and check them.
 
-Usage: python scripts/build_all.py [--out DIR] [--check-reproducible] [--root PATH]
+Usage: python scripts/build_all.py [--out DIR] [--check-reproducible] [--root PATH] [--jobs N]
 
-For each distribution, in dependency order:
+For each distribution (several at a time: --jobs, by default the number of cores
+plus two, since a build mostly waits on its isolated environment; each one's output
+is printed whole, in dependency order):
 1. build the sdist and the wheel from the source tree (isolated, PEP 517);
 2. check the wheel's contents: every file of the leaf package is there (so
    package data such as `.wgsl` kernels ships), `py.typed` is there, and there
@@ -11,7 +13,8 @@ For each distribution, in dependency order:
 3. rebuild the wheel from the sdist and require the same contents, so the
    sdist is complete.
 Then `twine check --strict` over everything. With --check-reproducible, build
-everything a second time and require byte-identical files.
+everything a second time, after the first (so a clock that leaks into a file
+shows), and require byte-identical files.
 
 SOURCE_DATE_EPOCH is taken from the environment, or else from the last commit.
 """
@@ -19,7 +22,9 @@ SOURCE_DATE_EPOCH is taken from the environment, or else from the last commit.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
+import io
 import os
 import shutil
 import subprocess
@@ -36,9 +41,19 @@ class BuildError(Exception):
     """A build or a check of a built file failed."""
 
 
-def run(command: list[str], cwd: Path | None = None) -> None:
-    print("+ " + " ".join(command), flush=True)
-    subprocess.run(command, cwd=cwd, check=True)
+def run(command: list[str], cwd: Path | None = None, log: io.StringIO | None = None) -> None:
+    """Run COMMAND; with LOG, its output goes there (and into the error when it fails)."""
+    if log is None:
+        print("+ " + " ".join(command), flush=True)
+        subprocess.run(command, cwd=cwd, check=True)
+        return
+    log.write("+ " + " ".join(command) + "\n")
+    done = subprocess.run(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    log.write(done.stdout)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, command, done.stdout)
 
 
 def build_command() -> list[str]:
@@ -108,13 +123,15 @@ def check_wheel(dist: Distribution, wheel: Path) -> None:
         raise BuildError(f"{wheel.name} ships files outside {leaf_prefix}: {sorted(strays)}")
 
 
-def rebuild_from_sdist(dist: Distribution, sdist: Path, wheel: Path, scratch: Path) -> None:
+def rebuild_from_sdist(
+    dist: Distribution, sdist: Path, wheel: Path, scratch: Path, log: io.StringIO
+) -> None:
     unpack = scratch / f"{dist.name}-sdist"
     with tarfile.open(sdist) as archive:
         archive.extractall(unpack, filter="data")
     (tree,) = list(unpack.iterdir())
     rebuilt = scratch / f"{dist.name}-rebuilt"
-    run([*build_command(), "--wheel", "--outdir", str(rebuilt), str(tree)])
+    run([*build_command(), "--wheel", "--outdir", str(rebuilt), str(tree)], log=log)
     again = artifact(rebuilt, dist, "-*.whl")
     if wheel_contents(again) != wheel_contents(wheel):
         raise BuildError(
@@ -124,31 +141,59 @@ def rebuild_from_sdist(dist: Distribution, sdist: Path, wheel: Path, scratch: Pa
         )
 
 
-def build_all(root: Path, out: Path) -> list[Path]:
+def build_one(root: Path, dist: Distribution, out: Path, scratch: Path) -> tuple[str, list[Path]]:
+    """Build and check one distribution into OUT: its log, and its sdist and wheel."""
+    log = io.StringIO()
+    log.write(f"\n=== {dist.name} {dist.version} ({dist.directory.relative_to(root)})\n")
+    try:
+        run(
+            [*build_command(), "--sdist", "--wheel", "--outdir", str(out), str(dist.directory)],
+            log=log,
+        )
+        sdist = artifact(out, dist, ".tar.gz")
+        wheel = artifact(out, dist, "-*.whl")
+        check_wheel(dist, wheel)
+        rebuild_from_sdist(dist, sdist, wheel, scratch, log)
+    except (BuildError, subprocess.CalledProcessError) as error:
+        error.add_note(log.getvalue())
+        raise
+    return log.getvalue(), [sdist, wheel]
+
+
+def build_all(root: Path, out: Path, jobs: int) -> list[Path]:
+    """Build every distribution into OUT (emptied first), JOBS at a time.
+
+    Each build's log is printed whole, in dependency order; a failed build's log
+    comes with its error.
+    """
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     built: list[Path] = []
-    with tempfile.TemporaryDirectory(prefix="asgrad-build-") as scratch_name:
+    with (
+        tempfile.TemporaryDirectory(prefix="asgrad-build-") as scratch_name,
+        concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool,
+    ):
         scratch = Path(scratch_name)
-        for dist in load_distributions(root):
-            print(f"\n=== {dist.name} {dist.version} ({dist.directory.relative_to(root)})")
-            run(
-                [
-                    *build_command(),
-                    "--sdist",
-                    "--wheel",
-                    "--outdir",
-                    str(out),
-                    str(dist.directory),
-                ]
-            )
-            sdist = artifact(out, dist, ".tar.gz")
-            wheel = artifact(out, dist, "-*.whl")
-            check_wheel(dist, wheel)
-            rebuild_from_sdist(dist, sdist, wheel, scratch)
-            built += [sdist, wheel]
+        futures = [
+            pool.submit(build_one, root, dist, out, scratch) for dist in load_distributions(root)
+        ]
+        try:
+            for future in futures:
+                log, files = future.result()
+                print(log, end="", flush=True)
+                built += files
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
     return built
+
+
+def show_error(error: BuildError | subprocess.CalledProcessError) -> None:
+    for note in getattr(error, "__notes__", ()):
+        print(note, end="")
+    print(f"error: {error}", file=sys.stderr)
 
 
 def digests(directory: Path) -> dict[str, str]:
@@ -167,6 +212,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="build twice and require byte-identical files",
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=(os.cpu_count() or 1) + 2,
+        help="builds at a time (default: the number of cores plus two)",
+    )
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
     out: Path = (args.out or root / "dist").resolve()
@@ -174,12 +225,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SOURCE_DATE_EPOCH={os.environ['SOURCE_DATE_EPOCH']}")
 
     try:
-        built = build_all(root, out)
+        built = build_all(root, out, args.jobs)
         run([sys.executable, "-m", "twine", "check", "--strict", *map(str, built)])
         if args.check_reproducible:
             with tempfile.TemporaryDirectory(prefix="asgrad-rebuild-") as second_name:
                 second = Path(second_name) / "dist"
-                build_all(root, second)
+                build_all(root, second, args.jobs)
                 first_digests, second_digests = digests(out), digests(second)
                 differing = sorted(
                     name
@@ -190,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise BuildError(f"not reproducible: {', '.join(differing)} differ")
                 print(f"\nreproducible: {len(first_digests)} files byte-identical")
     except (BuildError, subprocess.CalledProcessError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        show_error(error)
         return 1
     print(f"\nbuilt {len(built)} files into {out}:")
     for path in built:

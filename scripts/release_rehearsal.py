@@ -1,23 +1,28 @@
 """Rehearse a release: upload to a local index, install each distribution alone.
 
-Usage: python scripts/release_rehearsal.py [--dist DIR] [--root PATH] [--keep]
+Usage: python scripts/release_rehearsal.py [--dist DIR] [--root PATH] [--keep] [--jobs N]
 
 1. Start pypiserver on 127.0.0.1 (a free port, an empty temporary folder) and
    upload every file of dist/ (see scripts/build_all.py) with twine.
 2. Download the third-party dependencies that the wheels declare (numpy, wgpu,
    ...) from PyPI into a local wheelhouse, which holds no asgrad file.
-3. For each distribution, in a fresh virtual environment, `pip install` it on its
-   own from the local index (`--index-url` = the local server, `--find-links` =
-   the wheelhouse, no other index, no pip configuration), so an asgrad
-   distribution can only come from the files just uploaded, never from PyPI.
-   Then, from a folder outside the repository, check which distributions got
-   installed, run `pip check`, import the packages and evaluate a small graph.
+3. For each distribution, in a fresh virtual environment, install it on its own
+   from the local index with uv (`uv pip install`: `--index-url` = the local
+   server, `--find-links` = the wheelhouse, no other index, no uv configuration,
+   a cache of its own), so an asgrad distribution can only come from the files
+   just uploaded, never from PyPI. Then, from a folder outside the repository,
+   check which distributions got installed, run `uv pip check`, import the
+   packages and evaluate a small graph. The environments are made several at a
+   time (--jobs, by default the number of cores plus two); each one's output is
+   printed whole, in order.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import io
 import os
 import shutil
 import socket
@@ -200,10 +205,25 @@ def smoke_code(scenario: Scenario, version: str) -> str:
     return "\n".join(lines) + "\n" + GRAPH_SMOKE + scenario.extra_code
 
 
-def run(command: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+def run(
+    command: list[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    log: io.StringIO | None = None,
+) -> None:
+    """Run COMMAND; with LOG, its output goes there (and into the error when it fails)."""
     shown = [*command[:2], "<smoke test>"] if command[1:2] == ["-c"] else command
-    print("+ " + " ".join(shown), flush=True)
-    subprocess.run(command, check=True, cwd=cwd, env=env)
+    if log is None:
+        print("+ " + " ".join(shown), flush=True)
+        subprocess.run(command, check=True, cwd=cwd, env=env)
+        return
+    log.write("+ " + " ".join(shown) + "\n")
+    done = subprocess.run(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    log.write(done.stdout)
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(done.returncode, shown, done.stdout)
 
 
 def free_port() -> int:
@@ -264,17 +284,46 @@ def third_party_requirements(dist_dir: Path) -> list[str]:
     return sorted(requirements)
 
 
-def isolated_pip_environment() -> dict[str, str]:
-    """The environment without any pip configuration that could add an index."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
-    env["PIP_CONFIG_FILE"] = os.devnull
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    if "PIP_CERT" in os.environ:
-        env["PIP_CERT"] = os.environ["PIP_CERT"]
-    return env
+def isolated_environment() -> dict[str, str]:
+    """The environment without any pip or uv setting that could add an index."""
+    return {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PIP_", "UV_")) and key != "VIRTUAL_ENV"
+    }
 
 
-def rehearse(dist_dir: Path, work: Path, version: str) -> None:
+def find_uv() -> str:
+    uv = shutil.which("uv")
+    if uv is None:
+        raise RuntimeError("uv is needed: the hatch environment has it (pip install uv)")
+    return uv
+
+
+def install_and_check(scenario: Scenario, number: int, work: Path, url: str, version: str) -> str:
+    """Install SCENARIO into a fresh environment and check it; the log of it all."""
+    log = io.StringIO()
+    log.write(f"\n=== install {scenario.requirement} on its own\n")
+    uv, env = find_uv(), isolated_environment()
+    venv = work / f"venv-{number}"
+    python = str(venv / "bin" / "python")
+    try:
+        run([uv, "venv", "--no-config", "--python", sys.executable, str(venv)], env=env, log=log)
+        run([uv, "pip", "install", "--no-config", "--python", python,
+             "--cache-dir", str(work / "uv-cache"),
+             "--index-url", f"{url}/simple/", "--find-links", str(work / "wheelhouse"),
+             scenario.requirement], env=env, log=log)  # fmt: skip
+        run([uv, "pip", "check", "--no-config", "--python", python], env=env, log=log)
+        outside = work / f"cwd-{number}"
+        outside.mkdir()
+        run([python, "-c", smoke_code(scenario, version)], cwd=outside, log=log)
+    except subprocess.CalledProcessError as error:
+        error.add_note(log.getvalue())
+        raise
+    return log.getvalue()
+
+
+def rehearse(dist_dir: Path, work: Path, version: str, jobs: int) -> None:
     files = sorted(p for p in dist_dir.iterdir() if p.suffix in {".whl", ".gz"})
     if not files:
         raise RuntimeError(f"{dist_dir} is empty: run scripts/build_all.py first")
@@ -296,19 +345,18 @@ def rehearse(dist_dir: Path, work: Path, version: str) -> None:
              "--repository-url", f"{url}/", "--username", "rehearsal",
              "--password", "rehearsal", *map(str, files)])  # fmt: skip
 
-        pip_env = isolated_pip_environment()
-        for number, scenario in enumerate(scenarios(version)):
-            print(f"\n=== install {scenario.requirement} on its own", flush=True)
-            venv = work / f"venv-{number}"
-            run([sys.executable, "-m", "venv", str(venv)])
-            python = str(venv / "bin" / "python")
-            run([python, "-m", "pip", "install", "--quiet", "--no-cache-dir",
-                 "--index-url", f"{url}/simple/", "--find-links", str(wheelhouse),
-                 scenario.requirement], env=pip_env)  # fmt: skip
-            run([python, "-m", "pip", "check"], env=pip_env)
-            outside = work / "cwd"
-            outside.mkdir(exist_ok=True)
-            run([python, "-c", smoke_code(scenario, version)], cwd=outside)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = [
+                pool.submit(install_and_check, scenario, number, work, url, version)
+                for number, scenario in enumerate(scenarios(version))
+            ]
+            try:
+                for future in futures:
+                    print(future.result(), end="", flush=True)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,6 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="repository root")
     parser.add_argument("--dist", type=Path, default=None, help="default: ROOT/dist")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=(os.cpu_count() or 1) + 2,
+        help="environments made at a time (default: the number of cores plus two)",
+    )
     args = parser.parse_args(argv)
     root: Path = args.root.resolve()
     dist_dir: Path = (args.dist or root / "dist").resolve()
@@ -323,8 +377,10 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="asgrad-rehearsal-"))
     try:
-        rehearse(dist_dir, work, version)
+        rehearse(dist_dir, work, version, args.jobs)
     except (RuntimeError, subprocess.CalledProcessError) as error:
+        for note in getattr(error, "__notes__", ()):
+            print(note, end="")
         print(f"error: {error}", file=sys.stderr)
         return 1
     finally:

@@ -128,3 +128,34 @@ def test_leaving_out_slow_tests_says_how_many_and_how_to_run_them(
     result = session.runpytest_inprocess("-p", "no:cacheprovider", "-m", "not slow")
     result.assert_outcomes(passed=1, deselected=1)
     result.stdout.fnmatch_lines(["*left out 1 tests marked slow*`hatch run test-all` runs them"])
+
+
+ORDER = """
+import os
+import time
+
+def _ran(name):
+    with open(os.environ["ORDER_LOG"], "a") as log:
+        log.write(name + "\\n")
+"""
+
+
+def test_a_run_with_recorded_durations_hands_out_the_longest_file_first(
+    session: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file of three quick tests, then a file of one slow test: the first run goes in the
+    # order collected; once it has recorded the durations, the slow file goes first.
+    tests = session.path / "tests"
+    (tests / "test_a_many.py").write_text(
+        ORDER + "".join(f"\ndef test_{i}():\n    _ran('many')\n" for i in range(3))
+    )
+    (tests / "test_b_long.py").write_text(
+        ORDER + "\ndef test_it():\n    time.sleep(0.5)\n    _ran('long')\n"
+    )
+    log = session.path / "order.txt"
+    monkeypatch.setenv("ORDER_LOG", str(log))
+    for expected in (["many", "many", "many", "long"], ["long", "many", "many", "many"]):
+        log.unlink(missing_ok=True)
+        result = session.runpytest_subprocess("-n", "1", "--dist", "loadgroup", "-p", "xdist")
+        result.assert_outcomes(passed=4)
+        assert log.read_text().split() == expected
