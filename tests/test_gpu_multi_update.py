@@ -128,9 +128,10 @@ def test_mlp_step_dispatch_counts(device: Device) -> None:
     # measured on lavapipe when pinned: 26 (65 before the multi-tensor update: 18 of them
     # copies); 30 since cross_entropy ignores PyTorch's ignore_index=-100 by default (the mask
     # of ignored labels and the count of the others are four elementwise kernels more); 25
-    # since a matmul stores the elementwise chain reading it (x @ w + b and the ReLU, the
-    # gradient through the ReLU) as its epilogue
-    assert sum(kinds.values()) <= 25, kinds
+    # while a matmul stored any elementwise chain reading it (x @ w + b and the ReLU, the
+    # gradient through the ReLU) as its epilogue; 30 again since only chains of the product
+    # alone are (asgrad.gpu.plan.fusion.EPILOGUE_LEAVES)
+    assert sum(kinds.values()) <= 30, kinds
     assert kinds["copy"] == 0
     assert kinds["optimizer update"] == 1
 
@@ -196,10 +197,10 @@ def test_transformer_step_matches_the_cpu_and_pins_dispatches(device: Device) ->
     # batched matmul and a column reduction, each bias gradient two reductions, each
     # head split and slice of qkv a copy, qkv's gradient zeros and adds); 69 since
     # cross_entropy ignores PyTorch's ignore_index=-100 by default (the mask and the count);
-    # 61 since a matmul stores the elementwise chain reading it as its epilogue (the
-    # biases, GELU, the residual adds, attention's scale and mask, the gradients through
-    # GELU and the softmax)
-    assert sum(kinds.values()) <= 61, kinds
+    # 61 while a matmul stored any elementwise chain reading it as its epilogue (biases,
+    # residual adds, attention's mask...); 69 again since only chains of the product alone
+    # are (asgrad.gpu.plan.fusion.EPILOGUE_LEAVES: the others measured slower on the H200)
+    assert sum(kinds.values()) <= 69, kinds
     assert kinds["fill"] == 0
     assert kinds["copy"] == 0
     assert kinds["column reduction"] <= 1  # the embedding's gradient

@@ -78,6 +78,29 @@ def test_a_fused_chain_with_shared_values_matches_numpy(device: Device) -> None:
 
 
 # -- matmul epilogues ---------------------------------------------------------------------
+@pytest.fixture
+def operand_epilogues(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Epilogues that read operands besides the product (a bias, a residual): the
+    kernel supports them; the plan leaves them out by default (`fusion.EPILOGUE_LEAVES`)."""
+    monkeypatch.setattr(fusion, "EPILOGUE_LEAVES", 8)
+
+
+def test_by_default_only_a_chain_of_the_product_alone_is_its_epilogue(device: Device) -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 5)).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    g = Graph()
+    tx, tw, tb = (g.input(n, v.shape, free=()) for n, v in zip("xwb", (x, w, b), strict=True))
+    (alone,), kinds_alone = _run([(tx @ tw).gelu().tanh()], {"x": x, "w": w}, device)
+    np.testing.assert_allclose(alone, np.tanh(_gelu(x @ w)), rtol=1e-5, atol=1e-6)
+    assert kinds_alone == {"matmul": 1}, kinds_alone
+    (biased,), kinds_biased = _run([(tx @ tw + tb).gelu()], {"x": x, "w": w, "b": b}, device)
+    np.testing.assert_allclose(biased, _gelu(x @ w + b), rtol=1e-5, atol=1e-6)
+    assert kinds_biased == {"matmul": 1, "elementwise": 1}, kinds_biased
+
+
+@pytest.mark.usefixtures("operand_epilogues")
 def test_linear_gelu_and_residual_are_one_matmul_dispatch(device: Device) -> None:
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 6, 8)).astype(np.float32)
@@ -95,6 +118,7 @@ def test_linear_gelu_and_residual_are_one_matmul_dispatch(device: Device) -> Non
     assert kinds == {"matmul": 1}, kinds
 
 
+@pytest.mark.usefixtures("operand_epilogues")
 def test_an_epilogue_keeps_numpys_nan_and_infinities(device: Device) -> None:
     x = np.array([[1.0, np.nan], [np.inf, 1.0], [-np.inf, 0.0]], np.float32)
     w = np.array([[1.0, 0.0, -1.0], [0.0, 1.0, 2.0]], np.float32)
@@ -109,6 +133,7 @@ def test_an_epilogue_keeps_numpys_nan_and_infinities(device: Device) -> None:
     assert kinds == {"matmul": 1}, kinds  # one product, read twice by its epilogue
 
 
+@pytest.mark.usefixtures("operand_epilogues")
 def test_a_product_read_by_other_kernels_is_stored_beside_the_epilogue(device: Device) -> None:
     """The product also feeds a reduction: the matmul writes it and relu(p + b) in the
     same dispatch, and the reduction reads the product."""
