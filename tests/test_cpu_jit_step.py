@@ -28,6 +28,7 @@ from asgrad.tensor import Graph, Tensor, all_ops, compile, get_op
 from asgrad.tensor.cpu import jit
 from asgrad.tensor.cpu.jit import step
 from asgrad.tensor.cpu.lowering import resolve
+from asgrad.tensor.errors import OutOfRangeError
 from asgrad.tensor.ir.variables import Variable
 
 
@@ -313,13 +314,66 @@ def test_an_op_without_a_whole_step_lowering_keeps_the_numpy_function() -> None:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((3, 5)).astype(np.float32)
     g = Graph()
-    a = g.input("a", x.shape)
-    outs = [(a * 2.0).softmax(-1).sum()]
-    got, want, fn = _both(lambda: compile(outs), {"a": x}, runs=3)
+    a, i = g.input("a", x.shape), g.input("i", (2,), "int64")
+    outs = [g.apply("gather", [a * 2.0, i], {"axis": 0}).sum()]
+    got, want, fn = _both(lambda: compile(outs), {"a": x, "i": np.array([2, 0])}, runs=3)
     assert fn.step_plan is None
-    assert "no Numba lowering of 'softmax'" in fn.step_declined
+    assert "no Numba lowering of 'gather'" in fn.step_declined
     assert not fn.whole_step_active()
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def _classifier(seed: int = 0) -> tuple[Any, dict[str, np.ndarray], list[Variable]]:
+    """Linear, layer norm, GELU, linear, softmax cross-entropy, AdamW: a small
+    classifier's training step."""
+    rng = np.random.default_rng(seed)
+    model = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 4))
+    model.initialize(seed)
+    g = Graph()
+    x, y = g.input("x", (8, 6)), g.input("y", (8,), "int64")
+    logits = model(x)
+    probs = logits.softmax(-1)
+    loss = nn.cross_entropy(logits, y) + (probs * probs).mean()
+    program = nn.AdamW(model.parameters(), lr=1e-2).compile(loss)
+    feeds = {"x": rng.standard_normal((8, 6)).astype(np.float32), "y": rng.integers(0, 4, 8)}
+    return program, feeds, list(model.parameters())
+
+
+def test_a_training_step_with_layer_norm_and_softmax_compiles_whole() -> None:
+    """The row programs (layer norm, softmax, log-softmax and their gradients) and
+    one_hot are written into the step: the classifier's step runs as one compiled
+    function and trains as the numpy path does."""
+    runs = {}
+    for flag in (True, False):
+        jit.set_enabled(flag)
+        program, feeds, params = _classifier()
+        losses = [float(program(feeds)[0]) for _ in range(20)]
+        runs[flag] = (losses, [p.value.copy() for p in params], _fn(program, feeds))
+    fn = runs[True][2]
+    assert fn.step_plan is not None, fn.step_declined
+    assert fn.whole_step_active(), fn.step_declined
+    ops = {n.op for n in program.executable.schedule.nodes}
+    assert {"layer_norm", "layer_norm_backward", "log_softmax", "softmax", "one_hot"} <= ops
+    np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(runs[True][1], runs[False][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert runs[True][0][-1] < runs[True][0][0]
+
+
+def test_a_label_out_of_range_raises_the_typed_error_and_updates_nothing() -> None:
+    program, feeds, params = _classifier()
+    program(feeds)
+    fn = _fn(program, feeds)
+    assert fn.whole_step_active(), fn.step_declined
+    before = [p.value.copy() for p in params]
+    bad = dict(feeds, y=np.array([0, 1, 2, 3, 4, 0, 1, 2]))
+    with pytest.raises(OutOfRangeError, match="one_hot: index 4 is out of range"):
+        program(bad)
+    for p, b in zip(params, before, strict=True):
+        np.testing.assert_array_equal(p.value, b)
+    program(feeds)  # the step stays compiled
+    assert fn.whole_step_active(), fn.step_declined
+    assert not np.array_equal(params[0].value, before[0])
 
 
 def test_large_steps_stay_on_numpy() -> None:

@@ -131,6 +131,27 @@ def _batch(shape: Sequence[int], batch: Sequence[int], idx: Sequence[str]) -> li
     return ["0" if shape[d] == 1 else idx[lead + d] for d in range(len(shape) - 2)]
 
 
+def one_hot(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """``one_hot``: an index outside ``[0, depth)`` raises ``IndexError`` in the step,
+    and its wrapper runs the numpy function, whose kernel raises the typed error."""
+    (idx,) = ins
+    if idx.dtype not in ("int32", "int64"):
+        raise UnsupportedError("one_hot of non-integer indices")
+    depth = int(node.attrs["depth"])
+    out = k.alloc(out_t.shape, out_t.dtype)
+    k.flops += max(1, math.prod(out_t.shape))
+    outer, depth_ = k.loops(idx.shape, 0)
+    v = k.fresh("v")
+    k.line(depth_, f"{v} = {idx.at(outer)}")
+    k.line(depth_, f"if {v} < 0 or {v} >= {depth}:")
+    k.line(depth_ + 1, 'raise IndexError("one_hot: an index out of range")')
+    c = k.fresh("c")
+    k.line(depth_, f"for {c} in range({depth}):")
+    one, zero = literal(1, out_t.dtype), literal(0, out_t.dtype)
+    k.line(depth_ + 1, f"{out.at([*outer, c])} = {one} if {v} == {c} else {zero}")
+    return out
+
+
 def adam_ema(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     _floats(ins, out_t)
     d = out_t.dtype

@@ -279,7 +279,7 @@ def with_whole_step(
 
     def warm(feeds: Any) -> Any:
         try:
-            impl[0] = whole_step(plan, fallback)
+            impl[0] = whole_step(plan, fallback, line_fn)
         except Exception as exc:  # no Numba module: keep the numpy path
             return fallback(feeds, f"loading failed: {type(exc).__name__}: {exc}")
         return impl[0](feeds)
