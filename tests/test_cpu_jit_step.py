@@ -335,7 +335,10 @@ def _classifier(seed: int = 0) -> tuple[Any, dict[str, np.ndarray], list[Variabl
     probs = logits.softmax(-1)
     loss = nn.cross_entropy(logits, y) + (probs * probs).mean()
     program = nn.AdamW(model.parameters(), lr=1e-2).compile(loss)
-    feeds = {"x": rng.standard_normal((8, 6)).astype(np.float32), "y": rng.integers(0, 4, 8)}
+    feeds: dict[str, np.ndarray] = {
+        "x": rng.standard_normal((8, 6)).astype(np.float32),
+        "y": rng.integers(0, 4, 8),
+    }
     return program, feeds, list(model.parameters())
 
 
