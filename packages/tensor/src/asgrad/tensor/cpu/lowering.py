@@ -114,7 +114,13 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
         compiled={"max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward")}
     ),
     "index": FamilyLowering(
-        emit={"one_hot": em.one_hot},
+        emit={
+            "slice": em.slice_view,
+            "scatter_slice": em.scatter_slice,
+            "gather": em.gather,
+            "scatter_add": em.scatter_add,
+            "one_hot": em.one_hot,
+        },
         compiled={
             "scatter_add": JitKernel(
                 "kernels_pool", "scatter_add", applies=JitKernel.index_gradient
