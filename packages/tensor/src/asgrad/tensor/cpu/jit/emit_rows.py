@@ -10,15 +10,18 @@ computed once per row. The inputs are `Val` s of the step, read at the row's ind
 whatever their layout (views included); a reduced axis may sit anywhere (softmax
 over a middle axis, batch norm's axes around the channel).
 
-Sums accumulate in order (numpy's are pairwise: results within the op's tolerance,
-as the whole step's reductions); a max propagates NaN as numpy's does, and a mean is
-the sum times ``1 / n`` in the op's dtype, as the numpy rendering computes it.
+The expression of the last stage that the output reads, in a pass of its own
+(softmax's ``exp(x - m)``), is written into the result once and read back, not
+computed twice (the same value). Sums accumulate in order (numpy's are pairwise:
+results within the op's tolerance, as the whole step's reductions); a max propagates
+NaN as numpy's does, and a mean is the sum times ``1 / n`` in the op's dtype, as the
+numpy rendering computes it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from asgrad.tensor.cpu.jit.emit import FLOATS, Kernel, UnsupportedError, Val, literal
 from asgrad.tensor.cpu.jit.render import cost, render_numba
@@ -58,21 +61,21 @@ def emit_rows(k: Kernel, program: RowProgram, ins: Sequence[Val], out_t: TensorT
     for a, i in zip(kept, outer, strict=True):
         full[a] = i
     n_in = len(program.inputs)
-    names: list[str] = []  # arg index -> its source (filled per loop by `row`)
+    # arg index -> its source: inputs (filled per loop by `row`), the stages' row
+    # scalars, hoisted row-level values; the cached stage value, read at the element
+    names: list[str | Callable[[list[str]], str]] = []
     hoisted: dict[Expr, Expr] = {}
 
     def row(inner: Sequence[str]) -> list[str]:
         """The inputs' elements at the row's position ``inner``, then the scalars."""
-        at = list(full)
-        for a, i in zip(axes, inner, strict=True):
-            at[a] = i
+        at = _at(full, axes, inner)
         elems = []
         for v, layout in zip(vals, program.inputs, strict=True):
             if layout == "element":
                 elems.append(v.at(at))
             else:
                 elems.append(v.at(list(inner) if layout == "position" else list(outer)))
-        return elems + names[n_in:]
+        return elems + [n if isinstance(n, str) else n(at) for n in names[n_in:]]
 
     def render(e: Expr, inner: Sequence[str]) -> str:
         current = row(inner)
@@ -94,13 +97,20 @@ def emit_rows(k: Kernel, program: RowProgram, ins: Sequence[Val], out_t: TensorT
     scalars = [k.fresh("s") for _ in program.stages]
     names.extend(scalars)
     n = math.prod(shape[a] for a in axes)
-    for group in program.groups():
+    groups = program.groups()
+    cached = _cached(program, groups)
+    cached_expr: Expr | None = None
+    for group in groups:
         exprs = [hoist(program.stages[j].expr) for j in group]
         for j in group:
             k.line(depth, f"{scalars[j]} = {literal(_INIT[program.stages[j].reduce], d)}")
         inner, body = k.loops([shape[a] for a in axes], depth, "k")
         for j, e in zip(group, exprs, strict=True):
             s, value = scalars[j], render(e, inner)
+            if j == cached:  # written into the result once, read back by the output
+                element = out.at(_at(full, axes, inner))
+                k.line(body, f"{element} = {value}")
+                value, cached_expr = element, e
             if program.stages[j].reduce == "max":
                 k.line(body, f"{s} = _fmax({s}, {value})")
             else:
@@ -110,10 +120,41 @@ def emit_rows(k: Kernel, program: RowProgram, ins: Sequence[Val], out_t: TensorT
             if program.stages[j].reduce == "mean":
                 k.line(depth, f"{scalars[j]} = {scalars[j]} * {literal(1.0 / n, d)}")
     body_expr = hoist(program.out)
+    if cached_expr is not None:
+        names.append(lambda at: out.at(at))
+        body_expr = _replace(body_expr, cached_expr, arg(len(names) - 1))
     inner, body = k.loops([shape[a] for a in axes], depth, "k")
-    target = list(full)
-    for a, i in zip(axes, inner, strict=True):
-        target[a] = i
-    k.line(body, f"{out.at(target)} = {render(body_expr, inner)}")
+    k.line(body, f"{out.at(_at(full, axes, inner))} = {render(body_expr, inner)}")
     k.flops += size * cost(body_expr)
     return out
+
+
+def _at(full: Sequence[str], axes: Sequence[int], inner: Sequence[str]) -> list[str]:
+    """The element's indices: the row's (``full``) with ``inner`` along ``axes``."""
+    at = list(full)
+    for a, i in zip(axes, inner, strict=True):
+        at[a] = i
+    return at
+
+
+def _contains(e: Expr, sub: Expr) -> bool:
+    return e == sub or any(_contains(a, sub) for a in e.args)
+
+
+def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
+    if e == old:
+        return new
+    if not e.args:
+        return e
+    return Expr(e.op, tuple(_replace(a, old, new) for a in e.args), e.value)
+
+
+def _cached(program: RowProgram, groups: Sequence[Sequence[int]]) -> int | None:
+    """The stage whose expression the output reads and whose pass is its own
+    (softmax's ``exp(x - m)``): written into the result once, not computed twice."""
+    alone = {g[0] for g in groups if len(g) == 1}
+    for j in reversed(range(len(program.stages))):
+        e = program.stages[j].expr
+        if e.op not in ("arg", "const") and _contains(program.out, e):
+            return j if j in alone and not program.is_row_level(e) else None
+    return None
