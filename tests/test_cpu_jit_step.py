@@ -323,6 +323,27 @@ def test_an_op_without_a_whole_step_lowering_keeps_the_numpy_function() -> None:
     np.testing.assert_array_equal(got[0], want[0])
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_row_programs_keep_nan_and_infinities_as_numpy(dtype: str) -> None:
+    """Softmax (over the last and a middle axis), log-softmax and layer norm of rows
+    holding NaN, infinities and a fully masked row, compiled whole, against numpy."""
+    x = np.array(
+        [[np.nan, 1.0, 2.0, 0.5], [np.inf, 1.0, 2.0, 3.0], [-np.inf] * 4, [1.0, -2.0, 3.0, 0.0]],
+        dtype,
+    )
+    g = Graph()
+    a = g.input("a", x.shape, dtype)
+    b = (a * 1.0).reshape(2, 2, 4)
+    outs = [a.softmax(-1), b.softmax(1), g.apply("log_softmax", [a], {"axis": -1})]
+    outs.append(g.apply("layer_norm", [a], {"normalized_shape": (4,), "eps": 1e-5}))
+    with np.errstate(all="ignore"):
+        got, want, fn = _both(lambda: compile(outs), {"a": x})
+    assert fn.whole_step_active(), fn.step_declined
+    for a_, b_ in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.isnan(a_), np.isnan(b_))
+    _close(got, want, get_op("layer_norm").tolerance)
+
+
 def _classifier(seed: int = 0) -> tuple[Any, dict[str, np.ndarray], list[Variable]]:
     """Linear, layer norm, GELU, linear, softmax cross-entropy, AdamW: a small
     classifier's training step."""

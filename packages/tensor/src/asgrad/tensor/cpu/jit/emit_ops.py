@@ -7,8 +7,10 @@ as explicit loops with constant bounds, computing what the op's numpy kernel com
 result's `Val`. `emit_expression` writes any
 elementwise op from its scalar expression
 (`render_numba`); the emitters below are the
-structural families' (reductions, views, matrix products, Adam's updates), listed in
-`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`. An op without one, or one an
+structural families' (reductions, views, matrix products, Adam's updates, slices,
+gathers, their scatters and one-hot), listed in
+`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an op with a row program is written by
+`asgrad.tensor.cpu.jit.emit_rows`. An op without one, or one an
 emitter declines (`UnsupportedError`: another dtype, an attribute it does not
 handle), sends the whole step back to the numpy path.
 """
