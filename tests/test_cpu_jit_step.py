@@ -28,6 +28,7 @@ from asgrad.tensor import Graph, Tensor, all_ops, compile, get_op
 from asgrad.tensor.cpu import jit
 from asgrad.tensor.cpu.jit import step
 from asgrad.tensor.cpu.lowering import resolve
+from asgrad.tensor.errors import OutOfRangeError
 from asgrad.tensor.ir.variables import Variable
 
 
@@ -314,12 +315,150 @@ def test_an_op_without_a_whole_step_lowering_keeps_the_numpy_function() -> None:
     x = rng.standard_normal((3, 5)).astype(np.float32)
     g = Graph()
     a = g.input("a", x.shape)
-    outs = [(a * 2.0).softmax(-1).sum()]
+    outs = [g.apply("cumsum", [a * 2.0], {"axis": -1}).sum()]
     got, want, fn = _both(lambda: compile(outs), {"a": x}, runs=3)
     assert fn.step_plan is None
-    assert "no Numba lowering of 'softmax'" in fn.step_declined
+    assert "no Numba lowering of 'cumsum'" in fn.step_declined
     assert not fn.whole_step_active()
     np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_row_programs_keep_nan_and_infinities_as_numpy(dtype: str) -> None:
+    """Softmax (over the last and a middle axis), log-softmax and layer norm of rows
+    holding NaN, infinities and a fully masked row, compiled whole, against numpy."""
+    x = np.array(
+        [[np.nan, 1.0, 2.0, 0.5], [np.inf, 1.0, 2.0, 3.0], [-np.inf] * 4, [1.0, -2.0, 3.0, 0.0]],
+        dtype,
+    )
+    g = Graph()
+    a = g.input("a", x.shape, dtype)
+    b = (a * 1.0).reshape(2, 2, 4)
+    outs = [a.softmax(-1), b.softmax(1), g.apply("log_softmax", [a], {"axis": -1})]
+    outs.append(g.apply("layer_norm", [a], {"normalized_shape": (4,), "eps": 1e-5}))
+    with np.errstate(all="ignore"):
+        got, want, fn = _both(lambda: compile(outs), {"a": x})
+    assert fn.whole_step_active(), fn.step_declined
+    for a_, b_ in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.isnan(a_), np.isnan(b_))
+    _close(got, want, get_op("layer_norm").tolerance)
+
+
+def _classifier(seed: int = 0) -> tuple[Any, dict[str, np.ndarray], list[Variable]]:
+    """Linear, layer norm, GELU, linear, softmax cross-entropy, AdamW: a small
+    classifier's training step."""
+    rng = np.random.default_rng(seed)
+    model = nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 4))
+    model.initialize(seed)
+    g = Graph()
+    x, y = g.input("x", (8, 6)), g.input("y", (8,), "int64")
+    logits = model(x)
+    probs = logits.softmax(-1)
+    loss = nn.cross_entropy(logits, y) + (probs * probs).mean()
+    program = nn.AdamW(model.parameters(), lr=1e-2).compile(loss)
+    feeds: dict[str, np.ndarray] = {
+        "x": rng.standard_normal((8, 6)).astype(np.float32),
+        "y": rng.integers(0, 4, 8),
+    }
+    return program, feeds, list(model.parameters())
+
+
+def test_a_training_step_with_layer_norm_and_softmax_compiles_whole() -> None:
+    """The row programs (layer norm, softmax, log-softmax and their gradients) and
+    one_hot are written into the step: the classifier's step runs as one compiled
+    function and trains as the numpy path does."""
+    runs = {}
+    for flag in (True, False):
+        jit.set_enabled(flag)
+        program, feeds, params = _classifier()
+        losses = [float(program(feeds)[0]) for _ in range(20)]
+        runs[flag] = (losses, [p.value.copy() for p in params], _fn(program, feeds))
+    fn = runs[True][2]
+    assert fn.step_plan is not None, fn.step_declined
+    assert fn.whole_step_active(), fn.step_declined
+    ops = {n.op for n in program.executable.schedule.nodes}
+    assert {"layer_norm", "layer_norm_backward", "log_softmax", "softmax", "one_hot"} <= ops
+    np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(runs[True][1], runs[False][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert runs[True][0][-1] < runs[True][0][0]
+
+
+def test_a_label_out_of_range_raises_the_typed_error_and_updates_nothing() -> None:
+    program, feeds, params = _classifier()
+    program(feeds)
+    fn = _fn(program, feeds)
+    assert fn.whole_step_active(), fn.step_declined
+    before = [p.value.copy() for p in params]
+    bad = dict(feeds, y=np.array([0, 1, 2, 3, 4, 0, 1, 2]))
+    with pytest.raises(OutOfRangeError, match="one_hot: index 4 is out of range"):
+        program(bad)
+    for p, b in zip(params, before, strict=True):
+        np.testing.assert_array_equal(p.value, b)
+    program(feeds)  # the step stays compiled
+    assert fn.whole_step_active(), fn.step_declined
+    assert not np.array_equal(params[0].value, before[0])
+
+
+class _Attention(nn.Module):
+    """Embedding, pre-norm causal self-attention (qkv in one Linear, sliced), head."""
+
+    def __init__(self, vocab: int, d: int) -> None:
+        super().__init__()
+        self.emb, self.ln = nn.Embedding(vocab, d), nn.LayerNorm(d)
+        self.qkv, self.head = nn.Linear(d, 3 * d), nn.Linear(d, vocab)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        x = self.emb(idx)
+        _, t, d = x.shape
+        qkv = self.qkv(self.ln(x))
+        q, k, v = (qkv[:, :, i * d : (i + 1) * d] for i in range(3))
+        mask = np.triu(np.full((t, t), -1e9, dtype=np.float32), 1)
+        att = ((q @ k.swapaxes(-1, -2)) * (1.0 / np.sqrt(d)) + x.graph.constant(mask)).softmax(-1)
+        out: Tensor = self.head(x + att @ v)
+        return out
+
+
+def _attention() -> tuple[Any, dict[str, np.ndarray], list[Variable]]:
+    rng = np.random.default_rng(1)
+    model = _Attention(8, 8)
+    model.initialize(1)
+    g = Graph()
+    idx, tgt = g.input("idx", (2, 4), "int64"), g.input("tgt", (8,), "int64")
+    loss = nn.cross_entropy(model(idx).reshape(8, 8), tgt)
+    # SGD: the key projection's bias has a zero gradient (softmax is shift-invariant),
+    # whose rounding noise Adam would turn into full-size steps
+    program = nn.SGD(model.parameters(), lr=0.2).compile(loss)
+    feeds: dict[str, np.ndarray] = {"idx": rng.integers(0, 8, (2, 4)), "tgt": rng.integers(0, 8, 8)}
+    return program, feeds, list(model.parameters())
+
+
+def test_a_small_attention_training_step_compiles_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedding lookups and their gradients (gather, scatter_add), slices of the qkv
+    projection and their gradients (slice, scatter_slice), layer norm and softmax: one
+    compiled step (above the default work limit: raised here), training as numpy."""
+    monkeypatch.setattr(step, "WORK_LIMIT", 1 << 17)
+    runs = {}
+    for flag in (True, False):
+        jit.set_enabled(flag)
+        program, feeds, params = _attention()
+        losses = [float(program(feeds)[0]) for _ in range(15)]
+        runs[flag] = (losses, [p.value.copy() for p in params], _fn(program, feeds))
+    fn = runs[True][2]
+    assert fn.step_plan is not None, fn.step_declined
+    assert fn.whole_step_active(), fn.step_declined
+    ops = {n.op for n in program.executable.schedule.nodes}
+    assert {"gather", "scatter_add", "slice", "scatter_slice", "softmax", "layer_norm"} <= ops
+    np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(runs[True][1], runs[False][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert runs[True][0][-1] < runs[True][0][0]
+    before = [p.value.copy() for p in params]
+    with pytest.raises(OutOfRangeError, match="gather: index 9 is out of range"):
+        program(dict(feeds, idx=np.full((2, 4), 9)))
+    for p, b in zip(params, before, strict=True):
+        np.testing.assert_array_equal(p.value, b)
+    assert fn.whole_step_active(), fn.step_declined
 
 
 def test_large_steps_stay_on_numpy() -> None:

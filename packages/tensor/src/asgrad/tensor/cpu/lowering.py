@@ -18,8 +18,9 @@ primitive (`asgrad.tensor.cpu.specialize.expression_line`,
 `asgrad.tensor.cpu.jit.kernels.rendered_kernel`,
 `asgrad.tensor.cpu.jit.emit_ops.emit_expression`), so no elementwise op is named
 in this package. An op with a row program (``OpDef.rows``: softmax, the norms) needs
-none either: its numpy kernel is rendered from the program, and so is its compiled
-kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`). Ops of the structural
+none either: its numpy kernel is rendered from the program, and so are its compiled
+kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) and its whole-step loops
+(`asgrad.tensor.cpu.jit.emit_rows.emit_rows`). Ops of the structural
 families (reductions, shape, linalg, pool, index, optim) have entries keyed by op
 inside their family's entry, and a family may fuse groups of lines (``fuse``: Adam's
 three ops per parameter as one pass).
@@ -113,11 +114,18 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
         compiled={"max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward")}
     ),
     "index": FamilyLowering(
+        emit={
+            "slice": em.slice_view,
+            "scatter_slice": em.scatter_slice,
+            "gather": em.gather,
+            "scatter_add": em.scatter_add,
+            "one_hot": em.one_hot,
+        },
         compiled={
             "scatter_add": JitKernel(
                 "kernels_pool", "scatter_add", applies=JitKernel.index_gradient
             )
-        }
+        },
     ),
     "optim": FamilyLowering(
         compiled={
@@ -171,6 +179,17 @@ def _rows_compiled(op: OpDef) -> Chooser:
     return choose
 
 
+def _rows_emit(op: OpDef) -> Emitter:
+    def emit(k: Any, node: Node, ins: Sequence[Any], out: TensorType) -> Any:
+        from asgrad.tensor.cpu.jit.emit_rows import emit_rows
+
+        assert op.rows is not None
+        program = op.rows(len(ins[0].shape), len(ins), **node.attrs)
+        return emit_rows(k, program, ins, out)
+
+    return emit
+
+
 def _family_compiled(entry: JitKernel) -> Chooser:
     def choose(node: Node, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
         return entry if entry.applies_to(ins, out, node.attrs) else None
@@ -184,7 +203,7 @@ def resolve(op: OpDef) -> OpLowering:
     if op.expression is not None:
         return OpLowering(_rendered_numpy(op), _rendered_compiled(op), _rendered_emit(op))
     if op.rows is not None:
-        return OpLowering(compiled=_rows_compiled(op))
+        return OpLowering(compiled=_rows_compiled(op), emit=_rows_emit(op))
     family = FAMILY_LOWERINGS.get(op.family)
     if family is None:
         return OpLowering()

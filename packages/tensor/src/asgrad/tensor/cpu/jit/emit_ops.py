@@ -7,8 +7,10 @@ as explicit loops with constant bounds, computing what the op's numpy kernel com
 result's `Val`. `emit_expression` writes any
 elementwise op from its scalar expression
 (`render_numba`); the emitters below are the
-structural families' (reductions, views, matrix products, Adam's updates), listed in
-`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`. An op without one, or one an
+structural families' (reductions, views, matrix products, Adam's updates, slices,
+gathers, their scatters and one-hot), listed in
+`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an op with a row program is written by
+`asgrad.tensor.cpu.jit.emit_rows`. An op without one, or one an
 emitter declines (`UnsupportedError`: another dtype, an attribute it does not
 handle), sends the whole step back to the numpy path.
 """
@@ -23,6 +25,7 @@ import numpy as np
 
 from asgrad.tensor.cpu.jit.emit import (
     FLOATS,
+    Index,
     Kernel,
     UnsupportedError,
     Val,
@@ -129,6 +132,123 @@ def matmul(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
 def _batch(shape: Sequence[int], batch: Sequence[int], idx: Sequence[str]) -> list[str]:
     lead = len(batch) - (len(shape) - 2)
     return ["0" if shape[d] == 1 else idx[lead + d] for d in range(len(shape) - 2)]
+
+
+def _slice_items(index: Sequence[Any], shape: Sequence[int]) -> list[tuple[int, int] | int]:
+    """Per axis of ``shape``: ``(start, step)`` of a slice, or an int's position."""
+    items: list[tuple[int, int] | int] = []
+    for d, n in enumerate(shape):
+        item = index[d] if d < len(index) else slice(None)
+        if isinstance(item, slice):
+            start, _, step = item.indices(n)
+            items.append((start, step))
+        elif isinstance(item, int) and not isinstance(item, bool):
+            items.append(item % n)
+        else:
+            raise UnsupportedError(f"a slice index {item!r}")
+    return items
+
+
+def _sliced(items: Sequence[tuple[int, int] | int], idx: Sequence[str]) -> list[str]:
+    """The indices into the sliced value at the slice's indices ``idx``."""
+    out, pos = [], 0
+    for item in items:
+        if isinstance(item, int):
+            out.append(str(item))
+            continue
+        start, step = item
+        i = idx[pos]
+        pos += 1
+        term = i if step == 1 else f"{i} * {step}"
+        out.append(f"({start} + {term})" if start else f"({term})")
+    return out
+
+
+def slice_view(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """``x[index]`` with ints and slices: a view."""
+    (x,) = ins
+    items = _slice_items(node.attrs["index"], x.shape)
+    return Val(out_t.shape, x.dtype, lambda idx: x.at(_sliced(items, idx)))
+
+
+def scatter_slice(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """Zeros shaped like ``x`` with ``g`` written at the slice."""
+    g, _x = ins
+    items = _slice_items(node.attrs["index"], out_t.shape)
+    out = _zeros(k, out_t)
+    idx, depth = k.loops(g.shape, 0)
+    k.line(depth, f"{out.at(_sliced(items, idx))} = {g.at(idx)}")
+    k.flops += max(1, math.prod(g.shape))
+    return out
+
+
+def _zeros(k: Kernel, out_t: TensorType) -> Val:
+    out = k.alloc(out_t.shape, out_t.dtype)
+    idx, depth = k.loops(out_t.shape, 0)
+    k.line(depth, f"{out.at(idx)} = {literal(0, out_t.dtype)}")
+    k.flops += max(1, math.prod(out_t.shape))
+    return out
+
+
+def _checked(k: Kernel, op: str, idx: Val, n: int) -> None:
+    """A loop raising ``IndexError`` unless every element of ``idx`` is in ``[0, n)``:
+    the step's wrapper then runs the numpy function, whose kernel raises the typed
+    error (the step writes no variable before its end)."""
+    if idx.dtype not in ("int32", "int64"):
+        raise UnsupportedError(f"{op} of non-integer indices")
+    at, depth = k.loops(idx.shape, 0)
+    v = k.fresh("v")
+    k.line(depth, f"{v} = {idx.at(at)}")
+    k.line(depth, f"if {v} < 0 or {v} >= {n}:")
+    k.line(depth + 1, f'raise IndexError("{op}: an index out of range")')
+    k.flops += max(1, math.prod(idx.shape))
+
+
+def gather(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """``take(x, indices, axis)``: the indices checked, then a view."""
+    x, indices = ins
+    axis = int(node.attrs["axis"]) % len(x.shape)
+    _checked(k, "gather", indices, x.shape[axis])
+    m = len(indices.shape)
+
+    def at(idx: Index) -> str:
+        i = indices.at(list(idx[axis : axis + m]))
+        return x.at([*idx[:axis], f"({i})", *idx[axis + m :]])
+
+    return Val(out_t.shape, x.dtype, at)
+
+
+def scatter_add(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """Zeros shaped like ``x`` with ``g`` added at the indices along ``axis``, in order."""
+    _floats(ins[:1], out_t)
+    g, indices, _x = ins
+    axis = int(node.attrs["axis"]) % len(out_t.shape)
+    _checked(k, "scatter_add", indices, out_t.shape[axis])
+    out = _zeros(k, out_t)
+    m = len(indices.shape)
+    idx, depth = k.loops(g.shape, 0)
+    i = indices.at(list(idx[axis : axis + m]))
+    target = out.at([*idx[:axis], f"({i})", *idx[axis + m :]])
+    k.line(depth, f"{target} += {g.at(idx)}")
+    k.flops += max(1, math.prod(g.shape))
+    return out
+
+
+def one_hot(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """``one_hot``: the indices checked, then one loop writing ones and zeros."""
+    (idx,) = ins
+    depth = int(node.attrs["depth"])
+    _checked(k, "one_hot", idx, depth)
+    out = k.alloc(out_t.shape, out_t.dtype)
+    k.flops += max(1, math.prod(out_t.shape))
+    outer, depth_ = k.loops(idx.shape, 0)
+    v = k.fresh("v")
+    k.line(depth_, f"{v} = {idx.at(outer)}")
+    c = k.fresh("c")
+    k.line(depth_, f"for {c} in range({depth}):")
+    one, zero = literal(1, out_t.dtype), literal(0, out_t.dtype)
+    k.line(depth_ + 1, f"{out.at([*outer, c])} = {one} if {v} == {c} else {zero}")
+    return out
 
 
 def adam_ema(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:

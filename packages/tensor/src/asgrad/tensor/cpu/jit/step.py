@@ -2,8 +2,9 @@
 
 When a schedule updates variables (a training step), every value its roots need
 can be written in Numba (its op's ``emit`` lowering, found by
-`resolve`: rendered from the op's scalar expression,
-or its family's emitter in `asgrad.tensor.cpu.jit.emit_ops`) and the work is
+`resolve`: rendered from the op's scalar expression or
+row program (`asgrad.tensor.cpu.jit.emit_rows`), or its family's emitter in
+`asgrad.tensor.cpu.jit.emit_ops`) and the work is
 small (`WORK_LIMIT`),
 `plan_step` writes one Numba function for the whole step: explicit loops with
 constant bounds, every intermediate in a flat work buffer allocated once per call,
@@ -20,7 +21,10 @@ that every such variable still holds its view, no device holds it, and nothing e
 references the views or the buffer (their reference counts): an array someone took
 from ``variable.value`` (or any view of it) is never written afterwards. When a check
 fails the values are copied into a fresh buffer first (as the numpy path would make
-fresh arrays), so the old arrays keep their values.
+fresh arrays), so the old arrays keep their values. The variables are written after
+every other value is computed, so a step that raises first (an index out of range:
+``IndexError``, after which the wrapper runs the numpy function for the call, whose
+kernel raises the typed error) updates nothing.
 
 The generated module is written under `cache_dir`, named
 by a hash of its source, and compiled with Numba's ``cache=True``: another process
@@ -279,7 +283,7 @@ def with_whole_step(
 
     def warm(feeds: Any) -> Any:
         try:
-            impl[0] = whole_step(plan, fallback)
+            impl[0] = whole_step(plan, fallback, line_fn)
         except Exception as exc:  # no Numba module: keep the numpy path
             return fallback(feeds, f"loading failed: {type(exc).__name__}: {exc}")
         return impl[0](feeds)

@@ -57,9 +57,14 @@ def load_module(source: str, prefix: str) -> Any:
     return module
 
 
-def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:
+def wrapper(
+    plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any], numpy: Callable[[Any], Any]
+) -> Any:
     """The Python function calling ``kernel``: ``run(feeds)``, with the variables bound;
-    ``fallback(feeds)`` runs a step Numba cannot compile for the arguments given."""
+    ``fallback(feeds)`` runs a step Numba cannot compile for the arguments given, and
+    ``numpy(feeds)`` runs the numpy function for one call whose indices the step found
+    out of range (``IndexError``, raised before any variable is written): its kernels
+    raise the typed error."""
     from numba.core.errors import NumbaError  # the compiled path has Numba
 
     env: dict[str, Any] = {
@@ -69,6 +74,7 @@ def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:
         "_asarray": np.asarray,
         "_NumbaError": NumbaError,
         "_fallback": fallback,
+        "_numpy": numpy,
     }
     checks, calib, expected, args = [], [], [], []
     for i, (name, scalar) in enumerate(zip(plan.feeds, plan.scalar_feeds, strict=True)):
@@ -118,6 +124,8 @@ def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:
         f"        r = _step({', '.join(args)})",
         "    except _NumbaError:  # arguments of types it cannot compile for: numpy",
         "        return _fallback(feeds)",
+        "    except IndexError:  # an index out of range: numpy's kernels say which",
+        "        return _numpy(feeds)",
         f"    return [{', '.join(result)}]",
     ]
     lines += ["", "def _calib():", f"    return ({''.join(c + ', ' for c in calib)})"]
@@ -149,7 +157,7 @@ def wrapper(plan: StepPlan, kernel: Any, fallback: Callable[[Any], Any]) -> Any:
     return run
 
 
-def whole_step(plan: StepPlan, fallback: Callable[[Any], Any]) -> Any:
+def whole_step(plan: StepPlan, fallback: Callable[[Any], Any], numpy: Callable[[Any], Any]) -> Any:
     """The compiled step's ``run(feeds)`` (compiled, or loaded from the disk cache, on
-    its first call)."""
-    return wrapper(plan, load(plan.source), fallback)
+    its first call); ``fallback`` and ``numpy`` as `wrapper` takes them."""
+    return wrapper(plan, load(plan.source), fallback, numpy)
