@@ -32,7 +32,11 @@ if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
     from asgrad.tensor.ir.graph import Graph, Node
 
-__all__ = ["Call", "mark_specialised", "needs_retrace", "retrace", "traced"]
+__all__ = ["Call", "mark_specialised", "needs_retrace", "pinned_by", "retrace", "traced"]
+
+# The ``node.meta`` key a specialised call's results carry (kept by graph files): what
+# made them, for the error of a graph that cannot be traced again.
+SPECIALISED = "specialised"
 
 Build = Callable[["Graph", list["Tensor"]], Sequence["Tensor"]]
 
@@ -96,6 +100,9 @@ def traced(
         ]
         made = {n.id for n in graph.nodes[start:]}
     ids = tuple(r.node.id if r.node.id in made else None for r in results)
+    if specialised and rule is not None:  # an op's expansion (a grad's are recorded too)
+        for r in results:
+            r.node.meta = {**r.node.meta, SPECIALISED: what}
     call = Call(what, build, tuple(t.node for t in inputs), ids, specialised, location)
     table = graph.calls  # the node ids it made, each with the call and its position
     for k, node_id in enumerate(ids):
@@ -119,6 +126,22 @@ def needs_retrace(roots: Sequence[Node]) -> bool:
         entry = table.get(node.id)
         found = found or (entry is not None and entry[0].specialised)
     return found
+
+
+def pinned_by(roots: Sequence[Node]) -> str | None:
+    """The op and line of an expansion built for the declared sizes of a free axis that
+    ``roots`` depend on through their own graph (marked in ``node.meta``, which graph
+    files keep), or None. A program that cannot trace ``roots`` again (a loop; a graph
+    loaded from a file keeps no records) runs them at the declared sizes only."""
+    from asgrad.tensor.ir.passes import topological_order  # passes import the graph
+
+    if not roots:
+        return None
+    graph = roots[0].graph
+    for node in topological_order(list(roots)):
+        if node.graph is graph and SPECIALISED in node.meta:
+            return f"{node.meta[SPECIALISED]} (made at {node.location})"
+    return None
 
 
 def retrace(roots: Sequence[Node], shapes: Mapping[str, Shape]) -> list[Node]:
