@@ -112,27 +112,30 @@ def traced(
 
 
 def needs_retrace(roots: Sequence[Node]) -> bool:
-    """Whether ``roots`` depend on a specialised expansion of a graph that can be traced
-    again (no loop bodies)."""
+    """Whether ``roots`` depend on a specialised expansion recorded in their graph. With a
+    loop (``scan``, applied again as it is: its body is traced at the sizes it is fed),
+    a ``grad`` counts only through a specialised op's expansion (`pinned_by`): a loop's
+    gradient leaves the probes of the shape rules without being built for one size."""
     from asgrad.tensor.ir.passes import topological_order  # passes import the graph
 
     if not roots:
         return False
     table = roots[0].graph.calls
-    found = False
+    found = loops = False
     for node in topological_order(list(roots)):
-        if node.graph is not roots[0].graph or get_op(node.op).family == "control":
+        if node.graph is not roots[0].graph:
             return False
+        loops = loops or get_op(node.op).family == "control"
         entry = table.get(node.id)
         found = found or (entry is not None and entry[0].specialised)
-    return found
+    return found and (not loops or pinned_by(roots) is not None)
 
 
 def pinned_by(roots: Sequence[Node]) -> str | None:
     """The op and line of an expansion built for the declared sizes of a free axis that
     ``roots`` depend on through their own graph (marked in ``node.meta``, which graph
-    files keep), or None. A program that cannot trace ``roots`` again (a loop; a graph
-    loaded from a file keeps no records) runs them at the declared sizes only."""
+    files keep), or None. A program that cannot trace ``roots`` again (a graph loaded
+    from a file keeps no records) runs them at the declared sizes only."""
     from asgrad.tensor.ir.passes import topological_order  # passes import the graph
 
     if not roots:

@@ -108,7 +108,7 @@ class Program:
             LRUCache(self.MAX_PLANS) if needs_retrace(self._roots) else None
         )
         self._active = self.executable
-        # Otherwise such a graph (with a loop, or loaded from a file) runs the declared sizes.
+        # Otherwise such a graph (loaded from a file: no records) runs the declared sizes.
         self._pinned = None if self._plans is not None else pinned_by(self._roots)
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
@@ -307,9 +307,10 @@ class Program:
         fed = ", ".join(f"{n}: {list(s)}" for n, s in other.items())
         raise FeedError(
             f"fed {fed}, but this graph runs only at the declared sizes ({declared}): it holds"
-            f" {self._pinned}, built for the declared size of a free axis, and a graph with a"
-            " loop (scan), or loaded from a graph file, is not traced again at other sizes."
-            " Feed the declared shape, or build the graph (without a loop) in this process"
+            f" {self._pinned}, built for the declared size of a free axis, and a graph loaded"
+            " from a graph file keeps no record of how its ops were built, so it is not traced"
+            " again at other sizes. Feed the declared shape, or build the graph in this"
+            " process (it is then traced again per set of fed sizes)"
         )
 
     def _plan_for(self, signature: tuple[tuple[str, tuple[int, ...]], ...]) -> Any:
