@@ -38,13 +38,14 @@ def _feeds(batch: int) -> dict[str, np.ndarray]:
     return {"x": x, "s": np.ones((3, 5), np.float32)}
 
 
+@pytest.mark.parametrize("backend", ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
 @pytest.mark.parametrize("batch", [4, 1, 3, 6])
 def test_a_graph_with_a_loop_builds_an_op_for_the_declared_size_again_at_the_size_fed(
-    batch: int,
+    batch: int, backend: str
 ) -> None:
     _, outs = _rolled_with_a_loop()
     feeds = _feeds(batch)
-    (got,) = compile(outs)(feeds)
+    (got,) = compile(outs, backend=backend)(feeds)
     np.testing.assert_array_equal(got, np.roll(feeds["x"], 6, 0) * 3.0)
 
 
