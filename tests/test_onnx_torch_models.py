@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from asgrad import nn
@@ -53,16 +54,31 @@ def test_pytorch_model_runs_at_another_batch_size(name: str) -> None:
     np.testing.assert_allclose(y, expected["y_other"], rtol=1e-4, atol=1e-5)
 
 
-# The exported LSTM's initial state is ConstantOfShape(Shape(x)...), folded at the declared
-# batch when imported: it runs at the batch it was loaded at.
-@pytest.mark.parametrize("name", ["torch_transformer", "torch_interpolate"])
+# The encoder layer's reshapes put the batch inside the heads' axis and back; the LSTM's
+# initial state is ConstantOfShape(Shape(x)...), zeros that follow the batch fed.
+@pytest.mark.parametrize("name", MODELS)
 def test_pytorch_model_loaded_at_one_batch_size_runs_at_another(name: str) -> None:
-    # the encoder layer's reshapes put the batch inside the heads' axis and back
     expected = np.load(DATA / f"{name}.npz")
     loaded = load(DATA / f"{name}.onnx", dims={"batch": len(expected["x"])})
     x = expected["x_other"]
     (y,) = evaluate([loaded.outputs["y"]], {"x": x})
     np.testing.assert_allclose(y, expected["y_other"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7])
+def test_pytorch_lstm_loaded_at_one_batch_size_matches_onnxruntime_at_others(batch: int) -> None:
+    # its zero initial state follows the batch fed (a size 1 never broadcast into the
+    # declared batch's state), and each example's output is its own
+    expected = np.load(DATA / "torch_lstm.npz")
+    loaded = load(DATA / "torch_lstm.onnx", dims={"batch": len(expected["x"])})
+    x = np.random.default_rng(batch).standard_normal((batch, *expected["x"].shape[1:]))
+    x = x.astype(np.float32)
+    session = ort.InferenceSession(str(DATA / "torch_lstm.onnx"))
+    (want,) = session.run(None, {"x": x})
+    (got,) = evaluate([loaded.outputs["y"]], {"x": x})
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    (first,) = evaluate([loaded.outputs["y"]], {"x": x[:1]})
+    np.testing.assert_allclose(first, got[:1], rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -3,7 +3,9 @@
 An ONNX value is either a graph [`Tensor`][asgrad.tensor.Tensor] or a `Static`
 array known while the graph is built (a constant, a shape and what is computed
 from it). ``Static.dynamic`` marks entries that came from a value's leading (batch)
-axis, so that a ``Reshape`` keeps that entry ``-1`` instead of the declared size.
+axis, so that a ``Reshape`` keeps that entry ``-1`` instead of the declared size;
+``Static.origins`` names, for each entry of a ``Shape``, the tensor and axis it measured,
+so that a ``ConstantOfShape`` follows the sizes of free axes when the graph runs.
 """
 
 from __future__ import annotations
@@ -24,16 +26,28 @@ __all__ = ["ImportContext", "Importer", "RunNodes", "Static", "Value"]
 
 @dataclass(frozen=True)
 class Static:
-    """An array known at load time; ``dynamic`` (same shape, or None) marks batch sizes."""
+    """An array known at load time; ``dynamic`` (same shape, or None) marks batch sizes;
+    ``origins`` (same shape, of objects, or None) holds ``(tensor, axis)`` for an entry
+    that is the size of that tensor's axis (a ``Shape``'s), else None; ``follows``: the
+    same values computed when the graph runs, at the sizes of free axes fed (what a
+    tensor input of an op gets), or None."""
 
     value: np.ndarray
     dynamic: np.ndarray | None = None
+    origins: np.ndarray | None = None
+    follows: Tensor | None = None
 
     def mask(self) -> np.ndarray:
         """``dynamic``, or all False."""
         if self.dynamic is None:
             return np.zeros(self.value.shape, dtype=bool)
         return self.dynamic
+
+    def sources(self) -> np.ndarray:
+        """``origins``, or all None."""
+        if self.origins is None:
+            return np.full(self.value.shape, None, dtype=object)
+        return self.origins
 
 
 Value = Tensor | Static
@@ -57,6 +71,8 @@ class ImportContext:
         """``value`` as a graph tensor (a `Static` becomes a constant)."""
         if isinstance(value, Tensor):
             return value
+        if value.follows is not None and value.follows.graph is self.graph:
+            return value.follows
         array = np.asarray(value.value)
         return self.graph.constant(array, dtype=array.dtype.name)
 

@@ -115,7 +115,7 @@ def _cast_like(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> lis
         raise OnnxImportError(f"CastLike to {dtype}, which asgrad does not have")
     x = xs[0]
     if isinstance(x, Static):
-        return [Static(x.value.astype(dtype), x.dynamic)]
+        return [Static(x.value.astype(dtype), x.dynamic, x.origins)]
     return [x.cast(dtype) if x.dtype != dtype else x]
 
 

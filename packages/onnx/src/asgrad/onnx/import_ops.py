@@ -29,7 +29,7 @@ from asgrad.onnx.import_recurrent import RECURRENT_IMPORTERS
 from asgrad.onnx.import_resize import RESIZE_IMPORTERS
 from asgrad.onnx.import_static import STATIC_IMPORTERS
 from asgrad.tensor import Tensor
-from asgrad.tensor.ir.free_sizes import free_reshape_target
+from asgrad.tensor.ir.free_sizes import free_axes_of, free_reshape_target
 
 __all__ = ["IMPORTERS", "ImportContext", "Static", "Value"]
 
@@ -117,7 +117,7 @@ def _cast(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Val
     dtype = ONNX_TO_DTYPE[to]
     x = xs[0]
     if isinstance(x, Static):
-        return [Static(x.value.astype(dtype), x.dynamic)]
+        return [Static(x.value.astype(dtype), x.dynamic, x.origins)]
     return [ctx.graph.apply("cast", [x], {"dtype": dtype})]
 
 
@@ -178,9 +178,13 @@ def _shape(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Va
     dynamic = np.zeros(shape.shape, dtype=bool)
     if isinstance(x, Tensor) and shape.size:
         dynamic[0] = True  # the leading axis is the batch: keep it dynamic in a Reshape
+    origins = np.full(shape.shape, None, dtype=object)
+    if isinstance(x, Tensor):
+        for axis in range(len(shape)):
+            origins[axis] = (x, axis)
     a = attributes(node)
     start, end = a.get("start", 0), a.get("end", len(shape))
-    return [Static(shape[start:end], dynamic[start:end])]
+    return [Static(shape[start:end], dynamic[start:end], origins[start:end])]
 
 
 def _size(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -196,7 +200,38 @@ def _constant_of_shape(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]
     shape = [int(d) for d in ctx.static(xs[0], "ConstantOfShape's shape")]
     fill = attributes(node).get("value")
     value = numpy_helper.to_array(fill) if fill is not None else np.zeros(1, np.float32)
-    return [Static(np.full(shape, value.reshape(-1)[0], dtype=value.dtype))]
+    folded = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
+    sized = _free_sizes(ctx, xs[0], len(shape))
+    if not sized:
+        return [Static(folded)]
+    # entries that are sizes of free axes (PyTorch's LSTM state: zeros of the batch size)
+    # follow them when the graph runs: the fill broadcast like a tensor of the shape, its
+    # other entries the constant sizes; folded where a constant is needed
+    like = ctx.graph.constant(
+        np.zeros([1 if k in sized else d for k, d in enumerate(shape)], np.float32)
+    )
+    for k, (t, axis) in sized.items():
+        index = tuple(slice(None) if i == axis else slice(0, 1) for i in range(len(t.shape)))
+        column = ctx.graph.apply("slice", [t], {"index": index})
+        target = tuple(-1 if i == k else 1 for i in range(len(shape)))
+        column = ctx.graph.apply("reshape", [column], {"shape": target})
+        like = like + ctx.graph.apply("cast", [column], {"dtype": like.dtype})
+    filled = ctx.graph.constant(folded.reshape(-1)[:1].reshape(()), dtype=value.dtype.name)
+    return [Static(folded, follows=ctx.graph.apply("broadcast_like", [filled, like], {}))]
+
+
+def _free_sizes(ctx: ImportContext, shape: Value, rank: int) -> dict[int, tuple[Tensor, int]]:
+    """The entries of a shape that are sizes of free axes of tensors of this graph."""
+    if not isinstance(shape, Static) or shape.value.shape != (rank,):
+        return {}
+    out: dict[int, tuple[Tensor, int]] = {}
+    for k, origin in enumerate(shape.sources()):
+        if origin is None or origin[0].graph is not ctx.graph:
+            continue
+        tensor, axis = origin
+        if axis in (free_axes_of(tensor.node) or ()):
+            out[k] = (tensor, axis)
+    return out
 
 
 def _range(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Value]:
@@ -246,7 +281,13 @@ def _unsqueeze(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> lis
         added = len(attributes(node)["axes"])
     axes = _axes(ctx, node, xs, rank + added) or []
     if isinstance(x, Static):
-        return [Static(np.expand_dims(x.value, tuple(axes)), np.expand_dims(x.mask(), tuple(axes)))]
+        return [
+            Static(
+                np.expand_dims(x.value, tuple(axes)),
+                np.expand_dims(x.mask(), tuple(axes)),
+                np.expand_dims(x.sources(), tuple(axes)),
+            )
+        ]
     return [ctx.graph.apply("expand_dims", [x], {"axis": tuple(axes)})]
 
 
@@ -257,7 +298,13 @@ def _squeeze(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[
     if axes is None:
         axes = [i for i, d in enumerate(shape) if d == 1]
     if isinstance(x, Static):
-        return [Static(np.squeeze(x.value, tuple(axes)), np.squeeze(x.mask(), tuple(axes)))]
+        return [
+            Static(
+                np.squeeze(x.value, tuple(axes)),
+                np.squeeze(x.mask(), tuple(axes)),
+                np.squeeze(x.sources(), tuple(axes)),
+            )
+        ]
     return [ctx.graph.apply("squeeze", [x], {"axis": tuple(axes)})]
 
 
@@ -269,6 +316,7 @@ def _concat(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[V
             Static(
                 np.concatenate([s.value for s in statics], axis=axis),
                 np.concatenate([s.mask() for s in statics], axis=axis),
+                np.concatenate([s.sources() for s in statics], axis=axis),
             )
         ]
     return [ctx.graph.apply("concat", [ctx.tensor(x) for x in xs], {"axis": axis})]
@@ -292,10 +340,26 @@ def _gather(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[V
     axis = int(attributes(node).get("axis", 0))
     if isinstance(data, Static) and isinstance(indices, Static):
         idx = indices.value
-        return [Static(np.take(data.value, idx, axis=axis), np.take(data.mask(), idx, axis=axis))]
+        return [
+            Static(
+                np.take(data.value, idx, axis=axis),
+                np.take(data.mask(), idx, axis=axis),
+                _object_array(np.take(data.sources(), idx, axis=axis)),
+            )
+        ]
     x = ctx.tensor(data)
     axis %= len(x.shape)
     return [ctx.graph.apply("gather", [x, _wrapped(ctx, indices, x.shape[axis])], {"axis": axis})]
+
+
+def _object_array(taken: object) -> np.ndarray:
+    """What ``numpy.take`` of an object array gave (one entry, unwrapped, for a scalar
+    index) as an object array."""
+    if isinstance(taken, np.ndarray):
+        return taken
+    out = np.empty((), dtype=object)
+    out[()] = taken
+    return out
 
 
 def _wrapped(ctx: ImportContext, indices: Value, size: int) -> Tensor:
@@ -331,7 +395,7 @@ def _slice(ctx: ImportContext, node: onnx.NodeProto, xs: list[Value]) -> list[Va
     while index and index[-1] == slice(None):
         index.pop()
     if isinstance(x, Static):
-        return [Static(x.value[tuple(index)], x.mask()[tuple(index)])]
+        return [Static(x.value[tuple(index)], x.mask()[tuple(index)], x.sources()[tuple(index)])]
     return [ctx.graph.apply("slice", [x], {"index": tuple(index)})]
 
 

@@ -32,7 +32,11 @@ if TYPE_CHECKING:
     from asgrad.tensor.api.tensor import Tensor
     from asgrad.tensor.ir.graph import Graph, Node
 
-__all__ = ["Call", "mark_specialised", "needs_retrace", "retrace", "traced"]
+__all__ = ["Call", "mark_specialised", "needs_retrace", "pinned_by", "retrace", "traced"]
+
+# The ``node.meta`` key a specialised call's results carry (kept by graph files): what
+# made them, for the error of a graph that cannot be traced again.
+SPECIALISED = "specialised"
 
 Build = Callable[["Graph", list["Tensor"]], Sequence["Tensor"]]
 
@@ -96,6 +100,9 @@ def traced(
         ]
         made = {n.id for n in graph.nodes[start:]}
     ids = tuple(r.node.id if r.node.id in made else None for r in results)
+    if specialised and rule is not None:  # an op's expansion (a grad's are recorded too)
+        for r in results:
+            r.node.meta = {**r.node.meta, SPECIALISED: what}
     call = Call(what, build, tuple(t.node for t in inputs), ids, specialised, location)
     table = graph.calls  # the node ids it made, each with the call and its position
     for k, node_id in enumerate(ids):
@@ -105,20 +112,39 @@ def traced(
 
 
 def needs_retrace(roots: Sequence[Node]) -> bool:
-    """Whether ``roots`` depend on a specialised expansion of a graph that can be traced
-    again (no loop bodies)."""
+    """Whether ``roots`` depend on a specialised expansion recorded in their graph. With a
+    loop (``scan``, applied again as it is: its body is traced at the sizes it is fed),
+    a ``grad`` counts only through a specialised op's expansion (`pinned_by`): a loop's
+    gradient leaves the probes of the shape rules without being built for one size."""
     from asgrad.tensor.ir.passes import topological_order  # passes import the graph
 
     if not roots:
         return False
     table = roots[0].graph.calls
-    found = False
+    found = loops = False
     for node in topological_order(list(roots)):
-        if node.graph is not roots[0].graph or get_op(node.op).family == "control":
+        if node.graph is not roots[0].graph:
             return False
+        loops = loops or get_op(node.op).family == "control"
         entry = table.get(node.id)
         found = found or (entry is not None and entry[0].specialised)
-    return found
+    return found and (not loops or pinned_by(roots) is not None)
+
+
+def pinned_by(roots: Sequence[Node]) -> str | None:
+    """The op and line of an expansion built for the declared sizes of a free axis that
+    ``roots`` depend on through their own graph (marked in ``node.meta``, which graph
+    files keep), or None. A program that cannot trace ``roots`` again (a graph loaded
+    from a file keeps no records) runs them at the declared sizes only."""
+    from asgrad.tensor.ir.passes import topological_order  # passes import the graph
+
+    if not roots:
+        return None
+    graph = roots[0].graph
+    for node in topological_order(list(roots)):
+        if node.graph is graph and SPECIALISED in node.meta:
+            return f"{node.meta[SPECIALISED]} (made at {node.location})"
+    return None
 
 
 def retrace(roots: Sequence[Node], shapes: Mapping[str, Shape]) -> list[Node]:

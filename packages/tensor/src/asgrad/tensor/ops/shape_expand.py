@@ -101,8 +101,9 @@ def fixed_axes(x: Tensor, axes: Sequence[int]) -> Tensor:
     sizes of ``axes``.
 
     When one of them follows a free axis the expansion is marked specialised (built
-    again at the sizes fed, see `refuse_free_axes`). A graph that cannot be traced
-    again (one with a loop) keeps a run-time check: a ``where`` with a constant
+    again at the sizes fed, see `refuse_free_axes`). A graph that is not traced again
+    (one loaded from a graph file, which refuses other sizes of its inputs when fed)
+    keeps a run-time check too: a ``where`` with a constant
     condition of those sizes (1 on the other axes) makes another size a shape error
     naming the line, and leaves the other axes free.
     """

@@ -24,7 +24,7 @@ from asgrad.tensor.errors import FeedError, MemoryBudgetError, PrecisionWarning
 from asgrad.tensor.ir.cache import LRUCache
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.memory import MemoryPlan, format_bytes
-from asgrad.tensor.ir.retrace import needs_retrace, retrace
+from asgrad.tensor.ir.retrace import needs_retrace, pinned_by, retrace
 from asgrad.tensor.ir.schedule import Schedule, Updates, make_schedule
 from asgrad.tensor.runtime.backends import get_backend, resolve_backend_name
 from asgrad.tensor.runtime.device_values import DeviceValue
@@ -108,6 +108,8 @@ class Program:
             LRUCache(self.MAX_PLANS) if needs_retrace(self._roots) else None
         )
         self._active = self.executable
+        # Otherwise such a graph (loaded from a file: no records) runs the declared sizes.
+        self._pinned = None if self._plans is not None else pinned_by(self._roots)
 
     def __call__(self, feeds: Mapping[str, Any] | None = None, **kwargs: Any) -> list[np.ndarray]:
         return self.run(_merge(feeds, kwargs))
@@ -280,6 +282,8 @@ class Program:
         if signature not in self._checked:
             for name, v in out.items():
                 _check_fed_shape(self._inputs[name], v.shape)
+            if self._pinned is not None:
+                self._refuse_other_sizes(signature)
             if self._plans is None:  # a traced graph is checked when traced
                 self.schedule.infer_types({name: v.shape for name, v in out.items()})
             self._checked.add(signature)
@@ -291,6 +295,23 @@ class Program:
                 (name, v.__class__, v.dtype, v.shape) for name, v in out.items()
             )
         return out
+
+    def _refuse_other_sizes(self, signature: tuple[tuple[str, tuple[int, ...]], ...]) -> None:
+        """A graph that cannot be traced again, holding an op built for the declared size
+        of a free axis, refuses other sizes instead of giving that op's declared-size
+        result (a fed size 1 would broadcast into its tables)."""
+        other = {n: s for n, s in signature if s != self._inputs[n].shape}
+        if not other:
+            return
+        declared = ", ".join(f"{n}: {list(self._inputs[n].shape)}" for n in other)
+        fed = ", ".join(f"{n}: {list(s)}" for n, s in other.items())
+        raise FeedError(
+            f"fed {fed}, but this graph runs only at the declared sizes ({declared}): it holds"
+            f" {self._pinned}, built for the declared size of a free axis, and a graph loaded"
+            " from a graph file keeps no record of how its ops were built, so it is not traced"
+            " again at other sizes. Feed the declared shape, or build the graph in this"
+            " process (it is then traced again per set of fed sizes)"
+        )
 
     def _plan_for(self, signature: tuple[tuple[str, tuple[int, ...]], ...]) -> Any:
         """The executable for inputs of these shapes: the graph traced again at them,
