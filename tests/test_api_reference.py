@@ -32,6 +32,10 @@ from asgrad.tensor import Tensor  # noqa: E402
 
 SPHINX_ROLE = re.compile(r":[a-z]+:`")
 
+# One worker runs every test of the file, so that griffe loads the packages once (the
+# module fixture), not once on each worker that gets one of the tests.
+pytestmark = pytest.mark.xdist_group("api_reference")
+
 
 def mkdocs_config() -> dict[str, Any]:
     config: dict[str, Any] = yaml_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))

@@ -14,6 +14,10 @@ from asgrad.onnx.conformance import CaseResult, op_table, run_cases
 # importers are added (``python scripts/onnx_conformance.py`` prints the table).
 PASSING_OP_TYPES_FLOOR = 153
 
+# One worker runs every test of the file, so that the cases run once (the module fixture),
+# not once on each worker that gets one of the tests.
+pytestmark = pytest.mark.xdist_group("onnx_conformance")
+
 
 @pytest.fixture(scope="module")
 def results() -> list[CaseResult]:
