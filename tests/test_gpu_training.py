@@ -102,9 +102,10 @@ def test_backward_activation_gradients_are_matmul_epilogues(
     device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With epilogues that read operands besides the product (off by default: see
-    `asgrad.gpu.plan.fusion.EPILOGUE_LEAVES`), in a training step ``relu(x @ W + b)`` and ``gelu(h @ W + b)`` are the epilogues
-    of their products, and the gradient through the ReLU, ``(dy @ W^T) * (h > 0)``, of
-    its product: the steps match the CPU's."""
+    `asgrad.gpu.plan.fusion.EPILOGUE_LEAVES`), in a training step ``relu(x @ W + b)``
+    and ``gelu(h @ W + b)`` are the epilogues of their products, and the gradient
+    through the ReLU, ``(dy @ W^T) * (h > 0)``, of its product: the steps match the
+    CPU's."""
 
     def train(backend: str) -> tuple[list[np.ndarray], Any]:
         model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 8), nn.GELU())
