@@ -41,6 +41,7 @@ __all__ = [
     "cast",
     "const",
     "render_numpy",
+    "replace",
     "substitute",
     "where",
 ]
@@ -304,6 +305,19 @@ def substitute(e: Expr, args: Sequence[Expr]) -> Expr:
     if not e.args:
         return e
     return Expr(e.op, tuple(substitute(a, args) for a in e.args), e.value)
+
+
+def replace(e: Expr, old: Expr, new: Expr) -> Expr:
+    """``e`` with every subexpression equal to ``old`` replaced by ``new``.
+
+    >>> replace(exp(arg(0) - arg(1)) + arg(1), arg(1), const(0.5))
+    add(exp(sub(x0, 0.5)), 0.5)
+    """
+    if e == old:
+        return new
+    if not e.args:
+        return e
+    return Expr(e.op, tuple(replace(a, old, new) for a in e.args), e.value)
 
 
 def build(fn: Callable[..., Expr], arity: int, attrs: Mapping[str, Any], dtype: str) -> Expr:

@@ -27,7 +27,7 @@ from asgrad.tensor.cpu.jit.emit import FLOATS, Kernel, UnsupportedError, Val, li
 from asgrad.tensor.cpu.jit.render import cost, render_numba
 from asgrad.tensor.ir.registry import TensorType
 from asgrad.tensor.ir.rows import RowProgram
-from asgrad.tensor.ir.scalar import Expr, arg
+from asgrad.tensor.ir.scalar import Expr, arg, replace
 
 __all__ = ["emit_rows"]
 
@@ -122,7 +122,7 @@ def emit_rows(k: Kernel, program: RowProgram, ins: Sequence[Val], out_t: TensorT
     body_expr = hoist(program.out)
     if cached_expr is not None:
         names.append(lambda at: out.at(at))
-        body_expr = _replace(body_expr, cached_expr, arg(len(names) - 1))
+        body_expr = replace(body_expr, cached_expr, arg(len(names) - 1))
     inner, body = k.loops([shape[a] for a in axes], depth, "k")
     k.line(body, f"{out.at(_at(full, axes, inner))} = {render(body_expr, inner)}")
     k.flops += size * cost(body_expr)
@@ -139,14 +139,6 @@ def _at(full: Sequence[str], axes: Sequence[int], inner: Sequence[str]) -> list[
 
 def _contains(e: Expr, sub: Expr) -> bool:
     return e == sub or any(_contains(a, sub) for a in e.args)
-
-
-def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
-    if e == old:
-        return new
-    if not e.args:
-        return e
-    return Expr(e.op, tuple(_replace(a, old, new) for a in e.args), e.value)
 
 
 def _cached(program: RowProgram, groups: Sequence[Sequence[int]]) -> int | None:

@@ -34,7 +34,7 @@ from asgrad.tensor.cpu.jit.kernels import JitKernel
 from asgrad.tensor.cpu.jit.render import PRELUDE, render_numba
 from asgrad.tensor.ir.registry import TensorType
 from asgrad.tensor.ir.rows import RowProgram, Stage, index, reads_inputs
-from asgrad.tensor.ir.scalar import Expr, arg
+from asgrad.tensor.ir.scalar import Expr, arg, replace
 
 __all__ = ["rows_kernel"]
 
@@ -75,14 +75,6 @@ def _args(e: Expr) -> set[int]:
     if e.op == "arg":
         return {index(e)}
     return set().union(*(_args(a) for a in e.args)) if e.args else set()
-
-
-def _replace(e: Expr, old: Expr, new: Expr) -> Expr:
-    if e == old:
-        return new
-    if not e.args:
-        return e
-    return Expr(e.op, tuple(_replace(a, old, new) for a in e.args), e.value)
 
 
 class _Writer:
@@ -179,7 +171,7 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
     for k, group in enumerate(groups):
         exprs = [w.hoist(stages[j], ind) for j in group]
         if dst is not None:
-            exprs = [_replace(e, cached_expr, dst) for e in exprs]
+            exprs = [replace(e, cached_expr, dst) for e in exprs]
             for e in exprs:
                 after_write |= reads_inputs(e, n_in)
         if cached in group:  # a pass of its own
@@ -209,7 +201,7 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
         w.body.append(_pass(w, k, group, exprs, ind))
     body = w.hoist(out, ind)
     if dst is not None:
-        body = _replace(body, cached_expr, dst)
+        body = replace(body, cached_expr, dst)
         after_write |= reads_inputs(body, n_in)
     w.body.append(f"{ind}for j in range(dst.shape[0]):")
     w.body.append(f"{ind}    dst[j] = {w.render(body)}")
@@ -274,7 +266,7 @@ def _slabs(program: RowProgram, dtype: str, groups: list[list[int]], cached: int
     for group in groups:
         exprs = [w.hoist(stages[j], ind) for j in group]
         if dst is not None:
-            exprs = [_replace(e, cached_expr, dst) for e in exprs]
+            exprs = [replace(e, cached_expr, dst) for e in exprs]
         w.body.append(f"{ind}for q in range(post):")
         for j in group:
             start = minus_inf if program.stages[j].reduce == "max" else literal(0, dtype)
@@ -301,7 +293,7 @@ def _slabs(program: RowProgram, dtype: str, groups: list[list[int]], cached: int
             dst = w.pseudo("dst[j, q]")
     body = w.hoist(program.out, ind)
     if dst is not None:
-        body = _replace(body, cached_expr, dst)
+        body = replace(body, cached_expr, dst)
     w.body.append(f"{ind}for j in range(n):")
     w.body.append(f"{ind}    for q in range(post):")
     w.body.append(f"{ind}        dst[j, q] = {w.render(body)}")
