@@ -184,8 +184,9 @@ def _exp32(x: Any) -> Any:
     return inf if x > _EXP_HIGH else (p * s1 * s2 if x == x else x)
 
 
-def _float32_form(stub: Any, fast: Any) -> None:
-    """Compile ``stub`` as ``fast`` for float32 arguments and as ``math.exp`` otherwise."""
+def _float32_form(stub: Any, fast: Any, exact: Any = math.exp) -> None:
+    """Compile ``stub`` as ``fast`` for float32 arguments and as ``exact`` (the C
+    library's function) otherwise."""
 
     @overloads(stub)
     def _overload(x: Any) -> Any:
@@ -197,7 +198,7 @@ def _float32_form(stub: Any, fast: Any) -> None:
             return f32
 
         def f64(x: Any) -> Any:
-            return math.exp(x)
+            return exact(x)
 
         return f64
 
@@ -243,19 +244,7 @@ def erf(x: Any) -> Any:
     return math.erf(x)
 
 
-@overloads(erf)
-def _erf_overload(x: Any) -> Any:
-    if x == types.float32:
-
-        def f32(x: Any) -> Any:
-            return _erf32(x)
-
-        return f32
-
-    def f64(x: Any) -> Any:
-        return math.erf(x)
-
-    return f64
+_float32_form(erf, _erf32, math.erf)
 
 
 SUMS: dict[str, Any] = {**KERNEL, "fastmath": {"reassoc"}}
