@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from asgrad.gpu.device.array import Operand, contiguous_strides
 from asgrad.gpu.device.source import kernel_text, render
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.lowering.elementwise import _collapse
+from asgrad.gpu.lowering.elementwise import _collapse, offset_lines
 from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify
 from asgrad.tensor.ir.scalar import Expr
 
@@ -251,15 +251,8 @@ def _epilogue_text(
     slots = max(1, len(strided))
     row = [f"    var o = array<u32, {slots}>({', '.join(['0u'] * slots)});"]
     if strided:
-        row.append("    var rem = r;")
         row += [f"    o[{j}] = emu({76 + k}u);" for j, k in enumerate(strided)]
-        for d in range(rank - 1, -1, -1):
-            if d == 0:
-                row.append("    let c0 = rem;")
-            else:
-                row.append(f"    let c{d} = rem % emu({4 + d}u);")
-                row.append(f"    rem = rem / emu({4 + d}u);")
-            row += [f"    o[{j}] += c{d} * emu({12 + 8 * k + d}u);" for j, k in enumerate(strided)]
+        row += offset_lines("r", [(f"o[{j}]", k) for j, k in enumerate(strided)], rank, "emu")
     row.append("    return o;")
     lines: list[str] = []
     for k, mode in enumerate(modes):

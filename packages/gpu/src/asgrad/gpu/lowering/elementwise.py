@@ -76,15 +76,8 @@ def _source(
         strided.append(OUT_SLOT)
     index: list[str] = []
     if strided:
-        index.append("    var rem = i;")
         index += [f"    var o{k} = mu({76 + k}u);" for k in strided]
-        for d in range(rank - 1, -1, -1):
-            if d == 0:
-                index.append("    let c0 = rem;")
-            else:
-                index.append(f"    let c{d} = rem % mu({4 + d}u);")
-                index.append(f"    rem = rem / mu({4 + d}u);")
-            index += [f"    o{k} += c{d} * mu({12 + 8 * k + d}u);" for k in strided]
+        index += offset_lines("i", [(f"o{k}", k) for k in strided], rank, "mu")
     loads = []
     for k, mode in enumerate(modes):
         where = {"contig": f"i + mu({76 + k}u)", "scalar": f"mu({76 + k}u)"}.get(mode, f"o{k}")
@@ -106,6 +99,22 @@ def _source(
 def max_inputs(expr: str) -> int:
     """Inputs a kernel of ``expr`` may bind: one fewer when it checks (the check slots)."""
     return MAX_INPUTS - (CHECKED in expr)
+
+
+def offset_lines(flat: str, offsets: Sequence[tuple[str, int]], rank: int, meta: str) -> list[str]:
+    """WGSL adding to each offset variable (its name and its operand's slot ``k``) the
+    coordinates of the flat index ``flat`` over ``rank`` dims times that operand's strides,
+    read through the uniform accessor ``meta``: the dims at ``4 + d``, operand k's stride
+    of dim d at ``12 + 8 * k + d`` (the layout of the elementwise kernel's uniform)."""
+    lines = [f"    var rem = {flat};"]
+    for d in range(rank - 1, -1, -1):
+        if d == 0:
+            lines.append("    let c0 = rem;")
+        else:
+            lines.append(f"    let c{d} = rem % {meta}({4 + d}u);")
+            lines.append(f"    rem = rem / {meta}({4 + d}u);")
+        lines += [f"    {name} += c{d} * {meta}({12 + 8 * k + d}u);" for name, k in offsets]
+    return lines
 
 
 def _collapse(
