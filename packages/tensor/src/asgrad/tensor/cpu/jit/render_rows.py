@@ -210,6 +210,7 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
         leading += 1
     kernel = _NJIT + f"def _rows({', '.join(params)}, inv_n, out):\n" + "\n".join(w.body) + "\n"
     kernel += "\n\n" + _slabs(program, dtype, groups, cached)
+    kernel += "".join("\n\n" + _over(kernel, i) for i in range(leading))
     source = "\n".join(
         [
             "import math",
@@ -226,6 +227,7 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
             kernel,
             _WRAPPER.format(
                 params=", ".join(params),
+                over="".join(_OVER_CALL.format(i=i) for i in range(leading)),
                 first=program.axes[0],
                 last=program.axes[-1] + 1,
                 dtype=dtype,
@@ -320,12 +322,35 @@ def kernel({params}, *, out=None, **attrs):
         return out
     pre = math.prod(shape[:{first}])
     post = out.size // (pre * n)
+    rows, slabs = _rows, _slabs{over}
     if post == 1:
-        _rows({rows2}, np.{dtype}(1.0 / n), out.reshape(pre, n))
+        rows({rows2}, np.{dtype}(1.0 / n), out.reshape(pre, n))
     else:
-        _slabs({rows}, np.{dtype}(1.0 / n), out.reshape(pre, n, post))
+        slabs({rows}, np.{dtype}(1.0 / n), out.reshape(pre, n, post))
     return out
 """
+_OVER_CALL = """
+    if out is a{i}:
+        rows, slabs = _rows_over{i}, _slabs_over{i}"""
+
+
+def _over(kernels: str, i: int) -> str:
+    """``_rows`` and ``_slabs`` of ``kernels`` as ``_rows_over{i}``/``_slabs_over{i}``,
+    which read input ``i``'s row from ``out``'s: the executor's memory plan may hand
+    that input back as ``out``, and LLVM guards its vectorised loops with a check that
+    the output overlaps no input, so an exact alias would run the scalar loops (softmax
+    of (16, 4, 64, 64) float32: 0.31 ms into a fresh array, 1.4 ms into its input)."""
+    out = []
+    for name, at in (("_rows", "r"), ("_slabs", "p")):
+        start = kernels.index(f"def {name}(")
+        start = kernels.rindex("@numba.njit", 0, start)
+        end = kernels.find("\n\n\n", start)
+        fn = kernels[start : end if end >= 0 else len(kernels)]
+        binding = f" = a{i}[{at}]\n"
+        assert fn.count(f"e{i}{binding}") == 1, fn
+        fn = fn.replace(f"def {name}(", f"def {name}_over{i}(")
+        out.append(fn.replace(f"e{i}{binding}", f"e{i} = dst\n"))
+    return "\n\n".join(out) + "\n"
 
 
 def _pass(w: _Writer, k: int, group: Sequence[int], exprs: Sequence[Expr], ind: str) -> str:
