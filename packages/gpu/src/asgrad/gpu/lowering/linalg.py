@@ -3,16 +3,18 @@
 One tiled kernel (``kernels/linalg_matmul_tiled.wgsl``, generated per tile shape by
 `._matmul_tiles`) reads its operands through `MatrixView` strides, so a
 transposed operand costs no copy, and as vec4 where they are aligned. `select`
-picks the tile per product (large tiles while they fill the GPU, smaller ones or
-split-K, summed by a column reduction, when they would not), and a batch of products
-sharing one B matrix runs as one taller product.
+is the rule for the tile per product (large tiles while they fill the GPU, smaller ones
+or split-K, summed by a column reduction, when they would not); where tuning is on
+(`asgrad.gpu.lowering._matmul_tuning`) the device's fastest candidate for the
+product's size bucket is used instead, measured once and cached on disk. A batch of
+products sharing one B matrix runs as one taller product.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,7 @@ from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides
 from asgrad.gpu.device.buffers import GpuBuffer
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
+from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.tensor import TensorType
@@ -32,6 +35,7 @@ __all__ = [
     "WGSL_FILES",
     "Epilogue",
     "MatrixView",
+    "choose",
     "matmul",
     "matmul_into",
     "select",
@@ -110,7 +114,7 @@ def matmul(
     1-D operands follow numpy: a vector is promoted to a matrix and the added
     dimension removed from the result. ``variant`` (a tile name such as
     ``"128x64_8x4_k8"``, or "128", "64", "32") forces a tile (tests and benchmarks);
-    by default it is chosen from the sizes.
+    by default it is chosen from the sizes (`choose`).
     """
     va, vb = _as_view(a), _as_view(b)
     squeeze: list[int] = []
@@ -152,10 +156,10 @@ def matmul_into(
 
     ``variant`` names a tile (`asgrad.gpu.lowering._matmul_tiles.tile`) and
     ``splits`` the number of pieces K is cut into (split-K); by default both come from
-    `select` for the product's sizes. An `Epilogue` is stored instead of the
-    product, e.g. ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N
-    elements broadcast over the rows, then a ReLU); it runs as each element is stored,
-    so K is not split.
+    `choose` for the product's sizes (the tuned choice, or `select`'s). An `Epilogue`
+    is stored instead of the product, e.g.
+    ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N elements broadcast
+    over the rows, then a ReLU); it runs as each element is stored, so K is not split.
     """
     device = out.device
     if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
@@ -196,8 +200,14 @@ def matmul_into(
             )
         epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape), second)
         splits = 1  # the epilogue runs as the product is stored: no partial products
+    vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
+    vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
     if variant is None or splits is None:
-        chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
+        problem = tuning.Problem(
+            M, N, K, nbatch, (a_layout, b_layout), (vec_a, vec_b), epilogue is None,
+            max_shared, device.max_groups,
+        )  # fmt: skip
+        chosen, chosen_splits = _choose(a, b, tuple(out.shape), problem)
         variant = chosen if variant is None else variant
         splits = chosen_splits if splits is None else splits
     t = tiles.tile(variant)
@@ -218,8 +228,6 @@ def matmul_into(
         b.offset, *b_st, nbatch,
         *([1] * pad + list(batch)), *([0] * pad + a_bs), *([0] * pad + b_bs),
     )  # fmt: skip
-    vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
-    vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
     binds: tuple[str, ...] = ("uniform", "read", "read", "write")
     if extra:
         binds += ("uniform",) + ("read",) * len(extra)
@@ -270,16 +278,68 @@ def _layouts(a: MatrixView, b: MatrixView) -> tuple[str, str]:
 
 
 def unsplit(a: MatrixView, b: MatrixView) -> bool:
-    """Whether `select` runs ``a @ b`` without splitting K (so an epilogue costs it
-    nothing) on the device holding ``a``."""
+    """Whether ``a @ b`` runs without splitting K (so an epilogue costs it nothing) on
+    the device holding ``a``: `choose`'s choice for the product alone."""
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    if len(batch) > MAX_BATCH_DIMS or math.prod(batch) == 0:
+        return False
+    _, splits = choose(a, b)
+    return splits == 1
+
+
+def choose(a: MatrixView, b: MatrixView, splittable: bool = True) -> tuple[str, int]:
+    """The tile and the number of K pieces ``a @ b`` runs with by default on the device
+    holding ``a``: the device's measured choice for the product's size bucket where
+    tuning is on (`asgrad.gpu.lowering._matmul_tuning`; measured at the first product of
+    the bucket, then read from the cache), else `select`'s. ``splittable=False``
+    (an epilogue) leaves K whole.
+
+    >>> import numpy as np  # doctest: +REQUIRES_GPU
+    >>> from asgrad.gpu import to_gpu
+    >>> a = MatrixView(to_gpu(np.ones((8, 16), np.float32)))
+    >>> tile, splits = choose(a, a.transpose())
+    >>> tile.count("x"), splits >= 1
+    (3, True)
+    """
     device = a.array.device
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    if len(batch) > MAX_BATCH_DIMS:
-        return False
-    M, _, _, _, nbatch = _folded(a, b, batch, device.max_groups)
+    M, _, a_bs, b_bs, nbatch = _folded(a, b, batch, device.max_groups)
+    K, N = a.shape[-1], b.shape[-1]
+    a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
+    a_layout, b_layout = _layouts(a, b)
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
-    _, splits = select(M, b.shape[-1], a.shape[-1], nbatch, max_shared, _layouts(a, b))
-    return splits == 1
+    problem = tuning.Problem(
+        M, N, K, nbatch, (a_layout, b_layout),
+        (
+            _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0),
+            _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0),
+        ),
+        splittable, max_shared, device.max_groups,
+    )  # fmt: skip
+    return _choose(a, b, (*batch, a.shape[-2], N), problem)
+
+
+def _choose(
+    a: MatrixView, b: MatrixView, shape: tuple[int, ...], problem: tuning.Problem
+) -> tuple[str, int]:
+    """`select`'s choice for ``problem`` or, where tuning is on, the tuned one (timed
+    on a scratch output of ``shape``, which a plan being captured does not keep)."""
+    default = select(
+        problem.M, problem.N, problem.K, problem.nbatch, problem.max_shared, problem.layouts
+    )
+    if not problem.splittable:
+        default = (default[0], 1)
+    scratch: list[GpuArray] = []
+
+    def run(variant: str, splits: int) -> Callable[[], None]:
+        def record() -> None:
+            if not scratch:  # made while timing: from the device's own pool
+                scratch.append(GpuArray.empty(shape, np.float32, a.array.device))
+            matmul_into(a, b, scratch[0], variant, splits)
+
+        return record
+
+    return tuning.choose(a.array.device, problem, default, run)
 
 
 def _folds(a: MatrixView, batch: tuple[int, ...], a_bs: list[int]) -> bool:
