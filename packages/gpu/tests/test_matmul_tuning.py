@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, GpuArray, to_gpu
+from asgrad.gpu.device.buffers import ScopedPool
 from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering.linalg import Epilogue, MatrixView, choose, matmul, matmul_into, select
+from asgrad.gpu.plan.capture import capturing, replay
 from asgrad.tensor.ir import scalar as s
 
 pytestmark = pytest.mark.gpu
@@ -178,6 +180,34 @@ def test_heuristic_choice_when_tuning_is_off(
 _SHARED = "max-compute-workgroup-storage-size"
 
 
+def test_small_products_keep_the_rule_even_when_tuning(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(tuning.ENV, "1")
+    a = MatrixView(to_gpu(np.ones((100, 64), np.float32), device))
+    b = MatrixView(to_gpu(np.ones((64, 120), np.float32), device))
+    assert tuning.MIN_TUNED > 100 * 64 * 120
+    before = device.counter.dispatches
+    assert choose(a, b) == select(100, 120, 64, 1, device.limits[_SHARED], ("k", "n"))
+    assert device.counter.dispatches == before
+    assert not cache_dir.exists()
+
+
+def test_saving_keeps_the_entries_another_process_wrote(tmp_path: Path) -> None:
+    ident = {"adapter": "a"}
+    path = tmp_path / "tiles.json"
+    mine, theirs = tuning.TileCache(path, ident), tuning.TileCache(path, ident)
+    mine.load()
+    theirs.load()
+    theirs.entries["b1"] = ("64x64_8x8_k8du", 1)
+    theirs.save()
+    mine.entries["b2"] = ("32x32_4x4_k8d", 2)
+    mine.save()
+    again = tuning.TileCache(path, ident)
+    again.load()
+    assert again.entries == {"b1": ("64x64_8x8_k8du", 1), "b2": ("32x32_4x4_k8d", 2)}
+
+
 def test_tuning_is_off_by_default_on_a_cpu_adapter_only(
     device: Device, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,6 +224,7 @@ def test_tuned_choice_is_measured_once_and_read_back_from_disk(
     device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(tuning.ENV, "1")
+    monkeypatch.setattr(tuning, "MIN_TUNED", 0)
     rng = np.random.default_rng(13)
     x = rng.standard_normal((48, 40)).astype(np.float32)
     w = rng.standard_normal((40, 24)).astype(np.float32)
@@ -219,3 +250,28 @@ def test_tuned_choice_is_measured_once_and_read_back_from_disk(
     assert choose(a, b) == ("32x64_4x4_k8du", 1)
     out = matmul(a, b).numpy()
     np.testing.assert_allclose(out, x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_tuning_inside_a_captured_plan_records_only_the_product(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidates run at once on scratch buffers of the device's own pool; the plan
+    gets the one product, which replays to numpy's result."""
+    monkeypatch.setenv(tuning.ENV, "1")
+    monkeypatch.setattr(tuning, "MIN_TUNED", 0)
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((36, 52)).astype(np.float32)
+    w = rng.standard_normal((52, 28)).astype(np.float32)
+    a, b = MatrixView(to_gpu(x, device)), MatrixView(to_gpu(w, device))
+    scope = ScopedPool(device.pool)
+    with capturing(device, scope) as capture:
+        out = GpuArray.empty((36, 28), np.float32, device)
+        matmul_into(a, b, out)
+        assert device.current_pool is scope
+    assert device.capture is None
+    chosen = choose(a, b)
+    assert len(capture.commands) == (1 if chosen[1] == 1 else 2)
+    assert list(cache_dir.glob("matmul-tiles-*.json"))
+    replay(device, capture.commands)
+    np.testing.assert_allclose(out.numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    scope.close()

@@ -80,6 +80,9 @@ MIN_PIECE = 128
 SPLIT_BELOW_GROUPS = 256
 # The least fraction of a tile's outputs inside the product for it to be timed.
 MIN_USE = 0.5
+# Products of fewer multiply-adds keep the rule's tile: their time is the launch's,
+# whichever tile runs them, and measuring them would only delay a program's first step.
+MIN_TUNED = 1 << 21
 # Multiply-adds per timed repetition block (at least one product, at most MAX_REPS).
 TARGET_FLOPS = 4e9
 MAX_REPS = 32
@@ -206,7 +209,8 @@ def identity(device: Device) -> dict[str, str]:
 
 class TileCache:
     """The tuned choices of one adapter: a dict of bucket -> `Choice`, read from and
-    written to ``path`` (JSON holding the `identity` and the entries)."""
+    written to ``path`` (JSON holding the `identity` and the entries, each with the
+    candidates' times in microseconds)."""
 
     def __init__(self, path: Path, ident: dict[str, str]) -> None:
         self.path = path
@@ -247,8 +251,12 @@ class TileCache:
             self.entries[key] = (name, splits)
 
     def save(self) -> None:
-        """Write the entries (atomically; a folder that cannot be written is skipped:
-        the choices then last for this process only)."""
+        """Write the entries, with those another process of the same adapter wrote
+        meanwhile (atomically; a folder that cannot be written is skipped: the choices
+        then last for this process only)."""
+        ours = dict(self.entries)
+        self.load()
+        self.entries.update(ours)
         data = {
             "identity": self.identity,
             "entries": {
@@ -283,10 +291,12 @@ def choose(
     default: Choice,
     run: Callable[[str, int], Callable[[], object]],
 ) -> Choice:
-    """The tile and K pieces for ``problem``: ``default`` when tuning is off, else the
-    cached choice of its bucket, else the fastest of `candidates`, timed through
-    ``run(tile, splits)`` (a function recording one product) and cached."""
-    if not enabled(device):
+    """The tile and K pieces for ``problem``: ``default`` when tuning is off or the
+    product is small (under `MIN_TUNED` multiply-adds), else the cached choice of its
+    bucket, else the fastest of `candidates`, timed through ``run(tile, splits)`` (a
+    function recording one product) and cached."""
+    size = problem.M * problem.N * problem.K * problem.nbatch
+    if size < MIN_TUNED or not enabled(device):
         return default
     cache = device_cache(device)
     key = problem.key
