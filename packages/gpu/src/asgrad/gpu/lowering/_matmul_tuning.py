@@ -93,8 +93,8 @@ ROUNDS = 3
 class Problem:
     """One product as launched (batch folded into M where it could be): sizes, the axis
     each operand is contiguous along (A "k"/"m", B "n"/"k"), whether each is read as
-    vec4, whether K may be split (not under an epilogue) and the workgroup memory and
-    grid the device allows."""
+    vec4, whether K may be split (not under an epilogue), the workgroup memory and grid
+    the device allows, and how the operands are read (``kind``)."""
 
     M: int
     N: int
@@ -105,6 +105,7 @@ class Problem:
     splittable: bool = True
     max_shared: int = 16384
     max_groups: int = 65535
+    kind: str = "matmul"  # or a convolution's gathers (`asgrad.gpu.lowering.linalg.Gather`)
 
     @property
     def key(self) -> str:
@@ -114,7 +115,7 @@ class Problem:
             return 1 << max(0, math.ceil(math.log2(max(v, 1))))
 
         return (
-            f"m{up(self.M)}_n{up(self.N)}_k{up(self.K)}_b{up(self.nbatch)}"
+            f"{self.kind}_m{up(self.M)}_n{up(self.N)}_k{up(self.K)}_b{up(self.nbatch)}"
             f"_{''.join(self.layouts)}_v{int(self.vec[0])}{int(self.vec[1])}"
             f"_s{int(self.splittable)}_w{self.max_shared}"
         )

@@ -34,6 +34,7 @@ __all__ = [
     "MAX_EPILOGUE_OPERANDS",
     "WGSL_FILES",
     "Epilogue",
+    "Gather",
     "MatrixView",
     "choose",
     "matmul",
@@ -69,6 +70,23 @@ class Epilogue:
     # where the expression's value goes, C then keeping the product itself (a product
     # other kernels read too); by default into C, instead of the product
     out: GpuArray | None = None
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Operands that `matmul_into` gathers through generated loads instead of reading
+    through strides: a convolution's implicit GEMM (`asgrad.gpu.lowering.conv`).
+
+    ``loads`` is the WGSL of ``load_a(base, m, k, kend)`` and ``load_b(base, k, n,
+    kend)`` (`asgrad.gpu.lowering._matmul_tiles.source`), ``base`` being the batch
+    element's offset that the views' batch strides give (their row and column strides
+    are not read); ``layouts`` the axis along which each gather reads consecutive
+    memory (A "k" or "m", B "n" or "k"), which orders the tile loaders; ``kind`` names
+    the gathers in the tuning cache's buckets."""
+
+    kind: str
+    loads: str
+    layouts: tuple[str, str]
 
 
 class MatrixView:
@@ -151,6 +169,7 @@ def matmul_into(
     variant: str | None = None,
     splits: int | None = None,
     epilogue: Epilogue | None = None,
+    gather: Gather | None = None,
 ) -> None:
     """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
 
@@ -160,6 +179,7 @@ def matmul_into(
     is stored instead of the product, e.g.
     ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N elements broadcast
     over the rows, then a ReLU); it runs as each element is stored, so K is not split.
+    A `Gather` replaces the strided reads of A and B by its loads.
     """
     device = out.device
     if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
@@ -182,7 +202,7 @@ def matmul_into(
     M, batch, a_bs, b_bs, nbatch = _folded(a, b, batch, device.max_groups)
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
     a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
-    a_layout, b_layout = _layouts(a, b)
+    a_layout, b_layout = _layouts(a, b) if gather is None else gather.layouts
     extra: list[Operand] = []
     epi = tiles.IDENTITY
     if epilogue is not None:
@@ -202,12 +222,14 @@ def matmul_into(
         splits = 1  # the epilogue runs as the product is stored: no partial products
     vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
     vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
+    if gather is not None:
+        vec_a = vec_b = False
     if variant is None or splits is None:
         problem = tuning.Problem(
             M, N, K, nbatch, (a_layout, b_layout), (vec_a, vec_b), epilogue is None,
-            max_shared, device.max_groups,
+            max_shared, device.max_groups, "matmul" if gather is None else gather.kind,
         )  # fmt: skip
-        chosen, chosen_splits = _choose(a, b, tuple(out.shape), problem)
+        chosen, chosen_splits = _choose(a, b, tuple(out.shape), problem, gather)
         variant = chosen if variant is None else variant
         splits = chosen_splits if splits is None else splits
     t = tiles.tile(variant)
@@ -233,9 +255,10 @@ def matmul_into(
         binds += ("uniform",) + ("read",) * len(extra)
     if epilogue is not None and epilogue.out is not None:
         binds += ("write",)
+    loads = None if gather is None else gather.loads
     pipe = device.pipeline(
-        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (epi,)),
-        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi),
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (epi,), loads),
+        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, loads),
         binds,
     )
     groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
@@ -320,7 +343,11 @@ def choose(a: MatrixView, b: MatrixView, splittable: bool = True) -> tuple[str, 
 
 
 def _choose(
-    a: MatrixView, b: MatrixView, shape: tuple[int, ...], problem: tuning.Problem
+    a: MatrixView,
+    b: MatrixView,
+    shape: tuple[int, ...],
+    problem: tuning.Problem,
+    gather: Gather | None = None,
 ) -> tuple[str, int]:
     """`select`'s choice for ``problem`` or, where tuning is on, the tuned one (timed
     on a scratch output of ``shape``, which a plan being captured does not keep)."""
@@ -335,7 +362,7 @@ def _choose(
         def record() -> None:
             if not scratch:  # made while timing: from the device's own pool
                 scratch.append(GpuArray.empty(shape, np.float32, a.array.device))
-            matmul_into(a, b, scratch[0], variant, splits)
+            matmul_into(a, b, scratch[0], variant, splits, gather=gather)
 
         return record
 
@@ -388,7 +415,9 @@ DEEP = 4
 MIN_SPLIT_K = 256
 MAX_SPLITS = 8
 # A product whose 64x64 grid fills less than a quarter of LARGE_GROUPS (a transformer's
-# weight gradient, K = batch * seq) splits K into pieces of at least THIN_PIECE_K.
+# weight gradient, K = batch * seq) splits K into pieces of at least THIN_PIECE_K; so
+# does one too small for 64x64 tiles whose 32x32 grid is as sparse and whose K is at
+# least DEEP * MIN_SPLIT_K.
 THIN_PIECE_K = 128
 
 
@@ -430,6 +459,9 @@ def select(
     thin = grid(SPLIT_FEW)[0] < LARGE_GROUPS // 4
     if nbatch == 1 and thin and K >= 2 * THIN_PIECE_K and usable(SPLIT_FEW):
         return SPLIT_FEW, min(MAX_SPLITS, K // THIN_PIECE_K)
+    if nbatch == 1 and grid(SMALL)[0] < LARGE_GROUPS // 4 and K >= DEEP * MIN_SPLIT_K:
+        # a few small tiles walking a long K (a convolution's weight gradient)
+        return SMALL, min(MAX_SPLITS, K // THIN_PIECE_K)
     if usable(FEW) and grid(FEW)[0] >= LARGE_GROUPS // 2:
         return FEW, 1
     _, use = grid(MEDIUM)

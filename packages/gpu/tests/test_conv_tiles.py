@@ -1,0 +1,79 @@
+"""Convolution on the matmul tiles: every candidate tile (and split-K for the weight
+gradient) on each of the three products, against the ops' numpy kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from asgrad.gpu import Device, to_gpu
+from asgrad.gpu.lowering import _matmul_tuning as tuning
+from asgrad.gpu.lowering import linalg, lower
+from asgrad.tensor import TensorType, get_op
+
+pytestmark = pytest.mark.gpu
+Array = np.ndarray
+
+CANDIDATES = [(t, 1) for t in tuning.TILES] + [(t, 3) for t in tuning.SPLIT_TILES]
+
+# x (N, C, H, W), w (O, C/G, kh, kw): groups, stride, padding and dilation together
+X_SHAPE, W_SHAPE = (2, 6, 9, 8), (9, 2, 3, 2)
+ATTRS = {"stride": (2, 1), "padding": (1, 2), "dilation": (1, 2), "groups": 3}
+
+
+def _check(device: Device, name: str, inputs: list[Array], attrs: dict[str, Any]) -> Array:
+    op = get_op(name)
+    attrs = op.normalize_attrs(attrs)
+    out_type = op.infer([TensorType(x.shape, x.dtype.name) for x in inputs], attrs)
+    got = lower(name, [to_gpu(x, device) for x in inputs], attrs, out_type).numpy()
+    want = op.kernel(*[x.astype(np.float64) for x in inputs], **attrs)
+    scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5 * scale)
+    return got
+
+
+@pytest.mark.parametrize(("tile", "splits"), CANDIDATES)
+def test_every_candidate_convolves(
+    device: Device, monkeypatch: pytest.MonkeyPatch, tile: str, splits: int
+) -> None:
+    """Forward (with its bias as the epilogue: K whole), input gradient, transposed
+    convolution with a bias, and weight gradient (K = N*OH*OW, split where asked)."""
+    monkeypatch.setenv(tuning.ENV, "0")
+    used: list[tuple[int, int, int, int]] = []
+
+    def forced(M: int, N: int, K: int, nbatch: int, *rest: Any) -> tuple[str, int]:
+        used.append((M, N, K, nbatch))
+        return tile, splits
+
+    monkeypatch.setattr(linalg, "select", forced)
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal(X_SHAPE).astype(np.float32)
+    w = rng.standard_normal(W_SHAPE).astype(np.float32)
+    bias = rng.standard_normal(W_SHAPE[0]).astype(np.float32)
+    y = _check(device, "conv2d", [x, w, bias], ATTRS)
+    gy = rng.standard_normal(y.shape).astype(np.float32)
+    _check(device, "conv2d_backward_input", [gy, w, x], ATTRS)
+    _check(device, "conv2d_backward_weight", [x, gy], {**ATTRS, "kernel_size": W_SHAPE[2:]})
+    transposed = {**ATTRS, "output_padding": (1, 0)}
+    _check(device, "conv_transpose2d", [gy, w, rng.standard_normal(6).astype(np.float32)],
+           transposed)  # fmt: skip
+    # the three products went through the tile: (M, N, K, batch) of each
+    oh, ow = y.shape[2:]
+    assert (3, oh * ow, 2 * 3 * 2, 2 * 3) in used
+    assert (2, 9 * 8, 3 * 3 * 2, 2 * 3) in used
+    assert (3, 2 * 3 * 2, 2 * oh * ow, 3) in used
+
+
+def test_a_long_weight_gradient_is_split_and_summed(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(tuning.ENV, "0")
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((8, 4, 24, 24)).astype(np.float32)
+    gy = rng.standard_normal((8, 5, 24, 24)).astype(np.float32)
+    attrs = {"padding": (1, 1), "kernel_size": (3, 3)}
+    before = device.counter.dispatches
+    _check(device, "conv2d_backward_weight", [x, gy], attrs)
+    assert device.counter.dispatches - before == 2  # the pieces of K, then their sum
