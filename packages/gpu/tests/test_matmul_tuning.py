@@ -94,8 +94,10 @@ def test_candidates_fit_the_product_and_start_with_the_rule() -> None:
     fused = tuning.Problem(256, 256, 8192, 1, splittable=False)
     assert {s for _, s in tuning.candidates(fused, ("64x64_8x8_k8du", 1))} == {1}
     tight = tuning.Problem(4096, 4096, 4096, 1, max_shared=8192)
-    assert all(tuning.Problem.fits(tight, c) for c in tuning.candidates(tight, ("x", 1)))
+    assert all(tight.fits(c) for c in tuning.candidates(tight, ("x", 1)))
     assert ("x", 1) not in tuning.candidates(tight, ("x", 1))
+    assert not tight.fits(("128x128_4x4_k8", 1))  # 1024 threads
+    assert not fused.fits(("64x64_8x8_k8du", 2))
 
 
 def test_buckets_round_sizes_up_to_powers_of_two() -> None:

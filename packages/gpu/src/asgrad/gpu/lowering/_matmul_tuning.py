@@ -3,9 +3,10 @@
 `select` in `asgrad.gpu.lowering.linalg` is a rule written from one GPU's
 measurements. With tuning on, the first product of each *bucket* (M, N and K rounded
 up to powers of two, the batch likewise, the operands' layouts and vec4 alignment,
-whether an epilogue forbids split-K, the workgroup memory allowed) times the
-`candidates` (tiles of 32x32 to 128x128 outputs, 4x4 to 8x8 per thread, and split-K
-for deep products with few outputs) on the device, with timestamp queries where the
+whether an epilogue forbids split-K, the workgroup memory allowed, a matmul or a
+convolution's gathered product) times the `candidates` (tiles of 32x32 to 128x128
+outputs, 4x4 to 8x8 per thread, and split-K for deep products with few outputs,
+summed by a second pass) on the device, with timestamp queries where the
 adapter has them (wall time after a sync otherwise), and keeps the fastest: in memory
 and in a JSON file under `cache_dir`, one per adapter (its name, vendor, backend and
 driver description, the wgpu version and the kernel's text), so the next process
@@ -80,6 +81,8 @@ MIN_PIECE = 128
 SPLIT_BELOW_GROUPS = 256
 # The least fraction of a tile's outputs inside the product for it to be timed.
 MIN_USE = 0.5
+# Invocations per workgroup asgrad requests (WebGPU's default): no tile is larger.
+MAX_THREADS = 256
 # Products of fewer multiply-adds keep the rule's tile: their time is the launch's,
 # whichever tile runs them, and measuring them would only delay a program's first step.
 MIN_TUNED = 1 << 21
@@ -122,7 +125,8 @@ class Problem:
 
     def fits(self, choice: Choice) -> bool:
         """Whether ``choice`` can run this product: a valid tile within the workgroup
-        memory, a grid within the limits, K split only where allowed."""
+        memory and `MAX_THREADS`, a grid within the limits, K split only where allowed
+        (a cache file edited by hand may name anything)."""
         name, splits = choice
         try:
             t = tiles.tile(name)
@@ -131,6 +135,7 @@ class Problem:
         grid = (-(-self.N // t.bn), -(-self.M // t.bm), self.nbatch * splits)
         return (
             t.shared <= self.max_shared
+            and t.threads <= MAX_THREADS
             and max(grid) <= self.max_groups
             and splits >= 1
             and (splits == 1 or self.splittable)
