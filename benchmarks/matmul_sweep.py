@@ -8,7 +8,9 @@ timestamp queries (GPU time only), the default choice (``auto``: the tuned tile 
 tuning is on, measured and cached at its first use, else
 :func:`asgrad.gpu.lowering.linalg.select`'s) and, where PyTorch with CUDA is
 importable, cuBLAS fp32 (TF32 off) in the same run. Also times the column sums of bias
-gradients (the block kernel, the thread-per-output kernel, ``torch.sum(dim=0)``).
+gradients (the block kernel, the thread-per-output kernel, ``torch.sum(dim=0)``) and
+convolutions on the matmul tiles (the ``cnn`` workload's and a ResNet 3x3 layer,
+forward and both gradients) against cuDNN.
 Prints one JSON line per measurement and a table of the chosen tile per shape::
 
     WGPU_BACKEND_TYPE=Vulkan python benchmarks/matmul_sweep.py --json sweep.json
@@ -31,7 +33,7 @@ import numpy as np
 from asgrad.gpu import GpuArray, get_device, to_gpu
 from asgrad.gpu.device import limits
 from asgrad.gpu.lowering import _matmul_tuning as tuning
-from asgrad.gpu.lowering import reduction
+from asgrad.gpu.lowering import conv, reduction
 from asgrad.gpu.lowering._matmul_tiles import tile as parse_tile
 from asgrad.gpu.lowering.linalg import MatrixView, choose, matmul_into, select
 from asgrad.gpu.lowering.reduction import reduce_axis
@@ -223,6 +225,57 @@ def sweep_columns(torch: Any, quick: bool) -> list[Row]:
     return rows
 
 
+# (name, x shape, w shape, padding): the cnn workload's convolutions, and a wider one
+CONVS: tuple[tuple[str, tuple[int, ...], tuple[int, ...], int], ...] = (
+    ("cnn_conv1", (32, 1, 28, 28), (16, 1, 3, 3), 1),
+    ("cnn_conv2", (32, 16, 14, 14), (32, 16, 3, 3), 1),
+    ("resnet_3x3", (32, 64, 56, 56), (64, 64, 3, 3), 1),
+)
+
+
+def sweep_conv(torch: Any, quick: bool) -> list[Row]:
+    """Convolutions on the matmul tiles (forward with a bias, input and weight
+    gradients) with the default tile choice, against cuDNN fp32 (TF32 off)."""
+    rows: list[Row] = []
+    for name, xs, ws, pad in CONVS[:1] if quick else CONVS:
+        rng = np.random.default_rng(0)
+        x, w = rng.standard_normal(xs, dtype=np.float32), rng.standard_normal(ws, dtype=np.float32)
+        bias = rng.standard_normal(ws[0], dtype=np.float32)
+        gx, gw, gb = to_gpu(x), to_gpu(w), to_gpu(bias)
+        oh, ow = xs[2] + 2 * pad - ws[2] + 1, xs[3] + 2 * pad - ws[3] + 1
+        gy = to_gpu(rng.standard_normal((xs[0], ws[0], oh, ow), dtype=np.float32))
+        one, p2 = (1, 1), (pad, pad)
+        flops = 2.0 * xs[0] * ws[0] * oh * ow * ws[1] * ws[2] * ws[3]
+        reps = 2 if quick else int(min(200, max(3, 1.5e-2 * 25e12 / flops)))
+        runs: dict[str, Callable[[], object]] = {
+            "forward": partial(conv.conv2d, gx, gw, gb, one, p2, one, 1, (oh, ow)),
+            "input_grad": partial(conv.conv2d_backward_input, gy, gw, xs, one, p2, one, 1),
+            "weight_grad": partial(conv.conv2d_backward_weight, gx, gy, ws[2:], one, p2, one, 1),
+        }
+        for kind, run in runs.items():
+            sec = _gpu_time(run, reps)
+            row: Row = {"bench": "conv", "shape": name, "pass": kind, "impl": "asgrad"}
+            row.update(us=sec * 1e6, tflops=flops / sec / 1e12)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if torch is not None:
+            tx, tw = torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda()
+            tb, ty = torch.from_numpy(bias).cuda(), torch.from_numpy(gy.numpy()).cuda()
+            nnf = torch.nn.grad
+            torch_runs: dict[str, Callable[[], object]] = {
+                "forward": partial(torch.nn.functional.conv2d, tx, tw, tb, padding=pad),
+                "input_grad": partial(nnf.conv2d_input, xs, tw, ty, padding=pad),
+                "weight_grad": partial(nnf.conv2d_weight, tx, ws, ty, padding=pad),
+            }
+            for kind, run in torch_runs.items():
+                sec = _torch_time(torch, run, reps)
+                row = {"bench": "conv", "shape": name, "pass": kind, "impl": "torch-cudnn-fp32"}
+                row.update(us=sec * 1e6, tflops=flops / sec / 1e12)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
 def warm_up(seconds: float) -> None:
     """Keep the GPU busy for a while so its clocks are up before anything is timed."""
     device = get_device()
@@ -264,6 +317,8 @@ def main() -> None:
             continue
         rows += sweep_shape(shape, torch, args.quick)
     rows += sweep_columns(torch, args.quick)
+    if not args.only:
+        rows += sweep_conv(torch, args.quick)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"adapter": caps.adapter, "rows": rows}, fh)
