@@ -85,3 +85,22 @@ def test_a_long_weight_gradient_is_split_and_summed(
     before = device.counter.dispatches
     _check(device, "conv2d_backward_weight", [x, gy], attrs)
     assert device.counter.dispatches - before == 2  # the pieces of K, then their sum
+
+
+def test_a_batch_beyond_the_grid_runs_in_launches_of_fewer_images(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room in the grid for one image's groups at a time, each image is its own
+    product, copied into place; the results are the same."""
+    monkeypatch.setenv(tuning.ENV, "0")
+    monkeypatch.setattr(device, "max_groups", 40)  # 40 // 16 pieces // 3 groups: 1 image
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal(X_SHAPE).astype(np.float32)
+    w = rng.standard_normal(W_SHAPE).astype(np.float32)
+    bias = rng.standard_normal(W_SHAPE[0]).astype(np.float32)
+    copies = device.counter.device_copies
+    y = _check(device, "conv2d", [x, w, bias], ATTRS)
+    assert device.counter.device_copies - copies == X_SHAPE[0]
+    gy = rng.standard_normal(y.shape).astype(np.float32)
+    _check(device, "conv2d_backward_input", [gy, w, x], ATTRS)
+    _check(device, "conv2d_backward_weight", [x, gy], {**ATTRS, "kernel_size": W_SHAPE[2:]})

@@ -26,6 +26,7 @@ import numpy as np
 
 from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering._matmul_tuning import SPLITS
 from asgrad.gpu.lowering.common import Attrs, Lowering, hw, optional
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.lowering.linalg import Epilogue, Gather, MatrixView, matmul_into
@@ -50,6 +51,9 @@ WGSL_FILES: tuple[str, ...] = (
     "reduction_cols.wgsl",
     "elementwise.wgsl",
 )
+
+# The most pieces K is cut into (the tuner's largest split), which the grid must fit.
+MAX_PIECES = max(SPLITS)
 
 # The axis along which each gather reads consecutive memory (A, B), per mode.
 _LAYOUTS = {
@@ -206,18 +210,46 @@ def _launch(
         return out
     if K == 0:  # an empty reduction (no channels, or an empty batch): zeros
         return elementwise("0.0", [], np.float32, out.shape, out=out)
-    # views whose batch strides make each batch element's base its index (n * G + g)
-    index = (geo.G, 1) if len(batch) == 2 else (1,)
-    va = MatrixView(a, (*batch, M, K), (*index, 0, 0))
-    vb = MatrixView(b, (*batch, K, N), (*index, 0, 0))
     gather = Gather(f"conv-{mode}", geo.constants() + "\n\n" + _LOAD_X + "\n\n" + _GATHERS[mode],
                     _LAYOUTS[mode])  # fmt: skip
     epilogue = None
     if bias is not None:  # one per output channel: broadcast over (n, g, m, pixel)
         per_channel = Operand.of(bias).reshape((1, geo.G, M, 1))
         epilogue = Epilogue(scalar.arg(0) + scalar.arg(1), [per_channel])
-    matmul_into(va, vb, out.view((*batch, M, N)), epilogue=epilogue, gather=gather)
+    device = out.device
+    # images per launch: the grid's z runs over them, the groups and the pieces of K
+    images = max(1, device.max_groups // MAX_PIECES // geo.G)
+    if len(batch) == 1 or images >= geo.N:
+        _product(a, b, out, batch, M, N, K, 0, gather, epilogue)
+        return out
+    image = out.size // geo.N
+    for n0 in range(0, geo.N, images):
+        n1 = min(geo.N, n0 + images)
+        part = GpuArray.empty((n1 - n0, *out.shape[1:]), np.float32, device)
+        _product(a, b, part, (n1 - n0, geo.G), M, N, K, n0 * geo.G, gather, epilogue)
+        device.copy(part.buffer, out.buffer, part.size * 4, dst_offset=n0 * image * 4)
     return out
+
+
+def _product(
+    a: GpuArray,
+    b: GpuArray,
+    out: GpuArray,
+    batch: tuple[int, ...],
+    M: int,
+    N: int,
+    K: int,
+    first: int,
+    gather: Gather,
+    epilogue: Epilogue | None,
+) -> None:
+    """One launch of the gathered product over ``batch`` ((images, G), or (G,)), its
+    batch elements numbered from ``first``: views whose batch strides make each
+    element's base its number (n * G + g, or g)."""
+    index = (batch[1], 1) if len(batch) == 2 else (1,)
+    va = MatrixView(a, (*batch, M, K), (*index, 0, 0), first)
+    vb = MatrixView(b, (*batch, K, N), (*index, 0, 0), first)
+    matmul_into(va, vb, out.view((*batch, M, N)), epilogue=epilogue, gather=gather)
 
 
 def conv2d(
