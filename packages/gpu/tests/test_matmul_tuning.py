@@ -277,3 +277,19 @@ def test_tuning_inside_a_captured_plan_records_only_the_product(
     replay(device, capture.commands)
     np.testing.assert_allclose(out.numpy(), x @ w, rtol=1e-4, atol=1e-4)
     scope.close()
+
+
+def test_a_product_with_too_many_tiles_for_the_grid_takes_wider_tiles(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(tuning.ENV, "0")
+    monkeypatch.setattr(device, "max_groups", 3)  # 300 columns: 5 tiles of 64, 3 of 128
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 300)).astype(np.float32)
+    a, b = MatrixView(to_gpu(x, device)), MatrixView(to_gpu(w, device))
+    assert select(5, 300, 8, 1)[0].startswith("32x32")
+    tile, splits = choose(a, b)
+    assert tile.startswith("128x128")
+    assert splits == 1
+    np.testing.assert_allclose(matmul(a, b).numpy(), x @ w, rtol=1e-4, atol=1e-4)

@@ -356,6 +356,9 @@ def _choose(
     )
     if not problem.splittable:
         default = (default[0], 1)
+    if not problem.fits(default):  # too many tiles for the grid: the widest that fit
+        wide = [(name, 1) for name in (LARGE, LARGE_T) if problem.fits((name, 1))]
+        default = wide[0] if wide else default
     scratch: list[GpuArray] = []
 
     def run(variant: str, splits: int) -> Callable[[], None]:
