@@ -20,8 +20,9 @@ import numpy as np
 
 from asgrad.gpu import GpuArray, get_device, to_gpu
 from asgrad.gpu.device.copy import COPY_ITEMS, copy_bytes
+from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering.elementwise import elementwise
-from asgrad.gpu.lowering.linalg import MatrixView, matmul_into
+from asgrad.gpu.lowering.linalg import MatrixView, choose, matmul_into
 from asgrad.gpu.plan.capture import profile
 from asgrad.gpu.plan.dispatch_kinds import count_kinds
 
@@ -91,6 +92,12 @@ def bench_matmul(sizes: list[int], variants: list[str], torch: Any) -> list[Row]
         flops = 2.0 * n**3
         reps = max(2, min(50, int(2e12 / flops)))
         for variant in variants:
+            chosen = tile(variant)
+            start = time.perf_counter()
+            if chosen is None:  # the default: tuned (measured now, once per bucket) or the rule's
+                picked, splits = choose(MatrixView(ga), MatrixView(gb))
+                chosen = f"{picked}/{splits}"
+            tune_s = time.perf_counter() - start
 
             def run(
                 variant: str = variant,
@@ -110,6 +117,8 @@ def bench_matmul(sizes: list[int], variants: list[str], torch: Any) -> list[Row]
                 {
                     "bench": "matmul",
                     "impl": f"asgrad-wgsl-{variant}",
+                    "tile": chosen,
+                    "tune_s": round(tune_s, 3),
                     "n": n,
                     "ms": sec * 1e3,
                     "tflops": flops / sec / 1e12,
@@ -451,7 +460,10 @@ def main() -> None:
     torch = None if args.quick else _torch()
     if torch is not None:
         print(f"# torch {torch.__version__}, {torch.cuda.get_device_name()}", flush=True)
-    sizes = [128, 256] if args.quick else [1024, 2048, 4096, 8192]
+    on = tuning.enabled(device)
+    where = tuning.TileCache.for_device(device).path if on else "off"
+    print(f"# matmul tuning ({tuning.ENV}): {where}", flush=True)
+    sizes = [128, 256] if args.quick else [256, 512, 1024, 2048, 4096, 8192]
     variants = ["auto", "128"]
     warm_up(0.2 if args.quick else 2.0)
     rows = bench_matmul(sizes, variants, torch)
@@ -464,7 +476,8 @@ def main() -> None:
     print("\n| bench | impl | size | result |\n|---|---|---|---|")
     for r in rows:
         if r["bench"] == "matmul":
-            print(f"| matmul | {r['impl']} | {r['n']}^3 | {r['tflops']:.2f} TFLOP/s |")
+            tile = f" (`{r['tile']}`)" if r.get("tile") else ""
+            print(f"| matmul | {r['impl']}{tile} | {r['n']}^3 | {r['tflops']:.2f} TFLOP/s |")
         elif r["bench"] == "copy":
             print(
                 f"| copy | {r['impl']} | {r['mib']} MiB | {r['gbps']:.0f} GB/s "

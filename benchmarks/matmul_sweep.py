@@ -2,14 +2,21 @@
 
 For square products and the products of the ``transformer_large`` workload (forward
 ``x @ W``, ``dY @ W^T``, the weight gradients ``X^T @ dY`` over batch * seq rows, the
-attention heads), times each tile of :data:`TILES` with timestamp queries (GPU time
-only), what :func:`asgrad.gpu.lowering.linalg.select` picks (``auto``) and, where
-PyTorch with CUDA is importable, cuBLAS fp32 (TF32 off) in the same run. Also times
-the column sums of bias gradients (new block kernel, the thread-per-output kernel it
-replaces, and ``torch.sum(dim=0)``). Prints one JSON line per measurement::
+attention heads), times each tile the tuner considers for the shape
+(:func:`asgrad.gpu.lowering._matmul_tuning.candidates`, plus :data:`TILES`) with
+timestamp queries (GPU time only), the default choice (``auto``: the tuned tile where
+tuning is on, measured and cached at its first use, else
+:func:`asgrad.gpu.lowering.linalg.select`'s) and, where PyTorch with CUDA is
+importable, cuBLAS fp32 (TF32 off) in the same run. Also times the column sums of bias
+gradients (the block kernel, the thread-per-output kernel, ``torch.sum(dim=0)``) and
+convolutions on the matmul tiles (the ``cnn`` workload's and a ResNet 3x3 layer,
+forward and both gradients) against cuDNN.
+Prints one JSON line per measurement and a table of the chosen tile per shape::
 
     WGPU_BACKEND_TYPE=Vulkan python benchmarks/matmul_sweep.py --json sweep.json
     WGPU_BACKEND_TYPE=Vulkan python benchmarks/matmul_sweep.py --quick   # lavapipe
+
+``ASGRAD_MATMUL_TUNING=0`` times the rule's choice as ``auto`` instead of the tuned one.
 """
 
 from __future__ import annotations
@@ -25,9 +32,10 @@ import numpy as np
 
 from asgrad.gpu import GpuArray, get_device, to_gpu
 from asgrad.gpu.device import limits
-from asgrad.gpu.lowering import reduction
+from asgrad.gpu.lowering import _matmul_tuning as tuning
+from asgrad.gpu.lowering import conv, reduction
 from asgrad.gpu.lowering._matmul_tiles import tile as parse_tile
-from asgrad.gpu.lowering.linalg import MatrixView, matmul_into, select
+from asgrad.gpu.lowering.linalg import MatrixView, choose, matmul_into, select
 from asgrad.gpu.lowering.reduction import reduce_axis
 from gpu_micro import _torch  # this folder: the CUDA comparison column, TF32 off
 
@@ -62,7 +70,8 @@ def shapes(quick: bool) -> list[Shape]:
     if quick:
         return [("sq128", 1, 128, 128, 128, False, False), ("wg", 1, 64, 96, 512, True, False)]
     rows, d, ff, vocab, heads = 8192, 512, 2048, 256, 256
-    out: list[Shape] = [(f"sq{n}", 1, n, n, n, False, False) for n in (2048, 4096)]
+    out: list[Shape] = [(f"sq{n}", 1, n, n, n, False, False) for n in (64, 128, 256, 512)]
+    out += [(f"sq{n}", 1, n, n, n, False, False) for n in (2048, 4096)]
     for name, fin, fout in (
         ("qkv", d, 3 * d),
         ("proj", d, d),
@@ -123,14 +132,22 @@ def sweep_shape(shape: Shape, torch: Any, quick: bool) -> list[Row]:
     out = GpuArray.empty((*lead, M, N), np.float32)
     flops = 2.0 * batch * M * N * K
     reps = 2 if quick else int(min(200, max(3, 1.5e-2 * 25e12 / flops)))
+    device = get_device()
+    shared = device.limits["max-compute-workgroup-storage-size"]
+    layouts = ("m" if ta else "k", "k" if tb else "n")
+    rule = select(M, N, K, batch, shared, layouts)
+    start = time.perf_counter()
+    auto = choose(va, vb)  # the tuned choice (measured here at its bucket's first use)
+    tune_s = time.perf_counter() - start
+    problem = tuning.Problem(M, N, K, batch, layouts, max_shared=shared,
+                             max_groups=device.max_groups)  # fmt: skip
     configs: list[tuple[str | None, int | None]] = [(None, None)]
-    configs += [(t, 1) for t in TILES]
+    configs += [(t, s) for t, s in tuning.candidates(problem, rule)]
+    configs += [(t, 1) for t in TILES if (t, 1) not in configs]
     few = -(-M // 128) * -(-N // 128) < 132  # under one wave of 128x128 tiles
     if few and batch == 1 and K >= 512:
-        configs += [(t, s) for t in SPLIT_TILES for s in (2, 4, 8)]
+        configs += [(t, s) for t in SPLIT_TILES for s in (2, 4, 8) if (t, s) not in configs]
     rows: list[Row] = []
-    shared = get_device().limits["max-compute-workgroup-storage-size"]
-    auto = select(M, N, K, batch, shared, ("m" if ta else "k", "k" if tb else "n"))
     for tile, splits in configs:
 
         def record(tile: str | None = tile, splits: int | None = splits) -> None:
@@ -150,6 +167,8 @@ def sweep_shape(shape: Shape, torch: Any, quick: bool) -> list[Row]:
             "tflops": flops / sec / 1e12,
         }
         if tile is None:  # check the auto pick against numpy on a slice
+            row.update(rule=f"{rule[0]}/{rule[1]}", tuned=tuning.enabled(device))
+            row["tune_s"] = round(tune_s, 3)
             got = out.numpy().reshape(-1, M, N)[0, :32]
             ref = a.reshape(-1, M, K)[0, :32] @ b.reshape(-1, K, N)[0]
             row["relerr"] = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
@@ -206,6 +225,57 @@ def sweep_columns(torch: Any, quick: bool) -> list[Row]:
     return rows
 
 
+# (name, x shape, w shape, padding): the cnn workload's convolutions, and a wider one
+CONVS: tuple[tuple[str, tuple[int, ...], tuple[int, ...], int], ...] = (
+    ("cnn_conv1", (32, 1, 28, 28), (16, 1, 3, 3), 1),
+    ("cnn_conv2", (32, 16, 14, 14), (32, 16, 3, 3), 1),
+    ("resnet_3x3", (32, 64, 56, 56), (64, 64, 3, 3), 1),
+)
+
+
+def sweep_conv(torch: Any, quick: bool) -> list[Row]:
+    """Convolutions on the matmul tiles (forward with a bias, input and weight
+    gradients) with the default tile choice, against cuDNN fp32 (TF32 off)."""
+    rows: list[Row] = []
+    for name, xs, ws, pad in CONVS[:1] if quick else CONVS:
+        rng = np.random.default_rng(0)
+        x, w = rng.standard_normal(xs, dtype=np.float32), rng.standard_normal(ws, dtype=np.float32)
+        bias = rng.standard_normal(ws[0], dtype=np.float32)
+        gx, gw, gb = to_gpu(x), to_gpu(w), to_gpu(bias)
+        oh, ow = xs[2] + 2 * pad - ws[2] + 1, xs[3] + 2 * pad - ws[3] + 1
+        gy = to_gpu(rng.standard_normal((xs[0], ws[0], oh, ow), dtype=np.float32))
+        one, p2 = (1, 1), (pad, pad)
+        flops = 2.0 * xs[0] * ws[0] * oh * ow * ws[1] * ws[2] * ws[3]
+        reps = 2 if quick else int(min(200, max(3, 1.5e-2 * 25e12 / flops)))
+        runs: dict[str, Callable[[], object]] = {
+            "forward": partial(conv.conv2d, gx, gw, gb, one, p2, one, 1, (oh, ow)),
+            "input_grad": partial(conv.conv2d_backward_input, gy, gw, xs, one, p2, one, 1),
+            "weight_grad": partial(conv.conv2d_backward_weight, gx, gy, ws[2:], one, p2, one, 1),
+        }
+        for kind, run in runs.items():
+            sec = _gpu_time(run, reps)
+            row: Row = {"bench": "conv", "shape": name, "pass": kind, "impl": "asgrad"}
+            row.update(us=sec * 1e6, tflops=flops / sec / 1e12)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if torch is not None:
+            tx, tw = torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda()
+            tb, ty = torch.from_numpy(bias).cuda(), torch.from_numpy(gy.numpy()).cuda()
+            nnf = torch.nn.grad
+            torch_runs: dict[str, Callable[[], object]] = {
+                "forward": partial(torch.nn.functional.conv2d, tx, tw, tb, padding=pad),
+                "input_grad": partial(nnf.conv2d_input, xs, tw, ty, padding=pad),
+                "weight_grad": partial(nnf.conv2d_weight, tx, ws, ty, padding=pad),
+            }
+            for kind, run in torch_runs.items():
+                sec = _torch_time(torch, run, reps)
+                row = {"bench": "conv", "shape": name, "pass": kind, "impl": "torch-cudnn-fp32"}
+                row.update(us=sec * 1e6, tflops=flops / sec / 1e12)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    return rows
+
+
 def warm_up(seconds: float) -> None:
     """Keep the GPU busy for a while so its clocks are up before anything is timed."""
     device = get_device()
@@ -237,6 +307,9 @@ def main() -> None:
         warm_up(2.0)
     caps = device.capabilities
     print(f"# adapter: {caps.adapter} via {caps.backend}", flush=True)
+    on = tuning.enabled(device)
+    where = tuning.TileCache.for_device(device).path if on else "off"
+    print(f"# matmul tuning ({tuning.ENV}): {where}", flush=True)
     torch = None if args.quick else _torch()
     rows: list[Row] = []
     for shape in shapes(args.quick):
@@ -244,6 +317,8 @@ def main() -> None:
             continue
         rows += sweep_shape(shape, torch, args.quick)
     rows += sweep_columns(torch, args.quick)
+    if not args.only:
+        rows += sweep_conv(torch, args.quick)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"adapter": caps.adapter, "rows": rows}, fh)
@@ -252,16 +327,20 @@ def main() -> None:
         forced = row["bench"] == "matmul" and not str(row["tile"]).startswith(("auto", "torch"))
         if forced and (row["shape"] not in best or row["us"] < best[row["shape"]]["us"]):
             best[row["shape"]] = row
-    print("\n| shape | auto | best tile | torch |\n|---|---|---|---|")
+    print(
+        "\n| shape | M x N x K (batch) | chosen | TFLOP/s | rule | best timed | torch |"
+        "\n|---|---|---|---|---|---|---|"
+    )
     for name, b in best.items():
         auto = next(r for r in rows if r.get("shape") == name and str(r["tile"]).startswith("auto"))
         tor = next(
             (r for r in rows if r.get("shape") == name and r["tile"] == "torch-cuda-fp32"), None
         )
-        t = f"{tor['us']:.0f} us" if tor else "-"
+        t = f"{tor['us']:.0f} us ({tor['tflops']:.1f})" if tor else "-"
         print(
-            f"| {name} | {auto['tile']} {auto['us']:.0f} us | {b['tile']}/{b['splits']} "
-            f"{b['us']:.0f} us | {t} |"
+            f"| {name} | {auto['M']} x {auto['N']} x {auto['K']} ({auto['batch']}) | "
+            f"{auto['tile'].removeprefix('auto:')} {auto['us']:.0f} us | {auto['tflops']:.2f} | "
+            f"{auto['rule']} | {b['tile']}/{b['splits']} {b['us']:.0f} us | {t} |"
         )
 
 

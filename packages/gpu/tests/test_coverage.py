@@ -27,7 +27,7 @@ def test_every_op_is_covered() -> None:
 def test_json_and_markdown_list_every_op() -> None:
     assert {row["name"] for row in json.loads(coverage_json())} == {op.name for op in all_ops()}
     text = coverage_markdown()
-    assert "| `conv2d` | conv | `asgrad.gpu.lowering.conv` | `conv.wgsl`" in text
+    assert "| `conv2d` | conv | `asgrad.gpu.lowering.conv` | `linalg_matmul_tiled.wgsl`" in text
     assert f"{len(all_ops())} ops: {len(all_ops())} run on the GPU" in text
 
 

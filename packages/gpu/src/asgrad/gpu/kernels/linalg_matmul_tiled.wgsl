@@ -17,6 +17,9 @@
 // [s * k_len, min(K, (s + 1) * k_len)) and writes its own (M, N) slab of C, which the
 // caller sums (a column reduction). With one split this is the plain product.
 //
+// Gathered operands: a convolution runs on the same tiles with load_a/load_b replaced
+// by its gathers (`asgrad.gpu.lowering.conv`), `base` then the batch element's index.
+//
 // Epilogue: each element x0 of C goes through epilogue(x0, i, n, er) as it is stored
 // (i its flat index in C, n its column, er the row's operand offsets from ep_row, once
 // per row): the identity, or a fused elementwise expression of x0 and operands
@@ -42,21 +45,9 @@ ${EPILOGUE}
 var<workgroup> As: array<vec4<f32>, ${AS_LEN}>;  // [k][m / 4], BK x BM / 4
 var<workgroup> Bs: array<vec4<f32>, ${BS_LEN}>;  // [k][n / 4], BK x BN / 4
 
-fn load_a(base: u32, m: u32, k: u32, kend: u32) -> f32 {
-    if (m < params.M && k < kend) {
-        let i = base + m * params.a_sm + k * params.a_sk;
-        return ${A_READ};
-    }
-    return 0.0;
-}
-
-fn load_b(base: u32, k: u32, n: u32, kend: u32) -> f32 {
-    if (k < kend && n < params.N) {
-        let i = base + k * params.b_sk + n * params.b_sn;
-        return ${B_READ};
-    }
-    return 0.0;
-}
+// load_a(base, m, k, kend) and load_b(base, k, n, kend): one element of each operand,
+// zero outside the product (strided reads, or a convolution's gathers)
+${LOADS}
 
 ${FETCH_A}
 

@@ -85,7 +85,7 @@ def kernel_files(op: str) -> tuple[str, ...]:
     They are the ``WGSL_FILES`` of the op's family module; a leaf launches none.
 
     >>> kernel_files("conv2d")[0]
-    'conv.wgsl'
+    'linalg_matmul_tiled.wgsl'
     """
     if op in LEAVES:
         return ()

@@ -296,11 +296,21 @@ def _epilogue_text(
 
 
 def source(
-    t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool, epilogue: str = IDENTITY
+    t: Tile,
+    a_layout: str,
+    b_layout: str,
+    vec_a: bool,
+    vec_b: bool,
+    epilogue: str = IDENTITY,
+    loads: str | None = None,
 ) -> str:
     """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
     and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``, storing
-    through ``epilogue`` (`epilogue_source`)."""
+    through ``epilogue`` (`epilogue_source`). ``loads`` replaces the strided element
+    loads ``load_a(base, m, k, kend)`` and ``load_b(base, k, n, kend)`` (a
+    convolution's gathers; the operands then read as scalars)."""
+    if loads is not None and (vec_a or vec_b):
+        raise GpuUnsupportedError("gathered matmul operands are read as scalars, not vec4")
     fa, first_a, stash_a, next_a = _fetch("a", t, a_layout, vec_a)
     fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
@@ -328,16 +338,17 @@ def source(
         f"col0 + {4 * j * t.wx}u + 4u * tx, c{r}_{j});"
         for r, j in acc
     )
-    read_a = "A[i / 4u][i % 4u]" if vec_a else "A[i]"
-    read_b = "B[i / 4u][i % 4u]" if vec_b else "B[i]"
+    if loads is None:
+        loads = _STRIDED_LOADS.format(
+            a="A[i / 4u][i % 4u]" if vec_a else "A[i]", b="B[i / 4u][i % 4u]" if vec_b else "B[i]"
+        )
     return render(
         "linalg_matmul_tiled",
         A_ELEM="vec4<f32>" if vec_a else "f32",
         B_ELEM="vec4<f32>" if vec_b else "f32",
         AS_LEN=t.stages * t.bk * t.bm // 4,
         BS_LEN=t.stages * t.bk * t.bn // 4,
-        A_READ=read_a,
-        B_READ=read_b,
+        LOADS=loads,
         FETCH_A=fa,
         FETCH_B=fb,
         WX=t.wx,
@@ -350,6 +361,23 @@ def source(
         EPILOGUE=epilogue,
         STORE=store,
     )
+
+
+_STRIDED_LOADS = """fn load_a(base: u32, m: u32, k: u32, kend: u32) -> f32 {{
+    if (m < params.M && k < kend) {{
+        let i = base + m * params.a_sm + k * params.a_sk;
+        return {a};
+    }}
+    return 0.0;
+}}
+
+fn load_b(base: u32, k: u32, n: u32, kend: u32) -> f32 {{
+    if (k < kend && n < params.N) {{
+        let i = base + k * params.b_sk + n * params.b_sn;
+        return {b};
+    }}
+    return 0.0;
+}}"""
 
 
 def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: list[str]) -> str:

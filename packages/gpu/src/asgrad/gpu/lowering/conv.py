@@ -1,25 +1,37 @@
-"""The conv family on the GPU: 2-D convolution as an implicit GEMM (``kernels/conv.wgsl``).
+"""The conv family on the GPU: 2-D convolution as an implicit GEMM on the matmul tiles.
 
-One kernel family computes the forward convolution, its input gradient (which is
-also the transposed convolution) and its weight gradient; the im2col matrix is
-gathered tile by tile into workgroup memory and never stored. Long reductions of
-weight gradients are split (split-K) and their slices summed by a reduction.
+The forward convolution, its input gradient (which is also the transposed
+convolution) and its weight gradient are each one batched product of
+`asgrad.gpu.lowering.linalg.matmul_into` whose operands are gathered
+(`asgrad.gpu.lowering.linalg.Gather`): the im2col matrix is read tile by tile from
+the input into workgroup memory and never stored, the geometry is compiled into the
+gathers as constants, and the tile (and split-K for the long reductions of weight
+gradients) is chosen like a matmul's: tuned per device where tuning is on
+(`asgrad.gpu.lowering._matmul_tuning`). A bias is the product's epilogue.
+
+With ``cg = C / G`` and ``og = O / G`` (x (N, C, H, W), w (O, cg, kh, kw), gy (N, O,
+OH, OW)), batched over (n, g) or g:
+
+* forward: ``y[n, g*og + m, s] = sum_k w[g*og + m, k] * cols(x)[k, s]``, M = og,
+  N = OH*OW, K = cg*kh*kw;
+* input gradient: ``dx[n, g*cg + m, p] = sum_k w^T[m, k] * taps(gy)[k, p]``, M = cg,
+  N = H*W, K = og*kh*kw;
+* weight gradient: ``dw[g*og + m, q] = sum_k gy[m, k] * cols(x)^T[k, q]``, M = og,
+  N = cg*kh*kw, K = N*OH*OW.
 """
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
-from asgrad.gpu.device import fold_groups
-from asgrad.gpu.device.array import GpuArray
-from asgrad.gpu.device.source import render
+from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering._matmul_tuning import SPLITS
 from asgrad.gpu.lowering.common import Attrs, Lowering, hw, optional
 from asgrad.gpu.lowering.elementwise import elementwise
-from asgrad.gpu.lowering.reduction import reduce_axis
+from asgrad.gpu.lowering.linalg import Epilogue, Gather, MatrixView, matmul_into
 from asgrad.tensor import TensorType
+from asgrad.tensor.ir import scalar
 from asgrad.tensor.ops.conv import conv_attrs
 from asgrad.tensor.ops.spatial import Pair, pair
 
@@ -32,13 +44,23 @@ __all__ = [
     "conv2d_backward_weight",
 ]
 
-WGSL_FILES: tuple[str, ...] = ("conv.wgsl", "reduction_cols.wgsl", "elementwise.wgsl")
+WGSL_FILES: tuple[str, ...] = (
+    "linalg_matmul_tiled.wgsl",
+    "prelude.wgsl",
+    "reduction_cols_block.wgsl",
+    "reduction_cols.wgsl",
+    "elementwise.wgsl",
+)
 
-_TILE = 64
-_TK = 16
-_SPLIT_MIN_K = 512  # no split-K chunk shorter than this
-_SPLIT_TARGET_TILES = 256  # split until about this many workgroups
-_MODES = {"forward": 0, "backward_input": 1, "backward_weight": 2}
+# The most pieces K is cut into (the tuner's largest split), which the grid must fit.
+MAX_PIECES = max(SPLITS)
+
+# The axis along which each gather reads consecutive memory (A, B), per mode.
+_LAYOUTS = {
+    "forward": ("k", "n"),
+    "backward_input": ("k", "n"),
+    "backward_weight": ("k", "k"),
+}
 
 
 class ConvGeometry:
@@ -64,25 +86,101 @@ class ConvGeometry:
         self.kernel, self.stride, self.padding, self.dilation = kernel, stride, padding, dilation
         self.G = int(groups)
 
-    def pack(
-        self, nb: int, M: int, N: int, K: int, nsplit: int = 1, kchunk: int = 0
-    ) -> tuple[bytes, int]:
-        """The kernel's params and its number of tiles (split-K: ``nsplit`` chunks of K)."""
-        mtiles, ntiles = -(-M // _TILE), -(-N // _TILE)
-        total = mtiles * ntiles * nb * nsplit
+    def constants(self) -> str:
+        """The geometry as WGSL constants (``CV_*``) the gathers divide by."""
         kh, kw = self.kernel
-        meta = struct.pack(
-            "<20I8i4I",
-            nb, self.G, M, N,
-            K, mtiles, ntiles, total,
-            self.N, self.C, self.H, self.W,
-            self.O, self.OH, self.OW, self.C // self.G,
-            self.O // self.G, kh, kw, kchunk or K,
-            self.stride[0], self.stride[1], self.padding[0], self.padding[1],
-            self.dilation[0], self.dilation[1], 0, 0,
-            nb * M * N, 0, 0, 0,
-        )  # fmt: skip
-        return meta, total
+        unsigned = {
+            "G": self.G, "C": self.C, "H": self.H, "W": self.W, "O": self.O,
+            "OH": self.OH, "OW": self.OW, "CG": self.C // self.G, "OG": self.O // self.G,
+            "KH": kh, "KW": kw, "TAPS": kh * kw, "HW": self.OH * self.OW,
+        }  # fmt: skip
+        signed = {
+            "SH": self.stride[0], "SW": self.stride[1], "PH": self.padding[0],
+            "PW": self.padding[1], "DH": self.dilation[0], "DW": self.dilation[1],
+        }  # fmt: skip
+        lines = [f"const CV_{k}: u32 = {int(v)}u;" for k, v in unsigned.items()]
+        lines += [f"const CV_{k}: i32 = {int(v)}i;" for k, v in signed.items()]
+        return "\n".join(lines)
+
+
+# x[n, c, oy*sh + i*dh - ph, ox*sw + j*dw - pw], zero in the padding
+_LOAD_X = """fn load_x(n: u32, c: u32, oy: u32, ox: u32, i: u32, j: u32) -> f32 {
+    let y = i32(oy) * CV_SH + i32(i) * CV_DH - CV_PH;
+    let x = i32(ox) * CV_SW + i32(j) * CV_DW - CV_PW;
+    if (y < 0 || x < 0 || y >= i32(CV_H) || x >= i32(CV_W)) {
+        return 0.0;
+    }
+    return B[((n * CV_C + c) * CV_H + u32(y)) * CV_W + u32(x)];
+}"""
+
+# load_a(z, m, k, kend) and load_b(z, k, col, kend) per mode; z is the batch element
+# (n * G + g, or g for the weight gradient)
+_GATHERS = {
+    "forward": """fn load_a(z: u32, m: u32, k: u32, kend: u32) -> f32 {
+    if (m >= params.M || k >= kend) {
+        return 0.0;
+    }
+    return A[((z % CV_G) * CV_OG + m) * params.K + k];
+}
+
+fn load_b(z: u32, k: u32, col: u32, kend: u32) -> f32 {
+    if (k >= kend || col >= params.N) {
+        return 0.0;
+    }
+    let c = k / CV_TAPS;
+    let r = k % CV_TAPS;
+    return load_x(z / CV_G, (z % CV_G) * CV_CG + c, col / CV_OW, col % CV_OW,
+                  r / CV_KW, r % CV_KW);
+}""",
+    "backward_input": """fn load_a(z: u32, m: u32, k: u32, kend: u32) -> f32 {
+    if (m >= params.M || k >= kend) {
+        return 0.0;
+    }
+    let o = k / CV_TAPS;
+    let r = k % CV_TAPS;
+    return A[(((z % CV_G) * CV_OG + o) * CV_CG + m) * CV_TAPS + r];
+}
+
+// the taps of gy that input pixel col = (y, x) receives through offset (i, j)
+fn load_b(z: u32, k: u32, col: u32, kend: u32) -> f32 {
+    if (k >= kend || col >= params.N) {
+        return 0.0;
+    }
+    let o = k / CV_TAPS;
+    let r = k % CV_TAPS;
+    let ty = i32(col / CV_W) + CV_PH - i32(r / CV_KW) * CV_DH;
+    let tx = i32(col % CV_W) + CV_PW - i32(r % CV_KW) * CV_DW;
+    if (ty < 0 || tx < 0 || ty % CV_SH != 0 || tx % CV_SW != 0) {
+        return 0.0;
+    }
+    let oy = u32(ty / CV_SH);
+    let ox = u32(tx / CV_SW);
+    if (oy >= CV_OH || ox >= CV_OW) {
+        return 0.0;
+    }
+    let n = z / CV_G;
+    return B[((n * CV_O + (z % CV_G) * CV_OG + o) * CV_OH + oy) * CV_OW + ox];
+}""",
+    "backward_weight": """fn load_a(z: u32, m: u32, k: u32, kend: u32) -> f32 {
+    if (m >= params.M || k >= kend) {
+        return 0.0;
+    }
+    let n = k / CV_HW;
+    let s = k % CV_HW;
+    return A[(n * CV_O + z * CV_OG + m) * CV_HW + s];
+}
+
+fn load_b(z: u32, k: u32, col: u32, kend: u32) -> f32 {
+    if (k >= kend || col >= params.N) {
+        return 0.0;
+    }
+    let n = k / CV_HW;
+    let s = k % CV_HW;
+    let c = col / CV_TAPS;
+    let r = col % CV_TAPS;
+    return load_x(n, z * CV_CG + c, s / CV_OW, s % CV_OW, r / CV_KW, r % CV_KW);
+}""",
+}
 
 
 def _check(*arrays: GpuArray) -> None:
@@ -101,47 +199,57 @@ def _launch(
 ) -> GpuArray:
     kh, kw = geo.kernel
     cg, og = geo.C // geo.G, geo.O // geo.G
+    batch: tuple[int, ...]
     if mode == "forward":
-        nb, M, N, K = geo.N * geo.G, og, geo.OH * geo.OW, cg * kh * kw
+        batch, M, N, K = (geo.N, geo.G), og, geo.OH * geo.OW, cg * kh * kw
     elif mode == "backward_input":
-        nb, M, N, K = geo.N * geo.G, cg, geo.H * geo.W, og * kh * kw
+        batch, M, N, K = (geo.N, geo.G), cg, geo.H * geo.W, og * kh * kw
     else:
-        nb, M, N, K = geo.G, og, cg * kh * kw, geo.N * geo.OH * geo.OW
+        batch, M, N, K = (geo.G,), og, cg * kh * kw, geo.N * geo.OH * geo.OW
     if out.size == 0:
         return out
     if K == 0:  # an empty reduction (no channels, or an empty batch): zeros
         return elementwise("0.0", [], np.float32, out.shape, out=out)
+    gather = Gather(f"conv-{mode}", geo.constants() + "\n\n" + _LOAD_X + "\n\n" + _GATHERS[mode],
+                    _LAYOUTS[mode])  # fmt: skip
+    epilogue = None
+    if bias is not None:  # one per output channel: broadcast over (n, g, m, pixel)
+        per_channel = Operand.of(bias).reshape((1, geo.G, M, 1))
+        epilogue = Epilogue(scalar.arg(0) + scalar.arg(1), [per_channel])
     device = out.device
-    code = _MODES[mode]
-    has_bias = "true" if bias is not None else "false"
-    pipe = device.pipeline(
-        ("conv", code, has_bias),
-        lambda: render("conv", MODE=code, HAS_BIAS=has_bias),
-        ("uniform", "read", "read", "read", "write"),
-    )
-    nsplit, kchunk = _split_k(nb * -(-M // _TILE) * -(-N // _TILE), K) if bias is None else (1, K)
-    meta, total = geo.pack(nb, M, N, K, nsplit, kchunk)
-    target = out if nsplit == 1 else GpuArray.empty((nsplit, *out.shape), np.float32, device)
-    bias_buffer = (bias if bias is not None else a).buffer
-    groups = fold_groups(total, device.max_groups)
-    device.dispatch(
-        pipe, (device.params(meta), a.buffer, b.buffer, bias_buffer, target.buffer), groups
-    )
-    if nsplit == 1:
+    # images per launch: the grid's z runs over them, the groups and the pieces of K
+    images = max(1, device.max_groups // MAX_PIECES // geo.G)
+    if len(batch) == 1 or images >= geo.N:
+        _product(a, b, out, batch, M, N, K, 0, gather, epilogue)
         return out
-    summed = reduce_axis("sum", target.view((nsplit, out.size)), 0)
-    return summed.view(out.shape)
+    image = out.size // geo.N
+    for n0 in range(0, geo.N, images):
+        n1 = min(geo.N, n0 + images)
+        part = GpuArray.empty((n1 - n0, *out.shape[1:]), np.float32, device)
+        _product(a, b, part, (n1 - n0, geo.G), M, N, K, n0 * geo.G, gather, epilogue)
+        device.copy(part.buffer, out.buffer, part.size * 4, dst_offset=n0 * image * 4)
+    return out
 
 
-def _split_k(tiles: int, K: int) -> tuple[int, int]:
-    """``(nsplit, kchunk)``: split a long reduction when there are too few tiles to fill
-    a GPU (weight gradients: K = N*OH*OW against a small M x N)."""
-    if K < 2 * _SPLIT_MIN_K or tiles >= _SPLIT_TARGET_TILES:
-        return 1, K
-    nsplit = min(-(-K // _SPLIT_MIN_K), max(1, _SPLIT_TARGET_TILES // tiles))
-    kchunk = -(-K // nsplit)
-    kchunk = -(-kchunk // _TK) * _TK
-    return -(-K // kchunk), kchunk
+def _product(
+    a: GpuArray,
+    b: GpuArray,
+    out: GpuArray,
+    batch: tuple[int, ...],
+    M: int,
+    N: int,
+    K: int,
+    first: int,
+    gather: Gather,
+    epilogue: Epilogue | None,
+) -> None:
+    """One launch of the gathered product over ``batch`` ((images, G), or (G,)), its
+    batch elements numbered from ``first``: views whose batch strides make each
+    element's base its number (n * G + g, or g)."""
+    index = (batch[1], 1) if len(batch) == 2 else (1,)
+    va = MatrixView(a, (*batch, M, K), (*index, 0, 0), first)
+    vb = MatrixView(b, (*batch, K, N), (*index, 0, 0), first)
+    matmul_into(va, vb, out.view((*batch, M, N)), epilogue=epilogue, gather=gather)
 
 
 def conv2d(

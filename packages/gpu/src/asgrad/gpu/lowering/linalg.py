@@ -3,16 +3,18 @@
 One tiled kernel (``kernels/linalg_matmul_tiled.wgsl``, generated per tile shape by
 `._matmul_tiles`) reads its operands through `MatrixView` strides, so a
 transposed operand costs no copy, and as vec4 where they are aligned. `select`
-picks the tile per product (large tiles while they fill the GPU, smaller ones or
-split-K, summed by a column reduction, when they would not), and a batch of products
-sharing one B matrix runs as one taller product.
+is the rule for the tile per product (large tiles while they fill the GPU, smaller ones
+or split-K, summed by a column reduction, when they would not); where tuning is on
+(`asgrad.gpu.lowering._matmul_tuning`) the device's fastest candidate for the
+product's size bucket is used instead, measured once and cached on disk. A batch of
+products sharing one B matrix runs as one taller product.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +23,7 @@ from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides
 from asgrad.gpu.device.buffers import GpuBuffer
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
+from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.tensor import TensorType
@@ -31,7 +34,9 @@ __all__ = [
     "MAX_EPILOGUE_OPERANDS",
     "WGSL_FILES",
     "Epilogue",
+    "Gather",
     "MatrixView",
+    "choose",
     "matmul",
     "matmul_into",
     "select",
@@ -65,6 +70,23 @@ class Epilogue:
     # where the expression's value goes, C then keeping the product itself (a product
     # other kernels read too); by default into C, instead of the product
     out: GpuArray | None = None
+
+
+@dataclass(frozen=True)
+class Gather:
+    """Operands that `matmul_into` gathers through generated loads instead of reading
+    through strides: a convolution's implicit GEMM (`asgrad.gpu.lowering.conv`).
+
+    ``loads`` is the WGSL of ``load_a(base, m, k, kend)`` and ``load_b(base, k, n,
+    kend)`` (`asgrad.gpu.lowering._matmul_tiles.source`), ``base`` being the batch
+    element's offset that the views' batch strides give (their row and column strides
+    are not read); ``layouts`` the axis along which each gather reads consecutive
+    memory (A "k" or "m", B "n" or "k"), which orders the tile loaders; ``kind`` names
+    the gathers in the tuning cache's buckets."""
+
+    kind: str
+    loads: str
+    layouts: tuple[str, str]
 
 
 class MatrixView:
@@ -110,7 +132,7 @@ def matmul(
     1-D operands follow numpy: a vector is promoted to a matrix and the added
     dimension removed from the result. ``variant`` (a tile name such as
     ``"128x64_8x4_k8"``, or "128", "64", "32") forces a tile (tests and benchmarks);
-    by default it is chosen from the sizes.
+    by default it is chosen from the sizes (`choose`).
     """
     va, vb = _as_view(a), _as_view(b)
     squeeze: list[int] = []
@@ -147,15 +169,17 @@ def matmul_into(
     variant: str | None = None,
     splits: int | None = None,
     epilogue: Epilogue | None = None,
+    gather: Gather | None = None,
 ) -> None:
     """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
 
     ``variant`` names a tile (`asgrad.gpu.lowering._matmul_tiles.tile`) and
     ``splits`` the number of pieces K is cut into (split-K); by default both come from
-    `select` for the product's sizes. An `Epilogue` is stored instead of the
-    product, e.g. ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N
-    elements broadcast over the rows, then a ReLU); it runs as each element is stored,
-    so K is not split.
+    `choose` for the product's sizes (the tuned choice, or `select`'s). An `Epilogue`
+    is stored instead of the product, e.g.
+    ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N elements broadcast
+    over the rows, then a ReLU); it runs as each element is stored, so K is not split.
+    A `Gather` replaces the strided reads of A and B by its loads.
     """
     device = out.device
     if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
@@ -178,7 +202,7 @@ def matmul_into(
     M, batch, a_bs, b_bs, nbatch = _folded(a, b, batch, device.max_groups)
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
     a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
-    a_layout, b_layout = _layouts(a, b)
+    a_layout, b_layout = _layouts(a, b) if gather is None else gather.layouts
     extra: list[Operand] = []
     epi = tiles.IDENTITY
     if epilogue is not None:
@@ -196,8 +220,16 @@ def matmul_into(
             )
         epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape), second)
         splits = 1  # the epilogue runs as the product is stored: no partial products
+    vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
+    vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
+    if gather is not None:
+        vec_a = vec_b = False
     if variant is None or splits is None:
-        chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
+        problem = tuning.Problem(
+            M, N, K, nbatch, (a_layout, b_layout), (vec_a, vec_b), epilogue is None,
+            max_shared, device.max_groups, "matmul" if gather is None else gather.kind,
+        )  # fmt: skip
+        chosen, chosen_splits = _choose(a, b, tuple(out.shape), problem, gather)
         variant = chosen if variant is None else variant
         splits = chosen_splits if splits is None else splits
     t = tiles.tile(variant)
@@ -218,16 +250,15 @@ def matmul_into(
         b.offset, *b_st, nbatch,
         *([1] * pad + list(batch)), *([0] * pad + a_bs), *([0] * pad + b_bs),
     )  # fmt: skip
-    vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
-    vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
     binds: tuple[str, ...] = ("uniform", "read", "read", "write")
     if extra:
         binds += ("uniform",) + ("read",) * len(extra)
     if epilogue is not None and epilogue.out is not None:
         binds += ("write",)
+    loads = None if gather is None else gather.loads
     pipe = device.pipeline(
-        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (epi,)),
-        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi),
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (epi,), loads),
+        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, loads),
         binds,
     )
     groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
@@ -270,16 +301,75 @@ def _layouts(a: MatrixView, b: MatrixView) -> tuple[str, str]:
 
 
 def unsplit(a: MatrixView, b: MatrixView) -> bool:
-    """Whether `select` runs ``a @ b`` without splitting K (so an epilogue costs it
-    nothing) on the device holding ``a``."""
+    """Whether ``a @ b`` runs without splitting K (so an epilogue costs it nothing) on
+    the device holding ``a``: `choose`'s choice for the product alone."""
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    if len(batch) > MAX_BATCH_DIMS or math.prod(batch) == 0:
+        return False
+    _, splits = choose(a, b)
+    return splits == 1
+
+
+def choose(a: MatrixView, b: MatrixView, splittable: bool = True) -> tuple[str, int]:
+    """The tile and the number of K pieces ``a @ b`` runs with by default on the device
+    holding ``a``: the device's measured choice for the product's size bucket where
+    tuning is on (`asgrad.gpu.lowering._matmul_tuning`; measured at the first product of
+    the bucket, then read from the cache), else `select`'s. ``splittable=False``
+    (an epilogue) leaves K whole.
+
+    >>> import numpy as np  # doctest: +REQUIRES_GPU
+    >>> from asgrad.gpu import to_gpu
+    >>> a = MatrixView(to_gpu(np.ones((8, 16), np.float32)))
+    >>> tile, splits = choose(a, a.transpose())
+    >>> tiles.tile(tile).bm in (32, 64, 128), splits
+    (True, 1)
+    """
     device = a.array.device
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    if len(batch) > MAX_BATCH_DIMS:
-        return False
-    M, _, _, _, nbatch = _folded(a, b, batch, device.max_groups)
+    M, _, a_bs, b_bs, nbatch = _folded(a, b, batch, device.max_groups)
+    K, N = a.shape[-1], b.shape[-1]
+    a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
+    a_layout, b_layout = _layouts(a, b)
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
-    _, splits = select(M, b.shape[-1], a.shape[-1], nbatch, max_shared, _layouts(a, b))
-    return splits == 1
+    problem = tuning.Problem(
+        M, N, K, nbatch, (a_layout, b_layout),
+        (
+            _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0),
+            _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0),
+        ),
+        splittable, max_shared, device.max_groups,
+    )  # fmt: skip
+    return _choose(a, b, (*batch, a.shape[-2], N), problem)
+
+
+def _choose(
+    a: MatrixView,
+    b: MatrixView,
+    shape: tuple[int, ...],
+    problem: tuning.Problem,
+    gather: Gather | None = None,
+) -> tuple[str, int]:
+    """`select`'s choice for ``problem`` or, where tuning is on, the tuned one (timed
+    on a scratch output of ``shape``, which a plan being captured does not keep)."""
+    default = select(
+        problem.M, problem.N, problem.K, problem.nbatch, problem.max_shared, problem.layouts
+    )
+    if not problem.splittable:
+        default = (default[0], 1)
+    if not problem.fits(default):  # too many tiles for the grid: the widest that fit
+        wide = [(name, 1) for name in (LARGE, LARGE_T) if problem.fits((name, 1))]
+        default = wide[0] if wide else default
+    scratch: list[GpuArray] = []
+
+    def run(variant: str, splits: int) -> Callable[[], None]:
+        def record() -> None:
+            if not scratch:  # made while timing: from the device's own pool
+                scratch.append(GpuArray.empty(shape, np.float32, a.array.device))
+            matmul_into(a, b, scratch[0], variant, splits, gather=gather)
+
+        return record
+
+    return tuning.choose(a.array.device, problem, default, run)
 
 
 def _folds(a: MatrixView, batch: tuple[int, ...], a_bs: list[int]) -> bool:
@@ -328,7 +418,9 @@ DEEP = 4
 MIN_SPLIT_K = 256
 MAX_SPLITS = 8
 # A product whose 64x64 grid fills less than a quarter of LARGE_GROUPS (a transformer's
-# weight gradient, K = batch * seq) splits K into pieces of at least THIN_PIECE_K.
+# weight gradient, K = batch * seq) splits K into pieces of at least THIN_PIECE_K; so
+# does one too small for 64x64 tiles whose 32x32 grid is as sparse and whose K is at
+# least DEEP * MIN_SPLIT_K.
 THIN_PIECE_K = 128
 
 
@@ -370,6 +462,9 @@ def select(
     thin = grid(SPLIT_FEW)[0] < LARGE_GROUPS // 4
     if nbatch == 1 and thin and K >= 2 * THIN_PIECE_K and usable(SPLIT_FEW):
         return SPLIT_FEW, min(MAX_SPLITS, K // THIN_PIECE_K)
+    if nbatch == 1 and grid(SMALL)[0] < LARGE_GROUPS // 4 and K >= DEEP * MIN_SPLIT_K:
+        # a few small tiles walking a long K (a convolution's weight gradient)
+        return SMALL, min(MAX_SPLITS, K // THIN_PIECE_K)
     if usable(FEW) and grid(FEW)[0] >= LARGE_GROUPS // 2:
         return FEW, 1
     _, use = grid(MEDIUM)

@@ -1,0 +1,349 @@
+"""The matmul tile per device, measured once and cached on disk.
+
+`select` in `asgrad.gpu.lowering.linalg` is a rule written from one GPU's
+measurements. With tuning on, the first product of each *bucket* (M, N and K rounded
+up to powers of two, the batch likewise, the operands' layouts and vec4 alignment,
+whether an epilogue forbids split-K, the workgroup memory allowed, a matmul or a
+convolution's gathered product) times the `candidates` (tiles of 32x32 to 128x128
+outputs, 4x4 to 8x8 per thread, and split-K for deep products with few outputs,
+summed by a second pass) on the device, with timestamp queries where the
+adapter has them (wall time after a sync otherwise), and keeps the fastest: in memory
+and in a JSON file under `cache_dir`, one per adapter (its name, vendor, backend and
+driver description, the wgpu version and the kernel's text), so the next process
+measures nothing. A file that cannot be read, or that another adapter or kernel
+wrote, is ignored (and rewritten at the next measurement).
+
+The switch, ``ASGRAD_MATMUL_TUNING`` (read at each choice): ``0``/``off`` uses the
+rule (`select`) only, ``1``/``on`` tunes on any adapter, unset (or ``auto``) tunes
+except on a CPU adapter (lavapipe, where the rule is kept: tests stay deterministic).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asgrad.gpu.device import Device
+from asgrad.gpu.device.source import kernel_text
+from asgrad.gpu.errors import GpuError
+from asgrad.gpu.lowering import _matmul_tiles as tiles
+
+__all__ = [
+    "ENV",
+    "Choice",
+    "Problem",
+    "TileCache",
+    "cache_dir",
+    "candidates",
+    "choose",
+    "enabled",
+    "identity",
+]
+
+ENV = "ASGRAD_MATMUL_TUNING"
+
+# Bumped when the meaning of a cached entry changes (the bucket, the candidates).
+FORMAT = 1
+
+Choice = tuple[str, int]  # (tile name, K pieces)
+
+# Tiles timed for every bucket (where they fit the device and the product): large ones
+# for products that fill the GPU, narrower ones and fewer outputs per thread for
+# small and batched products (attention heads).
+TILES: tuple[str, ...] = (
+    "128x128_8x8_k8du",
+    "128x128_8x8_k16u",
+    "128x64_8x8_k8du",
+    "64x128_8x8_k8du",
+    "128x64_8x4_k8du",
+    "64x64_8x8_k8du",
+    "64x64_4x4_k8du",
+    "64x32_4x4_k8du",
+    "32x64_4x4_k8du",
+    "32x32_4x4_k8d",
+)
+# Tiles timed with K cut in pieces, for deep products with few output tiles.
+SPLIT_TILES: tuple[str, ...] = ("128x128_8x8_k16u", "64x64_8x8_k8du", "32x32_4x4_k8d")
+SPLITS: tuple[int, ...] = (2, 4, 8, 16)
+# A piece of K is at least this long.
+MIN_PIECE = 128
+# Split-K is timed where a tile gives fewer workgroups than this.
+SPLIT_BELOW_GROUPS = 256
+# The least fraction of a tile's outputs inside the product for it to be timed.
+MIN_USE = 0.5
+# Invocations per workgroup asgrad requests (WebGPU's default): no tile is larger.
+MAX_THREADS = 256
+# Products of fewer multiply-adds keep the rule's tile: their time is the launch's,
+# whichever tile runs them, and measuring them would only delay a program's first step.
+MIN_TUNED = 1 << 21
+# Multiply-adds per timed repetition block (at least one product, at most MAX_REPS).
+TARGET_FLOPS = 4e9
+MAX_REPS = 32
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One product as launched (batch folded into M where it could be): sizes, the axis
+    each operand is contiguous along (A "k"/"m", B "n"/"k"), whether each is read as
+    vec4, whether K may be split (not under an epilogue), the workgroup memory and grid
+    the device allows, and how the operands are read (``kind``)."""
+
+    M: int
+    N: int
+    K: int
+    nbatch: int
+    layouts: tuple[str, str] = ("k", "n")
+    vec: tuple[bool, bool] = (False, False)
+    splittable: bool = True
+    max_shared: int = 16384
+    max_groups: int = 65535
+    kind: str = "matmul"  # or a convolution's gathers (`asgrad.gpu.lowering.linalg.Gather`)
+
+    @property
+    def key(self) -> str:
+        """The bucket: sizes rounded up to powers of two, and everything else."""
+
+        def up(v: int) -> int:
+            return 1 << max(0, math.ceil(math.log2(max(v, 1))))
+
+        return (
+            f"{self.kind}_m{up(self.M)}_n{up(self.N)}_k{up(self.K)}_b{up(self.nbatch)}"
+            f"_{''.join(self.layouts)}_v{int(self.vec[0])}{int(self.vec[1])}"
+            f"_s{int(self.splittable)}_w{self.max_shared}"
+        )
+
+    def fits(self, choice: Choice) -> bool:
+        """Whether ``choice`` can run this product: a valid tile within the workgroup
+        memory and `MAX_THREADS`, a grid within the limits, K split only where allowed
+        (a cache file edited by hand may name anything)."""
+        name, splits = choice
+        try:
+            t = tiles.tile(name)
+        except GpuError:
+            return False
+        grid = (-(-self.N // t.bn), -(-self.M // t.bm), self.nbatch * splits)
+        return (
+            t.shared <= self.max_shared
+            and t.threads <= MAX_THREADS
+            and max(grid) <= self.max_groups
+            and splits >= 1
+            and (splits == 1 or self.splittable)
+        )
+
+    def use(self, name: str) -> float:
+        """The fraction of the tile's outputs that lie inside the product."""
+        t = tiles.tile(name)
+        gm, gn = -(-self.M // t.bm), -(-self.N // t.bn)
+        return self.M * self.N / (gm * t.bm * gn * t.bn)
+
+    def groups(self, name: str) -> int:
+        t = tiles.tile(name)
+        return -(-self.M // t.bm) * -(-self.N // t.bn) * self.nbatch
+
+
+def candidates(problem: Problem, default: Choice) -> list[Choice]:
+    """What `choose` times for ``problem``: ``default`` (the rule's choice) first, then
+    each of `TILES` whose outputs lie mostly inside the product, then, where K is deep
+    and may be split, `SPLIT_TILES` with K in 2 to 16 pieces of at least `MIN_PIECE`
+    while the tile gives few workgroups."""
+    out: list[Choice] = [default] if problem.fits(default) else []
+    for name in TILES:
+        if problem.use(name) >= MIN_USE or name == TILES[-1]:
+            out.append((name, 1))
+    if problem.splittable and problem.nbatch == 1:
+        for name in SPLIT_TILES:
+            if problem.groups(name) >= SPLIT_BELOW_GROUPS or problem.use(name) < MIN_USE:
+                continue
+            out += [(name, s) for s in SPLITS if problem.K // s >= MIN_PIECE]
+    seen: set[Choice] = set()
+    unique = []
+    for choice in out:
+        if choice not in seen and problem.fits(choice):
+            seen.add(choice)
+            unique.append(choice)
+    return unique
+
+
+def enabled(device: Device) -> bool:
+    """Whether products are tuned on ``device`` (``ASGRAD_MATMUL_TUNING``, see above)."""
+    value = os.environ.get(ENV, "auto").strip().lower()
+    if value in ("0", "off", "false", "no"):
+        return False
+    if value in ("1", "on", "true", "yes"):
+        return True
+    return device.capabilities.adapter_type.lower() != "cpu"
+
+
+def cache_dir() -> Path:
+    """Where the tile choices are kept: ``gpu`` under asgrad's cache folder
+    (``ASGRAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/asgrad`` or ``~/.cache/asgrad``: the
+    root that the CPU path's compiled kernels use too)."""
+    root = os.environ.get("ASGRAD_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "asgrad"
+    )
+    return Path(root) / "gpu"
+
+
+def identity(device: Device) -> dict[str, str]:
+    """What a cache file must have been written for: the adapter, its driver, the wgpu
+    version and the kernel (a changed kernel times differently)."""
+    caps = device.capabilities
+    wgpu_version = str(getattr(sys.modules.get("wgpu"), "__version__", ""))
+    kernel = kernel_text("linalg_matmul_tiled") + "".join(TILES) + "".join(SPLIT_TILES)
+    return {
+        "format": str(FORMAT),
+        "adapter": caps.adapter,
+        "vendor": caps.vendor,
+        "backend": caps.backend,
+        "adapter_type": caps.adapter_type,
+        "driver": caps.description,
+        "wgpu": wgpu_version,
+        "kernel": hashlib.sha256(kernel.encode()).hexdigest()[:16],
+    }
+
+
+class TileCache:
+    """The tuned choices of one adapter: a dict of bucket -> `Choice`, read from and
+    written to ``path`` (JSON holding the `identity` and the entries, each with the
+    candidates' times in microseconds)."""
+
+    def __init__(self, path: Path, ident: dict[str, str]) -> None:
+        self.path = path
+        self.identity = ident
+        self.entries: dict[str, Choice] = {}
+        self.timings: dict[str, dict[str, float]] = {}
+
+    @classmethod
+    def for_device(cls, device: Device) -> TileCache:
+        """The cache file of ``device``'s adapter under `cache_dir`, loaded."""
+        ident = identity(device)
+        digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+        cache = cls(cache_dir() / f"matmul-tiles-{digest}.json", ident)
+        cache.load()
+        return cache
+
+    def load(self) -> None:
+        """Read the file; anything unreadable, foreign or malformed is left out."""
+        try:
+            data: Any = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return
+        if not isinstance(data, dict) or data.get("identity") != self.identity:
+            return
+        entries = data.get("entries")
+        if not isinstance(entries, dict):
+            return
+        for key, value in entries.items():
+            if not (isinstance(value, dict) and isinstance(key, str)):
+                continue
+            name, splits = value.get("tile"), value.get("splits")
+            if not (isinstance(name, str) and isinstance(splits, int) and splits >= 1):
+                continue
+            try:
+                tiles.tile(name)
+            except GpuError:
+                continue
+            self.entries[key] = (name, splits)
+
+    def save(self) -> None:
+        """Write the entries, with those another process of the same adapter wrote
+        meanwhile (atomically; a folder that cannot be written is skipped: the choices
+        then last for this process only)."""
+        ours = dict(self.entries)
+        self.load()
+        self.entries.update(ours)
+        data = {
+            "identity": self.identity,
+            "entries": {
+                key: {"tile": name, "splits": splits, "us": self.timings.get(key, {})}
+                for key, (name, splits) in sorted(self.entries.items())
+            },
+        }
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh, indent=1)
+            os.replace(tmp, self.path)
+        except OSError:
+            return
+
+
+_CACHES: weakref.WeakKeyDictionary[Device, TileCache] = weakref.WeakKeyDictionary()
+
+
+def device_cache(device: Device) -> TileCache:
+    """``device``'s `TileCache`, loaded from disk once per process."""
+    cache = _CACHES.get(device)
+    if cache is None or cache.path.parent != cache_dir():
+        cache = _CACHES[device] = TileCache.for_device(device)
+    return cache
+
+
+def choose(
+    device: Device,
+    problem: Problem,
+    default: Choice,
+    run: Callable[[str, int], Callable[[], object]],
+) -> Choice:
+    """The tile and K pieces for ``problem``: ``default`` when tuning is off or the
+    product is small (under `MIN_TUNED` multiply-adds), else the cached choice of its
+    bucket, else the fastest of `candidates`, timed through ``run(tile, splits)`` (a
+    function recording one product) and cached."""
+    size = problem.M * problem.N * problem.K * problem.nbatch
+    if size < MIN_TUNED or not enabled(device):
+        return default
+    cache = device_cache(device)
+    key = problem.key
+    hit = cache.entries.get(key)
+    if hit is not None and problem.fits(hit):
+        return hit
+    times: dict[str, float] = {}
+    best, best_time = default, math.inf
+    for choice in candidates(problem, default):
+        try:
+            seconds = _time(device, run(*choice), problem)
+        except GpuError:
+            continue  # a kernel this adapter refuses is no candidate
+        times[f"{choice[0]}/{choice[1]}"] = round(seconds * 1e6, 2)
+        if seconds < best_time:
+            best, best_time = choice, seconds
+    cache.entries[key] = best
+    cache.timings[key] = times
+    cache.save()
+    return best
+
+
+def _time(device: Device, record: Callable[[], object], problem: Problem) -> float:
+    """Seconds per call of ``record`` on ``device`` (the least of `ROUNDS` blocks),
+    outside any plan being captured."""
+    flops = 2.0 * problem.M * problem.N * problem.K * problem.nbatch
+    reps = max(1, min(MAX_REPS, int(TARGET_FLOPS / max(flops, 1.0))))
+    capture, device.capture = device.capture, None
+    try:
+        record()  # compile, warm
+        device.synchronize()
+        best = math.inf
+        for _ in range(ROUNDS):
+            seconds = device.gpu_seconds(lambda: [record() for _ in range(reps)])
+            if seconds is None:
+                start = time.perf_counter()
+                for _ in range(reps):
+                    record()
+                device.synchronize()
+                seconds = time.perf_counter() - start
+            best = min(best, seconds / reps)
+        return best
+    finally:
+        device.capture = capture

@@ -1,0 +1,295 @@
+"""The measured tile choice: every candidate kernel against numpy, the cache file (round
+trip, corrupted and foreign files ignored), the rule when tuning is off, and a tuned
+choice read back from disk by the next process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asgrad.gpu import Device, GpuArray, to_gpu
+from asgrad.gpu.device.buffers import ScopedPool
+from asgrad.gpu.lowering import _matmul_tuning as tuning
+from asgrad.gpu.lowering.linalg import Epilogue, MatrixView, choose, matmul, matmul_into, select
+from asgrad.gpu.plan.capture import capturing, replay
+from asgrad.tensor.ir import scalar as s
+
+pytestmark = pytest.mark.gpu
+Array = np.ndarray
+
+# Every candidate the tuner may pick: each tile unsplit, each split tile in pieces.
+CANDIDATES = [(t, 1) for t in tuning.TILES] + [(t, 3) for t in tuning.SPLIT_TILES]
+
+
+def _view(device: Device, x: Array, transposed: bool) -> MatrixView:
+    if transposed:  # stored transposed, read through swapped strides
+        return MatrixView(to_gpu(np.ascontiguousarray(np.swapaxes(x, -1, -2)), device)).transpose()
+    return MatrixView(to_gpu(x, device))
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty cache folder for this test, and no choice remembered in memory."""
+    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
+    tuning._CACHES.clear()
+    yield tmp_path / "gpu"
+    tuning._CACHES.clear()
+
+
+@pytest.mark.parametrize(("tile", "splits"), CANDIDATES)
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "transpose"),
+    [
+        ((67, 37), (37, 129), (False, False)),  # odd sizes, K not a multiple of BK
+        ((40, 64), (64, 36), (True, True)),  # aligned (vec4 reads), both read transposed
+        ((33, 260), (260, 17), (True, False)),  # K deeper than the pieces
+        ((2, 1, 9, 30), (3, 30, 8), (False, True)),  # batch dims broadcast both ways
+        ((3, 20, 40), (40, 12), (False, False)),  # a batch sharing B: folded into M
+    ],
+)
+def test_every_candidate_matches_numpy(
+    device: Device,
+    tile: str,
+    splits: int,
+    a_shape: tuple[int, ...],
+    b_shape: tuple[int, ...],
+    transpose: tuple[bool, bool],
+) -> None:
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal(b_shape).astype(np.float32)
+    va, vb = _view(device, a, transpose[0]), _view(device, b, transpose[1])
+    got = matmul(va, vb, tile, splits).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tile", tuning.TILES)
+def test_every_candidate_runs_the_epilogue(device: Device, tile: str) -> None:
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 19, 33)).astype(np.float32)
+    w = rng.standard_normal((33, 41)).astype(np.float32)
+    bias = rng.standard_normal(41).astype(np.float32)
+    out = GpuArray.empty((2, 19, 41), np.float32, device)
+    kept = GpuArray.empty((2, 19, 41), np.float32, device)
+    expr = s.tanh(s.arg(0) + s.arg(1))
+    epilogue = Epilogue(expr, [to_gpu(bias, device)], out=kept)
+    matmul_into(_view(device, x, False), _view(device, w, True), out, tile, None, epilogue)
+    np.testing.assert_allclose(out.numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(kept.numpy(), np.tanh(x @ w + bias), rtol=1e-4, atol=1e-4)
+
+
+def test_candidates_fit_the_product_and_start_with_the_rule() -> None:
+    small = tuning.Problem(20, 24, 64, 1)
+    chosen = tuning.candidates(small, ("32x32_4x4_k8", 1))
+    assert chosen[0] == ("32x32_4x4_k8", 1)
+    assert all(s == 1 for _, s in chosen)  # K too short to split
+    assert "128x128_8x8_k8du" not in {t for t, _ in chosen}  # mostly outside the product
+    deep = tuning.Problem(256, 256, 8192, 1)
+    splits = {s for t, s in tuning.candidates(deep, ("64x64_8x8_k8du", 8))}
+    assert {2, 4, 8, 16} <= splits
+    fused = tuning.Problem(256, 256, 8192, 1, splittable=False)
+    assert {s for _, s in tuning.candidates(fused, ("64x64_8x8_k8du", 1))} == {1}
+    tight = tuning.Problem(4096, 4096, 4096, 1, max_shared=8192)
+    assert all(tight.fits(c) for c in tuning.candidates(tight, ("x", 1)))
+    assert ("x", 1) not in tuning.candidates(tight, ("x", 1))
+    assert not tight.fits(("128x128_4x4_k8", 1))  # 1024 threads
+    assert not fused.fits(("64x64_8x8_k8du", 2))
+
+
+def test_buckets_round_sizes_up_to_powers_of_two() -> None:
+    key = tuning.Problem(100, 64, 65, 3, ("m", "n"), (True, False)).key
+    assert key == tuning.Problem(128, 33, 128, 4, ("m", "n"), (True, False)).key
+    assert key != tuning.Problem(129, 33, 128, 4, ("m", "n"), (True, False)).key
+    assert key != tuning.Problem(100, 64, 65, 3, ("k", "n"), (True, False)).key
+    assert key != tuning.Problem(100, 64, 65, 3, ("m", "n"), (True, False), False).key
+
+
+def test_cache_file_round_trip(tmp_path: Path) -> None:
+    ident = {"adapter": "a", "driver": "1"}
+    path = tmp_path / "sub" / "tiles.json"
+    first = tuning.TileCache(path, ident)
+    first.entries = {"k1": ("64x64_8x8_k8du", 4), "k2": ("32x32_4x4_k8d", 1)}
+    first.save()
+    second = tuning.TileCache(path, ident)
+    second.load()
+    assert second.entries == first.entries
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        "",
+        "[1, 2]",
+        json.dumps({"identity": {"adapter": "other GPU", "driver": "1"}, "entries": {}}),
+        json.dumps({"identity": {"adapter": "a", "driver": "1"}, "entries": []}),
+    ],
+)
+def test_corrupted_or_foreign_cache_is_ignored(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "tiles.json"
+    path.write_text(text)
+    cache = tuning.TileCache(path, {"adapter": "a", "driver": "1"})
+    cache.load()
+    assert cache.entries == {}
+
+
+def test_a_foreign_cache_is_replaced_by_the_next_measurement(tmp_path: Path) -> None:
+    path = tmp_path / "tiles.json"
+    foreign = {"adapter": "other GPU", "driver": "1"}
+    path.write_text(
+        json.dumps({"identity": foreign, "entries": {"k": {"tile": "32", "splits": 1}}})
+    )
+    cache = tuning.TileCache(path, {"adapter": "a", "driver": "1"})
+    cache.load()
+    cache.entries["k2"] = ("32x32_4x4_k8d", 1)
+    cache.save()
+    data = json.loads(path.read_text())
+    assert data["identity"] == {"adapter": "a", "driver": "1"}
+    assert list(data["entries"]) == ["k2"]
+
+
+def test_malformed_entries_are_left_out(tmp_path: Path) -> None:
+    ident = {"adapter": "a"}
+    entries = {
+        "good": {"tile": "64x64_8x8_k8du", "splits": 2},
+        "bad_tile": {"tile": "64x64_6x6_k8", "splits": 1},
+        "bad_splits": {"tile": "64x64_8x8_k8du", "splits": 0},
+        "not_a_dict": 3,
+    }
+    path = tmp_path / "tiles.json"
+    path.write_text(json.dumps({"identity": ident, "entries": entries}))
+    cache = tuning.TileCache(path, ident)
+    cache.load()
+    assert cache.entries == {"good": ("64x64_8x8_k8du", 2)}
+
+
+def test_heuristic_choice_when_tuning_is_off(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(tuning.ENV, "0")
+    a = MatrixView(to_gpu(np.ones((200, 96), np.float32), device))
+    b = MatrixView(to_gpu(np.ones((96, 160), np.float32), device))
+    before = device.counter.dispatches
+    assert choose(a, b) == select(200, 160, 96, 1, device.limits[_SHARED], ("k", "n"))
+    assert device.counter.dispatches == before  # nothing timed
+    assert not cache_dir.exists()
+
+
+_SHARED = "max-compute-workgroup-storage-size"
+
+
+def test_small_products_keep_the_rule_even_when_tuning(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(tuning.ENV, "1")
+    a = MatrixView(to_gpu(np.ones((100, 64), np.float32), device))
+    b = MatrixView(to_gpu(np.ones((64, 120), np.float32), device))
+    assert tuning.MIN_TUNED > 100 * 64 * 120
+    before = device.counter.dispatches
+    assert choose(a, b) == select(100, 120, 64, 1, device.limits[_SHARED], ("k", "n"))
+    assert device.counter.dispatches == before
+    assert not cache_dir.exists()
+
+
+def test_saving_keeps_the_entries_another_process_wrote(tmp_path: Path) -> None:
+    ident = {"adapter": "a"}
+    path = tmp_path / "tiles.json"
+    mine, theirs = tuning.TileCache(path, ident), tuning.TileCache(path, ident)
+    mine.load()
+    theirs.load()
+    theirs.entries["b1"] = ("64x64_8x8_k8du", 1)
+    theirs.save()
+    mine.entries["b2"] = ("32x32_4x4_k8d", 2)
+    mine.save()
+    again = tuning.TileCache(path, ident)
+    again.load()
+    assert again.entries == {"b1": ("64x64_8x8_k8du", 1), "b2": ("32x32_4x4_k8d", 2)}
+
+
+def test_tuning_is_off_by_default_on_a_cpu_adapter_only(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(tuning.ENV, raising=False)
+    cpu = device.capabilities.adapter_type.lower() == "cpu"
+    assert tuning.enabled(device) is not cpu
+    monkeypatch.setenv(tuning.ENV, "1")
+    assert tuning.enabled(device)
+    monkeypatch.setenv(tuning.ENV, "off")
+    assert not tuning.enabled(device)
+
+
+def test_tuned_choice_is_measured_once_and_read_back_from_disk(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(tuning.ENV, "1")
+    monkeypatch.setattr(tuning, "MIN_TUNED", 0)
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((48, 40)).astype(np.float32)
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    a, b = MatrixView(to_gpu(x, device)), MatrixView(to_gpu(w, device))
+    problem_key = tuning.Problem(48, 24, 40, 1, ("k", "n"), (True, True), True,
+                                 device.limits[_SHARED], device.max_groups).key  # fmt: skip
+    first = choose(a, b)
+    files = list(cache_dir.glob("matmul-tiles-*.json"))
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    assert data["identity"]["adapter"] == device.capabilities.adapter
+    entry = data["entries"][problem_key]
+    assert (entry["tile"], entry["splits"]) == first
+    assert len(entry["us"]) >= 2  # more than one candidate was timed
+    # in this process: no second measurement
+    before = device.counter.dispatches
+    assert choose(a, b) == first
+    assert device.counter.dispatches == before
+    # the next process reads the file: a choice written there is the one used
+    entry.update(tile="32x64_4x4_k8du", splits=1)
+    files[0].write_text(json.dumps(data))
+    tuning._CACHES.clear()
+    assert choose(a, b) == ("32x64_4x4_k8du", 1)
+    out = matmul(a, b).numpy()
+    np.testing.assert_allclose(out, x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_tuning_inside_a_captured_plan_records_only_the_product(
+    device: Device, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The candidates run at once on scratch buffers of the device's own pool; the plan
+    gets the one product, which replays to numpy's result."""
+    monkeypatch.setenv(tuning.ENV, "1")
+    monkeypatch.setattr(tuning, "MIN_TUNED", 0)
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((36, 52)).astype(np.float32)
+    w = rng.standard_normal((52, 28)).astype(np.float32)
+    a, b = MatrixView(to_gpu(x, device)), MatrixView(to_gpu(w, device))
+    scope = ScopedPool(device.pool)
+    with capturing(device, scope) as capture:
+        out = GpuArray.empty((36, 28), np.float32, device)
+        matmul_into(a, b, out)
+        assert device.current_pool is scope
+    assert device.capture is None
+    chosen = choose(a, b)
+    assert len(capture.commands) == (1 if chosen[1] == 1 else 2)
+    assert list(cache_dir.glob("matmul-tiles-*.json"))
+    replay(device, capture.commands)
+    np.testing.assert_allclose(out.numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    scope.close()
+
+
+def test_a_product_with_too_many_tiles_for_the_grid_takes_wider_tiles(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(tuning.ENV, "0")
+    monkeypatch.setattr(device, "max_groups", 3)  # 300 columns: 5 tiles of 64, 3 of 128
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    w = rng.standard_normal((8, 300)).astype(np.float32)
+    a, b = MatrixView(to_gpu(x, device)), MatrixView(to_gpu(w, device))
+    assert select(5, 300, 8, 1)[0].startswith("32x32")
+    tile, splits = choose(a, b)
+    assert tile.startswith("128x128")
+    assert splits == 1
+    np.testing.assert_allclose(matmul(a, b).numpy(), x @ w, rtol=1e-4, atol=1e-4)
