@@ -12,10 +12,15 @@ rank 0 of 1, collectives return their input. mpi4py is imported only under a lau
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import pickle
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from types import TracebackType
@@ -23,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from asgrad.nn.distributed import watchdog
 from asgrad.nn.errors import DistributedError, DistributedTimeoutError
 
 __all__ = [
@@ -78,6 +84,11 @@ class _World:
         self.timeout = timeout
         self.rank = 0 if comm is None else int(comm.Get_rank())
         self.size = 1 if comm is None else int(comm.Get_size())
+        self.host = socket.gethostname()
+        # Every rank's (host, pid), gathered by init under a launcher: a timeout names
+        # the peers of this node that are gone.
+        self.peers: list[tuple[str, int]] = [(self.host, os.getpid())]
+        self.watcher: subprocess.Popen[bytes] | None = None
 
 
 _world: _World | None = None
@@ -143,6 +154,51 @@ def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
     _world = _World(comm, mpi, seconds)
     if _world.size > 1:
         _install_excepthook()
+        _world.peers = [(str(h), int(p)) for h, p in all_gather_object(_world.peers[0])]
+        _start_watcher(_world)
+
+
+def _start_watcher(world: _World) -> None:
+    """Start this rank's watcher (see `asgrad.nn.distributed.watchdog`)."""
+    folder = tempfile.mkdtemp(prefix="asgrad-dist-") if world.rank == 0 else ""
+    folder = str(broadcast_object(folder))
+    if world.rank == 0:
+        atexit.register(shutil.rmtree, folder, True)
+    args = [str(world.rank), str(world.size), str(os.getpid()), world.host, folder]
+    world.watcher = subprocess.Popen(
+        [sys.executable, "-I", watchdog.__file__, *args],
+        stdin=subprocess.PIPE,
+        start_new_session=True,  # outside the launcher's process group: it outlives the rank
+    )
+    atexit.register(_tell_watcher, watchdog.CLEAN)
+
+
+def _tell_watcher(message: bytes) -> None:
+    """Tell the watcher how this rank ends (then it leaves once the rank is gone)."""
+    world = _world
+    if world is None or world.watcher is None or world.watcher.stdin is None:
+        return
+    try:
+        world.watcher.stdin.write(message)
+        world.watcher.stdin.close()
+    except OSError:
+        pass
+    world.watcher = None
+
+
+def _gone_peers(world: _World) -> list[int]:
+    """The ranks on this node whose process no longer exists."""
+    gone = []
+    for r, (host, pid) in enumerate(world.peers):
+        if r == world.rank or host != world.host:
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            gone.append(r)
+        except OSError:  # alive, another user's: not ours to signal
+            continue
+    return gone
 
 
 def _get() -> _World:
@@ -232,6 +288,7 @@ def abort(reason: str, code: int = 1) -> None:
     sys.stderr.flush()
     if world.comm is None:
         raise SystemExit(code)
+    _tell_watcher(watchdog.TOLD)
     # Let the launcher forward what this rank wrote before MPI_Abort tears the job down
     # (under load, a rank's traceback and reason were otherwise cut off mid-line).
     time.sleep(0.25)
@@ -269,11 +326,20 @@ def _wait(request: Any, what: str) -> None:
     pause = 0.0
     while not request.Test():
         if time.monotonic() > deadline:
+            gone = _gone_peers(world)
+            cause = (
+                (
+                    f"rank {gone[0]} of this node has ended"
+                    if len(gone) == 1
+                    else f"ranks {', '.join(map(str, gone))} of this node have ended"
+                )
+                if gone
+                else "another rank has probably died, raised, or stopped calling the same"
+                " collectives (see its output)"
+            )
             raise DistributedTimeoutError(
                 f"rank {world.rank} of {world.size}: {what} did not complete within"
-                f" {world.timeout:g} s; another rank has probably died, raised, or stopped"
-                " calling the same collectives (see its output). Set"
-                f" {TIMEOUT_VARIABLE} to wait longer"
+                f" {world.timeout:g} s; {cause}. Set {TIMEOUT_VARIABLE} to wait longer"
             )
         if pause:
             time.sleep(pause)
