@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
@@ -46,6 +47,8 @@ __all__ = [
     "init",
     "is_distributed",
     "launched_by_mpi",
+    "local_rank",
+    "local_size",
     "rank",
     "timeout",
     "world_size",
@@ -89,6 +92,9 @@ class _World:
         # the peers of this node that are gone.
         self.peers: list[tuple[str, int]] = [(self.host, os.getpid())]
         self.watcher: subprocess.Popen[bytes] | None = None
+        # This rank's index among the ranks of its node, and their number.
+        self.local_rank = 0
+        self.local_size = 1
 
 
 _world: _World | None = None
@@ -121,13 +127,21 @@ def _default_timeout() -> float:
     return value
 
 
-def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
+def init(
+    *, timeout: float | None = None, force_mpi: bool = False, adapter: int | None = None
+) -> None:
     """Join the process group (idempotent; a no-op in a single process).
 
     Under an MPI launcher (or with ``force_mpi``) this imports mpi4py, which starts
     MPI, and installs an exception hook: a rank that raises prints its traceback and
     calls ``MPI_Abort``, which ends every rank. ``timeout`` is how long any collective
     may wait, in seconds (default: ``$ASGRAD_DIST_TIMEOUT``, else 300).
+
+    It also chooses each rank's GPU adapter (when ``asgrad.gpu`` is installed): the
+    one numbered ``adapter``, else ``$ASGRAD_GPU_DEVICE``, else the rank's
+    [`local_rank`][asgrad.nn.distributed.local_rank] (wrapped around, with a warning,
+    when the node has fewer adapters than ranks); the device prints the adapter it
+    opened, naming the rank (see `asgrad.gpu.device.adapters`).
 
     >>> init()  # outside mpirun: one process
     >>> rank(), world_size()
@@ -142,6 +156,8 @@ def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
         return
     if not (force_mpi or launched_by_mpi()):
         _world = _World(None, None, seconds)
+        if adapter is not None:
+            _select_adapter(_world, adapter)
         return
     try:
         mpi = importlib.import_module("mpi4py.MPI")
@@ -152,10 +168,42 @@ def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
         ) from None
     comm = mpi.COMM_WORLD.Dup()
     _world = _World(comm, mpi, seconds)
+    node = mpi.COMM_WORLD.Split_type(mpi.COMM_TYPE_SHARED, key=_world.rank)
+    _world.local_rank, _world.local_size = int(node.Get_rank()), int(node.Get_size())
+    node.Free()
+    _select_adapter(_world, adapter)
     if _world.size > 1:
         _install_excepthook()
         _world.peers = [(str(h), int(p)) for h, p in all_gather_object(_world.peers[0])]
         _start_watcher(_world)
+
+
+def _select_adapter(world: _World, adapter: int | None) -> None:
+    """Ask asgrad.gpu (when installed) for ``adapter``, else this rank's local index."""
+    try:
+        gpu = importlib.import_module("asgrad.gpu")
+    except ImportError:
+        if adapter is not None:
+            raise DistributedError(
+                f"init(adapter={adapter}) needs the GPU backend: pip install 'asgrad[gpu]'"
+            ) from None
+        return
+    label = (
+        f"rank {world.rank} of {world.size} (local {world.local_rank} of"
+        f" {world.local_size} on {world.host})"
+    )
+    if gpu.device.opened():
+        warnings.warn(
+            f"{label}: the GPU device was opened before asgrad.nn.distributed.init, so its"
+            " adapter was not chosen by local rank; call init() first",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return
+    if adapter is not None:
+        gpu.select_adapter(adapter, label=label)
+    else:
+        gpu.select_adapter(world.local_rank, automatic=True, label=label)
 
 
 def _start_watcher(world: _World) -> None:
@@ -228,6 +276,28 @@ def world_size() -> int:
     1
     """
     return _get().size
+
+
+def local_rank() -> int:
+    """This rank's index among the ranks of its node (``MPI_COMM_TYPE_SHARED``; 0 alone).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.local_rank(), dist.local_size()
+    (0, 1)
+    """
+    return _get().local_rank
+
+
+def local_size() -> int:
+    """The number of ranks on this rank's node (1 in a single process).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.local_size()
+    1
+    """
+    return _get().local_size
 
 
 def is_distributed() -> bool:
