@@ -171,3 +171,39 @@ def test_checkpoints_save_on_rank_0_and_load_everywhere(tmp_path: Path) -> None:
         data = dist.load(manager, expected=model.state_dict())
     assert (data.step, data.epoch) == (3, 1)
     np.testing.assert_array_equal(data.model_state["weight"], model.state_dict()["weight"])
+
+
+def _dropout_batchnorm_step(overlap: bool) -> tuple[nn.Module, dist.DistributedStep]:
+    model = nn.Sequential(
+        nn.Linear(5, 8, rng=1),
+        nn.Tanh(),
+        nn.Dropout(0.3, seed=5),  # its seed is updated by the step and read by the backward
+        nn.Linear(8, 8, rng=3),
+        nn.BatchNorm1d(8),
+        nn.Linear(8, 3, rng=2),
+    )
+    g = Graph()
+    x, y = g.input("x", (4, 5)), g.input("y", (4,), "int64")
+    opt = nn.AdamW(model.parameters(), lr=1e-2)
+    loss = nn.cross_entropy(model(x), y)
+    step = dist.DistributedStep(opt, loss, accumulate=2, bucket_bytes=100, overlap=overlap)
+    return model, step
+
+
+def test_the_overlapped_step_is_bit_identical_to_the_unsplit_one() -> None:
+    split, overlapped = _dropout_batchnorm_step(True)
+    whole, plain = _dropout_batchnorm_step(False)
+    assert overlapped.overlap
+    assert not plain.overlap
+    assert overlapped.stages is not None
+    assert len(overlapped.stages) == len(overlapped.sizes) > 2
+    rng = np.random.default_rng(0)
+    for batch in (4, 4, 4, 4, 3, 4):  # 3: not the declared size, the unsplit program runs
+        xs = rng.normal(size=(batch, 5)).astype(np.float32)
+        ys = rng.integers(0, 3, size=batch).astype(np.int64)
+        (a,) = overlapped(x=xs, y=ys)
+        (b,) = plain(x=xs, y=ys)
+        assert a.tobytes() == b.tobytes()
+        for p, q in zip(split.state_dict().values(), whole.state_dict().values(), strict=True):
+            assert np.asarray(p).tobytes() == np.asarray(q).tobytes()
+    assert overlapped.reduce_seconds >= 0.0

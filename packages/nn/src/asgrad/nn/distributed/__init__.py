@@ -48,6 +48,7 @@ from asgrad.nn.distributed.comm import (
 from asgrad.nn.distributed.sampler import DistributedSampler
 from asgrad.nn.distributed.step import (
     DEFAULT_BUCKET_BYTES,
+    DEFAULT_FIRST_BUCKET_BYTES,
     DistributedStep,
     broadcast_variables,
     compile_step,
@@ -57,6 +58,7 @@ from asgrad.nn.errors import DistributedError, DistributedTimeoutError
 
 __all__ = [
     "DEFAULT_BUCKET_BYTES",
+    "DEFAULT_FIRST_BUCKET_BYTES",
     "DEFAULT_TIMEOUT",
     "TIMEOUT_VARIABLE",
     "DistributedError",

@@ -382,6 +382,12 @@ class Pending:
         self.result = result
         self.what = what
 
+    def test(self) -> bool:
+        """Whether the collective is done (without waiting); lets MPI make progress on it."""
+        if self.request is not None and self.request.Test():
+            self.request = None
+        return self.request is None
+
     def wait(self) -> np.ndarray:
         """Wait (polling, with backoff) until the collective is done; return its array."""
         if self.request is not None:
