@@ -61,6 +61,14 @@ def test_n_ranks_step_like_one_process_with_n_times_the_batch(ranks: int) -> Non
     assert all(line.endswith(" ok") and f"ranks={ranks}" in line for line in results), output
 
 
+def test_sync_batch_norm_on_two_ranks_is_batch_norm_on_the_global_batch() -> None:
+    code, output = launch(2, "syncbn.py", limit=200)
+    assert code == 0, output
+    # forward rows, running statistics, gradients and evaluation, within round-off
+    assert "RESULT ranks=2 syncbn " in output, output
+    assert " ok" in output.split("RESULT ranks=2 syncbn ", 1)[1].splitlines()[0], output
+
+
 @pytest.mark.parametrize(
     ("mode", "expected"),
     [

@@ -30,11 +30,19 @@ from typing import Any
 
 import numpy as np
 
+from asgrad.nn.errors import DistributedError
 from asgrad.tensor import Graph, Program, Tensor, Variable, compile, topological_order
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.retrace import needs_retrace
 
-__all__ = ["Stage", "split_gradients"]
+__all__ = [
+    "Stage",
+    "SumStage",
+    "cross_rank_sum",
+    "has_sums",
+    "split_at_sums",
+    "split_gradients",
+]
 
 
 @dataclass
@@ -187,4 +195,107 @@ def split_gradients(
                 shapes=copier.shapes,
             )
         )
+    return stages
+
+
+# The ids of the constant nodes that mark a cross-rank sum: ``local * marker`` (marker
+# 1.0) is a sum over the ranks of ``local``, and so is the gradient autograd makes for
+# it, ``cotangent * marker`` (the adjoint of a sum over ranks is a sum over ranks).
+_MARKERS: set[int] = set()
+
+
+def cross_rank_sum(local: Tensor) -> Tensor:
+    """``local`` summed over the ranks inside a
+    [`DistributedStep`][asgrad.nn.distributed.DistributedStep] (its gradient too);
+    ``local`` itself in any other program (one process).
+
+    The step splits its gradient program at these sums (`split_at_sums`).
+    """
+    marker = local.graph.constant(1.0, local.dtype)
+    _MARKERS.add(marker.node.id)
+    return local * marker
+
+
+def _is_sum(node: Node) -> bool:
+    return node.op == "mul" and len(node.inputs) == 2 and node.inputs[1].id in _MARKERS
+
+
+def has_sums(roots: Sequence[Tensor]) -> bool:
+    """Whether ``roots`` depend on a cross-rank sum (`cross_rank_sum`)."""
+    return bool(_MARKERS) and any(_is_sum(n) for n in topological_order([t.node for t in roots]))
+
+
+@dataclass
+class SumStage:
+    """One piece of a gradient program split at its cross-rank sums: it computes the
+    values of one *phase* (the nodes behind as many sums), hands its sums' local values
+    to be reduced over the ranks, and the values later stages read."""
+
+    stage: Stage
+    sums: list[str]  # boundary names whose values are summed over the ranks after it
+
+
+def split_at_sums(
+    roots: Sequence[Tensor],
+    updates: Mapping[Variable, Tensor],
+    *,
+    backend: str | None,
+    debug: bool | None,
+) -> list[SumStage]:
+    """Stages in phase order; the last outputs ``roots`` and applies ``updates``.
+
+    A node's phase is the largest number of cross-rank sums on a path from a leaf to
+    it: a sum's value is reduced over the ranks between its phase's stage and the
+    next, so every rank runs the same stages and the same reductions in the same order.
+    """
+    graph = roots[0].graph
+    ends = [t.node for t in roots] + [t.node for t in updates.values()]
+    everything = topological_order(ends)
+    if needs_retrace(ends) or not _splittable(everything, graph):
+        raise DistributedError(
+            "a graph with SyncBatchNorm cannot be split at its cross-rank sums (its"
+            " expansions are specialised to the declared sizes, or it nests loop bodies)"
+        )
+    phase: dict[int, int] = {}
+    for n in everything:
+        phase[n.id] = max((phase[i.id] + (1 if _is_sum(i) else 0) for i in n.inputs), default=0)
+    last = max(phase[n.id] for n in ends)
+    received: list[list[Node]] = [[] for _ in range(last + 1)]
+    seen: list[set[int]] = [set() for _ in range(last + 1)]
+
+    def receive(k: int, node: Node) -> None:
+        if node.inputs and phase[node.id] < k and node.id not in seen[k]:
+            seen[k].add(node.id)
+            received[k].append(node)
+
+    for n in everything:
+        if n.inputs:
+            for source in n.inputs:
+                receive(phase[n.id], source)
+    for n in ends:
+        receive(last, n)
+    sent: list[list[Node]] = [[] for _ in range(last + 1)]
+    for k in range(last + 1):
+        for node in received[k]:
+            if node not in sent[phase[node.id]]:
+                sent[phase[node.id]].append(node)
+    stages = []
+    for k in range(last + 1):
+        copier = _Copier(Graph(f"{graph.name}-phase{k}"), {n.id for n in received[k]})
+        outputs = [copier.tensor(n) for n in sent[k]]
+        stage_updates: list[tuple[Variable, Tensor]] = []
+        if k == last:
+            outputs = [copier.tensor(t.node) for t in roots] + outputs
+            stage_updates = [(v, copier.tensor(t.node)) for v, t in updates.items()]
+        program = compile(outputs, stage_updates, backend=backend, check_numerics=debug)
+        stage = Stage(
+            program,
+            heads=len(roots) if k == last else 0,
+            feeds=copier.feeds,
+            received=[_boundary_name(n) for n in received[k]],
+            sent=[_boundary_name(n) for n in sent[k]],
+            shapes=copier.shapes,
+        )
+        sums = [_boundary_name(n) for n in sent[k] if _is_sum(n)]
+        stages.append(SumStage(stage, sums))
     return stages

@@ -29,11 +29,18 @@ from asgrad.autograd import grad
 from asgrad.nn.distributed.comm import (
     Pending,
     all_gather_object,
+    all_reduce,
     all_reduce_start,
     broadcast,
     world_size,
 )
-from asgrad.nn.distributed.stages import Stage, split_gradients
+from asgrad.nn.distributed.stages import (
+    Stage,
+    SumStage,
+    has_sums,
+    split_at_sums,
+    split_gradients,
+)
 from asgrad.nn.errors import DistributedError
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Graph, Program, Tensor, Variable, compile, concat
@@ -240,6 +247,18 @@ class DistributedStep:
         self.backend = resolve_backend_name(backend)
         wanted = self.backend == "cpu" and world_size() > 1 if overlap is None else overlap
         self.stages: list[Stage] | None = None
+        # SyncBatchNorm's statistics: the program split at its cross-rank sums instead.
+        self.phases: list[SumStage] | None = None
+        if has_sums([loss, *outputs, *flats, *graph.updates.values()]):
+            if overlap:
+                raise DistributedError(
+                    "overlap=True: a graph with SyncBatchNorm is split at its statistics'"
+                    " reductions, not at the buckets; pass overlap=False or None"
+                )
+            wanted = False
+            self.phases = split_at_sums(
+                [loss, *outputs, *flats], graph.updates, backend=backend, debug=debug
+            )
         if wanted:
             self.stages = split_gradients(
                 [loss, *outputs], flats, graph.updates, backend=backend, debug=debug
@@ -255,7 +274,9 @@ class DistributedStep:
         self._declared: dict[str, tuple[int, ...]] = {}
         for stage in self.stages or ():
             self._declared.update(stage.shapes)
-        if self.stages is None:
+        for phase in self.phases or ():
+            self._declared.update(phase.stage.shapes)
+        if self.stages is None and self.phases is None:
             self._whole = self.gradients
         self.update: Program = self._update_program(backend, debug)
         self.sizes = [int(f.shape[0]) for f in flats]
@@ -321,7 +342,12 @@ class DistributedStep:
         if self._count == 0:
             self._sums = []
         pending: list[Pending] | None = None
-        if self.stages is not None and self._at_declared_sizes(feeds):
+        if self.phases is not None:
+            results = self._run_phases(self.phases, feeds)
+            heads = results[: self.outputs]
+            for k, bucket in enumerate(results[self.outputs :]):
+                self._add(k, bucket)
+        elif self.stages is not None and self._at_declared_sizes(feeds):
             heads, pending = self._run_stages(self.stages, feeds, reduce=last)
         else:
             results = self.gradients(feeds)
@@ -333,6 +359,22 @@ class DistributedStep:
         if last:
             self._reduce_and_update(pending)
         return heads
+
+    def _run_phases(self, phases: Sequence[SumStage], feeds: Mapping[str, Any]) -> list[np.ndarray]:
+        """Run the stages of a graph with cross-rank sums, reducing the sums between them."""
+        if not self._at_declared_sizes(feeds):
+            fed = {name: np.shape(feeds[name]) for name in self._declared if name in feeds}
+            raise DistributedError(
+                f"a step with SyncBatchNorm runs at the declared sizes {self._declared},"
+                f" fed {fed}; give every rank full batches (DataLoader(..., drop_last=True))"
+            )
+        boundary: dict[str, np.ndarray] = {}
+        results: list[np.ndarray] = []
+        for phase in phases:
+            results = phase.stage.run(feeds, boundary)
+            for name in phase.sums:
+                boundary[name] = all_reduce(boundary[name])
+        return results
 
     def _run_stages(
         self, stages: Sequence[Stage], feeds: Mapping[str, Any], *, reduce: bool
