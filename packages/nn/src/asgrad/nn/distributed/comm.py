@@ -31,6 +31,8 @@ import numpy as np
 
 from asgrad.nn.distributed import watchdog
 from asgrad.nn.errors import DistributedError, DistributedTimeoutError
+from asgrad.tensor import get_backend
+from asgrad.tensor.errors import BackendError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -179,31 +181,34 @@ def init(
 
 
 def _select_adapter(world: _World, adapter: int | None) -> None:
-    """Ask asgrad.gpu (when installed) for ``adapter``, else this rank's local index."""
+    """Ask the GPU backend (when installed) for ``adapter``, else this rank's local index.
+
+    Through the backend's optional ``select_device`` (the GPU backend's): asgrad.nn does
+    not import asgrad.gpu.
+    """
     try:
-        gpu = importlib.import_module("asgrad.gpu")
-    except ImportError:
+        backend = get_backend("gpu")
+    except BackendError:
         if adapter is not None:
             raise DistributedError(
                 f"init(adapter={adapter}) needs the GPU backend: pip install 'asgrad[gpu]'"
             ) from None
         return
+    select = getattr(backend, "select_device", None)
+    if select is None:
+        return
     label = (
         f"rank {world.rank} of {world.size} (local {world.local_rank} of"
         f" {world.local_size} on {world.host})"
     )
-    if gpu.device.opened():
+    index = world.local_rank if adapter is None else adapter
+    if not select(index, automatic=adapter is None, label=label):
         warnings.warn(
             f"{label}: the GPU device was opened before asgrad.nn.distributed.init, so its"
             " adapter was not chosen by local rank; call init() first",
             RuntimeWarning,
             stacklevel=3,
         )
-        return
-    if adapter is not None:
-        gpu.select_adapter(adapter, label=label)
-    else:
-        gpu.select_adapter(world.local_rank, automatic=True, label=label)
 
 
 def _start_watcher(world: _World) -> None:
