@@ -261,3 +261,11 @@ def test_a_sync_batch_norm_step_refuses_a_short_batch() -> None:
     step(x=np.ones((4, 3), np.float32))
     with pytest.raises(DistributedError, match="drop_last=True"):
         step(x=np.ones((3, 3), np.float32))
+
+
+def test_a_sync_batch_norm_step_names_missing_and_unknown_feeds() -> None:
+    model = nn.Sequential(nn.Linear(3, 4, rng=0), nn.SyncBatchNorm(4))
+    x = Graph().input("x", (4, 3))
+    step = dist.DistributedStep(nn.SGD(model.parameters(), lr=0.1), model(x).mean())
+    with pytest.raises(DistributedError, match=r"missing \['x'\], not inputs \['z'\]"):
+        step(z=np.ones((4, 3), np.float32))

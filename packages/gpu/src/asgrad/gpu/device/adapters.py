@@ -166,9 +166,10 @@ def choose_adapter(wgpu: Any) -> Any | None:
         if index != _selection.index:
             warnings.warn(
                 f"{label or 'this process'}: local rank {_selection.index} but"
-                f" {len(listed)} adapter(s) ({names}); sharing adapter {index}, as ranks"
-                f" {_selection.index} mod {len(listed)} do (slower than one adapter each)."
-                f" Start at most {len(listed)} rank(s) per node, or set {ADAPTER_VARIABLE}",
+                f" {len(listed)} adapter(s) ({names}); sharing adapter {index} (the local"
+                f" rank modulo {len(listed)}) with another rank, which is slower than one"
+                f" adapter each. Start at most {len(listed)} rank(s) per node, or set"
+                f" {ADAPTER_VARIABLE}",
                 RuntimeWarning,
                 stacklevel=2,
             )

@@ -331,6 +331,10 @@ class DistributedStep:
         return self._sums[k]
 
     def _at_declared_sizes(self, feeds: Mapping[str, Any]) -> bool:
+        """Whether ``feeds`` are the stages' inputs, no more, at their declared shapes (else
+        the unsplit program runs, and names what is wrong)."""
+        if len(feeds) != len(self._declared):
+            return False
         for name, shape in self._declared.items():
             if name not in feeds or np.shape(feeds[name]) != shape:
                 return False
@@ -363,7 +367,14 @@ class DistributedStep:
     def _run_phases(self, phases: Sequence[SumStage], feeds: Mapping[str, Any]) -> list[np.ndarray]:
         """Run the stages of a graph with cross-rank sums, reducing the sums between them."""
         if not self._at_declared_sizes(feeds):
-            fed = {name: np.shape(feeds[name]) for name in self._declared if name in feeds}
+            missing = sorted(set(self._declared) - set(feeds))
+            unknown = sorted(set(feeds) - set(self._declared))
+            if missing or unknown:
+                raise DistributedError(
+                    f"the step's inputs are {sorted(self._declared)}; missing {missing},"
+                    f" not inputs {unknown}"
+                )
+            fed = {name: np.shape(feeds[name]) for name in self._declared}
             raise DistributedError(
                 f"a step with SyncBatchNorm runs at the declared sizes {self._declared},"
                 f" fed {fed}; give every rank full batches (DataLoader(..., drop_last=True))"
