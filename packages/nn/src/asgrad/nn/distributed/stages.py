@@ -95,9 +95,16 @@ class _Copier:
         self.shapes: dict[str, tuple[int, ...]] = {}
 
     def copy(self, node: Node) -> Node:
+        """``node``'s twin, with its ancestors' (a walk that stops at boundaries)."""
         g, made = self.graph, self.made
-        for n in topological_order([node]):
+        stack = [(node, False)]
+        while stack:
+            n, ready = stack.pop()
             if n.id in made:
+                continue
+            if not ready and n.inputs and n.id not in self.boundary:
+                stack.append((n, True))  # made once every input is (pushed after it)
+                stack.extend((i, False) for i in reversed(n.inputs) if i.id not in made)
                 continue
             if n.id in self.boundary:
                 made[n.id] = g.input(_boundary_name(n), n.shape, n.dtype, free=()).node
