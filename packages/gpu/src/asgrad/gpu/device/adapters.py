@@ -131,7 +131,7 @@ def _explicit_index() -> tuple[int, str] | None:
     if index < 0:
         raise GpuUnavailableError(
             f"{ADAPTER_VARIABLE}={raw!r} is not an adapter index; set it to 0, 1, ..."
-            " (python -m asgrad.gpu info lists the adapters)"
+            " (asgrad.gpu.adapters() lists the adapters, in index order)"
         )
     return index, ADAPTER_VARIABLE
 
