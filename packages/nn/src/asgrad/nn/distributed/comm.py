@@ -16,7 +16,6 @@ import atexit
 import importlib
 import os
 import pickle
-import shutil
 import socket
 import subprocess
 import sys
@@ -94,6 +93,7 @@ class _World:
         # the peers of this node that are gone.
         self.peers: list[tuple[str, int]] = [(self.host, os.getpid())]
         self.watcher: subprocess.Popen[bytes] | None = None
+        self.folder = ""  # the watchers' folder on this node (see watchdog)
         # This rank's index among the ranks of its node, and their number.
         self.local_rank = 0
         self.local_size = 1
@@ -215,8 +215,7 @@ def _start_watcher(world: _World) -> None:
     """Start this rank's watcher (see `asgrad.nn.distributed.watchdog`)."""
     folder = tempfile.mkdtemp(prefix="asgrad-dist-") if world.rank == 0 else ""
     folder = str(broadcast_object(folder))
-    if world.rank == 0:
-        atexit.register(shutil.rmtree, folder, True)
+    world.folder = folder
     args = [str(world.rank), str(world.size), str(os.getpid()), world.host, folder]
     world.watcher = subprocess.Popen(
         [sys.executable, "-I", watchdog.__file__, *args],
@@ -231,6 +230,8 @@ def _tell_watcher(message: bytes) -> None:
     world = _world
     if world is None or world.watcher is None or world.watcher.stdin is None:
         return
+    if message == watchdog.CLEAN:
+        watchdog.record(world.folder, "exit", world.rank, os.getpid())
     try:
         world.watcher.stdin.write(message)
         world.watcher.stdin.close()

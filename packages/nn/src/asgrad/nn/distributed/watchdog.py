@@ -7,17 +7,19 @@ launcher, [`init`][asgrad.nn.distributed.init] starts one small watcher per rank
 (``python -I`` on this file: the standard library only, a few milliseconds) that holds
 the read end of a pipe from its rank. When the pipe closes, the rank has ended:
 
-* after ``ok`` (written by an ``atexit`` handler: the interpreter finished normally),
-  the watcher leaves quietly;
+* after ``ok`` (written by an ``atexit`` handler: the interpreter finished normally,
+  and the rank recorded its exit in the job's folder), it leaves quietly;
 * after ``told`` (written by [`abort`][asgrad.nn.distributed.abort], which printed the
   reason itself), it records the time of the death and says nothing;
 * otherwise it records the time of the death in the job's folder, waits
   `SETTLE` seconds for the deaths the launcher causes, and if its rank's death was
   the first of the node it prints ``asgrad.nn.distributed: rank R of N (pid P on
-  HOST) ended without finishing ...`` on stderr.
+  HOST) ended without finishing ...`` on stderr, naming the ranks that had exited
+  before (a rank that exits, even normally, makes the launcher end the others).
 
 The job's folder is shared by the ranks of one node (rank 0 chooses its name), so on
-several nodes each node's first death is named.
+several nodes each node's first death is named. The last watcher to see every rank's
+end recorded removes the folder (a rank still running keeps it, a few bytes a rank).
 
 This module is run as a script; it imports nothing of asgrad.
 """
@@ -25,10 +27,11 @@ This module is run as a script; it imports nothing of asgrad.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import time
 
-__all__ = ["CLEAN", "SETTLE", "TOLD", "watch"]
+__all__ = ["CLEAN", "SETTLE", "TOLD", "record", "watch"]
 
 CLEAN = b"ok"
 """What a rank writes to its watcher when its interpreter ends normally."""
@@ -40,13 +43,24 @@ SETTLE = 0.3
 """Seconds a watcher waits after its rank's death for the other deaths on its node."""
 
 
-def _earliest(folder: str) -> str | None:
-    """The name of the earliest death recorded in ``folder`` (None if none)."""
+def record(folder: str, kind: str, rank: int, pid: int) -> str:
+    """Record a rank's ``kind`` of end (``exit`` or ``death``) now; the record's name
+    ('' if it could not be written). Names sort by time (zero-padded), then rank."""
+    name = f"{kind}-{time.time_ns():020d}-{rank:06d}"
     try:
-        names = [n for n in os.listdir(folder) if n.startswith("death-")]
+        os.makedirs(folder, exist_ok=True)
+        with open(os.path.join(folder, name), "w") as handle:
+            handle.write(f"{rank} {pid}\n")
     except OSError:
-        return None
-    return min(names) if names else None
+        return ""
+    return name
+
+
+def _records(folder: str, kind: str) -> list[str]:
+    try:
+        return sorted(n for n in os.listdir(folder) if n.startswith(kind + "-"))
+    except OSError:
+        return []
 
 
 def watch(rank: int, size: int, pid: int, host: str, folder: str) -> None:
@@ -57,26 +71,44 @@ def watch(rank: int, size: int, pid: int, host: str, folder: str) -> None:
         if not chunk:
             break
         data += chunk
-    if data.endswith(CLEAN):
+    if not data.endswith(CLEAN):  # a clean exit was recorded by the rank itself
+        name = record(folder, "death", rank, pid)
+        if name and not data.endswith(TOLD):
+            time.sleep(SETTLE)
+            _report(rank, size, pid, host, folder, name)
+    _remove_when_all_ended(folder, size)
+
+
+def _remove_when_all_ended(folder: str, size: int) -> None:
+    """Remove the folder once every rank's end is recorded (after any death's report)."""
+    if len(_records(folder, "exit")) + len(_records(folder, "death")) < size:
         return
-    # The time first (zero-padded, so names sort by it), then the rank to break ties.
-    name = f"death-{time.time_ns():020d}-{rank:06d}"
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with open(os.path.join(folder, name), "w") as record:
-            record.write(f"{rank} {pid}\n")
-    except OSError:
+    if _records(folder, "death"):
+        time.sleep(2 * SETTLE)  # the first death's watcher reads the records first
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _report(rank: int, size: int, pid: int, host: str, folder: str, name: str) -> None:
+    """Print the rank's death if it was the first of the node (``name`` is its record)."""
+    deaths = _records(folder, "death")
+    if not deaths or deaths[0] != name:
         return
-    if data.endswith(TOLD):
-        return
-    time.sleep(SETTLE)
-    if _earliest(folder) != name:
-        return
+    when = name.split("-")[1]
+    exited = sorted(
+        {int(n.split("-")[2]) for n in _records(folder, "exit") if n.split("-")[1] < when}
+    )
+    after = (
+        f" after rank{'s' if len(exited) > 1 else ''} {', '.join(map(str, exited))} had exited"
+        " (a rank that exits, even normally, makes the launcher end the others: see its"
+        " output and exit status)"
+        if exited
+        else ""
+    )
     sys.stderr.write(
         f"asgrad.nn.distributed: rank {rank} of {size} (pid {pid} on {host}) ended without"
-        " finishing: no Python exception handler ran (os._exit, a signal such as SIGKILL"
-        " or SIGSEGV, or the interpreter crashed); the other ranks stop when the launcher ends them"
-        " or at their next collective's deadline\n"
+        f" finishing{after}: no Python exception handler ran (os._exit, a signal such as"
+        " SIGKILL or SIGSEGV, or the interpreter crashed); the other ranks stop when the"
+        " launcher ends them or at their next collective's deadline\n"
     )
     sys.stderr.flush()
 
