@@ -3,7 +3,9 @@
 Runs ``packages/nn/tests/mpi/exactness.py`` under ``mpiexec -n 2`` with
 ``ASGRAD_DEVICE=gpu``: each rank's gradient program reads its buckets back, MPI
 reduces them, the update program writes them back; the reference is one process on
-the GPU with the global batch. One case per launch: in one process, a later case can
+the GPU with the global batch. Each rank opens the adapter of its local rank, wrapped
+around when the machine has fewer (lavapipe: one), and names it. One case per launch:
+in one process, a later case can
 fail with a spurious one_hot OutOfRangeError when the plan binds an input leaf late
 and the scope hands it the buffer of an intermediate that earlier recorded kernels
 write after the upload (a GPU-backend problem of input buffers taken from a plan's
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from asgrad.gpu import Device
+from asgrad.gpu import Device, adapters
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -48,3 +50,13 @@ def test_two_gpu_ranks_step_like_one_gpu_process(device: Device, case: str) -> N
     kind, accumulate = case.split(":")
     assert f"RESULT ranks=2 {kind} accumulate={accumulate} " in output, output
     assert "FAILED" not in output, output
+    count = len(adapters())
+    for rank in (0, 1):
+        line = f"asgrad.gpu: rank {rank} of 2 (local {rank} of 2 on "
+        assert line in output, output
+        chosen = output.split(line, 1)[1].splitlines()[0]
+        assert f"adapter {rank % count} of {count}, " in chosen, output
+        wrapped = f"chosen by local rank {rank}, wrapped around" in chosen
+        assert wrapped == (rank >= count), output
+    if count == 1:  # the second rank shares the one adapter, and is told so
+        assert "local rank 1 but 1 adapter(s)" in output, output

@@ -171,3 +171,101 @@ def test_checkpoints_save_on_rank_0_and_load_everywhere(tmp_path: Path) -> None:
         data = dist.load(manager, expected=model.state_dict())
     assert (data.step, data.epoch) == (3, 1)
     np.testing.assert_array_equal(data.model_state["weight"], model.state_dict()["weight"])
+
+
+def _dropout_batchnorm_step(overlap: bool) -> tuple[nn.Module, dist.DistributedStep]:
+    model = nn.Sequential(
+        nn.Linear(5, 8, rng=1),
+        nn.Tanh(),
+        nn.Dropout(0.3, seed=5),  # its seed is updated by the step and read by the backward
+        nn.Linear(8, 8, rng=3),
+        nn.BatchNorm1d(8),
+        nn.Linear(8, 3, rng=2),
+    )
+    g = Graph()
+    x, y = g.input("x", (4, 5)), g.input("y", (4,), "int64")
+    opt = nn.AdamW(model.parameters(), lr=1e-2)
+    loss = nn.cross_entropy(model(x), y)
+    step = dist.DistributedStep(opt, loss, accumulate=2, bucket_bytes=100, overlap=overlap)
+    return model, step
+
+
+def test_the_overlapped_step_is_bit_identical_to_the_unsplit_one() -> None:
+    split, overlapped = _dropout_batchnorm_step(True)
+    whole, plain = _dropout_batchnorm_step(False)
+    assert overlapped.overlap
+    assert not plain.overlap
+    assert overlapped.stages is not None
+    assert len(overlapped.stages) == len(overlapped.sizes) > 2
+    rng = np.random.default_rng(0)
+    for batch in (4, 4, 4, 4, 3, 4):  # 3: not the declared size, the unsplit program runs
+        xs = rng.normal(size=(batch, 5)).astype(np.float32)
+        ys = rng.integers(0, 3, size=batch).astype(np.int64)
+        (a,) = overlapped(x=xs, y=ys)
+        (b,) = plain(x=xs, y=ys)
+        assert a.tobytes() == b.tobytes()
+        for p, q in zip(split.state_dict().values(), whole.state_dict().values(), strict=True):
+            assert np.asarray(p).tobytes() == np.asarray(q).tobytes()
+    assert overlapped.reduce_seconds >= 0.0
+
+
+def _normalised(norm: nn.Module, shape: tuple[int, ...]) -> tuple[nn.Module, list[np.ndarray]]:
+    model = nn.Sequential(nn.Conv2d(2, 3, 1, rng=0) if len(shape) == 4 else nn.Identity(), norm)
+    g = Graph()
+    x, t = g.input("x", shape), g.input("t", (*shape[:1], 3, *shape[2:]))
+    out = model(x)
+    step = nn.SGD(model.parameters(), lr=0.1).compile(((out - t) ** 2).mean(), [out])
+    rng = np.random.default_rng(0)
+    outs = []
+    for _ in range(3):
+        xs = rng.normal(size=shape).astype(np.float32)
+        ts = rng.normal(size=(*shape[:1], 3, *shape[2:])).astype(np.float32)
+        outs.append(step(x=xs, t=ts)[1])
+    return model, outs
+
+
+@pytest.mark.parametrize("shape", [(6, 3), (4, 2, 3, 3)])
+def test_sync_batch_norm_in_one_process_is_batch_norm(shape: tuple[int, ...]) -> None:
+    plain = nn.BatchNorm1d(3) if len(shape) == 2 else nn.BatchNorm2d(3)
+    synced_model, synced = _normalised(nn.SyncBatchNorm(3), shape)
+    plain_model, expected = _normalised(plain, shape)
+    for a, b in zip(synced, expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for (name, a), (_, b) in zip(
+        synced_model.state_dict().items(), plain_model.state_dict().items(), strict=True
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_convert_sync_batchnorm_keeps_the_order_and_the_variables() -> None:
+    model = nn.Sequential(nn.Linear(3, 4, rng=0), nn.BatchNorm1d(4), nn.Tanh())
+    names = [name for name, _ in model.named_variables()]
+    variables = [v for _, v in model.named_variables()]
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    assert converted is model
+    assert [type(m).__name__ for m in model] == ["Linear", "SyncBatchNorm", "Tanh"]
+    assert [name for name, _ in model.named_variables()] == names
+    assert all(a is b for (_, a), b in zip(model.named_variables(), variables, strict=True))
+    single = nn.SyncBatchNorm.convert_sync_batchnorm(nn.BatchNorm2d(5, momentum=None))
+    assert isinstance(single, nn.SyncBatchNorm)
+    assert single.momentum is None
+
+
+def test_a_sync_batch_norm_step_refuses_a_short_batch() -> None:
+    model = nn.Sequential(nn.Linear(3, 4, rng=0), nn.SyncBatchNorm(4))
+    g = Graph()
+    x = g.input("x", (4, 3))
+    step = dist.DistributedStep(nn.SGD(model.parameters(), lr=0.1), model(x).mean())
+    assert step.phases is not None
+    assert not step.overlap
+    step(x=np.ones((4, 3), np.float32))
+    with pytest.raises(DistributedError, match="drop_last=True"):
+        step(x=np.ones((3, 3), np.float32))
+
+
+def test_a_sync_batch_norm_step_names_missing_and_unknown_feeds() -> None:
+    model = nn.Sequential(nn.Linear(3, 4, rng=0), nn.SyncBatchNorm(4))
+    x = Graph().input("x", (4, 3))
+    step = dist.DistributedStep(nn.SGD(model.parameters(), lr=0.1), model(x).mean())
+    with pytest.raises(DistributedError, match=r"missing \['x'\], not inputs \['z'\]"):
+        step(z=np.ones((4, 3), np.float32))

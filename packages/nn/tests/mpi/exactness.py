@@ -3,7 +3,10 @@
 Every rank also computes the single-process reference itself (a second copy of the
 model, trained with ``optimizer.compile`` on the whole global batch), then compares:
 parameters after every update, for SGD and AdamW, with and without accumulation, over
-two epochs (the sampler reshuffles). Prints one ``RESULT`` line per case on rank 0.
+two epochs (the sampler reshuffles). The step overlaps the reduction with the backward
+pass (three buckets, three stages); a twin step without overlap, on a copy of the
+model, must end every update with bit-identical parameters. Prints one ``RESULT``
+line per case on rank 0.
 The backend is the default one (``ASGRAD_DEVICE=gpu`` runs both on the GPU).
 """
 
@@ -50,7 +53,20 @@ def run_case(kind: str, accumulate: int, x: np.ndarray, y: np.ndarray) -> float:
     # DistributedStep itself (compile_step would give the plain program for one rank
     # without accumulation): every case goes through the buckets and the reduction.
     step = dist.DistributedStep(
-        opt, nn.cross_entropy(model(xb), yb), accumulate=accumulate, bucket_bytes=256
+        opt, nn.cross_entropy(model(xb), yb), accumulate=accumulate, bucket_bytes=256, overlap=True
+    )
+    assert step.overlap, step
+    assert len(step.sizes) == 3, step
+    twin = build(seed=100)
+    dist.broadcast_variables(twin.parameters())
+    tg = Graph("twin")
+    tx, ty = tg.input("x", (B, IN)), tg.input("y", (B,), "int64")
+    twin_step = dist.DistributedStep(
+        make_optimizer(kind, twin),
+        nn.cross_entropy(twin(tx), ty),
+        accumulate=accumulate,
+        bucket_bytes=256,
+        overlap=False,
     )
     sampler = dist.DistributedSampler(len(y), shuffle=True, seed=7)
     loader = DataLoader(TensorDataset(x, y), B, sampler=sampler)
@@ -66,12 +82,16 @@ def run_case(kind: str, accumulate: int, x: np.ndarray, y: np.ndarray) -> float:
     ref_loader = DataLoader(TensorDataset(x, y), big, sampler=ref_sampler)
 
     worst = 0.0
+    identical = True
     updates = 0
     for _epoch in range(2):
         ref_batches = iter(ref_loader)
         for xs, ys in loader:
             step(x=xs, y=ys)
+            twin_step(x=xs, y=ys)
             if step.updated:
+                for a, b in zip(params(model), params(twin), strict=True):
+                    identical &= bool(np.array_equal(a, b))
                 rxs, rys = next(ref_batches)
                 ref_step(x=rxs, y=rys)
                 updates += 1
@@ -83,6 +103,7 @@ def run_case(kind: str, accumulate: int, x: np.ndarray, y: np.ndarray) -> float:
     digest = hashlib.sha256(b"".join(p.tobytes() for p in params(model))).hexdigest()
     digests = dist.all_gather_object(digest)
     assert len(set(digests)) == 1, f"ranks diverged: {digests}"
+    assert identical, "the overlapped step's parameters differ from the twin's without overlap"
     return float(dist.all_reduce(worst, "max"))
 
 

@@ -14,6 +14,7 @@ Importing ``asgrad.gpu`` registers the backend ``"gpu"`` with ``asgrad.tensor`` 
 
 from asgrad.gpu.backend import GpuBackend, GpuExecutable
 from asgrad.gpu.device import Device, get_device
+from asgrad.gpu.device.adapters import ADAPTER_VARIABLE, adapters, select_adapter
 from asgrad.gpu.device.array import GpuArray, to_gpu
 from asgrad.gpu.device.capabilities import Capabilities
 from asgrad.gpu.device.transfers import TransferCounter
@@ -32,6 +33,7 @@ __version__ = "0.1.0"
 register_backend("gpu", GpuBackend)
 
 __all__ = [
+    "ADAPTER_VARIABLE",
     "ENV_VAR",
     "Capabilities",
     "Device",
@@ -45,9 +47,11 @@ __all__ = [
     "GpuVariableStore",
     "TransferCounter",
     "__version__",
+    "adapters",
     "get_device",
     "gpu_available",
     "resolve_backend",
+    "select_adapter",
     "to_gpu",
     "variable_store",
 ]

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from asgrad.gpu.data import take_rows
-from asgrad.gpu.device import Device, get_device
+from asgrad.gpu.device import Device, get_device, opened
+from asgrad.gpu.device.adapters import select_adapter
 from asgrad.gpu.device.array import GpuArray, to_gpu
 from asgrad.gpu.device.readback import Outputs, launch_values, readback_ring
 from asgrad.gpu.device.source import to_storage
@@ -204,6 +205,18 @@ class GpuBackend:
             get_device()
         except GpuUnavailableError:
             return False
+        return True
+
+    def select_device(self, index: int, *, automatic: bool = False, label: str = "") -> bool:
+        """Open adapter ``index`` when the device opens (`asgrad.gpu.select_adapter`);
+        False, choosing nothing, when the device is open already.
+
+        How a process group gives each rank its device without importing ``asgrad.gpu``
+        (`asgrad.nn.distributed.init` finds this method on the backend).
+        """
+        if opened():
+            return False
+        select_adapter(index, automatic=automatic, label=label)
         return True
 
     def to_device(self, array: np.ndarray) -> GpuArray:

@@ -10,7 +10,8 @@ wgpu-py 0.32).
 The subpackage holds what lives on the device: ``buffers`` (the pooled allocator),
 ``pipelines``, ``source`` (WGSL kernels shipped as package data, specialised), ``array``
 (``GpuArray``, ``Operand``), ``copy``, ``checks`` (device-side faults), ``readback``,
-``transfers``, ``variables`` (variables' buffers), ``limits`` and ``capabilities``. It may
+``transfers``, ``variables`` (variables' buffers), ``limits``, ``capabilities`` and
+``adapters`` (which adapter opens: an index, a rank's local index). It may
 import [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors` and itself; nothing of
 `asgrad.gpu.lowering` or `asgrad.gpu.plan`.
 """
@@ -39,7 +40,7 @@ from asgrad.gpu.errors import GpuError, GpuUnavailableError, GpuUnsupportedError
 if TYPE_CHECKING:
     from asgrad.gpu.plan.capture import Capture
 
-__all__ = ["Device", "fold_groups", "get_device", "last_unavailable_reason"]
+__all__ = ["Device", "fold_groups", "get_device", "last_unavailable_reason", "opened"]
 
 _device: Device | None = None
 _unavailable: str | None = None
@@ -94,6 +95,11 @@ def get_device() -> Device:
             _unavailable = str(exc)
             raise
         return _device
+
+
+def opened() -> bool:
+    """Whether the process's device has been created (its adapter is fixed then)."""
+    return _device is not None
 
 
 def last_unavailable_reason() -> str:
@@ -184,11 +190,18 @@ class Device:
     # ----------------------------------------------------------------- creation
     @classmethod
     def open(cls) -> Device:
-        """Find an adapter (high-performance preferred) and create the device."""
+        """Find an adapter (the one selected, else high-performance preferred) and create
+        the device (see `asgrad.gpu.device.adapters`)."""
+        from asgrad.gpu.device.adapters import choose_adapter
+
         wgpu = _import_wgpu()
         ensure_runtime_dir()
         try:
-            adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+            adapter = choose_adapter(wgpu)
+            if adapter is None:
+                adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+        except GpuUnavailableError:
+            raise
         except Exception as exc:  # no adapter, no driver, no loader
             backend = os.environ.get("WGPU_BACKEND_TYPE", "any")
             raise GpuUnavailableError(

@@ -39,6 +39,8 @@ from asgrad.nn.distributed.comm import (
     init,
     is_distributed,
     launched_by_mpi,
+    local_rank,
+    local_size,
     rank,
     timeout,
     world_size,
@@ -46,6 +48,7 @@ from asgrad.nn.distributed.comm import (
 from asgrad.nn.distributed.sampler import DistributedSampler
 from asgrad.nn.distributed.step import (
     DEFAULT_BUCKET_BYTES,
+    DEFAULT_FIRST_BUCKET_BYTES,
     DistributedStep,
     broadcast_variables,
     compile_step,
@@ -55,6 +58,7 @@ from asgrad.nn.errors import DistributedError, DistributedTimeoutError
 
 __all__ = [
     "DEFAULT_BUCKET_BYTES",
+    "DEFAULT_FIRST_BUCKET_BYTES",
     "DEFAULT_TIMEOUT",
     "TIMEOUT_VARIABLE",
     "DistributedError",
@@ -75,6 +79,8 @@ __all__ = [
     "is_distributed",
     "launched_by_mpi",
     "load",
+    "local_rank",
+    "local_size",
     "plan_buckets",
     "rank",
     "save",

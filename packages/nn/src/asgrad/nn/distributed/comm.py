@@ -12,18 +12,26 @@ rank 0 of 1, collectives return their input. mpi4py is imported only under a lau
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import pickle
+import socket
+import subprocess
 import sys
+import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
+from asgrad.nn.distributed import watchdog
 from asgrad.nn.errors import DistributedError, DistributedTimeoutError
+from asgrad.tensor import get_backend
+from asgrad.tensor.errors import BackendError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -40,6 +48,8 @@ __all__ = [
     "init",
     "is_distributed",
     "launched_by_mpi",
+    "local_rank",
+    "local_size",
     "rank",
     "timeout",
     "world_size",
@@ -78,6 +88,15 @@ class _World:
         self.timeout = timeout
         self.rank = 0 if comm is None else int(comm.Get_rank())
         self.size = 1 if comm is None else int(comm.Get_size())
+        self.host = socket.gethostname()
+        # Every rank's (host, pid), gathered by init under a launcher: a timeout names
+        # the peers of this node that are gone.
+        self.peers: list[tuple[str, int]] = [(self.host, os.getpid())]
+        self.watcher: subprocess.Popen[bytes] | None = None
+        self.folder = ""  # the watchers' folder on this node (see watchdog)
+        # This rank's index among the ranks of its node, and their number.
+        self.local_rank = 0
+        self.local_size = 1
 
 
 _world: _World | None = None
@@ -110,13 +129,21 @@ def _default_timeout() -> float:
     return value
 
 
-def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
+def init(
+    *, timeout: float | None = None, force_mpi: bool = False, adapter: int | None = None
+) -> None:
     """Join the process group (idempotent; a no-op in a single process).
 
     Under an MPI launcher (or with ``force_mpi``) this imports mpi4py, which starts
     MPI, and installs an exception hook: a rank that raises prints its traceback and
     calls ``MPI_Abort``, which ends every rank. ``timeout`` is how long any collective
     may wait, in seconds (default: ``$ASGRAD_DIST_TIMEOUT``, else 300).
+
+    It also chooses each rank's GPU adapter (when ``asgrad.gpu`` is installed): the
+    one numbered ``adapter``, else ``$ASGRAD_GPU_DEVICE``, else the rank's
+    [`local_rank`][asgrad.nn.distributed.local_rank] (wrapped around, with a warning,
+    when the node has fewer adapters than ranks); the device prints the adapter it
+    opened, naming the rank (see `asgrad.gpu.device.adapters`).
 
     >>> init()  # outside mpirun: one process
     >>> rank(), world_size()
@@ -131,6 +158,8 @@ def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
         return
     if not (force_mpi or launched_by_mpi()):
         _world = _World(None, None, seconds)
+        if adapter is not None:
+            _select_adapter(_world, adapter)
         return
     try:
         mpi = importlib.import_module("mpi4py.MPI")
@@ -141,8 +170,89 @@ def init(*, timeout: float | None = None, force_mpi: bool = False) -> None:
         ) from None
     comm = mpi.COMM_WORLD.Dup()
     _world = _World(comm, mpi, seconds)
+    node = mpi.COMM_WORLD.Split_type(mpi.COMM_TYPE_SHARED, key=_world.rank)
+    _world.local_rank, _world.local_size = int(node.Get_rank()), int(node.Get_size())
+    node.Free()
+    _select_adapter(_world, adapter)
     if _world.size > 1:
         _install_excepthook()
+        _world.peers = [(str(h), int(p)) for h, p in all_gather_object(_world.peers[0])]
+        _start_watcher(_world)
+
+
+def _select_adapter(world: _World, adapter: int | None) -> None:
+    """Ask the GPU backend (when installed) for ``adapter``, else this rank's local index.
+
+    Through the backend's optional ``select_device`` (the GPU backend's): asgrad.nn does
+    not import asgrad.gpu.
+    """
+    try:
+        backend = get_backend("gpu")
+    except BackendError:
+        if adapter is not None:
+            raise DistributedError(
+                f"init(adapter={adapter}) needs the GPU backend: pip install 'asgrad[gpu]'"
+            ) from None
+        return
+    select = getattr(backend, "select_device", None)
+    if select is None:
+        return
+    label = (
+        f"rank {world.rank} of {world.size} (local {world.local_rank} of"
+        f" {world.local_size} on {world.host})"
+    )
+    index = world.local_rank if adapter is None else adapter
+    if not select(index, automatic=adapter is None, label=label):
+        warnings.warn(
+            f"{label}: the GPU device was opened before asgrad.nn.distributed.init, so its"
+            " adapter was not chosen by local rank; call init() first",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+def _start_watcher(world: _World) -> None:
+    """Start this rank's watcher (see `asgrad.nn.distributed.watchdog`)."""
+    folder = tempfile.mkdtemp(prefix="asgrad-dist-") if world.rank == 0 else ""
+    folder = str(broadcast_object(folder))
+    world.folder = folder
+    args = [str(world.rank), str(world.size), str(os.getpid()), world.host, folder]
+    world.watcher = subprocess.Popen(
+        [sys.executable, "-I", watchdog.__file__, *args],
+        stdin=subprocess.PIPE,
+        start_new_session=True,  # outside the launcher's process group: it outlives the rank
+    )
+    atexit.register(_tell_watcher, watchdog.CLEAN)
+
+
+def _tell_watcher(message: bytes) -> None:
+    """Tell the watcher how this rank ends (then it leaves once the rank is gone)."""
+    world = _world
+    if world is None or world.watcher is None or world.watcher.stdin is None:
+        return
+    if message == watchdog.CLEAN:
+        watchdog.record(world.folder, "exit", world.rank, os.getpid())
+    try:
+        world.watcher.stdin.write(message)
+        world.watcher.stdin.close()
+    except OSError:
+        pass
+    world.watcher = None
+
+
+def _gone_peers(world: _World) -> list[int]:
+    """The ranks on this node whose process no longer exists."""
+    gone = []
+    for r, (host, pid) in enumerate(world.peers):
+        if r == world.rank or host != world.host:
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            gone.append(r)
+        except OSError:  # alive, another user's: not ours to signal
+            continue
+    return gone
 
 
 def _get() -> _World:
@@ -172,6 +282,28 @@ def world_size() -> int:
     1
     """
     return _get().size
+
+
+def local_rank() -> int:
+    """This rank's index among the ranks of its node (``MPI_COMM_TYPE_SHARED``; 0 alone).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.local_rank(), dist.local_size()
+    (0, 1)
+    """
+    return _get().local_rank
+
+
+def local_size() -> int:
+    """The number of ranks on this rank's node (1 in a single process).
+
+    >>> from asgrad.nn import distributed as dist
+    >>> dist.init()  # outside mpirun: rank 0 of 1
+    >>> dist.local_size()
+    1
+    """
+    return _get().local_size
 
 
 def is_distributed() -> bool:
@@ -232,6 +364,7 @@ def abort(reason: str, code: int = 1) -> None:
     sys.stderr.flush()
     if world.comm is None:
         raise SystemExit(code)
+    _tell_watcher(watchdog.TOLD)
     # Let the launcher forward what this rank wrote before MPI_Abort tears the job down
     # (under load, a rank's traceback and reason were otherwise cut off mid-line).
     time.sleep(0.25)
@@ -255,6 +388,12 @@ class Pending:
         self.result = result
         self.what = what
 
+    def test(self) -> bool:
+        """Whether the collective is done (without waiting); lets MPI make progress on it."""
+        if self.request is not None and self.request.Test():
+            self.request = None
+        return self.request is None
+
     def wait(self) -> np.ndarray:
         """Wait (polling, with backoff) until the collective is done; return its array."""
         if self.request is not None:
@@ -269,11 +408,20 @@ def _wait(request: Any, what: str) -> None:
     pause = 0.0
     while not request.Test():
         if time.monotonic() > deadline:
+            gone = _gone_peers(world)
+            cause = (
+                (
+                    f"rank {gone[0]} of this node has ended"
+                    if len(gone) == 1
+                    else f"ranks {', '.join(map(str, gone))} of this node have ended"
+                )
+                if gone
+                else "another rank has probably died, raised, or stopped calling the same"
+                " collectives (see its output)"
+            )
             raise DistributedTimeoutError(
                 f"rank {world.rank} of {world.size}: {what} did not complete within"
-                f" {world.timeout:g} s; another rank has probably died, raised, or stopped"
-                " calling the same collectives (see its output). Set"
-                f" {TIMEOUT_VARIABLE} to wait longer"
+                f" {world.timeout:g} s; {cause}. Set {TIMEOUT_VARIABLE} to wait longer"
             )
         if pause:
             time.sleep(pause)

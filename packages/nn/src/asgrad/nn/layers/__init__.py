@@ -100,6 +100,7 @@ from asgrad.nn.layers.resample import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
+from asgrad.nn.layers.sync_batchnorm import SyncBatchNorm
 from asgrad.nn.layers.torch_attention import MultiheadAttention
 from asgrad.nn.layers.torch_transformer import (
     Transformer,
@@ -197,6 +198,7 @@ __all__ = [
     "Softplus",
     "Softshrink",
     "Softsign",
+    "SyncBatchNorm",
     "Tanh",
     "Tanhshrink",
     "Threshold",
