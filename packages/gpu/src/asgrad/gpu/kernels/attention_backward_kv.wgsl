@@ -1,0 +1,150 @@
+// Attention backward, key side (asgrad.gpu.lowering.attention; FlashAttention-2's
+// backward): one workgroup per block of BN keys of one batch-head, launched after
+// attention_backward_q (which stored each query row's D = dO . O after the
+// log-sum-exps). Query blocks of BM rows stream through workgroup memory; the
+// probabilities are recomputed from the saved log-sum-exp, dV += P^T dO and
+// dK += dS^T q with dS = grad(P * (dO v^T - D)). dK is written transposed (the
+// graph's node is the gradient of k^T).
+
+${PRELUDE}
+${COMMON}
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> kt: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<f32>;
+@group(0) @binding(4) var<storage, read> dout: array<f32>;
+@group(0) @binding(5) var<storage, read> stats: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dkt: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dv: array<f32>;
+${SIDES}
+${CHAINS}
+
+const BM: u32 = 8u;
+const BN: u32 = 16u;
+const DM: u32 = ${DM}u;
+const NC: u32 = ${NC}u;  // DM / 16: dK and dV columns per thread
+
+var<workgroup> ks: array<f32, ${QS}>;  // BN x DM
+var<workgroup> vs: array<f32, ${QS}>;  // BN x DM
+var<workgroup> qs: array<f32, ${KS}>;  // BM x DM
+var<workgroup> dos: array<f32, ${KS}>;  // BM x DM
+var<workgroup> ps: array<f32, 128>;  // BM x BN
+var<workgroup> dss: array<f32, 128>;  // BM x BN
+var<workgroup> lse: array<f32, 8>;
+var<workgroup> dd: array<f32, 8>;
+
+@compute @workgroup_size(256, 1, 1)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+) {
+    let g = wid.x + wid.y * nwg.x;
+    let nkb = mu(6u);
+    if (g >= nkb * mu(4u)) {
+        return;  // uniform across the workgroup
+    }
+    let bh = g / nkb;
+    let j0 = (g % nkb) * BN;
+    let L = mu(0u);
+    let S = mu(1u);
+    let E = mu(2u);
+    let Ev = mu(3u);
+    let nbh = mu(4u);
+    set_bases(bh);
+    for (var x = t; x < BN * DM; x += 256u) {
+        let r = x / DM;
+        let e = x % DM;
+        var a = 0.0;
+        var b = 0.0;
+        if (j0 + r < S && e < E) {
+            a = kt[at(1u, e, j0 + r)];
+        }
+        if (j0 + r < S && e < Ev) {
+            b = v[at(2u, j0 + r, e)];
+        }
+        ks[x] = a;
+        vs[x] = b;
+    }
+    let tj = t / 16u;  // the key row this thread accumulates
+    let tc = t % 16u;
+    var dk: array<f32, NC>;
+    var dvv: array<f32, NC>;
+    for (var c = 0u; c < NC; c++) {
+        dk[c] = 0.0;
+        dvv[c] = 0.0;
+    }
+    for (var i0 = 0u; i0 < L; i0 += BM) {
+        workgroupBarrier();
+        for (var x = t; x < BM * DM; x += 256u) {
+            let r = x / DM;
+            let e = x % DM;
+            var a = 0.0;
+            var b = 0.0;
+            if (i0 + r < L && e < E) {
+                a = q[at(0u, i0 + r, e)];
+            }
+            if (i0 + r < L && e < Ev) {
+                b = dout[at(4u, i0 + r, e)];
+            }
+            qs[x] = a;
+            dos[x] = b;
+        }
+        if (t < BM) {
+            var l = 0.0;
+            var d = 0.0;
+            if (i0 + t < L) {
+                l = stats[bh * L + i0 + t];
+                d = stats[(nbh + bh) * L + i0 + t];
+            }
+            lse[t] = l;
+            dd[t] = d;
+        }
+        workgroupBarrier();
+        if (t < BM * BN) {
+            let r = t / BN;
+            let c = t % BN;
+            let i = i0 + r;
+            let j = j0 + c;
+            var p = 0.0;
+            var ds = 0.0;
+            if (i < L && j < S) {
+                var dot = 0.0;
+                for (var e = 0u; e < E; e++) {
+                    dot += qs[r * DM + e] * ks[c * DM + e];
+                }
+                p = asg_exp(score(dot, i, j) - lse[r]);
+                var dp = 0.0;
+                for (var e = 0u; e < Ev; e++) {
+                    dp += dos[r * DM + e] * vs[c * DM + e];
+                }
+                ds = grad(p * (dp - dd[r]), i, j);
+            }
+            ps[t] = p;
+            dss[t] = ds;
+        }
+        workgroupBarrier();
+        for (var c = 0u; c < NC; c++) {
+            let e = tc + 16u * c;
+            var a = dk[c];
+            var b = dvv[c];
+            for (var r = 0u; r < BM; r++) {
+                a += dss[r * BN + tj] * qs[r * DM + e];
+                b += ps[r * BN + tj] * dos[r * DM + e];
+            }
+            dk[c] = a;
+            dvv[c] = b;
+        }
+    }
+    let j = j0 + tj;
+    if (j < S) {
+        for (var c = 0u; c < NC; c++) {
+            let e = tc + 16u * c;
+            if (e < E) {
+                dkt[at(6u, e, j)] = dk[c];
+            }
+            if (e < Ev) {
+                dv[at(7u, j, e)] = dvv[c];
+            }
+        }
+    }
+}
