@@ -81,14 +81,16 @@ def test_sdpa_forward_and_gradients_match_the_cpu_in_fused_kernels(
     kinds = _check(outs, feeds, device)
     assert kinds["attention"] == 1, kinds
     assert kinds["attention backward"] == 2, kinds
-    assert kinds["matmul"] == 0 and kinds["softmax"] == 0, kinds
+    assert kinds["matmul"] == 0, kinds
+    assert kinds["softmax"] == 0, kinds
 
 
 def test_causal_attention_with_batch_axes_broadcast(device: Device) -> None:
     """Causal, with k and v shared by the heads (their gradients summed over them)."""
     outs, feeds = _sdpa_step(((B, H, S, E), (B, 1, S, E), (B, 1, S, EV)), None, is_causal=True)
     kinds = _check(outs, feeds, device)
-    assert kinds["attention"] == 1 and kinds["attention backward"] == 2, kinds
+    assert kinds["attention"] == 1, kinds
+    assert kinds["attention backward"] == 2, kinds
 
 
 def test_a_fully_masked_row_is_nan_and_poisons_the_gradients_as_unfused(device: Device) -> None:
@@ -100,7 +102,8 @@ def test_a_fully_masked_row_is_nan_and_poisons_the_gradients_as_unfused(device: 
     o, dq, dk, dv = (np.asarray(x) for x in program(feeds))
     with np.errstate(invalid="ignore"):  # the CPU's softmax of the masked row
         want = [np.asarray(x) for x in evaluate(outs, feeds, backend="cpu")]
-    assert np.isnan(o[:, :, 4]).all() and not np.isnan(np.delete(o, 4, axis=2)).any()
+    assert np.isnan(o[:, :, 4]).all()
+    assert not np.isnan(np.delete(o, 4, axis=2)).any()
     for got, ref in zip((o, dq, dk, dv), want, strict=True):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
@@ -127,7 +130,8 @@ def test_nan_and_inf_in_the_inputs_propagate_as_unfused(device: Device) -> None:
 def test_a_head_size_over_the_limit_falls_back_to_the_unfused_nodes(device: Device) -> None:
     outs, feeds = _sdpa_step(((1, 2, 9, 80), (1, 2, 11, 80), (1, 2, 11, 3)), None)
     kinds = _check(outs, feeds, device)
-    assert kinds["attention"] == 0 and kinds["attention backward"] == 0, kinds
+    assert kinds["attention"] == 0, kinds
+    assert kinds["attention backward"] == 0, kinds
     assert kinds["softmax"] == 1, kinds
 
 
@@ -142,7 +146,8 @@ def test_attention_weights_read_elsewhere_fall_back_to_the_unfused_nodes(
     assert weights is not None
     feeds = {"x": _randn(2, 5, 8)}
     kinds = _check([out, weights], feeds, device)
-    assert kinds["attention"] == 0 and kinds["softmax"] == 1, kinds
+    assert kinds["attention"] == 0, kinds
+    assert kinds["softmax"] == 1, kinds
 
 
 def test_dropout_on_the_attention_weights_falls_back_to_the_unfused_nodes(
@@ -153,7 +158,8 @@ def test_dropout_on_the_attention_weights_falls_back_to_the_unfused_nodes(
     x = g.input("x", (2, 5, 8))
     program = compile([block(x)], backend="gpu")
     kinds = _kinds(program, {"x": _randn(2, 5, 8)}, device)
-    assert kinds["attention"] == 0 and kinds["softmax"] == 1, kinds
+    assert kinds["attention"] == 0, kinds
+    assert kinds["softmax"] == 1, kinds
 
 
 def _block_step(backend: str, **options: Any) -> tuple[Any, list[Any], dict[str, np.ndarray]]:
@@ -174,9 +180,7 @@ def test_transformer_block_step_uses_the_fused_kernels_and_matches_the_cpu(
     gpu, gpu_params, feeds = _block_step("gpu", **options)
     cpu, cpu_params, _ = _block_step("cpu", **options)
     for _ in range(2):
-        np.testing.assert_allclose(
-            float(gpu(feeds)[0]), float(cpu(feeds)[0]), rtol=1e-4, atol=1e-6
-        )
+        np.testing.assert_allclose(float(gpu(feeds)[0]), float(cpu(feeds)[0]), rtol=1e-4, atol=1e-6)
     for a, b in zip(gpu_params, cpu_params, strict=True):
         np.testing.assert_allclose(a.value, b.value, rtol=1e-4, atol=1e-5)
     kinds = _kinds(gpu, feeds, device)
@@ -187,3 +191,29 @@ def test_transformer_block_step_uses_the_fused_kernels_and_matches_the_cpu(
     assert kinds["attention backward"] == 2, kinds
     assert kinds["softmax"] == 0, kinds
     assert kinds["matmul"] == 12, kinds
+
+
+def test_alibi_and_key_padding_are_read_by_the_fused_kernels(device: Device) -> None:
+    """SelfAttention's ALiBi bias (a constant) and its key padding mask (a where of a
+    bool input broadcast over heads and rows) are the score chain's operands."""
+    attn = nn.SelfAttention(16, 2, position="alibi", rng=0)
+    g = Graph()
+    x, pad = g.input("x", (2, 17, 16)), g.input("pad", (2, 17), "bool")
+    y = attn(x, key_padding_mask=pad, causal=True)
+    (dx,) = grad((y * y).sum(), [x])
+    padding = np.zeros((2, 17), bool)
+    padding[1, 12:] = True
+    kinds = _check([y, dx], {"x": _randn(2, 17, 16), "pad": padding}, device)
+    assert kinds["attention"] == 1, kinds
+    assert kinds["attention backward"] == 2, kinds
+
+
+def test_multihead_attention_without_its_weights_is_fused(device: Device) -> None:
+    mha = nn.MultiheadAttention(8, 2, rng=0)
+    g = Graph()
+    x = g.input("x", (5, 2, 8))
+    out, _ = mha(x, x, x, need_weights=False, is_causal=True)
+    (dx,) = grad((out * out).sum(), [x])
+    kinds = _check([out, dx], {"x": _randn(5, 2, 8)}, device)
+    assert kinds["attention"] == 1, kinds
+    assert kinds["attention backward"] == 2, kinds

@@ -20,8 +20,9 @@
 The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kernels
 generated for chains of elementwise ops, the nodes inlined into their users),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
-dispatches), ``attention`` (attention as one kernel), ``capture`` (dispatches recorded once, replayed at every run), ``values``
-(values passed between nodes without a launch) and ``dispatch_kinds``. It may import
+dispatches), ``attention`` (attention as one kernel), ``capture`` (dispatches recorded
+once, replayed at every run), ``values`` (values passed between nodes without a
+launch) and ``dispatch_kinds``. It may import
 [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors`, `asgrad.gpu.device`,
 `asgrad.gpu.lowering` and itself.
 """

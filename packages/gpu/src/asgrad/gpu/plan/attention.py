@@ -199,7 +199,10 @@ def _match(
     v = out.inputs[1]
     value_head = types[v.id].shape[-1]
     lead = shape[:-2]
-    if tuple(types[out.id].shape) != (*lead, length, value_head) or max(head, value_head) > MAX_HEAD:
+    if (
+        tuple(types[out.id].shape) != (*lead, length, value_head)
+        or max(head, value_head) > MAX_HEAD
+    ):
         return None
     if any(types[n.id].dtype != "float32" for n in (q, kt, v)):
         return None
@@ -440,8 +443,11 @@ def _forward(group: AttentionGroup, types: Types) -> tuple[GpuArray, GpuArray]:
 
 
 def _backward(group: AttentionGroup, types: Types) -> None:
-    assert group.saved is not None and group.d_out is not None
-    assert group.dq is not None and group.dkt is not None and group.dv is not None
+    assert group.saved is not None
+    assert group.d_out is not None
+    assert group.dq is not None
+    assert group.dkt is not None
+    assert group.dv is not None
     _ready(group)
     score = _chain_expr(group.score, group.sides, group.held, types)
     grad = _chain_expr(group.grad, group.sides, group.held, types)
