@@ -93,6 +93,16 @@ def test_causal_attention_with_batch_axes_broadcast(device: Device) -> None:
     assert kinds["attention backward"] == 2, kinds
 
 
+def test_head_sizes_up_to_the_limit_use_the_wide_tiles(device: Device) -> None:
+    """Heads over 32 take the 64-wide tiles (and the backward's 8-row blocks)."""
+    outs, feeds = _sdpa_step(
+        ((2, 2, 23, 40), (2, 2, 18, 40), (2, 2, 18, 64)), None, is_causal=False
+    )
+    kinds = _check(outs, feeds, device)
+    assert kinds["attention"] == 1, kinds
+    assert kinds["attention backward"] == 2, kinds
+
+
 def test_a_fully_masked_row_is_nan_and_poisons_the_gradients_as_unfused(device: Device) -> None:
     mask = RNG.random((L, S)) > 0.3
     mask[:, 0] = True

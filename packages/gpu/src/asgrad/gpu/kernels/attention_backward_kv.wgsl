@@ -18,7 +18,7 @@ ${COMMON}
 ${SIDES}
 ${CHAINS}
 
-const BM: u32 = 8u;
+const BM: u32 = ${BLOCK}u;  // 16 for heads up to 32, else 8 (workgroup memory)
 const BN: u32 = 16u;
 const DM: u32 = ${DM}u;
 const NC: u32 = ${NC}u;  // DM / 16: dK and dV columns per thread
@@ -27,10 +27,10 @@ var<workgroup> ks: array<f32, ${QS}>;  // BN x DM
 var<workgroup> vs: array<f32, ${QS}>;  // BN x DM
 var<workgroup> qs: array<f32, ${KS}>;  // BM x DM
 var<workgroup> dos: array<f32, ${KS}>;  // BM x DM
-var<workgroup> ps: array<f32, 128>;  // BM x BN
-var<workgroup> dss: array<f32, 128>;  // BM x BN
-var<workgroup> lse: array<f32, 8>;
-var<workgroup> dd: array<f32, 8>;
+var<workgroup> ps: array<f32, ${SCORES}>;  // BM x BN
+var<workgroup> dss: array<f32, ${SCORES}>;  // BM x BN
+var<workgroup> lse: array<f32, ${BLOCK}>;
+var<workgroup> dd: array<f32, ${BLOCK}>;
 
 @compute @workgroup_size(256, 1, 1)
 fn main(

@@ -20,7 +20,7 @@ ${SIDES}
 ${CHAINS}
 
 const BM: u32 = 16u;
-const BN: u32 = 8u;
+const BN: u32 = ${BLOCK}u;  // 16 for heads up to 32, else 8 (workgroup memory)
 const DM: u32 = ${DM}u;
 const NC: u32 = ${NC}u;  // DM / 16: dQ columns per thread
 
@@ -28,7 +28,7 @@ var<workgroup> qs: array<f32, ${QS}>;  // BM x DM
 var<workgroup> dos: array<f32, ${QS}>;  // BM x DM
 var<workgroup> ks: array<f32, ${KS}>;  // BN x DM
 var<workgroup> vs: array<f32, ${KS}>;  // BN x DM
-var<workgroup> dss: array<f32, 128>;  // BM x BN
+var<workgroup> dss: array<f32, ${SCORES}>;  // BM x BN
 var<workgroup> lse: array<f32, 16>;
 var<workgroup> dd: array<f32, 16>;
 

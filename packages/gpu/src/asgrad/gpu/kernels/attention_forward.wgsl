@@ -73,13 +73,13 @@ fn main(
     for (var j0 = 0u; j0 < S; j0 += BN) {
         workgroupBarrier();
         for (var x = t; x < DM * BN; x += 256u) {
-            let e = x / BN;
-            let c = x % BN;
+            let c = x / DM;  // k's rows are read along the head axis (contiguous in k)
+            let e = x % DM;
             var val = 0.0;
             if (e < E && j0 + c < S) {
                 val = kt[at(1u, e, j0 + c)];
             }
-            ks[x] = val;
+            ks[e * BN + c] = val;
             let r = x / DM;
             let d = x % DM;
             var w = 0.0;

@@ -232,9 +232,17 @@ def _head_tile(ops: AttentionOperands) -> int:
     return 32 if max(ops.head, ops.value_head) <= 32 else 64
 
 
-def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int, big: int) -> str:
+def _block(ops: AttentionOperands) -> int:
+    """The backward's streamed block (query rows on the key side, keys on the query
+    side): 16 where the head tile is 32 wide, 8 at 64, so the tiles fit 16 KiB."""
+    return 16 if _head_tile(ops) == 32 else 8
+
+
+def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int, rows: int) -> str:
+    """The WGSL of kernel ``name``; ``rows``: the rows of its streamed tiles."""
     dm = _head_tile(ops)
     types = [Operand.of(s).array.wgsl for s in ops.sides]
+    block = _block(ops)
     return render(
         name,
         PRELUDE=kernel_text("prelude"),
@@ -244,7 +252,9 @@ def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int, bi
         DM=dm,
         NC=dm // 16,
         QS=16 * dm,
-        KS=big * dm,
+        KS=rows * dm,
+        BLOCK=block,
+        SCORES=16 * block,
     )
 
 
@@ -313,7 +323,7 @@ def attention_backward(
     if length and source:
         pipe_q = device.pipeline(
             ("attention_backward_q", _head_tile(ops), chains, types),
-            lambda: _sources("attention_backward_q", ops, chains, first, 8),
+            lambda: _sources("attention_backward_q", ops, chains, first, _block(ops)),
             ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
         )
         buffers = (params, *inputs, out.buffer, d_op.array.buffer, stats.buffer, dq.buffer)
@@ -321,7 +331,7 @@ def attention_backward(
         device.dispatch(pipe_q, (*buffers, *sides), fold_groups(blocks, device.max_groups))
         pipe_kv = device.pipeline(
             ("attention_backward_kv", _head_tile(ops), chains, types),
-            lambda: _sources("attention_backward_kv", ops, chains, first, 8),
+            lambda: _sources("attention_backward_kv", ops, chains, first, _block(ops)),
             ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
         )
         buffers = (params, *inputs, d_op.array.buffer, stats.buffer, dkt.buffer, dv.buffer)

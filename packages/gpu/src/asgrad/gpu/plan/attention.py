@@ -77,7 +77,7 @@ class AttentionGroup:
     internal: frozenset[int] = frozenset()  # nodes with no value of their own
     held: dict[int, Value] = field(default_factory=dict)
     saved: tuple[GpuArray, GpuArray] | None = None  # the output and the statistics
-    grads: dict[int, GpuArray] = field(default_factory=dict)
+    grads: dict[int, GpuArray] = field(default_factory=dict)  # until their node is lowered
 
     @property
     def outputs(self) -> list[Node]:
@@ -122,10 +122,11 @@ class AttentionPlan:
                 group.held.clear()
             return group.saved[0]
         if node in (group.dq, group.dkt, group.dv):
-            if not group.grads:
+            if group.saved is not None:
                 _backward(group, self.types)
                 group.held.clear()
-            return group.grads[node.id]
+                group.saved = None  # their buffers serve later nodes once released
+            return group.grads.pop(node.id)
         return None
 
 
