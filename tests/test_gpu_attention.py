@@ -14,7 +14,7 @@ import pytest
 from asgrad import nn
 from asgrad.autograd import grad
 from asgrad.gpu import Device
-from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan import attention, build_plan
 from asgrad.gpu.plan.dispatch_kinds import count_kinds
 from asgrad.tensor import Graph, Tensor, compile, evaluate
 
@@ -142,6 +142,16 @@ def test_a_head_size_over_the_limit_falls_back_to_the_unfused_nodes(device: Devi
     kinds = _check(outs, feeds, device)
     assert kinds["attention"] == 0, kinds
     assert kinds["attention backward"] == 0, kinds
+    assert kinds["softmax"] == 1, kinds
+
+
+def test_more_scores_than_the_limit_fall_back_to_the_unfused_nodes(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(attention, "MAX_FUSED_SCORES", B * H * L * S - 1)
+    outs, feeds = _sdpa_step(((B, H, L, E), (B, H, S, E), (B, H, S, EV)), None)
+    kinds = _check(outs, feeds, device)
+    assert kinds["attention"] == 0, kinds
     assert kinds["softmax"] == 1, kinds
 
 

@@ -15,15 +15,17 @@ schedule and launched as the fused attention kernels (`asgrad.gpu.lowering.atten
 
 Anything else falls back to the unfused nodes, decided at plan time: P read by any
 other node (dropout on the attention weights, returned weights), a backward that is
-not the whole pattern, head sizes over `MAX_HEAD`, more batch axes or side operands
-than the kernels take, an operand that is (a view of) a parameter (an update may
-write it in place), or a device with too few storage buffers per kernel.
+not the whole pattern, more scores than `MAX_FUSED_SCORES`, head sizes over
+`MAX_HEAD`, more batch axes or side operands than the kernels take, an operand that is
+(a view of) a parameter (an update may write it in place), or a device with too few
+storage buffers per kernel.
 Scalar constants of the chains (the scale, a mask's fill) are rendered into the
 kernels; other operands (masks, biases) are read through broadcast strides.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,10 +50,19 @@ from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg, const, substitute
 from asgrad.tensor.ir.schedule import Schedule
 
-__all__ = ["MAX_CHAIN", "AttentionGroup", "AttentionPlan", "find_attention"]
+__all__ = ["MAX_CHAIN", "MAX_FUSED_SCORES", "AttentionGroup", "AttentionPlan", "find_attention"]
 
 # Elementwise ops between the product and the softmax (and in their gradient) at most.
 MAX_CHAIN = 8
+
+# Scores (batch x L x S) an attention may have to be fused; None: any number. The fused
+# kernels save launches and the scores' memory traffic, but read workgroup memory for
+# every multiply-add, where the tiled matmuls they replace reuse registers: on a large
+# GPU a large attention is estimated to run faster unfused (an estimate from the
+# kernels' loads per multiply-add, not a measurement: set None and compare the
+# transformer_large workload on the device). The transformer workload's attention has
+# 2**18 scores a layer, transformer_large's 2**24.
+MAX_FUSED_SCORES: int | None = 1 << 22
 
 Types = Mapping[int, TensorType]
 Users = Mapping[int, list[Node]]
@@ -203,6 +214,7 @@ def _match(
     if (
         tuple(types[out.id].shape) != (*lead, length, value_head)
         or max(head, value_head) > MAX_HEAD
+        or (MAX_FUSED_SCORES is not None and math.prod(shape) > MAX_FUSED_SCORES)
     ):
         return None
     if any(types[n.id].dtype != "float32" for n in (q, kt, v)):
