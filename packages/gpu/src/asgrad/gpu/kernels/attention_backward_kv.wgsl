@@ -21,12 +21,13 @@ ${CHAINS}
 const BM: u32 = ${BLOCK}u;  // 16 for heads up to 32, else 8 (workgroup memory)
 const BN: u32 = 16u;
 const DM: u32 = ${DM}u;
-const NC: u32 = ${NC}u;  // DM / 16: dK and dV columns per thread
+const D4: u32 = ${D4}u;  // DM / 4: vec4s of a head
+const RS: u32 = ${D4P}u;  // a row's stride in vec4s (one more than D4: no bank conflicts)
 
-var<workgroup> ks: array<f32, ${QS}>;  // BN x DM
-var<workgroup> vs: array<f32, ${QS}>;  // BN x DM
-var<workgroup> qs: array<f32, ${KS}>;  // BM x DM
-var<workgroup> dos: array<f32, ${KS}>;  // BM x DM
+var<workgroup> ks: array<vec4<f32>, ${QS}>;  // BN keys
+var<workgroup> vs: array<vec4<f32>, ${QS}>;  // BN values
+var<workgroup> qs: array<vec4<f32>, ${KS}>;  // BM rows
+var<workgroup> dos: array<vec4<f32>, ${KS}>;  // BM rows
 var<workgroup> ps: array<f32, ${SCORES}>;  // BM x BN
 var<workgroup> dss: array<f32, ${SCORES}>;  // BM x BN
 var<workgroup> lse: array<f32, ${BLOCK}>;
@@ -62,17 +63,14 @@ fn main(
         if (j0 + r < S && e < Ev) {
             b = v[at(2u, j0 + r, e)];
         }
-        ks[x] = a;
-        vs[x] = b;
+        ks[r * RS + e / 4u][e % 4u] = a;
+        vs[r * RS + e / 4u][e % 4u] = b;
     }
     let tj = t / 16u;  // the key row this thread accumulates
-    let tc = t % 16u;
-    var dk: array<f32, NC>;
-    var dvv: array<f32, NC>;
-    for (var c = 0u; c < NC; c++) {
-        dk[c] = 0.0;
-        dvv[c] = 0.0;
-    }
+    let tc = t % 16u;  // its vec4 column
+    let e4 = (max(E, Ev) + 3u) / 4u;
+    var dk = vec4<f32>(0.0);
+    var dvv = vec4<f32>(0.0);
     for (var i0 = 0u; i0 < L; i0 += BM) {
         workgroupBarrier();
         for (var x = t; x < BM * DM; x += 256u) {
@@ -86,8 +84,8 @@ fn main(
             if (i0 + r < L && e < Ev) {
                 b = dout[at(4u, i0 + r, e)];
             }
-            qs[x] = a;
-            dos[x] = b;
+            qs[r * RS + e / 4u][e % 4u] = a;
+            dos[r * RS + e / 4u][e % 4u] = b;
         }
         if (t < BM) {
             var l = 0.0;
@@ -108,37 +106,36 @@ fn main(
             var p = 0.0;
             var ds = 0.0;
             if (i < L && j < S) {
-                var dot = 0.0;
-                for (var e = 0u; e < E; e++) {
-                    dot += qs[r * DM + e] * ks[c * DM + e];
+                var dot4 = vec4<f32>(0.0);
+                var dp4 = vec4<f32>(0.0);
+                for (var e = 0u; e < e4; e++) {
+                    dot4 += qs[r * RS + e] * ks[c * RS + e];
+                    dp4 += dos[r * RS + e] * vs[c * RS + e];
                 }
+                let dot = dot4.x + dot4.y + dot4.z + dot4.w;
+                let dp = dp4.x + dp4.y + dp4.z + dp4.w;
                 p = asg_exp(score(dot, i, j) - lse[r]);
-                var dp = 0.0;
-                for (var e = 0u; e < Ev; e++) {
-                    dp += dos[r * DM + e] * vs[c * DM + e];
-                }
                 ds = grad(p * (dp - dd[r]), i, j);
             }
             ps[t] = p;
             dss[t] = ds;
         }
         workgroupBarrier();
-        for (var c = 0u; c < NC; c++) {
-            let e = tc + 16u * c;
-            var a = dk[c];
-            var b = dvv[c];
+        if (tc < D4) {
+            var a = dk;
+            var b = dvv;
             for (var r = 0u; r < BM; r++) {
-                a += dss[r * BN + tj] * qs[r * DM + e];
-                b += ps[r * BN + tj] * dos[r * DM + e];
+                a += dss[r * BN + tj] * qs[r * RS + tc];
+                b += ps[r * BN + tj] * dos[r * RS + tc];
             }
-            dk[c] = a;
-            dvv[c] = b;
+            dk = a;
+            dvv = b;
         }
     }
     let j = j0 + tj;
-    if (j < S) {
-        for (var c = 0u; c < NC; c++) {
-            let e = tc + 16u * c;
+    if (j < S && tc < D4) {
+        for (var c = 0u; c < 4u; c++) {
+            let e = 4u * tc + c;
             if (e < E) {
                 dkt[at(6u, e, j)] = dk[c];
             }

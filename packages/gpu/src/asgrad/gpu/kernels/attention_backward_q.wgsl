@@ -22,12 +22,13 @@ ${CHAINS}
 const BM: u32 = 16u;
 const BN: u32 = ${BLOCK}u;  // 16 for heads up to 32, else 8 (workgroup memory)
 const DM: u32 = ${DM}u;
-const NC: u32 = ${NC}u;  // DM / 16: dQ columns per thread
+const D4: u32 = ${D4}u;  // DM / 4: vec4s of a head
+const RS: u32 = ${D4P}u;  // a row's stride in vec4s (one more than D4: no bank conflicts)
 
-var<workgroup> qs: array<f32, ${QS}>;  // BM x DM
-var<workgroup> dos: array<f32, ${QS}>;  // BM x DM
-var<workgroup> ks: array<f32, ${KS}>;  // BN x DM
-var<workgroup> vs: array<f32, ${KS}>;  // BN x DM
+var<workgroup> qs: array<vec4<f32>, ${QS}>;  // BM rows
+var<workgroup> dos: array<vec4<f32>, ${QS}>;  // BM rows
+var<workgroup> ks: array<vec4<f32>, ${KS}>;  // BN keys
+var<workgroup> vs: array<vec4<f32>, ${KS}>;  // BN values
 var<workgroup> dss: array<f32, ${SCORES}>;  // BM x BN
 var<workgroup> lse: array<f32, 16>;
 var<workgroup> dd: array<f32, 16>;
@@ -61,8 +62,8 @@ fn main(
         if (i0 + r < L && e < Ev) {
             b = dout[at(4u, i0 + r, e)];
         }
-        qs[x] = a;
-        dos[x] = b;
+        qs[r * RS + e / 4u][e % 4u] = a;
+        dos[r * RS + e / 4u][e % 4u] = b;
     }
     workgroupBarrier();
     if (t < BM) {
@@ -70,7 +71,7 @@ fn main(
         var l = 0.0;
         if (i0 + t < L) {
             for (var c = 0u; c < Ev; c++) {
-                d += dos[t * DM + c] * o[at(3u, i0 + t, c)];
+                d += dos[t * RS + c / 4u][c % 4u] * o[at(3u, i0 + t, c)];
             }
             l = stats[bh * L + i0 + t];
             stats[(mu(4u) + bh) * L + i0 + t] = d;
@@ -79,11 +80,9 @@ fn main(
         lse[t] = l;
     }
     let ti = t / 16u;
-    let tj = t % 16u;
-    var acc: array<f32, NC>;
-    for (var c = 0u; c < NC; c++) {
-        acc[c] = 0.0;
-    }
+    let tj = t % 16u;  // dQ's vec4 column
+    let e4 = (max(E, Ev) + 3u) / 4u;
+    var acc = vec4<f32>(0.0);
     for (var j0 = 0u; j0 < S; j0 += BN) {
         workgroupBarrier();
         for (var x = t; x < BN * DM; x += 256u) {
@@ -97,8 +96,8 @@ fn main(
             if (j0 + r < S && e < Ev) {
                 b = v[at(2u, j0 + r, e)];
             }
-            ks[x] = a;
-            vs[x] = b;
+            ks[r * RS + e / 4u][e % 4u] = a;
+            vs[r * RS + e / 4u][e % 4u] = b;
         }
         workgroupBarrier();
         if (t < BM * BN) {
@@ -108,33 +107,32 @@ fn main(
             let j = j0 + c;
             var ds = 0.0;
             if (i < L && j < S) {
-                var dot = 0.0;
-                for (var e = 0u; e < E; e++) {
-                    dot += qs[r * DM + e] * ks[c * DM + e];
+                var dot4 = vec4<f32>(0.0);
+                var dp4 = vec4<f32>(0.0);
+                for (var e = 0u; e < e4; e++) {
+                    dot4 += qs[r * RS + e] * ks[c * RS + e];
+                    dp4 += dos[r * RS + e] * vs[c * RS + e];
                 }
+                let dot = dot4.x + dot4.y + dot4.z + dot4.w;
+                let dp = dp4.x + dp4.y + dp4.z + dp4.w;
                 let p = asg_exp(score(dot, i, j) - lse[r]);
-                var dp = 0.0;
-                for (var e = 0u; e < Ev; e++) {
-                    dp += dos[r * DM + e] * vs[c * DM + e];
-                }
                 ds = grad(p * (dp - dd[r]), i, j);
             }
             dss[t] = ds;
         }
         workgroupBarrier();
-        for (var c = 0u; c < NC; c++) {
-            let e = tj + 16u * c;
-            var a = acc[c];
+        if (tj < D4) {
+            var a = acc;
             for (var r = 0u; r < BN; r++) {
-                a += dss[ti * BN + r] * ks[r * DM + e];
+                a += dss[ti * BN + r] * ks[r * RS + tj];
             }
-            acc[c] = a;
+            acc = a;
         }
     }
     let i = i0 + ti;
-    if (i < L) {
-        for (var c = 0u; c < NC; c++) {
-            let e = tj + 16u * c;
+    if (i < L && tj < D4) {
+        for (var c = 0u; c < 4u; c++) {
+            let e = 4u * tj + c;
             if (e < E) {
                 dq[at(5u, i, e)] = acc[c];
             }

@@ -21,11 +21,12 @@ ${CHAINS}
 const BM: u32 = 16u;
 const BN: u32 = 16u;
 const DM: u32 = ${DM}u;
-const NC: u32 = ${NC}u;  // DM / 16: output columns per thread
+const D4: u32 = ${D4}u;  // DM / 4: vec4s of a head
+const RS: u32 = ${D4P}u;  // a row's stride in vec4s (one more than D4: no bank conflicts)
 
-var<workgroup> qs: array<f32, ${QS}>;  // BM x DM
-var<workgroup> ks: array<f32, ${KS}>;  // DM x BN (k transposed)
-var<workgroup> vs: array<f32, ${KS}>;  // BN x DM
+var<workgroup> qs: array<vec4<f32>, ${QS}>;  // BM rows
+var<workgroup> ks: array<vec4<f32>, ${QS}>;  // BN keys
+var<workgroup> vs: array<vec4<f32>, ${QS}>;  // BN values
 var<workgroup> ps: array<f32, 256>;  // BM x BN scores, then probabilities
 var<workgroup> corr: array<f32, 16>;
 var<workgroup> rowm: array<f32, 16>;
@@ -56,47 +57,45 @@ fn main(
         if (i0 + r < L && e < E) {
             val = q[at(0u, i0 + r, e)];
         }
-        qs[x] = val;
+        qs[r * RS + e / 4u][e % 4u] = val;
     }
     if (t < BM) {
         rowm[t] = asg_ninf();
         rowl[t] = 0.0;
     }
     let ti = t / 16u;
-    let tj = t % 16u;
+    let tj = t % 16u;  // the score's key; in the product, the output's vec4 column
     let i = i0 + ti;
     let ii = min(i, L - 1u);  // rows past the end compute row L - 1's values, unwritten
-    var acc: array<f32, NC>;
-    for (var c = 0u; c < NC; c++) {
-        acc[c] = 0.0;
-    }
+    let e4 = (E + 3u) / 4u;
+    var acc = vec4<f32>(0.0);
     for (var j0 = 0u; j0 < S; j0 += BN) {
         workgroupBarrier();
-        for (var x = t; x < DM * BN; x += 256u) {
-            let c = x / DM;  // k's rows are read along the head axis (contiguous in k)
+        for (var x = t; x < BN * DM; x += 256u) {
+            let c = x / DM;  // rows read along the head axis (contiguous in k and v)
             let e = x % DM;
-            var val = 0.0;
-            if (e < E && j0 + c < S) {
-                val = kt[at(1u, e, j0 + c)];
+            var a = 0.0;
+            var b = 0.0;
+            if (j0 + c < S) {
+                if (e < E) {
+                    a = kt[at(1u, e, j0 + c)];
+                }
+                if (e < Ev) {
+                    b = v[at(2u, j0 + c, e)];
+                }
             }
-            ks[e * BN + c] = val;
-            let r = x / DM;
-            let d = x % DM;
-            var w = 0.0;
-            if (d < Ev && j0 + r < S) {
-                w = v[at(2u, j0 + r, d)];
-            }
-            vs[x] = w;
+            ks[c * RS + e / 4u][e % 4u] = a;
+            vs[c * RS + e / 4u][e % 4u] = b;
         }
         workgroupBarrier();
         let j = j0 + tj;
         var s = asg_ninf();
         if (j < S) {
-            var dot = 0.0;
-            for (var e = 0u; e < E; e++) {
-                dot += qs[ti * DM + e] * ks[e * BN + tj];
+            var dot4 = vec4<f32>(0.0);
+            for (var e = 0u; e < e4; e++) {
+                dot4 += qs[ti * RS + e] * ks[tj * RS + e];
             }
-            s = score(dot, ii, j);
+            s = score(dot4.x + dot4.y + dot4.z + dot4.w, ii, j);
         }
         ps[t] = s;
         workgroupBarrier();
@@ -120,23 +119,21 @@ fn main(
             corr[t] = cr;
         }
         workgroupBarrier();
-        let cr = corr[ti];
-        for (var c = 0u; c < NC; c++) {
-            let d = tj + 16u * c;
-            var a = acc[c] * cr;
+        if (tj < D4) {
+            var a = acc * corr[ti];
             for (var r = 0u; r < BN; r++) {
-                a += ps[ti * BN + r] * vs[r * DM + d];
+                a += ps[ti * BN + r] * vs[r * RS + tj];
             }
-            acc[c] = a;
+            acc = a;
         }
     }
     workgroupBarrier();
-    if (i < L) {
+    if (i < L && tj < D4) {
         let m = rowm[ti];
         let l = rowl[ti];
         let bad = !asg_isfinite(m);
-        for (var c = 0u; c < NC; c++) {
-            let d = tj + 16u * c;
+        for (var c = 0u; c < 4u; c++) {
+            let d = 4u * tj + c;
             if (d < Ev) {
                 o[at(3u, i, d)] = select(acc[c] / l, asg_nan(), bad);
             }

@@ -250,9 +250,10 @@ def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int, ro
         SIDES=_side_bindings(types, side_first),
         CHAINS=chains,
         DM=dm,
-        NC=dm // 16,
-        QS=16 * dm,
-        KS=rows * dm,
+        D4=dm // 4,
+        D4P=dm // 4 + 1,
+        QS=16 * (dm // 4 + 1),
+        KS=rows * (dm // 4 + 1),
         BLOCK=block,
         SCORES=16 * block,
     )
