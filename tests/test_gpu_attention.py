@@ -237,3 +237,20 @@ def test_multihead_attention_without_its_weights_is_fused(device: Device) -> Non
     kinds = _check([out, dx], {"x": _randn(5, 2, 8)}, device)
     assert kinds["attention"] == 1, kinds
     assert kinds["attention backward"] == 2, kinds
+
+
+def test_the_fused_step_holds_less_device_memory_than_the_unfused(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No probabilities are stored for the backward: only each row's log-sum-exp."""
+
+    def held() -> int:
+        program, _, feeds = _block_step("gpu", causal=True)
+        plan = program.memory()
+        fixed = plan.parameters + plan.state + plan.inputs
+        return int(fixed + program.executable.transient_bytes(feeds))
+
+    fused = held()
+    monkeypatch.setattr(attention, "MAX_FUSED_SCORES", 0)
+    unfused = held()
+    assert fused < unfused
