@@ -14,9 +14,10 @@ import pytest
 from asgrad import nn
 from asgrad.autograd import grad
 from asgrad.gpu import Device
+from asgrad.gpu.backend import GpuBackend
 from asgrad.gpu.plan import attention, build_plan
 from asgrad.gpu.plan.dispatch_kinds import count_kinds
-from asgrad.tensor import Graph, Tensor, compile, evaluate
+from asgrad.tensor import Graph, MemoryBudgetError, Tensor, compile, evaluate, make_schedule
 
 pytestmark = pytest.mark.gpu
 
@@ -254,3 +255,29 @@ def test_the_fused_step_holds_less_device_memory_than_the_unfused(
     monkeypatch.setattr(attention, "MAX_FUSED_SCORES", 0)
     unfused = held()
     assert fused < unfused
+
+
+def test_attention_recomputed_for_the_backward_under_a_memory_budget_is_fused(
+    device: Device,
+) -> None:
+    """The smallest memory budget recomputes the probabilities (and q, k, v's views) in
+    the backward: that softmax, read only by the backward, is a group of its own (the
+    forward kernel again, for the log-sum-exp, then the backward's two)."""
+    block = nn.TransformerBlock(16, 2, causal=True, rng=0)
+    g = Graph()
+    x = g.input("x", (2, 17, 16))
+    loss = (block(x) ** 2).sum()
+    (dx,) = grad(loss, [x])
+    with pytest.raises(MemoryBudgetError) as floor:
+        make_schedule([loss, dx], memory_budget=1)
+    schedule = make_schedule([loss, dx], memory_budget=floor.value.reachable)
+    assert [n.op for n in schedule.nodes].count("softmax") == 2  # recomputed
+    feeds = {"x": _randn(2, 17, 16)}
+    kinds = count_kinds(build_plan(schedule, feeds, device).commands)
+    assert kinds["attention"] == 2, kinds
+    assert kinds["attention backward"] == 2, kinds
+    assert kinds["softmax"] == 0, kinds
+    got = GpuBackend().compile(schedule).run(feeds)
+    want = evaluate([loss, dx], feeds, backend="cpu")
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)

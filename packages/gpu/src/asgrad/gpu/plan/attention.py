@@ -13,6 +13,11 @@ schedule and launched as the fused attention kernels (`asgrad.gpu.lowering.atten
   ``dQ = matmul(dS, kT^T)`` and ``dkT = matmul(q^T, dS)``: two kernels
   (`attention_backward`) recompute P from the log-sum-exp.
 
+Under a memory budget the schedule may recompute forward values for the backward: a
+copy of q, kT or v (or of a mask) is read through its original (`_same_value`,
+`_earlier`), and a softmax read only by the backward (recomputed there) is a group
+without a forward output, whose backward launches the forward kernel first.
+
 Anything else falls back to the unfused nodes, decided at plan time: P read by any
 other node (dropout on the attention weights, returned weights), a backward that is
 not the whole pattern, more scores than `MAX_FUSED_SCORES`, head sizes over
@@ -55,6 +60,9 @@ __all__ = ["MAX_CHAIN", "MAX_FUSED_SCORES", "AttentionGroup", "AttentionPlan", "
 # Elementwise ops between the product and the softmax (and in their gradient) at most.
 MAX_CHAIN = 8
 
+# Ops followed up from a recomputed copy of q, kT or v to tell it is one (`_same_value`).
+MAX_COPY_DEPTH = 16
+
 # Scores (batch x L x S) an attention may have to be fused; None: any number. The fused
 # kernels save launches and the scores' memory traffic, but read workgroup memory for
 # every multiply-add, where the tiled matmuls they replace reuse registers: on a large
@@ -77,7 +85,7 @@ class AttentionGroup:
     v: Node
     score: list[Node]  # the chain from the product to the softmax's input, in order
     sides: list[Node]  # the chains' operands besides the score (masks, biases)
-    out: Node
+    out: Node | None  # None: a recomputed softmax that only the backward reads
     lead: tuple[int, ...]
     sizes: tuple[int, int, int, int]  # L, S, E, Ev
     grad: list[Node] = field(default_factory=list)  # the scores' gradient chain
@@ -85,19 +93,38 @@ class AttentionGroup:
     dq: Node | None = None
     dkt: Node | None = None
     dv: Node | None = None
+    # q, kT and v as the backward reads them: the forward's, or copies recomputed for
+    # the backward under a memory budget (`_same_value`)
+    backward_operands: tuple[Node, Node, Node] | None = None
+    # a node read through another of the same value made before the backward launches
+    # (a copy recomputed for the backward after the first gradient product)
+    alias: dict[int, Node] = field(default_factory=dict)
+    forward_sides: int = 0  # sides[:forward_sides] are the score chain's
     internal: frozenset[int] = frozenset()  # nodes with no value of their own
     held: dict[int, Value] = field(default_factory=dict)
     saved: tuple[GpuArray, GpuArray] | None = None  # the output and the statistics
     grads: dict[int, GpuArray] = field(default_factory=dict)  # until their node is lowered
+    finished: bool = False  # the backward launched
 
     @property
     def outputs(self) -> list[Node]:
+        """The nodes whose values the group's kernels write."""
         return [n for n in (self.out, self.dq, self.dkt, self.dv) if n is not None]
 
     @property
     def external(self) -> list[Node]:
-        found = [self.q, self.kt, self.v, *self.sides]
-        return found + ([self.d_out] if self.d_out is not None else [])
+        """The nodes outside the group that its kernels read."""
+        nodes = [self.q, self.kt, self.v, *self.sides, *(self.backward_operands or ())]
+        nodes += [self.d_out] if self.d_out is not None else []
+        found: list[Node] = []
+        for node in map(self.read, nodes):
+            if node not in found:
+                found.append(node)
+        return found
+
+    def read(self, node: Node) -> Node:
+        """The node whose value the kernels read for ``node``."""
+        return self.alias.get(node.id, node)
 
 
 @dataclass
@@ -129,14 +156,19 @@ class AttentionPlan:
         group = self.covered[node.id]
         if node is group.out:
             group.saved = _forward(group, self.types)
-            if group.d_out is None:
-                group.held.clear()
+            keep = {group.read(n).id for n in group.sides}  # what the backward reads
+            if group.backward_operands is not None and group.d_out is not None:
+                keep |= {group.read(n).id for n in (*group.backward_operands, group.d_out)}
+            group.held = {k: v for k, v in group.held.items() if k in keep}
             return group.saved[0]
         if node in (group.dq, group.dkt, group.dv):
-            if group.saved is not None:
+            if not group.finished:
+                if group.saved is None:  # recomputed for the backward: the forward first
+                    group.saved = _forward(group, self.types, backward=True)
                 _backward(group, self.types)
                 group.held.clear()
                 group.saved = None  # their buffers serve later nodes once released
+                group.finished = True
             return group.grads.pop(node.id)
         return None
 
@@ -205,14 +237,17 @@ def _match(
     head = types[q.id].shape[-1]
     readers = users.get(p.id, [])
     outs = [u for u in readers if u.op == "matmul" and u.inputs[0] is p and u.inputs[1] is not p]
-    if len(outs) != 1:
+    if len(outs) > 1:
         return None
-    out = outs[0]
-    v = out.inputs[1]
+    out = outs[0] if outs else None
+    others = [u for u in readers if u is not out]
+    v = out.inputs[1] if out is not None else _backward_value(p, others)
+    if v is None:
+        return None
     value_head = types[v.id].shape[-1]
     lead = shape[:-2]
     if (
-        tuple(types[out.id].shape) != (*lead, length, value_head)
+        (out is not None and tuple(types[out.id].shape) != (*lead, length, value_head))
         or max(head, value_head) > MAX_HEAD
         or (MAX_FUSED_SCORES is not None and math.prod(shape) > MAX_FUSED_SCORES)
     ):
@@ -224,17 +259,38 @@ def _match(
     if sides is None:
         return None
     group = AttentionGroup(q, kt, v, chain, sides, out, lead, (length, source, head, value_head))
-    others = [u for u in readers if u is not out]
+    group.forward_sides = len(sides)
     if others and not _match_backward(group, p, others, users, types, shape, internal):
+        return None
+    if out is None and group.d_out is None:
         return None
     group.internal = frozenset(internal)
     if internal & kept or any(_from_parameter(n) for n in group.external):
         return None
     if group.d_out is not None:
         start = min(position[n.id] for n in group.outputs if n is not out)
-        if position[out.id] >= start or any(position[n.id] >= start for n in group.external):
+        if out is not None and position[out.id] >= start:
+            return None
+        for node in (group.q, group.kt, group.v, *group.sides, *(group.backward_operands or ())):
+            early = _earlier(node, users, position, start, 0)
+            if early is None:
+                return None
+            if early is not node:
+                group.alias[node.id] = early
+        if any(position[n.id] >= start for n in group.external):
             return None
     return group
+
+
+def _backward_value(p: Node, others: list[Node]) -> Node | None:
+    """v, read by the backward's ``dO @ v^T`` (a softmax that only the backward reads,
+    recomputed there under a memory budget)."""
+    for node in others:
+        if node.op == "mul" and p in node.inputs:
+            dp = _other(node, p)
+            if dp.op == "matmul" and _last_swap(dp.inputs[1]):
+                return dp.inputs[1].inputs[0]
+    return None
 
 
 def _score_chain(
@@ -309,7 +365,7 @@ def _match_backward(
         return False
     dp, d = _other(m1, p), _other(m2, p)
     vt = dp.inputs[1]
-    if dp.inputs[0] is not d_out or not _last_swap(vt) or vt.inputs[0] is not group.v:
+    if dp.inputs[0] is not d_out or not _last_swap(vt) or not _same_value(vt.inputs[0], group.v):
         return False
     if _only(users, vt) is not dp or sorted(u.id for u in users[dp.id]) != sorted((m1.id, d.id)):
         return False
@@ -328,9 +384,9 @@ def _match_backward(
     if dq is None or dkt is None or len(readers) != 2 or dq is dkt:
         return False
     ktt, qt = dq.inputs[1], dkt.inputs[0]
-    if not (_last_swap(ktt) and ktt.inputs[0] is group.kt and _only(users, ktt) is dq):
+    if not (_last_swap(ktt) and _same_value(ktt.inputs[0], group.kt) and _only(users, ktt) is dq):
         return False
-    if not (_last_swap(qt) and qt.inputs[0] is group.q and _only(users, qt) is dkt):
+    if not (_last_swap(qt) and _same_value(qt.inputs[0], group.q) and _only(users, qt) is dkt):
         return False
     length, source, head, value_head = group.sizes
     expected = {
@@ -353,7 +409,57 @@ def _match_backward(
     internal |= inner
     group.grad, group.d_out = grad, d_out
     group.dq, group.dkt, group.dv = dq, dkt, dv
+    group.backward_operands = (qt.inputs[0], ktt.inputs[0], vt.inputs[0])
     return True
+
+
+def _same_value(a: Node, b: Node, depth: int = 0) -> bool:
+    """``a`` is ``b``, or a copy of it: the same op and attributes on inputs that are
+    (a copy recomputed for the backward under a memory budget)."""
+    if a is b:
+        return True
+    if depth > MAX_COPY_DEPTH or a.op != b.op or a.op in ("input", "parameter", "constant"):
+        return False
+    if len(a.inputs) != len(b.inputs) or not _same_attrs(a, b):
+        return False
+    return all(_same_value(x, y, depth + 1) for x, y in zip(a.inputs, b.inputs, strict=True))
+
+
+def _earlier(
+    node: Node, users: Users, position: Mapping[int, int], start: int, depth: int
+) -> Node | None:
+    """``node``, or a node of the same value scheduled before ``start`` (the original
+    of a copy recomputed later), or None."""
+    if position[node.id] < start:
+        return node
+    original = _original(node, users, position, depth)
+    return original if position[original.id] < start else None
+
+
+def _original(node: Node, users: Users, position: Mapping[int, int], depth: int) -> Node:
+    """The first scheduled node of ``node``'s value: the same op and attributes on the
+    originals of its inputs (``node`` itself unless it is a recomputed copy)."""
+    if depth > MAX_COPY_DEPTH or not node.inputs:
+        return node
+    ins = [_original(i, users, position, depth + 1) for i in node.inputs]
+    best = node
+    for other in users.get(ins[0].id, []):
+        if (
+            other.op == node.op
+            and position[other.id] < position[best.id]
+            and len(other.inputs) == len(ins)
+            and all(a is b for a, b in zip(other.inputs, ins, strict=True))
+            and _same_attrs(other, node)
+        ):
+            best = other
+    return best
+
+
+def _same_attrs(a: Node, b: Node) -> bool:
+    try:
+        return bool(a.attrs == b.attrs)
+    except (TypeError, ValueError):  # attributes holding arrays: told apart, not compared
+        return False
 
 
 def _other(node: Node, p: Node) -> Node:
@@ -401,9 +507,7 @@ def _wgsl(value: GpuArray | Operand) -> str:
     return Operand.of(value).array.wgsl
 
 
-def _chain_expr(
-    chain: list[Node], sides: list[Node], held: Mapping[int, Value], types: Types
-) -> Expr:
+def _chain_expr(chain: list[Node], group: AttentionGroup, types: Types) -> Expr:
     """The chain as one expression over arg(0) (its input) and arg(1 + k) (side k)."""
     expr = arg(0)
     for node in chain:
@@ -411,10 +515,10 @@ def _chain_expr(
         in_types: list[str] = []
         for inp in node.inputs:
             value = _inlined_constant(inp, types)
-            if inp in sides:
-                k = sides.index(inp)
+            if inp in group.sides:
+                k = group.sides.index(inp)
                 args.append(arg(1 + k))
-                in_types.append(_wgsl(_array(held[inp.id])))
+                in_types.append(_wgsl(_array(group.held[group.read(inp).id])))
             elif value is not None:
                 args.append(const(value))
                 in_types.append(wgsl_type(storage_dtype(numpy_dtype(types[inp.id].dtype))))
@@ -427,14 +531,23 @@ def _chain_expr(
     return expr
 
 
-def _operands(group: AttentionGroup) -> AttentionOperands:
-    held = group.held
+def _operands(group: AttentionGroup, backward: bool) -> AttentionOperands:
+    """The arrays the kernels read; the forward's sides are its chain's alone (the
+    gradient chain's may be made after it)."""
     length, source, head, value_head = group.sizes
+    q, kt, v = group.q, group.kt, group.v
+    if backward and group.backward_operands is not None:
+        q, kt, v = group.backward_operands
+    sides = group.sides if backward else group.sides[: group.forward_sides]
+
+    def array(node: Node) -> GpuArray | Operand:
+        return _array(group.held[group.read(node).id])
+
     return AttentionOperands(
-        _array(held[group.q.id]),
-        _array(held[group.kt.id]),
-        _array(held[group.v.id]),
-        tuple(_array(held[s.id]) for s in group.sides),
+        array(q),
+        array(kt),
+        array(v),
+        tuple(array(s) for s in sides),
         group.lead,
         length,
         source,
@@ -449,10 +562,12 @@ def _ready(group: AttentionGroup) -> None:
         group.held[node_id] = _array(value)
 
 
-def _forward(group: AttentionGroup, types: Types) -> tuple[GpuArray, GpuArray]:
+def _forward(
+    group: AttentionGroup, types: Types, backward: bool = False
+) -> tuple[GpuArray, GpuArray]:
     _ready(group)
-    score = _chain_expr(group.score, group.sides, group.held, types)
-    return attention_forward(_operands(group), score)
+    score = _chain_expr(group.score, group, types)
+    return attention_forward(_operands(group, backward), score)
 
 
 def _backward(group: AttentionGroup, types: Types) -> None:
@@ -462,9 +577,10 @@ def _backward(group: AttentionGroup, types: Types) -> None:
     assert group.dkt is not None
     assert group.dv is not None
     _ready(group)
-    score = _chain_expr(group.score, group.sides, group.held, types)
-    grad = _chain_expr(group.grad, group.sides, group.held, types)
+    score = _chain_expr(group.score, group, types)
+    grad = _chain_expr(group.grad, group, types)
     out, stats = group.saved
-    d_out = _array(group.held[group.d_out.id])
-    dq, dkt, dv = attention_backward(_operands(group), score, grad, out, stats, d_out)
+    d_out = _array(group.held[group.read(group.d_out).id])
+    ops = _operands(group, backward=True)
+    dq, dkt, dv = attention_backward(ops, score, grad, out, stats, d_out)
     group.grads = {group.dq.id: dq, group.dkt.id: dkt, group.dv.id: dv}
