@@ -281,3 +281,16 @@ def test_attention_recomputed_for_the_backward_under_a_memory_budget_is_fused(
     want = evaluate([loss, dx], feeds, backend="cpu")
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-4)
+
+
+def test_a_gradient_of_the_mask_itself_falls_back_to_the_unfused_nodes(device: Device) -> None:
+    """A learned bias: the scores' gradient is read by the bias's gradient too."""
+    g = Graph()
+    feeds = {"q": _randn(1, 2, 6, 4), "k": _randn(1, 2, 7, 4), "v": _randn(1, 2, 7, 3)}
+    feeds["b"], feeds["w"] = _randn(2, 6, 7), _randn(1, 2, 6, 3)
+    q, k, v, b, w = (g.input(n, feeds[n].shape) for n in ("q", "k", "v", "b", "w"))
+    o = g.apply("scaled_dot_product_attention", (q, k, v, b), {})
+    outs = [o, *grad((o * w).sum(), [q, k, v, b])]
+    kinds = _check(outs, feeds, device)
+    assert kinds["attention backward"] == 0, kinds
+    assert kinds["softmax"] == 1, kinds
