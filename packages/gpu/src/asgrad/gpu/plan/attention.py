@@ -135,7 +135,6 @@ class AttentionPlan:
     types: Types
     covered: dict[int, AttentionGroup] = field(default_factory=dict)
     readers: dict[int, list[AttentionGroup]] = field(default_factory=dict)
-    first_grad: dict[int, int] = field(default_factory=dict)  # group id -> backward node
 
     def __post_init__(self) -> None:
         for group in self.groups:
@@ -156,9 +155,10 @@ class AttentionPlan:
         group = self.covered[node.id]
         if node is group.out:
             group.saved = _forward(group, self.types)
-            keep = {group.read(n).id for n in group.sides}  # what the backward reads
+            keep: set[int] = set()  # what the backward reads
             if group.backward_operands is not None and group.d_out is not None:
-                keep |= {group.read(n).id for n in (*group.backward_operands, group.d_out)}
+                nodes = (*group.sides, *group.backward_operands, group.d_out)
+                keep = {group.read(n).id for n in nodes}
             group.held = {k: v for k, v in group.held.items() if k in keep}
             return group.saved[0]
         if node in (group.dq, group.dkt, group.dv):
