@@ -269,7 +269,7 @@ def attention_forward(ops: AttentionOperands, score: Expr) -> tuple[GpuArray, Gp
     out = GpuArray.empty(out_shape, np.float32, device)
     stats = GpuArray.empty((2, ops.batch, max(ops.length, 1)), np.float32, device)
     blocks = -(-ops.length // 16) * ops.batch
-    if blocks == 0 or ops.value_head == 0:
+    if blocks == 0:
         return out, stats
     slots[_O] = _contiguous(out_shape)
     types = tuple(op.array.wgsl for op in operands[3:])

@@ -249,6 +249,7 @@ def _match(
     if (
         (out is not None and tuple(types[out.id].shape) != (*lead, length, value_head))
         or max(head, value_head) > MAX_HEAD
+        or min(length, source, head, value_head) == 0  # nothing to stream
         or (MAX_FUSED_SCORES is not None and math.prod(shape) > MAX_FUSED_SCORES)
     ):
         return None
