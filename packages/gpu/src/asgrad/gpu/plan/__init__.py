@@ -4,7 +4,9 @@
 
 1. every node's type for the fed shapes;
 2. fusion groups (`inlined_nodes`): the nodes inlined into their users' kernels
-   rather than launched (`asgrad.gpu.plan.fusion`);
+   rather than launched (`asgrad.gpu.plan.fusion`), and attention groups
+   (`asgrad.gpu.plan.attention`): q k^T, its mask, softmax and product with v, and
+   their gradients, launched as the fused attention kernels;
 3. the multi-tensor update batch (`asgrad.gpu.plan.multi_update.find_update_batch`):
    the optimizer's update rules of every parameter, launched together in one or a few
    dispatches writing each variable in place; then the other in-place updates
@@ -18,8 +20,9 @@
 The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kernels
 generated for chains of elementwise ops, the nodes inlined into their users),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
-dispatches), ``capture`` (dispatches recorded once, replayed at every run), ``values``
-(values passed between nodes without a launch) and ``dispatch_kinds``. It may import
+dispatches), ``attention`` (attention as one kernel), ``capture`` (dispatches recorded
+once, replayed at every run), ``values`` (values passed between nodes without a
+launch) and ``dispatch_kinds``. It may import
 [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors`, `asgrad.gpu.device`,
 `asgrad.gpu.lowering` and itself.
 """
@@ -43,6 +46,7 @@ from asgrad.gpu.device.variables import GpuVariableStore, variable_store
 from asgrad.gpu.errors import GpuError
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
 from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
+from asgrad.gpu.plan.attention import AttentionPlan, find_attention
 from asgrad.gpu.plan.capture import Command, capturing
 from asgrad.gpu.plan.fusion import (
     VIEW_OPS,
@@ -114,6 +118,9 @@ def build_plan(
     types = schedule.infer_types({name: v.shape for name, v in feeds.items()})
     users = users_of(schedule)
     inlined = inlined_nodes(schedule, users, types) if fuse else frozenset()
+    attention = find_attention(schedule, users, types, device) if fuse else None
+    if attention is not None:  # the attention kernels launch these nodes
+        inlined = inlined - frozenset(attention.covered)
     batch = update_batch(schedule, users, inlined, types) if fuse else None
     in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
     scope = ScopedPool(device.pool)
@@ -121,7 +128,7 @@ def build_plan(
         with capturing(device, scope) as capture:
             shared = shared_products(schedule, users, inlined)
             bindings, outputs, updates = lower_schedule(
-                schedule, types, inlined, in_place, device, store, batch, shared
+                schedule, types, inlined, in_place, device, store, batch, shared, attention
             )
     except BaseException:
         scope.close()
@@ -248,6 +255,7 @@ def lower_schedule(
     store: GpuVariableStore,
     batch: UpdateBatch | None = None,
     shared: frozenset[int] = frozenset(),
+    attention: AttentionPlan | None = None,
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
@@ -255,7 +263,8 @@ def lower_schedule(
     A value is dropped after its last use, so its buffer goes back to the plan's pool
     (garbage collection releases it) for the nodes after it. ``batch``'s members are
     launched together after its step; ``shared`` are the inlined matmuls read by
-    more than one kernel (`shared_products`).
+    more than one kernel (`shared_products`); ``attention``'s groups launch the nodes
+    they cover (`asgrad.gpu.plan.attention`).
     """
     bindings = Bindings()
     released = release_steps(schedule, batch)
@@ -274,6 +283,11 @@ def lower_schedule(
             pass  # summed when the batch launches
         elif node.op in LEAVES:
             values[node.id] = bindings.bind(node, out_type, device, store)
+        elif attention is not None and node.id in attention.covered:
+            with device.checks.lowering(node.op, node.location):
+                covered = attention.lower(node)
+            if covered is not None:
+                values[node.id] = covered
         else:
             ins = [values[n.id] for n in node.inputs]
             try:
@@ -284,6 +298,8 @@ def lower_schedule(
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
             values[node.id] = value
+        if attention is not None and node.id in values:
+            attention.hold(node, values[node.id])
         if batch is not None and i == batch.step:
             targets = {m: store.array(v) for m, v in batch.variables.items()}
             launch_update_batch(batch, values, targets, device)

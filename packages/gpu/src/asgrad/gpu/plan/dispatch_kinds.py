@@ -30,6 +30,8 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("multi_update", "optimizer update"),
     ("multi_column_sum", "gradient sums"),  # the bias gradients the update reads
     ("linalg", "matmul"),
+    ("attention_backward", "attention backward"),
+    ("attention", "attention"),
     ("reduction_cols", "column reduction"),
     ("reduction", "reduction"),
     ("norm_softmax", "softmax"),

@@ -1,0 +1,341 @@
+"""Attention as one kernel: ``softmax(score(q k^T)) v`` and its gradients, FlashAttention-style.
+
+`attention_forward` launches ``kernels/attention_forward.wgsl``: each workgroup owns a
+block of query rows of one batch-head and streams key and value blocks through
+workgroup memory with an online softmax (running max and sum in f32), so the scores
+and probabilities are never stored; it writes the output and each row's log-sum-exp.
+`attention_backward` launches FlashAttention-2's backward as two kernels: the query
+side (``attention_backward_q.wgsl``: dQ, and each row's ``D = dO . O``) and then the
+key side (``attention_backward_kv.wgsl``: dK and dV), both recomputing the
+probabilities from the saved log-sum-exp.
+
+``score`` is the elementwise chain between the product and the softmax (a scale, an
+additive or a where mask, a bias), and ``grad`` the chain autograd made of it for the
+scores' gradient; both are scalar expressions (`asgrad.tensor.ir.scalar`) over
+``arg(0)`` (the score, or the gradient) and ``arg(1 + k)``: side operand k, read at
+the score's (batch-head, row, column) through broadcast strides. The plan finds the
+pattern and builds them (`asgrad.gpu.plan.attention`).
+
+Operands may be strided views with up to `MAX_LEAD` batch axes; the head sizes (q's
+and v's last axes) are at most `MAX_HEAD` (the tiles fit WebGPU's 16 KiB of workgroup
+memory).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from asgrad.gpu.device import fold_groups
+from asgrad.gpu.device.array import GpuArray, Operand
+from asgrad.gpu.device.source import kernel_text, render
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify
+from asgrad.tensor.ir.scalar import Expr
+
+__all__ = [
+    "MAX_HEAD",
+    "MAX_LEAD",
+    "MAX_SIDES",
+    "WGSL_FILES",
+    "AttentionOperands",
+    "attention_backward",
+    "attention_forward",
+    "storage_buffers",
+]
+
+WGSL_FILES: tuple[str, ...] = (
+    "attention_forward.wgsl",
+    "attention_backward_q.wgsl",
+    "attention_backward_kv.wgsl",
+    "prelude.wgsl",
+)
+
+MAX_HEAD = 64  # q's, k's and v's last axis: the tiles' width in workgroup memory
+MAX_LEAD = 4  # batch axes (batch, heads...) of the scores
+MAX_SIDES = 8  # operands of the score and gradient chains (masks, biases)
+
+# Operand slots of the uniform: their strides and offsets.
+_Q, _KT, _V, _O, _DO, _DQ, _DKT, _DV, _SIDE = range(9)
+_HEADER = 12  # words before the slots: sizes, block counts, the batch axes' sizes
+_SLOT = 8  # words per slot: MAX_LEAD batch strides, row and column strides, offset
+_WORDS = 4 * 36  # the uniform's size in u32 words (vec4 array of 36)
+_FORWARD_BUFFERS = 5  # q, k^T, v, the output, the statistics
+_BACKWARD_BUFFERS = 7  # q, k^T, v, o or dO, dO or the statistics, two gradients
+
+
+def storage_buffers(sides: int, backward: bool) -> int:
+    """Storage buffers a launch binds (the device allows a limited number per kernel)."""
+    return (_BACKWARD_BUFFERS if backward else _FORWARD_BUFFERS) + sides
+
+
+@dataclass(frozen=True)
+class AttentionOperands:
+    """The inputs of an attention: q ``(*lead, L, E)``, k^T ``(*lead, E, S)`` and v
+    ``(*lead, S, Ev)`` (each broadcast to ``lead``), and the chains' side operands
+    (each broadcast to the scores ``(*lead, L, S)``)."""
+
+    q: GpuArray | Operand
+    kt: GpuArray | Operand
+    v: GpuArray | Operand
+    sides: tuple[GpuArray | Operand, ...]
+    lead: tuple[int, ...]
+    length: int  # L
+    source: int  # S
+    head: int  # E
+    value_head: int  # Ev
+
+    @property
+    def batch(self) -> int:
+        return math.prod(self.lead)
+
+
+def _operand(x: GpuArray | Operand, shape: tuple[int, ...]) -> tuple[Operand, list[int]]:
+    """``x`` read over ``shape`` (``(*lead, rows, cols)``): the operand and its slot's
+    words (batch strides padded to `MAX_LEAD`, row and column strides, offset)."""
+    op = Operand.of(x)
+    extra = len(op.shape) - len(shape)
+    if extra > 0 and all(size == 1 for size in op.shape[:extra]):  # leading 1s dropped
+        op = Operand(op.array, op.shape[extra:], op.strides[extra:], op.offset)
+    strides = op.broadcast_strides(shape)
+    if min(strides, default=0) < 0:
+        raise GpuUnsupportedError("attention reads operands with non-negative strides only")
+    lead = [0] * (MAX_LEAD - (len(shape) - 2)) + list(strides[:-2])
+    return op, [*lead, strides[-2], strides[-1], op.offset, 0]
+
+
+def _common(sides: Sequence[str]) -> str:
+    """The uniform, its accessor, the per-workgroup base offsets and ``at``, and the
+    side bindings' WGSL."""
+    slots = _SIDE + len(sides)
+    lines = [
+        "struct Meta {",
+        "    m: array<vec4<u32>, 36>,",
+        "}",
+        "@group(0) @binding(0) var<uniform> params: Meta;",
+        "fn mu(i: u32) -> u32 {",
+        "    return params.m[i / 4u][i % 4u];",
+        "}",
+        f"var<private> bases: array<u32, {slots}>;",
+        "fn set_bases(bh: u32) {",
+        f"    for (var s = 0u; s < {slots}u; s++) {{",
+        f"        let w = {_HEADER}u + {_SLOT}u * s;",
+        "        var rem = bh;",
+        "        var o = mu(w + 6u);",
+    ]
+    for d in range(MAX_LEAD - 1, 0, -1):
+        lines += [
+            f"        o += (rem % mu({8 + d}u)) * mu(w + {d}u);",
+            f"        rem = rem / mu({8 + d}u);",
+        ]
+    lines += [
+        "        o += rem * mu(w);",
+        "        bases[s] = o;",
+        "    }",
+        "}",
+        "fn at(s: u32, r: u32, c: u32) -> u32 {",
+        f"    let w = {_HEADER}u + {_SLOT}u * s;",
+        "    return bases[s] + r * mu(w + 4u) + c * mu(w + 5u);",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+def _side_bindings(types: Sequence[str], first: int) -> str:
+    return "\n".join(
+        f"@group(0) @binding({first + k}) var<storage, read> side{k}: array<{t}>;"
+        for k, t in enumerate(types)
+    )
+
+
+def _chain(name: str, expr: Expr, types: Sequence[str]) -> str:
+    """``fn name(x: f32, i: u32, j: u32) -> f32``: ``expr`` over x and the sides at (i, j)."""
+    lets, body = render_wgsl_lets(
+        simplify(expr), ["x", *(f"y{k}" for k in range(len(types)))], ["f32", *types], "f32"
+    )
+    loads = [
+        f"    let y{k} = side{k}[at({_SIDE + k}u, i, j)];"
+        for k in range(len(types))
+        if f"y{k}" in body or any(f"y{k}" in s for s in lets)
+    ]
+    return "\n".join(
+        [
+            f"fn {name}(x: f32, i: u32, j: u32) -> f32 {{",
+            *loads,
+            *(f"    {s}" for s in lets),
+            f"    return {body};",
+            "}",
+        ]
+    )
+
+
+def _meta(ops: AttentionOperands, slots: dict[int, list[int]]) -> bytes:
+    words = [0] * _WORDS
+    words[0:4] = [ops.length, ops.source, ops.head, ops.value_head]
+    words[4] = ops.batch
+    words[5] = -(-ops.length // 16)  # query blocks of the forward and the query side
+    words[6] = -(-ops.source // 16)  # key blocks of the key side
+    lead = [1] * (MAX_LEAD - len(ops.lead)) + list(ops.lead)
+    words[8:12] = lead
+    for slot, values in slots.items():
+        start = _HEADER + _SLOT * slot
+        words[start : start + _SLOT] = values
+    return struct.pack(f"<{_WORDS}I", *words)
+
+
+def _check(ops: AttentionOperands) -> None:
+    if max(ops.head, ops.value_head) > MAX_HEAD:
+        raise GpuUnsupportedError(f"fused attention takes head sizes up to {MAX_HEAD}")
+    if len(ops.lead) > MAX_LEAD or len(ops.sides) > MAX_SIDES:
+        raise GpuUnsupportedError(
+            f"fused attention takes up to {MAX_LEAD} batch axes and {MAX_SIDES} side operands"
+        )
+
+
+def _inputs(ops: AttentionOperands) -> tuple[list[Operand], dict[int, list[int]]]:
+    lead, length, source = ops.lead, ops.length, ops.source
+    shapes = {
+        _Q: (*lead, length, ops.head),
+        _KT: (*lead, ops.head, source),
+        _V: (*lead, source, ops.value_head),
+    }
+    operands: list[Operand] = []
+    slots: dict[int, list[int]] = {}
+    for slot, x in ((_Q, ops.q), (_KT, ops.kt), (_V, ops.v)):
+        op, words = _operand(x, shapes[slot])
+        operands.append(op)
+        slots[slot] = words
+    for k, x in enumerate(ops.sides):
+        op, words = _operand(x, (*lead, length, source))
+        operands.append(op)
+        slots[_SIDE + k] = words
+    return operands, slots
+
+
+def _contiguous(shape: tuple[int, ...]) -> list[int]:
+    """The slot words of a contiguous ``(*lead, rows, cols)`` array."""
+    lead, rows, cols = shape[:-2], shape[-2], shape[-1]
+    batch_strides: list[int] = []
+    step = rows * cols
+    for size in reversed(lead):
+        batch_strides.insert(0, step if size > 1 else 0)
+        step *= size
+    padded = [0] * (MAX_LEAD - len(lead)) + batch_strides
+    return [*padded, cols, 1, 0, 0]
+
+
+def _head_tile(ops: AttentionOperands) -> int:
+    return 32 if max(ops.head, ops.value_head) <= 32 else 64
+
+
+def _block(ops: AttentionOperands) -> int:
+    """The backward's streamed block (query rows on the key side, keys on the query
+    side): 16 where the head tile is 32 wide, 8 at 64, so the tiles fit 16 KiB."""
+    return 16 if _head_tile(ops) == 32 else 8
+
+
+def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int, rows: int) -> str:
+    """The WGSL of kernel ``name``; ``rows``: the rows of its streamed tiles."""
+    dm = _head_tile(ops)
+    types = [Operand.of(s).array.wgsl for s in ops.sides]
+    block = _block(ops)
+    return render(
+        name,
+        PRELUDE=kernel_text("prelude"),
+        COMMON=_common(types),
+        SIDES=_side_bindings(types, side_first),
+        CHAINS=chains,
+        DM=dm,
+        D4=dm // 4,
+        D4P=dm // 4 + 1,
+        QS=16 * (dm // 4 + 1),
+        KS=rows * (dm // 4 + 1),
+        BLOCK=block,
+        SCORES=16 * block,
+    )
+
+
+def attention_forward(ops: AttentionOperands, score: Expr) -> tuple[GpuArray, GpuArray]:
+    """The output ``softmax(score(q k^T)) v`` of shape ``(*lead, L, Ev)`` and the
+    statistics buffer (each row's log-sum-exp, room after it for the backward's D)."""
+    _check(ops)
+    operands, slots = _inputs(ops)
+    device = operands[0].array.device
+    out_shape = (*ops.lead, ops.length, ops.value_head)
+    out = GpuArray.empty(out_shape, np.float32, device)
+    stats = GpuArray.empty((2, ops.batch, max(ops.length, 1)), np.float32, device)
+    blocks = -(-ops.length // 16) * ops.batch
+    if blocks == 0:
+        return out, stats
+    slots[_O] = _contiguous(out_shape)
+    types = tuple(op.array.wgsl for op in operands[3:])
+    chains = _chain("score", score, types)
+    key = ("attention_forward", _head_tile(ops), chains, types)
+    pipe = device.pipeline(
+        key,
+        lambda: _sources("attention_forward", ops, chains, 1 + _FORWARD_BUFFERS, 16),
+        ("uniform",) + ("read",) * 3 + ("write",) * 2 + ("read",) * len(types),
+    )
+    params = device.params(_meta(ops, slots))
+    buffers = (
+        params,
+        *(op.array.buffer for op in operands[:3]),
+        out.buffer,
+        stats.buffer,
+        *(op.array.buffer for op in operands[3:]),
+    )
+    device.dispatch(pipe, buffers, fold_groups(blocks, device.max_groups))
+    return out, stats
+
+
+def attention_backward(
+    ops: AttentionOperands,
+    score: Expr,
+    grad: Expr,
+    out: GpuArray,
+    stats: GpuArray,
+    d_out: GpuArray | Operand,
+) -> tuple[GpuArray, GpuArray, GpuArray]:
+    """dQ ``(*lead, L, E)``, dK^T ``(*lead, E, S)`` and dV ``(*lead, S, Ev)`` for the
+    output gradient ``d_out``, from `attention_forward`'s output and statistics."""
+    _check(ops)
+    operands, slots = _inputs(ops)
+    device = operands[0].array.device
+    lead, length, source = ops.lead, ops.length, ops.source
+    dq = GpuArray.empty((*lead, length, ops.head), np.float32, device)
+    dkt = GpuArray.empty((*lead, ops.head, source), np.float32, device)
+    dv = GpuArray.empty((*lead, source, ops.value_head), np.float32, device)
+    d_op, slots[_DO] = _operand(d_out, (*lead, length, ops.value_head))
+    slots[_O] = _contiguous(tuple(out.shape))
+    slots[_DQ] = _contiguous(tuple(dq.shape))
+    slots[_DKT] = _contiguous(tuple(dkt.shape))
+    slots[_DV] = _contiguous(tuple(dv.shape))
+    types = tuple(op.array.wgsl for op in operands[3:])
+    chains = _chain("score", score, types) + "\n" + _chain("grad", grad, types)
+    params = device.params(_meta(ops, slots))
+    inputs = [op.array.buffer for op in operands[:3]]
+    sides = [op.array.buffer for op in operands[3:]]
+    reads = ("read",) * len(types)
+    first = 1 + _BACKWARD_BUFFERS
+    if length and source:
+        pipe_q = device.pipeline(
+            ("attention_backward_q", _head_tile(ops), chains, types),
+            lambda: _sources("attention_backward_q", ops, chains, first, _block(ops)),
+            ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
+        )
+        buffers = (params, *inputs, out.buffer, d_op.array.buffer, stats.buffer, dq.buffer)
+        blocks = -(-length // 16) * ops.batch
+        device.dispatch(pipe_q, (*buffers, *sides), fold_groups(blocks, device.max_groups))
+        pipe_kv = device.pipeline(
+            ("attention_backward_kv", _head_tile(ops), chains, types),
+            lambda: _sources("attention_backward_kv", ops, chains, first, _block(ops)),
+            ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
+        )
+        buffers = (params, *inputs, d_op.array.buffer, stats.buffer, dkt.buffer, dv.buffer)
+        blocks = -(-source // 16) * ops.batch
+        device.dispatch(pipe_kv, (*buffers, *sides), fold_groups(blocks, device.max_groups))
+    return dq, dkt, dv
