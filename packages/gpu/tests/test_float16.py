@@ -18,7 +18,7 @@ import pytest
 
 from asgrad.gpu import Device, GpuFloat16Error, to_gpu
 from asgrad.gpu.device.pipelines import PipelineCache
-from asgrad.tensor import Graph, Tensor, evaluate
+from asgrad.tensor import Graph, Tensor, compile, evaluate
 from asgrad.tensor.api.nn_functional import conv2d, layer_norm, max_pool2d
 
 pytestmark = pytest.mark.gpu
@@ -133,15 +133,34 @@ def test_matmul_of_ones_counts_past_float16_steps(device: Device) -> None:
     np.testing.assert_array_equal(total, np.full((4, 2), 4096.0, np.float16))
 
 
-def test_matmul_epilogue_rounds_like_the_unfused_ops(device: Device) -> None:
+def _epilogue_chain(device: Device, dtype: str) -> tuple[np.ndarray, int]:
+    """``gelu(x @ w) * 2``, compiled for the GPU: its value and its dispatches per run."""
     rng = np.random.default_rng(2)
-    xv, wv = rng.standard_normal((64, 32)).astype(np.float16), rng.standard_normal((32, 48))
-    bv = rng.standard_normal(48).astype(np.float16)
     g = Graph()
-    x, w = g.input("x", xv.shape, "float16"), g.input("w", wv.shape, "float16")
-    b = g.input("b", bv.shape, "float16")
-    cpu, gpu = _both([(x @ w + b).relu() * 2.0], {"x": xv, "w": wv.astype(np.float16), "b": bv})
-    _close(gpu[0], cpu[0], atol=1e-3 * float(np.abs(cpu[0].astype(np.float32)).max()))
+    x, w = g.input("x", (64, 32), dtype), g.input("w", (32, 48), dtype)
+    program = compile([(x @ w).gelu() * 2.0], backend="gpu")
+    feeds = {
+        "x": rng.standard_normal((64, 32)).astype(dtype),
+        "w": rng.standard_normal((32, 48)).astype(dtype),
+    }
+    program.run(feeds)
+    before = device.counter.snapshot()
+    (value,) = program.run(feeds)
+    return value, (device.counter.snapshot() - before).dispatches
+
+
+def test_matmul_epilogue_fuses_and_rounds_like_the_unfused_ops(device: Device) -> None:
+    half, half_dispatches = _epilogue_chain(device, "float16")
+    _, single_dispatches = _epilogue_chain(device, "float32")
+    assert half_dispatches == single_dispatches  # the chain is the product's epilogue
+    rng = np.random.default_rng(2)
+    xv = rng.standard_normal((64, 32)).astype(np.float16)
+    wv = rng.standard_normal((32, 48)).astype(np.float16)
+    product = np.matmul(xv.astype(np.float32), wv.astype(np.float32)).astype(np.float16)
+    g = Graph()
+    p = g.input("p", product.shape, "float16")
+    (want,) = evaluate([p.gelu() * 2.0], {"p": product}, backend="cpu")
+    _close(half, want, atol=1e-3 * float(np.abs(want.astype(np.float32)).max()))
 
 
 def test_sums_accumulate_in_float32_and_overflow_to_inf(device: Device) -> None:
