@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device, GpuFloat16Error, to_gpu
+from asgrad.gpu import Device, GpuFloat16Error, GpuIntegerOverflowError, to_gpu
 from asgrad.gpu.device.pipelines import PipelineCache
 from asgrad.tensor import Graph, Tensor, compile, evaluate
 from asgrad.tensor.api.nn_functional import conv2d, layer_norm, max_pool2d
@@ -68,6 +68,20 @@ def test_casts_follow_numpy_at_overflow_nan_and_infinity(device: Device) -> None
     assert gpu[0][2] == 65504.0
     assert np.isnan(gpu[0][4])
     assert gpu[2][3] == np.inf  # 70000 has no float16
+
+
+def test_float16_to_int64_checks_its_range_as_float32_does(device: Device) -> None:
+    g = Graph()
+    h = g.input("h", (4,), "float16")
+    i = g.input("i", (3,), "int64")
+    one_hot = g.apply("one_hot", [i], {"depth": 4, "dtype": "float16"})
+    feeds = {"h": np.array([1.5, -2.5, 65504, -7], np.float16), "i": np.array([0, 3, 1])}
+    ints, hot = evaluate([h.cast("int64"), one_hot], feeds, backend="gpu")
+    np.testing.assert_array_equal(ints, [1, -2, 65504, -7])
+    assert hot.dtype == np.float16
+    np.testing.assert_array_equal(hot, np.eye(4, dtype=np.float16)[[0, 3, 1]])
+    with pytest.raises(GpuIntegerOverflowError, match="cast"):  # inf has no int64
+        evaluate([h.cast("int64")], {"h": np.array([np.inf, 1, 2, 3], np.float16)}, backend="gpu")
 
 
 def test_arithmetic_rounds_to_float16_per_op_and_overflows_to_inf(device: Device) -> None:
