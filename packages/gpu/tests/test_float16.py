@@ -11,6 +11,7 @@ another order).
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,8 @@ import pytest
 
 from asgrad.gpu import Device, GpuFloat16Error, GpuIntegerOverflowError, to_gpu
 from asgrad.gpu.device.pipelines import PipelineCache
+from asgrad.gpu.device.source import uses_f16
+from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.tensor import Graph, Tensor, compile, evaluate
 from asgrad.tensor.api.nn_functional import conv2d, layer_norm, max_pool2d
 
@@ -246,3 +249,13 @@ class _FakeWgpu:
 
     class ShaderStage:
         COMPUTE = 4
+
+
+def test_float32_kernels_need_no_shader_f16() -> None:
+    # only f16 outside comments asks for the feature, so a device without it runs float32
+    for path in resources.files("asgrad.gpu").joinpath("kernels").iterdir():
+        if path.name.endswith(".wgsl") and path.name != "prelude_f16.wgsl":
+            assert not uses_f16(path.read_text()), path.name
+    tile = tiles.tile("64")
+    assert not uses_f16(tiles.source(tile, "k", "n", True, True))
+    assert uses_f16(tiles.source(tile, "k", "n", True, True, types=("f16", "f16")))
