@@ -102,3 +102,37 @@ def test_float32_weights_follow_their_float16_gradients_as_on_the_cpu(device: De
     for got, want in zip(gpu_weights, cpu_weights, strict=True):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _momentum(backend: str) -> tuple[list[float], list[np.ndarray]]:
+    """float16 weights and momentum buffers, updated together (one update batch)."""
+    rng = np.random.default_rng(3)
+    shape = (8, 8)
+    weights = [
+        Variable(f"w{i}", (rng.standard_normal(shape) * 0.3).astype(np.float16)) for i in range(3)
+    ]
+    buffers = [Variable(f"m{i}", np.zeros(shape, np.float16)) for i in range(3)]
+    g = Graph()
+    h = g.input("x", (16, 8), "float16")
+    bound = [g.bind(w) for w in weights]
+    for w in bound:
+        h = (h @ w).tanh()
+    loss = (h * h).mean()
+    updates = {}
+    for v, m, w, d in zip(weights, buffers, bound, grad(loss, bound), strict=True):
+        velocity = g.bind(m) * 0.9 + d
+        updates[m] = velocity
+        updates[v] = w - velocity * 0.5
+    step = compile([loss], updates=updates, backend=backend)
+    feeds = {"x": rng.standard_normal((16, 8)).astype(np.float16)}
+    losses = [float(step.run(feeds)[0]) for _ in range(4)]
+    return losses, [w.value for w in weights]
+
+
+def test_float16_momentum_updates_match_the_cpu(device: Device) -> None:
+    cpu_losses, cpu_weights = _momentum("cpu")
+    gpu_losses, gpu_weights = _momentum("gpu")
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=RTOL)
+    for got, want in zip(gpu_weights, cpu_weights, strict=True):
+        assert got.dtype == np.float16
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), RTOL, 1e-3)
