@@ -21,6 +21,7 @@ from asgrad.gpu.device.transfers import TransferCounter
 from asgrad.gpu.device.variables import GpuVariableStore, variable_store
 from asgrad.gpu.errors import (
     GpuError,
+    GpuFloat16Error,
     GpuIntegerOverflowError,
     GpuUnavailableError,
     GpuUnsupportedError,
@@ -41,6 +42,7 @@ __all__ = [
     "GpuBackend",
     "GpuError",
     "GpuExecutable",
+    "GpuFloat16Error",
     "GpuIntegerOverflowError",
     "GpuUnavailableError",
     "GpuUnsupportedError",

@@ -109,6 +109,7 @@ class Problem:
     max_shared: int = 16384
     max_groups: int = 65535
     kind: str = "matmul"  # or a convolution's gathers (`asgrad.gpu.lowering.linalg.Gather`)
+    elem: str = "f32"  # the operands' storage type (f16: half the bytes per load)
 
     @property
     def key(self) -> str:
@@ -121,6 +122,7 @@ class Problem:
             f"{self.kind}_m{up(self.M)}_n{up(self.N)}_k{up(self.K)}_b{up(self.nbatch)}"
             f"_{''.join(self.layouts)}_v{int(self.vec[0])}{int(self.vec[1])}"
             f"_s{int(self.splittable)}_w{self.max_shared}"
+            + ("" if self.elem == "f32" else f"_{self.elem}")
         )
 
     def fits(self, choice: Choice) -> bool:

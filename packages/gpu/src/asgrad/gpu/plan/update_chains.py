@@ -45,7 +45,7 @@ def find_update_batch(
 ) -> UpdateBatch | None:
     """The update chains a plan can launch together, or None.
 
-    A member is a float32 elementwise update value that nothing but other members
+    A member is a float32 (or float16) elementwise update value that nothing but other members
     reads; a chain is a connected set of members of one element count. ``readers``
     gives, for each member, the nodes reading its variable's old value (through views
     too); each must be launched by the batch's step (``launch_step``, where inlined
@@ -62,7 +62,7 @@ def find_update_batch(
         if counts[node.id] == 1
         and node.id not in out_ids
         and node.op in EXPRESSION_OPS
-        and _is_f32(types[node.id])
+        and _storage(types[node.id]) in ("f32", "f16")
     }
     if len({id(v) for v in variables.values()}) != len(variables):
         return None
@@ -158,10 +158,16 @@ def _leading_sum(node: Node, types: Mapping[int, TensorType]) -> int | None:
 
 
 def _is_f32(t: TensorType) -> bool:
+    """float32 storage: the sums the batch finishes from float32 partial sums (a float16
+    sum is launched on its own, rounded as its op is)."""
+    return _storage(t) == "f32"
+
+
+def _storage(t: TensorType) -> str | None:
     try:
-        return wgsl_type(numpy_dtype(t.dtype)) == "f32"
+        return wgsl_type(numpy_dtype(t.dtype))
     except Exception:  # a dtype the GPU cannot hold
-        return False
+        return None
 
 
 def _size(t: TensorType) -> int:
