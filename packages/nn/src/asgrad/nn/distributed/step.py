@@ -28,6 +28,7 @@ from asgrad.nn.distributed.comm import (
     world_size,
 )
 from asgrad.nn.errors import DistributedError
+from asgrad.nn.grad_scaler import refuse_scaled
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Graph, Program, Tensor, Variable, compile, concat
 from asgrad.tensor.errors import GraphError
@@ -178,6 +179,7 @@ class DistributedStep:
     ) -> None:
         if isinstance(accumulate, bool) or accumulate < 1:
             raise DistributedError(f"accumulate must be an int >= 1, got {accumulate!r}")
+        refuse_scaled(loss, "DistributedStep")
         graph = loss.graph
         used = [p for p in optimizer.params if graph.uses(p)]
         if not used:

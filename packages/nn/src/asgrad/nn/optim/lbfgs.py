@@ -10,6 +10,7 @@ import numpy as np
 
 from asgrad.autograd import grad
 from asgrad.nn.errors import StateMismatchError
+from asgrad.nn.grad_scaler import refuse_scaled
 from asgrad.nn.optim.line_search import strong_wolfe
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Program, Tensor, Variable, compile
@@ -94,6 +95,7 @@ class LBFGS(Optimizer):
         every evaluation, as a PyTorch closure's forward pass would. ``memory_budget``:
         as in [`Optimizer.compile`][asgrad.nn.Optimizer.compile].
         """
+        refuse_scaled(loss, "LBFGS.compile")
         graph = loss.graph
         if not any(graph.uses(p) for p in self.params):
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
