@@ -308,6 +308,7 @@ def test_programs_that_would_not_unscale_refuse_a_scaled_loss() -> None:
         ({"init_scale": 0.0}, "init_scale"),
         ({"init_scale": float("inf")}, "init_scale"),
         ({"growth_factor": 1.0}, "growth_factor"),
+        ({"growth_factor": 1e39}, "growth_factor"),
         ({"backoff_factor": 1.0}, "backoff_factor"),
         ({"growth_interval": 0}, "growth_interval"),
         ({"growth_interval": 2.5}, "growth_interval"),

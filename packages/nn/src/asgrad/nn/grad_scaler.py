@@ -32,8 +32,7 @@ from asgrad.tensor.errors import ArgumentError, DefineByRunError
 __all__ = ["GradScaler", "ScaledLoss"]
 
 _FLOAT_DTYPES = ("float16", "float32", "float64")
-# The smallest number float32 rounds to infinity (round to nearest even): 2**128 - 2**103.
-_FLOAT32_ROUNDS_TO_INF = 2.0**128 - 2.0**103
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class ScaledLoss(Tensor):
@@ -94,10 +93,12 @@ class GradScaler:
         growth_interval: int = 2000,
         enabled: bool = True,
     ) -> None:
-        if not (np.isfinite(init_scale) and init_scale > 0):
-            raise ArgumentError(f"init_scale must be a finite number > 0, got {init_scale!r}")
-        if not growth_factor > 1.0:
-            raise ArgumentError(f"growth_factor must be > 1.0, got {growth_factor!r}")
+        if not 0.0 < init_scale <= _FLOAT32_MAX:
+            raise ArgumentError(f"init_scale must be a finite float32 > 0, got {init_scale!r}")
+        if not 1.0 < growth_factor <= _FLOAT32_MAX:
+            raise ArgumentError(
+                f"growth_factor must be > 1.0 and a finite float32, got {growth_factor!r}"
+            )
         if not 0.0 < backoff_factor < 1.0:
             raise ArgumentError(f"backoff_factor must be in (0, 1), got {backoff_factor!r}")
         interval: object = growth_interval  # checked at run time: a float or a bool slips in
@@ -174,8 +175,8 @@ class GradScaler:
                 " already backs the scale off or grows it on every run; drop this call, or"
                 " pass new_scale to set the scale"
             )
-        if not (np.isfinite(new_scale) and new_scale > 0):
-            raise ArgumentError(f"new_scale must be a finite number > 0, got {new_scale!r}")
+        if not 0.0 < new_scale <= _FLOAT32_MAX:
+            raise ArgumentError(f"new_scale must be a finite float32 > 0, got {new_scale!r}")
         self._scale.value = np.array(new_scale, dtype=np.float32)
 
     def get_scale(self) -> float:
@@ -285,11 +286,15 @@ class GradScaler:
         tracker = graph.bind(self._growth_tracker)
         successful = tracker + 1.0
         grow = successful >= float(self.growth_interval)
-        # scale * growth_factor in float64 (which cannot overflow), kept when float32
-        # rounds it to a finite number: PyTorch's isfinite check, without an overflow
-        scale64 = scale.cast("float64")
-        grown64 = scale64 * self.growth_factor
-        grown = where(grown64 < _FLOAT32_ROUNDS_TO_INF, grown64, scale64).cast("float32")
+        # PyTorch keeps the scale when scale * growth_factor is not finite; that is when
+        # the scale exceeds `_growth_limit`, and then the factor is 1 (no overflow made)
+        limit = _growth_limit(self.growth_factor)
+        factor = where(
+            scale <= limit,
+            graph.constant(self.growth_factor, "float32"),
+            graph.constant(1.0, "float32"),
+        )
+        grown = scale * factor
         zero = graph.constant(0.0, "float32")
         return {
             self._scale: where(found_inf, scale * self.backoff_factor, where(grow, grown, scale)),
@@ -312,6 +317,19 @@ class GradScaler:
         self._scale.value = np.array(scale, dtype=np.float32)
         tracker = float(np.asarray(state["grad_scaler.growth_tracker"]))
         self._growth_tracker.value = np.array(tracker, dtype=np.float32)
+
+
+def _growth_limit(growth_factor: float) -> float:
+    """The largest float32 ``s`` whose float32 product with ``growth_factor`` is finite."""
+    g = np.float32(growth_factor)
+    inf = np.float32(np.inf)
+    with np.errstate(over="ignore"):
+        s = np.float32(np.finfo(np.float32).max / np.float64(g))
+        while np.isfinite(np.nextafter(s, inf) * g):
+            s = np.nextafter(s, inf)
+        while not np.isfinite(s * g):
+            s = np.nextafter(s, np.float32(0))
+    return float(s)
 
 
 def refuse_scaled(loss: Tensor, where_: str) -> None:
