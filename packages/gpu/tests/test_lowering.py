@@ -49,8 +49,9 @@ def test_every_kernel_file_is_named_by_a_family() -> None:
     named = {name for m in FAMILY_MODULES.values() for name in m.WGSL_FILES}
     shipped = {p.name for p in KERNELS.iterdir() if p.name.endswith(".wgsl")}
     # copy.wgsl is launched by asgrad.gpu.device.copy, not by an op; checks.wgsl is pasted into
-    # the kernels that check (asgrad.gpu.device.checks) of several families
-    assert shipped - named == {"copy.wgsl", "checks.wgsl"}
+    # the kernels that check (asgrad.gpu.device.checks) of several families, prelude_f16.wgsl
+    # into every kernel of float16 values that pastes the prelude (asgrad.gpu.device.source)
+    assert shipped - named == {"copy.wgsl", "checks.wgsl", "prelude_f16.wgsl"}
 
 
 def test_kernel_files_of_an_unknown_op_raise() -> None:

@@ -1,7 +1,9 @@
 """Parity generated from the op registry: every op on the GPU against its numpy kernel.
 
 A new op fails here until it has a WGSL twin (``asgrad.gpu.lowering``) and parity
-cases; values are compared within the op's own float32 tolerance. Gradients computed
+cases; values are compared within the op's own float32 tolerance, and in float16 (the
+first cases of each op with float inputs) against the numpy kernel on the same float16
+values, within two float16 steps. Gradients computed
 on the GPU are compared with the CPU's in the root ``tests/test_gpu_gradients.py``
 (they need ``asgrad.autograd``).
 """
@@ -73,6 +75,64 @@ def test_op_matches_numpy_kernel(device: Device, op: OpDef, case: OpCase) -> Non
         np.testing.assert_allclose(got, want.astype(np.float32), rtol=max(rtol, 1e-6), atol=atol)
 
 
+def _float16_cases() -> list[Any]:
+    params = []
+    for op in OPS:
+        if op.cases is None:
+            continue
+        cases = op.cases(np.random.default_rng(0))
+        floats = [
+            (i, c)
+            for i, c in enumerate(cases)
+            if any(np.asarray(x).dtype.kind == "f" for x in c.inputs)
+        ]
+        for i, case in floats[:F16_CASES_PER_OP]:
+            params.append(pytest.param(op, case, id=f"{op.name}-{i}-{case.label}".strip("-")))
+    return params
+
+
+# The first case of each op with float inputs runs in float16 too: one keeps the suite
+# quick (the float32 test runs them all) while reaching every float16 kernel.
+F16_CASES_PER_OP = 1
+# Two float16 steps (a float16 has 11 significant bits): the GPU widens to f32 for
+# everything but + - *, as numpy's float16 loops do, and f32 sums may round apart
+# from numpy's order of additions by a step.
+F16_RTOL = 2e-3
+
+
+def _half(x: np.ndarray) -> np.ndarray:
+    if x.dtype.kind != "f":
+        return x
+    with np.errstate(over="ignore"):  # beyond 65504: inf, as the GPU must handle too
+        return x.astype(np.float16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("op", "case"), _float16_cases())
+def test_op_matches_numpy_kernel_in_float16(device: Device, op: OpDef, case: OpCase) -> None:
+    inputs = [_half(np.asarray(x)) for x in case.inputs]
+    attrs = op.normalize_attrs(
+        {k: ("float16" if v in ("float32", "float64") else v) for k, v in case.attrs.items()}
+    )
+    out_type = op.infer([TensorType(x.shape, x.dtype.name) for x in inputs], attrs)
+    with np.errstate(all="ignore"):  # the reference: numpy's float16 meaning
+        # an op that expands means its expansion, each op rounded to float16
+        want = np.asarray(
+            op.kernel(*inputs, **attrs) if op.primitive else _expanded(op, inputs, attrs, "cpu")
+        )
+    try:
+        got = _run(device, op, inputs, attrs, out_type)
+    except GpuUnsupportedError as exc:  # an int64 beyond int32: not storable on the GPU
+        pytest.skip(str(exc))
+    assert got.shape == tuple(out_type.shape)
+    if out_type.dtype != "float16":
+        np.testing.assert_array_equal(got, want.astype(got.dtype))
+        return
+    assert got.dtype == want.dtype == np.float16
+    atol = max(op.tolerance[1], 1e-4)
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), F16_RTOL, atol)
+
+
 def _run(
     device: Device, op: OpDef, inputs: list[np.ndarray], attrs: dict[str, Any], out: TensorType
 ) -> np.ndarray:
@@ -81,11 +141,18 @@ def _run(
     if op.primitive:
         arrays = [to_gpu(x, device) for x in inputs]
         return lower(op.name, arrays, attrs, out).numpy()
+    return _expanded(op, inputs, attrs, "gpu")
+
+
+def _expanded(
+    op: OpDef, inputs: list[np.ndarray], attrs: dict[str, Any], backend: str
+) -> np.ndarray:
+    """A graph of the op (which expands into others) run by ``backend``."""
     g = Graph()
     xs = [g.input(f"x{i}", x.shape, x.dtype.name, free=()) for i, x in enumerate(inputs)]
     (got,) = evaluate(
         [g.apply(op.name, xs, attrs)],
         dict(zip([x.name for x in xs], inputs, strict=True)),
-        backend="gpu",
+        backend=backend,
     )
     return np.asarray(got)

@@ -584,7 +584,7 @@ def test_conv2d_bias_and_dtype_errors() -> None:
         conv2d(x, w, g.input("b", (5,)))
     with pytest.raises(DTypeError, match="input and weight have different dtypes"):
         conv2d(x, g.input("w64", (6, 4, 3, 3), "float64"))
-    with pytest.raises(DTypeError, match="must be float32 or float64"):
+    with pytest.raises(DTypeError, match="must be a float"):
         conv2d(g.input("xi", (2, 4, 8, 8), "int64"), w)
     with pytest.raises(ShapeError, match="padding='same' needs stride 1"):
         conv2d(x, w, padding="same", stride=2)

@@ -69,7 +69,8 @@ def _grad(y: Tensor, wrt: Sequence[Tensor], seed: Tensor | None) -> list[Tensor]
             raise GraphError(f"{t.name} belongs to another graph than y")
         if not is_float(t.dtype):
             raise NotDifferentiableError(
-                f"{t.name} is {t.dtype}; only float32/float64 values have gradients"
+                f"{t.name} is {t.dtype}; only float values (float16, float32, float64)"
+                " have gradients"
             )
 
     order = topological_order([y.node])

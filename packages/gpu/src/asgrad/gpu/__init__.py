@@ -20,6 +20,7 @@ from asgrad.gpu.device.transfers import TransferCounter
 from asgrad.gpu.device.variables import GpuVariableStore, variable_store
 from asgrad.gpu.errors import (
     GpuError,
+    GpuFloat16Error,
     GpuIntegerOverflowError,
     GpuUnavailableError,
     GpuUnsupportedError,
@@ -39,6 +40,7 @@ __all__ = [
     "GpuBackend",
     "GpuError",
     "GpuExecutable",
+    "GpuFloat16Error",
     "GpuIntegerOverflowError",
     "GpuUnavailableError",
     "GpuUnsupportedError",

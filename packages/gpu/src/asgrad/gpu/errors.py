@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from asgrad.tensor.errors import BackendError
 
-__all__ = ["GpuError", "GpuIntegerOverflowError", "GpuUnavailableError", "GpuUnsupportedError"]
+__all__ = [
+    "GpuError",
+    "GpuFloat16Error",
+    "GpuIntegerOverflowError",
+    "GpuUnavailableError",
+    "GpuUnsupportedError",
+]
 
 
 class GpuError(BackendError):
@@ -55,4 +61,19 @@ class GpuIntegerOverflowError(GpuUnsupportedError, OverflowError):
     >>> from asgrad.gpu import GpuIntegerOverflowError
     >>> [c.__name__ for c in GpuIntegerOverflowError.__bases__]
     ['GpuUnsupportedError', 'OverflowError']
+    """
+
+
+class GpuFloat16Error(GpuUnsupportedError):
+    """A float16 value met an op that has no float16 kernel on the GPU, or a device
+    without the ``shader-f16`` feature.
+
+    The message names the op (or the kernel) and the fix: cast to float32 around the
+    op (``x.cast("float32")``, then back with ``.cast("float16")``), or run on a device
+    that grants ``shader-f16``. See the GPU guide's float16 section for which ops have
+    a float16 kernel.
+
+    >>> from asgrad.gpu import GpuFloat16Error
+    >>> [c.__name__ for c in GpuFloat16Error.__bases__]
+    ['GpuUnsupportedError']
     """

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgrad.gpu.device.buffers import GpuBuffer
-from asgrad.gpu.errors import GpuError
+from asgrad.gpu.device.source import enable_f16, uses_f16
+from asgrad.gpu.errors import GpuError, GpuFloat16Error
 from asgrad.tensor.runtime.progress import current
 
 __all__ = ["Binding", "Pipeline", "PipelineCache"]
@@ -89,6 +90,14 @@ class PipelineCache:
         binds = tuple(bindings)
         bgl, layout = self._layout(binds)
         code = source()
+        if uses_f16(code):
+            if "shader-f16" not in self.device.features:
+                raise GpuFloat16Error(
+                    f"kernel {key[0]!r} computes in float16, but this device was not granted"
+                    " the shader-f16 feature (its adapter lacks it); cast float16 values to"
+                    " float32 for this device, or run on the CPU backend"
+                )
+            code = enable_f16(code)
         try:
             module = self.device.create_shader_module(code=code, label=str(key[0]))
             compute: dict[str, Any] = {"module": module, "entry_point": "main"}

@@ -9,13 +9,23 @@ numeric knobs that WGSL allows as ``override`` constants go through pipeline con
 from __future__ import annotations
 
 import functools
+import re
 import string
 from importlib import resources
 from typing import Any
 
 import numpy as np
 
-__all__ = ["kernel_text", "numpy_dtype", "render", "storage_dtype", "to_storage", "wgsl_type"]
+__all__ = [
+    "enable_f16",
+    "kernel_text",
+    "numpy_dtype",
+    "render",
+    "storage_dtype",
+    "to_storage",
+    "uses_f16",
+    "wgsl_type",
+]
 
 
 @functools.cache
@@ -35,7 +45,9 @@ def render(name: str, **subs: object) -> str:
 # How each numpy dtype is stored on the GPU. WGSL has no 8/64-bit storage types, so
 # booleans are stored as u32 (0/1), 64-bit integers as i32 (values must fit) and
 # float64 values (optimizer scalars such as a step count) are computed in float32.
-_STORAGE = {
+# float16 is stored as f16 (the device's ``shader-f16`` feature; see `enable_f16`).
+_STORAGE: dict[np.dtype[Any], np.dtype[Any]] = {
+    np.dtype(np.float16): np.dtype(np.float16),
     np.dtype(np.float32): np.dtype(np.float32),
     np.dtype(np.float64): np.dtype(np.float32),
     np.dtype(np.int32): np.dtype(np.int32),
@@ -46,7 +58,8 @@ _STORAGE = {
     np.dtype(np.uint32): np.dtype(np.uint32),
     np.dtype(np.bool_): np.dtype(np.uint32),
 }
-_WGSL = {
+_WGSL: dict[np.dtype[Any], str] = {
+    np.dtype(np.float16): "f16",
     np.dtype(np.float32): "f32",
     np.dtype(np.int32): "i32",
     np.dtype(np.uint32): "u32",
@@ -71,13 +84,13 @@ def storage_dtype(dtype: np.dtype | type) -> np.dtype:
         return _STORAGE[dt]
     except KeyError:
         raise GpuUnsupportedError(
-            f"dtype {dt} has no GPU storage type (WGSL has f32, i32, u32); "
-            "use float32, int32/int64 or bool on the GPU"
+            f"dtype {dt} has no GPU storage type (WGSL has f16, f32, i32, u32); "
+            "use float16, float32, int32/int64 or bool on the GPU"
         ) from None
 
 
 def wgsl_type(dtype: np.dtype | type) -> str:
-    """The WGSL scalar type that stores ``dtype`` (``f32``, ``i32`` or ``u32``)."""
+    """The WGSL scalar type that stores ``dtype`` (``f16``, ``f32``, ``i32`` or ``u32``)."""
     return _WGSL[storage_dtype(dtype)]
 
 
@@ -100,3 +113,27 @@ def to_storage(value: np.ndarray, storage: np.dtype[Any]) -> np.ndarray:
                 "the int32 range that GPU buffers hold; keep indices and seeds below 2**31"
             )
     return np.ascontiguousarray(value, dtype=storage)
+
+
+_F16 = re.compile(r"\bf16\b")
+_PRELUDE_MARK = "fn asg_isnan("
+
+
+def uses_f16(code: str) -> bool:
+    """Whether the WGSL ``code`` names the ``f16`` type (needs ``enable f16;``).
+
+    >>> uses_f16("var<storage> a: array<f16>;"), uses_f16("let x: f32 = 1.0;")
+    (True, False)
+    """
+    return _F16.search(code) is not None
+
+
+def enable_f16(code: str) -> str:
+    """``code`` with the ``enable f16;`` directive a kernel of ``f16`` values needs,
+    and, when it pastes ``prelude.wgsl``, the float16 helpers of ``prelude_f16.wgsl``
+    (``asg_h2f``, ``asg_f2h``...); other code unchanged."""
+    if not uses_f16(code):
+        return code
+    if _PRELUDE_MARK in code:
+        code = f"{code}\n{kernel_text('prelude_f16')}"
+    return f"enable f16;\n{code}"

@@ -2,7 +2,8 @@
 // logcumsumexp): one thread per line of an (outer, R, inner) input, walking the R
 // elements in order (from the end with `reverse`). STEP updates the running value
 // `acc` (and `at`, the position it came from) with the element `x` at step `k` and
-// position `r`; OUT is what each element of the line receives.
+// position `r` (float16 elements widened to the f32 accumulator); OUT is what each
+// element of the line receives.
 
 ${PRELUDE}
 
@@ -42,7 +43,7 @@ fn main(
     var at = 0i;
     for (var k = 0u; k < params.R; k += 1u) {
         let r = select(k, params.R - 1u - k, params.reverse == 1u);
-        let x = src[base + r * params.inner];
+        let x = ${T_ACC}(src[base + r * params.inner]);
         ${STEP}
         dst[base + r * params.inner] = ${OUT};
     }

@@ -30,11 +30,13 @@ from asgrad.gpu.lowering import (
     shape,
 )
 from asgrad.gpu.lowering.common import Attrs, Lowering
+from asgrad.gpu.lowering.half import FLOAT32_FALLBACK, involves_float16, through_float32
 from asgrad.gpu.lowering.leaf import LEAVES
 from asgrad.tensor import TensorType, all_ops
 
 __all__ = [
     "FAMILY_MODULES",
+    "FLOAT32_FALLBACK",
     "LEAVES",
     "LOWERINGS",
     "Lowering",
@@ -100,7 +102,9 @@ def kernel_files(op: str) -> tuple[str, ...]:
 
 
 def lower(op: str, ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
-    """Record the kernels of one node; raises naming the op when it has no GPU twin."""
+    """Record the kernels of one node; raises naming the op when it has no GPU twin.
+    An op of `FLOAT32_FALLBACK` on float16 values runs its float32 kernel on them
+    widened (`asgrad.gpu.lowering.half`)."""
     try:
         fn = LOWERINGS[op]
     except KeyError:
@@ -108,4 +112,6 @@ def lower(op: str, ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArr
             f"op {op!r} has no GPU kernel yet; run this graph with backend='cpu' "
             "(and report it: every registered op should have a WGSL twin)"
         ) from None
+    if op in FLOAT32_FALLBACK and involves_float16(ins, out):
+        return through_float32(fn, ins, attrs, out)
     return fn(ins, attrs, out)

@@ -131,7 +131,8 @@ def _fetch(
         arr = "B"
     if vec:
         body = (
-            f"if ({inside}) {{\n        return {arr}[{flat}];\n    }}\n    return vec4<f32>(0.0);"
+            f"if ({inside}) {{\n        return vec4<f32>({arr}[{flat}]);\n    }}\n"
+            "    return vec4<f32>(0.0);"
         )
     else:
         parts = []
@@ -177,7 +178,11 @@ IDENTITY = (
 
 
 def epilogue_source(
-    expr: Expr, operands: Sequence[Operand], out_shape: tuple[int, ...], second: bool = False
+    expr: Expr,
+    operands: Sequence[Operand],
+    out_shape: tuple[int, ...],
+    second: bool = False,
+    product: str = "f32",
 ) -> tuple[str, bytes]:
     """The epilogue functions of ``expr`` (a scalar expression of ``arg(0)``, the
     product's element, and ``arg(k)``, operand k - 1 read at the same position of the
@@ -191,7 +196,9 @@ def epilogue_source(
     read at ``i`` (contiguous), at its offset (one element) or at its row offset plus
     ``n`` times its column stride (strided), so an element costs no division. With
     ``second`` the value goes into a second output (bound after the operands) at ``i``
-    and C keeps the product.
+    and C keeps the product. ``product``: the storage type of C (``f16``: the product
+    is rounded to float16 before ``expr`` reads it, and ``expr`` computes in float16 as
+    the unfused ops would).
     """
     if len(out_shape) < 2:
         raise GpuUnsupportedError(
@@ -218,7 +225,7 @@ def epilogue_source(
         meta[76 + k] = o.offset
         meta[84 + k] = st[-1] & 0xFFFFFFFF if st else 0
     root = simplify(expr)
-    types = ("f32", *(o.array.wgsl for o in operands))
+    types = (product, *(o.array.wgsl for o in operands))
     rank = len(lead) if "strided" in modes else 0
     key = (id(root), tuple(modes), rank, types, second)
     hit = _EPILOGUES.get(key)
@@ -262,7 +269,10 @@ def _epilogue_text(
             where = {"contig": f"i + emu({76 + k}u)", "scalar": f"emu({76 + k}u)"}[mode]
         lines.append(f"    let x{k + 1} = E{k + 1}[{where}];")
     names = [f"x{k}" for k in range(len(types))]
-    lets, body = render_wgsl_lets(root, names, types, "f32", prefix="e")
+    if types[0] == "f16":  # the product as the unfused matmul stores it
+        lines.append("    let h0 = asg_f2h(x0);")
+        names[0] = "h0"
+    lets, body = render_wgsl_lets(root, names, types, types[0], prefix="e")
     lines += [f"    {s}" for s in lets]
     binds = [
         f"@group(0) @binding({5 + k}) var<storage, read> E{k + 1}: array<{types[k + 1]}>;"
@@ -277,11 +287,11 @@ def _epilogue_text(
     if second:
         binds.append(
             f"@group(0) @binding({5 + n_operands if n_operands else 4}) "
-            "var<storage, read_write> D: array<f32>;"
+            f"var<storage, read_write> D: array<{types[0]}>;"
         )
         lines += [f"    D[i] = {body};", "    return x0;"]
-    else:
-        lines.append(f"    return {body};")
+    else:  # a float16 value widens exactly; C's store rounds it back unchanged
+        lines.append(f"    return {body if types[0] == 'f32' else f'asg_h2f({body})'};")
     function = "\n".join(
         [
             f"fn ep_row(r: u32) -> array<u32, {slots}> {{",
@@ -296,11 +306,22 @@ def _epilogue_text(
 
 
 def source(
-    t: Tile, a_layout: str, b_layout: str, vec_a: bool, vec_b: bool, epilogue: str = IDENTITY
+    t: Tile,
+    a_layout: str,
+    b_layout: str,
+    vec_a: bool,
+    vec_b: bool,
+    epilogue: str = IDENTITY,
+    types: tuple[str, str] = ("f32", "f32"),
 ) -> str:
     """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
     and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``, storing
-    through ``epilogue`` (`epilogue_source`)."""
+    through ``epilogue`` (`epilogue_source`). ``types``: the storage types of the
+    operands and of C (``f16``: widened as read, C rounded as stored; the products
+    accumulate in f32 either way)."""
+    elem, c_elem = types
+    if c_elem == "f16" and "fn asg_isnan(" not in epilogue:
+        epilogue = f"{kernel_text('prelude')}\n{epilogue}"  # asg_f2h's helpers
     fa, first_a, stash_a, next_a = _fetch("a", t, a_layout, vec_a)
     fb, first_b, stash_b, next_b = _fetch("b", t, b_layout, vec_b)
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
@@ -332,12 +353,14 @@ def source(
     read_b = "B[i / 4u][i % 4u]" if vec_b else "B[i]"
     return render(
         "linalg_matmul_tiled",
-        A_ELEM="vec4<f32>" if vec_a else "f32",
-        B_ELEM="vec4<f32>" if vec_b else "f32",
+        A_ELEM=f"vec4<{elem}>" if vec_a else elem,
+        B_ELEM=f"vec4<{elem}>" if vec_b else elem,
+        C_ELEM=c_elem,
+        C_STORE="asg_f2h" if c_elem == "f16" else "",
         AS_LEN=t.stages * t.bk * t.bm // 4,
         BS_LEN=t.stages * t.bk * t.bn // 4,
-        A_READ=read_a,
-        B_READ=read_b,
+        A_READ=read_a if elem == "f32" else f"f32({read_a})",
+        B_READ=read_b if elem == "f32" else f"f32({read_b})",
         FETCH_A=fa,
         FETCH_B=fb,
         WX=t.wx,

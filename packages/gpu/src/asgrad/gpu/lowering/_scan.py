@@ -66,7 +66,9 @@ def scan(kind: str, x: GpuArray, axis: int, reverse: bool, out: TensorType) -> G
         return result
     device = x.device
     t_in = x.wgsl
-    steps = _FLOAT_STEPS if t_in == "f32" else _INT_STEPS
+    # float16 lines run in f32, each output rounded to f16 once
+    t_acc = "f32" if t_in == "f16" else t_in
+    steps = _FLOAT_STEPS if t_acc == "f32" else _INT_STEPS
     if kind not in steps:
         raise GpuUnsupportedError(f"no GPU {kind} of {x.dtype} values")
     init, step = steps[kind]
@@ -78,13 +80,14 @@ def scan(kind: str, x: GpuArray, axis: int, reverse: bool, out: TensorType) -> G
         )
         step = step.format(slot=device.checks.slot("overflow", kind, detail))
         checks = checks_source(3)
+    out_value = "at" if kind.endswith("_index") else "acc"
     code = {
         "T_IN": t_in,
         "T_OUT": result.wgsl,
-        "T_ACC": t_in,
+        "T_ACC": t_acc,
         "INIT": init,
         "STEP": step,
-        "OUT": "at" if kind.endswith("_index") else "acc",
+        "OUT": f"asg_f2h({out_value})" if result.wgsl == "f16" else out_value,
         "CHECKS": checks,
     }
     pipe = device.pipeline(
@@ -99,15 +102,18 @@ def scan(kind: str, x: GpuArray, axis: int, reverse: bool, out: TensorType) -> G
 
 
 def _before(t: str, descending: bool) -> str:
-    if t != "f32":
+    if t not in ("f32", "f16"):
         cmp = ">" if descending else "<"
         return f"    return y {cmp} x || (y == x && j < i);"
-    # NaN is the largest value: last ascending, first descending; -0 == 0
-    ahead = "asg_gt(y, x)" if descending else "asg_lt(y, x)"
+    # NaN is the largest value: last ascending, first descending; -0 == 0. float16
+    # values compare as their (exact) f32 widening.
+    ahead = "asg_gt(yf, xf)" if descending else "asg_lt(yf, xf)"
     nan_ahead = "ny && !nx" if descending else "nx && !ny"
     return (
-        "    let ny = asg_isnan(y);\n    let nx = asg_isnan(x);\n"
-        f"    return {nan_ahead} || {ahead} || ((asg_eq(y, x) || (nx && ny)) && j < i);"
+        f"    let yf = {'f32(y)' if t == 'f16' else 'y'};\n"
+        f"    let xf = {'f32(x)' if t == 'f16' else 'x'};\n"
+        "    let ny = asg_isnan(yf);\n    let nx = asg_isnan(xf);\n"
+        f"    return {nan_ahead} || {ahead} || ((asg_eq(yf, xf) || (nx && ny)) && j < i);"
     )
 
 

@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from asgrad.gpu.device.array import GpuArray
 from asgrad.tensor import TensorType
 
@@ -31,6 +33,15 @@ def literal(value: float, wgsl: str = "f32") -> str:
         return "bitcast<i32>(0x80000000u)" if n == -(2**31) else f"{n}i"
     if wgsl == "u32":
         return f"{int(value)}u"
+    if wgsl == "f16":  # the float16 nearest (numpy's rule for a Python scalar it meets)
+        with np.errstate(over="ignore"):
+            h = float(np.float16(value))
+        if math.isnan(h):
+            return "asg_hnan()"
+        if math.isinf(h):
+            return "asg_hinf()" if h > 0 else "(-asg_hinf())"
+        text = repr(h)
+        return (text if ("." in text or "e" in text) else text + ".0") + "h"
     v = float(value)
     if math.isnan(v):
         return "asg_nan()"
@@ -44,7 +55,7 @@ def literal(value: float, wgsl: str = "f32") -> str:
 
 def zero(wgsl: str) -> str:
     """The WGSL zero of element type ``wgsl``."""
-    return {"f32": "0.0", "i32": "0i", "u32": "0u"}[wgsl]
+    return {"f16": "0.0h", "f32": "0.0", "i32": "0i", "u32": "0u"}[wgsl]
 
 
 def alias(x: GpuArray, shape: tuple[int, ...]) -> GpuArray:

@@ -57,7 +57,8 @@ class Epilogue:
     """What `matmul_into` stores instead of the product: the scalar expression
     ``expr`` of ``arg(0)``, the product's element, and ``arg(k)``, the element of
     ``operands[k - 1]`` at the same output position (each operand broadcast to the
-    output's shape through its strides, of any storage type); float32, written into C
+    output's shape through its strides, of any storage type); of the product's dtype
+    (float16: the product rounded first, each op rounded as unfused), written into C
     or, given ``out`` (C-contiguous of C's shape), into ``out`` beside the product."""
 
     expr: Expr
@@ -105,7 +106,8 @@ def matmul(
     variant: str | None = None,
     splits: int | None = None,
 ) -> GpuArray:
-    """``numpy.matmul`` semantics for float32 arrays (batch dims broadcast).
+    """``numpy.matmul`` semantics for float32 arrays, and for float16 ones accumulated
+    in float32 and rounded once (batch dims broadcast).
 
     1-D operands follow numpy: a vector is promoted to a matrix and the added
     dimension removed from the result. ``variant`` (a tile name such as
@@ -122,7 +124,7 @@ def matmul(
         squeeze.append(-1)
     batch = tuple(np.broadcast_shapes(va.shape[:-2], vb.shape[:-2]))
     shape = (*batch, va.shape[-2], vb.shape[-1])
-    out = GpuArray.empty(shape, np.float32, va.array.device)
+    out = GpuArray.empty(shape, va.array.dtype, va.array.device)
     matmul_into(va, vb, out, variant, splits)
     if squeeze:
         final = list(shape)
@@ -158,10 +160,13 @@ def matmul_into(
     so K is not split.
     """
     device = out.device
-    if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
+    dtypes = {out.dtype, a.array.dtype, b.array.dtype}
+    if len(dtypes) > 1 or not dtypes <= {np.dtype(np.float32), np.dtype(np.float16)}:
         raise GpuUnsupportedError(
-            f"matmul on the GPU takes float32; got {a.array.dtype} @ {b.array.dtype}"
+            f"matmul on the GPU takes float32 or float16 operands of one dtype; got"
+            f" {a.array.dtype} @ {b.array.dtype} into {out.dtype}"
         )
+    elem = out.wgsl
     M, K = a.shape[-2], a.shape[-1]
     K2, N = b.shape[-2], b.shape[-1]
     if K != K2:
@@ -194,7 +199,7 @@ def matmul_into(
                 f"a matmul epilogue that keeps the product reads at most "
                 f"{MAX_EPILOGUE_OPERANDS - 1} operands besides it; got {len(extra)}"
             )
-        epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape), second)
+        epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape), second, elem)
         splits = 1  # the epilogue runs as the product is stored: no partial products
     if variant is None or splits is None:
         chosen, chosen_splits = select(M, N, K, nbatch, max_shared, (a_layout, b_layout))
@@ -225,9 +230,11 @@ def matmul_into(
         binds += ("uniform",) + ("read",) * len(extra)
     if epilogue is not None and epilogue.out is not None:
         binds += ("write",)
+    # split-K partial products stay float32 until their sum is rounded
+    types = (elem, elem if splits == 1 else "f32")
     pipe = device.pipeline(
-        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, (epi,)),
-        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi),
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, types, (epi,)),
+        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, types),
         binds,
     )
     groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
@@ -239,9 +246,9 @@ def matmul_into(
     if extra:
         buffers += (device.params(ep_meta), *(o.array.buffer for o in extra))
     if epilogue is not None and epilogue.out is not None:
-        if epilogue.out.shape != out.shape or epilogue.out.dtype != np.float32:
+        if epilogue.out.shape != out.shape or epilogue.out.dtype != out.dtype:
             raise GpuUnsupportedError(
-                f"a matmul epilogue's output must be float32 of the product's shape "
+                f"a matmul epilogue's output must be {out.dtype} of the product's shape "
                 f"{out.shape}; got {epilogue.out.dtype} of shape {epilogue.out.shape}"
             )
         buffers += (epilogue.out.buffer,)

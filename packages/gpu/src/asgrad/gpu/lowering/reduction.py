@@ -131,7 +131,9 @@ def reduce_axis(
     if arg:
         meta = struct.pack("<4I", outer, r, inner, 0)
         better = "a > b" if kind == "argmax" else "a < b"
-        nan_first = _NAN_FIRST if t_in == "f32" else ""
+        nan_first = _NAN_FIRST.format(a="a", b="b") if t_in == "f32" else ""
+        if t_in == "f16":
+            nan_first = _NAN_FIRST.format(a="f32(a)", b="f32(b)")
         pipe = device.pipeline(
             ("reduction_arg_rows", better, t_in),
             lambda: render("reduction_arg_rows", T_IN=t_in, BETTER=better, NAN_FIRST=nan_first),
@@ -188,11 +190,11 @@ def reduce_axis(
 
 
 # Ahead of BETTER in reduction_arg_rows.wgsl for floats: a NaN wins (the first one)
-_NAN_FIRST = """    let na = (bitcast<u32>(a) & 0x7fffffffu) > 0x7f800000u;
-    let nb = (bitcast<u32>(b) & 0x7fffffffu) > 0x7f800000u;
-    if (na || nb) {
+_NAN_FIRST = """    let na = (bitcast<u32>({a}) & 0x7fffffffu) > 0x7f800000u;
+    let nb = (bitcast<u32>({b}) & 0x7fffffffu) > 0x7f800000u;
+    if (na || nb) {{
         return na && (!nb || ia < ib);
-    }"""
+    }}"""
 
 
 # Threads that keep a large GPU busy, and the shortest piece of an axis worth a thread.
@@ -256,7 +258,9 @@ def _code(
     """The template values of one reduction kernel (types, init, combine, map, finish)."""
     if not (t_in == "i32" and t_out == "i32" and kind in _INT_REDUCTIONS):
         init, combine, mapped, finish = REDUCTIONS[kind]
-        if t_out != "f32":
+        if t_out == "f16":  # accumulated in f32, rounded once (beyond 65504: inf)
+            finish = f"asg_f2h({finish})"
+        elif t_out != "f32":
             finish = f"{t_out}({finish})"
         code = {"T_ACC": "f32", "INIT": init, "COMBINE": combine, "MAP": mapped}
         return {"T_IN": t_in, "T_OUT": t_out, **code, "FINISH": finish, "CHECKS": ""}
@@ -295,18 +299,24 @@ def _reduction(kind: str) -> Lowering:
 
 
 def _var(ins: list[GpuArray], attrs: Attrs, out: TensorType) -> GpuArray:
+    """In float32 (float16 values widened), rounded to the result's dtype once."""
     (x,) = ins
     axes = normalize_axes(attrs["axis"], x.ndim)
     mean = reduce_axis("mean", x, axes, keepdims=True)
-    sq = elementwise("(x0 - x1) * (x0 - x1)", [x, mean], np.float32, x.shape)
-    result = reduce_axis("mean", sq, axes, bool(attrs["keepdims"]))
+    d = "(f32(x0) - x1)"
+    sq = elementwise(f"{d} * {d}", [x, mean], np.float32, x.shape)
+    dtype = numpy_dtype(out.dtype)
     correction = float(attrs["correction"])
     if not correction:
-        return result
+        return reduce_axis("mean", sq, axes, bool(attrs["keepdims"]), out_dtype=dtype)
+    result = reduce_axis("mean", sq, axes, bool(attrs["keepdims"]))
     # n / (n - correction), inf for n <= correction (numpy's division by max(n - c, 0))
     n = math.prod(x.shape[a] for a in axes)
     scale = n / (n - correction) if n > correction else math.inf
-    return elementwise(f"x0 * {literal(scale)}", [result], np.float32, result.shape)
+    scaled = f"x0 * {literal(scale)}"
+    if wgsl_type(dtype) == "f16":
+        scaled = f"asg_f2h({scaled})"
+    return elementwise(scaled, [result], dtype, result.shape)
 
 
 def _arg(kind: str) -> Lowering:

@@ -33,16 +33,23 @@ _NEG_INF = "bitcast<f32>(0xff800000u)"
 
 
 class _Writer:
-    def __init__(self, program: RowProgram) -> None:
+    def __init__(self, program: RowProgram, elem: str) -> None:
         self.p = program
         self.n = len(program.inputs)
+        self.elem = elem
         self.names = [
-            {"element": f"x{i}", "position": f"in{i}[k]"}.get(layout, f"in{i}[row]")
+            {"element": f"x{i}", "position": self.widened(f"in{i}[k]")}.get(
+                layout, self.widened(f"in{i}[row]")
+            )
             for i, layout in enumerate(program.inputs)
         ]
         self.names.extend(f"s{j}" for j in range(len(program.stages)))
         self.hoisted: dict[Expr, Expr] = {}
         self.lines: list[str] = []
+
+    def widened(self, value: str) -> str:
+        """An input's element as the kernel computes it (f32; f16 inputs widened)."""
+        return value if self.elem == "f32" else f"f32({value})"
 
     def render(self, e: Expr) -> str:
         return render_wgsl(e, self.names, ["f32"] * len(self.names), "f32")
@@ -63,12 +70,18 @@ class _Writer:
     def loads(self, exprs: list[Expr], indent: str) -> list[str]:
         """The element inputs ``exprs`` read, loaded at ``at``."""
         read = sorted(set().union(*(reads_inputs(e, self.n) for e in exprs)))
-        return [f"{indent}let x{i} = in{i}[at];" for i in read if self.p.inputs[i] == "element"]
+        return [
+            f"{indent}let x{i} = {self.widened(f'in{i}[at]')};"
+            for i in read
+            if self.p.inputs[i] == "element"
+        ]
 
 
-def kernel_source(program: RowProgram) -> str:
-    """The WGSL of ``program``'s row kernel (its pipeline's source)."""
-    w = _Writer(program)
+def kernel_source(program: RowProgram, elem: str = "f32") -> str:
+    """The WGSL of ``program``'s row kernel (its pipeline's source) for inputs and an
+    output of storage type ``elem``: ``f32``, or ``f16`` (widened as read, the program
+    computed in f32, the result rounded to f16 as written)."""
+    w = _Writer(program, elem)
     width = max(len(g) for g in program.groups()) if program.stages else 0
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
@@ -99,19 +112,23 @@ def kernel_source(program: RowProgram) -> str:
         w.lines.append("    workgroupBarrier();")
     out = w.hoist(program.out)
     bindings = [
-        f"@group(0) @binding({i + 1}) var<storage, read> in{i}: array<f32>;"
+        f"@group(0) @binding({i + 1}) var<storage, read> in{i}: array<{elem}>;"
         for i in range(len(program.inputs))
     ]
     bindings.append(
-        f"@group(0) @binding({len(program.inputs) + 1}) var<storage, read_write> dst: array<f32>;"
+        f"@group(0) @binding({len(program.inputs) + 1}) var<storage, read_write> dst:"
+        f" array<{elem}>;"
     )
+    value = w.render(out)
+    if elem == "f16":
+        value = f"asg_f2h({value})"
     return render(
         "norm_rows",
         PRELUDE=kernel_text("prelude"),
         BINDINGS="\n".join(bindings),
         PARTIALS="\n".join(f"var<workgroup> p{m}: array<f32, 256>;" for m in range(width)),
         PASSES="\n".join(w.lines),
-        OUTPUT="\n".join([*w.loads([out], "        "), f"        dst[at] = {w.render(out)};"]),
+        OUTPUT="\n".join([*w.loads([out], "        "), f"        dst[at] = {value};"]),
     )
 
 
@@ -139,19 +156,24 @@ def _layout(program: RowProgram, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def row_kernel(program: RowProgram, inputs: list[GpuArray], kind: str = "norm") -> GpuArray:
-    """``program`` on float32 ``inputs`` (the first's shape), one dispatch labelled
+    """``program`` on float32 ``inputs``, or float16 ones (accumulated in float32, the
+    result rounded to float16 once), of the first's shape; one dispatch labelled
     ``kind`` (what a plan's dispatch counts call it)."""
-    for a in inputs:
-        if a.dtype != np.float32:
-            raise GpuUnsupportedError(f"{kind} on the GPU takes float32, got {a.dtype}")
     x = inputs[0]
-    out = GpuArray.empty(x.shape, np.float32, x.device)
+    for a in inputs:
+        if a.dtype != x.dtype or a.dtype not in (np.float32, np.float16):
+            shown = ", ".join(str(i.dtype) for i in inputs)
+            raise GpuUnsupportedError(
+                f"{kind} on the GPU takes float32 or float16 inputs of one dtype, got {shown}"
+            )
+    out = GpuArray.empty(x.shape, x.dtype, x.device)
     if x.size == 0:
         return out
     layout = _layout(program, x.shape)
     device = x.device
     binds = ("uniform",) + ("read",) * len(inputs) + ("write",)
-    pipe = device.pipeline((kind, program), lambda: kernel_source(program), binds)
+    elem = x.wgsl
+    pipe = device.pipeline((kind, program, elem), lambda: kernel_source(program, elem), binds)
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
     meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)
     buffers = (device.params(meta), *(a.buffer for a in inputs), out.buffer)

@@ -33,7 +33,7 @@ __all__ = [
     "wgsl_call",
 ]
 
-# A node's WGSL kind: "f32", "i32", "bool" (a WGSL bool; stored as u32 0/1).
+# A node's WGSL kind: "f16", "f32", "i32", "bool" (a WGSL bool; stored as u32 0/1).
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 _PREDICATES = {"logical_and", "logical_or", "logical_not", "isnan", "isinf", "isfinite"}
 # float spellings through prelude.wgsl, where numpy defines a value at NaN or +-inf
@@ -63,7 +63,19 @@ _FLOAT_CALLS = {
     **{op: f"asg_{op}" for op in _COMPARE},
 }
 _INT_CALLS = {"sign": "sign", "maximum": "max", "minimum": "min"}
-_WGSL_KIND = {"float32": "f32", "float64": "f32", "int32": "i32", "int64": "i32", "bool": "bool"}
+_WGSL_KIND = {
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f32",
+    "int32": "i32",
+    "int64": "i32",
+    "bool": "bool",
+}
+# float16 (kind "f16", see kernels/prelude_f16.wgsl): add, subtract, multiply, negate,
+# abs and select run on f16 itself (WGSL rounds them correctly, as numpy); every other
+# float primitive runs its f32 spelling on widened operands and rounds once.
+_F16_NATIVE = {"add", "sub", "mul", "neg", "abs"}
+_BOOL_RESULTS = {*_COMPARE, "isnan", "isinf", "isfinite"}
 
 
 def _wgsl_literal(v: object, kind: str) -> str:
@@ -195,6 +207,12 @@ def _render(
         x = text(src, sk)
         if sk == k:
             return x
+        if sk == "f16":  # through f32, exact: +-inf and NaN carried over
+            sk, x = "f32", f"asg_h2f({x})"
+            if k == "f32":
+                return x
+        if k == "f16":  # rounded once; beyond the f16 range +-inf, as numpy
+            return f"asg_f2h({x if sk == 'f32' else f'f32({x})'})"
         if k == "bool":
             return f"asg_truthy({x})" if sk == "f32" else f"({x} != 0i)"
         if sk == "f32" and k == "i32":
@@ -294,6 +312,9 @@ def _unwrapped(text: str) -> str:
 
 def _primitive(op: str, k: str, a: list[str]) -> str:
     """The WGSL of primitive ``op`` on operands ``a`` of kind ``k``."""
+    if k == "f16" and op not in _F16_NATIVE and (op in _FLOAT_CALLS or op == "div"):
+        wide = _primitive(op, "f32", [f"asg_h2f({x})" for x in a])
+        return wide if op in _BOOL_RESULTS else f"asg_f2h({_unwrapped(wide)})"
     if k == "f32" and op in _FLOAT_CALLS:
         return f"{_FLOAT_CALLS[op]}({', '.join(a)})"
     if op in _COMPARE:

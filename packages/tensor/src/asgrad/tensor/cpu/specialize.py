@@ -135,9 +135,12 @@ def _product(node: Node, ctx: Context, call: Expr, into: Expr, flops: int) -> Li
     return Line(node=node, call=call, flops=flops)
 
 
-def matmul(node: Node, ctx: Context) -> Line:
-    """``np.matmul`` itself; a batched product with a matrix as one matrix product."""
+def matmul(node: Node, ctx: Context) -> Line | None:
+    """``np.matmul`` itself; a batched product with a matrix as one matrix product.
+    float16 declines: its kernel accumulates in float32."""
     (a, b), out_t = _in_types(node, ctx), ctx.types[node.id]
+    if out_t.dtype == "float16":
+        return None
     x, w = _args(node, ctx)
     flops = 2 * int(np.prod(out_t.shape)) * int(a.shape[-1])
     if len(a.shape) > 2 and len(b.shape) == 2:

@@ -47,7 +47,9 @@ def same_dtype(types: Sequence[TensorType], what: str = "operands") -> str:
 
 def require_float(t: TensorType, what: str = "input") -> None:
     if not is_float(t.dtype):
-        raise DTypeError(f"{what} must be float32 or float64, got {t}; cast it first")
+        raise DTypeError(
+            f"{what} must be a float (float16, float32 or float64), got {t}; cast it first"
+        )
 
 
 def normalize_axis(axis: int, ndim: int, what: str = "axis") -> int:

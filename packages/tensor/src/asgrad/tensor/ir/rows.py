@@ -443,7 +443,8 @@ def rows_kernel(build: Callable[..., RowProgram]) -> Callable[..., np.ndarray]:
     (``ndim``: the first input's rank; ``arity``: how many inputs the node has):
     ``kernel(*inputs, out=None, work=None, **attrs)``, `numpy_rows` of its program
     (made once per rank, arity, dtype and attributes). It is both an op's ``kernel``
-    and its `IntoKernel` path."""
+    and its `IntoKernel` path. float16 inputs run the program in float32 and round
+    its result to float16 once (`asgrad.tensor.ir.dtypes.accumulation_dtype`)."""
 
     @functools.lru_cache(maxsize=512)
     def rendered(ndim: int, arity: int, dtype: np.dtype[Any], attrs: tuple[Any, ...]) -> Any:
@@ -464,6 +465,13 @@ def rows_kernel(build: Callable[..., RowProgram]) -> Callable[..., np.ndarray]:
             key = tuple((k, _hashable(v)) for k, v in attrs.items())
         first = inputs[0]
         assert first is not None
+        if first.dtype == np.float16:  # accumulates in float32, rounded once at the end
+            wide = rendered(first.ndim, len(inputs), np.dtype(np.float32), key)
+            half = wide(*(x.astype(np.float32) for x in inputs if x is not None))
+            if out is None:
+                return np.asarray(half.astype(np.float16))
+            out[...] = half
+            return out
         fn = rendered(first.ndim, len(inputs), first.dtype, key)
         result: np.ndarray = fn(*inputs, out=out, work=work)
         return result

@@ -22,6 +22,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ir.common import randn, same_dtype
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.spatial import (
     CONV_ATTRS,
@@ -373,7 +374,7 @@ register_op(
         name="conv2d",
         family="conv",
         infer=_infer_conv2d,
-        kernel=conv2d_kernel,
+        kernel=accumulating(conv2d_kernel),
         arity=None,
         tolerance=CONV_TOLERANCE,
         cases=_conv2d_cases,
@@ -387,7 +388,7 @@ register_op(
         name="conv2d_backward_input",
         family="conv",
         infer=_infer_conv2d_backward_input,
-        kernel=_conv2d_backward_input,
+        kernel=accumulating(_conv2d_backward_input),
         arity=3,
         tolerance=CONV_TOLERANCE,
         cases=_conv2d_backward_input_cases,
@@ -401,7 +402,7 @@ register_op(
         name="conv2d_backward_weight",
         family="conv",
         infer=_infer_conv2d_backward_weight,
-        kernel=_conv2d_backward_weight,
+        kernel=accumulating(_conv2d_backward_weight),
         arity=2,
         tolerance=CONV_TOLERANCE,
         cases=_conv2d_backward_weight_cases,
@@ -415,7 +416,7 @@ register_op(
         name="conv_transpose2d",
         family="conv",
         infer=_infer_conv_transpose2d,
-        kernel=_conv_transpose2d,
+        kernel=accumulating(_conv_transpose2d),
         arity=None,
         tolerance=CONV_TOLERANCE,
         cases=_conv_transpose2d_cases,

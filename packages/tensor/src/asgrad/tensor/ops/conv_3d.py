@@ -16,6 +16,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ir.common import randn, require_float, same_dtype
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, get_op, register_op
 from asgrad.tensor.ops._depth import depth_taps, fold, pad_axis, pad_np, triple, unfold
 from asgrad.tensor.ops.spatial import CONV_ATTRS, OUTPUT_PADDING
@@ -113,7 +114,7 @@ register_op(
         name="conv3d",
         family="conv",
         infer=_infer,
-        kernel=_conv3d,
+        kernel=accumulating(_conv3d),
         expand=_expand,
         arity=None,
         cases=_cases,
@@ -242,7 +243,7 @@ register_op(
         name="conv_transpose3d",
         family="conv",
         infer=_infer_transpose,
-        kernel=_conv_transpose3d,
+        kernel=accumulating(_conv_transpose3d),
         expand=_expand_transpose,
         arity=None,
         cases=_transpose_cases,

@@ -18,7 +18,7 @@ import numpy as np
 
 from asgrad.tensor.errors import DTypeError, OutOfRangeError, ShapeError
 from asgrad.tensor.ir.common import normalize_axis, randn
-from asgrad.tensor.ir.dtypes import as_dtype, is_int
+from asgrad.tensor.ir.dtypes import accumulating, as_dtype, is_int
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, Shape, TensorType, register_op
 
 Index = tuple[int | slice, ...]
@@ -246,7 +246,7 @@ register_op(
         attrs=(Attr(name="axis", kind=int, doc="the axis indexed"),),
         family="index",
         infer=_infer_scatter_add,
-        kernel=_scatter_add,
+        kernel=accumulating(_scatter_add),
         arity=3,
         tolerance=(1e-5, 1e-6),
         cases=_scatter_add_cases,

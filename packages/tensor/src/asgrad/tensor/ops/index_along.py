@@ -23,7 +23,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 from asgrad.tensor.ir.common import normalize_axis, randn
-from asgrad.tensor.ir.dtypes import is_float, is_int
+from asgrad.tensor.ir.dtypes import accumulating, is_float, is_int
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.index import check_indices
 
@@ -207,7 +207,7 @@ register_op(
         attrs=(Attr(name="axis", kind=int, doc="the axis indexed"),),
         family="index",
         infer=_infer_scatter_add_along,
-        kernel=_scatter_add_along,
+        kernel=accumulating(_scatter_add_along),
         arity=3,
         tolerance=(1e-5, 1e-6),
         cases=_scatter_add_along_cases,
@@ -231,7 +231,7 @@ register_op(
         ),
         family="index",
         infer=_infer_scatter_reduce,
-        kernel=_scatter_reduce,
+        kernel=accumulating(_scatter_reduce),
         arity=3,
         tolerance=(1e-5, 1e-6),
         cases=_scatter_reduce_cases,

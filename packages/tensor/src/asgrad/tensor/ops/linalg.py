@@ -8,6 +8,7 @@ import numpy as np
 
 from asgrad.tensor.errors import DTypeError, ShapeError
 from asgrad.tensor.ir.common import broadcast_shapes, randn, same_dtype
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 
 
@@ -33,6 +34,7 @@ def _infer_matmul(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType((*batch, a.shape[-2], b.shape[-1]), dtype)
 
 
+@accumulating
 def _matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out: np.ndarray = np.matmul(a, b)
     return out

@@ -17,6 +17,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, DTypeError, ShapeError
 from asgrad.tensor.ir.common import broadcast_shapes, randn, require_float, same_dtype
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.shape_expand import refuse_free_axes
 
@@ -126,7 +127,7 @@ register_op(
         ),
         family="linalg",
         infer=_infer,
-        kernel=_sdpa,
+        kernel=accumulating(_sdpa),
         expand=_expand,
         arity=None,
         cases=_cases,

@@ -26,6 +26,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ShapeError
 from asgrad.tensor.ir.common import randn, same_dtype
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.spatial import (
     COUNT_INCLUDE_PAD,
@@ -396,7 +397,7 @@ _pool_op(
     "avg_pool2d",
     attrs=(*POOL_ATTRS, COUNT_INCLUDE_PAD),
     infer=_infer_pool,
-    kernel=_avg_pool2d,
+    kernel=accumulating(_avg_pool2d),
     arity=1,
     cases=_avg_pool_cases,
     doc="mean over kh x kw windows (padding, count_include_pad)",
@@ -405,7 +406,7 @@ _pool_op(
     "avg_pool2d_backward",
     attrs=(*POOL_ATTRS, COUNT_INCLUDE_PAD),
     infer=_infer_pool_backward,
-    kernel=_avg_pool2d_backward,
+    kernel=accumulating(_avg_pool2d_backward),
     arity=2,
     cases=_avg_pool_backward_cases,
     doc="avg_pool2d's gradient, spread over each window",
@@ -414,7 +415,7 @@ _pool_op(
     "adaptive_avg_pool2d",
     attrs=(OUTPUT_SIZE,),
     infer=_infer_adaptive,
-    kernel=_adaptive_avg_pool2d,
+    kernel=accumulating(_adaptive_avg_pool2d),
     arity=1,
     cases=_adaptive_cases,
     doc="mean pooling to a fixed output_size (PyTorch's window bounds)",
@@ -423,7 +424,7 @@ _pool_op(
     "adaptive_avg_pool2d_backward",
     attrs=(OUTPUT_SIZE,),
     infer=_infer_adaptive_backward,
-    kernel=_adaptive_avg_pool2d_backward,
+    kernel=accumulating(_adaptive_avg_pool2d_backward),
     arity=2,
     cases=_adaptive_backward_cases,
     doc="adaptive_avg_pool2d's gradient",

@@ -19,6 +19,7 @@ import numpy as np
 
 from asgrad.tensor.errors import ArgumentError, ShapeError
 from asgrad.tensor.ir.common import randn, require_float
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops.shape_expand import refuse_free_axes
 
@@ -169,7 +170,7 @@ register_op(
         name="interpolate",
         family="pool",
         infer=_infer_interpolate,
-        kernel=_interpolate,
+        kernel=accumulating(_interpolate),
         expand=_expand_interpolate,
         arity=1,
         cases=_cases,

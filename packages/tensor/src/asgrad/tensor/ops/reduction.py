@@ -18,6 +18,7 @@ from asgrad.tensor.ir.common import (
     require_float,
     require_nonempty_axis,
 )
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import Attr, Attrs, OpCase, OpDef, TensorType, register_op
 from asgrad.tensor.ops import _math_cases as cases
 from asgrad.tensor.ops import _reduction_math as expansions
@@ -110,11 +111,13 @@ def _infer_size_ratio(types: Sequence[TensorType], attrs: Attrs) -> TensorType:
     return TensorType((), types[0].dtype)
 
 
+@accumulating
 def _sum(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.sum(x, axis=axis, keepdims=keepdims)
     return out
 
 
+@accumulating
 def _mean(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.mean(x, axis=axis, keepdims=keepdims)
     return out
@@ -130,21 +133,25 @@ def _min(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     return out
 
 
+@accumulating
 def _var(x: np.ndarray, axis: tuple[int, ...], keepdims: bool, correction: float) -> np.ndarray:
     out: np.ndarray = np.var(x, axis=axis, keepdims=keepdims, ddof=correction)
     return out
 
 
+@accumulating
 def _std(x: np.ndarray, axis: tuple[int, ...], keepdims: bool, correction: float) -> np.ndarray:
     out: np.ndarray = np.std(x, axis=axis, keepdims=keepdims, ddof=correction)
     return out
 
 
+@accumulating
 def _prod(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     out: np.ndarray = np.prod(x, axis=axis, keepdims=keepdims)
     return out
 
 
+@accumulating
 def _logsumexp(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
     m = np.max(x, axis=axis, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
     m = np.where(np.isfinite(m), m, 0)
@@ -169,15 +176,18 @@ def _along(fn: Callable[..., np.ndarray], x: np.ndarray, axis: int, reverse: boo
     return np.flip(fn(np.flip(x, axis), axis), axis)
 
 
+@accumulating
 def _cumsum(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     dtype = np.int64 if x.dtype.kind in "iu" else x.dtype
     return _along(lambda v, a: np.cumsum(v, axis=a, dtype=dtype), x, axis, reverse)
 
 
+@accumulating
 def _cumprod(x: np.ndarray, axis: int) -> np.ndarray:
     return np.asarray(np.cumprod(x, axis=axis))
 
 
+@accumulating
 def _logcumsumexp(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     return _along(lambda v, a: np.logaddexp.accumulate(v, axis=a), x, axis, reverse)
 

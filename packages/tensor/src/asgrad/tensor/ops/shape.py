@@ -21,6 +21,7 @@ from asgrad.tensor.ir.common import (
     randn,
     same_dtype,
 )
+from asgrad.tensor.ir.dtypes import accumulating
 from asgrad.tensor.ir.registry import (
     Attr,
     Attrs,
@@ -144,6 +145,7 @@ def sum_to_shape(g: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return np.sum(g, axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)
 
 
+@accumulating
 def _sum_to_like(g: np.ndarray, x: np.ndarray) -> np.ndarray:
     return sum_to_shape(g, x.shape)
 
