@@ -14,6 +14,7 @@ from asgrad.autograd import grad
 from asgrad.nn.errors import RecompileWarning, StateMismatchError
 from asgrad.nn.grad_scaler import GradScaler, ScaledLoss
 from asgrad.tensor import Program, Tensor, Variable, compile, where
+from asgrad.tensor.api.precision import PRECISIONS, with_precision
 from asgrad.tensor.errors import ArgumentError, DefineByRunError, GraphError
 from asgrad.tensor.ir.scopes import node_meta, scope
 from asgrad.tensor.ir.structure import structure_key
@@ -291,8 +292,17 @@ class Optimizer:
         backend: str | None = None,
         debug: bool | None = None,
         memory_budget: int | None = None,
+        precision: str = "float32",
     ) -> Program:
         """One program computing ``[loss, *outputs]`` and applying every update.
+
+        ``precision="mixed"`` rebuilds the loss's graph (and ``outputs``, and the
+        graph's own updates) with float16 matrix products and the casts around them
+        before differentiating (`asgrad.tensor.api.precision`): the backward pass
+        follows the same dtypes, the parameters stay float32 master weights, and
+        their gradients, the optimizer's state and its update are float32. Pair it
+        with a [`GradScaler`][asgrad.nn.GradScaler] so small float16 gradients do not
+        flush to zero.
 
         ``memory_budget`` (bytes) makes the step's planned peak fit by recomputing
         chosen activations in the backward pass (see [`compile`][asgrad.tensor.compile]);
@@ -326,24 +336,35 @@ class Optimizer:
         if not used:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
         scaler = loss.scaler if isinstance(loss, ScaledLoss) else None
+        if precision not in PRECISIONS:
+            raise ArgumentError(
+                f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}"
+            )
         # A graph rebuilt in the training loop (PyTorch's habit) that is the same as one
         # compiled before gets that program back: the cost of a key, not of a compile.
         key = structure_key([loss, *outputs], graph.updates)
         if key is not None:
             scaling = None if scaler is None else (id(scaler), scaler.settings())
-            key = (key, backend, debug, memory_budget, self._settings(), scaling)
+            key = (key, backend, debug, memory_budget, self._settings(), scaling, precision)
             cached = self._programs.get(key)
             if cached is not None:
                 self._programs.move_to_end(key)
                 return cached
+        graph_updates: dict[Variable, Tensor] = dict(graph.updates)
+        first = loss.unscaled if isinstance(loss, ScaledLoss) else loss
+        if precision != "float32":
+            [first, *outs], graph_updates = with_precision(
+                [first, *outputs], graph_updates, precision
+            )
+            outputs = outs
+            loss = first if scaler is None else scaler.scale(first)
         tensors = [graph.bind(p) for p in used]
         grads = grad(loss, tensors)
         if scaler is not None:
             self._attach(scaler)
         with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
             pending = self.updates_for(used, tensors, grads, scaler=scaler)
-        updates = {**graph.updates, **pending}
-        first = loss.unscaled if isinstance(loss, ScaledLoss) else loss
+        updates = {**graph_updates, **pending}
         program = compile(
             [first, *outputs],
             updates,
