@@ -33,4 +33,14 @@ def test_json_and_markdown_list_every_op() -> None:
 
 def test_the_command_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["coverage"]) == 0
-    assert "| op | family | GPU lowering | WGSL | parity cases |" in capsys.readouterr().out
+    header = "| op | family | GPU lowering | WGSL | parity cases | float16 |"
+    assert header in capsys.readouterr().out
+
+
+def test_float16_column_names_the_ops_computed_through_float32() -> None:
+    rows = {r.name: r for r in coverage()}
+    assert rows["matmul"].float16 == rows["softmax"].float16 == rows["exp"].float16 == "f16"
+    assert rows["conv2d"].float16 == "float32 kernel"
+    assert rows["input"].float16 == "leaf"
+    assert "| `conv2d` | conv |" in coverage_markdown()
+    assert "float32 kernel |" in coverage_markdown()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
-from asgrad.gpu.lowering import LEAVES, LOWERINGS, kernel_files
+from asgrad.gpu.lowering import FLOAT32_FALLBACK, LEAVES, LOWERINGS, kernel_files
 from asgrad.tensor import all_ops
 
 __all__ = ["OpCoverage", "coverage", "coverage_json", "coverage_markdown"]
@@ -27,6 +27,9 @@ class OpCoverage:
     wgsl: tuple[str, ...]  # kernel files (in asgrad/gpu/kernels/) the lowering launches
     parity_cases: bool  # the registry has cases to test the GPU against numpy with
     expands: bool = False  # built from other ops, so it runs wherever they do
+    # how float16 values run: "f16" (a kernel of f16 storage), "float32 kernel" (widened,
+    # rounded back: asgrad.gpu.lowering.half), "expansion" or "leaf"
+    float16: str = "f16"
 
     @property
     def covered(self) -> bool:
@@ -49,9 +52,18 @@ def coverage() -> list[OpCoverage]:
                 wgsl=kernel_files(op.name) if (fn is not None or leaf) else (),
                 parity_cases=op.cases is not None,
                 expands=not op.primitive,
+                float16=_float16(op.name, leaf, not op.primitive),
             )
         )
     return sorted(rows, key=lambda r: r.name)
+
+
+def _float16(name: str, leaf: bool, expands: bool) -> str:
+    if leaf:
+        return "leaf"
+    if expands:
+        return "expansion"
+    return "float32 kernel" if name in FLOAT32_FALLBACK else "f16"
 
 
 def coverage_json() -> str:
@@ -63,8 +75,8 @@ def coverage_markdown() -> str:
     """The table as Markdown, with a summary line."""
     rows = coverage()
     lines = [
-        "| op | family | GPU lowering | WGSL | parity cases |",
-        "|---|---|---|---|---|",
+        "| op | family | GPU lowering | WGSL | parity cases | float16 |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
         where = (
@@ -78,12 +90,14 @@ def coverage_markdown() -> str:
         )
         wgsl = ", ".join(f"`{w}`" for w in r.wgsl) or "—"
         cases = "n/a" if r.leaf else ("yes" if r.parity_cases else "**no**")
-        lines.append(f"| `{r.name}` | {r.family} | {where} | {wgsl} | {cases} |")
+        lines.append(f"| `{r.name}` | {r.family} | {where} | {wgsl} | {cases} | {r.float16} |")
     computing = [r for r in rows if not r.leaf]
     lines += [
         "",
         f"{len(rows)} ops: {sum(r.covered for r in rows)} run on the GPU; "
         f"{sum(r.parity_cases for r in computing)} of {len(computing)} computing ops "
-        "have parity cases.",
+        "have parity cases; "
+        f"{sum(r.float16 == 'float32 kernel' for r in rows)} run float16 values through"
+        " their float32 kernel.",
     ]
     return "\n".join(lines)

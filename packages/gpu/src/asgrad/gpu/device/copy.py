@@ -103,6 +103,16 @@ def copy_into(src: GpuArray, dst: GpuArray) -> GpuArray:
     """Record ``dst[...] = src`` (same byte size) with the vec4 copy kernel.
 
     Unlike an encoder-level buffer copy, this does not end the open compute pass.
+    An odd number of float16 elements moves as whole 4-byte words: the last word's
+    other half is padding of ``dst``'s buffer, unless ``dst`` views part of a larger
+    array (then [`GpuUnsupportedError`][asgrad.gpu.GpuUnsupportedError]).
     """
-    copy_bytes(src, dst, src.nbytes)
+    nbytes = -(-src.nbytes // 4) * 4
+    whole = dst.base is None or dst.base.nbytes <= dst.nbytes
+    if nbytes != src.nbytes and not whole:
+        raise GpuUnsupportedError(
+            f"a copy of {src.nbytes} bytes into part of a larger array would overwrite the"
+            " element after it: GPU copies move whole 4-byte words"
+        )
+    copy_bytes(src, dst, nbytes)
     return dst
