@@ -4,7 +4,7 @@ The same hand-computed sequence as the CPU tests (packages/nn/tests/test_grad_sc
 the scale backs off on an infinite or NaN gradient and grows after ``growth_interval``
 clean steps, a skipped step changes no parameter and no optimizer state, and the
 clean steps match an unscaled GPU run. The gated update stays one multi-tensor
-update dispatch.
+update dispatch, the gated moments in it.
 """
 
 from __future__ import annotations
@@ -106,6 +106,12 @@ def test_the_gated_adam_update_stays_one_multi_tensor_dispatch(device: Device) -
     }
     kinds = count_kinds(build_plan(program.schedule, feeds, device).commands)
     assert kinds["optimizer update"] == 1, kinds
-    assert kinds["copy"] == 0, kinds
+    # measured on lavapipe when pinned: 51 (30 without the scaler; 75 before update
+    # chains took interior rules, when each gated moment ran as a kernel of its own).
+    # The rest of the difference: found_inf (an isfinite kernel and a sum per gradient),
+    # the step counter's, scale's and tracker's rules, and two of them copied into
+    # their variables (the batch reads the old scale, so it is not written in place)
+    assert sum(kinds.values()) <= 51, kinds
+    assert kinds["copy"] <= 2, kinds
     program(feeds)
     assert scaler.get_growth_tracker() == 1
