@@ -12,7 +12,8 @@ bindings allow (`launch_update_batch`).
 In one dispatch a chain is a *segment*: a run of workgroups whose threads each load
 every input at their element, compute the chain's rules in order (a rule reads an
 earlier rule's result as a value, not from memory) and store each result into its
-variable's buffer, in place. That is safe because every other reader of the old
+variable's buffer, in place (an interior rule, which updates no variable, is only
+computed). That is safe because every other reader of the old
 values is launched earlier (the plan checks it), and a thread reads its element of a
 variable before it writes that element.
 """

@@ -48,7 +48,12 @@ def find_update_batch(
     """The update chains a plan can launch together, or None.
 
     A member is a float32 elementwise update value that nothing but other members
-    reads; a chain is a connected set of members of one element count. ``readers``
+    reads, or an *interior rule*: a float32 elementwise value that is no update, reads
+    a member (or another interior rule) and is read only by members of its element
+    count (the ``new`` of a gated update ``where(skip, old, new)``); the batch computes
+    an interior rule without storing it. A chain is a connected set of members of one
+    element count; a scalar chain whose old values another chain's rules read through
+    elementwise ops stays out. ``readers``
     gives, for each member, the nodes reading its variable's old value (through views
     too); each must be launched by the batch's step (``launch_step``, where inlined
     nodes count at their users' kernels and members at the batch's step) or be a
