@@ -21,6 +21,7 @@ from asgrad import nn
 from asgrad.nn.serialization import load_checkpoint, save_checkpoint
 from asgrad.tensor import Graph, Program, Variable
 from asgrad.tensor.cpu import jit
+from asgrad.tensor.cpu.jit.tier import step_counter
 from asgrad.tensor.errors import ArgumentError, DefineByRunError
 
 # Clean (c), infinite (inf) and NaN (nan) steps, and the scale and growth tracker after
@@ -323,3 +324,11 @@ def test_scale_takes_a_scalar_float_loss() -> None:
     g = Graph()
     with pytest.raises(ArgumentError, match="scalar float loss"):
         nn.GradScaler().scale(g.input("x", (3,)))
+
+
+def test_the_cpu_tier_counts_a_scaled_steps_taken_steps() -> None:
+    """The tiered CPU function switches at a step count read from the optimizer's
+    counter, which a scaled step updates as where(skip, step, step + 1)."""
+    scaler = nn.GradScaler()
+    _, opt, step = _elementwise_step(OPTIMIZERS["adam"], scaler)
+    assert step_counter(step.schedule) is opt.step_count

@@ -25,8 +25,9 @@ rebuilds the values a program computes with ``cast`` ops inserted, as PyTorch's
 Weights stay float32 variables (the *master weights*): a float16 op reads a cast of
 the weight, so its gradient, the optimizer's state and update are float32. Each
 output and variable update is cast back to the dtype it had, so a program's outputs
-keep their dtypes. The casts are ordinary ``cast`` nodes: the graph viewer and
-``Program.dump`` show them.
+keep their dtypes. The casts are ordinary ``cast`` nodes, added to the graph of the
+values: the graph viewer (``asgrad.viz.show(step)``) and ``graph.dump(outputs)`` of the
+rebuilt outputs show them.
 """
 
 from __future__ import annotations
