@@ -1,5 +1,6 @@
 """A float16 transformer block's forward and backward on the GPU match the CPU's float16
-reference, and a float16 training step updates its variables as the CPU's does."""
+reference, and float16 training steps (float16 variables, and float32 variables used in
+float16) update their variables as the CPU's do."""
 
 from __future__ import annotations
 
@@ -68,3 +69,36 @@ def test_float16_training_step_updates_variables_as_the_cpu(device: Device) -> N
     assert gpu_losses[-1] < gpu_losses[0]
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=RTOL)
     np.testing.assert_allclose(gpu_w.astype(np.float32), cpu_w.astype(np.float32), RTOL, 1e-3)
+
+
+def _master_weights(backend: str) -> tuple[list[float], list[np.ndarray]]:
+    """float32 weights, used in float16, updated from their float16 gradients (the
+    multi-tensor update reads them as f16 leaves)."""
+    rng = np.random.default_rng(2)
+    weights = [
+        Variable(f"w{i}", (rng.standard_normal((8, 8)) * 0.3).astype(np.float32)) for i in range(3)
+    ]
+    g = Graph()
+    h = g.input("x", (16, 8), "float16")
+    bound = [g.bind(w) for w in weights]
+    halves = [w.cast("float16") for w in bound]
+    for w in halves:
+        h = (h @ w).tanh()
+    loss = (h * h).mean()
+    grads = grad(loss, halves)
+    updates = {
+        v: w - d.cast("float32") * 0.5 for v, w, d in zip(weights, bound, grads, strict=True)
+    }
+    step = compile([loss], updates=updates, backend=backend)
+    feeds = {"x": rng.standard_normal((16, 8)).astype(np.float16)}
+    losses = [float(step.run(feeds)[0]) for _ in range(4)]
+    return losses, [w.value for w in weights]
+
+
+def test_float32_weights_follow_their_float16_gradients_as_on_the_cpu(device: Device) -> None:
+    cpu_losses, cpu_weights = _master_weights("cpu")
+    gpu_losses, gpu_weights = _master_weights("gpu")
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=RTOL)
+    for got, want in zip(gpu_weights, cpu_weights, strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -11,14 +11,17 @@ another order).
 
 from __future__ import annotations
 
+from importlib import resources
 from typing import Any
 
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device, GpuFloat16Error, to_gpu
+from asgrad.gpu import Device, GpuFloat16Error, GpuIntegerOverflowError, to_gpu
 from asgrad.gpu.device.pipelines import PipelineCache
-from asgrad.tensor import Graph, Tensor, evaluate
+from asgrad.gpu.device.source import uses_f16
+from asgrad.gpu.lowering import _matmul_tiles as tiles
+from asgrad.tensor import Graph, Tensor, compile, evaluate
 from asgrad.tensor.api.nn_functional import conv2d, layer_norm, max_pool2d
 
 pytestmark = pytest.mark.gpu
@@ -68,6 +71,20 @@ def test_casts_follow_numpy_at_overflow_nan_and_infinity(device: Device) -> None
     assert gpu[0][2] == 65504.0
     assert np.isnan(gpu[0][4])
     assert gpu[2][3] == np.inf  # 70000 has no float16
+
+
+def test_float16_to_int64_checks_its_range_as_float32_does(device: Device) -> None:
+    g = Graph()
+    h = g.input("h", (4,), "float16")
+    i = g.input("i", (3,), "int64")
+    one_hot = g.apply("one_hot", [i], {"depth": 4, "dtype": "float16"})
+    feeds = {"h": np.array([1.5, -2.5, 65504, -7], np.float16), "i": np.array([0, 3, 1])}
+    ints, hot = evaluate([h.cast("int64"), one_hot], feeds, backend="gpu")
+    np.testing.assert_array_equal(ints, [1, -2, 65504, -7])
+    assert hot.dtype == np.float16
+    np.testing.assert_array_equal(hot, np.eye(4, dtype=np.float16)[[0, 3, 1]])
+    with pytest.raises(GpuIntegerOverflowError, match="cast"):  # inf has no int64
+        evaluate([h.cast("int64")], {"h": np.array([np.inf, 1, 2, 3], np.float16)}, backend="gpu")
 
 
 def test_arithmetic_rounds_to_float16_per_op_and_overflows_to_inf(device: Device) -> None:
@@ -133,15 +150,34 @@ def test_matmul_of_ones_counts_past_float16_steps(device: Device) -> None:
     np.testing.assert_array_equal(total, np.full((4, 2), 4096.0, np.float16))
 
 
-def test_matmul_epilogue_rounds_like_the_unfused_ops(device: Device) -> None:
+def _epilogue_chain(device: Device, dtype: str) -> tuple[np.ndarray, int]:
+    """``gelu(x @ w) * 2``, compiled for the GPU: its value and its dispatches per run."""
     rng = np.random.default_rng(2)
-    xv, wv = rng.standard_normal((64, 32)).astype(np.float16), rng.standard_normal((32, 48))
-    bv = rng.standard_normal(48).astype(np.float16)
     g = Graph()
-    x, w = g.input("x", xv.shape, "float16"), g.input("w", wv.shape, "float16")
-    b = g.input("b", bv.shape, "float16")
-    cpu, gpu = _both([(x @ w + b).relu() * 2.0], {"x": xv, "w": wv.astype(np.float16), "b": bv})
-    _close(gpu[0], cpu[0], atol=1e-3 * float(np.abs(cpu[0].astype(np.float32)).max()))
+    x, w = g.input("x", (64, 32), dtype), g.input("w", (32, 48), dtype)
+    program = compile([(x @ w).gelu() * 2.0], backend="gpu")
+    feeds = {
+        "x": rng.standard_normal((64, 32)).astype(dtype),
+        "w": rng.standard_normal((32, 48)).astype(dtype),
+    }
+    program.run(feeds)
+    before = device.counter.snapshot()
+    (value,) = program.run(feeds)
+    return value, (device.counter.snapshot() - before).dispatches
+
+
+def test_matmul_epilogue_fuses_and_rounds_like_the_unfused_ops(device: Device) -> None:
+    half, half_dispatches = _epilogue_chain(device, "float16")
+    _, single_dispatches = _epilogue_chain(device, "float32")
+    assert half_dispatches == single_dispatches  # the chain is the product's epilogue
+    rng = np.random.default_rng(2)
+    xv = rng.standard_normal((64, 32)).astype(np.float16)
+    wv = rng.standard_normal((32, 48)).astype(np.float16)
+    product = np.matmul(xv.astype(np.float32), wv.astype(np.float32)).astype(np.float16)
+    g = Graph()
+    p = g.input("p", product.shape, "float16")
+    (want,) = evaluate([p.gelu() * 2.0], {"p": product}, backend="cpu")
+    _close(half, want, atol=1e-3 * float(np.abs(want.astype(np.float32)).max()))
 
 
 def test_sums_accumulate_in_float32_and_overflow_to_inf(device: Device) -> None:
@@ -213,3 +249,13 @@ class _FakeWgpu:
 
     class ShaderStage:
         COMPUTE = 4
+
+
+def test_float32_kernels_need_no_shader_f16() -> None:
+    # only f16 outside comments asks for the feature, so a device without it runs float32
+    for path in resources.files("asgrad.gpu").joinpath("kernels").iterdir():
+        if path.name.endswith(".wgsl") and path.name != "prelude_f16.wgsl":
+            assert not uses_f16(path.read_text()), path.name
+    tile = tiles.tile("64")
+    assert not uses_f16(tiles.source(tile, "k", "n", True, True))
+    assert uses_f16(tiles.source(tile, "k", "n", True, True, types=("f16", "f16")))

@@ -5,7 +5,8 @@ WGSL leaves min/max/clamp/sign and comparisons with NaN undefined (lavapipe's
 +-inf and huge values into every float input of every op's registry cases (and the
 cross product of special values into every elementwise op) and require the NaN
 positions and the infinities (with their signs) of the GPU's result to be the CPU
-backend's. Integers and index checks are in the sibling ``test_numerics_*`` files.
+backend's; the elementwise pairs and the reductions in float16 too. Integers and index
+checks are in the sibling ``test_numerics_*`` files.
 """
 
 from __future__ import annotations
@@ -201,25 +202,39 @@ def _elementwise_attrs() -> list[Any]:
 def test_every_pair_of_special_values_matches_the_cpu(
     device: Device, op: OpDef, attrs: dict[str, Any]
 ) -> None:
-    a, b = (v.copy() for v in np.meshgrid(VALUES, VALUES, indexing="ij"))
+    _check_pairs(op, attrs, VALUES)
+
+
+@pytest.mark.parametrize(("op", "attrs"), _elementwise_attrs())
+def test_every_pair_of_special_values_matches_the_cpu_in_float16(
+    device: Device, op: OpDef, attrs: dict[str, Any]
+) -> None:
+    with np.errstate(over="ignore"):  # 1e30 is inf in float16, 1e-30 zero
+        values = VALUES.astype(np.float16)
+    _check_pairs(op, {k: "float16" if v == "float32" else v for k, v in attrs.items()}, values)
+
+
+def _check_pairs(op: OpDef, attrs: dict[str, Any], values: np.ndarray) -> None:
+    """``op`` on every pair of ``values`` (or each one), the GPU against the CPU."""
+    a, b = (v.copy() for v in np.meshgrid(values, values, indexing="ij"))
     if op.name == "where":
         inputs = [np.arange(a.size).reshape(a.shape) % 3 == 0, a, b]
     elif op.name == "glu":  # a * sigmoid(b), the halves along the last axis
         # without b = -88.8, whose sigmoid is a float32 subnormal, which a GPU may flush
         # to zero (docs/gpu.md): inf * 3e-39 is inf on the CPU, NaN there
-        keep = np.float32(-88.8) != VALUES
+        keep = values.dtype.type(-88.8) != values
         inputs = [np.concatenate([a[:, keep], b[:, keep]], axis=-1)]
         attrs = {"axis": -1}
-    elif op.name == "prelu":  # x[0, c, j] = VALUES[j] with the weight VALUES[c]
-        inputs = [b[None], VALUES.copy()]
+    elif op.name == "prelu":  # x[0, c, j] = values[j] with the weight values[c]
+        inputs = [b[None], values.copy()]
     elif op.arity == 2:
         inputs = [a, b]
     else:
-        inputs = [VALUES.copy()]
+        inputs = [values.copy()]
     if op.name == "cast" and attrs["dtype"] == "int32":
         # NaN, +-inf and values beyond int32 become -2**31 (numpy's result on x86-64,
         # where CI runs; numpy on other machines may differ)
-        x = inputs[0]
+        x = inputs[0].astype(np.float64)
         fits = np.abs(np.nan_to_num(x, nan=np.inf)) < 2.0**31
         want = np.where(fits, np.trunc(np.where(fits, x, 0)), I32.min).astype(np.int32)
         np.testing.assert_array_equal(_run("cast", inputs, attrs, "gpu"), want)
@@ -227,6 +242,7 @@ def test_every_pair_of_special_values_matches_the_cpu(
     _check(op, inputs, attrs, f"{op.name}{attrs}")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("kind", ["max", "min", "sum", "mean"])
 @pytest.mark.parametrize(
     ("shape", "axis"),
@@ -234,22 +250,22 @@ def test_every_pair_of_special_values_matches_the_cpu(
     ids=["rows", "long rows (split)", "long columns (split)", "columns", "two axes"],
 )
 def test_reductions_let_nan_win_and_keep_infinities(
-    device: Device, kind: str, shape: tuple[int, ...], axis: int | tuple[int, ...]
+    device: Device, kind: str, shape: tuple[int, ...], axis: int | tuple[int, ...], dtype: str
 ) -> None:
     rng = np.random.default_rng(3)
-    x = rng.standard_normal(shape).astype(np.float32)
+    x = rng.standard_normal(shape).astype(dtype)
     flat = x.reshape(-1)
     flat[rng.choice(flat.size, 3, replace=False)] = np.nan
     flat[rng.choice(flat.size, 3, replace=False)] = np.inf
     flat[rng.choice(flat.size, 3, replace=False)] = -np.inf
     g = Graph("reduce")
-    t = g.input("x", shape)
+    t = g.input("x", shape, dtype)
     got = evaluate([getattr(t, kind)(axis=axis)], {"x": x}, backend="gpu")[0]
     with np.errstate(invalid="ignore"):
         want = getattr(np, kind)(x, axis=axis)
     _assert_same_specials(got, want, f"{kind} over {axis}")
     # a row of -inf only: max is -inf (not the most negative float)
-    low = np.full(shape, -np.inf, np.float32)
+    low = np.full(shape, -np.inf, dtype)
     got = evaluate([getattr(t, kind)(axis=axis)], {"x": low}, backend="gpu")[0]
     _assert_same_specials(got, getattr(np, kind)(low, axis=axis), f"{kind} of -inf")
 

@@ -89,6 +89,12 @@ def test_reductions_at_each_opset(opset: int, tmp_path: Path) -> None:
         np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6)
 
 
+def test_a_float16_value_is_refused_with_the_fix() -> None:
+    x = Graph().input("x", (2,), "float16")
+    with pytest.raises(OnnxExportError, match=r"float16 have no ONNX mapping.*cast them"):
+        to_model(x * 2.0)
+
+
 @pytest.mark.parametrize("opset", [16, 99, True])
 def test_an_unsupported_opset_is_refused(opset: int) -> None:
     _, _, y = _mlp()

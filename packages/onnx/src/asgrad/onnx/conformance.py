@@ -14,7 +14,7 @@ and values within the case's tolerance). A case ends as one of:
 - ``error``: anything else went wrong (a bug to fix or a refusal to type).
 
 A case is *holdable* when all its inputs and expected outputs are arrays of dtypes
-asgrad has (float32, float64, int32, int64, bool); an op type *passes* when it has a
+asgrad's ONNX import maps (float32, float64, int32, int64, bool); an op type *passes* when it has a
 holdable case and all its holdable cases pass.
 
 ``python scripts/onnx_conformance.py`` prints the table by op type.

@@ -168,6 +168,12 @@ def to_model(
             f"opset {opset!r} is not supported; give an int from {MIN_OPSET} to {newest}"
         )
     order = topological_order([t.node for t in named.values()])
+    unmapped = sorted({n.dtype for n in order} - set(DTYPE_TO_ONNX))
+    if unmapped:
+        raise OnnxExportError(
+            f"export: values of dtype {', '.join(unmapped)} have no ONNX mapping in asgrad"
+            " yet; cast them to float32 before exporting"
+        )
     graph = next(iter(named.values())).graph
     chosen = _graph_inputs(order, inputs)
     b = OnnxBuilder(opset)

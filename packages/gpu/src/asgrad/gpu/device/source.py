@@ -116,16 +116,18 @@ def to_storage(value: np.ndarray, storage: np.dtype[Any]) -> np.ndarray:
 
 
 _F16 = re.compile(r"\bf16\b")
+_COMMENT = re.compile(r"//[^\n]*")
 _PRELUDE_MARK = "fn asg_isnan("
 
 
 def uses_f16(code: str) -> bool:
-    """Whether the WGSL ``code`` names the ``f16`` type (needs ``enable f16;``).
+    """Whether the WGSL ``code`` names the ``f16`` type outside its comments (and so
+    needs ``enable f16;`` and a device granted ``shader-f16``).
 
-    >>> uses_f16("var<storage> a: array<f16>;"), uses_f16("let x: f32 = 1.0;")
+    >>> uses_f16("var<storage> a: array<f16>;"), uses_f16("let x: f32 = 1.0; // not f16")
     (True, False)
     """
-    return _F16.search(code) is not None
+    return _F16.search(_COMMENT.sub("", code)) is not None
 
 
 def enable_f16(code: str) -> str:

@@ -285,7 +285,7 @@ def checked_expression(op: str, in_types: Sequence[str], out_dtype: str) -> Expr
         return wgsl_call(call, args, "i32", ("i32", "i32"))
     if not wide or op not in CHECKED_INT64:
         return None
-    if op == "cast" and in_types[0] != "f32":
+    if op == "cast" and in_types[0] not in ("f32", "f16"):
         return None
     call = CHECKED_INT64[op].replace("{slot}", str(_overflow_slot(op)))
     return wgsl_call(call, args, "i32", ["f32" if op == "cast" else "i32"] * len(args))

@@ -35,7 +35,6 @@ FLOAT32_FALLBACK: frozenset[str] = frozenset(
         "conv2d_backward_input",
         "conv2d_backward_weight",
         "conv_transpose2d",
-        "dropout",
         "max_pool2d",
         "max_pool2d_backward",
         "max_pool2d_select",

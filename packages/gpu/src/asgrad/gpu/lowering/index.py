@@ -110,7 +110,12 @@ def one_hot(indices: GpuArray, depth: int, dtype: Any = np.float32) -> GpuArray:
     if out.size == 0:
         return out
     t = out.wgsl
-    zero_t, one = {"f32": ("0.0", "1.0"), "i32": ("0i", "1i"), "u32": ("0u", "1u")}[t]
+    zero_t, one = {
+        "f16": ("0.0h", "1.0h"),
+        "f32": ("0.0", "1.0"),
+        "i32": ("0i", "1i"),
+        "u32": ("0u", "1u"),
+    }[t]
     device = indices.device
     pipe = device.pipeline(
         ("index_one_hot", t),

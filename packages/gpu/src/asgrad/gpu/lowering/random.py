@@ -16,7 +16,7 @@ from asgrad.gpu.device import fold_groups
 from asgrad.gpu.device.array import GpuArray
 from asgrad.gpu.device.source import render
 from asgrad.gpu.errors import GpuUnsupportedError
-from asgrad.gpu.lowering.common import Attrs, Lowering
+from asgrad.gpu.lowering.common import Attrs, Lowering, zero
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.tensor import TensorType
 from asgrad.tensor.ops.random import dropout_threshold
@@ -43,22 +43,24 @@ _SAMPLERS = {
 
 
 def dropout(x: GpuArray, seed: GpuArray, p: float) -> GpuArray:
-    """Zero each element of float32 ``x`` with probability ``p``; scale the rest by
-    ``1 / (1 - p)``. ``seed`` is an integer scalar on the device."""
-    if x.dtype != np.float32:
-        raise GpuUnsupportedError(f"dropout on the GPU takes float32, got {x.dtype}")
+    """Zero each element of float32 (or float16) ``x`` with probability ``p``; scale the
+    rest by ``1 / (1 - p)`` rounded to ``x``'s dtype, as the numpy kernel does. ``seed``
+    is an integer scalar on the device."""
+    if x.dtype not in (np.float32, np.float16):
+        raise GpuUnsupportedError(f"dropout on the GPU takes float32 or float16, got {x.dtype}")
     if seed.wgsl != "i32" or seed.size != 1:
         raise GpuUnsupportedError(f"dropout's seed must be an integer scalar, got {seed}")
-    out = GpuArray.empty(x.shape, np.float32, x.device)
+    out = GpuArray.empty(x.shape, x.dtype, x.device)
+    t = x.wgsl
     if p >= 1.0:
-        return elementwise("0.0", [], np.float32, out.shape, out=out)
+        return elementwise(zero(t), [], x.dtype, out.shape, out=out)
     if x.size == 0:
         return out
     threshold = dropout_threshold(p) if p > 0.0 else 0
-    scale = float(np.float32(1.0 / (1.0 - p)))
+    scale = float(x.dtype.type(1.0 / (1.0 - p)))  # a float16 value is an f32 one too
     device = x.device
     pipe = device.pipeline(
-        ("random",), lambda: render("random"), ("uniform", "read", "read", "write")
+        ("random", t), lambda: render("random", T=t), ("uniform", "read", "read", "write")
     )
     meta = struct.pack("<4If", x.size, threshold, 0, 0, scale)
     groups = fold_groups(-(-x.size // 256), device.max_groups)

@@ -190,8 +190,8 @@ def _render(
             return _convert(node.args[0], k, k)
         if node.op == WGSL:
             template, operand_kinds = _call_parts(node)
-            return template.format(
-                *(text(a, ok) for a, ok in zip(node.args, operand_kinds, strict=True))
+            return template.format(  # a float16 operand widened to the call's f32
+                *(_convert(a, ok, ok) for a, ok in zip(node.args, operand_kinds, strict=True))
             )
         inner = "bool" if node.op in ("logical_and", "logical_or", "logical_not") else None
         ok = inner or operand_kind(node, "f32" if k == "bool" else k)

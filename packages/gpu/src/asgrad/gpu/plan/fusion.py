@@ -264,9 +264,10 @@ def emit(
         ]
         order = [host, *(k for k in range(len(leaves)) if k != host)]
         renamed = substitute(tree, [arg(order.index(k)) for k in range(len(leaves))])
-        result = GpuArray.empty(shape, np.float32, Operand.of(p.a).array.device)
+        dtype = numpy_dtype(out.dtype)  # the product's: float32 or float16
+        result = GpuArray.empty(shape, dtype, Operand.of(p.a).array.device)
         if p.shared:  # C keeps the product for the other kernels reading it
-            p.array = GpuArray.empty(shape, np.float32, result.device)
+            p.array = GpuArray.empty(shape, dtype, result.device)
             epilogue = Epilogue(renamed, others, result)
             matmul_into(_view(p.a), _view(p.b), p.array, epilogue=epilogue)
         else:
@@ -291,15 +292,18 @@ def _epilogue_host(
 ) -> int | None:
     """The leaf that is a product ``tree`` can be the epilogue of, or None: the product
     has the output's shape and is the only leaf (`EPILOGUE_LEAVES`), the output is
-    float32 (and no view of another buffer), no check is made and the product needs no
-    split K."""
-    if target is not None or out.dtype != "float32" or _calls_checks(_nodes(tree)):
+    float32 or float16 as the product is (and no view of another buffer), no check is
+    made and the product needs no split K."""
+    if target is not None or out.dtype not in ("float32", "float16"):
+        return None
+    if _calls_checks(_nodes(tree)):
         return None
     if len(leaves) > EPILOGUE_LEAVES:
         return None
     for k, leaf in enumerate(leaves):
         if (
             isinstance(leaf, Product)
+            and leaf.wgsl == wgsl_type(numpy_dtype(out.dtype))
             and len(leaves) - 1 <= MAX_EPILOGUE_OPERANDS - leaf.shared
             and _product_shape(leaf) == tuple(out.shape)
             and unsplit(_view(leaf.a), _view(leaf.b))

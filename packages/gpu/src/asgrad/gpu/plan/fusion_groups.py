@@ -156,14 +156,14 @@ def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Type
 def _epilogue_of(
     node: Node, users: Users, inlined: set[int], types: Types, updates: set[int]
 ) -> bool:
-    """A float32 matmul of matrices that a launched float32 elementwise kernel of its
-    shape reads, directly or through inlined elementwise ops of its shape: that
+    """A float32 (or float16) matmul of matrices that a launched elementwise kernel of
+    its shape and dtype reads, directly or through inlined elementwise ops of its shape: that
     kernel can be the product's epilogue (the first such kernel launched stores the
     product through its expression, and for the other readers when it is shared).
     An update rule is no such kernel: it writes its variable in place, or with the
     other parameters' rules (a weight's gradient is launched where it is made)."""
     t = types[node.id]
-    if node.op != "matmul" or t.dtype != "float32" or len(t.shape) < 2:
+    if node.op != "matmul" or t.dtype not in ("float32", "float16") or len(t.shape) < 2:
         return False
     if any(len(types[i.id].shape) < 2 for i in node.inputs):
         return False
@@ -176,7 +176,7 @@ def _epilogue_of(
             if user.op not in EXPRESSION_OPS or tuple(types[user.id].shape) != tuple(t.shape):
                 continue
             if user.id not in inlined:
-                if types[user.id].dtype == "float32" and user.id not in updates:
+                if types[user.id].dtype == t.dtype and user.id not in updates:
                     return True
             else:
                 frontier.append(user)

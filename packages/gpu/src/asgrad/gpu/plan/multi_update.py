@@ -173,7 +173,7 @@ def _segment(
         if isinstance(value, (Product, Scattered, Reshaped)):
             return False
         op = Operand.of(value)
-        if op.array.wgsl not in ("f32", "i32", "u32"):
+        if op.array.wgsl not in ("f32", "f16", "i32", "u32"):
             return False
         size = math.prod(op.shape)
         if id(op.array.buffer) in own:

@@ -47,7 +47,8 @@ class Product:
 
     @property
     def wgsl(self) -> str:
-        return "f32"
+        """The storage type of the product: its operands' (f32 or f16)."""
+        return Operand.of(self.a).array.wgsl
 
 
 @dataclass

@@ -107,8 +107,8 @@ class Tensor(NumpyInterop, MathMethods, ShapeMethods, NNMethods, TorchMethods):
 
     @property
     def dtype(self) -> str:
-        """The element type's name: ``"float32"``, ``"float64"``, ``"int32"``, ``"int64"`` or
-        ``"bool"``.
+        """The element type's name: ``"float16"``, ``"float32"``, ``"float64"``, ``"int32"``,
+        ``"int64"`` or ``"bool"``.
 
         >>> from asgrad.tensor import Graph
         >>> x = Graph().input("x", (2, 3))
