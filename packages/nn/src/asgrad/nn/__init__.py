@@ -19,6 +19,7 @@ from asgrad.nn.errors import (
     UnknownMetricError,
     UnsafeCheckpointError,
 )
+from asgrad.nn.grad_scaler import GradScaler, ScaledLoss
 from asgrad.nn.layers import (
     CELU,
     ELU,
@@ -225,6 +226,7 @@ __all__ = [
     "Flatten",
     "GRUCell",
     "GlobalAvgPool2d",
+    "GradScaler",
     "GradientAccumulator",
     "GroupNorm",
     "Hardshrink",
@@ -283,6 +285,7 @@ __all__ = [
     "RecompileWarning",
     "ReduceLROnPlateau",
     "RoPE",
+    "ScaledLoss",
     "SelfAttention",
     "Sequential",
     "SiLU",

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from asgrad.autograd import grad
+from asgrad.nn.grad_scaler import refuse_scaled
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Graph, Program, Tensor, Variable, compile
 from asgrad.tensor.errors import GraphError
@@ -75,6 +76,7 @@ class GradientAccumulator:
         debug: bool | None = None,
     ) -> Program:
         """A program computing ``[loss, *outputs]`` that adds its gradients to the sums."""
+        refuse_scaled(loss, "GradientAccumulator.compile")
         graph = loss.graph
         used = [p for p in self.optimizer.params if graph.uses(p)]
         if not used:

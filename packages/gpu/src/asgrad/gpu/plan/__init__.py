@@ -278,7 +278,9 @@ def lower_schedule(
         progress.advance()
         out_type = types[node.id]
         if batch is not None and node.id in members:
-            values[node.id] = store.array(batch.variables[node.id])  # the batch writes it
+            var = batch.variables.get(node.id)  # None: an interior rule of the batch
+            if var is not None:
+                values[node.id] = store.array(var)  # the batch writes it
         elif batch is not None and node.id in batch.sums:
             pass  # summed when the batch launches
         elif node.op in LEAVES:

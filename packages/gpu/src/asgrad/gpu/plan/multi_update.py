@@ -12,7 +12,8 @@ bindings allow (`launch_update_batch`).
 In one dispatch a chain is a *segment*: a run of workgroups whose threads each load
 every input at their element, compute the chain's rules in order (a rule reads an
 earlier rule's result as a value, not from memory) and store each result into its
-variable's buffer, in place. That is safe because every other reader of the old
+variable's buffer, in place (an interior rule, which updates no variable, is only
+computed). That is safe because every other reader of the old
 values is launched earlier (the plan checks it), and a thread reads its element of a
 variable before it writes that element.
 """
@@ -56,13 +57,13 @@ class _Segment:
 
     size: int
     leaves: list[Operand]  # read at the thread's element (size n) or at their offset
-    targets: list[GpuArray]
+    targets: list[GpuArray | None]  # rule j's variable (None: an interior rule)
     body: list[str]  # statements over a{k} (leaf k), s{k} (sum k) and y{j} (rule j)
     sums: list[_Partial] = field(default_factory=list)
 
     def buffers(self) -> set[int]:
         read = {id(o.array.buffer) for o in self.leaves} | {id(p.arena.buffer) for p in self.sums}
-        return read | {id(t.buffer) for t in self.targets}
+        return read | {id(t.buffer) for t in self.targets if t is not None}
 
 
 def launch_update_batch(
@@ -149,8 +150,9 @@ def _segment(
     written: set[int],
     partials: Mapping[int, _Partial],
 ) -> _Segment | None:
-    n = targets[chain[0].id].size
-    own = {id(targets[m.id].buffer) for m in chain}
+    stored = [m for m in chain if m.id in targets]  # the others are interior rules
+    n = targets[stored[0].id].size
+    own = {id(targets[m.id].buffer) for m in stored}
     leaves: list[Operand] = []
     body: list[str] = []
     summed: list[_Partial] = []
@@ -212,8 +214,9 @@ def _segment(
         in_types: list[str] = []
         for inp in node.inputs:
             if inp.id in rule:
-                ins.append(slot(f"y{rule[inp.id]}", targets[inp.id].wgsl))
-                in_types.append(targets[inp.id].wgsl)
+                wgsl = _rule_wgsl(inp, targets)
+                ins.append(slot(f"y{rule[inp.id]}", wgsl))
+                in_types.append(wgsl)
                 continue
             if inp.id in partials:
                 part = partials[inp.id]
@@ -229,13 +232,13 @@ def _segment(
                     return None
             ins.append(value)
             in_types.append(_wgsl(value))
-        out_dtype = str(targets[node.id].dtype)
+        out_dtype = str(targets[node.id].dtype) if node.id in targets else node.dtype
         expr = expression_tree(node.op, node.attrs, in_types, out_dtype)
         if expr is None:
             return None
         args = arguments(ins)
         names, types = [n for n, _ in slots], [t for _, t in slots]
-        out_type = targets[node.id].wgsl
+        out_type = _rule_wgsl(node, targets)
         key: tuple[object, ...] | None = None
         if all(a.op == "arg" for a in args):  # no fused input: the same for every tensor
             key = (id(expr), tuple(slots[int(str(a.value))] for a in args), out_type, j)
@@ -254,7 +257,12 @@ def _segment(
         body += [*lets, f"let y{j} = {text};"]
     if any(p.size != n for p in summed):
         return None
-    return _Segment(n, leaves, [targets[m.id] for m in chain], body, summed)
+    return _Segment(n, leaves, [targets.get(m.id) for m in chain], body, summed)
+
+
+def _rule_wgsl(node: Node, targets: Mapping[int, GpuArray]) -> str:
+    """The WGSL type of a rule's value: its variable's, or float32 for an interior rule."""
+    return targets[node.id].wgsl if node.id in targets else "f32"
 
 
 # Rules rendered, by their op's expression (its identity, kept alive here), the names
@@ -281,7 +289,7 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
     types: list[str] = []
     for seg in segments:  # written buffers first, then the ones only read
         for t in seg.targets:
-            if id(t.buffer) not in slots:
+            if t is not None and id(t.buffer) not in slots:
                 slots[id(t.buffer)] = len(kinds)
                 kinds.append("write")
                 buffers.append(t.buffer)
@@ -319,7 +327,8 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
             lines.append("            }")
         lines += [f"            {s}" for s in seg.body]
         for j, t in enumerate(seg.targets):
-            lines.append(f"            b{slots[id(t.buffer)]}[i] = y{j};")
+            if t is not None:
+                lines.append(f"            b{slots[id(t.buffer)]}[i] = y{j};")
         lines += ["        }", "        return;", "    }"]
         blocks.append("\n".join(lines))
         start += groups

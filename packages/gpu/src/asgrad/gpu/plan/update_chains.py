@@ -29,7 +29,9 @@ class UpdateBatch:
     """The update chains launched together after schedule step ``step``."""
 
     chains: list[list[Node]]  # each in schedule order
-    variables: dict[int, Variable]  # member node id -> the variable it updates
+    # member node id -> the variable it updates (interior rules, computed in the batch
+    # and read by later rules of their chain, have none)
+    variables: dict[int, Variable]
     step: int
     members: frozenset[int] = field(default_factory=frozenset)
     # column sums (a bias's gradient) read only by one chain: id -> rows summed
@@ -45,8 +47,13 @@ def find_update_batch(
 ) -> UpdateBatch | None:
     """The update chains a plan can launch together, or None.
 
-    A member is a float32 (or float16) elementwise update value that nothing but other members
-    reads; a chain is a connected set of members of one element count. ``readers``
+    A member is a float32 (or float16) elementwise update value that nothing but other
+    members reads, or an *interior rule*: a float elementwise value that is no update,
+    reads a member (or another interior rule) and is read only by members of its element
+    count (the ``new`` of a gated update ``where(skip, old, new)``); the batch computes
+    an interior rule without storing it. A chain is a connected set of members of one
+    element count; a scalar chain whose old values another chain's rules read through
+    elementwise ops stays out. ``readers``
     gives, for each member, the nodes reading its variable's old value (through views
     too); each must be launched by the batch's step (``launch_step``, where inlined
     nodes count at their users' kernels and members at the batch's step) or be a
@@ -66,17 +73,40 @@ def find_update_batch(
     }
     if len({id(v) for v in variables.values()}) != len(variables):
         return None
+    # Interior rules: float32 elementwise values that are no update, read only by
+    # members of their own element count (a gated update's new value, where(skip, old,
+    # new), reads the rule that computes ``new``); the batch computes them without
+    # storing them. (A per-step scalar read by every parameter's rule is none.)
+    update_ids = set(counts)
+    interior = {
+        n.id
+        for n in schedule.nodes
+        if n.op in EXPRESSION_OPS
+        and n.id not in update_ids
+        and n.id not in out_ids
+        and _is_f32(types[n.id])
+        and all(_size(types[u.id]) == _size(types[n.id]) for u in users.get(n.id, []))
+    }
     changed = True
-    while changed:  # members read only by members
+    while changed:  # members and interior rules read only by members and interior rules
         changed = False
-        for nid in list(variables):
-            if any(u.id not in variables for u in users.get(nid, [])):
-                del variables[nid]
+        for nid in [*variables, *interior]:
+            if any(u.id not in variables and u.id not in interior for u in users.get(nid, [])):
+                variables.pop(nid, None)
+                interior.discard(nid)
                 changed = True
     if not variables:
         return None
+    # only the interior rules that read a member or another (they need the batch)
+    inside = set(variables)
+    for n in schedule.nodes:
+        size = _size(types[n.id])
+        ins = [i for i in n.inputs if i.id in inside]
+        if n.id in interior and ins and all(_size(types[i.id]) == size for i in ins):
+            inside.add(n.id)
     index = {n.id: i for i, n in enumerate(schedule.nodes)}
-    chains = _chains([n for n in schedule.nodes if n.id in variables], variables)
+    chains = _chains([n for n in schedule.nodes if n.id in inside], inside)
+    chains = [c for c in chains if any(n.id in variables for n in c)]
     chains = [c for c in chains if len({_size(types[n.id]) for n in c}) == 1]
     if not chains:
         return None
@@ -84,7 +114,14 @@ def find_update_batch(
     chain_of = {n.id: k for k, c in enumerate(chains) for n in c}
     kept = []
     for k, chain in enumerate(chains):
-        ok = True
+        # A scalar chain whose old values another chain's rules read through elementwise
+        # ops (a loss scale the gradients are unscaled by, a step counter the per-step
+        # scalars read) stays out: in the batch it would make every such rule launch a
+        # kernel of its own first, to read the old value before the dispatch writes it.
+        ok = not (
+            _size(types[chain[0].id]) == 1
+            and _feeds_other_chains(chain, k, chain_of, readers, users)
+        )
         for node in chain:
             for reader in readers.get(node.id, []):
                 if reader.id in chain_of:
@@ -102,7 +139,31 @@ def find_update_batch(
         return None
     members = frozenset(n.id for c in kept for n in c)
     sums = _column_sums(kept, users, types, out_ids | {n.id for _, n in schedule.updates})
-    return UpdateBatch(kept, {i: variables[i] for i in members}, step, members, sums)
+    written = {i: variables[i] for i in members if i in variables}
+    return UpdateBatch(kept, written, step, members, sums)
+
+
+def _feeds_other_chains(
+    chain: list[Node],
+    k: int,
+    chain_of: Mapping[int, int],
+    readers: Mapping[int, list[Node]],
+    users: Mapping[int, list[Node]],
+) -> bool:
+    """Whether a reader of ``chain``'s old values reaches a rule of another chain
+    through elementwise ops only (ops a kernel fuses into the rule reading them)."""
+    frontier = [r for node in chain for r in readers.get(node.id, []) if chain_of.get(r.id) != k]
+    seen: set[int] = set()
+    while frontier:
+        node = frontier.pop()
+        if node.id in seen:
+            continue
+        seen.add(node.id)
+        if chain_of.get(node.id, k) != k:
+            return True
+        if node.op in EXPRESSION_OPS or node.op in VIEW_OPS:
+            frontier += users.get(node.id, [])
+    return False
 
 
 def _column_sums(
@@ -174,7 +235,7 @@ def _size(t: TensorType) -> int:
     return math.prod(t.shape)
 
 
-def _chains(nodes: list[Node], members: Mapping[int, Variable]) -> list[list[Node]]:
+def _chains(nodes: list[Node], members: set[int]) -> list[list[Node]]:
     """Connected sets of ``nodes`` (linked when one reads another), in schedule order."""
     parent = {n.id: n.id for n in nodes}
 

@@ -42,6 +42,7 @@ from asgrad.nn.distributed.stages import (
     split_gradients,
 )
 from asgrad.nn.errors import DistributedError
+from asgrad.nn.grad_scaler import refuse_scaled
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Graph, Program, Tensor, Variable, compile, concat
 from asgrad.tensor.errors import GraphError
@@ -229,6 +230,7 @@ class DistributedStep:
     ) -> None:
         if isinstance(accumulate, bool) or accumulate < 1:
             raise DistributedError(f"accumulate must be an int >= 1, got {accumulate!r}")
+        refuse_scaled(loss, "DistributedStep")
         graph = loss.graph
         used = [p for p in optimizer.params if graph.uses(p)]
         if not used:

@@ -81,12 +81,12 @@ class Adam(Optimizer):
         # One op (one kernel) per moment and one for the step.
         m = adam_ema(graph.bind(m_var), g, b1)
         v = adam_ema(graph.bind(v_var), g, b2, square=True)
-        self.assign(m_var, m)
-        self.assign(v_var, v)
+        m = self.assign(m_var, m)
+        v = self.assign(v_var, v)
         if self.amsgrad:
             vmax_var = self.slot("max_exp_avg_sq", var)
             v = maximum(graph.bind(vmax_var), v)
-            self.assign(vmax_var, v)
+            v = self.assign(vmax_var, v)
         return adam_update(param, m, v, step_size, bc2_sqrt, decay, eps=self.eps)
 
 

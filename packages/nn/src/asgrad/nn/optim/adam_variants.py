@@ -53,8 +53,8 @@ class _AdamFamily(Optimizer):
         m_var, v_var = self.slot("exp_avg", var), self.slot("exp_avg_sq", var)
         m = adam_ema(graph.bind(m_var), g, b1)
         v = adam_ema(graph.bind(v_var), g, b2, square=True)
-        self.assign(m_var, m)
-        self.assign(v_var, v)
+        m = self.assign(m_var, m)
+        v = self.assign(v_var, v)
         return param, g, m, v
 
 

@@ -83,10 +83,9 @@ class Adadelta(Optimizer):
         if self.weight_decay:
             g = g + param * self.weight_decay
         sq_var, acc_var = self.slot("square_avg", var), self.slot("acc_delta", var)
-        sq = graph.bind(sq_var) * rho + g * g * (1.0 - rho)
+        sq = self.assign(sq_var, graph.bind(sq_var) * rho + g * g * (1.0 - rho))
         acc = graph.bind(acc_var)
         delta = (acc + self.eps).sqrt() / (sq + self.eps).sqrt() * g
-        self.assign(sq_var, sq)
         self.assign(acc_var, acc * rho + delta * delta * (1.0 - rho))
         return param - self.lr_tensor(param) * delta
 
@@ -142,7 +141,7 @@ class Adagrad(Optimizer):
         )
         sum_var = self.slot("sum", var, fill=self.initial_accumulator_value)
         total = graph.bind(sum_var) + g * g
-        self.assign(sum_var, total)
+        total = self.assign(sum_var, total)
         return param - clr * g / (total.sqrt() + self.eps)
 
 
@@ -193,6 +192,6 @@ class Adamax(Optimizer):
         m_var, u_var = self.slot("exp_avg", var), self.slot("exp_inf", var)
         m = adam_ema(graph.bind(m_var), g, b1)
         u = maximum(graph.bind(u_var) * b2, g.abs() + self.eps)
-        self.assign(m_var, m)
-        self.assign(u_var, u)
+        m = self.assign(m_var, m)
+        u = self.assign(u_var, u)
         return param - clr * m / u

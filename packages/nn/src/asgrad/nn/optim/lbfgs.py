@@ -10,9 +10,11 @@ import numpy as np
 
 from asgrad.autograd import grad
 from asgrad.nn.errors import StateMismatchError
+from asgrad.nn.grad_scaler import refuse_scaled
 from asgrad.nn.optim.line_search import strong_wolfe
 from asgrad.nn.optim.optimizer import Optimizer
 from asgrad.tensor import Program, Tensor, Variable, compile
+from asgrad.tensor.api.precision import with_precision
 from asgrad.tensor.errors import ArgumentError, ArgumentTypeError, GraphError
 
 __all__ = ["LBFGS"]
@@ -86,22 +88,25 @@ class LBFGS(Optimizer):
         backend: str | None = None,
         debug: bool | None = None,
         memory_budget: int | None = None,
+        precision: str = "float32",
     ) -> Program:
         """A program returning ``[loss, *gradients, *outputs]``; it updates no parameter.
 
         The gradients are of every parameter, in order (zero for one the loss does not
         use); the graph's own updates (a BatchNorm's statistics, a dropout seed) run on
-        every evaluation, as a PyTorch closure's forward pass would. ``memory_budget``:
-        as in [`Optimizer.compile`][asgrad.nn.Optimizer.compile].
+        every evaluation, as a PyTorch closure's forward pass would. ``memory_budget``
+        and ``precision``: as in [`Optimizer.compile`][asgrad.nn.Optimizer.compile].
         """
+        refuse_scaled(loss, "LBFGS.compile")
         graph = loss.graph
         if not any(graph.uses(p) for p in self.params):
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
+        [loss, *outputs], updates = with_precision([loss, *outputs], graph.updates, precision)
         grads = grad(loss, [graph.bind(p) for p in self.params])
         outs = [loss, *grads, *outputs]
         return compile(
             outs,
-            dict(graph.updates),
+            updates,
             backend=backend,
             check_numerics=debug,
             memory_budget=memory_budget,

@@ -12,7 +12,9 @@ import numpy as np
 
 from asgrad.autograd import grad
 from asgrad.nn.errors import RecompileWarning, StateMismatchError
-from asgrad.tensor import Program, Tensor, Variable, compile
+from asgrad.nn.grad_scaler import GradScaler, ScaledLoss
+from asgrad.tensor import Program, Tensor, Variable, compile, where
+from asgrad.tensor.api.precision import PRECISIONS, with_precision
 from asgrad.tensor.errors import ArgumentError, DefineByRunError, GraphError
 from asgrad.tensor.ir.scopes import node_meta, scope
 from asgrad.tensor.ir.structure import structure_key
@@ -97,9 +99,13 @@ class Optimizer:
         self._pending: dict[Variable, Tensor] = {}
         self._shared: dict[tuple[str, str], Tensor] = {}
         self._step: Tensor | None = None
+        self._found_inf: Tensor | None = None  # while a scaled step's updates are built
         # Programs compiled by compile(), by graph structure (see structure_key).
         self._programs: OrderedDict[Hashable, Program] = OrderedDict()
         self._compiles_without_key = 0
+        # The GradScaler of the last scaled step compiled (its state rides in state_dict).
+        self.scaler: GradScaler | None = None
+        self._held_scaler_state: dict[str, Any] | None = None
 
     # -- learning rate -----------------------------------------------------------------------
     @property
@@ -176,9 +182,17 @@ class Optimizer:
         """Learning rate (float), step (int) and every state slot, keyed ``slot.param_name``.
 
         Arrays are copies. Parameter names must be unique (a model's dotted names are).
+        After a step with a [`GradScaler`][asgrad.nn.GradScaler] is compiled, the scaler's
+        scale (float) and growth tracker (int) are here too, as ``grad_scaler.scale``
+        and ``grad_scaler.growth_tracker``, so a checkpoint of the optimizer state
+        carries them.
         """
         by_name = self._names()
         out: dict[str, Any] = {"lr": self.lr, "step": int(self.step_count.value)}
+        if self.scaler is not None:
+            out.update(self.scaler.optimizer_entries())
+        elif self._held_scaler_state is not None:
+            out.update(self._held_scaler_state)
         for slot, by_param in self.state.items():
             for name, p in by_name.items():
                 if id(p) in by_param:
@@ -193,14 +207,21 @@ class Optimizer:
         does not hold are reset to their initial value. Unknown parameter names and
         shape or dtype mismatches are all reported in one
         [`StateMismatchError`][asgrad.nn.StateMismatchError], and nothing is changed.
+        The ``grad_scaler.*`` entries go to the optimizer's scaler; loaded before a
+        scaled step is compiled, they are held and given to the scaler when it is
+        (replacing its scale and growth tracker), and ``state_dict`` returns them
+        meanwhile. A state without them leaves the scaler as it is.
         """
         by_name = self._names()
         missing = [k for k in ("lr", "step") if k not in state]
+        scaler_keys = [k for k in GradScaler.STATE_KEYS if k in state]
+        if scaler_keys and len(scaler_keys) != len(GradScaler.STATE_KEYS):
+            missing += [k for k in GradScaler.STATE_KEYS if k not in state]
         unexpected: list[str] = []
         mismatched: list[str] = []
         arrays: dict[tuple[str, str], np.ndarray] = {}
         for key, value in state.items():
-            if key in ("lr", "step"):
+            if key in ("lr", "step", *GradScaler.STATE_KEYS):
                 continue
             slot, _, pname = key.partition(".")
             if pname not in by_name or not slot:
@@ -229,6 +250,11 @@ class Optimizer:
             )
         self.lr = float(np.asarray(state["lr"]))
         self.step_count.value = np.array(float(np.asarray(state["step"])))
+        held = {k: state[k] for k in GradScaler.STATE_KEYS} if scaler_keys else None
+        if held is not None and self.scaler is not None:
+            self.scaler.load_optimizer_entries(held)
+            held = None
+        self._held_scaler_state = held
         for slot, by_param in self.state.items():
             fill = self._fills.get(slot, 0.0)
             for pname, p in by_name.items():
@@ -242,10 +268,21 @@ class Optimizer:
         """The parameter's new value, in graph ops (and state updates via ``self.assign``)."""
         raise NotImplementedError
 
-    def assign(self, var: Variable, value: Tensor) -> None:
+    def assign(self, var: Variable, value: Tensor) -> Tensor:
         """Set ``var`` to ``value`` after the step (used by [`update`][asgrad.nn.Optimizer.update]
-        for state)."""
+        for state); returns the value ``var`` takes.
+
+        That is ``value``, or, in a step compiled with a [`GradScaler`][asgrad.nn.GradScaler],
+        ``where(found_inf, old, value)``: the variable keeps its value on a skipped
+        step. An update that reads the state it assigned (Adam's parameter step reads
+        both new moments) should read the returned tensor: the values are the same
+        whenever the step is not skipped, and each gated rule then reads only other
+        gated rules, so a backend fuses them as it fuses the ungated ones.
+        """
+        if self._found_inf is not None:
+            value = where(self._found_inf, value.graph.bind(var), value)
         self._pending[var] = value
+        return value
 
     def compile(
         self,
@@ -255,8 +292,17 @@ class Optimizer:
         backend: str | None = None,
         debug: bool | None = None,
         memory_budget: int | None = None,
+        precision: str = "float32",
     ) -> Program:
         """One program computing ``[loss, *outputs]`` and applying every update.
+
+        ``precision="mixed"`` rebuilds the loss's graph (and ``outputs``, and the
+        graph's own updates) with float16 matrix products and the casts around them
+        before differentiating (`asgrad.tensor.api.precision`): the backward pass
+        follows the same dtypes, the parameters stay float32 master weights, and
+        their gradients, the optimizer's state and its update are float32. Pair it
+        with a [`GradScaler`][asgrad.nn.GradScaler] so small float16 gradients do not
+        flush to zero.
 
         ``memory_budget`` (bytes) makes the step's planned peak fit by recomputing
         chosen activations in the backward pass (see [`compile`][asgrad.tensor.compile]);
@@ -267,6 +313,11 @@ class Optimizer:
         or an infinity and raises [`NumericsError`][asgrad.tensor.NumericsError] naming it,
         its inputs' ranges and the source line that made it, without updating any
         variable (the default comes from ``ASGRAD_CHECK_NUMERICS``).
+
+        ``loss`` may be a [`GradScaler`][asgrad.nn.GradScaler]'s ``scaler.scale(loss)``:
+        the step then differentiates the scaled loss, unscales the gradients, applies
+        the update only when they are all finite (every assigned variable otherwise
+        keeps its value) and updates the scale; it returns the unscaled loss first.
 
         >>> import numpy as np
         >>> from asgrad.tensor import Graph
@@ -284,22 +335,38 @@ class Optimizer:
         used = [p for p in self.params if graph.uses(p)]
         if not used:
             raise GraphError("none of the optimizer's parameters appear in the loss's graph")
+        scaler = loss.scaler if isinstance(loss, ScaledLoss) else None
+        if precision not in PRECISIONS:
+            raise ArgumentError(
+                f"precision must be one of {', '.join(map(repr, PRECISIONS))}, got {precision!r}"
+            )
         # A graph rebuilt in the training loop (PyTorch's habit) that is the same as one
         # compiled before gets that program back: the cost of a key, not of a compile.
         key = structure_key([loss, *outputs], graph.updates)
         if key is not None:
-            key = (key, backend, debug, memory_budget, self._settings())
+            scaling = None if scaler is None else (id(scaler), scaler.settings())
+            key = (key, backend, debug, memory_budget, self._settings(), scaling, precision)
             cached = self._programs.get(key)
             if cached is not None:
                 self._programs.move_to_end(key)
                 return cached
+        graph_updates: dict[Variable, Tensor] = dict(graph.updates)
+        first = loss.unscaled if isinstance(loss, ScaledLoss) else loss
+        if precision != "float32":
+            [first, *outs], graph_updates = with_precision(
+                [first, *outputs], graph_updates, precision
+            )
+            outputs = outs
+            loss = first if scaler is None else scaler.scale(first)
         tensors = [graph.bind(p) for p in used]
         grads = grad(loss, tensors)
+        if scaler is not None:
+            self._attach(scaler)
         with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
-            pending = self.updates_for(used, tensors, grads)
-        updates = {**graph.updates, **pending}
+            pending = self.updates_for(used, tensors, grads, scaler=scaler)
+        updates = {**graph_updates, **pending}
         program = compile(
-            [loss, *outputs],
+            [first, *outputs],
             updates,
             backend=backend,
             check_numerics=debug,
@@ -322,6 +389,13 @@ class Optimizer:
                 )
         return program
 
+    def _attach(self, scaler: GradScaler) -> None:
+        """Make ``scaler`` the one whose state rides in ``state_dict`` (held state first)."""
+        self.scaler = scaler
+        if self._held_scaler_state is not None:
+            scaler.load_optimizer_entries(self._held_scaler_state)
+            self._held_scaler_state = None
+
     def _settings(self) -> tuple[tuple[str, Hashable], ...]:
         """The Python-number settings an update bakes into its graph (betas, momentum...)."""
         return tuple(
@@ -335,7 +409,12 @@ class Optimizer:
         )
 
     def updates_for(
-        self, used: Sequence[Variable], tensors: Sequence[Tensor], grads: Sequence[Tensor]
+        self,
+        used: Sequence[Variable],
+        tensors: Sequence[Tensor],
+        grads: Sequence[Tensor],
+        *,
+        scaler: GradScaler | None = None,
     ) -> dict[Variable, Tensor]:
         """The variable updates of one step, given each parameter's gradient tensor.
 
@@ -344,8 +423,17 @@ class Optimizer:
         This is what [`compile`][asgrad.nn.Optimizer.compile] applies;
         [`asgrad.nn.distributed`][asgrad.nn.distributed] builds its update program from it, with the
         gradients fed as inputs.
+
+        With ``scaler``, ``grads`` are of the scaled loss: they are unscaled before
+        clipping, every update is gated on their being finite and the scaler's own
+        updates are included ([`GradScaler`][asgrad.nn.GradScaler]).
         """
+        found_inf: Tensor | None = None
+        if scaler is not None:
+            with node_meta(role="grad_scaler"):
+                grads, found_inf = scaler.unscale(grads)
         clipped = self.clip(list(grads))
+        self._found_inf = found_inf
         graph = tensors[0].graph
         self._pending = {}
         self._shared = {}
@@ -359,7 +447,11 @@ class Optimizer:
         finally:
             self._step = None
             self._shared = {}
+            self._found_inf = None
         pending, self._pending = self._pending, {}
+        if scaler is not None and found_inf is not None:
+            with node_meta(role="grad_scaler"):
+                pending.update(scaler.scale_updates(found_inf))
         return pending
 
     def clip(self, grads: list[Tensor]) -> list[Tensor]:

@@ -56,12 +56,12 @@ class RMSprop(Optimizer):
             g = g + param * self.weight_decay
         sq_var = self.slot("square_avg", var)
         sq = graph.bind(sq_var) * self.alpha + g * g * (1.0 - self.alpha)
-        self.assign(sq_var, sq)
+        sq = self.assign(sq_var, sq)
         if self.centered:
             ga_var = self.slot("grad_avg", var)
             ga = graph.bind(ga_var)
             ga = ga + (g - ga) * (1.0 - self.alpha)
-            self.assign(ga_var, ga)
+            ga = self.assign(ga_var, ga)
             avg = (sq - ga * ga).sqrt() + self.eps
         else:
             avg = sq.sqrt() + self.eps
@@ -69,6 +69,6 @@ class RMSprop(Optimizer):
         if self.momentum:
             buf_var = self.slot("momentum_buffer", var)
             buf = graph.bind(buf_var) * self.momentum + g / avg
-            self.assign(buf_var, buf)
+            buf = self.assign(buf_var, buf)
             return param - lr * buf
         return param - lr * g / avg

@@ -64,6 +64,6 @@ class SGD(Optimizer):
                 new_buf = buf * self.momentum + g * coef
             else:
                 new_buf = buf * self.momentum + g  # buf is 0 on the first step
-            self.assign(buf_var, new_buf)
+            new_buf = self.assign(buf_var, new_buf)
             g = g + new_buf * self.momentum if self.nesterov else new_buf
         return param - self.lr_tensor(param) * g

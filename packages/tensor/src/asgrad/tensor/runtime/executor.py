@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.api.arguments import require_tensors
+from asgrad.tensor.api.precision import with_precision
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import FeedError, MemoryBudgetError, PrecisionWarning
 from asgrad.tensor.ir.cache import LRUCache
@@ -475,8 +476,13 @@ def compile(  # the natural name; shadows the builtin only in this module
     optimize_graph: bool = True,
     check_numerics: bool | None = None,
     memory_budget: int | None = None,
+    precision: str = "float32",
 ) -> Program:
     """Compile ``outputs`` (and variable ``updates``) into a [`Program`][asgrad.tensor.Program].
+
+    ``precision="mixed"`` first rebuilds the graph with float16 matrix products and
+    the casts around them (`asgrad.tensor.api.precision`); ``"float32"`` (the
+    default) compiles the graph as it is.
 
     ``memory_budget`` (bytes) makes the planned peak at the declared shapes (see
     [`Program.memory`][asgrad.tensor.Program.memory]) fit: the compiler recomputes
@@ -495,8 +501,12 @@ def compile(  # the natural name; shadows the builtin only in this module
     >>> program.run({"x": [1.0, 2.0]})[0].tolist()
     [2.0, 4.0]
     """
+    outputs = require_tensors(outputs, "compile")
+    if precision != "float32":
+        pairs = updates.items() if isinstance(updates, Mapping) else (updates or ())
+        outputs, updates = with_precision(outputs, dict(pairs), precision)
     return Program(
-        require_tensors(outputs, "compile"),
+        outputs,
         updates,
         backend=backend,
         optimize_graph=optimize_graph,

@@ -68,11 +68,21 @@ def compiled_now() -> bool:
 
 def step_counter(schedule: Schedule) -> Variable | None:
     """The variable counting the program's steps, or None: a 0-d variable that the
-    program updates to itself plus one (every optimizer's ``optimizer.step``)."""
+    program updates to itself plus one (every optimizer's ``optimizer.step``), or to
+    ``where(skip, itself, itself + 1)`` (a step with a ``GradScaler``, which counts only
+    the steps it does not skip)."""
     for var, node in schedule.updates:
-        if var.ndim == 0 and _adds_one(var, node):
+        if var.ndim == 0 and (_adds_one(var, node) or _adds_one_unless(var, node)):
             return var
     return None
+
+
+def _adds_one_unless(var: Variable, node: Node) -> bool:
+    """Whether ``node`` is ``where(c, var, var + 1)``."""
+    if node.op != "where" or len(node.inputs) != 3:
+        return False
+    _, old, new = node.inputs
+    return old.op == "parameter" and old.attrs["variable"] is var and _adds_one(var, new)
 
 
 def _adds_one(var: Variable, node: Node) -> bool:
