@@ -169,7 +169,9 @@ class TinyGPT(nn.Module):
         return logits
 
 
-def transformer(backend: str, large: bool = False) -> Workload:
+def transformer(backend: str, large: bool = False, precision: str = "float32") -> Workload:
+    """The transformer workloads; ``precision="mixed"``: float16 products under a
+    `nn.GradScaler` (see ``benchmarks/mixed_precision.py``)."""
     V, T, D, H, FF, L, B = (
         (256, 256, 512, 8, 2048, 4, 32) if large else (64, 64, 128, 4, 512, 2, 16)
     )
@@ -180,7 +182,12 @@ def transformer(backend: str, large: bool = False) -> Workload:
     idx, tgt = g.input("idx", (B, T), "int64"), g.input("tgt", (B * T,), "int64")
     logits = model(idx).reshape(B * T, V)
     loss = nn.cross_entropy(logits, tgt)
-    program = nn.AdamW(model.parameters(), lr=1e-3).compile(loss, backend=backend)
+    opt = nn.AdamW(model.parameters(), lr=1e-3)
+    if precision == "float32":
+        program = opt.compile(loss, backend=backend)
+    else:
+        scaled = nn.GradScaler().scale(loss)
+        program = opt.compile(scaled, backend=backend, precision=precision)
     feeds: dict[str, np.ndarray] = {
         "idx": rng.integers(0, V, (B, T)).astype(np.int64),
         "tgt": rng.integers(0, V, (B * T,)).astype(np.int64),

@@ -13,7 +13,9 @@ A measurement of one (framework, workload, device) returns a row:
   not the compiler subprocesses PyTensor starts);
 * ``peak_gpu_mib`` on the GPU: ``torch.cuda.max_memory_allocated`` (PyTorch's caching
   allocator: tensors, not the allocator's reserve nor the CUDA context) and JAX's
-  ``peak_bytes_in_use``; asgrad has no such counter yet (None).
+  ``peak_bytes_in_use``; asgrad's step plan: the bytes its GPU plan takes from the
+  device pool (known when the plan is built) plus the variables, optimizer state and
+  feeds (``program.memory()``), as ``benchmarks/memory_budget.py`` measures it.
 
 ``cache_dir`` (an empty folder for the cold worker, the same folder for the warm ones)
 is where each framework keeps compiled code across processes: ``ASGRAD_CACHE_DIR``,
@@ -109,9 +111,21 @@ def _asgrad(workload: str, device: str) -> tuple[Row, Callable[[], Built]]:
             w = asgrad_workloads.build(workload, device)
         except asgrad_workloads.UnavailableError as exc:
             raise UnavailableError(str(exc)) from exc
+        _BUILT["asgrad"] = w
         return w.step, w.steps, _read
 
     return info, build
+
+
+_BUILT: dict[str, Any] = {}  # the workload a worker measured, for its memory figure
+
+
+def _asgrad_gpu_bytes(w: Any) -> int:
+    """The device bytes of asgrad's step: its plan's buffers besides the variables,
+    plus the variables, state and feeds the program holds."""
+    plan = w.program.memory()
+    held = plan.parameters + plan.state + plan.inputs
+    return int(held + w.program.executable.transient_bytes(w.feeds))
 
 
 def _read(loss: Any) -> None:
@@ -177,6 +191,8 @@ def _pytensor(workload: str, cache_dir: str | None) -> tuple[Row, Callable[[], B
 
 
 def _peak_gpu_mib(framework: str) -> float | None:
+    if framework == "asgrad" and "asgrad" in _BUILT:
+        return _asgrad_gpu_bytes(_BUILT["asgrad"]) / 2**20
     if framework == "torch":
         torch = sys.modules["torch"]
         return float(torch.cuda.max_memory_allocated()) / 2**20
