@@ -229,3 +229,38 @@ def test_a_rule_with_a_broadcast_input_runs_unfused_with_its_sum(device: Device)
     kinds = count_kinds(build_plan(schedule, {"x": xs, "row": rows}, device).commands)
     assert kinds["gradient sums"] == 1, kinds
     assert kinds["copy"] == 1, kinds
+
+
+def _wide_batch_step(backend: str, rows: int) -> tuple[Any, nn.Module, dict[str, np.ndarray]]:
+    """Two linear layers over many rows: each weight's gradient has a deep K."""
+    model = nn.Sequential(nn.Linear(64, 64), nn.GELU(), nn.Linear(64, 64))
+    model.initialize(0)
+    g = Graph()
+    x, y = g.input("x", (rows, 64)), g.input("y", (rows, 64))
+    program = nn.AdamW(model.parameters(), lr=0.01).compile(
+        nn.mse_loss(model(x), y), backend=backend
+    )
+    rng = np.random.default_rng(3)
+    feeds = {
+        "x": rng.standard_normal((rows, 64)).astype(np.float32),
+        "y": rng.standard_normal((rows, 64)).astype(np.float32),
+    }
+    for _ in range(3):
+        program(feeds)
+    return program, model, feeds
+
+
+def test_split_k_weight_gradients_are_summed_by_the_update(device: Device) -> None:
+    """A weight gradient whose K (the rows) is split into partial products is not
+    summed by a column reduction: the update adds the pieces, with the same values."""
+    from asgrad.gpu.lowering.linalg import select
+
+    rows = 2048
+    assert select(64, 64, rows, 1, layouts=("m", "n"))[1] > 1  # x^T @ dy splits K
+    program, model, feeds = _wide_batch_step("gpu", rows)
+    _, cpu_model, _ = _wide_batch_step("cpu", rows)
+    for c, g in zip(cpu_model.parameters(), model.parameters(), strict=True):
+        np.testing.assert_allclose(g.value, c.value, rtol=1e-4, atol=1e-5, err_msg=g.name)
+    kinds = _count(program, feeds, device)
+    assert kinds["column reduction"] == 0, kinds
+    assert kinds["optimizer update"] == 1, kinds

@@ -147,7 +147,8 @@ def matmul_into(
     variant: str | None = None,
     splits: int | None = None,
     epilogue: Epilogue | None = None,
-) -> None:
+    sum_pieces: bool = True,
+) -> GpuArray | None:
     """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
 
     ``variant`` names a tile (`asgrad.gpu.lowering._matmul_tiles.tile`) and
@@ -155,7 +156,10 @@ def matmul_into(
     `select` for the product's sizes. An `Epilogue` is stored instead of the
     product, e.g. ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N
     elements broadcast over the rows, then a ReLU); it runs as each element is stored,
-    so K is not split.
+    so K is not split. With ``sum_pieces=False`` a product whose K is split is not
+    summed: the partial products are returned, shaped ``(splits, out.size)`` (their
+    sum is ``out``; a multi-tensor update adds them up), and ``out`` is left unwritten;
+    None when K is not split (``out`` holds the product).
     """
     device = out.device
     if out.dtype != np.float32 or a.array.dtype != np.float32 or b.array.dtype != np.float32:
@@ -174,7 +178,7 @@ def matmul_into(
         )
     nbatch = math.prod(batch)
     if nbatch == 0 or M == 0 or N == 0:
-        return
+        return None
     M, batch, a_bs, b_bs, nbatch = _folded(a, b, batch, device.max_groups)
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
     a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
@@ -246,8 +250,12 @@ def matmul_into(
             )
         buffers += (epilogue.out.buffer,)
     device.dispatch(pipe, buffers, groups)
-    if splits > 1:  # sum the partial products (one per piece of K)
-        reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))
+    if splits == 1:
+        return None
+    if not sum_pieces:
+        return target
+    reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))  # one per piece of K
+    return None
 
 
 def _folded(

@@ -50,6 +50,7 @@ from asgrad.gpu.plan.fusion import (
     lower_in_place,
     lower_node,
     materialize,
+    product_pieces,
 )
 from asgrad.gpu.plan.fusion_groups import (
     MAX_RECOMPUTE,
@@ -59,6 +60,7 @@ from asgrad.gpu.plan.fusion_groups import (
     inlined_nodes,
     shared_products,
 )
+from asgrad.gpu.plan.multi_sums import Partial
 from asgrad.gpu.plan.multi_update import launch_update_batch
 from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
 from asgrad.tensor.ir.graph import Node, Variable
@@ -260,6 +262,8 @@ def lower_schedule(
     bindings = Bindings()
     released = release_steps(schedule, batch)
     members = batch.members if batch is not None else frozenset()
+    products = batch.products - inlined if batch is not None else frozenset()
+    pieces: dict[int, Partial] = {}  # products of split K the batch adds up
     values: dict[int, Value] = {}
     progress = current()
     progress.stage("GPU: lowering nodes", len(schedule.nodes))
@@ -278,15 +282,21 @@ def lower_schedule(
             ins = [values[n.id] for n in node.inputs]
             try:
                 with device.checks.lowering(node.op, node.location):
-                    value = _lower_one(
-                        node, ins, types, inlined, in_place, device, bindings, shared
-                    )
+                    split = product_pieces(node, ins, out_type) if node.id in products else None
+                    if split is None:
+                        values[node.id] = _lower_one(
+                            node, ins, types, inlined, in_place, device, bindings, shared
+                        )
+                    elif split[1] == 1:
+                        values[node.id] = split[0]
+                    else:  # the batch adds the pieces up
+                        shape = tuple(out_type.shape)
+                        pieces[node.id] = Partial(split[0], 0, split[1], math.prod(shape), shape)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
-            values[node.id] = value
         if batch is not None and i == batch.step:
             targets = {m: store.array(v) for m, v in batch.variables.items()}
-            launch_update_batch(batch, values, targets, device)
+            launch_update_batch(batch, values, targets, device, pieces)
         for dead in released.get(i, []):
             values.pop(dead, None)
     outputs = [materialize(values[n.id]) for n in schedule.outputs]

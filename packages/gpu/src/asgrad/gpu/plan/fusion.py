@@ -81,6 +81,7 @@ __all__ = [
     "lower_in_place",
     "lower_node",
     "materialize",
+    "product_pieces",
     "strided_reshape",
     "sums_batch",
 ]
@@ -458,6 +459,14 @@ def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
     """``sum over the batch of a_b @ b_b`` as one matmul, ``[a_0 a_1 ..] @ [b_0; b_1; ..]``:
     the batch axes folded into K. None when an operand's strides cannot fold (a
     broadcast batch axis, a layout that is not batch-major over K)."""
+    views = _folded_views(p)
+    if views is None:
+        return None
+    return matmul(*views).view(tuple(out_type.shape))
+
+
+def _folded_views(p: Product) -> tuple[MatrixView, MatrixView] | None:
+    """The two matrices of `_folded_product`, or None."""
     a, b = Operand.of(p.a), Operand.of(p.b)
     if len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2]:
         return None
@@ -474,7 +483,38 @@ def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
         return None  # few output tiles over a deep K: the batched product keeps the GPU busy
     va = MatrixView(a.array, (m, total), (a.strides[-2], sa), a.offset)
     vb = MatrixView(b.array, (total, n), (sb, b.strides[-1]), b.offset)
-    return matmul(va, vb).view(tuple(out_type.shape))
+    return va, vb
+
+
+def product_pieces(
+    node: Node, ins: list[Value], out_type: TensorType
+) -> tuple[GpuArray, int] | None:
+    """A float32 product ``node`` (a matmul of matrices, or a batched one summed over
+    its batch, `_folded_product`) launched without summing its split K: the partial
+    products, shaped ``(splits, size)``, and ``splits``; a multi-tensor update reads
+    their sum (`asgrad.gpu.plan.multi_sums`), so no column reduction is launched for
+    them. None, launching nothing, when ``node`` is no such product or K is not split.
+    """
+    if node.op == "matmul" and len(ins) == 2 and all(_matrix_like(v) for v in ins):
+        a, b = (_view(v) for v in ins if _matrix_like(v))
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            return None
+    elif node.inputs and _summed_product(ins[0], node):
+        views = _folded_views(ins[0])
+        if views is None:
+            return None
+        a, b = views
+    else:
+        return None
+    if unsplit(a, b) or a.array.dtype != np.float32 or b.array.dtype != np.float32:
+        return None
+    out = GpuArray.empty((a.shape[-2], b.shape[-1]), np.float32, a.array.device)
+    if math.prod(out.shape) != math.prod(out_type.shape):
+        return None
+    pieces = matmul_into(a, b, out, sum_pieces=False)
+    if pieces is None:  # K was not split after all: ``out`` holds the product
+        return out.view(tuple(out_type.shape)), 1
+    return pieces, pieces.shape[0]
 
 
 def lower_in_place(node: Node, ins: list[Value], out_type: TensorType, target: GpuArray) -> Value:

@@ -34,9 +34,9 @@ from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify, typed
 from asgrad.gpu.plan.fusion import emit, materialize
 from asgrad.gpu.plan.multi_sums import (
     _THREADS,
+    Partial,
     _contiguous,
     _finish_sum,
-    _Partial,
     blocks_kernel,
     launch_column_sums,
 )
@@ -58,7 +58,7 @@ class _Segment:
     leaves: list[Operand]  # read at the thread's element (size n) or at their offset
     targets: list[GpuArray]
     body: list[str]  # statements over a{k} (leaf k), s{k} (sum k) and y{j} (rule j)
-    sums: list[_Partial] = field(default_factory=list)
+    sums: list[Partial] = field(default_factory=list)
 
     def buffers(self) -> set[int]:
         read = {id(o.array.buffer) for o in self.leaves} | {id(p.arena.buffer) for p in self.sums}
@@ -70,17 +70,20 @@ def launch_update_batch(
     values: Mapping[int, Value],
     targets: Mapping[int, GpuArray],
     device: Device,
+    pieces: Mapping[int, Partial] | None = None,
 ) -> None:
     """Record the batch's dispatches: every chain's rules into its variables' buffers.
 
     ``values`` holds the members' other inputs; ``targets`` each member's variable
-    array. A chain that cannot be one segment (an input that neither has the chain's
-    element count nor is a scalar) is launched rule by rule into fresh buffers, then
-    copied into its variables.
+    array; ``pieces`` the products of split K (`asgrad.gpu.plan.fusion.product_pieces`)
+    the chains read as sums of their pieces. A chain that cannot be one segment (an
+    input that neither has the chain's element count nor is a scalar) is launched rule
+    by rule into fresh buffers, then copied into its variables.
     """
     limit = int(device.limits.get("max-storage-buffers-per-shader-stage", 8))
     written = {id(t.buffer) for t in targets.values()}
-    partials = launch_column_sums(batch, values, device, limit)
+    partials = {**launch_column_sums(batch, values, device, limit), **(pieces or {})}
+    summed = {**batch.sums, **dict.fromkeys(pieces or {}, 0)}
     segments: list[_Segment] = []
     unfused: list[Sequence[Node]] = []
     for chain in batch.chains:  # inputs that need a kernel of their own launch here
@@ -93,7 +96,7 @@ def launch_update_batch(
     results = {
         k: v
         for chain in unfused
-        for k, v in _launch_unfused(chain, values, batch.sums, partials).items()
+        for k, v in _launch_unfused(chain, values, summed, partials).items()
     }
     group: list[_Segment] = []
     bound: set[int] = set()
@@ -114,7 +117,7 @@ def _launch_unfused(
     chain: Sequence[Node],
     values: Mapping[int, Value],
     sums: Mapping[int, int],
-    partials: Mapping[int, _Partial],
+    partials: Mapping[int, Partial],
 ) -> dict[int, GpuArray]:
     """The chain's rules launched one by one into fresh buffers."""
     results: dict[int, GpuArray] = {}
@@ -147,13 +150,13 @@ def _segment(
     values: Mapping[int, Value],
     targets: Mapping[int, GpuArray],
     written: set[int],
-    partials: Mapping[int, _Partial],
+    partials: Mapping[int, Partial],
 ) -> _Segment | None:
     n = targets[chain[0].id].size
     own = {id(targets[m.id].buffer) for m in chain}
     leaves: list[Operand] = []
     body: list[str] = []
-    summed: list[_Partial] = []
+    summed: list[Partial] = []
     rule = {m.id: j for j, m in enumerate(chain)}
 
     def leaf(value: Operand) -> str:
