@@ -25,7 +25,7 @@ from asgrad.gpu.lowering.scalar import render_wgsl
 from asgrad.tensor.ir.rows import RowProgram, reads_inputs
 from asgrad.tensor.ir.scalar import Expr, arg
 
-__all__ = ["WGSL_FILES", "kernel_source", "row_kernel"]
+__all__ = ["WGSL_FILES", "kernel_source", "row_kernel", "row_kernel_stores"]
 
 WGSL_FILES: tuple[str, ...] = ("norm_rows.wgsl", "prelude.wgsl")
 
@@ -33,13 +33,16 @@ _NEG_INF = "bitcast<f32>(0xff800000u)"
 
 
 class _Writer:
-    def __init__(self, program: RowProgram) -> None:
+    def __init__(self, program: RowProgram, scalars: frozenset[int] = frozenset()) -> None:
         self.p = program
         self.n = len(program.inputs)
         self.names = [
-            {"element": f"x{i}", "position": f"in{i}[k]"}.get(layout, f"in{i}[row]")
+            f"in{i}[0]"
+            if i in scalars
+            else {"element": f"x{i}", "position": f"in{i}[k]"}.get(layout, f"in{i}[row]")
             for i, layout in enumerate(program.inputs)
         ]
+        self.scalars = scalars
         self.names.extend(f"s{j}" for j in range(len(program.stages)))
         self.hoisted: dict[Expr, Expr] = {}
         self.lines: list[str] = []
@@ -63,12 +66,25 @@ class _Writer:
     def loads(self, exprs: list[Expr], indent: str) -> list[str]:
         """The element inputs ``exprs`` read, loaded at ``at``."""
         read = sorted(set().union(*(reads_inputs(e, self.n) for e in exprs)))
-        return [f"{indent}let x{i} = in{i}[at];" for i in read if self.p.inputs[i] == "element"]
+        return [
+            f"{indent}let x{i} = in{i}[at];"
+            for i in read
+            if self.p.inputs[i] == "element" and i not in self.scalars
+        ]
 
 
-def kernel_source(program: RowProgram) -> str:
-    """The WGSL of ``program``'s row kernel (its pipeline's source)."""
-    w = _Writer(program)
+def kernel_source(
+    program: RowProgram,
+    stores: tuple[Expr, ...] = (),
+    scalars: frozenset[int] = frozenset(),
+    per_row: bool = False,
+) -> str:
+    """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
+    (expressions of the inputs at the element, as the output's) is written into an
+    output of its own too. The inputs ``scalars`` are one value each (whatever their
+    layout says); ``per_row``: the output (of the row scalars alone) is written once
+    per row."""
+    w = _Writer(program, scalars)
     width = max(len(g) for g in program.groups()) if program.stages else 0
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
@@ -98,20 +114,31 @@ def kernel_source(program: RowProgram) -> str:
             w.lines.append(f"    let s{j} = p{m}[0]{scale};")
         w.lines.append("    workgroupBarrier();")
     out = w.hoist(program.out)
+    extra = [w.hoist(e) for e in stores]
     bindings = [
         f"@group(0) @binding({i + 1}) var<storage, read> in{i}: array<f32>;"
         for i in range(len(program.inputs))
     ]
-    bindings.append(
-        f"@group(0) @binding({len(program.inputs) + 1}) var<storage, read_write> dst: array<f32>;"
-    )
+    first = len(program.inputs) + 1
+    bindings.append(f"@group(0) @binding({first}) var<storage, read_write> dst: array<f32>;")
+    bindings += [
+        f"@group(0) @binding({first + 1 + m}) var<storage, read_write> dst{m}: array<f32>;"
+        for m in range(len(extra))
+    ]
+    written = [f"        dst{m}[at] = {w.render(e)};" for m, e in enumerate(extra)]
+    loop = [*w.loads([out, *extra] if not per_row else extra, "        ")]
+    loop += [f"        dst[at] = {w.render(out)};"] if not per_row else []
+    output = ["    for (var k = li; k < R; k += 256u) {", "        let at = addr(row, k);"]
+    output = [*output, *loop, *written, "    }"] if loop or written else []
+    if per_row:
+        output += ["    if (li == 0u) {", f"        dst[row] = {w.render(out)};", "    }"]
     return render(
         "norm_rows",
         PRELUDE=kernel_text("prelude"),
         BINDINGS="\n".join(bindings),
         PARTIALS="\n".join(f"var<workgroup> p{m}: array<f32, 256>;" for m in range(width)),
         PASSES="\n".join(w.lines),
-        OUTPUT="\n".join([*w.loads([out], "        "), f"        dst[at] = {w.render(out)};"]),
+        OUTPUT="\n".join(output),
     )
 
 
@@ -141,19 +168,41 @@ def _layout(program: RowProgram, shape: tuple[int, ...]) -> tuple[int, ...]:
 def row_kernel(program: RowProgram, inputs: list[GpuArray], kind: str = "norm") -> GpuArray:
     """``program`` on float32 ``inputs`` (the first's shape), one dispatch labelled
     ``kind`` (what a plan's dispatch counts call it)."""
+    return row_kernel_stores(program, inputs, inputs[0].shape, kind)[0]
+
+
+def row_kernel_stores(
+    program: RowProgram,
+    inputs: list[GpuArray],
+    shape: tuple[int, ...],
+    kind: str = "norm",
+    stores: tuple[Expr, ...] = (),
+    scalars: frozenset[int] = frozenset(),
+    per_row: bool = False,
+) -> tuple[GpuArray, list[GpuArray]]:
+    """`row_kernel` over elements of ``shape`` (``inputs`` laid out as
+    ``program.inputs`` say, those in ``scalars`` one value each), also writing each of
+    ``stores`` (an expression of the inputs at the element) into an array of
+    ``shape``: the output (one value per row when ``per_row``) and those arrays."""
     for a in inputs:
         if a.dtype != np.float32:
             raise GpuUnsupportedError(f"{kind} on the GPU takes float32, got {a.dtype}")
-    x = inputs[0]
-    out = GpuArray.empty(x.shape, np.float32, x.device)
-    if x.size == 0:
-        return out
-    layout = _layout(program, x.shape)
-    device = x.device
-    binds = ("uniform",) + ("read",) * len(inputs) + ("write",)
-    pipe = device.pipeline((kind, program), lambda: kernel_source(program), binds)
+    device = inputs[0].device
+    layout = _layout(program, shape)
+    out = GpuArray.empty((layout[0],) if per_row else shape, np.float32, device)
+    extra = [GpuArray.empty(shape, np.float32, device) for _ in stores]
+    if math.prod(shape) == 0:
+        return out, extra
+    binds = ("uniform",) + ("read",) * len(inputs) + ("write",) * (1 + len(stores))
+    key = (kind, program, stores, scalars, per_row) if stores or scalars or per_row else None
+    pipe = device.pipeline(
+        key or (kind, program),
+        lambda: kernel_source(program, stores, scalars, per_row),
+        binds,
+    )
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
     meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)
     buffers = (device.params(meta), *(a.buffer for a in inputs), out.buffer)
+    buffers += tuple(a.buffer for a in extra)
     device.dispatch(pipe, buffers, fold_groups(layout[0], device.max_groups))
-    return out
+    return out, extra

@@ -59,6 +59,7 @@ from asgrad.gpu.plan.fusion_groups import (
     Users,
     inlined_nodes,
     shared_products,
+    stored_chains,
 )
 from asgrad.gpu.plan.multi_sums import Partial
 from asgrad.gpu.plan.multi_update import launch_update_batch
@@ -121,7 +122,9 @@ def build_plan(
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
-            shared = shared_products(schedule, users, inlined)
+            shared = shared_products(schedule, users, inlined) | stored_chains(
+                schedule, users, inlined
+            )
             bindings, outputs, updates = lower_schedule(
                 schedule, types, inlined, in_place, device, store, batch, shared
             )

@@ -45,12 +45,14 @@ from asgrad.gpu.lowering.linalg import (
     unsplit,
 )
 from asgrad.gpu.lowering.scalar import WGSL, height, typed
+from asgrad.gpu.plan.fusion_rows import can_host, launch_rows, reduction_rows, rows_epilogue
 from asgrad.gpu.plan.values import (
     SUM,
     Deferred,
     Leaf,
     Product,
     Reshaped,
+    Rows,
     Scattered,
     Value,
     _box,
@@ -60,7 +62,7 @@ from asgrad.gpu.plan.values import (
     strided_reshape,
     sums_batch,
 )
-from asgrad.tensor import TensorType
+from asgrad.tensor import TensorType, get_op
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg, substitute
 
@@ -70,6 +72,7 @@ __all__ = [
     "LIKE_OPS",
     "MAX_DEPTH",
     "MAX_NODES",
+    "ROW_OPS",
     "VIEW_OPS",
     "Deferred",
     "Product",
@@ -85,6 +88,19 @@ __all__ = [
     "strided_reshape",
     "sums_batch",
 ]
+
+
+# Ops that are a row program (``OpDef.rows``), and what a plan's dispatch counts call
+# their kernel (`asgrad.gpu.plan.dispatch_kinds`): launched by `fusion_rows`, with the
+# chains around them.
+ROW_OPS = {
+    "softmax": "norm_softmax",
+    "log_softmax": "norm_softmax",
+    "layer_norm": "norm",
+    "layer_norm_backward": "norm",
+    "batch_norm": "norm",
+    "batch_norm_backward": "norm",
+}
 
 
 # Ops whose result aliases their input's buffer.
@@ -146,8 +162,9 @@ def _same_leaf(a: Leaf, b: Leaf) -> bool:
     )
 
 
-# A fused kernel's leaf: an array or a view, or a product its kernel may store.
-FusedLeaf = Leaf | Product
+# A fused kernel's leaf: an array or a view, or a product or a row program its kernel
+# may store.
+FusedLeaf = Leaf | Product | Rows
 
 
 def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedLeaf]] | None:
@@ -168,6 +185,8 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
             scattered = _scatter_pieces(value)
             if scattered is not None:
                 value = _write_pieces(scattered, scattered.type)
+            if isinstance(value, Deferred) and value.array is not None:
+                value = value.array  # stored by a row kernel that took it as a prologue
             if isinstance(value, Deferred):
                 sub = composed.get(id(value))
                 if sub is None:
@@ -177,7 +196,7 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
                 continue
             if isinstance(value, (Scattered, Reshaped)):
                 value = materialize(value)
-            if isinstance(value, Product) and value.array is not None:
+            if isinstance(value, (Product, Rows)) and value.array is not None:
                 value = value.array  # launched by an earlier kernel
             args.append(arg(_leaf_index(leaves, value)))
         return substitute(e, args)
@@ -192,8 +211,8 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
 def _leaf_index(leaves: list[FusedLeaf], value: FusedLeaf) -> int:
     for k, leaf in enumerate(leaves):
         if leaf is value or (
-            not isinstance(leaf, Product)
-            and not isinstance(value, Product)
+            not isinstance(leaf, (Product, Rows))
+            and not isinstance(value, (Product, Rows))
             and _same_leaf(leaf, value)
         ):
             return k
@@ -233,7 +252,11 @@ def materialize(value: Value) -> GpuArray:
         return _write_pieces(value, value.type)
     if isinstance(value, Reshaped):
         return materialize(value.operand).view(value.shape)
-    return emit(value.expr, value.inputs, value.type)
+    if isinstance(value, Rows):
+        return launch_rows(value)
+    if value.array is None:
+        value.array = emit(value.expr, value.inputs, value.type)
+    return value.array
 
 
 def emit(
@@ -259,7 +282,7 @@ def emit(
         p = leaves[host]
         assert isinstance(p, Product)
         others = [
-            materialize(v) if isinstance(v, Product) else v
+            materialize(v) if isinstance(v, (Product, Rows)) else v
             for k, v in enumerate(leaves)
             if k != host
         ]
@@ -273,7 +296,10 @@ def emit(
         else:
             matmul_into(_view(p.a), _view(p.b), result, epilogue=Epilogue(renamed, others))
         return result
-    arrays = [materialize(v) if isinstance(v, Product) else v for v in leaves]
+    rows = _rows_host(tree, leaves, out, target)
+    if rows is not None:
+        return rows
+    arrays = [materialize(v) if isinstance(v, (Product, Rows)) else v for v in leaves]
     if target is not None:
         return elementwise_tree(tree, arrays, out=Operand.of(target))
     return elementwise_tree(tree, arrays, numpy_dtype(out.dtype), shape)
@@ -309,6 +335,20 @@ def _epilogue_host(
     return None
 
 
+def _rows_host(
+    tree: Expr, leaves: list[FusedLeaf], out: TensorType, target: GpuArray | Operand | None
+) -> GpuArray | None:
+    """``tree`` launched as the output expression of a row program among its leaves
+    (`asgrad.gpu.plan.fusion_rows`), or None: the program has the output's shape,
+    the output is float32 (and no view of another buffer) and no check is made."""
+    if target is not None or out.dtype != "float32" or _calls_checks(_nodes(tree)):
+        return None
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, Rows) and can_host(leaf, tuple(out.shape)):
+            return rows_epilogue(tree, k, list(leaves))
+    return None
+
+
 def _product_shape(p: Product) -> tuple[int, ...] | None:
     a, b = Operand.of(p.a).shape, Operand.of(p.b).shape
     if len(a) < 2 or len(b) < 2:
@@ -339,7 +379,8 @@ def lower_node(
     """The value of ``node`` from its inputs' values: launched, or with ``inline``
     deferred into its users (an expression, a passed-on input, a strided view).
     ``in_shape``: the shape of its first input's type (by default its value's);
-    ``shared``: an inlined matmul read by more than one kernel (`shared_products`)."""
+    ``shared``: an inlined matmul read by more than one kernel (`shared_products`), or
+    an inlined chain a row kernel stores for its other readers (`stored_chains`)."""
     if in_shape is None:
         in_shape = _value_shape(ins[0]) if ins else ()
     if inline and node.op in LAZY_VIEWS:
@@ -355,7 +396,7 @@ def lower_node(
         assert expr is not None
         depth = height(expr) + max((v.depth for v in ins if isinstance(v, Deferred)), default=0)
         if inline and depth <= MAX_DEPTH:
-            return Deferred(expr, ins, out_type, node.attrs, depth)
+            return Deferred(expr, ins, out_type, node.attrs, depth, keep=shared)
         return emit(expr, ins, out_type)  # a chain deeper than MAX_DEPTH is cut here
     if inline and node.op in ("broadcast_to", "broadcast_like"):
         return ins[0]  # the user broadcasts it
@@ -370,10 +411,20 @@ def lower_node(
         if inline:
             return Product(a, b, shared)
         return matmul(_matrix(a), _matrix(b))
+    rows = get_op(node.op).rows
+    if rows is not None and out_type.dtype == "float32" and node.op in ROW_OPS:
+        program = rows(len(in_shape), len(ins), **node.attrs)
+        value = Rows(program, list(ins), out_type, ROW_OPS[node.op])
+        return value if inline else launch_rows(value)
     if _summed_product(ins[0], node):
         folded = _folded_product(ins[0], out_type)
         if folded is not None:
             return folded
+    if inline or (ins and isinstance(ins[0], Deferred) and ins[0].array is None):
+        # a reduction whose reader or input chain the row kernel takes (fusion_rows)
+        reduced = reduction_rows(node.op, ins[0], in_shape, node.attrs, out_type)
+        if reduced is not None:
+            return reduced if inline else launch_rows(reduced)
     if inline and node.op == "scatter_slice":
         return Scattered(out_type, [(tuple(node.attrs["index"]), ins[0])])
     shape_only = SHAPE_INPUTS.get(node.op, ())
@@ -403,7 +454,7 @@ def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
 
 
 def _value_shape(value: Value) -> tuple[int, ...]:
-    if isinstance(value, (Deferred, Scattered)):
+    if isinstance(value, (Deferred, Scattered, Rows)):
         return tuple(value.type.shape)
     if isinstance(value, Product):
         return tuple(materialize(value).shape)
@@ -414,6 +465,9 @@ def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: Te
     """A view node's value as strides of its input (copied only when it cannot be)."""
     if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
         return Deferred(value.expr, value.inputs, out_type, value.attrs, value.depth)  # 1s
+    ones_only = [d for d in in_shape if d != 1] == [d for d in out_type.shape if d != 1]
+    if isinstance(value, Rows) and value.full is not None and node.op != "slice" and ones_only:
+        return value.reshaped(out_type)  # a reduction's size-1 axes added or dropped
     source = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
     op = Operand.of(source)
     if op.shape != in_shape:  # a broadcast passed on unlaunched: its strides, made real

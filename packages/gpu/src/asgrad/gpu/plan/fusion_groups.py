@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from asgrad.gpu.lowering.elementwise import (
     EXPRESSION_OPS,
 )
-from asgrad.gpu.plan.fusion import INLINE_OPS, LAZY_VIEWS, LIKE_OPS, VIEW_OPS
+from asgrad.gpu.plan.fusion import INLINE_OPS, LAZY_VIEWS, LIKE_OPS, ROW_OPS, VIEW_OPS
+from asgrad.gpu.plan.fusion_rows import ROW_REDUCTIONS, reduction_axes
 from asgrad.gpu.plan.values import sums_batch
-from asgrad.tensor import TensorType
+from asgrad.tensor import TensorType, get_op
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.schedule import Schedule
 
@@ -27,6 +28,7 @@ __all__ = [
     "Users",
     "inlined_nodes",
     "shared_products",
+    "stored_chains",
 ]
 
 
@@ -76,6 +78,8 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             inlined.add(node.id)
         elif node.id not in kept and _epilogue_of(node, users, inlined, types, updates):
             inlined.add(node.id)  # stored through its reader's expression (fusion.emit)
+        elif node.id not in kept and _rows_epilogue(node, following, types, users):
+            inlined.add(node.id)  # its reader's expression is its output (fusion_rows)
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
             node.id in inlined
@@ -84,7 +88,84 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             and _inlined_size(node, inlined) > MAX_SCALAR_NODES
         ):
             inlined.discard(node.id)
+    for node in schedule.nodes:  # chains a row kernel reads (and stores for the others)
+        if node.id not in kept and node.id not in inlined and _prologue(node, users, types):
+            inlined.add(node.id)
     return frozenset(inlined)
+
+
+def _row_program_inputs(node: Node, types: Types) -> tuple[str, ...] | None:
+    """The layouts of the inputs of a row op (`fusion.ROW_OPS`) of float32, or None."""
+    if node.op not in ROW_OPS or types[node.id].dtype != "float32":
+        return None
+    rows = get_op(node.op).rows
+    if rows is None:
+        return None
+    ndim = len(types[node.inputs[0].id].shape)
+    return rows(ndim, len(node.inputs), **node.attrs).inputs
+
+
+def _row_reduction(node: Node, types: Types) -> bool:
+    """A float32 reduction a row kernel computes (`fusion_rows.reduction_axes`)."""
+    if types[node.id].dtype != "float32" or not node.inputs:
+        return False
+    shape = tuple(types[node.inputs[0].id].shape)
+    return reduction_axes(node.op, node.attrs, shape) is not None
+
+
+# Views a reduction's value passes through to an elementwise reader of its elements.
+_ROW_VIEWS = frozenset({"reshape", "expand_dims", "squeeze", "broadcast_to", "broadcast_like"})
+
+
+def _rows_epilogue(node: Node, following: list[Node], types: Types, users: Users) -> bool:
+    """A row op read by one elementwise node of its shape, or a reduction read (through
+    size-1 views and broadcasts) by one of its input's shape: that node's kernel runs
+    as the row kernel's output expression (`asgrad.gpu.plan.fusion_rows`)."""
+    if _row_program_inputs(node, types) is not None:
+        shape = tuple(types[node.id].shape)
+    elif _row_reduction(node, types):
+        shape = tuple(types[node.inputs[0].id].shape)
+        while len(following) == 1 and following[0].op in _ROW_VIEWS:
+            following = users.get(following[0].id, [])
+    else:
+        return False
+    return (
+        len(following) == 1
+        and following[0].op in EXPRESSION_OPS
+        and tuple(types[following[0].id].shape) == shape
+    )
+
+
+def _prologue(node: Node, users: Users, types: Types) -> bool:
+    """A float32 elementwise node whose first reader is a row op of its shape reading
+    it at the element (layer norm of a residual sum): the row kernel computes it as it
+    reads the row, and stores it for the other readers (`stored_chains`)."""
+    if node.op not in EXPRESSION_OPS or types[node.id].dtype != "float32":
+        return False
+    following = users.get(node.id, [])
+    if not following:
+        return False
+    first = following[0]
+    if _row_reduction(first, types):
+        return True  # its only input, of its elements' shape
+    layouts = _row_program_inputs(first, types)
+    if layouts is None or tuple(types[first.id].shape) != tuple(types[node.id].shape):
+        return False
+    return all(layouts[k] == "element" for k, i in enumerate(first.inputs) if i.id == node.id)
+
+
+def stored_chains(schedule: Schedule, users: Users, inlined: frozenset[int]) -> frozenset[int]:
+    """The inlined elementwise nodes whose first reader is a row op and that other
+    nodes read too: the row kernel stores the value it computes for them."""
+    return frozenset(
+        node.id
+        for node in schedule.nodes
+        if node.id in inlined
+        and node.op in EXPRESSION_OPS
+        and users.get(node.id)
+        and (users[node.id][0].op in ROW_OPS or users[node.id][0].op in ROW_REDUCTIONS)
+        and any(u is not users[node.id][0] for u in users[node.id])
+    )
 
 
 def _scatter_sums(schedule: Schedule, users: Users) -> set[int]:

@@ -41,7 +41,7 @@ from asgrad.gpu.plan.multi_sums import (
     launch_column_sums,
 )
 from asgrad.gpu.plan.update_chains import UpdateBatch
-from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Scattered, Value
+from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Rows, Scattered, Value
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg, substitute
@@ -167,11 +167,13 @@ def _segment(
         return f"a{len(leaves) - 1}"
 
     def fits(value: Value) -> bool:
+        if isinstance(value, Deferred) and value.array is not None:
+            value = value.array  # stored by a row kernel
         if isinstance(value, Deferred):
             return all(fits(v) for v in value.inputs)
-        if isinstance(value, Product) and value.array is not None:
+        if isinstance(value, (Product, Rows)) and value.array is not None:
             value = value.array  # stored by an earlier kernel's epilogue
-        if isinstance(value, (Product, Scattered, Reshaped)):
+        if isinstance(value, (Product, Scattered, Reshaped, Rows)):
             return False
         op = Operand.of(value)
         if op.array.wgsl not in ("f32", "i32", "u32"):
@@ -197,15 +199,15 @@ def _segment(
         for value in ins:
             if isinstance(value, Expr):
                 args.append(value)
-            elif isinstance(value, Deferred):
+            elif isinstance(value, Deferred) and value.array is None:
                 if id(value) not in composed:
                     inner = substitute(value.expr, arguments(value.inputs))
                     composed[id(value)] = typed(inner, value.wgsl)
                 args.append(composed[id(value)])
             else:
-                if isinstance(value, Product) and value.array is not None:
-                    value = value.array
-                assert not isinstance(value, (Product, Scattered, Reshaped))  # materialized
+                if isinstance(value, (Product, Rows, Deferred)) and value.array is not None:
+                    value = value.array  # launched before
+                assert not isinstance(value, (Deferred, Product, Scattered, Reshaped, Rows))
                 op = Operand.of(value)
                 args.append(slot(leaf(op), op.array.wgsl))
         return args
