@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -33,16 +34,16 @@ _NEG_INF = "bitcast<f32>(0xff800000u)"
 
 
 class _Writer:
-    def __init__(self, program: RowProgram, scalars: frozenset[int] = frozenset()) -> None:
+    def __init__(self, program: RowProgram, wrapped: Mapping[int, int] | None = None) -> None:
         self.p = program
         self.n = len(program.inputs)
+        self.wrapped = dict(wrapped or {})
         self.names = [
-            f"in{i}[0]"
-            if i in scalars
+            _wrapped_name(i, self.wrapped[i])
+            if i in self.wrapped
             else {"element": f"x{i}", "position": f"in{i}[k]"}.get(layout, f"in{i}[row]")
             for i, layout in enumerate(program.inputs)
         ]
-        self.scalars = scalars
         self.names.extend(f"s{j}" for j in range(len(program.stages)))
         self.hoisted: dict[Expr, Expr] = {}
         self.lines: list[str] = []
@@ -69,22 +70,28 @@ class _Writer:
         return [
             f"{indent}let x{i} = in{i}[at];"
             for i in read
-            if self.p.inputs[i] == "element" and i not in self.scalars
+            if self.p.inputs[i] == "element" and i not in self.wrapped
         ]
+
+
+def _wrapped_name(i: int, modulus: int) -> str:
+    """Input ``i`` read at the element's flat index modulo ``modulus`` (1: one value)."""
+    return f"in{i}[0]" if modulus == 1 else f"in{i}[at % {modulus}u]"
 
 
 def kernel_source(
     program: RowProgram,
     stores: tuple[Expr, ...] = (),
-    scalars: frozenset[int] = frozenset(),
+    wrapped: Mapping[int, int] | None = None,
     per_row: bool = False,
 ) -> str:
     """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
     (expressions of the inputs at the element, as the output's) is written into an
-    output of its own too. The inputs ``scalars`` are one value each (whatever their
-    layout says); ``per_row``: the output (of the row scalars alone) is written once
-    per row."""
-    w = _Writer(program, scalars)
+    output of its own too. An input ``i`` in ``wrapped`` is read at the element's flat
+    index modulo ``wrapped[i]`` whatever its layout says (1: one value for all; a
+    broadcast over leading axes otherwise); ``per_row``: the output (of the row
+    scalars alone) is written once per row."""
+    w = _Writer(program, wrapped)
     width = max(len(g) for g in program.groups()) if program.stages else 0
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
@@ -177,12 +184,12 @@ def row_kernel_stores(
     shape: tuple[int, ...],
     kind: str = "norm",
     stores: tuple[Expr, ...] = (),
-    scalars: frozenset[int] = frozenset(),
+    wrapped: Mapping[int, int] | None = None,
     per_row: bool = False,
 ) -> tuple[GpuArray, list[GpuArray]]:
     """`row_kernel` over elements of ``shape`` (``inputs`` laid out as
-    ``program.inputs`` say, those in ``scalars`` one value each), also writing each of
-    ``stores`` (an expression of the inputs at the element) into an array of
+    ``program.inputs`` say, or as ``wrapped``: see `kernel_source`), also writing each
+    of ``stores`` (an expression of the inputs at the element) into an array of
     ``shape``: the output (one value per row when ``per_row``) and those arrays."""
     for a in inputs:
         if a.dtype != np.float32:
@@ -194,10 +201,11 @@ def row_kernel_stores(
     if math.prod(shape) == 0:
         return out, extra
     binds = ("uniform",) + ("read",) * len(inputs) + ("write",) * (1 + len(stores))
-    key = (kind, program, stores, scalars, per_row) if stores or scalars or per_row else None
+    wraps = tuple(sorted((wrapped or {}).items()))
+    key = (kind, program, stores, wraps, per_row) if stores or wraps or per_row else None
     pipe = device.pipeline(
         key or (kind, program),
-        lambda: kernel_source(program, stores, scalars, per_row),
+        lambda: kernel_source(program, stores, dict(wraps), per_row),
         binds,
     )
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)

@@ -251,7 +251,9 @@ def materialize(value: Value) -> GpuArray:
     if isinstance(value, Scattered):
         return _write_pieces(value, value.type)
     if isinstance(value, Reshaped):
-        return materialize(value.operand).view(value.shape)
+        if value.array is None:
+            value.array = materialize(value.operand).view(value.shape)
+        return value.array
     if isinstance(value, Rows):
         return launch_rows(value)
     if value.array is None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -49,15 +49,19 @@ __all__ = [
 ]
 
 
-Read = Literal["element", "position", "row", "scalar"]
+# How a row kernel reads an input: a `Layout`, or at the element's flat index modulo a
+# size (a broadcast over leading axes, contiguous over the others: attention's mask over
+# the batch and heads, a position embedding over the batch; 1: one value for all).
+Read = Layout | int
 
 
 def layout_of(
     leaf: GpuArray | Operand, shape: tuple[int, ...], axes: tuple[int, ...]
 ) -> Read | None:
     """How a row kernel over ``shape`` reducing ``axes`` reads ``leaf`` (broadcast to
-    ``shape``): at the element, at its position along the row, once per row, one value
-    for all; None when it cannot address it (a strided view, another broadcast)."""
+    ``shape``): at the element, at its position along the row, once per row, wrapped
+    over leading axes (`Read`); None when it cannot address it (a strided view, another
+    broadcast)."""
     op = Operand.of(leaf)
     if op.array.dtype != np.float32 or op.offset != 0:
         return None
@@ -66,7 +70,7 @@ def layout_of(
     except GpuUnsupportedError:  # does not broadcast to the kernel's shape
         return None
     if math.prod(op.shape) == 1:
-        return "scalar"
+        return 1
     kept = [d for d in range(len(shape)) if d not in axes]
     candidates: list[tuple[Layout, list[int]]] = [
         ("element", list(range(len(shape)))),
@@ -82,6 +86,13 @@ def layout_of(
         fits = math.prod(shape[d] for d in along) <= op.array.size
         if fits and all(s == e or shape[d] == 1 for d, (s, e) in pairs):
             return layout
+    for lead in range(1, len(shape)):
+        tail = shape[lead:]
+        expected = [0] * lead + list(contiguous_strides(tail))
+        pairs = enumerate(zip(strides, expected, strict=True))
+        fits = math.prod(tail) <= op.array.size
+        if fits and all(s == e or shape[d] == 1 for d, (s, e) in pairs):
+            return math.prod(tail)
     return None
 
 
@@ -92,15 +103,18 @@ class _Inputs:
         self.shape, self.axes = shape, axes
         self.arrays: list[GpuArray] = []
         self.reads: list[Read] = []
+        self.stages: list[Stage] = []
+        self.stored: list[tuple[Expr, Deferred]] = []  # chains other kernels read too
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
-        """The program's input layouts (a scalar's is "row": the kernel reads it once)."""
-        return tuple("row" if r == "scalar" else r for r in self.reads)
+        """The program's input layouts (a wrapped input's is "element": the kernel
+        reads it at the element, as `wrapped` says)."""
+        return tuple("element" if isinstance(r, int) else r for r in self.reads)
 
     @property
-    def scalars(self) -> frozenset[int]:
-        return frozenset(k for k, r in enumerate(self.reads) if r == "scalar")
+    def wrapped(self) -> dict[int, int]:
+        return {k: r for k, r in enumerate(self.reads) if isinstance(r, int)}
 
     def add(self, array: GpuArray, read: Read) -> Expr:
         for k, (other, lay) in enumerate(zip(self.arrays, self.reads, strict=True)):
@@ -125,9 +139,18 @@ class _Inputs:
         layout = layout_of(value, self.shape, self.axes)
         return None if layout is None else (Operand.of(value).array, layout)
 
+    def mark(self) -> tuple[int, int, int]:
+        return len(self.arrays), len(self.stages), len(self.stored)
+
+    def reset(self, mark: tuple[int, int, int]) -> None:
+        """Forget what was added since ``mark`` (a chain that could not be read)."""
+        del self.arrays[mark[0] :], self.reads[mark[0] :]
+        del self.stages[mark[1] :], self.stored[mark[2] :]
+
     def chain(self, value: Deferred) -> Expr | None:
         """The expression of a deferred chain over inputs, or None, adding none (too
-        many leaves, one the kernel cannot address, or not float32)."""
+        many leaves, one the kernel cannot address, or not float32). A leaf that is an
+        unlaunched row program over the same rows is inlined (`program`)."""
         from asgrad.gpu.plan.fusion import fused_expression
 
         if value.array is not None:
@@ -140,10 +163,72 @@ class _Inputs:
         tree, leaves = fused
         if any(_launched_wgsl(v) != "f32" for v in leaves):
             return None
-        found = [self.addressed(v) for v in leaves]
-        if any(f is None for f in found):
-            return None
-        return substitute(tree, [self.add(*f) for f in found if f is not None])
+        start = self.mark()
+        args: list[Expr] = []
+        for v in leaves:
+            e = self.program(v) if isinstance(v, Rows) and self.inlines(v) else None
+            e = e if e is not None else self.leaf(v)
+            if e is None:
+                self.reset(start)
+                return None
+            args.append(e)
+        e = substitute(tree, args)
+        if value.keep:
+            self.stored.append((e, value))
+        return e
+
+    def inlines(self, rows: Rows) -> bool:
+        """Whether ``rows`` (unlaunched) reduces the same rows as this kernel, its
+        value read at the element (or, for a reduction, once per row)."""
+        return (
+            rows.array is None
+            and rows.base is None
+            and rows.program.axes == self.axes
+            and can_host(rows, self.shape)
+        )
+
+    def program(self, rows: Rows) -> Expr | None:
+        """``rows``'s output expression, its stages added to this kernel's (its
+        deferred element inputs as prologues), or None, adding nothing."""
+        from asgrad.gpu.plan.fusion import materialize
+
+        start = self.mark()
+        mapped: list[Expr] = []
+        for layout, value in zip(rows.program.inputs, rows.inputs, strict=True):
+            e = self.chain(value) if layout == "element" and isinstance(value, Deferred) else None
+            if e is None:
+                array = materialize(value) if not isinstance(value, GpuArray) else value
+                if layout == "element" and layout_of(array, self.shape, self.axes) != "element":
+                    self.reset(start)
+                    return None
+                e = self.add(array, layout)
+            mapped.append(e)
+        base = len(self.stages)
+        args = [*mapped, *(arg(_SCALARS + base + j) for j in range(len(rows.program.stages)))]
+        for stage in rows.program.stages:
+            self.stages.append(Stage(stage.reduce, substitute(stage.expr, args)))
+        return substitute(rows.program.out, args)
+
+
+# Stage j's row scalar is arg(_SCALARS + j) while a program is composed (the inputs
+# come first in the end, and their number is known only then).
+_SCALARS = 1 << 20
+
+
+def _renumber(e: Expr, n: int, memo: dict[int, Expr]) -> Expr:
+    """``e`` with each ``arg(_SCALARS + j)`` as ``arg(n + j)``."""
+    hit = memo.get(id(e))
+    if hit is not None:
+        return hit
+    if e.op == "arg":
+        k = int(e.value)  # type: ignore[arg-type]  # an arg node's value is its index
+        out = arg(n + k - _SCALARS) if k >= _SCALARS else e
+    elif not e.args:
+        out = e
+    else:
+        out = Expr(e.op, tuple(_renumber(a, n, memo) for a in e.args), e.value)
+    memo[id(e)] = out
+    return out
 
 
 def _launched_wgsl(value: Value) -> str:
@@ -158,7 +243,7 @@ class _Kernel:
 
     program: RowProgram
     arrays: list[GpuArray]
-    scalars: frozenset[int]
+    wrapped: dict[int, int]
     stores: tuple[Expr, ...]  # chains stored beside the output
     chains: list[Deferred]  # the values they are
     per_row: bool
@@ -168,49 +253,30 @@ def _compose(rows: Rows, epilogue: tuple[Expr, int, list[Value]] | None) -> _Ker
     """``rows``'s program with its deferred element inputs as prologues and
     ``epilogue`` (an expression over leaves, the ``host``-th being ``rows``) as its
     output, or None when a leaf cannot be an input."""
-    from asgrad.gpu.plan.fusion import materialize
-
-    program = rows.program
-    shape = _full(rows)
-    ins = _Inputs(shape, program.axes)
-    mapped: list[Expr] = []
-    stored: list[tuple[Expr, Deferred]] = []
-    for layout, value in zip(program.inputs, rows.inputs, strict=True):
-        e: Expr | None = None
-        if layout == "element" and isinstance(value, Deferred):
-            e = ins.chain(value)
-            if e is not None and value.keep and value.array is None:
-                stored.append((e, value))
-        if e is None:
-            array = materialize(value) if not isinstance(value, GpuArray) else value
-            if layout == "element" and layout_of(array, shape, program.axes) != "element":
-                return None
-            e = ins.add(array, layout)
-        mapped.append(e)
-    out_args: list[Expr] = []
+    ins = _Inputs(_full(rows), rows.program.axes)
+    out = ins.program(rows)
+    if out is None:
+        return None
     if epilogue is not None:
         tree, host, leaves = epilogue
+        out_args: list[Expr] = []
         for k, v in enumerate(leaves):
-            if k == host:
-                out_args.append(arg(0))  # replaced below
-                continue
-            e = ins.chain(v) if isinstance(v, Deferred) else ins.leaf(v)
+            e = out if k == host else ins.chain(v) if isinstance(v, Deferred) else None
+            if e is None and isinstance(v, Rows) and ins.inlines(v):
+                e = ins.program(v)
+            e = e if e is not None else ins.leaf(v)
             if e is None:
                 return None
             out_args.append(e)
-    n = len(ins.arrays)
-    scalars = [arg(n + j) for j in range(len(program.stages))]
-    args = [*mapped, *scalars]
-    stages = tuple(Stage(s.reduce, substitute(s.expr, args)) for s in program.stages)
-    out = substitute(program.out, args)
-    if epilogue is not None:
-        tree, host, _ = epilogue
-        out_args[host] = out
         out = substitute(tree, out_args)
-    composed = RowProgram(ins.layouts, program.axes, stages, out)
-    stores = tuple(e for e, _ in stored)
+    n = len(ins.arrays)
+    memo: dict[int, Expr] = {}
+    stages = tuple(Stage(st.reduce, _renumber(st.expr, n, memo)) for st in ins.stages)
+    composed = RowProgram(ins.layouts, rows.program.axes, stages, _renumber(out, n, memo))
+    stored = [(e, d) for e, d in ins.stored if d.array is None]
+    stores = tuple(_renumber(e, n, memo) for e, _ in stored)
     per_row = rows.full is not None and epilogue is None
-    return _Kernel(composed, ins.arrays, ins.scalars, stores, [d for _, d in stored], per_row)
+    return _Kernel(composed, ins.arrays, ins.wrapped, stores, [d for _, d in stored], per_row)
 
 
 def _full(rows: Rows) -> tuple[int, ...]:
@@ -243,7 +309,7 @@ def rows_epilogue(tree: Expr, host: int, leaves: list[Value]) -> GpuArray | None
 
 def _run(rows: Rows, k: _Kernel) -> GpuArray:
     out, kept = row_kernel_stores(
-        k.program, k.arrays, _full(rows), rows.kind, k.stores, k.scalars, k.per_row
+        k.program, k.arrays, _full(rows), rows.kind, k.stores, k.wrapped, k.per_row
     )
     for chain, array in zip(k.chains, kept, strict=True):
         chain.array = array

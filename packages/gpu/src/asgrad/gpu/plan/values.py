@@ -96,6 +96,7 @@ class Reshaped:
 
     operand: Operand
     shape: tuple[int, ...]
+    array: GpuArray | None = None  # the copy, once made (every later reader reads it)
 
     @property
     def wgsl(self) -> str:
