@@ -35,7 +35,7 @@ from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.rows import row_kernel_stores
 from asgrad.gpu.plan.values import Deferred, Rows, Value
 from asgrad.tensor import TensorType
-from asgrad.tensor.ir.rows import Layout, RowBuilder, RowProgram, Stage
+from asgrad.tensor.ir.rows import Layout, RowBuilder, RowProgram, Stage, index
 from asgrad.tensor.ir.scalar import Expr, arg, substitute
 
 __all__ = [
@@ -221,7 +221,7 @@ def _renumber(e: Expr, n: int, memo: dict[int, Expr]) -> Expr:
     if hit is not None:
         return hit
     if e.op == "arg":
-        k = int(e.value)  # type: ignore[arg-type]  # an arg node's value is its index
+        k = index(e)
         out = arg(n + k - _SCALARS) if k >= _SCALARS else e
     elif not e.args:
         out = e
