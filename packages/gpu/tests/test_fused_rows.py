@@ -30,7 +30,8 @@ def _both(outs: list[Tensor], feeds: dict[str, np.ndarray], device: Device) -> t
         want = compile(outs, backend="cpu")(feeds)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, equal_nan=True)
-    return got, count_kinds(build_plan(gpu.executable.schedule, feeds, device).commands)
+    schedule = gpu.executable.schedule  # type: ignore[attr-defined]  # the GPU executable has one
+    return got, count_kinds(build_plan(schedule, feeds, device).commands)
 
 
 def _normal(*shape: int, seed: int = 0) -> np.ndarray:
@@ -66,7 +67,7 @@ def test_softmax_reads_its_scale_and_a_mask_broadcast_over_batch_and_heads(
     B, H, T = 2, 3, 8
     mask = np.triu(np.full((T, T), -1e9, np.float32), 1)
     mask[3] = -np.inf  # a row masked whole: NaN, as numpy
-    feeds = {"att": _normal(B, H, T, T), "scale": np.float32(0.25).reshape(()), "mask": mask}
+    feeds = {"att": _normal(B, H, T, T), "scale": np.full((), 0.25, np.float32), "mask": mask}
     feeds["att"][1, 2, 5, 1] = np.nan
     g = Graph()
     att, scale, m = (g.input(k, v.shape, free=()) for k, v in feeds.items())
