@@ -116,3 +116,20 @@ def test_a_row_program_read_by_a_reduction_of_its_rows_is_inlined_into_it(
     (got,), kinds = _both([(z.log_softmax(-1) * t).sum(axis=-1)], feeds, device)
     assert np.isnan(got[3])
     assert kinds == {"reduction": 1}, kinds
+
+
+def test_an_elementwise_kernel_reading_a_row_program_runs_in_an_earlier_row_kernel(
+    device: Device,
+) -> None:
+    """A layer norm's backward and its weight's gradient term (the normalised input
+    times the output gradient) over the same rows: one kernel computes both."""
+    feeds = {"g": _normal(4, 6, 24), "x": _normal(4, 6, 24, seed=1), "w": _normal(24, seed=2)}
+    feeds["x"][1, 1, 1] = np.nan
+    g = Graph()
+    grad, x, w = (g.input(k, v.shape, free=()) for k, v in feeds.items())
+    attrs = {"normalized_shape": (24,), "eps": 1e-5}
+    dx = g.apply("layer_norm_backward", [grad, x, w], attrs)
+    term = g.apply("layer_norm", [x], attrs) * grad
+    (_, got_term), kinds = _both([dx + 1.0, term], feeds, device)
+    assert np.isnan(got_term[1, 1]).all()
+    assert kinds == {"norm": 1}, kinds

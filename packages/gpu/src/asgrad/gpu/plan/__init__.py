@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +46,7 @@ from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
 from asgrad.gpu.plan.capture import Command, capturing
 from asgrad.gpu.plan.fusion import (
     VIEW_OPS,
+    Deferred,
     Value,
     lower_in_place,
     lower_node,
@@ -58,6 +59,7 @@ from asgrad.gpu.plan.fusion_groups import (
     Types,
     Users,
     inlined_nodes,
+    row_siblings,
     shared_products,
     stored_chains,
 )
@@ -125,8 +127,11 @@ def build_plan(
             shared = shared_products(schedule, users, inlined) | stored_chains(
                 schedule, users, inlined
             )
+            members = batch.members if batch is not None else frozenset()
+            written = {n.id for _, n in schedule.updates} | set(in_place) | members
+            siblings = row_siblings(schedule, users, inlined, types, written)
             bindings, outputs, updates = lower_schedule(
-                schedule, types, inlined, in_place, device, store, batch, shared
+                schedule, types, inlined, in_place, device, store, batch, shared, siblings
             )
     except BaseException:
         scope.close()
@@ -253,6 +258,7 @@ def lower_schedule(
     store: GpuVariableStore,
     batch: UpdateBatch | None = None,
     shared: frozenset[int] = frozenset(),
+    siblings: Mapping[int, list[tuple[int, list[int]]]] | None = None,
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
@@ -260,14 +266,23 @@ def lower_schedule(
     A value is dropped after its last use, so its buffer goes back to the plan's pool
     (garbage collection releases it) for the nodes after it. ``batch``'s members are
     launched together after its step; ``shared`` are the inlined matmuls read by
-    more than one kernel (`shared_products`).
+    more than one kernel (`shared_products`); ``siblings`` the elementwise kernels a
+    row op's kernel computes too (`row_siblings`): their inlined inputs are lowered at
+    that op's step, and their values are what it stored.
     """
     bindings = Bindings()
     released = release_steps(schedule, batch)
     members = batch.members if batch is not None else frozenset()
     products = batch.products - inlined if batch is not None else frozenset()
     pieces: dict[int, Partial] = {}  # products of split K the batch adds up
+    early: dict[int, GpuArray] = {}  # computed by an earlier row kernel (siblings)
     values: dict[int, Value] = {}
+    nodes = {n.id: n for n in schedule.nodes}
+
+    def lower_at(n: Node) -> Value:
+        ins = [values[i.id] for i in n.inputs]
+        return _lower_one(n, ins, types, inlined, in_place, device, bindings, shared)
+
     progress = current()
     progress.stage("GPU: lowering nodes", len(schedule.nodes))
     # A leaf's buffer is never one a kernel of the plan writes: feeds are plan-owned
@@ -279,6 +294,10 @@ def lower_schedule(
             values[node.id] = store.array(batch.variables[node.id])  # the batch writes it
         elif batch is not None and node.id in batch.sums:
             pass  # summed when the batch launches
+        elif node.id in early:
+            values[node.id] = early.pop(node.id)
+        elif node.id in values:
+            pass  # an inlined input of a sibling kernel, lowered at its row op's step
         elif node.op in LEAVES:
             values[node.id] = bindings.bind(node, out_type, device, store)
         else:
@@ -286,10 +305,28 @@ def lower_schedule(
             try:
                 with device.checks.lowering(node.op, node.location):
                     split = product_pieces(node, ins, out_type) if node.id in products else None
+                    found: list[tuple[int, Deferred]] = []
+                    for sibling, closure in (siblings or {}).get(node.id, []):
+                        for nid in closure:  # made before this step: lowered now
+                            if nid not in values:
+                                values[nid] = lower_at(nodes[nid])
+                        t = nodes[sibling]
+                        d = lower_node(t, [values[x.id] for x in t.inputs], types[t.id], True)
+                        if isinstance(d, Deferred):
+                            found.append((sibling, d))
                     if split is None:
                         values[node.id] = _lower_one(
-                            node, ins, types, inlined, in_place, device, bindings, shared
+                            node,
+                            ins,
+                            types,
+                            inlined,
+                            in_place,
+                            device,
+                            bindings,
+                            shared,
+                            [d for _, d in found],
                         )
+                        early.update({t: d.array for t, d in found if d.array is not None})
                     elif split[1] == 1:
                         values[node.id] = split[0]
                     else:  # the batch adds the pieces up
@@ -322,8 +359,10 @@ def _lower_one(
     device: Device,
     bindings: Bindings,
     shared: frozenset[int],
+    siblings: Sequence[Deferred] = (),
 ) -> Value:
-    """The value of one computing node: written in place, a constant, or lowered."""
+    """The value of one computing node: written in place, a constant, or lowered
+    (``siblings``: kernels its row kernel may compute too, `row_siblings`)."""
     out_type = types[node.id]
     target = in_place.get(node.id)
     if target is not None:
@@ -335,4 +374,5 @@ def _lower_one(
         bindings.constants.append(value)
         return value
     in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else ()
-    return lower_node(node, ins, out_type, node.id in inlined, in_shape, node.id in shared)
+    inline = node.id in inlined
+    return lower_node(node, ins, out_type, inline, in_shape, node.id in shared, siblings)

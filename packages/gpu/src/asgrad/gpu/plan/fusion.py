@@ -18,6 +18,7 @@ collection) until it is used.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TypeGuard
 
 import numpy as np
@@ -262,7 +263,11 @@ def materialize(value: Value) -> GpuArray:
 
 
 def emit(
-    expr: Expr, inputs: list[Value], out: TensorType, target: GpuArray | Operand | None = None
+    expr: Expr,
+    inputs: list[Value],
+    out: TensorType,
+    target: GpuArray | Operand | None = None,
+    siblings: Sequence[Deferred] = (),
 ) -> GpuArray:
     """Launch ``expr`` over ``inputs`` as one kernel (into ``target`` when given),
     launching deferred inputs on their own first if there are too many leaves.
@@ -298,7 +303,7 @@ def emit(
         else:
             matmul_into(_view(p.a), _view(p.b), result, epilogue=Epilogue(renamed, others))
         return result
-    rows = _rows_host(tree, leaves, out, target)
+    rows = _rows_host(tree, leaves, out, target, siblings)
     if rows is not None:
         return rows
     arrays = [materialize(v) if isinstance(v, (Product, Rows)) else v for v in leaves]
@@ -338,7 +343,11 @@ def _epilogue_host(
 
 
 def _rows_host(
-    tree: Expr, leaves: list[FusedLeaf], out: TensorType, target: GpuArray | Operand | None
+    tree: Expr,
+    leaves: list[FusedLeaf],
+    out: TensorType,
+    target: GpuArray | Operand | None,
+    siblings: Sequence[Deferred],
 ) -> GpuArray | None:
     """``tree`` launched as the output expression of a row program among its leaves
     (`asgrad.gpu.plan.fusion_rows`), or None: the program has the output's shape,
@@ -347,7 +356,7 @@ def _rows_host(
         return None
     for k, leaf in enumerate(leaves):
         if isinstance(leaf, Rows) and can_host(leaf, tuple(out.shape)):
-            return rows_epilogue(tree, k, list(leaves))
+            return rows_epilogue(tree, k, list(leaves), siblings)
     return None
 
 
@@ -377,12 +386,15 @@ def lower_node(
     inline: bool,
     in_shape: tuple[int, ...] | None = None,
     shared: bool = False,
+    siblings: Sequence[Deferred] = (),
 ) -> Value:
     """The value of ``node`` from its inputs' values: launched, or with ``inline``
     deferred into its users (an expression, a passed-on input, a strided view).
     ``in_shape``: the shape of its first input's type (by default its value's);
     ``shared``: an inlined matmul read by more than one kernel (`shared_products`), or
-    an inlined chain a row kernel stores for its other readers (`stored_chains`)."""
+    an inlined chain a row kernel stores for its other readers (`stored_chains`);
+    ``siblings``: elementwise kernels its row kernel may compute too
+    (`asgrad.gpu.plan.fusion_rows`)."""
     if in_shape is None:
         in_shape = _value_shape(ins[0]) if ins else ()
     if inline and node.op in LAZY_VIEWS:
@@ -399,7 +411,7 @@ def lower_node(
         depth = height(expr) + max((v.depth for v in ins if isinstance(v, Deferred)), default=0)
         if inline and depth <= MAX_DEPTH:
             return Deferred(expr, ins, out_type, node.attrs, depth, keep=shared)
-        return emit(expr, ins, out_type)  # a chain deeper than MAX_DEPTH is cut here
+        return emit(expr, ins, out_type, siblings=siblings)  # deeper than MAX_DEPTH: cut
     if inline and node.op in ("broadcast_to", "broadcast_like"):
         return ins[0]  # the user broadcasts it
     if inline and node.op == "transpose":
@@ -417,7 +429,7 @@ def lower_node(
     if rows is not None and out_type.dtype == "float32" and node.op in ROW_OPS:
         program = rows(len(in_shape), len(ins), **node.attrs)
         value = Rows(program, list(ins), out_type, ROW_OPS[node.op])
-        return value if inline else launch_rows(value)
+        return value if inline else launch_rows(value, siblings)
     if _summed_product(ins[0], node):
         folded = _folded_product(ins[0], out_type)
         if folded is not None:

@@ -27,6 +27,7 @@ __all__ = [
     "Types",
     "Users",
     "inlined_nodes",
+    "row_siblings",
     "shared_products",
     "stored_chains",
 ]
@@ -319,3 +320,82 @@ def _keeps_last_axis(node: Node) -> bool:
     axes = tuple(node.attrs["axes"])
     n = len(axes)
     return n >= 2 and n - 1 in axes[-2:]
+
+
+def _row_axes(node: Node, types: Types) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The elements' shape and the reduced axes of a float32 row op or row reduction."""
+    if not node.inputs or types[node.id].dtype != "float32":
+        return None
+    shape = tuple(types[node.inputs[0].id].shape)
+    if node.op in ROW_OPS:
+        rows = get_op(node.op).rows
+        if rows is None:
+            return None
+        return shape, rows(len(shape), len(node.inputs), **node.attrs).axes
+    axes = reduction_axes(node.op, node.attrs, shape)
+    return None if axes is None else (shape, axes)
+
+
+def _row_kernel(node: Node, users: Users, inlined: frozenset[int]) -> Node | None:
+    """The launched node whose kernel is the row op ``node``'s: itself, or the one
+    elementwise reader it is the output expression of."""
+    if node.op not in ROW_OPS:
+        return None
+    if node.id not in inlined:
+        return node
+    following = users.get(node.id, [])
+    if len(following) == 1 and following[0].id not in inlined:
+        return following[0]
+    return None
+
+
+def row_siblings(
+    schedule: Schedule, users: Users, inlined: frozenset[int], types: Types, written: set[int]
+) -> dict[int, list[tuple[int, list[int]]]]:
+    """Elementwise kernels computed in an earlier row kernel over the same rows.
+
+    A launched elementwise node whose expression reads an inlined row program (a
+    layer norm's normalised value times the gradient, for its weight's gradient) is
+    computed by the kernel of the last row op before it over the same elements and
+    axes that reads an input of that program (the op, or the reader it is the output
+    expression of), when everything the node reads is made before that kernel
+    (`asgrad.gpu.plan.fusion_rows`: the sibling is stored beside its output).
+    Kernel's node id -> (the node, its inlined inputs in schedule order).
+    """
+    index = {n.id: i for i, n in enumerate(schedule.nodes)}
+    result: dict[int, list[tuple[int, list[int]]]] = {}
+    for node in schedule.nodes:
+        if node.id in inlined or node.id in written or node.op not in EXPRESSION_OPS:
+            continue  # (an update value is written where its variable is)
+        closure: dict[int, Node] = {}
+        frontier: set[int] = set()
+        stack = list(node.inputs)
+        while stack and len(closure) <= MAX_EPILOGUE_SEARCH:
+            current = stack.pop()
+            if current.id in inlined:
+                if current.id not in closure:
+                    closure[current.id] = current
+                    stack.extend(current.inputs)
+            else:
+                frontier.add(current.id)
+        if stack:
+            continue
+        programs = [n for n in closure.values() if _row_axes(n, types) is not None]
+        if len(programs) != 1:
+            continue
+        (inner,) = programs
+        rows = _row_axes(inner, types)
+        latest = max((index[f] for f in frontier), default=-1)
+        host: Node | None = None
+        for source in inner.inputs:
+            for u in users.get(source.id, []):
+                kernel = _row_kernel(u, users, inlined)
+                if kernel is None or _row_axes(u, types) != rows:
+                    continue
+                between = latest < index[kernel.id] < index[node.id]
+                if between and (host is None or index[kernel.id] > index[host.id]):
+                    host = kernel
+        if host is not None:
+            order = sorted(closure, key=index.__getitem__)
+            result.setdefault(host.id, []).append((node.id, order))
+    return result

@@ -24,7 +24,7 @@ leaf is launched first (`materialize`), as before; then nothing is lost but the 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,6 +177,30 @@ class _Inputs:
             self.stored.append((e, value))
         return e
 
+    def sibling(self, value: Deferred) -> Expr | None:
+        """The expression of an elementwise kernel of this kernel's shape that reads
+        an unlaunched row program over the same rows (inlined), or None, adding none."""
+        from asgrad.gpu.plan.fusion import fused_expression
+
+        if value.wgsl != "f32" or tuple(value.type.shape) != self.shape:
+            return None
+        fused = fused_expression(value.expr, value.inputs)
+        if fused is None:
+            return None
+        tree, leaves = fused
+        if not any(isinstance(v, Rows) and self.inlines(v) for v in leaves):
+            return None
+        start = self.mark()
+        args: list[Expr] = []
+        for v in leaves:
+            e = self.program(v) if isinstance(v, Rows) and self.inlines(v) else None
+            e = e if e is not None else self.leaf(v)
+            if e is None:
+                self.reset(start)
+                return None
+            args.append(e)
+        return substitute(tree, args)
+
     def inlines(self, rows: Rows) -> bool:
         """Whether ``rows`` (unlaunched) reduces the same rows as this kernel, its
         value read at the element (or, for a reduction, once per row)."""
@@ -249,10 +273,16 @@ class _Kernel:
     per_row: bool
 
 
-def _compose(rows: Rows, epilogue: tuple[Expr, int, list[Value]] | None) -> _Kernel | None:
+def _compose(
+    rows: Rows,
+    epilogue: tuple[Expr, int, list[Value]] | None,
+    siblings: Sequence[Deferred] = (),
+) -> _Kernel | None:
     """``rows``'s program with its deferred element inputs as prologues and
     ``epilogue`` (an expression over leaves, the ``host``-th being ``rows``) as its
-    output, or None when a leaf cannot be an input."""
+    output, or None when a leaf cannot be an input. Each of ``siblings`` (an
+    elementwise kernel reading another row program over the same rows) that it can
+    compute is stored beside the output (``array`` holds it once launched)."""
     ins = _Inputs(_full(rows), rows.program.axes)
     out = ins.program(rows)
     if out is None:
@@ -269,6 +299,10 @@ def _compose(rows: Rows, epilogue: tuple[Expr, int, list[Value]] | None) -> _Ker
                 return None
             out_args.append(e)
         out = substitute(tree, out_args)
+    for sibling in siblings:
+        e = ins.sibling(sibling)
+        if e is not None:
+            ins.stored.append((e, sibling))
     n = len(ins.arrays)
     memo: dict[int, Expr] = {}
     stages = tuple(Stage(st.reduce, _renumber(st.expr, n, memo)) for st in ins.stages)
@@ -284,24 +318,28 @@ def _full(rows: Rows) -> tuple[int, ...]:
     return rows.full if rows.full is not None else tuple(rows.type.shape)
 
 
-def launch_rows(rows: Rows) -> GpuArray:
-    """``rows`` launched (once), its deferred element inputs as prologues."""
+def launch_rows(rows: Rows, siblings: Sequence[Deferred] = ()) -> GpuArray:
+    """``rows`` launched (once), its deferred element inputs as prologues, with
+    ``siblings`` it can compute stored beside it (see `_compose`)."""
     if rows.base is not None:
         return launch_rows(rows.base).view(tuple(rows.type.shape))
     if rows.array is None:
-        kernel = _compose(rows, None)
+        kernel = _compose(rows, None, siblings)
         assert kernel is not None  # without an epilogue every input can be launched
         rows.array = _run(rows, kernel).view(tuple(rows.type.shape))
     return rows.array
 
 
-def rows_epilogue(tree: Expr, host: int, leaves: list[Value]) -> GpuArray | None:
+def rows_epilogue(
+    tree: Expr, host: int, leaves: list[Value], siblings: Sequence[Deferred] = ()
+) -> GpuArray | None:
     """The kernel of ``tree`` (over ``leaves``, the ``host``-th a `Rows` of the
     kernel's shape) launched as that row program's output expression, or None,
-    launching nothing, when a leaf cannot be its input."""
+    launching nothing, when a leaf cannot be its input (``siblings``: see
+    `_compose`)."""
     rows = leaves[host]
     assert isinstance(rows, Rows)
-    kernel = _compose(rows, (tree, host, leaves))
+    kernel = _compose(rows, (tree, host, leaves), siblings)
     if kernel is None:
         return None
     return _run(rows, kernel)
