@@ -79,7 +79,7 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             inlined.add(node.id)
         elif node.id not in kept and _epilogue_of(node, users, inlined, types, updates):
             inlined.add(node.id)  # stored through its reader's expression (fusion.emit)
-        elif node.id not in kept and _rows_epilogue(node, following, types, users):
+        elif node.id not in kept and _rows_epilogue(node, following, types, users, inlined):
             inlined.add(node.id)  # its reader's expression is its output (fusion_rows)
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
@@ -118,7 +118,9 @@ def _row_reduction(node: Node, types: Types) -> bool:
 _ROW_VIEWS = frozenset({"reshape", "expand_dims", "squeeze", "broadcast_to", "broadcast_like"})
 
 
-def _rows_epilogue(node: Node, following: list[Node], types: Types, users: Users) -> bool:
+def _rows_epilogue(
+    node: Node, following: list[Node], types: Types, users: Users, inlined: set[int]
+) -> bool:
     """A row op read by one elementwise node of its shape, or a reduction read (through
     size-1 views and broadcasts) by one of its input's shape: that node's kernel runs
     as the row kernel's output expression (`asgrad.gpu.plan.fusion_rows`)."""
@@ -126,6 +128,19 @@ def _rows_epilogue(node: Node, following: list[Node], types: Types, users: Users
         shape = tuple(types[node.id].shape)
     elif _row_reduction(node, types):
         shape = tuple(types[node.inputs[0].id].shape)
+        own = tuple(types[node.id].shape)
+        reader = following[0] if len(following) == 1 else None
+        while (  # through inlined elementwise readers of its shape, one each
+            reader is not None
+            and reader.id in inlined
+            and reader.op in EXPRESSION_OPS
+            and tuple(types[reader.id].shape) == own
+            and len(users.get(reader.id, [])) == 1
+        ):
+            reader = users[reader.id][0]
+        if reader is not None and reader.id not in inlined and tuple(types[reader.id].shape) == own:
+            shape = own  # a launched reader of its own shape: written once per row
+            following = [reader]
         while len(following) == 1 and following[0].op in _ROW_VIEWS:
             following = users.get(following[0].id, [])
     else:

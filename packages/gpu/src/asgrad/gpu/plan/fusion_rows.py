@@ -177,6 +177,27 @@ class _Inputs:
             self.stored.append((e, value))
         return e
 
+    def row_leaf(self, value: Value, rows: Rows) -> Expr | None:
+        """A leaf of a kernel of the reduction ``rows``'s own shape, read once per row:
+        one value, or an array of that shape in order (launched first if it must be)."""
+        from asgrad.gpu.plan.fusion import materialize
+
+        leaf = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
+        op = Operand.of(leaf)
+        if op.array.dtype != np.float32 or op.offset != 0:
+            return None
+        if math.prod(op.shape) == 1:
+            return self.add(op.array, 1)
+        own = tuple(rows.type.shape)
+        try:
+            strides = op.broadcast_strides(own)
+        except GpuUnsupportedError:
+            return None
+        contiguous = contiguous_strides(own)
+        if all(s == c or n == 1 for s, c, n in zip(strides, contiguous, own, strict=True)):
+            return self.add(op.array, "row")
+        return None
+
     def sibling(self, value: Deferred) -> Expr | None:
         """The expression of an elementwise kernel of this kernel's shape that reads
         an unlaunched row program over the same rows (inlined), or None, adding none."""
@@ -277,17 +298,30 @@ def _compose(
     rows: Rows,
     epilogue: tuple[Expr, int, list[Value]] | None,
     siblings: Sequence[Deferred] = (),
+    own: bool = False,
 ) -> _Kernel | None:
     """``rows``'s program with its deferred element inputs as prologues and
     ``epilogue`` (an expression over leaves, the ``host``-th being ``rows``) as its
     output, or None when a leaf cannot be an input. Each of ``siblings`` (an
     elementwise kernel reading another row program over the same rows) that it can
-    compute is stored beside the output (``array`` holds it once launched)."""
+    compute is stored beside the output (``array`` holds it once launched). ``own``:
+    the epilogue has the reduction ``rows``'s own shape (written once per row).
+    """
     ins = _Inputs(_full(rows), rows.program.axes)
     out = ins.program(rows)
     if out is None:
         return None
-    if epilogue is not None:
+    per_row = rows.full is not None and (epilogue is None or own)
+    if epilogue is not None and per_row:  # a reader of the reduction's own shape
+        tree, host, leaves = epilogue
+        row_args: list[Expr] = []
+        for k, v in enumerate(leaves):
+            e = out if k == host else ins.row_leaf(v, rows)
+            if e is None:
+                return None
+            row_args.append(e)
+        out = substitute(tree, row_args)
+    elif epilogue is not None:
         tree, host, leaves = epilogue
         out_args: list[Expr] = []
         for k, v in enumerate(leaves):
@@ -309,7 +343,6 @@ def _compose(
     composed = RowProgram(ins.layouts, rows.program.axes, stages, _renumber(out, n, memo))
     stored = [(e, d) for e, d in ins.stored if d.array is None]
     stores = tuple(_renumber(e, n, memo) for e, _ in stored)
-    per_row = rows.full is not None and epilogue is None
     return _Kernel(composed, ins.arrays, ins.wrapped, stores, [d for _, d in stored], per_row)
 
 
@@ -331,18 +364,23 @@ def launch_rows(rows: Rows, siblings: Sequence[Deferred] = ()) -> GpuArray:
 
 
 def rows_epilogue(
-    tree: Expr, host: int, leaves: list[Value], siblings: Sequence[Deferred] = ()
+    tree: Expr,
+    host: int,
+    leaves: list[Value],
+    siblings: Sequence[Deferred] = (),
+    own: bool = False,
 ) -> GpuArray | None:
     """The kernel of ``tree`` (over ``leaves``, the ``host``-th a `Rows` of the
     kernel's shape) launched as that row program's output expression, or None,
-    launching nothing, when a leaf cannot be its input (``siblings``: see
+    launching nothing, when a leaf cannot be its input (``siblings``, ``own``: see
     `_compose`)."""
     rows = leaves[host]
     assert isinstance(rows, Rows)
-    kernel = _compose(rows, (tree, host, leaves), siblings)
+    kernel = _compose(rows, (tree, host, leaves), siblings, own)
     if kernel is None:
         return None
-    return _run(rows, kernel)
+    out = _run(rows, kernel)
+    return out.view(tuple(rows.type.shape)) if kernel.per_row else out
 
 
 def _run(rows: Rows, k: _Kernel) -> GpuArray:
