@@ -131,8 +131,9 @@ def test_mlp_step_dispatch_counts(device: Device) -> None:
     # while a matmul stored any elementwise chain reading it (x @ w + b and the ReLU, the
     # gradient through the ReLU) as its epilogue; 30 again since only chains of the product
     # alone are (asgrad.gpu.plan.fusion.EPILOGUE_LEAVES); 25 since cross-entropy's
-    # log-softmax, product and sums are row kernels with their chains (fusion_rows)
-    assert sum(kinds.values()) <= 25, kinds
+    # log-softmax, product and sums are row kernels with their chains (fusion_rows); 24
+    # since the loss's sum is divided by the count as it is written
+    assert sum(kinds.values()) <= 24, kinds
     assert kinds["copy"] == 0
     assert kinds["optimizer update"] == 1
 
@@ -202,10 +203,10 @@ def test_transformer_step_matches_the_cpu_and_pins_dispatches(device: Device) ->
     # 61 while a matmul stored any elementwise chain reading it as its epilogue (biases,
     # residual adds, attention's mask...); 69 again since only chains of the product alone
     # are (asgrad.gpu.plan.fusion.EPILOGUE_LEAVES: the others measured slower on the H200);
-    # 53 since row kernels take the chains around them (layer norm its residual sum,
+    # 52 since row kernels take the chains around them (layer norm its residual sum,
     # softmax its scale and mask, the reductions of the gradients their products, a
     # layer norm's backward the weight's gradient term: asgrad.gpu.plan.fusion_rows)
-    assert sum(kinds.values()) <= 53, kinds
+    assert sum(kinds.values()) <= 52, kinds
     assert kinds["fill"] == 0
     assert kinds["copy"] == 0
     assert kinds["column reduction"] <= 1  # the embedding's gradient
@@ -306,8 +307,8 @@ def test_the_benchmark_transformer_step_pins_its_dispatches(device: Device) -> N
     per_dispatch = (device.limits["max-storage-buffers-per-shader-stage"] - 4) // 4
     assert 1 <= updates <= math.ceil(len(model.parameters()) / per_dispatch)
     # measured on lavapipe when pinned: 124 besides the updates (129 in all), 11 of them
-    # column reductions summing split-K weight gradients; 82 (87 in all) once the update
+    # column reductions summing split-K weight gradients; 81 (86 in all) once the update
     # adds the split-K pieces and row kernels take the chains around them
-    assert sum(kinds.values()) <= 82, kinds
+    assert sum(kinds.values()) <= 81, kinds
     assert kinds["column reduction"] == 0, kinds
     assert kinds["view copy"] <= 8, kinds
