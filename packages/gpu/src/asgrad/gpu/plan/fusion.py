@@ -39,6 +39,7 @@ from asgrad.gpu.lowering.elementwise import (
 from asgrad.gpu.lowering.linalg import (
     MAX_BATCH_DIMS,
     MAX_EPILOGUE_OPERANDS,
+    MAX_SPLITS,
     Epilogue,
     MatrixView,
     matmul,
@@ -558,6 +559,11 @@ def _folded_views(p: Product) -> tuple[MatrixView, MatrixView] | None:
     return va, vb
 
 
+# The most elements the partial products of one split-K weight gradient may hold until
+# the update adds them up (they live from the product to the update batch).
+MAX_PIECES = 1 << 22
+
+
 def product_pieces(
     node: Node, ins: list[Value], out_type: TensorType
 ) -> tuple[GpuArray, int] | None:
@@ -578,6 +584,8 @@ def product_pieces(
         a, b = views
     else:
         return None
+    if math.prod(out_type.shape) * MAX_SPLITS > MAX_PIECES:
+        return None  # the pieces would hold too much memory until the update reads them
     if unsplit(a, b) or a.array.dtype != np.float32 or b.array.dtype != np.float32:
         return None
     out = GpuArray.empty((a.shape[-2], b.shape[-1]), np.float32, a.array.device)
