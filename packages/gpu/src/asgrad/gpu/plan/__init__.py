@@ -17,6 +17,7 @@
 
 The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kernels
 generated for chains of elementwise ops, the nodes inlined into their users),
+``fusion_rows`` (row kernels composed with the chains around them),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
 dispatches), ``capture`` (dispatches recorded once, replayed at every run), ``values``
 (values passed between nodes without a launch) and ``dispatch_kinds``. It may import

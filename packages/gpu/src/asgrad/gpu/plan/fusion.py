@@ -4,7 +4,9 @@ While a plan is built, a node that the plan inlines into its users
 (`asgrad.gpu.plan.inlined_nodes`) is not launched: an elementwise node becomes a
 `Deferred` scalar expression (`asgrad.tensor.ir.scalar.Expr`) that its users
 substitute for their input, a broadcast or a view passes its input on (the user
-broadcasts it), a transpose becomes a strided `Operand`, a matmul a `Product`.
+broadcasts it), a transpose becomes a strided `Operand`, a matmul a `Product`, a
+row program (or a trailing reduction) read by one elementwise kernel a `Rows`
+(`asgrad.gpu.plan.fusion_rows`).
 The fused kernel's expression is one tree whose arguments are the chain's leaves
 (read through strides as usual); it is simplified (shared subtrees computed once,
 constants folded) and rendered to WGSL once (`asgrad.gpu.lowering.elementwise.elementwise_tree`).

@@ -3,7 +3,10 @@
 `inlined_nodes` decides, from the types and the users of every node, which
 nodes are not launched: elementwise chains, views read through strides, transposes
 read by matmuls, batched matmuls summed over their batch axes, the pieces of a sum of
-scatter_slices (see `asgrad.gpu.plan.fusion` and `asgrad.gpu.plan.values`).
+scatter_slices, row programs and trailing reductions taken into their reader's row
+kernel and the chains a row kernel reads (see `asgrad.gpu.plan.fusion`,
+`asgrad.gpu.plan.fusion_rows` and `asgrad.gpu.plan.values`). `row_siblings` picks
+the elementwise kernels an earlier row kernel computes too.
 """
 
 from __future__ import annotations
@@ -64,7 +67,10 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     launch. A transpose read only by matmuls (or by transposes that are) becomes
     strides; a batched matmul summed over its batch axes (a weight's gradient through a
     3-D input) becomes one 2-D matmul; a matmul read only by a chain of elementwise
-    ops of its shape is launched by the chain's kernel, which becomes its epilogue.
+    ops of its shape is launched by the chain's kernel, which becomes its epilogue; a
+    row program (or a trailing sum or max) read by one elementwise node of its shape
+    runs as that node's kernel, and an elementwise node whose first reader is a row
+    kernel is computed in it (`asgrad.gpu.plan.fusion_rows`).
     Outputs and update values are always launched.
     """
     updates = {n.id for _, n in schedule.updates}

@@ -13,11 +13,23 @@ their expressions (`asgrad.tensor.ir.scalar.Expr`), never per pair of ops:
   output, and they read that array;
 - **epilogue**: an elementwise kernel of the program's shape whose leaf is a `Rows`
   value (a normalised value times a gradient) is the program's output expression,
-  with its other leaves as new inputs.
+  with its other leaves as new inputs;
+- **reductions**: a sum or max over trailing axes is a one-stage program
+  (`reduction_rows`), read broadcast by a kernel of its elements' shape (softmax's
+  gradient ``y * (g - sum(g * y))``) or written once per row through a kernel of its
+  own shape (a sum divided by a count);
+- **inlined programs**: a `Rows` leaf of a chain over the same rows adds its stages to
+  the kernel (cross-entropy's ``(log_softmax(z) * onehot).sum(-1)``);
+- **siblings**: an elementwise kernel reading a program over the same rows is
+  computed by an earlier row kernel and stored beside its output (a layer norm's
+  backward computes its weight's gradient term; the plan picks them,
+  `asgrad.gpu.plan.fusion_groups.row_siblings`).
 
-A leaf becomes an input when the kernel can address it: the whole shape, contiguous
-(``element``), or broadcast along the kept axes and contiguous over the reduced ones
-(``position``: a bias along a layer norm's row), or the reverse (``row``). Any other
+A leaf becomes an input when the kernel can address it (`layout_of`): the whole
+shape, contiguous (``element``), broadcast along the kept axes and contiguous over the
+reduced ones (``position``: a bias along a layer norm's row), the reverse (``row``),
+one value, or broadcast over leading axes and contiguous over the rest (read at the
+element's index modulo their size: attention's mask over batch and heads). Any other
 leaf is launched first (`materialize`), as before; then nothing is lost but the fusion.
 """
 
