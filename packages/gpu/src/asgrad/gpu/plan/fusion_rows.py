@@ -185,7 +185,7 @@ class _Inputs:
                 return None
             args.append(e)
         e = substitute(tree, args)
-        if value.keep:
+        if value.keep and all(d is not value for _, d in self.stored):
             self.stored.append((e, value))
         return e
 
