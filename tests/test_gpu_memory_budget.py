@@ -59,7 +59,9 @@ def _budgeted_step_fits() -> None:
     ]
     free = _step(None)
     unbudgeted = _device_bytes(free, batches[0])
-    budget = int(unbudgeted * 0.97)  # the smallest reachable is ~0.95x on this model
+    # the smallest reachable is ~0.97x on this model (3.20 of 3.30 MB on lavapipe; 3.41 of
+    # 3.63 MB before row kernels took the chains around them)
+    budget = int(unbudgeted * 0.98)
     budgeted = _step(budget)
     assert _device_bytes(budgeted, batches[0]) <= budget < unbudgeted
     assert [float(free(b)[0]) for b in batches] == [float(budgeted(b)[0]) for b in batches]
@@ -67,7 +69,7 @@ def _budgeted_step_fits() -> None:
 
 def test_budgeted_gpu_step_fits_its_device_buffers_and_trains_the_same() -> None:
     # A GPU plan's buffers depend on what the process built before (its caches and when
-    # values die): 0.95x of the unbudgeted buffers is reachable from a fresh process, up
+    # values die): 0.97x of the unbudgeted buffers is reachable from a fresh process, up
     # to 1.07x after other tests in the same worker. The check runs in a fresh process.
     code = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "

@@ -43,8 +43,5 @@ fn main(
     }
     let R = params.R;
 ${PASSES}
-    for (var k = li; k < R; k += 256u) {
-        let at = addr(row, k);
 ${OUTPUT}
-    }
 }

@@ -172,7 +172,8 @@ def matmul_into(
     splits: int | None = None,
     epilogue: Epilogue | None = None,
     gather: Gather | None = None,
-) -> None:
+    sum_pieces: bool = True,
+) -> GpuArray | None:
     """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
 
     ``variant`` names a tile (`asgrad.gpu.lowering._matmul_tiles.tile`) and
@@ -181,7 +182,11 @@ def matmul_into(
     is stored instead of the product, e.g.
     ``Epilogue(maximum(arg(0) + arg(1), 0.0), [bias])`` (a bias of N elements broadcast
     over the rows, then a ReLU); it runs as each element is stored, so K is not split.
-    A `Gather` replaces the strided reads of A and B by its loads.
+    A `Gather` replaces the strided reads of A and B by its loads. With
+    ``sum_pieces=False`` a product whose K is split is not summed: the partial products
+    are returned, shaped ``(splits, out.size)`` (their sum is ``out``; a multi-tensor
+    update adds them up), and ``out`` is left unwritten; None when K is not split
+    (``out`` holds the product).
     """
     device = out.device
     dtypes = {out.dtype, a.array.dtype, b.array.dtype}
@@ -203,7 +208,7 @@ def matmul_into(
         )
     nbatch = math.prod(batch)
     if nbatch == 0 or M == 0 or N == 0:
-        return
+        return None
     M, batch, a_bs, b_bs, nbatch = _folded(a, b, batch, device.max_groups)
     max_shared = device.limits.get("max-compute-workgroup-storage-size", 16384)
     a_st, b_st = (a.strides[-2], a.strides[-1]), (b.strides[-2], b.strides[-1])
@@ -284,8 +289,12 @@ def matmul_into(
             )
         buffers += (epilogue.out.buffer,)
     device.dispatch(pipe, buffers, groups)
-    if splits > 1:  # sum the partial products (one per piece of K)
-        reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))
+    if splits == 1:
+        return None
+    if not sum_pieces:
+        return target
+    reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))  # one per piece of K
+    return None
 
 
 def _folded(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -25,7 +26,7 @@ from asgrad.gpu.lowering.scalar import render_wgsl
 from asgrad.tensor.ir.rows import RowProgram, reads_inputs
 from asgrad.tensor.ir.scalar import Expr, arg
 
-__all__ = ["WGSL_FILES", "kernel_source", "row_kernel"]
+__all__ = ["WGSL_FILES", "kernel_source", "row_kernel", "row_kernel_stores"]
 
 WGSL_FILES: tuple[str, ...] = ("norm_rows.wgsl", "prelude.wgsl")
 
@@ -33,12 +34,17 @@ _NEG_INF = "bitcast<f32>(0xff800000u)"
 
 
 class _Writer:
-    def __init__(self, program: RowProgram, elem: str) -> None:
+    def __init__(
+        self, program: RowProgram, elem: str = "f32", wrapped: Mapping[int, int] | None = None
+    ) -> None:
         self.p = program
         self.n = len(program.inputs)
         self.elem = elem
+        self.wrapped = dict(wrapped or {})
         self.names = [
-            {"element": f"x{i}", "position": self.widened(f"in{i}[k]")}.get(
+            self.widened(_wrapped_name(i, self.wrapped[i]))
+            if i in self.wrapped
+            else {"element": f"x{i}", "position": self.widened(f"in{i}[k]")}.get(
                 layout, self.widened(f"in{i}[row]")
             )
             for i, layout in enumerate(program.inputs)
@@ -73,15 +79,31 @@ class _Writer:
         return [
             f"{indent}let x{i} = {self.widened(f'in{i}[at]')};"
             for i in read
-            if self.p.inputs[i] == "element"
+            if self.p.inputs[i] == "element" and i not in self.wrapped
         ]
 
 
-def kernel_source(program: RowProgram, elem: str = "f32") -> str:
-    """The WGSL of ``program``'s row kernel (its pipeline's source) for inputs and an
-    output of storage type ``elem``: ``f32``, or ``f16`` (widened as read, the program
-    computed in f32, the result rounded to f16 as written)."""
-    w = _Writer(program, elem)
+def _wrapped_name(i: int, modulus: int) -> str:
+    """Input ``i`` read at the element's flat index modulo ``modulus`` (1: one value)."""
+    return f"in{i}[0]" if modulus == 1 else f"in{i}[at % {modulus}u]"
+
+
+def kernel_source(
+    program: RowProgram,
+    stores: tuple[Expr, ...] = (),
+    wrapped: Mapping[int, int] | None = None,
+    per_row: bool = False,
+    elem: str = "f32",
+) -> str:
+    """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
+    (expressions of the inputs at the element, as the output's) is written into an
+    output of its own too. An input ``i`` in ``wrapped`` is read at the element's flat
+    index modulo ``wrapped[i]`` whatever its layout says (1: one value for all; a
+    broadcast over leading axes otherwise); ``per_row``: the output (of the row
+    scalars alone) is written once per row. ``elem``: the inputs' and outputs' storage
+    type, ``f32`` or ``f16`` (widened as read, the program computed in f32, each result
+    rounded to f16 as written)."""
+    w = _Writer(program, elem, wrapped)
     width = max(len(g) for g in program.groups()) if program.stages else 0
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
@@ -111,24 +133,36 @@ def kernel_source(program: RowProgram, elem: str = "f32") -> str:
             w.lines.append(f"    let s{j} = p{m}[0]{scale};")
         w.lines.append("    workgroupBarrier();")
     out = w.hoist(program.out)
+    extra = [w.hoist(e) for e in stores]
     bindings = [
         f"@group(0) @binding({i + 1}) var<storage, read> in{i}: array<{elem}>;"
         for i in range(len(program.inputs))
     ]
-    bindings.append(
-        f"@group(0) @binding({len(program.inputs) + 1}) var<storage, read_write> dst:"
-        f" array<{elem}>;"
-    )
-    value = w.render(out)
-    if elem == "f16":
-        value = f"asg_f2h({value})"
+    first = len(program.inputs) + 1
+    bindings.append(f"@group(0) @binding({first}) var<storage, read_write> dst: array<{elem}>;")
+    bindings += [
+        f"@group(0) @binding({first + 1 + m}) var<storage, read_write> dst{m}: array<{elem}>;"
+        for m in range(len(extra))
+    ]
+
+    def value(e: Expr) -> str:
+        text = w.render(e)
+        return f"asg_f2h({text})" if elem == "f16" else text
+
+    written = [f"        dst{m}[at] = {value(e)};" for m, e in enumerate(extra)]
+    loop = [*w.loads([out, *extra] if not per_row else extra, "        ")]
+    loop += [f"        dst[at] = {value(out)};"] if not per_row else []
+    output = ["    for (var k = li; k < R; k += 256u) {", "        let at = addr(row, k);"]
+    output = [*output, *loop, *written, "    }"] if loop or written else []
+    if per_row:
+        output += ["    if (li == 0u) {", f"        dst[row] = {value(out)};", "    }"]
     return render(
         "norm_rows",
         PRELUDE=kernel_text("prelude"),
         BINDINGS="\n".join(bindings),
         PARTIALS="\n".join(f"var<workgroup> p{m}: array<f32, 256>;" for m in range(width)),
         PASSES="\n".join(w.lines),
-        OUTPUT="\n".join([*w.loads([out], "        "), f"        dst[at] = {value};"]),
+        OUTPUT="\n".join(output),
     )
 
 
@@ -159,23 +193,46 @@ def row_kernel(program: RowProgram, inputs: list[GpuArray], kind: str = "norm") 
     """``program`` on float32 ``inputs``, or float16 ones (accumulated in float32, the
     result rounded to float16 once), of the first's shape; one dispatch labelled
     ``kind`` (what a plan's dispatch counts call it)."""
-    x = inputs[0]
+    return row_kernel_stores(program, inputs, inputs[0].shape, kind)[0]
+
+
+def row_kernel_stores(
+    program: RowProgram,
+    inputs: list[GpuArray],
+    shape: tuple[int, ...],
+    kind: str = "norm",
+    stores: tuple[Expr, ...] = (),
+    wrapped: Mapping[int, int] | None = None,
+    per_row: bool = False,
+) -> tuple[GpuArray, list[GpuArray]]:
+    """`row_kernel` over elements of ``shape`` (``inputs`` laid out as
+    ``program.inputs`` say, or as ``wrapped``: see `kernel_source`), also writing each
+    of ``stores`` (an expression of the inputs at the element) into an array of
+    ``shape``: the output (one value per row when ``per_row``) and those arrays, all of
+    the inputs' dtype (float32, or float16 accumulated in float32)."""
+    dtype = inputs[0].dtype
     for a in inputs:
-        if a.dtype != x.dtype or a.dtype not in (np.float32, np.float16):
+        if a.dtype != dtype or a.dtype not in (np.float32, np.float16):
             shown = ", ".join(str(i.dtype) for i in inputs)
             raise GpuUnsupportedError(
                 f"{kind} on the GPU takes float32 or float16 inputs of one dtype, got {shown}"
             )
-    out = GpuArray.empty(x.shape, x.dtype, x.device)
-    if x.size == 0:
-        return out
-    layout = _layout(program, x.shape)
-    device = x.device
-    binds = ("uniform",) + ("read",) * len(inputs) + ("write",)
-    elem = x.wgsl
-    pipe = device.pipeline((kind, program, elem), lambda: kernel_source(program, elem), binds)
+    device = inputs[0].device
+    elem = inputs[0].wgsl
+    layout = _layout(program, shape)
+    out = GpuArray.empty((layout[0],) if per_row else shape, dtype, device)
+    extra = [GpuArray.empty(shape, dtype, device) for _ in stores]
+    if math.prod(shape) == 0:
+        return out, extra
+    binds = ("uniform",) + ("read",) * len(inputs) + ("write",) * (1 + len(stores))
+    wraps = tuple(sorted((wrapped or {}).items()))
+    key = (kind, program, elem, stores, wraps, per_row)
+    pipe = device.pipeline(
+        key, lambda: kernel_source(program, stores, dict(wraps), per_row, elem), binds
+    )
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
     meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)
     buffers = (device.params(meta), *(a.buffer for a in inputs), out.buffer)
+    buffers += tuple(a.buffer for a in extra)
     device.dispatch(pipe, buffers, fold_groups(layout[0], device.max_groups))
-    return out
+    return out, extra

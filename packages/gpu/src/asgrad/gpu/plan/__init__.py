@@ -19,6 +19,7 @@
 
 The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kernels
 generated for chains of elementwise ops, the nodes inlined into their users),
+``fusion_rows`` (row kernels composed with the chains around them),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
 dispatches), ``attention`` (attention as one kernel), ``capture`` (dispatches recorded
 once, replayed at every run), ``values`` (values passed between nodes without a
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,10 +51,12 @@ from asgrad.gpu.plan.attention import AttentionPlan, find_attention
 from asgrad.gpu.plan.capture import Command, capturing
 from asgrad.gpu.plan.fusion import (
     VIEW_OPS,
+    Deferred,
     Value,
     lower_in_place,
     lower_node,
     materialize,
+    product_pieces,
 )
 from asgrad.gpu.plan.fusion_groups import (
     MAX_RECOMPUTE,
@@ -61,8 +64,11 @@ from asgrad.gpu.plan.fusion_groups import (
     Types,
     Users,
     inlined_nodes,
+    row_siblings,
     shared_products,
+    stored_chains,
 )
+from asgrad.gpu.plan.multi_sums import Partial
 from asgrad.gpu.plan.multi_update import launch_update_batch
 from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
 from asgrad.tensor.ir.graph import Node, Variable
@@ -126,9 +132,30 @@ def build_plan(
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
-            shared = shared_products(schedule, users, inlined)
+            shared = shared_products(schedule, users, inlined) | stored_chains(
+                schedule, users, inlined
+            )
+            members = batch.members if batch is not None else frozenset()
+            written = {n.id for _, n in schedule.updates} | set(in_place) | members
+            covered = set(attention.covered) if attention is not None else set()
+            siblings = {  # no attention kernel hosts a sibling, nor is one
+                host: found
+                for host, found in row_siblings(
+                    schedule, users, inlined, types, written | covered
+                ).items()
+                if host not in covered
+            }
             bindings, outputs, updates = lower_schedule(
-                schedule, types, inlined, in_place, device, store, batch, shared, attention
+                schedule,
+                types,
+                inlined,
+                in_place,
+                device,
+                store,
+                batch,
+                shared,
+                attention,
+                siblings,
             )
     except BaseException:
         scope.close()
@@ -256,6 +283,7 @@ def lower_schedule(
     batch: UpdateBatch | None = None,
     shared: frozenset[int] = frozenset(),
     attention: AttentionPlan | None = None,
+    siblings: Mapping[int, list[tuple[int, list[int]]]] | None = None,
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
@@ -264,12 +292,23 @@ def lower_schedule(
     (garbage collection releases it) for the nodes after it. ``batch``'s members are
     launched together after its step; ``shared`` are the inlined matmuls read by
     more than one kernel (`shared_products`); ``attention``'s groups launch the nodes
-    they cover (`asgrad.gpu.plan.attention`).
+    they cover (`asgrad.gpu.plan.attention`); ``siblings`` the elementwise kernels a
+    row op's kernel computes too (`row_siblings`): their inlined inputs are lowered at
+    that op's step, and their values are what it stored.
     """
     bindings = Bindings()
     released = release_steps(schedule, batch)
     members = batch.members if batch is not None else frozenset()
+    products = batch.products - inlined if batch is not None else frozenset()
+    pieces: dict[int, Partial] = {}  # products of split K the batch adds up
+    early: dict[int, GpuArray] = {}  # computed by an earlier row kernel (siblings)
     values: dict[int, Value] = {}
+    nodes = {n.id: n for n in schedule.nodes}
+
+    def lower_at(n: Node) -> Value:
+        ins = [values[i.id] for i in n.inputs]
+        return _lower_one(n, ins, types, inlined, in_place, device, bindings, shared)
+
     progress = current()
     progress.stage("GPU: lowering nodes", len(schedule.nodes))
     # A leaf's buffer is never one a kernel of the plan writes: feeds are plan-owned
@@ -283,6 +322,10 @@ def lower_schedule(
                 values[node.id] = store.array(var)  # the batch writes it
         elif batch is not None and node.id in batch.sums:
             pass  # summed when the batch launches
+        elif node.id in early:
+            values[node.id] = early.pop(node.id)
+        elif node.id in values:
+            pass  # an inlined input of a sibling kernel, lowered at its row op's step
         elif node.op in LEAVES:
             values[node.id] = bindings.bind(node, out_type, device, store)
         elif attention is not None and node.id in attention.covered:
@@ -294,17 +337,41 @@ def lower_schedule(
             ins = [values[n.id] for n in node.inputs]
             try:
                 with device.checks.lowering(node.op, node.location):
-                    value = _lower_one(
-                        node, ins, types, inlined, in_place, device, bindings, shared
-                    )
+                    split = product_pieces(node, ins, out_type) if node.id in products else None
+                    found: list[tuple[int, Deferred]] = []
+                    for sibling, closure in (siblings or {}).get(node.id, []):
+                        for nid in closure:  # made before this step: lowered now
+                            if nid not in values:
+                                values[nid] = lower_at(nodes[nid])
+                        t = nodes[sibling]
+                        d = lower_node(t, [values[x.id] for x in t.inputs], types[t.id], True)
+                        if isinstance(d, Deferred):
+                            found.append((sibling, d))
+                    if split is None:
+                        values[node.id] = _lower_one(
+                            node,
+                            ins,
+                            types,
+                            inlined,
+                            in_place,
+                            device,
+                            bindings,
+                            shared,
+                            [d for _, d in found],
+                        )
+                        early.update({t: d.array for t, d in found if d.array is not None})
+                    elif split[1] == 1:
+                        values[node.id] = split[0]
+                    else:  # the batch adds the pieces up
+                        shape = tuple(out_type.shape)
+                        pieces[node.id] = Partial(split[0], 0, split[1], math.prod(shape), shape)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
-            values[node.id] = value
         if attention is not None and node.id in values:
             attention.hold(node, values[node.id])
         if batch is not None and i == batch.step:
             targets = {m: store.array(v) for m, v in batch.variables.items()}
-            launch_update_batch(batch, values, targets, device)
+            launch_update_batch(batch, values, targets, device, pieces)
         for dead in released.get(i, []):
             values.pop(dead, None)
     outputs = [materialize(values[n.id]) for n in schedule.outputs]
@@ -327,8 +394,10 @@ def _lower_one(
     device: Device,
     bindings: Bindings,
     shared: frozenset[int],
+    siblings: Sequence[Deferred] = (),
 ) -> Value:
-    """The value of one computing node: written in place, a constant, or lowered."""
+    """The value of one computing node: written in place, a constant, or lowered
+    (``siblings``: kernels its row kernel may compute too, `row_siblings`)."""
     out_type = types[node.id]
     target = in_place.get(node.id)
     if target is not None:
@@ -340,4 +409,5 @@ def _lower_one(
         bindings.constants.append(value)
         return value
     in_shape = tuple(types[node.inputs[0].id].shape) if node.inputs else ()
-    return lower_node(node, ins, out_type, node.id in inlined, in_shape, node.id in shared)
+    inline = node.id in inlined
+    return lower_node(node, ins, out_type, inline, in_shape, node.id in shared, siblings)

@@ -4,7 +4,9 @@ While a plan is built, a node that the plan inlines into its users
 (`asgrad.gpu.plan.inlined_nodes`) is not launched: an elementwise node becomes a
 `Deferred` scalar expression (`asgrad.tensor.ir.scalar.Expr`) that its users
 substitute for their input, a broadcast or a view passes its input on (the user
-broadcasts it), a transpose becomes a strided `Operand`, a matmul a `Product`.
+broadcasts it), a transpose becomes a strided `Operand`, a matmul a `Product`, a
+row program (or a trailing reduction) read by one elementwise kernel a `Rows`
+(`asgrad.gpu.plan.fusion_rows`).
 The fused kernel's expression is one tree whose arguments are the chain's leaves
 (read through strides as usual); it is simplified (shared subtrees computed once,
 constants folded) and rendered to WGSL once (`asgrad.gpu.lowering.elementwise.elementwise_tree`).
@@ -18,6 +20,7 @@ collection) until it is used.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TypeGuard
 
 import numpy as np
@@ -38,6 +41,7 @@ from asgrad.gpu.lowering.elementwise import (
 from asgrad.gpu.lowering.linalg import (
     MAX_BATCH_DIMS,
     MAX_EPILOGUE_OPERANDS,
+    MAX_SPLITS,
     Epilogue,
     MatrixView,
     matmul,
@@ -45,12 +49,14 @@ from asgrad.gpu.lowering.linalg import (
     unsplit,
 )
 from asgrad.gpu.lowering.scalar import WGSL, height, typed
+from asgrad.gpu.plan.fusion_rows import can_host, launch_rows, reduction_rows, rows_epilogue
 from asgrad.gpu.plan.values import (
     SUM,
     Deferred,
     Leaf,
     Product,
     Reshaped,
+    Rows,
     Scattered,
     Value,
     _box,
@@ -60,7 +66,7 @@ from asgrad.gpu.plan.values import (
     strided_reshape,
     sums_batch,
 )
-from asgrad.tensor import TensorType
+from asgrad.tensor import TensorType, get_op
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg, substitute
 
@@ -70,6 +76,7 @@ __all__ = [
     "LIKE_OPS",
     "MAX_DEPTH",
     "MAX_NODES",
+    "ROW_OPS",
     "VIEW_OPS",
     "Deferred",
     "Product",
@@ -81,9 +88,23 @@ __all__ = [
     "lower_in_place",
     "lower_node",
     "materialize",
+    "product_pieces",
     "strided_reshape",
     "sums_batch",
 ]
+
+
+# Ops that are a row program (``OpDef.rows``), and what a plan's dispatch counts call
+# their kernel (`asgrad.gpu.plan.dispatch_kinds`): launched by `fusion_rows`, with the
+# chains around them.
+ROW_OPS = {
+    "softmax": "norm_softmax",
+    "log_softmax": "norm_softmax",
+    "layer_norm": "norm",
+    "layer_norm_backward": "norm",
+    "batch_norm": "norm",
+    "batch_norm_backward": "norm",
+}
 
 
 # Ops whose result aliases their input's buffer.
@@ -145,8 +166,9 @@ def _same_leaf(a: Leaf, b: Leaf) -> bool:
     )
 
 
-# A fused kernel's leaf: an array or a view, or a product its kernel may store.
-FusedLeaf = Leaf | Product
+# A fused kernel's leaf: an array or a view, or a product or a row program its kernel
+# may store.
+FusedLeaf = Leaf | Product | Rows
 
 
 def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedLeaf]] | None:
@@ -167,6 +189,8 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
             scattered = _scatter_pieces(value)
             if scattered is not None:
                 value = _write_pieces(scattered, scattered.type)
+            if isinstance(value, Deferred) and value.array is not None:
+                value = value.array  # stored by a row kernel that took it as a prologue
             if isinstance(value, Deferred):
                 sub = composed.get(id(value))
                 if sub is None:
@@ -176,7 +200,7 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
                 continue
             if isinstance(value, (Scattered, Reshaped)):
                 value = materialize(value)
-            if isinstance(value, Product) and value.array is not None:
+            if isinstance(value, (Product, Rows)) and value.array is not None:
                 value = value.array  # launched by an earlier kernel
             args.append(arg(_leaf_index(leaves, value)))
         return substitute(e, args)
@@ -191,8 +215,8 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
 def _leaf_index(leaves: list[FusedLeaf], value: FusedLeaf) -> int:
     for k, leaf in enumerate(leaves):
         if leaf is value or (
-            not isinstance(leaf, Product)
-            and not isinstance(value, Product)
+            not isinstance(leaf, (Product, Rows))
+            and not isinstance(value, (Product, Rows))
             and _same_leaf(leaf, value)
         ):
             return k
@@ -231,12 +255,22 @@ def materialize(value: Value) -> GpuArray:
     if isinstance(value, Scattered):
         return _write_pieces(value, value.type)
     if isinstance(value, Reshaped):
-        return materialize(value.operand).view(value.shape)
-    return emit(value.expr, value.inputs, value.type)
+        if value.array is None:
+            value.array = materialize(value.operand).view(value.shape)
+        return value.array
+    if isinstance(value, Rows):
+        return launch_rows(value)
+    if value.array is None:
+        value.array = emit(value.expr, value.inputs, value.type)
+    return value.array
 
 
 def emit(
-    expr: Expr, inputs: list[Value], out: TensorType, target: GpuArray | Operand | None = None
+    expr: Expr,
+    inputs: list[Value],
+    out: TensorType,
+    target: GpuArray | Operand | None = None,
+    siblings: Sequence[Deferred] = (),
 ) -> GpuArray:
     """Launch ``expr`` over ``inputs`` as one kernel (into ``target`` when given),
     launching deferred inputs on their own first if there are too many leaves.
@@ -258,7 +292,7 @@ def emit(
         p = leaves[host]
         assert isinstance(p, Product)
         others = [
-            materialize(v) if isinstance(v, Product) else v
+            materialize(v) if isinstance(v, (Product, Rows)) else v
             for k, v in enumerate(leaves)
             if k != host
         ]
@@ -273,7 +307,10 @@ def emit(
         else:
             matmul_into(_view(p.a), _view(p.b), result, epilogue=Epilogue(renamed, others))
         return result
-    arrays = [materialize(v) if isinstance(v, Product) else v for v in leaves]
+    rows = _rows_host(tree, leaves, out, target, siblings)
+    if rows is not None:
+        return rows
+    arrays = [materialize(v) if isinstance(v, (Product, Rows)) else v for v in leaves]
     if target is not None:
         return elementwise_tree(tree, arrays, out=Operand.of(target))
     return elementwise_tree(tree, arrays, numpy_dtype(out.dtype), shape)
@@ -312,6 +349,28 @@ def _epilogue_host(
     return None
 
 
+def _rows_host(
+    tree: Expr,
+    leaves: list[FusedLeaf],
+    out: TensorType,
+    target: GpuArray | Operand | None,
+    siblings: Sequence[Deferred],
+) -> GpuArray | None:
+    """``tree`` launched as the output expression of a row program among its leaves
+    (`asgrad.gpu.plan.fusion_rows`), or None: the program has the output's shape (a
+    reduction: its elements' shape, or its own), the output is float32 (and no view
+    of another buffer) and no check is made."""
+    if target is not None or out.dtype != "float32" or _calls_checks(_nodes(tree)):
+        return None
+    for k, leaf in enumerate(leaves):
+        if not isinstance(leaf, Rows):
+            continue
+        own = leaf.full is not None and tuple(leaf.type.shape) == tuple(out.shape)
+        if own or can_host(leaf, tuple(out.shape)):
+            return rows_epilogue(tree, k, list(leaves), siblings, own)
+    return None
+
+
 def _product_shape(p: Product) -> tuple[int, ...] | None:
     a, b = Operand.of(p.a).shape, Operand.of(p.b).shape
     if len(a) < 2 or len(b) < 2:
@@ -338,11 +397,15 @@ def lower_node(
     inline: bool,
     in_shape: tuple[int, ...] | None = None,
     shared: bool = False,
+    siblings: Sequence[Deferred] = (),
 ) -> Value:
     """The value of ``node`` from its inputs' values: launched, or with ``inline``
     deferred into its users (an expression, a passed-on input, a strided view).
     ``in_shape``: the shape of its first input's type (by default its value's);
-    ``shared``: an inlined matmul read by more than one kernel (`shared_products`)."""
+    ``shared``: an inlined matmul read by more than one kernel (`shared_products`), or
+    an inlined chain a row kernel stores for its other readers (`stored_chains`);
+    ``siblings``: elementwise kernels its row kernel may compute too
+    (`asgrad.gpu.plan.fusion_rows`)."""
     if in_shape is None:
         in_shape = _value_shape(ins[0]) if ins else ()
     if inline and node.op in LAZY_VIEWS:
@@ -358,8 +421,8 @@ def lower_node(
         assert expr is not None
         depth = height(expr) + max((v.depth for v in ins if isinstance(v, Deferred)), default=0)
         if inline and depth <= MAX_DEPTH:
-            return Deferred(expr, ins, out_type, node.attrs, depth)
-        return emit(expr, ins, out_type)  # a chain deeper than MAX_DEPTH is cut here
+            return Deferred(expr, ins, out_type, node.attrs, depth, keep=shared)
+        return emit(expr, ins, out_type, siblings=siblings)  # deeper than MAX_DEPTH: cut
     if inline and node.op in ("broadcast_to", "broadcast_like"):
         return ins[0]  # the user broadcasts it
     if inline and node.op == "transpose":
@@ -373,10 +436,20 @@ def lower_node(
         if inline:
             return Product(a, b, shared)
         return matmul(_matrix(a), _matrix(b))
+    rows = get_op(node.op).rows
+    if rows is not None and out_type.dtype == "float32" and node.op in ROW_OPS:
+        program = rows(len(in_shape), len(ins), **node.attrs)
+        value = Rows(program, list(ins), out_type, ROW_OPS[node.op])
+        return value if inline else launch_rows(value, siblings)
     if _summed_product(ins[0], node):
         folded = _folded_product(ins[0], out_type)
         if folded is not None:
             return folded
+    if inline or (ins and isinstance(ins[0], Deferred) and ins[0].array is None):
+        # a reduction whose reader or input chain the row kernel takes (fusion_rows)
+        reduced = reduction_rows(node.op, ins[0], in_shape, node.attrs, out_type)
+        if reduced is not None:
+            return reduced if inline else launch_rows(reduced)
     if inline and node.op == "scatter_slice":
         return Scattered(out_type, [(tuple(node.attrs["index"]), ins[0])])
     shape_only = SHAPE_INPUTS.get(node.op, ())
@@ -406,7 +479,7 @@ def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
 
 
 def _value_shape(value: Value) -> tuple[int, ...]:
-    if isinstance(value, (Deferred, Scattered)):
+    if isinstance(value, (Deferred, Scattered, Rows)):
         return tuple(value.type.shape)
     if isinstance(value, Product):
         return tuple(materialize(value).shape)
@@ -417,6 +490,9 @@ def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: Te
     """A view node's value as strides of its input (copied only when it cannot be)."""
     if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
         return Deferred(value.expr, value.inputs, out_type, value.attrs, value.depth)  # 1s
+    ones_only = [d for d in in_shape if d != 1] == [d for d in out_type.shape if d != 1]
+    if isinstance(value, Rows) and value.full is not None and node.op != "slice" and ones_only:
+        return value.reshaped(out_type)  # a reduction's size-1 axes added or dropped
     source = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
     op = Operand.of(source)
     if op.shape != in_shape:  # a broadcast passed on unlaunched: its strides, made real
@@ -462,6 +538,14 @@ def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
     """``sum over the batch of a_b @ b_b`` as one matmul, ``[a_0 a_1 ..] @ [b_0; b_1; ..]``:
     the batch axes folded into K. None when an operand's strides cannot fold (a
     broadcast batch axis, a layout that is not batch-major over K)."""
+    views = _folded_views(p)
+    if views is None:
+        return None
+    return matmul(*views).view(tuple(out_type.shape))
+
+
+def _folded_views(p: Product) -> tuple[MatrixView, MatrixView] | None:
+    """The two matrices of `_folded_product`, or None."""
     a, b = Operand.of(p.a), Operand.of(p.b)
     if len(a.shape) != len(b.shape) or a.shape[:-2] != b.shape[:-2]:
         return None
@@ -478,7 +562,45 @@ def _folded_product(p: Product, out_type: TensorType) -> GpuArray | None:
         return None  # few output tiles over a deep K: the batched product keeps the GPU busy
     va = MatrixView(a.array, (m, total), (a.strides[-2], sa), a.offset)
     vb = MatrixView(b.array, (total, n), (sb, b.strides[-1]), b.offset)
-    return matmul(va, vb).view(tuple(out_type.shape))
+    return va, vb
+
+
+# The most elements the partial products of one split-K weight gradient may hold until
+# the update adds them up (they live from the product to the update batch).
+MAX_PIECES = 1 << 22
+
+
+def product_pieces(
+    node: Node, ins: list[Value], out_type: TensorType
+) -> tuple[GpuArray, int] | None:
+    """A float32 product ``node`` (a matmul of matrices, or a batched one summed over
+    its batch, `_folded_product`) launched without summing its split K: the partial
+    products, shaped ``(splits, size)``, and ``splits``; a multi-tensor update reads
+    their sum (`asgrad.gpu.plan.multi_sums`), so no column reduction is launched for
+    them. None, launching nothing, when ``node`` is no such product or K is not split.
+    """
+    if node.op == "matmul" and len(ins) == 2 and all(_matrix_like(v) for v in ins):
+        a, b = (_view(v) for v in ins if _matrix_like(v))
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            return None
+    elif node.inputs and _summed_product(ins[0], node):
+        views = _folded_views(ins[0])
+        if views is None:
+            return None
+        a, b = views
+    else:
+        return None
+    if math.prod(out_type.shape) * MAX_SPLITS > MAX_PIECES:
+        return None  # the pieces would hold too much memory until the update reads them
+    if unsplit(a, b) or a.array.dtype != np.float32 or b.array.dtype != np.float32:
+        return None
+    out = GpuArray.empty((a.shape[-2], b.shape[-1]), np.float32, a.array.device)
+    if math.prod(out.shape) != math.prod(out_type.shape):
+        return None
+    pieces = matmul_into(a, b, out, sum_pieces=False)
+    if pieces is None:  # K was not split after all: ``out`` holds the product
+        return out.view(tuple(out_type.shape)), 1
+    return pieces, pieces.shape[0]
 
 
 def lower_in_place(node: Node, ins: list[Value], out_type: TensorType, target: GpuArray) -> Value:

@@ -3,7 +3,10 @@
 `inlined_nodes` decides, from the types and the users of every node, which
 nodes are not launched: elementwise chains, views read through strides, transposes
 read by matmuls, batched matmuls summed over their batch axes, the pieces of a sum of
-scatter_slices (see `asgrad.gpu.plan.fusion` and `asgrad.gpu.plan.values`).
+scatter_slices, row programs and trailing reductions taken into their reader's row
+kernel and the chains a row kernel reads (see `asgrad.gpu.plan.fusion`,
+`asgrad.gpu.plan.fusion_rows` and `asgrad.gpu.plan.values`). `row_siblings` picks
+the elementwise kernels an earlier row kernel computes too.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from collections.abc import Mapping
 from asgrad.gpu.lowering.elementwise import (
     EXPRESSION_OPS,
 )
-from asgrad.gpu.plan.fusion import INLINE_OPS, LAZY_VIEWS, LIKE_OPS, VIEW_OPS
+from asgrad.gpu.plan.fusion import INLINE_OPS, LAZY_VIEWS, LIKE_OPS, ROW_OPS, VIEW_OPS
+from asgrad.gpu.plan.fusion_rows import ROW_REDUCTIONS, reduction_axes
 from asgrad.gpu.plan.values import sums_batch
-from asgrad.tensor import TensorType
+from asgrad.tensor import TensorType, get_op
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.schedule import Schedule
 
@@ -26,7 +30,9 @@ __all__ = [
     "Types",
     "Users",
     "inlined_nodes",
+    "row_siblings",
     "shared_products",
+    "stored_chains",
 ]
 
 
@@ -61,7 +67,10 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
     launch. A transpose read only by matmuls (or by transposes that are) becomes
     strides; a batched matmul summed over its batch axes (a weight's gradient through a
     3-D input) becomes one 2-D matmul; a matmul read only by a chain of elementwise
-    ops of its shape is launched by the chain's kernel, which becomes its epilogue.
+    ops of its shape is launched by the chain's kernel, which becomes its epilogue; a
+    row program (or a trailing sum or max) read by one elementwise node of its shape
+    runs as that node's kernel, and an elementwise node whose first reader is a row
+    kernel is computed in it (`asgrad.gpu.plan.fusion_rows`).
     Outputs and update values are always launched.
     """
     updates = {n.id for _, n in schedule.updates}
@@ -76,6 +85,8 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             inlined.add(node.id)
         elif node.id not in kept and _epilogue_of(node, users, inlined, types, updates):
             inlined.add(node.id)  # stored through its reader's expression (fusion.emit)
+        elif node.id not in kept and _rows_epilogue(node, following, types, users, inlined):
+            inlined.add(node.id)  # its reader's expression is its output (fusion_rows)
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
             node.id in inlined
@@ -84,7 +95,99 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             and _inlined_size(node, inlined) > MAX_SCALAR_NODES
         ):
             inlined.discard(node.id)
+    for node in schedule.nodes:  # chains a row kernel reads (and stores for the others)
+        if node.id not in kept and node.id not in inlined and _prologue(node, users, types):
+            inlined.add(node.id)
     return frozenset(inlined)
+
+
+def _row_program_inputs(node: Node, types: Types) -> tuple[str, ...] | None:
+    """The layouts of the inputs of a row op (`fusion.ROW_OPS`) of float32, or None."""
+    if node.op not in ROW_OPS or types[node.id].dtype != "float32":
+        return None
+    rows = get_op(node.op).rows
+    if rows is None:
+        return None
+    ndim = len(types[node.inputs[0].id].shape)
+    return rows(ndim, len(node.inputs), **node.attrs).inputs
+
+
+def _row_reduction(node: Node, types: Types) -> bool:
+    """A float32 reduction a row kernel computes (`fusion_rows.reduction_axes`)."""
+    if types[node.id].dtype != "float32" or not node.inputs:
+        return False
+    shape = tuple(types[node.inputs[0].id].shape)
+    return reduction_axes(node.op, node.attrs, shape) is not None
+
+
+# Views a reduction's value passes through to an elementwise reader of its elements.
+_ROW_VIEWS = frozenset({"reshape", "expand_dims", "squeeze", "broadcast_to", "broadcast_like"})
+
+
+def _rows_epilogue(
+    node: Node, following: list[Node], types: Types, users: Users, inlined: set[int]
+) -> bool:
+    """A row op read by one elementwise node of its shape, or a reduction read (through
+    size-1 views and broadcasts) by one of its input's shape: that node's kernel runs
+    as the row kernel's output expression (`asgrad.gpu.plan.fusion_rows`)."""
+    if _row_program_inputs(node, types) is not None:
+        shape = tuple(types[node.id].shape)
+    elif _row_reduction(node, types):
+        shape = tuple(types[node.inputs[0].id].shape)
+        own = tuple(types[node.id].shape)
+        reader = following[0] if len(following) == 1 else None
+        while (  # through inlined elementwise readers of its shape, one each
+            reader is not None
+            and reader.id in inlined
+            and reader.op in EXPRESSION_OPS
+            and tuple(types[reader.id].shape) == own
+            and len(users.get(reader.id, [])) == 1
+        ):
+            reader = users[reader.id][0]
+        if reader is not None and reader.id not in inlined and tuple(types[reader.id].shape) == own:
+            shape = own  # a launched reader of its own shape: written once per row
+            following = [reader]
+        while len(following) == 1 and following[0].op in _ROW_VIEWS:
+            following = users.get(following[0].id, [])
+    else:
+        return False
+    return (
+        len(following) == 1
+        and following[0].op in EXPRESSION_OPS
+        and tuple(types[following[0].id].shape) == shape
+    )
+
+
+def _prologue(node: Node, users: Users, types: Types) -> bool:
+    """A float32 elementwise node whose first reader is a row op of its shape reading
+    it at the element (layer norm of a residual sum): the row kernel computes it as it
+    reads the row, and stores it for the other readers (`stored_chains`)."""
+    if node.op not in EXPRESSION_OPS or types[node.id].dtype != "float32":
+        return False
+    following = users.get(node.id, [])
+    if not following:
+        return False
+    first = following[0]
+    if _row_reduction(first, types):
+        return True  # its only input, of its elements' shape
+    layouts = _row_program_inputs(first, types)
+    if layouts is None or tuple(types[first.id].shape) != tuple(types[node.id].shape):
+        return False
+    return all(layouts[k] == "element" for k, i in enumerate(first.inputs) if i.id == node.id)
+
+
+def stored_chains(schedule: Schedule, users: Users, inlined: frozenset[int]) -> frozenset[int]:
+    """The inlined elementwise nodes whose first reader is a row op and that other
+    nodes read too: the row kernel stores the value it computes for them."""
+    return frozenset(
+        node.id
+        for node in schedule.nodes
+        if node.id in inlined
+        and node.op in EXPRESSION_OPS
+        and users.get(node.id)
+        and (users[node.id][0].op in ROW_OPS or users[node.id][0].op in ROW_REDUCTIONS)
+        and any(u is not users[node.id][0] for u in users[node.id])
+    )
 
 
 def _scatter_sums(schedule: Schedule, users: Users) -> set[int]:
@@ -238,3 +341,82 @@ def _keeps_last_axis(node: Node) -> bool:
     axes = tuple(node.attrs["axes"])
     n = len(axes)
     return n >= 2 and n - 1 in axes[-2:]
+
+
+def _row_axes(node: Node, types: Types) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The elements' shape and the reduced axes of a float32 row op or row reduction."""
+    if not node.inputs or types[node.id].dtype != "float32":
+        return None
+    shape = tuple(types[node.inputs[0].id].shape)
+    if node.op in ROW_OPS:
+        rows = get_op(node.op).rows
+        if rows is None:
+            return None
+        return shape, rows(len(shape), len(node.inputs), **node.attrs).axes
+    axes = reduction_axes(node.op, node.attrs, shape)
+    return None if axes is None else (shape, axes)
+
+
+def _row_kernel(node: Node, users: Users, inlined: frozenset[int]) -> Node | None:
+    """The launched node whose kernel is the row op ``node``'s: itself, or the one
+    elementwise reader it is the output expression of."""
+    if node.op not in ROW_OPS:
+        return None
+    if node.id not in inlined:
+        return node
+    following = users.get(node.id, [])
+    if len(following) == 1 and following[0].id not in inlined:
+        return following[0]
+    return None
+
+
+def row_siblings(
+    schedule: Schedule, users: Users, inlined: frozenset[int], types: Types, written: set[int]
+) -> dict[int, list[tuple[int, list[int]]]]:
+    """Elementwise kernels computed in an earlier row kernel over the same rows.
+
+    A launched elementwise node whose expression reads an inlined row program (a
+    layer norm's normalised value times the gradient, for its weight's gradient) is
+    computed by the kernel of the last row op before it over the same elements and
+    axes that reads an input of that program (the op, or the reader it is the output
+    expression of), when everything the node reads is made before that kernel
+    (`asgrad.gpu.plan.fusion_rows`: the sibling is stored beside its output).
+    Kernel's node id -> (the node, its inlined inputs in schedule order).
+    """
+    index = {n.id: i for i, n in enumerate(schedule.nodes)}
+    result: dict[int, list[tuple[int, list[int]]]] = {}
+    for node in schedule.nodes:
+        if node.id in inlined or node.id in written or node.op not in EXPRESSION_OPS:
+            continue  # (an update value is written where its variable is)
+        closure: dict[int, Node] = {}
+        frontier: set[int] = set()
+        stack = list(node.inputs)
+        while stack and len(closure) <= MAX_EPILOGUE_SEARCH:
+            current = stack.pop()
+            if current.id in inlined:
+                if current.id not in closure:
+                    closure[current.id] = current
+                    stack.extend(current.inputs)
+            else:
+                frontier.add(current.id)
+        if stack:
+            continue
+        programs = [n for n in closure.values() if _row_axes(n, types) is not None]
+        if len(programs) != 1:
+            continue
+        (inner,) = programs
+        rows = _row_axes(inner, types)
+        latest = max((index[f] for f in frontier), default=-1)
+        host: Node | None = None
+        for source in inner.inputs:
+            for u in users.get(source.id, []):
+                kernel = _row_kernel(u, users, inlined)
+                if kernel is None or _row_axes(u, types) != rows:
+                    continue
+                between = latest < index[kernel.id] < index[node.id]
+                if between and (host is None or index[kernel.id] > index[host.id]):
+                    host = kernel
+        if host is not None:
+            order = sorted(closure, key=index.__getitem__)
+            result.setdefault(host.id, []).append((node.id, order))
+    return result

@@ -40,7 +40,7 @@ def blocks_kernel(decls: Sequence[str], blocks: Sequence[str]) -> str:
     )
 
 
-__all__ = ["launch_column_sums"]
+__all__ = ["Partial", "launch_column_sums"]
 
 
 def _contiguous(op: Operand) -> bool:
@@ -60,7 +60,7 @@ _MAX_CHUNKS = 64  # partial sums each element of the update adds up
 
 
 @dataclass(eq=False)
-class _Partial:
+class Partial:
     """A column sum as partial sums: ``arena[offset + c * size + i]`` for each chunk c."""
 
     arena: GpuArray
@@ -72,7 +72,7 @@ class _Partial:
 
 def launch_column_sums(
     batch: UpdateBatch, values: Mapping[int, Value], device: Device, limit: int
-) -> dict[int, _Partial]:
+) -> dict[int, Partial]:
     """Record the partial sums of every column sum of ``batch`` (one dispatch per
     binding limit); each element of the update adds its chunks up."""
     if not batch.sums:
@@ -90,7 +90,7 @@ def launch_column_sums(
         jobs.append((nid, src, rows, n, chunks))
         total += chunks * n
     arena = GpuArray.empty((total,), np.float32, device)
-    partials: dict[int, _Partial] = {}
+    partials: dict[int, Partial] = {}
     offset = 0
     group: list[tuple[GpuArray | Operand, int, int, int, int]] = []
     bound: set[int] = {id(arena.buffer)}
@@ -104,7 +104,7 @@ def launch_column_sums(
         lead = 0
         while lead < len(src.shape) and math.prod(src.shape[lead:]) != n:
             lead += 1
-        partials[nid] = _Partial(arena, offset, chunks, n, tuple(src.shape[lead:]))
+        partials[nid] = Partial(arena, offset, chunks, n, tuple(src.shape[lead:]))
         offset += chunks * n
     _dispatch_sums(group, arena, device)
     return partials
@@ -160,7 +160,7 @@ def _dispatch_sums(
     device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))
 
 
-def _finish_sum(part: _Partial) -> GpuArray:
+def _finish_sum(part: Partial) -> GpuArray:
     """A column sum from its partial sums, as its own kernel (the unfused path)."""
     view = Operand(part.arena, (part.chunks, part.size), (part.size, 1), part.offset)
     return reduce_axis("sum", materialize(view), 0).view(part.shape)

@@ -35,14 +35,14 @@ from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify, typed
 from asgrad.gpu.plan.fusion import emit, materialize
 from asgrad.gpu.plan.multi_sums import (
     _THREADS,
+    Partial,
     _contiguous,
     _finish_sum,
-    _Partial,
     blocks_kernel,
     launch_column_sums,
 )
 from asgrad.gpu.plan.update_chains import UpdateBatch
-from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Scattered, Value
+from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Rows, Scattered, Value
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg, substitute
@@ -59,7 +59,7 @@ class _Segment:
     leaves: list[Operand]  # read at the thread's element (size n) or at their offset
     targets: list[GpuArray | None]  # rule j's variable (None: an interior rule)
     body: list[str]  # statements over a{k} (leaf k), s{k} (sum k) and y{j} (rule j)
-    sums: list[_Partial] = field(default_factory=list)
+    sums: list[Partial] = field(default_factory=list)
 
     def buffers(self) -> set[int]:
         read = {id(o.array.buffer) for o in self.leaves} | {id(p.arena.buffer) for p in self.sums}
@@ -71,17 +71,20 @@ def launch_update_batch(
     values: Mapping[int, Value],
     targets: Mapping[int, GpuArray],
     device: Device,
+    pieces: Mapping[int, Partial] | None = None,
 ) -> None:
     """Record the batch's dispatches: every chain's rules into its variables' buffers.
 
     ``values`` holds the members' other inputs; ``targets`` each member's variable
-    array. A chain that cannot be one segment (an input that neither has the chain's
-    element count nor is a scalar) is launched rule by rule into fresh buffers, then
-    copied into its variables.
+    array; ``pieces`` the products of split K (`asgrad.gpu.plan.fusion.product_pieces`)
+    the chains read as sums of their pieces. A chain that cannot be one segment (an
+    input that neither has the chain's element count nor is a scalar) is launched rule
+    by rule into fresh buffers, then copied into its variables.
     """
     limit = int(device.limits.get("max-storage-buffers-per-shader-stage", 8))
     written = {id(t.buffer) for t in targets.values()}
-    partials = launch_column_sums(batch, values, device, limit)
+    partials = {**launch_column_sums(batch, values, device, limit), **(pieces or {})}
+    summed = {**batch.sums, **dict.fromkeys(pieces or {}, 0)}
     segments: list[_Segment] = []
     unfused: list[Sequence[Node]] = []
     for chain in batch.chains:  # inputs that need a kernel of their own launch here
@@ -94,7 +97,7 @@ def launch_update_batch(
     results = {
         k: v
         for chain in unfused
-        for k, v in _launch_unfused(chain, values, batch.sums, partials).items()
+        for k, v in _launch_unfused(chain, values, summed, partials).items()
     }
     group: list[_Segment] = []
     bound: set[int] = set()
@@ -115,7 +118,7 @@ def _launch_unfused(
     chain: Sequence[Node],
     values: Mapping[int, Value],
     sums: Mapping[int, int],
-    partials: Mapping[int, _Partial],
+    partials: Mapping[int, Partial],
 ) -> dict[int, GpuArray]:
     """The chain's rules launched one by one into fresh buffers."""
     results: dict[int, GpuArray] = {}
@@ -148,14 +151,14 @@ def _segment(
     values: Mapping[int, Value],
     targets: Mapping[int, GpuArray],
     written: set[int],
-    partials: Mapping[int, _Partial],
+    partials: Mapping[int, Partial],
 ) -> _Segment | None:
     stored = [m for m in chain if m.id in targets]  # the others are interior rules
     n = targets[stored[0].id].size
     own = {id(targets[m.id].buffer) for m in stored}
     leaves: list[Operand] = []
     body: list[str] = []
-    summed: list[_Partial] = []
+    summed: list[Partial] = []
     rule = {m.id: j for j, m in enumerate(chain)}
 
     def leaf(value: Operand) -> str:
@@ -166,11 +169,13 @@ def _segment(
         return f"a{len(leaves) - 1}"
 
     def fits(value: Value) -> bool:
+        if isinstance(value, Deferred) and value.array is not None:
+            value = value.array  # stored by a row kernel
         if isinstance(value, Deferred):
             return all(fits(v) for v in value.inputs)
-        if isinstance(value, Product) and value.array is not None:
+        if isinstance(value, (Product, Rows)) and value.array is not None:
             value = value.array  # stored by an earlier kernel's epilogue
-        if isinstance(value, (Product, Scattered, Reshaped)):
+        if isinstance(value, (Product, Scattered, Reshaped, Rows)):
             return False
         op = Operand.of(value)
         if op.array.wgsl not in ("f32", "f16", "i32", "u32"):
@@ -196,15 +201,15 @@ def _segment(
         for value in ins:
             if isinstance(value, Expr):
                 args.append(value)
-            elif isinstance(value, Deferred):
+            elif isinstance(value, Deferred) and value.array is None:
                 if id(value) not in composed:
                     inner = substitute(value.expr, arguments(value.inputs))
                     composed[id(value)] = typed(inner, value.wgsl)
                 args.append(composed[id(value)])
             else:
-                if isinstance(value, Product) and value.array is not None:
-                    value = value.array
-                assert not isinstance(value, (Product, Scattered, Reshaped))  # materialized
+                if isinstance(value, (Product, Rows, Deferred)) and value.array is not None:
+                    value = value.array  # launched before
+                assert not isinstance(value, (Deferred, Product, Scattered, Reshaped, Rows))
                 op = Operand.of(value)
                 args.append(slot(leaf(op), op.array.wgsl))
         return args

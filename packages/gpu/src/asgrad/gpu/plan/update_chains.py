@@ -36,6 +36,9 @@ class UpdateBatch:
     members: frozenset[int] = field(default_factory=frozenset)
     # column sums (a bias's gradient) read only by one chain: id -> rows summed
     sums: dict[int, int] = field(default_factory=dict)
+    # products (a weight's gradient) read only by one chain: launched with K split into
+    # partial products that the chain's update adds up (no column reduction of their own)
+    products: frozenset[int] = field(default_factory=frozenset)
 
 
 def find_update_batch(
@@ -138,9 +141,11 @@ def find_update_batch(
     if not kept:
         return None
     members = frozenset(n.id for c in kept for n in c)
-    sums = _column_sums(kept, users, types, out_ids | {n.id for _, n in schedule.updates})
+    launched = out_ids | {n.id for _, n in schedule.updates}
+    sums = _column_sums(kept, users, types, launched)
+    products = _products(kept, users, types, launched)
     written = {i: variables[i] for i in members if i in variables}
-    return UpdateBatch(kept, written, step, members, sums)
+    return UpdateBatch(kept, written, step, members, sums, products)
 
 
 def _feeds_other_chains(
@@ -187,7 +192,7 @@ def _column_sums(
                 if not all(u.id in ids for u in users.get(node.id, [])):
                     continue
                 rows = _leading_sum(node, types)
-                if rows is None or node.inputs[0].op in _LEAF_LIKE:
+                if rows is None or _source(node.inputs[0]).op in _LEAVES:
                     continue
                 src = node.inputs[0]
                 if src.op == "matmul" and sums_batch(src, node, types):
@@ -196,7 +201,46 @@ def _column_sums(
     return sums
 
 
-_LEAF_LIKE = frozenset({"input", "parameter", "constant"}) | VIEW_OPS
+def _products(
+    chains: list[list[Node]],
+    users: Mapping[int, list[Node]],
+    types: Mapping[int, TensorType],
+    kept: set[int],
+) -> frozenset[int]:
+    """The float32 products of matrices (a weight's gradient: a matmul, or a batched
+    one summed over its batch) that only one chain reads, each element once."""
+    found: set[int] = set()
+    for chain in chains:
+        ids = {m.id for m in chain}
+        size = _size(types[chain[0].id])
+        for member in chain:
+            for node in member.inputs:
+                if node.id in ids or node.id in kept or _size(types[node.id]) != size:
+                    continue
+                if not _is_f32(types[node.id]):
+                    continue
+                if not all(u.id in ids for u in users.get(node.id, [])):
+                    continue
+                src = node.inputs[0] if node.inputs else node
+                if (node.op == "matmul" and _matrices(node, types)) or (
+                    src.op == "matmul" and sums_batch(src, node, types)
+                ):
+                    found.add(node.id)
+    return frozenset(found)
+
+
+def _matrices(node: Node, types: Mapping[int, TensorType]) -> bool:
+    return all(len(types[i.id].shape) == 2 for i in node.inputs)
+
+
+_LEAVES = frozenset({"input", "parameter", "constant"})
+
+
+def _source(node: Node) -> Node:
+    """``node``, or the node it is a view of (through reshapes)."""
+    while node.op in VIEW_OPS and node.inputs:
+        node = node.inputs[0]
+    return node
 
 
 def _leading_sum(node: Node, types: Mapping[int, TensorType]) -> int | None:

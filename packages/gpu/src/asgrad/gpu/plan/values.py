@@ -3,7 +3,8 @@
 An inlined node's value is not always an array: an elementwise node is a
 `Deferred` expression, a view is an `Operand` (strides
 over its input's buffer) or a `Reshaped` one, a batched matmul summed over its
-batch axes is a `Product`, a sum of scatter_slices is `Scattered`. Each
+batch axes is a `Product`, a sum of scatter_slices is `Scattered`, a row program
+whose elementwise reader takes it into its kernel is `Rows`. Each
 becomes an array only where a kernel needs one (`asgrad.gpu.plan.fusion.materialize`).
 """
 
@@ -18,6 +19,7 @@ from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.device.source import numpy_dtype, wgsl_type
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.rows import RowProgram
 from asgrad.tensor.ir.scalar import Expr, arg
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "Leaf",
     "Product",
     "Reshaped",
+    "Rows",
     "Scattered",
     "Value",
     "strided_reshape",
@@ -62,6 +65,11 @@ class Deferred:
     attrs: Mapping[str, Any] = field(default_factory=dict)
     # levels of scalar nodes from its expression down through its deferred inputs
     depth: int = 0
+    # read by other kernels after the row kernel that takes it as a prologue: that
+    # kernel stores it (`asgrad.gpu.plan.fusion_rows`), and ``array`` holds it once
+    # launched, for every later reader
+    keep: bool = False
+    array: GpuArray | None = None
 
     @property
     def wgsl(self) -> str:
@@ -89,13 +97,38 @@ class Reshaped:
 
     operand: Operand
     shape: tuple[int, ...]
+    array: GpuArray | None = None  # the copy, once made (every later reader reads it)
 
     @property
     def wgsl(self) -> str:
         return self.operand.array.wgsl
 
 
-Value = GpuArray | Operand | Deferred | Product | Scattered | Reshaped
+@dataclass(eq=False)
+class Rows:
+    """A row program (softmax, layer norm...: ``OpDef.rows``) not yet launched: the
+    elementwise kernel reading it runs as the row kernel's output expression
+    (`asgrad.gpu.plan.fusion_rows`). ``array`` holds it once launched on its own."""
+
+    program: RowProgram
+    inputs: list[Value]
+    type: TensorType
+    kind: str  # the dispatch's label (`asgrad.gpu.plan.dispatch_kinds`)
+    array: GpuArray | None = None
+    # a reduction: one value per row (``type`` its shape, rows over ``full``'s elements)
+    full: tuple[int, ...] | None = None
+    base: Rows | None = None  # the value this one reshapes (launched as that one)
+
+    def reshaped(self, t: TensorType) -> Rows:
+        """This reduction seen with the type ``t`` (size-1 axes added or removed)."""
+        return Rows(self.program, self.inputs, t, self.kind, None, self.full, self.base or self)
+
+    @property
+    def wgsl(self) -> str:
+        return "f32"
+
+
+Value = GpuArray | Operand | Deferred | Product | Scattered | Reshaped | Rows
 
 
 # The expression of a float add: a sum of scatter_slices is written piece by piece.
