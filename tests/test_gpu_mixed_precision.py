@@ -39,11 +39,28 @@ def _block_feeds(k: int) -> dict[str, np.ndarray]:
     return {"x": x, "y": np.roll(x, 1, axis=1) * 0.5}
 
 
+def _language_model(g: Graph) -> tuple[nn.Module, Tensor]:
+    # a weight gradient whose K is split is summed by the optimizer's update while a
+    # layer norm's backward kernel would compute a chain reading it
+    model = nn.Sequential(
+        nn.Embedding(64, 32), nn.TransformerBlock(32, 4), nn.LayerNorm(32), nn.Linear(32, 64)
+    )
+    model.initialize(0)
+    idx, tgt = g.input("idx", (2, 16), "int64"), g.input("tgt", (32,), "int64")
+    return model, nn.cross_entropy(model(idx).reshape(32, 64), tgt)
+
+
+def _language_model_feeds(k: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(k % 4)
+    return {"idx": rng.integers(0, 64, (2, 16)), "tgt": rng.integers(0, 64, (32,))}
+
+
 Build = Callable[[Graph], tuple[nn.Module, Tensor]]
 Feeds = Callable[[int], dict[str, np.ndarray]]
 CASES: dict[str, tuple[Build, Feeds]] = {
     "mlp": (_mlp, _mlp_feeds),
     "transformer-block": (_block, _block_feeds),
+    "language-model": (_language_model, _language_model_feeds),
 }
 # measured on lavapipe: at most 1.3e-4 (MLP) over 20 Adam steps
 TOLERANCE = 1e-3
