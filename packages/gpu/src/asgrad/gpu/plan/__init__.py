@@ -50,6 +50,7 @@ from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
 from asgrad.gpu.plan.attention import AttentionPlan, find_attention
 from asgrad.gpu.plan.capture import Command, capturing
 from asgrad.gpu.plan.fusion import (
+    SHAPE_INPUTS,
     VIEW_OPS,
     Deferred,
     Value,
@@ -243,15 +244,25 @@ def _launch_steps(
 
 
 def _readers(param: Node, users: Users) -> list[Node]:
-    """The nodes reading a parameter, directly or through views of it."""
+    """The nodes reading a parameter's values, directly or through views of it (the
+    like input of a ``sum_to_like`` gives only a shape: no read, and no view of it)."""
     readers: list[Node] = []
     frontier = [param]
     while frontier:
-        for user in users.get(frontier.pop().id, []):
+        node = frontier.pop()
+        for user in users.get(node.id, []):
+            if not _reads_values(user, node):
+                continue
             readers.append(user)
             if user.op in VIEW_OPS:
                 frontier.append(user)
     return readers
+
+
+def _reads_values(user: Node, node: Node) -> bool:
+    """Whether ``user`` reads ``node`` at an input other than a shape-only one."""
+    shape_only = SHAPE_INPUTS.get(user.op, ())
+    return any(inp is node and k not in shape_only for k, inp in enumerate(user.inputs))
 
 
 # -- lowering -------------------------------------------------------------------------------
