@@ -132,8 +132,10 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
     # gradient input). Each such input gets a loop that reads it from ``out`` instead.
     aliasable = [j for j, t in enumerate(ins) if t.shape == out.shape and t.dtype == out.dtype]
     try:
-        loops = [_loop_source("_loop", expr, ins, out, None)] + [
-            _loop_source(f"_loop_over{j}", expr, ins, out, j) for j in aliasable
+        loops = [
+            _loop_source(f"{form}_loop{'' if j is None else f'_over{j}'}", expr, ins, out, j)
+            for j in (None, *aliasable)
+            for form in ("", "_p")
         ]
     except UnsupportedError:
         return None
@@ -146,7 +148,8 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
     )
     calls = [
         f"    if out is a{j} and out.flags.c_contiguous:\n"
-        f"        _loop_over{j}({', '.join([*flat[:j], *flat[j + 1 :], 'out.reshape(-1)'])})\n"
+        f"        loop = _p_loop_over{j} if _parallel(out.size) else _loop_over{j}\n"
+        f"        loop({', '.join([*flat[:j], *flat[j + 1 :], 'out.reshape(-1)'])})\n"
         "        return out"
         for j in aliasable
     ]
@@ -155,6 +158,8 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
             "import math",
             "import numpy as np",
             "import numba",
+            "from asgrad.tensor.cpu.jit.threads import CHUNK as _CHUNK",
+            "from asgrad.tensor.cpu.jit.threads import parallel as _parallel",
             PRELUDE,
             "",
             *loops,
@@ -168,7 +173,8 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
             *calls,
             "    if out is None or not out.flags.c_contiguous:",
             f"        out = np.empty(a{full[0]}.shape, np.{out.dtype})",
-            f"    _loop({', '.join(flat)}, out.reshape(-1))",
+            "    loop = _p_loop if _parallel(out.size) else _loop",
+            f"    loop({', '.join(flat)}, out.reshape(-1))",
             "    return out",
             "",
         ]
@@ -180,7 +186,9 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
 def _loop_source(
     name: str, expr: Any, ins: Sequence[TensorType], out: TensorType, over: int | None
 ) -> str:
-    """A compiled loop of ``expr``; input ``over`` (if any) is read from ``out``."""
+    """A compiled loop of ``expr``; input ``over`` (if any) is read from ``out``. A
+    name starting ``_p`` gets the parallel form: chunks of ``_CHUNK`` elements over
+    ``numba.prange`` (each a loop that vectorises as the serial one does)."""
     from asgrad.tensor.cpu.jit.render import render_numba
 
     names = [f"a{j}" for j in range(len(ins)) if j != over]
@@ -189,14 +197,18 @@ def _loop_source(
         for j, t in enumerate(ins)
     ]
     body = render_numba(expr, elems, [t.dtype for t in ins], out.dtype)
-    return "\n".join(
-        [
-            '@numba.njit(cache=True, fastmath=False, error_model="numpy", nogil=True,'
-            " boundscheck=False)",
-            f"def {name}({', '.join([*names, 'out'])}):",
-            "    for i in range(out.shape[0]):",
-            f"        out[i] = {body}",
-            "",
-            "",
+    head = [
+        '@numba.njit(cache=True, fastmath=False, error_model="numpy", nogil=True,'
+        f" boundscheck=False{', parallel=True' if name.startswith('_p') else ''})",
+        f"def {name}({', '.join([*names, 'out'])}):",
+    ]
+    if name.startswith("_p"):
+        loop = [
+            "    n = out.shape[0]",
+            "    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):",
+            "        for i in range(c * _CHUNK, min(c * _CHUNK + _CHUNK, n)):",
+            f"            out[i] = {body}",
         ]
-    )
+    else:
+        loop = ["    for i in range(out.shape[0]):", f"        out[i] = {body}"]
+    return "\n".join([*head, *loop, "", ""])
