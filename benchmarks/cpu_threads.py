@@ -8,9 +8,9 @@ with its inputs grown or shrunk along the leading axis to about each size (eleme
 of the result), times the serial form and the parallel form (`asgrad.tensor.cpu.jit.threads`)
 at 1, 2 and N threads (N: ``NUMBA_NUM_THREADS``), each into a fresh buffer and
 written over its first input, alternating the variants round by round, and prints the
-best time of each and the parallel forms' speed-up over the serial one. Also prints
-Numba's threading layer and the load average (a loaded machine gives the threads
-less than it seems). BLAS runs single-threaded here (``OPENBLAS_NUM_THREADS=1``).
+best (``--median``: the median) time of each and the parallel forms' speed-up over the
+serial one. Also prints Numba's threading layer and the load average (a loaded machine
+gives the threads less than it seems). BLAS runs single-threaded here (``OPENBLAS_NUM_THREADS=1``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -79,13 +80,14 @@ def _module_of(call: Callable[[], Any]) -> str:
         fn = cell.cell_contents
         if callable(fn) and getattr(fn, "__module__", "").startswith("asgrad_"):
             return str(fn.__module__)
-    raise SystemExit("no generated kernel in the call")
+    raise SystemExit("a hand-written kernel")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--sizes", default="16k,128k,512k,4M")
+    p.add_argument("--median", action="store_true", help="the median time, not the best")
     p.add_argument("--ops", default="", help="comma-separated op names (default: all)")
     args = p.parse_args(argv)
     import numba
@@ -102,29 +104,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     header = None
+    skipped: list[str] = []
     for name, inputs, attrs in _cases(np.random.default_rng(0)):
         if wanted and name not in wanted:
             continue
+        try:
+            _module_of(_compiled(name, inputs, attrs))
+        except SystemExit as exc:
+            skipped.append(f"{name} ({exc})")
+            continue
         for size in sizes:
             given = _resized(inputs, size, rng)
-            try:
-                runs = _variants(name, given, attrs, most)
-            except SystemExit as exc:
-                print(f"\n{name}: skipped ({exc})", end="")
-                break
+            runs = _variants(name, given, attrs, most)
             for run in runs.values():
                 run()  # compile / warm up
             if header is None:
                 print(numba.threading_layer())
                 print(f"load average at start: {os.getloadavg()}")
                 header = f"{'op':22s} {'elements':>9s} " + " ".join(f"{k:>12s}" for k in runs)
-                print(header + "   (best ms; x: serial / parallel, same output)")
-            best = dict.fromkeys(runs, math.inf)
+                stat = "median" if args.median else "best"
+                print(f"{header}   ({stat} ms; x: serial / parallel, same output)")
+            times: dict[str, list[float]] = {k: [] for k in runs}
             for _ in range(args.rounds):
                 for k, run in runs.items():
                     start = time.perf_counter()
                     run()
-                    best[k] = min(best[k], time.perf_counter() - start)
+                    times[k].append(time.perf_counter() - start)
+            pick = statistics.median if args.median else min
+            best = {k: pick(t) for k, t in times.items()}
             cells = []
             for k, t in best.items():
                 base = best["serial/over" if k.endswith("/over") else "serial"]
@@ -132,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cells.append(f"{t * 1e3:7.3f}{ratio}".rjust(12))
             elements = math.prod(np.shape(given[0]))
             print(f"{name:22s} {elements:9d} " + " ".join(cells))
-    print(f"\nload average at end: {os.getloadavg()}")
+    print(f"no parallel form: {', '.join(skipped)}")
+    print(f"load average at end: {os.getloadavg()}")
     return 0
 
 

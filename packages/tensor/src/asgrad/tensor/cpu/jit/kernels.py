@@ -188,7 +188,9 @@ def _loop_source(
 ) -> str:
     """A compiled loop of ``expr``; input ``over`` (if any) is read from ``out``. A
     name starting ``_p`` gets the parallel form: chunks of ``_CHUNK`` elements over
-    ``numba.prange`` (each a loop that vectorises as the serial one does)."""
+    ``numba.prange``, each handed to the serial loop (the loop written out in the
+    prange body did not vectorise: silu over 512k float32 took 0.98 ms against the
+    serial loop's 0.34 ms, both on one thread)."""
     from asgrad.tensor.cpu.jit.render import render_numba
 
     names = [f"a{j}" for j in range(len(ins)) if j != over]
@@ -203,11 +205,13 @@ def _loop_source(
         f"def {name}({', '.join([*names, 'out'])}):",
     ]
     if name.startswith("_p"):
+        chunks = [f"{n}[lo:hi]" if ins[int(n[1:])].shape else n for n in names]
         loop = [
             "    n = out.shape[0]",
             "    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):",
-            "        for i in range(c * _CHUNK, min(c * _CHUNK + _CHUNK, n)):",
-            f"            out[i] = {body}",
+            "        lo = c * _CHUNK",
+            "        hi = min(lo + _CHUNK, n)",
+            f"        {name[2:]}({', '.join([*chunks, 'out[lo:hi]'])})",
         ]
     else:
         loop = ["    for i in range(out.shape[0]):", f"        out[i] = {body}"]
