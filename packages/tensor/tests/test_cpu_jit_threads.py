@@ -99,6 +99,13 @@ def test_a_parallel_elementwise_loop_of_non_contiguous_inputs(
     _both("gelu_backward", [g, x], {"approximate": "none"}, monkeypatch)
 
 
+def test_a_parallel_elementwise_loop_with_scalar_inputs(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(4)
+    p, m, v = _f32(rng, 33), _f32(rng, 33), np.abs(_f32(rng, 33))
+    lr, scale = np.asarray(1e-3, np.float32), np.asarray(0.5, np.float32)
+    _both("adam_update", [p, m, v, lr, scale], {"eps": 1e-8}, monkeypatch)
+
+
 @pytest.mark.parametrize("shape", [(2, 9), (37, 9), (5, 3, 16)])
 def test_parallel_row_kernels_are_bit_identical_to_the_serial_ones(
     shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch
@@ -135,8 +142,14 @@ def test_one_kernel_thread_runs_serially_and_more_run_over_numba() -> None:
 
 def test_the_kernel_threads_follow_numba_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.setattr(threads, "AUTO_MIN_THREADS", 2)
+    numba.set_num_threads(2)
+    assert threads.threads() == 2
     numba.set_num_threads(1)
     assert threads.threads() == 1
+    monkeypatch.setattr(threads, "AUTO_MIN_THREADS", 3)
+    numba.set_num_threads(2)
+    assert threads.threads() == 1  # too few threads to pay: serial
     monkeypatch.setenv(threads.ENV, "2")
     assert threads.threads() == 2
     threads.set_threads(1)

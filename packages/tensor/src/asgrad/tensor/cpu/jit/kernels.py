@@ -8,7 +8,8 @@ listed in `asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an elementwise op's
 kernel is rendered from its scalar expression (`rendered_kernel`): one loop over
 the elements, written by `render_numba`, in a
 module generated under `cache_dir`; a composite along rows (softmax, the norms) has
-its kernel rendered from its row program (`asgrad.tensor.cpu.jit.render_rows`).
+its kernel rendered from its row program (`asgrad.tensor.cpu.jit.render_rows`). Both
+run over threads for large results (`asgrad.tensor.cpu.jit.threads`).
 Nothing here imports
 Numba until a kernel is loaded.
 
@@ -140,7 +141,9 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
     except UnsupportedError:
         return None
     flat = [
-        f"_flat({n})" if t.shape else f"_asarray({n}, _{n}_dtype)"
+        # A scalar input is passed by value: a 0-d array reaching a prange body is
+        # typed as its element there, which the serial loop it calls does not accept.
+        f"_flat({n})" if t.shape else f"_{n}_dtype.type({n})"
         for n, t in zip(names, ins, strict=True)
     ]
     dtypes = "".join(
@@ -163,7 +166,6 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
             PRELUDE,
             "",
             *loops,
-            "_asarray = np.asarray",
             dtypes,
             "def _flat(a):",
             "    return np.ascontiguousarray(a).reshape(-1)",
@@ -195,8 +197,7 @@ def _loop_source(
 
     names = [f"a{j}" for j in range(len(ins)) if j != over]
     elems = [
-        "out[i]" if j == over else (f"a{j}[i]" if t.shape else f"a{j}[()]")
-        for j, t in enumerate(ins)
+        "out[i]" if j == over else (f"a{j}[i]" if t.shape else f"a{j}") for j, t in enumerate(ins)
     ]
     body = render_numba(expr, elems, [t.dtype for t in ins], out.dtype)
     head = [

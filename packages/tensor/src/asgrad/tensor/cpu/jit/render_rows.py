@@ -18,6 +18,10 @@ generated module:
   over ``(pre, n, post)``: the row scalars are arrays over ``post`` and every loop over
   ``post`` is innermost, so it vectorises without reassociation (a NaN-propagating max).
 
+Each form also has a parallel twin (``_p_rows``, ``_p_slabs``: the loop over rows, or
+over ``pre``, a ``numba.prange``; each row reduced by one thread exactly as serially),
+taken for large results (`asgrad.tensor.cpu.jit.threads`).
+
 In both, the expression of the last stage that the output reads (softmax's
 ``exp(x - m)``) is written into the output once and reduced from there, not computed
 twice, and ``exp(x - max(x))`` is the cheaper ``exp_neg`` (its argument is at most 0).

@@ -10,10 +10,15 @@ bit-identical. A kernel takes its parallel form when its result has at least
 `PARALLEL_MIN` elements and more than one kernel thread is set (`threads`), and
 always where that is 1.
 
-The kernel threads are Numba's (``numba.get_num_threads()``: ``NUMBA_NUM_THREADS``,
-by default the machine's cores) unless ``ASGRAD_CPU_THREADS`` or `set_threads` says
-otherwise; the matrix products keep BLAS's own threads (they run between the kernels,
-never at the same time). Nothing here imports Numba before a kernel asks.
+The kernel threads are ``ASGRAD_CPU_THREADS`` or `set_threads`'s count; else Numba's
+(``numba.get_num_threads()``: ``NUMBA_NUM_THREADS``, by default the machine's cores)
+where that is at least `AUTO_MIN_THREADS`, else 1. On the shared 2-core development
+machine (load average about 7) the parallel form's best time over 2 threads was
+1.3-2x the serial one's, but its median was 8-20 ms against 0.03-0.7 ms serial: a
+kernel waits for its slowest thread, and on a loaded machine that one waits for a
+time slice (``benchmarks/cpu_threads.py``). The matrix products keep BLAS's own
+threads (they run between the kernels, never at the same time). Nothing here imports
+Numba before a kernel asks.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from asgrad.tensor.errors import ArgumentError
 
-__all__ = ["CHUNK", "ENV", "PARALLEL_MIN", "parallel", "set_threads", "threads"]
+__all__ = ["AUTO_MIN_THREADS", "CHUNK", "ENV", "PARALLEL_MIN", "parallel", "set_threads", "threads"]
 
 # Elements of a result from which a kernel runs over threads (PyTorch's grain size for
 # its elementwise and norm kernels is 32768).
@@ -31,6 +36,9 @@ PARALLEL_MIN = 32768
 # Elements one thread of the parallel elementwise loop takes at a time.
 CHUNK = 16384
 ENV = "ASGRAD_CPU_THREADS"
+# Numba's thread count is the default only from this many threads up (below: serial,
+# unless set): see the module's docstring.
+AUTO_MIN_THREADS = 4
 
 _override: list[int | None] = [None]
 
@@ -59,7 +67,7 @@ def _count(value: object, source: str) -> int:
 
 def set_threads(n: int | None) -> None:
     """Run the compiled elementwise and row kernels over ``n`` threads (1: serial
-    everywhere); ``None`` goes back to ``ASGRAD_CPU_THREADS``, else Numba's count.
+    everywhere); ``None`` goes back to the default (`threads`).
 
     Raises:
         ArgumentError: ``n`` is not an integer >= 1, or is more than the
@@ -76,7 +84,8 @@ def set_threads(n: int | None) -> None:
 
 def threads() -> int:
     """The kernel threads: `set_threads`'s, else ``ASGRAD_CPU_THREADS``, else
-    ``numba.get_num_threads()`` (imports Numba).
+    ``numba.get_num_threads()`` where it is at least `AUTO_MIN_THREADS`, else 1
+    (imports Numba).
 
     >>> from asgrad.tensor.cpu.jit.threads import threads
     >>> threads() >= 1
@@ -91,7 +100,8 @@ def threads() -> int:
         except ValueError:
             value = -1
         return _count(value if value >= 1 else env, ENV)
-    return int(_numba().get_num_threads())
+    n = int(_numba().get_num_threads())
+    return n if n >= AUTO_MIN_THREADS else 1
 
 
 def parallel(size: int) -> bool:
