@@ -12,9 +12,8 @@ vectorise). Sums over rows are helpers made by `sums` (such as `row_sum`),
 the one place allowed to reassociate (numpy's own sums are pairwise, not sequential),
 so that they vectorise.
 
-The kernels are serial: ``parallel=True`` over 2 threads made GELU 3-8x slower than
-the serial loop on this (shared, loaded) 2-core machine, and BLAS already uses the
-threads for the products.
+The kernels compiled here are serial; the rendered elementwise loops and row kernels
+also have a parallel form, taken for large results (`asgrad.tensor.cpu.jit.threads`).
 
 ``exp``, ``exp_neg`` and ``erf`` are generic over float32 and float64: float32 gets
 branch-free forms that LLVM vectorises (an exponential by range reduction and a

@@ -18,6 +18,10 @@ generated module:
   over ``(pre, n, post)``: the row scalars are arrays over ``post`` and every loop over
   ``post`` is innermost, so it vectorises without reassociation (a NaN-propagating max).
 
+Each form also has a parallel twin (``_p_rows``, ``_p_slabs``: the loop over rows, or
+over ``pre``, a ``numba.prange``; each row reduced by one thread exactly as serially),
+taken for large results (`asgrad.tensor.cpu.jit.threads`).
+
 In both, the expression of the last stage that the output reads (softmax's
 ``exp(x - m)``) is written into the output once and reduced from there, not computed
 twice, and ``exp(x - max(x))`` is the cheaper ``exp_neg`` (its argument is at most 0).
@@ -27,6 +31,7 @@ kernel.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from asgrad.tensor.cpu.jit.emit import UnsupportedError, literal
@@ -211,12 +216,15 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
     kernel = _NJIT + f"def _rows({', '.join(params)}, inv_n, out):\n" + "\n".join(w.body) + "\n"
     kernel += "\n\n" + _slabs(program, dtype, groups, cached)
     kernel += "".join("\n\n" + _over(kernel, i) for i in range(leading))
+    serial = [fn for fn in re.split(r"(?m)^(?=@numba\.njit)", kernel) if fn.strip()]
+    kernel += "\n\n" + "\n\n".join(_parallel_form(fn) for fn in serial)
     source = "\n".join(
         [
             "import math",
             "import numpy as np",
             "import numba",
             PRELUDE,
+            "from asgrad.tensor.cpu.jit.threads import parallel as _parallel",
             "from asgrad.tensor.cpu.jit._numba import SUMS as _SUMS",
             "from asgrad.tensor.cpu.jit._numba import exp_neg as _exp_neg",
             "from asgrad.tensor.cpu.jit._numba import row_max as _row_max",
@@ -247,6 +255,25 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
 _NJIT = (
     '@numba.njit(cache=True, fastmath=False, error_model="numpy", nogil=True, boundscheck=False)\n'
 )
+_NJIT_PARALLEL = _NJIT.replace(")\n", ", parallel=True)\n")
+
+
+def _parallel_form(fn: str) -> str:
+    """The parallel form of a row or slab kernel's source (named ``_p`` + its name):
+    its loop over rows (over the leading axis) is a ``numba.prange``, each iteration
+    the serial kernel's, so each row is reduced by one thread exactly as serially; the
+    slab form's row-scalar arrays are allocated in the loop (one set per thread)."""
+    fn = fn.rstrip("\n") + "\n"
+    fn = fn.replace(_NJIT, _NJIT_PARALLEL, 1).replace("def _", "def _p_", 1)
+    rows = "    for r in range(out.shape[0]):\n"
+    if rows in fn:
+        return fn.replace(rows, "    for r in numba.prange(out.shape[0]):\n", 1)
+    lines = fn.split("\n")
+    scratch = [ln for ln in lines if ln.startswith("    ") and " = np.empty(post, " in ln]
+    loop = lines.index("    for p in range(pre):")
+    kept = [ln for ln in lines[: loop + 1] if ln not in scratch]
+    kept[-1] = "    for p in numba.prange(pre):"
+    return "\n".join([*kept, *("    " + ln for ln in scratch), *lines[loop + 1 :]])
 
 
 def _slabs(program: RowProgram, dtype: str, groups: list[list[int]], cached: int | None) -> str:
@@ -322,7 +349,8 @@ def kernel({params}, *, out=None, **attrs):
         return out
     pre = math.prod(shape[:{first}])
     post = out.size // (pre * n)
-    rows, slabs = _rows, _slabs{over}
+    par = pre > 1 and _parallel(out.size)
+    rows, slabs = (_p_rows, _p_slabs) if par else (_rows, _slabs){over}
     if post == 1:
         rows({rows2}, np.{dtype}(1.0 / n), out.reshape(pre, n))
     else:
@@ -331,7 +359,9 @@ def kernel({params}, *, out=None, **attrs):
 """
 _OVER_CALL = """
     if out is a{i}:
-        rows, slabs = _rows_over{i}, _slabs_over{i}"""
+        rows, slabs = (
+            (_p_rows_over{i}, _p_slabs_over{i}) if par else (_rows_over{i}, _slabs_over{i})
+        )"""
 
 
 def _over(kernels: str, i: int) -> str:
