@@ -37,6 +37,7 @@ from typing import Any
 
 from asgrad.tensor.cpu import specialize as sp
 from asgrad.tensor.cpu.jit import emit_ops as em
+from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
@@ -127,6 +128,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             )
         },
     ),
+    "control": FamilyLowering(emit=es.EMITTERS),
     "optim": FamilyLowering(
         compiled={
             "adam_ema": JitKernel("kernels_optim", "adam_ema", leading=2),

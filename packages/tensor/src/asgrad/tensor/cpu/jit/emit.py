@@ -48,6 +48,9 @@ class Val:
         at: The element at given indices, as source text.
         flat: ``(buffer, offset)`` when it is C-contiguous in a flat buffer.
         literal: For a literal scalar, its value.
+        array: The value as a Numba array expression of its shape, when it is one
+            (an argument, a slice of a work buffer, their 2-d transposes): what a
+            BLAS product reads.
     """
 
     shape: tuple[int, ...]
@@ -55,6 +58,7 @@ class Val:
     at: Callable[[Index], str]
     flat: tuple[str, int] | None = None
     literal: float | int | bool | None = None
+    array: str | None = None
 
 
 def dt(dtype: str) -> str:
@@ -96,7 +100,8 @@ def flat_val(buf: str, off: int, shape: tuple[int, ...], dtype: str) -> Val:
                 terms.append(i if s == 1 else f"{i} * {s}")
         return f"{buf}[{' + '.join(terms) or '0'}]"
 
-    return Val(shape, dtype, at, flat=(buf, off))
+    array = f"{buf}[{off}:{off + math.prod(shape)}].reshape({tuple(shape)!r})" if shape else None
+    return Val(shape, dtype, at, flat=(buf, off), array=array)
 
 
 def arr_val(name: str, shape: tuple[int, ...], dtype: str) -> Val:
@@ -107,7 +112,7 @@ def arr_val(name: str, shape: tuple[int, ...], dtype: str) -> Val:
             return f"{name}[()]"
         return f"{name}[{', '.join('0' if n == 1 else i for i, n in zip(idx, shape, strict=True))}]"
 
-    return Val(shape, dtype, at)
+    return Val(shape, dtype, at, array=name if shape else None)
 
 
 def scalar_val(expr: str, dtype: str, value: float | int | bool | None = None) -> Val:
@@ -134,7 +139,8 @@ def transpose_view(v: Val, axes: Sequence[int]) -> Val:
     for d, a in enumerate(axes):
         inv[a] = d
     shape = tuple(v.shape[a] for a in axes)
-    return Val(shape, v.dtype, lambda idx: v.at([idx[inv[a]] for a in range(len(axes))]))
+    array = f"{v.array}.T" if v.array is not None and list(axes) == [1, 0] else None
+    return Val(shape, v.dtype, lambda idx: v.at([idx[inv[a]] for a in range(len(axes))]), array=array)
 
 
 class Kernel:
@@ -145,6 +151,18 @@ class Kernel:
         self.work: dict[str, int] = {}  # dtype -> elements of its flat work buffer
         self.count = 0
         self.flops = 0
+        self.indent = 0  # extra indentation of every line: inside a loop over steps
+        self.blas = False  # whether large matrix products call BLAS (np.dot)
+        self.blas_flops = 0  # the work of those products (not in ``flops``)
+        self.work_limit = 0  # the most ``flops`` the kernel may do (set by its planner)
+        self.consts: list[np.ndarray] = []  # the constant arrays, arguments ``c0``, ``c1``...
+
+    def constant(self, value: np.ndarray) -> Val:
+        """A constant's value: a literal when 0-d, else a new argument of the kernel."""
+        v = const_val(value, f"c{len(self.consts)}")
+        if v.shape:
+            self.consts.append(np.asarray(value))
+        return v
 
     def fresh(self, prefix: str = "t") -> str:
         self.count += 1
@@ -176,7 +194,7 @@ class Kernel:
         return idx, depth
 
     def line(self, depth: int, text: str) -> None:
-        self.body.append("    " * (depth + 1) + text)
+        self.body.append("    " * (depth + 1 + self.indent) + text)
 
     def elementwise(
         self, out_t: TensorType, ins: Sequence[Val], expr: Callable[[list[str]], str]

@@ -45,7 +45,6 @@ from asgrad.tensor.cpu.jit.emit import (
     UnsupportedError,
     Val,
     arr_val,
-    const_val,
     dt,
     flat_val,
 )
@@ -96,12 +95,20 @@ class StepPlan:
     flops: int = 0
 
 
-def _needed(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
+def needed_nodes(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
+    """The ids of the nodes whose values ``roots`` need (constants and aliases left out)."""
     needed = {refs[r].id for r in roots if not refs[r].is_const}
     for node in reversed(schedule.nodes):
         if node.id in needed and refs[node.id].id == node.id:
             needed.update(refs[n.id].id for n in node.inputs if not refs[n.id].is_const)
     return needed
+
+
+def blas_available() -> bool:
+    """Whether Numba's ``np.dot`` can call BLAS here (it needs SciPy's BLAS bindings)."""
+    import importlib.util
+
+    return importlib.util.find_spec("scipy") is not None
 
 
 def plan_step(
@@ -126,7 +133,7 @@ def _plan(
     registered: Callable[[str], bool],
 ) -> StepPlan:
     roots = [n.id for n in schedule.outputs] + [n.id for _, n in schedule.updates]
-    needed = _needed(schedule, refs, roots)
+    needed = needed_nodes(schedule, refs, roots)
     plan = StepPlan(source="")
     updated: dict[int, tuple[Variable, Val]] = {}
     for var, n in schedule.updates:
@@ -139,6 +146,12 @@ def _plan(
         dt(t.dtype)
         updated[id(var)] = (var, flat_val(f"S_{t.dtype}", off, t.shape, t.dtype))
     k = Kernel()
+    k.work_limit = WORK_LIMIT
+    # A step with a loop calls BLAS for its products: its loops are what it compiles
+    # for (see `asgrad.tensor.cpu.jit.emit_scan`), not its scalar products.
+    k.blas = blas_available() and any(
+        n.op == "scan" for n in schedule.nodes if n.id in needed
+    )
     vals: dict[int, Val] = {}
 
     def value(node_id: int) -> Val:
@@ -146,9 +159,7 @@ def _plan(
         if not ref.is_const:
             return vals[ref.id]
         if node_id not in vals:
-            vals[node_id] = const_val(ref.const, f"c{len(plan.consts)}")
-            if vals[node_id].shape:
-                plan.consts.append(np.asarray(ref.const))
+            vals[node_id] = k.constant(ref.const)
         return vals[node_id]
 
     for node in schedule.nodes:
@@ -177,8 +188,8 @@ def _plan(
                 raise UnsupportedError(f"no Numba lowering of {node.op!r}")
             ins = [value(n.id) for n in node.inputs]
             vals[node.id] = emit(k, node, ins, t)
-            if k.flops > WORK_LIMIT:
-                raise UnsupportedError(f"more than {WORK_LIMIT:,} operations")
+            if k.flops > k.work_limit:
+                raise UnsupportedError(f"more than {k.work_limit:,} operations")
     returned: list[str] = []
     for n in schedule.outputs:
         ref, t = refs[n.id], types[n.id]
@@ -198,6 +209,7 @@ def _plan(
         plan.outputs.append(("array", None))
     _write_updates(k, schedule, refs, vals, updated)
     plan.flops = k.flops
+    plan.consts = k.consts
     state_args = [f"S_{d}" for d in plan.state]
     params = [f"f{i}" for i in range(len(plan.feeds))]
     params += [f"r{i}" for i in range(len(plan.readonly))] + state_args
