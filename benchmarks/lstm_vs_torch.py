@@ -42,7 +42,12 @@ def _asgrad(args: argparse.Namespace, data: dict[str, np.ndarray]) -> tuple[Any,
     out, _ = model(x)
     loss = ((out - target) * (out - target)).mean()
     step = nn.Adam(model.parameters(), lr=1e-3).compile(loss)
-    return model, lambda: step(data)
+
+    def run() -> Any:
+        return step(data)
+
+    run.function = lambda: step.executable.function(data)  # type: ignore[attr-defined]
+    return model, run
 
 
 def _torch(
@@ -117,6 +122,7 @@ def main() -> None:
             best[name] = max(best[name], _rate(step, args.timed))
     from asgrad.tensor.cpu import jit
 
+    fn = ours.function()  # type: ignore[attr-defined]
     result.update(
         {
             "mode": args.mode,
@@ -124,6 +130,8 @@ def main() -> None:
             "asgrad_first_step_s": round(first_step_s, 2),
             "asgrad_steps_per_s": round(best["asgrad"], 1),
             "compiled": jit.mode(),
+            "whole_step": bool(fn.whole_step_active()),
+            "declined": fn.step_declined,
         }
     )
     if "torch" in best:

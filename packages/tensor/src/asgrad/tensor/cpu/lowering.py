@@ -109,6 +109,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             **dict.fromkeys(("reshape", "reshape_like", "expand_dims", "squeeze"), em.reshape),
             **dict.fromkeys(("broadcast_to", "broadcast_like"), em.broadcast),
             "sum_to_like": em.sum_to_like,
+            "concat": em.concat,
         },
     ),
     "pool": FamilyLowering(

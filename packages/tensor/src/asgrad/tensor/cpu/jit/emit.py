@@ -156,6 +156,11 @@ class Kernel:
         self.blas_flops = 0  # the work of those products (not in ``flops``)
         self.work_limit = 0  # the most ``flops`` the kernel may do (set by its planner)
         self.consts: list[np.ndarray] = []  # the constant arrays, arguments ``c0``, ``c1``...
+        # Whether loop bounds are written as ``n * _u`` with ``_u`` an argument (1 at
+        # run time): LLVM then cannot unroll the loops fully, which a kernel of many
+        # short loops needs. Measured on 40 loops of 16 x 64 elements: 104 s to compile
+        # with constant bounds, 17 s with these, and no slower to run.
+        self.runtime_bounds = False
 
     def constant(self, value: np.ndarray) -> Val:
         """A constant's value: a literal when 0-d, else a new argument of the kernel."""
@@ -188,10 +193,14 @@ class Kernel:
                 idx.append("0")
                 continue
             name = f"{prefix}{depth}_{d}"
-            self.line(depth, f"for {name} in range({n}):")
+            self.line(depth, f"for {name} in range({self.bound(n)}):")
             idx.append(name)
             depth += 1
         return idx, depth
+
+    def bound(self, n: int) -> str:
+        """A loop's trip count ``n`` as source (see ``runtime_bounds``)."""
+        return f"{n} * _u" if self.runtime_bounds else str(n)
 
     def line(self, depth: int, text: str) -> None:
         self.body.append("    " * (depth + 1 + self.indent) + text)

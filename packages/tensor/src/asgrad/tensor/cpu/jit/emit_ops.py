@@ -109,6 +109,21 @@ def transpose(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
     return transpose_view(ins[0], list(node.attrs["axes"]))
 
 
+def concat(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
+    """``concat``: each input copied into its span of the result along ``axis``."""
+    axis = int(node.attrs["axis"]) % len(out_t.shape)
+    out = k.alloc(out_t.shape, out_t.dtype)
+    start = 0
+    for v in ins:
+        idx, depth = k.loops(v.shape, 0)
+        target = list(idx)
+        target[axis] = f"({start} + {idx[axis]})" if start else idx[axis]
+        k.line(depth, f"{out.at(target)} = {v.at(idx)}")
+        k.flops += max(1, math.prod(v.shape))
+        start += v.shape[axis]
+    return out
+
+
 def matmul(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     _floats(ins, out_t)
     a, b = ins
@@ -123,7 +138,7 @@ def matmul(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     batch = out_t.shape[:-2]
     acc, red = k.fresh("acc"), k.fresh("r")
     k.line(depth, f"{acc} = {literal(0, out_t.dtype)}")
-    k.line(depth, f"for {red} in range({kk}):")
+    k.line(depth, f"for {red} in range({k.bound(kk)}):")
     ai = [*_batch(a.shape, batch, idx), idx[-2], red]
     bi = [*_batch(b.shape, batch, idx), red, idx[-1]]
     k.line(depth + 1, f"{acc} += {a.at(ai)} * {b.at(bi)}")

@@ -48,6 +48,7 @@ from asgrad.tensor.cpu.jit.emit import (
     dt,
     flat_val,
 )
+from asgrad.tensor.cpu.jit.emit_scan import loop_work
 from asgrad.tensor.cpu.jit.render import PRELUDE
 from asgrad.tensor.cpu.jit.step_run import whole_step
 from asgrad.tensor.cpu.lowering import resolve
@@ -83,6 +84,12 @@ class StepPlan:
         outputs: Per output: ``("scalar", dtype)``, ``("array", None)`` or
             ``("const", value)``.
         flops: The work estimate compared with `WORK_LIMIT`.
+        runtime_bounds: Whether the kernel takes a last argument ``_u`` (1), its loop
+            bounds' factor (`Kernel.runtime_bounds`), after its work buffers, which
+            the wrapper then allocates once per thread and lends to every call (a
+            kernel with loops holds tens of MiB, which a fresh allocation per call
+            would fault in page by page: 18 ms a call for 37 MiB).
+        work: Then, per dtype, the elements of its work buffer.
     """
 
     source: str
@@ -93,6 +100,8 @@ class StepPlan:
     consts: list[np.ndarray] = field(default_factory=list)
     outputs: list[tuple[str, Any]] = field(default_factory=list)
     flops: int = 0
+    runtime_bounds: bool = False
+    work: dict[str, int] = field(default_factory=dict)
 
 
 def needed_nodes(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
@@ -146,12 +155,12 @@ def _plan(
         dt(t.dtype)
         updated[id(var)] = (var, flat_val(f"S_{t.dtype}", off, t.shape, t.dtype))
     k = Kernel()
-    k.work_limit = WORK_LIMIT
-    # A step with a loop calls BLAS for its products: its loops are what it compiles
-    # for (see `asgrad.tensor.cpu.jit.emit_scan`), not its scalar products.
-    k.blas = blas_available() and any(
-        n.op == "scan" for n in schedule.nodes if n.id in needed
-    )
+    # A step with loops may do more work (each step of a loop compiled saves a Python
+    # call), and calls BLAS for its products (see `asgrad.tensor.cpu.jit.emit_scan`).
+    loops = loop_work([n for n in schedule.nodes if n.id in needed], types)
+    k.work_limit = WORK_LIMIT + loops
+    k.blas = loops > 0 and blas_available()
+    k.runtime_bounds = plan.runtime_bounds = loops > 0
     vals: dict[int, Val] = {}
 
     def value(node_id: int) -> Val:
@@ -215,6 +224,10 @@ def _plan(
     params += [f"r{i}" for i in range(len(plan.readonly))] + state_args
     params += [f"c{i}" for i in range(len(plan.consts))]
     head = [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
+    if plan.runtime_bounds:  # a kernel with loops: its work buffers are lent by the wrapper
+        plan.work = {d: n for d, n in k.work.items()}
+        params += [f"W_{d}" for d in plan.work] + ["_u"]
+        head = []
     ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
     plan.source = "\n".join(
         [
