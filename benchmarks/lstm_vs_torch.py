@@ -122,7 +122,7 @@ def main() -> None:
             best[name] = max(best[name], _rate(step, args.timed))
     from asgrad.tensor.cpu import jit
 
-    fn = ours.function()  # type: ignore[attr-defined]
+    fn = ours.function()
     result.update(
         {
             "mode": args.mode,

@@ -21,7 +21,7 @@ in this package. An op with a row program (``OpDef.rows``: softmax, the norms) n
 none either: its numpy kernel is rendered from the program, and so are its compiled
 kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) and its whole-step loops
 (`asgrad.tensor.cpu.jit.emit_rows.emit_rows`). Ops of the structural
-families (reductions, shape, linalg, pool, index, optim) have entries keyed by op
+families (reductions, shape, linalg, pool, index, control, optim) have entries keyed by op
 inside their family's entry, and a family may fuse groups of lines (``fuse``: Adam's
 three ops per parameter as one pass).
 

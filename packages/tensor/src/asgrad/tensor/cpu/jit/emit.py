@@ -140,7 +140,9 @@ def transpose_view(v: Val, axes: Sequence[int]) -> Val:
         inv[a] = d
     shape = tuple(v.shape[a] for a in axes)
     array = f"{v.array}.T" if v.array is not None and list(axes) == [1, 0] else None
-    return Val(shape, v.dtype, lambda idx: v.at([idx[inv[a]] for a in range(len(axes))]), array=array)
+    return Val(
+        shape, v.dtype, lambda idx: v.at([idx[inv[a]] for a in range(len(axes))]), array=array
+    )
 
 
 class Kernel:

@@ -8,7 +8,7 @@ result's `Val`. `emit_expression` writes any
 elementwise op from its scalar expression
 (`render_numba`); the emitters below are the
 structural families' (reductions, views, matrix products, Adam's updates, slices,
-gathers, their scatters and one-hot), listed in
+gathers, their scatters, one-hot and concatenation), listed in
 `asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an op with a row program is written by
 `asgrad.tensor.cpu.jit.emit_rows`. An op without one, or one an
 emitter declines (`UnsupportedError`: another dtype, an attribute it does not
@@ -130,7 +130,7 @@ def matmul(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
     if len(a.shape) < 2 or len(b.shape) < 2:
         raise UnsupportedError("matmul of a vector")
     kk = a.shape[-1]
-    if k.blas and 2 * math.prod(out_t.shape) * kk >= BLAS_AT:
+    if k.blas and 2 * math.prod(out_t.shape) * kk >= BLAS_AT and _blas_fits(a, b, out_t):
         return _blas_matmul(k, a, b, out_t)
     out = k.alloc(out_t.shape, out_t.dtype)
     k.flops += 2 * math.prod(out_t.shape) * kk
@@ -153,6 +153,13 @@ def matmul(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> Val:
 BLAS_AT = 1 << 12
 
 
+def _blas_fits(a: Val, b: Val, out_t: TensorType) -> bool:
+    """Whether `_blas_matmul` writes ``a @ b``: each operand has the result's batch
+    axes or none (a batch broadcast from size 1 stays loops)."""
+    batch = tuple(out_t.shape[:-2])
+    return all(tuple(v.shape[:-2]) in ((), batch) for v in (a, b))
+
+
 def _blas_matmul(k: Kernel, a: Val, b: Val, out_t: TensorType) -> Val:
     """``a @ b`` through ``np.dot`` into a work buffer: one call for 2-d operands (or a
     stacked ``a`` against a matrix, as one tall product), else one call per batch entry."""
@@ -166,10 +173,9 @@ def _blas_matmul(k: Kernel, a: Val, b: Val, out_t: TensorType) -> Val:
     buf, off = out.flat
     if len(b.shape) == 2 and tuple(a.shape[:-2]) == tuple(batch):
         tall = _array(k, a) if not batch else _reshaped(k, a, (nb * m, kk))
-        k.line(0, f"np.dot({tall}, {_array(k, b)}, {buf}[{off}:{off + nb * m * n}].reshape(({nb * m}, {n})))")
+        target = f"{buf}[{off}:{off + nb * m * n}].reshape(({nb * m}, {n}))"
+        k.line(0, f"np.dot({tall}, {_array(k, b)}, {target})")
         return out
-    if tuple(a.shape[:-2]) not in ((), tuple(batch)) or tuple(b.shape[:-2]) not in ((), tuple(batch)):
-        raise UnsupportedError("a batched product with broadcast batch axes")
     i = k.fresh("b")
     arrays = []
     for v, rows, cols in ((a, m, kk), (b, kk, n)):

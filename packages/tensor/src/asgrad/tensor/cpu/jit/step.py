@@ -15,6 +15,12 @@ without updates (`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
 never waits for Numba. The function runs the compiled step from its first call;
 when a tiered function switches to it is `asgrad.tensor.cpu.jit.tier`'s decision.
 
+A step with ``scan`` nodes writes each as a loop of the function, the body's ops
+inside it (`asgrad.tensor.cpu.jit.emit_scan`); such a step may do
+`asgrad.tensor.cpu.jit.emit_scan.LOOP_STEP_WORK` more operations per time step,
+calls BLAS for its products, and takes its loop bounds and work buffers as
+arguments (`StepPlan.runtime_bounds`).
+
 Updating in place keeps the numpy path's semantics: the updated variables' values
 are views of one buffer per dtype that this function owns. Before each call it checks
 that every such variable still holds its view, no device holds it, and nothing else
@@ -225,7 +231,7 @@ def _plan(
     params += [f"c{i}" for i in range(len(plan.consts))]
     head = [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
     if plan.runtime_bounds:  # a kernel with loops: its work buffers are lent by the wrapper
-        plan.work = {d: n for d, n in k.work.items()}
+        plan.work = dict(k.work)
         params += [f"W_{d}" for d in plan.work] + ["_u"]
         head = []
     ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
