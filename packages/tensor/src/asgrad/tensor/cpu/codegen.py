@@ -21,7 +21,7 @@ import builtins
 import functools
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,6 +96,17 @@ def generate_cpu_function(
 
         fn = with_whole_step(fn, schedule, types, maker.refs, maker.context.registered)
     return fn
+
+
+def value_refs(
+    schedule: Schedule, types: Mapping[int, TensorType]
+) -> tuple[dict[int, Ref], Callable[[str], bool]]:
+    """What each node's value is at ``types`` (itself, a folded constant, or the value
+    of the node it is an identity of), as the generated function has it, and whether
+    an op's kernel is its registered one: what a whole-step kernel reads (a loop
+    body's, `asgrad.tensor.cpu.jit.emit_scan`)."""
+    maker = _LineMaker(schedule, types, use_jit=True)
+    return maker.refs, maker.context.registered
 
 
 def _plan_within_budget(

@@ -21,7 +21,7 @@ in this package. An op with a row program (``OpDef.rows``: softmax, the norms) n
 none either: its numpy kernel is rendered from the program, and so are its compiled
 kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) and its whole-step loops
 (`asgrad.tensor.cpu.jit.emit_rows.emit_rows`). Ops of the structural
-families (reductions, shape, linalg, pool, index, optim) have entries keyed by op
+families (reductions, shape, linalg, pool, index, control, optim) have entries keyed by op
 inside their family's entry, and a family may fuse groups of lines (``fuse``: Adam's
 three ops per parameter as one pass).
 
@@ -37,6 +37,7 @@ from typing import Any
 
 from asgrad.tensor.cpu import specialize as sp
 from asgrad.tensor.cpu.jit import emit_ops as em
+from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
@@ -108,6 +109,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             **dict.fromkeys(("reshape", "reshape_like", "expand_dims", "squeeze"), em.reshape),
             **dict.fromkeys(("broadcast_to", "broadcast_like"), em.broadcast),
             "sum_to_like": em.sum_to_like,
+            "concat": em.concat,
         },
     ),
     "pool": FamilyLowering(
@@ -127,6 +129,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             )
         },
     ),
+    "control": FamilyLowering(emit=es.EMITTERS),
     "optim": FamilyLowering(
         compiled={
             "adam_ema": JitKernel("kernels_optim", "adam_ema", leading=2),

@@ -15,6 +15,12 @@ without updates (`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
 never waits for Numba. The function runs the compiled step from its first call;
 when a tiered function switches to it is `asgrad.tensor.cpu.jit.tier`'s decision.
 
+A step with ``scan`` nodes writes each as a loop of the function, the body's ops
+inside it (`asgrad.tensor.cpu.jit.emit_scan`); such a step may do
+`asgrad.tensor.cpu.jit.emit_scan.LOOP_STEP_WORK` more operations per time step,
+calls BLAS for its products, and takes its loop bounds and work buffers as
+arguments (`StepPlan.runtime_bounds`).
+
 Updating in place keeps the numpy path's semantics: the updated variables' values
 are views of one buffer per dtype that this function owns. Before each call it checks
 that every such variable still holds its view, no device holds it, and nothing else
@@ -45,10 +51,10 @@ from asgrad.tensor.cpu.jit.emit import (
     UnsupportedError,
     Val,
     arr_val,
-    const_val,
     dt,
     flat_val,
 )
+from asgrad.tensor.cpu.jit.emit_scan import loop_work
 from asgrad.tensor.cpu.jit.render import PRELUDE
 from asgrad.tensor.cpu.jit.step_run import whole_step
 from asgrad.tensor.cpu.lowering import resolve
@@ -84,6 +90,12 @@ class StepPlan:
         outputs: Per output: ``("scalar", dtype)``, ``("array", None)`` or
             ``("const", value)``.
         flops: The work estimate compared with `WORK_LIMIT`.
+        runtime_bounds: Whether the kernel takes a last argument ``_u`` (1), its loop
+            bounds' factor (`Kernel.runtime_bounds`), after its work buffers, which
+            the wrapper then allocates once per thread and lends to every call (a
+            kernel with loops holds tens of MiB, which a fresh allocation per call
+            would fault in page by page: 18 ms a call for 37 MiB).
+        work: Then, per dtype, the elements of its work buffer.
     """
 
     source: str
@@ -94,14 +106,24 @@ class StepPlan:
     consts: list[np.ndarray] = field(default_factory=list)
     outputs: list[tuple[str, Any]] = field(default_factory=list)
     flops: int = 0
+    runtime_bounds: bool = False
+    work: dict[str, int] = field(default_factory=dict)
 
 
-def _needed(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
+def needed_nodes(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
+    """The ids of the nodes whose values ``roots`` need (constants and aliases left out)."""
     needed = {refs[r].id for r in roots if not refs[r].is_const}
     for node in reversed(schedule.nodes):
         if node.id in needed and refs[node.id].id == node.id:
             needed.update(refs[n.id].id for n in node.inputs if not refs[n.id].is_const)
     return needed
+
+
+def blas_available() -> bool:
+    """Whether Numba's ``np.dot`` can call BLAS here (it needs SciPy's BLAS bindings)."""
+    import importlib.util
+
+    return importlib.util.find_spec("scipy") is not None
 
 
 def plan_step(
@@ -126,7 +148,7 @@ def _plan(
     registered: Callable[[str], bool],
 ) -> StepPlan:
     roots = [n.id for n in schedule.outputs] + [n.id for _, n in schedule.updates]
-    needed = _needed(schedule, refs, roots)
+    needed = needed_nodes(schedule, refs, roots)
     plan = StepPlan(source="")
     updated: dict[int, tuple[Variable, Val]] = {}
     for var, n in schedule.updates:
@@ -139,6 +161,12 @@ def _plan(
         dt(t.dtype)
         updated[id(var)] = (var, flat_val(f"S_{t.dtype}", off, t.shape, t.dtype))
     k = Kernel()
+    # A step with loops may do more work (each step of a loop compiled saves a Python
+    # call), and calls BLAS for its products (see `asgrad.tensor.cpu.jit.emit_scan`).
+    loops = loop_work([n for n in schedule.nodes if n.id in needed], types)
+    k.work_limit = WORK_LIMIT + loops
+    k.blas = loops > 0 and blas_available()
+    k.runtime_bounds = plan.runtime_bounds = loops > 0
     vals: dict[int, Val] = {}
 
     def value(node_id: int) -> Val:
@@ -146,9 +174,7 @@ def _plan(
         if not ref.is_const:
             return vals[ref.id]
         if node_id not in vals:
-            vals[node_id] = const_val(ref.const, f"c{len(plan.consts)}")
-            if vals[node_id].shape:
-                plan.consts.append(np.asarray(ref.const))
+            vals[node_id] = k.constant(ref.const)
         return vals[node_id]
 
     for node in schedule.nodes:
@@ -177,8 +203,8 @@ def _plan(
                 raise UnsupportedError(f"no Numba lowering of {node.op!r}")
             ins = [value(n.id) for n in node.inputs]
             vals[node.id] = emit(k, node, ins, t)
-            if k.flops > WORK_LIMIT:
-                raise UnsupportedError(f"more than {WORK_LIMIT:,} operations")
+            if k.flops > k.work_limit:
+                raise UnsupportedError(f"more than {k.work_limit:,} operations")
     returned: list[str] = []
     for n in schedule.outputs:
         ref, t = refs[n.id], types[n.id]
@@ -198,11 +224,16 @@ def _plan(
         plan.outputs.append(("array", None))
     _write_updates(k, schedule, refs, vals, updated)
     plan.flops = k.flops
+    plan.consts = k.consts
     state_args = [f"S_{d}" for d in plan.state]
     params = [f"f{i}" for i in range(len(plan.feeds))]
     params += [f"r{i}" for i in range(len(plan.readonly))] + state_args
     params += [f"c{i}" for i in range(len(plan.consts))]
     head = [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
+    if plan.runtime_bounds:  # a kernel with loops: its work buffers are lent by the wrapper
+        plan.work = dict(k.work)
+        params += [f"W_{d}" for d in plan.work] + ["_u"]
+        head = []
     ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
     plan.source = "\n".join(
         [

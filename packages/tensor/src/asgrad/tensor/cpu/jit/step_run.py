@@ -16,6 +16,7 @@ import math
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +102,9 @@ def wrapper(
     for i, c in enumerate(plan.consts):
         env[f"c{i}"] = c
         args.append(f"c{i}")
+    if plan.runtime_bounds:
+        env["_work"] = _work_buffers(plan.work)
+        args += [f"_w[{i}]" for i in range(len(plan.work))] + ["1"]
     outs: list[str] = []
     for i, (kind, extra) in enumerate(plan.outputs):
         env[f"_o{i}"] = extra
@@ -119,6 +123,8 @@ def wrapper(
     lines = ["def run(feeds):"]
     if checks:
         lines += [f"    if not ({' and '.join(checks)}):", "        _repack()"]
+    if plan.runtime_bounds:
+        lines.append("    _w = _work()")
     lines += [
         "    try:",
         f"        r = _step({', '.join(args)})",
@@ -155,6 +161,20 @@ def wrapper(
     run = env["run"]
     run.source = source
     return run
+
+
+def _work_buffers(sizes: dict[str, int]) -> Callable[[], list[np.ndarray]]:
+    """The calling thread's work buffers of ``sizes`` (dtype -> elements), allocated on
+    its first call and lent to every later one."""
+    local = threading.local()
+
+    def work() -> list[np.ndarray]:
+        buffers: list[np.ndarray] | None = getattr(local, "buffers", None)
+        if buffers is None:
+            buffers = local.buffers = [np.empty(n, np.dtype(d)) for d, n in sizes.items()]
+        return buffers
+
+    return work
 
 
 def whole_step(plan: StepPlan, fallback: Callable[[Any], Any], numpy: Callable[[Any], Any]) -> Any:
