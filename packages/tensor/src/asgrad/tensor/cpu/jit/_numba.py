@@ -12,9 +12,11 @@ vectorise). Sums over rows are helpers made by `sums` (such as `row_sum`),
 the one place allowed to reassociate (numpy's own sums are pairwise, not sequential),
 so that they vectorise.
 
-The kernels are serial: ``parallel=True`` over 2 threads made GELU 3-8x slower than
-the serial loop on this (shared, loaded) 2-core machine, and BLAS already uses the
-threads for the products.
+The elementwise and row kernels are serial: ``parallel=True`` over 2 threads made
+GELU 3-8x slower than the serial loop on this (shared, loaded) 2-core machine, and
+BLAS already uses the threads for the products. The convolution and max pooling
+kernels, which do far more work per element, run their outer loops over images
+and channels in parallel (`parallel_kernel`).
 
 ``exp``, ``exp_neg`` and ``erf`` are generic over float32 and float64: float32 gets
 branch-free forms that LLVM vectorises (an exponential by range reduction and a
@@ -53,6 +55,8 @@ __all__ = [
     "fresh",
     "kernel",
     "overloads",
+    "parallel_kernel",
+    "prange",
     "row_max",
     "row_max_nan",
     "row_sum",
@@ -79,6 +83,15 @@ def fresh(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndar
 def kernel(fn: Any) -> Any:
     """``numba.njit`` with `KERNEL`'s options."""
     return numba.njit(**KERNEL)(fn)
+
+
+prange = numba.prange
+
+
+def parallel_kernel(fn: Any) -> Any:
+    """``numba.njit`` with `KERNEL`'s options and ``parallel=True`` (its ``numba.prange``
+    loops run on Numba's threads)."""
+    return numba.njit(**KERNEL, parallel=True)(fn)
 
 
 def _intrinsic(fn: Any) -> Any:
