@@ -23,9 +23,10 @@ from asgrad.tensor.cpu import CPUExecutable, jit
 
 pytest.importorskip("numba")
 
-from asgrad.tensor.cpu.jit import kernels_conv as kc  # noqa: E402  # needs Numba
-from asgrad.tensor.cpu.jit import kernels_pool as kp  # noqa: E402
-from asgrad.tensor.cpu.jit.route import Route  # noqa: E402
+# After the skip: these import Numba.
+from asgrad.tensor.cpu.jit import kernels_conv as kc
+from asgrad.tensor.cpu.jit import kernels_pool as kp
+from asgrad.tensor.cpu.jit.route import Route
 
 CONV = get_op("conv2d").kernel
 BACK_INPUT = get_op("conv2d_backward_input").kernel
@@ -209,7 +210,9 @@ def test_a_route_measures_both_kernels_then_runs_the_faster() -> None:
 
     from asgrad.tensor.cpu.jit.route import TRIALS
 
-    spare = lambda: np.empty(2)  # noqa: E731  # a one-line factory
+    def spare() -> np.ndarray:
+        return np.empty(2)
+
     for _ in range(TRIALS):
         result = route.run("key", slow, fast, None, spare)
         assert result[0] > 0  # while measuring, the reference's result

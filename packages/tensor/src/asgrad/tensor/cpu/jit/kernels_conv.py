@@ -27,7 +27,7 @@ two runs a shape is measured (`Route`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -119,7 +119,7 @@ def forward_applies(stride: Pair) -> bool:
     return stride == (1, 1)
 
 
-def input_applies(kernel: Pair, stride: Pair, padding: Pair, dilation: Pair) -> bool:
+def input_applies(kernel: Sequence[int], stride: Pair, padding: Pair, dilation: Pair) -> bool:
     """Whether the direct input gradient runs (stride 1, padding at most (k-1)*d)."""
     return stride == (1, 1) and all(
         p <= (k - 1) * d for k, p, d in zip(kernel, padding, dilation, strict=True)
