@@ -69,9 +69,9 @@ def _operands(
 @pytest.fixture
 def direct() -> Iterator[None]:
     """The route pinned to the direct kernels."""
-    kc.ROUTE.force = "candidate"
+    kc.ROUTE.force = kp.ROUTE.force = "parallel"
     yield
-    kc.ROUTE.force = None
+    kc.ROUTE.force = kp.ROUTE.force = None
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -193,36 +193,58 @@ def test_stride_two_and_large_padding_run_the_numpy_kernels(direct: None) -> Non
     )
 
 
-def test_a_route_measures_both_kernels_then_runs_the_faster() -> None:
+def test_a_route_measures_every_kernel_then_runs_the_fastest() -> None:
     route = Route("test")
     calls: list[str] = []
 
-    def slow(out: np.ndarray | None) -> np.ndarray:
-        calls.append("reference")
-        total = 0.0
-        for i in range(20000):
-            total += i
-        return np.full(2, total)
+    def kernel(name: str, loops: int) -> Any:
+        def run(out: np.ndarray | None) -> np.ndarray:
+            calls.append(name)
+            total = 0.0
+            for i in range(loops):
+                total += i
+            return np.full(2, float(loops))
 
-    def fast(out: np.ndarray | None) -> np.ndarray:
-        calls.append("candidate")
-        return np.zeros(2)
+        return name, run
 
-    from asgrad.tensor.cpu.jit.route import TRIALS
+    kernels = [kernel("numpy", 20000), kernel("fast", 0), kernel("slow", 40000)]
 
     def spare() -> np.ndarray:
         return np.empty(2)
 
+    from asgrad.tensor.cpu.jit.route import TRIALS
+
     for _ in range(TRIALS):
-        result = route.run("key", slow, fast, None, spare)
-        assert result[0] > 0  # while measuring, the reference's result
-    assert calls == ["candidate", "reference"] * TRIALS
-    assert route.describe() == {"key": "candidate"}
+        assert route.run("key", kernels, None, spare)[0] == 20000  # the reference's
+    assert calls == ["numpy", "fast", "slow"] * TRIALS
+    assert route.describe() == {"key": "fast"}
     calls.clear()
-    assert route.run("key", slow, fast, None, spare)[0] == 0
-    assert calls == ["candidate"]
-    route.force = "reference"
-    assert route.run("key", slow, fast, None, spare)[0] > 0
+    assert route.run("key", kernels, None, spare)[0] == 0
+    assert calls == ["fast"]
+    route.force = "slow"
+    assert route.run("key", kernels, None, spare)[0] == 40000
+
+
+@pytest.mark.parametrize("force", ["parallel", "serial", "numpy"])
+def test_each_routed_kernel_gives_the_convolution(force: str) -> None:
+    attrs = _attrs({"padding": (1, 1)})
+    x, w, b, g = _operands((2, 3, 6, 5), (4, 3, 3, 3), attrs, "float32", seed=9)
+    kc.ROUTE.force = force
+    try:
+        got = [
+            kc.conv2d(x, w, b, relu=True, **attrs),
+            kc.conv2d_backward_input(g, w, x, **attrs),
+            kc.conv2d_backward_weight(x, g, kernel_size=(3, 3), **attrs),
+        ]
+    finally:
+        kc.ROUTE.force = None
+    want = [
+        np.maximum(CONV(x, w, b, **attrs), 0),
+        BACK_INPUT(g, w, x, **attrs),
+        BACK_WEIGHT(x, g, kernel_size=(3, 3), **attrs),
+    ]
+    for a, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, e, rtol=1e-4, atol=1e-5)
 
 
 # -- in a compiled training graph --------------------------------------------------------------
@@ -304,11 +326,11 @@ def test_compiled_max_pooling_agrees_with_numpy_with_ties_and_nan(
     x.reshape(-1)[::7] = np.nan
     x.reshape(-1)[3::11] = -np.inf
     want = get_op("max_pool2d").kernel(x, **attrs)
-    np.testing.assert_array_equal(kp.max_pool2d(x, **attrs), want)
+    np.testing.assert_array_equal(kp.max_pool2d_direct(x, **attrs), want)
     g = rng.standard_normal(want.shape).astype(dtype)
     g.reshape(-1)[::5] = -0.0
     want_dx = get_op("max_pool2d_backward").kernel(g, x, **attrs)
-    got_dx = kp.max_pool2d_backward(g, x, **attrs)
+    got_dx = kp.max_pool2d_backward_direct(g, x, **attrs)
     tiled = attrs["kernel_size"] == attrs["stride"] and all(
         size % k == 0 for size, k in zip(shape[2:], attrs["kernel_size"], strict=True)
     )

@@ -32,8 +32,9 @@ which invalidates all of it).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,7 @@ __all__ = [
     "exp_neg",
     "fresh",
     "kernel",
+    "one_thread",
     "overloads",
     "parallel_kernel",
     "prange",
@@ -86,6 +88,18 @@ def kernel(fn: Any) -> Any:
 
 
 prange = numba.prange
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the `parallel_kernel` calls inside on this thread alone (Numba's thread
+    count is per calling thread: other threads keep theirs)."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 def parallel_kernel(fn: Any) -> Any:

@@ -29,16 +29,16 @@ def _names(prefix: str, block: int, taps: int) -> list[list[str]]:
     return [[f"{prefix}{b}_{t}" for t in range(taps)] for b in range(block)]
 
 
-def _accumulate(taps: int, block: int, op: str) -> list[str]:
-    """``_{set|add}{block}``: ``wide[n, o0 + b, q] (+)= sum_t w[o0 + b, c, t] *
-    xp[n, ci, q + offs[t]]`` for q < q_end (whole arrays and indices: every row read
-    is C-contiguous)."""
+def _accumulate(taps: int, block: int) -> list[str]:
+    """``_add{block}``: ``wide[n, o0 + b, q] += sum_t w[o0 + b, c, t] * xp[n, ci, q +
+    offs[t]]`` for q < q_end (whole arrays and indices: every row read is
+    C-contiguous)."""
     w = _names("w", block, taps)
     lines = [
         "@numba.njit("
         + _OPTIONS.format(fastmath="{'contract'}").replace("parallel=True, ", "")
         + ")",
-        f"def _{op}{block}(xp, n, ci, w, o0, c, offs, wide, q_end):",
+        f"def _add{block}(xp, n, ci, w, o0, c, offs, wide, q_end):",
         "    x = xp[n, ci]",
     ]
     # One view per tap, indexed by the loop counter alone: an index Numba cannot
@@ -49,27 +49,28 @@ def _accumulate(taps: int, block: int, op: str) -> list[str]:
         lines.append(f"    d{b} = wide[n, o0 + {b}]")
     lines.append("    for q in range(q_end):")
     lines += [f"        x{t} = s{t}[q]" for t in range(taps)]
-    assign = "=" if op == "set" else "+="
     for b in range(block):
         total = " + ".join(f"{w[b][t]} * x{t}" for t in range(taps))
-        lines.append(f"        d{b}[q] {assign} {total}")
+        lines.append(f"        d{b}[q] += {total}")
     return lines
 
 
-def forward_source(taps: int, block: int) -> str:
+def forward_source(taps: int, block: int, remainder: bool) -> str:
     """The module of ``conv(xp, w, b, offs, out, wide, groups, wp, relu, bias)``.
 
     ``xp`` (N, C, L): the zero-padded input planes flattened with pitch ``wp`` (and
     slack past the last row for the wide rows' overrun); ``w`` (O, C/groups, taps);
     ``offs`` (taps,): each tap's offset in a plane; ``wide`` (N, O, OH * wp): scratch;
     ``out`` (N, O, OH, OW) gets the real columns, plus ``b`` when ``bias``, then
-    ``max(., 0)`` when ``relu`` (NaN stays NaN).
+    ``max(., 0)`` when ``relu`` (NaN stays NaN). With ``remainder``, the output
+    channels per group need not be a multiple of ``block`` (the rest go one by one).
+    Each generated function costs compile time (seconds with an empty cache), so the
+    module has only those its shapes need.
     """
-    blocks = [block] if block == 1 else [block, 1]
+    blocks = [block, 1] if remainder and block != 1 else [block]
     lines = ["import numpy as np", "import numba", ""]
     for size in blocks:
-        for op in ("set", "add"):
-            lines += [*_accumulate(taps, size, op), "", ""]
+        lines += [*_accumulate(taps, size), "", ""]
     lines += [
         "@numba.njit("
         + _OPTIONS.format(fastmath="{'contract'}").replace("parallel=True, ", "")
@@ -102,18 +103,20 @@ def forward_source(taps: int, block: int) -> str:
         "        g = rest // nb",
         f"        o0 = g * og + (rest % nb) * {block}",
         f"        o1 = min(o0 + {block}, (g + 1) * og)",
+        "        for o in range(o0, o1):",
+        "            wide[n, o, :] = 0",
         "        for c in range(cg):",
-        f"            if o1 - o0 == {block}:",
-        "                if c == 0:",
-        f"                    _set{block}(xp, n, g * cg, w, o0, 0, offs, wide, q_end)",
-        "                else:",
-        f"                    _add{block}(xp, n, g * cg + c, w, o0, c, offs, wide, q_end)",
-        "            else:",
-        "                for o in range(o0, o1):",
-        "                    if c == 0:",
-        "                        _set1(xp, n, g * cg, w, o, 0, offs, wide, q_end)",
-        "                    else:",
-        "                        _add1(xp, n, g * cg + c, w, o, c, offs, wide, q_end)",
+        *(
+            [
+                f"            if o1 - o0 == {block}:",
+                f"                _add{block}(xp, n, g * cg + c, w, o0, c, offs, wide, q_end)",
+                "            else:",
+                "                for o in range(o0, o1):",
+                "                    _add1(xp, n, g * cg + c, w, o, c, offs, wide, q_end)",
+            ]
+            if len(blocks) == 2
+            else [f"            _add{block}(xp, n, g * cg + c, w, o0, c, offs, wide, q_end)"]
+        ),
         "        for o in range(o0, o1):",
         "            # + 0.0 would turn -0.0 into 0.0: without a bias, add -0.0",
         "            add = b[o] if bias else w.dtype.type(-0.0)",

@@ -34,7 +34,7 @@ import numpy as np
 
 from asgrad.tensor.cpu.jit._numba import fresh
 from asgrad.tensor.cpu.jit.conv_source import forward_source, weight_source
-from asgrad.tensor.cpu.jit.route import Route, key_of
+from asgrad.tensor.cpu.jit.route import Route, key_of, routed
 from asgrad.tensor.cpu.jit.step_run import load_module
 from asgrad.tensor.ops.conv import (
     _conv2d_backward_input,
@@ -50,8 +50,8 @@ WEIGHT_BLOCK = 2
 
 
 @functools.cache
-def _forward(taps: int, block: int) -> Any:
-    return load_module(forward_source(taps, block), "asgrad_conv").conv
+def _forward(taps: int, block: int, remainder: bool) -> Any:
+    return load_module(forward_source(taps, block, remainder), "asgrad_conv").conv
 
 
 @functools.cache
@@ -109,7 +109,7 @@ def _direct_forward(
     taps = kh * kw
     wt = np.ascontiguousarray(w).reshape(o, cg, taps)
     bias = np.zeros(1, x.dtype) if b is None else np.ascontiguousarray(b)
-    kernel = _forward(taps, FORWARD_BLOCK)
+    kernel = _forward(taps, FORWARD_BLOCK, (o // groups) % FORWARD_BLOCK != 0)
     kernel(xp, wt, bias, geo.offs, out, wide, groups, geo.wp, relu, b is not None)
     return out
 
@@ -250,7 +250,8 @@ def conv2d(
     geo = Geometry(x.shape[2:], (kh, kw), pair(attrs["padding"], "padding"),
                    pair(attrs["dilation"], "dilation"))  # fmt: skip
     shape = (x.shape[0], o, geo.oh, geo.ow)
-    return ROUTE.run(
+    return routed(
+        ROUTE,
         key_of("conv2d", arrays, attrs),
         reference,
         lambda into: conv2d_direct(x, w, b, out=into, relu=relu, **attrs),
@@ -270,7 +271,8 @@ def conv2d_backward_input(
     st, pad, dil = (pair(attrs[k], k) for k in ("stride", "padding", "dilation"))
     if not input_applies(w.shape[2:], st, pad, dil):
         return reference(out)
-    return ROUTE.run(
+    return routed(
+        ROUTE,
         key_of("conv2d_backward_input", (g, w, x), attrs),
         reference,
         lambda into: conv2d_backward_input_direct(g, w, x, out=into, **attrs),
@@ -292,7 +294,8 @@ def conv2d_backward_weight(
     kh, kw = pair(attrs["kernel_size"], "kernel_size")
     groups = int(attrs["groups"])
     shape = (g.shape[1], x.shape[1] // groups, kh, kw)
-    return ROUTE.run(
+    return routed(
+        ROUTE,
         key_of("conv2d_backward_weight", (x, g), attrs),
         reference,
         lambda into: conv2d_backward_weight_direct(x, g, out=into, **attrs),

@@ -23,9 +23,11 @@ import numpy as np
 
 from asgrad.tensor.cpu.jit._numba import fresh, kernel, parallel_kernel, prange
 from asgrad.tensor.cpu.jit.conv_source import pool_source
+from asgrad.tensor.cpu.jit.route import Route, key_of, routed
 from asgrad.tensor.cpu.jit.step_run import load_module
 from asgrad.tensor.ops.index import check_indices
-from asgrad.tensor.ops.spatial import out_hw, window_attrs
+from asgrad.tensor.ops.pool import _max_pool2d, _max_pool2d_backward
+from asgrad.tensor.ops.spatial import out_hw, scratch, window_attrs
 
 
 @kernel
@@ -109,8 +111,8 @@ def _geometry(x: np.ndarray, attrs: dict[str, Any]) -> tuple[tuple[int, int], ..
     return kernel_size, stride, padding, ohw
 
 
-def max_pool2d(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
-    """``max_pool2d``'s kernel."""
+def max_pool2d_direct(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+    """``max_pool2d`` by the compiled kernels."""
     (kh, kw), (sh, sw), (ph, pw), ohw = _geometry(x, attrs)
     result = fresh(out, (*x.shape[:2], *ohw), x.dtype)
     if result.size == 0:
@@ -125,10 +127,10 @@ def max_pool2d(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) ->
     return result
 
 
-def max_pool2d_backward(
+def max_pool2d_backward_direct(
     g: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any
 ) -> np.ndarray:
-    """``max_pool2d_backward``'s kernel."""
+    """``max_pool2d_backward`` by the compiled kernels."""
     (kh, kw), (sh, sw), (ph, pw), ohw = _geometry(x, attrs)
     result = fresh(out, x.shape, g.dtype)
     if result.size == 0:
@@ -147,6 +149,37 @@ def max_pool2d_backward(
     else:
         _max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, result)
     return result
+
+
+ROUTE = Route("pool")
+
+
+def max_pool2d(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+    """``max_pool2d``'s compiled kernel: the compiled loops (on Numba's threads or
+    one) or the numpy kernel, as `ROUTE` measured for the shape."""
+    _, _, _, ohw = _geometry(x, attrs)
+    return routed(
+        ROUTE,
+        key_of("max_pool2d", (x,), attrs),
+        lambda into: _max_pool2d(x, out=into, **attrs),
+        lambda into: max_pool2d_direct(x, out=into, **attrs),
+        out,
+        lambda: scratch("pool_spare", (*x.shape[:2], *ohw), x.dtype),
+    )
+
+
+def max_pool2d_backward(
+    g: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any
+) -> np.ndarray:
+    """``max_pool2d_backward``'s compiled kernel, chosen as `max_pool2d`'s."""
+    return routed(
+        ROUTE,
+        key_of("max_pool2d_backward", (g, x), attrs),
+        lambda into: _max_pool2d_backward(g, x, out=into, **attrs),
+        lambda into: max_pool2d_backward_direct(g, x, out=into, **attrs),
+        out,
+        lambda: scratch("pool_spare", x.shape, g.dtype),
+    )
 
 
 @kernel

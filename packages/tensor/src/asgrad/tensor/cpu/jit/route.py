@@ -1,76 +1,77 @@
-"""A measured choice between two kernels of one op, per shape, once per process.
+"""A measured choice between kernels of one op, per shape, once per process.
 
-Which kernel is faster for a convolution depends on its shape, the machine and the
-thread count: a direct kernel wins where channels are few and images small, BLAS
-where the products are large. No rule written down holds across machines, so a
-`Route` measures: the first `TRIALS` calls at a key (the op, the shapes, the
-dtype and the attributes) run both kernels, the reference's result returned and
-the other written into a scratch array; each kernel's best time (the first call of
-each, which may compile, not counted) decides which one runs every later call at
-that key in this process. Both kernels agree within the op's tolerance, so the
-choice moves results by rounding only.
+Which kernel is fastest for a convolution or a pooling depends on its shape, the
+machine, its thread count and its load: a direct kernel wins where channels are few
+and images small, BLAS where the products are large, and a kernel over Numba's
+threads loses to the same kernel on one thread where the machine's cores are busy
+with other work (a thread that is not scheduled holds up the whole loop). No rule
+written down holds across machines, so a `Route` measures: the first `TRIALS` calls
+at a key (the op, the shapes, the dtype and the attributes) run every kernel, the
+first (the reference, the numpy kernel) into ``out`` and returned, the others into a
+scratch array; each kernel's best time (the first call of each, which may compile,
+not counted) decides which one runs every later call at that key in this process.
+The kernels agree within the op's tolerance, so the choice moves results by rounding
+only (two processes may round a step differently).
 
-``force`` (None, or the name of a kernel) skips the measurement: tests pin a
-kernel with it.
+``force`` (None, or a kernel's name) skips the measurement: tests pin a kernel with it.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
-# Calls at a key that run both kernels; the first of them is a warm-up.
-TRIALS = 3
+# Calls at a key that run every kernel; the first of them is a warm-up.
+TRIALS = 4
 
 Kernel = Callable[[np.ndarray | None], np.ndarray]
 
 
 class Route:
-    """Per key, which of a reference kernel and a candidate runs (see the module
-    docstring)."""
+    """Per key, which of several kernels runs (see the module docstring)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.force: str | None = None
         self.chosen: dict[Hashable, str] = {}
-        self._trials: dict[Hashable, list[tuple[float, float]]] = {}
+        self._trials: dict[Hashable, list[list[float]]] = {}
         self._lock = threading.Lock()
 
     def run(
         self,
         key: Hashable,
-        reference: Kernel,
-        candidate: Kernel,
+        kernels: Sequence[tuple[str, Kernel]],
         out: np.ndarray | None,
         spare: Callable[[], np.ndarray],
     ) -> np.ndarray:
-        """One call at ``key``: ``reference(out)`` or ``candidate(out)`` as chosen, or
-        both while measuring (``candidate`` into ``spare()``)."""
-        if self.force is not None:
-            return candidate(out) if self.force == "candidate" else reference(out)
-        chosen = self.chosen.get(key)
-        if chosen == "candidate":
-            return candidate(out)
-        if chosen == "reference":
-            return reference(out)
-        start = time.perf_counter()
-        candidate(spare())
-        middle = time.perf_counter()
-        result = reference(out)
-        end = time.perf_counter()
+        """One call at ``key`` of the chosen kernel (by name), or of every kernel while
+        measuring (the first, the reference, into ``out``; the others into ``spare()``)."""
+        wanted = self.force if self.force is not None else self.chosen.get(key)
+        if wanted is not None:
+            for name, kernel in kernels:
+                if name == wanted:
+                    return kernel(out)
+        times: list[float] = []
+        result = out
+        for k, (_, kernel) in enumerate(kernels):
+            start = time.perf_counter()
+            if k == 0:
+                result = kernel(out)
+            else:
+                kernel(spare())
+            times.append(time.perf_counter() - start)
         with self._lock:
             trials = self._trials.setdefault(key, [])
-            trials.append((middle - start, end - middle))
+            trials.append(times)
             if len(trials) >= TRIALS:
-                timed = trials[1:]
-                best_candidate = min(t[0] for t in timed)
-                best_reference = min(t[1] for t in timed)
-                self.chosen[key] = "candidate" if best_candidate < best_reference else "reference"
+                best = [min(t[k] for t in trials[1:]) for k in range(len(kernels))]
+                self.chosen[key] = kernels[best.index(min(best))][0]
                 del self._trials[key]
+        assert result is not None
         return result
 
     def describe(self) -> dict[Hashable, str]:
@@ -82,3 +83,25 @@ def key_of(op: str, arrays: tuple[Any, ...], attrs: dict[str, Any]) -> Hashable:
     """A route key: the op, each array's shape and dtype, and the attributes."""
     shapes = tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
     return (op, shapes, tuple(sorted((k, repr(v)) for k, v in attrs.items())))
+
+
+def routed(
+    route: Route,
+    key: Hashable,
+    reference: Kernel,
+    compiled: Kernel,
+    out: np.ndarray | None,
+    spare: Callable[[], np.ndarray],
+) -> np.ndarray:
+    """``route``'s choice at ``key`` between the numpy kernel (``"numpy"``) and a
+    parallel compiled kernel on Numba's threads (``"parallel"``) or on this thread
+    alone (``"serial"``)."""
+
+    def serial(into: np.ndarray | None) -> np.ndarray:
+        from asgrad.tensor.cpu.jit._numba import one_thread  # imports Numba
+
+        with one_thread():
+            return compiled(into)
+
+    kernels = [("numpy", reference), ("parallel", compiled), ("serial", serial)]
+    return route.run(key, kernels, out, spare)
