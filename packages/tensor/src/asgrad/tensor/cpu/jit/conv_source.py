@@ -14,7 +14,8 @@ The kernels run their outer loop with ``numba.prange`` (over images and output
 channel blocks; over weight blocks for the weight gradient). Arithmetic may be
 contracted into fused multiply-adds, and the weight gradient's sums reassociated
 (so that they vectorise); nothing assumes finite values, so NaN and infinities
-propagate as in numpy's products.
+propagate as in numpy's products. `pool_source` writes max pooling's tiled kernels
+the same way (every window offset unrolled).
 """
 
 from __future__ import annotations

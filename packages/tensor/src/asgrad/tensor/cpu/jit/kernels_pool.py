@@ -11,6 +11,14 @@ semantics of the ops' numpy kernels:
   except at the window's first offset), one pass over the windows without masks;
 * ``scatter_add``: ``g`` added into zeros at the indices along an axis, in index
   order (as ``np.add.at``); indices out of range raise the numpy kernel's error.
+
+Windows that tile the input (stride == kernel, no padding, no remainder) run kernels
+generated per window size (`pool_source`: every offset unrolled, so a row of windows
+is one vectorised pass; the gradient writes every input element once, bit for bit
+numpy's); other windows run one loop per window. Both run over images and channels
+on Numba's threads; `max_pool2d` and `max_pool2d_backward` choose per shape between
+them, the same kernels on one thread and the numpy kernels by measuring (`ROUTE`,
+see `asgrad.tensor.cpu.jit.route`).
 """
 
 from __future__ import annotations

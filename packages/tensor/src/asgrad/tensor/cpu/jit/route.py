@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 # Calls at a key that run every kernel; the first of them is a warm-up.
-TRIALS = 4
+TRIALS = 3
 
 Kernel = Callable[[np.ndarray | None], np.ndarray]
 
