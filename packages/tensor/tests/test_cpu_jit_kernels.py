@@ -131,6 +131,10 @@ _TAKEN = {
 def test_the_heavy_ops_have_compiled_kernels() -> None:
     compiled = {name for f in FAMILY_LOWERINGS.values() for name in f.compiled}
     assert compiled == {
+        "conv2d",
+        "conv2d_backward_input",
+        "conv2d_backward_weight",
+        "max_pool2d",
         "max_pool2d_backward",
         "scatter_add",
         "adam_ema",

@@ -81,7 +81,7 @@ def generate_cpu_function(
     lines = _needed(maker.lines, maker.refs, maker.roots)
     if compiled:
         for fuse in fusers():  # imports no Numba
-            lines = fuse(lines, maker.refs, types, maker.env, maker.context.registered)
+            lines = fuse(lines, maker.refs, types, maker.env, maker.context)
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():

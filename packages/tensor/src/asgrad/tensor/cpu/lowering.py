@@ -21,9 +21,10 @@ in this package. An op with a row program (``OpDef.rows``: softmax, the norms) n
 none either: its numpy kernel is rendered from the program, and so are its compiled
 kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) and its whole-step loops
 (`asgrad.tensor.cpu.jit.emit_rows.emit_rows`). Ops of the structural
-families (reductions, shape, linalg, pool, index, control, optim) have entries keyed by op
-inside their family's entry, and a family may fuse groups of lines (``fuse``: Adam's
-three ops per parameter as one pass).
+families (reductions, shape, linalg, conv, pool, index, control, optim) have entries
+keyed by op inside their family's entry, and a family may fuse groups of lines
+(``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
+kernel).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -39,6 +40,7 @@ from asgrad.tensor.cpu import specialize as sp
 from asgrad.tensor.cpu.jit import emit_ops as em
 from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
+from asgrad.tensor.cpu.jit import fuse_conv as fc
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
 from asgrad.tensor.ir.graph import Node
@@ -58,10 +60,9 @@ Emitter = em.Emitter
 # (node, input types, result type) -> the compiled kernel for the node, or None.
 Chooser = Callable[[Node, Sequence[TensorType], TensorType], JitKernel | None]
 Fuser = Callable[
-    [Sequence[Line], Mapping[int, Ref], Mapping[int, TensorType], dict[str, Any],
-     Callable[[str], bool]],
+    [Sequence[Line], Mapping[int, Ref], Mapping[int, TensorType], dict[str, Any], sp.Context],
     list[Line],
-]  # fmt: skip
+]
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,18 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             "concat": em.concat,
         },
     ),
+    "conv": FamilyLowering(
+        compiled={
+            name: JitKernel("kernels_conv", name)
+            for name in ("conv2d", "conv2d_backward_input", "conv2d_backward_weight")
+        },
+        fuse=fc.fuse_conv_relu,
+    ),
     "pool": FamilyLowering(
-        compiled={"max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward")}
+        compiled={
+            "max_pool2d": JitKernel("kernels_pool", "max_pool2d"),
+            "max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward"),
+        }
     ),
     "index": FamilyLowering(
         emit={

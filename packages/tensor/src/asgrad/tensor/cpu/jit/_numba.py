@@ -14,6 +14,8 @@ so that they vectorise.
 
 The kernels compiled here are serial; the rendered elementwise loops and row kernels
 also have a parallel form, taken for large results (`asgrad.tensor.cpu.jit.threads`).
+The convolution and max pooling kernels, which do far more work per element, run
+their outer loops over images and channels in parallel (`parallel_kernel`).
 
 ``exp``, ``exp_neg`` and ``erf`` are generic over float32 and float64: float32 gets
 branch-free forms that LLVM vectorises (an exponential by range reduction and a
@@ -29,8 +31,9 @@ which invalidates all of it).
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -51,7 +54,10 @@ __all__ = [
     "exp_neg",
     "fresh",
     "kernel",
+    "one_thread",
     "overloads",
+    "parallel_kernel",
+    "prange",
     "row_max",
     "row_max_nan",
     "row_sum",
@@ -78,6 +84,27 @@ def fresh(out: np.ndarray | None, shape: tuple[int, ...], dtype: Any) -> np.ndar
 def kernel(fn: Any) -> Any:
     """``numba.njit`` with `KERNEL`'s options."""
     return numba.njit(**KERNEL)(fn)
+
+
+prange = numba.prange
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the `parallel_kernel` calls inside on this thread alone (Numba's thread
+    count is per calling thread: other threads keep theirs)."""
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+def parallel_kernel(fn: Any) -> Any:
+    """``numba.njit`` with `KERNEL`'s options and ``parallel=True`` (its ``numba.prange``
+    loops run on Numba's threads)."""
+    return numba.njit(**KERNEL, parallel=True)(fn)
 
 
 def _intrinsic(fn: Any) -> Any:

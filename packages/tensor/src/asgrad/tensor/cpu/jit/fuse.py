@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values
+from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
 # A group is fused from this many elements of its result on.
@@ -39,9 +40,10 @@ def fuse_adam(
     refs: Mapping[int, Ref],
     types: Mapping[int, TensorType],
     env: dict[str, Any],
-    registered: Callable[[str], bool],
+    context: Context,
 ) -> list[Line]:
     """``lines`` with each fusable Adam group as one kernel (see the module docstring)."""
+    registered = context.registered
     readers: dict[int, int] = {}
     for line in lines:
         for a in set(values(line.call)):

@@ -3,7 +3,7 @@
 A `JitKernel` names a wrapper with the calling convention of an
 `IntoKernel` (``fn(*inputs, out=None, **attrs)``, the
 result written into ``out`` when it is given). The structural families' kernels are
-hand-written in topic modules (``kernels_pool``, ``kernels_optim``),
+hand-written in topic modules (``kernels_conv``, ``kernels_pool``, ``kernels_optim``),
 listed in `asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`; an elementwise op's
 kernel is rendered from its scalar expression (`rendered_kernel`): one loop over
 the elements, written by `render_numba`, in a
@@ -17,11 +17,9 @@ The kernels agree with the numpy kernels within each op's registered tolerance
 (``tests/test_cpu_jit_kernels.py`` and ``packages/tensor/tests/test_cpu_jit_kernels.py``
 run every op's registry cases both ways).
 
-Convolution has no kernel: a compiled im2col measured slower than numpy's strided
-copy (rows of a 14-pixel image are too short for a loop to beat it), and a compiled
-col2im around the same BLAS product made the input gradient no faster
-(``benchmarks/jit_kernels.py``: 8.08 ms numpy, 8.20 ms compiled); the products, the
-bulk of the time, are the same BLAS calls either way.
+Convolution's kernels (``kernels_conv``) are direct convolutions whose Numba source is
+generated per kernel size (``conv_source``), chosen per shape against the numpy
+kernels (im2col/col2im around BLAS) by measuring (``route``).
 """
 
 from __future__ import annotations

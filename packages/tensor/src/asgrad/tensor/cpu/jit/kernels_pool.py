@@ -11,18 +11,31 @@ semantics of the ops' numpy kernels:
   except at the window's first offset), one pass over the windows without masks;
 * ``scatter_add``: ``g`` added into zeros at the indices along an axis, in index
   order (as ``np.add.at``); indices out of range raise the numpy kernel's error.
+
+Windows that tile the input (stride == kernel, no padding, no remainder) run kernels
+generated per window size (`pool_source`: every offset unrolled, so a row of windows
+is one vectorised pass; the gradient writes every input element once, bit for bit
+numpy's); other windows run one loop per window. Both run over images and channels
+on Numba's threads; `max_pool2d` and `max_pool2d_backward` choose per shape between
+them, the same kernels on one thread and the numpy kernels by measuring (`ROUTE`,
+see `asgrad.tensor.cpu.jit.route`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.jit._numba import fresh, kernel
+from asgrad.tensor.cpu.jit._numba import fresh, kernel, parallel_kernel, prange
+from asgrad.tensor.cpu.jit.conv_source import pool_source
+from asgrad.tensor.cpu.jit.route import Route, key_of, routed
+from asgrad.tensor.cpu.jit.step_run import load_module
 from asgrad.tensor.ops.index import check_indices
-from asgrad.tensor.ops.spatial import out_hw, window_attrs
+from asgrad.tensor.ops.pool import _max_pool2d, _max_pool2d_backward
+from asgrad.tensor.ops.spatial import out_hw, scratch, window_attrs
 
 
 @kernel
@@ -34,53 +47,70 @@ def _at(img: Any, y: int, x: int, inside: bool) -> Any:
     return img[y, x] if (y >= 0) & (y < h) & (x >= 0) & (x < w) else img.dtype.type(-np.inf)
 
 
-@kernel
+@parallel_kernel
 def _max_pool(x: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, out: Any) -> None:
     n_, c_ = x.shape[:2]
     oh, ow = out.shape[2], out.shape[3]
     inside = ph == 0 and pw == 0  # every window lies in x: no bounds to check
-    for n in range(n_):
-        for c in range(c_):
-            img, dst = x[n, c], out[n, c]
-            for oy in range(oh):
-                by = oy * sh - ph
-                for ox in range(ow):
-                    bx = ox * sw - pw
-                    m = _at(img, by, bx, inside)
-                    for i in range(kh):
-                        for j in range(kw):
-                            v = _at(img, by + i, bx + j, inside)
-                            m = v if (v > m) | (v != v) else m  # np.maximum: NaN wins
-                    dst[oy, ox] = m
+    for plane in prange(n_ * c_):
+        n, c = plane // c_, plane % c_
+        img, dst = x[n, c], out[n, c]
+        for oy in range(oh):
+            by = oy * sh - ph
+            for ox in range(ow):
+                bx = ox * sw - pw
+                m = _at(img, by, bx, inside)
+                for i in range(kh):
+                    for j in range(kw):
+                        v = _at(img, by + i, bx + j, inside)
+                        m = v if (v > m) | (v != v) else m  # np.maximum: NaN wins
+                dst[oy, ox] = m
 
 
-@kernel
+@parallel_kernel
 def _max_pool_backward(
     g: Any, x: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, out: Any
 ) -> None:
     n_, c_, h, w = x.shape
     oh, ow = g.shape[2], g.shape[3]
     inside = ph == 0 and pw == 0
-    out[:] = 0
-    for n in range(n_):
-        for c in range(c_):
-            img, gi, dst = x[n, c], g[n, c], out[n, c]
-            for oy in range(oh):
-                by = oy * sh - ph
-                for ox in range(ow):
-                    bx = ox * sw - pw
-                    # The first offset, then the last strictly greater one (NaN never is).
-                    best = _at(img, by, bx, inside)
-                    wy, wx = by, bx
-                    for i in range(kh):
-                        for j in range(kw):
-                            v = _at(img, by + i, bx + j, inside)
-                            take = v > best
-                            best = v if take else best
-                            wy = by + i if take else wy
-                            wx = bx + j if take else wx
-                    if inside or ((wy >= 0) & (wy < h) & (wx >= 0) & (wx < w)):
-                        dst[wy, wx] += gi[oy, ox]
+    for plane in prange(n_ * c_):
+        n, c = plane // c_, plane % c_
+        img, gi, dst = x[n, c], g[n, c], out[n, c]
+        dst[:] = 0
+        for oy in range(oh):
+            by = oy * sh - ph
+            for ox in range(ow):
+                bx = ox * sw - pw
+                # The first offset, then the last strictly greater one (NaN never is).
+                best = _at(img, by, bx, inside)
+                wy, wx = by, bx
+                for i in range(kh):
+                    for j in range(kw):
+                        v = _at(img, by + i, bx + j, inside)
+                        take = v > best
+                        best = v if take else best
+                        wy = by + i if take else wy
+                        wx = bx + j if take else wx
+                if inside or ((wy >= 0) & (wy < h) & (wx >= 0) & (wx < w)):
+                    dst[wy, wx] += gi[oy, ox]
+
+
+@functools.cache
+def _tiled(kh: int, kw: int) -> Any:
+    """The tiled max pooling kernels for a kh x kw window (`pool_source`)."""
+    return load_module(pool_source(kh, kw), "asgrad_pool")
+
+
+def _tiles(x_shape: tuple[int, ...], kernel: tuple[int, int], stride: tuple[int, int],
+           padding: tuple[int, int], ohw: tuple[int, int]) -> bool:  # fmt: skip
+    """Whether the windows tile x exactly: stride == kernel, no padding, no remainder."""
+    return (
+        stride == kernel
+        and padding == (0, 0)
+        and x_shape[2] == ohw[0] * kernel[0]
+        and x_shape[3] == ohw[1] * kernel[1]
+    )
 
 
 def _geometry(x: np.ndarray, attrs: dict[str, Any]) -> tuple[tuple[int, int], ...]:
@@ -89,20 +119,27 @@ def _geometry(x: np.ndarray, attrs: dict[str, Any]) -> tuple[tuple[int, int], ..
     return kernel_size, stride, padding, ohw
 
 
-def max_pool2d(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
-    """``max_pool2d``'s kernel."""
+def max_pool2d_direct(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+    """``max_pool2d`` by the compiled kernels."""
     (kh, kw), (sh, sw), (ph, pw), ohw = _geometry(x, attrs)
     result = fresh(out, (*x.shape[:2], *ohw), x.dtype)
-    if result.size:
-        _max_pool(np.ascontiguousarray(x), kh, kw, sh, sw, ph, pw, result)
+    if result.size == 0:
+        return result
+    x = np.ascontiguousarray(x)
+    if _tiles(x.shape, (kh, kw), (sh, sw), (ph, pw), ohw):
+        n, c = x.shape[:2]
+        rows = n * c * ohw[0]
+        _tiled(kh, kw).pool(x.reshape(rows, kh, ohw[1], kw), result.reshape(rows, ohw[1]))
+    else:
+        _max_pool(x, kh, kw, sh, sw, ph, pw, result)
     return result
 
 
-def max_pool2d_backward(
+def max_pool2d_backward_direct(
     g: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any
 ) -> np.ndarray:
-    """``max_pool2d_backward``'s kernel."""
-    (kh, kw), (sh, sw), (ph, pw), _ = _geometry(x, attrs)
+    """``max_pool2d_backward`` by the compiled kernels."""
+    (kh, kw), (sh, sw), (ph, pw), ohw = _geometry(x, attrs)
     result = fresh(out, x.shape, g.dtype)
     if result.size == 0:
         return result
@@ -110,8 +147,49 @@ def max_pool2d_backward(
         result.fill(0)
         return result
     x, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
-    _max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, result)
+    if _tiles(x.shape, (kh, kw), (sh, sw), (ph, pw), ohw):
+        rows = x.shape[0] * x.shape[1] * ohw[0]
+        _tiled(kh, kw).pool_backward(
+            g.reshape(rows, ohw[1]),
+            x.reshape(rows, kh, ohw[1], kw),
+            result.reshape(rows, kh, ohw[1], kw),
+        )
+    else:
+        _max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, result)
     return result
+
+
+ROUTE = Route("pool")
+
+
+def max_pool2d(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) -> np.ndarray:
+    """``max_pool2d``'s compiled kernel: the compiled loops (on Numba's threads or
+    one) or the numpy kernel, as `ROUTE` measured for the shape."""
+    _, _, _, ohw = _geometry(x, attrs)
+    return routed(
+        ROUTE,
+        key_of("max_pool2d", (x,), attrs),
+        lambda into: _max_pool2d(x, out=into, **attrs),
+        lambda into: max_pool2d_direct(x, out=into, **attrs),
+        out,
+        lambda: scratch("pool_spare", (*x.shape[:2], *ohw), x.dtype),
+        same_bits=True,  # a maximum: exact, NaN placed as numpy places it
+    )
+
+
+def max_pool2d_backward(
+    g: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any
+) -> np.ndarray:
+    """``max_pool2d_backward``'s compiled kernel, chosen as `max_pool2d`'s."""
+    return routed(
+        ROUTE,
+        key_of("max_pool2d_backward", (g, x), attrs),
+        lambda into: _max_pool2d_backward(g, x, out=into, **attrs),
+        lambda into: max_pool2d_backward_direct(g, x, out=into, **attrs),
+        out,
+        lambda: scratch("pool_spare", x.shape, g.dtype),
+        same_bits=True,  # each gradient element written once, as numpy writes it
+    )
 
 
 @kernel

@@ -1,0 +1,234 @@
+"""Numba source of the direct convolution kernels, generated per tap count and block.
+
+A direct convolution's inner loop runs along a whole padded image plane, flattened
+(the *wide* layout: an output row is as long as a padded input row, ``Wp``, and the
+columns past the real output width are computed and dropped), so it is long and
+contiguous for any image width. Every kernel tap (``kh * kw`` of them) and every
+output channel of a block is unrolled in the loop body: each input element loaded
+feeds ``block`` multiply-adds, which keeps the loop compute-bound rather than
+bound by loads and stores. The unrolling needs the tap count and the block size at
+generation time, hence generated source (`forward_source`, `weight_source`),
+compiled once per pair and cached on disk like every kernel.
+
+The kernels run their outer loop with ``numba.prange`` (over images and output
+channel blocks; over weight blocks for the weight gradient). Arithmetic may be
+contracted into fused multiply-adds, and the weight gradient's sums reassociated
+(so that they vectorise); nothing assumes finite values, so NaN and infinities
+propagate as in numpy's products. `pool_source` writes max pooling's tiled kernels
+the same way (every window offset unrolled).
+"""
+
+from __future__ import annotations
+
+_OPTIONS = (
+    "cache=True, parallel=True, error_model='numpy', boundscheck=False, nogil=True, "
+    "fastmath={fastmath}"
+)
+
+
+def _names(prefix: str, block: int, taps: int) -> list[list[str]]:
+    return [[f"{prefix}{b}_{t}" for t in range(taps)] for b in range(block)]
+
+
+def _accumulate(taps: int, block: int) -> list[str]:
+    """``_add{block}``: ``wide[n, o0 + b, q] += sum_t w[o0 + b, c, t] * xp[n, ci, q +
+    offs[t]]`` for q < q_end (whole arrays and indices: every row read is
+    C-contiguous)."""
+    w = _names("w", block, taps)
+    lines = [
+        "@numba.njit("
+        + _OPTIONS.format(fastmath="{'contract'}").replace("parallel=True, ", "")
+        + ")",
+        f"def _add{block}(xp, n, ci, w, o0, c, offs, wide, q_end):",
+        "    x = xp[n, ci]",
+    ]
+    # One view per tap, indexed by the loop counter alone: an index Numba cannot
+    # prove non-negative gets a wraparound select, which stops vectorisation.
+    lines += [f"    s{t} = x[offs[{t}]:]" for t in range(taps)]
+    for b in range(block):
+        lines += [f"    {w[b][t]} = w[o0 + {b}, c, {t}]" for t in range(taps)]
+        lines.append(f"    d{b} = wide[n, o0 + {b}]")
+    lines.append("    for q in range(q_end):")
+    lines += [f"        x{t} = s{t}[q]" for t in range(taps)]
+    for b in range(block):
+        total = " + ".join(f"{w[b][t]} * x{t}" for t in range(taps))
+        lines.append(f"        d{b}[q] += {total}")
+    return lines
+
+
+def forward_source(taps: int, block: int, remainder: bool) -> str:
+    """The module of ``conv(xp, w, b, offs, out, wide, groups, wp, relu, bias)``.
+
+    ``xp`` (N, C, L): the zero-padded input planes flattened with pitch ``wp`` (and
+    slack past the last row for the wide rows' overrun); ``w`` (O, C/groups, taps);
+    ``offs`` (taps,): each tap's offset in a plane; ``wide`` (N, O, OH * wp): scratch;
+    ``out`` (N, O, OH, OW) gets the real columns, plus ``b`` when ``bias``, then
+    ``max(., 0)`` when ``relu`` (NaN stays NaN). With ``remainder``, the output
+    channels per group need not be a multiple of ``block`` (the rest go one by one).
+    Each generated function costs compile time (seconds with an empty cache), so the
+    module has only those its shapes need.
+    """
+    blocks = [block, 1] if remainder and block != 1 else [block]
+    lines = ["import numpy as np", "import numba", ""]
+    for size in blocks:
+        lines += [*_accumulate(taps, size), "", ""]
+    lines += [
+        "@numba.njit("
+        + _OPTIONS.format(fastmath="{'contract'}").replace("parallel=True, ", "")
+        + ")",
+        "def _store(src, res, wp, add, relu):",
+        "    zero = src.dtype.type(0)",
+        "    for y in range(res.shape[0]):",
+        "        row = src[y * wp:]",
+        "        dst = res[y]",
+        "        if relu:",
+        "            for x in range(res.shape[1]):",
+        "                v = row[x] + add",
+        "                dst[x] = v if v > zero or v != v else zero",
+        "        else:",
+        "            for x in range(res.shape[1]):",
+        "                dst[x] = row[x] + add",
+        "",
+        "",
+        "@numba.njit(" + _OPTIONS.format(fastmath="{'contract'}") + ")",
+        "def conv(xp, w, b, offs, out, wide, groups, wp, relu, bias):",
+        "    n_, o_ = out.shape[0], out.shape[1]",
+        "    oh = out.shape[2]",
+        "    cg = w.shape[1]",
+        "    og = o_ // groups",
+        f"    nb = (og + {block - 1}) // {block}",
+        "    q_end = oh * wp",
+        "    for item in numba.prange(n_ * groups * nb):",
+        "        n = item // (groups * nb)",
+        "        rest = item % (groups * nb)",
+        "        g = rest // nb",
+        f"        o0 = g * og + (rest % nb) * {block}",
+        f"        o1 = min(o0 + {block}, (g + 1) * og)",
+        "        for o in range(o0, o1):",
+        "            wide[n, o, :] = 0",
+        "        for c in range(cg):",
+        *(
+            [
+                f"            if o1 - o0 == {block}:",
+                f"                _add{block}(xp, n, g * cg + c, w, o0, c, offs, wide, q_end)",
+                "            else:",
+                "                for o in range(o0, o1):",
+                "                    _add1(xp, n, g * cg + c, w, o, c, offs, wide, q_end)",
+            ]
+            if len(blocks) == 2
+            else [f"            _add{block}(xp, n, g * cg + c, w, o0, c, offs, wide, q_end)"]
+        ),
+        "        for o in range(o0, o1):",
+        "            # + 0.0 would turn -0.0 into 0.0: without a bias, add -0.0",
+        "            add = b[o] if bias else w.dtype.type(-0.0)",
+        "            _store(wide[n, o], out[n, o], wp, add, relu)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def weight_source(taps: int, block: int) -> str:
+    """The module of ``conv_weight(xp, gw, offs, dw, groups, q_end)``.
+
+    ``dw[o, c, t] = sum over n, q of gw[n, o, q] * xp[n, g * cg + c, q + offs[t]]``:
+    ``gw`` (N, O, OH * wp) is the output gradient in the wide layout, zero in the
+    dropped columns, so those columns add ``0 * x``: the caller checks the result
+    where ``x`` may hold infinities or NaN.
+    """
+    acc = _names("s", block, taps)
+    lines = [
+        "import numpy as np",
+        "import numba",
+        "",
+        "",
+        "@numba.njit("
+        + _OPTIONS.format(fastmath="{'contract', 'reassoc'}").replace("parallel=True, ", "")
+        + ")",
+        f"def _dot{block}(xp, ci, gw, offs, q_end, dw, o0, c):",
+        *[f"    {acc[b][t]} = dw.dtype.type(0)" for b in range(block) for t in range(taps)],
+        "    for n in range(xp.shape[0]):",
+        "        xn = xp[n, ci]",
+        *[f"        u{t} = xn[offs[{t}]:]" for t in range(taps)],
+        *[f"        g{b} = gw[n, o0 + {b}]" for b in range(block)],
+        "        for q in range(q_end):",
+        *[f"            x{t} = u{t}[q]" for t in range(taps)],
+        *[f"            v{b} = g{b}[q]" for b in range(block)],
+        *[f"            {acc[b][t]} += v{b} * x{t}" for b in range(block) for t in range(taps)],
+        *[f"    dw[o0 + {b}, c, {t}] = {acc[b][t]}" for b in range(block) for t in range(taps)],
+        "",
+        "",
+        "@numba.njit(" + _OPTIONS.format(fastmath="{'contract', 'reassoc'}") + ")",
+        "def conv_weight(xp, gw, offs, dw, groups, q_end):",
+        "    o_, cg = dw.shape[0], dw.shape[1]",
+        "    og = o_ // groups",
+        f"    nb = og // {block}",
+        "    for item in numba.prange(groups * nb * cg):",
+        "        g = item // (nb * cg)",
+        "        rest = item % (nb * cg)",
+        f"        o0 = g * og + (rest // cg) * {block}",
+        "        c = rest % cg",
+        f"        _dot{block}(xp, g * cg + c, gw, offs, q_end, dw, o0, c)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def pool_source(kh: int, kw: int) -> str:
+    """The module of ``pool(x, out)`` and ``pool_backward(g, x, out)`` for max pooling
+    windows that tile the input, ``x`` and ``out`` viewed as rows of windows (R, kh,
+    OW, kw), ``g`` as (R, OW). Every offset of a window is unrolled in the loop over
+    ``ox``, so its loads and stores are interleaved groups that LLVM vectorises.
+
+    ``pool``: the window's maximum, NaN when any of it is NaN (``np.maximum``).
+    ``pool_backward``: ``g`` at the window's argmax (its first offset, then the last
+    strictly greater one: a NaN wins only at the first), zero at the other offsets.
+    """
+    taps = [(i, j) for i in range(kh) for j in range(kw)]
+    options = _OPTIONS.format(fastmath="False")
+    loads = [f"            v{k} = xr[{i}, ox, {j}]" for k, (i, j) in enumerate(taps)]
+    lines = [
+        "import numpy as np",
+        "import numba",
+        "",
+        "ROWS = 64",
+        "",
+        "",
+        f"@numba.njit({options})",
+        "def pool(x, out):",
+        "    rows, ow = out.shape",
+        "    for task in numba.prange((rows + ROWS - 1) // ROWS):",
+        "        for r in range(task * ROWS, min(rows, (task + 1) * ROWS)):",
+        "            xr, dst = x[r], out[r]",
+        "            for ox in range(ow):",
+        *["    " + line for line in loads],
+        "                m = v0",
+    ]
+    for k in range(1, len(taps)):
+        lines.append(f"                m = v{k} if (v{k} > m) | (v{k} != v{k}) else m")
+    lines += [
+        "                dst[ox] = m",
+        "",
+        "",
+        f"@numba.njit({options})",
+        "def pool_backward(g, x, out):",
+        "    rows, ow = g.shape",
+        "    zero = out.dtype.type(0)",
+        "    for task in numba.prange((rows + ROWS - 1) // ROWS):",
+        "        for r in range(task * ROWS, min(rows, (task + 1) * ROWS)):",
+        "            xr, gr, dst = x[r], g[r], out[r]",
+        "            for ox in range(ow):",
+        *["    " + line for line in loads],
+        "                best = v0",
+        "                win = 0",
+    ]
+    for k in range(1, len(taps)):
+        lines += [
+            f"                take = v{k} > best",
+            f"                best = v{k} if take else best",
+            f"                win = {k} if take else win",
+        ]
+    lines.append("                gv = gr[ox]")
+    for k, (i, j) in enumerate(taps):
+        lines.append(f"                dst[{i}, ox, {j}] = gv if win == {k} else zero")
+    lines.append("")
+    return "\n".join(lines)
