@@ -351,10 +351,11 @@ def lower_schedule(
                     split = product_pieces(node, ins, out_type) if node.id in products else None
                     found: list[tuple[int, Deferred]] = []
                     for sibling, closure in (siblings or {}).get(node.id, []):
-                        inside = set(closure)
-                        reads = {i.id for n in (*closure, sibling) for i in nodes[n].inputs}
-                        if any(r not in values and r not in inside for r in reads):
-                            continue  # reads a value made elsewhere (a batch's product)
+                        todo = [n for n in closure if n not in values]
+                        made = set(values) | set(todo)
+                        reads = {i.id for n in (*todo, sibling) for i in nodes[n].inputs}
+                        if not reads <= made:
+                            continue  # reads a value already released: lowered at its step
                         for nid in closure:  # made before this step: lowered now
                             if nid not in values:
                                 values[nid] = lower_at(nodes[nid])
