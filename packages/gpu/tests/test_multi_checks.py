@@ -1,0 +1,74 @@
+"""``all(isfinite(x))`` of many tensors (GradScaler's found_inf) computed as flags:
+one fill and a kernel per binding limit for every check (`asgrad.gpu.plan.multi_finite`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asgrad.gpu import Device
+from asgrad.gpu.plan import build_plan
+from asgrad.gpu.plan.dispatch_kinds import count_kinds
+from asgrad.tensor import Graph, Tensor, compile
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(3, 5), (700,), (2, 3, 4), (1,), (64, 65)]
+
+
+def _program(dtype: str) -> tuple[list[Tensor], list[str]]:
+    g = Graph()
+    scale = g.input("scale", (), free=())
+    oks: list[Tensor] = []
+    names: list[str] = []
+    for k, shape in enumerate(SHAPES * 3):
+        name = f"g{k}"
+        x = g.input(name, shape, dtype, free=())
+        u = (x.cast("float32") if dtype == "float16" else x) * (1.0 / scale)
+        oks.append(u.isfinite().all())
+        names.append(name)
+    found = oks[0]
+    for ok in oks[1:]:
+        found = found & ok
+    return [~found, oks[4], oks[7]], names
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_finite_checks_of_many_tensors_match_numpy(device: Device, dtype: str) -> None:
+    outs, names = _program(dtype)
+    program = compile(outs, backend="gpu")
+    rng = np.random.default_rng(1)
+    base = {n: rng.standard_normal(s).astype(dtype) for n, s in zip(names, SHAPES * 3, strict=True)}
+    scale = np.asarray(4.0, np.float32)
+    cases = {
+        "clean": {},
+        "inf": {"g7": np.full(SHAPES[2], np.inf, dtype)},
+        "nan in the last": {"g14": np.where(np.arange(64 * 65).reshape(64, 65) == 4159, np.nan, 1)},
+        "one of many": {"g4": np.r_[np.ones(64 * 65 - 1), -np.inf].reshape(64, 65)},
+    }
+    for case, changed in cases.items():
+        feeds = {**base, **{k: v.astype(dtype) for k, v in changed.items()}, "scale": scale}
+        found, ok4, ok7 = program(feeds)
+        want = [bool(np.isfinite(feeds[n].astype(np.float32) / scale).all()) for n in names]
+        assert bool(found) == (not all(want)), case
+        assert (bool(ok4), bool(ok7)) == (want[4], want[7]), case
+    kinds = count_kinds(build_plan(program.schedule, base | {"scale": scale}, device).commands)
+    # 15 checks, each binding its tensor and the scale: 6 a kernel
+    assert kinds["checks"] == 3, kinds
+    assert kinds["reduction"] == 0, kinds
+    assert kinds["fill"] == 1, kinds
+
+
+def test_a_sum_read_elsewhere_is_no_check(device: Device) -> None:
+    """``sum(cast(x)) == 0`` whose sum another node reads too stays a sum: the count
+    of true elements is its value."""
+    g = Graph()
+    x = g.input("x", (4, 6), free=())
+    count = (x > 0.0).cast("int32").sum()
+    program = compile([count == 0, count], backend="gpu")
+    v = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+    none, n = program({"x": v})
+    assert not bool(none)
+    assert int(n) == int((v > 0).sum())
+    kinds = count_kinds(build_plan(program.schedule, {"x": v}, device).commands)
+    assert kinds["checks"] == 0, kinds
