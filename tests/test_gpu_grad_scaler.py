@@ -106,7 +106,7 @@ def test_the_gated_adam_update_stays_one_multi_tensor_dispatch(device: Device) -
     }
     kinds = count_kinds(build_plan(program.schedule, feeds, device).commands)
     assert kinds["optimizer update"] == 1, kinds
-    # measured on lavapipe when pinned: 35 (30 without the scaler; 51 while found_inf
+    # measured on lavapipe when pinned: 35 (24 without the scaler; 51 while found_inf
     # was an isfinite kernel, a sum and a comparison per gradient; 75 before update
     # chains took interior rules). The rest of the difference: found_inf's fill and
     # checks (`asgrad.gpu.plan.multi_finite`), the step counter's, scale's and
