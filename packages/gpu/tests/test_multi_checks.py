@@ -72,3 +72,23 @@ def test_a_sum_read_elsewhere_is_no_check(device: Device) -> None:
     assert int(n) == int((v > 0).sum())
     kinds = count_kinds(build_plan(program.schedule, {"x": v}, device).commands)
     assert kinds["checks"] == 0, kinds
+
+
+def test_checks_launched_apart_keep_their_flags(device: Device) -> None:
+    """A check read by a kernel launched before a later check exists (a sum of a chain
+    reading it) is launched first; the later launch leaves its flag as it was."""
+    g = Graph()
+    x = g.input("x", (5,), free=())
+    y = g.input("y", (7,), free=())
+    first = x.isfinite().all()
+    total = (y * first.cast("float32")).sum()  # a launched reader of the first check
+    second = (y * total).isfinite().all()
+    program = compile([first, second, total], backend="gpu")
+    feeds = {"x": np.array([1, 2, np.inf, 4, 5], np.float32), "y": np.ones(7, np.float32)}
+    got_first, got_second, got_total = program(feeds)
+    assert not bool(got_first)  # not refilled by the second check's launch
+    assert bool(got_second)
+    assert float(got_total) == 0.0
+    kinds = count_kinds(build_plan(program.schedule, feeds, device).commands)
+    assert kinds["checks"] == 2, kinds
+    assert kinds["fill"] == 2, kinds

@@ -315,9 +315,10 @@ def lower_schedule(
     """
     bindings = Bindings()
     flags = Checks.of(checks or {}, device)
-    check_of = {cast.id: nid for nid, (_, cast, _) in (checks or {}).items()}
+    casts = {cast.id for _, cast, _ in (checks or {}).values()}
+    compared = set(checks or {})
     passed = {total.id for _, _, total in (checks or {}).values()}
-    flush_before = _check_readers(schedule, inlined, checks or {})
+    flush_before = _check_readers(schedule, inlined, checks or {}, siblings or {})
     released = release_steps(schedule, batch)
     members = batch.members if batch is not None else frozenset()
     products = batch.products - inlined if batch is not None else frozenset()
@@ -339,9 +340,9 @@ def lower_schedule(
         out_type = types[node.id]
         if flags is not None and node.id in flush_before:
             flags.launch()
-        if flags is not None and node.id in check_of:
-            values[node.id] = flags.add(check_of[node.id], values[node.inputs[0].id])
-        elif flags is not None and (node.id in passed or node.id in flags.slots):
+        if flags is not None and node.id in casts:
+            values[node.id] = flags.add(values[node.inputs[0].id])
+        elif flags is not None and (node.id in passed or node.id in compared):
             values[node.id] = values[node.inputs[0].id]  # the check's flag, passed on
         elif batch is not None and node.id in members:
             var = batch.variables.get(node.id)  # None: an interior rule of the batch
@@ -440,12 +441,17 @@ def _checks(
 
 
 def _check_readers(
-    schedule: Schedule, inlined: frozenset[int], checks: Mapping[int, object]
+    schedule: Schedule,
+    inlined: frozenset[int],
+    checks: Mapping[int, object],
+    siblings: Mapping[int, list[tuple[int, list[int]]]],
 ) -> set[int]:
-    """The launched nodes that read a check, directly or through inlined nodes: the
-    checks are launched before the first of them."""
+    """The launched nodes that read a check, directly or through inlined nodes, and the
+    row kernels computing a sibling that does (`row_siblings`): the pending checks are
+    launched before each of them."""
     reach: set[int] = set(checks)
     readers: set[int] = set()
+    nodes = {n.id: n for n in schedule.nodes}
     for node in schedule.nodes:
         if not any(i.id in reach for i in node.inputs):
             continue
@@ -453,6 +459,10 @@ def _check_readers(
             reach.add(node.id)
         else:
             readers.add(node.id)
+    for host, found in siblings.items():
+        for sibling, closure in found:
+            if any(i.id in reach for n in (sibling, *closure) for i in nodes[n].inputs):
+                readers.add(host)
     return readers
 
 

@@ -81,33 +81,42 @@ class _Job:
 
 @dataclass
 class Checks:
-    """The flags of a plan's checks (`none_true_checks`) and the checks not launched yet."""
+    """A plan's checks (`none_true_checks`): those not launched yet and their flags.
 
-    flags: GpuArray
-    slots: dict[int, int]  # equal node id -> its flag
+    Each launch fills and computes a flags array of its own, so a value read from an
+    earlier launch's flags stays what it was."""
+
+    device: Device
+    size: int  # flags an array holds: every check of the plan
     pending: list[_Job] = field(default_factory=list)
+    flags: GpuArray | None = None  # the pending checks' flags
 
     @classmethod
     def of(cls, found: Mapping[int, object], device: Device) -> Checks | None:
         """The checks of ``found`` (None when there are none)."""
-        if not found:
-            return None
-        flags = GpuArray.empty((len(found),), np.bool_, device)
-        return cls(flags, {nid: k for k, nid in enumerate(found)})
+        return cls(device, len(found)) if found else None
 
-    def add(self, nid: int, x: Value) -> Operand:
-        """Check ``x`` (its elements' expression) for node ``nid``: its flag, launched
-        with the others by `launch`."""
-        flag = self.slots[nid]
-        self.pending.append(_job(flag, x))
-        return Operand(self.flags, (), (), flag)
+    def add(self, x: Value) -> Operand:
+        """Check ``x`` (its elements' expression): its flag, launched with the others by
+        `launch`. The pending checks are launched first when ``x`` reads one's flag."""
+        job = _job(x)
+        if self.flags is not None and any(
+            Operand.of(leaf).array.buffer is self.flags.buffer for leaf in job.leaves
+        ):
+            self.launch()
+        if self.flags is None:
+            self.flags = GpuArray.empty((self.size,), np.bool_, self.device)
+        job.flag = len(self.pending)
+        self.pending.append(job)
+        return Operand(self.flags, (), (), job.flag)
 
     def launch(self) -> None:
         """Launch the pending checks: the fill, then one kernel per binding limit."""
-        if not self.pending:
+        flags = self.flags
+        if not self.pending or flags is None:
             return
-        jobs, self.pending = self.pending, []
-        elementwise("1u", [], np.bool_, self.flags.shape, out=self.flags)
+        jobs, self.pending, self.flags = self.pending, [], None
+        elementwise("1u", [], np.bool_, (len(jobs),), out=Operand(flags, (len(jobs),), (1,), 0))
         group: list[_Job] = []
         bound: set[tuple[int, str]] = set()
         for job in jobs:
@@ -115,14 +124,14 @@ class Checks:
                 (id(leaf.array.buffer), leaf.array.wgsl) for leaf in map(Operand.of, job.leaves)
             }
             if group and len(bound | mine) > MAX_INPUTS:
-                _dispatch(group, self.flags)
+                _dispatch(group, flags)
                 group, bound = [], set()
             group.append(job)
             bound |= mine
-        _dispatch(group, self.flags)
+        _dispatch(group, flags)
 
 
-def _job(flag: int, x: Value) -> _Job:
+def _job(x: Value) -> _Job:
     """The check of ``x``: its expression over leaves read at the element (contiguous)
     or once (one value); ``x`` launched when a leaf is read otherwise."""
     size = math.prod(x.type.shape) if isinstance(x, Deferred) else math.prod(_shape(x))
@@ -133,9 +142,9 @@ def _job(flag: int, x: Value) -> _Job:
             leaves = [v if isinstance(v, (GpuArray, Operand)) else materialize(v) for v in found]
             shape = tuple(x.type.shape)
             if all(_readable(leaf, shape) for leaf in leaves) and CHECKED not in str(tree):
-                return _Job(flag, tree, leaves, size)
+                return _Job(-1, tree, leaves, size)
     whole = materialize(x)
-    return _Job(flag, arg(0), [whole], size)
+    return _Job(-1, arg(0), [whole], size)
 
 
 def _shape(x: Value) -> tuple[int, ...]:
