@@ -92,3 +92,29 @@ def test_checks_launched_apart_keep_their_flags(device: Device) -> None:
     kinds = count_kinds(build_plan(program.schedule, feeds, device).commands)
     assert kinds["checks"] == 2, kinds
     assert kinds["fill"] == 2, kinds
+
+
+def test_a_check_of_strided_and_broadcast_reads_is_launched_whole(device: Device) -> None:
+    """A check whose expression reads a transpose and a broadcast row (leaves the
+    checks' kernel reads only contiguous or as one value) is computed from ``x``
+    launched on its own, with the same answer."""
+    g = Graph()
+    a = g.input("a", (4, 6), free=())
+    b = g.input("b", (1, 4), free=())
+    program = compile([(a.transpose() * b).isfinite().all()], backend="gpu")
+    ones = np.ones((4, 6), np.float32)
+    for a_value, b_value, want in [
+        (ones, np.ones((1, 4), np.float32), True),
+        (ones, np.array([[1, 2, np.nan, 4]], np.float32), False),
+        (
+            np.where(np.eye(4, 6) > 0, np.float32(3e38), 1).astype(np.float32),
+            np.full((1, 4), 2, np.float32),
+            False,
+        ),
+    ]:
+        (got,) = program({"a": a_value, "b": b_value})
+        assert bool(got) == want
+    kinds = count_kinds(
+        build_plan(program.schedule, {"a": ones, "b": ones[:1, :4]}, device).commands
+    )
+    assert kinds["checks"] == 1, kinds

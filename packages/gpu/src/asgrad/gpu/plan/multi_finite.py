@@ -23,7 +23,7 @@ from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.device.source import kernel_text
 from asgrad.gpu.lowering.elementwise import CHECKED, MAX_INPUTS, elementwise
-from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify
+from asgrad.gpu.lowering.scalar import WGSL, render_wgsl_lets, simplify
 from asgrad.gpu.plan.fusion import fused_expression, materialize
 from asgrad.gpu.plan.multi_sums import blocks_kernel
 from asgrad.gpu.plan.values import Deferred, Value
@@ -133,22 +133,32 @@ class Checks:
 
 def _job(x: Value) -> _Job:
     """The check of ``x``: its expression over leaves read at the element (contiguous)
-    or once (one value); ``x`` launched when a leaf is read otherwise."""
-    size = math.prod(x.type.shape) if isinstance(x, Deferred) else math.prod(_shape(x))
+    or once (one value); ``x`` launched when a leaf is read otherwise, or when the
+    expression makes a check of its own (its kernel binds the check slots)."""
     if isinstance(x, Deferred) and x.array is None:
         fused = fused_expression(x.expr, x.inputs)
-        if fused is not None:
+        shape = tuple(x.type.shape)
+        if fused is not None and not _checking(fused[0]):
             tree, found = fused
             leaves = [v if isinstance(v, (GpuArray, Operand)) else materialize(v) for v in found]
-            shape = tuple(x.type.shape)
-            if all(_readable(leaf, shape) for leaf in leaves) and CHECKED not in str(tree):
-                return _Job(-1, tree, leaves, size)
+            if all(_readable(leaf, shape) for leaf in leaves):
+                return _Job(-1, tree, leaves, math.prod(shape))
     whole = materialize(x)
-    return _Job(-1, arg(0), [whole], size)
+    return _Job(-1, arg(0), [whole], whole.size)
 
 
-def _shape(x: Value) -> tuple[int, ...]:
-    return tuple(Operand.of(materialize(x)).shape)
+def _checking(tree: Expr) -> bool:
+    """Whether ``tree`` calls a checking function (`CHECKED`)."""
+    stack, seen = [tree], set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.op == WGSL and CHECKED in str(e.value):
+            return True
+        stack.extend(e.args)
+    return False
 
 
 def _readable(leaf: GpuArray | Operand, shape: tuple[int, ...]) -> bool:
