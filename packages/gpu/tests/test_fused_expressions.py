@@ -205,3 +205,20 @@ def test_a_chain_over_more_leaves_than_a_kernel_binds_is_cut_by_its_leaves(
     # piece's value and 6 more leaves), against 48 node by node
     assert kinds["reduction"] == 24, kinds
     assert kinds["elementwise"] <= 5, kinds
+
+
+def test_a_value_read_for_its_shape_alone_stays_inlined(device: Device) -> None:
+    """A cast read by an add and, for its shape alone, by a ``sum_to_like`` (a float16
+    bias's gradient) is computed in the add's kernel, never launched."""
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    b = np.array([0.5, -0.25, 2.0, 1.0], np.float32)
+    g = Graph()
+    tx, tb = g.input("x", (3, 4), free=()), g.input("b", (4,), free=())
+    cast = tb.cast("float16")
+    y = tx.cast("float16") + cast
+    grad = g.apply("sum_to_like", [y, cast])
+    (got_y, got_grad), kinds = _run([y, grad], {"x": x, "b": b}, device)
+    want_y = x.astype(np.float16) + b.astype(np.float16)
+    np.testing.assert_array_equal(got_y, want_y)
+    np.testing.assert_allclose(got_grad, want_y.astype(np.float32).sum(0), rtol=1e-3)
+    assert kinds["elementwise"] == 1, kinds  # the add, reading b through its cast
