@@ -180,3 +180,45 @@ def test_a_long_chain_is_cut_into_kernels_it_can_render(device: Device) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # each op adds at most 6 levels (tanh(x * 0.5 + 0.25) and its input's annotation)
     assert 2 <= kinds["elementwise"] <= 400 * 6 // fusion.MAX_DEPTH, kinds
+
+
+def test_a_chain_over_more_leaves_than_a_kernel_binds_is_cut_by_its_leaves(
+    device: Device,
+) -> None:
+    """``max(x) < 10`` of 24 values combined by ``&``: the chain reads 24 launched
+    reductions, more than one kernel binds; it is cut into kernels of as many leaves as
+    one binds, not launched node by node."""
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((3, 5)).astype(np.float32) for _ in range(24)]
+    g = Graph()
+    ok: Tensor | None = None
+    for k, x in enumerate(xs):
+        each = g.input(f"x{k}", x.shape, free=()).max() < 10.0
+        ok = each if ok is None else ok & each
+    assert ok is not None
+    feeds = {f"x{k}": x for k, x in enumerate(xs)}
+    (got,), kinds = _run([~ok], feeds, device)
+    assert not bool(got)
+    (high,), _ = _run([~ok], {**feeds, "x17": np.full((3, 5), 20.0, np.float32)}, device)
+    assert bool(high)
+    # 24 reductions read by ceil(24 / 6) kernels of the chain (each binds the previous
+    # piece's value and 6 more leaves), against 48 node by node
+    assert kinds["reduction"] == 24, kinds
+    assert kinds["elementwise"] <= 5, kinds
+
+
+def test_a_value_read_for_its_shape_alone_stays_inlined(device: Device) -> None:
+    """A cast read by an add and, for its shape alone, by a ``sum_to_like`` (a float16
+    bias's gradient) is computed in the add's kernel, never launched."""
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    b = np.array([0.5, -0.25, 2.0, 1.0], np.float32)
+    g = Graph()
+    tx, tb = g.input("x", (3, 4), free=()), g.input("b", (4,), free=())
+    cast = tb.cast("float16")
+    y = tx.cast("float16") + cast
+    grad = g.apply("sum_to_like", [y, cast])
+    (got_y, got_grad), kinds = _run([y, grad], {"x": x, "b": b}, device)
+    want_y = x.astype(np.float16) + b.astype(np.float16)
+    np.testing.assert_array_equal(got_y, want_y)
+    np.testing.assert_allclose(got_grad, want_y.astype(np.float32).sum(0), rtol=1e-3)
+    assert kinds["elementwise"] == 1, kinds  # the add, reading b through its cast

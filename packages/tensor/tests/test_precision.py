@@ -99,3 +99,17 @@ def test_an_unknown_precision_is_refused() -> None:
     g = Graph()
     with pytest.raises(ArgumentError, match="precision must be one of"):
         compile([g.input("x", (2,)) * 2.0], precision="bfloat16")
+
+
+def test_a_constant_float16_cannot_hold_promotes_its_reader_to_float32() -> None:
+    g = Graph()
+    x = g.input("x", (2, 2))
+    mask = np.array([[0.0, -1e9], [0.0, 0.0]], np.float32)  # an attention mask's -1e9
+    with np.errstate(over="raise"):  # casting -1e9 to float16 would overflow
+        [masked], _ = mixed_precision([(x @ x) + g.constant(mask)])
+        [scaled], _ = mixed_precision([(x @ x) * g.constant(np.float32(0.5))])
+        ops = _dtypes(masked)
+        assert ops["add"] == ["float32"]  # the float16 product cast up, the mask kept
+        assert _dtypes(scaled)["mul"] == ["float16"]  # a constant that fits is cast down
+        out = evaluate([masked], {"x": np.ones((2, 2), np.float32)})[0]
+    np.testing.assert_array_equal(out, np.float32([[2.0, -1e9 + 2.0], [2.0, 2.0]]))

@@ -69,6 +69,7 @@ from asgrad.gpu.plan.fusion_groups import (
     shared_products,
     stored_chains,
 )
+from asgrad.gpu.plan.multi_finite import Checks, none_true_checks
 from asgrad.gpu.plan.multi_sums import Partial
 from asgrad.gpu.plan.multi_update import launch_update_batch
 from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
@@ -129,6 +130,7 @@ def build_plan(
     if attention is not None:  # the attention kernels launch these nodes
         inlined = inlined - frozenset(attention.covered)
     batch = update_batch(schedule, users, inlined, types) if fuse else None
+    checks = _checks(schedule, types, attention, batch) if fuse else {}
     in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
     scope = ScopedPool(device.pool)
     try:
@@ -157,6 +159,7 @@ def build_plan(
                 shared,
                 attention,
                 siblings,
+                checks,
             )
     except BaseException:
         scope.close()
@@ -295,6 +298,7 @@ def lower_schedule(
     shared: frozenset[int] = frozenset(),
     attention: AttentionPlan | None = None,
     siblings: Mapping[int, list[tuple[int, list[int]]]] | None = None,
+    checks: Mapping[int, tuple[Node, Node, Node]] | None = None,
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
@@ -305,9 +309,16 @@ def lower_schedule(
     more than one kernel (`shared_products`); ``attention``'s groups launch the nodes
     they cover (`asgrad.gpu.plan.attention`); ``siblings`` the elementwise kernels a
     row op's kernel computes too (`row_siblings`): their inlined inputs are lowered at
-    that op's step, and their values are what it stored.
+    that op's step, and their values are what it stored; ``checks`` the comparisons
+    computed as flags (`asgrad.gpu.plan.multi_finite`), launched together before the
+    first kernel that reads one.
     """
     bindings = Bindings()
+    flags = Checks.of(checks or {}, device)
+    casts = {cast.id for _, cast, _ in (checks or {}).values()}
+    compared = set(checks or {})
+    passed = {total.id for _, _, total in (checks or {}).values()}
+    flush_before = _check_readers(schedule, inlined, checks or {}, siblings or {})
     released = release_steps(schedule, batch)
     members = batch.members if batch is not None else frozenset()
     products = batch.products - inlined if batch is not None else frozenset()
@@ -327,7 +338,13 @@ def lower_schedule(
     for i, node in enumerate(schedule.nodes):
         progress.advance()
         out_type = types[node.id]
-        if batch is not None and node.id in members:
+        if flags is not None and node.id in flush_before:
+            flags.launch()
+        if flags is not None and node.id in casts:
+            values[node.id] = flags.add(values[node.inputs[0].id])
+        elif flags is not None and (node.id in passed or node.id in compared):
+            values[node.id] = values[node.inputs[0].id]  # the check's flag, passed on
+        elif batch is not None and node.id in members:
             var = batch.variables.get(node.id)  # None: an interior rule of the batch
             if var is not None:
                 values[node.id] = store.array(var)  # the batch writes it
@@ -386,10 +403,14 @@ def lower_schedule(
         if attention is not None and node.id in values:
             attention.hold(node, values[node.id])
         if batch is not None and i == batch.step:
+            if flags is not None:
+                flags.launch()
             targets = {m: store.array(v) for m, v in batch.variables.items()}
             launch_update_batch(batch, values, targets, device, pieces)
         for dead in released.get(i, []):
             values.pop(dead, None)
+    if flags is not None:
+        flags.launch()
     outputs = [materialize(values[n.id]) for n in schedule.outputs]
     updates: list[tuple[Variable, GpuArray]] = []
     for var, node in schedule.updates:
@@ -399,6 +420,51 @@ def lower_schedule(
             copy_into(new_value, target)
         updates.append((var, target))
     return bindings, outputs, updates
+
+
+def _checks(
+    schedule: Schedule,
+    types: Types,
+    attention: AttentionPlan | None,
+    batch: UpdateBatch | None,
+) -> dict[int, tuple[Node, Node, Node]]:
+    """The comparisons a plan computes as flags (`none_true_checks`), none of whose
+    nodes another kernel group (attention, an update batch) launches."""
+    others: set[int] = set(attention.covered) if attention is not None else set()
+    kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
+    if batch is not None:
+        others |= set(batch.members) | set(batch.sums)
+    return {
+        nid: found
+        for nid, found in none_true_checks(schedule.nodes, types, kept).items()
+        if not others & {nid, *(n.id for n in found)}
+    }
+
+
+def _check_readers(
+    schedule: Schedule,
+    inlined: frozenset[int],
+    checks: Mapping[int, object],
+    siblings: Mapping[int, list[tuple[int, list[int]]]],
+) -> set[int]:
+    """The launched nodes that read a check, directly or through inlined nodes, and the
+    row kernels computing a sibling that does (`row_siblings`): the pending checks are
+    launched before each of them."""
+    reach: set[int] = set(checks)
+    readers: set[int] = set()
+    nodes = {n.id: n for n in schedule.nodes}
+    for node in schedule.nodes:
+        if not any(i.id in reach for i in node.inputs):
+            continue
+        if node.id in inlined:
+            reach.add(node.id)
+        else:
+            readers.add(node.id)
+    for host, found in siblings.items():
+        for sibling, closure in found:
+            if any(i.id in reach for n in (sibling, *closure) for i in nodes[n].inputs):
+                readers.add(host)
+    return readers
 
 
 def _lower_one(

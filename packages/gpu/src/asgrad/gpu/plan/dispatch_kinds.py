@@ -29,6 +29,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("elementwise", "elementwise"),
     ("multi_update", "optimizer update"),
     ("multi_column_sum", "gradient sums"),  # the bias gradients the update reads
+    ("multi_none_true", "checks"),  # all(isfinite(g)) of many gradients (multi_finite)
     ("linalg", "matmul"),
     ("attention_backward", "attention backward"),
     ("attention", "attention"),

@@ -281,7 +281,10 @@ def emit(
     """
     fused = fused_expression(expr, inputs)
     if fused is None:
-        # too many leaves for one kernel: launch the deferred inputs on their own first
+        # too many leaves for one kernel: launch parts of the deferred inputs first
+        _cut(expr, inputs)
+        fused = fused_expression(expr, inputs)
+    if fused is None:
         inputs = [materialize(v) for v in inputs]
         fused = fused_expression(expr, inputs)
         assert fused is not None
@@ -314,6 +317,31 @@ def emit(
     if target is not None:
         return elementwise_tree(tree, arrays, out=Operand.of(target))
     return elementwise_tree(tree, arrays, numpy_dtype(out.dtype), shape)
+
+
+def _cut(expr: Expr, inputs: list[Value]) -> None:
+    """Launch deferred values under ``expr`` until it fits one kernel (`fused_expression`):
+    the deferred input with the most leaves first, once its own chain fits, so a long
+    chain (a combined check over every gradient) is cut into kernels of as many leaves
+    as one binds rather than one kernel per node."""
+    while fused_expression(expr, inputs) is None:
+        pending = [v for v in inputs if isinstance(v, Deferred) and v.array is None]
+        if not pending:
+            return
+        largest = max(pending, key=_leaf_count)
+        if fused_expression(largest.expr, largest.inputs) is None:
+            _cut(largest.expr, largest.inputs)
+            if fused_expression(largest.expr, largest.inputs) is None:
+                return  # cannot be cut further: the caller launches its inputs
+            continue  # cut below: the whole may fit now
+        materialize(largest)
+
+
+def _leaf_count(value: Deferred) -> int:
+    """The leaves of ``value``'s fused expression (more than a kernel binds if it does
+    not fit one)."""
+    fused = fused_expression(value.expr, value.inputs)
+    return MAX_INPUTS + 1 if fused is None else len(fused[1])
 
 
 # Leaves a chain may read for a product to take it as its epilogue: the product alone

@@ -16,7 +16,14 @@ from collections.abc import Mapping
 from asgrad.gpu.lowering.elementwise import (
     EXPRESSION_OPS,
 )
-from asgrad.gpu.plan.fusion import INLINE_OPS, LAZY_VIEWS, LIKE_OPS, ROW_OPS, VIEW_OPS
+from asgrad.gpu.plan.fusion import (
+    INLINE_OPS,
+    LAZY_VIEWS,
+    LIKE_OPS,
+    ROW_OPS,
+    SHAPE_INPUTS,
+    VIEW_OPS,
+)
 from asgrad.gpu.plan.fusion_rows import ROW_REDUCTIONS, reduction_axes
 from asgrad.gpu.plan.values import sums_batch
 from asgrad.tensor import TensorType, get_op
@@ -227,6 +234,8 @@ def _inlined_size(node: Node, inlined: set[int]) -> int:
 
 
 def _inlinable(node: Node, following: list[Node], inlined: set[int], types: Types) -> bool:
+    if node.op in EXPRESSION_OPS:  # a reader of its shape alone never computes it
+        following = [u for u in following if not _shape_only(u, node)]
     if node.op == "matmul" and len(following) == 1 and sums_batch(node, following[0], types):
         return True  # one 2-D product over the batch axes folded into K
     if (
@@ -309,6 +318,13 @@ def shared_products(schedule: Schedule, users: Users, inlined: frozenset[int]) -
 def _reads_shape(user: Node, node: Node) -> bool:
     """``user`` reads only ``node``'s shape (the like input of a reshape_like...)."""
     return user.op in LIKE_OPS and user.inputs[0] is not node
+
+
+def _shape_only(user: Node, node: Node) -> bool:
+    """``user`` reads ``node`` only at inputs that give a shape (`SHAPE_INPUTS`: the
+    like input of a ``sum_to_like``, a bias's cast read for its gradient's shape)."""
+    positions = SHAPE_INPUTS.get(user.op, ())
+    return all(k in positions for k, i in enumerate(user.inputs) if i is node)
 
 
 def _reads_view(user: Node, node: Node, inlined: set[int]) -> bool:

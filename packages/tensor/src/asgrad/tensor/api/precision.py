@@ -16,7 +16,8 @@ rebuilds the values a program computes with ``cast`` ops inserted, as PyTorch's
 * **every other op** follows its inputs: it runs in float16 when a float input is a
   float16 value, with the float32 weights and constants it reads cast to float16
   (a bias added to a float16 product, a scale); when another float input is a float32
-  value that is not a weight or a constant (a fed target, a float32 op's output), the
+  value that is not a weight or a constant (a fed target, a float32 op's output), or a
+  float32 constant holding a finite value float16 cannot (a mask's ``-1e9``), the
   float16 inputs are cast to float32 instead (PyTorch's type promotion). Ops whose
   float inputs are all float32 stay float32;
 * an op that has no float16 form (its type rule refuses float16) or that runs a loop
@@ -33,6 +34,8 @@ rebuilt outputs show them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
 
 from asgrad.tensor.api.tensor import Tensor
 from asgrad.tensor.errors import ArgumentError, AsgradError
@@ -146,7 +149,11 @@ def _rebuild(node: Node, inputs: list[Node], cast: Callable[[Node, str], Node]) 
     elif node.op in FLOAT32_OPS or _has_body(node):
         target = "float32"
     elif any(n.dtype == "float16" for n in floats):
-        activations = [n for n in floats if n.op not in _FOLLOWERS and not _is_cast_of_leaf(n)]
+        activations = [
+            n
+            for n in floats
+            if (n.op not in _FOLLOWERS and not _is_cast_of_leaf(n)) or _exceeds_float16(n)
+        ]
         target = "float32" if any(n.dtype == "float32" for n in activations) else "float16"
     else:
         target = None  # no float16 input: as it was
@@ -173,6 +180,21 @@ def _rebuild(node: Node, inputs: list[Node], cast: Callable[[Node, str], Node]) 
 
 def _is_cast_of_leaf(node: Node) -> bool:
     return node.op == "cast" and node.inputs[0].op in _FOLLOWERS
+
+
+# The largest finite float16.
+_FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def _exceeds_float16(node: Node) -> bool:
+    """A float32 constant holding a finite value float16 cannot (a mask's -1e9): the op
+    reading it promotes to float32, as for a float32 activation, rather than cast it to
+    an infinity."""
+    if node.op != "constant" or node.dtype != "float32":
+        return False
+    value = np.asarray(node.attrs["value"])
+    finite = value[np.isfinite(value)]
+    return bool(finite.size) and float(np.abs(finite).max()) > _FLOAT16_MAX
 
 
 # Ops that run a loop body (traced for its inputs' dtypes): they stay float32.
