@@ -167,27 +167,27 @@ class _BatchNorm(Module):
             active, zero if bias is None else bias, offset if bias is None else offset + bias
         )
         x_hat = batch_normalize(x, None, None, self.eps)
-        self._update_running(x, batch_mean, var, active)
+        self._update_running(batch_mean, var, size_ratio(x, batch_mean), active)
         return x_hat * scale.reshape(shape) + shift.reshape(shape)
 
-    def _update_running(self, x: Tensor, mean: Tensor, var: Tensor, active: Tensor) -> None:
+    def _update_running(self, mean: Tensor, var: Tensor, count: Tensor, active: Tensor) -> None:
         # PyTorch's semantics: running = (1 - momentum) * running + momentum * batch,
-        # with the *unbiased* batch variance; momentum None is a cumulative average.
-        # Only in training mode: in evaluation mode each keeps its value.
+        # with the *unbiased* batch variance (``count`` values a channel, read at run
+        # time); momentum None is a cumulative average. Only in training mode: in
+        # evaluation mode each keeps its value.
         assert self.running_mean is not None
         assert self.running_var is not None
         assert self.num_batches_tracked is not None
-        g = x.graph
-        count = size_ratio(x, mean)  # N * L..., read at run time
+        g = mean.graph
         unbiased = var * (count / (count - 1.0).maximum(1.0))
         # A module called again in one graph (netD(real), then netD(fake)) continues
         # from the statistics the earlier call left, as PyTorch's calls run in order.
         seen = self._latest(g, self.num_batches_tracked)
         tracked = seen + 1
         if self.momentum is None:
-            factor = 1.0 / tracked.cast(x.dtype)
+            factor = 1.0 / tracked.cast(mean.dtype)
         else:
-            factor = g.constant(float(self.momentum), x.dtype)
+            factor = g.constant(float(self.momentum), mean.dtype)
         running_mean = self._latest(g, self.running_mean)
         running_var = self._latest(g, self.running_var)
         new_mean = running_mean + (mean - running_mean) * factor

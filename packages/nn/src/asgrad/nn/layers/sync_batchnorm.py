@@ -81,30 +81,9 @@ class SyncBatchNorm(_BatchNorm):
             centred_running = x - running_mean.reshape(shape)
             running_hat = centred_running / (running_var + self.eps).sqrt().reshape(shape)
             x_hat = where(active, x_hat, running_hat)
-            self._update_global(mean, var, n, active)
+            self._update_running(mean, var, n, active)  # from the global batch
         y = x_hat if weight is None else x_hat * weight
         return y if bias is None else y + bias
-
-    def _update_global(self, mean: Tensor, var: Tensor, n: Tensor, active: Tensor) -> None:
-        """PyTorch's running statistics, from the global batch (``n`` values a channel)."""
-        assert self.running_mean is not None
-        assert self.running_var is not None
-        assert self.num_batches_tracked is not None
-        g = mean.graph
-        unbiased = var * (n / (n - 1.0).maximum(1.0))
-        seen = self._latest(g, self.num_batches_tracked)
-        tracked = seen + 1
-        if self.momentum is None:
-            factor = 1.0 / tracked.cast(mean.dtype)
-        else:
-            factor = g.constant(float(self.momentum), mean.dtype)
-        running_mean = self._latest(g, self.running_mean)
-        running_var = self._latest(g, self.running_var)
-        new_mean = running_mean + (mean - running_mean) * factor
-        new_var = running_var + (unbiased - running_var) * factor
-        g.updates[self.running_mean] = where(active, new_mean, running_mean)
-        g.updates[self.running_var] = where(active, new_var, running_var)
-        g.updates[self.num_batches_tracked] = where(active, tracked, seen)
 
     @classmethod
     def convert_sync_batchnorm(cls, module: Module) -> Module:
