@@ -202,7 +202,7 @@ def emit_body(
     """The body's outputs (new carries, then ys) written into ``k`` from its inputs'
     values ``fed`` (by name), at the inputs' ``types``."""
     from asgrad.tensor.cpu.codegen import value_refs
-    from asgrad.tensor.cpu.jit.step import needed_nodes
+    from asgrad.tensor.cpu.jit.step import needed_nodes, value_reader
 
     schedule = body.schedule()
     shapes = {n.name: t.shape for n, t in zip(body.inputs, types, strict=True)}
@@ -213,13 +213,7 @@ def emit_body(
     readers = _readers(schedule, refs, needed)
     vals: dict[int, Val] = {}
 
-    def value(node_id: int) -> Val:
-        ref = refs[node_id]
-        if not ref.is_const:
-            return vals[ref.id]
-        if node_id not in vals:
-            vals[node_id] = k.constant(ref.const)
-        return vals[node_id]
+    value = value_reader(k, refs, vals)
 
     for node in schedule.nodes:
         if node.id not in needed or refs[node.id].id != node.id or refs[node.id].is_const:

@@ -110,6 +110,21 @@ class StepPlan:
     work: dict[str, int] = field(default_factory=dict)
 
 
+def value_reader(k: Kernel, refs: Mapping[int, Ref], vals: dict[int, Val]) -> Callable[[int], Val]:
+    """The value a node reads as: the emitted value of the node it refers to, or its
+    constant, made in ``k`` once (kept in ``vals`` under the node's id)."""
+
+    def value(node_id: int) -> Val:
+        ref = refs[node_id]
+        if not ref.is_const:
+            return vals[ref.id]
+        if node_id not in vals:
+            vals[node_id] = k.constant(ref.const)
+        return vals[node_id]
+
+    return value
+
+
 def needed_nodes(schedule: Schedule, refs: Mapping[int, Ref], roots: list[int]) -> set[int]:
     """The ids of the nodes whose values ``roots`` need (constants and aliases left out)."""
     needed = {refs[r].id for r in roots if not refs[r].is_const}
@@ -169,13 +184,7 @@ def _plan(
     k.runtime_bounds = plan.runtime_bounds = loops > 0
     vals: dict[int, Val] = {}
 
-    def value(node_id: int) -> Val:
-        ref = refs[node_id]
-        if not ref.is_const:
-            return vals[ref.id]
-        if node_id not in vals:
-            vals[node_id] = k.constant(ref.const)
-        return vals[node_id]
+    value = value_reader(k, refs, vals)
 
     for node in schedule.nodes:
         if node.id not in needed or refs[node.id].id != node.id or refs[node.id].is_const:
