@@ -175,16 +175,9 @@ class _Inputs:
         tree, leaves = fused
         if any(_launched_wgsl(v) != "f32" for v in leaves):
             return None
-        start = self.mark()
-        args: list[Expr] = []
-        for v in leaves:
-            e = self.program(v) if isinstance(v, Rows) and self.inlines(v) else None
-            e = e if e is not None else self.leaf(v)
-            if e is None:
-                self.reset(start)
-                return None
-            args.append(e)
-        e = substitute(tree, args)
+        e = self.substituted(tree, leaves)
+        if e is None:
+            return None
         if value.keep and all(d is not value for _, d in self.stored):
             self.stored.append((e, value))
         return e
@@ -223,6 +216,11 @@ class _Inputs:
         tree, leaves = fused
         if not any(isinstance(v, Rows) and self.inlines(v) for v in leaves):
             return None
+        return self.substituted(tree, leaves)
+
+    def substituted(self, tree: Expr, leaves: Sequence[Value]) -> Expr | None:
+        """``tree`` over ``leaves`` as this kernel reads them (a row program over the
+        same rows inlined, any other leaf an input), or None, adding none."""
         start = self.mark()
         args: list[Expr] = []
         for v in leaves:
