@@ -192,14 +192,25 @@ def _workload(jax: Any, name: str) -> tuple[Any, Callable[[Any], Any], Any]:
 
 
 def build(
-    name: str, cache_dir: str | None = None
+    name: str, cache_dir: str | None = None, compute: str = "float32"
 ) -> tuple[Callable[[], Any], int, Callable[[Any], None]]:
-    """``(step, timed_steps, sync)`` for workload ``name`` on JAX's default backend."""
+    """``(step, timed_steps, sync)`` for workload ``name`` on JAX's default backend.
+
+    ``compute`` other than float32 (``"bfloat16"``): the parameters are cast to it for
+    the forward and backward pass (``jmp``'s usual policy: float32 parameters and
+    optimizer, the loss returned in float32)."""
     jax = load_jax()
     if jax is None:
         raise ImportError("JAX is not importable")
     configure(jax, cache_dir)
     params, loss, (opt_init, opt_update) = _workload(jax, name)
+    if compute != "float32":
+        jnp, full = jax.numpy, loss
+        dtype = getattr(jnp, compute)
+
+        def loss(p: Any) -> Any:
+            cast = jax.tree_util.tree_map(lambda v: v.astype(dtype), p)
+            return full(cast).astype(jnp.float32)
 
     def whole_step(p: Any, s: Any) -> Any:
         value, grads = jax.value_and_grad(loss)(p)

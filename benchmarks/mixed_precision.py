@@ -62,32 +62,13 @@ def _jax(name: str, compute: str, steps: int) -> dict[str, Any]:
     jax = jax_workloads.load_jax()
     if jax is None:
         return {"workload": name, "framework": "jax", "skipped": "JAX is not importable"}
-    jax_workloads.configure(jax, None)
-    jnp = jax.numpy
-    params, loss, (opt_init, opt_update) = jax_workloads._workload(jax, name)
-    if compute != "float32":
-        dtype = getattr(jnp, compute)
-        full = loss
-
-        def loss(p: Any) -> Any:  # parameters cast for the compute, the loss in float32
-            cast = jax.tree_util.tree_map(lambda v: v.astype(dtype), p)
-            return full(cast).astype(jnp.float32)
-
-    def whole_step(p: Any, s: Any) -> Any:
-        value, grads = jax.value_and_grad(loss)(p)
-        p, s = opt_update(p, grads, s)
-        return p, s, value
-
-    compiled = jax.jit(whole_step)
-    state = [params, opt_init(params)]
-    values = []
-    for i in range(steps):
-        if i == 2:
-            values[-1].block_until_ready()
-            start = time.perf_counter()
-        state[0], state[1], value = compiled(state[0], state[1])
-        values.append(value)
-    values[-1].block_until_ready()
+    step, _, sync = jax_workloads.build(name, None, compute)
+    values = [step(), step()]
+    sync(values[-1])
+    start = time.perf_counter()
+    for _ in range(steps - 2):
+        values.append(step())
+    sync(values[-1])
     rate = (steps - 2) / (time.perf_counter() - start)
     stats = jax.devices()[0].memory_stats() or {}
     peak = stats.get("peak_bytes_in_use")
