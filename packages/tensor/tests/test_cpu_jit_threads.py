@@ -106,6 +106,54 @@ def test_a_parallel_elementwise_loop_with_scalar_inputs(monkeypatch: pytest.Monk
     _both("adam_update", [p, m, v, lr, scale], {"eps": 1e-8}, monkeypatch)
 
 
+def _choose(name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> Any:
+    types = [TensorType(a.shape, a.dtype.name) for a in arrays]
+    g = Graph()
+    node = g.apply(name, [g.input(f"x{i}", t.shape, t.dtype) for i, t in enumerate(types)], attrs)
+    choose = resolve(get_op(name)).compiled
+    assert choose is not None
+    return choose(node.node, types, node.node.type)
+
+
+def test_a_one_primitive_loop_is_compiled_only_where_it_runs_over_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(5)
+    x, y = _f32(rng, 40, 9), _f32(rng, 40, 9)
+    threads.set_threads(1)
+    assert _choose("add", [x, y], {}) is None  # numpy's own loop, as fast on one thread
+    threads.set_threads(2)
+    assert _choose("add", [x, y], {}) is None  # below the threshold: one thread again
+    monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
+    assert _choose("add", [x, y], {}) is not None
+    _both("mul", [x, y], {}, monkeypatch)
+    np.testing.assert_array_equal(_kernel("mul", [x, y], {})[0](x, y), x * y)
+
+
+@pytest.mark.parametrize("bias_first", [False, True])
+def test_a_loop_over_threads_takes_an_input_repeated_along_the_rows(
+    bias_first: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(6)
+    x, bias = _f32(rng, 3 * threads.CHUNK // 9 + 5, 3, 9), _f32(rng, 3, 9)
+    x[1, 2, 3] = np.nan
+    arrays = [bias, x] if bias_first else [x, bias]
+    threads.set_threads(1)
+    assert _choose("add", arrays, {}) is None
+    threads.set_threads(2)
+    monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
+    fn, leading = _kernel("add", arrays, {})
+    assert leading == (0 if bias_first else 1)  # only x may be written over
+    _both("add", arrays, {}, monkeypatch)
+    want = np.add(*arrays)
+    assert fn(*arrays).tobytes() == want.tobytes()
+    if not bias_first:
+        given = x.copy()
+        assert fn(given, bias, out=given).tobytes() == want.tobytes()
+    # A shape that is not a trailing part of the result's: numpy's broadcasting stays.
+    assert _choose("add", [_f32(rng, 4, 1), _f32(rng, 4, 5)], {}) is None
+
+
 @pytest.mark.parametrize("shape", [(2, 9), (37, 9), (5, 3, 16)])
 def test_parallel_row_kernels_are_bit_identical_to_the_serial_ones(
     shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch

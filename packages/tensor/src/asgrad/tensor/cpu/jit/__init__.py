@@ -145,8 +145,15 @@ def enabled() -> bool:
 
 def prepare_numba() -> None:
     """Point Numba's on-disk cache at `cache_dir` (unless ``NUMBA_CACHE_DIR`` is
-    set): the one place that does it, called before anything imports Numba here."""
+    set), and let its OpenMP threads sleep between kernels (``OMP_WAIT_POLICY=PASSIVE``
+    unless set): the one place that does it, called before anything imports Numba here.
+
+    OpenMP's threads otherwise spin after each parallel kernel, on the cores that BLAS's
+    own threads need for the matrix product that follows: with 16 threads of each on a
+    16-core host, the transformer workload's step ran at 4.2 steps/s against 34.7 with
+    passive waiting (``docs/performance.md``, "Kernel threads")."""
     os.environ.setdefault("NUMBA_CACHE_DIR", str(cache_dir()))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def cache_dir() -> Path:

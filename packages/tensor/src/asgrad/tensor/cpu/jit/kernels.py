@@ -25,10 +25,12 @@ kernels (im2col/col2im around BLAS) by measuring (``route``).
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from asgrad.tensor.cpu.jit.threads import CHUNK
 from asgrad.tensor.ir.registry import TensorType
 
 __all__ = ["JitKernel", "rendered_kernel"]
@@ -97,32 +99,46 @@ class JitKernel:
 
 # An elementwise loop is compiled on the line path when its expression has at least
 # this many primitives (numpy makes one pass over memory per primitive; one primitive
-# is numpy's own vectorised loop, which a compiled loop does not beat).
+# is numpy's own vectorised loop, which a compiled loop does not beat on one thread).
+# A smaller expression, or one with an input broadcast along the leading axes (a bias),
+# is compiled only where its loop runs over threads (`threaded`): numpy's loop has one.
 RENDER_MIN_PRIMITIVES = 2
+
+
+def threaded(out: TensorType) -> bool:
+    """Whether a kernel with result ``out`` runs its parallel form at the kernel threads
+    set now (`asgrad.tensor.cpu.jit.threads`): then even a one-primitive loop beats
+    numpy's single-threaded one."""
+    from asgrad.tensor.cpu.jit.threads import PARALLEL_MIN, threads
+
+    return math.prod(out.shape) >= PARALLEL_MIN and threads() >= 2
 
 
 def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
     """The compiled loop of an elementwise expression at these types, or None.
 
-    Taken for a float result of rank >= 1 whose inputs have its shape (or none), when
-    the expression applies at least `RENDER_MIN_PRIMITIVES` primitives and every
-    one of them vectorises in a loop (`vectorises`):
-    then one compiled pass beats numpy's pass per primitive.
+    Taken for a float result of rank >= 1 whose inputs have its shape or none, or one
+    shape that is a trailing part of it (a bias: ``[512]`` against ``[32, 256, 512]``),
+    when every primitive of the expression vectorises in a loop (`vectorises`) and
+    either the expression applies at least `RENDER_MIN_PRIMITIVES` primitives over
+    inputs of the result's shape (one compiled pass beats numpy's pass per primitive)
+    or the loop runs over threads (`threaded`).
     """
     from asgrad.tensor.cpu.jit.emit import UnsupportedError
     from asgrad.tensor.cpu.jit.render import PRELUDE, primitives, vectorises
 
-    if (
-        out.dtype not in _FLOATS
-        or not out.shape
-        or any(t.shape not in ((), out.shape) for t in ins)
-    ):
+    if out.dtype not in _FLOATS or not out.shape:
         return None
-    full = [j for j, t in enumerate(ins) if t.shape]
-    if not full:
+    rows = {t.shape for t in ins if t.shape not in ((), out.shape)}
+    if len(rows) > 1 or any(out.shape[len(out.shape) - len(r) :] != r for r in rows):
         return None
-    if len(primitives(expr)) < RENDER_MIN_PRIMITIVES or not vectorises(expr):
+    full = [j for j, t in enumerate(ins) if t.shape == out.shape]
+    if not full or not vectorises(expr):
         return None
+    few = len(primitives(expr)) < RENDER_MIN_PRIMITIVES
+    if (few or rows) and not threaded(out):
+        return None
+    row = math.prod(next(iter(rows))) if rows else 0
     names = [f"a{j}" for j in range(len(ins))]
     # An input the result may be written over: the executor's memory plan hands such an
     # input back as ``out`` (``k(v1, v2, out=v1)``). LLVM guards its vectorised loop with
@@ -132,7 +148,7 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
     aliasable = [j for j, t in enumerate(ins) if t.shape == out.shape and t.dtype == out.dtype]
     try:
         loops = [
-            _loop_source(f"{form}_loop{'' if j is None else f'_over{j}'}", expr, ins, out, j)
+            _loop_source(f"{form}_loop{'' if j is None else f'_over{j}'}", expr, ins, out, j, row)
             for j in (None, *aliasable)
             for form in ("", "_p")
         ]
@@ -179,38 +195,64 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
             "",
         ]
     )
-    # Every input is read at element i before out[i] is written: any may be out.
-    return JitKernel("asgrad_loop", "kernel", leading=len(ins), source=source)
+    # Every input is read at element i before out[i] is written: any input of the
+    # result's shape may be out (up to the first that is not).
+    shaped_like = [t.shape == out.shape for t in ins]
+    leading = shaped_like.index(False) if rows else len(ins)
+    return JitKernel("asgrad_loop", "kernel", leading=leading, source=source)
 
 
 def _loop_source(
-    name: str, expr: Any, ins: Sequence[TensorType], out: TensorType, over: int | None
+    name: str,
+    expr: Any,
+    ins: Sequence[TensorType],
+    out: TensorType,
+    over: int | None,
+    row: int = 0,
 ) -> str:
     """A compiled loop of ``expr``; input ``over`` (if any) is read from ``out``. A
     name starting ``_p`` gets the parallel form: chunks of ``_CHUNK`` elements over
     ``numba.prange``, each handed to the serial loop (the loop written out in the
     prange body did not vectorise: silu over 512k float32 took 0.98 ms against the
-    serial loop's 0.34 ms, both on one thread)."""
+    serial loop's 0.34 ms, both on one thread). ``row`` > 0: the inputs shaped neither
+    like the result nor scalar hold ``row`` elements, repeated along the result's rows
+    (the loop runs over rows, then over a row; a chunk is whole rows)."""
     from asgrad.tensor.cpu.jit.render import render_numba
 
     names = [f"a{j}" for j in range(len(ins)) if j != over]
-    elems = [
-        "out[i]" if j == over else (f"a{j}[i]" if t.shape else f"a{j}") for j, t in enumerate(ins)
-    ]
+
+    def elem(j: int, t: TensorType) -> str:
+        if j == over:
+            return "out[i]"
+        if not t.shape:
+            return f"a{j}"
+        return f"a{j}[i]" if t.shape == out.shape else f"a{j}[c]"
+
+    elems = [elem(j, t) for j, t in enumerate(ins)]
     body = render_numba(expr, elems, [t.dtype for t in ins], out.dtype)
     head = [
         '@numba.njit(cache=True, fastmath=False, error_model="numpy", nogil=True,'
         f" boundscheck=False{', parallel=True' if name.startswith('_p') else ''})",
         f"def {name}({', '.join([*names, 'out'])}):",
     ]
+    full = {f"a{j}" for j, t in enumerate(ins) if t.shape == out.shape}
     if name.startswith("_p"):
-        chunks = [f"{n}[lo:hi]" if ins[int(n[1:])].shape else n for n in names]
+        step = f"{max(1, CHUNK // row)} * {row}" if row else "_CHUNK"
+        chunks = [f"{n}[lo:hi]" if n in full else n for n in names]
         loop = [
             "    n = out.shape[0]",
-            "    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):",
-            "        lo = c * _CHUNK",
-            "        hi = min(lo + _CHUNK, n)",
+            f"    step = {step}",
+            "    for c in numba.prange((n + step - 1) // step):",
+            "        lo = c * step",
+            "        hi = min(lo + step, n)",
             f"        {name[2:]}({', '.join([*chunks, 'out[lo:hi]'])})",
+        ]
+    elif row:
+        loop = [
+            f"    for r in range(out.shape[0] // {row}):",
+            f"        for c in range({row}):",
+            f"            i = r * {row} + c",
+            f"            out[i] = {body}",
         ]
     else:
         loop = ["    for i in range(out.shape[0]):", f"        out[i] = {body}"]
