@@ -8,6 +8,7 @@ form (``parallel=True`` compiles slowly: few kernels, each once).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -215,3 +216,16 @@ def test_a_bad_asgrad_cpu_threads_is_refused(bad: str, monkeypatch: pytest.Monke
     monkeypatch.setenv(threads.ENV, bad)
     with pytest.raises(ArgumentError, match=threads.ENV):
         threads.threads()
+
+
+def test_numba_is_prepared_with_openmp_threads_that_wait_passively(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asgrad.tensor.cpu.jit import prepare_numba
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    prepare_numba()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    prepare_numba()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"  # a user's choice stays
