@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from asgrad.autograd.rules import get_rule
-from asgrad.tensor import Node, Tensor, topological_order
+from asgrad.tensor import Node, Tensor, concat, topological_order
 from asgrad.tensor.api.arguments import require_tensor, require_tensors
 from asgrad.tensor.errors import GraphError, NotDifferentiableError, ShapeError
 from asgrad.tensor.ir.dtypes import is_float
+from asgrad.tensor.ir.free_sizes import free_axes_of
 from asgrad.tensor.ir.graph import Graph, user_location
 from asgrad.tensor.ir.registry import get_op
 from asgrad.tensor.ir.retrace import traced
@@ -142,6 +144,7 @@ def _backward(
 
 
 def _sum(parts: list[Tensor]) -> Tensor:
+    parts = _joined_slices(parts) if len(parts) > 1 else parts
     total = parts[0]
     for p in parts[1:]:
         total = total + p
@@ -159,3 +162,74 @@ def _fit(contrib: Tensor, inp: Node, node: Node) -> Tensor:
     if contrib.shape != inp.shape or 1 in inp.shape:
         contrib = contrib.graph.apply("sum_to_like", (contrib, Tensor(inp)))
     return contrib
+
+
+def _joined_slices(parts: list[Tensor]) -> list[Tensor]:
+    """``parts`` with the gradients of slices that tile one value along one axis (each
+    a ``scatter_slice``: zeros but for its slice; an LSTM's four gates) joined into one
+    ``concat`` of their slices, which is their sum, at the first one's place."""
+    groups: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for at, p in enumerate(parts):
+        span = _slice_span(p.node)
+        if span is not None:
+            axis, start, stop = span
+            groups.setdefault((p.node.inputs[1].id, axis), []).append((start, stop, at))
+    joined: dict[int, Tensor | None] = {}  # a part's place -> its group's concat, or None
+    for (_, axis), pieces in groups.items():
+        pieces.sort()
+        like = parts[pieces[0][2]].node.inputs[1]
+        tiles = (
+            len(pieces) > 1
+            and pieces[0][0] == 0
+            and pieces[-1][1] == like.shape[axis]
+            and all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+        )
+        if not tiles or not _fixed_axis(like, axis):
+            continue
+        whole = concat([Tensor(parts[at].node.inputs[0]) for _, _, at in pieces], axis=axis)
+        first = min(at for _, _, at in pieces)
+        for _, _, at in pieces:
+            joined[at] = whole if at == first else None
+    if not joined:
+        return parts
+    return [joined.get(at, p) for at, p in enumerate(parts) if joined.get(at, p) is not None]
+
+
+def _fixed_axis(node: Node, axis: int) -> bool:
+    """Whether ``node``'s size along ``axis`` is the same at every size fed (so that
+    the slices tile it at every size). In a loop body every input axis is declared
+    free (the body is typed again at its scan's inputs), which says nothing: there the
+    slices' bounds, fixed when the body was traced, are taken to be the axis' size (a
+    body that slices its input along a free axis of the enclosing graph gets a shape
+    error at another size, not a wrong value)."""
+    from asgrad.tensor.loops.body import BodyGraph
+
+    if isinstance(node.graph, BodyGraph):
+        return True
+    free = free_axes_of(node)
+    return free is not None and axis not in free
+
+
+def _slice_span(node: Node) -> tuple[int, int, int] | None:
+    """``(axis, start, stop)`` of a ``scatter_slice`` whose index is a slice of one
+    axis (step 1) and whole slices elsewhere; None for any other node."""
+    if node.op != "scatter_slice":
+        return None
+    index = node.attrs["index"]
+    shape = node.shape
+    if not isinstance(index, tuple) or len(index) > len(shape):
+        return None
+    span = None
+    for axis, s in enumerate(index):
+        if not isinstance(s, slice) or s.step not in (None, 1):
+            return None
+        start = 0 if s.start is None else s.start
+        stop = shape[axis] if s.stop is None else s.stop
+        if not (isinstance(start, int) and isinstance(stop, int)):
+            return None
+        if (start, stop) == (0, shape[axis]):
+            continue
+        if span is not None or not 0 <= start < stop <= shape[axis]:
+            return None
+        span = (axis, start, stop)
+    return span
