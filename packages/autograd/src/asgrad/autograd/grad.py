@@ -192,7 +192,13 @@ def _joined_slices(parts: list[Tensor]) -> list[Tensor]:
             joined[at] = whole if at == first else None
     if not joined:
         return parts
-    return [joined.get(at, p) for at, p in enumerate(parts) if joined.get(at, p) is not None]
+    out: list[Tensor] = []
+    for at, p in enumerate(parts):
+        if at not in joined:
+            out.append(p)
+        elif (whole := joined[at]) is not None:
+            out.append(whole)
+    return out
 
 
 def _fixed_axis(node: Node, axis: int) -> bool:
