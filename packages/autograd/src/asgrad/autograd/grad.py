@@ -196,8 +196,8 @@ def _joined_slices(parts: list[Tensor]) -> list[Tensor]:
     for at, p in enumerate(parts):
         if at not in joined:
             out.append(p)
-        elif (whole := joined[at]) is not None:
-            out.append(whole)
+        elif (sum_of_slices := joined[at]) is not None:
+            out.append(sum_of_slices)
     return out
 
 
