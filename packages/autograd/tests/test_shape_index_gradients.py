@@ -4,6 +4,7 @@ and against float64 central differences through the front doors."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -174,3 +175,21 @@ def test_the_norm_of_zeros_has_gradient_zero_as_pytorch(
         [x],
         [0],
     )
+
+
+def _gates(x: Tensor, bounds: list[int]) -> Tensor:
+    pieces = [x[:, a:b] for a, b in itertools.pairwise(bounds)]
+    total = pieces[0].sigmoid().sum()
+    for i, p in enumerate(pieces[1:]):
+        total = total + (p.tanh() * float(i + 2)).sum()
+    return total
+
+
+def test_gradients_of_slices_that_tile_a_value_are_one_concat() -> None:
+    x = Graph().input("x", (3, 8), "float64")
+    (dx,) = grad(_gates(x, [0, 2, 6, 7, 8]), [x])
+    assert dx.node.op == "concat"  # not a sum of zeroed arrays with one slice each
+    (partial,) = grad(_gates(x, [0, 2, 6]), [x])  # [6:8] unused: a sum of scatters
+    assert partial.node.op == "add"
+    gradient_check(lambda v: _gates(v, [0, 2, 6, 7, 8]), [np.linspace(-2, 2, 24).reshape(3, 8)])
+    gradient_check(lambda v: _gates(v, [0, 2, 6]), [np.linspace(-2, 2, 24).reshape(3, 8)])
