@@ -10,7 +10,6 @@ from asgrad.tensor import Node, Tensor, concat, topological_order
 from asgrad.tensor.api.arguments import require_tensor, require_tensors
 from asgrad.tensor.errors import GraphError, NotDifferentiableError, ShapeError
 from asgrad.tensor.ir.dtypes import is_float
-from asgrad.tensor.ir.free_sizes import free_axes_of
 from asgrad.tensor.ir.graph import Graph, user_location
 from asgrad.tensor.ir.registry import get_op
 from asgrad.tensor.ir.retrace import traced
@@ -167,7 +166,15 @@ def _fit(contrib: Tensor, inp: Node, node: Node) -> Tensor:
 def _joined_slices(parts: list[Tensor]) -> list[Tensor]:
     """``parts`` with the gradients of slices that tile one value along one axis (each
     a ``scatter_slice``: zeros but for its slice; an LSTM's four gates) joined into one
-    ``concat`` of their slices, which is their sum, at the first one's place."""
+    ``concat`` of their slices, which is their sum, at the first one's place.
+
+    Only in a loop body, where a time step's arrays are small and each op costs a call
+    per step; elsewhere the GPU plan fuses the scatters and adds (a transformer's qkv
+    gradient: four more dispatches as a concat), so the graph keeps them."""
+    from asgrad.tensor.loops.body import BodyGraph
+
+    if not parts or not isinstance(parts[0].graph, BodyGraph):
+        return parts
     groups: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
     for at, p in enumerate(parts):
         span = _slice_span(p.node)
@@ -184,7 +191,11 @@ def _joined_slices(parts: list[Tensor]) -> list[Tensor]:
             and pieces[-1][1] == like.shape[axis]
             and all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
         )
-        if not tiles or not _fixed_axis(like, axis):
+        # In a body every input axis is declared free (it is typed again at its scan's
+        # inputs): the slices' bounds, fixed when it was traced, are the axis' size (a
+        # body slicing a free axis of the enclosing graph gets a shape error at another
+        # size, not a wrong value).
+        if not tiles:
             continue
         whole = concat([Tensor(parts[at].node.inputs[0]) for _, _, at in pieces], axis=axis)
         first = min(at for _, _, at in pieces)
@@ -199,21 +210,6 @@ def _joined_slices(parts: list[Tensor]) -> list[Tensor]:
         elif (sum_of_slices := joined[at]) is not None:
             out.append(sum_of_slices)
     return out
-
-
-def _fixed_axis(node: Node, axis: int) -> bool:
-    """Whether ``node``'s size along ``axis`` is the same at every size fed (so that
-    the slices tile it at every size). In a loop body every input axis is declared
-    free (the body is typed again at its scan's inputs), which says nothing: there the
-    slices' bounds, fixed when the body was traced, are taken to be the axis' size (a
-    body that slices its input along a free axis of the enclosing graph gets a shape
-    error at another size, not a wrong value)."""
-    from asgrad.tensor.loops.body import BodyGraph
-
-    if isinstance(node.graph, BodyGraph):
-        return True
-    free = free_axes_of(node)
-    return free is not None and axis not in free
 
 
 def _slice_span(node: Node) -> tuple[int, int, int] | None:
