@@ -24,9 +24,10 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _asgrad(args: argparse.Namespace, data: dict[str, np.ndarray]) -> tuple[Any, Any]:
@@ -61,7 +62,7 @@ def _torch(
     torch.set_num_threads(args.threads)
     layer = torch.nn.GRU if args.mode == "gru" else torch.nn.LSTM
     model = layer(args.features, args.hidden, num_layers=args.layers)
-    model.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in state.items()})
+    model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x, target = torch.from_numpy(data["x"]), torch.from_numpy(data["target"])
 
@@ -80,7 +81,7 @@ def _rate(step: Callable[[], Any], n: int) -> float:
     start = time.perf_counter()
     for _ in range(n):
         result = step()
-    float(np.asarray(result[0] if isinstance(result, list) else result))  # the loss, read
+    float(result[0] if isinstance(result, list) else result)  # the loss, read
     return n / (time.perf_counter() - start)
 
 
@@ -98,6 +99,10 @@ def main() -> None:
     args = p.parse_args()
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(name, str(args.threads))
+    # numpy only now: OpenBLAS reads its thread count when it loads (imported at the
+    # top, numpy's products ran on every core whatever --threads said)
+    import numpy as np
+
     rng = np.random.default_rng(0)
     data = {
         "x": rng.standard_normal((args.steps, args.batch, args.features)).astype(np.float32),

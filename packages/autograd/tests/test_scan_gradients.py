@@ -91,3 +91,62 @@ def test_integer_xs_get_no_gradient_but_others_do() -> None:
         return ys
 
     gradient_check(build, [RNG.standard_normal((2, 3)), table])
+
+
+def _cell(h: Tensor, x: Tensor, w: Tensor, b: Tensor, v: Tensor) -> Tensor:
+    """A step reading its captures as a product (w), a broadcast bias (b) and through a
+    sum of its own (v, whose gradient keeps a carry of the backward scan)."""
+    return (h @ w + b + x).tanh() * v + v.sum()
+
+
+def _captures(steps: int) -> list[np.ndarray]:
+    return [
+        RNG.standard_normal((2, 3)),
+        RNG.standard_normal((steps, 2, 3)),
+        RNG.standard_normal((3, 3)) * 0.6,
+        RNG.standard_normal(3),
+        RNG.standard_normal(3),
+    ]
+
+
+def _backward_scans(loss: Tensor, wrt: list[Tensor]) -> tuple[list[Tensor], list[int]]:
+    grads = grad(loss, wrt)
+    scans = [n for n in loss.graph.nodes if n.op == "scan" and not n.attrs["save"]]
+    return grads, [n.attrs["loop"].n_carry for n in scans]
+
+
+def test_capture_gradients_summed_after_the_loop_equal_the_unrolled_loops() -> None:
+    from asgrad.tensor import Graph, evaluate
+
+    values = _captures(6)
+    g = Graph("scan")
+    h0, xs, w, b, v = (g.input(n, a.shape, "float64") for n, a in zip("hxwbv", values, strict=True))
+    _, ys = scan(lambda h, x: (_cell(h, x, w, b, v), _cell(h, x, w, b, v)), h0, xs)
+    grads, carries = _backward_scans((ys * ys).sum(), [h0, xs, w, b, v])
+    # The backward scan carries the gradients of h and of v (the rest of w's and b's
+    # terms is summed after the loop, as one product over the stacked steps).
+    assert carries == [2]
+    u = Graph("unrolled")
+    h1, xs1, w1, b1, v1 = (
+        u.input(n, a.shape, "float64") for n, a in zip("hxwbv", values, strict=True)
+    )
+    h, total = h1, None
+    for t in range(values[1].shape[0]):
+        h = _cell(h, xs1[t], w1, b1, v1)
+        total = (h * h).sum() if total is None else total + (h * h).sum()
+    assert total is not None
+    expected = grad(total, [h1, xs1, w1, b1, v1])
+    feeds = dict(zip("hxwbv", values, strict=True))
+    for got, want in zip(evaluate(grads, feeds), evaluate(expected, feeds), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_capture_gradients_summed_after_the_loop_pass_the_numerical_check() -> None:
+    def build(h0: Tensor, xs: Tensor, w: Tensor, b: Tensor, v: Tensor) -> Tensor:
+        _, ys = scan(
+            lambda h, x: (_cell(h, x, w, b, v), _cell(h, x, w, b, v)), h0, xs, reverse=True
+        )
+        return ys
+
+    gradient_check(build, _captures(4))
+    gradient_check(build, _captures(0))  # no steps: the sums are zeros

@@ -4,6 +4,7 @@ and against float64 central differences through the front doors."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from asgrad.autograd import grad, gradient_check
-from asgrad.tensor import Graph, Tensor, einsum, evaluate, linalg, pad
+from asgrad.tensor import Graph, Tensor, einsum, evaluate, linalg, pad, scan
 
 RNG = np.random.default_rng(131)
 
@@ -174,3 +175,36 @@ def test_the_norm_of_zeros_has_gradient_zero_as_pytorch(
         [x],
         [0],
     )
+
+
+def _gates(x: Tensor, bounds: list[int]) -> Tensor:
+    pieces = [x[:, a:b] for a, b in itertools.pairwise(bounds)]
+    total = pieces[0].sigmoid().sum()
+    for i, p in enumerate(pieces[1:]):
+        total = total + (p.tanh() * float(i + 2)).sum()
+    return total
+
+
+def _cell(h: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+    v = h * 0.5 + x
+    new = v.tanh() * _gates(v, [0, 2, 6, 7, 8])
+    return new, new
+
+
+def test_gradients_of_slices_that_tile_a_value_in_a_loop_body_are_one_concat() -> None:
+    g = Graph()
+    h0, xs = g.input("h", (3, 8), "float64"), g.input("xs", (4, 3, 8), "float64")
+    _, ys = scan(_cell, h0, xs)
+    grad((ys * ys).sum(), [h0, xs])
+    (backward,) = [n for n in g.nodes if n.op == "scan" and not n.attrs["save"]]
+    assert "concat" in {n.op for n in backward.attrs["loop"].graph.nodes}
+    # Outside a loop body the scatters and adds stay (the GPU plan fuses them).
+    x = Graph().input("x", (3, 8), "float64")
+    (dx,) = grad(_gates(x, [0, 2, 6, 7, 8]), [x])
+    assert dx.node.op == "add"
+
+    def build(h: Tensor, steps: Tensor) -> Tensor:
+        return scan(_cell, h, steps)[1]
+
+    gradient_check(build, [np.linspace(-1, 1, 24).reshape(3, 8), RNG.standard_normal((4, 3, 8))])
+    gradient_check(lambda v: _gates(v, [0, 2, 6]), [np.linspace(-2, 2, 24).reshape(3, 8)])

@@ -291,6 +291,27 @@ def test_nan_and_infinities_propagate_as_in_numpy(dtype: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_compiled_tanh_is_within_a_few_ulp_of_the_exact_one(dtype: str) -> None:
+    from asgrad.tensor.cpu.jit import _numba
+
+    @_numba.kernel
+    def tanh_all(x: np.ndarray, out: np.ndarray) -> None:
+        for i in range(x.size):
+            out[i] = _numba.tanh(x[i])
+
+    x = np.concatenate([np.linspace(-12, 12, 200_001), np.geomspace(1e-12, 1e-2, 2001)])
+    x = np.concatenate([x, -x, [0.0, np.inf, -np.inf, np.nan]]).astype(dtype)
+    got = np.empty_like(x)
+    tanh_all(x, got)
+    exact = np.tanh(x.astype(np.float64))
+    finite = np.isfinite(x)
+    ulp = np.spacing(np.abs(exact[finite]).astype(dtype)).astype(np.float64)
+    assert np.max(np.abs(got[finite] - exact[finite]) / ulp) <= 8
+    assert np.array_equal(got[~finite], exact[~finite], equal_nan=True)
+    assert np.all(np.abs(got[finite]) <= 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_non_contiguous_inputs(dtype: str) -> None:
     """Transposed and strided values reach the kernels as numpy would see them."""
     rng = np.random.default_rng(5)

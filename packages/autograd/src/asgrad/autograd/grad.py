@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from asgrad.autograd.rules import get_rule
-from asgrad.tensor import Node, Tensor, topological_order
+from asgrad.tensor import Node, Tensor, concat, topological_order
 from asgrad.tensor.api.arguments import require_tensor, require_tensors
 from asgrad.tensor.errors import GraphError, NotDifferentiableError, ShapeError
 from asgrad.tensor.ir.dtypes import is_float
@@ -142,6 +143,7 @@ def _backward(
 
 
 def _sum(parts: list[Tensor]) -> Tensor:
+    parts = _joined_slices(parts) if len(parts) > 1 else parts
     total = parts[0]
     for p in parts[1:]:
         total = total + p
@@ -159,3 +161,77 @@ def _fit(contrib: Tensor, inp: Node, node: Node) -> Tensor:
     if contrib.shape != inp.shape or 1 in inp.shape:
         contrib = contrib.graph.apply("sum_to_like", (contrib, Tensor(inp)))
     return contrib
+
+
+def _joined_slices(parts: list[Tensor]) -> list[Tensor]:
+    """``parts`` with the gradients of slices that tile one value along one axis (each
+    a ``scatter_slice``: zeros but for its slice; an LSTM's four gates) joined into one
+    ``concat`` of their slices, which is their sum, at the first one's place.
+
+    Only in a loop body, where a time step's arrays are small and each op costs a call
+    per step; elsewhere the GPU plan fuses the scatters and adds (a transformer's qkv
+    gradient: four more dispatches as a concat), so the graph keeps them."""
+    from asgrad.tensor.loops.body import BodyGraph
+
+    if not parts or not isinstance(parts[0].graph, BodyGraph):
+        return parts
+    groups: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for at, p in enumerate(parts):
+        span = _slice_span(p.node)
+        if span is not None:
+            axis, start, stop = span
+            groups.setdefault((p.node.inputs[1].id, axis), []).append((start, stop, at))
+    joined: dict[int, Tensor | None] = {}  # a part's place -> its group's concat, or None
+    for (_, axis), pieces in groups.items():
+        pieces.sort()
+        like = parts[pieces[0][2]].node.inputs[1]
+        tiles = (
+            len(pieces) > 1
+            and pieces[0][0] == 0
+            and pieces[-1][1] == like.shape[axis]
+            and all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+        )
+        # In a body every input axis is declared free (it is typed again at its scan's
+        # inputs): the slices' bounds, fixed when it was traced, are the axis' size (a
+        # body slicing a free axis of the enclosing graph gets a shape error at another
+        # size, not a wrong value).
+        if not tiles:
+            continue
+        whole = concat([Tensor(parts[at].node.inputs[0]) for _, _, at in pieces], axis=axis)
+        first = min(at for _, _, at in pieces)
+        for _, _, at in pieces:
+            joined[at] = whole if at == first else None
+    if not joined:
+        return parts
+    out: list[Tensor] = []
+    for at, p in enumerate(parts):
+        if at not in joined:
+            out.append(p)
+        elif (sum_of_slices := joined[at]) is not None:
+            out.append(sum_of_slices)
+    return out
+
+
+def _slice_span(node: Node) -> tuple[int, int, int] | None:
+    """``(axis, start, stop)`` of a ``scatter_slice`` whose index is a slice of one
+    axis (step 1) and whole slices elsewhere; None for any other node."""
+    if node.op != "scatter_slice":
+        return None
+    index = node.attrs["index"]
+    shape = node.shape
+    if not isinstance(index, tuple) or len(index) > len(shape):
+        return None
+    span = None
+    for axis, s in enumerate(index):
+        if not isinstance(s, slice) or s.step not in (None, 1):
+            return None
+        start = 0 if s.start is None else s.start
+        stop = shape[axis] if s.stop is None else s.stop
+        if not (isinstance(start, int) and isinstance(stop, int)):
+            return None
+        if (start, stop) == (0, shape[axis]):
+            continue
+        if span is not None or not 0 <= start < stop <= shape[axis]:
+            return None
+        span = (axis, start, stop)
+    return span

@@ -10,15 +10,30 @@ Each backward step recomputes one forward step from its saved carries
 backward body is a graph like any other: differentiating it again gives higher
 orders (the backward scan saves no carries: a gradient of it runs it again).
 ``scan_part`` and ``scan_unpart`` are adjoint.
+
+A captured value's gradient is a sum over the steps. Where a step's share is a product
+``p_t.T @ q_t`` of 2-d per-step values (the weight of ``h @ w``) or ``q_t`` summed to
+the capture's shape (a bias broadcast over the batch), the sum is taken after the
+loop, over all steps at once: the backward scan returns ``p_t`` and ``q_t`` as per-step
+outputs (or reuses the loop's own: the carries the forward saved, the xs' gradients)
+and one product ``P.T @ Q`` of the steps stacked (``(T * B, m)`` by ``(T * B, n)``)
+replaces a small product and a weight-sized sum per step (`hoisted_sums`). Only what
+has another form stays a carry of the backward scan.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from asgrad.autograd.rules.common import Attrs, Grads, Ins, Needs, Rule, registrar
 from asgrad.tensor import Tensor
 from asgrad.tensor.ir.dtypes import is_float
+from asgrad.tensor.ir.free_sizes import free_axes_of
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import TensorType
 from asgrad.tensor.loops import scan
-from asgrad.tensor.loops.body import Body, replay, tracing
+from asgrad.tensor.loops.body import Body, replay, trace, tracing
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)
@@ -54,6 +69,85 @@ def _present(g: Tensor, out: Tensor) -> set[int] | None:
     return found
 
 
+# Where a hoisted sum finds a per-step operand after the loop: the backward scan's
+# step input ``("x", i)`` (a saved carry, an xs, a ys' gradient) or its per-step output
+# ``("y", j)`` (an xs' gradient, or a value returned for the sum).
+Where = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class HoistedSum:
+    """A term of a capture's gradient summed over the steps after the loop:
+    ``p.T @ q`` (``product``; ``operands`` are p, q) or q summed to the capture's shape."""
+
+    product: bool
+    operands: tuple[Where, ...]
+
+
+class _Hoisting:
+    """The capture gradients' terms of one trace of the backward step that are summed
+    after the loop, and the per-step values they read (``extra``: new outputs)."""
+
+    def __init__(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self.where: dict[int, Where] = {}
+        for j, t in enumerate(outputs):
+            self.where.setdefault(t.node.id, ("y", j))
+        for i, t in enumerate(inputs):
+            self.where[t.node.id] = ("x", i)
+        self.n_out = len(outputs)
+        self.extra: list[Tensor] = []
+
+    def _at(self, node: Node) -> Where:
+        found = self.where.get(node.id)
+        if found is None:
+            found = ("y", self.n_out + len(self.extra))
+            self.extra.append(Tensor(node))
+            self.where[node.id] = found
+        return found
+
+    def split(self, d: Tensor, cap: Tensor, fixed: bool) -> tuple[list[HoistedSum], Tensor | None]:
+        """``d`` (a capture's gradient in one step) as the terms summed after the loop
+        and the rest (None when nothing is left); ``fixed``: the capture's sizes
+        follow no free input axis (a product's stacked operands are reshaped)."""
+        sums: list[HoistedSum] = []
+        rest: Tensor | None = None
+        for term in _terms(d.node):
+            found = self._hoisted(term, cap, fixed)
+            if found is not None:
+                sums.append(found)
+            else:
+                t = Tensor(term)
+                rest = t if rest is None else rest + t
+        return sums, rest
+
+    def _hoisted(self, term: Node, cap: Tensor, fixed: bool) -> HoistedSum | None:
+        if term.shape != cap.shape:
+            return None
+        if term.op == "matmul" and fixed:
+            a, b = term.inputs
+            if (
+                a.op == "transpose"
+                and len(a.shape) == 2
+                and len(b.shape) == 2
+                and tuple(a.attrs["axes"]) == (1, 0)
+            ):
+                return HoistedSum(True, (self._at(a.inputs[0]), self._at(b)))
+        if term.op == "sum_to_like":
+            return HoistedSum(False, (self._at(term.inputs[0]),))
+        return None
+
+
+def _terms(node: Node) -> list[Node]:
+    """The terms of a sum (adds of one shape, unfolded)."""
+    if node.op == "add" and all(n.shape == node.shape for n in node.inputs):
+        return [t for n in node.inputs for t in _terms(n)]
+    return [node]
+
+
+def _fixed(t: Tensor) -> bool:
+    return free_axes_of(t.node) == frozenset()
+
+
 @rule("scan")
 def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     loop: Body = attrs["loop"]
@@ -83,6 +177,12 @@ def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
     d_saved = [_part(g, ins, attrs, nc + ny + i) for i in s_idx]
     want_x = [j for j in range(nx) if needs[nc + j] and is_float(xs[j].dtype)]
     want_cap = [k for k in range(len(caps)) if needs[nc + nx + k] and is_float(caps[k].dtype)]
+    fixed = [_fixed(caps[k]) for k in want_cap]
+    # The captures whose gradient keeps a carry (a term not summed after the loop):
+    # all of them while probing, then those the probe found a rest for.
+    carried = list(range(len(want_cap)))
+    plan: list[list[HoistedSum]] = []
+    rested: list[int] = []
 
     def step(carry: list[Tensor], x: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
         from asgrad.autograd.grad import grad
@@ -104,25 +204,56 @@ def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
         d_prev = list(grads[:nc])
         for i, ds in zip(s_idx, ds_t, strict=True):
             d_prev[i] = d_prev[i] + ds
-        d_x = grads[nc : nc + len(want_x)]
+        d_x = list(grads[nc : nc + len(want_x)])
         d_cap = grads[nc + len(want_x) :]
-        return [*d_prev, *(a + d for a, d in zip(acc, d_cap, strict=True))], d_x
+        hoisting = _Hoisting(x, d_x)
+        rests: list[Tensor | None] = []
+        plan.clear()
+        for k, d, keep in zip(want_cap, d_cap, fixed, strict=True):
+            sums, rest = hoisting.split(d, cap_t[k], keep)
+            plan.append(sums)
+            rests.append(rest)
+        new_acc = []
+        for a, i in zip(acc, carried, strict=True):
+            rest = rests[i]
+            new_acc.append(a if rest is None else a + rest)
+        rested[:] = [i for i, r in enumerate(rests) if r is not None]
+        assert set(rested) <= set(carried)
+        return [*d_prev, *new_acc], [*d_x, *hoisting.extra]
 
-    init = [*d_final, *(_zeros_like(caps[k]) for k in want_cap)]
     steps = [*saved, *xs, *d_ys, *d_saved]
     length = None if steps else int(attrs["length"])
+    if want_cap:  # probe the step: which captures keep a carry
+        types = [t.node.type for t in [*d_final, *(caps[k] for k in want_cap)]]
+        types += [TensorType(t.shape[1:], t.dtype) for t in steps]
+        trace(step, "probe", loop.where, g.graph, types, (nc + len(want_cap), len(steps)))
+        carried[:] = rested
+    init = [*d_final, *(_zeros_like(caps[want_cap[i]]) for i in carried)]
     # The backward loop keeps no carries of its own (its carries include the sums of
     # the weights' gradients, a weight's size per step): a gradient of it reruns it.
-    final, d_xs = scan(
+    final, per_step = scan(
         step, init, steps, length=length, reverse=not attrs["reverse"], save_carries=False
     )
     result: list[Tensor | None] = [None] * len(ins)
     for i in range(nc):
         result[i] = final[i]
-    for j, d in zip(want_x, d_xs, strict=True):
+    for j, d in zip(want_x, per_step[: len(want_x)], strict=True):
         result[nc + j] = d
-    for k, d in zip(want_cap, final[nc:], strict=True):
-        result[nc + nx + k] = d
+
+    def stacked(where: Where) -> Tensor:
+        kind, i = where
+        return steps[i] if kind == "x" else per_step[i]
+
+    for i, k in enumerate(want_cap):
+        total: Tensor | None = final[nc + carried.index(i)] if i in carried else None
+        for s in plan[i]:
+            if s.product:
+                p, q = (stacked(w) for w in s.operands)
+                share = p.reshape(-1, p.shape[-1]).T @ q.reshape(-1, q.shape[-1])
+            else:
+                share = g.graph.apply("sum_to_like", (stacked(s.operands[0]), caps[k]), {})
+            total = share if total is None else total + share
+        result[nc + nx + k] = total if total is not None else _zeros_like(caps[k])
     return result
 
 

@@ -41,6 +41,7 @@ __all__ = ["PRELUDE", "SPELLINGS", "Spelling", "cost", "render_numba"]
 PRELUDE = """
 from asgrad.tensor.cpu.jit._numba import erf as _erf
 from asgrad.tensor.cpu.jit._numba import exp as _exp
+from asgrad.tensor.cpu.jit._numba import tanh as _tanh
 
 
 @numba.njit(inline="always", error_model="numpy")
@@ -166,7 +167,7 @@ SPELLINGS: dict[str, Spelling] = {
     "rsqrt": _float_only(Spelling(_rsqrt, 1, True)),
     "sin": _float_only(_call("np.sin")),
     "cos": _float_only(_call("np.cos")),
-    "tanh": _float_only(_call("np.tanh")),
+    "tanh": _float_only(_call("_tanh", 8, True)),
     "erf": Spelling(_erf, 8, True),
     "floor": _call("np.floor", 1, True),
     "ceil": _call("np.ceil", 1, True),

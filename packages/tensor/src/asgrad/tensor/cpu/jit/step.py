@@ -242,7 +242,10 @@ def _plan(
     if plan.runtime_bounds:  # a kernel with loops: its work buffers are lent by the wrapper
         plan.work = dict(k.work)
         params += [f"W_{d}" for d in plan.work] + ["_u"]
-        head = []
+        # Bounds LLVM may rely on: the loops run at most their sizes (so it can tell
+        # the work buffer's slices apart and vectorise), yet not a known number of
+        # times (so it does not unroll them fully; see `Kernel.runtime_bounds`).
+        head = ["    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")']
     ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
     plan.source = "\n".join(
         [
