@@ -1,0 +1,125 @@
+"""Softmax's input gradient as one row kernel: the reduction family's fused line group.
+
+`fuse_softmax_backward` (the reduction family's ``fuse`` in
+`asgrad.tensor.cpu.lowering.FAMILY_LOWERINGS`) runs on the lines of
+`generate_cpu_function` when the compiled path is on. The gradient of
+``y = softmax(x)`` along the last axis is ``y * (g - sum(g * y))``; autograd writes it
+as four lines (a product, its sum along the row, a difference, a product), four passes
+over a value the size of the attention scores. Where the three intermediates are read
+by nothing else and are no output, the group becomes one compiled row kernel
+(`asgrad.tensor.cpu.jit.render_rows.rows_kernel` of that row program: the sum
+reassociated, as the softmax kernel's is; the result differs from the numpy path's by
+rounding only), the last line's, and the other three lines go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from asgrad.tensor.cpu.jit.render_rows import rows_kernel
+from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values, with_out
+from asgrad.tensor.cpu.specialize import Context
+from asgrad.tensor.ir.graph import Node
+from asgrad.tensor.ir.registry import TensorType
+from asgrad.tensor.ir.rows import RowBuilder, RowProgram
+
+_OPS = ("mul", "sum", "sub")
+
+
+def softmax_backward_rows(ndim: int) -> RowProgram:
+    """``y * (g - sum(g * y))`` along the last of ``ndim`` axes; inputs ``(g, y)``.
+
+    >>> from asgrad.tensor.cpu.jit.fuse_rows import softmax_backward_rows
+    >>> softmax_backward_rows(4).axes
+    (3,)
+    """
+    p = RowBuilder(("element", "element"), axes=(ndim - 1,))
+    g, y = p.input(0), p.input(1)
+    s = p.reduce("sum", g * y)
+    return p.program(y * (g - s))
+
+
+def fuse_softmax_backward(
+    lines: Sequence[Line],
+    refs: Mapping[int, Ref],
+    types: Mapping[int, TensorType],
+    env: dict[str, Any],
+    context: Context,
+) -> list[Line]:
+    """``lines`` with each softmax input gradient as one kernel (see the module
+    docstring)."""
+    if not all(context.registered(op) for op in _OPS):
+        return list(lines)
+    readers: dict[int, list[int]] = {}
+    for k, line in enumerate(lines):
+        for a in set(values(line.call)):
+            readers.setdefault(a, []).append(k)
+    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
+    at = {line.node.id: k for k, line in enumerate(lines)}
+
+    def only_reader(node: Node, op: str) -> Node | None:
+        """The one line reading ``node``'s value, when it is an ``op``, and the value
+        is computed on its own line and is no root."""
+        if node.id in roots or refs[node.id].id != node.id or node.id not in at:
+            return None
+        users = readers.get(node.id, [])
+        if len(users) != 1 or lines[users[0]].node.op != op:
+            return None
+        return lines[users[0]].node
+
+    def operands(node: Node) -> list[int] | None:
+        ids = [refs[n.id] for n in node.inputs]
+        return None if any(r.is_const for r in ids) else [r.id for r in ids]
+
+    drop: set[int] = set()
+    out = list(lines)
+    for line in lines:
+        prod = line.node
+        t = types[prod.id]
+        if prod.op != "mul" or t.dtype not in ("float32", "float64") or len(t.shape) < 1:
+            continue
+        pair = operands(prod)
+        if pair is None or any(types[i] != t for i in pair) or pair[0] == pair[1]:
+            continue
+        total = only_reader(prod, "sum")
+        if total is None or tuple(total.attrs["axis"]) != (len(t.shape) - 1,):
+            continue
+        if not total.attrs["keepdims"] or refs[total.inputs[0].id].id != prod.id:
+            continue
+        diff = only_reader(total, "sub")
+        if diff is None or operands(diff) is None:
+            continue
+        g, s = operands(diff) or []
+        if s != total.id or g not in pair or types[diff.id] != t:
+            continue
+        y = pair[1] if g == pair[0] else pair[0]
+        last = only_reader(diff, "mul")
+        if (
+            last is None
+            or types[last.id] != t
+            or sorted(operands(last) or []) != sorted([y, diff.id])
+        ):
+            continue
+        kernel = rows_kernel(softmax_backward_rows(len(t.shape)), [t, t], t)
+        if kernel is None:
+            continue
+        name = f"_softmax_backward{last.id}"
+        env[name] = _Lazy(kernel)
+        call = Call(name, (Value(g), Value(y)))
+        out[at[last.id]] = Line(node=last, call=call, reuse=Reuse.INTO_SLOT, into=with_out(call))
+        drop.update(at[n.id] for n in (prod, total, diff))
+    return [line for k, line in enumerate(out) if k not in drop]
+
+
+class _Lazy:
+    """A compiled kernel loaded (with Numba) on its first call."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel = kernel
+        self.fn: Any = None
+
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        if self.fn is None:
+            self.fn = self.kernel.load()
+        return self.fn(*args, out=out)
