@@ -46,6 +46,7 @@ class _Parts(nn.Module):
         h = self.proj(x)
         b, t, _ = h.shape
         start, total = 0, None
+        value: Tensor
         for i, w in enumerate(self.widths):
             part = h[:, :, start : start + w]
             start += w + (self.gap if i == 0 else 0)
@@ -106,7 +107,8 @@ def test_overlapping_slices_keep_their_lines() -> None:
     program = nn.SGD(model.parameters(), lr=0.05).compile(model(x), backend="cpu")
     feeds = {"x": np.ones((2, 5, 6), np.float32)}
     program(feeds)
-    assert "_assemble" not in program.executable.function(feeds).source
+    executable: Any = program.executable  # a CPUExecutable: its generated function
+    assert "_assemble" not in executable.function(feeds).source
 
 
 def test_assemble_zeroes_what_no_part_covers_and_writes_through_a_reshaped_slice() -> None:
