@@ -1,9 +1,8 @@
-"""Softmax's input gradient as one row kernel (asgrad.tensor.cpu.jit.fuse_rows) against
-the numpy reference path.
+"""Row fusions (asgrad.tensor.cpu.jit.fuse_rows) against the numpy reference path.
 
-Autograd writes the gradient of a softmax along the last axis as four lines; on the
-compiled path they become one call of the fused kernel, and training gives the numpy
-path's numbers.
+Autograd writes the gradient of a softmax along the last axis as four lines, and a
+layer norm's weight gradient as three; on the compiled path each becomes one call of a
+fused kernel, and training gives the numpy path's numbers.
 """
 
 from __future__ import annotations
@@ -86,3 +85,40 @@ def test_a_softmax_along_another_axis_keeps_its_lines() -> None:
     off = _train(False, 1, "float32")
     assert "_softmax_backward" not in on[2]
     np.testing.assert_allclose(on[0], off[0], rtol=1e-5)
+
+
+def _train_norm(flag: bool, dtype: str) -> tuple[list[float], list[np.ndarray], str]:
+    jit.set_enabled(flag)
+    rng = np.random.default_rng(1)
+    model = nn.Sequential(nn.Linear(8, 16), nn.LayerNorm(16), nn.Tanh(), nn.Linear(16, 3))
+    model.initialize(1)
+    model.to(dtype)
+    g = Graph()
+    x, y = g.input("x", (3, 5, 8), dtype), g.input("y", (3, 5, 3), dtype)
+    loss = nn.mse_loss(model(x), y)
+    params = list(model.parameters())
+    program = nn.SGD(params, lr=0.2).compile(loss, backend="cpu")
+    feeds = {
+        "x": (rng.standard_normal((3, 5, 8)) * 3.0 + 1.0).astype(dtype),
+        "y": rng.standard_normal((3, 5, 3)).astype(dtype),
+    }
+    losses = [float(program(feeds)[0]) for _ in range(6)]
+    executable: Any = program.executable  # a CPUExecutable: its generated function
+    source: str = executable.function(feeds).source
+    return losses, [p.value.copy() for p in params], source
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_layer_norm_weight_gradient_is_one_pass_and_trains_as_the_numpy_path(dtype: str) -> None:
+    on = _train_norm(True, dtype)
+    off = _train_norm(False, dtype)
+    assert on[2].count("= _ln_weight_grad") == 1
+    assert "_ln_weight_grad" not in off[2]
+    # the recomputed x_hat and its product with g go (their lines, nothing else)
+    assigned = [sum(" = " in line for line in src.splitlines()) for src in (on[2], off[2])]
+    assert assigned[0] == assigned[1] - 2
+    tol = 2e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(on[0], off[0], rtol=tol)
+    for a, b in zip(on[1], off[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    assert on[0][-1] < on[0][0]

@@ -24,8 +24,8 @@ kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) and its whole-step loop
 families (reductions, shape, linalg, conv, pool, index, control, optim) have entries
 keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
-kernel, softmax's input gradient as one row kernel, a sum of slice gradients as one
-assembled array).
+kernel, softmax's input gradient as one row kernel, a layer norm's weight gradient as
+one pass, a sum of slice gradients as one assembled array).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -117,6 +117,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             "concat": em.concat,
         },
     ),
+    "norm": FamilyLowering(fuse=fr.fuse_layer_norm_weight_grad),
     "conv": FamilyLowering(
         compiled={
             name: JitKernel("kernels_conv", name)

@@ -9,7 +9,11 @@ small (`WORK_LIMIT`),
 `plan_step` writes one Numba function for the whole step: explicit loops with
 constant bounds, every intermediate in a flat work buffer allocated once per call,
 the outputs returned, and the updated variables' new values written, after
-everything else is computed, into their arrays in place. Anything else keeps the
+everything else is computed, into their arrays in place. A larger step without loops
+(up to `STEP_WORK_LIMIT`) is written as the same body cut into pieces, one function of
+about `WORK_LIMIT` operations each, which the step calls in sequence with every
+argument and its work buffers (a 0-d value is then an element of the work buffer, not
+a local). Anything else keeps the
 line-by-line numpy function (`asgrad.tensor.cpu.codegen`); so do programs
 without updates (`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
 never waits for Numba. The function runs the compiled step from its first call;
