@@ -123,3 +123,14 @@ def test_assemble_zeroes_what_no_part_covers_and_writes_through_a_reshaped_slice
     np.testing.assert_array_equal(out[:, :, :4], heads.reshape(2, 3, 4))
     np.testing.assert_array_equal(out[:, :, 4:6], 0)
     np.testing.assert_array_equal(out[:, :, 6:], -1.0)
+
+
+def test_assemble_copies_a_part_whose_slice_cannot_take_its_shape_as_a_view() -> None:
+    out = np.empty((2, 3, 8), np.float32)
+    part = np.arange(16, dtype=np.float32).reshape(2, 8)  # the slice (2, 2, 4) in C order
+    rest = np.ones((2, 1, 8), np.float32)
+    index = [(slice(None), slice(0, 2), slice(0, 4)), (slice(None), slice(2, 3))]
+    assemble(part, rest, indices=index, covers=False, shape=out.shape, dtype="float32", out=out)
+    np.testing.assert_array_equal(out[:, :2, :4], part.reshape(2, 2, 4))
+    np.testing.assert_array_equal(out[:, :2, 4:], 0)
+    np.testing.assert_array_equal(out[:, 2:], 1)

@@ -60,11 +60,11 @@ def assemble(
     for part, index in zip(parts, indices, strict=True):
         target = out[index]
         if target.shape != part.shape:
-            try:
-                target = np.reshape(target, part.shape, copy=False)
-            except ValueError:  # not a view: copy the part in the slice's shape
+            view = target.reshape(part.shape)  # a copy when the slice is no such view
+            if not np.may_share_memory(view, out):
                 np.copyto(target, part.reshape(target.shape))
                 continue
+            target = view
         np.copyto(target, part)
     return out
 
