@@ -1,12 +1,16 @@
 """Where a workload's CPU training step spends its time, op by op.
 
-    python benchmarks/profile_ops.py mlp [--steps 50] [--top 25]
+    python benchmarks/profile_ops.py mlp [--steps 50] [--top 25] [--cpu-time]
 
 Builds the workload as ``run.py`` does, then runs the function the CPU executor
 generated for it with a timer around every line; prints the time per op kind and
 the costliest lines with their shapes (each line's median over the steps). The timers
 add a little per line, so the
-total is a bit above the compiled step's.
+total is a bit above the compiled step's. ``--cpu-time`` times by the process's CPU
+time instead of the wall clock: on a loaded machine a line longer than the scheduler's
+time slice is descheduled part of the time, which the wall clock counts and the CPU
+clock does not (with one thread, ``OPENBLAS_NUM_THREADS=1``, it is the op's own cost;
+with more it adds the threads' times, spinning included).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("workload")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--cpu-time", action="store_true", help="time by CPU time, not wall time")
     args = p.parse_args(argv)
 
     import asgrad_workloads
@@ -45,10 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     schedule = program.schedule
     feeds = program._prepare(w.feeds)
 
-    start = time.perf_counter()
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    start = clock()
     for _ in range(args.steps):
         w.step()
-    compiled = (time.perf_counter() - start) / args.steps
+    compiled = (clock() - start) / args.steps
 
     # Time every line of the generated function: the code that really runs.
     assert isinstance(program.executable, CPUExecutable)
@@ -68,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             timed.append(line)
     env = fn.__globals__
-    env["_pc"] = time.perf_counter
+    env["_pc"] = clock
     env["_acc"] = acc = [0.0] * len(labels)
     exec(compile("\n".join(timed), "<timed schedule>", "exec"), env)
     timed_run = env["run"]

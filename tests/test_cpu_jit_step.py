@@ -461,6 +461,57 @@ def test_a_small_attention_training_step_compiles_whole(monkeypatch: pytest.Monk
     assert fn.whole_step_active(), fn.step_declined
 
 
+def _deep(layers: int) -> tuple[Any, dict[str, np.ndarray], list[Variable]]:
+    """A deep narrow MLP (``layers`` Linear(8, 8) + tanh) trained by Adam on a batch of 4."""
+    rng = np.random.default_rng(3)
+    blocks: list[nn.Module] = []
+    for _ in range(layers):
+        blocks += [nn.Linear(8, 8), nn.Tanh()]
+    model = nn.Sequential(*blocks, nn.Linear(8, 1))
+    model.initialize(3)
+    g = Graph()
+    x, y = g.input("x", (4, 8)), g.input("y", (4, 1))
+    program = nn.Adam(model.parameters(), lr=1e-2).compile(nn.mse_loss(model(x), y))
+    feeds = {"x": rng.normal(size=(4, 8)).astype(np.float32),
+             "y": rng.normal(size=(4, 1)).astype(np.float32)}  # fmt: skip
+    return program, feeds, list(model.parameters())
+
+
+def test_a_step_too_large_for_one_function_compiles_in_pieces(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deep model's step, above the work of one function (lowered here so that the
+    model stays small), compiles as several functions called in sequence (0-d values
+    passed between them in the work buffer: Adam's bias corrections) and trains as
+    the numpy path does."""
+    monkeypatch.setattr(step, "WORK_LIMIT", 1 << 11)
+    runs = {}
+    for flag in (True, False):
+        jit.set_enabled(flag)
+        program, feeds, params = _deep(6)
+        losses = [float(program(feeds)[0]) for _ in range(5)]
+        runs[flag] = (losses, [p.value.copy() for p in params], _fn(program, feeds))
+    fn = runs[True][2]
+    assert fn.step_plan is not None, fn.step_declined
+    assert fn.whole_step_active(), fn.step_declined
+    assert fn.step_plan.flops > 4 * step.WORK_LIMIT
+    assert fn.step_plan.pieces >= 4
+    assert fn.step_plan.source.count("def _piece") == fn.step_plan.pieces
+    np.testing.assert_allclose(runs[True][0], runs[False][0], rtol=1e-4, atol=1e-6)
+    for a, b in zip(runs[True][1], runs[False][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert runs[True][0][-1] < runs[True][0][0]
+
+
+def test_a_step_within_one_function_is_not_cut() -> None:
+    program, feeds, _ = _xor("sgd")
+    program(feeds)
+    fn = _fn(program, feeds)
+    assert fn.step_plan is not None, fn.step_declined
+    assert fn.step_plan.pieces == 1
+    assert "def _piece" not in fn.step_plan.source
+
+
 def test_large_steps_stay_on_numpy() -> None:
     g = Graph()
     a = g.input("a", (256, 256))

@@ -24,7 +24,8 @@ kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) and its whole-step loop
 families (reductions, shape, linalg, conv, pool, index, control, optim) have entries
 keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
-kernel).
+kernel, softmax's input gradient as one row kernel, a layer norm's weight gradient as
+one pass, a sum of slice gradients as one assembled array).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -41,6 +42,8 @@ from asgrad.tensor.cpu.jit import emit_ops as em
 from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit import fuse_conv as fc
+from asgrad.tensor.cpu.jit import fuse_rows as fr
+from asgrad.tensor.cpu.jit import fuse_slices as fs
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
 from asgrad.tensor.ir.graph import Node
@@ -97,6 +100,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
     "reduction": FamilyLowering(
         numpy=dict.fromkeys(("sum", "mean", "max", "min"), sp.reduce),
         emit={name: em.reduction(name) for name in ("sum", "mean", "max", "min")},
+        fuse=fr.fuse_softmax_backward,
     ),
     "shape": FamilyLowering(
         numpy={
@@ -113,6 +117,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             "concat": em.concat,
         },
     ),
+    "norm": FamilyLowering(fuse=fr.fuse_layer_norm_weight_grad),
     "conv": FamilyLowering(
         compiled={
             name: JitKernel("kernels_conv", name)
@@ -139,6 +144,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
                 "kernels_pool", "scatter_add", applies=JitKernel.index_gradient
             )
         },
+        fuse=fs.fuse_slice_sums,
     ),
     "control": FamilyLowering(emit=es.EMITTERS),
     "optim": FamilyLowering(

@@ -166,6 +166,9 @@ class Kernel:
         # (an index might wrap) and leaves the loops scalar (an LSTM cell's gate loop of
         # 1,024 elements: 32 us a step against 1.5 us with the check).
         self.runtime_bounds = False
+        # Whether a 0-d value is an element of the work buffer rather than a local (a
+        # step compiled in pieces: a local of one function is not seen by the next).
+        self.scalars_in_work = False
 
     def constant(self, value: np.ndarray) -> Val:
         """A constant's value: a literal when 0-d, else a new argument of the kernel."""
@@ -179,9 +182,10 @@ class Kernel:
         return f"{prefix}{self.count}"
 
     def alloc(self, shape: tuple[int, ...], dtype: str) -> Val:
-        """A new value's storage: a scalar local when 0-d, else a slice of a work buffer."""
+        """A new value's storage: a scalar local when 0-d (unless ``scalars_in_work``),
+        else a slice of a work buffer."""
         dt(dtype)
-        if not shape:
+        if not shape and not self.scalars_in_work:
             return scalar_val(self.fresh(), dtype)
         if 0 in shape:
             raise UnsupportedError("an empty value")

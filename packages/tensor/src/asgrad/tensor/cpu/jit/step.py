@@ -9,7 +9,11 @@ small (`WORK_LIMIT`),
 `plan_step` writes one Numba function for the whole step: explicit loops with
 constant bounds, every intermediate in a flat work buffer allocated once per call,
 the outputs returned, and the updated variables' new values written, after
-everything else is computed, into their arrays in place. Anything else keeps the
+everything else is computed, into their arrays in place. A larger step without loops
+(up to `STEP_WORK_LIMIT`) is written as the same body cut into pieces, one function of
+about `WORK_LIMIT` operations each, which the step calls in sequence with every
+argument and its work buffers (a 0-d value is then an element of the work buffer, not
+a local). Anything else keeps the
 line-by-line numpy function (`asgrad.tensor.cpu.codegen`); so do programs
 without updates (`WHOLE_STEP_WITHOUT_UPDATES`): an evaluation, often run once,
 never waits for Numba. The function runs the compiled step from its first call;
@@ -39,6 +43,7 @@ running the same step at the same shapes loads the machine code instead of compi
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -63,13 +68,24 @@ from asgrad.tensor.ir.registry import TensorType, get_op
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.ir.variables import Variable
 
-# A step is compiled whole only when its arithmetic is at most this many operations
-# (elements written by elementwise ops and reductions, 8 per element of a
-# transcendental function, 2 * M * N * K per matrix product): above it the scalar loops
-# written here lose to numpy's vectorised kernels and BLAS, and the per-call overhead
-# that whole-step compilation removes no longer matters. Measured: a tanh-GELU chain
-# of 12 ops on 4 x 256 elements ran slower compiled whole than on numpy.
+# A step is compiled as one function when its arithmetic is at most this many
+# operations (elements written by elementwise ops and reductions, 8 per element of a
+# transcendental function, 2 * M * N * K per matrix product). Measured: a tanh-GELU
+# chain of 12 ops on 4 x 256 elements ran slower compiled whole than on numpy.
 WORK_LIMIT = 1 << 14
+
+# A larger step (without loops) of at most this many operations is compiled in pieces:
+# functions of about `WORK_LIMIT` operations each (or one op, where it alone is more),
+# called in sequence by the step, its products of at least `emit_ops.BLAS_AT`
+# operations calling BLAS. The time to compile grows faster than the function's size
+# (a one-block TinyGPT step of 670,172 operations took 99-262 s as one function), so
+# pieces bound it; above this limit the scalar loops lose to numpy's vectorised kernels
+# and the per-op overhead the compiled step removes no longer matters (that TinyGPT at
+# 9,195,164 operations ran at 1,833 us compiled whole against 984 us line by line).
+STEP_WORK_LIMIT = 1 << 20
+
+# The most source lines one piece may hold (its share of the compile time).
+PIECE_LINES = 600
 
 # Whether programs without updates (evaluations, often run once) are compiled whole:
 # off, so that they never wait for Numba.
@@ -96,6 +112,7 @@ class StepPlan:
             kernel with loops holds tens of MiB, which a fresh allocation per call
             would fault in page by page: 18 ms a call for 37 MiB).
         work: Then, per dtype, the elements of its work buffer.
+        pieces: How many functions the step calls in sequence (1: the step is one).
     """
 
     source: str
@@ -108,6 +125,7 @@ class StepPlan:
     flops: int = 0
     runtime_bounds: bool = False
     work: dict[str, int] = field(default_factory=dict)
+    pieces: int = 1
 
 
 def value_reader(k: Kernel, refs: Mapping[int, Ref], vals: dict[int, Val]) -> Callable[[int], Val]:
@@ -141,15 +159,23 @@ def blas_available() -> bool:
     return importlib.util.find_spec("scipy") is not None
 
 
+class _TooLargeError(UnsupportedError):
+    """More work than one function may hold: the step may be compiled in pieces."""
+
+
 def plan_step(
     schedule: Schedule,
     types: Mapping[int, TensorType],
     refs: Mapping[int, Ref],
     registered: Callable[[str], bool],
 ) -> StepPlan | str:
-    """The whole-step kernel for ``schedule`` at ``types``, or why there is none."""
+    """The whole-step kernel for ``schedule`` at ``types`` (in pieces when one function
+    would be too large), or why there is none."""
     try:
-        return _plan(schedule, types, refs, registered)
+        try:
+            return _plan(schedule, types, refs, registered)
+        except _TooLargeError:
+            return _plan(schedule, types, refs, registered, pieces=True)
     except UnsupportedError as exc:
         return str(exc)
     except Exception as exc:  # an op's attributes no lowering foresaw: keep numpy
@@ -161,6 +187,7 @@ def _plan(
     types: Mapping[int, TensorType],
     refs: Mapping[int, Ref],
     registered: Callable[[str], bool],
+    pieces: bool = False,
 ) -> StepPlan:
     roots = [n.id for n in schedule.outputs] + [n.id for _, n in schedule.updates]
     needed = needed_nodes(schedule, refs, roots)
@@ -179,9 +206,16 @@ def _plan(
     # A step with loops may do more work (each step of a loop compiled saves a Python
     # call), and calls BLAS for its products (see `asgrad.tensor.cpu.jit.emit_scan`).
     loops = loop_work([n for n in schedule.nodes if n.id in needed], types)
-    k.work_limit = WORK_LIMIT + loops
-    k.blas = loops > 0 and blas_available()
+    if pieces and loops:
+        raise UnsupportedError(f"more than {WORK_LIMIT + loops:,} operations with loops")
+    k.work_limit = STEP_WORK_LIMIT if pieces else WORK_LIMIT + loops
+    k.blas = (loops > 0 or pieces) and blas_available()
     k.runtime_bounds = plan.runtime_bounds = loops > 0
+    # In pieces, a 0-d value lives in the work buffer: a local of one piece is not
+    # seen by the next.
+    k.scalars_in_work = pieces
+    cuts: list[int] = []  # the body lines where a new piece starts
+    piece_flops, piece_line = 0, 0
     vals: dict[int, Val] = {}
 
     value = value_reader(k, refs, vals)
@@ -211,9 +245,19 @@ def _plan(
             if emit is None:
                 raise UnsupportedError(f"no Numba lowering of {node.op!r}")
             ins = [value(n.id) for n in node.inputs]
+            line, before = len(k.body), k.flops + k.blas_flops
             vals[node.id] = emit(k, node, ins, t)
-            if k.flops > k.work_limit:
-                raise UnsupportedError(f"more than {k.work_limit:,} operations")
+            # in pieces, the products calling BLAS count too: the limit is the step's
+            if k.flops + (k.blas_flops if pieces else 0) > k.work_limit:
+                error = UnsupportedError if pieces else _TooLargeError
+                raise error(f"more than {k.work_limit:,} operations")
+            if pieces:
+                work = k.flops + k.blas_flops
+                if line > piece_line and (
+                    work - piece_flops > WORK_LIMIT or len(k.body) - piece_line > PIECE_LINES
+                ):
+                    cuts.append(line)
+                    piece_flops, piece_line = before, line
     returned: list[str] = []
     for n in schedule.outputs:
         ref, t = refs[n.id], types[n.id]
@@ -247,17 +291,29 @@ def _plan(
         # times (so it does not unroll them fully; see `Kernel.runtime_bounds`).
         head = ["    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")']
     ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
+    jit = '@numba.njit(cache=True, error_model="numpy")'
+    defs: list[str] = []
+    body = [*head, *k.body, ret]
+    if cuts:  # pieces: each a function of every argument and work buffer
+        plan.pieces = len(cuts) + 1
+        args = ", ".join(params + [f"W_{d}" for d in k.work])
+        bounds = [0, *cuts, len(k.body)]
+        body = list(head)
+        for p, (start, stop) in enumerate(itertools.pairwise(bounds)):
+            last = p == len(cuts)
+            defs += ["", jit, f"def _piece{p}({args}):", *k.body[start:stop]]
+            defs.append(ret if last else "    return 0")
+            body.append(f"    {'return ' if last else ''}_piece{p}({args})")
     plan.source = "\n".join(
         [
             "import numpy as np",
             "import numba",
             PRELUDE,
+            *defs,
             "",
-            '@numba.njit(cache=True, error_model="numpy")',
+            jit,
             f"def step({', '.join(params)}):",
-            *head,
-            *k.body,
-            ret,
+            *body,
             "",
         ]
     )

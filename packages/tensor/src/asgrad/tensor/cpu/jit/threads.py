@@ -41,16 +41,21 @@ ENV = "ASGRAD_CPU_THREADS"
 AUTO_MIN_THREADS = 4
 
 _override: list[int | None] = [None]
+# Numba, once imported here: every large kernel call asks for it (`parallel`), and
+# setting up its cache again each time took 19 us a call.
+_imported: list[Any] = []
 
 
 def _numba() -> Any:
     """Numba, imported after its cache is set up."""
-    from asgrad.tensor.cpu.jit import prepare_numba
+    if not _imported:
+        from asgrad.tensor.cpu.jit import prepare_numba
 
-    prepare_numba()
-    import numba
+        prepare_numba()
+        import numba
 
-    return numba
+        _imported.append(numba)
+    return _imported[0]
 
 
 def _count(value: object, source: str) -> int:
