@@ -516,7 +516,11 @@ def _value_shape(value: Value) -> tuple[int, ...]:
 
 def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:
     """A view node's value as strides of its input (copied only when it cannot be)."""
-    if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
+    if (
+        isinstance(value, Deferred)
+        and _core(in_shape) == _core(out_type.shape)
+        and len(out_type.shape) >= len(in_shape)  # leading 1s dropped: the leaves keep them
+    ):
         return Deferred(value.expr, value.inputs, out_type, value.attrs, value.depth)  # 1s
     ones_only = [d for d in in_shape if d != 1] == [d for d in out_type.shape if d != 1]
     if isinstance(value, Rows) and value.full is not None and node.op != "slice" and ones_only:
