@@ -101,7 +101,8 @@ def test_the_mixed_language_model_step_pins_its_dispatches(device: Device) -> No
         plan = build_plan(step.schedule, _language_model_feeds(0), device)
         kinds[precision] = count_kinds(plan.commands)
     mixed, single = kinds["mixed"], kinds["float32"]
-    # measured on lavapipe when pinned (the same on the H200): 85 mixed, 71 float32;
+    # measured on lavapipe when pinned (the same on the H200): 86 mixed (one the
+    # softmax the backward recomputes from the float16 scores), 71 float32;
     # 161 and 124 before found_inf's checks ran as flags (an isfinite kernel, a sum and
     # a comparison per gradient), 110 mixed before a bias's cast read for its
     # gradient's shape was inlined into its add, 105 and 73 before the row kernels read
@@ -110,7 +111,7 @@ def test_the_mixed_language_model_step_pins_its_dispatches(device: Device) -> No
     # weights' casts to float16, attention unfused in float16 (its probabilities round
     # to float16 before the product with v), the float16 gradients summed outside the
     # update batch
-    assert sum(mixed.values()) <= 85, mixed
+    assert sum(mixed.values()) <= 86, mixed
     assert sum(single.values()) <= 71, single
     assert mixed["checks"] == single["checks"] <= 4, kinds
     assert mixed["reduction"] <= 5, mixed
