@@ -293,7 +293,20 @@ def recompute_widened_softmax(
     scores and the softmax's casts back to float16: the backward then keeps the float16
     values the scores are made of instead of the float32 probabilities and their
     float16 copy, a third of the bytes. Exact (`with_recomputed`: the same ops on the
-    same values); unchanged where there is no such softmax, or no backward."""
+    same values); unchanged where there is no such softmax, or no backward.
+    `asgrad.tensor.make_schedule` applies it to every schedule.
+
+    >>> from asgrad.tensor import Graph, make_schedule
+    >>> from asgrad.tensor.api.precision import mixed_precision
+    >>> from asgrad.tensor.ir.scopes import node_meta
+    >>> q = Graph().input("q", (4, 8))
+    >>> [p], _ = mixed_precision([(q @ q.T).softmax(-1)])  # of float16 scores
+    >>> with node_meta(role="gradient"):  # a backward pass reading the probabilities
+    ...     dp = p * 2.0
+    >>> steps = make_schedule([p.sum(), dp]).nodes
+    >>> [n.meta.get("role") for n in steps if n.op == "softmax"]
+    [None, 'recompute']
+    """
     forward = forward_ids(nodes, roots)
     if len(forward) == len(nodes):
         return list(nodes), list(roots)
