@@ -108,9 +108,9 @@ def test_the_mixed_language_model_step_pins_its_dispatches(device: Device) -> No
     # gradient's shape was inlined into its add, 105 and 73 before the row kernels read
     # and wrote float16 (the casts around the layer norms and the softmax launched on
     # their own) and a weight's gradient was one 2-D product. The difference: the
-    # weights' casts to float16, attention unfused in float16 (its probabilities round
-    # to float16 before the product with v), the float16 gradients summed outside the
-    # update batch
+    # weights' casts to float16, attention unfused in float16 (the backward reads its
+    # float32 probabilities: the two-pass float16 kernel is the forward's alone), the
+    # float16 gradients summed outside the update batch
     assert sum(mixed.values()) <= 86, mixed
     assert sum(single.values()) <= 71, single
     assert mixed["checks"] == single["checks"] <= 4, kinds

@@ -18,6 +18,11 @@ copy of q, kT or v (or of a mask) is read through its original (`_same_value`,
 `_earlier`), and a softmax read only by the backward (recomputed there) is a group
 without a forward output, whose backward launches the forward kernel first.
 
+A float16 graph's attention as the mixed precision pass writes it (float16 products
+around a float32 softmax whose probabilities are rounded to float16 before the product
+with v) is matched by `_match_half`, forward only, and launched as
+`asgrad.gpu.lowering.attention_half`'s two-pass kernel; its backward stays unfused.
+
 Anything else falls back to the unfused nodes, decided at plan time: P read by any
 other node (dropout on the attention weights, returned weights), a backward that is
 not the whole pattern, more scores than `MAX_FUSED_SCORES`, head sizes over
@@ -155,8 +160,12 @@ class AttentionPlan:
         """A covered node's value: the forward's output, a gradient (the backward
         launched at the first of them), or None for a node inside the group."""
         group = self.covered[node.id]
-        if group.half:
-            return _forward_half(group, self.types) if node is group.out else None
+        if group.half:  # the forward alone
+            if node is not group.out:
+                return None
+            out = _forward_half(group, self.types)
+            group.held.clear()
+            return out
         if node is group.out:
             group.saved = _forward(group, self.types)
             keep: set[int] = set()  # what the backward reads
