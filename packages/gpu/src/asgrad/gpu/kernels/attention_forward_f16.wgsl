@@ -18,7 +18,7 @@ ${COMMON}
 @group(0) @binding(1) var<storage, read> q: array<${QT}>;
 @group(0) @binding(2) var<storage, read> kt: array<${KT}>;
 @group(0) @binding(3) var<storage, read> v: array<${VT}>;
-@group(0) @binding(4) var<storage, read_write> o: array<f16>;
+@group(0) @binding(4) var<storage, read_write> o: array<${OT}>;  // OT: f16
 ${SIDES}
 ${CHAINS}
 

@@ -99,6 +99,7 @@ def attention_forward_half(ops: AttentionOperands, score: Expr) -> GpuArray:
             QT=inputs[0],
             KT=inputs[1],
             VT=inputs[2],
+            OT="f16",  # substituted: the kernel files name no f16 themselves
             DM=dm,
             D4=dm // 4,
             D4P=dm // 4 + 1,
