@@ -101,13 +101,18 @@ def test_the_mixed_language_model_step_pins_its_dispatches(device: Device) -> No
         plan = build_plan(step.schedule, _language_model_feeds(0), device)
         kinds[precision] = count_kinds(plan.commands)
     mixed, single = kinds["mixed"], kinds["float32"]
-    # measured on lavapipe when pinned (the same on the H200): 105 mixed, 73 float32;
+    # measured on lavapipe when pinned (the same on the H200): 86 mixed (one the
+    # softmax the backward recomputes from the float16 scores), 71 float32;
     # 161 and 124 before found_inf's checks ran as flags (an isfinite kernel, a sum and
     # a comparison per gradient), 110 mixed before a bias's cast read for its
-    # gradient's shape was inlined into its add. The difference: the weights' casts to float16, the
-    # casts around the layer norms and the softmax, the attention kernels the casts
-    # keep from matching, and the batched float16 weight gradients summed on their own
-    assert sum(mixed.values()) <= 105, mixed
+    # gradient's shape was inlined into its add, 105 and 73 before the row kernels read
+    # and wrote float16 (the casts around the layer norms and the softmax launched on
+    # their own) and a weight's gradient was one 2-D product. The difference: the
+    # weights' casts to float16, attention unfused in float16 (the backward reads its
+    # float32 probabilities: the two-pass float16 kernel is the forward's alone), the
+    # float16 gradients summed outside the update batch
+    assert sum(mixed.values()) <= 86, mixed
+    assert sum(single.values()) <= 71, single
     assert mixed["checks"] == single["checks"] <= 4, kinds
     assert mixed["reduction"] <= 5, mixed
     assert mixed["optimizer update"] == single["optimizer update"], kinds

@@ -222,3 +222,21 @@ def test_a_value_read_for_its_shape_alone_stays_inlined(device: Device) -> None:
     np.testing.assert_array_equal(got_y, want_y)
     np.testing.assert_allclose(got_grad, want_y.astype(np.float32).sum(0), rtol=1e-3)
     assert kinds["elementwise"] == 1, kinds  # the add, reading b through its cast
+
+
+def test_a_chain_reshaped_without_its_leading_one_feeds_a_product() -> None:
+    # fed at batch 1, ``(1, 3, 5) -> (3, 5)`` drops a leading 1 the chain's leaves keep
+    g = Graph()
+    x = g.input("x", (4, 3, 6), free=(0,))
+    w = g.input("w", (6, 5))
+    y = x @ w
+    t = y * g.constant(np.full((1, 1, 1), 2.0, np.float32))
+    out = x.reshape(-1, 6).T @ (t + y).reshape(-1, 5)
+    program = compile([out], backend="gpu")
+    rng = np.random.default_rng(0)
+    ws = rng.standard_normal((6, 5)).astype(np.float32)
+    for batch in (1, 4):
+        xs = rng.standard_normal((batch, 3, 6)).astype(np.float32)
+        (got,) = program({"x": xs, "w": ws})
+        rows = xs.reshape(-1, 6)
+        np.testing.assert_allclose(got, rows.T @ (3 * (rows @ ws)), rtol=1e-5, atol=1e-5)

@@ -7,7 +7,14 @@ from importlib import resources
 import pytest
 
 from asgrad.gpu import GpuUnsupportedError
-from asgrad.gpu.lowering import FAMILY_MODULES, LEAVES, LOWERINGS, attention, kernel_files
+from asgrad.gpu.lowering import (
+    FAMILY_MODULES,
+    LEAVES,
+    LOWERINGS,
+    attention,
+    attention_half,
+    kernel_files,
+)
 from asgrad.tensor import all_ops
 
 KERNELS = resources.files("asgrad.gpu").joinpath("kernels")
@@ -47,7 +54,8 @@ def test_kernel_files_name_shipped_kernels() -> None:
 
 def test_every_kernel_file_is_named_by_a_family() -> None:
     named = {name for m in FAMILY_MODULES.values() for name in m.WGSL_FILES}
-    named |= set(attention.WGSL_FILES)  # launched by the plan's attention groups, not by an op
+    # launched by the plan's attention groups, not by an op
+    named |= set(attention.WGSL_FILES) | set(attention_half.WGSL_FILES)
     shipped = {p.name for p in KERNELS.iterdir() if p.name.endswith(".wgsl")}
     # copy.wgsl is launched by asgrad.gpu.device.copy, not by an op; checks.wgsl is pasted into
     # the kernels that check (asgrad.gpu.device.checks) of several families, prelude_f16.wgsl

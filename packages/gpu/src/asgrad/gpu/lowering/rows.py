@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +24,10 @@ from asgrad.gpu.device.array import GpuArray
 from asgrad.gpu.device.source import kernel_text, render
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering.scalar import render_wgsl
-from asgrad.tensor.ir.rows import RowProgram, reads_inputs
-from asgrad.tensor.ir.scalar import Expr, arg
+from asgrad.tensor.ir.rows import RowProgram, Stage, reads_inputs
+from asgrad.tensor.ir.scalar import Expr, arg, cast, substitute
 
-__all__ = ["WGSL_FILES", "kernel_source", "row_kernel", "row_kernel_stores"]
+__all__ = ["WGSL_FILES", "kernel_source", "row_kernel", "row_kernel_stores", "widened"]
 
 WGSL_FILES: tuple[str, ...] = ("norm_rows.wgsl", "prelude.wgsl")
 
@@ -35,40 +36,44 @@ _NEG_INF = "bitcast<f32>(0xff800000u)"
 
 class _Writer:
     def __init__(
-        self, program: RowProgram, elem: str = "f32", wrapped: Mapping[int, int] | None = None
+        self,
+        program: RowProgram,
+        kinds: Sequence[str],
+        wrapped: Mapping[int, int] | None = None,
     ) -> None:
         self.p = program
         self.n = len(program.inputs)
-        self.elem = elem
         self.wrapped = dict(wrapped or {})
         self.names = [
-            self.widened(_wrapped_name(i, self.wrapped[i]))
+            _wrapped_name(i, self.wrapped[i])
             if i in self.wrapped
-            else {"element": f"x{i}", "position": self.widened(f"in{i}[k]")}.get(
-                layout, self.widened(f"in{i}[row]")
-            )
+            else {"element": f"x{i}", "position": f"in{i}[k]"}.get(layout, f"in{i}[row]")
             for i, layout in enumerate(program.inputs)
         ]
         self.names.extend(f"s{j}" for j in range(len(program.stages)))
+        # each input as stored (a float16 one is read as f16: the program's expressions
+        # widen it where they compute in f32), the row scalars and hoisted values f32
+        self.kinds = [*kinds, *(["f32"] * len(program.stages))]
+        self.halves = {i for i, k in enumerate(kinds) if k == "f16"}
         self.hoisted: dict[Expr, Expr] = {}
         self.lines: list[str] = []
 
-    def widened(self, value: str) -> str:
-        """An input's element as the kernel computes it (f32; f16 inputs widened)."""
-        return value if self.elem == "f32" else f"f32({value})"
-
-    def render(self, e: Expr) -> str:
-        return render_wgsl(e, self.names, ["f32"] * len(self.names), "f32")
+    def render(self, e: Expr, out: str = "f32") -> str:
+        return render_wgsl(e, self.names, self.kinds, out)
 
     def hoist(self, e: Expr) -> Expr:
-        """``e`` with each subexpression of row scalars alone computed once, before."""
+        """``e`` with each subexpression of row scalars alone computed once, before
+        (one reading a float16 input stays where it is: its kind is its own)."""
         if e.op in ("arg", "const"):
             return e
         if self.p.is_row_level(e):
+            if self.halves & reads_inputs(e, self.n):
+                return e
             if e not in self.hoisted:
                 name = f"h{len(self.hoisted)}"
                 self.lines.append(f"    let {name} = {self.render(e)};")
                 self.names.append(name)
+                self.kinds.append("f32")
                 self.hoisted[e] = arg(len(self.names) - 1)
             return self.hoisted[e]
         return Expr(e.op, tuple(self.hoist(a) for a in e.args), e.value)
@@ -77,7 +82,7 @@ class _Writer:
         """The element inputs ``exprs`` read, loaded at ``at``."""
         read = sorted(set().union(*(reads_inputs(e, self.n) for e in exprs)))
         return [
-            f"{indent}let x{i} = {self.widened(f'in{i}[at]')};"
+            f"{indent}let x{i} = in{i}[at];"
             for i in read
             if self.p.inputs[i] == "element" and i not in self.wrapped
         ]
@@ -93,17 +98,23 @@ def kernel_source(
     stores: tuple[Expr, ...] = (),
     wrapped: Mapping[int, int] | None = None,
     per_row: bool = False,
-    elem: str = "f32",
+    kinds: Sequence[str] = (),
+    out: str = "f32",
+    store_kinds: Sequence[str] = (),
 ) -> str:
     """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
     (expressions of the inputs at the element, as the output's) is written into an
     output of its own too. An input ``i`` in ``wrapped`` is read at the element's flat
     index modulo ``wrapped[i]`` whatever its layout says (1: one value for all; a
     broadcast over leading axes otherwise); ``per_row``: the output (of the row
-    scalars alone) is written once per row. ``elem``: the inputs' and outputs' storage
-    type, ``f32`` or ``f16`` (widened as read, the program computed in f32, each result
-    rounded to f16 as written)."""
-    w = _Writer(program, elem, wrapped)
+    scalars alone) is written once per row. ``kinds``: each input's storage type,
+    ``f32`` or ``f16`` (default all ``f32``), read as stored: the program's
+    expressions say where a float16 input is widened (``cast``); ``out`` and
+    ``store_kinds`` (default ``f32``): the output's and the stores' storage types, each
+    value converted as it is written (rounded once to f16)."""
+    kinds = tuple(kinds) or ("f32",) * len(program.inputs)
+    store_kinds = tuple(store_kinds) or ("f32",) * len(stores)
+    w = _Writer(program, kinds, wrapped)
     width = max(len(g) for g in program.groups()) if program.stages else 0
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
@@ -132,30 +143,32 @@ def kernel_source(
             scale = " * params.inv_r" if program.stages[j].reduce == "mean" else ""
             w.lines.append(f"    let s{j} = p{m}[0]{scale};")
         w.lines.append("    workgroupBarrier();")
-    out = w.hoist(program.out)
+    result = w.hoist(program.out)
     extra = [w.hoist(e) for e in stores]
     bindings = [
-        f"@group(0) @binding({i + 1}) var<storage, read> in{i}: array<{elem}>;"
+        f"@group(0) @binding({i + 1}) var<storage, read> in{i}: array<{kinds[i]}>;"
         for i in range(len(program.inputs))
     ]
     first = len(program.inputs) + 1
-    bindings.append(f"@group(0) @binding({first}) var<storage, read_write> dst: array<{elem}>;")
+    bindings.append(f"@group(0) @binding({first}) var<storage, read_write> dst: array<{out}>;")
     bindings += [
-        f"@group(0) @binding({first + 1 + m}) var<storage, read_write> dst{m}: array<{elem}>;"
-        for m in range(len(extra))
+        f"@group(0) @binding({first + 1 + m}) var<storage, read_write> dst{m}: array<{k}>;"
+        for m, k in enumerate(store_kinds)
     ]
 
-    def value(e: Expr) -> str:
-        text = w.render(e)
-        return f"asg_f2h({text})" if elem == "f16" else text
+    def value(e: Expr, kind: str) -> str:  # converted to the storage type as written
+        return w.render(cast(e, _DTYPES[kind]), kind)
 
-    written = [f"        dst{m}[at] = {value(e)};" for m, e in enumerate(extra)]
-    loop = [*w.loads([out, *extra] if not per_row else extra, "        ")]
-    loop += [f"        dst[at] = {value(out)};"] if not per_row else []
+    written = [
+        f"        dst{m}[at] = {value(e, k)};"
+        for m, (e, k) in enumerate(zip(extra, store_kinds, strict=True))
+    ]
+    loop = [*w.loads([result, *extra] if not per_row else extra, "        ")]
+    loop += [f"        dst[at] = {value(result, out)};"] if not per_row else []
     output = ["    for (var k = li; k < R; k += 256u) {", "        let at = addr(row, k);"]
     output = [*output, *loop, *written, "    }"] if loop or written else []
     if per_row:
-        output += ["    if (li == 0u) {", f"        dst[row] = {value(out)};", "    }"]
+        output += ["    if (li == 0u) {", f"        dst[row] = {value(result, out)};", "    }"]
     return render(
         "norm_rows",
         PRELUDE=kernel_text("prelude"),
@@ -164,6 +177,23 @@ def kernel_source(
         PASSES="\n".join(w.lines),
         OUTPUT="\n".join(output),
     )
+
+
+_DTYPES = {"f32": "float32", "f16": "float16"}
+
+
+def widened(program: RowProgram, kinds: Sequence[str]) -> RowProgram:
+    """``program`` reading its float16 inputs (``kinds[i] == "f16"``) widened to
+    float32 where its expressions read them: a program stated over float32 values
+    computed on float16 inputs (exactly: every f16 value is an f32 value)."""
+    halves = [i for i, k in enumerate(kinds) if k == "f16"]
+    if not halves:
+        return program
+    n = len(program.inputs)
+    args = [cast(arg(i), "float32") if i in halves else arg(i) for i in range(n)]
+    args += [arg(n + j) for j in range(len(program.stages))]
+    stages = tuple(Stage(st.reduce, substitute(st.expr, args)) for st in program.stages)
+    return RowProgram(program.inputs, program.axes, stages, substitute(program.out, args))
 
 
 def _combine(program: RowProgram, j: int, a: str, b: str) -> str:
@@ -193,7 +223,15 @@ def row_kernel(program: RowProgram, inputs: list[GpuArray], kind: str = "norm") 
     """``program`` on float32 ``inputs``, or float16 ones (accumulated in float32, the
     result rounded to float16 once), of the first's shape; one dispatch labelled
     ``kind`` (what a plan's dispatch counts call it)."""
-    return row_kernel_stores(program, inputs, inputs[0].shape, kind)[0]
+    dtype = inputs[0].dtype
+    for a in inputs:
+        if a.dtype != dtype or a.dtype not in (np.float32, np.float16):
+            shown = ", ".join(str(i.dtype) for i in inputs)
+            raise GpuUnsupportedError(
+                f"{kind} on the GPU takes float32 or float16 inputs of one dtype, got {shown}"
+            )
+    program = widened(program, [a.wgsl for a in inputs])
+    return row_kernel_stores(program, inputs, inputs[0].shape, kind, out_dtype=dtype)[0]
 
 
 def row_kernel_stores(
@@ -204,31 +242,38 @@ def row_kernel_stores(
     stores: tuple[Expr, ...] = (),
     wrapped: Mapping[int, int] | None = None,
     per_row: bool = False,
+    out_dtype: np.dtype[Any] | type[np.floating[Any]] = np.float32,
+    store_dtypes: Sequence[np.dtype[Any] | type[np.floating[Any]]] = (),
 ) -> tuple[GpuArray, list[GpuArray]]:
     """`row_kernel` over elements of ``shape`` (``inputs`` laid out as
-    ``program.inputs`` say, or as ``wrapped``: see `kernel_source`), also writing each
-    of ``stores`` (an expression of the inputs at the element) into an array of
-    ``shape``: the output (one value per row when ``per_row``) and those arrays, all of
-    the inputs' dtype (float32, or float16 accumulated in float32)."""
-    dtype = inputs[0].dtype
+    ``program.inputs`` say, or as ``wrapped``: see `kernel_source`; each float32 or
+    float16, read as stored: ``program`` widens a float16 one where it computes in
+    float32), also writing each of ``stores`` (an expression of the inputs at the
+    element) into an array of ``shape``: the output (one value per row when
+    ``per_row``) of ``out_dtype`` and those arrays of ``store_dtypes`` (default
+    float32), each value rounded once as it is written."""
     for a in inputs:
-        if a.dtype != dtype or a.dtype not in (np.float32, np.float16):
+        if a.dtype not in (np.float32, np.float16):
             shown = ", ".join(str(i.dtype) for i in inputs)
             raise GpuUnsupportedError(
-                f"{kind} on the GPU takes float32 or float16 inputs of one dtype, got {shown}"
+                f"{kind} on the GPU takes float32 or float16 inputs, got {shown}"
             )
+    store_dtypes = tuple(store_dtypes) or (np.float32,) * len(stores)
     device = inputs[0].device
-    elem = inputs[0].wgsl
     layout = _layout(program, shape)
-    out = GpuArray.empty((layout[0],) if per_row else shape, dtype, device)
-    extra = [GpuArray.empty(shape, dtype, device) for _ in stores]
+    out = GpuArray.empty((layout[0],) if per_row else shape, out_dtype, device)
+    extra = [GpuArray.empty(shape, d, device) for d in store_dtypes]
     if math.prod(shape) == 0:
         return out, extra
     binds = ("uniform",) + ("read",) * len(inputs) + ("write",) * (1 + len(stores))
     wraps = tuple(sorted((wrapped or {}).items()))
-    key = (kind, program, elem, stores, wraps, per_row)
+    kinds = tuple(a.wgsl for a in inputs)
+    out_kind, store_kinds = out.wgsl, tuple(a.wgsl for a in extra)
+    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row)
     pipe = device.pipeline(
-        key, lambda: kernel_source(program, stores, dict(wraps), per_row, elem), binds
+        key,
+        lambda: kernel_source(program, stores, dict(wraps), per_row, kinds, out_kind, store_kinds),
+        binds,
     )
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
     meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)

@@ -18,6 +18,11 @@ copy of q, kT or v (or of a mask) is read through its original (`_same_value`,
 `_earlier`), and a softmax read only by the backward (recomputed there) is a group
 without a forward output, whose backward launches the forward kernel first.
 
+A float16 graph's attention as the mixed precision pass writes it (float16 products
+around a float32 softmax whose probabilities are rounded to float16 before the product
+with v) is matched by `_match_half`, forward only, and launched as
+`asgrad.gpu.lowering.attention_half`'s two-pass kernel; its backward stays unfused.
+
 Anything else falls back to the unfused nodes, decided at plan time: P read by any
 other node (dropout on the attention weights, returned weights), a backward that is
 not the whole pattern, more scores than `MAX_FUSED_SCORES`, head sizes over
@@ -48,6 +53,7 @@ from asgrad.gpu.lowering.attention import (
     attention_forward,
     storage_buffers,
 )
+from asgrad.gpu.lowering.attention_half import attention_forward_half, storage_buffers_half
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS, expression_tree
 from asgrad.gpu.plan.fusion import LAZY_VIEWS, VIEW_OPS, Value, materialize
 from asgrad.tensor import TensorType
@@ -93,6 +99,7 @@ class AttentionGroup:
     dq: Node | None = None
     dkt: Node | None = None
     dv: Node | None = None
+    half: bool = False  # a float16 graph's forward (`_match_half`): out = cast16(P) @ v
     # q, kT and v as the backward reads them: the forward's, or copies recomputed for
     # the backward under a memory budget (`_same_value`)
     backward_operands: tuple[Node, Node, Node] | None = None
@@ -153,6 +160,12 @@ class AttentionPlan:
         """A covered node's value: the forward's output, a gradient (the backward
         launched at the first of them), or None for a node inside the group."""
         group = self.covered[node.id]
+        if group.half:  # the forward alone
+            if node is not group.out:
+                return None
+            out = _forward_half(group, self.types)
+            group.held.clear()
+            return out
         if node is group.out:
             group.saved = _forward(group, self.types)
             keep: set[int] = set()  # what the backward reads
@@ -186,12 +199,16 @@ def find_attention(
     for node in schedule.nodes:
         if node.op != "softmax":
             continue
-        group = _match(node, users, types, kept, position)
+        group = _match(node, users, types, kept, position) or _match_half(node, users, types, kept)
         if group is None:
             continue
         ids = group.internal | {n.id for n in group.outputs}
         backward = group.d_out is not None
-        if storage_buffers(len(group.sides), backward) > limit or ids & taken:
+        if group.half:
+            buffers = storage_buffers_half(len(group.sides))
+        else:
+            buffers = storage_buffers(len(group.sides), backward)
+        if buffers > limit or ids & taken:
             continue
         taken |= ids
         groups.append(group)
@@ -211,9 +228,11 @@ def _only(users: Users, node: Node) -> Node | None:
     return found[0] if len(found) == 1 else None
 
 
-def _score_typed(node: Node, types: Types, shape: tuple[int, ...]) -> bool:
+def _score_typed(
+    node: Node, types: Types, shape: tuple[int, ...], dtypes: tuple[str, ...] = ("float32",)
+) -> bool:
     t = types[node.id]
-    return t.dtype == "float32" and tuple(t.shape) == shape
+    return t.dtype in dtypes and tuple(t.shape) == shape
 
 
 def _match(
@@ -283,6 +302,56 @@ def _match(
     return group
 
 
+def _match_half(p: Node, users: Users, types: Types, kept: set[int]) -> AttentionGroup | None:
+    """The forward of a float16 graph's attention, as the mixed precision pass writes it:
+    ``S = matmul(q, kT)`` of float16, a chain of float16 and float32 ops (a cast to
+    float32 among them: a scale and a where mask in float16, an additive float32 mask
+    after the cast), the float32 softmax ``P``, its cast ``P16`` to float16 and
+    ``O = matmul(P16, v)``, each read once (a backward reading ``P`` or the scores
+    falls back to the unfused nodes)."""
+    shape = tuple(types[p.id].shape)
+    ndim = len(shape)
+    if ndim < 2 or types[p.id].dtype != "float32" or ndim - 2 > MAX_LEAD:
+        return None
+    if int(p.attrs["axis"]) % ndim != ndim - 1:
+        return None
+    x = p.inputs[0]
+    if _only(users, x) is not p:
+        return None
+    found = _score_chain(x, users, types, shape, 0, ("float16", "float32"))
+    rounded = _only(users, p)
+    if found is None or rounded is None or rounded.op != "cast":
+        return None
+    out = _only(users, rounded)
+    if out is None or out.op != "matmul" or out.inputs[0] is not rounded:
+        return None
+    s, chain = found
+    q, kt = s.inputs
+    v = out.inputs[1]
+    length, source = shape[-2], shape[-1]
+    head, value_head = types[q.id].shape[-1], types[v.id].shape[-1]
+    lead = shape[:-2]
+    if (
+        any(types[n.id].dtype != "float16" for n in (s, q, kt, v, rounded, out))
+        or tuple(types[out.id].shape) != (*lead, length, value_head)
+        or max(head, value_head) > MAX_HEAD
+        or min(length, source, head, value_head) == 0  # nothing to stream
+        or (MAX_FUSED_SCORES is not None and math.prod(shape) > MAX_FUSED_SCORES)
+    ):
+        return None
+    internal = {s.id, *(n.id for n in chain), p.id, rounded.id}
+    sides = _sides(chain, internal, shape, types)
+    if sides is None:
+        return None
+    sizes = (length, source, head, value_head)
+    group = AttentionGroup(q, kt, v, chain, sides, out, lead, sizes, half=True)
+    group.forward_sides = len(sides)
+    group.internal = frozenset(internal)
+    if internal & kept or any(_from_parameter(n) for n in group.external):
+        return None
+    return group
+
+
 def _backward_value(p: Node, others: list[Node]) -> Node | None:
     """v, read by the backward's ``dO @ v^T`` (a softmax that only the backward reads,
     recomputed there under a memory budget)."""
@@ -295,18 +364,24 @@ def _backward_value(p: Node, others: list[Node]) -> Node | None:
 
 
 def _score_chain(
-    x: Node, users: Users, types: Types, shape: tuple[int, ...], depth: int
+    x: Node,
+    users: Users,
+    types: Types,
+    shape: tuple[int, ...],
+    depth: int,
+    dtypes: tuple[str, ...] = ("float32",),
 ) -> tuple[Node, list[Node]] | None:
-    """The product under the softmax's input ``x`` and the chain from it to ``x``."""
-    if not _score_typed(x, types, shape):
+    """The product under the softmax's input ``x`` and the chain from it to ``x`` (each
+    of one of ``dtypes``)."""
+    if not _score_typed(x, types, shape, dtypes):
         return None
     if x.op == "matmul":
         return x, []
     if x.op not in EXPRESSION_OPS or depth >= MAX_CHAIN:
         return None
     for inp in x.inputs:
-        if _only(users, inp) is x and _score_typed(inp, types, shape):
-            found = _score_chain(inp, users, types, shape, depth + 1)
+        if _only(users, inp) is x and _score_typed(inp, types, shape, dtypes):
+            found = _score_chain(inp, users, types, shape, depth + 1, dtypes)
             if found is not None:
                 return found[0], [*found[1], x]
     return None
@@ -332,7 +407,7 @@ def _sides(
 
 def _inlined_constant(node: Node, types: Types) -> float | None:
     """The value of a float scalar constant, rendered into the kernel."""
-    if node.op != "constant" or types[node.id].dtype not in ("float32", "float64"):
+    if node.op != "constant" or types[node.id].dtype not in ("float16", "float32", "float64"):
         return None
     value = np.asarray(node.attrs["value"])
     return float(value.reshape(-1)[0]) if value.size == 1 else None
@@ -508,9 +583,11 @@ def _wgsl(value: GpuArray | Operand) -> str:
     return Operand.of(value).array.wgsl
 
 
-def _chain_expr(chain: list[Node], group: AttentionGroup, types: Types) -> Expr:
-    """The chain as one expression over arg(0) (its input) and arg(1 + k) (side k)."""
+def _chain_expr(chain: list[Node], group: AttentionGroup, types: Types, first: str = "f32") -> Expr:
+    """The chain as one expression over arg(0) (its input, of WGSL type ``first``)
+    and arg(1 + k) (side k); each op's result is of its node's type."""
     expr = arg(0)
+    chained = first  # the WGSL type of expr
     for node in chain:
         args: list[Expr] = []
         in_types: list[str] = []
@@ -525,10 +602,11 @@ def _chain_expr(chain: list[Node], group: AttentionGroup, types: Types) -> Expr:
                 in_types.append(wgsl_type(storage_dtype(numpy_dtype(types[inp.id].dtype))))
             else:
                 args.append(expr)
-                in_types.append("f32")
+                in_types.append(chained)
         tree = expression_tree(node.op, node.attrs, in_types, types[node.id].dtype)
         assert tree is not None
         expr = substitute(tree, args)
+        chained = wgsl_type(storage_dtype(numpy_dtype(types[node.id].dtype)))
     return expr
 
 
@@ -585,3 +663,9 @@ def _backward(group: AttentionGroup, types: Types) -> None:
     ops = _operands(group, backward=True)
     dq, dkt, dv = attention_backward(ops, score, grad, out, stats, d_out)
     group.grads = {group.dq.id: dq, group.dkt.id: dkt, group.dv.id: dv}
+
+
+def _forward_half(group: AttentionGroup, types: Types) -> GpuArray:
+    _ready(group)
+    score = _chain_expr(group.score, group, types, first="f16")
+    return attention_forward_half(_operands(group, backward=False), score)

@@ -386,16 +386,19 @@ def _rows_host(
 ) -> GpuArray | None:
     """``tree`` launched as the output expression of a row program among its leaves
     (`asgrad.gpu.plan.fusion_rows`), or None: the program has the output's shape (a
-    reduction: its elements' shape, or its own), the output is float32 (and no view
-    of another buffer) and no check is made."""
-    if target is not None or out.dtype != "float32" or _calls_checks(_nodes(tree)):
+    reduction: its elements' shape, or its own), the output is float32 or float16
+    (rounded as the kernel stores it; no view of another buffer) and no check is made."""
+    if target is not None or out.dtype not in ("float32", "float16"):
+        return None
+    if _calls_checks(_nodes(tree)):
         return None
     for k, leaf in enumerate(leaves):
         if not isinstance(leaf, Rows):
             continue
         own = leaf.full is not None and tuple(leaf.type.shape) == tuple(out.shape)
         if own or can_host(leaf, tuple(out.shape)):
-            return rows_epilogue(tree, k, list(leaves), siblings, own)
+            dtype = np.dtype(numpy_dtype(out.dtype))
+            return rows_epilogue(tree, k, list(leaves), siblings, own, dtype)
     return None
 
 
@@ -516,7 +519,11 @@ def _value_shape(value: Value) -> tuple[int, ...]:
 
 def _lazy_view(node: Node, value: Value, in_shape: tuple[int, ...], out_type: TensorType) -> Value:
     """A view node's value as strides of its input (copied only when it cannot be)."""
-    if isinstance(value, Deferred) and _core(in_shape) == _core(out_type.shape):
+    if (
+        isinstance(value, Deferred)
+        and _core(in_shape) == _core(out_type.shape)
+        and len(out_type.shape) >= len(in_shape)  # leading 1s dropped: the leaves keep them
+    ):
         return Deferred(value.expr, value.inputs, out_type, value.attrs, value.depth)  # 1s
     ones_only = [d for d in in_shape if d != 1] == [d for d in out_type.shape if d != 1]
     if isinstance(value, Rows) and value.full is not None and node.op != "slice" and ones_only:

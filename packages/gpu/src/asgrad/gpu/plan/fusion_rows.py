@@ -48,7 +48,7 @@ from asgrad.gpu.lowering.rows import row_kernel_stores
 from asgrad.gpu.plan.values import Deferred, Rows, Value
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.rows import Layout, RowBuilder, RowProgram, Stage, index
-from asgrad.tensor.ir.scalar import Expr, arg, substitute
+from asgrad.tensor.ir.scalar import Expr, arg, cast, substitute
 
 __all__ = [
     "ROW_REDUCTIONS",
@@ -59,6 +59,11 @@ __all__ = [
     "reduction_rows",
     "rows_epilogue",
 ]
+
+
+# The storage a row kernel reads and writes: float16 read as stored (the expressions
+# widen it where they compute in float32), each result converted as it is written.
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float16))
 
 
 # How a row kernel reads an input: a `Layout`, or at the element's flat index modulo a
@@ -75,7 +80,7 @@ def layout_of(
     over leading axes (`Read`); None when it cannot address it (a strided view, another
     broadcast)."""
     op = Operand.of(leaf)
-    if op.array.dtype != np.float32 or op.offset != 0:
+    if op.array.dtype not in _FLOATS or op.offset != 0:
         return None
     try:
         strides = op.broadcast_strides(shape)
@@ -160,20 +165,21 @@ class _Inputs:
         del self.stages[mark[1] :], self.stored[mark[2] :]
 
     def chain(self, value: Deferred) -> Expr | None:
-        """The expression of a deferred chain over inputs, or None, adding none (too
-        many leaves, one the kernel cannot address, or not float32). A leaf that is an
-        unlaunched row program over the same rows is inlined (`program`)."""
+        """The expression of a deferred chain over inputs (of the chain's own kind: a
+        float16 chain computes in f16 as its kernel would), or None, adding none (too
+        many leaves, one the kernel cannot address, or not float32 or float16). A leaf
+        that is an unlaunched row program over the same rows is inlined (`program`)."""
         from asgrad.gpu.plan.fusion import fused_expression
 
         if value.array is not None:
             return self.leaf(value.array)
-        if value.wgsl != "f32" or tuple(value.type.shape) != self.shape:
+        if value.wgsl not in ("f32", "f16") or tuple(value.type.shape) != self.shape:
             return None
         fused = fused_expression(value.expr, value.inputs)
         if fused is None:
             return None
         tree, leaves = fused
-        if any(_launched_wgsl(v) != "f32" for v in leaves):
+        if any(_launched_wgsl(v) not in ("f32", "f16") for v in leaves):
             return None
         e = self.substituted(tree, leaves)
         if e is None:
@@ -189,7 +195,7 @@ class _Inputs:
 
         leaf = value if isinstance(value, (GpuArray, Operand)) else materialize(value)
         op = Operand.of(leaf)
-        if op.array.dtype != np.float32 or op.offset != 0:
+        if op.array.dtype not in _FLOATS or op.offset != 0:
             return None
         if math.prod(op.shape) == 1:
             return self.add(op.array, 1)
@@ -208,7 +214,7 @@ class _Inputs:
         an unlaunched row program over the same rows (inlined), or None, adding none."""
         from asgrad.gpu.plan.fusion import fused_expression
 
-        if value.wgsl != "f32" or tuple(value.type.shape) != self.shape:
+        if value.wgsl not in ("f32", "f16") or tuple(value.type.shape) != self.shape:
             return None
         fused = fused_expression(value.expr, value.inputs)
         if fused is None:
@@ -257,7 +263,8 @@ class _Inputs:
                     self.reset(start)
                     return None
                 e = self.add(array, layout)
-            mapped.append(e)
+            # the program computes in float32: a float16 input widened (exactly)
+            mapped.append(cast(e, "float32") if _launched_wgsl(value) == "f16" else e)
         base = len(self.stages)
         args = [*mapped, *(arg(_SCALARS + base + j) for j in range(len(rows.program.stages)))]
         for stage in rows.program.stages:
@@ -302,6 +309,7 @@ class _Kernel:
     stores: tuple[Expr, ...]  # chains stored beside the output
     chains: list[Deferred]  # the values they are
     per_row: bool
+    out_dtype: np.dtype[Any]  # the output's storage: float32, or float16 (an epilogue's)
 
 
 def _compose(
@@ -309,6 +317,7 @@ def _compose(
     epilogue: tuple[Expr, int, list[Value]] | None,
     siblings: Sequence[Deferred] = (),
     own: bool = False,
+    out_dtype: np.dtype[Any] = _FLOATS[0],
 ) -> _Kernel | None:
     """``rows``'s program with its deferred element inputs as prologues and
     ``epilogue`` (an expression over leaves, the ``host``-th being ``rows``) as its
@@ -353,7 +362,8 @@ def _compose(
     composed = RowProgram(ins.layouts, rows.program.axes, stages, _renumber(out, n, memo))
     stored = [(e, d) for e, d in ins.stored if d.array is None]
     stores = tuple(_renumber(e, n, memo) for e, _ in stored)
-    return _Kernel(composed, ins.arrays, ins.wrapped, stores, [d for _, d in stored], per_row)
+    chains = [d for _, d in stored]
+    return _Kernel(composed, ins.arrays, ins.wrapped, stores, chains, per_row, out_dtype)
 
 
 def _full(rows: Rows) -> tuple[int, ...]:
@@ -379,14 +389,16 @@ def rows_epilogue(
     leaves: list[Value],
     siblings: Sequence[Deferred] = (),
     own: bool = False,
+    out_dtype: np.dtype[Any] = _FLOATS[0],
 ) -> GpuArray | None:
     """The kernel of ``tree`` (over ``leaves``, the ``host``-th a `Rows` of the
-    kernel's shape) launched as that row program's output expression, or None,
-    launching nothing, when a leaf cannot be its input (``siblings``, ``own``: see
-    `_compose`)."""
+    kernel's shape) launched as that row program's output expression, written as
+    ``out_dtype`` (float32, or float16: a cast of a norm's output rounded as it is
+    stored), or None, launching nothing, when a leaf cannot be its input
+    (``siblings``, ``own``: see `_compose`)."""
     rows = leaves[host]
     assert isinstance(rows, Rows)
-    kernel = _compose(rows, (tree, host, leaves), siblings, own)
+    kernel = _compose(rows, (tree, host, leaves), siblings, own, out_dtype)
     if kernel is None:
         return None
     out = _run(rows, kernel)
@@ -395,7 +407,15 @@ def rows_epilogue(
 
 def _run(rows: Rows, k: _Kernel) -> GpuArray:
     out, kept = row_kernel_stores(
-        k.program, k.arrays, _full(rows), rows.kind, k.stores, k.wrapped, k.per_row
+        k.program,
+        k.arrays,
+        _full(rows),
+        rows.kind,
+        k.stores,
+        k.wrapped,
+        k.per_row,
+        k.out_dtype,
+        [np.dtype(np.float16) if d.wgsl == "f16" else np.dtype(np.float32) for d in k.chains],
     )
     for chain, array in zip(k.chains, kept, strict=True):
         chain.array = array
