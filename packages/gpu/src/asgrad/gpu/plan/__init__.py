@@ -49,6 +49,7 @@ from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
 from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
 from asgrad.gpu.plan.attention import AttentionPlan, find_attention
 from asgrad.gpu.plan.capture import Command, capturing
+from asgrad.gpu.plan.destinations import find_destinations
 from asgrad.gpu.plan.fusion import (
     SHAPE_INPUTS,
     VIEW_OPS,
@@ -130,6 +131,10 @@ def build_plan(
     if attention is not None:  # the attention kernels launch these nodes
         inlined = inlined - frozenset(attention.covered)
     batch = update_batch(schedule, users, inlined, types) if fuse else None
+    if attention is not None:  # their outputs written where their readers' views put them
+        rules = frozenset(n.id for _, n in schedule.updates)
+        roots = [n for group in attention.groups for n in group.outputs]
+        attention.destinations = find_destinations(roots, device, users, inlined, types, rules)
     checks = _checks(schedule, types, attention, batch) if fuse else {}
     in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
     scope = ScopedPool(device.pool)
