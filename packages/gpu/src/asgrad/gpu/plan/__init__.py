@@ -110,6 +110,9 @@ class Plan:
     launch_outputs: Outputs | None = None
     # input name -> the device array (weakly) whose contents its buffer holds now
     device_feeds: dict[str, weakref.ref[GpuArray]] = field(default_factory=dict)
+    # the variable store's generation when a run last synced the variables and marked
+    # the updated ones: while it is unchanged, they are all still on the device
+    synced: int | None = None
 
     def __post_init__(self) -> None:
         weakref.finalize(self, self.scope.close)
