@@ -6,7 +6,8 @@
 2. fusion groups (`inlined_nodes`): the nodes inlined into their users' kernels
    rather than launched (`asgrad.gpu.plan.fusion`), and attention groups
    (`asgrad.gpu.plan.attention`): q k^T, its mask, softmax and product with v, and
-   their gradients, launched as the fused attention kernels;
+   their gradients, launched as the fused attention kernels, each writing its output
+   where the views reading it put it (`asgrad.gpu.plan.destinations`);
 3. the multi-tensor update batch (`asgrad.gpu.plan.multi_update.find_update_batch`):
    the optimizer's update rules of every parameter, launched together in one or a few
    dispatches writing each variable in place; then the other in-place updates
@@ -21,7 +22,8 @@ The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kern
 generated for chains of elementwise ops, the nodes inlined into their users),
 ``fusion_rows`` (row kernels composed with the chains around them),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
-dispatches), ``attention`` (attention as one kernel), ``capture`` (dispatches recorded
+dispatches), ``attention`` (attention as one kernel), ``destinations`` (a kernel's
+output written where the views reading it put it), ``capture`` (dispatches recorded
 once, replayed at every run), ``values`` (values passed between nodes without a
 launch) and ``dispatch_kinds``. It may import
 [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors`, `asgrad.gpu.device`,
