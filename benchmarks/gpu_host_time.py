@@ -4,10 +4,12 @@ For each WORKLOADS.md workload, steps are launched back to back (the loss read e
 ``--sync-every`` steps, as a training loop would) and each ``launch`` call is timed
 with ``time.perf_counter`` (``launch_us``) and by the calling thread's CPU time
 (``time.thread_time``: ``launch_cpu_us``, robust against other processes on a shared
-machine). The CPU time inside wgpu-native's functions called through wgpu-py
-(creating the encoder and the compute pass, finishing, submitting: where a driver
-such as lavapipe even runs the kernels) is counted apart (``driver_cpu_us``), so
-``host_us`` is what asgrad's Python and wgpu-py's object layer cost a step: the feeds,
+machine: the number to compare between trees). The CPU time inside wgpu-native's
+functions called through wgpu-py's methods (creating the encoder and the compute
+pass, finishing, submitting: where a driver such as lavapipe even runs the kernels)
+is counted apart (``driver_cpu_us``; a launch through the C calls of
+`asgrad.gpu.plan.capture.NativeSubmit` makes none, so there all of it is
+``host_us``), so ``host_us`` is what the rest costs a step: the feeds,
 the plan lookup, the captured replay (its raw calls to wgpu-native included; also
 counted alone as ``replay_cpu_us``), the update bookkeeping and the queued readback.
 ``--profile N`` also prints the N functions with the most own time under cProfile

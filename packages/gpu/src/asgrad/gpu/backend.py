@@ -39,7 +39,7 @@ from asgrad.gpu.device.source import to_storage
 from asgrad.gpu.device.variables import variable_store
 from asgrad.gpu.errors import GpuError, GpuUnavailableError
 from asgrad.gpu.plan import Plan, build_plan
-from asgrad.gpu.plan.capture import replay
+from asgrad.gpu.plan.capture import native_submit, replay
 from asgrad.tensor.ir.cache import LRUCache
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.runtime.backends import Executable
@@ -55,6 +55,8 @@ __all__ = [
     "run_plan",
     "start_plan",
 ]
+
+_SUBMIT = native_submit()  # a launch's encoder, pass and submit in wgpu-native calls
 
 Feed = np.ndarray | GpuArray
 """What a GPU run is fed per input: a host array (uploaded) or a device array (copied
@@ -139,14 +141,34 @@ def launch_plan(plan: Plan, feeds: Mapping[str, Feed]) -> list[DeviceValue]:
     The dispatches go in submits as large as the device allows: the device is busy
     with the steps launched before, so starting this one early gains nothing.
     """
-    start_plan(plan, feeds, plan.device.chunk_dispatches)
+    device = plan.device
     if not plan.outputs:
-        plan.device.flush()
+        start_plan(plan, feeds, device.chunk_dispatches)
+        device.flush()
         return []
     outputs = plan.launch_outputs
     if outputs is None:
         outputs = plan.launch_outputs = Outputs(plan.outputs)
-    return launch_values(readback_ring(plan.device).launch(outputs), outputs)
+    if _SUBMIT is not None and len(plan.commands) <= device.chunk_dispatches:
+        # the whole step in wgpu-native calls: one encoder, pass, copies and submit
+        _before_replay(plan, feeds)
+        device.flush()  # a device feed's copy, recorded above, goes first
+        if plan.checked:
+            device.checks.armed = True  # the page takes the check word too
+        readback, copies = readback_ring(device).place(outputs)
+        if _SUBMIT(device, plan.commands, copies):
+            _after_replay(plan)
+            return launch_values(readback, outputs)
+        # no raw handles: the copies are recorded after the replay, as below
+        replay(device, plan.commands, device.chunk_dispatches)
+        _after_replay(plan)
+        copy = device.encoder().copy_buffer_to_buffer
+        for source, target, at, nbytes in copies:
+            copy(source, 0, target, at, nbytes)
+        device.flush()
+        return launch_values(readback, outputs)
+    start_plan(plan, feeds, device.chunk_dispatches)
+    return launch_values(readback_ring(device).launch(outputs), outputs)
 
 
 def start_plan(plan: Plan, feeds: Mapping[str, Feed], first_chunk: int = 32) -> None:
@@ -155,6 +177,16 @@ def start_plan(plan: Plan, feeds: Mapping[str, Feed], first_chunk: int = 32) -> 
     A [`GpuArray`][asgrad.gpu.GpuArray] feed is copied on the device (`feed_on_device`).
     ``first_chunk``: the dispatches of the first submit (see `replay`).
     """
+    _before_replay(plan, feeds)
+    replay(plan.device, plan.commands, first_chunk)
+    if plan.checked:
+        plan.device.checks.armed = True  # the next readback brings the check word along
+    _after_replay(plan)
+
+
+def _before_replay(plan: Plan, feeds: Mapping[str, Feed]) -> None:
+    """The variables synced (unless none left the device since the plan's last run)
+    and the feeds uploaded or recorded as device copies."""
     device = plan.device
     store = variable_store(device)
     if plan.synced != store.generation:  # else every variable is on the device still
@@ -168,9 +200,11 @@ def start_plan(plan: Plan, feeds: Mapping[str, Feed], first_chunk: int = 32) -> 
         plan.device_feeds.pop(name, None)
         if value.size:
             device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
-    replay(device, plan.commands, first_chunk)
-    if plan.checked:
-        device.checks.armed = True  # the next readback brings the check word along
+
+
+def _after_replay(plan: Plan) -> None:
+    """The updated variables marked as newer on the device (unless still marked)."""
+    store = variable_store(plan.device)
     if plan.synced != store.generation:
         for var, _ in plan.updates:
             store.mark_updated(var)
