@@ -139,7 +139,10 @@ def launch_plan(plan: Plan, feeds: Mapping[str, Feed]) -> list[DeviceValue]:
     """Upload the feeds, replay the plan and queue the outputs' readback; no waiting.
 
     The dispatches go in submits as large as the device allows: the device is busy
-    with the steps launched before, so starting this one early gains nothing.
+    with the steps launched before, so starting this one early gains nothing. A step
+    that fits one submit is recorded in wgpu-native's C calls
+    (`asgrad.gpu.plan.capture.NativeSubmit`): encoder, pass, dispatches, the outputs'
+    copies into the readback page and the submit, with no wgpu-py object per call.
     """
     device = plan.device
     if not plan.outputs:
@@ -155,17 +158,12 @@ def launch_plan(plan: Plan, feeds: Mapping[str, Feed]) -> list[DeviceValue]:
         device.flush()  # a device feed's copy, recorded above, goes first
         if plan.checked:
             device.checks.armed = True  # the page takes the check word too
-        readback, copies = readback_ring(device).place(outputs)
-        if _SUBMIT(device, plan.commands, copies):
-            _after_replay(plan)
-            return launch_values(readback, outputs)
-        # no raw handles: the copies are recorded after the replay, as below
-        replay(device, plan.commands, device.chunk_dispatches)
+        ring = readback_ring(device)
+        readback, copies = ring.place(outputs)
+        if not _SUBMIT(device, plan.commands, copies):  # no raw handles: as below
+            replay(device, plan.commands, device.chunk_dispatches)
+            ring.submit(copies)
         _after_replay(plan)
-        copy = device.encoder().copy_buffer_to_buffer
-        for source, target, at, nbytes in copies:
-            copy(source, 0, target, at, nbytes)
-        device.flush()
         return launch_values(readback, outputs)
     start_plan(plan, feeds, device.chunk_dispatches)
     return launch_values(readback_ring(device).launch(outputs), outputs)

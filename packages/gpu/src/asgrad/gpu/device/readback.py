@@ -162,11 +162,15 @@ class ReadbackRing:
     def launch(self, outputs: Outputs) -> LaunchReadback:
         """Record copies of a plan's ``outputs`` into the open page and submit."""
         readback, copies = self.place(outputs)
+        self.submit(copies)
+        return readback
+
+    def submit(self, copies: Sequence[tuple[Any, Any, int, int]]) -> None:
+        """Record the copies `place` made (after whatever is recorded) and submit."""
         copy = self.device.encoder().copy_buffer_to_buffer
         for source, target, at, nbytes in copies:
             copy(source, 0, target, at, nbytes)
         self.device.flush()
-        return readback
 
     def place(self, outputs: Outputs) -> tuple[LaunchReadback, list[tuple[Any, Any, int, int]]]:
         """Room in the open page for a launch's ``outputs`` (and the checks' word when

@@ -114,20 +114,11 @@ class NativeSubmit:
             device_handle, queue = device.handle._internal, device.queue._internal
         except AttributeError:
             return False
-        set_pipeline, set_bind_group, dispatch, null = _NATIVE
+        null = self.null
         encoder = self.create(device_handle, null)
         if raw:
             cpass = self.begin(encoder, null)
-            last_pipeline = last_group = None
-            for pipeline, group, x, y, z in raw:
-                if pipeline is not last_pipeline:
-                    set_pipeline(cpass, pipeline)
-                    set_bind_group(cpass, 0, group, 0, null)
-                    last_pipeline, last_group = pipeline, group
-                elif group is not last_group:
-                    set_bind_group(cpass, 0, group, 0, null)
-                    last_group = group
-                dispatch(cpass, x, y, z)
+            _record(cpass, raw)
             self.end(cpass)
             self.release_pass(cpass)
         for source, target, at, nbytes in handles:
@@ -224,27 +215,33 @@ def replay(device: Device, commands: Sequence[Command], first_chunk: int = 32) -
 
 def _replay_native(device: Device, raw: list[RawCommand], chunk: int) -> None:
     """`replay` as wgpu-native calls on raw handles."""
-    assert _NATIVE is not None
-    set_pipeline, set_bind_group, dispatch, null = _NATIVE
     start, total = 0, len(raw)
     while start < total:
         cpass = device.compute_pass()._internal
         end = min(total, start + max(chunk - device.recorded(0), 1))
-        last_pipeline = last_group = None
-        for pipeline, group, x, y, z in raw[start:end]:
-            if pipeline is not last_pipeline:
-                set_pipeline(cpass, pipeline)
-                set_bind_group(cpass, 0, group, 0, null)
-                last_pipeline, last_group = pipeline, group
-            elif group is not last_group:
-                set_bind_group(cpass, 0, group, 0, null)
-                last_group = group
-            dispatch(cpass, x, y, z)
+        _record(cpass, raw[start:end])
         if device.recorded(end - start) >= chunk:
             device.flush()
             chunk = min(2 * chunk, device.chunk_dispatches)
         start = end
     device.counter.dispatches += total
+
+
+def _record(cpass: Any, raw: Sequence[RawCommand]) -> None:
+    """Record raw commands into the raw compute pass ``cpass`` in wgpu-native calls,
+    skipping a pipeline or bind group that repeats the previous one."""
+    assert _NATIVE is not None
+    set_pipeline, set_bind_group, dispatch, null = _NATIVE
+    last_pipeline = last_group = None
+    for pipeline, group, x, y, z in raw:
+        if pipeline is not last_pipeline:
+            set_pipeline(cpass, pipeline)
+            set_bind_group(cpass, 0, group, 0, null)
+            last_pipeline, last_group = pipeline, group
+        elif group is not last_group:
+            set_bind_group(cpass, 0, group, 0, null)
+            last_group = group
+        dispatch(cpass, x, y, z)
 
 
 def profile(

@@ -28,7 +28,7 @@ import numpy as np
 
 from asgrad.gpu.device import Device
 from asgrad.gpu.device.array import GpuArray, Operand, contiguous_strides, slice_view
-from asgrad.gpu.plan.fusion import SHAPE_INPUTS
+from asgrad.gpu.plan.fusion_groups import _shape_only
 from asgrad.gpu.plan.values import _box, strided_reshape
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
@@ -169,12 +169,6 @@ def find_destinations(
             for root_id, _ in found:  # other pieces, or zeros: the sum is written as before
                 del chains[root_id]
     return Destinations(chains, device)
-
-
-def _shape_only(reader: Node, node: Node) -> bool:
-    """Whether ``reader`` reads only ``node``'s shape (a ``reshape_like``'s like input)."""
-    shape_only = SHAPE_INPUTS.get(reader.op, ())
-    return all(k in shape_only for k, inp in enumerate(reader.inputs) if inp is node)
 
 
 def _one_view(readers: list[Node], node: Node, inlined: frozenset[int], types: Types) -> bool:
