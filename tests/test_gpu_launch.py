@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from asgrad import nn
-from asgrad.gpu import Device
+from asgrad.gpu import Device, backend, to_gpu
 from asgrad.gpu.device.readback import ReadbackRing, readback_ring
 from asgrad.gpu.plan import capture
 from asgrad.tensor import DeviceValue, Graph, OutOfRangeError, Program, compile, read_all
@@ -147,3 +147,27 @@ def test_both_replay_paths_record_the_same_step(
     _, program = _xor()
     losses = [program.launch(x=X, y=Y)[0] for _ in range(6)]
     assert [float(v) for v in losses] == expected
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["wgpu-native", "wgpu-py"])
+def test_a_launch_is_one_submit_whichever_path_records_it(
+    device: Device, native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A launch's encoder, pass, replay, output copies and submit go through
+    wgpu-native's C functions (`capture.NativeSubmit`) or wgpu-py's methods: one
+    submit a step either way, the same losses as synchronous steps."""
+    if native and backend._SUBMIT is None:
+        pytest.fail("wgpu-py 0.32's cffi library should be reachable (capture.native_submit)")
+    monkeypatch.setattr(backend, "_SUBMIT", backend._SUBMIT if native else None)
+    expected, params = _sync_losses(6)
+    model, program = _xor()
+    xs, ys = to_gpu(X, device), to_gpu(Y, device)
+    first = program.launch(x=xs, y=ys)[0]  # the feeds copied into the plan's inputs
+    submits, dispatches = device.counter.submits, device.counter.dispatches
+    losses = [program.launch(x=xs, y=ys)[0] for _ in range(5)]
+    assert device.counter.submits - submits == 5
+    plan = next(iter(program.executable._plans.values()))  # type: ignore[attr-defined]
+    assert device.counter.dispatches - dispatches == 5 * len(plan.commands)
+    assert [float(v) for v in [first, *losses]] == expected
+    for p, want in zip(model.parameters(), params, strict=True):
+        np.testing.assert_array_equal(p.value, want)

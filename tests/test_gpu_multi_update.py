@@ -256,8 +256,10 @@ def test_transformer_step_matches_the_cpu_and_pins_dispatches(device: Device) ->
     # layer norm's backward the weight's gradient term: asgrad.gpu.plan.fusion_rows);
     # and fewer since attention is one kernel forward and two backward
     # (asgrad.gpu.plan.attention: six products, the scale and mask, the softmax and its
-    # gradient's row sum were 11)
-    assert sum(kinds.values()) <= 47, kinds
+    # gradient's row sum were 11); 43 since the attention kernels write the merged heads
+    # and qkv's gradient in place (asgrad.gpu.plan.destinations: four view copies)
+    assert sum(kinds.values()) <= 43, kinds
+    assert kinds["view copy"] == 0, kinds
     assert kinds["attention"] == 1, kinds
     assert kinds["attention backward"] == 2, kinds
     assert kinds["fill"] == 0
@@ -361,7 +363,9 @@ def test_the_benchmark_transformer_step_pins_its_dispatches(device: Device) -> N
     assert 1 <= updates <= math.ceil(len(model.parameters()) / per_dispatch)
     # measured on lavapipe when pinned: 124 besides the updates (129 in all), 11 of them
     # column reductions summing split-K weight gradients; 81 (86 in all) once the update
-    # adds the split-K pieces and row kernels take the chains around them
-    assert sum(kinds.values()) <= 81, kinds
+    # adds the split-K pieces and row kernels take the chains around them; 71 (76 in all)
+    # with attention fused; 63 (68 in all) since the attention kernels write the merged
+    # heads and qkv's gradient where their views put them (8 view copies before)
+    assert sum(kinds.values()) <= 63, kinds
     assert kinds["column reduction"] == 0, kinds
-    assert kinds["view copy"] <= 8, kinds
+    assert kinds["view copy"] == 0, kinds

@@ -39,7 +39,7 @@ from asgrad.gpu.device.source import to_storage
 from asgrad.gpu.device.variables import variable_store
 from asgrad.gpu.errors import GpuError, GpuUnavailableError
 from asgrad.gpu.plan import Plan, build_plan
-from asgrad.gpu.plan.capture import replay
+from asgrad.gpu.plan.capture import native_submit, replay
 from asgrad.tensor.ir.cache import LRUCache
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.runtime.backends import Executable
@@ -55,6 +55,8 @@ __all__ = [
     "run_plan",
     "start_plan",
 ]
+
+_SUBMIT = native_submit()  # a launch's encoder, pass and submit in wgpu-native calls
 
 Feed = np.ndarray | GpuArray
 """What a GPU run is fed per input: a host array (uploaded) or a device array (copied
@@ -81,6 +83,9 @@ class GpuExecutable:
         self.schedule = schedule
         self.device = device
         self._plans: LRUCache[tuple[Any, ...], Plan] = LRUCache(self.MAX_PLANS)
+        # the shapes and dtypes of the last run's feeds, and its plan: a loop feeding the
+        # same kinds of arrays finds it without building and hashing a key
+        self._last: tuple[tuple[tuple[str, tuple[int, ...], Any], ...], Plan] | None = None
 
     def run(self, feeds: Mapping[str, Feed]) -> list[np.ndarray]:
         """Run once on ``feeds``; returns the outputs and applies the updates."""
@@ -97,12 +102,21 @@ class GpuExecutable:
 
     def plan(self, feeds: Mapping[str, Feed]) -> Plan:
         """The plan for the shapes and dtypes of ``feeds`` (built on first need)."""
+        last = self._last
+        if last is not None and len(feeds) == len(last[0]):
+            for name, shape, dtype in last[0]:
+                value = feeds.get(name)
+                if value is None or value.shape != shape or value.dtype != dtype:
+                    break
+            else:
+                return last[1]  # the most recently used entry already
         key = tuple((name, v.shape, v.dtype.str) for name, v in sorted(feeds.items()))
         plan = self._plans.get(key)
         if plan is None:
             shapes = ", ".join(str(list(v.shape)) for _, v in sorted(feeds.items()))
             with reporting(f"first GPU run at shapes {shapes}"):
                 plan = self._plans.put(key, build_plan(self.schedule, feeds, self.device))
+        self._last = (tuple((name, v.shape, v.dtype) for name, v in feeds.items()), plan)
         return plan
 
 
@@ -125,16 +139,34 @@ def launch_plan(plan: Plan, feeds: Mapping[str, Feed]) -> list[DeviceValue]:
     """Upload the feeds, replay the plan and queue the outputs' readback; no waiting.
 
     The dispatches go in submits as large as the device allows: the device is busy
-    with the steps launched before, so starting this one early gains nothing.
+    with the steps launched before, so starting this one early gains nothing. A step
+    that fits one submit is recorded in wgpu-native's C calls
+    (`asgrad.gpu.plan.capture.NativeSubmit`): encoder, pass, dispatches, the outputs'
+    copies into the readback page and the submit, with no wgpu-py object per call.
     """
-    start_plan(plan, feeds, plan.device.chunk_dispatches)
+    device = plan.device
     if not plan.outputs:
-        plan.device.flush()
+        start_plan(plan, feeds, device.chunk_dispatches)
+        device.flush()
         return []
     outputs = plan.launch_outputs
     if outputs is None:
         outputs = plan.launch_outputs = Outputs(plan.outputs)
-    return launch_values(readback_ring(plan.device).launch(outputs), outputs)
+    if _SUBMIT is not None and len(plan.commands) <= device.chunk_dispatches:
+        # the whole step in wgpu-native calls: one encoder, pass, copies and submit
+        _before_replay(plan, feeds)
+        device.flush()  # a device feed's copy, recorded above, goes first
+        if plan.checked:
+            device.checks.armed = True  # the page takes the check word too
+        ring = readback_ring(device)
+        readback, copies = ring.place(outputs)
+        if not _SUBMIT(device, plan.commands, copies):  # no raw handles: as below
+            replay(device, plan.commands, device.chunk_dispatches)
+            ring.submit(copies)
+        _after_replay(plan)
+        return launch_values(readback, outputs)
+    start_plan(plan, feeds, device.chunk_dispatches)
+    return launch_values(readback_ring(device).launch(outputs), outputs)
 
 
 def start_plan(plan: Plan, feeds: Mapping[str, Feed], first_chunk: int = 32) -> None:
@@ -143,10 +175,21 @@ def start_plan(plan: Plan, feeds: Mapping[str, Feed], first_chunk: int = 32) -> 
     A [`GpuArray`][asgrad.gpu.GpuArray] feed is copied on the device (`feed_on_device`).
     ``first_chunk``: the dispatches of the first submit (see `replay`).
     """
+    _before_replay(plan, feeds)
+    replay(plan.device, plan.commands, first_chunk)
+    if plan.checked:
+        plan.device.checks.armed = True  # the next readback brings the check word along
+    _after_replay(plan)
+
+
+def _before_replay(plan: Plan, feeds: Mapping[str, Feed]) -> None:
+    """The variables synced (unless none left the device since the plan's last run)
+    and the feeds uploaded or recorded as device copies."""
     device = plan.device
     store = variable_store(device)
-    for var in plan.bindings.variables:
-        store.sync(var)
+    if plan.synced != store.generation:  # else every variable is on the device still
+        for var in plan.bindings.variables:
+            store.sync(var)
     for name, arr in plan.bindings.inputs.items():
         value = feeds[name]
         if isinstance(value, GpuArray):
@@ -155,11 +198,15 @@ def start_plan(plan: Plan, feeds: Mapping[str, Feed], first_chunk: int = 32) -> 
         plan.device_feeds.pop(name, None)
         if value.size:
             device.write(arr.buffer, to_storage(np.asarray(value), arr.storage_dtype))
-    replay(device, plan.commands, first_chunk)
-    if plan.checked:
-        device.checks.armed = True  # the next readback brings the check word along
-    for var, _ in plan.updates:
-        store.mark_updated(var)
+
+
+def _after_replay(plan: Plan) -> None:
+    """The updated variables marked as newer on the device (unless still marked)."""
+    store = variable_store(plan.device)
+    if plan.synced != store.generation:
+        for var, _ in plan.updates:
+            store.mark_updated(var)
+        plan.synced = store.generation
 
 
 def feed_on_device(plan: Plan, name: str, value: GpuArray, target: GpuArray) -> None:

@@ -161,27 +161,39 @@ class ReadbackRing:
 
     def launch(self, outputs: Outputs) -> LaunchReadback:
         """Record copies of a plan's ``outputs`` into the open page and submit."""
-        device = self.device
-        checks = device.checks
+        readback, copies = self.place(outputs)
+        self.submit(copies)
+        return readback
+
+    def submit(self, copies: Sequence[tuple[Any, Any, int, int]]) -> None:
+        """Record the copies `place` made (after whatever is recorded) and submit."""
+        copy = self.device.encoder().copy_buffer_to_buffer
+        for source, target, at, nbytes in copies:
+            copy(source, 0, target, at, nbytes)
+        self.device.flush()
+
+    def place(self, outputs: Outputs) -> tuple[LaunchReadback, list[tuple[Any, Any, int, int]]]:
+        """Room in the open page for a launch's ``outputs`` (and the checks' word when
+        armed): its readback, and the copies to record before the next submit, each
+        (source buffer, page buffer, offset in the page, bytes)."""
+        checks = self.device.checks
         page = self._page_for(outputs.nbytes + (8 if checks.armed else 0))
-        encoder = device.encoder()
-        copy = encoder.copy_buffer_to_buffer
         target = page.handle
         offsets = []
+        copies = []
         at = page.used
         for source, nbytes, span in outputs.copies:
-            copy(source, 0, target, at, nbytes)
+            copies.append((source, target, at, nbytes))
             offsets.append(at)
             at += span
         check_offset = None
         if checks.armed:  # stays armed: a synchronous readback checks as well
-            copy(checks.buffer.handle, 0, target, at, 4)
+            copies.append((checks.buffer.handle, target, at, 4))
             check_offset = at
             at += 8
         page.used = at
         page.launches += 1
-        device.flush()
-        return LaunchReadback(page, outputs, offsets, check_offset)
+        return LaunchReadback(page, outputs, offsets, check_offset), copies
 
     def _page_for(self, total: int) -> Page:
         page = self.current

@@ -58,6 +58,10 @@ class GpuVariableStore(VariableStore):
         self.device = device
         self._arrays: weakref.WeakKeyDictionary[Variable, GpuArray] = weakref.WeakKeyDictionary()
         self._dirty: weakref.WeakSet[Variable] = weakref.WeakSet()
+        # counts the times a variable may have stopped being held here (fetched to the
+        # host, given a new value): a plan whose variables were all held at a generation
+        # needs no sync while it is unchanged (asgrad.gpu.backend.start_plan)
+        self.generation = 0
 
     def __len__(self) -> int:
         """Number of variables with a buffer (variables still alive)."""
@@ -95,6 +99,7 @@ class GpuVariableStore(VariableStore):
 
     def fetch(self, variable: Variable) -> np.ndarray:
         """The newest value of ``variable`` (a readback only if the device changed it)."""
+        self.generation += 1  # the caller takes the value: the holder is the host now
         if variable not in self._dirty:
             return variable.host_value()
         value = self._arrays[variable].numpy().astype(variable.host_value().dtype)
@@ -103,4 +108,5 @@ class GpuVariableStore(VariableStore):
 
     def release(self, variable: Variable) -> None:
         """The host was given a new value; the next run uploads it."""
+        self.generation += 1
         self._dirty.discard(variable)

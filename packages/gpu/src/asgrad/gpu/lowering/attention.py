@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asgrad.gpu.device import fold_groups
+from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.device.source import kernel_text, render
 from asgrad.gpu.errors import GpuUnsupportedError
@@ -228,6 +228,24 @@ def _contiguous(shape: tuple[int, ...]) -> list[int]:
     return [*padded, cols, 1, 0, 0]
 
 
+def _destination(
+    into: Operand | None, shape: tuple[int, ...], device: Device
+) -> tuple[GpuArray | Operand, list[int]]:
+    """Where a kernel writes an output of ``shape``: a new contiguous array, or the
+    view ``into``; and its slot's words."""
+    if into is None:
+        return GpuArray.empty(shape, np.float32, device), _contiguous(shape)
+    if tuple(into.shape) != shape or into.array.dtype != np.float32:
+        raise GpuUnsupportedError(
+            f"attention writes a float32 view of shape {shape}, not {into.array.dtype} "
+            f"{tuple(into.shape)}: pass a matching view, or None for a new array"
+        )
+    op, words = _operand(into, shape)
+    if any(stride == 0 and size > 1 for size, stride in zip(op.shape, op.strides, strict=True)):
+        raise GpuUnsupportedError("attention writes a view with no repeated elements only")
+    return into, words
+
+
 def _head_tile(ops: AttentionOperands) -> int:
     return 32 if max(ops.head, ops.value_head) <= 32 else 64
 
@@ -259,19 +277,23 @@ def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int, ro
     )
 
 
-def attention_forward(ops: AttentionOperands, score: Expr) -> tuple[GpuArray, GpuArray]:
+def attention_forward(
+    ops: AttentionOperands, score: Expr, into: Operand | None = None
+) -> tuple[GpuArray | Operand, GpuArray]:
     """The output ``softmax(score(q k^T)) v`` of shape ``(*lead, L, Ev)`` and the
-    statistics buffer (each row's log-sum-exp, room after it for the backward's D)."""
+    statistics buffer (each row's log-sum-exp, room after it for the backward's D).
+
+    ``into``: a float32 view of that shape (any non-negative strides) the output is
+    written through instead of a new array, e.g. heads merged back in place."""
     _check(ops)
     operands, slots = _inputs(ops)
     device = operands[0].array.device
     out_shape = (*ops.lead, ops.length, ops.value_head)
-    out = GpuArray.empty(out_shape, np.float32, device)
+    out, slots[_O] = _destination(into, out_shape, device)
     stats = GpuArray.empty((2, ops.batch, max(ops.length, 1)), np.float32, device)
     blocks = -(-ops.length // 16) * ops.batch
     if blocks == 0:
         return out, stats
-    slots[_O] = _contiguous(out_shape)
     types = tuple(op.array.wgsl for op in operands[3:])
     chains = _chain("score", score, types)
     key = ("attention_forward", _head_tile(ops), chains, types)
@@ -284,7 +306,7 @@ def attention_forward(ops: AttentionOperands, score: Expr) -> tuple[GpuArray, Gp
     buffers = (
         params,
         *(op.array.buffer for op in operands[:3]),
-        out.buffer,
+        Operand.of(out).array.buffer,
         stats.buffer,
         *(op.array.buffer for op in operands[3:]),
     )
@@ -296,24 +318,26 @@ def attention_backward(
     ops: AttentionOperands,
     score: Expr,
     grad: Expr,
-    out: GpuArray,
+    out: GpuArray | Operand,
     stats: GpuArray,
     d_out: GpuArray | Operand,
-) -> tuple[GpuArray, GpuArray, GpuArray]:
+    into: Sequence[Operand | None] = (None, None, None),
+) -> tuple[GpuArray | Operand, GpuArray | Operand, GpuArray | Operand]:
     """dQ ``(*lead, L, E)``, dK^T ``(*lead, E, S)`` and dV ``(*lead, S, Ev)`` for the
-    output gradient ``d_out``, from `attention_forward`'s output and statistics."""
+    output gradient ``d_out``, from `attention_forward`'s output and statistics.
+
+    ``into``: for each gradient, None (a new array) or a float32 view of its shape
+    that it is written through (e.g. straight into its region of qkv's gradient)."""
     _check(ops)
     operands, slots = _inputs(ops)
     device = operands[0].array.device
     lead, length, source = ops.lead, ops.length, ops.source
-    dq = GpuArray.empty((*lead, length, ops.head), np.float32, device)
-    dkt = GpuArray.empty((*lead, ops.head, source), np.float32, device)
-    dv = GpuArray.empty((*lead, source, ops.value_head), np.float32, device)
+    dq, slots[_DQ] = _destination(into[0], (*lead, length, ops.head), device)
+    dkt, slots[_DKT] = _destination(into[1], (*lead, ops.head, source), device)
+    dv, slots[_DV] = _destination(into[2], (*lead, source, ops.value_head), device)
     d_op, slots[_DO] = _operand(d_out, (*lead, length, ops.value_head))
-    slots[_O] = _contiguous(tuple(out.shape))
-    slots[_DQ] = _contiguous(tuple(dq.shape))
-    slots[_DKT] = _contiguous(tuple(dkt.shape))
-    slots[_DV] = _contiguous(tuple(dv.shape))
+    o_op, slots[_O] = _operand(out, (*lead, length, ops.value_head))
+    dq_b, dkt_b, dv_b = (Operand.of(x).array.buffer for x in (dq, dkt, dv))
     types = tuple(op.array.wgsl for op in operands[3:])
     chains = _chain("score", score, types) + "\n" + _chain("grad", grad, types)
     params = device.params(_meta(ops, slots))
@@ -327,7 +351,7 @@ def attention_backward(
             lambda: _sources("attention_backward_q", ops, chains, first, _block(ops)),
             ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
         )
-        buffers = (params, *inputs, out.buffer, d_op.array.buffer, stats.buffer, dq.buffer)
+        buffers = (params, *inputs, o_op.array.buffer, d_op.array.buffer, stats.buffer, dq_b)
         blocks = -(-length // 16) * ops.batch
         device.dispatch(pipe_q, (*buffers, *sides), fold_groups(blocks, device.max_groups))
         pipe_kv = device.pipeline(
@@ -335,7 +359,7 @@ def attention_backward(
             lambda: _sources("attention_backward_kv", ops, chains, first, _block(ops)),
             ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
         )
-        buffers = (params, *inputs, d_op.array.buffer, stats.buffer, dkt.buffer, dv.buffer)
+        buffers = (params, *inputs, d_op.array.buffer, stats.buffer, dkt_b, dv_b)
         blocks = -(-source // 16) * ops.batch
         device.dispatch(pipe_kv, (*buffers, *sides), fold_groups(blocks, device.max_groups))
     return dq, dkt, dv

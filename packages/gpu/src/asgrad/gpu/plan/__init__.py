@@ -6,7 +6,8 @@
 2. fusion groups (`inlined_nodes`): the nodes inlined into their users' kernels
    rather than launched (`asgrad.gpu.plan.fusion`), and attention groups
    (`asgrad.gpu.plan.attention`): q k^T, its mask, softmax and product with v, and
-   their gradients, launched as the fused attention kernels;
+   their gradients, launched as the fused attention kernels, each writing its output
+   where the views reading it put it (`asgrad.gpu.plan.destinations`);
 3. the multi-tensor update batch (`asgrad.gpu.plan.multi_update.find_update_batch`):
    the optimizer's update rules of every parameter, launched together in one or a few
    dispatches writing each variable in place; then the other in-place updates
@@ -21,7 +22,8 @@ The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kern
 generated for chains of elementwise ops, the nodes inlined into their users),
 ``fusion_rows`` (row kernels composed with the chains around them),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
-dispatches), ``attention`` (attention as one kernel), ``capture`` (dispatches recorded
+dispatches), ``attention`` (attention as one kernel), ``destinations`` (a kernel's
+output written where the views reading it put it), ``capture`` (dispatches recorded
 once, replayed at every run), ``values`` (values passed between nodes without a
 launch) and ``dispatch_kinds``. It may import
 [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors`, `asgrad.gpu.device`,
@@ -49,6 +51,7 @@ from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
 from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
 from asgrad.gpu.plan.attention import AttentionPlan, find_attention
 from asgrad.gpu.plan.capture import Command, capturing
+from asgrad.gpu.plan.destinations import find_destinations
 from asgrad.gpu.plan.fusion import (
     SHAPE_INPUTS,
     VIEW_OPS,
@@ -109,6 +112,9 @@ class Plan:
     launch_outputs: Outputs | None = None
     # input name -> the device array (weakly) whose contents its buffer holds now
     device_feeds: dict[str, weakref.ref[GpuArray]] = field(default_factory=dict)
+    # the variable store's generation when a run last synced the variables and marked
+    # the updated ones: while it is unchanged, they are all still on the device
+    synced: int | None = None
 
     def __post_init__(self) -> None:
         weakref.finalize(self, self.scope.close)
@@ -130,6 +136,10 @@ def build_plan(
     if attention is not None:  # the attention kernels launch these nodes
         inlined = inlined - frozenset(attention.covered)
     batch = update_batch(schedule, users, inlined, types) if fuse else None
+    if attention is not None:  # their outputs written where their readers' views put them
+        rules = frozenset(n.id for _, n in schedule.updates)
+        roots = [n for group in attention.groups for n in group.outputs]
+        attention.destinations = find_destinations(roots, device, users, inlined, types, rules)
     checks = _checks(schedule, types, attention, batch) if fuse else {}
     in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
     scope = ScopedPool(device.pool)

@@ -36,7 +36,7 @@ kernels; other operands (masks, biases) are read through broadcast strides.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,6 +55,7 @@ from asgrad.gpu.lowering.attention import (
 )
 from asgrad.gpu.lowering.attention_half import attention_forward_half, storage_buffers_half
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS, expression_tree
+from asgrad.gpu.plan.destinations import Destinations
 from asgrad.gpu.plan.fusion import LAZY_VIEWS, VIEW_OPS, Value, materialize
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
@@ -109,8 +110,8 @@ class AttentionGroup:
     forward_sides: int = 0  # sides[:forward_sides] are the score chain's
     internal: frozenset[int] = frozenset()  # nodes with no value of their own
     held: dict[int, Value] = field(default_factory=dict)
-    saved: tuple[GpuArray, GpuArray] | None = None  # the output and the statistics
-    grads: dict[int, GpuArray] = field(default_factory=dict)  # until their node is lowered
+    saved: tuple[GpuArray | Operand, GpuArray] | None = None  # the output and the statistics
+    grads: dict[int, GpuArray | Operand] = field(default_factory=dict)  # until lowered
     finished: bool = False  # the backward launched
 
     @property
@@ -142,6 +143,8 @@ class AttentionPlan:
     types: Types
     covered: dict[int, AttentionGroup] = field(default_factory=dict)
     readers: dict[int, list[AttentionGroup]] = field(default_factory=dict)
+    # where the kernels write their outputs (`asgrad.gpu.plan.destinations`)
+    destinations: Destinations | None = None
 
     def __post_init__(self) -> None:
         for group in self.groups:
@@ -167,7 +170,7 @@ class AttentionPlan:
             group.held.clear()
             return out
         if node is group.out:
-            group.saved = _forward(group, self.types)
+            group.saved = _forward(group, self.types, into=self._into(group.out))
             keep: set[int] = set()  # what the backward reads
             if group.backward_operands is not None and group.d_out is not None:
                 nodes = (*group.sides, *group.backward_operands, group.d_out)
@@ -178,12 +181,17 @@ class AttentionPlan:
             if not group.finished:
                 if group.saved is None:  # recomputed for the backward: the forward first
                     group.saved = _forward(group, self.types, backward=True)
-                _backward(group, self.types)
+                _backward(
+                    group, self.types, [self._into(n) for n in (group.dq, group.dkt, group.dv)]
+                )
                 group.held.clear()
                 group.saved = None  # their buffers serve later nodes once released
                 group.finished = True
             return group.grads.pop(node.id)
         return None
+
+    def _into(self, node: Node | None) -> Operand | None:
+        return self.destinations.view(node) if self.destinations is not None else None
 
 
 # -- matching ------------------------------------------------------------------------------
@@ -642,14 +650,16 @@ def _ready(group: AttentionGroup) -> None:
 
 
 def _forward(
-    group: AttentionGroup, types: Types, backward: bool = False
-) -> tuple[GpuArray, GpuArray]:
+    group: AttentionGroup, types: Types, backward: bool = False, into: Operand | None = None
+) -> tuple[GpuArray | Operand, GpuArray]:
     _ready(group)
     score = _chain_expr(group.score, group, types)
-    return attention_forward(_operands(group, backward), score)
+    return attention_forward(_operands(group, backward), score, into)
 
 
-def _backward(group: AttentionGroup, types: Types) -> None:
+def _backward(
+    group: AttentionGroup, types: Types, into: Sequence[Operand | None] = (None, None, None)
+) -> None:
     assert group.saved is not None
     assert group.d_out is not None
     assert group.dq is not None
@@ -661,7 +671,7 @@ def _backward(group: AttentionGroup, types: Types) -> None:
     out, stats = group.saved
     d_out = _array(group.held[group.read(group.d_out).id])
     ops = _operands(group, backward=True)
-    dq, dkt, dv = attention_backward(ops, score, grad, out, stats, d_out)
+    dq, dkt, dv = attention_backward(ops, score, grad, out, stats, d_out, into)
     group.grads = {group.dq.id: dq, group.dkt.id: dkt, group.dv.id: dv}
 
 

@@ -8,9 +8,13 @@ Replaying is a tight loop: the first replay of a command list extracts each
 command's raw wgpu-native handles once (`Commands`), and every replay calls
 wgpu-native's C functions through wgpu-py's cffi library directly, three calls per
 dispatch at most, skipping a ``set_pipeline`` or ``set_bind_group`` that repeats the
-previous one. Where wgpu-py's internals are not as expected (another wgpu-py, another
-backend) or ``ASGRAD_GPU_FAST_REPLAY=0`` is set, replay goes through wgpu-py's public
-methods instead; both record the same commands.
+previous one. A launch (`asgrad.gpu.backend.launch_plan`) records its whole step so
+(`NativeSubmit`): the command encoder, the compute pass, the commands, the copies of
+its outputs into the readback page, finish and submit, each handle released at once,
+with none of the objects and descriptors wgpu-py's methods make per call. Where
+wgpu-py's internals are not as expected (another wgpu-py, another backend) or
+``ASGRAD_GPU_FAST_REPLAY=0`` is set, both go through wgpu-py's public methods instead,
+recording the same commands.
 """
 
 from __future__ import annotations
@@ -27,7 +31,17 @@ from asgrad.gpu.errors import GpuError
 if TYPE_CHECKING:
     from asgrad.gpu.device import Device
 
-__all__ = ["Capture", "Command", "Commands", "capturing", "native_calls", "profile", "replay"]
+__all__ = [
+    "Capture",
+    "Command",
+    "Commands",
+    "NativeSubmit",
+    "capturing",
+    "native_calls",
+    "native_submit",
+    "profile",
+    "replay",
+]
 
 Command = tuple[Any, Any, tuple[int, int, int], str]  # pipeline, bind group, grid, label
 RawCommand = tuple[Any, Any, int, int, int]  # raw pipeline, raw bind group, grid
@@ -61,6 +75,74 @@ def native_calls() -> tuple[Any, Any, Any, Any] | None:
 
 
 _NATIVE = native_calls()
+
+
+class NativeSubmit:
+    """One launch recorded and submitted through wgpu-native's C functions: a command
+    encoder, a compute pass of captured commands (`replay`'s raw handles), buffer
+    copies, then finish and submit, each handle released at once. wgpu-py's methods
+    make an object, a descriptor and a release per call for the same."""
+
+    def __init__(self, lib: Any, ffi: Any) -> None:
+        self.create = lib.wgpuDeviceCreateCommandEncoder
+        self.begin = lib.wgpuCommandEncoderBeginComputePass
+        self.end = lib.wgpuComputePassEncoderEnd
+        self.release_pass = lib.wgpuComputePassEncoderRelease
+        self.copy = lib.wgpuCommandEncoderCopyBufferToBuffer
+        self.finish = lib.wgpuCommandEncoderFinish
+        self.submit = lib.wgpuQueueSubmit
+        self.release_buffer = lib.wgpuCommandBufferRelease
+        self.release_encoder = lib.wgpuCommandEncoderRelease
+        self.null = ffi.NULL
+        self.submitted = ffi.new("WGPUCommandBuffer[1]")
+
+    def __call__(
+        self,
+        device: Device,
+        commands: Sequence[Command],
+        copies: Sequence[tuple[Any, Any, int, int]],
+    ) -> bool:
+        """Record ``commands`` and ``copies`` ((source, target, target offset, bytes)
+        of wgpu-py buffers) and submit them; False, recording nothing, where the raw
+        handles cannot be had (then the caller records them as usual). Nothing may be
+        recorded on the device and not submitted (`Device.flush` first)."""
+        raw = _raw(commands)
+        if raw is None or _NATIVE is None:
+            return False
+        try:
+            handles = [(s._internal, t._internal, at, n) for s, t, at, n in copies]
+            device_handle, queue = device.handle._internal, device.queue._internal
+        except AttributeError:
+            return False
+        null = self.null
+        encoder = self.create(device_handle, null)
+        if raw:
+            cpass = self.begin(encoder, null)
+            _record(cpass, raw)
+            self.end(cpass)
+            self.release_pass(cpass)
+        for source, target, at, nbytes in handles:
+            self.copy(encoder, source, 0, target, at, nbytes)
+        buffer = self.finish(encoder, null)
+        self.submitted[0] = buffer
+        self.submit(queue, 1, self.submitted)
+        self.release_buffer(buffer)
+        self.release_encoder(encoder)
+        device.counter.dispatches += len(raw)
+        device.counter.submits += 1
+        return True
+
+
+def native_submit() -> NativeSubmit | None:
+    """The C-call launch (`NativeSubmit`), or None where `native_calls` is."""
+    if _NATIVE is None:
+        return None
+    try:
+        from wgpu.backends.wgpu_native import _api
+
+        return NativeSubmit(_api.lib, _api.ffi)
+    except (ImportError, AttributeError):
+        return None
 
 
 def _raw(commands: Sequence[Command]) -> list[RawCommand] | None:
@@ -133,27 +215,33 @@ def replay(device: Device, commands: Sequence[Command], first_chunk: int = 32) -
 
 def _replay_native(device: Device, raw: list[RawCommand], chunk: int) -> None:
     """`replay` as wgpu-native calls on raw handles."""
-    assert _NATIVE is not None
-    set_pipeline, set_bind_group, dispatch, null = _NATIVE
     start, total = 0, len(raw)
     while start < total:
         cpass = device.compute_pass()._internal
         end = min(total, start + max(chunk - device.recorded(0), 1))
-        last_pipeline = last_group = None
-        for pipeline, group, x, y, z in raw[start:end]:
-            if pipeline is not last_pipeline:
-                set_pipeline(cpass, pipeline)
-                set_bind_group(cpass, 0, group, 0, null)
-                last_pipeline, last_group = pipeline, group
-            elif group is not last_group:
-                set_bind_group(cpass, 0, group, 0, null)
-                last_group = group
-            dispatch(cpass, x, y, z)
+        _record(cpass, raw[start:end])
         if device.recorded(end - start) >= chunk:
             device.flush()
             chunk = min(2 * chunk, device.chunk_dispatches)
         start = end
     device.counter.dispatches += total
+
+
+def _record(cpass: Any, raw: Sequence[RawCommand]) -> None:
+    """Record raw commands into the raw compute pass ``cpass`` in wgpu-native calls,
+    skipping a pipeline or bind group that repeats the previous one."""
+    assert _NATIVE is not None
+    set_pipeline, set_bind_group, dispatch, null = _NATIVE
+    last_pipeline = last_group = None
+    for pipeline, group, x, y, z in raw:
+        if pipeline is not last_pipeline:
+            set_pipeline(cpass, pipeline)
+            set_bind_group(cpass, 0, group, 0, null)
+            last_pipeline, last_group = pipeline, group
+        elif group is not last_group:
+            set_bind_group(cpass, 0, group, 0, null)
+            last_group = group
+        dispatch(cpass, x, y, z)
 
 
 def profile(

@@ -496,6 +496,9 @@ def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
         math.prod(b - a for a, b in _box(i, out_type.shape) or []) for i, _ in scattered.pieces
     )
     if covered == math.prod(out_type.shape):
+        placed = _in_place(scattered, tuple(out_type.shape), dtype)
+        if placed is not None:
+            return placed  # each piece was written into its region (plan.destinations)
         result = GpuArray.empty(tuple(out_type.shape), dtype)
     else:
         result = elementwise(literal(0.0, wgsl_type(dtype)), [], dtype, tuple(out_type.shape))
@@ -507,6 +510,27 @@ def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
                 view, piece = reshaped, piece.operand
         emit(arg(0), [piece], TensorType(view.shape, out_type.dtype), view)
     return result
+
+
+def _in_place(scattered: Scattered, shape: tuple[int, ...], dtype: np.dtype) -> GpuArray | None:
+    """The array of ``shape`` every piece is already the region of (each a view of it
+    at its index), or None."""
+    base: GpuArray | None = None
+    for index, piece in scattered.pieces:
+        if not isinstance(piece, (GpuArray, Operand)):
+            return None
+        op = Operand.of(piece)
+        base = op.array if base is None else base
+        if op.array is not base or tuple(base.shape) != shape or base.dtype != dtype:
+            return None
+        region = slice_view(Operand.of(base), index)
+        if region.shape != op.shape or region.offset != op.offset:
+            return None
+        if any(
+            n > 1 and a != b for n, a, b in zip(op.shape, op.strides, region.strides, strict=True)
+        ):
+            return None
+    return base
 
 
 def _value_shape(value: Value) -> tuple[int, ...]:
