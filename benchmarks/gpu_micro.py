@@ -520,6 +520,8 @@ def main() -> None:
     for r in rows:
         if r["bench"] == "matmul":
             tile = f" (`{r['tile']}`)" if r.get("tile") else ""
+            if r.get("tune_s"):  # the tile was measured for this size just now
+                tile += f", tuned in {r['tune_s']:.1f} s"
             print(
                 f"| matmul | {r['impl']}{tile} | {r['n']}^3 | {r['tflops']:.2f} TFLOP/s "
                 f"({r['timing']} time; wall {r['wall_tflops']:.2f}) |"

@@ -114,6 +114,16 @@ def test_capabilities_name_the_adapter(device: Device) -> None:
 
 
 @pytest.mark.gpu
+def test_subgroups_and_timestamps_are_requested_where_the_adapter_has_them(
+    device: Device,
+) -> None:
+    caps = device.capabilities
+    for feature in ("subgroup", "timestamp-query", "shader-f16"):
+        assert (feature in caps.features) == (feature in caps.adapter_features), feature
+    assert caps.subgroups == ("subgroup" in caps.adapter_features)
+
+
+@pytest.mark.gpu
 def test_transfer_counter_and_growing_staging(device: Device) -> None:
     before = device.counter.snapshot()
     small = to_gpu(np.arange(3, dtype=np.float32), device)
