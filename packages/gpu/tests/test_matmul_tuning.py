@@ -77,6 +77,12 @@ def test_candidates_fit_the_product_and_start_with_the_rule() -> None:
     assert {2, 4, 8, 16} <= splits
     fused = tuning.Problem(256, 256, 8192, 1, splittable=False)
     assert {s for _, s in tuning.candidates(fused, ("64x64_8x8_k8du", 1))} == {1}
+    # a product that fills the GPU with 8x8 outputs per thread times no 4x4 tile
+    large = {t for t, _ in tuning.candidates(tuning.Problem(2048, 2048, 512, 1), ("x", 1))}
+    assert "128x128_8x8_k8du" in large
+    assert not {"64x64_4x4_k8du", "32x32_4x4_k8d", "128x64_8x4_k8du"} & large
+    narrow = {t for t, _ in tuning.candidates(tuning.Problem(64, 64, 64, 8), ("x", 1))}
+    assert "64x64_4x4_k8du" in narrow
     tight = tuning.Problem(4096, 4096, 4096, 1, max_shared=8192)
     assert all(tight.fits(c) for c in tuning.candidates(tight, ("x", 1)))
     assert ("x", 1) not in tuning.candidates(tight, ("x", 1))

@@ -90,6 +90,12 @@ MIN_PIECE = 128
 SPLIT_BELOW_GROUPS = 256
 # The least fraction of a tile's outputs inside the product for it to be timed.
 MIN_USE = 0.5
+# Where the tile FILLING (8x8 outputs per thread) fits the product and gives at least
+# MANY_GROUPS workgroups, the GPU is full with 8x8 per thread, so the tiles of fewer
+# outputs per thread (more workgroup-memory reads per multiply-add) are not timed: each
+# would cost a compile and could not win.
+FILLING = "64x64_8x8_k8du"
+MANY_GROUPS = 1024
 # Invocations per workgroup asgrad requests (WebGPU's default): no tile is larger.
 MAX_THREADS = 256
 # Products of fewer multiply-adds keep the rule's tile: their time is the launch's,
@@ -172,9 +178,14 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     """What `choose` times for ``problem``: ``default`` (the rule's choice) first, then
     each of `TILES` whose outputs lie mostly inside the product, then, where K is deep
     and may be split, `SPLIT_TILES` with K in 2 to 16 pieces of at least `MIN_PIECE`
-    while the tile gives few workgroups."""
+    while the tile gives few workgroups. Tiles of fewer than 8x8 outputs per thread are
+    left out where `FILLING` gives `MANY_GROUPS` workgroups."""
     out: list[Choice] = [default] if problem.fits(default) else []
+    full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
+        t = tiles.tile(name)
+        if full and t.tm * t.tn < 64:
+            continue
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
     if problem.splittable and problem.nbatch == 1:
