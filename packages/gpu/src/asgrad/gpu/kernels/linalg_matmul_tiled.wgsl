@@ -45,7 +45,7 @@ struct Meta {
 ${EPILOGUE}
 
 // [stage][k][m / 4] and [stage][k][n / 4]: nested, so that the constant parts of an
-// index (the unrolled k, a thread's fragment) need no run-time bounds clamp (WebGPU
+// index (the unrolled k, a thread's fragment) need no run-time bounds clamp (wgpu
 // clamps a dynamic index into each array level; a flat index would be clamped as a
 // whole at every read, costing integer instructions in the inner loop)
 var<workgroup> As: array<array<array<vec4<f32>, ${AS_ROW}>, ${BK}>, ${STAGES}>;
