@@ -5,8 +5,9 @@ choice read back from disk by the next process."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pytest
@@ -88,6 +89,38 @@ def test_candidates_fit_the_product_and_start_with_the_rule() -> None:
     assert ("x", 1) not in tuning.candidates(tight, ("x", 1))
     assert not tight.fits(("128x128_4x4_k8", 1))  # 1024 threads
     assert not fused.fits(("64x64_8x8_k8du", 2))
+
+
+class _Timestamps:
+    """A device whose timestamps say each block of products took ``seconds``."""
+
+    capture = None
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.blocks = 0
+
+    def synchronize(self) -> None:
+        pass
+
+    def gpu_seconds(self, record: Callable[[], object]) -> float:
+        record()
+        self.blocks += 1
+        return self.seconds
+
+
+def test_timing_records_blocks_of_products_and_gives_up_on_slow_candidates() -> None:
+    problem = tuning.Problem(1024, 1024, 1024, 1)
+    reps = int(tuning.TARGET_FLOPS / (2.0 * 1024**3))
+    assert reps >= 8  # many products per block: a launch's gap is not what is timed
+    calls: list[int] = []
+    clock = _Timestamps(2e-3)
+    seconds = tuning._time(cast(Device, clock), lambda: calls.append(1), problem)
+    assert seconds == pytest.approx(2e-3 / reps)
+    assert (clock.blocks, len(calls)) == (tuning.ROUNDS, 1 + tuning.ROUNDS * reps)
+    slow = _Timestamps(2e-3)
+    tuning._time(cast(Device, slow), lambda: None, problem, give_up=1e-3 / reps)
+    assert slow.blocks == 1  # its first block is past give_up: not timed again
 
 
 def test_buckets_round_sizes_up_to_powers_of_two() -> None:
