@@ -297,7 +297,7 @@ def main() -> None:
         "--shared", type=int, default=32768, help="workgroup memory to ask the adapter for"
     )
     args = parser.parse_args()
-    limits.DATA_SIZE_CAPS["max-compute-workgroup-storage-size"] = args.shared
+    limits.TILE_CAPS["max-compute-workgroup-storage-size"] = args.shared
     device = get_device()
     shared = device.limits["max-compute-workgroup-storage-size"]
     global TILES, SPLIT_TILES

@@ -56,7 +56,7 @@ def test_limits_are_webgpu_defaults_not_adapter_maximums() -> None:
     adapter["max-bind-groups-plus-vertex-buffers"] = 0  # lavapipe reports 0
     got = requested_limits(adapter)
     assert got["max-compute-invocations-per-workgroup"] == 256
-    assert got["max-compute-workgroup-storage-size"] == 16384
+    assert got["max-compute-workgroup-storage-size"] == 32768  # larger matmul tiles, capped
     assert got["max-bind-groups-plus-vertex-buffers"] == 0
     assert got["min-storage-buffer-offset-alignment"] == 1024  # never below adapter
     assert got["max-buffer-size"] == 4 * WEBGPU_DEFAULT_LIMITS["max-buffer-size"]
@@ -111,6 +111,16 @@ def test_capabilities_name_the_adapter(device: Device) -> None:
     assert caps.adapter in text
     assert "max-buffer-size" in text
     assert '"adapter"' in caps.to_json()
+
+
+@pytest.mark.gpu
+def test_subgroups_and_timestamps_are_requested_where_the_adapter_has_them(
+    device: Device,
+) -> None:
+    caps = device.capabilities
+    for feature in ("subgroup", "timestamp-query", "shader-f16"):
+        assert (feature in caps.features) == (feature in caps.adapter_features), feature
+    assert caps.subgroups == ("subgroup" in caps.adapter_features)
 
 
 @pytest.mark.gpu

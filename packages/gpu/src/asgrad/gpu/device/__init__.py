@@ -143,8 +143,10 @@ class Device:
         self.adapter = adapter
         adapter_limits = {k: int(v) for k, v in dict(adapter.limits).items()}
         limits = requested_limits(adapter_limits)
-        # timestamp-query: only for Device.gpu_seconds (benchmarks); costs nothing unused
-        wanted = ("shader-f16", "timestamp-query")
+        # timestamp-query: only for Device.gpu_seconds (benchmarks, the matmul tuner);
+        # subgroup: kernels may use subgroup operations (Capabilities.subgroups); neither
+        # costs anything unused
+        wanted = ("shader-f16", "timestamp-query", "subgroup")
         wanted_features = [f for f in wanted if f in adapter.features]
         try:
             self.handle = adapter.request_device_sync(

@@ -31,6 +31,17 @@ class Capabilities:
     features: tuple[str, ...] = ()
     adapter_features: tuple[str, ...] = ()
 
+    @property
+    def subgroups(self) -> bool:
+        """Whether the device was created with the ``subgroup`` feature: kernels may
+        use WGSL's subgroup operations (``enable subgroups;``).
+
+        >>> from asgrad.gpu import Capabilities
+        >>> Capabilities("gpu", "", "Vulkan", "DiscreteGPU", "", features=("subgroup",)).subgroups
+        True
+        """
+        return "subgroup" in self.features
+
     def to_json(self) -> str:
         """The record as indented JSON."""
         return json.dumps(asdict(self), indent=2, sort_keys=True)

@@ -8,14 +8,21 @@ Kernels are written to fit the defaults (16 KiB of workgroup memory, 256 invocat
 per workgroup, 8 storage buffers per stage). The storage buffers per stage follow the
 adapter too (up to `BINDING_CAPS`): the multi-tensor update
 (`asgrad.gpu.plan.multi_update`) binds as many parameters in one dispatch as the
-device allows, and needs only the default to work.
+device allows, and needs only the default to work. So does the workgroup memory (up to
+`TILE_CAPS`): the matmul's larger tiles run where it is granted, the others everywhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["BINDING_CAPS", "DATA_SIZE_CAPS", "WEBGPU_DEFAULT_LIMITS", "requested_limits"]
+__all__ = [
+    "BINDING_CAPS",
+    "DATA_SIZE_CAPS",
+    "TILE_CAPS",
+    "WEBGPU_DEFAULT_LIMITS",
+    "requested_limits",
+]
 
 # WebGPU's default limits (https://www.w3.org/TR/webgpu/#limits).
 WEBGPU_DEFAULT_LIMITS: dict[str, int] = {
@@ -62,7 +69,13 @@ DATA_SIZE_CAPS: dict[str, int] = {
 BINDING_CAPS: dict[str, int] = {
     "max-storage-buffers-per-shader-stage": 128,
 }
-_FOLLOWED = {**DATA_SIZE_CAPS, **BINDING_CAPS}
+
+# Limits that let larger matmul tiles run (`asgrad.gpu.lowering._matmul_tiles`: a 128x128
+# tile with K steps of 16, double-buffered, needs 32 KiB of workgroup memory): follow
+# the adapter up to these. Every other kernel fits the default.
+TILE_CAPS: dict[str, int] = {
+    "max-compute-workgroup-storage-size": 32768,
+}
 
 
 def requested_limits(adapter_limits: Mapping[str, int]) -> dict[str, int]:
@@ -75,10 +88,11 @@ def requested_limits(adapter_limits: Mapping[str, int]) -> dict[str, int]:
     True
     """
     out: dict[str, int] = {}
+    followed = {**DATA_SIZE_CAPS, **BINDING_CAPS, **TILE_CAPS}  # read now: a sweep may set them
     for name, default in WEBGPU_DEFAULT_LIMITS.items():
         have = adapter_limits.get(name)
-        wanted = _FOLLOWED.get(name, default)
-        if name in _FOLLOWED and have is not None:
+        wanted = followed.get(name, default)
+        if name in followed and have is not None:
             wanted = max(default, min(have, wanted))
         if have is None:
             out[name] = wanted

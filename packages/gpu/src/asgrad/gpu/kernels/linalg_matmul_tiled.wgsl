@@ -44,8 +44,12 @@ struct Meta {
 
 ${EPILOGUE}
 
-var<workgroup> As: array<vec4<f32>, ${AS_LEN}>;  // [k][m / 4], BK x BM / 4
-var<workgroup> Bs: array<vec4<f32>, ${BS_LEN}>;  // [k][n / 4], BK x BN / 4
+// [stage][k][m / 4] and [stage][k][n / 4]: nested, so that the constant parts of an
+// index (the unrolled k, a thread's fragment) need no run-time bounds clamp (wgpu
+// clamps a dynamic index into each array level; a flat index would be clamped as a
+// whole at every read, costing integer instructions in the inner loop)
+var<workgroup> As: array<array<array<vec4<f32>, ${AS_ROW}>, ${BK}>, ${STAGES}>;
+var<workgroup> Bs: array<array<array<vec4<f32>, ${BS_ROW}>, ${BK}>, ${STAGES}>;
 
 // load_a(base, m, k, kend) and load_b(base, k, n, kend): one element of each operand,
 // zero outside the product (strided reads, or a convolution's gathers)

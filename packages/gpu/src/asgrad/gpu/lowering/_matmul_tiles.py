@@ -145,15 +145,13 @@ def _fetch(
         " -> vec4<f32> {\n"
         f"    {pos}\n    let g = {origin} + i;\n    let kg = k0 + k;\n    {body}\n}}"
     )
-    row = big // 4
     if along_k:
         stores = "\n".join(
-            f"    {shared}[off + (k + {e}u) * {row}u + i / 4u][i % 4u] = v.{_XYZW[e]};"
-            for e in range(4)
+            f"    {shared}[stage][k + {e}u][i / 4u][i % 4u] = v.{_XYZW[e]};" for e in range(4)
         )
     else:
-        stores = f"    {shared}[off + k * {row}u + i / 4u] = v;"
-    stash = f"fn stash_{operand}(c: u32, v: vec4<f32>, off: u32) {{\n    {pos}\n{stores}\n}}"
+        stores = f"    {shared}[stage][k][i / 4u] = v;"
+    stash = f"fn stash_{operand}(c: u32, v: vec4<f32>, stage: u32) {{\n    {pos}\n{stores}\n}}"
     first, stash_calls, nxt = [], [], []
     for q in range(per):
         c = f"li + {q * t.threads}u"
@@ -163,7 +161,7 @@ def _fetch(
             f"    var {reg} = vec4<f32>(0.0);\n    {cond}{{ {reg} = fetch_{operand}({c}, "
             f"{operand}_base, {origin}, kbeg, kend); }}"
         )
-        stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, OFF_{operand.upper()}); }}")
+        stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, STAGE); }}")
         nxt.append(
             f"{cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
             f"k0 + {t.bk}u, kend); }}"
@@ -334,13 +332,11 @@ def source(
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
     decl = "\n".join(f"    var c{r}_{j} = vec4<f32>(0.0);" for r, j in acc)
 
+    stage = "cur" if t.double else "0u"  # the buffer being read
+
     def step(k: str) -> list[str]:  # the products of one k of the K-step
-        lines = [
-            f"let a{i} = As[oa + {k} * {t.bm // 4}u + {i * t.wy}u + ty];" for i in range(t.tm // 4)
-        ]
-        lines += [
-            f"let b{j} = Bs[ob + {k} * {t.bn // 4}u + {j * t.wx}u + tx];" for j in range(t.tn // 4)
-        ]
+        lines = [f"let a{i} = As[{stage}][{k}][{i * t.wy}u + ty];" for i in range(t.tm // 4)]
+        lines += [f"let b{j} = Bs[{stage}][{k}][{j * t.wx}u + tx];" for j in range(t.tn // 4)]
         lines += [
             f"c{r}_{j} = fma(vec4<f32>(a{r // 4}.{_XYZW[r % 4]}), b{j}, c{r}_{j});" for r, j in acc
         ]
@@ -367,8 +363,9 @@ def source(
         B_ELEM=f"vec4<{elem}>" if vec_b else elem,
         C_ELEM=c_elem,
         C_STORE="asg_f2h" if c_elem == "f16" else "",
-        AS_LEN=t.stages * t.bk * t.bm // 4,
-        BS_LEN=t.stages * t.bk * t.bn // 4,
+        AS_ROW=t.bm // 4,
+        BS_ROW=t.bn // 4,
+        STAGES=t.stages,
         LOADS=loads,
         FETCH_A=fa,
         FETCH_B=fb,
@@ -403,19 +400,15 @@ fn load_b(base: u32, k: u32, n: u32, kend: u32) -> f32 {{
 
 def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: list[str]) -> str:
     """The K loop: fetch the next tiles into registers while computing on the current."""
-    sa, sb = t.bk * t.bm // 4, t.bk * t.bn // 4
 
-    def block(lines: list[str], indent: int, oa: str = "0u", ob: str = "0u") -> str:
+    def block(lines: list[str], indent: int, stage: str = "0u") -> str:
         pad = " " * indent
-        text = "\n".join(pad + line for line in lines)
-        return text.replace("OFF_A", oa).replace("OFF_B", ob)
+        return "\n".join(pad + line for line in lines).replace("STAGE", stage)
 
     if not t.double:  # one buffer: a barrier before and after the products
         return "\n".join(
             [
                 "\n".join(first),
-                "    let oa = 0u;",
-                "    let ob = 0u;",
                 f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
                 block(stash, 8),
                 "        workgroupBarrier();",
@@ -440,11 +433,9 @@ def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: li
             "        if (more) {",
             block(nxt, 12),
             "        }",
-            f"        let oa = cur * {sa}u;",
-            f"        let ob = cur * {sb}u;",
             block(inner, 8),
             "        if (more) {",
-            block(stash, 12, f"(1u - cur) * {sa}u", f"(1u - cur) * {sb}u"),
+            block(stash, 12, "1u - cur"),
             "        }",
             "        workgroupBarrier();",
             "        cur = 1u - cur;",

@@ -58,14 +58,18 @@ FORMAT = 1
 Choice = tuple[str, int]  # (tile name, K pieces)
 
 # Tiles timed for every bucket (where they fit the device and the product): large ones
-# for products that fill the GPU, narrower ones and fewer outputs per thread for
-# small and batched products (attention heads).
+# for products that fill the GPU (K steps of 16 double-buffered where the device grants
+# 32 KiB of workgroup memory), narrower ones and fewer outputs per thread for small and
+# batched products (attention heads).
 TILES: tuple[str, ...] = (
     "128x128_8x8_k8du",
+    "128x128_8x8_k16du",
     "128x128_8x8_k16u",
     "128x64_8x8_k8du",
+    "128x64_8x8_k16du",
     "64x128_8x8_k8du",
     "128x64_8x4_k8du",
+    "64x128_4x8_k8du",
     "64x64_8x8_k8du",
     "64x64_4x4_k8du",
     "64x32_4x4_k8du",
@@ -73,7 +77,12 @@ TILES: tuple[str, ...] = (
     "32x32_4x4_k8d",
 )
 # Tiles timed with K cut in pieces, for deep products with few output tiles.
-SPLIT_TILES: tuple[str, ...] = ("128x128_8x8_k16u", "64x64_8x8_k8du", "32x32_4x4_k8d")
+SPLIT_TILES: tuple[str, ...] = (
+    "128x128_8x8_k16du",
+    "128x128_8x8_k16u",
+    "64x64_8x8_k8du",
+    "32x32_4x4_k8d",
+)
 SPLITS: tuple[int, ...] = (2, 4, 8, 16)
 # A piece of K is at least this long.
 MIN_PIECE = 128
@@ -81,15 +90,26 @@ MIN_PIECE = 128
 SPLIT_BELOW_GROUPS = 256
 # The least fraction of a tile's outputs inside the product for it to be timed.
 MIN_USE = 0.5
+# Where the tile FILLING (8x8 outputs per thread) fits the product and gives at least
+# MANY_GROUPS workgroups, the GPU is full with 8x8 per thread, so the tiles of fewer
+# outputs per thread (more workgroup-memory reads per multiply-add) are not timed: each
+# would cost a compile and could not win.
+FILLING = "64x64_8x8_k8du"
+MANY_GROUPS = 1024
 # Invocations per workgroup asgrad requests (WebGPU's default): no tile is larger.
 MAX_THREADS = 256
 # Products of fewer multiply-adds keep the rule's tile: their time is the launch's,
 # whichever tile runs them, and measuring them would only delay a program's first step.
 MIN_TUNED = 1 << 21
-# Multiply-adds per timed repetition block (at least one product, at most MAX_REPS).
-TARGET_FLOPS = 4e9
-MAX_REPS = 32
+# Floating-point operations per timed block of products recorded back to back in one
+# compute pass (at least one product, at most MAX_REPS), so a block takes some 0.5 ms of
+# a large GPU and the launches overlap the products instead of being timed.
+TARGET_FLOPS = 2e10
+MAX_REPS = 64
 ROUNDS = 3
+# A candidate whose first block is this much slower than the best so far is not timed
+# again (its later rounds could not make it the fastest).
+GIVE_UP = 1.5
 
 
 @dataclass(frozen=True)
@@ -158,9 +178,14 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     """What `choose` times for ``problem``: ``default`` (the rule's choice) first, then
     each of `TILES` whose outputs lie mostly inside the product, then, where K is deep
     and may be split, `SPLIT_TILES` with K in 2 to 16 pieces of at least `MIN_PIECE`
-    while the tile gives few workgroups."""
+    while the tile gives few workgroups. Tiles of fewer than 8x8 outputs per thread are
+    left out where `FILLING` gives `MANY_GROUPS` workgroups."""
     out: list[Choice] = [default] if problem.fits(default) else []
+    full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
+        t = tiles.tile(name)
+        if full and t.tm * t.tn < 64:
+            continue
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
     if problem.splittable and problem.nbatch == 1:
@@ -202,7 +227,8 @@ def identity(device: Device) -> dict[str, str]:
     version and the kernel (a changed kernel times differently)."""
     caps = device.capabilities
     wgpu_version = str(getattr(sys.modules.get("wgpu"), "__version__", ""))
-    kernel = kernel_text("linalg_matmul_tiled") + "".join(TILES) + "".join(SPLIT_TILES)
+    sample = tiles.source(tiles.tile(TILES[0]), "k", "n", True, True)  # the generator's output
+    kernel = kernel_text("linalg_matmul_tiled") + sample + "".join(TILES) + "".join(SPLIT_TILES)
     return {
         "format": str(FORMAT),
         "adapter": caps.adapter,
@@ -225,6 +251,7 @@ class TileCache:
         self.identity = ident
         self.entries: dict[str, Choice] = {}
         self.timings: dict[str, dict[str, float]] = {}
+        self.tuning_seconds: dict[str, float] = {}
 
     @classmethod
     def for_device(cls, device: Device) -> TileCache:
@@ -268,7 +295,12 @@ class TileCache:
         data = {
             "identity": self.identity,
             "entries": {
-                key: {"tile": name, "splits": splits, "us": self.timings.get(key, {})}
+                key: {
+                    "tile": name,
+                    "splits": splits,
+                    "us": self.timings.get(key, {}),
+                    "tuning_s": self.tuning_seconds.get(key),
+                }
                 for key, (name, splits) in sorted(self.entries.items())
             },
         }
@@ -313,9 +345,10 @@ def choose(
         return hit
     times: dict[str, float] = {}
     best, best_time = default, math.inf
+    start = time.perf_counter()
     for choice in candidates(problem, default):
         try:
-            seconds = _time(device, run(*choice), problem)
+            seconds = _time(device, run(*choice), problem, GIVE_UP * best_time)
         except GpuError:
             continue  # a kernel this adapter refuses is no candidate
         times[f"{choice[0]}/{choice[1]}"] = round(seconds * 1e6, 2)
@@ -323,13 +356,16 @@ def choose(
             best, best_time = choice, seconds
     cache.entries[key] = best
     cache.timings[key] = times
+    cache.tuning_seconds[key] = round(time.perf_counter() - start, 3)
     cache.save()
     return best
 
 
-def _time(device: Device, record: Callable[[], object], problem: Problem) -> float:
-    """Seconds per call of ``record`` on ``device`` (the least of `ROUNDS` blocks),
-    outside any plan being captured."""
+def _time(
+    device: Device, record: Callable[[], object], problem: Problem, give_up: float = math.inf
+) -> float:
+    """Seconds per call of ``record`` on ``device`` (the least of `ROUNDS` blocks, or
+    of the first alone where it is over ``give_up``), outside any plan being captured."""
     flops = 2.0 * problem.M * problem.N * problem.K * problem.nbatch
     reps = max(1, min(MAX_REPS, int(TARGET_FLOPS / max(flops, 1.0))))
     capture, device.capture = device.capture, None
@@ -346,6 +382,8 @@ def _time(device: Device, record: Callable[[], object], problem: Problem) -> flo
                 device.synchronize()
                 seconds = time.perf_counter() - start
             best = min(best, seconds / reps)
+            if best > give_up:
+                break
         return best
     finally:
         device.capture = capture
