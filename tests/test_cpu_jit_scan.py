@@ -28,8 +28,8 @@ from asgrad.tensor.loops.body import Body
 
 
 @pytest.fixture(autouse=True)
-def _compiled_now(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+def _switch_back() -> Iterator[None]:
+    """The environment's switch again after each test (the tests set theirs)."""
     yield
     jit.set_enabled(None)
 
@@ -152,10 +152,16 @@ def _recurrent(
     return step, feeds, [p for _, p in model.named_parameters()]
 
 
-# Each compiles a Numba function of four loops: a minute or more on a loaded 2-core machine.
+# Each compiles a Numba function of four loops: a minute or more on a loaded 2-core machine
+# with a cold cache. The LSTM's tests run on one worker, one after the other, so that the
+# second finds the step in the disk cache.
+LSTM_STEP = pytest.mark.xdist_group("compiled_lstm_step")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("mode", "length", "layers", "bidirectional"), [("lstm", 3, 1, True), ("gru", 1, 2, False)]
+    ("mode", "length", "layers", "bidirectional"),
+    [pytest.param("lstm", 3, 1, True, marks=LSTM_STEP), ("gru", 1, 2, False)],
 )
 def test_lstm_and_gru_steps_compile_whole_and_train_as_on_numpy(
     mode: str, length: int, layers: int, bidirectional: bool
@@ -167,6 +173,7 @@ def test_lstm_and_gru_steps_compile_whole_and_train_as_on_numpy(
 
 
 @pytest.mark.slow
+@LSTM_STEP
 def test_an_lstm_step_runs_no_loop_body_program(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole step holds the time loops: the numpy ``scan`` kernel, which runs a
     body's program once per time step, is never called."""
