@@ -241,6 +241,8 @@ def _one_numba_cache() -> None:
     worker there, to be compiled again in the next run. The tests of a cold cache run a
     process of their own without ``NUMBA_CACHE_DIR``.
     """
+    if "NUMBA_CACHE_DIR" in os.environ:  # set already: nothing moves it
+        return
     from asgrad.tensor.cpu import jit
 
     jit.prepare_numba()
