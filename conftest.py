@@ -231,7 +231,26 @@ def _recorded_durations(config: pytest.Config) -> dict[str, float]:
     return recorded if isinstance(recorded, dict) else {}
 
 
+def _one_numba_cache() -> None:
+    """Every kernel of the run in the compiled path's one disk cache (``ASGRAD_CACHE_DIR``,
+    else ``~/.cache/asgrad``), shared by the workers and kept between runs.
+
+    Numba's cache directory (``NUMBA_CACHE_DIR``) is set by the first `prepare_numba` of
+    a process, from ``ASGRAD_CACHE_DIR`` as it is then; a test that points that at a
+    directory of its own (a ``tmp_path``) would otherwise send every later kernel of its
+    worker there, to be compiled again in the next run. The tests of a cold cache run a
+    process of their own without ``NUMBA_CACHE_DIR``.
+    """
+    if "NUMBA_CACHE_DIR" in os.environ:  # set already: nothing moves it
+        return
+    from asgrad.tensor.cpu import jit
+
+    jit.prepare_numba()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
+        _one_numba_cache()  # in a process that runs tests (not pytest-xdist's controller)
     if _recorded_durations(config):
         # the controller's scheduler keeps the order the workers collected (below)
         config.option.loadscopereorder = False

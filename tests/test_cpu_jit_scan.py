@@ -153,9 +153,15 @@ def _recurrent(
 
 
 # Each compiles a Numba function of four loops: a minute or more on a loaded 2-core machine.
+# The LSTM's two tests run on one worker, one after the other, so that the second finds the
+# step in that worker's disk cache (pytest-xdist would otherwise send them to either).
+LSTM_STEP = pytest.mark.xdist_group("compiled_lstm_step")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("mode", "length", "layers", "bidirectional"), [("lstm", 3, 1, True), ("gru", 1, 2, False)]
+    ("mode", "length", "layers", "bidirectional"),
+    [pytest.param("lstm", 3, 1, True, marks=LSTM_STEP), ("gru", 1, 2, False)],
 )
 def test_lstm_and_gru_steps_compile_whole_and_train_as_on_numpy(
     mode: str, length: int, layers: int, bidirectional: bool
@@ -167,6 +173,7 @@ def test_lstm_and_gru_steps_compile_whole_and_train_as_on_numpy(
 
 
 @pytest.mark.slow
+@LSTM_STEP
 def test_an_lstm_step_runs_no_loop_body_program(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole step holds the time loops: the numpy ``scan`` kernel, which runs a
     body's program once per time step, is never called."""
