@@ -223,11 +223,13 @@ def _float32_form(stub: Any, fast: Any, exact: Any = math.exp) -> None:
             def f32(x: Any) -> Any:
                 return fast(x)
 
+            f32.__qualname__ = f"{stub.__name__}_f32"
             return f32
 
         def f64(x: Any) -> Any:
             return exact(x)
 
+        f64.__qualname__ = f"{stub.__name__}_f64"
         return f64
 
 
