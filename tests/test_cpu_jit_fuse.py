@@ -21,8 +21,8 @@ from asgrad.tensor.cpu.jit import fuse
 
 
 @pytest.fixture(autouse=True)
-def _cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+def _switch_back() -> Iterator[None]:
+    """The environment's switch again after each test (the tests set theirs)."""
     yield
     jit.set_enabled(None)
 

@@ -28,8 +28,8 @@ from asgrad.tensor.loops.body import Body
 
 
 @pytest.fixture(autouse=True)
-def _compiled_now(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+def _switch_back() -> Iterator[None]:
+    """The environment's switch again after each test (the tests set theirs)."""
     yield
     jit.set_enabled(None)
 
@@ -152,9 +152,9 @@ def _recurrent(
     return step, feeds, [p for _, p in model.named_parameters()]
 
 
-# Each compiles a Numba function of four loops: a minute or more on a loaded 2-core machine.
-# The LSTM's two tests run on one worker, one after the other, so that the second finds the
-# step in that worker's disk cache (pytest-xdist would otherwise send them to either).
+# Each compiles a Numba function of four loops: a minute or more on a loaded 2-core machine
+# with a cold cache. The LSTM's tests run on one worker, one after the other, so that the
+# second finds the step in the disk cache.
 LSTM_STEP = pytest.mark.xdist_group("compiled_lstm_step")
 
 

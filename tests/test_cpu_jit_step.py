@@ -33,12 +33,11 @@ from asgrad.tensor.ir.variables import Variable
 
 
 @pytest.fixture(autouse=True)
-def _compiled_now(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
+def _compiled_now(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The compiled path on from the first call (``set_enabled(True)``: the compiled
-    tier, not the tiered default), programs without updates compiled whole too, a
-    shared disk cache."""
+    tier, not the tiered default), programs without updates compiled whole too. The
+    kernels go to the run's one disk cache (the root conftest), shared by the workers."""
     monkeypatch.setattr(step, "WHOLE_STEP_WITHOUT_UPDATES", True)
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     jit.set_enabled(True)
     yield
     jit.set_enabled(None)

@@ -9,7 +9,6 @@ and after the switch.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
@@ -24,9 +23,8 @@ AT = 4  # steps on the numpy tier
 
 
 @pytest.fixture(autouse=True)
-def _tiered(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
+def _tiered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(jit, "TIER_UP_AT", AT)
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     jit.set_enabled("lazy")
     yield
     jit.set_enabled(None)

@@ -32,9 +32,8 @@ X = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
 
 
 @pytest.fixture(autouse=True)
-def _tiered(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
+def _tiered(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(jit, "TIER_UP_AT", AT)
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
     jit.set_enabled("lazy")
     yield
     jit.set_enabled(None)
