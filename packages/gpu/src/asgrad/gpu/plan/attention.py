@@ -243,9 +243,9 @@ def _score_typed(
     return t.dtype in dtypes and tuple(t.shape) == shape
 
 
-def _match(
-    p: Node, users: Users, types: Types, kept: set[int], position: Mapping[int, int]
-) -> AttentionGroup | None:
+def _last_axis_softmax(p: Node, users: Users, types: Types) -> tuple[tuple[int, ...], Node] | None:
+    """The shape of a float32 softmax ``p`` along its last axis (of at most `MAX_LEAD`
+    leading axes) and its input, when ``p`` is that input's only reader; else None."""
     shape = tuple(types[p.id].shape)
     ndim = len(shape)
     if ndim < 2 or types[p.id].dtype != "float32" or ndim - 2 > MAX_LEAD:
@@ -255,6 +255,16 @@ def _match(
     x = p.inputs[0]
     if _only(users, x) is not p:
         return None
+    return shape, x
+
+
+def _match(
+    p: Node, users: Users, types: Types, kept: set[int], position: Mapping[int, int]
+) -> AttentionGroup | None:
+    last = _last_axis_softmax(p, users, types)
+    if last is None:
+        return None
+    shape, x = last
     found = _score_chain(x, users, types, shape, 0)
     if found is None:
         return None
@@ -317,15 +327,10 @@ def _match_half(p: Node, users: Users, types: Types, kept: set[int]) -> Attentio
     after the cast), the float32 softmax ``P``, its cast ``P16`` to float16 and
     ``O = matmul(P16, v)``, each read once (a backward reading ``P`` or the scores
     falls back to the unfused nodes)."""
-    shape = tuple(types[p.id].shape)
-    ndim = len(shape)
-    if ndim < 2 or types[p.id].dtype != "float32" or ndim - 2 > MAX_LEAD:
+    last = _last_axis_softmax(p, users, types)
+    if last is None:
         return None
-    if int(p.attrs["axis"]) % ndim != ndim - 1:
-        return None
-    x = p.inputs[0]
-    if _only(users, x) is not p:
-        return None
+    shape, x = last
     found = _score_chain(x, users, types, shape, 0, ("float16", "float32"))
     rounded = _only(users, p)
     if found is None or rounded is None or rounded.op != "cast":
