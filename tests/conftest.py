@@ -7,8 +7,8 @@ depend on each other lives here: the GPU tests that differentiate or train
 tests of ``asgrad.gpu`` and ``asgrad.tensor`` alone are in ``packages/gpu/tests``), the
 docs, the viewer in a browser, ONNX against PyTorch, the distributions' versions.
 
-The fixtures: the GPU device, and a headless Chromium for the graph viewer's browser
-tests."""
+The fixtures: the GPU device, the compiled CPU path's line-by-line function, and a
+headless Chromium for the graph viewer's browser tests."""
 
 from __future__ import annotations
 
@@ -31,6 +31,19 @@ def device() -> Device:
         if os.environ.get("ASGRAD_REQUIRE_GPU", "") not in ("", "0"):
             pytest.fail(f"ASGRAD_REQUIRE_GPU=1 but no GPU adapter: {exc}")
         pytest.skip(f"no GPU adapter: {exc}")
+
+
+@pytest.fixture
+def line_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The compiled CPU path's line-by-line function (no whole step, which the line
+    fusions are not for), the environment's switch again after the test."""
+    from asgrad.tensor.cpu import jit
+    from asgrad.tensor.cpu.jit import step
+
+    monkeypatch.setattr(step, "WORK_LIMIT", 0)
+    monkeypatch.setattr(step, "STEP_WORK_LIMIT", 0)
+    yield
+    jit.set_enabled(None)
 
 
 # -- a headless Chromium for the graph viewer's browser tests ---------------------------

@@ -7,7 +7,6 @@ fused kernel, and training gives the numpy path's numbers.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,17 +17,8 @@ pytest.importorskip("numba")
 from asgrad import nn
 from asgrad.tensor import Graph, Tensor
 from asgrad.tensor.cpu import jit
-from asgrad.tensor.cpu.jit import step
 
-
-@pytest.fixture(autouse=True)
-def _line_path(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: Any) -> Iterator[None]:
-    """The line-by-line function (no whole step, which the fusion is not for)."""
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
-    monkeypatch.setattr(step, "WORK_LIMIT", 0)
-    monkeypatch.setattr(step, "STEP_WORK_LIMIT", 0)
-    yield
-    jit.set_enabled(None)
+pytestmark = pytest.mark.usefixtures("line_path")
 
 
 class _Mix(nn.Module):
