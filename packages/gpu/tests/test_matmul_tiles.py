@@ -101,7 +101,7 @@ def test_select_picks_per_shape() -> None:
     assert select(1024, 1024, 1024, 1) == (FEW, 1)
     assert select(64, 128, 64, 1) == (MEDIUM, 1)
     assert select(5, 3, 7, 1) == (SMALL, 1)
-    assert select(5, 36, 4608, 1) == (SMALL, 8)  # tiny output, long K: split
+    assert select(5, 36, 4608, 1)[1] > 1  # tiny output, long K: split
     # never a tile that needs more workgroup memory than the device allows
     for args in ((4096, 4096, 4096, 1), (1024, 1024, 1024, 1), (512, 512, 8192, 1)):
         assert tiles.tile(select(*args, max_shared=8192)[0]).shared <= 8192

@@ -5,8 +5,9 @@ measurements. With tuning on, the first product of each *bucket* (M, N and K rou
 up to powers of two, the batch likewise, the operands' layouts and vec4 alignment,
 whether an epilogue forbids split-K, the workgroup memory allowed, a matmul or a
 convolution's gathered product) times the `candidates` (tiles of 32x32 to 128x128
-outputs, 4x4 to 8x8 per thread, and split-K for deep products with few outputs,
-summed by a second pass) on the device, with timestamp queries where the
+outputs, 4x4 to 8x8 per thread, and split-K for deep products with few outputs: K in
+up to as many pieces as bring the workgroups to twice `FILL_GROUPS`, the pieces summed
+by a second pass) on the device, with timestamp queries where the
 adapter has them (wall time after a sync otherwise), and keeps the fastest: in memory
 and in a JSON file under `cache_dir`, one per adapter (its name, vendor, backend and
 driver description, the wgpu version and the kernel's text), so the next process
@@ -48,12 +49,13 @@ __all__ = [
     "choose",
     "enabled",
     "identity",
+    "split_counts",
 ]
 
 ENV = "ASGRAD_MATMUL_TUNING"
 
 # Bumped when the meaning of a cached entry changes (the bucket, the candidates).
-FORMAT = 1
+FORMAT = 2
 
 Choice = tuple[str, int]  # (tile name, K pieces)
 
@@ -76,16 +78,24 @@ TILES: tuple[str, ...] = (
     "32x64_4x4_k8du",
     "32x32_4x4_k8d",
 )
-# Tiles timed with K cut in pieces, for deep products with few output tiles.
+# Tiles timed with K cut in pieces, for deep products with few output tiles (16x16,
+# 16 threads: outputs smaller than 32x32, such as a first convolution's weight gradient).
 SPLIT_TILES: tuple[str, ...] = (
     "128x128_8x8_k16du",
     "128x128_8x8_k16u",
     "64x64_8x8_k8du",
     "32x32_4x4_k8d",
+    "16x16_4x4_k16d",
 )
+# K pieces timed for every split tile; more (powers of two) while the workgroups stay
+# within twice FILL_GROUPS (`split_counts`).
 SPLITS: tuple[int, ...] = (2, 4, 8, 16)
+# Workgroups that keep a large GPU busy: a few per compute unit of a 132-unit H200
+# (WebGPU does not report a device's compute units; the tuner measures the split
+# counts around this).
+FILL_GROUPS = 256
 # A piece of K is at least this long.
-MIN_PIECE = 128
+MIN_PIECE = 64
 # Split-K is timed where a tile gives fewer workgroups than this.
 SPLIT_BELOW_GROUPS = 256
 # The least fraction of a tile's outputs inside the product for it to be timed.
@@ -174,12 +184,26 @@ class Problem:
         return -(-self.M // t.bm) * -(-self.N // t.bn) * self.nbatch
 
 
+def split_counts(problem: Problem, name: str) -> list[int]:
+    """The numbers of K pieces timed for tile ``name``: `SPLITS`, then powers of two
+    while the workgroups stay within twice `FILL_GROUPS`, each piece at least
+    `MIN_PIECE` long."""
+    groups = max(1, problem.groups(name))
+    counts = list(SPLITS)
+    s = 2 * max(SPLITS)
+    while groups * s <= 2 * FILL_GROUPS:
+        counts.append(s)
+        s *= 2
+    return [s for s in counts if problem.K // s >= MIN_PIECE]
+
+
 def candidates(problem: Problem, default: Choice) -> list[Choice]:
     """What `choose` times for ``problem``: ``default`` (the rule's choice) first, then
     each of `TILES` whose outputs lie mostly inside the product, then, where K is deep
-    and may be split, `SPLIT_TILES` with K in 2 to 16 pieces of at least `MIN_PIECE`
-    while the tile gives few workgroups. Tiles of fewer than 8x8 outputs per thread are
-    left out where `FILLING` gives `MANY_GROUPS` workgroups."""
+    and may be split, `SPLIT_TILES` giving few workgroups with K in `split_counts`
+    pieces: those whose outputs lie mostly inside the product or, where none does (an
+    output smaller than every tile), the one wasting least. Tiles of fewer than 8x8
+    outputs per thread are left out where `FILLING` gives `MANY_GROUPS` workgroups."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
@@ -189,10 +213,10 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
     if problem.splittable and problem.nbatch == 1:
-        for name in SPLIT_TILES:
-            if problem.groups(name) >= SPLIT_BELOW_GROUPS or problem.use(name) < MIN_USE:
-                continue
-            out += [(name, s) for s in SPLITS if problem.K // s >= MIN_PIECE]
+        few = [n for n in SPLIT_TILES if problem.groups(n) < SPLIT_BELOW_GROUPS]
+        inside = [n for n in few if problem.use(n) >= MIN_USE]
+        for name in inside or sorted(few, key=problem.use)[-1:]:
+            out += [(name, s) for s in split_counts(problem, name)]
     seen: set[Choice] = set()
     unique = []
     for choice in out:

@@ -37,6 +37,7 @@ __all__ = [
     "Gather",
     "MatrixView",
     "choose",
+    "fill_splits",
     "matmul",
     "matmul_into",
     "select",
@@ -415,7 +416,8 @@ def _vec4(
 # when an operand is read transposed, while they give LARGE_GROUPS workgroups; SHALLOW
 # for K below SHALLOW_K and batches of narrow matrices (attention heads); FEW (64
 # threads, 8x8 each) when 128x128 tiles would not fill the GPU; SPLIT_FEW for deep K
-# with very few outputs; MEDIUM and SMALL for small matrices.
+# with very few outputs; MEDIUM and SMALL for small matrices; TINY (16x16, 16 threads)
+# for a split product whose output fills too little of a SMALL tile.
 LARGE = "128x128_8x8_k8du"
 LARGE_T = "128x128_8x8_k16u"
 SHALLOW = "128x64_8x8_k8du"
@@ -423,6 +425,7 @@ FEW = "64x64_8x8_k8du"
 SPLIT_FEW = "64x64_8x8_k8du"
 MEDIUM = "64x64_8x8_k8"
 SMALL = "32x32_4x4_k8"
+TINY = "16x16_4x4_k16d"
 LARGE_GROUPS = 128
 SHALLOW_K = 256
 # The least fraction of a tile's outputs inside the matrix for it to be chosen.
@@ -436,8 +439,16 @@ MAX_SPLITS = 8
 # A product whose 64x64 grid fills less than a quarter of LARGE_GROUPS (a transformer's
 # weight gradient, K = batch * seq) splits K into pieces of at least THIN_PIECE_K; so
 # does one too small for 64x64 tiles whose 32x32 grid is as sparse and whose K is at
-# least DEEP * MIN_SPLIT_K.
+# least DEEP * MIN_SPLIT_K (a convolution's weight gradient, K = batch * pixels): into
+# as many pieces as bring the workgroups to FILL_GROUPS (`fill_splits`).
 THIN_PIECE_K = 128
+FILL_GROUPS = tuning.FILL_GROUPS
+
+
+def fill_splits(groups: int, K: int, piece: int = THIN_PIECE_K) -> int:
+    """The K pieces for a product whose tile gives ``groups`` workgroups: as many as
+    bring them to `FILL_GROUPS`, each at least ``piece`` long (at least one)."""
+    return max(1, min(-(-FILL_GROUPS // max(1, groups)), K // piece))
 
 
 def select(
@@ -477,10 +488,13 @@ def select(
             return SPLIT_FEW, splits
     thin = grid(SPLIT_FEW)[0] < LARGE_GROUPS // 4
     if nbatch == 1 and thin and K >= 2 * THIN_PIECE_K and usable(SPLIT_FEW):
-        return SPLIT_FEW, min(MAX_SPLITS, K // THIN_PIECE_K)
+        return SPLIT_FEW, fill_splits(grid(SPLIT_FEW)[0], K)
     if nbatch == 1 and grid(SMALL)[0] < LARGE_GROUPS // 4 and K >= DEEP * MIN_SPLIT_K:
-        # a few small tiles walking a long K (a convolution's weight gradient)
-        return SMALL, min(MAX_SPLITS, K // THIN_PIECE_K)
+        # a few small tiles walking a long K (a convolution's weight gradient): TINY
+        # where the product fills too little of SMALL's tiles
+        tiny = tiles.tile(TINY).shared <= max_shared and grid(TINY)[1] > grid(SMALL)[1]
+        small = TINY if tiny and grid(SMALL)[1] < MIN_USE else SMALL
+        return small, fill_splits(grid(small)[0], K)
     if usable(FEW) and grid(FEW)[0] >= LARGE_GROUPS // 2:
         return FEW, 1
     _, use = grid(MEDIUM)

@@ -41,9 +41,9 @@ from asgrad.gpu.lowering.elementwise import (
 from asgrad.gpu.lowering.linalg import (
     MAX_BATCH_DIMS,
     MAX_EPILOGUE_OPERANDS,
-    MAX_SPLITS,
     Epilogue,
     MatrixView,
+    choose,
     matmul,
     matmul_into,
     unsplit,
@@ -649,14 +649,15 @@ def product_pieces(
         a, b = views
     else:
         return None
-    if math.prod(out_type.shape) * MAX_SPLITS > MAX_PIECES:
-        return None  # the pieces would hold too much memory until the update reads them
-    if unsplit(a, b) or a.array.dtype != np.float32 or b.array.dtype != np.float32:
+    if a.array.dtype != np.float32 or b.array.dtype != np.float32:
         return None
+    tile, splits = choose(a, b)
+    if splits == 1 or math.prod(out_type.shape) * splits > MAX_PIECES:
+        return None  # K whole, or pieces holding too much memory until the update
     out = GpuArray.empty((a.shape[-2], b.shape[-1]), np.float32, a.array.device)
     if math.prod(out.shape) != math.prod(out_type.shape):
         return None
-    pieces = matmul_into(a, b, out, sum_pieces=False)
+    pieces = matmul_into(a, b, out, tile, splits, sum_pieces=False)
     if pieces is None:  # K was not split after all: ``out`` holds the product
         return out.view(tuple(out_type.shape)), 1
     return pieces, pieces.shape[0]
