@@ -65,6 +65,9 @@ def test_the_tuner_times_split_counts_up_to_twice_the_filling_grid() -> None:
     tiny = tuning.Problem(3, 2, 8192, 1)
     names = {t for t, s in tuning.candidates(tiny, ("x", 1)) if s > 1}
     assert names == {min(tuning.SPLIT_TILES, key=lambda n: tiles.tile(n).bm)}
+    # a batch of few tiles (a grouped convolution's weight gradient) is split too
+    grouped = tuning.Problem(2, 18, 8192, 2, ("k", "k"), kind="conv-backward_weight")
+    assert any(s > 1 for _, s in tuning.candidates(grouped, ("x", 1)))
     # a product filling the GPU is not split
     full = tuning.Problem(2048, 2048, 8192, 1)
     assert all(s == 1 for _, s in tuning.candidates(full, ("x", 1)))
@@ -172,3 +175,25 @@ def test_unsummed_pieces_add_up_to_the_product(device: Device) -> None:
     assert pieces is not None
     assert pieces.shape == (-(-125 // -(-125 // 31)), 30)  # 125 steps of 16 in 31 pieces
     np.testing.assert_allclose(pieces.numpy().sum(0).reshape(6, 5), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_grouped_convolution_weight_gradient_is_split_over_its_groups(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two groups of 2 -> 2 channels over 8 images of 12 x 12: a batch of two 2 x 18
+    products, K = 8 * 144, each cut into pieces (the grid runs over groups x pieces)."""
+    monkeypatch.setenv(tuning.ENV, "0")
+    rng = np.random.default_rng(35)
+    x = rng.standard_normal((8, 4, 12, 12)).astype(np.float32)
+    gy = rng.standard_normal((8, 4, 12, 12)).astype(np.float32)
+    op = get_op("conv2d_backward_weight")
+    attrs = op.normalize_attrs({"padding": (1, 1), "kernel_size": (3, 3), "groups": 2})
+    out_type = op.infer([TensorType(v.shape, "float32") for v in (x, gy)], attrs)
+    seen = _labels(device, monkeypatch)
+    got = lower("conv2d_backward_weight", [to_gpu(x, device), to_gpu(gy, device)], attrs,
+                out_type).numpy()  # fmt: skip
+    (groups,) = [g for label, g in seen if label.startswith(f"linalg_matmul {TINY}")]
+    assert groups >= 2 * MAX_SPLITS  # 2 groups x at least MAX_SPLITS pieces each
+    want = op.kernel(x.astype(np.float64), gy.astype(np.float64), **attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)

@@ -200,7 +200,7 @@ def split_counts(problem: Problem, name: str) -> list[int]:
 def candidates(problem: Problem, default: Choice) -> list[Choice]:
     """What `choose` times for ``problem``: ``default`` (the rule's choice) first, then
     each of `TILES` whose outputs lie mostly inside the product, then, where K is deep
-    and may be split, `SPLIT_TILES` giving few workgroups with K in `split_counts`
+    and may be split, `SPLIT_TILES` giving few workgroups (over the whole batch) with K in `split_counts`
     pieces: those whose outputs lie mostly inside the product or, where none does (an
     output smaller than every tile), the one wasting least. Tiles of fewer than 8x8
     outputs per thread are left out where `FILLING` gives `MANY_GROUPS` workgroups."""
@@ -212,7 +212,7 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
             continue
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
-    if problem.splittable and problem.nbatch == 1:
+    if problem.splittable:
         few = [n for n in SPLIT_TILES if problem.groups(n) < SPLIT_BELOW_GROUPS]
         inside = [n for n in few if problem.use(n) >= MIN_USE]
         for name in inside or sorted(few, key=problem.use)[-1:]:

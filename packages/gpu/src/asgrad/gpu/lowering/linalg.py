@@ -487,11 +487,11 @@ def select(
         if usable(SPLIT_FEW):
             return SPLIT_FEW, splits
     thin = grid(SPLIT_FEW)[0] < LARGE_GROUPS // 4
-    if nbatch == 1 and thin and K >= 2 * THIN_PIECE_K and usable(SPLIT_FEW):
+    if thin and K >= 2 * THIN_PIECE_K and usable(SPLIT_FEW):
         return SPLIT_FEW, fill_splits(grid(SPLIT_FEW)[0], K)
-    if nbatch == 1 and grid(SMALL)[0] < LARGE_GROUPS // 4 and K >= DEEP * MIN_SPLIT_K:
-        # a few small tiles walking a long K (a convolution's weight gradient): TINY
-        # where the product fills too little of SMALL's tiles
+    if grid(SMALL)[0] < LARGE_GROUPS // 4 and K >= DEEP * MIN_SPLIT_K:
+        # a few small tiles walking a long K (a convolution's weight gradient, batched
+        # over its groups): TINY where the product fills too little of SMALL's tiles
         tiny = tiles.tile(TINY).shared <= max_shared and grid(TINY)[1] > grid(SMALL)[1]
         small = TINY if tiny and grid(SMALL)[1] < MIN_USE else SMALL
         return small, fill_splits(grid(small)[0], K)
