@@ -202,8 +202,9 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     each of `TILES` whose outputs lie mostly inside the product, then, where K is deep
     and may be split, `SPLIT_TILES` giving few workgroups (over the whole batch) with K
     in `split_counts` pieces: those whose outputs lie mostly inside the product or,
-    where none does (an output smaller than every tile), the one wasting least. Tiles of fewer than 8x8
-    outputs per thread are left out where `FILLING` gives `MANY_GROUPS` workgroups."""
+    where none does (an output smaller than every tile), the one wasting least. Tiles
+    of fewer than 8x8 outputs per thread are left out where `FILLING` gives
+    `MANY_GROUPS` workgroups."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
