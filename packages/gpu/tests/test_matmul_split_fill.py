@@ -4,6 +4,7 @@ against numpy, the same bits run to run, and the rule and the tuner choosing it.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -195,5 +196,38 @@ def test_a_grouped_convolution_weight_gradient_is_split_over_its_groups(
                 out_type).numpy()  # fmt: skip
     (groups,) = [g for label, g in seen if label.startswith(f"linalg_matmul {TINY}")]
     assert groups >= 2 * MAX_SPLITS  # 2 groups x at least MAX_SPLITS pieces each
+    want = op.kernel(x.astype(np.float64), gy.astype(np.float64), **attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_the_tuner_times_many_pieces_for_a_convolution_weight_gradient(
+    device: Device, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """With tuning on, the gathered product of a long weight gradient is timed at K
+    pieces beyond the old 16 (up to a fill of the GPU); whichever wins, the result is
+    numpy's."""
+    monkeypatch.setenv(tuning.ENV, "1")
+    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tuning, "MIN_TUNED", 0)
+    monkeypatch.setattr(tuning, "MAX_REPS", 1)
+    monkeypatch.setattr(tuning, "ROUNDS", 1)
+    tuning._CACHES.clear()
+    try:
+        rng = np.random.default_rng(36)
+        x = rng.standard_normal((16, 1, 14, 14)).astype(np.float32)
+        gy = rng.standard_normal((16, 4, 14, 14)).astype(np.float32)
+        op = get_op("conv2d_backward_weight")
+        attrs = op.normalize_attrs({"padding": (1, 1), "kernel_size": (3, 3)})
+        out_type = op.infer([TensorType(v.shape, "float32") for v in (x, gy)], attrs)
+        got = lower("conv2d_backward_weight", [to_gpu(x, device), to_gpu(gy, device)], attrs,
+                    out_type).numpy()  # fmt: skip
+        (path,) = (tmp_path / "gpu").glob("matmul-tiles-*.json")
+        entries = json.loads(path.read_text())["entries"]
+        (key,) = [k for k in entries if k.startswith("conv-backward_weight_m4_n16_k4096")]
+        timed = [name.split("/") for name in entries[key]["us"]]
+        assert any(t == TINY and int(s) > max(tuning.SPLITS) for t, s in timed)
+    finally:
+        tuning._CACHES.clear()
     want = op.kernel(x.astype(np.float64), gy.astype(np.float64), **attrs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
