@@ -61,11 +61,11 @@ def test_the_tuner_times_split_counts_up_to_twice_the_filling_grid() -> None:
     for name, s in split:
         assert 25088 // s >= tuning.MIN_PIECE
         assert s in tuning.SPLITS or _groups(name, 16, 9) * s <= 2 * tuning.FILL_GROUPS
-    # an output smaller than every split tile still gets split candidates: the tile
+    # an output smaller than every split tile still gets split candidates: the tiles
     # wasting least
     tiny = tuning.Problem(3, 2, 8192, 1)
     names = {t for t, s in tuning.candidates(tiny, ("x", 1)) if s > 1}
-    assert names == {min(tuning.SPLIT_TILES, key=lambda n: tiles.tile(n).bm)}
+    assert names == {TINY, "32x32_4x4_k8d"}
     # a batch of few tiles (a grouped convolution's weight gradient) is split too
     grouped = tuning.Problem(2, 18, 8192, 2, ("k", "k"), kind="conv-backward_weight")
     assert any(s > 1 for _, s in tuning.candidates(grouped, ("x", 1)))

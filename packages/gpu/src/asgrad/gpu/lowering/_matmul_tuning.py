@@ -98,6 +98,9 @@ FILL_GROUPS = 256
 MIN_PIECE = 64
 # Split-K is timed where a tile gives fewer workgroups than this.
 SPLIT_BELOW_GROUPS = 256
+# Split tiles timed at least, however little of them lies inside the product (a
+# 16x9 output: 16x16 tiles of 16 threads and 32x32 ones of 64, both mostly outside).
+SPLIT_AT_LEAST = 2
 # The least fraction of a tile's outputs inside the product for it to be timed.
 MIN_USE = 0.5
 # Where the tile FILLING (8x8 outputs per thread) fits the product and gives at least
@@ -202,7 +205,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     each of `TILES` whose outputs lie mostly inside the product, then, where K is deep
     and may be split, `SPLIT_TILES` giving few workgroups (over the whole batch) with K
     in `split_counts` pieces: those whose outputs lie mostly inside the product or,
-    where none does (an output smaller than every tile), the one wasting least. Tiles
+    where fewer than `SPLIT_AT_LEAST` do (an output smaller than most tiles), also the
+    `SPLIT_AT_LEAST` wasting least. Tiles
     of fewer than 8x8 outputs per thread are left out where `FILLING` gives
     `MANY_GROUPS` workgroups."""
     out: list[Choice] = [default] if problem.fits(default) else []
@@ -216,7 +220,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     if problem.splittable:
         few = [n for n in SPLIT_TILES if problem.groups(n) < SPLIT_BELOW_GROUPS]
         inside = [n for n in few if problem.use(n) >= MIN_USE]
-        for name in inside or sorted(few, key=problem.use)[-1:]:
+        least = sorted(few, key=problem.use, reverse=True)[:SPLIT_AT_LEAST]
+        for name in inside if len(inside) >= SPLIT_AT_LEAST else [*inside, *least]:
             out += [(name, s) for s in split_counts(problem, name)]
     seen: set[Choice] = set()
     unique = []
