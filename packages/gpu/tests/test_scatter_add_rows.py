@@ -88,7 +88,9 @@ def test_row_kernel_propagates_nan_and_inf(device: Device) -> None:
     g[3, 7] = np.inf
     got = _scatter(device, g, idx, (3, 16), 0)
     np.testing.assert_array_equal(got, _reference(g, idx, (3, 16), 0))
-    assert np.isnan(got[1, 3]) and np.isnan(got[0, 5]) and got[1, 7] == np.inf
+    assert np.isnan(got[1, 3])
+    assert np.isnan(got[0, 5])
+    assert got[1, 7] == np.inf
 
 
 def test_row_kernel_raises_for_an_index_out_of_range_and_adds_nothing(device: Device) -> None:
