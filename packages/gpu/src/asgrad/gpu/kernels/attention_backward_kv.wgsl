@@ -22,16 +22,20 @@ const BM: u32 = ${BLOCK}u;  // 16 for heads up to 32, else 8 (workgroup memory)
 const BN: u32 = 16u;
 const DM: u32 = ${DM}u;
 const D4: u32 = ${D4}u;  // DM / 4: vec4s of a head
-const RS: u32 = ${D4P}u;  // a row's stride in vec4s (one more than D4: no bank conflicts)
+const RS: u32 = ${D4P}u;  // a row's length in vec4s (one more than D4: no bank conflicts)
 
-var<workgroup> ks: array<vec4<f32>, ${QS}>;  // BN keys
-var<workgroup> vs: array<vec4<f32>, ${QS}>;  // BN values
-var<workgroup> qs: array<vec4<f32>, ${KS}>;  // BM rows
-var<workgroup> dos: array<vec4<f32>, ${KS}>;  // BM rows
-var<workgroup> ps: array<f32, ${SCORES}>;  // BM x BN
-var<workgroup> dss: array<f32, ${SCORES}>;  // BM x BN
-var<workgroup> lse: array<f32, ${BLOCK}>;
-var<workgroup> dd: array<f32, ${BLOCK}>;
+// nested [row][vec4] and [query row][key], so that the inner loops' constant indices
+// need no run-time bounds clamp (see attention_forward.wgsl)
+var<workgroup> ks: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> vs: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> qs: array<array<vec4<f32>, RS>, BM>;
+var<workgroup> dos: array<array<vec4<f32>, RS>, BM>;
+var<workgroup> ps: array<array<f32, BN>, BM>;
+var<workgroup> dss: array<array<f32, BN>, BM>;
+var<workgroup> lse: array<f32, BM>;
+var<workgroup> dd: array<f32, BM>;
+
+${LOADS}
 
 @compute @workgroup_size(256, 1, 1)
 fn main(
@@ -52,20 +56,7 @@ fn main(
     let Ev = mu(3u);
     let nbh = mu(4u);
     set_bases(bh);
-    for (var x = t; x < BN * DM; x += 256u) {
-        let r = x / DM;
-        let e = x % DM;
-        var a = 0.0;
-        var b = 0.0;
-        if (j0 + r < S && e < E) {
-            a = kt[at(1u, e, j0 + r)];
-        }
-        if (j0 + r < S && e < Ev) {
-            b = v[at(2u, j0 + r, e)];
-        }
-        ks[r * RS + e / 4u][e % 4u] = a;
-        vs[r * RS + e / 4u][e % 4u] = b;
-    }
+    load_kv(t, j0);
     let tj = t / 16u;  // the key row this thread accumulates
     let tc = t % 16u;  // its vec4 column
     let e4 = (max(E, Ev) + 3u) / 4u;
@@ -73,20 +64,7 @@ fn main(
     var dvv = vec4<f32>(0.0);
     for (var i0 = 0u; i0 < L; i0 += BM) {
         workgroupBarrier();
-        for (var x = t; x < BM * DM; x += 256u) {
-            let r = x / DM;
-            let e = x % DM;
-            var a = 0.0;
-            var b = 0.0;
-            if (i0 + r < L && e < E) {
-                a = q[at(0u, i0 + r, e)];
-            }
-            if (i0 + r < L && e < Ev) {
-                b = dout[at(4u, i0 + r, e)];
-            }
-            qs[r * RS + e / 4u][e % 4u] = a;
-            dos[r * RS + e / 4u][e % 4u] = b;
-        }
+        load_q(t, i0);
         if (t < BM) {
             var l = 0.0;
             var d = 0.0;
@@ -108,25 +86,27 @@ fn main(
             if (i < L && j < S) {
                 var dot4 = vec4<f32>(0.0);
                 var dp4 = vec4<f32>(0.0);
-                for (var e = 0u; e < e4; e++) {
-                    dot4 += qs[r * RS + e] * ks[c * RS + e];
-                    dp4 += dos[r * RS + e] * vs[c * RS + e];
+                for (var e = 0u; e < D4; e++) {
+                    if (e < e4) {
+                        dot4 += qs[r][e] * ks[c][e];
+                        dp4 += dos[r][e] * vs[c][e];
+                    }
                 }
                 let dot = dot4.x + dot4.y + dot4.z + dot4.w;
                 let dp = dp4.x + dp4.y + dp4.z + dp4.w;
                 p = asg_exp(score(dot, i, j) - lse[r]);
                 ds = grad(p * (dp - dd[r]), i, j);
             }
-            ps[t] = p;
-            dss[t] = ds;
+            ps[r][c] = p;
+            dss[r][c] = ds;
         }
         workgroupBarrier();
         if (tc < D4) {
             var a = dk;
             var b = dvv;
             for (var r = 0u; r < BM; r++) {
-                a += dss[r * BN + tj] * qs[r * RS + tc];
-                b += ps[r * BN + tj] * dos[r * RS + tc];
+                a += dss[r][tj] * qs[r][tc];
+                b += ps[r][tj] * dos[r][tc];
             }
             dk = a;
             dvv = b;

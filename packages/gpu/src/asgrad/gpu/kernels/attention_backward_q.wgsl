@@ -23,15 +23,19 @@ const BM: u32 = 16u;
 const BN: u32 = ${BLOCK}u;  // 16 for heads up to 32, else 8 (workgroup memory)
 const DM: u32 = ${DM}u;
 const D4: u32 = ${D4}u;  // DM / 4: vec4s of a head
-const RS: u32 = ${D4P}u;  // a row's stride in vec4s (one more than D4: no bank conflicts)
+const RS: u32 = ${D4P}u;  // a row's length in vec4s (one more than D4: no bank conflicts)
 
-var<workgroup> qs: array<vec4<f32>, ${QS}>;  // BM rows
-var<workgroup> dos: array<vec4<f32>, ${QS}>;  // BM rows
-var<workgroup> ks: array<vec4<f32>, ${KS}>;  // BN keys
-var<workgroup> vs: array<vec4<f32>, ${KS}>;  // BN values
-var<workgroup> dss: array<f32, ${SCORES}>;  // BM x BN
-var<workgroup> lse: array<f32, 16>;
-var<workgroup> dd: array<f32, 16>;
+// nested [row][vec4] and [row][key], so that the inner loops' constant indices need no
+// run-time bounds clamp (see attention_forward.wgsl)
+var<workgroup> qs: array<array<vec4<f32>, RS>, BM>;
+var<workgroup> dos: array<array<vec4<f32>, RS>, BM>;
+var<workgroup> ks: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> vs: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> dss: array<array<f32, BN>, BM>;
+var<workgroup> lse: array<f32, BM>;
+var<workgroup> dd: array<f32, BM>;
+
+${LOADS}
 
 @compute @workgroup_size(256, 1, 1)
 fn main(
@@ -51,27 +55,14 @@ fn main(
     let E = mu(2u);
     let Ev = mu(3u);
     set_bases(bh);
-    for (var x = t; x < BM * DM; x += 256u) {
-        let r = x / DM;
-        let e = x % DM;
-        var a = 0.0;
-        var b = 0.0;
-        if (i0 + r < L && e < E) {
-            a = q[at(0u, i0 + r, e)];
-        }
-        if (i0 + r < L && e < Ev) {
-            b = dout[at(4u, i0 + r, e)];
-        }
-        qs[r * RS + e / 4u][e % 4u] = a;
-        dos[r * RS + e / 4u][e % 4u] = b;
-    }
+    load_q(t, i0);
     workgroupBarrier();
     if (t < BM) {
         var d = 0.0;
         var l = 0.0;
         if (i0 + t < L) {
             for (var c = 0u; c < Ev; c++) {
-                d += dos[t * RS + c / 4u][c % 4u] * o[at(3u, i0 + t, c)];
+                d += dos[t][c / 4u][c % 4u] * o[at(3u, i0 + t, c)];
             }
             l = stats[bh * L + i0 + t];
             stats[(mu(4u) + bh) * L + i0 + t] = d;
@@ -85,20 +76,7 @@ fn main(
     var acc = vec4<f32>(0.0);
     for (var j0 = 0u; j0 < S; j0 += BN) {
         workgroupBarrier();
-        for (var x = t; x < BN * DM; x += 256u) {
-            let r = x / DM;
-            let e = x % DM;
-            var a = 0.0;
-            var b = 0.0;
-            if (j0 + r < S && e < E) {
-                a = kt[at(1u, e, j0 + r)];
-            }
-            if (j0 + r < S && e < Ev) {
-                b = v[at(2u, j0 + r, e)];
-            }
-            ks[r * RS + e / 4u][e % 4u] = a;
-            vs[r * RS + e / 4u][e % 4u] = b;
-        }
+        load_kv(t, j0);
         workgroupBarrier();
         if (t < BM * BN) {
             let r = t / BN;
@@ -109,22 +87,24 @@ fn main(
             if (i < L && j < S) {
                 var dot4 = vec4<f32>(0.0);
                 var dp4 = vec4<f32>(0.0);
-                for (var e = 0u; e < e4; e++) {
-                    dot4 += qs[r * RS + e] * ks[c * RS + e];
-                    dp4 += dos[r * RS + e] * vs[c * RS + e];
+                for (var e = 0u; e < D4; e++) {
+                    if (e < e4) {
+                        dot4 += qs[r][e] * ks[c][e];
+                        dp4 += dos[r][e] * vs[c][e];
+                    }
                 }
                 let dot = dot4.x + dot4.y + dot4.z + dot4.w;
                 let dp = dp4.x + dp4.y + dp4.z + dp4.w;
                 let p = asg_exp(score(dot, i, j) - lse[r]);
                 ds = grad(p * (dp - dd[r]), i, j);
             }
-            dss[t] = ds;
+            dss[r][c] = ds;
         }
         workgroupBarrier();
         if (tj < D4) {
             var a = acc;
             for (var r = 0u; r < BN; r++) {
-                a += dss[ti * BN + r] * ks[r * RS + tj];
+                a += dss[ti][r] * ks[r][tj];
             }
             acc = a;
         }

@@ -22,15 +22,21 @@ const BM: u32 = 16u;
 const BN: u32 = 16u;
 const DM: u32 = ${DM}u;
 const D4: u32 = ${D4}u;  // DM / 4: vec4s of a head
-const RS: u32 = ${D4P}u;  // a row's stride in vec4s (one more than D4: no bank conflicts)
+const RS: u32 = ${D4P}u;  // a row's length in vec4s (one more than D4: no bank conflicts)
 
-var<workgroup> qs: array<vec4<f32>, ${QS}>;  // BM rows
-var<workgroup> ks: array<vec4<f32>, ${QS}>;  // BN keys
-var<workgroup> vs: array<vec4<f32>, ${QS}>;  // BN values
-var<workgroup> ps: array<f32, 256>;  // BM x BN scores, then probabilities
-var<workgroup> corr: array<f32, 16>;
-var<workgroup> rowm: array<f32, 16>;
-var<workgroup> rowl: array<f32, 16>;
+// [row][vec4 of the head] and [row][key]: nested, so that the inner loops' indices (of
+// constant bounds, unrolled by the driver) need no run-time bounds clamp (wgpu clamps
+// a dynamic index into each array level; a flat index is clamped as a whole at every
+// read), only the thread's own row or column, once
+var<workgroup> qs: array<array<vec4<f32>, RS>, BM>;
+var<workgroup> ks: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> vs: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> ps: array<array<f32, BN>, BM>;  // scores, then probabilities
+var<workgroup> corr: array<f32, BM>;
+var<workgroup> rowm: array<f32, BM>;
+var<workgroup> rowl: array<f32, BM>;
+
+${LOADS}
 
 @compute @workgroup_size(256, 1, 1)
 fn main(
@@ -50,15 +56,7 @@ fn main(
     let E = mu(2u);
     let Ev = mu(3u);
     set_bases(bh);
-    for (var x = t; x < BM * DM; x += 256u) {
-        let r = x / DM;
-        let e = x % DM;
-        var val = 0.0;
-        if (i0 + r < L && e < E) {
-            val = q[at(0u, i0 + r, e)];
-        }
-        qs[r * RS + e / 4u][e % 4u] = val;
-    }
+    load_q(t, i0);
     if (t < BM) {
         rowm[t] = asg_ninf();
         rowl[t] = 0.0;
@@ -71,47 +69,34 @@ fn main(
     var acc = vec4<f32>(0.0);
     for (var j0 = 0u; j0 < S; j0 += BN) {
         workgroupBarrier();
-        for (var x = t; x < BN * DM; x += 256u) {
-            let c = x / DM;  // rows read along the head axis (contiguous in k and v)
-            let e = x % DM;
-            var a = 0.0;
-            var b = 0.0;
-            if (j0 + c < S) {
-                if (e < E) {
-                    a = kt[at(1u, e, j0 + c)];
-                }
-                if (e < Ev) {
-                    b = v[at(2u, j0 + c, e)];
-                }
-            }
-            ks[c * RS + e / 4u][e % 4u] = a;
-            vs[c * RS + e / 4u][e % 4u] = b;
-        }
+        load_kv(t, j0);
         workgroupBarrier();
         let j = j0 + tj;
         var s = asg_ninf();
         if (j < S) {
             var dot4 = vec4<f32>(0.0);
-            for (var e = 0u; e < e4; e++) {
-                dot4 += qs[ti * RS + e] * ks[tj * RS + e];
+            for (var e = 0u; e < D4; e++) {
+                if (e < e4) {
+                    dot4 += qs[ti][e] * ks[tj][e];
+                }
             }
             s = score(dot4.x + dot4.y + dot4.z + dot4.w, ii, j);
         }
-        ps[t] = s;
+        ps[ti][tj] = s;
         workgroupBarrier();
         if (t < BM) {
             let old = rowm[t];
             var mx = old;
             for (var c = 0u; c < BN; c++) {
-                mx = asg_max(mx, ps[t * BN + c]);
+                mx = asg_max(mx, ps[t][c]);
             }
             // exponents relative to 0 while every score so far is -inf (no NaN from -inf - -inf)
             let safe = select(mx, 0.0, bitcast<u32>(mx) == 0xff800000u);
             let cr = asg_exp(old - safe);
             var l = rowl[t] * cr;
             for (var c = 0u; c < BN; c++) {
-                let p = asg_exp(ps[t * BN + c] - safe);
-                ps[t * BN + c] = p;
+                let p = asg_exp(ps[t][c] - safe);
+                ps[t][c] = p;
                 l += p;
             }
             rowm[t] = mx;
@@ -122,7 +107,7 @@ fn main(
         if (tj < D4) {
             var a = acc * corr[ti];
             for (var r = 0u; r < BN; r++) {
-                a += ps[ti * BN + r] * vs[r * RS + tj];
+                a += ps[ti][r] * vs[r][tj];
             }
             acc = a;
         }

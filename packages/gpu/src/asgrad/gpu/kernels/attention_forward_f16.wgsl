@@ -26,39 +26,20 @@ const BM: u32 = 16u;
 const BN: u32 = 16u;
 const DM: u32 = ${DM}u;
 const D4: u32 = ${D4}u;  // DM / 4: vec4s of a head
-const RS: u32 = ${D4P}u;  // a row's stride in vec4s (one more than D4: no bank conflicts)
+const RS: u32 = ${D4P}u;  // a row's length in vec4s (one more than D4: no bank conflicts)
 
-var<workgroup> qs: array<vec4<f32>, ${QS}>;  // BM rows
-var<workgroup> ks: array<vec4<f32>, ${QS}>;  // BN keys
-var<workgroup> vs: array<vec4<f32>, ${QS}>;  // BN values
-var<workgroup> ps: array<f32, 256>;  // BM x BN scores, then probabilities
-var<workgroup> rowm: array<f32, 16>;
-var<workgroup> rowl: array<f32, 16>;
+// nested [row][vec4] and [row][key], so that the inner loops' constant indices need no
+// run-time bounds clamp (see attention_forward.wgsl)
+var<workgroup> qs: array<array<vec4<f32>, RS>, BM>;
+var<workgroup> ks: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> vs: array<array<vec4<f32>, RS>, BN>;
+var<workgroup> ps: array<array<f32, BN>, BM>;  // scores, then probabilities
+var<workgroup> rowm: array<f32, BM>;
+var<workgroup> rowl: array<f32, BM>;
 
-// the keys of block j0 into ks, and its values into vs when `values`
-fn load_keys(t: u32, j0: u32, values: bool) {
-    let S = mu(1u);
-    let E = mu(2u);
-    let Ev = mu(3u);
-    for (var x = t; x < BN * DM; x += 256u) {
-        let c = x / DM;  // rows read along the head axis (contiguous in k and v)
-        let e = x % DM;
-        var a = 0.0;
-        var b = 0.0;
-        if (j0 + c < S) {
-            if (e < E) {
-                a = f32(kt[at(1u, e, j0 + c)]);
-            }
-            if (values && e < Ev) {
-                b = f32(v[at(2u, j0 + c, e)]);
-            }
-        }
-        ks[c * RS + e / 4u][e % 4u] = a;
-        if (values) {
-            vs[c * RS + e / 4u][e % 4u] = b;
-        }
-    }
-}
+// load_q(t, i0) and load_kv(t, j0, values): the query block, the key block (its values
+// too when `values`), widened to f32
+${LOADS}
 
 // the widened float16 score of row ti (clamped to ii) and key j (-inf past the end)
 fn score_at(ti: u32, tj: u32, ii: u32, j: u32) -> f32 {
@@ -67,8 +48,10 @@ fn score_at(ti: u32, tj: u32, ii: u32, j: u32) -> f32 {
     }
     let e4 = (mu(2u) + 3u) / 4u;
     var dot4 = vec4<f32>(0.0);
-    for (var e = 0u; e < e4; e++) {
-        dot4 += qs[ti * RS + e] * ks[tj * RS + e];
+    for (var e = 0u; e < D4; e++) {
+        if (e < e4) {
+            dot4 += qs[ti][e] * ks[tj][e];
+        }
     }
     return score(asg_f2h(dot4.x + dot4.y + dot4.z + dot4.w), ii, j);
 }
@@ -91,15 +74,7 @@ fn main(
     let E = mu(2u);
     let Ev = mu(3u);
     set_bases(bh);
-    for (var x = t; x < BM * DM; x += 256u) {
-        let r = x / DM;
-        let e = x % DM;
-        var val = 0.0;
-        if (i0 + r < L && e < E) {
-            val = f32(q[at(0u, i0 + r, e)]);
-        }
-        qs[r * RS + e / 4u][e % 4u] = val;
-    }
+    load_q(t, i0);
     if (t < BM) {
         rowm[t] = asg_ninf();
         rowl[t] = 0.0;
@@ -111,21 +86,21 @@ fn main(
     // pass 1: each row's max and sum of exp(s - max)
     for (var j0 = 0u; j0 < S; j0 += BN) {
         workgroupBarrier();
-        load_keys(t, j0, false);
+        load_kv(t, j0, false);
         workgroupBarrier();
-        ps[t] = score_at(ti, tj, ii, j0 + tj);
+        ps[ti][tj] = score_at(ti, tj, ii, j0 + tj);
         workgroupBarrier();
         if (t < BM) {
             let old = rowm[t];
             var mx = old;
             for (var c = 0u; c < BN; c++) {
-                mx = asg_max(mx, ps[t * BN + c]);
+                mx = asg_max(mx, ps[t][c]);
             }
             // exponents relative to 0 while every score so far is -inf (no NaN from -inf - -inf)
             let safe = select(mx, 0.0, bitcast<u32>(mx) == 0xff800000u);
             var l = rowl[t] * asg_exp(old - safe);
             for (var c = 0u; c < BN; c++) {
-                l += asg_exp(ps[t * BN + c] - safe);
+                l += asg_exp(ps[t][c] - safe);
             }
             rowm[t] = mx;
             rowl[t] = l;
@@ -140,15 +115,15 @@ fn main(
     var acc = vec4<f32>(0.0);
     for (var j0 = 0u; j0 < S; j0 += BN) {
         workgroupBarrier();
-        load_keys(t, j0, true);
+        load_kv(t, j0, true);
         workgroupBarrier();
         let s = score_at(ti, tj, ii, j0 + tj);
-        ps[t] = f32(asg_f2h(asg_exp(s - safe) / l));
+        ps[ti][tj] = f32(asg_f2h(asg_exp(s - safe) / l));
         workgroupBarrier();
         if (tj < D4) {
             var a = acc;
             for (var r = 0u; r < BN; r++) {
-                a += ps[ti * BN + r] * vs[r * RS + tj];
+                a += ps[ti][r] * vs[r][tj];
             }
             acc = a;
         }

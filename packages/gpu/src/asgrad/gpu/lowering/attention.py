@@ -38,13 +38,19 @@ from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify
 from asgrad.tensor.ir.scalar import Expr
 
 __all__ = [
+    "DO_TILE",
+    "K_TILE",
     "MAX_HEAD",
     "MAX_LEAD",
     "MAX_SIDES",
+    "Q_TILE",
+    "V_TILE",
     "WGSL_FILES",
     "AttentionOperands",
+    "BlockTile",
     "attention_backward",
     "attention_forward",
+    "load_block",
     "storage_buffers",
 ]
 
@@ -256,24 +262,94 @@ def _block(ops: AttentionOperands) -> int:
     return 16 if _head_tile(ops) == 32 else 8
 
 
-def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int, rows: int) -> str:
-    """The WGSL of kernel ``name``; ``rows``: the rows of its streamed tiles."""
+@dataclass(frozen=True)
+class BlockTile:
+    """One workgroup tile that `load_block` fills: ``tile[r][e / 4][e % 4]`` holds the
+    element ``read`` (a WGSL expression of ``row`` and ``e``) for ``e`` below ``width``
+    (``"E"`` or ``"Ev"``), zero elsewhere; an ``optional`` tile is filled only when
+    the function's ``values`` argument is true."""
+
+    tile: str
+    read: str
+    width: str
+    optional: bool = False
+
+
+def load_block(name: str, rows: str, limit: str, tiles: Sequence[BlockTile]) -> str:
+    """The WGSL function ``name(t, r0[, values])`` that the workgroup's 256 threads call
+    to fill ``tiles`` with the ``rows`` (a constant's name) rows from ``r0``: rows at
+    or past ``limit`` (a WGSL expression: L or S) and head elements past a tile's width
+    are zeros, so the products over a whole tile need no bounds. Every attention kernel
+    loads its query, gradient, key and value blocks through one of these."""
+    optional = any(tile.optional for tile in tiles)
+    lines = [
+        f"fn {name}(t: u32, r0: u32{', values: bool' if optional else ''}) {{",
+        "    let E = mu(2u);",
+        "    let Ev = mu(3u);",
+        f"    let n = {limit};",
+        f"    for (var x = t; x < {rows} * DM; x += 256u) {{",
+        "        let r = x / DM;  // rows read along the head axis (contiguous in q, k, v)",
+        "        let e = x % DM;",
+        "        let row = r0 + r;",
+    ]
+    for k, tile in enumerate(tiles):
+        guard = f"values && e < {tile.width}" if tile.optional else f"e < {tile.width}"
+        lines += [
+            f"        var a{k} = 0.0;",
+            f"        if (row < n && {guard}) {{",
+            f"            a{k} = f32({tile.read});",
+            "        }",
+        ]
+    for k, tile in enumerate(tiles):
+        store = f"{tile.tile}[r][e / 4u][e % 4u] = a{k};"
+        if tile.optional:
+            lines += ["        if (values) {", f"            {store}", "        }"]
+        else:
+            lines.append(f"        {store}")
+    return "\n".join([*lines, "    }", "}"])
+
+
+Q_TILE = BlockTile("qs", "q[at(0u, row, e)]", "E")
+"""The query rows (slot 0)."""
+K_TILE = BlockTile("ks", "kt[at(1u, e, row)]", "E")
+"""The keys, read through k^T (slot 1)."""
+V_TILE = BlockTile("vs", "v[at(2u, row, e)]", "Ev")
+"""The values (slot 2)."""
+DO_TILE = BlockTile("dos", "dout[at(4u, row, e)]", "Ev")
+"""The output gradient's rows (slot 4)."""
+
+
+def _sources(name: str, ops: AttentionOperands, chains: str, side_first: int) -> str:
+    """The WGSL of kernel ``name``."""
     dm = _head_tile(ops)
     types = [Operand.of(s).array.wgsl for s in ops.sides]
     block = _block(ops)
+    if name == "attention_forward":
+        loads = [
+            load_block("load_q", "BM", "mu(0u)", [Q_TILE]),
+            load_block("load_kv", "BN", "mu(1u)", [K_TILE, V_TILE]),
+        ]
+    elif name == "attention_backward_q":
+        loads = [
+            load_block("load_q", "BM", "mu(0u)", [Q_TILE, DO_TILE]),
+            load_block("load_kv", "BN", "mu(1u)", [K_TILE, V_TILE]),
+        ]
+    else:  # the key side: its own keys, streamed queries
+        loads = [
+            load_block("load_kv", "BN", "mu(1u)", [K_TILE, V_TILE]),
+            load_block("load_q", "BM", "mu(0u)", [Q_TILE, DO_TILE]),
+        ]
     return render(
         name,
         PRELUDE=kernel_text("prelude"),
         COMMON=_common(types),
         SIDES=_side_bindings(types, side_first),
         CHAINS=chains,
+        LOADS="\n\n".join(loads),
         DM=dm,
         D4=dm // 4,
         D4P=dm // 4 + 1,
-        QS=16 * (dm // 4 + 1),
-        KS=rows * (dm // 4 + 1),
         BLOCK=block,
-        SCORES=16 * block,
     )
 
 
@@ -299,7 +375,7 @@ def attention_forward(
     key = ("attention_forward", _head_tile(ops), chains, types)
     pipe = device.pipeline(
         key,
-        lambda: _sources("attention_forward", ops, chains, 1 + _FORWARD_BUFFERS, 16),
+        lambda: _sources("attention_forward", ops, chains, 1 + _FORWARD_BUFFERS),
         ("uniform",) + ("read",) * 3 + ("write",) * 2 + ("read",) * len(types),
     )
     params = device.params(_meta(ops, slots))
@@ -348,7 +424,7 @@ def attention_backward(
     if length and source:
         pipe_q = device.pipeline(
             ("attention_backward_q", _head_tile(ops), chains, types),
-            lambda: _sources("attention_backward_q", ops, chains, first, _block(ops)),
+            lambda: _sources("attention_backward_q", ops, chains, first),
             ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
         )
         buffers = (params, *inputs, o_op.array.buffer, d_op.array.buffer, stats.buffer, dq_b)
@@ -356,7 +432,7 @@ def attention_backward(
         device.dispatch(pipe_q, (*buffers, *sides), fold_groups(blocks, device.max_groups))
         pipe_kv = device.pipeline(
             ("attention_backward_kv", _head_tile(ops), chains, types),
-            lambda: _sources("attention_backward_kv", ops, chains, first, _block(ops)),
+            lambda: _sources("attention_backward_kv", ops, chains, first),
             ("uniform",) + ("read",) * 5 + ("write",) * 2 + reads,
         )
         buffers = (params, *inputs, d_op.array.buffer, stats.buffer, dkt_b, dv_b)

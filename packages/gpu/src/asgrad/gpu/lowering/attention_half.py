@@ -15,6 +15,7 @@ operands, sizes and limits are `asgrad.gpu.lowering.attention`'s.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from asgrad.gpu.device.source import kernel_text, render
 from asgrad.gpu.lowering.attention import (
     _O,
     _SIDE,
+    K_TILE,
+    Q_TILE,
+    V_TILE,
     AttentionOperands,
     _check,
     _common,
@@ -32,6 +36,7 @@ from asgrad.gpu.lowering.attention import (
     _inputs,
     _meta,
     _side_bindings,
+    load_block,
 )
 from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify
 from asgrad.tensor.ir.scalar import Expr
@@ -41,6 +46,13 @@ __all__ = ["WGSL_FILES", "attention_forward_half", "storage_buffers_half"]
 WGSL_FILES: tuple[str, ...] = ("attention_forward_f16.wgsl", "prelude.wgsl")
 
 _BUFFERS = 4  # q, k^T, v, the output
+# pass 1 reads the keys alone, pass 2 the keys and the values
+_LOADS = "\n\n".join(
+    [
+        load_block("load_q", "BM", "mu(0u)", [Q_TILE]),
+        load_block("load_kv", "BN", "mu(1u)", [K_TILE, replace(V_TILE, optional=True)]),
+    ]
+)
 
 
 def storage_buffers_half(sides: int) -> int:
@@ -96,6 +108,7 @@ def attention_forward_half(ops: AttentionOperands, score: Expr) -> GpuArray:
             COMMON=_common(types),
             SIDES=_side_bindings(types, 1 + _BUFFERS),
             CHAINS=chains,
+            LOADS=_LOADS,
             QT=inputs[0],
             KT=inputs[1],
             VT=inputs[2],
@@ -103,7 +116,6 @@ def attention_forward_half(ops: AttentionOperands, score: Expr) -> GpuArray:
             DM=dm,
             D4=dm // 4,
             D4P=dm // 4 + 1,
-            QS=16 * (dm // 4 + 1),
         )
 
     pipe = device.pipeline(

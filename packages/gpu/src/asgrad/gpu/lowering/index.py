@@ -2,7 +2,9 @@
 
 Slices are copies through strided views with the elementwise kernel; gather, its
 gradient scatter-add and one-hot have kernels of their own (``kernels/index_gather.wgsl``,
-``kernels/index_scatter_add.wgsl``, ``kernels/index_one_hot.wgsl``), one thread per output element.
+``kernels/index_scatter_add.wgsl``, ``kernels/index_one_hot.wgsl``), one thread per output
+element; scatter-add into rows of 16 or more elements (an embedding's gradient) takes
+``kernels/index_scatter_add_rows.wgsl``, a workgroup per output row (`scatter_add_form`).
 
 An index outside ``[0, n)`` (a negative one too: indices do not wrap) reads nothing:
 gather gives 0 for it, scatter-add adds nothing, one-hot an all-zero row; the kernel
@@ -33,6 +35,7 @@ __all__ = [
     "gather",
     "one_hot",
     "scatter_add",
+    "scatter_add_form",
     "scatter_along",
     "take_along_axis",
 ]
@@ -40,6 +43,7 @@ __all__ = [
 WGSL_FILES: tuple[str, ...] = (
     "index_gather.wgsl",
     "index_scatter_add.wgsl",
+    "index_scatter_add_rows.wgsl",
     "index_one_hot.wgsl",
     "elementwise.wgsl",
     "index_along_take.wgsl",
@@ -80,27 +84,54 @@ def _slot(device: Device, op: str, what: str, n: int, effect: str) -> int:
     return device.checks.slot("index", op, detail)
 
 
+_ROWS_MIN_INNER = 16
+"""The narrowest row for which scatter-add takes the one-workgroup-per-row kernel."""
+
+
+def scatter_add_form(outer: int, length: int, n_idx: int, inner: int) -> str:
+    """Which kernel scatter-adds ``n_idx`` rows of width ``inner`` into ``length`` rows.
+
+    ``"rows"`` (``kernels/index_scatter_add_rows.wgsl``): a workgroup per output row and
+    block of 64 columns reads the indices once and sums the matching rows of the
+    gradient; the indices are read ``outer * length * ceil(inner / 64)`` times.
+    ``"elements"`` (``kernels/index_scatter_add.wgsl``): a thread per output element
+    reads every index, ``outer * length * inner`` times; it is kept for rows narrower
+    than 16, where most of a row workgroup's 64 threads would idle. Both add in index
+    order, so they give the same bits.
+    """
+    del outer, length, n_idx  # every size: the row kernel reads fewer indices
+    return "rows" if inner >= _ROWS_MIN_INNER else "elements"
+
+
 def scatter_add(g: GpuArray, indices: GpuArray, shape: tuple[int, ...], axis: int) -> GpuArray:
     """Zeros of ``shape`` with ``g`` added at ``indices`` along ``axis`` (gather's VJP)."""
     if g.dtype != np.float32:
         raise GpuUnsupportedError(f"scatter_add on the GPU takes float32, got {g.dtype}")
     axis %= max(len(shape), 1)
-    _, length, inner = _split(shape, axis)
+    outer, length, inner = _split(shape, axis)
     out = GpuArray.empty(shape, np.float32, g.device)
     if out.size == 0:
         return out
     device = g.device
+    form = scatter_add_form(outer, length, indices.size, inner)
+    kernel = "index_scatter_add" if form == "elements" else "index_scatter_add_rows"
     pipe = device.pipeline(
-        ("index_scatter_add",),
-        lambda: render("index_scatter_add", CHECKS=checks_source(4)),
+        (kernel,),
+        lambda: render(kernel, CHECKS=checks_source(4)),
         ("uniform", "read", "read", "write", "checks"),
     )
     slot = _slot(
         device, "scatter_add", f"axis {axis} of the {shape} result", length, "added nothing"
     )
-    meta = struct.pack("<8I", out.size, length, indices.size, inner, slot, 0, 0, 0)
+    if form == "elements":
+        meta = struct.pack("<8I", out.size, length, indices.size, inner, slot, 0, 0, 0)
+        groups = -(-out.size // 256)
+    else:
+        col_blocks = -(-inner // 64)
+        groups = outer * length * col_blocks
+        meta = struct.pack("<8I", groups, length, indices.size, inner, slot, col_blocks, 0, 0)
     buffers = (device.params(meta), g.buffer, indices.buffer, out.buffer, device.checks.buffer)
-    device.dispatch(pipe, buffers, fold_groups(-(-out.size // 256), device.max_groups))
+    device.dispatch(pipe, buffers, fold_groups(groups, device.max_groups))
     return out
 
 
