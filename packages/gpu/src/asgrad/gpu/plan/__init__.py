@@ -72,6 +72,7 @@ from asgrad.gpu.plan.fusion_groups import (
     shared_products,
     stored_chains,
 )
+from asgrad.gpu.plan.multi_copies import launch_variable_copies, variable_copies
 from asgrad.gpu.plan.multi_finite import Checks, none_true_checks
 from asgrad.gpu.plan.multi_sums import Partial
 from asgrad.gpu.plan.multi_update import launch_update_batch
@@ -142,6 +143,14 @@ def build_plan(
         attention.destinations = find_destinations(roots, device, users, inlined, types, rules)
     checks = _checks(schedule, types, attention, batch) if fuse else {}
     in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
+    copies: list[Node] = []
+    if fuse:
+        taken = set(in_place) | set(checks) | {n.id for f in checks.values() for n in f}
+        if batch is not None:
+            taken |= batch.members | set(batch.sums)
+        if attention is not None:
+            taken |= set(attention.covered)
+        copies = variable_copies(schedule, types, inlined, taken)
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
@@ -170,6 +179,7 @@ def build_plan(
                 attention,
                 siblings,
                 checks,
+                copies,
             )
     except BaseException:
         scope.close()
@@ -309,6 +319,7 @@ def lower_schedule(
     attention: AttentionPlan | None = None,
     siblings: Mapping[int, list[tuple[int, list[int]]]] | None = None,
     checks: Mapping[int, tuple[Node, Node, Node]] | None = None,
+    copies: Sequence[Node] = (),
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
@@ -321,9 +332,12 @@ def lower_schedule(
     row op's kernel computes too (`row_siblings`): their inlined inputs are lowered at
     that op's step, and their values are what it stored; ``checks`` the comparisons
     computed as flags (`asgrad.gpu.plan.multi_finite`), launched together before the
-    first kernel that reads one.
+    first kernel that reads one; ``copies`` the elementwise values of variables alone
+    (`asgrad.gpu.plan.multi_copies`), launched together at the first one's step.
     """
     bindings = Bindings()
+    copied = {n.id for n in copies}
+    ready: dict[int, GpuArray] = {}  # launched with the first of ``copies``
     flags = Checks.of(checks or {}, device)
     casts = {cast.id for _, cast, _ in (checks or {}).values()}
     compared = set(checks or {})
@@ -350,7 +364,12 @@ def lower_schedule(
         out_type = types[node.id]
         if flags is not None and node.id in flush_before:
             flags.launch()
-        if flags is not None and node.id in casts:
+        if node.id in copied and not ready and copies:
+            ready = launch_variable_copies(copies, types, store, device)
+            copies = ()
+        if node.id in ready:
+            values[node.id] = ready.pop(node.id)
+        elif flags is not None and node.id in casts:
             values[node.id] = flags.add(values[node.inputs[0].id])
         elif flags is not None and (node.id in passed or node.id in compared):
             values[node.id] = values[node.inputs[0].id]  # the check's flag, passed on

@@ -286,8 +286,9 @@ def _same(a: Operand, b: Operand) -> bool:
     )
 
 
-def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
-    """One kernel over ``segments``: each a run of workgroups, in order."""
+def _dispatch(segments: Sequence[_Segment], device: Device, name: str = "multi_update") -> None:
+    """One kernel over ``segments``: each a run of workgroups, in order (``name``: its
+    label's first word, the dispatch's kind, `asgrad.gpu.plan.dispatch_kinds`)."""
     slots: dict[int, int] = {}
     kinds: list[str] = []
     buffers = []
@@ -339,6 +340,6 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
         start += groups
     source = blocks_kernel([kernel_text("prelude"), *decls], blocks)
     label = f"{len(segments)} tensors, {sum(s.size for s in segments)} elements"
-    key = ("multi_update", label, (source,))  # a tuple part stays out of the label
+    key = (name, label, (source,))  # a tuple part stays out of the label
     pipe = device.pipeline(key, lambda: source, tuple(kinds))
     device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))
