@@ -74,9 +74,10 @@ from asgrad.gpu.plan.fusion_groups import (
 )
 from asgrad.gpu.plan.multi_copies import launch_variable_copies, variable_copies
 from asgrad.gpu.plan.multi_finite import Checks, none_true_checks
-from asgrad.gpu.plan.multi_sums import Partial
+from asgrad.gpu.plan.multi_sums import ColumnSums
 from asgrad.gpu.plan.multi_update import launch_update_batch
 from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
+from asgrad.gpu.plan.values import Partial, Summed
 from asgrad.tensor.ir.graph import Node, Variable
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.runtime.progress import current
@@ -210,7 +211,9 @@ def update_batch(
     # Moving the members to the batch's step moves a reader fused into a member's
     # kernel no later than that step, so the steps before the move decide the same.
     launched_at = _launch_steps(schedule, users, inlined, {})
-    return find_update_batch(schedule, users, types, launched_at, readers)
+    kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
+    checked = {cast.id for _, cast, _ in none_true_checks(schedule.nodes, types, kept).values()}
+    return find_update_batch(schedule, users, types, launched_at, readers, inlined, checked)
 
 
 def in_place_updates(
@@ -346,7 +349,7 @@ def lower_schedule(
     released = release_steps(schedule, batch)
     members = batch.members if batch is not None else frozenset()
     products = batch.products - inlined if batch is not None else frozenset()
-    pieces: dict[int, Partial] = {}  # products of split K the batch adds up
+    sums = ColumnSums(device)  # the batch's column sums, launched together
     early: dict[int, GpuArray] = {}  # computed by an earlier row kernel (siblings)
     values: dict[int, Value] = {}
     nodes = {n.id: n for n in schedule.nodes}
@@ -378,7 +381,8 @@ def lower_schedule(
             if var is not None:
                 values[node.id] = store.array(var)  # the batch writes it
         elif batch is not None and node.id in batch.sums:
-            pass  # summed when the batch launches
+            src = values[node.inputs[0].id]  # summed by the batch (and the checks)
+            values[node.id] = sums.add(src, batch.sums[node.id], out_type)
         elif node.id in early:
             values[node.id] = early.pop(node.id)
         elif node.id in values:
@@ -424,9 +428,10 @@ def lower_schedule(
                         early.update({t: d.array for t, d in found if d.array is not None})
                     elif split[1] == 1:
                         values[node.id] = split[0]
-                    else:  # the batch adds the pieces up
+                    else:  # the batch adds the pieces up (and the checks)
                         shape = tuple(out_type.shape)
-                        pieces[node.id] = Partial(split[0], 0, split[1], math.prod(shape), shape)
+                        part = Partial(split[0], 0, split[1], math.prod(shape), shape)
+                        values[node.id] = Summed(out_type, part)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
         if attention is not None and node.id in values:
@@ -435,7 +440,7 @@ def lower_schedule(
             if flags is not None:
                 flags.launch()
             targets = {m: store.array(v) for m, v in batch.variables.items()}
-            launch_update_batch(batch, values, targets, device, pieces)
+            launch_update_batch(batch, values, targets, device)
         for dead in released.get(i, []):
             values.pop(dead, None)
     if flags is not None:

@@ -21,7 +21,7 @@ from asgrad.gpu.device.array import GpuArray
 from asgrad.gpu.device.source import numpy_dtype, wgsl_type
 from asgrad.gpu.device.variables import GpuVariableStore
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
-from asgrad.gpu.plan.multi_update import _dispatch, _segment, _Segment
+from asgrad.gpu.plan.multi_update import _dispatch, _Segment, _segment
 from asgrad.gpu.plan.values import Value
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
@@ -71,7 +71,7 @@ def launch_variable_copies(
         t = types[node.id]
         out = GpuArray.empty(tuple(t.shape), numpy_dtype(t.dtype), device)
         values: dict[int, Value] = {i.id: store.array(i.attrs["variable"]) for i in node.inputs}
-        segment = _segment([node], values, {node.id: out}, set(), {})
+        segment = _segment([node], values, {node.id: out}, set())
         if segment is None or len(segment.buffers()) > limit:
             continue  # launched at its own step
         arrays[node.id] = out
