@@ -22,7 +22,9 @@ The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kern
 generated for chains of elementwise ops, the nodes inlined into their users),
 ``fusion_rows`` (row kernels composed with the chains around them),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
-dispatches), ``attention`` (attention as one kernel), ``destinations`` (a kernel's
+dispatches), ``multi_finite`` (checks of many gradients in one dispatch),
+``multi_copies`` (elementwise values of variables alone, a mixed-precision step's
+float16 weights, in one dispatch), ``attention`` (attention as one kernel), ``destinations`` (a kernel's
 output written where the views reading it put it), ``capture`` (dispatches recorded
 once, replayed at every run), ``values`` (values passed between nodes without a
 launch) and ``dispatch_kinds``. It may import
