@@ -25,9 +25,9 @@ generated for chains of elementwise ops, the nodes inlined into their users),
 dispatches), ``multi_finite`` (checks of many gradients in one dispatch),
 ``multi_copies`` (elementwise values of variables alone, a mixed-precision step's
 float16 weights, in one dispatch), ``attention`` (attention as one kernel),
-``destinations`` (a kernel's output written where the views reading it put it), ``capture`` (dispatches recorded
-once, replayed at every run), ``values`` (values passed between nodes without a
-launch) and ``dispatch_kinds``. It may import
+``destinations`` (a kernel's output written where the views reading it put it),
+``capture`` (dispatches recorded once, replayed at every run), ``values`` (values
+passed between nodes without a launch) and ``dispatch_kinds``. It may import
 [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors`, `asgrad.gpu.device`,
 `asgrad.gpu.lowering` and itself.
 """
