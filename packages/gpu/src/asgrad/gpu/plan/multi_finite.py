@@ -8,7 +8,10 @@ fill sets every flag to true, and one kernel (per binding limit) evaluates each
 ``x``'s expression over its elements (rendered from the graph's scalar expressions,
 as an elementwise kernel's) and clears its flag where an element is true. The checks
 wait until a kernel that reads one is launched, so every gradient's check shares the
-dispatch.
+dispatch. A gradient the update batch sums from partial sums (a bias's column sum, a
+weight's product whose K is split: `asgrad.gpu.plan.values.Summed`) is read the same
+way, each element the sum of its partial sums (rounded once where it is float16), so
+the check needs no reduction of its own either.
 """
 
 from __future__ import annotations
