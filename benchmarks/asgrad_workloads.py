@@ -196,8 +196,9 @@ def transformer(backend: str, large: bool = False, precision: str = "float32") -
     return Workload(program, placed(feeds, backend), STEPS[name])
 
 
-def build(name: str, backend: str) -> Workload:
-    """The workload ``name`` compiled for ``backend`` ("cpu" or "gpu")."""
+def build(name: str, backend: str, precision: str = "float32") -> Workload:
+    """The workload ``name`` compiled for ``backend`` ("cpu" or "gpu"); the transformers
+    also with ``precision="mixed"`` (under a `nn.GradScaler`)."""
     if name == "xor":
         return xor(backend)
     if name == "mlp":
@@ -205,5 +206,7 @@ def build(name: str, backend: str) -> Workload:
     if name == "cnn":
         return cnn(backend)
     if name in ("transformer", "transformer_large"):
-        return transformer(backend, large=name == "transformer_large")
+        return transformer(backend, large=name == "transformer_large", precision=precision)
+    if precision != "float32":
+        raise ValueError(f"precision={precision!r} is for the transformer workloads")
     raise ValueError(f"unknown workload {name!r}")

@@ -384,14 +384,14 @@ def bench_replay(count: int, reps: int = 5) -> list[Row]:
     return rows
 
 
-def _workload_plan(name: str, steps: int) -> tuple[Any, Any]:
+def _workload_plan(name: str, steps: int, precision: str = "float32") -> tuple[Any, Any]:
     """A WORKLOADS.md workload on the GPU after ``steps`` steps, and its plan."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     workloads = importlib.import_module("asgrad_workloads")
-    workload = workloads.build(name, "gpu")
+    workload = workloads.build(name, "gpu", precision)
     if steps == 0:
         from asgrad.gpu.plan import build_plan
 
@@ -409,16 +409,18 @@ def _kinds_line(commands: Any) -> str:
     return ", ".join(f"{count} {kind}" for kind, count in kinds.most_common())
 
 
-def dispatch_counts(name: str) -> Row:
+def dispatch_counts(name: str, precision: str = "float32") -> Row:
     """Dispatches of one training step of a workload by kind (no run: the plan only)."""
-    _, plan = _workload_plan(name, 0)
+    _, plan = _workload_plan(name, 0, precision)
     row: Row = {"bench": "dispatches", "workload": name, "dispatches": len(plan.commands)}
+    if precision != "float32":
+        name = f"{name} ({precision})"
     row.update(count_kinds(plan.commands))
     print(f"# {name}: {len(plan.commands)} dispatches: {_kinds_line(plan.commands)}", flush=True)
     return row
 
 
-def profile_workload(name: str, top: int) -> list[Row]:
+def profile_workload(name: str, top: int, precision: str = "float32") -> list[Row]:
     """Per-kernel GPU time of one training step of a WORKLOADS.md workload.
 
     Each captured dispatch is timed by :func:`asgrad.gpu.plan.capture.profile` (run alone,
@@ -427,7 +429,9 @@ def profile_workload(name: str, top: int) -> list[Row]:
     """
     from asgrad.gpu.plan.dispatch_kinds import kernel_kind
 
-    workload, plan = _workload_plan(name, 2)
+    workload, plan = _workload_plan(name, 2, precision)
+    if precision != "float32":
+        name = f"{name} ({precision})"
     device = get_device()
     totals: dict[str, list[float]] = {}
     kinds: dict[str, float] = {}
@@ -483,16 +487,25 @@ def main() -> None:
         metavar="WORKLOAD",
         help="dispatches of a training step by kind, without running it (fast on lavapipe)",
     )
+    parser.add_argument(
+        "--precision",
+        default="float32",
+        help="float32, mixed, or both comma-separated: the transformers' step for "
+        "--dispatches and --profile (mixed: precision='mixed' under a GradScaler)",
+    )
     args = parser.parse_args()
+    precisions = args.precision.split(",")
     if args.dispatches:
         get_device()
         for name in args.dispatches.split(","):
-            dispatch_counts(name)
+            for precision in precisions:
+                dispatch_counts(name, precision)
         return
     if args.profile:
         get_device()
         for name in args.profile.split(","):
-            profile_workload(name, args.top)
+            for precision in precisions:
+                profile_workload(name, args.top, precision)
         return
     device = get_device()
     caps = device.capabilities

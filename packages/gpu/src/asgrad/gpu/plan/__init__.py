@@ -22,10 +22,12 @@ The subpackage holds the planner's parts: ``fusion`` and ``fusion_groups`` (kern
 generated for chains of elementwise ops, the nodes inlined into their users),
 ``fusion_rows`` (row kernels composed with the chains around them),
 ``update_chains``, ``multi_update`` and ``multi_sums`` (an optimizer step in few
-dispatches), ``attention`` (attention as one kernel), ``destinations`` (a kernel's
-output written where the views reading it put it), ``capture`` (dispatches recorded
-once, replayed at every run), ``values`` (values passed between nodes without a
-launch) and ``dispatch_kinds``. It may import
+dispatches), ``multi_finite`` (checks of many gradients in one dispatch),
+``multi_copies`` (elementwise values of variables alone, a mixed-precision step's
+float16 weights, in one dispatch), ``attention`` (attention as one kernel),
+``destinations`` (a kernel's output written where the views reading it put it),
+``capture`` (dispatches recorded once, replayed at every run), ``values`` (values
+passed between nodes without a launch) and ``dispatch_kinds``. It may import
 [`asgrad.tensor`][asgrad.tensor], `asgrad.gpu.errors`, `asgrad.gpu.device`,
 `asgrad.gpu.lowering` and itself.
 """
@@ -72,10 +74,12 @@ from asgrad.gpu.plan.fusion_groups import (
     shared_products,
     stored_chains,
 )
+from asgrad.gpu.plan.multi_copies import launch_variable_copies, variable_copies
 from asgrad.gpu.plan.multi_finite import Checks, none_true_checks
-from asgrad.gpu.plan.multi_sums import Partial
+from asgrad.gpu.plan.multi_sums import ColumnSums
 from asgrad.gpu.plan.multi_update import launch_update_batch
 from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
+from asgrad.gpu.plan.values import Partial, Summed
 from asgrad.tensor.ir.graph import Node, Variable
 from asgrad.tensor.ir.schedule import Schedule
 from asgrad.tensor.runtime.progress import current
@@ -142,6 +146,14 @@ def build_plan(
         attention.destinations = find_destinations(roots, device, users, inlined, types, rules)
     checks = _checks(schedule, types, attention, batch) if fuse else {}
     in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
+    copies: list[Node] = []
+    if fuse:
+        taken = set(in_place) | set(checks) | {n.id for f in checks.values() for n in f}
+        if batch is not None:
+            taken |= batch.members | set(batch.sums)
+        if attention is not None:
+            taken |= set(attention.covered)
+        copies = variable_copies(schedule, types, inlined, taken)
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
@@ -170,6 +182,7 @@ def build_plan(
                 attention,
                 siblings,
                 checks,
+                copies,
             )
     except BaseException:
         scope.close()
@@ -200,7 +213,9 @@ def update_batch(
     # Moving the members to the batch's step moves a reader fused into a member's
     # kernel no later than that step, so the steps before the move decide the same.
     launched_at = _launch_steps(schedule, users, inlined, {})
-    return find_update_batch(schedule, users, types, launched_at, readers)
+    kept = {n.id for n in schedule.outputs} | {n.id for _, n in schedule.updates}
+    checked = {cast.id for _, cast, _ in none_true_checks(schedule.nodes, types, kept).values()}
+    return find_update_batch(schedule, users, types, launched_at, readers, inlined, checked)
 
 
 def in_place_updates(
@@ -309,6 +324,7 @@ def lower_schedule(
     attention: AttentionPlan | None = None,
     siblings: Mapping[int, list[tuple[int, list[int]]]] | None = None,
     checks: Mapping[int, tuple[Node, Node, Node]] | None = None,
+    copies: Sequence[Node] = (),
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
@@ -321,9 +337,12 @@ def lower_schedule(
     row op's kernel computes too (`row_siblings`): their inlined inputs are lowered at
     that op's step, and their values are what it stored; ``checks`` the comparisons
     computed as flags (`asgrad.gpu.plan.multi_finite`), launched together before the
-    first kernel that reads one.
+    first kernel that reads one; ``copies`` the elementwise values of variables alone
+    (`asgrad.gpu.plan.multi_copies`), launched together at the first one's step.
     """
     bindings = Bindings()
+    copied = {n.id for n in copies}
+    ready: dict[int, GpuArray] = {}  # launched with the first of ``copies``
     flags = Checks.of(checks or {}, device)
     casts = {cast.id for _, cast, _ in (checks or {}).values()}
     compared = set(checks or {})
@@ -332,7 +351,7 @@ def lower_schedule(
     released = release_steps(schedule, batch)
     members = batch.members if batch is not None else frozenset()
     products = batch.products - inlined if batch is not None else frozenset()
-    pieces: dict[int, Partial] = {}  # products of split K the batch adds up
+    sums = ColumnSums(device)  # the batch's column sums, launched together
     early: dict[int, GpuArray] = {}  # computed by an earlier row kernel (siblings)
     values: dict[int, Value] = {}
     nodes = {n.id: n for n in schedule.nodes}
@@ -350,7 +369,12 @@ def lower_schedule(
         out_type = types[node.id]
         if flags is not None and node.id in flush_before:
             flags.launch()
-        if flags is not None and node.id in casts:
+        if node.id in copied and not ready and copies:
+            ready = launch_variable_copies(copies, types, store, device)
+            copies = ()
+        if node.id in ready:
+            values[node.id] = ready.pop(node.id)
+        elif flags is not None and node.id in casts:
             values[node.id] = flags.add(values[node.inputs[0].id])
         elif flags is not None and (node.id in passed or node.id in compared):
             values[node.id] = values[node.inputs[0].id]  # the check's flag, passed on
@@ -359,7 +383,8 @@ def lower_schedule(
             if var is not None:
                 values[node.id] = store.array(var)  # the batch writes it
         elif batch is not None and node.id in batch.sums:
-            pass  # summed when the batch launches
+            src = values[node.inputs[0].id]  # summed by the batch (and the checks)
+            values[node.id] = sums.add(src, batch.sums[node.id], out_type)
         elif node.id in early:
             values[node.id] = early.pop(node.id)
         elif node.id in values:
@@ -405,9 +430,10 @@ def lower_schedule(
                         early.update({t: d.array for t, d in found if d.array is not None})
                     elif split[1] == 1:
                         values[node.id] = split[0]
-                    else:  # the batch adds the pieces up
+                    else:  # the batch adds the pieces up (and the checks)
                         shape = tuple(out_type.shape)
-                        pieces[node.id] = Partial(split[0], 0, split[1], math.prod(shape), shape)
+                        part = Partial(split[0], 0, split[1], math.prod(shape), shape)
+                        values[node.id] = Summed(out_type, part)
             except GpuError as exc:
                 raise type(exc)(f"{node.op} (made at {node.location}): {exc}") from exc
         if attention is not None and node.id in values:
@@ -416,7 +442,7 @@ def lower_schedule(
             if flags is not None:
                 flags.launch()
             targets = {m: store.array(v) for m, v in batch.variables.items()}
-            launch_update_batch(batch, values, targets, device, pieces)
+            launch_update_batch(batch, values, targets, device)
         for dead in released.get(i, []):
             values.pop(dead, None)
     if flags is not None:

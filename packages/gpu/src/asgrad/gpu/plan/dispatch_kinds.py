@@ -28,6 +28,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     (r"elementwise [-0-9.e]+(u|i)?" + _MODE, "fill"),
     ("elementwise", "elementwise"),
     ("multi_update", "optimizer update"),
+    ("multi_elementwise", "variable casts"),  # of variables alone (multi_copies)
     ("multi_column_sum", "gradient sums"),  # the bias gradients the update reads
     ("multi_none_true", "checks"),  # all(isfinite(g)) of many gradients (multi_finite)
     ("linalg", "matmul"),

@@ -48,6 +48,7 @@ from asgrad.gpu.lowering.linalg import (
     matmul_into,
     unsplit,
 )
+from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.gpu.lowering.scalar import WGSL, height, typed
 from asgrad.gpu.plan.fusion_rows import can_host, launch_rows, reduction_rows, rows_epilogue
 from asgrad.gpu.plan.values import (
@@ -58,6 +59,7 @@ from asgrad.gpu.plan.values import (
     Reshaped,
     Rows,
     Scattered,
+    Summed,
     Value,
     _box,
     _core,
@@ -167,8 +169,9 @@ def _same_leaf(a: Leaf, b: Leaf) -> bool:
 
 
 # A fused kernel's leaf: an array or a view, or a product or a row program its kernel
-# may store.
-FusedLeaf = Leaf | Product | Rows
+# may store, or a sum of partial sums (read by a multi-tensor update or check; any
+# other kernel launches it).
+FusedLeaf = Leaf | Product | Rows | Summed
 
 
 def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedLeaf]] | None:
@@ -200,7 +203,7 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
                 continue
             if isinstance(value, (Scattered, Reshaped)):
                 value = materialize(value)
-            if isinstance(value, (Product, Rows)) and value.array is not None:
+            if isinstance(value, (Product, Rows, Summed)) and value.array is not None:
                 value = value.array  # launched by an earlier kernel
             args.append(arg(_leaf_index(leaves, value)))
         return substitute(e, args)
@@ -215,8 +218,8 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
 def _leaf_index(leaves: list[FusedLeaf], value: FusedLeaf) -> int:
     for k, leaf in enumerate(leaves):
         if leaf is value or (
-            not isinstance(leaf, (Product, Rows))
-            and not isinstance(value, (Product, Rows))
+            not isinstance(leaf, (Product, Rows, Summed))
+            and not isinstance(value, (Product, Rows, Summed))
             and _same_leaf(leaf, value)
         ):
             return k
@@ -260,6 +263,10 @@ def materialize(value: Value) -> GpuArray:
         return value.array
     if isinstance(value, Rows):
         return launch_rows(value)
+    if isinstance(value, Summed):
+        if value.array is None:
+            value.array = _finish_sum(value)
+        return value.array
     if value.array is None:
         value.array = emit(value.expr, value.inputs, value.type)
     return value.array
@@ -288,14 +295,15 @@ def emit(
         inputs = [materialize(v) for v in inputs]
         fused = fused_expression(expr, inputs)
         assert fused is not None
-    tree, leaves = fused
+    tree, found = fused
+    leaves: list[FusedLeaf] = [materialize(v) if isinstance(v, Summed) else v for v in found]
     shape = tuple(out.shape)
     host = _epilogue_host(tree, leaves, out, target)
     if host is not None:
         p = leaves[host]
         assert isinstance(p, Product)
         others = [
-            materialize(v) if isinstance(v, (Product, Rows)) else v
+            materialize(v) if isinstance(v, (Product, Rows, Summed)) else v
             for k, v in enumerate(leaves)
             if k != host
         ]
@@ -313,10 +321,23 @@ def emit(
     rows = _rows_host(tree, leaves, out, target, siblings)
     if rows is not None:
         return rows
-    arrays = [materialize(v) if isinstance(v, (Product, Rows)) else v for v in leaves]
+    arrays = [materialize(v) if isinstance(v, (Product, Rows, Summed)) else v for v in leaves]
     if target is not None:
         return elementwise_tree(tree, arrays, out=Operand.of(target))
     return elementwise_tree(tree, arrays, numpy_dtype(out.dtype), shape)
+
+
+def _finish_sum(value: Summed) -> GpuArray:
+    """A `Summed` value as an array: its partial sums added up by a reduction kernel
+    (rounded once to float16 where it is float16)."""
+    part = value.partials()
+    whole = part.arena
+    if part.offset or whole.size != part.chunks * part.size:
+        view = Operand(whole, (part.chunks, part.size), (part.size, 1), part.offset)
+        whole = materialize(view)
+    out = GpuArray.empty(tuple(value.type.shape), numpy_dtype(value.type.dtype), whole.device)
+    reduce_axis("sum", whole.view((part.chunks, part.size)), 0, out=out.view((part.size,)))
+    return out
 
 
 def _cut(expr: Expr, inputs: list[Value]) -> None:
@@ -534,7 +555,7 @@ def _in_place(scattered: Scattered, shape: tuple[int, ...], dtype: np.dtype) -> 
 
 
 def _value_shape(value: Value) -> tuple[int, ...]:
-    if isinstance(value, (Deferred, Scattered, Rows)):
+    if isinstance(value, (Deferred, Scattered, Rows, Summed)):
         return tuple(value.type.shape)
     if isinstance(value, Product):
         return tuple(materialize(value).shape)
@@ -632,9 +653,9 @@ MAX_PIECES = 1 << 22
 def product_pieces(
     node: Node, ins: list[Value], out_type: TensorType
 ) -> tuple[GpuArray, int] | None:
-    """A float32 product ``node`` (a matmul of matrices, or a batched one summed over
-    its batch, `_folded_product`) launched without summing its split K: the partial
-    products, shaped ``(splits, size)``, and ``splits``; a multi-tensor update reads
+    """A float32 or float16 product ``node`` (a matmul of matrices, or a batched one
+    summed over its batch, `_folded_product`) launched without summing its split K: the
+    float32 partial products, shaped ``(splits, size)``, and ``splits``; a multi-tensor update reads
     their sum (`asgrad.gpu.plan.multi_sums`), so no column reduction is launched for
     them. None, launching nothing, when ``node`` is no such product or K is not split.
     """
@@ -649,12 +670,13 @@ def product_pieces(
         a, b = views
     else:
         return None
-    if a.array.dtype != np.float32 or b.array.dtype != np.float32:
+    dtype = a.array.dtype
+    if dtype not in (np.float32, np.float16) or b.array.dtype != dtype:
         return None
     tile, splits = choose(a, b)
     if splits == 1 or math.prod(out_type.shape) * splits > MAX_PIECES:
         return None  # K whole, or pieces holding too much memory until the update
-    out = GpuArray.empty((a.shape[-2], b.shape[-1]), np.float32, a.array.device)
+    out = GpuArray.empty((a.shape[-2], b.shape[-1]), dtype, a.array.device)
     if math.prod(out.shape) != math.prod(out_type.shape):
         return None
     pieces = matmul_into(a, b, out, tile, splits, sum_pieces=False)

@@ -8,7 +8,10 @@ fill sets every flag to true, and one kernel (per binding limit) evaluates each
 ``x``'s expression over its elements (rendered from the graph's scalar expressions,
 as an elementwise kernel's) and clears its flag where an element is true. The checks
 wait until a kernel that reads one is launched, so every gradient's check shares the
-dispatch.
+dispatch. A gradient the update batch sums from partial sums (a bias's column sum, a
+weight's product whose K is split: `asgrad.gpu.plan.values.Summed`) is read the same
+way, each element the sum of its partial sums (rounded once where it is float16), so
+the check needs no reduction of its own either.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from asgrad.gpu.device.source import kernel_text
 from asgrad.gpu.lowering.elementwise import CHECKED, MAX_INPUTS, elementwise
 from asgrad.gpu.lowering.scalar import WGSL, render_wgsl_lets, simplify
 from asgrad.gpu.plan.fusion import fused_expression, materialize
-from asgrad.gpu.plan.multi_sums import blocks_kernel
-from asgrad.gpu.plan.values import Deferred, Value
+from asgrad.gpu.plan.multi_sums import blocks_kernel, sum_lines
+from asgrad.gpu.plan.values import Deferred, Summed, Value
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg
@@ -75,8 +78,19 @@ def none_true_checks(
 class _Job:
     flag: int
     tree: Expr
-    leaves: list[GpuArray | Operand]
+    leaves: list[GpuArray | Operand | Summed]  # a Summed: its partial sums, added up
     size: int
+
+    def bindings(self) -> set[tuple[int, str]]:
+        """The buffers (and element types) the job reads."""
+        return {_binding(leaf) for leaf in self.leaves}
+
+
+def _binding(leaf: GpuArray | Operand | Summed) -> tuple[int, str]:
+    if isinstance(leaf, Summed):
+        return id(leaf.partials().arena.buffer), "f32"
+    array = Operand.of(leaf).array
+    return id(array.buffer), array.wgsl
 
 
 @dataclass
@@ -101,7 +115,8 @@ class Checks:
         `launch`. The pending checks are launched first when ``x`` reads one's flag."""
         job = _job(x)
         if self.flags is not None and any(
-            Operand.of(leaf).array.buffer is self.flags.buffer for leaf in job.leaves
+            not isinstance(leaf, Summed) and Operand.of(leaf).array.buffer is self.flags.buffer
+            for leaf in job.leaves
         ):
             self.launch()
         if self.flags is None:
@@ -116,13 +131,13 @@ class Checks:
         if not self.pending or flags is None:
             return
         jobs, self.pending, self.flags = self.pending, [], None
+        for job in jobs:  # the sums they read launched first (column sums wait till now)
+            job.bindings()
         elementwise("1u", [], np.bool_, (len(jobs),), out=Operand(flags, (len(jobs),), (1,), 0))
         group: list[_Job] = []
         bound: set[tuple[int, str]] = set()
         for job in jobs:
-            mine = {
-                (id(leaf.array.buffer), leaf.array.wgsl) for leaf in map(Operand.of, job.leaves)
-            }
+            mine = job.bindings()
             if group and len(bound | mine) > MAX_INPUTS:
                 _dispatch(group, flags)
                 group, bound = [], set()
@@ -140,7 +155,9 @@ def _job(x: Value) -> _Job:
         shape = tuple(x.type.shape)
         if fused is not None and not _checking(fused[0]):
             tree, found = fused
-            leaves = [v if isinstance(v, (GpuArray, Operand)) else materialize(v) for v in found]
+            leaves = [
+                v if isinstance(v, (GpuArray, Operand, Summed)) else materialize(v) for v in found
+            ]
             if all(_readable(leaf, shape) for leaf in leaves):
                 return _Job(-1, tree, leaves, math.prod(shape))
     whole = materialize(x)
@@ -161,8 +178,11 @@ def _checking(tree: Expr) -> bool:
     return False
 
 
-def _readable(leaf: GpuArray | Operand, shape: tuple[int, ...]) -> bool:
-    """Whether ``leaf`` broadcast to ``shape`` is one value or contiguous over it."""
+def _readable(leaf: GpuArray | Operand | Summed, shape: tuple[int, ...]) -> bool:
+    """Whether ``leaf`` broadcast to ``shape`` is one value or contiguous over it (a
+    sum of partial sums of ``shape``'s size: read at each element)."""
+    if isinstance(leaf, Summed):
+        return leaf.size == math.prod(shape)
     op = Operand.of(leaf)
     if math.prod(op.shape) == 1:
         return True
@@ -183,8 +203,8 @@ def _dispatch(jobs: Sequence[_Job], flags: GpuArray) -> None:
     types: list[str] = []
     for job in jobs:
         for leaf in job.leaves:
-            array = Operand.of(leaf).array
-            key = (id(array.buffer), array.wgsl)
+            array = leaf.partials().arena if isinstance(leaf, Summed) else Operand.of(leaf).array
+            key = _binding(leaf)
             if key not in slots:
                 slots[key] = len(buffers)
                 buffers.append(array.buffer)
@@ -202,8 +222,12 @@ def _dispatch(jobs: Sequence[_Job], flags: GpuArray) -> None:
         loads: list[str] = []
         leaf_types: list[str] = []
         for k, leaf in enumerate(job.leaves):
+            slot = slots[_binding(leaf)]
+            if isinstance(leaf, Summed):
+                loads += sum_lines(f"x{k}", leaf, f"b{slot}", "i", "            ")
+                leaf_types.append(leaf.wgsl)
+                continue
             op = Operand.of(leaf)
-            slot = slots[(id(op.array.buffer), op.array.wgsl)]
             at = f"{op.offset}u" if math.prod(op.shape) == 1 else f"{op.offset}u + i"
             loads.append(f"            let x{k} = b{slot}[{at}];")
             leaf_types.append(op.array.wgsl)

@@ -1,21 +1,20 @@
 """Column sums launched with an update batch: every bias gradient's partial sums in
-one dispatch (per binding limit), finished by the multi-tensor update that reads them.
+one dispatch (per binding limit), finished by the multi-tensor update that reads them
+(and by the gradients' checks, `asgrad.gpu.plan.multi_finite`, which read them first).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
 from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.device.array import GpuArray, Operand
-from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.gpu.plan.fusion import materialize
-from asgrad.gpu.plan.update_chains import UpdateBatch
-from asgrad.gpu.plan.values import Value
+from asgrad.gpu.plan.values import Partial, Summed, Value
+from asgrad.tensor import TensorType
 
 _THREADS = 256
 
@@ -40,7 +39,7 @@ def blocks_kernel(decls: Sequence[str], blocks: Sequence[str]) -> str:
     )
 
 
-__all__ = ["Partial", "launch_column_sums"]
+__all__ = ["ColumnSums", "Partial"]
 
 
 def _contiguous(op: Operand) -> bool:
@@ -59,55 +58,55 @@ _CHUNK = 32  # rows a thread sums at least
 _MAX_CHUNKS = 64  # partial sums each element of the update adds up
 
 
-@dataclass(eq=False)
-class Partial:
-    """A column sum as partial sums: ``arena[offset + c * size + i]`` for each chunk c."""
+class ColumnSums:
+    """The column sums of an update batch (bias gradients), each registered at its
+    node's step as a `Summed` value, launched together (one dispatch per binding
+    limit) when the first reader needs its partial sums: the gradients' checks, or the
+    update batch. A sum registered after a launch waits for the next."""
 
-    arena: GpuArray
-    offset: int
-    chunks: int
-    size: int
-    shape: tuple[int, ...]  # of one sum: its input's trailing axes
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.limit = int(device.limits.get("max-storage-buffers-per-shader-stage", 8))
+        self.pending: list[tuple[Summed, Value, int]] = []  # the value, its input, rows
 
+    def add(self, src: Value, rows: int, out: TensorType) -> Summed:
+        """The sum of ``src`` over its leading ``rows``, typed ``out``; launched later."""
+        value = Summed(out, launch=self.launch)
+        self.pending.append((value, src, rows))
+        return value
 
-def launch_column_sums(
-    batch: UpdateBatch, values: Mapping[int, Value], device: Device, limit: int
-) -> dict[int, Partial]:
-    """Record the partial sums of every column sum of ``batch`` (one dispatch per
-    binding limit); each element of the update adds its chunks up."""
-    if not batch.sums:
-        return {}
-    jobs: list[tuple[int, GpuArray | Operand, int, int, int]] = []  # id, src, rows, n, chunks
-    total = 0
-    nodes = {n.id: n for c in batch.chains for m in c for n in m.inputs}
-    for nid, rows in batch.sums.items():
-        src = values[nodes[nid].inputs[0].id]
-        if not (isinstance(src, GpuArray) or (isinstance(src, Operand) and _contiguous(src))):
-            src = materialize(src)
-        n = math.prod(src.shape) // rows
-        chunks = min(-(-rows // _CHUNK), _MAX_CHUNKS)
-        chunks = -(-rows // -(-rows // chunks))
-        jobs.append((nid, src, rows, n, chunks))
-        total += chunks * n
-    arena = GpuArray.empty((total,), np.float32, device)
-    partials: dict[int, Partial] = {}
-    offset = 0
-    group: list[tuple[GpuArray | Operand, int, int, int, int]] = []
-    bound: set[int] = {id(arena.buffer)}
-    for nid, src, rows, n, chunks in jobs:
-        buffer = Operand.of(src).array.buffer
-        if group and len(bound | {id(buffer)}) > limit:
-            _dispatch_sums(group, arena, device)
-            group, bound = [], {id(arena.buffer)}
-        group.append((src, rows, n, chunks, offset))
-        bound.add(id(buffer))
-        lead = 0
-        while lead < len(src.shape) and math.prod(src.shape[lead:]) != n:
-            lead += 1
-        partials[nid] = Partial(arena, offset, chunks, n, tuple(src.shape[lead:]))
-        offset += chunks * n
-    _dispatch_sums(group, arena, device)
-    return partials
+    def launch(self) -> None:
+        """Launch the partial sums of every sum registered since the last launch."""
+        pending, self.pending = self.pending, []
+        if not pending:
+            return
+        jobs: list[tuple[Summed, GpuArray | Operand, int, int, int]] = []
+        total = 0
+        for value, src, rows in pending:
+            if not (isinstance(src, GpuArray) or (isinstance(src, Operand) and _contiguous(src))):
+                src = materialize(src)
+            n = math.prod(src.shape) // rows
+            chunks = min(-(-rows // _CHUNK), _MAX_CHUNKS)
+            chunks = -(-rows // -(-rows // chunks))
+            jobs.append((value, src, rows, n, chunks))
+            total += chunks * n
+        arena = GpuArray.empty((total,), np.float32, self.device)
+        offset = 0
+        group: list[tuple[GpuArray | Operand, int, int, int, int]] = []
+        bound: set[int] = {id(arena.buffer)}
+        for value, src, rows, n, chunks in jobs:
+            buffer = Operand.of(src).array.buffer
+            if group and len(bound | {id(buffer)}) > self.limit:
+                _dispatch_sums(group, arena, self.device)
+                group, bound = [], {id(arena.buffer)}
+            group.append((src, rows, n, chunks, offset))
+            bound.add(id(buffer))
+            lead = 0
+            while lead < len(src.shape) and math.prod(src.shape[lead:]) != n:
+                lead += 1
+            value.partial = Partial(arena, offset, chunks, n, tuple(src.shape[lead:]))
+            offset += chunks * n
+        _dispatch_sums(group, arena, self.device)
 
 
 def _dispatch_sums(
@@ -116,14 +115,16 @@ def _dispatch_sums(
     """One kernel: each job's partial sums over its chunks of rows, into ``arena``."""
     slots: dict[int, int] = {id(arena.buffer): 0}
     buffers = [arena.buffer]
+    types = ["f32"]  # each binding's element type: a float16 gradient is read widened
     for src, *_ in jobs:
         array = Operand.of(src).array
         if id(array.buffer) not in slots:
             slots[id(array.buffer)] = len(buffers)
             buffers.append(array.buffer)
+            types.append(array.wgsl)
     decls = ["@group(0) @binding(0) var<storage, read_write> b0: array<f32>;"]
     decls += [
-        f"@group(0) @binding({k}) var<storage, read> b{k}: array<f32>;"
+        f"@group(0) @binding({k}) var<storage, read> b{k}: array<{types[k]}>;"
         for k in range(1, len(buffers))
     ]
     blocks: list[str] = []
@@ -144,7 +145,7 @@ def _dispatch_sums(
                     f"            let r1 = min({rows}u, r0 + {length}u);",
                     "            var acc = 0.0;",
                     "            for (var r = r0; r < r1; r++) {",
-                    f"                acc += b{slot}[{op.offset}u + r * {n}u + i];",
+                    f"                acc += f32(b{slot}[{op.offset}u + r * {n}u + i]);",
                     "            }",
                     f"            b0[{offset}u + t] = acc;",
                     "        }",
@@ -160,7 +161,18 @@ def _dispatch_sums(
     device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))
 
 
-def _finish_sum(part: Partial) -> GpuArray:
-    """A column sum from its partial sums, as its own kernel (the unfused path)."""
-    view = Operand(part.arena, (part.chunks, part.size), (part.size, 1), part.offset)
-    return reduce_axis("sum", materialize(view), 0).view(part.shape)
+def sum_lines(name: str, value: Summed, buffer: str, index: str, indent: str) -> list[str]:
+    """WGSL statements binding ``name`` to element ``index`` of ``value``: the sum of its
+    float32 partial sums (in ``buffer``), rounded to float16 where ``value`` is float16
+    (``asg_f2h``: an overflow is an infinity, as the float16 sum's)."""
+    p = value.partials()
+    lines = [
+        f"var {name}_acc = 0.0;",
+        f"for (var c = 0u; c < {p.chunks}u; c++) {{",
+        f"    {name}_acc += {buffer}[{p.offset}u + c * {p.size}u + {index}];",
+        "}",
+        f"let {name}: f16 = asg_f2h({name}_acc);"
+        if value.wgsl == "f16"
+        else f"let {name} = {name}_acc;",
+    ]
+    return [indent + line for line in lines]

@@ -33,16 +33,9 @@ from asgrad.gpu.device.source import kernel_text
 from asgrad.gpu.lowering.elementwise import CHECKED, expression_tree
 from asgrad.gpu.lowering.scalar import render_wgsl_lets, simplify, typed
 from asgrad.gpu.plan.fusion import emit, materialize
-from asgrad.gpu.plan.multi_sums import (
-    _THREADS,
-    Partial,
-    _contiguous,
-    _finish_sum,
-    blocks_kernel,
-    launch_column_sums,
-)
+from asgrad.gpu.plan.multi_sums import _THREADS, _contiguous, blocks_kernel, sum_lines
 from asgrad.gpu.plan.update_chains import UpdateBatch
-from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Rows, Scattered, Value
+from asgrad.gpu.plan.values import Deferred, Product, Reshaped, Rows, Scattered, Summed, Value
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg, substitute
@@ -59,10 +52,11 @@ class _Segment:
     leaves: list[Operand]  # read at the thread's element (size n) or at their offset
     targets: list[GpuArray | None]  # rule j's variable (None: an interior rule)
     body: list[str]  # statements over a{k} (leaf k), s{k} (sum k) and y{j} (rule j)
-    sums: list[Partial] = field(default_factory=list)
+    sums: list[Summed] = field(default_factory=list)
 
     def buffers(self) -> set[int]:
-        read = {id(o.array.buffer) for o in self.leaves} | {id(p.arena.buffer) for p in self.sums}
+        read = {id(o.array.buffer) for o in self.leaves}
+        read |= {id(p.partials().arena.buffer) for p in self.sums}
         return read | {id(t.buffer) for t in self.targets if t is not None}
 
 
@@ -71,34 +65,28 @@ def launch_update_batch(
     values: Mapping[int, Value],
     targets: Mapping[int, GpuArray],
     device: Device,
-    pieces: Mapping[int, Partial] | None = None,
 ) -> None:
     """Record the batch's dispatches: every chain's rules into its variables' buffers.
 
-    ``values`` holds the members' other inputs; ``targets`` each member's variable
-    array; ``pieces`` the products of split K (`asgrad.gpu.plan.fusion.product_pieces`)
-    the chains read as sums of their pieces. A chain that cannot be one segment (an
-    input that neither has the chain's element count nor is a scalar) is launched rule
-    by rule into fresh buffers, then copied into its variables.
+    ``values`` holds the members' other inputs, the column sums and the products of
+    split K (`asgrad.gpu.plan.fusion.product_pieces`) among them as `Summed` values
+    the chains read as sums of their pieces; ``targets`` each member's variable
+    array. A chain that cannot be one segment (an input that neither has the chain's
+    element count nor is a scalar) is launched rule by rule into fresh buffers, then
+    copied into its variables.
     """
     limit = int(device.limits.get("max-storage-buffers-per-shader-stage", 8))
     written = {id(t.buffer) for t in targets.values()}
-    partials = {**launch_column_sums(batch, values, device, limit), **(pieces or {})}
-    summed = {**batch.sums, **dict.fromkeys(pieces or {}, 0)}
     segments: list[_Segment] = []
     unfused: list[Sequence[Node]] = []
     for chain in batch.chains:  # inputs that need a kernel of their own launch here
-        segment = _segment(chain, values, targets, written, partials)
+        segment = _segment(chain, values, targets, written)
         if segment is None or len(segment.buffers()) > limit:
             unfused.append(chain)
         else:
             segments.append(segment)
     # every old value is read before the first variable is written
-    results = {
-        k: v
-        for chain in unfused
-        for k, v in _launch_unfused(chain, values, summed, partials).items()
-    }
+    results = {k: v for chain in unfused for k, v in _launch_unfused(chain, values).items()}
     group: list[_Segment] = []
     bound: set[int] = set()
     for segment in segments:
@@ -110,22 +98,15 @@ def launch_update_batch(
     if group:
         _dispatch(group, device)
     for nid, result in results.items():
-        if nid in targets:  # not a column sum finished for the chain
+        if nid in targets:
             copy_into(result, targets[nid])
 
 
-def _launch_unfused(
-    chain: Sequence[Node],
-    values: Mapping[int, Value],
-    sums: Mapping[int, int],
-    partials: Mapping[int, Partial],
-) -> dict[int, GpuArray]:
-    """The chain's rules launched one by one into fresh buffers."""
+def _launch_unfused(chain: Sequence[Node], values: Mapping[int, Value]) -> dict[int, GpuArray]:
+    """The chain's rules launched one by one into fresh buffers (a `Summed` input is
+    launched as its sum)."""
     results: dict[int, GpuArray] = {}
     for node in chain:
-        for i in node.inputs:
-            if i.id in sums and i.id not in results:
-                results[i.id] = _finish_sum(partials[i.id])
         ins: list[Value] = [results[i.id] if i.id in results else values[i.id] for i in node.inputs]
         expr = expression_tree(node.op, node.attrs, [_wgsl(v) for v in ins], node.dtype)
         assert expr is not None
@@ -151,14 +132,13 @@ def _segment(
     values: Mapping[int, Value],
     targets: Mapping[int, GpuArray],
     written: set[int],
-    partials: Mapping[int, Partial],
 ) -> _Segment | None:
     stored = [m for m in chain if m.id in targets]  # the others are interior rules
     n = targets[stored[0].id].size
     own = {id(targets[m.id].buffer) for m in stored}
     leaves: list[Operand] = []
     body: list[str] = []
-    summed: list[Partial] = []
+    summed: list[Summed] = []
     rule = {m.id: j for j, m in enumerate(chain)}
 
     def leaf(value: Operand) -> str:
@@ -169,6 +149,10 @@ def _segment(
         return f"a{len(leaves) - 1}"
 
     def fits(value: Value) -> bool:
+        if isinstance(value, Summed):
+            if value.array is None:
+                return value.size == n  # its partial sums, added up at the element
+            value = value.array  # launched as its sum for another reader
         if isinstance(value, Deferred) and value.array is not None:
             value = value.array  # stored by a row kernel
         if isinstance(value, Deferred):
@@ -201,15 +185,19 @@ def _segment(
         for value in ins:
             if isinstance(value, Expr):
                 args.append(value)
+            elif isinstance(value, Summed) and value.array is None:
+                if value not in summed:
+                    summed.append(value)
+                args.append(slot(f"s{summed.index(value)}", value.wgsl))
             elif isinstance(value, Deferred) and value.array is None:
                 if id(value) not in composed:
                     inner = substitute(value.expr, arguments(value.inputs))
                     composed[id(value)] = typed(inner, value.wgsl)
                 args.append(composed[id(value)])
             else:
-                if isinstance(value, (Product, Rows, Deferred)) and value.array is not None:
+                if isinstance(value, (Product, Rows, Deferred, Summed)) and value.array is not None:
                     value = value.array  # launched before
-                assert not isinstance(value, (Deferred, Product, Scattered, Reshaped, Rows))
+                assert not isinstance(value, (Deferred, Product, Scattered, Reshaped, Rows, Summed))
                 op = Operand.of(value)
                 args.append(slot(leaf(op), op.array.wgsl))
         return args
@@ -222,13 +210,6 @@ def _segment(
                 wgsl = _rule_wgsl(inp, targets)
                 ins.append(slot(f"y{rule[inp.id]}", wgsl))
                 in_types.append(wgsl)
-                continue
-            if inp.id in partials:
-                part = partials[inp.id]
-                if part not in summed:
-                    summed.append(part)
-                ins.append(slot(f"s{summed.index(part)}", "f32"))
-                in_types.append("f32")
                 continue
             value = values[inp.id]
             if not fits(value):
@@ -286,8 +267,9 @@ def _same(a: Operand, b: Operand) -> bool:
     )
 
 
-def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
-    """One kernel over ``segments``: each a run of workgroups, in order."""
+def _dispatch(segments: Sequence[_Segment], device: Device, name: str = "multi_update") -> None:
+    """One kernel over ``segments``: each a run of workgroups, in order (``name``: its
+    label's first word, the dispatch's kind, `asgrad.gpu.plan.dispatch_kinds`)."""
     slots: dict[int, int] = {}
     kinds: list[str] = []
     buffers = []
@@ -300,7 +282,7 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
                 buffers.append(t.buffer)
                 types.append(t.wgsl)
     for seg in segments:
-        for array in [o.array for o in seg.leaves] + [p.arena for p in seg.sums]:
+        for array in [o.array for o in seg.leaves] + [p.partials().arena for p in seg.sums]:
             if id(array.buffer) not in slots:
                 slots[id(array.buffer)] = len(kinds)
                 kinds.append("read")
@@ -325,11 +307,8 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
                 where = f"i + {o.offset}u"
             lines.append(f"            let a{k} = b{slot}[{where}];")
         for k, p in enumerate(seg.sums):  # the partial sums, in order
-            slot = slots[id(p.arena.buffer)]
-            lines.append(f"            var s{k} = 0.0;")
-            lines.append(f"            for (var c = 0u; c < {p.chunks}u; c++) {{")
-            lines.append(f"                s{k} += b{slot}[{p.offset}u + c * {p.size}u + i];")
-            lines.append("            }")
+            slot = slots[id(p.partials().arena.buffer)]
+            lines += sum_lines(f"s{k}", p, f"b{slot}", "i", "            ")
         lines += [f"            {s}" for s in seg.body]
         for j, t in enumerate(seg.targets):
             if t is not None:
@@ -339,6 +318,6 @@ def _dispatch(segments: Sequence[_Segment], device: Device) -> None:
         start += groups
     source = blocks_kernel([kernel_text("prelude"), *decls], blocks)
     label = f"{len(segments)} tensors, {sum(s.size for s in segments)} elements"
-    key = ("multi_update", label, (source,))  # a tuple part stays out of the label
+    key = (name, label, (source,))  # a tuple part stays out of the label
     pipe = device.pipeline(key, lambda: source, tuple(kinds))
     device.dispatch(pipe, buffers, fold_groups(start, device.max_groups))

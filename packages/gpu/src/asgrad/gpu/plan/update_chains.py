@@ -8,7 +8,7 @@ and the column sums (bias gradients) only a chain reads are summed with the batc
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
 
 from asgrad.gpu.device.source import numpy_dtype, wgsl_type
@@ -47,6 +47,8 @@ def find_update_batch(
     types: Mapping[int, TensorType],
     launch_step: Mapping[int, int],
     readers: Mapping[int, list[Node]],
+    inlined: Set[int] = frozenset(),
+    checked: Set[int] = frozenset(),
 ) -> UpdateBatch | None:
     """The update chains a plan can launch together, or None.
 
@@ -61,6 +63,12 @@ def find_update_batch(
     too); each must be launched by the batch's step (``launch_step``, where inlined
     nodes count at their users' kernels and members at the batch's step) or be a
     member of the same chain reading the value directly.
+
+    The batch also adds up the column sums (a bias's gradient) and the products whose
+    K is split (a weight's) that only one chain reads, directly or through ``inlined``
+    elementwise nodes of their size, whose other readers may be the checks of the
+    gradients (``checked``: the cast nodes of `asgrad.gpu.plan.multi_finite`'s checks,
+    which read each sum from its partial sums as the batch does).
     """
     out_ids = {n.id for n in schedule.outputs}
     counts: dict[int, int] = {}
@@ -142,8 +150,9 @@ def find_update_batch(
         return None
     members = frozenset(n.id for c in kept for n in c)
     launched = out_ids | {n.id for _, n in schedule.updates}
-    sums = _column_sums(kept, users, types, launched)
-    products = _products(kept, users, types, launched)
+    reads = _Reads(users, types, frozenset(inlined), frozenset(checked), frozenset(launched))
+    sums = _column_sums(kept, reads)
+    products = _products(kept, reads)
     written = {i: variables[i] for i in members if i in variables}
     return UpdateBatch(kept, written, step, members, sums, products)
 
@@ -171,61 +180,106 @@ def _feeds_other_chains(
     return False
 
 
-def _column_sums(
-    chains: list[list[Node]],
-    users: Mapping[int, list[Node]],
-    types: Mapping[int, TensorType],
-    kept: set[int],
-) -> dict[int, int]:
-    """The sums over leading axes (bias gradients) that only one chain reads: the batch
-    sums them, instead of a reduction kernel each. id -> the rows each element sums."""
-    sums: dict[int, int] = {}
-    for chain in chains:
+@dataclass(frozen=True)
+class _Reads:
+    """What a batch may sum for its chains: the graph's readers and types, the inlined
+    nodes, the checks' cast nodes and the nodes launched as values of their own."""
+
+    users: Mapping[int, list[Node]]
+    types: Mapping[int, TensorType]
+    inlined: frozenset[int]
+    checked: frozenset[int]
+    launched: frozenset[int]
+
+    def sources(self, chain: list[Node]) -> list[Node]:
+        """The values the chain's members read, directly or through inlined elementwise
+        nodes of the chain's size, in the order found."""
         ids = {m.id for m in chain}
+        size = _size(self.types[chain[0].id])
+        found: list[Node] = []
+        seen: set[int] = set()
+        stack = [i for m in chain for i in reversed(m.inputs) if i.id not in ids]
+        while stack:
+            node = stack.pop()
+            if node.id in seen:
+                continue
+            seen.add(node.id)
+            if self._through(node, size):
+                stack += [i for i in reversed(node.inputs) if _size(self.types[i.id]) == size]
+            else:
+                found.append(node)
+        return found
+
+    def only_by(self, node: Node, chain: list[Node]) -> bool:
+        """Whether every reader of ``node`` is a member of ``chain``, a check, or an
+        inlined elementwise node of its size whose readers are too."""
+        ids = {m.id for m in chain}
+        size = _size(self.types[node.id])
+        frontier, seen = [node], {node.id}
+        while frontier:
+            for user in self.users.get(frontier.pop().id, []):
+                if user.id in ids or user.id in self.checked or user.id in seen:
+                    continue
+                if not self._through(user, size):
+                    return False
+                seen.add(user.id)
+                frontier.append(user)
+        return True
+
+    def _through(self, node: Node, size: int) -> bool:
+        return (
+            node.op in EXPRESSION_OPS
+            and node.id in self.inlined
+            and node.id not in self.launched
+            and _size(self.types[node.id]) == size
+        )
+
+
+def _column_sums(chains: list[list[Node]], reads: _Reads) -> dict[int, int]:
+    """The sums over leading axes (bias gradients) that only one chain reads (and the
+    gradients' checks): the batch sums them, instead of a reduction kernel each.
+    id -> the rows each element sums."""
+    sums: dict[int, int] = {}
+    types = reads.types
+    for chain in chains:
         size = _size(types[chain[0].id])
-        for member in chain:
-            for node in member.inputs:
-                if node.id in ids or node.id in kept or node.id in sums:
-                    continue
-                if _size(types[node.id]) != size:
-                    continue  # read broadcast: not one sum per element of the update
-                if not all(u.id in ids for u in users.get(node.id, [])):
-                    continue
-                rows = _leading_sum(node, types)
-                if rows is None or _source(node.inputs[0]).op in _LEAVES:
-                    continue
-                src = node.inputs[0]
-                if src.op == "matmul" and sums_batch(src, node, types):
-                    continue  # one 2-D matmul already (fusion.Product)
-                sums[node.id] = rows
+        for node in reads.sources(chain):
+            if node.id in reads.launched or node.id in sums:
+                continue
+            if _size(types[node.id]) != size:
+                continue  # read broadcast: not one sum per element of the update
+            if not reads.only_by(node, chain):
+                continue
+            rows = _leading_sum(node, types)
+            if rows is None or _source(node.inputs[0]).op in _LEAVES:
+                continue
+            src = node.inputs[0]
+            if src.op == "matmul" and sums_batch(src, node, types):
+                continue  # one 2-D matmul already (fusion.Product)
+            sums[node.id] = rows
     return sums
 
 
-def _products(
-    chains: list[list[Node]],
-    users: Mapping[int, list[Node]],
-    types: Mapping[int, TensorType],
-    kept: set[int],
-) -> frozenset[int]:
-    """The float32 products of matrices (a weight's gradient: a matmul, or a batched
-    one summed over its batch) that only one chain reads, each element once."""
+def _products(chains: list[list[Node]], reads: _Reads) -> frozenset[int]:
+    """The float32 (or float16) products of matrices (a weight's gradient: a matmul, or
+    a batched one summed over its batch) that only one chain reads (and the gradients'
+    checks), each element once."""
     found: set[int] = set()
+    types = reads.types
     for chain in chains:
-        ids = {m.id for m in chain}
         size = _size(types[chain[0].id])
-        for member in chain:
-            for node in member.inputs:
-                if node.id in ids or node.id in kept or _size(types[node.id]) != size:
-                    continue
-                if not _is_f32(types[node.id]):
-                    continue
-                if not all(u.id in ids for u in users.get(node.id, [])):
-                    continue
-                src = node.inputs[0] if node.inputs else node
-                if (node.op == "matmul" and _matrices(node, types)) or (
-                    src.op == "matmul" and sums_batch(src, node, types)
-                ):
-                    found.add(node.id)
+        for node in reads.sources(chain):
+            if node.id in reads.launched or _size(types[node.id]) != size:
+                continue
+            if _storage(types[node.id]) not in ("f32", "f16"):
+                continue
+            if not reads.only_by(node, chain):
+                continue
+            src = node.inputs[0] if node.inputs else node
+            if (node.op == "matmul" and _matrices(node, types)) or (
+                src.op == "matmul" and sums_batch(src, node, types)
+            ):
+                found.add(node.id)
     return frozenset(found)
 
 
@@ -244,8 +298,10 @@ def _source(node: Node) -> Node:
 
 
 def _leading_sum(node: Node, types: Mapping[int, TensorType]) -> int | None:
-    """The rows summed when ``node`` sums its input over leading axes only."""
-    if node.op not in ("sum", "sum_to_like") or not _is_f32(types[node.id]):
+    """The rows summed when ``node`` sums its input over leading axes only (a float32
+    or float16 sum: the batch adds float32 partial sums and rounds a float16 one once,
+    as the float16 sum does)."""
+    if node.op not in ("sum", "sum_to_like") or _storage(types[node.id]) not in ("f32", "f16"):
         return None
     src = tuple(types[node.inputs[0].id].shape)
     out = tuple(types[node.id].shape)
@@ -263,8 +319,7 @@ def _leading_sum(node: Node, types: Mapping[int, TensorType]) -> int | None:
 
 
 def _is_f32(t: TensorType) -> bool:
-    """float32 storage: the sums the batch finishes from float32 partial sums (a float16
-    sum is launched on its own, rounded as its op is)."""
+    """float32 storage (an interior rule's)."""
     return _storage(t) == "f32"
 
 

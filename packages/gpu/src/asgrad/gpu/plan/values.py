@@ -11,7 +11,7 @@ becomes an array only where a kernel needs one (`asgrad.gpu.plan.fusion.material
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +25,12 @@ from asgrad.tensor.ir.scalar import Expr, arg
 __all__ = [
     "Deferred",
     "Leaf",
+    "Partial",
     "Product",
     "Reshaped",
     "Rows",
     "Scattered",
+    "Summed",
     "Value",
     "strided_reshape",
     "sums_batch",
@@ -128,7 +130,50 @@ class Rows:
         return "f32"
 
 
-Value = GpuArray | Operand | Deferred | Product | Scattered | Reshaped | Rows
+@dataclass(eq=False)
+class Partial:
+    """A column sum as partial sums: ``arena[offset + c * size + i]`` for each chunk c."""
+
+    arena: GpuArray
+    offset: int
+    chunks: int
+    size: int
+    shape: tuple[int, ...]  # of one sum: its input's trailing axes
+
+
+@dataclass(eq=False)
+class Summed:
+    """A sum an update batch adds up as it reads it: a bias's gradient (a column sum)
+    or a weight's (a product whose K is split), held as float32 partial sums
+    (`Partial`). The batch's update rules and the checks of the gradients
+    (`asgrad.gpu.plan.multi_finite`) read each element as the sum of its partials,
+    rounded to float16 where the value is float16 (the float16 sum and product
+    accumulate in float32 and round once); any other reader launches the sum
+    (``array``). ``launch`` launches the partial sums when they are not yet
+    (column sums wait to be launched together)."""
+
+    type: TensorType
+    partial: Partial | None = None
+    launch: Callable[[], None] | None = None
+    array: GpuArray | None = None
+
+    def partials(self) -> Partial:
+        """The partial sums, launched first when they are not yet."""
+        if self.partial is None and self.launch is not None:
+            self.launch()
+        assert self.partial is not None, "a Summed value's partial sums were never launched"
+        return self.partial
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.type.shape)
+
+    @property
+    def wgsl(self) -> str:
+        return wgsl_type(numpy_dtype(self.type.dtype))
+
+
+Value = GpuArray | Operand | Deferred | Product | Scattered | Reshaped | Rows | Summed
 
 
 # The expression of a float add: a sum of scatter_slices is written piece by piece.
