@@ -65,16 +65,31 @@ TILES: tuple[str, ...] = (
     "128x128_8x8_k8du",
     "128x128_8x8_k16du",
     "128x128_8x8_k16u",
+    # the same blocks with constant buffer indexes (p), subgroups over 8 x 4 or 4 x 8
+    # threads (_w8, _w4), K steps of 32; 8 x 16 outputs per thread
+    "128x128_8x8_k8dpu",
+    "128x128_8x8_k16dpu",
+    "128x128_8x8_k8du_w8",
+    "128x128_8x8_k16du_w8",
+    "128x128_8x8_k16dpu_w8",
+    "128x128_8x8_k16du_w4",
+    "128x128_8x8_k32u_w8",
+    "128x256_8x16_k8du_w8",
+    "128x256_8x16_k8dpu_w8",
+    "256x128_16x8_k8du_w8",
     "128x64_8x8_k8du",
     "128x64_8x8_k16du",
+    "128x64_8x8_k16dpu",
     "64x128_8x8_k8du",
+    "64x128_8x8_k16dpu_w8",
     "128x64_8x4_k8du",
     "64x128_4x8_k8du",
     "64x64_8x8_k8du",
+    "64x64_8x8_k16dpu",
     "64x64_4x4_k8du",
     "64x32_4x4_k8du",
     "32x64_4x4_k8du",
-    "32x32_4x4_k8d",
+    "32x32_4x4_k8d",  # last: timed for every product
 )
 # Tiles timed with K cut in pieces, for deep products with few output tiles.
 SPLIT_TILES: tuple[str, ...] = (
