@@ -292,17 +292,20 @@ def sweep_conv(torch: Any, quick: bool) -> list[Row]:
 
 # The tile parameters `grid` combines: blocks with their outputs per thread and the
 # subgroup layouts tried for each, K steps, the K loop's form (one buffer; two; two with
-# constant indexes).
+# constant indexes; the same storing the next tiles before the products).
 GRID_BLOCKS: dict[str, tuple[str, ...]] = {
     "128x128_8x8": ("", "_w8", "_w4"),
+    "128x128_8x16": ("", "_w4"),  # 128 threads of 128 outputs (as cuBLAS's SGEMM)
+    "128x128_16x8": ("", "_w8"),
     "128x256_8x16": ("", "_w8"),
     "256x128_16x8": ("", "_w8"),
-    "128x64_8x8": ("",),
+    "256x128_8x16": ("", "_w4"),
     "64x128_8x8": ("", "_w8"),
+    "128x64_8x8": ("",),
     "64x64_8x8": ("",),
 }
 GRID_DEPTHS = (8, 16, 32)
-GRID_LOOPS = ("u", "du", "dpu")
+GRID_LOOPS = ("u", "du", "dpu", "dpeu")
 # A grid tile is timed where it gives at least this many workgroups.
 GRID_MIN_GROUPS = 64
 

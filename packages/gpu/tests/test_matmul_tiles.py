@@ -110,7 +110,20 @@ def test_select_picks_per_shape() -> None:
 def test_tile_names_are_checked(device: Device) -> None:
     assert tiles.tile("128").name == "128x128_8x8_k8"
     assert tiles.tile("64x64_8x8_k8du") == tiles.Tile(64, 64, 8, 8, 8, True, True)
-    for bad in ("128x128", "128x128_6x8_k8", "64x64_4x4_k6", "64x64_4x4_k8x"):
+    wide = tiles.tile("128x256_8x16_k8dpeu_w8")
+    assert wide == tiles.Tile(128, 256, 8, 16, 8, True, True, True, True, 8)
+    assert (wide.wx, wide.wy, wide.name) == (16, 16, "128x256_8x16_k8dpeu_w8")
+    for bad in (
+        "128x128",
+        "128x128_6x8_k8",
+        "64x64_4x4_k6",
+        "64x64_4x4_k8x",
+        "128x128_8x8_k8pu",  # constant buffer indexes need two buffers
+        "128x128_8x8_k8e",  # so does storing before the products
+        "128x128_8x8_k8du_w3",  # subgroups over 3 x 32/3 threads
+        "64x64_8x8_k8du_w16",  # 16 threads wide, of 8 in a row
+        "128x128_8x8_k8du_x8",
+    ):
         with pytest.raises(GpuUnsupportedError, match=r"BMxBN_TMxTN_kBK|TM and TN"):
             tiles.tile(bad)
     a = to_gpu(np.ones((4, 4), np.float32), device)

@@ -65,13 +65,16 @@ TILES: tuple[str, ...] = (
     "128x128_8x8_k8du",
     "128x128_8x8_k16du",
     "128x128_8x8_k16u",
-    # the same blocks with constant buffer indexes (p), subgroups over 8 x 4 or 4 x 8
-    # threads (_w8, _w4), K steps of 32; 8 x 16 outputs per thread
+    # the same blocks with constant buffer indexes (p), the next tiles stored before the
+    # products (e), subgroups over 8 x 4 or 4 x 8 threads (_w8, _w4), K steps of 32;
+    # 8 x 16 outputs per thread
     "128x128_8x8_k8dpu",
     "128x128_8x8_k16dpu",
     "128x128_8x8_k8du_w8",
     "128x128_8x8_k16du_w8",
     "128x128_8x8_k16dpu_w8",
+    "128x128_8x8_k16dpeu_w8",
+    "128x128_8x8_k8deu",
     "128x128_8x8_k16du_w4",
     "128x128_8x8_k32u_w8",
     "128x256_8x16_k8du_w8",
