@@ -9,9 +9,10 @@ thread (4, 8 or 16 each), K steps of BK; the flags ``d`` (two K-step buffers in
 workgroup memory), ``p`` (with ``d``: the K loop unrolled by two so each buffer is
 named by a constant, no buffer index at run time), ``e`` (with ``d``: the next tiles
 stored into the other buffer as soon as they are fetched, before the products, so their
-registers are free during them) and ``u`` (the K-step's inner loop written out); ``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W)
-block of threads, so its fragment reads from workgroup memory touch W vec4 of B and
-32 / W of A (without it, a subgroup is 32 / (BN / TN) whole rows of threads).
+registers are free during them) and ``u`` (the K-step's inner loop written out);
+``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W) block of
+threads, so its fragment reads from workgroup memory touch W vec4 of B and 32 / W of A
+(without it, a subgroup is 32 / (BN / TN) whole rows of threads).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def tile(name: str) -> Tile:
             f"matmul tile {name!r}: TM and TN must be 4, 8 or 16, dividing BM and BN; BK a "
             "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
             "after BK: d (double buffer), p (with d: constant buffer indexes), e (with d: "
-            "next tiles stored before the products), u (unrolled); _wW: W of 2, 4, 8 or 16 dividing BN / TN, 32 / W dividing BM / TM"
+            "next tiles stored before the products), u (unrolled); _wW: W of 2, 4, 8 or "
+            "16 dividing BN / TN, 32 / W dividing BM / TM"
         )
     return t
 
