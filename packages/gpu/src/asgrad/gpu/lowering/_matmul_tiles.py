@@ -445,6 +445,13 @@ def _loop(
         pad = " " * indent
         return "\n".join(pad + line for line in lines).replace("STAGE", stage)
 
+    def guarded(lines: list[str], indent: int, stage: str) -> list[str]:
+        """``lines`` run only where another K step follows (none: no code)."""
+        pad = " " * indent
+        if not lines:
+            return []
+        return [f"{pad}if (more) {{", block(lines, indent + 4, stage), f"{pad}}}"]
+
     if not t.double:  # one buffer: a barrier before and after the products
         return "\n".join(
             [
@@ -469,13 +476,9 @@ def _loop(
                 "        }",
                 "        {",
                 f"            let more = k0 + {t.bk}u < kend;",
-                "            if (more) {",
-                block(nxt + (stash if t.early else []), 16, other),
-                "            }",
+                *guarded(nxt + (stash if t.early else []), 12, other),
                 block(inner(cur), 12),
-                "            if (more) {",
-                block([] if t.early else stash, 16, other),
-                "            }",
+                *guarded([] if t.early else stash, 12, other),
                 "            workgroupBarrier();",
                 f"            k0 += {t.bk}u;",
                 "        }",
@@ -501,13 +504,9 @@ def _loop(
             "    var cur = 0u;",
             f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
             f"        let more = k0 + {t.bk}u < kend;",
-            "        if (more) {",
-            block(nxt + (stash if t.early else []), 12, "1u - cur"),
-            "        }",
+            *guarded(nxt + (stash if t.early else []), 8, "1u - cur"),
             block(inner("cur"), 8),
-            "        if (more) {",
-            block([] if t.early else stash, 12, "1u - cur"),
-            "        }",
+            *guarded([] if t.early else stash, 8, "1u - cur"),
             "        workgroupBarrier();",
             "        cur = 1u - cur;",
             "    }",
