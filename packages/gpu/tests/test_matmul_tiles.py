@@ -14,6 +14,7 @@ from asgrad.gpu.lowering.linalg import (
     FEW,
     LARGE,
     LARGE_T,
+    LARGE_WIDE,
     MEDIUM,
     SHALLOW,
     SMALL,
@@ -90,6 +91,9 @@ def test_empty_k_gives_zeros(device: Device) -> None:
 
 def test_select_picks_per_shape() -> None:
     assert select(4096, 4096, 4096, 1) == (LARGE, 1)
+    # the K-16 double-buffered 128x128 tile where 32 KiB of workgroup memory is granted
+    assert select(4096, 4096, 4096, 1, max_shared=32768) == (LARGE_WIDE, 1)
+    assert tiles.tile(LARGE_WIDE).shared == 32768
     assert select(8192, 512, 2048, 1, layouts=("k", "k")) == (LARGE_T, 1)
     # a deep K with few output tiles is cut into pieces
     tile, splits = select(512, 2048, 8192, 1, layouts=("m", "n"))

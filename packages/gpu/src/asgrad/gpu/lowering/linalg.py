@@ -410,6 +410,12 @@ def _vec4(
     return st[axis] == 1 and all(v % 4 == 0 for v in others)
 
 
+# select()'s tile in place of LARGE where the device grants the workgroup memory it
+# needs (32 KiB: K steps of 16, two buffers), for operands read as stored (A along K,
+# B along N); measured on an H200 (benchmarks/matmul_sweep.py --sizes).
+LARGE_WIDE = "128x128_8x8_k16du"
+
+
 # The tiles select() picks from, measured on an H200 (benchmarks/matmul_sweep.py):
 # LARGE (double-buffered, unrolled) for row-major operands, LARGE_T (BK 16, unrolled)
 # when an operand is read transposed, while they give LARGE_GROUPS workgroups; SHALLOW
@@ -461,6 +467,8 @@ def select(
         return grid(name)[1] >= MIN_USE and tiles.tile(name).shared <= max_shared
 
     large = LARGE if layouts == ("k", "n") else LARGE_T
+    if layouts == ("k", "n") and tiles.tile(LARGE_WIDE).shared <= max_shared:
+        large = LARGE_WIDE
     groups = grid(large)[0]
     if K < SHALLOW_K and usable(SHALLOW) and grid(SHALLOW)[0] >= LARGE_GROUPS:
         return SHALLOW, 1
