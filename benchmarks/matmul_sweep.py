@@ -303,6 +303,11 @@ GRID_BLOCKS: dict[str, tuple[str, ...]] = {
     "64x128_8x8": ("", "_w8"),
     "128x64_8x8": ("",),
     "64x64_8x8": ("",),
+    # fewer outputs per thread, more threads: for products that 64x64 tiles leave
+    # short of a few workgroups per multiprocessor (timed only there, as the tuner)
+    "64x64_4x8": ("",),
+    "64x64_8x4": ("", "_w4"),
+    "64x64_4x4": ("", "_w8"),
 }
 GRID_DEPTHS = (8, 16, 32)
 GRID_LOOPS = ("u", "du", "dpu", "dpeu")
@@ -337,7 +342,11 @@ def _configs(spec: str, n: int, shared: int) -> list[tuple[str, int]]:
         if spec == "all":
             known = [*tuning.TILES, *tuning.SPLIT_TILES, *TILES]
             out += [(t, 1) for t in known]
-            out += [(t, 1) for t in grid(shared) if problem.groups(t) >= GRID_MIN_GROUPS]
+            full = problem.groups(tuning.FILLING) >= tuning.MANY_GROUPS
+            for name in grid(shared):
+                t = parse_tile(name)
+                if problem.groups(name) >= GRID_MIN_GROUPS and not (full and t.tm * t.tn < 64):
+                    out.append((name, 1))
     else:
         out = []
         for item in spec.split(","):
