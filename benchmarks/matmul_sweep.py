@@ -356,11 +356,11 @@ def _configs(spec: str, n: int, shared: int) -> list[tuple[str, int]]:
     return [c for c in out if problem.fits(c) and not (c in seen or seen.add(c))]
 
 
-def sweep_sizes(sizes: list[int], spec: str, torch: Any, budget: float) -> list[Row]:
+def sweep_sizes(sizes: list[int], spec: str, torch: Any, budget: float, top: int = 40) -> list[Row]:
     """Each candidate of ``spec`` (`_configs`) timed alone at each n x n x n product,
     with the tuned default (``auto``) and cuBLAS; a ranking per size at the end. The
     candidates left when ``budget`` seconds have passed at a size are skipped (and
-    listed)."""
+    listed); the ranking lists the ``top`` fastest, then a summary per parameter."""
     device = get_device()
     shared = device.limits["max-compute-workgroup-storage-size"]
     registered = set(tuning.TILES) | set(tuning.SPLIT_TILES)
@@ -423,6 +423,8 @@ def sweep_sizes(sizes: list[int], spec: str, torch: Any, budget: float) -> list[
         print(f"\n| n={n} | tile | splits | us | TFLOP/s | vs cuBLAS | rel. err | registered |")
         print("|---:|---|---:|---:|---:|---:|---:|---|")
         for rank, r in enumerate(ranked, 1):
+            if rank > top and not str(r["tile"]).startswith(("auto", "torch")):
+                continue
             ratio = f"{r['vs_cublas']:.3f}" if "vs_cublas" in r else "-"
             err = f"{r['relerr']:.1e}" if "relerr" in r else "-"
             mark = "yes" if r.get("registered") else "-"
@@ -430,7 +432,24 @@ def sweep_sizes(sizes: list[int], spec: str, torch: Any, budget: float) -> list[
                 f"| {rank} | {r['tile']} | {r.get('splits', '-')} | {r['us']:.0f} | "
                 f"{r['tflops']:.2f} | {ratio} | {err} | {mark} |"
             )
+        print(f"\nn={n}, the best TFLOP/s per tile parameter (unsplit tiles):")
+        for label, value in _PARAMETERS.items():
+            best: dict[str, float] = {}
+            for r in ranked:
+                if r.get("splits") == 1 and not str(r["tile"]).startswith(("auto", "torch")):
+                    key = value(parse_tile(str(r["tile"])))
+                    best[key] = max(best.get(key, 0.0), r["tflops"])
+            print(f"  {label}: " + ", ".join(f"{k} {v:.1f}" for k, v in best.items()))
     return rows
+
+
+# How `sweep_sizes` groups the tiles in its summary: one line per parameter.
+_PARAMETERS: dict[str, Callable[[Any], str]] = {
+    "block/thread": lambda t: f"{t.bm}x{t.bn}_{t.tm}x{t.tn}",
+    "K step": lambda t: f"k{t.bk}",
+    "loop": lambda t: "d" * t.double + "p" * t.pingpong + "e" * t.early + "u" * t.unroll or "plain",
+    "subgroup": lambda t: f"w{t.warp}" if t.warp else "rows",
+}
 
 
 def warm_up(seconds: float) -> None:
@@ -464,6 +483,7 @@ def main() -> None:
     parser.add_argument(
         "--budget", type=float, default=200.0, help="with --sizes: seconds per size"
     )
+    parser.add_argument("--top", type=int, default=40, help="with --sizes: rows ranked")
     args = parser.parse_args()
     limits.TILE_CAPS["max-compute-workgroup-storage-size"] = args.shared
     device = get_device()
@@ -482,7 +502,7 @@ def main() -> None:
     rows: list[Row] = []
     if args.sizes:
         sizes = [int(v) for v in args.sizes.split(",")]
-        rows = sweep_sizes(sizes, args.candidates, torch, args.budget)
+        rows = sweep_sizes(sizes, args.candidates, torch, args.budget, args.top)
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"adapter": caps.adapter, "rows": rows}, fh)
