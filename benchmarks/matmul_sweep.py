@@ -292,7 +292,7 @@ def sweep_conv(torch: Any, quick: bool) -> list[Row]:
 
 # The tile parameters `grid` combines: blocks with their outputs per thread and the
 # subgroup layouts tried for each, K steps, the K loop's form (one buffer; two; two with
-# constant indexes; the same storing the next tiles before the products).
+# constant indexes).
 GRID_BLOCKS: dict[str, tuple[str, ...]] = {
     "128x128_8x8": ("", "_w8", "_w4"),
     "128x128_8x16": ("", "_w4"),  # 128 threads of 128 outputs (as cuBLAS's SGEMM)
@@ -310,7 +310,7 @@ GRID_BLOCKS: dict[str, tuple[str, ...]] = {
     "64x64_4x4": ("", "_w8"),
 }
 GRID_DEPTHS = (8, 16, 32)
-GRID_LOOPS = ("u", "du", "dpu", "dpeu")
+GRID_LOOPS = ("u", "du", "dpu")
 # A grid tile is timed where it gives at least this many workgroups.
 GRID_MIN_GROUPS = 64
 
@@ -447,7 +447,7 @@ def sweep_sizes(sizes: list[int], spec: str, torch: Any, budget: float, top: int
 _PARAMETERS: dict[str, Callable[[Any], str]] = {
     "block/thread": lambda t: f"{t.bm}x{t.bn}_{t.tm}x{t.tn}",
     "K step": lambda t: f"k{t.bk}",
-    "loop": lambda t: "d" * t.double + "p" * t.pingpong + "e" * t.early + "u" * t.unroll or "plain",
+    "loop": lambda t: "d" * t.double + "p" * t.pingpong + "u" * t.unroll or "plain",
     "subgroup": lambda t: f"w{t.warp}" if t.warp else "rows",
 }
 

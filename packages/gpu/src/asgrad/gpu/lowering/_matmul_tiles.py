@@ -7,9 +7,8 @@ A tile is named ``"BMxBN_TMxTN_kBK[flags][_wW]"`` (``"128x64_8x4_k8"``,
 ``"128x128_8x8_k16dpu_w8"``): a BM x BN block of C per workgroup, TM x TN outputs per
 thread (4, 8 or 16 each), K steps of BK; the flags ``d`` (two K-step buffers in
 workgroup memory), ``p`` (with ``d``: the K loop unrolled by two so each buffer is
-named by a constant, no buffer index at run time), ``e`` (with ``d``: the next tiles
-stored into the other buffer as soon as they are fetched, before the products, so their
-registers are free during them) and ``u`` (the K-step's inner loop written out);
+named by a constant, no buffer index at run time) and ``u`` (the K-step's inner loop
+written out);
 ``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W) block of
 threads, so its fragment reads from workgroup memory touch W vec4 of B and 32 / W of A
 (without it, a subgroup is 32 / (BN / TN) whole rows of threads).
@@ -49,12 +48,11 @@ class Tile:
     double: bool = False  # two K-step buffers in workgroup memory, one barrier a step
     unroll: bool = False  # the K-step's inner loop written out
     pingpong: bool = False  # (double) the K loop unrolled by two: constant buffer indexes
-    early: bool = False  # (double) the next tiles stored before the products, not after
     warp: int = 0  # threads along N per 32-invocation subgroup (0: whole rows of threads)
 
     @property
     def name(self) -> str:
-        flags = "d" * self.double + "p" * self.pingpong + "e" * self.early + "u" * self.unroll
+        flags = "d" * self.double + "p" * self.pingpong + "u" * self.unroll
         lanes = f"_w{self.warp}" if self.warp else ""
         return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}{lanes}"
 
@@ -89,7 +87,7 @@ def tile(name: str) -> Tile:
         tm, tn = (int(v) for v in thread.split("x"))
         flags = depth.removeprefix("k").lstrip("0123456789")
         bk = int(depth.removeprefix("k").removesuffix(flags))
-        if set(flags) - {"d", "p", "e", "u"} or len(rest) > 1 or not depth.startswith("k"):
+        if set(flags) - {"d", "p", "u"} or len(rest) > 1 or not depth.startswith("k"):
             raise ValueError(flags)
         warp = int(rest[0].removeprefix("w")) if rest else 0
         if rest and not rest[0].startswith("w"):
@@ -99,7 +97,7 @@ def tile(name: str) -> Tile:
             f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK[flags][_wW] (e.g. "
             "128x64_8x4_k8, 128x128_8x8_k16dpu_w8)"
         ) from None
-    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, "e" in flags, warp)
+    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp)
     ok = (
         tm in (4, 8, 16)
         and tn in (4, 8, 16)
@@ -108,16 +106,15 @@ def tile(name: str) -> Tile:
         and bk % 4 == 0
         and t.threads <= 1024
         and t.shared <= 32768
-        and (t.double or not (t.pingpong or t.early))
+        and (t.double or not t.pingpong)
         and (warp == 0 or (warp in (2, 4, 8, 16) and t.wx % warp == 0 and t.wy % (32 // warp) == 0))
     )
     if not ok:
         raise GpuUnsupportedError(
             f"matmul tile {name!r}: TM and TN must be 4, 8 or 16, dividing BM and BN; BK a "
             "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
-            "after BK: d (double buffer), p (with d: constant buffer indexes), e (with d: "
-            "next tiles stored before the products), u (unrolled); _wW: W of 2, 4, 8 or "
-            "16 dividing BN / TN, 32 / W dividing BM / TM"
+            "after BK: d (double buffer), p (with d: constant buffer indexes), u "
+            "(unrolled); _wW: W of 2, 4, 8 or 16 dividing BN / TN, 32 / W dividing BM / TM"
         )
     return t
 
@@ -446,10 +443,8 @@ def _loop(
         return "\n".join(pad + line for line in lines).replace("STAGE", stage)
 
     def guarded(lines: list[str], indent: int, stage: str) -> list[str]:
-        """``lines`` run only where another K step follows (none: no code)."""
+        """``lines`` run only where another K step follows."""
         pad = " " * indent
-        if not lines:
-            return []
         return [f"{pad}if (more) {{", block(lines, indent + 4, stage), f"{pad}}}"]
 
     if not t.double:  # one buffer: a barrier before and after the products
@@ -476,9 +471,9 @@ def _loop(
                 "        }",
                 "        {",
                 f"            let more = k0 + {t.bk}u < kend;",
-                *guarded(nxt + (stash if t.early else []), 12, other),
+                *guarded(nxt, 12, other),
                 block(inner(cur), 12),
-                *guarded([] if t.early else stash, 12, other),
+                *guarded(stash, 12, other),
                 "            workgroupBarrier();",
                 f"            k0 += {t.bk}u;",
                 "        }",
@@ -504,9 +499,9 @@ def _loop(
             "    var cur = 0u;",
             f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
             f"        let more = k0 + {t.bk}u < kend;",
-            *guarded(nxt + (stash if t.early else []), 8, "1u - cur"),
+            *guarded(nxt, 8, "1u - cur"),
             block(inner("cur"), 8),
-            *guarded([] if t.early else stash, 8, "1u - cur"),
+            *guarded(stash, 8, "1u - cur"),
             "        workgroupBarrier();",
             "        cur = 1u - cur;",
             "    }",
