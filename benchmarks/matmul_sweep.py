@@ -17,11 +17,23 @@ Prints one JSON line per measurement and a table of the chosen tile per shape::
     WGPU_BACKEND_TYPE=Vulkan python benchmarks/matmul_sweep.py --quick   # lavapipe
 
 ``ASGRAD_MATMUL_TUNING=0`` times the rule's choice as ``auto`` instead of the tuned one.
+
+Square products only, each candidate tile timed alone (GPU time by timestamps, the
+least of three blocks of back-to-back products, as ``gpu_micro.py`` times them), its
+result checked against numpy, ranked against cuBLAS fp32 (TF32 off) where PyTorch with
+CUDA is importable::
+
+    python benchmarks/matmul_sweep.py --sizes 1024,4096 --candidates all
+
+``--candidates``: ``tuned`` (what the tuner times for the shape), ``all`` (every tile
+the tuner knows, then a grid of tile parameters beyond them, `grid`), or tile names
+(``128x128_8x8_k16du,128x128_8x8_k16dpu_w8/2``: ``/S`` cuts K in S pieces).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -32,12 +44,14 @@ import numpy as np
 
 from asgrad.gpu import GpuArray, get_device, to_gpu
 from asgrad.gpu.device import limits
+from asgrad.gpu.errors import GpuError
 from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering import conv, reduction
 from asgrad.gpu.lowering._matmul_tiles import tile as parse_tile
 from asgrad.gpu.lowering.linalg import MatrixView, choose, matmul_into, select
 from asgrad.gpu.lowering.reduction import reduce_axis
-from gpu_micro import _torch  # this folder: the CUDA comparison column, TF32 off
+from gpu_micro import _gpu_time as _gpu_time_best
+from gpu_micro import _gpu_time_torch, _torch  # this folder: cuBLAS's column, TF32 off
 
 Row = dict[str, Any]
 # (name, batch, M, N, K, A stored transposed, B stored transposed)
@@ -276,6 +290,168 @@ def sweep_conv(torch: Any, quick: bool) -> list[Row]:
     return rows
 
 
+# The tile parameters `grid` combines: blocks with their outputs per thread and the
+# subgroup layouts tried for each, K steps, the K loop's form (one buffer; two; two with
+# constant indexes).
+GRID_BLOCKS: dict[str, tuple[str, ...]] = {
+    "128x128_8x8": ("", "_w8", "_w4"),
+    "128x128_8x16": ("", "_w4"),  # 128 threads of 128 outputs (as cuBLAS's SGEMM)
+    "128x128_16x8": ("", "_w8"),
+    "128x256_8x16": ("", "_w8"),
+    "256x128_16x8": ("", "_w8"),
+    "256x128_8x16": ("", "_w4"),
+    "64x128_8x8": ("", "_w8"),
+    "128x64_8x8": ("",),
+    "64x64_8x8": ("",),
+    # fewer outputs per thread, more threads: for products that 64x64 tiles leave
+    # short of a few workgroups per multiprocessor (timed only there, as the tuner)
+    "64x64_4x8": ("",),
+    "64x64_8x4": ("", "_w4"),
+    "64x64_4x4": ("", "_w8"),
+}
+GRID_DEPTHS = (8, 16, 32)
+GRID_LOOPS = ("u", "du", "dpu")
+# A grid tile is timed where it gives at least this many workgroups.
+GRID_MIN_GROUPS = 64
+
+
+def grid(max_shared: int) -> list[str]:
+    """Every valid tile of `GRID_BLOCKS` x `GRID_DEPTHS` x `GRID_LOOPS` within
+    ``max_shared`` bytes of workgroup memory and `tuning.MAX_THREADS`."""
+    out = []
+    for (block, warps), k, loop in itertools.product(GRID_BLOCKS.items(), GRID_DEPTHS, GRID_LOOPS):
+        for warp in warps:
+            name = f"{block}_k{k}{loop}{warp}"
+            try:
+                t = parse_tile(name)
+            except GpuError:
+                continue
+            if t.shared <= max_shared and t.threads <= tuning.MAX_THREADS:
+                out.append(name)
+    return out
+
+
+def _configs(spec: str, n: int, shared: int) -> list[tuple[str, int]]:
+    """The (tile, splits) that ``--candidates spec`` names for an n x n x n product."""
+    device = get_device()
+    problem = tuning.Problem(n, n, n, 1, ("k", "n"), (True, True), max_shared=shared,
+                             max_groups=device.max_groups)  # fmt: skip
+    rule = select(n, n, n, 1, shared)
+    if spec in ("tuned", "all"):
+        out = list(tuning.candidates(problem, rule))
+        if spec == "all":
+            known = [*tuning.TILES, *tuning.SPLIT_TILES, *TILES]
+            out += [(t, 1) for t in known]
+            full = problem.groups(tuning.FILLING) >= tuning.MANY_GROUPS
+            for name in grid(shared):
+                t = parse_tile(name)
+                if problem.groups(name) >= GRID_MIN_GROUPS and not (full and t.tm * t.tn < 64):
+                    out.append((name, 1))
+    else:
+        out = []
+        for item in spec.split(","):
+            name, _, splits = item.strip().partition("/")
+            out.append((name, int(splits or 1)))
+    seen: set[tuple[str, int]] = set()
+    return [c for c in out if problem.fits(c) and not (c in seen or seen.add(c))]
+
+
+def sweep_sizes(sizes: list[int], spec: str, torch: Any, budget: float, top: int = 40) -> list[Row]:
+    """Each candidate of ``spec`` (`_configs`) timed alone at each n x n x n product,
+    with the tuned default (``auto``) and cuBLAS; a ranking per size at the end. The
+    candidates left when ``budget`` seconds have passed at a size are skipped (and
+    listed); the ranking lists the ``top`` fastest, then a summary per parameter."""
+    device = get_device()
+    shared = device.limits["max-compute-workgroup-storage-size"]
+    registered = set(tuning.TILES) | set(tuning.SPLIT_TILES)
+    rows: list[Row] = []
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        a = rng.standard_normal((n, n), dtype=np.float32)
+        b = rng.standard_normal((n, n), dtype=np.float32)
+        ref = a[:64] @ b
+        ga, gb = to_gpu(a), to_gpu(b)
+        va, vb = MatrixView(ga), MatrixView(gb)
+        out = GpuArray.empty((n, n), np.float32)
+        flops = 2.0 * n**3
+        reps = max(2, min(50, int(2e12 / flops)))
+        base: Row = {"bench": "matmul_square", "n": n}
+        cublas = None
+        if torch is not None:
+            ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+            sec = _gpu_time_torch(torch, lambda ta=ta, tb=tb: ta @ tb, reps)
+            cublas = flops / sec / 1e12
+            rows.append({**base, "tile": "torch-cuda-fp32", "us": sec * 1e6, "tflops": cublas})
+            print(json.dumps(rows[-1]), flush=True)
+        start = start_size = time.perf_counter()
+        auto = choose(va, vb)  # the tuned choice (measured now at its bucket's first use)
+        tune_s = time.perf_counter() - start
+        configs: list[tuple[str | None, int]] = [(None, auto[1])]
+        configs += _configs(spec, n, shared)
+        skipped = []
+        for tile, splits in configs:
+            if tile is not None and time.perf_counter() - start_size > budget:
+                skipped.append(f"{tile}/{splits}")
+                continue
+
+            record = partial(matmul_into, va, vb, out, tile, splits)
+            row: Row = {**base, "tile": tile or f"auto:{auto[0]}", "splits": splits}
+            try:
+                begin = time.perf_counter()
+                sec = _gpu_time_best(record, reps) or _gpu_time(record, reps)
+                row["first_s"] = round(time.perf_counter() - begin, 2)  # compile + timing
+            except Exception as exc:  # a kernel this adapter refuses: noted, the sweep goes on
+                row["error"] = str(exc)[:200]
+                print(json.dumps(row), flush=True)
+                continue
+            got = out.numpy()[:64]
+            row.update(us=sec * 1e6, tflops=flops / sec / 1e12)
+            row["relerr"] = float(np.abs(got - ref).max() / np.abs(ref).max())
+            row["registered"] = tile is None or tile in registered
+            if cublas:
+                row["vs_cublas"] = round(row["tflops"] / cublas, 3)
+            if tile is None:
+                row["tune_s"] = round(tune_s, 3)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        if skipped:
+            print(f"# n={n}: over the budget, not timed: {' '.join(skipped)}", flush=True)
+    for n in sizes:
+        ranked = sorted(
+            (r for r in rows if r["n"] == n and "tflops" in r), key=lambda r: -r["tflops"]
+        )
+        print(f"\n| n={n} | tile | splits | us | TFLOP/s | vs cuBLAS | rel. err | registered |")
+        print("|---:|---|---:|---:|---:|---:|---:|---|")
+        for rank, r in enumerate(ranked, 1):
+            if rank > top and not str(r["tile"]).startswith(("auto", "torch")):
+                continue
+            ratio = f"{r['vs_cublas']:.3f}" if "vs_cublas" in r else "-"
+            err = f"{r['relerr']:.1e}" if "relerr" in r else "-"
+            mark = "yes" if r.get("registered") else "-"
+            print(
+                f"| {rank} | {r['tile']} | {r.get('splits', '-')} | {r['us']:.0f} | "
+                f"{r['tflops']:.2f} | {ratio} | {err} | {mark} |"
+            )
+        print(f"\nn={n}, the best TFLOP/s per tile parameter (unsplit tiles):")
+        for label, value in _PARAMETERS.items():
+            best: dict[str, float] = {}
+            for r in ranked:
+                if r.get("splits") == 1 and not str(r["tile"]).startswith(("auto", "torch")):
+                    key = value(parse_tile(str(r["tile"])))
+                    best[key] = max(best.get(key, 0.0), r["tflops"])
+            print(f"  {label}: " + ", ".join(f"{k} {v:.1f}" for k, v in best.items()))
+    return rows
+
+
+# How `sweep_sizes` groups the tiles in its summary: one line per parameter.
+_PARAMETERS: dict[str, Callable[[Any], str]] = {
+    "block/thread": lambda t: f"{t.bm}x{t.bn}_{t.tm}x{t.tn}",
+    "K step": lambda t: f"k{t.bk}",
+    "loop": lambda t: "d" * t.double + "p" * t.pingpong + "u" * t.unroll or "plain",
+    "subgroup": lambda t: f"w{t.warp}" if t.warp else "rows",
+}
+
+
 def warm_up(seconds: float) -> None:
     """Keep the GPU busy for a while so its clocks are up before anything is timed."""
     device = get_device()
@@ -296,6 +472,18 @@ def main() -> None:
     parser.add_argument(
         "--shared", type=int, default=32768, help="workgroup memory to ask the adapter for"
     )
+    parser.add_argument(
+        "--sizes", help="comma-separated n: time square n x n x n products per candidate only"
+    )
+    parser.add_argument(
+        "--candidates",
+        default="tuned",
+        help="with --sizes: tuned, all (the tuner's tiles and a grid beyond), or tile names",
+    )
+    parser.add_argument(
+        "--budget", type=float, default=200.0, help="with --sizes: seconds per size"
+    )
+    parser.add_argument("--top", type=int, default=40, help="with --sizes: rows ranked")
     args = parser.parse_args()
     limits.TILE_CAPS["max-compute-workgroup-storage-size"] = args.shared
     device = get_device()
@@ -312,6 +500,13 @@ def main() -> None:
     print(f"# matmul tuning ({tuning.ENV}): {where}", flush=True)
     torch = None if args.quick else _torch()
     rows: list[Row] = []
+    if args.sizes:
+        sizes = [int(v) for v in args.sizes.split(",")]
+        rows = sweep_sizes(sizes, args.candidates, torch, args.budget, args.top)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"adapter": caps.adapter, "rows": rows}, fh)
+        return
     for shape in shapes(args.quick):
         if args.only and shape[0] not in args.only.split(","):
             continue

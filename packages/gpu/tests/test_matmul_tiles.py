@@ -13,6 +13,7 @@ from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering.linalg import (
     FEW,
     LARGE,
+    LARGE_KN,
     LARGE_T,
     MEDIUM,
     SHALLOW,
@@ -30,9 +31,9 @@ pytestmark = pytest.mark.gpu
 Array = np.ndarray
 
 # The rule's tiles that the tuner does not time, the loop variants (one buffer, not
-# unrolled), and LARGE for every layout (the tuner's candidates are each proven at two
+# unrolled), and LARGE and LARGE_KN for every layout (the tuner's candidates are each proven at two
 # layouts in test_matmul_tuning.py; the loaders of a layout are the same for all tiles).
-TILES = [LARGE, MEDIUM, SMALL, "64x128_4x8_k8", "64x64_4x4_k16d"]
+TILES = [LARGE, LARGE_KN, MEDIUM, SMALL, "64x128_4x8_k8", "64x64_4x4_k16d"]
 
 
 def _view(device: Device, x: Array, transposed: bool) -> MatrixView:
@@ -89,7 +90,8 @@ def test_empty_k_gives_zeros(device: Device) -> None:
 
 
 def test_select_picks_per_shape() -> None:
-    assert select(4096, 4096, 4096, 1) == (LARGE, 1)
+    assert select(4096, 4096, 4096, 1) == (LARGE_KN, 1)
+    assert tiles.tile(LARGE_KN).shared <= 8192  # so it runs wherever LARGE does
     assert select(8192, 512, 2048, 1, layouts=("k", "k")) == (LARGE_T, 1)
     # a deep K with few output tiles is cut into pieces
     tile, splits = select(512, 2048, 8192, 1, layouts=("m", "n"))
@@ -110,7 +112,19 @@ def test_select_picks_per_shape() -> None:
 def test_tile_names_are_checked(device: Device) -> None:
     assert tiles.tile("128").name == "128x128_8x8_k8"
     assert tiles.tile("64x64_8x8_k8du") == tiles.Tile(64, 64, 8, 8, 8, True, True)
-    for bad in ("128x128", "128x128_6x8_k8", "64x64_4x4_k6", "64x64_4x4_k8x"):
+    wide = tiles.tile("128x256_8x16_k8dpu_w8")
+    assert wide == tiles.Tile(128, 256, 8, 16, 8, True, True, True, 8)
+    assert (wide.wx, wide.wy, wide.name) == (16, 16, "128x256_8x16_k8dpu_w8")
+    for bad in (
+        "128x128",
+        "128x128_6x8_k8",
+        "64x64_4x4_k6",
+        "64x64_4x4_k8x",
+        "128x128_8x8_k8pu",  # constant buffer indexes need two buffers
+        "128x128_8x8_k8du_w3",  # subgroups over 3 x 32/3 threads
+        "64x64_8x8_k8du_w16",  # 16 threads wide, of 8 in a row
+        "128x128_8x8_k8du_x8",
+    ):
         with pytest.raises(GpuUnsupportedError, match=r"BMxBN_TMxTN_kBK|TM and TN"):
             tiles.tile(bad)
     a = to_gpu(np.ones((4, 4), np.float32), device)

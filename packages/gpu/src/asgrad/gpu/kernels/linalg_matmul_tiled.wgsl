@@ -83,8 +83,7 @@ fn main(
     @builtin(local_invocation_index) li: u32,
     @builtin(workgroup_id) wid: vec3<u32>,
 ) {
-    let tx = lid.x;
-    let ty = lid.y;
+${THREAD}
     let row0 = wid.y * ${BM}u;
     let col0 = wid.x * ${BN}u;
     let split = wid.z / params.nbatch;

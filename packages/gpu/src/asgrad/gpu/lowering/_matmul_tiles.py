@@ -3,15 +3,22 @@
 ``kernels/linalg_matmul_tiled.wgsl`` holds the fixed frame; this module writes the
 parts that depend on the tile: the named accumulators, the unrolled inner product, the
 tile loaders for each operand layout (scalar or vec4 global reads) and the stores.
-A tile is named ``"BMxBN_TMxTN_kBK"`` (``"128x64_8x4_k8"``): a BM x BN block of C per
-workgroup, TM x TN outputs per thread, K steps of BK.
+A tile is named ``"BMxBN_TMxTN_kBK[flags][_wW]"`` (``"128x64_8x4_k8"``,
+``"128x128_8x8_k16dpu_w8"``): a BM x BN block of C per workgroup, TM x TN outputs per
+thread (4, 8 or 16 each), K steps of BK; the flags ``d`` (two K-step buffers in
+workgroup memory), ``p`` (with ``d``: the K loop unrolled by two so each buffer is
+named by a constant, no buffer index at run time) and ``u`` (the K-step's inner loop
+written out);
+``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W) block of
+threads, so its fragment reads from workgroup memory touch W vec4 of B and 32 / W of A
+(without it, a subgroup is 32 / (BN / TN) whole rows of threads).
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from asgrad.gpu.device.array import Operand, contiguous_strides
@@ -40,11 +47,14 @@ class Tile:
     bk: int
     double: bool = False  # two K-step buffers in workgroup memory, one barrier a step
     unroll: bool = False  # the K-step's inner loop written out
+    pingpong: bool = False  # (double) the K loop unrolled by two: constant buffer indexes
+    warp: int = 0  # threads along N per 32-invocation subgroup (0: whole rows of threads)
 
     @property
     def name(self) -> str:
-        flags = "d" * self.double + "u" * self.unroll
-        return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}"
+        flags = "d" * self.double + "p" * self.pingpong + "u" * self.unroll
+        lanes = f"_w{self.warp}" if self.warp else ""
+        return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}{lanes}"
 
     @property
     def stages(self) -> int:
@@ -72,32 +82,39 @@ def tile(name: str) -> Tile:
     """The `Tile` named ``name`` (or one of `ALIASES`), checked."""
     full = ALIASES.get(name, name)
     try:
-        block, thread, depth = full.split("_")
+        block, thread, depth, *rest = full.split("_")
         bm, bn = (int(v) for v in block.split("x"))
         tm, tn = (int(v) for v in thread.split("x"))
         flags = depth.removeprefix("k").lstrip("0123456789")
         bk = int(depth.removeprefix("k").removesuffix(flags))
-        if set(flags) - {"d", "u"}:
+        if set(flags) - {"d", "p", "u"} or len(rest) > 1 or not depth.startswith("k"):
             raise ValueError(flags)
+        warp = int(rest[0].removeprefix("w")) if rest else 0
+        if rest and not rest[0].startswith("w"):
+            raise ValueError(rest)
     except ValueError:
         raise GpuUnsupportedError(
-            f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK (e.g. 128x64_8x4_k8)"
+            f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK[flags][_wW] (e.g. "
+            "128x64_8x4_k8, 128x128_8x8_k16dpu_w8)"
         ) from None
-    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags)
+    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp)
     ok = (
-        tm in (4, 8)
-        and tn in (4, 8)
+        tm in (4, 8, 16)
+        and tn in (4, 8, 16)
         and bm % tm == 0
         and bn % tn == 0
         and bk % 4 == 0
         and t.threads <= 1024
         and t.shared <= 32768
+        and (t.double or not t.pingpong)
+        and (warp == 0 or (warp in (2, 4, 8, 16) and t.wx % warp == 0 and t.wy % (32 // warp) == 0))
     )
     if not ok:
         raise GpuUnsupportedError(
-            f"matmul tile {name!r}: TM and TN must be 4 or 8, dividing BM and BN; BK a "
+            f"matmul tile {name!r}: TM and TN must be 4, 8 or 16, dividing BM and BN; BK a "
             "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
-            "after BK: d (double buffer), u (unrolled)"
+            "after BK: d (double buffer), p (with d: constant buffer indexes), u "
+            "(unrolled); _wW: W of 2, 4, 8 or 16 dividing BN / TN, 32 / W dividing BM / TM"
         )
     return t
 
@@ -332,9 +349,7 @@ def source(
     acc = [(r, j) for r in range(t.tm) for j in range(t.tn // 4)]
     decl = "\n".join(f"    var c{r}_{j} = vec4<f32>(0.0);" for r, j in acc)
 
-    stage = "cur" if t.double else "0u"  # the buffer being read
-
-    def step(k: str) -> list[str]:  # the products of one k of the K-step
+    def step(k: str, stage: str) -> list[str]:  # the products of one k of the K-step
         lines = [f"let a{i} = As[{stage}][{k}][{i * t.wy}u + ty];" for i in range(t.tm // 4)]
         lines += [f"let b{j} = Bs[{stage}][{k}][{j * t.wx}u + tx];" for j in range(t.tn // 4)]
         lines += [
@@ -342,10 +357,11 @@ def source(
         ]
         return lines
 
-    if t.unroll:
-        inner = [f"{{ {' '.join(step(f'{k}u'))} }}" for k in range(t.bk)]
-    else:
-        inner = [f"for (var k = 0u; k < {t.bk}u; k++) {{", *step("k"), "}"]
+    def inner(stage: str) -> list[str]:  # the products of one K-step from buffer `stage`
+        if t.unroll:
+            return [f"{{ {' '.join(step(f'{k}u', stage))} }}" for k in range(t.bk)]
+        return [f"for (var k = 0u; k < {t.bk}u; k++) {{", *step("k", stage), "}"]
+
     loop = _loop(t, first_a + first_b, stash_a + stash_b, next_a + next_b, inner)
     store = "\n".join(
         f"    store_row(c_base, row0 + {4 * (r // 4) * t.wy + r % 4}u + 4u * ty, "
@@ -371,6 +387,7 @@ def source(
         FETCH_B=fb,
         WX=t.wx,
         WY=t.wy,
+        THREAD=_thread(t),
         BM=t.bm,
         BN=t.bn,
         BK=t.bk,
@@ -398,12 +415,37 @@ fn load_b(base: u32, k: u32, n: u32, kend: u32) -> f32 {{
 }}"""
 
 
-def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: list[str]) -> str:
-    """The K loop: fetch the next tiles into registers while computing on the current."""
+def _thread(t: Tile) -> str:
+    """This invocation's column and row of threads (tx, ty): those of its local id, or
+    with `Tile.warp` its subgroup's W x (32 / W) block of threads and its lane in it."""
+    if not t.warp:
+        return "    let tx = lid.x;\n    let ty = lid.y;"
+    across = t.wx // t.warp  # subgroups along a row of threads
+    return (
+        "    let lane = li % 32u;\n    let sg = li / 32u;\n"
+        f"    let tx = (sg % {across}u) * {t.warp}u + lane % {t.warp}u;\n"
+        f"    let ty = (sg / {across}u) * {32 // t.warp}u + lane / {t.warp}u;"
+    )
+
+
+def _loop(
+    t: Tile,
+    first: list[str],
+    stash: list[str],
+    nxt: list[str],
+    inner: Callable[[str], list[str]],
+) -> str:
+    """The K loop: fetch the next tiles into registers while computing on the current
+    (``inner(stage)``: the products of one K-step read from buffer ``stage``)."""
 
     def block(lines: list[str], indent: int, stage: str = "0u") -> str:
         pad = " " * indent
         return "\n".join(pad + line for line in lines).replace("STAGE", stage)
+
+    def guarded(lines: list[str], indent: int, stage: str) -> list[str]:
+        """``lines`` run only where another K step follows."""
+        pad = " " * indent
+        return [f"{pad}if (more) {{", block(lines, indent + 4, stage), f"{pad}}}"]
 
     if not t.double:  # one buffer: a barrier before and after the products
         return "\n".join(
@@ -415,8 +457,35 @@ def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: li
                 f"        if (k0 + {t.bk}u < kend) {{",
                 block(nxt, 12),
                 "        }",
-                block(inner, 8),
+                block(inner("0u"), 8),
                 "        workgroupBarrier();",
+                "    }",
+            ]
+        )
+    if t.pingpong:  # two K-steps per iteration, reading buffer 0 then buffer 1
+        half = []
+        for cur, other in (("0u", "1u"), ("1u", "0u")):
+            half += [
+                "        if (k0 >= kend) {",
+                "            break;",
+                "        }",
+                "        {",
+                f"            let more = k0 + {t.bk}u < kend;",
+                *guarded(nxt, 12, other),
+                block(inner(cur), 12),
+                *guarded(stash, 12, other),
+                "            workgroupBarrier();",
+                f"            k0 += {t.bk}u;",
+                "        }",
+            ]
+        return "\n".join(
+            [
+                "\n".join(first),
+                block(stash, 4),
+                "    workgroupBarrier();",
+                "    var k0 = kbeg;",
+                "    loop {",
+                *half,
                 "    }",
             ]
         )
@@ -430,13 +499,9 @@ def _loop(t: Tile, first: list[str], stash: list[str], nxt: list[str], inner: li
             "    var cur = 0u;",
             f"    for (var k0 = kbeg; k0 < kend; k0 += {t.bk}u) {{",
             f"        let more = k0 + {t.bk}u < kend;",
-            "        if (more) {",
-            block(nxt, 12),
-            "        }",
-            block(inner, 8),
-            "        if (more) {",
-            block(stash, 12, "1u - cur"),
-            "        }",
+            *guarded(nxt, 8, "1u - cur"),
+            block(inner("cur"), 8),
+            *guarded(stash, 8, "1u - cur"),
             "        workgroupBarrier();",
             "        cur = 1u - cur;",
             "    }",

@@ -411,6 +411,14 @@ def _vec4(
     return st[axis] == 1 and all(v % 4 == 0 for v in others)
 
 
+# select()'s tile in place of LARGE for operands read as stored (A along K, B along N):
+# 128 threads of 8x16 outputs, one buffer (8 KiB of workgroup memory), 43.7 TFLOP/s at
+# 4096^3 on an H200 against LARGE's 40.2 (benchmarks/matmul_sweep.py --sizes 1024,4096
+# --candidates all, 2026-12-02). FEW below is 64x64 with 128 threads of 8x4 outputs:
+# 29.0 TFLOP/s at 1024^3 against 22.3 for 64x64_8x8_k8du in the same sweep.
+LARGE_KN = "128x128_8x16_k8u"
+
+
 # The tiles select() picks from, measured on an H200 (benchmarks/matmul_sweep.py):
 # LARGE (double-buffered, unrolled) for row-major operands, LARGE_T (BK 16, unrolled)
 # when an operand is read transposed, while they give LARGE_GROUPS workgroups; SHALLOW
@@ -421,8 +429,8 @@ def _vec4(
 LARGE = "128x128_8x8_k8du"
 LARGE_T = "128x128_8x8_k16u"
 SHALLOW = "128x64_8x8_k8du"
-FEW = "64x64_8x8_k8du"
-SPLIT_FEW = "64x64_8x8_k8du"
+FEW = "64x64_8x4_k16dpu"
+SPLIT_FEW = "64x64_8x4_k16dpu"
 MEDIUM = "64x64_8x8_k8"
 SMALL = "32x32_4x4_k8"
 TINY = "16x16_4x4_k16d"
@@ -472,6 +480,8 @@ def select(
         return grid(name)[1] >= MIN_USE and tiles.tile(name).shared <= max_shared
 
     large = LARGE if layouts == ("k", "n") else LARGE_T
+    if layouts == ("k", "n") and tiles.tile(LARGE_KN).shared <= max_shared:
+        large = LARGE_KN
     groups = grid(large)[0]
     if K < SHALLOW_K and usable(SHALLOW) and grid(SHALLOW)[0] >= LARGE_GROUPS:
         return SHALLOW, 1
