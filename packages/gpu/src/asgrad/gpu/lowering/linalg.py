@@ -422,8 +422,8 @@ LARGE_KN = "128x128_8x16_k8u"
 # The tiles select() picks from, measured on an H200 (benchmarks/matmul_sweep.py):
 # LARGE (double-buffered, unrolled) for row-major operands, LARGE_T (BK 16, unrolled)
 # when an operand is read transposed, while they give LARGE_GROUPS workgroups; SHALLOW
-# for K below SHALLOW_K and batches of narrow matrices (attention heads); FEW (64
-# threads, 8x8 each) when 128x128 tiles would not fill the GPU; SPLIT_FEW for deep K
+# for K below SHALLOW_K and batches of narrow matrices (attention heads); FEW (128
+# threads, 8x4 each) when 128x128 tiles would not fill the GPU; SPLIT_FEW for deep K
 # with very few outputs; MEDIUM and SMALL for small matrices; TINY (16x16, 16 threads)
 # for a split product whose output fills too little of a SMALL tile.
 LARGE = "128x128_8x8_k8du"
