@@ -106,12 +106,14 @@ def test_one_forward_loop_saves_what_the_backward_steps_read(
     forward = [s for s in scans if not s.attrs["reverse"]]
     backward = [s for s in scans if s.attrs["reverse"]]
     # the loop the loss reads and the one saving the gates are one scan
-    assert len(forward) == 1 and len(backward) == 1
+    assert len(forward) == 1
+    assert len(backward) == 1
     body = forward[0].attrs["loop"]
-    assert body.extends is not None and body.n_y == body.extends.n_y + saved
+    assert body.extends is not None
+    assert body.n_y == body.extends.n_y + saved
     ops = _ops(backward[0])
     # no gate is computed again: one product (the hidden state's gradient), no sigmoid
-    assert ops["matmul"] == 1 and ops["sigmoid"] == 0 and ops["tanh"] == 0
+    assert (ops["matmul"], ops["sigmoid"], ops["tanh"]) == (1, 0, 0)
 
 
 def test_loops_that_keep_no_carries_compute_their_steps_again() -> None:
@@ -119,10 +121,10 @@ def test_loops_that_keep_no_carries_compute_their_steps_again() -> None:
     backward = [s for s in scans if s.attrs["reverse"]]
     assert len(backward) == 1
     ops = _ops(backward[0])
-    assert ops["matmul"] == 2 and ops["sigmoid"] == 3
+    assert (ops["matmul"], ops["sigmoid"]) == (2, 3)
 
 
-@pytest.mark.parametrize("build,inputs", [(_lstm, _lstm_inputs), (_gru, _gru_inputs)])
+@pytest.mark.parametrize(("build", "inputs"), [(_lstm, _lstm_inputs), (_gru, _gru_inputs)])
 def test_saved_and_recomputed_forward_values_give_the_same_gradients(
     build: object, inputs: object
 ) -> None:

@@ -31,10 +31,9 @@ from asgrad.tensor import Tensor
 from asgrad.tensor.ir.dtypes import is_float
 from asgrad.tensor.ir.free_sizes import free_axes_of
 from asgrad.tensor.ir.graph import Node
-from asgrad.tensor.ir.registry import TensorType
-from asgrad.tensor.loops import scan
 from asgrad.tensor.ir.passes import topological_order
-from asgrad.tensor.ir.registry import get_op
+from asgrad.tensor.ir.registry import TensorType, get_op
+from asgrad.tensor.loops import scan
 from asgrad.tensor.loops.body import Body, replay_values, trace, tracing
 
 RULES: dict[str, Rule] = {}

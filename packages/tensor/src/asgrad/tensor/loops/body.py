@@ -205,7 +205,8 @@ class Body:
 
         def call(carries: list[Tensor], xs: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
             inner = tracing()
-            assert inner is not None and inner.parent is not None
+            assert inner is not None
+            assert inner.parent is not None
             caps = [inner.capture(inner.parent._wrap(n)) for n in base.outer]
             values = replay_values(base, inner, [*carries, *xs, *caps], extra)
             outs = [values[n.id] for n in base.outputs]
