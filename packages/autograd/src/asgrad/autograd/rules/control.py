@@ -5,10 +5,15 @@ carries are the gradients flowing into the forward carries and the sums of the
 captured values' gradients; its per-step inputs are the carries each forward step
 started from (saved by the forward scan, or recomputed by running it again when it
 was built with ``save_carries=False``), the forward xs and the gradients of the ys.
-Each backward step recomputes one forward step from its saved carries
-(`replay`) and differentiates it with `grad`, so the
-backward body is a graph like any other: differentiating it again gives higher
-orders (the backward scan saves no carries: a gradient of it runs it again).
+Each backward step copies one forward step (`replay_values`) and differentiates it
+with `grad`, so the backward body is a graph like any other: differentiating it again
+gives higher orders (the backward scan saves no carries: a gradient of it runs it
+again). Where the forward scan saves its carries, a probe of the backward step finds
+the forward values the gradient reads (by value, not for a shape alone) that change
+from step to step; a scan of the body extended with them as more ys
+(`Body.with_outputs`) saves them, and the backward step reads them instead of its
+copy of the forward step, which then computes nothing (`_substituted`). The extended
+scan has the same inputs as the forward one: the graph passes merge the two.
 ``scan_part`` and ``scan_unpart`` are adjoint.
 
 A captured value's gradient is a sum over the steps. Where a step's share is a product
