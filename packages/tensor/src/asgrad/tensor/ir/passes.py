@@ -167,7 +167,8 @@ def _merged_part(node: Node, ext: Node, replaced: dict[int, Node]) -> Node:
 def optimize(
     roots: Sequence[Node], *, fold_constants: bool = True
 ) -> tuple[list[Node], list[Node]]:
-    """Dead code, common subexpressions, constant folding and identities.
+    """Dead code, common subexpressions, constant folding and identities; a scan whose
+    body another scan extends (the same inputs) is read from that one.
 
     Returns ``(nodes, new_roots)``: the nodes to compute in order, and what each
     root became.
