@@ -28,7 +28,9 @@ has another form stays a carry of the backward scan.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from asgrad.autograd.rules.common import Attrs, Grads, Ins, Needs, Rule, registrar
@@ -43,6 +45,40 @@ from asgrad.tensor.loops.body import Body, replay_values, trace, tracing
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)
+
+
+class _Saving(threading.local):
+    def __init__(self) -> None:
+        self.on = True
+
+
+_SAVING = _Saving()
+
+
+@contextlib.contextmanager
+def recompute_loop_steps() -> Iterator[None]:
+    """Within it, the gradients of scans save no forward values of their steps (an
+    LSTM's gates): each backward step computes its forward step again from the saved
+    carries. Less memory (one carry per step) for more work; what
+    [`Optimizer.compile`][asgrad.nn.Optimizer.compile] falls back to when a
+    ``memory_budget`` is not met otherwise.
+
+    >>> from asgrad.tensor import Graph, make_schedule, scan
+    >>> from asgrad.autograd import grad
+    >>> g = Graph()
+    >>> w, xs = g.input("w", (2, 2)), g.input("xs", (3, 1, 2))
+    >>> _, hs = scan(lambda h, x: ((h @ w + x).tanh(),) * 2, xs[0], xs)
+    >>> with recompute_loop_steps():
+    ...     (dw,) = grad(hs.sum(), [w])
+    >>> sum(n.op == "scan" for n in make_schedule([dw]).nodes)  # the loop and its gradient
+    2
+    """
+    before = _SAVING.on
+    _SAVING.on = False
+    try:
+        yield
+    finally:
+        _SAVING.on = before
 
 
 def _part(src: Tensor, ins: Ins, attrs: Attrs, part: int) -> Tensor:
@@ -288,7 +324,7 @@ def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
         if r_t:  # read the saved values instead of the replayed ones
             given = {values[n.id].node.id: r.node for n, r in zip(residual, r_t, strict=True)}
             grads = _substituted(grads, given, replayed - set(given), [*carry, *x])
-        elif probing[0] and attrs["save"]:
+        elif probing[0] and attrs["save"] and _SAVING.on:
             read = _read(grads, replayed)
             residual[:] = [
                 n
