@@ -18,6 +18,7 @@ from asgrad.autograd.check import (
 )
 from asgrad.autograd.grad import grad
 from asgrad.autograd.rules import RULES, Rule, get_rule, rule
+from asgrad.autograd.rules.control import recompute_loop_steps
 
 __version__ = "0.1.0"
 
@@ -31,5 +32,6 @@ __all__ = [
     "get_rule",
     "grad",
     "gradient_check",
+    "recompute_loop_steps",
     "rule",
 ]

@@ -5,10 +5,15 @@ carries are the gradients flowing into the forward carries and the sums of the
 captured values' gradients; its per-step inputs are the carries each forward step
 started from (saved by the forward scan, or recomputed by running it again when it
 was built with ``save_carries=False``), the forward xs and the gradients of the ys.
-Each backward step recomputes one forward step from its saved carries
-(`replay`) and differentiates it with `grad`, so the
-backward body is a graph like any other: differentiating it again gives higher
-orders (the backward scan saves no carries: a gradient of it runs it again).
+Each backward step copies one forward step (`replay_values`) and differentiates it
+with `grad`, so the backward body is a graph like any other: differentiating it again
+gives higher orders (the backward scan saves no carries: a gradient of it runs it
+again). Where the forward scan saves its carries, a probe of the backward step finds
+the forward values the gradient reads (by value, not for a shape alone) that change
+from step to step; a scan of the body extended with them as more ys
+(`Body.with_outputs`) saves them, and the backward step reads them instead of its
+copy of the forward step, which then computes nothing (`_substituted`). The extended
+scan has the same inputs as the forward one: the graph passes merge the two.
 ``scan_part`` and ``scan_unpart`` are adjoint.
 
 A captured value's gradient is a sum over the steps. Where a step's share is a product
@@ -23,7 +28,9 @@ has another form stays a carry of the backward scan.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from asgrad.autograd.rules.common import Attrs, Grads, Ins, Needs, Rule, registrar
@@ -31,12 +38,47 @@ from asgrad.tensor import Tensor
 from asgrad.tensor.ir.dtypes import is_float
 from asgrad.tensor.ir.free_sizes import free_axes_of
 from asgrad.tensor.ir.graph import Node
-from asgrad.tensor.ir.registry import TensorType
+from asgrad.tensor.ir.passes import topological_order
+from asgrad.tensor.ir.registry import TensorType, get_op
 from asgrad.tensor.loops import scan
-from asgrad.tensor.loops.body import Body, replay, trace, tracing
+from asgrad.tensor.loops.body import Body, replay_values, trace, tracing
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)
+
+
+class _Saving(threading.local):
+    def __init__(self) -> None:
+        self.on = True
+
+
+_SAVING = _Saving()
+
+
+@contextlib.contextmanager
+def recompute_loop_steps() -> Iterator[None]:
+    """Within it, the gradients of scans save no forward values of their steps (an
+    LSTM's gates): each backward step computes its forward step again from the saved
+    carries. Less memory (one carry per step) for more work; what
+    [`Optimizer.compile`][asgrad.nn.Optimizer.compile] falls back to when a
+    ``memory_budget`` is not met otherwise.
+
+    >>> from asgrad.tensor import Graph, make_schedule, scan
+    >>> from asgrad.autograd import grad
+    >>> g = Graph()
+    >>> w, xs = g.input("w", (2, 2)), g.input("xs", (3, 1, 2))
+    >>> _, hs = scan(lambda h, x: ((h @ w + x).tanh(),) * 2, xs[0], xs)
+    >>> with recompute_loop_steps():
+    ...     (dw,) = grad(hs.sum(), [w])
+    >>> sum(n.op == "scan" for n in make_schedule([dw]).nodes)  # the loop and its gradient
+    2
+    """
+    before = _SAVING.on
+    _SAVING.on = False
+    try:
+        yield
+    finally:
+        _SAVING.on = before
 
 
 def _part(src: Tensor, ins: Ins, attrs: Attrs, part: int) -> Tensor:
@@ -148,6 +190,74 @@ def _fixed(t: Tensor) -> bool:
     return free_axes_of(t.node) == frozenset()
 
 
+def _per_step(body: Body) -> set[int]:
+    """The ids of the body's nodes computed from its carries or xs (not from its
+    captures and constants alone): the values that change from step to step."""
+    found = {n.id for n in body.inputs[: body.n_carry + body.n_x]}
+    for node in topological_order(body.outputs):
+        if any(i.id in found for i in node.inputs):
+            found.add(node.id)
+    return found
+
+
+def _read(roots: Sequence[Tensor], replayed: set[int]) -> set[int]:
+    """The ``replayed`` nodes whose values ``roots`` read: the walk follows the edges
+    of values (an input read for its shape alone is not one) and stops at them."""
+    found: set[int] = set()
+    seen: set[int] = set()
+    stack = [t.node for t in roots]
+    while stack:
+        node = stack.pop()
+        if node.id in seen:
+            continue
+        seen.add(node.id)
+        if node.id in replayed:
+            found.add(node.id)
+            continue
+        shape_only = get_op(node.op).shape_only_inputs if node.inputs else ()
+        stack.extend(i for k, i in enumerate(node.inputs) if k not in shape_only)
+    return found
+
+
+def _substituted(
+    roots: Sequence[Tensor], given: dict[int, Node], stale: set[int], spare: Sequence[Tensor]
+) -> list[Tensor]:
+    """``roots`` computed with the nodes ``given`` (by id) replaced by other values: the
+    saved values of a forward step instead of its replayed ones. An input read for its
+    shape alone that would still need a ``stale`` node (a replayed value not saved) reads
+    a ``spare`` value of its type instead, where there is one."""
+    by_type: dict[TensorType, Node] = {}
+    for t in spare:
+        by_type.setdefault(t.node.type, t.node)
+    new: dict[int, tuple[Node, bool]] = {}  # id -> (its value now, reads a stale node)
+    for node in topological_order([t.node for t in roots]):
+        if node.id in given:
+            new[node.id] = (given[node.id], False)
+            continue
+        if node.id in stale:
+            new[node.id] = (node, True)
+            continue
+        shape_only = get_op(node.op).shape_only_inputs if node.inputs else ()
+        ins: list[Node] = []
+        old = False
+        for k, i in enumerate(node.inputs):
+            value, uses_stale = new[i.id]
+            if uses_stale and k in shape_only and i.type in by_type:
+                value, uses_stale = by_type[i.type], False
+            ins.append(value)
+            old = old or uses_stale
+        if all(a is b for a, b in zip(ins, node.inputs, strict=True)):
+            new[node.id] = (node, old)
+        else:
+            copy = Node(
+                node.graph, node.op, tuple(ins), node.attrs, node.type, node.name,
+                node.location, node.meta,
+            )  # fmt: skip
+            node.graph.nodes.append(copy)  # a node of the body, as apply makes them
+            new[node.id] = (copy, old)
+    return [Tensor(new[t.node.id][0]) for t in roots]
+
+
 @rule("scan")
 def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads:
     loop: Body = attrs["loop"]
@@ -183,17 +293,25 @@ def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
     carried = list(range(len(want_cap)))
     plan: list[list[HoistedSum]] = []
     rested: list[int] = []
+    # The forward values a backward step reads, saved by the forward scan (as extra
+    # ys of a scan extending it) where it saves its carries; found by the probe.
+    per_step = _per_step(body) - {n.id for n in body.inputs}
+    residual: list[Node] = []
+    probing = [True]
+    n_fixed = nc + nx + len(y_idx) + len(s_idx)
 
     def step(carry: list[Tensor], x: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
         from asgrad.autograd.grad import grad
 
         d_carry, acc = carry[:nc], carry[nc:]
         c_t, x_t = x[:nc], x[nc : nc + nx]
-        dy_t, ds_t = x[nc + nx : nc + nx + len(y_idx)], x[nc + nx + len(y_idx) :]
+        dy_t, ds_t = x[nc + nx : nc + nx + len(y_idx)], x[nc + nx + len(y_idx) : n_fixed]
+        r_t = x[n_fixed:]
         graph = tracing()
         assert graph is not None
         cap_t = [graph.capture(c) for c in caps]
-        outs = replay(body, graph, [*c_t, *x_t, *cap_t])
+        values = replay_values(body, graph, [*c_t, *x_t, *cap_t])
+        outs = [values[n.id] for n in body.outputs]
         used = [*outs[:nc], *(outs[nc + i] for i in y_idx)]
         terms = [(o * ct).sum() for o, ct in zip(used, [*d_carry, *dy_t], strict=True)]
         total = terms[0]
@@ -201,6 +319,18 @@ def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
             total = total + term
         wrt = [*c_t, *(x_t[j] for j in want_x), *(cap_t[k] for k in want_cap)]
         grads = grad(total, wrt)
+        given_ins = {t.node.id for t in [*carry, *x]}
+        replayed = {values[k].node.id for k in per_step if k in values} - given_ins
+        if r_t:  # read the saved values instead of the replayed ones
+            given = {values[n.id].node.id: r.node for n, r in zip(residual, r_t, strict=True)}
+            grads = _substituted(grads, given, replayed - set(given), [*carry, *x])
+        elif probing[0] and attrs["save"] and _SAVING.on:
+            read = _read(grads, replayed)
+            residual[:] = [
+                n
+                for n in topological_order(body.outputs)
+                if n.id in per_step and values[n.id].node.id in read and n.dtype == out.dtype
+            ]
         d_prev = list(grads[:nc])
         for i, ds in zip(s_idx, ds_t, strict=True):
             d_prev[i] = d_prev[i] + ds
@@ -223,11 +353,19 @@ def _scan(g: Tensor, out: Tensor, ins: Ins, attrs: Attrs, needs: Needs) -> Grads
 
     steps = [*saved, *xs, *d_ys, *d_saved]
     length = None if steps else int(attrs["length"])
-    if want_cap:  # probe the step: which captures keep a carry
+    if want_cap or attrs["save"]:  # probe the step: which captures keep a carry, what it reads
         types = [t.node.type for t in [*d_final, *(caps[k] for k in want_cap)]]
         types += [TensorType(t.shape[1:], t.dtype) for t in steps]
         trace(step, "probe", loop.where, g.graph, types, (nc + len(want_cap), len(steps)))
         carried[:] = rested
+    probing[0] = False
+    if residual:  # one forward scan computes the loop and saves what the steps read
+        fwd = {**attrs, "loop": body.with_outputs(residual), "save": True}
+        packed = out.graph.apply("scan", ins, fwd)
+        ny_ext = ny + len(residual)
+        saved = [_part(packed, ins, fwd, nc + ny_ext + i) for i in range(nc)]
+        kept = [_part(packed, ins, fwd, nc + ny + j) for j in range(len(residual))]
+        steps = [*saved, *xs, *d_ys, *d_saved, *kept]
     init = [*d_final, *(_zeros_like(caps[want_cap[i]]) for i in carried)]
     # The backward loop keeps no carries of its own (its carries include the sums of
     # the weights' gradients, a weight's size per step): a gradient of it reruns it.

@@ -10,12 +10,12 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from asgrad.autograd import grad
+from asgrad.autograd import grad, recompute_loop_steps
 from asgrad.nn.errors import RecompileWarning, StateMismatchError
 from asgrad.nn.grad_scaler import GradScaler, ScaledLoss
 from asgrad.tensor import Program, Tensor, Variable, compile, where
 from asgrad.tensor.api.precision import PRECISIONS, with_precision
-from asgrad.tensor.errors import ArgumentError, DefineByRunError, GraphError
+from asgrad.tensor.errors import ArgumentError, DefineByRunError, GraphError, MemoryBudgetError
 from asgrad.tensor.ir.scopes import node_meta, scope
 from asgrad.tensor.ir.structure import structure_key
 
@@ -306,7 +306,10 @@ class Optimizer:
 
         ``memory_budget`` (bytes) makes the step's planned peak fit by recomputing
         chosen activations in the backward pass (see [`compile`][asgrad.tensor.compile]);
-        the losses and gradients are bit-identical to the unbudgeted step's.
+        the losses and gradients are bit-identical to the unbudgeted step's. Where no
+        choice fits, the step is built again with loops whose gradients compute each
+        forward step again instead of saving its values
+        ([`recompute_loop_steps`][asgrad.autograd.recompute_loop_steps]).
         ``step.memory()`` gives the planned peak by category.
 
         ``debug=True`` checks numerics: a step stops at the first op that makes a NaN
@@ -359,19 +362,31 @@ class Optimizer:
             outputs = outs
             loss = first if scaler is None else scaler.scale(first)
         tensors = [graph.bind(p) for p in used]
-        grads = grad(loss, tensors)
-        if scaler is not None:
-            self._attach(scaler)
-        with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
-            pending = self.updates_for(used, tensors, grads, scaler=scaler)
-        updates = {**graph_updates, **pending}
-        program = compile(
-            [first, *outputs],
-            updates,
-            backend=backend,
-            check_numerics=debug,
-            memory_budget=memory_budget,
-        )
+
+        def build() -> Program:
+            grads = grad(loss, tensors)
+            if scaler is not None:
+                self._attach(scaler)
+            with node_meta(role="optimizer", scope="optimizer"):  # for the graph viewer
+                pending = self.updates_for(used, tensors, grads, scaler=scaler)
+            updates = {**graph_updates, **pending}
+            return compile(
+                [first, *outputs],
+                updates,
+                backend=backend,
+                check_numerics=debug,
+                memory_budget=memory_budget,
+            )
+
+        try:
+            program = build()
+        except MemoryBudgetError:
+            if memory_budget is None:
+                raise
+            # a loop's saved forward values (an LSTM's gates) are one node's: the
+            # budget cannot recompute them one by one, but the gradient can do without
+            with recompute_loop_steps():
+                program = build()
         if key is not None:
             self._programs[key] = program
             while len(self._programs) > self.MAX_PROGRAMS:

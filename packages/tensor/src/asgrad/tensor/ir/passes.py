@@ -130,10 +130,45 @@ def _simplify(node: Node, inputs: tuple[Node, ...]) -> Node | None:
     return None
 
 
+def _scan_key(node: Node, loop: Any) -> Hashable:
+    return (
+        id(loop),
+        tuple(n.id for n in node.inputs),
+        node.attrs.get("length"),
+        bool(node.attrs.get("reverse")),
+    )
+
+
+def _scan_extensions(order: Sequence[Node]) -> dict[Hashable, Node]:
+    """The scans whose body extends another's (``Body.extends``: the same carries and
+    ys, then more ys, saved for a gradient) and that save their carries, by the key of
+    the scan they extend: the same inputs, length and direction."""
+    found: dict[Hashable, Node] = {}
+    for node in order:
+        if node.op == "scan" and node.attrs.get("save"):
+            base = getattr(node.attrs["loop"], "extends", None)
+            if base is not None:
+                found.setdefault(_scan_key(node, base), node)
+    return found
+
+
+def _merged_part(node: Node, ext: Node, replaced: dict[int, Node]) -> Node:
+    """``node``, a part of a scan that ``ext`` extends, as the same part of ``ext``
+    (its saved carries come after ``ext``'s extra ys)."""
+    part = int(node.attrs["part"])
+    loop = node.attrs["loop"]
+    if part >= loop.n_carry + loop.n_y:
+        part += ext.attrs["loop"].n_y - loop.n_y
+    inputs = (replaced[ext.id], *(replaced[n.id] for n in node.inputs[1:]))
+    attrs = {**ext.attrs, "part": part}
+    return Node(node.graph, node.op, inputs, attrs, node.type, node.name, node.location, node.meta)
+
+
 def optimize(
     roots: Sequence[Node], *, fold_constants: bool = True
 ) -> tuple[list[Node], list[Node]]:
-    """Dead code, common subexpressions, constant folding and identities.
+    """Dead code, common subexpressions, constant folding and identities; a scan whose
+    body another scan extends (the same inputs) is read from that one.
 
     Returns ``(nodes, new_roots)``: the nodes to compute in order, and what each
     root became.
@@ -146,7 +181,16 @@ def optimize(
     """
     replaced: dict[int, Node] = {}
     seen: dict[Hashable, Node] = {}
-    for node in topological_order(roots):
+    order = topological_order(roots)
+    extensions = _scan_extensions(order)
+    merged: dict[int, Node] = {}  # a scan's id -> the scan extending it
+    for node in order:
+        if node.id in replaced:  # an extending scan, made where the scan it extends was
+            continue
+        if node.op == "scan_part" and node.inputs[0].id in merged:
+            part = _merged_part(node, merged[node.inputs[0].id], replaced)
+            replaced[node.id] = seen.setdefault(node_key(part, part.inputs), part)
+            continue
         inputs = tuple(replaced[n.id] for n in node.inputs)
         new: Node | None = None
         if node.op not in ("input", "parameter"):
@@ -159,5 +203,11 @@ def optimize(
             key = node_key(new, new.inputs)
             new = seen.setdefault(key, new)
         replaced[node.id] = new
+        ext = extensions.get(_scan_key(node, node.attrs["loop"])) if node.op == "scan" else None
+        if ext is not None and ext is not node:
+            if ext.id not in replaced:
+                ext_new = _rebuild(ext, tuple(replaced[n.id] for n in ext.inputs))
+                replaced[ext.id] = seen.setdefault(node_key(ext_new, ext_new.inputs), ext_new)
+            merged[node.id] = ext
     new_roots = [replaced[r.id] for r in roots]
     return topological_order(new_roots), new_roots

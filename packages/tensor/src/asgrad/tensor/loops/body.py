@@ -129,6 +129,8 @@ class Body:
         outputs: The new carries then the per-step outputs (ys).
         n_carry, n_x, n_y: How many carries, xs and ys.
         outer: The captured nodes of the enclosing graph (the scan node's last inputs).
+        extends: The body this one extends (`Body.with_outputs`): the same carries
+            and ys, then more ys; None for a body traced from a function.
     """
 
     def __init__(
@@ -150,6 +152,8 @@ class Body:
         self._types: dict[tuple[Shape, ...], list[TensorType]] = {}
         self._schedule: Schedule | None = None
         self._executable: Any = None
+        self.extends: Body | None = None
+        self._extended: dict[tuple[int, ...], Body] = {}
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -184,6 +188,39 @@ class Body:
             raise GraphError(f"{self.describe()} captures other values when traced again")
         self._variants[key] = variant
         return variant
+
+    def with_outputs(self, extra: Sequence[Node]) -> Body:
+        """This body with the values of ``extra`` (nodes of its graph) returned as more
+        per-step outputs, after its own ys: what a gradient's steps read, saved by the
+        forward loop instead of recomputed (see ``asgrad.autograd.rules.control``).
+
+        The same ``extra`` give the same body (two gradients of one scan share its
+        forward loop); its ``extends`` is this body.
+        """
+        key = tuple(n.id for n in extra)
+        found = self._extended.get(key)
+        if found is not None:
+            return found
+        base, nc, nx = self, self.n_carry, self.n_x
+
+        def call(carries: list[Tensor], xs: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
+            inner = tracing()
+            assert inner is not None
+            assert inner.parent is not None
+            caps = [inner.capture(inner.parent._wrap(n)) for n in base.outer]
+            values = replay_values(base, inner, [*carries, *xs, *caps], extra)
+            outs = [values[n.id] for n in base.outputs]
+            return outs[:nc], [*outs[nc:], *(values[n.id] for n in extra)]
+
+        types = [n.type for n in self.inputs]
+        caps = [t.dtype for t in types[nc + nx :]]
+        assert self.graph.parent is not None
+        body = trace(call, self.name, self.where, self.graph.parent, types, (nc, nx), caps)
+        if [n.id for n in body.outer] != [n.id for n in self.outer]:
+            raise GraphError(f"{self.describe()} captures other values when traced again")
+        body.extends = self
+        self._extended[key] = body
+        return body
 
     def schedule(self) -> Schedule:
         """The body's outputs planned as a program (graph passes applied)."""
@@ -313,10 +350,19 @@ def body_from_graph(
 def replay(body: Body, graph: Graph, inputs: Sequence[Tensor]) -> list[Tensor]:
     """The body's outputs computed in ``graph`` from ``inputs`` (one per body input):
     the body's nodes copied, as a gradient rule recomputes a step."""
+    values = replay_values(body, graph, inputs)
+    return [values[n.id] for n in body.outputs]
+
+
+def replay_values(
+    body: Body, graph: Graph, inputs: Sequence[Tensor], extra: Sequence[Node] = ()
+) -> dict[int, Tensor]:
+    """`replay`, returning every copied value by the id of its body node (the body's
+    outputs and ``extra``, nodes of the body, and what they are computed from)."""
     values: dict[int, Tensor] = {n.id: t for n, t in zip(body.inputs, inputs, strict=True)}
     from asgrad.tensor.ir.passes import topological_order
 
-    for node in topological_order(body.outputs):
+    for node in topological_order([*body.outputs, *extra]):
         if node.id in values:
             continue
         if node.op == "constant":
@@ -326,4 +372,4 @@ def replay(body: Body, graph: Graph, inputs: Sequence[Tensor]) -> list[Tensor]:
         else:
             ins = [values[n.id] for n in node.inputs]
             values[node.id] = graph.apply(node.op, ins, node.attrs)
-    return [values[n.id] for n in body.outputs]
+    return values
