@@ -6,8 +6,14 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, to_gpu
-from asgrad.gpu.lowering.norm import batch_norm, batch_norm_backward, layer_norm_backward
-from asgrad.gpu.lowering.rows import kernel_source
+from asgrad.gpu.lowering.norm import (
+    batch_norm,
+    batch_norm_backward,
+    layer_norm,
+    layer_norm_backward,
+    softmax,
+)
+from asgrad.gpu.lowering.rows import kernel_source, lanes_for
 from asgrad.tensor import get_op
 
 pytestmark = pytest.mark.gpu
@@ -43,3 +49,37 @@ def test_a_layer_norm_gradient_over_two_axes_matches_the_numpy_kernel(device: De
     got = layer_norm_backward(to_gpu(g, device), to_gpu(x, device), 2, 1e-5, to_gpu(w, device))
     want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(4, 5), eps=1e-5)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_short_rows_share_a_workgroup() -> None:
+    assert [lanes_for(n) for n in (1, 256, 257, 512, 1024, 2048, 4096)] == [
+        32, 32, 64, 64, 128, 256, 256,
+    ]  # fmt: skip
+    rows = get_op("softmax").rows
+    assert rows is not None
+    source = kernel_source(rows(4, 3, axis=-1), lanes=32)
+    assert "for (var s = 16u;" in source and "k += 32u" in source
+
+
+@pytest.mark.parametrize("rows", [1, 9, 13])
+@pytest.mark.parametrize("length", [1, 5, 256, 257, 513, 2100])
+def test_rows_of_any_length_and_count_match_the_numpy_kernels(
+    device: Device, rows: int, length: int
+) -> None:
+    """Several rows a workgroup (a last workgroup part empty), rows shorter than its
+    lanes or longer than their elements per pass: softmax, log-softmax, layer norm and
+    its gradient agree with numpy."""
+    rng = np.random.default_rng(rows * length)
+    x = (rng.standard_normal((rows, length)) * 4).astype(np.float32)
+    g = rng.standard_normal((rows, length)).astype(np.float32)
+    w = rng.standard_normal(length).astype(np.float32)
+    gx, gg, gw = (to_gpu(a, device) for a in (x, g, w))
+    for log in (False, True):
+        want = get_op("log_softmax" if log else "softmax").kernel(x, axis=-1)
+        np.testing.assert_allclose(softmax(gx, -1, log).numpy(), want, rtol=1e-5, atol=1e-6)
+    want = get_op("layer_norm").kernel(x, w, w, normalized_shape=(length,), eps=1e-5)
+    got = layer_norm(gx, 1, 1e-5, gw, gw).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(length,), eps=1e-5)
+    got = layer_norm_backward(gg, gx, 1, 1e-5, gw).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -2,8 +2,9 @@
 
 A composite along rows (softmax, log-softmax, layer and batch norm and their input
 gradients) states its meaning once, as a row program; `row_kernel` renders it into
-``kernels/norm_rows.wgsl``: one workgroup per row, each pass of stages
-(`RowProgram.groups`) one loop over the row and one tree reduction in
+``kernels/norm_rows.wgsl``: one workgroup per row (a short row takes fewer
+invocations and shares its workgroup with other rows: `lanes_for`), each pass of
+stages (`RowProgram.groups`) one loop over the row and one tree reduction in
 workgroup memory (the stages of a pass share its barriers), the row scalars'
 subexpressions computed once per row, then one loop writing the output expression.
 Every expression is spelled by `render_wgsl`, NaN and infinities
@@ -27,7 +28,14 @@ from asgrad.gpu.lowering.scalar import render_wgsl
 from asgrad.tensor.ir.rows import RowProgram, Stage, reads_inputs
 from asgrad.tensor.ir.scalar import Expr, arg, cast, substitute
 
-__all__ = ["WGSL_FILES", "kernel_source", "row_kernel", "row_kernel_stores", "widened"]
+__all__ = [
+    "WGSL_FILES",
+    "kernel_source",
+    "lanes_for",
+    "row_kernel",
+    "row_kernel_stores",
+    "widened",
+]
 
 WGSL_FILES: tuple[str, ...] = ("norm_rows.wgsl", "prelude.wgsl")
 
@@ -101,6 +109,7 @@ def kernel_source(
     kinds: Sequence[str] = (),
     out: str = "f32",
     store_kinds: Sequence[str] = (),
+    lanes: int = 256,
 ) -> str:
     """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
     (expressions of the inputs at the element, as the output's) is written into an
@@ -111,7 +120,9 @@ def kernel_source(
     ``f32`` or ``f16`` (default all ``f32``), read as stored: the program's
     expressions say where a float16 input is widened (``cast``); ``out`` and
     ``store_kinds`` (default ``f32``): the output's and the stores' storage types, each
-    value converted as it is written (rounded once to f16)."""
+    value converted as it is written (rounded once to f16). ``lanes`` (a power of two
+    from 32 to 256): the invocations per row, 256 / lanes rows per workgroup
+    (`lanes_for`)."""
     kinds = tuple(kinds) or ("f32",) * len(program.inputs)
     store_kinds = tuple(store_kinds) or ("f32",) * len(stores)
     w = _Writer(program, kinds, wrapped)
@@ -121,7 +132,7 @@ def kernel_source(
         for j in group:
             start = _NEG_INF if program.stages[j].reduce == "max" else "0.0"
             w.lines.append(f"    var t{j} = {start};")
-        w.lines.append("    for (var k = li; k < R; k += 256u) {")
+        w.lines.append(f"    for (var k = lane; k < R; k += {lanes}u) {{")
         w.lines.append("        let at = addr(row, k);")
         w.lines.extend(w.loads(exprs, "        "))
         for j, e in zip(group, exprs, strict=True):
@@ -130,8 +141,8 @@ def kernel_source(
         for m, j in enumerate(group):
             w.lines.append(f"    p{m}[li] = t{j};")
         w.lines.append("    workgroupBarrier();")
-        w.lines.append("    for (var s = 128u; s > 0u; s = s >> 1u) {")
-        w.lines.append("        if (li < s) {")
+        w.lines.append(f"    for (var s = {lanes // 2}u; s > 0u; s = s >> 1u) {{")
+        w.lines.append("        if (lane < s) {")
         for m, j in enumerate(group):
             w.lines.append(
                 f"            p{m}[li] = {_combine(program, j, f'p{m}[li]', f'p{m}[li + s]')};"
@@ -141,7 +152,7 @@ def kernel_source(
         w.lines.append("    }")
         for m, j in enumerate(group):
             scale = " * params.inv_r" if program.stages[j].reduce == "mean" else ""
-            w.lines.append(f"    let s{j} = p{m}[0]{scale};")
+            w.lines.append(f"    let s{j} = p{m}[base]{scale};")
         w.lines.append("    workgroupBarrier();")
     result = w.hoist(program.out)
     extra = [w.hoist(e) for e in stores]
@@ -165,12 +176,14 @@ def kernel_source(
     ]
     loop = [*w.loads([result, *extra] if not per_row else extra, "        ")]
     loop += [f"        dst[at] = {value(result, out)};"] if not per_row else []
-    output = ["    for (var k = li; k < R; k += 256u) {", "        let at = addr(row, k);"]
+    output = [f"    for (var k = lane; k < R; k += {lanes}u) {{", "        let at = addr(row, k);"]
     output = [*output, *loop, *written, "    }"] if loop or written else []
     if per_row:
-        output += ["    if (li == 0u) {", f"        dst[row] = {value(result, out)};", "    }"]
+        output += ["    if (lane == 0u && live) {", f"        dst[row] = {value(result, out)};", "    }"]
     return render(
         "norm_rows",
+        LANES=str(lanes),
+        ROWS=str(256 // lanes),
         PRELUDE=kernel_text("prelude"),
         BINDINGS="\n".join(bindings),
         PARTIALS="\n".join(f"var<workgroup> p{m}: array<f32, 256>;" for m in range(width)),
@@ -194,6 +207,27 @@ def widened(program: RowProgram, kinds: Sequence[str]) -> RowProgram:
     args += [arg(n + j) for j in range(len(program.stages))]
     stages = tuple(Stage(st.reduce, substitute(st.expr, args)) for st in program.stages)
     return RowProgram(program.inputs, program.axes, stages, substitute(program.out, args))
+
+
+# Elements each invocation of a row reads per pass at least, where the row is long
+# enough: rows shorter than 256 * ROW_ELEMENTS share a workgroup (fewer lanes each).
+ROW_ELEMENTS = 8
+MIN_LANES = 32
+
+
+def lanes_for(length: int) -> int:
+    """The invocations per row of ``length`` elements: the fewest powers of two from
+    `MIN_LANES` to 256 that leave each at most `ROW_ELEMENTS` elements per pass, so a
+    short row (attention's scores, a layer norm's features) shares its workgroup's
+    barriers with other rows.
+
+    >>> lanes_for(256), lanes_for(512), lanes_for(1000), lanes_for(1 << 20)
+    (32, 64, 128, 256)
+    """
+    lanes = MIN_LANES
+    while lanes < 256 and lanes * ROW_ELEMENTS < length:
+        lanes *= 2
+    return lanes
 
 
 def _combine(program: RowProgram, j: int, a: str, b: str) -> str:
@@ -269,15 +303,19 @@ def row_kernel_stores(
     wraps = tuple(sorted((wrapped or {}).items()))
     kinds = tuple(a.wgsl for a in inputs)
     out_kind, store_kinds = out.wgsl, tuple(a.wgsl for a in extra)
-    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row)
+    lanes = lanes_for(layout[1])
+    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes)
     pipe = device.pipeline(
         key,
-        lambda: kernel_source(program, stores, dict(wraps), per_row, kinds, out_kind, store_kinds),
+        lambda: kernel_source(
+            program, stores, dict(wraps), per_row, kinds, out_kind, store_kinds, lanes
+        ),
         binds,
     )
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
     meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)
     buffers = (device.params(meta), *(a.buffer for a in inputs), out.buffer)
     buffers += tuple(a.buffer for a in extra)
-    device.dispatch(pipe, buffers, fold_groups(layout[0], device.max_groups))
+    groups = -(-layout[0] // (256 // lanes))
+    device.dispatch(pipe, buffers, fold_groups(groups, device.max_groups))
     return out, extra
