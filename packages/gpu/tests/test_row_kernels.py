@@ -58,7 +58,8 @@ def test_short_rows_share_a_workgroup() -> None:
     rows = get_op("softmax").rows
     assert rows is not None
     source = kernel_source(rows(4, 3, axis=-1), lanes=32)
-    assert "for (var s = 16u;" in source and "k += 32u" in source
+    assert "for (var s = 16u;" in source
+    assert "k += 32u" in source
 
 
 @pytest.mark.parametrize("rows", [1, 9, 13])

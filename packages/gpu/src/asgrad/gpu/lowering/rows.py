@@ -179,7 +179,8 @@ def kernel_source(
     output = [f"    for (var k = lane; k < R; k += {lanes}u) {{", "        let at = addr(row, k);"]
     output = [*output, *loop, *written, "    }"] if loop or written else []
     if per_row:
-        output += ["    if (lane == 0u && live) {", f"        dst[row] = {value(result, out)};", "    }"]
+        store = f"        dst[row] = {value(result, out)};"
+        output += ["    if (lane == 0u && live) {", store, "    }"]
     return render(
         "norm_rows",
         LANES=str(lanes),
