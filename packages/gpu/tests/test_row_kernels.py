@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device, to_gpu
+from asgrad.gpu import Device, GpuError, to_gpu
 from asgrad.gpu.lowering.norm import (
     batch_norm,
     batch_norm_backward,
@@ -13,7 +13,7 @@ from asgrad.gpu.lowering.norm import (
     layer_norm_backward,
     softmax,
 )
-from asgrad.gpu.lowering.rows import kernel_source, lanes_for
+from asgrad.gpu.lowering.rows import ROW_ELEMENTS_VARIABLE, kernel_source, lanes_for
 from asgrad.tensor import get_op
 
 pytestmark = pytest.mark.gpu
@@ -84,3 +84,28 @@ def test_rows_of_any_length_and_count_match_the_numpy_kernels(
     want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(length,), eps=1e-5)
     got = layer_norm_backward(gg, gx, 1, 1e-5, gw).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_elements_per_lane_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ROW_ELEMENTS_VARIABLE, "1")
+    assert (lanes_for(256), lanes_for(100)) == (256, 128)
+    for raw in ("0", "eight"):
+        monkeypatch.setenv(ROW_ELEMENTS_VARIABLE, raw)
+        with pytest.raises(GpuError, match=ROW_ELEMENTS_VARIABLE):
+            lanes_for(256)
+
+
+def test_rows_with_strided_elements_match_the_numpy_kernels(device: Device) -> None:
+    """A softmax over a middle axis (its elements one stride apart) and a batch norm
+    (its rows' elements in blocks: not one stride apart), several rows a workgroup."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 40, 5)) * 3).astype(np.float32)
+    want = get_op("softmax").kernel(x, axis=1)
+    np.testing.assert_allclose(softmax(to_gpu(x, device), 1).numpy(), want, rtol=1e-5, atol=1e-6)
+    x = rng.standard_normal((7, 11, 6)).astype(np.float32)
+    w, b = rng.standard_normal(11).astype(np.float32), rng.standard_normal(11).astype(np.float32)
+    got = batch_norm(to_gpu(x, device), 1e-5, to_gpu(w, device), to_gpu(b, device)).numpy()
+    want = get_op("batch_norm").kernel(x, w, b, eps=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -8,6 +8,7 @@
 //
 // Element k (0 <= k < R) of row r lives at
 //     (r / P) * a + (r % P) * b + (k / S) * c + (k % S) * d
+// (the row's start computed once; where S >= R, the start plus k * d)
 // reduced axes that follow one another, in (pre, R, post): P = post, a = R * post,
 // b = 1, S = R, c = 0, d = post; kept axes that follow one another between reduced
 // ones (batch norm's channels of (N, C, L)): P = rows, a = 0, b = L, S = L,
@@ -27,9 +28,12 @@ ${BINDINGS}
 
 ${PARTIALS}
 
-fn addr(r: u32, k: u32) -> u32 {
-    return (r / params.P) * params.a + (r % params.P) * params.b
-        + (k / params.S) * params.c + (k % params.S) * params.d;
+fn row_start(r: u32) -> u32 {
+    return (r / params.P) * params.a + (r % params.P) * params.b;
+}
+
+fn addr(start: u32, k: u32) -> u32 {
+    return start + (k / params.S) * params.c + (k % params.S) * params.d;
 }
 
 @compute @workgroup_size(256, 1, 1)
@@ -50,6 +54,8 @@ fn main(
     let live = group * ${ROWS}u + li / ${LANES}u < params.rows;
     let row = min(group * ${ROWS}u + li / ${LANES}u, params.rows - 1u);
     let R = select(0u, params.R, live);
+    let start = row_start(row);  // a row whose elements are one stride apart
+    // (S >= R) reads element k at start + k * d
 ${PASSES}
 ${OUTPUT}
 }

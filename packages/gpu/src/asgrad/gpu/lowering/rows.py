@@ -14,6 +14,7 @@ as numpy's (a row max propagates NaN).
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,7 +24,7 @@ import numpy as np
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.device.array import GpuArray
 from asgrad.gpu.device.source import kernel_text, render
-from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.errors import GpuError, GpuUnsupportedError
 from asgrad.gpu.lowering.scalar import render_wgsl
 from asgrad.tensor.ir.rows import RowProgram, Stage, reads_inputs
 from asgrad.tensor.ir.scalar import Expr, arg, cast, substitute
@@ -110,6 +111,7 @@ def kernel_source(
     out: str = "f32",
     store_kinds: Sequence[str] = (),
     lanes: int = 256,
+    flat: bool = False,
 ) -> str:
     """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
     (expressions of the inputs at the element, as the output's) is written into an
@@ -122,10 +124,12 @@ def kernel_source(
     ``store_kinds`` (default ``f32``): the output's and the stores' storage types, each
     value converted as it is written (rounded once to f16). ``lanes`` (a power of two
     from 32 to 256): the invocations per row, 256 / lanes rows per workgroup
-    (`lanes_for`)."""
+    (`lanes_for`); ``flat``: the row's elements are one stride apart (the layout's
+    ``S >= R``: `flat_rows`), each one's index one multiply-add from the row's start."""
     kinds = tuple(kinds) or ("f32",) * len(program.inputs)
     store_kinds = tuple(store_kinds) or ("f32",) * len(stores)
     w = _Writer(program, kinds, wrapped)
+    at = "        let at = start + k * params.d;" if flat else "        let at = addr(start, k);"
     width = max(len(g) for g in program.groups()) if program.stages else 0
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
@@ -133,7 +137,7 @@ def kernel_source(
             start = _NEG_INF if program.stages[j].reduce == "max" else "0.0"
             w.lines.append(f"    var t{j} = {start};")
         w.lines.append(f"    for (var k = lane; k < R; k += {lanes}u) {{")
-        w.lines.append("        let at = addr(row, k);")
+        w.lines.append(at)
         w.lines.extend(w.loads(exprs, "        "))
         for j, e in zip(group, exprs, strict=True):
             w.lines.append(f"        t{j} = {_combine(program, j, f't{j}', w.render(e))};")
@@ -176,7 +180,7 @@ def kernel_source(
     ]
     loop = [*w.loads([result, *extra] if not per_row else extra, "        ")]
     loop += [f"        dst[at] = {value(result, out)};"] if not per_row else []
-    output = [f"    for (var k = lane; k < R; k += {lanes}u) {{", "        let at = addr(row, k);"]
+    output = [f"    for (var k = lane; k < R; k += {lanes}u) {{", at]
     output = [*output, *loop, *written, "    }"] if loop or written else []
     if per_row:
         store = f"        dst[row] = {value(result, out)};"
@@ -212,23 +216,47 @@ def widened(program: RowProgram, kinds: Sequence[str]) -> RowProgram:
 
 # Elements each invocation of a row reads per pass at least, where the row is long
 # enough: rows shorter than 256 * ROW_ELEMENTS share a workgroup (fewer lanes each).
+# The environment variable ROW_ELEMENTS_VARIABLE overrides it for the kernels built
+# while it is set (a measurement; 1 gives each row of 256 elements or more a
+# workgroup of its own, as before rows shared them).
 ROW_ELEMENTS = 8
+ROW_ELEMENTS_VARIABLE = "ASGRAD_GPU_ROW_ELEMENTS"
 MIN_LANES = 32
+
+
+def row_elements() -> int:
+    """`ROW_ELEMENTS`, or ``ASGRAD_GPU_ROW_ELEMENTS`` where set (a positive integer)."""
+    raw = os.environ.get(ROW_ELEMENTS_VARIABLE, "").strip()
+    if not raw:
+        return ROW_ELEMENTS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise GpuError(f"{ROW_ELEMENTS_VARIABLE}={raw!r}: expected a positive integer")
+    return value
 
 
 def lanes_for(length: int) -> int:
     """The invocations per row of ``length`` elements: the fewest powers of two from
-    `MIN_LANES` to 256 that leave each at most `ROW_ELEMENTS` elements per pass, so a
+    `MIN_LANES` to 256 that leave each at most `row_elements` elements per pass, so a
     short row (attention's scores, a layer norm's features) shares its workgroup's
     barriers with other rows.
 
     >>> lanes_for(256), lanes_for(512), lanes_for(1000), lanes_for(1 << 20)
     (32, 64, 128, 256)
     """
-    lanes = MIN_LANES
-    while lanes < 256 and lanes * ROW_ELEMENTS < length:
+    lanes, per = MIN_LANES, row_elements()
+    while lanes < 256 and lanes * per < length:
         lanes *= 2
     return lanes
+
+
+def flat_rows(layout: Sequence[int]) -> bool:
+    """Whether a kernel layout ``(rows, R, P, a, b, S, c, d)`` puts a row's elements
+    one stride ``d`` apart (``S >= R``: ``k / S`` is 0 for every element)."""
+    return layout[5] >= layout[1]
 
 
 def _combine(program: RowProgram, j: int, a: str, b: str) -> str:
@@ -304,12 +332,12 @@ def row_kernel_stores(
     wraps = tuple(sorted((wrapped or {}).items()))
     kinds = tuple(a.wgsl for a in inputs)
     out_kind, store_kinds = out.wgsl, tuple(a.wgsl for a in extra)
-    lanes = lanes_for(layout[1])
-    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes)
+    lanes, flat = lanes_for(layout[1]), flat_rows(layout)
+    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes, flat)
     pipe = device.pipeline(
         key,
         lambda: kernel_source(
-            program, stores, dict(wraps), per_row, kinds, out_kind, store_kinds, lanes
+            program, stores, dict(wraps), per_row, kinds, out_kind, store_kinds, lanes, flat
         ),
         binds,
     )
