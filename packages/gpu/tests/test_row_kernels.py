@@ -62,13 +62,25 @@ def test_short_rows_share_a_workgroup() -> None:
     assert "k += 32u" in source
 
 
+def test_a_kept_row_is_loaded_from_memory_once() -> None:
+    """Softmax's three loops over the row (max, sum, output) load it once where each
+    invocation keeps its elements, three times where not."""
+    rows = get_op("softmax").rows
+    assert rows is not None
+    kept = kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True, cache=8)
+    assert kept.count("in0[at]") == 1
+    assert kept.count("c0[j]") == 3
+    assert kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True).count("in0[at]") == 3
+
+
 @pytest.mark.parametrize("rows", [1, 9, 13])
-@pytest.mark.parametrize("length", [1, 5, 256, 257, 513, 2100])
+@pytest.mark.parametrize("length", [1, 5, 256, 257, 513, 2100, 4100])
 def test_rows_of_any_length_and_count_match_the_numpy_kernels(
     device: Device, rows: int, length: int
 ) -> None:
     """Several rows a workgroup (a last workgroup part empty), rows shorter than its
-    lanes or longer than their elements per pass: softmax, log-softmax, layer norm and
+    lanes or longer than their elements per pass, kept by the invocations or (4100)
+    too long to keep: softmax, log-softmax, layer norm and
     its gradient agree with numpy."""
     rng = np.random.default_rng(rows * length)
     x = (rng.standard_normal((rows, length)) * 4).astype(np.float32)

@@ -66,6 +66,9 @@ class _Writer:
         self.halves = {i for i, k in enumerate(kinds) if k == "f16"}
         self.hoisted: dict[Expr, Expr] = {}
         self.lines: list[str] = []
+        self.cache = 0  # elements of the row each invocation keeps (0: none kept)
+        self.kept: set[int] = set()  # inputs whose elements the invocation keeps
+        self.loaded: set[int] = set()  # kept inputs loaded by an earlier loop
 
     def render(self, e: Expr, out: str = "f32") -> str:
         return render_wgsl(e, self.names, self.kinds, out)
@@ -88,12 +91,31 @@ class _Writer:
         return Expr(e.op, tuple(self.hoist(a) for a in e.args), e.value)
 
     def loads(self, exprs: list[Expr], indent: str) -> list[str]:
-        """The element inputs ``exprs`` read, loaded at ``at``."""
+        """The element inputs ``exprs`` read, loaded at ``at`` (or, where the row is
+        kept, from the invocation's copy: loaded from memory once)."""
         read = sorted(set().union(*(reads_inputs(e, self.n) for e in exprs)))
+        lines = []
+        for i in read:
+            if self.p.inputs[i] != "element" or i in self.wrapped:
+                continue
+            if i in self.loaded:
+                lines.append(f"{indent}let x{i} = c{i}[j];")
+                continue
+            lines.append(f"{indent}let x{i} = in{i}[at];")
+            if i in self.kept:
+                lines.append(f"{indent}c{i}[j] = x{i};")
+        self.loaded |= self.kept & set(read)
+        return lines
+
+    def loop(self, lanes: int, at: str) -> list[str]:
+        """The head of a loop over the invocation's elements of the row."""
+        if not self.cache:
+            return [f"    for (var k = lane; k < R; k += {lanes}u) {{", at]
         return [
-            f"{indent}let x{i} = in{i}[at];"
-            for i in read
-            if self.p.inputs[i] == "element" and i not in self.wrapped
+            f"    for (var j = 0u; j < {self.cache}u; j++) {{",
+            f"        let k = lane + j * {lanes}u;",
+            "        if (k >= R) { break; }",
+            at,
         ]
 
 
@@ -112,6 +134,7 @@ def kernel_source(
     store_kinds: Sequence[str] = (),
     lanes: int = 256,
     flat: bool = False,
+    cache: int = 0,
 ) -> str:
     """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
     (expressions of the inputs at the element, as the output's) is written into an
@@ -125,19 +148,34 @@ def kernel_source(
     value converted as it is written (rounded once to f16). ``lanes`` (a power of two
     from 32 to 256): the invocations per row, 256 / lanes rows per workgroup
     (`lanes_for`); ``flat``: the row's elements are one stride apart (the layout's
-    ``S >= R``: `flat_rows`), each one's index one multiply-add from the row's start."""
+    ``S >= R``: `flat_rows`), each one's index one multiply-add from the row's start;
+    ``cache`` (at least the row's length over ``lanes``; 0: none): the elements each
+    invocation keeps, so an input read by several loops is loaded from memory once
+    (`cached_elements`)."""
     kinds = tuple(kinds) or ("f32",) * len(program.inputs)
     store_kinds = tuple(store_kinds) or ("f32",) * len(stores)
     w = _Writer(program, kinds, wrapped)
     at = "        let at = start + k * params.d;" if flat else "        let at = addr(start, k);"
     width = max(len(g) for g in program.groups()) if program.stages else 0
+    if cache:
+        loops = [
+            *(set().union(*(reads_inputs(program.stages[j].expr, w.n) for j in g))
+              for g in program.groups()),
+            set().union(*(reads_inputs(e, w.n) for e in (program.out, *stores))),
+        ]  # fmt: skip
+        seen: set[int] = set()
+        for read in loops:  # an element input read by a loop after its first is kept
+            w.kept |= {i for i in read & seen if program.inputs[i] == "element"}
+            seen |= read
+        w.kept -= set(w.wrapped)
+        w.cache = cache if w.kept else 0
+        w.lines += [f"    var c{i}: array<{kinds[i]}, {cache}>;" for i in sorted(w.kept)]
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
         for j in group:
             start = _NEG_INF if program.stages[j].reduce == "max" else "0.0"
             w.lines.append(f"    var t{j} = {start};")
-        w.lines.append(f"    for (var k = lane; k < R; k += {lanes}u) {{")
-        w.lines.append(at)
+        w.lines.extend(w.loop(lanes, at))
         w.lines.extend(w.loads(exprs, "        "))
         for j, e in zip(group, exprs, strict=True):
             w.lines.append(f"        t{j} = {_combine(program, j, f't{j}', w.render(e))};")
@@ -180,7 +218,7 @@ def kernel_source(
     ]
     loop = [*w.loads([result, *extra] if not per_row else extra, "        ")]
     loop += [f"        dst[at] = {value(result, out)};"] if not per_row else []
-    output = [f"    for (var k = lane; k < R; k += {lanes}u) {{", at]
+    output = w.loop(lanes, at)
     output = [*output, *loop, *written, "    }"] if loop or written else []
     if per_row:
         store = f"        dst[row] = {value(result, out)};"
@@ -251,6 +289,24 @@ def lanes_for(length: int) -> int:
     while lanes < 256 and lanes * per < length:
         lanes *= 2
     return lanes
+
+
+# The most elements of a row one invocation keeps (`cached_elements`).
+MAX_CACHED = 16
+
+
+def cached_elements(length: int, lanes: int) -> int:
+    """The elements each of ``lanes`` invocations keeps of a row of ``length`` (a
+    power of two at least ``length / lanes``), 0 where that is over `MAX_CACHED`.
+
+    >>> cached_elements(256, 32), cached_elements(300, 64), cached_elements(1 << 20, 256)
+    (8, 8, 0)
+    """
+    need = -(-length // lanes)
+    cache = 1
+    while cache < need:
+        cache *= 2
+    return cache if cache <= MAX_CACHED else 0
 
 
 def flat_rows(layout: Sequence[int]) -> bool:
@@ -333,11 +389,21 @@ def row_kernel_stores(
     kinds = tuple(a.wgsl for a in inputs)
     out_kind, store_kinds = out.wgsl, tuple(a.wgsl for a in extra)
     lanes, flat = lanes_for(layout[1]), flat_rows(layout)
-    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes, flat)
+    cache = cached_elements(layout[1], lanes) if flat else 0
+    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes, cache)
     pipe = device.pipeline(
         key,
         lambda: kernel_source(
-            program, stores, dict(wraps), per_row, kinds, out_kind, store_kinds, lanes, flat
+            program,
+            stores,
+            dict(wraps),
+            per_row,
+            kinds,
+            out_kind,
+            store_kinds,
+            lanes,
+            flat,
+            cache,
         ),
         binds,
     )
