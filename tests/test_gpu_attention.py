@@ -13,7 +13,7 @@ import pytest
 
 from asgrad import nn
 from asgrad.autograd import grad
-from asgrad.gpu import Device
+from asgrad.gpu import Device, GpuError
 from asgrad.gpu.backend import GpuBackend
 from asgrad.gpu.plan import attention, build_plan
 from asgrad.gpu.plan.dispatch_kinds import count_kinds
@@ -154,6 +154,30 @@ def test_more_scores_than_the_limit_fall_back_to_the_unfused_nodes(
     kinds = _check(outs, feeds, device)
     assert kinds["attention"] == 0, kinds
     assert kinds["softmax"] == 1, kinds
+
+
+def test_the_score_limit_is_read_from_the_environment(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ASGRAD_GPU_ATTENTION_MAX_SCORES`` overrides `MAX_FUSED_SCORES` for a plan:
+    under the scores it unfuses, ``none`` lifts the limit."""
+    shapes = ((B, H, L, E), (B, H, S, E), (B, H, S, EV))
+    monkeypatch.setenv(attention.MAX_SCORES_VARIABLE, str(B * H * L * S - 1))
+    outs, feeds = _sdpa_step(shapes, None)
+    assert _check(outs, feeds, device)["attention"] == 0
+    monkeypatch.setattr(attention, "MAX_FUSED_SCORES", 0)
+    monkeypatch.setenv(attention.MAX_SCORES_VARIABLE, "none")
+    outs, feeds = _sdpa_step(shapes, None)
+    assert _check(outs, feeds, device)["attention"] == 1
+
+
+@pytest.mark.parametrize("raw", ["-1", "many"])
+def test_a_bad_score_limit_in_the_environment_is_an_error(
+    raw: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(attention.MAX_SCORES_VARIABLE, raw)
+    with pytest.raises(GpuError, match="ASGRAD_GPU_ATTENTION_MAX_SCORES"):
+        attention.max_fused_scores()
 
 
 def test_attention_weights_read_elsewhere_fall_back_to_the_unfused_nodes(

@@ -5,9 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device, to_gpu
-from asgrad.gpu.lowering.norm import batch_norm, batch_norm_backward, layer_norm_backward
-from asgrad.gpu.lowering.rows import kernel_source
+from asgrad.gpu import Device, GpuError, to_gpu
+from asgrad.gpu.lowering.norm import (
+    batch_norm,
+    batch_norm_backward,
+    layer_norm,
+    layer_norm_backward,
+    softmax,
+)
+from asgrad.gpu.lowering.rows import ROW_ELEMENTS_VARIABLE, kernel_source, lanes_for
 from asgrad.tensor import get_op
 
 pytestmark = pytest.mark.gpu
@@ -43,3 +49,75 @@ def test_a_layer_norm_gradient_over_two_axes_matches_the_numpy_kernel(device: De
     got = layer_norm_backward(to_gpu(g, device), to_gpu(x, device), 2, 1e-5, to_gpu(w, device))
     want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(4, 5), eps=1e-5)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_short_rows_share_a_workgroup() -> None:
+    assert [lanes_for(n) for n in (1, 256, 257, 512, 1024, 2048, 4096)] == [
+        32, 32, 64, 64, 128, 256, 256,
+    ]  # fmt: skip
+    rows = get_op("softmax").rows
+    assert rows is not None
+    source = kernel_source(rows(4, 3, axis=-1), lanes=32)
+    assert "for (var s = 16u;" in source
+    assert "k += 32u" in source
+
+
+def test_a_kept_row_is_loaded_from_memory_once() -> None:
+    """Softmax's three loops over the row (max, sum, output) load it once where each
+    invocation keeps its elements, three times where not."""
+    rows = get_op("softmax").rows
+    assert rows is not None
+    kept = kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True, cache=8)
+    assert kept.count("in0[at]") == 1
+    assert kept.count("c0[j]") == 3
+    assert kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True).count("in0[at]") == 3
+
+
+@pytest.mark.parametrize("rows", [1, 9, 13])
+@pytest.mark.parametrize("length", [1, 5, 256, 257, 513, 2100, 4100])
+def test_rows_of_any_length_and_count_match_the_numpy_kernels(
+    device: Device, rows: int, length: int
+) -> None:
+    """Several rows a workgroup (a last workgroup part empty), rows shorter than its
+    lanes or longer than their elements per pass, kept by the invocations or (4100)
+    too long to keep: softmax, log-softmax, layer norm and
+    its gradient agree with numpy."""
+    rng = np.random.default_rng(rows * length)
+    x = (rng.standard_normal((rows, length)) * 4).astype(np.float32)
+    g = rng.standard_normal((rows, length)).astype(np.float32)
+    w = rng.standard_normal(length).astype(np.float32)
+    gx, gg, gw = (to_gpu(a, device) for a in (x, g, w))
+    for log in (False, True):
+        want = get_op("log_softmax" if log else "softmax").kernel(x, axis=-1)
+        np.testing.assert_allclose(softmax(gx, -1, log).numpy(), want, rtol=1e-5, atol=1e-6)
+    want = get_op("layer_norm").kernel(x, w, w, normalized_shape=(length,), eps=1e-5)
+    got = layer_norm(gx, 1, 1e-5, gw, gw).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(length,), eps=1e-5)
+    got = layer_norm_backward(gg, gx, 1, 1e-5, gw).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_elements_per_lane_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ROW_ELEMENTS_VARIABLE, "1")
+    assert (lanes_for(256), lanes_for(100)) == (256, 128)
+    for raw in ("0", "eight"):
+        monkeypatch.setenv(ROW_ELEMENTS_VARIABLE, raw)
+        with pytest.raises(GpuError, match=ROW_ELEMENTS_VARIABLE):
+            lanes_for(256)
+
+
+def test_rows_with_strided_elements_match_the_numpy_kernels(device: Device) -> None:
+    """A softmax over a middle axis (its elements one stride apart) and a batch norm
+    (its rows' elements in blocks: not one stride apart), several rows a workgroup."""
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 40, 5)) * 3).astype(np.float32)
+    want = get_op("softmax").kernel(x, axis=1)
+    np.testing.assert_allclose(softmax(to_gpu(x, device), 1).numpy(), want, rtol=1e-5, atol=1e-6)
+    x = rng.standard_normal((7, 11, 6)).astype(np.float32)
+    w, b = rng.standard_normal(11).astype(np.float32), rng.standard_normal(11).astype(np.float32)
+    got = batch_norm(to_gpu(x, device), 1e-5, to_gpu(w, device), to_gpu(b, device)).numpy()
+    want = get_op("batch_norm").kernel(x, w, b, eps=1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -2,8 +2,9 @@
 
 A composite along rows (softmax, log-softmax, layer and batch norm and their input
 gradients) states its meaning once, as a row program; `row_kernel` renders it into
-``kernels/norm_rows.wgsl``: one workgroup per row, each pass of stages
-(`RowProgram.groups`) one loop over the row and one tree reduction in
+``kernels/norm_rows.wgsl``: one workgroup per row (a short row takes fewer
+invocations and shares its workgroup with other rows: `lanes_for`), each pass of
+stages (`RowProgram.groups`) one loop over the row and one tree reduction in
 workgroup memory (the stages of a pass share its barriers), the row scalars'
 subexpressions computed once per row, then one loop writing the output expression.
 Every expression is spelled by `render_wgsl`, NaN and infinities
@@ -13,6 +14,7 @@ as numpy's (a row max propagates NaN).
 from __future__ import annotations
 
 import math
+import os
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,12 +24,19 @@ import numpy as np
 from asgrad.gpu.device import fold_groups
 from asgrad.gpu.device.array import GpuArray
 from asgrad.gpu.device.source import kernel_text, render
-from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.errors import GpuError, GpuUnsupportedError
 from asgrad.gpu.lowering.scalar import render_wgsl
 from asgrad.tensor.ir.rows import RowProgram, Stage, reads_inputs
 from asgrad.tensor.ir.scalar import Expr, arg, cast, substitute
 
-__all__ = ["WGSL_FILES", "kernel_source", "row_kernel", "row_kernel_stores", "widened"]
+__all__ = [
+    "WGSL_FILES",
+    "kernel_source",
+    "lanes_for",
+    "row_kernel",
+    "row_kernel_stores",
+    "widened",
+]
 
 WGSL_FILES: tuple[str, ...] = ("norm_rows.wgsl", "prelude.wgsl")
 
@@ -57,6 +66,9 @@ class _Writer:
         self.halves = {i for i, k in enumerate(kinds) if k == "f16"}
         self.hoisted: dict[Expr, Expr] = {}
         self.lines: list[str] = []
+        self.cache = 0  # elements of the row each invocation keeps (0: none kept)
+        self.kept: set[int] = set()  # inputs whose elements the invocation keeps
+        self.loaded: set[int] = set()  # kept inputs loaded by an earlier loop
 
     def render(self, e: Expr, out: str = "f32") -> str:
         return render_wgsl(e, self.names, self.kinds, out)
@@ -79,12 +91,31 @@ class _Writer:
         return Expr(e.op, tuple(self.hoist(a) for a in e.args), e.value)
 
     def loads(self, exprs: list[Expr], indent: str) -> list[str]:
-        """The element inputs ``exprs`` read, loaded at ``at``."""
+        """The element inputs ``exprs`` read, loaded at ``at`` (or, where the row is
+        kept, from the invocation's copy: loaded from memory once)."""
         read = sorted(set().union(*(reads_inputs(e, self.n) for e in exprs)))
+        lines = []
+        for i in read:
+            if self.p.inputs[i] != "element" or i in self.wrapped:
+                continue
+            if i in self.loaded:
+                lines.append(f"{indent}let x{i} = c{i}[j];")
+                continue
+            lines.append(f"{indent}let x{i} = in{i}[at];")
+            if i in self.kept:
+                lines.append(f"{indent}c{i}[j] = x{i};")
+        self.loaded |= self.kept & set(read)
+        return lines
+
+    def loop(self, lanes: int, at: str) -> list[str]:
+        """The head of a loop over the invocation's elements of the row."""
+        if not self.cache:
+            return [f"    for (var k = lane; k < R; k += {lanes}u) {{", at]
         return [
-            f"{indent}let x{i} = in{i}[at];"
-            for i in read
-            if self.p.inputs[i] == "element" and i not in self.wrapped
+            f"    for (var j = 0u; j < {self.cache}u; j++) {{",
+            f"        let k = lane + j * {lanes}u;",
+            "        if (k >= R) { break; }",
+            at,
         ]
 
 
@@ -101,6 +132,9 @@ def kernel_source(
     kinds: Sequence[str] = (),
     out: str = "f32",
     store_kinds: Sequence[str] = (),
+    lanes: int = 256,
+    flat: bool = False,
+    cache: int = 0,
 ) -> str:
     """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
     (expressions of the inputs at the element, as the output's) is written into an
@@ -111,18 +145,37 @@ def kernel_source(
     ``f32`` or ``f16`` (default all ``f32``), read as stored: the program's
     expressions say where a float16 input is widened (``cast``); ``out`` and
     ``store_kinds`` (default ``f32``): the output's and the stores' storage types, each
-    value converted as it is written (rounded once to f16)."""
+    value converted as it is written (rounded once to f16). ``lanes`` (a power of two
+    from 32 to 256): the invocations per row, 256 / lanes rows per workgroup
+    (`lanes_for`); ``flat``: the row's elements are one stride apart (the layout's
+    ``S >= R``: `flat_rows`), each one's index one multiply-add from the row's start;
+    ``cache`` (at least the row's length over ``lanes``; 0: none): the elements each
+    invocation keeps, so an input read by several loops is loaded from memory once
+    (`cached_elements`)."""
     kinds = tuple(kinds) or ("f32",) * len(program.inputs)
     store_kinds = tuple(store_kinds) or ("f32",) * len(stores)
     w = _Writer(program, kinds, wrapped)
+    at = "        let at = start + k * params.d;" if flat else "        let at = addr(start, k);"
     width = max(len(g) for g in program.groups()) if program.stages else 0
+    if cache:
+        loops = [
+            *(set().union(*(reads_inputs(program.stages[j].expr, w.n) for j in g))
+              for g in program.groups()),
+            set().union(*(reads_inputs(e, w.n) for e in (program.out, *stores))),
+        ]  # fmt: skip
+        seen: set[int] = set()
+        for read in loops:  # an element input read by a loop after its first is kept
+            w.kept |= {i for i in read & seen if program.inputs[i] == "element"}
+            seen |= read
+        w.kept -= set(w.wrapped)
+        w.cache = cache if w.kept else 0
+        w.lines += [f"    var c{i}: array<{kinds[i]}, {cache}>;" for i in sorted(w.kept)]
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
         for j in group:
             start = _NEG_INF if program.stages[j].reduce == "max" else "0.0"
             w.lines.append(f"    var t{j} = {start};")
-        w.lines.append("    for (var k = li; k < R; k += 256u) {")
-        w.lines.append("        let at = addr(row, k);")
+        w.lines.extend(w.loop(lanes, at))
         w.lines.extend(w.loads(exprs, "        "))
         for j, e in zip(group, exprs, strict=True):
             w.lines.append(f"        t{j} = {_combine(program, j, f't{j}', w.render(e))};")
@@ -130,8 +183,8 @@ def kernel_source(
         for m, j in enumerate(group):
             w.lines.append(f"    p{m}[li] = t{j};")
         w.lines.append("    workgroupBarrier();")
-        w.lines.append("    for (var s = 128u; s > 0u; s = s >> 1u) {")
-        w.lines.append("        if (li < s) {")
+        w.lines.append(f"    for (var s = {lanes // 2}u; s > 0u; s = s >> 1u) {{")
+        w.lines.append("        if (lane < s) {")
         for m, j in enumerate(group):
             w.lines.append(
                 f"            p{m}[li] = {_combine(program, j, f'p{m}[li]', f'p{m}[li + s]')};"
@@ -141,7 +194,7 @@ def kernel_source(
         w.lines.append("    }")
         for m, j in enumerate(group):
             scale = " * params.inv_r" if program.stages[j].reduce == "mean" else ""
-            w.lines.append(f"    let s{j} = p{m}[0]{scale};")
+            w.lines.append(f"    let s{j} = p{m}[base]{scale};")
         w.lines.append("    workgroupBarrier();")
     result = w.hoist(program.out)
     extra = [w.hoist(e) for e in stores]
@@ -165,12 +218,15 @@ def kernel_source(
     ]
     loop = [*w.loads([result, *extra] if not per_row else extra, "        ")]
     loop += [f"        dst[at] = {value(result, out)};"] if not per_row else []
-    output = ["    for (var k = li; k < R; k += 256u) {", "        let at = addr(row, k);"]
+    output = w.loop(lanes, at)
     output = [*output, *loop, *written, "    }"] if loop or written else []
     if per_row:
-        output += ["    if (li == 0u) {", f"        dst[row] = {value(result, out)};", "    }"]
+        store = f"        dst[row] = {value(result, out)};"
+        output += ["    if (lane == 0u && live) {", store, "    }"]
     return render(
         "norm_rows",
+        LANES=str(lanes),
+        ROWS=str(256 // lanes),
         PRELUDE=kernel_text("prelude"),
         BINDINGS="\n".join(bindings),
         PARTIALS="\n".join(f"var<workgroup> p{m}: array<f32, 256>;" for m in range(width)),
@@ -194,6 +250,69 @@ def widened(program: RowProgram, kinds: Sequence[str]) -> RowProgram:
     args += [arg(n + j) for j in range(len(program.stages))]
     stages = tuple(Stage(st.reduce, substitute(st.expr, args)) for st in program.stages)
     return RowProgram(program.inputs, program.axes, stages, substitute(program.out, args))
+
+
+# Elements each invocation of a row reads per pass at least, where the row is long
+# enough: rows shorter than 256 * ROW_ELEMENTS share a workgroup (fewer lanes each).
+# The environment variable ROW_ELEMENTS_VARIABLE overrides it for the kernels built
+# while it is set (a measurement; 1 gives each row of 256 elements or more a
+# workgroup of its own, as before rows shared them).
+ROW_ELEMENTS = 8
+ROW_ELEMENTS_VARIABLE = "ASGRAD_GPU_ROW_ELEMENTS"
+MIN_LANES = 32
+
+
+def row_elements() -> int:
+    """`ROW_ELEMENTS`, or ``ASGRAD_GPU_ROW_ELEMENTS`` where set (a positive integer)."""
+    raw = os.environ.get(ROW_ELEMENTS_VARIABLE, "").strip()
+    if not raw:
+        return ROW_ELEMENTS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise GpuError(f"{ROW_ELEMENTS_VARIABLE}={raw!r}: expected a positive integer")
+    return value
+
+
+def lanes_for(length: int) -> int:
+    """The invocations per row of ``length`` elements: the fewest powers of two from
+    `MIN_LANES` to 256 that leave each at most `row_elements` elements per pass, so a
+    short row (attention's scores, a layer norm's features) shares its workgroup's
+    barriers with other rows.
+
+    >>> lanes_for(256), lanes_for(512), lanes_for(1000), lanes_for(1 << 20)
+    (32, 64, 128, 256)
+    """
+    lanes, per = MIN_LANES, row_elements()
+    while lanes < 256 and lanes * per < length:
+        lanes *= 2
+    return lanes
+
+
+# The most elements of a row one invocation keeps (`cached_elements`).
+MAX_CACHED = 16
+
+
+def cached_elements(length: int, lanes: int) -> int:
+    """The elements each of ``lanes`` invocations keeps of a row of ``length`` (a
+    power of two at least ``length / lanes``), 0 where that is over `MAX_CACHED`.
+
+    >>> cached_elements(256, 32), cached_elements(300, 64), cached_elements(1 << 20, 256)
+    (8, 8, 0)
+    """
+    need = -(-length // lanes)
+    cache = 1
+    while cache < need:
+        cache *= 2
+    return cache if cache <= MAX_CACHED else 0
+
+
+def flat_rows(layout: Sequence[int]) -> bool:
+    """Whether a kernel layout ``(rows, R, P, a, b, S, c, d)`` puts a row's elements
+    one stride ``d`` apart (``S >= R``: ``k / S`` is 0 for every element)."""
+    return layout[5] >= layout[1]
 
 
 def _combine(program: RowProgram, j: int, a: str, b: str) -> str:
@@ -269,15 +388,29 @@ def row_kernel_stores(
     wraps = tuple(sorted((wrapped or {}).items()))
     kinds = tuple(a.wgsl for a in inputs)
     out_kind, store_kinds = out.wgsl, tuple(a.wgsl for a in extra)
-    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row)
+    lanes, flat = lanes_for(layout[1]), flat_rows(layout)
+    cache = cached_elements(layout[1], lanes) if flat else 0
+    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes, cache)
     pipe = device.pipeline(
         key,
-        lambda: kernel_source(program, stores, dict(wraps), per_row, kinds, out_kind, store_kinds),
+        lambda: kernel_source(
+            program,
+            stores,
+            dict(wraps),
+            per_row,
+            kinds,
+            out_kind,
+            store_kinds,
+            lanes,
+            flat,
+            cache,
+        ),
         binds,
     )
     inv_r = np.float32(1.0 / layout[1]) if layout[1] else np.float32(0.0)
     meta = struct.pack("<8If3I", *layout, inv_r, 0, 0, 0)
     buffers = (device.params(meta), *(a.buffer for a in inputs), out.buffer)
     buffers += tuple(a.buffer for a in extra)
-    device.dispatch(pipe, buffers, fold_groups(layout[0], device.max_groups))
+    groups = -(-layout[0] // (256 // lanes))
+    device.dispatch(pipe, buffers, fold_groups(groups, device.max_groups))
     return out, extra

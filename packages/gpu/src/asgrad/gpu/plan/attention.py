@@ -36,6 +36,7 @@ kernels; other operands (masks, biases) are read through broadcast strides.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ import numpy as np
 from asgrad.gpu.device import Device
 from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.device.source import numpy_dtype, storage_dtype, wgsl_type
+from asgrad.gpu.errors import GpuError
 from asgrad.gpu.lowering.attention import (
     MAX_HEAD,
     MAX_LEAD,
@@ -62,7 +64,15 @@ from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg, const, substitute
 from asgrad.tensor.ir.schedule import Schedule
 
-__all__ = ["MAX_CHAIN", "MAX_FUSED_SCORES", "AttentionGroup", "AttentionPlan", "find_attention"]
+__all__ = [
+    "MAX_CHAIN",
+    "MAX_FUSED_SCORES",
+    "MAX_SCORES_VARIABLE",
+    "AttentionGroup",
+    "AttentionPlan",
+    "find_attention",
+    "max_fused_scores",
+]
 
 # Elementwise ops between the product and the softmax (and in their gradient) at most.
 MAX_CHAIN = 8
@@ -78,6 +88,33 @@ MAX_COPY_DEPTH = 16
 # transformer_large workload on the device). The transformer workload's attention has
 # 2**18 scores a layer, transformer_large's 2**24.
 MAX_FUSED_SCORES: int | None = 1 << 22
+
+# Environment variable that overrides `MAX_FUSED_SCORES` when a plan is built (for an
+# A/B measurement without code edits): a non-negative integer, or ``none`` for no limit.
+MAX_SCORES_VARIABLE = "ASGRAD_GPU_ATTENTION_MAX_SCORES"
+
+
+def max_fused_scores() -> int | None:
+    """The scores an attention may have to be fused: ``ASGRAD_GPU_ATTENTION_MAX_SCORES``
+    when set (``none``: any number), else `MAX_FUSED_SCORES`."""
+    raw = os.environ.get(MAX_SCORES_VARIABLE, "").strip().lower()
+    if not raw:
+        return MAX_FUSED_SCORES
+    if raw in {"none", "inf", "unlimited"}:
+        return None
+    try:
+        value = int(raw, 0)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise GpuError(f"{MAX_SCORES_VARIABLE}={raw!r}: expected a non-negative integer or 'none'")
+    return value
+
+
+def _too_many_scores(shape: Sequence[int]) -> bool:
+    limit = max_fused_scores()
+    return limit is not None and math.prod(shape) > limit
+
 
 Types = Mapping[int, TensorType]
 Users = Mapping[int, list[Node]]
@@ -287,7 +324,7 @@ def _match(
         (out is not None and tuple(types[out.id].shape) != (*lead, length, value_head))
         or max(head, value_head) > MAX_HEAD
         or min(length, source, head, value_head) == 0  # nothing to stream
-        or (MAX_FUSED_SCORES is not None and math.prod(shape) > MAX_FUSED_SCORES)
+        or _too_many_scores(shape)
     ):
         return None
     if any(types[n.id].dtype != "float32" for n in (q, kt, v)):
@@ -349,7 +386,7 @@ def _match_half(p: Node, users: Users, types: Types, kept: set[int]) -> Attentio
         or tuple(types[out.id].shape) != (*lead, length, value_head)
         or max(head, value_head) > MAX_HEAD
         or min(length, source, head, value_head) == 0  # nothing to stream
-        or (MAX_FUSED_SCORES is not None and math.prod(shape) > MAX_FUSED_SCORES)
+        or _too_many_scores(shape)
     ):
         return None
     internal = {s.id, *(n.id for n in chain), p.id, rounded.id}
