@@ -25,7 +25,8 @@ families (reductions, shape, linalg, conv, pool, index, control, optim) have ent
 keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
 kernel, softmax's input gradient as one row kernel, a layer norm's weight gradient as
-one pass, attention's scaled and masked softmax as one pass, a sum of slice gradients as one assembled array).
+one pass, attention's scaled and masked softmax as one pass, a sum of slice gradients
+as one assembled array).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).

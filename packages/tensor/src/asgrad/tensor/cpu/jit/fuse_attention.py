@@ -8,8 +8,8 @@ scores. Where the product and the sum are read by nothing else and are no output
 the scale is a constant scalar and the mask a constant of the scores' dtype whose
 shape ends theirs (after leading 1s), `fuse_masked_softmax` makes the softmax's line
 one call of `asgrad.tensor.cpu.jit.kernels_attention.masked_softmax` and the other
-two lines go. The product is optional (a mask alone). The result differs from the numpy path's by rounding only (the row sum
-reassociated, as the softmax kernel's is).
+two lines go. The product is optional (a mask alone). The result differs from the
+numpy path's by rounding only (the row sum reassociated, as the softmax kernel's is).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.registry import TensorType
 
 __all__ = ["fuse_masked_softmax"]
-
 
 
 def _mask_rows(mask: Any, t: TensorType) -> np.ndarray | None:
