@@ -26,7 +26,8 @@ keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
 kernel, softmax's input gradient as one row kernel, a layer norm's weight gradient as
 one pass, attention's scaled and masked softmax as one pass, a sum of slice gradients
-as one assembled array).
+as one assembled array, an elementwise line folded into the elementwise lines reading
+it).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -44,6 +45,7 @@ from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit import fuse_attention as fa
 from asgrad.tensor.cpu.jit import fuse_conv as fc
+from asgrad.tensor.cpu.jit import fuse_elementwise as fe
 from asgrad.tensor.cpu.jit import fuse_rows as fr
 from asgrad.tensor.cpu.jit import fuse_slices as fs
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
@@ -175,6 +177,9 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
         emit={"adam_ema": em.adam_ema, "adam_update": em.adam_update},
         fuse=fu.fuse_adam,
     ),
+    # Elementwise ops lower from their expressions (`resolve`); the family's entry
+    # holds its fusion alone, run last: the other families' fusions match plain lines.
+    "elementwise": FamilyLowering(fuse=fe.fuse_elementwise_producers),
 }
 
 
