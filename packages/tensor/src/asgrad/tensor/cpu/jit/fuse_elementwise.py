@@ -109,14 +109,14 @@ def fuse_elementwise_producers(
             made[u] = (composed, new_ids, kernel)
         else:
             for u, (composed, new_ids, kernel) in made.items():
-                c = lines[u].node
-                name = f"_chain{c.id}"
+                reader = lines[u].node
+                name = f"_chain{reader.id}"
                 env[name] = _LazyLoop(kernel)
                 call = Call(name, tuple(Value(i) for i in new_ids))
                 full = sum(types[i] == t for i in new_ids)
                 reuse = Reuse.IN_PLACE if kernel.leading >= full else Reuse.INTO_SLOT
-                out[u] = Line(node=c, call=call, reuse=reuse, into=with_out(call))
-                exprs[c.id] = (composed, new_ids)
+                out[u] = Line(node=reader, call=call, reuse=reuse, into=with_out(call))
+                exprs[reader.id] = (composed, new_ids)
                 for i in new_ids:  # the producer's inputs are read by the reader now
                     readers.setdefault(i, []).append(u)
             drop.add(k)
