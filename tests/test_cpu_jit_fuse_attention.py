@@ -136,3 +136,15 @@ def test_masked_softmax_kernel_matches_numpy_with_non_finite_values(dtype: str) 
     inplace = x.copy()
     assert masked_softmax(inplace, 3.0, mask, out=inplace) is inplace
     np.testing.assert_array_equal(inplace, got)
+
+
+def test_the_scale_of_the_scores_gradient_goes_into_the_softmax_gradient_kernel() -> None:
+    mask = _causal("float64")
+    scaled = _train(True, "float64", mask, 0.5)
+    plain = _train(True, "float64", mask, None)
+    lines = [sum(" = " in line for line in src.splitlines()) for src in (scaled[2], plain[2])]
+    assert lines[0] == lines[1]  # neither the forward's scale nor the gradient's is a line
+    assert scaled[2].count("= _softmax_backward") == 1
+    off = _train(False, "float64", mask, 0.5)
+    np.testing.assert_allclose(scaled[0], off[0], rtol=1e-12)
+    np.testing.assert_allclose(scaled[1], off[1], rtol=1e-12, atol=1e-12)
