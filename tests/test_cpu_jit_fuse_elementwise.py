@@ -24,6 +24,14 @@ from asgrad.tensor.cpu import jit
 pytestmark = pytest.mark.usefixtures("line_path")
 
 
+@pytest.fixture(autouse=True)
+def _small_results_fold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests' small values fold (the default threshold is for speed)."""
+    from asgrad.tensor.cpu.jit import fuse_elementwise
+
+    monkeypatch.setattr(fuse_elementwise, "FOLD_MIN_ELEMENTS", 1)
+
+
 class _Residual(nn.Module):
     """``x + W2 gelu(W1 x + b1) + b2``: bias adds read by GELU, its gradient and a sum."""
 
@@ -97,6 +105,13 @@ class _Gate(nn.Module):
         s = a.sigmoid()
         out: Tensor = s * a + s
         return out
+
+
+def test_small_results_keep_their_lines_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asgrad.tensor.cpu.jit import fuse_elementwise
+
+    monkeypatch.setattr(fuse_elementwise, "FOLD_MIN_ELEMENTS", 3 * 5 * 8 + 1)
+    assert "_chain" not in _train(True, "float32")[2]
 
 
 def test_a_producer_of_several_primitives_read_twice_keeps_its_line() -> None:

@@ -7,9 +7,10 @@ line of an elementwise op into the elementwise lines that read it, when each of 
 then becomes one compiled loop (`asgrad.tensor.cpu.jit.kernels.rendered_kernel` of the
 composed expression: the producer's expression in place of its argument), and the
 producer's line goes. Taken where the producer is no output, reads no constant, has
-the float result type of its readers and an expression of at most `MAX_REPEATED`
-primitives when more than one line reads it (each reader then recomputes it: a bias
-add is cheaper to repeat than to write and read back). The composed loop rounds every
+the float result type of its readers, at least `FOLD_MIN_ELEMENTS` elements, and an
+expression of at most `MAX_REPEATED` primitives when more than one line reads it (each
+reader then recomputes it: a bias add is cheaper to repeat than to write and read
+back). The composed loop rounds every
 intermediate as the separate lines did (each primitive at numpy's dtype), so its
 results are the separate lines' bit for bit. A reader so made may be folded into its
 own reader in turn.
@@ -17,6 +18,7 @@ own reader in turn.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -26,10 +28,14 @@ from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType, get_op
 from asgrad.tensor.ir.scalar import Expr, arg, build
 
-__all__ = ["MAX_REPEATED", "fuse_elementwise_producers"]
+__all__ = ["FOLD_MIN_ELEMENTS", "MAX_REPEATED", "fuse_elementwise_producers"]
 
 # The most primitives of a producer that more than one reader recomputes.
 MAX_REPEATED = 1
+# The fewest elements of a result folded: below, a compiled loop's call (several us)
+# costs more than the pass it saves (the mlp workload's [64, 128] bias add into ReLU
+# and its gradient made its step slower: 722-864 us against 559-741 us, one thread).
+FOLD_MIN_ELEMENTS = 32768
 # The names of an op's own line: its kernel, compiled kernel or float32 path.
 _OWN = re.compile(r"(k|jk|z)\d+")
 
@@ -62,6 +68,8 @@ def fuse_elementwise_producers(
         node = line.node
         t = types[node.id]
         if t.dtype not in ("float32", "float64") or not shaped(t):
+            continue
+        if math.prod(t.shape) < FOLD_MIN_ELEMENTS:
             continue
         if not context.registered(node.op) or refs[node.id].id != node.id:
             continue
