@@ -25,7 +25,9 @@ families (reductions, shape, linalg, conv, pool, index, control, optim) have ent
 keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
 kernel, softmax's input gradient as one row kernel, a layer norm's weight gradient as
-one pass, a sum of slice gradients as one assembled array).
+one pass, attention's scaled and masked softmax as one pass, a sum of slice gradients
+as one assembled array, an elementwise line folded into the elementwise lines reading
+it).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -41,7 +43,9 @@ from asgrad.tensor.cpu import specialize as sp
 from asgrad.tensor.cpu.jit import emit_ops as em
 from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
+from asgrad.tensor.cpu.jit import fuse_attention as fa
 from asgrad.tensor.cpu.jit import fuse_conv as fc
+from asgrad.tensor.cpu.jit import fuse_elementwise as fe
 from asgrad.tensor.cpu.jit import fuse_rows as fr
 from asgrad.tensor.cpu.jit import fuse_slices as fs
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
@@ -85,6 +89,24 @@ class FamilyLowering:
     fuse: Fuser | None = None
 
 
+def _chain(*fuses: Fuser) -> Fuser:
+    """One fuser running ``fuses`` in turn (a family's several line groups)."""
+
+    def run(
+        lines: Sequence[Line],
+        refs: Mapping[int, Ref],
+        types: Mapping[int, TensorType],
+        env: dict[str, Any],
+        context: sp.Context,
+    ) -> list[Line]:
+        out = list(lines)
+        for fuse in fuses:
+            out = fuse(out, refs, types, env, context)
+        return out
+
+    return run
+
+
 @dataclass(frozen=True)
 class OpLowering:
     """What `resolve` found for one op (None: the numpy kernel's line, and a
@@ -117,7 +139,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             "concat": em.concat,
         },
     ),
-    "norm": FamilyLowering(fuse=fr.fuse_layer_norm_weight_grad),
+    "norm": FamilyLowering(fuse=_chain(fr.fuse_layer_norm_weight_grad, fa.fuse_masked_softmax)),
     "conv": FamilyLowering(
         compiled={
             name: JitKernel("kernels_conv", name)
@@ -155,6 +177,9 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
         emit={"adam_ema": em.adam_ema, "adam_update": em.adam_update},
         fuse=fu.fuse_adam,
     ),
+    # Elementwise ops lower from their expressions (`resolve`); the family's entry
+    # holds its fusion alone, run last: the other families' fusions match plain lines.
+    "elementwise": FamilyLowering(fuse=fe.fuse_elementwise_producers),
 }
 
 

@@ -7,7 +7,8 @@ line group), a layer norm's weight gradient as one pass (the norm family's).
 ``y = softmax(x)`` along the last axis is ``y * (g - sum(g * y))``; autograd writes it
 as four lines (a product, its sum along the row, a difference, a product), four passes
 over a value the size of the attention scores. Where the three intermediates are read
-by nothing else and are no output, the group becomes one compiled row kernel
+by nothing else and are no output, the group (with a product by a constant scalar
+that alone reads it: attention's scale) becomes one compiled row kernel
 (`asgrad.tensor.cpu.jit.render_rows.rows_kernel` of that row program: the sum
 reassociated, as the softmax kernel's is; the result differs from the numpy path's by
 rounding only), the last line's, and the other three lines go.
@@ -25,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from asgrad.tensor.cpu.jit.render_rows import rows_kernel
 from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values, with_out
 from asgrad.tensor.cpu.specialize import Context
@@ -35,8 +38,9 @@ from asgrad.tensor.ir.rows import RowBuilder, RowProgram
 _OPS = ("mul", "sum", "sub")
 
 
-def softmax_backward_rows(ndim: int) -> RowProgram:
-    """``y * (g - sum(g * y))`` along the last of ``ndim`` axes; inputs ``(g, y)``.
+def softmax_backward_rows(ndim: int, scale: float | None = None) -> RowProgram:
+    """``y * (g - sum(g * y))`` along the last of ``ndim`` axes, times ``scale`` when
+    given; inputs ``(g, y)``.
 
     >>> from asgrad.tensor.cpu.jit.fuse_rows import softmax_backward_rows
     >>> softmax_backward_rows(4).axes
@@ -45,7 +49,17 @@ def softmax_backward_rows(ndim: int) -> RowProgram:
     p = RowBuilder(("element", "element"), axes=(ndim - 1,))
     g, y = p.input(0), p.input(1)
     s = p.reduce("sum", g * y)
-    return p.program(y * (g - s))
+    grad = y * (g - s)
+    return p.program(grad if scale is None else grad * scale)
+
+
+def _scalar(value: Any) -> float | None:
+    """A constant scalar's value (a 0-d or one-element float array, or a float)."""
+    if isinstance(value, float | np.floating):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind == "f":
+        return float(value.reshape(()))
+    return None
 
 
 def fuse_softmax_backward(
@@ -109,14 +123,24 @@ def fuse_softmax_backward(
             or sorted(operands(last) or []) != sorted([y, diff.id])
         ):
             continue
-        kernel = rows_kernel(softmax_backward_rows(len(t.shape)), [t, t], t)
+        # a product by a constant scalar after it (attention's scale) goes in too
+        scale, end = None, last
+        users = readers.get(last.id, [])
+        if last.id not in roots and len(users) == 1 and lines[users[0]].node.op == "mul":
+            after = lines[users[0]].node
+            ids = [refs[n.id] for n in after.inputs]
+            consts = [r for r in ids if r.is_const]
+            if types[after.id] == t and len(consts) == 1 and [r.id for r in ids].count(last.id):
+                scale = _scalar(consts[0].const)
+                end = after if scale is not None else last
+        kernel = rows_kernel(softmax_backward_rows(len(t.shape), scale), [t, t], t)
         if kernel is None:
             continue
-        name = f"_softmax_backward{last.id}"
+        name = f"_softmax_backward{end.id}"
         env[name] = _Lazy(kernel)
         call = Call(name, (Value(g), Value(y)))
-        out[at[last.id]] = Line(node=last, call=call, reuse=Reuse.INTO_SLOT, into=with_out(call))
-        drop.update(at[n.id] for n in (prod, total, diff))
+        out[at[end.id]] = Line(node=end, call=call, reuse=Reuse.INTO_SLOT, into=with_out(call))
+        drop.update(at[n.id] for n in (prod, total, diff, last) if n is not end)
     return [line for k, line in enumerate(out) if k not in drop]
 
 

@@ -114,7 +114,9 @@ def threaded(out: TensorType) -> bool:
     return math.prod(out.shape) >= PARALLEL_MIN and threads() >= 2
 
 
-def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> JitKernel | None:
+def rendered_kernel(
+    expr: Any, ins: Sequence[TensorType], out: TensorType, *, fused: bool = False
+) -> JitKernel | None:
     """The compiled loop of an elementwise expression at these types, or None.
 
     Taken for a float result of rank >= 1 whose inputs have its shape or none, or one
@@ -122,7 +124,9 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
     when every primitive of the expression vectorises in a loop (`vectorises`) and
     either the expression applies at least `RENDER_MIN_PRIMITIVES` primitives over
     inputs of the result's shape (one compiled pass beats numpy's pass per primitive)
-    or the loop runs over threads (`threaded`).
+    or the loop runs over threads (`threaded`). ``fused``: the expression is several
+    lines' (`asgrad.tensor.cpu.jit.fuse_elementwise`), taken with a bias too, where one
+    pass replaces a pass per line.
     """
     from asgrad.tensor.cpu.jit.emit import UnsupportedError
     from asgrad.tensor.cpu.jit.render import PRELUDE, primitives, vectorises
@@ -136,7 +140,7 @@ def rendered_kernel(expr: Any, ins: Sequence[TensorType], out: TensorType) -> Ji
     if not full or not vectorises(expr):
         return None
     few = len(primitives(expr)) < RENDER_MIN_PRIMITIVES
-    if (few or rows) and not threaded(out):
+    if (few or (rows and not fused)) and not threaded(out):
         return None
     row = math.prod(next(iter(rows))) if rows else 0
     names = [f"a{j}" for j in range(len(ins))]
