@@ -92,7 +92,8 @@ def test_a_decision_on_disk_is_reused_without_measuring(cache: Path) -> None:
     later = Route("test")  # as in a later process
     assert later.run("key", kernels, None, _spare)[0] == 0
     assert calls == ["parallel"]
-    assert later.describe() == {"key": "parallel"} and not later.measured
+    assert later.describe() == {"key": "parallel"}
+    assert not later.measured
 
 
 def test_a_decision_of_another_machine_or_route_is_not_used(

@@ -55,6 +55,7 @@ __all__ = [
     "exp_neg",
     "fresh",
     "kernel",
+    "num_threads",
     "one_thread",
     "overloads",
     "parallel_kernel",
@@ -89,6 +90,11 @@ def kernel(fn: Any) -> Any:
 
 
 prange = numba.prange
+
+
+def num_threads() -> int:
+    """Numba's thread count in the calling thread (a parallel kernel's threads)."""
+    return int(numba.get_num_threads())
 
 
 @contextlib.contextmanager

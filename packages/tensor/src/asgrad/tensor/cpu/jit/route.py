@@ -286,9 +286,7 @@ def routed(
     alone (``"serial"``), and the numpy kernel (``"numpy"``) too when ``same_bits`` (it
     computes the compiled kernel's bits); a forced route may pick ``"numpy"`` either
     way."""
-    from asgrad.tensor.cpu.jit._numba import one_thread  # imports Numba (set up)
-
-    import numba
+    from asgrad.tensor.cpu.jit._numba import num_threads, one_thread  # imports Numba
 
     def serial(into: np.ndarray | None) -> np.ndarray:
         with one_thread():
@@ -297,4 +295,4 @@ def routed(
     kernels = [("parallel", compiled), ("serial", serial)]
     if same_bits or route.forced() == "numpy":
         kernels.append(("numpy", reference))
-    return route.run((key, ("threads", numba.get_num_threads())), kernels, out, spare)
+    return route.run((key, ("threads", num_threads())), kernels, out, spare)
