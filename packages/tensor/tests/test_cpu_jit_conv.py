@@ -226,11 +226,13 @@ SHAPES = {
 }
 
 
-def _run_net(on: bool, conv_out: bool) -> tuple[list[np.ndarray], str]:
+def _run_net(
+    on: bool, conv_out: bool, pool_grad_out: bool = False
+) -> tuple[list[np.ndarray], str]:
     """conv -> relu -> max pool -> conv (bias) -> relu, and its backward written out as
     the gradient rules write it (ReLU's mask a ``greater(x, 0)``), compiled with the
     compiled path ``on`` or off; the first convolution's value is an output too when
-    ``conv_out``."""
+    ``conv_out``, the pooling's gradient when ``pool_grad_out``."""
     jit.set_enabled(on)
     try:
         g = Graph()
@@ -248,7 +250,8 @@ def _run_net(on: bool, conv_out: bool) -> tuple[list[np.ndarray], str]:
         dr1 = g.apply("max_pool2d_backward", [dp1, r1], POOL)
         d1 = g.apply("where", [g.apply("greater", [c1, zero]), dr1, zero])
         dw1 = g.apply("conv2d_backward_weight", [x, d1], {**attrs, "kernel_size": (3, 3)})
-        program = compile([r2, dp1, dw2, dw1, *([c1] if conv_out else [])])
+        extra = [*([c1] if conv_out else []), *([dr1] if pool_grad_out else [])]
+        program = compile([r2, dp1, dw2, dw1, *extra])
         rng = np.random.default_rng(7)
         feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES.items()}
         got = list(program(feeds))
@@ -272,6 +275,18 @@ def test_a_compiled_conv_net_agrees_with_the_numpy_path(direct: None, conv_out: 
     # value is an output (which must stay the convolution's, not the ReLU's).
     assert len(fused) == (1 if conv_out else 2), source
     assert sum(" = jk" in line for line in lines) >= 3  # the gradients and the pooling
+    # The first ReLU's gradient is in the pooling's gradient kernel (on c1's mask, or
+    # on relu(c1) > 0 where c1 is an output), and its mask's line is gone.
+    assert sum("_pool_relu_backward" in line for line in lines) == 1, source
+    assert len(lines) < len(numpy_source.splitlines())
+
+
+def test_a_pooling_gradient_that_is_an_output_keeps_its_own_line(direct: None) -> None:
+    got, source = _run_net(True, False, pool_grad_out=True)
+    want, _ = _run_net(False, False, pool_grad_out=True)
+    assert "_pool_relu_backward" not in source
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -307,6 +322,17 @@ def test_compiled_max_pooling_agrees_with_numpy_with_ties_and_nan(
         np.testing.assert_array_equal(np.signbit(got_dx), np.signbit(want_dx))
     else:  # overlapping windows add in another order
         np.testing.assert_allclose(got_dx, want_dx, rtol=1e-6, atol=1e-6)
+    # A ReLU's gradient after it, in the same pass: where(x > 0, dx, 0) bit for bit
+    masked = np.where(x > 0, got_dx, 0).astype(dtype)
+    fused = kp.max_pool2d_backward_direct(g, x, positive=True, **attrs)
+    np.testing.assert_array_equal(fused, masked)
+    np.testing.assert_array_equal(np.signbit(fused), np.signbit(masked))
+    kp.ROUTE.force = "numpy"
+    try:
+        routed = kp.max_pool2d_backward(g, x, positive=True, **attrs)
+    finally:
+        kp.ROUTE.force = None
+    np.testing.assert_array_equal(routed, np.where(x > 0, want_dx, 0).astype(dtype))
 
 
 def test_a_convolution_computes_the_same_bits_whatever_its_route_measures() -> None:

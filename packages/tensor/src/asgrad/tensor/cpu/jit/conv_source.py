@@ -181,7 +181,9 @@ def pool_source(kh: int, kw: int) -> str:
 
     ``pool``: the window's maximum, NaN when any of it is NaN (``np.maximum``).
     ``pool_backward``: ``g`` at the window's argmax (its first offset, then the last
-    strictly greater one: a NaN wins only at the first), zero at the other offsets.
+    strictly greater one: a NaN wins only at the first), zero at the other offsets;
+    with ``positive``, zero too where the window's maximum is not above zero (the
+    gradient of ``where(x > 0, max_pool2d_backward(g, x), 0)``: the mask at the argmax).
     """
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     options = _OPTIONS.format(fastmath="False")
@@ -210,7 +212,7 @@ def pool_source(kh: int, kw: int) -> str:
         "",
         "",
         f"@numba.njit({options})",
-        "def pool_backward(g, x, out):",
+        "def pool_backward(g, x, out, positive):",
         "    rows, ow = g.shape",
         "    zero = out.dtype.type(0)",
         "    for task in numba.prange((rows + ROWS - 1) // ROWS):",
@@ -227,7 +229,11 @@ def pool_source(kh: int, kw: int) -> str:
             f"                best = v{k} if take else best",
             f"                win = {k} if take else win",
         ]
-    lines.append("                gv = gr[ox]")
+    lines += [
+        "                gv = gr[ox]",
+        "                if positive and not best > zero:",
+        "                    gv = zero",
+    ]
     for k, (i, j) in enumerate(taps):
         lines.append(f"                dst[{i}, ox, {j}] = gv if win == {k} else zero")
     lines.append("")
