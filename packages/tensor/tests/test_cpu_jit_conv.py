@@ -226,9 +226,7 @@ SHAPES = {
 }
 
 
-def _run_net(
-    on: bool, conv_out: bool, pool_grad_out: bool = False
-) -> tuple[list[np.ndarray], str]:
+def _run_net(on: bool, conv_out: bool, pool_grad_out: bool = False) -> tuple[list[np.ndarray], str]:
     """conv -> relu -> max pool -> conv (bias) -> relu, and its backward written out as
     the gradient rules write it (ReLU's mask a ``greater(x, 0)``), compiled with the
     compiled path ``on`` or off; the first convolution's value is an output too when
