@@ -79,6 +79,28 @@ def test_a_close_race_keeps_the_preferred_kernel() -> None:
     assert decide({"numpy": 1.0, "fast": 0.95}) == "numpy"
 
 
+def test_one_lucky_fast_run_does_not_win_the_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The median of the timed runs decides: "parallel" is fast once and slow in every
+    other run, so "serial" (steady) keeps the key."""
+    clock = [0.0]
+    # (the warm-up and each call's untimed first run take two before the timed ones)
+    costs = {"serial": iter([1.0] * 20), "parallel": iter([3.0] * 3 + [0.1] + [3.0] * 16)}
+
+    def kernel(name: str) -> Callable[[np.ndarray | None], np.ndarray]:
+        def run(out: np.ndarray | None) -> np.ndarray:
+            clock[0] += next(costs[name])
+            return np.zeros(2)
+
+        return run
+
+    monkeypatch.setattr(rt.time, "perf_counter", lambda: clock[0])
+    route = Route("test", persist=False)
+    kernels = [(name, kernel(name)) for name in ("parallel", "serial")]
+    for _ in range(rt.TRIALS):
+        route.run("key", kernels, None, _spare)
+    assert route.describe() == {"key": "serial"}
+
+
 def test_a_decision_on_disk_is_reused_without_measuring(cache: Path) -> None:
     calls: list[str] = []
     kernels = _kernels(calls, LOOPS)

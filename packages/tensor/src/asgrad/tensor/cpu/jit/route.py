@@ -12,10 +12,10 @@ op, the shapes, the dtype, the attributes and Numba's thread count):
   (it may compile) and is not timed; each later one runs `ROUNDS` rounds of all the
   candidates back to back, in alternating order, so that a moment of load on the
   machine falls on every candidate alike;
-* each candidate's *best* time decides (a loaded moment only makes a time longer),
-  and the first candidate of `PREFERRED` that the route has (one thread before
-  Numba's threads) keeps the key unless another's best time is under ``1 - MARGIN``
-  of its own: a close race is not decided by noise.
+* each candidate's *median* time over those rounds decides (a best time would reward
+  a parallel kernel's one lucky moment on a loaded machine), and the first candidate of `PREFERRED` that the route has (one thread
+  before Numba's threads) keeps the key unless another's median is under
+  ``1 - MARGIN`` of its own: a close race is not decided by noise.
 
 A decision is written to ``routes.json`` in the cache folder (``ASGRAD_CACHE_DIR``,
 beside Numba's compiled kernels), per machine (its architecture, CPU model and core
@@ -140,7 +140,7 @@ class Route:
         self.force: str | None = None
         self.chosen: dict[Hashable, str] = {}
         self.measured: set[Hashable] = set()  # keys decided by a measurement here
-        self._trials: dict[Hashable, list[list[float]]] = {}
+        self._trials: dict[Hashable, list[list[list[float]]]] = {}
         self._stored: dict[str, dict[str, str]] = {}  # the file's decisions, by path
         self._lock = threading.Lock()
 
@@ -235,10 +235,13 @@ class Route:
                     times[k].append(time.perf_counter() - start)
         with self._lock:
             trials = self._trials.setdefault(key, [])
-            trials.append([min(t) if t else float("inf") for t in times])
+            trials.append(times)
             if len(trials) >= TRIALS:
-                best = {name: min(t[k] for t in trials) for k, (name, _) in enumerate(kernels)}
-                self.chosen[key] = choice = decide(best)
+                typical = {
+                    name: _median([s for t in trials for s in t[k]])
+                    for k, (name, _) in enumerate(kernels)
+                }
+                self.chosen[key] = choice = decide(typical)
                 self.measured.add(key)
                 del self._trials[key]
                 self._to_disk(key, choice)
@@ -249,9 +252,13 @@ class Route:
         return dict(self.chosen)
 
 
+def _median(samples: list[float]) -> float:
+    return float(np.median(samples)) if samples else float("inf")
+
+
 def decide(best: dict[str, float]) -> str:
-    """The kernel to run, from each kernel's best time: the fastest, unless the first
-    of `PREFERRED` present is within `MARGIN` of it.
+    """The kernel to run, from each kernel's typical time: the fastest, unless the
+    first of `PREFERRED` present is within `MARGIN` of it.
 
     >>> decide({"parallel": 0.95, "serial": 1.0})
     'serial'
