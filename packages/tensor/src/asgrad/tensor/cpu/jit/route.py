@@ -13,9 +13,10 @@ op, the shapes, the dtype, the attributes and Numba's thread count):
   candidates back to back, in alternating order, so that a moment of load on the
   machine falls on every candidate alike;
 * each candidate's *median* time over those rounds decides (a best time would reward
-  a parallel kernel's one lucky moment on a loaded machine), and the first candidate of `PREFERRED` that the route has (one thread
-  before Numba's threads) keeps the key unless another's median is under
-  ``1 - MARGIN`` of its own: a close race is not decided by noise.
+  a parallel kernel's one lucky moment on a loaded machine), and the first candidate
+  of `PREFERRED` that the route has (one thread before Numba's threads) keeps the key
+  unless another's median is under ``1 - MARGIN`` of its own: a close race is not
+  decided by noise.
 
 A decision is written to ``routes.json`` in the cache folder (``ASGRAD_CACHE_DIR``,
 beside Numba's compiled kernels), per machine (its architecture, CPU model and core
