@@ -20,8 +20,9 @@ image planes, with no column matrix:
   any non-finite element is computed again by the numpy kernel.
 
 The direct kernels handle stride 1 (and, for the input gradient, padding at most
-``(k - 1) * dilation``); any other convolution runs the numpy kernel. Which of the
-two runs a shape is measured (`Route`).
+``(k - 1) * dilation``); any other convolution runs the numpy kernel. Whether a
+shape's direct kernel runs on Numba's threads or on one is measured once per machine
+(`Route`, kept in the cache folder's ``routes.json``).
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def conv2d_backward_weight_direct(
     return result
 
 
-# -- the kernels the lowering calls: direct or numpy, measured per shape -------------------
+# -- the kernels the lowering calls: routed per shape (threads or one) -----------------------
 ROUTE = Route("conv")
 
 
