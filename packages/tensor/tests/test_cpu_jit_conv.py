@@ -13,6 +13,7 @@ where nothing else can tell.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -349,3 +350,31 @@ def test_a_convolution_computes_the_same_bits_whatever_its_route_measures() -> N
         kc.ROUTE = saved
     for r in results:
         np.testing.assert_array_equal(r, direct)
+
+
+def test_a_convolutions_route_is_read_back_from_the_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later process (a fresh route) takes the decision written by the first one and
+    runs that kernel without measuring; the result is the same bits."""
+    from asgrad.tensor.cpu.jit import route as rt
+
+    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(rt.ENV, raising=False)
+    attrs = _attrs({"padding": (1, 1)})
+    x, w, b, _ = _operands((2, 3, 6, 5), (4, 3, 3, 3), attrs, "float32", seed=5)
+    saved = kc.ROUTE
+    try:
+        kc.ROUTE = Route("conv")
+        first = [kc.conv2d(x, w, b, **attrs) for _ in range(rt.TRIALS)]
+        (key,) = kc.ROUTE.measured
+        choice = kc.ROUTE.describe()[key]
+        assert (tmp_path / rt.FILE).exists()
+        kc.ROUTE = Route("conv")
+        again = kc.conv2d(x, w, b, **attrs)
+        assert kc.ROUTE.describe() == {key: choice}
+        assert not kc.ROUTE.measured
+    finally:
+        kc.ROUTE = saved
+    for r in first:
+        np.testing.assert_array_equal(r, again)
