@@ -4,10 +4,11 @@ The direct kernels (`asgrad.tensor.cpu.jit.kernels_conv`) run every geometry the
 take (odd sizes, padding, dilation, groups, bias, ReLU) at float32 and float64 and
 agree with the numpy kernels; the two gradients are checked in float64 as adjoints of
 the forward kernel and by finite differences; NaN and infinities land where numpy's
-land; stride 2 runs the numpy kernel. The measured route runs both kernels while it
-measures and one after; a training graph compiled with the direct kernels forced
-agrees with the numpy path, and the ReLU is fused into the convolution's line only
-where nothing else can tell.
+land; stride 2 runs the numpy kernel. Every kernel the route may choose gives the same
+bits, and a decision is read back from the cache folder (the route itself:
+``test_cpu_jit_route.py``); a training graph compiled with the direct kernels forced
+agrees with the numpy path, the ReLU is fused into the convolution's line and ReLU's
+gradient into max pooling's only where nothing else can tell.
 """
 
 from __future__ import annotations
