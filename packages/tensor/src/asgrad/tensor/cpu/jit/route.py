@@ -274,9 +274,15 @@ def decide(best: dict[str, float]) -> str:
 
 
 def key_of(op: str, arrays: tuple[Any, ...], attrs: dict[str, Any]) -> Hashable:
-    """A route key: the op, each array's shape and dtype, and the attributes."""
-    shapes = tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
-    return (op, shapes, tuple(sorted((k, repr(v)) for k, v in attrs.items())))
+    """A route key: the op, each array's shape and dtype, and the attributes (made on
+    every call, so cheaply: their ``repr`` only where a value cannot be hashed)."""
+    shapes = tuple((a.shape, a.dtype) for a in arrays)
+    items = tuple(sorted(attrs.items()))
+    try:
+        hash(items)
+    except TypeError:
+        items = tuple((k, repr(v)) for k, v in items)
+    return (op, shapes, items)
 
 
 def routed(
@@ -294,11 +300,11 @@ def routed(
     alone (``"serial"``), and the numpy kernel (``"numpy"``) too when ``same_bits`` (it
     computes the compiled kernel's bits); a forced route may pick ``"numpy"`` either
     way."""
-    from asgrad.tensor.cpu.jit._numba import num_threads, one_thread  # imports Numba
+    from asgrad.tensor.cpu.jit._numba import num_threads, on_one_thread  # imports Numba
 
     def serial(into: np.ndarray | None) -> np.ndarray:
-        with one_thread():
-            return compiled(into)
+        result: np.ndarray = on_one_thread(compiled, into)
+        return result
 
     kernels = [("parallel", compiled), ("serial", serial)]
     if same_bits or route.forced() == "numpy":
