@@ -14,9 +14,10 @@ op, the shapes, the dtype, the attributes and Numba's thread count):
   machine falls on every candidate alike;
 * each candidate's *median* time over those rounds decides (a best time would reward
   a parallel kernel's one lucky moment on a loaded machine), and the first candidate
-  of `PREFERRED` that the route has (one thread before Numba's threads) keeps the key
+  of `PREFERRED` that the route has (Numba's threads, then one thread) keeps the key
   unless another's median is under ``1 - MARGIN`` of its own: a close race is not
-  decided by noise.
+  decided by noise, and the kernel that wins where the machine's cores are free (the
+  threads) is kept until one thread is clearly faster.
 
 A decision is written to ``routes.json`` in the cache folder (``ASGRAD_CACHE_DIR``,
 beside Numba's compiled kernels), per machine (its architecture, CPU model and core
@@ -61,8 +62,10 @@ TRIALS = 3
 ROUNDS = 3
 # How much faster than the preferred kernel another must be to be chosen.
 MARGIN = 0.1
-# Which kernel keeps a key in a close race (the first of these a route has).
-PREFERRED = ("serial", "parallel", "numpy")
+# Which kernel keeps a key in a close race (the first of these a route has): Numba's
+# threads, which won the cnn workload's convolutions by about 25% at load average 2-3
+# on the 2-core machine (docs/performance.md, "Convolutions").
+PREFERRED = ("parallel", "serial", "numpy")
 ENV = "ASGRAD_CPU_ROUTE"
 FILE = "routes.json"
 _SETTINGS = ("parallel", "serial", "numpy", "measure")
@@ -261,10 +264,10 @@ def decide(best: dict[str, float]) -> str:
     """The kernel to run, from each kernel's typical time: the fastest, unless the
     first of `PREFERRED` present is within `MARGIN` of it.
 
-    >>> decide({"parallel": 0.95, "serial": 1.0})
-    'serial'
-    >>> decide({"parallel": 0.5, "serial": 1.0})
+    >>> decide({"parallel": 1.05, "serial": 1.0})
     'parallel'
+    >>> decide({"parallel": 2.0, "serial": 1.0})
+    'serial'
     """
     fastest = min(best, key=lambda name: best[name])
     for name in PREFERRED:
