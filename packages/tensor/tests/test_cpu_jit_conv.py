@@ -4,15 +4,17 @@ The direct kernels (`asgrad.tensor.cpu.jit.kernels_conv`) run every geometry the
 take (odd sizes, padding, dilation, groups, bias, ReLU) at float32 and float64 and
 agree with the numpy kernels; the two gradients are checked in float64 as adjoints of
 the forward kernel and by finite differences; NaN and infinities land where numpy's
-land; stride 2 runs the numpy kernel. The measured route runs both kernels while it
-measures and one after; a training graph compiled with the direct kernels forced
-agrees with the numpy path, and the ReLU is fused into the convolution's line only
-where nothing else can tell.
+land; stride 2 runs the numpy kernel. Every kernel the route may choose gives the same
+bits, and a decision is read back from the cache folder (the route itself:
+``test_cpu_jit_route.py``); a training graph compiled with the direct kernels forced
+agrees with the numpy path, the ReLU is fused into the convolution's line and ReLU's
+gradient into max pooling's only where nothing else can tell.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -193,38 +195,6 @@ def test_stride_two_and_large_padding_run_the_numpy_kernels(direct: None) -> Non
     )
 
 
-def test_a_route_measures_every_kernel_then_runs_the_fastest() -> None:
-    route = Route("test")
-    calls: list[str] = []
-
-    def kernel(name: str, loops: int) -> Any:
-        def run(out: np.ndarray | None) -> np.ndarray:
-            calls.append(name)
-            total = 0.0
-            for i in range(loops):
-                total += i
-            return np.full(2, float(loops))
-
-        return name, run
-
-    kernels = [kernel("numpy", 20000), kernel("fast", 0), kernel("slow", 40000)]
-
-    def spare() -> np.ndarray:
-        return np.empty(2)
-
-    from asgrad.tensor.cpu.jit.route import TRIALS
-
-    for _ in range(TRIALS):
-        assert route.run("key", kernels, None, spare)[0] == 20000  # the reference's
-    assert calls == ["numpy", "fast", "slow"] * TRIALS
-    assert route.describe() == {"key": "fast"}
-    calls.clear()
-    assert route.run("key", kernels, None, spare)[0] == 0
-    assert calls == ["fast"]
-    route.force = "slow"
-    assert route.run("key", kernels, None, spare)[0] == 40000
-
-
 @pytest.mark.parametrize("force", ["parallel", "serial", "numpy"])
 def test_each_routed_kernel_gives_the_convolution(force: str) -> None:
     attrs = _attrs({"padding": (1, 1)})
@@ -258,11 +228,11 @@ SHAPES = {
 }
 
 
-def _run_net(on: bool, conv_out: bool) -> tuple[list[np.ndarray], str]:
+def _run_net(on: bool, conv_out: bool, pool_grad_out: bool = False) -> tuple[list[np.ndarray], str]:
     """conv -> relu -> max pool -> conv (bias) -> relu, and its backward written out as
     the gradient rules write it (ReLU's mask a ``greater(x, 0)``), compiled with the
     compiled path ``on`` or off; the first convolution's value is an output too when
-    ``conv_out``."""
+    ``conv_out``, the pooling's gradient when ``pool_grad_out``."""
     jit.set_enabled(on)
     try:
         g = Graph()
@@ -280,7 +250,8 @@ def _run_net(on: bool, conv_out: bool) -> tuple[list[np.ndarray], str]:
         dr1 = g.apply("max_pool2d_backward", [dp1, r1], POOL)
         d1 = g.apply("where", [g.apply("greater", [c1, zero]), dr1, zero])
         dw1 = g.apply("conv2d_backward_weight", [x, d1], {**attrs, "kernel_size": (3, 3)})
-        program = compile([r2, dp1, dw2, dw1, *([c1] if conv_out else [])])
+        extra = [*([c1] if conv_out else []), *([dr1] if pool_grad_out else [])]
+        program = compile([r2, dp1, dw2, dw1, *extra])
         rng = np.random.default_rng(7)
         feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in SHAPES.items()}
         got = list(program(feeds))
@@ -304,6 +275,18 @@ def test_a_compiled_conv_net_agrees_with_the_numpy_path(direct: None, conv_out: 
     # value is an output (which must stay the convolution's, not the ReLU's).
     assert len(fused) == (1 if conv_out else 2), source
     assert sum(" = jk" in line for line in lines) >= 3  # the gradients and the pooling
+    # The first ReLU's gradient is in the pooling's gradient kernel (on c1's mask, or
+    # on relu(c1) > 0 where c1 is an output), and its mask's line is gone.
+    assert sum("_pool_relu_backward" in line for line in lines) == 1, source
+    assert len(lines) < len(numpy_source.splitlines())
+
+
+def test_a_pooling_gradient_that_is_an_output_keeps_its_own_line(direct: None) -> None:
+    got, source = _run_net(True, False, pool_grad_out=True)
+    want, _ = _run_net(False, False, pool_grad_out=True)
+    assert "_pool_relu_backward" not in source
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -339,6 +322,17 @@ def test_compiled_max_pooling_agrees_with_numpy_with_ties_and_nan(
         np.testing.assert_array_equal(np.signbit(got_dx), np.signbit(want_dx))
     else:  # overlapping windows add in another order
         np.testing.assert_allclose(got_dx, want_dx, rtol=1e-6, atol=1e-6)
+    # A ReLU's gradient after it, in the same pass: where(x > 0, dx, 0) bit for bit
+    masked = np.where(x > 0, got_dx, 0).astype(dtype)
+    fused = kp.max_pool2d_backward_direct(g, x, positive=True, **attrs)
+    np.testing.assert_array_equal(fused, masked)
+    np.testing.assert_array_equal(np.signbit(fused), np.signbit(masked))
+    kp.ROUTE.force = "numpy"
+    try:
+        routed = kp.max_pool2d_backward(g, x, positive=True, **attrs)
+    finally:
+        kp.ROUTE.force = None
+    np.testing.assert_array_equal(routed, np.where(x > 0, want_dx, 0).astype(dtype))
 
 
 def test_a_convolution_computes_the_same_bits_whatever_its_route_measures() -> None:
@@ -347,7 +341,7 @@ def test_a_convolution_computes_the_same_bits_whatever_its_route_measures() -> N
     (numpy's im2col rounds differently, so it is no candidate unless forced)."""
     attrs = _attrs({"padding": (1, 1)})
     x, w, b, _ = _operands((2, 3, 6, 5), (4, 3, 3, 3), attrs, "float32", seed=4)
-    saved, kc.ROUTE = kc.ROUTE, Route("conv")
+    saved, kc.ROUTE = kc.ROUTE, Route("conv", persist=False)
     try:
         results = [kc.conv2d(x, w, b, **attrs) for _ in range(5)]
         assert set(kc.ROUTE.describe().values()) <= {"parallel", "serial"}
@@ -357,3 +351,31 @@ def test_a_convolution_computes_the_same_bits_whatever_its_route_measures() -> N
         kc.ROUTE = saved
     for r in results:
         np.testing.assert_array_equal(r, direct)
+
+
+def test_a_convolutions_route_is_read_back_from_the_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later process (a fresh route) takes the decision written by the first one and
+    runs that kernel without measuring; the result is the same bits."""
+    from asgrad.tensor.cpu.jit import route as rt
+
+    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(rt.ENV, raising=False)
+    attrs = _attrs({"padding": (1, 1)})
+    x, w, b, _ = _operands((2, 3, 6, 5), (4, 3, 3, 3), attrs, "float32", seed=5)
+    saved = kc.ROUTE
+    try:
+        kc.ROUTE = Route("conv")
+        first = [kc.conv2d(x, w, b, **attrs) for _ in range(rt.TRIALS)]
+        (key,) = kc.ROUTE.measured
+        choice = kc.ROUTE.describe()[key]
+        assert (tmp_path / rt.FILE).exists()
+        kc.ROUTE = Route("conv")
+        again = kc.conv2d(x, w, b, **attrs)
+        assert kc.ROUTE.describe() == {key: choice}
+        assert not kc.ROUTE.measured
+    finally:
+        kc.ROUTE = saved
+    for r in first:
+        np.testing.assert_array_equal(r, again)

@@ -82,6 +82,7 @@ def generate_cpu_function(
     if compiled:
         for fuse in fusers():  # imports no Numba
             lines = fuse(lines, maker.refs, types, maker.env, maker.context)
+        lines = _needed(lines, maker.refs, maker.roots)  # lines a fusion left unread
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():

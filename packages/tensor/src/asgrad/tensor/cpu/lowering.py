@@ -24,10 +24,10 @@ kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) and its whole-step loop
 families (reductions, shape, linalg, conv, pool, index, control, optim) have entries
 keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
-kernel, softmax's input gradient as one row kernel, a layer norm's weight gradient as
-one pass, attention's scaled and masked softmax as one pass, a sum of slice gradients
-as one assembled array, an elementwise line folded into the elementwise lines reading
-it).
+kernel, a ReLU's gradient in max pooling's gradient kernel, softmax's input gradient
+as one row kernel, a layer norm's weight gradient as one pass, attention's scaled and
+masked softmax as one pass, a sum of slice gradients as one assembled array, an
+elementwise line folded into the elementwise lines reading it).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -46,6 +46,7 @@ from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit import fuse_attention as fa
 from asgrad.tensor.cpu.jit import fuse_conv as fc
 from asgrad.tensor.cpu.jit import fuse_elementwise as fe
+from asgrad.tensor.cpu.jit import fuse_pool as fp
 from asgrad.tensor.cpu.jit import fuse_rows as fr
 from asgrad.tensor.cpu.jit import fuse_slices as fs
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
@@ -151,7 +152,8 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
         compiled={
             "max_pool2d": JitKernel("kernels_pool", "max_pool2d"),
             "max_pool2d_backward": JitKernel("kernels_pool", "max_pool2d_backward"),
-        }
+        },
+        fuse=fp.fuse_pool_relu_backward,
     ),
     "index": FamilyLowering(
         emit={

@@ -7,6 +7,7 @@ every backend checks and interprets them as the numpy kernels do.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -190,7 +191,7 @@ def scratch(role: str, shape: Sequence[int], dtype: Any) -> np.ndarray:
     need two roles.
     """
     dt = np.dtype(dtype)
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    nbytes = math.prod(shape) * dt.itemsize
     if nbytes > SCRATCH_LIMIT_BYTES:
         return np.empty(tuple(shape), dtype=dt)
     buf = _scratch.by_role.get(role)

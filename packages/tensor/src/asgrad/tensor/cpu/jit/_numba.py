@@ -55,6 +55,8 @@ __all__ = [
     "exp_neg",
     "fresh",
     "kernel",
+    "num_threads",
+    "on_one_thread",
     "one_thread",
     "overloads",
     "parallel_kernel",
@@ -89,6 +91,24 @@ def kernel(fn: Any) -> Any:
 
 
 prange = numba.prange
+
+
+def num_threads() -> int:
+    """Numba's thread count in the calling thread (a parallel kernel's threads)."""
+    return int(numba.get_num_threads())
+
+
+def on_one_thread(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """``fn(arg)`` with its `parallel_kernel` calls on this thread alone (`one_thread`
+    without a context manager's cost: a routed kernel's every call goes through it)."""
+    before = numba.get_num_threads()
+    if before == 1:
+        return fn(arg)
+    numba.set_num_threads(1)
+    try:
+        return fn(arg)
+    finally:
+        numba.set_num_threads(before)
 
 
 @contextlib.contextmanager

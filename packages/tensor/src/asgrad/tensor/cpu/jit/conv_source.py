@@ -31,28 +31,29 @@ def _names(prefix: str, block: int, taps: int) -> list[list[str]]:
 
 
 def _accumulate(taps: int, block: int) -> list[str]:
-    """``_add{block}``: ``wide[n, o0 + b, q] += sum_t w[o0 + b, c, t] * xp[n, ci, q +
-    offs[t]]`` for q < q_end (whole arrays and indices: every row read is
-    C-contiguous)."""
+    """``_add{block}``: ``wide[n, o0 + b, q] += sum_c sum_t w[o0 + b, c, t] * xp[n,
+    c0 + c, q + offs[t]]`` for q < q_end and c < cg (whole arrays and indices: every
+    row read is C-contiguous). One call per image and block takes every input channel
+    of the group: a call per channel cost more than its loop where planes are small."""
     w = _names("w", block, taps)
     lines = [
         "@numba.njit("
         + _OPTIONS.format(fastmath="{'contract'}").replace("parallel=True, ", "")
         + ")",
-        f"def _add{block}(xp, n, ci, w, o0, c, offs, wide, q_end):",
-        "    x = xp[n, ci]",
+        f"def _add{block}(xp, n, c0, cg, w, o0, offs, wide, q_end):",
     ]
+    lines += [f"    d{b} = wide[n, o0 + {b}]" for b in range(block)]
+    lines += ["    for c in range(cg):", "        x = xp[n, c0 + c]"]
     # One view per tap, indexed by the loop counter alone: an index Numba cannot
     # prove non-negative gets a wraparound select, which stops vectorisation.
-    lines += [f"    s{t} = x[offs[{t}]:]" for t in range(taps)]
+    lines += [f"        s{t} = x[offs[{t}]:]" for t in range(taps)]
     for b in range(block):
-        lines += [f"    {w[b][t]} = w[o0 + {b}, c, {t}]" for t in range(taps)]
-        lines.append(f"    d{b} = wide[n, o0 + {b}]")
-    lines.append("    for q in range(q_end):")
-    lines += [f"        x{t} = s{t}[q]" for t in range(taps)]
+        lines += [f"        {w[b][t]} = w[o0 + {b}, c, {t}]" for t in range(taps)]
+    lines.append("        for q in range(q_end):")
+    lines += [f"            x{t} = s{t}[q]" for t in range(taps)]
     for b in range(block):
         total = " + ".join(f"{w[b][t]} * x{t}" for t in range(taps))
-        lines.append(f"        d{b}[q] += {total}")
+        lines.append(f"            d{b}[q] += {total}")
     return lines
 
 
@@ -106,17 +107,16 @@ def forward_source(taps: int, block: int, remainder: bool) -> str:
         f"        o1 = min(o0 + {block}, (g + 1) * og)",
         "        for o in range(o0, o1):",
         "            wide[n, o, :] = 0",
-        "        for c in range(cg):",
         *(
             [
-                f"            if o1 - o0 == {block}:",
-                f"                _add{block}(xp, n, g * cg + c, w, o0, c, offs, wide, q_end)",
-                "            else:",
-                "                for o in range(o0, o1):",
-                "                    _add1(xp, n, g * cg + c, w, o, c, offs, wide, q_end)",
+                f"        if o1 - o0 == {block}:",
+                f"            _add{block}(xp, n, g * cg, cg, w, o0, offs, wide, q_end)",
+                "        else:",
+                "            for o in range(o0, o1):",
+                "                _add1(xp, n, g * cg, cg, w, o, offs, wide, q_end)",
             ]
             if len(blocks) == 2
-            else [f"            _add{block}(xp, n, g * cg + c, w, o0, c, offs, wide, q_end)"]
+            else [f"        _add{block}(xp, n, g * cg, cg, w, o0, offs, wide, q_end)"]
         ),
         "        for o in range(o0, o1):",
         "            # + 0.0 would turn -0.0 into 0.0: without a bias, add -0.0",
@@ -181,7 +181,9 @@ def pool_source(kh: int, kw: int) -> str:
 
     ``pool``: the window's maximum, NaN when any of it is NaN (``np.maximum``).
     ``pool_backward``: ``g`` at the window's argmax (its first offset, then the last
-    strictly greater one: a NaN wins only at the first), zero at the other offsets.
+    strictly greater one: a NaN wins only at the first), zero at the other offsets;
+    with ``positive``, zero too where the window's maximum is not above zero (the
+    gradient of ``where(x > 0, max_pool2d_backward(g, x), 0)``: the mask at the argmax).
     """
     taps = [(i, j) for i in range(kh) for j in range(kw)]
     options = _OPTIONS.format(fastmath="False")
@@ -210,7 +212,7 @@ def pool_source(kh: int, kw: int) -> str:
         "",
         "",
         f"@numba.njit({options})",
-        "def pool_backward(g, x, out):",
+        "def pool_backward(g, x, out, positive):",
         "    rows, ow = g.shape",
         "    zero = out.dtype.type(0)",
         "    for task in numba.prange((rows + ROWS - 1) // ROWS):",
@@ -227,7 +229,11 @@ def pool_source(kh: int, kw: int) -> str:
             f"                best = v{k} if take else best",
             f"                win = {k} if take else win",
         ]
-    lines.append("                gv = gr[ox]")
+    lines += [
+        "                gv = gr[ox]",
+        "                if positive and not best > zero:",
+        "                    gv = zero",
+    ]
     for k, (i, j) in enumerate(taps):
         lines.append(f"                dst[{i}, ox, {j}] = gv if win == {k} else zero")
     lines.append("")

@@ -20,8 +20,9 @@ image planes, with no column matrix:
   any non-finite element is computed again by the numpy kernel.
 
 The direct kernels handle stride 1 (and, for the input gradient, padding at most
-``(k - 1) * dilation``); any other convolution runs the numpy kernel. Which of the
-two runs a shape is measured (`Route`).
+``(k - 1) * dilation``); any other convolution runs the numpy kernel. Whether a
+shape's direct kernel runs on Numba's threads or on one is measured once per machine
+(`Route`, kept in the cache folder's ``routes.json``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ class Geometry:
         )
 
 
+@functools.lru_cache(maxsize=256)
+def geometry(hw: Pair, kernel: Pair, padding: Pair, dilation: Pair) -> Geometry:
+    """The `Geometry` of a shape, made once (every call of a convolution asks for it)."""
+    return Geometry(hw, kernel, padding, dilation)
+
+
 def _padded(x: np.ndarray, geo: Geometry, role: str) -> np.ndarray:
     """``x`` (N, C, H, W) zero-padded into flattened planes (N, C, geo.length)."""
     n, c, h, w = x.shape
@@ -103,7 +110,7 @@ def _direct_forward(
     relu: bool,
 ) -> np.ndarray:
     o, cg, kh, kw = w.shape
-    geo = Geometry(x.shape[2:], (kh, kw), padding, dilation)
+    geo = geometry(x.shape[2:], (kh, kw), padding, dilation)
     xp = _padded(x, geo, "conv_pad")
     wide = scratch("conv_wide", (x.shape[0], o, geo.oh * geo.wp), x.dtype)
     taps = kh * kw
@@ -142,7 +149,7 @@ def conv2d_direct(
     st, pad, dil = pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation")
     assert forward_applies(st), "the direct kernel runs stride 1 only"
     o, _, kh, kw = w.shape
-    geo = Geometry(x.shape[2:], (kh, kw), pad, dil)
+    geo = geometry(x.shape[2:], (kh, kw), pad, dil)
     result = fresh(out, (x.shape[0], o, geo.oh, geo.ow), x.dtype)
     if result.size:
         _direct_forward(np.ascontiguousarray(x), w, b, pad, dil, int(groups), result, relu)
@@ -201,7 +208,7 @@ def conv2d_backward_weight_direct(
     result = fresh(out, (o, cg, kh, kw), np.result_type(x, g))
     if result.size == 0:
         return result
-    geo = Geometry(x.shape[2:], (kh, kw), pad, dil)
+    geo = geometry(x.shape[2:], (kh, kw), pad, dil)
     xp = _padded(np.ascontiguousarray(x), geo, "conv_pad")
     gw = scratch("conv_wide", (n, o, geo.oh, geo.wp), g.dtype)
     gw[:, :, :, geo.ow :] = 0
@@ -217,7 +224,7 @@ def conv2d_backward_weight_direct(
     return result
 
 
-# -- the kernels the lowering calls: direct or numpy, measured per shape -------------------
+# -- the kernels the lowering calls: routed per shape (threads or one) -----------------------
 ROUTE = Route("conv")
 
 
@@ -247,7 +254,7 @@ def conv2d(
         return reference(out)
     arrays = (x, w) if b is None else (x, w, b)
     o, _, kh, kw = w.shape
-    geo = Geometry(x.shape[2:], (kh, kw), pair(attrs["padding"], "padding"),
+    geo = geometry(x.shape[2:], (kh, kw), pair(attrs["padding"], "padding"),
                    pair(attrs["dilation"], "dilation"))  # fmt: skip
     shape = (x.shape[0], o, geo.oh, geo.ow)
     return routed(

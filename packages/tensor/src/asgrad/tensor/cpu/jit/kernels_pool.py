@@ -69,9 +69,11 @@ def _max_pool(x: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, out:
 
 @parallel_kernel
 def _max_pool_backward(
-    g: Any, x: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, out: Any
-) -> None:
+    g: Any, x: Any, kh: int, kw: int, sh: int, sw: int, ph: int, pw: int, out: Any,
+    positive: bool,
+) -> None:  # fmt: skip
     n_, c_, h, w = x.shape
+    zero = out.dtype.type(0)
     oh, ow = g.shape[2], g.shape[3]
     inside = ph == 0 and pw == 0
     for plane in prange(n_ * c_):
@@ -92,8 +94,9 @@ def _max_pool_backward(
                         best = v if take else best
                         wy = by + i if take else wy
                         wx = bx + j if take else wx
+                gv = zero if positive and not best > zero else gi[oy, ox]
                 if inside or ((wy >= 0) & (wy < h) & (wx >= 0) & (wx < w)):
-                    dst[wy, wx] += gi[oy, ox]
+                    dst[wy, wx] += gv
 
 
 @functools.cache
@@ -136,9 +139,15 @@ def max_pool2d_direct(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: 
 
 
 def max_pool2d_backward_direct(
-    g: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any
+    g: np.ndarray,
+    x: np.ndarray,
+    *,
+    out: np.ndarray | None = None,
+    positive: bool = False,
+    **attrs: Any,
 ) -> np.ndarray:
-    """``max_pool2d_backward`` by the compiled kernels."""
+    """``max_pool2d_backward`` by the compiled kernels; with ``positive``, then
+    ``where(x > 0, ., 0)`` in the same pass (see `max_pool2d_backward`)."""
     (kh, kw), (sh, sw), (ph, pw), ohw = _geometry(x, attrs)
     result = fresh(out, x.shape, g.dtype)
     if result.size == 0:
@@ -153,9 +162,10 @@ def max_pool2d_backward_direct(
             g.reshape(rows, ohw[1]),
             x.reshape(rows, kh, ohw[1], kw),
             result.reshape(rows, kh, ohw[1], kw),
+            positive,
         )
     else:
-        _max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, result)
+        _max_pool_backward(g, x, kh, kw, sh, sw, ph, pw, result, positive)
     return result
 
 
@@ -178,14 +188,32 @@ def max_pool2d(x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any) ->
 
 
 def max_pool2d_backward(
-    g: np.ndarray, x: np.ndarray, *, out: np.ndarray | None = None, **attrs: Any
+    g: np.ndarray,
+    x: np.ndarray,
+    *,
+    out: np.ndarray | None = None,
+    positive: bool = False,
+    **attrs: Any,
 ) -> np.ndarray:
-    """``max_pool2d_backward``'s compiled kernel, chosen as `max_pool2d`'s."""
+    """``max_pool2d_backward``'s compiled kernel, chosen as `max_pool2d`'s.
+
+    With ``positive``: ``where(x > 0, max_pool2d_backward(g, x), 0)`` (a ReLU's
+    gradient after the pooling's, `asgrad.tensor.cpu.jit.fuse_pool`) in one pass, bit
+    for bit: the gradient lands only at a window's argmax, where ``x`` is the window's
+    maximum, so the mask is read there from the maximum the kernel found (+0.0 where
+    it is not above zero, NaN included)."""
+
+    def reference(into: np.ndarray | None) -> np.ndarray:
+        result = _max_pool2d_backward(g, x, out=into, **attrs)
+        if positive:
+            result[~(x > 0)] = 0
+        return result
+
     return routed(
         ROUTE,
-        key_of("max_pool2d_backward", (g, x), attrs),
-        lambda into: _max_pool2d_backward(g, x, out=into, **attrs),
-        lambda into: max_pool2d_backward_direct(g, x, out=into, **attrs),
+        key_of("max_pool2d_backward", (g, x), {**attrs, "positive": positive}),
+        reference,
+        lambda into: max_pool2d_backward_direct(g, x, out=into, positive=positive, **attrs),
         out,
         lambda: scratch("pool_spare", x.shape, g.dtype),
         same_bits=True,  # each gradient element written once, as numpy writes it
