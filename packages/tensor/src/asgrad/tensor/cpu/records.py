@@ -10,7 +10,7 @@ record; rendering it to source text is the last step and classifies nothing.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -164,3 +164,24 @@ def shaped(t: TensorType) -> bool:
     are treated as possibly aliasing their inputs.
     """
     return bool(t.shape) and 0 not in t.shape
+
+
+def line_readers(lines: Sequence[Line]) -> dict[int, list[int]]:
+    """For each value id, the indexes of the lines reading it (each line once): what a
+    fusion of lines asks before it folds a value into its only reader."""
+    readers: dict[int, list[int]] = {}
+    for k, line in enumerate(lines):
+        for a in set(values(line.call)):
+            readers.setdefault(a, []).append(k)
+    return readers
+
+
+def line_at(lines: Sequence[Line]) -> dict[int, int]:
+    """Each line's index by the id of the node it computes."""
+    return {line.node.id: k for k, line in enumerate(lines)}
+
+
+def runtime_roots(refs: Mapping[int, Ref], roots: Iterable[int]) -> set[int]:
+    """The value ids of the function's outputs ``roots`` that are runtime values (not
+    constants): values a fusion must keep."""
+    return {refs[r].id for r in roots if not refs[r].is_const}

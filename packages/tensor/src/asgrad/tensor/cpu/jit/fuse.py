@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values
+from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, line_at, line_readers
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
@@ -44,11 +44,8 @@ def fuse_adam(
 ) -> list[Line]:
     """``lines`` with each fusable Adam group as one kernel (see the module docstring)."""
     registered = context.registered
-    readers: dict[int, int] = {}
-    for line in lines:
-        for a in set(values(line.call)):
-            readers[a] = readers.get(a, 0) + 1
-    by_id = {line.node.id: k for k, line in enumerate(lines)}
+    readers = line_readers(lines)
+    by_id = line_at(lines)
     out = list(lines)
     for k, line in enumerate(lines):
         node = line.node
@@ -69,8 +66,8 @@ def fuse_adam(
             or v_node.op != "adam_ema"
             or m_node.attrs["square"]
             or not v_node.attrs["square"]
-            or readers.get(m_ref.id) != 1
-            or readers.get(v_ref.id) != 1
+            or len(readers.get(m_ref.id, ())) != 1
+            or len(readers.get(v_ref.id, ())) != 1
             or any(types[n.id] != t for n in (*m_node.inputs, *v_node.inputs, node.inputs[0]))
         ):
             continue

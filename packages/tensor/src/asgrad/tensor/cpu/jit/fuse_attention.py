@@ -19,7 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, shaped, values, with_out
+from asgrad.tensor.cpu.records import (
+    Call,
+    Line,
+    Ref,
+    Reuse,
+    Value,
+    line_at,
+    line_readers,
+    runtime_roots,
+    shaped,
+    with_out,
+)
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.registry import TensorType
@@ -63,12 +74,9 @@ def fuse_masked_softmax(
     docstring)."""
     if not all(context.registered(op) for op in ("softmax", "add", "mul")):
         return list(lines)
-    readers: dict[int, list[int]] = {}
-    for k, line in enumerate(lines):
-        for a in set(values(line.call)):
-            readers.setdefault(a, []).append(k)
-    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
-    at = {line.node.id: k for k, line in enumerate(lines)}
+    readers = line_readers(lines)
+    roots = runtime_roots(refs, context.roots)
+    at = line_at(lines)
 
     def producer(value: int, op: str, reader: Node) -> Node | None:
         """The line computing ``value`` when it is an ``op`` read by ``reader`` alone

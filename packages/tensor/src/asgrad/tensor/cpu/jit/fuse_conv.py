@@ -21,7 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values, with_out
+from asgrad.tensor.cpu.records import (
+    Call,
+    Line,
+    Ref,
+    Reuse,
+    Value,
+    line_readers,
+    runtime_roots,
+    with_out,
+)
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
@@ -44,11 +53,8 @@ def fuse_conv_relu(
     module docstring)."""
     if not all(context.registered(op) for op in ("conv2d", "relu", "greater")):
         return list(lines)
-    readers: dict[int, list[int]] = {}
-    for k, line in enumerate(lines):
-        for a in set(values(line.call)):
-            readers.setdefault(a, []).append(k)
-    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
+    readers = line_readers(lines)
+    roots = runtime_roots(refs, context.roots)
     out = list(lines)
     for k, line in enumerate(lines):
         node = line.node

@@ -23,7 +23,18 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, shaped, values, with_out
+from asgrad.tensor.cpu.records import (
+    Call,
+    Line,
+    Ref,
+    Reuse,
+    Value,
+    line_readers,
+    runtime_roots,
+    shaped,
+    values,
+    with_out,
+)
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType, get_op
 from asgrad.tensor.ir.scalar import Expr, arg, build
@@ -61,7 +72,7 @@ def fuse_elementwise_producers(
     from asgrad.tensor.cpu.jit.kernels import rendered_kernel  # imports no Numba
     from asgrad.tensor.cpu.jit.render import primitives
 
-    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
+    roots = runtime_roots(refs, context.roots)
     # The elementwise lines: node id -> (expression, the value ids its args read).
     exprs: dict[int, tuple[Expr, list[int]]] = {}
     for line in lines:
@@ -83,10 +94,7 @@ def fuse_elementwise_producers(
         if list(values(call)) != [r.id for r in ins]:
             continue
         exprs[node.id] = (build(op.expression, len(ins), node.attrs, t.dtype), [r.id for r in ins])
-    readers: dict[int, list[int]] = {}
-    for k, line in enumerate(lines):
-        for a in set(values(line.call)):
-            readers.setdefault(a, []).append(k)
+    readers = line_readers(lines)
     out = list(lines)
     drop: set[int] = set()
     for k, line in enumerate(lines):

@@ -24,7 +24,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from asgrad.tensor.cpu.jit.fuse_conv import _is_zero
-from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values, with_out
+from asgrad.tensor.cpu.records import (
+    Call,
+    Line,
+    Ref,
+    Reuse,
+    Value,
+    line_at,
+    line_readers,
+    runtime_roots,
+    with_out,
+)
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
@@ -40,12 +50,9 @@ def fuse_pool_relu_backward(
     module docstring)."""
     if not all(context.registered(op) for op in ("max_pool2d_backward", "greater", "where")):
         return list(lines)
-    readers: dict[int, int] = {}
-    for line in lines:
-        for a in set(values(line.call)):
-            readers[a] = readers.get(a, 0) + 1
-    by_id = {line.node.id: k for k, line in enumerate(lines)}
-    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
+    readers = line_readers(lines)
+    by_id = line_at(lines)
+    roots = runtime_roots(refs, context.roots)
     out = list(lines)
     for k, line in enumerate(lines):
         call = line.call
@@ -68,7 +75,7 @@ def fuse_pool_relu_backward(
             or not isinstance(pool_call, Call)
             or not pool_call.fn.startswith("jk")  # the compiled kernel's line
             or pool.node.id in roots
-            or readers.get(pool.node.id) != 1
+            or len(readers.get(pool.node.id, ())) != 1
             or types[pool.node.id] != types[line.node.id]
             or mask.node.op != "greater"
             or not _is_zero(refs[mask.node.inputs[1].id])

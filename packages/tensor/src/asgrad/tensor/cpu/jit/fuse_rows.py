@@ -29,7 +29,17 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.cpu.jit.render_rows import rows_kernel
-from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values, with_out
+from asgrad.tensor.cpu.records import (
+    Call,
+    Line,
+    Ref,
+    Reuse,
+    Value,
+    line_at,
+    line_readers,
+    runtime_roots,
+    with_out,
+)
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.registry import TensorType
@@ -73,12 +83,9 @@ def fuse_softmax_backward(
     docstring)."""
     if not all(context.registered(op) for op in _OPS):
         return list(lines)
-    readers: dict[int, list[int]] = {}
-    for k, line in enumerate(lines):
-        for a in set(values(line.call)):
-            readers.setdefault(a, []).append(k)
-    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
-    at = {line.node.id: k for k, line in enumerate(lines)}
+    readers = line_readers(lines)
+    roots = runtime_roots(refs, context.roots)
+    at = line_at(lines)
 
     def only_reader(node: Node, op: str) -> Node | None:
         """The one line reading ``node``'s value, when it is an ``op``, and the value
@@ -168,12 +175,9 @@ def fuse_layer_norm_weight_grad(
     docstring)."""
     if not all(context.registered(op) for op in ("layer_norm", "mul", "sum")):
         return list(lines)
-    readers: dict[int, list[int]] = {}
-    for k, line in enumerate(lines):
-        for a in set(values(line.call)):
-            readers.setdefault(a, []).append(k)
-    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
-    at = {line.node.id: k for k, line in enumerate(lines)}
+    readers = line_readers(lines)
+    roots = runtime_roots(refs, context.roots)
+    at = line_at(lines)
 
     def only_reader(node: Node) -> Node | None:
         if node.id in roots or refs[node.id].id != node.id:

@@ -26,7 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.records import Call, Line, Ref, Reuse, Value, values, with_out
+from asgrad.tensor.cpu.records import (
+    Call,
+    Line,
+    Ref,
+    Reuse,
+    Value,
+    line_at,
+    line_readers,
+    runtime_roots,
+    with_out,
+)
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
@@ -111,19 +121,16 @@ def fuse_slice_sums(
     docstring)."""
     if not all(context.registered(op) for op in ("scatter_slice", "add")):
         return list(lines)
-    readers: dict[int, int] = {}
-    for line in lines:
-        for a in set(values(line.call)):
-            readers[a] = readers.get(a, 0) + 1
-    roots = {refs[r].id for r in context.roots if not refs[r].is_const}
-    at = {line.node.id: k for k, line in enumerate(lines)}
+    readers = line_readers(lines)
+    roots = runtime_roots(refs, context.roots)
+    at = line_at(lines)
 
     def private(node_id: int) -> bool:
         """Computed on its own line, read by one line, no root."""
         return (
             node_id in at
             and refs[node_id].id == node_id
-            and readers.get(node_id) == 1
+            and len(readers.get(node_id, ())) == 1
             and node_id not in roots
         )
 
