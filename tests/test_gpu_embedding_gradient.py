@@ -3,6 +3,8 @@ sequential ``np.add.at`` (the kernel itself: packages/gpu/tests/test_scatter_add
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -22,14 +24,13 @@ def test_an_embedding_gradient_launches_the_row_kernel(device: Device) -> None:
     loss = (table.gather(ids, axis=0) * g.input("w", (16, 64, 128))).sum()
     (d_table,) = grad(loss, [table])
     program = compile([d_table], backend="gpu")
-    feeds = {
-        "table": rng.standard_normal((64, 128)).astype(np.float32),
-        "ids": rng.integers(0, 64, (16, 64)).astype(np.int32),
-        "w": rng.standard_normal((16, 64, 128)).astype(np.float32),
-    }
-    labels = [str(c[-1]) for c in build_plan(program.executable.schedule, feeds, device).commands]
+    index = rng.integers(0, 64, (16, 64)).astype(np.int32)
+    weight = rng.standard_normal((16, 64, 128)).astype(np.float32)
+    feeds = {"table": rng.standard_normal((64, 128)).astype(np.float32), "ids": index, "w": weight}
+    executable: Any = program.executable
+    labels = [str(c[-1]) for c in build_plan(executable.schedule, feeds, device).commands]
     assert any(label.startswith("index_scatter_add_rows") for label in labels), labels
     (got,) = program(feeds)
     want = np.zeros((64, 128), np.float32)
-    np.add.at(want, feeds["ids"].reshape(-1), feeds["w"].reshape(-1, 128))
+    np.add.at(want, index.reshape(-1), weight.reshape(-1, 128))
     np.testing.assert_array_equal(np.asarray(got), want)
