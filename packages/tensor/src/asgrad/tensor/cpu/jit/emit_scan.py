@@ -140,8 +140,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
         # slot of the stacked outputs) cannot read a carry; any other (a carry passed on,
         # a view of one) is copied out first, so that the carries are replaced at once.
         news = [
-            v if _fresh(v, mark) or any(v is s for s in slots) else _stored(k, v)
-            for v in outs[:nc]
+            v if _fresh(v, mark) or any(v is s for s in slots) else _stored(k, v) for v in outs[:nc]
         ]
         for c, new in zip(carries, news, strict=True):
             if new is not c:
@@ -210,8 +209,8 @@ def emit_body(
 ) -> list[Val]:
     """The body's outputs (new carries, then ys) written into ``k`` from its inputs'
     values ``fed`` (by name), at the inputs' ``types``. An output with a ``slots``
-    entry (by position) that an elementwise op computes is written straight into it
-    (no copy after): its returned value is then that slot."""
+    entry (by position) that an elementwise op or a ``concat`` computes is written
+    straight into it (no copy after): its returned value is then that slot."""
     from asgrad.tensor.cpu.codegen import value_refs
     from asgrad.tensor.cpu.jit.step import needed_nodes, value_reader
 
@@ -252,11 +251,14 @@ def emit_body(
         lazy = None
         if op.expression is not None and node.id not in roots:
             lazy = fused(k, node, ins, t, readers.get(node.id), node_types)
-        slot = into.get(node.id) if lazy is None and op.expression is not None else None
-        # An elementwise op's emitter allocates its result first: the slot.
+        if lazy is not None:
+            vals[node.id] = lazy
+            continue
+        slot = into.get(node.id) if op.expression is not None or node.op == "concat" else None
+        # An elementwise op's emitter and concat's allocate their result first: the slot.
         k.target = slot
         try:
-            vals[node.id] = lazy if lazy is not None else emit(k, node, ins, t)
+            vals[node.id] = emit(k, node, ins, t)
         finally:
             taken, k.target = k.target is None, None
         if slot is not None and taken and vals[node.id] is not slot:
