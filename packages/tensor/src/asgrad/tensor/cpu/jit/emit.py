@@ -169,6 +169,10 @@ class Kernel:
         # Whether a 0-d value is an element of the work buffer rather than a local (a
         # step compiled in pieces: a local of one function is not seen by the next).
         self.scalars_in_work = False
+        # Where the next value of this shape and dtype is written (`alloc` returns it
+        # once, then clears it): a loop step's output written straight into its slot of
+        # the stacked outputs (`asgrad.tensor.cpu.jit.emit_scan`).
+        self.target: Val | None = None
 
     def constant(self, value: np.ndarray) -> Val:
         """A constant's value: a literal when 0-d, else a new argument of the kernel."""
@@ -185,6 +189,9 @@ class Kernel:
         """A new value's storage: a scalar local when 0-d (unless ``scalars_in_work``),
         else a slice of a work buffer."""
         dt(dtype)
+        target, self.target = self.target, None
+        if target is not None and target.shape == tuple(shape) and target.dtype == dtype:
+            return target
         if not shape and not self.scalars_in_work:
             return scalar_val(self.fresh(), dtype)
         if 0 in shape:

@@ -131,13 +131,17 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
         inputs = [*carries, *(_step_view(x, t) for x in ins[nc : nc + nx]), *ins[nc + nx :]]
         fed = {n.name: v for n, v in zip(body.inputs, inputs, strict=True)}
         mark = dict(k.work)
-        outs = emit_body(k, body, in_types, fed)
-        for view, y in zip(ys, outs[nc:], strict=True):
-            _copy(k, _step_view(view, t), y)
-        # A new carry computed this step (in a buffer allocated inside the loop) cannot
-        # read a carry; any other (a carry passed on, a view of one) is copied out first,
-        # so that the carries are replaced at once.
-        news = [v if _fresh(v, mark) else _stored(k, v) for v in outs[:nc]]
+        slots = [_step_view(view, t) for view in ys]
+        outs = emit_body(k, body, in_types, fed, [*([None] * nc), *slots])
+        for slot, y in zip(slots, outs[nc:], strict=True):
+            if y is not slot:
+                _copy(k, slot, y)
+        # A new carry computed this step (in a buffer allocated inside the loop, or a
+        # slot of the stacked outputs) cannot read a carry; any other (a carry passed on,
+        # a view of one) is copied out first, so that the carries are replaced at once.
+        news = [
+            v if _fresh(v, mark) or any(v is s for s in slots) else _stored(k, v) for v in outs[:nc]
+        ]
         for c, new in zip(carries, news, strict=True):
             if new is not c:
                 _copy(k, c, new)
@@ -197,10 +201,16 @@ def emit_scan_unpart(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorTyp
 
 
 def emit_body(
-    k: Kernel, body: Body, types: Sequence[TensorType], fed: Mapping[str, Val]
+    k: Kernel,
+    body: Body,
+    types: Sequence[TensorType],
+    fed: Mapping[str, Val],
+    slots: Sequence[Val | None] = (),
 ) -> list[Val]:
     """The body's outputs (new carries, then ys) written into ``k`` from its inputs'
-    values ``fed`` (by name), at the inputs' ``types``."""
+    values ``fed`` (by name), at the inputs' ``types``. An output with a ``slots``
+    entry (by position) that an elementwise op or a ``concat`` computes is written
+    straight into it (no copy after): its returned value is then that slot."""
     from asgrad.tensor.cpu.codegen import value_refs
     from asgrad.tensor.cpu.jit.step import needed_nodes, value_reader
 
@@ -214,6 +224,11 @@ def emit_body(
     vals: dict[int, Val] = {}
 
     value = value_reader(k, refs, vals)
+    into: dict[int, Val] = {}
+    for out, slot in zip(schedule.outputs, slots, strict=False):
+        ref = refs[out.id]
+        if slot is not None and not ref.is_const:
+            into.setdefault(ref.id, slot)
 
     for node in schedule.nodes:
         if node.id not in needed or refs[node.id].id != node.id or refs[node.id].is_const:
@@ -236,7 +251,19 @@ def emit_body(
         lazy = None
         if op.expression is not None and node.id not in roots:
             lazy = fused(k, node, ins, t, readers.get(node.id), node_types)
-        vals[node.id] = lazy if lazy is not None else emit(k, node, ins, t)
+        if lazy is not None:
+            vals[node.id] = lazy
+            continue
+        slot = into.get(node.id) if op.expression is not None or node.op == "concat" else None
+        # An elementwise op's emitter and concat's allocate their result first: the slot.
+        k.target = slot
+        try:
+            vals[node.id] = emit(k, node, ins, t)
+        finally:
+            taken, k.target = k.target is None, None
+        if slot is not None and taken and vals[node.id] is not slot:
+            # The slot held something else (its result might be a view of it).
+            raise UnsupportedError(f"{node.op!r} wrote its result apart from its slot")
     return [value(n.id) for n in schedule.outputs]
 
 
