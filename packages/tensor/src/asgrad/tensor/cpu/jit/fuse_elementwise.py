@@ -69,7 +69,7 @@ def fuse_elementwise_producers(
 ) -> list[Line]:
     """``lines`` with elementwise producers folded into their readers (see the module
     docstring)."""
-    from asgrad.tensor.cpu.jit.kernels import rendered_kernel  # imports no Numba
+    from asgrad.tensor.cpu.jit.kernels import LazyKernel, rendered_kernel  # imports no Numba
     from asgrad.tensor.cpu.jit.render import primitives
 
     roots = runtime_roots(refs, context.roots)
@@ -127,7 +127,7 @@ def fuse_elementwise_producers(
             for u, (composed, new_ids, kernel) in made.items():
                 reader = lines[u].node
                 name = f"_chain{reader.id}"
-                env[name] = _LazyLoop(kernel)
+                env[name] = LazyKernel(kernel)
                 call = Call(name, tuple(Value(i) for i in new_ids))
                 full = sum(types[i] == t for i in new_ids)
                 reuse = Reuse.IN_PLACE if kernel.leading >= full else Reuse.INTO_SLOT
@@ -137,16 +137,3 @@ def fuse_elementwise_producers(
                     readers.setdefault(i, []).append(u)
             drop.add(k)
     return [line for k, line in enumerate(out) if k not in drop]
-
-
-class _LazyLoop:
-    """A rendered loop loaded (with Numba) on its first call."""
-
-    def __init__(self, kernel: Any) -> None:
-        self.kernel = kernel
-        self.fn: Any = None
-
-    def __call__(self, *args: Any, out: Any = None) -> Any:
-        if self.fn is None:
-            self.fn = self.kernel.load()
-        return self.fn(*args, out=out)

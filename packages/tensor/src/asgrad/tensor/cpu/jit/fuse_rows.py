@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from asgrad.tensor.cpu.jit.kernels import LazyKernel
 from asgrad.tensor.cpu.jit.render_rows import rows_kernel
 from asgrad.tensor.cpu.records import (
     Call,
@@ -144,24 +145,11 @@ def fuse_softmax_backward(
         if kernel is None:
             continue
         name = f"_softmax_backward{end.id}"
-        env[name] = _Lazy(kernel)
+        env[name] = LazyKernel(kernel)
         call = Call(name, (Value(g), Value(y)))
         out[at[end.id]] = Line(node=end, call=call, reuse=Reuse.INTO_SLOT, into=with_out(call))
         drop.update(at[n.id] for n in (prod, total, diff, last) if n is not end)
     return [line for k, line in enumerate(out) if k not in drop]
-
-
-class _Lazy:
-    """A compiled kernel loaded (with Numba) on its first call."""
-
-    def __init__(self, kernel: Any) -> None:
-        self.kernel = kernel
-        self.fn: Any = None
-
-    def __call__(self, *args: Any, out: Any = None) -> Any:
-        if self.fn is None:
-            self.fn = self.kernel.load()
-        return self.fn(*args, out=out)
 
 
 def fuse_layer_norm_weight_grad(

@@ -97,6 +97,19 @@ class JitKernel:
         return fn
 
 
+class LazyKernel:
+    """A `JitKernel` called as a line's function: loaded (with Numba) on its first call."""
+
+    def __init__(self, kernel: JitKernel) -> None:
+        self.kernel = kernel
+        self.fn: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any, out: Any = None) -> Any:
+        if self.fn is None:
+            self.fn = self.kernel.load()
+        return self.fn(*args, out=out)
+
+
 # An elementwise loop is compiled on the line path when its expression has at least
 # this many primitives (numpy makes one pass over memory per primitive; one primitive
 # is numpy's own vectorised loop, which a compiled loop does not beat on one thread).
