@@ -178,27 +178,12 @@ def test_parallel_slab_kernels_are_bit_identical_to_the_serial_ones(
     _both("softmax", [np.asfortranarray(x)], {"axis": 1}, monkeypatch)
 
 
-def test_one_kernel_thread_runs_serially_and_more_run_over_numba() -> None:
-    big = threads.PARALLEL_MIN
-    threads.set_threads(1)
-    assert threads.threads() == 1
-    assert not threads.parallel(10 * big)
-    threads.set_threads(2)
-    assert threads.parallel(big)
-    assert numba.get_num_threads() == 2
-    assert not threads.parallel(big - 1)
-
-
 def test_the_kernel_threads_follow_numba_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(threads.ENV, raising=False)
-    monkeypatch.setattr(threads, "AUTO_MIN_THREADS", 2)
     numba.set_num_threads(2)
     assert threads.threads() == 2
     numba.set_num_threads(1)
     assert threads.threads() == 1
-    monkeypatch.setattr(threads, "AUTO_MIN_THREADS", 3)
-    numba.set_num_threads(2)
-    assert threads.threads() == 1  # too few threads to pay: serial
     monkeypatch.setenv(threads.ENV, "2")
     assert threads.threads() == 2
     threads.set_threads(1)

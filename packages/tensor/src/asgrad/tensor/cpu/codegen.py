@@ -411,6 +411,11 @@ def _source(
     for node_id, step in last.items():
         freed.setdefault(step, []).append(node_id)
     body = _scratch_prologue(plan.slots, maker.env)
+    if maker.use_jit:  # a step begins: the compiled kernels measure their threads by steps
+        from asgrad.tensor.cpu.jit.threads import new_step  # imports no Numba
+
+        maker.env["_new_step"] = new_step
+        body.insert(0, "    _new_step()")
     for step, (line, placement) in enumerate(zip(lines, plan.placements, strict=True)):
         if placement.writes:
             assert line.into is not None

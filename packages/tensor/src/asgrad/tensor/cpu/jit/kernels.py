@@ -119,12 +119,12 @@ RENDER_MIN_PRIMITIVES = 2
 
 
 def threaded(out: TensorType) -> bool:
-    """Whether a kernel with result ``out`` runs its parallel form at the kernel threads
-    set now (`asgrad.tensor.cpu.jit.threads`): then even a one-primitive loop beats
-    numpy's single-threaded one."""
-    from asgrad.tensor.cpu.jit.threads import PARALLEL_MIN, threads
+    """Whether a kernel with result ``out`` may run its parallel form at the settings
+    now (`asgrad.tensor.cpu.jit.threads.may_thread`): where it does, even a
+    one-primitive loop beats numpy's single-threaded one."""
+    from asgrad.tensor.cpu.jit.threads import may_thread
 
-    return math.prod(out.shape) >= PARALLEL_MIN and threads() >= 2
+    return may_thread(math.prod(out.shape))
 
 
 def rendered_kernel(
@@ -182,9 +182,10 @@ def rendered_kernel(
     )
     calls = [
         f"    if out is a{j} and out.flags.c_contiguous:\n"
-        f"        loop = _p_loop_over{j} if _parallel(out.size) else _loop_over{j}\n"
-        f"        loop({', '.join([*flat[:j], *flat[j + 1 :], 'out.reshape(-1)'])})\n"
-        "        return out"
+        + _timed_call(
+            f"_loop_over{j}", ", ".join([*flat[:j], *flat[j + 1 :], "out.reshape(-1)"]), "        "
+        )
+        + "\n        return out"
         for j in aliasable
     ]
     source = "\n".join(
@@ -193,8 +194,10 @@ def rendered_kernel(
             "import numpy as np",
             "import numba",
             "from asgrad.tensor.cpu.jit.threads import CHUNK as _CHUNK",
-            "from asgrad.tensor.cpu.jit.threads import parallel as _parallel",
+            "from time import perf_counter as _clock",
+            "from asgrad.tensor.cpu.jit.threads import Site as _Site",
             PRELUDE,
+            "_site = _Site(__name__)",
             "",
             *loops,
             dtypes,
@@ -206,8 +209,7 @@ def rendered_kernel(
             *calls,
             "    if out is None or not out.flags.c_contiguous:",
             f"        out = np.empty(a{full[0]}.shape, np.{out.dtype})",
-            "    loop = _p_loop if _parallel(out.size) else _loop",
-            f"    loop({', '.join(flat)}, out.reshape(-1))",
+            _timed_call("_loop", f"{', '.join(flat)}, out.reshape(-1)", "    "),
             "    return out",
             "",
         ]
@@ -217,6 +219,22 @@ def rendered_kernel(
     shaped_like = [t.shape == out.shape for t in ins]
     leading = shaped_like.index(False) if rows else len(ins)
     return JitKernel("asgrad_loop", "kernel", leading=leading, source=source)
+
+
+def _timed_call(loop: str, args: str, ind: str) -> str:
+    """Source calling ``loop`` or its parallel form ``_p{loop}`` with ``args``, as the
+    module's ``_site`` chooses (`asgrad.tensor.cpu.jit.threads.Site`), timing the call
+    while it measures."""
+    return (
+        f"{ind}form = _site.form(out.size)\n"
+        f"{ind}loop = _p{loop} if form & 1 else {loop}\n"
+        f"{ind}if form < 2:\n"
+        f"{ind}    loop({args})\n"
+        f"{ind}else:\n"
+        f"{ind}    start = _clock()\n"
+        f"{ind}    loop({args})\n"
+        f"{ind}    _site.timed(out.size, form, _clock() - start)"
+    )
 
 
 def _loop_source(

@@ -224,7 +224,9 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
             "import numpy as np",
             "import numba",
             PRELUDE,
-            "from asgrad.tensor.cpu.jit.threads import parallel as _parallel",
+            "from time import perf_counter as _clock",
+            "from asgrad.tensor.cpu.jit.threads import Site as _Site",
+            "_site = _Site(__name__)",
             "from asgrad.tensor.cpu.jit._numba import SUMS as _SUMS",
             "from asgrad.tensor.cpu.jit._numba import exp_neg as _exp_neg",
             "from asgrad.tensor.cpu.jit._numba import row_max as _row_max",
@@ -349,12 +351,17 @@ def kernel({params}, *, out=None, **attrs):
         return out
     pre = math.prod(shape[:{first}])
     post = out.size // (pre * n)
-    par = pre > 1 and _parallel(out.size)
+    form = _site.form(out.size) if pre > 1 else 0
+    par = form & 1
     rows, slabs = (_p_rows, _p_slabs) if par else (_rows, _slabs){over}
+    if form >= 2:
+        start = _clock()
     if post == 1:
         rows({rows2}, np.{dtype}(1.0 / n), out.reshape(pre, n))
     else:
         slabs({rows}, np.{dtype}(1.0 / n), out.reshape(pre, n, post))
+    if form >= 2:
+        _site.timed(out.size, form, _clock() - start)
     return out
 """
 _OVER_CALL = """

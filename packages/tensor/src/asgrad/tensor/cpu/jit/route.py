@@ -184,6 +184,18 @@ class Route:
         _write(path, update)
         self._stored.setdefault(str(path), {})[repr(key)] = choice
 
+    def stored(self, key: Hashable) -> str | None:
+        """The decision at ``key`` in the routes file (None: none, or
+        ``ASGRAD_CPU_ROUTE=measure``)."""
+        return self._from_disk(key)
+
+    def decided(self, key: Hashable, choice: str) -> None:
+        """Record a decision made by measuring at ``key`` (here and in the routes file)."""
+        with self._lock:
+            self.chosen[key] = choice
+            self.measured.add(key)
+            self._to_disk(key, choice)
+
     def run(
         self,
         key: Hashable,

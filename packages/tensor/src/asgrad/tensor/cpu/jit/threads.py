@@ -1,49 +1,96 @@
-"""Threads of the compiled elementwise loops and row kernels.
+"""Threads of the compiled elementwise loops and row kernels: serial or threaded, per kernel.
 
 Each rendered elementwise loop (`asgrad.tensor.cpu.jit.kernels.rendered_kernel`) and
 row kernel (`asgrad.tensor.cpu.jit.render_rows.rows_kernel`) has a parallel form
 beside its serial one (``numba.prange``, ``parallel=True``): the elementwise loop over
 chunks of `CHUNK` elements, the row kernels over rows (``_rows``) or over the leading
 axis (``_slabs``), each row reduced by one thread exactly as the serial kernel reduces
-it. Both forms compute every element the same way, so their results are
-bit-identical. A kernel takes its parallel form when its result has at least
-`PARALLEL_MIN` elements and more than one kernel thread is set (`threads`), and
-always where that is 1.
+it. Both forms compute every element the same way (a row's sum is always taken by one
+thread, in the serial kernel's order, never split between threads), so their results
+are bit-identical, and which form runs never changes a result.
 
-The kernel threads are ``ASGRAD_CPU_THREADS`` or `set_threads`'s count; else Numba's
-(``numba.get_num_threads()``: ``NUMBA_NUM_THREADS``, by default the machine's cores)
-where that is at least `AUTO_MIN_THREADS`, else 1. On the shared 2-core development
-machine (load average about 7) the parallel form's best time over 2 threads was
-1.3-2x the serial one's, but its median was 8-20 ms against 0.03-0.7 ms serial: a
-kernel waits for its slowest thread, and on a loaded machine that one waits for a
-time slice (``benchmarks/cpu_threads.py``). The matrix products keep BLAS's own
-threads (they run between the kernels, never at the same time). Nothing here imports
-Numba before a kernel asks.
+A kernel whose result has fewer than `PARALLEL_MIN` elements runs serially. Above it,
+which form runs is a measured choice per kernel (`Site`: the generated module, the
+result's size and the thread count), as the convolutions' routes are
+(`asgrad.tensor.cpu.jit.route`): whether threads pay depends on the kernel, its size,
+what runs around it (BLAS's threads, the convolutions' own parallel loops) and the
+machine's load, and no fixed threshold held on the 2-core machine (docs/performance.md,
+"Threads"). The choice:
+
+* the calls during the first step (`new_step`, which each compiled line function
+  calls when it starts) run serially, so the first result waits for no compile of a
+  parallel form;
+* from a later step on, the next call runs the parallel form untimed (a warm-up: it
+  may compile), then `SAMPLES` calls of each form alternate (P S S P P S S P ...),
+  each timed as it runs in the step (no extra work: every call computes the step's
+  result);
+* their median times decide, a close race (within ``route.MARGIN``) keeping the
+  parallel form (`asgrad.tensor.cpu.jit.route.decide`), and the decision is written
+  to the cache folder's ``routes.json`` (section ``threads``), which later processes
+  on the machine read instead of measuring.
+
+Settings, first match wins:
+
+* `set_threads` ``(n)`` or ``ASGRAD_CPU_THREADS=n``: ``n`` = 1 runs every kernel
+  serially; ``n`` >= 2 runs every kernel of at least `PARALLEL_MIN` elements over
+  ``n`` threads, unmeasured;
+* ``ASGRAD_CPU_ROUTE=serial`` or ``parallel``: that form everywhere (Numba's thread
+  count); ``measure``: measure again, ignoring the file; ``numpy`` does not apply here;
+* else Numba's thread count (``numba.get_num_threads()``: ``NUMBA_NUM_THREADS``, by
+  default the cores): 1 runs serially, more are measured as above.
+
+The matrix products keep BLAS's own threads (they run between the kernels, never at
+the same time). Nothing here imports Numba before a kernel asks.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Hashable
 from typing import Any
 
+import numpy as np
+
+from asgrad.tensor.cpu.jit import route
 from asgrad.tensor.errors import ArgumentError
 
-__all__ = ["AUTO_MIN_THREADS", "CHUNK", "ENV", "PARALLEL_MIN", "parallel", "set_threads", "threads"]
+__all__ = [
+    "CHUNK",
+    "ENV",
+    "PARALLEL",
+    "PARALLEL_MIN",
+    "ROUTE",
+    "SAMPLES",
+    "SERIAL",
+    "TIMED",
+    "Site",
+    "may_thread",
+    "new_step",
+    "set_threads",
+    "threads",
+]
 
-# Elements of a result from which a kernel runs over threads (PyTorch's grain size for
-# its elementwise and norm kernels is 32768).
+# Elements of a result from which a kernel may run over threads (PyTorch's grain size
+# for its elementwise and norm kernels is 32768).
 PARALLEL_MIN = 32768
 # Elements one thread of the parallel elementwise loop takes at a time.
 CHUNK = 16384
 ENV = "ASGRAD_CPU_THREADS"
-# Numba's thread count is the default only from this many threads up (below: serial,
-# unless set): see the module's docstring.
-AUTO_MIN_THREADS = 4
+# Timed calls of each form before a kernel's choice is made.
+SAMPLES = 4
+# What `Site.form` returns: the serial or parallel form, plus TIMED when the call is to
+# be timed and reported (`Site.timed`).
+SERIAL, PARALLEL, TIMED = 0, 1, 2
+# The decisions, kept in routes.json (section "threads"), and the forced settings.
+ROUTE = route.Route("threads")
 
 _override: list[int | None] = [None]
-# Numba, once imported here: every large kernel call asks for it (`parallel`), and
-# setting up its cache again each time took 19 us a call.
+# Numba, once imported here: every large kernel call asks for it, and setting up its
+# cache again each time took 19 us a call.
 _imported: list[Any] = []
+# Steps begun (`new_step`): a kernel starts measuring in a later step than its first.
+_steps = [0]
 
 
 def _numba() -> Any:
@@ -70,9 +117,15 @@ def _count(value: object, source: str) -> int:
     return value
 
 
+def new_step() -> None:
+    """Count a step begun (each compiled line function calls it first): a kernel's
+    calls in the step of its first call all run serially."""
+    _steps[0] += 1
+
+
 def set_threads(n: int | None) -> None:
-    """Run the compiled elementwise and row kernels over ``n`` threads (1: serial
-    everywhere); ``None`` goes back to the default (`threads`).
+    """Run the compiled elementwise and row kernels over ``n`` threads, unmeasured (1:
+    serial everywhere); ``None`` goes back to the default (`threads`, measured).
 
     Raises:
         ArgumentError: ``n`` is not an integer >= 1, or is more than the
@@ -87,42 +140,143 @@ def set_threads(n: int | None) -> None:
     _override[0] = None if n is None else _count(n, "set_threads")
 
 
+def _fixed() -> int | None:
+    """The thread count set by `set_threads` or ``ASGRAD_CPU_THREADS``, else None."""
+    if _override[0] is not None:
+        return _override[0]
+    env = os.environ.get(ENV, "").strip()
+    if not env:
+        return None
+    try:
+        value = int(env)
+    except ValueError:
+        value = -1
+    return _count(value if value >= 1 else env, ENV)
+
+
 def threads() -> int:
-    """The kernel threads: `set_threads`'s, else ``ASGRAD_CPU_THREADS``, else
-    ``numba.get_num_threads()`` where it is at least `AUTO_MIN_THREADS`, else 1
-    (imports Numba).
+    """The kernel threads a parallel form runs over: `set_threads`'s, else
+    ``ASGRAD_CPU_THREADS``, else ``numba.get_num_threads()`` (imports Numba). Whether a
+    kernel takes its parallel form is `Site.form`'s choice.
+
+    Raises:
+        ArgumentError: ``ASGRAD_CPU_THREADS`` is not an integer >= 1 within Numba's
+            ``NUMBA_NUM_THREADS``.
 
     >>> from asgrad.tensor.cpu.jit.threads import threads
     >>> threads() >= 1
     True
     """
-    if _override[0] is not None:
-        return _override[0]
-    env = os.environ.get(ENV, "").strip()
-    if env:
-        try:
-            value = int(env)
-        except ValueError:
-            value = -1
-        return _count(value if value >= 1 else env, ENV)
-    n = int(_numba().get_num_threads())
-    return n if n >= AUTO_MIN_THREADS else 1
+    n = _fixed()
+    return n if n is not None else int(_numba().get_num_threads())
 
 
-def parallel(size: int) -> bool:
-    """Whether a kernel whose result has ``size`` elements runs its parallel form; if
-    so, Numba's thread count (in the calling thread) is set to `threads`.
+def may_thread(size: int) -> bool:
+    """Whether a kernel with a result of ``size`` elements may run its parallel form at
+    the settings now (at least `PARALLEL_MIN` elements, two threads or more, and no
+    ``ASGRAD_CPU_ROUTE=serial``); whether it does is `Site.form`'s choice.
 
-    >>> from asgrad.tensor.cpu.jit.threads import parallel
-    >>> parallel(10)
+    >>> from asgrad.tensor.cpu.jit.threads import may_thread
+    >>> may_thread(10)
     False
     """
     if size < PARALLEL_MIN:
         return False
-    n = threads()
-    if n < 2:
+    if _fixed() is None and ROUTE.forced() == "serial":
         return False
-    numba = _numba()
-    if numba.get_num_threads() != n:
-        numba.set_num_threads(n)
-    return True
+    return threads() >= 2
+
+
+class _Trial:
+    """A key's measurement: the step of its first call, its calls since, the times."""
+
+    __slots__ = ("calls", "step", "times")
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.calls = 0
+        self.times: tuple[list[float], list[float]] = ([], [])
+
+
+class Site:
+    """The serial-or-parallel choice of one generated kernel module (``name``: the
+    module's, a hash of its source), per result size and thread count (see the module
+    docstring). ``force``: ``"serial"`` or ``"parallel"`` everywhere (tests, the
+    benchmarks), else None."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.force: str | None = None
+        self._trials: dict[Hashable, _Trial] = {}
+        self._lock = threading.Lock()
+
+    def key(self, size: int, n: int) -> Hashable:
+        """The routes file's key of this kernel at ``size`` elements over ``n`` threads."""
+        return (self.name, size, n)
+
+    def form(self, size: int) -> int:
+        """The form a call with a result of ``size`` elements runs: `SERIAL` or
+        `PARALLEL`, plus `TIMED` when the caller is to time it (`timed`); for the
+        parallel form, Numba's thread count (in the calling thread) is set.
+
+        Raises:
+            ArgumentError: A bad ``ASGRAD_CPU_THREADS`` or ``ASGRAD_CPU_ROUTE``.
+        """
+        if size < PARALLEL_MIN:
+            return SERIAL
+        n = _fixed()
+        forced = self.force
+        if n is None:
+            if forced is None:
+                wanted = ROUTE.forced()
+                forced = wanted if wanted in ("serial", "parallel") else None
+            if forced == "serial":
+                return SERIAL
+            n = int(_numba().get_num_threads())
+        elif n >= 2 and forced != "serial":
+            forced = "parallel"
+        if n < 2:
+            return SERIAL
+        numba = _numba()
+        if numba.get_num_threads() != n:
+            numba.set_num_threads(n)
+        if forced is not None:
+            return PARALLEL if forced == "parallel" else SERIAL
+        key = (self.name, size, n)
+        chosen = ROUTE.chosen.get(key)
+        if chosen is None:
+            return self._measuring(key)
+        return PARALLEL if chosen == "parallel" else SERIAL
+
+    def _measuring(self, key: Hashable) -> int:
+        trial = self._trials.get(key)
+        if trial is None:
+            stored = ROUTE.stored(key)
+            if stored in ("serial", "parallel"):
+                ROUTE.chosen[key] = stored
+                return PARALLEL if stored == "parallel" else SERIAL
+            self._trials[key] = _Trial(_steps[0])
+            return SERIAL
+        if trial.step == _steps[0]:
+            return SERIAL  # the first step: serial, as before any measurement
+        trial.calls += 1
+        if trial.calls == 1:
+            return PARALLEL  # the warm-up: it may compile
+        if trial.calls > 1 + 2 * SAMPLES:
+            return SERIAL  # another thread is finishing the measurement
+        return TIMED + (PARALLEL if (trial.calls - 2) % 4 in (0, 3) else SERIAL)
+
+    def timed(self, size: int, form: int, seconds: float) -> None:
+        """Report a call's time (``form`` as `form` returned it); the last sample decides."""
+        key = (self.name, size, int(_numba().get_num_threads()))
+        with self._lock:
+            trial = self._trials.get(key)
+            if trial is None:
+                return
+            samples = trial.times[form & PARALLEL]
+            samples.append(seconds)
+            if len(trial.times[0]) < SAMPLES or len(trial.times[1]) < SAMPLES:
+                return
+            del self._trials[key]
+        serial, parallel = (float(np.median(t)) for t in trial.times)
+        ROUTE.decided(key, route.decide({"parallel": parallel, "serial": serial}))

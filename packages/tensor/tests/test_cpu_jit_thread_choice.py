@@ -1,0 +1,196 @@
+"""The measured choice between a compiled kernel's serial and parallel forms
+(`asgrad.tensor.cpu.jit.threads.Site`): serial in the first step, measured over the
+next calls, kept in the routes file and read back, forced by the settings; both
+forms give the same bits.
+
+The threshold is lowered to one element so that small arrays may take the parallel
+form (``parallel=True`` compiles slowly: few kernels, each once).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from asgrad.tensor import ArgumentError, Graph, get_op, make_schedule
+from asgrad.tensor.cpu.codegen import generate_cpu_function
+from asgrad.tensor.cpu.jit import route, threads
+from asgrad.tensor.cpu.lowering import resolve
+from asgrad.tensor.ir.registry import TensorType
+
+numba = pytest.importorskip("numba")
+if numba.config.NUMBA_NUM_THREADS < 2:
+    pytest.skip("Numba runs one thread here: nothing to choose", allow_module_level=True)
+
+P, S = threads.PARALLEL, threads.SERIAL
+T = threads.TIMED
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty cache folder, no settings, no decisions, two kernel threads."""
+    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(threads.ENV, raising=False)
+    monkeypatch.delenv(route.ENV, raising=False)
+    monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
+    monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
+    before = numba.get_num_threads()
+    numba.set_num_threads(2)
+    yield tmp_path
+    threads.set_threads(None)
+    numba.set_num_threads(before)
+
+
+def _stored(cache: Path) -> dict[str, str]:
+    data = json.loads((cache / route.FILE).read_text())
+    return dict(data[f"{route.machine()}|threads"])
+
+
+def _measure(site: threads.Site, size: int, serial: float, parallel: float) -> list[int]:
+    """A site's calls from its first until it decides, reporting the given times."""
+    forms = [site.form(size), site.form(size)]  # the first step
+    threads.new_step()
+    forms.append(site.form(size))  # the warm-up
+    for _ in range(2 * threads.SAMPLES):
+        form = site.form(size)
+        forms.append(form)
+        site.timed(size, form, parallel if form & P else serial)
+    return forms
+
+
+def test_a_kernel_runs_serially_in_its_first_step_then_alternates_and_decides(
+    cache: Path,
+) -> None:
+    site = threads.Site("kernel_a")
+    forms = _measure(site, 100, serial=1.0, parallel=3.0)
+    assert forms[:3] == [S, S, P]  # serial while the first step runs; an untimed warm-up
+    timed = forms[3:]
+    assert all(f & T for f in timed)
+    assert [f & P for f in timed] == [P, S, S, P, P, S, S, P][: len(timed)]
+    assert site.form(100) == S  # decided: serial was 3x faster
+    key = repr(site.key(100, 2))
+    assert _stored(cache) == {key: "serial"}
+    assert threads.ROUTE.measured == {site.key(100, 2)}
+    # another size is another decision; a close race keeps the parallel form
+    _measure(site, 200, serial=1.0, parallel=1.05)
+    assert site.form(200) == P
+    assert _stored(cache)[repr(site.key(200, 2))] == "parallel"
+
+
+def test_a_saved_choice_is_reused_without_measuring(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _measure(threads.Site("kernel_b"), 100, serial=5.0, parallel=1.0)
+    # a later process: no decision in memory, the file's
+    monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
+    site = threads.Site("kernel_b")
+    assert [site.form(100) for _ in range(3)] == [P, P, P]  # no serial first step, no timing
+    assert not threads.ROUTE.measured
+    # ... unless asked to measure again
+    monkeypatch.setenv(route.ENV, "measure")
+    monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
+    again = threads.Site("kernel_b")
+    assert _measure(again, 100, serial=1.0, parallel=5.0)[:3] == [S, S, P]
+    assert again.form(100) == S
+    assert _stored(cache) == {repr(again.key(100, 2)): "serial"}
+
+
+def test_the_settings_force_a_form_without_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    site = threads.Site("kernel_c")
+    assert site.form(threads.PARALLEL_MIN - 1 if threads.PARALLEL_MIN > 1 else 0) == S
+    monkeypatch.setenv(threads.ENV, "1")
+    assert [site.form(100) for _ in range(3)] == [S, S, S]
+    monkeypatch.setenv(threads.ENV, "2")
+    assert [site.form(100) for _ in range(3)] == [P, P, P]
+    monkeypatch.delenv(threads.ENV)
+    monkeypatch.setenv(route.ENV, "parallel")
+    assert site.form(100) == P
+    assert threads.may_thread(100)
+    monkeypatch.setenv(route.ENV, "serial")
+    assert site.form(100) == S
+    assert not threads.may_thread(100)
+    threads.set_threads(2)  # before the environment
+    assert site.form(100) == P
+    threads.set_threads(None)
+    monkeypatch.delenv(route.ENV)
+    numba.set_num_threads(1)
+    assert site.form(100) == S  # one Numba thread: nothing to measure
+    assert not threads.ROUTE.measured
+    assert not site._trials
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), [(threads.ENV, "two"), (threads.ENV, "0"), (route.ENV, "fast")]
+)
+def test_a_bad_setting_is_a_typed_error(
+    name: str, value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ArgumentError, match=name):
+        threads.Site("kernel_d").form(100)
+
+
+def _kernel(name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> Any:
+    types = [TensorType(a.shape, a.dtype.name) for a in arrays]
+    g = Graph()
+    node = g.apply(name, [g.input(f"x{i}", t.shape, t.dtype) for i, t in enumerate(types)], attrs)
+    choose = resolve(get_op(name)).compiled
+    assert choose is not None
+    entry = choose(node.node, types, node.node.type)
+    assert entry is not None
+    return entry.load()
+
+
+@pytest.mark.parametrize(
+    ("name", "n", "shape", "attrs"),
+    [
+        ("gelu_backward", 2, (3, 7), {"approximate": "none"}),
+        ("softmax", 1, (6, 1000), {"axis": -1}),  # rows long enough to sum in vector lanes
+        ("softmax", 1, (5, 300, 4), {"axis": 1}),  # the slab form
+    ],
+)
+def test_a_measured_kernel_gives_the_same_bits_in_every_call(
+    name: str,
+    n: int,
+    shape: tuple[int, ...],
+    attrs: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
+    arrays[0].reshape(-1)[3] = np.nan
+    fn = _kernel(name, arrays, attrs)
+    site = sys.modules[fn.__module__]._site
+    size = arrays[0].size
+    threads.new_step()
+    results = [fn(*arrays, **attrs).tobytes()]
+    threads.new_step()
+    for _ in range(1 + 2 * threads.SAMPLES):  # the warm-up and every timed call
+        results.append(fn(*arrays, **attrs).tobytes())
+    assert threads.ROUTE.chosen.get(site.key(size, 2)) in ("serial", "parallel")
+    assert threads.ROUTE.measured == {site.key(size, 2)}
+    for form in ("serial", "parallel"):
+        monkeypatch.setenv(route.ENV, form)
+        results.append(fn(*arrays, **attrs).tobytes())
+    assert len(set(results)) == 1  # bit for bit, NaN and all
+
+
+def test_each_compiled_line_function_begins_a_step() -> None:
+    x = Graph().input("x", (4, 8), "float32")
+    schedule = make_schedule([(x * 2.0 + 1.0).exp()])
+    types = schedule.infer_types({"x": (4, 8)})
+    run = generate_cpu_function(schedule, types, compiled=True)
+    before = threads._steps[0]
+    feeds = {"x": np.ones((4, 8), np.float32)}
+    run(feeds)
+    run(feeds)
+    assert threads._steps[0] == before + 2
+    numpy_run = generate_cpu_function(schedule, types, compiled=False)
+    numpy_run(feeds)
+    assert threads._steps[0] == before + 2  # the numpy path has no kernels to choose for
