@@ -56,6 +56,10 @@ def _measure(site: threads.Site, size: int, serial: float, parallel: float) -> l
     """A site's calls from its first until it decides, reporting the given times."""
     forms = [site.form(size), site.form(size)]  # the first step
     threads.new_step()
+    for _ in range(threads.PROBES):
+        form = site.form(size)
+        forms.append(form)
+        site.timed(size, form, serial)
     forms.append(site.form(size))  # the warm-up
     for _ in range(2 * threads.SAMPLES):
         form = site.form(size)
@@ -69,8 +73,10 @@ def test_a_kernel_runs_serially_in_its_first_step_then_alternates_and_decides(
 ) -> None:
     site = threads.Site("kernel_a")
     forms = _measure(site, 100, serial=1.0, parallel=3.0)
-    assert forms[:3] == [S, S, P]  # serial while the first step runs; an untimed warm-up
-    timed = forms[3:]
+    probe = threads.PROBE + T + S
+    # serial while the first step runs, timed serial probes, an untimed warm-up
+    assert forms[:5] == [S, S, probe, probe, P]
+    timed = forms[5:]
     assert all(f & T for f in timed)
     assert [f & P for f in timed] == [P, S, S, P, P, S, S, P][: len(timed)]
     assert site.form(100) == S  # decided: serial was 3x faster
@@ -96,7 +102,7 @@ def test_a_saved_choice_is_reused_without_measuring(
     monkeypatch.setenv(route.ENV, "measure")
     monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
     again = threads.Site("kernel_b")
-    assert _measure(again, 100, serial=1.0, parallel=5.0)[:3] == [S, S, P]
+    assert _measure(again, 100, serial=1.0, parallel=5.0)[:2] == [S, S]
     assert again.form(100) == S
     assert _stored(cache) == {repr(again.key(100, 2)): "serial"}
 
@@ -171,7 +177,8 @@ def test_a_measured_kernel_gives_the_same_bits_in_every_call(
     threads.new_step()
     results = [fn(*arrays, **attrs).tobytes()]
     threads.new_step()
-    for _ in range(1 + 2 * threads.SAMPLES):  # the warm-up and every timed call
+    monkeypatch.setattr(threads, "SERIAL_FLOOR", 0.0)  # measured, however quick
+    for _ in range(threads.PROBES + 1 + 2 * threads.SAMPLES):  # probes, warm-up, timed calls
         results.append(fn(*arrays, **attrs).tobytes())
     assert threads.ROUTE.chosen.get(site.key(size, 2)) in ("serial", "parallel")
     assert threads.ROUTE.measured == {site.key(size, 2)}
@@ -179,6 +186,14 @@ def test_a_measured_kernel_gives_the_same_bits_in_every_call(
         monkeypatch.setenv(route.ENV, form)
         results.append(fn(*arrays, **attrs).tobytes())
     assert len(set(results)) == 1  # bit for bit, NaN and all
+    module = sys.modules[fn.__module__]
+    ran = {
+        k
+        for k, v in vars(module).items()
+        if k[:2] in ("_l", "_r", "_s", "_p") and getattr(v, "signatures", None)
+    }
+    assert any(k.startswith("_p_") for k in ran)
+    assert any(not k.startswith("_p_") for k in ran)  # both forms ran
 
 
 def test_each_compiled_line_function_begins_a_step() -> None:

@@ -20,14 +20,17 @@ machine's load, and no fixed threshold held on the 2-core machine (docs/performa
 * the calls during the first step (`new_step`, which each compiled line function
   calls when it starts) run serially, so the first result waits for no compile of a
   parallel form;
-* from a later step on, the next call runs the parallel form untimed (a warm-up: it
-  may compile), then `SAMPLES` calls of each form alternate (P S S P P S S P ...),
-  each timed as it runs in the step (no extra work: every call computes the step's
-  result);
+* from a later step on, `PROBES` serial calls are timed: a kernel whose best time is
+  under `SERIAL_FLOOR` (50 us) stays serial, and its parallel form is never compiled;
+* else the next call runs the parallel form untimed (a warm-up: it compiles, about a
+  second on a cold cache), then `SAMPLES` calls of each form alternate
+  (P S S P P S S P), each timed as it runs in the step: no extra work, every call
+  computes the step's result;
 * their median times decide, a close race (within ``route.MARGIN``) keeping the
   parallel form (`asgrad.tensor.cpu.jit.route.decide`), and the decision is written
-  to the cache folder's ``routes.json`` (section ``threads``), which later processes
-  on the machine read instead of measuring.
+  to the cache folder's ``routes.json`` (section ``threads``, keyed by the machine,
+  the kernel's module, the size and the thread count), which later processes on the
+  machine read instead of measuring.
 
 Settings, first match wins:
 
@@ -60,9 +63,12 @@ __all__ = [
     "ENV",
     "PARALLEL",
     "PARALLEL_MIN",
+    "PROBE",
+    "PROBES",
     "ROUTE",
     "SAMPLES",
     "SERIAL",
+    "SERIAL_FLOOR",
     "TIMED",
     "Site",
     "may_thread",
@@ -77,11 +83,18 @@ PARALLEL_MIN = 32768
 # Elements one thread of the parallel elementwise loop takes at a time.
 CHUNK = 16384
 ENV = "ASGRAD_CPU_THREADS"
-# Timed calls of each form before a kernel's choice is made.
+# Timed serial calls that first probe a kernel's time (its best under `SERIAL_FLOOR`
+# seconds: it stays serial, its parallel form never compiled), then the timed calls of
+# each form before its choice is made.
+PROBES = 2
 SAMPLES = 4
-# What `Site.form` returns: the serial or parallel form, plus TIMED when the call is to
-# be timed and reported (`Site.timed`).
-SERIAL, PARALLEL, TIMED = 0, 1, 2
+# Waking a second thread and waiting for the slower one costs on the order of 10 us, so
+# a kernel this quick on one thread cannot gain enough to be measured reliably, and
+# compiling its parallel form (about a second) would not pay.
+SERIAL_FLOOR = 50e-6
+# What `Site.form` returns: the serial or parallel form, plus TIMED when the caller is to
+# time the call and report it (`Site.timed`), plus PROBE for a serial probe.
+SERIAL, PARALLEL, TIMED, PROBE = 0, 1, 2, 4
 # The decisions, kept in routes.json (section "threads"), and the forced settings.
 ROUTE = route.Route("threads")
 
@@ -188,21 +201,24 @@ def may_thread(size: int) -> bool:
 
 
 class _Trial:
-    """A key's measurement: the step of its first call, its calls since, the times."""
+    """A key's measurement: the step of its first call, its calls since, the serial
+    probes' times and the alternating calls' (serial, parallel)."""
 
-    __slots__ = ("calls", "step", "times")
+    __slots__ = ("calls", "probes", "step", "times")
 
     def __init__(self, step: int) -> None:
         self.step = step
         self.calls = 0
+        self.probes: list[float] = []
         self.times: tuple[list[float], list[float]] = ([], [])
 
 
 class Site:
     """The serial-or-parallel choice of one generated kernel module (``name``: the
     module's, a hash of its source), per result size and thread count (see the module
-    docstring). ``force``: ``"serial"`` or ``"parallel"`` everywhere (tests, the
-    benchmarks), else None."""
+    docstring). ``force``: ``"serial"`` or ``"parallel"`` (at Numba's thread count as
+    it is set, even one) for every call of at least `PARALLEL_MIN` elements (tests,
+    ``benchmarks/cpu_threads.py``), else None."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -224,24 +240,23 @@ class Site:
         """
         if size < PARALLEL_MIN:
             return SERIAL
+        if self.force is not None:
+            return PARALLEL if self.force == "parallel" else SERIAL
         n = _fixed()
-        forced = self.force
+        forced: str | None = "parallel"
         if n is None:
-            if forced is None:
-                wanted = ROUTE.forced()
-                forced = wanted if wanted in ("serial", "parallel") else None
+            wanted = ROUTE.forced()
+            forced = wanted if wanted in ("serial", "parallel") else None
             if forced == "serial":
                 return SERIAL
             n = int(_numba().get_num_threads())
-        elif n >= 2 and forced != "serial":
-            forced = "parallel"
         if n < 2:
             return SERIAL
         numba = _numba()
         if numba.get_num_threads() != n:
             numba.set_num_threads(n)
-        if forced is not None:
-            return PARALLEL if forced == "parallel" else SERIAL
+        if forced == "parallel":
+            return PARALLEL
         key = (self.name, size, n)
         chosen = ROUTE.chosen.get(key)
         if chosen is None:
@@ -260,11 +275,19 @@ class Site:
         if trial.step == _steps[0]:
             return SERIAL  # the first step: serial, as before any measurement
         trial.calls += 1
-        if trial.calls == 1:
+        calls = trial.calls
+        if calls <= PROBES:
+            return PROBE + TIMED + SERIAL
+        if calls == PROBES + 1:
+            if min(trial.probes, default=0.0) < SERIAL_FLOOR:  # too quick for threads to pay
+                with self._lock:
+                    self._trials.pop(key, None)
+                ROUTE.decided(key, "serial")
+                return SERIAL
             return PARALLEL  # the warm-up: it may compile
-        if trial.calls > 1 + 2 * SAMPLES:
+        if calls > PROBES + 1 + 2 * SAMPLES:
             return SERIAL  # another thread is finishing the measurement
-        return TIMED + (PARALLEL if (trial.calls - 2) % 4 in (0, 3) else SERIAL)
+        return TIMED + (PARALLEL if (calls - PROBES - 2) % 4 in (0, 3) else SERIAL)
 
     def timed(self, size: int, form: int, seconds: float) -> None:
         """Report a call's time (``form`` as `form` returned it); the last sample decides."""
@@ -273,8 +296,10 @@ class Site:
             trial = self._trials.get(key)
             if trial is None:
                 return
-            samples = trial.times[form & PARALLEL]
-            samples.append(seconds)
+            if form & PROBE:
+                trial.probes.append(seconds)
+                return
+            trial.times[form & PARALLEL].append(seconds)
             if len(trial.times[0]) < SAMPLES or len(trial.times[1]) < SAMPLES:
                 return
             del self._trials[key]
