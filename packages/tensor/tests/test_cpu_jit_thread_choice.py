@@ -209,3 +209,31 @@ def test_each_compiled_line_function_begins_a_step() -> None:
     numpy_run = generate_cpu_function(schedule, types, compiled=False)
     numpy_run(feeds)
     assert threads._steps[0] == before + 2  # the numpy path has no kernels to choose for
+
+
+@pytest.mark.parametrize("decay", [None, 0.99])
+def test_adams_fused_step_gives_the_same_bits_serially_and_over_threads(
+    decay: float | None,
+) -> None:
+    from asgrad.tensor.cpu.jit import kernels_optim as ko
+
+    rng = np.random.default_rng(1)
+    n = 2 * threads.CHUNK + 5
+    p, m, g = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    v = np.abs(rng.standard_normal(n)).astype(np.float32)
+    scalars = (np.float32(1e-3), np.float32(0.9))
+    results = []
+    for form in ("serial", "parallel"):
+        ko._site.force = form
+        try:
+            m2, v2 = np.empty_like(m), np.empty_like(v)
+            dec = None if decay is None else np.float32(decay)
+            out = ko.adam_step(
+                p, m, v, g, g, *scalars, m2, v2, dec, beta1=0.9, beta2=0.999, eps=1e-8
+            )
+        finally:
+            ko._site.force = None
+        results.append(b"".join(a.tobytes() for a in (out, m2, v2)))
+    assert results[0] == results[1]
+    assert ko._adam_loop_threads.signatures  # the parallel form ran
+    np.testing.assert_array_equal(m2, m * np.float32(0.9) + g * np.float32(1 - 0.9))

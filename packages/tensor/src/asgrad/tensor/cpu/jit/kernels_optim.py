@@ -5,17 +5,21 @@ Each wrapper has the calling convention of an `IntoKernel`
 C-contiguous, else fresh) and does the numpy kernels' arithmetic in the same order,
 bit for bit. The loops read each element before writing it, so ``out`` may be any
 input of the result's type. `adam_step` is the kernel of the fused line group
-of `asgrad.tensor.cpu.jit.fuse`: both moments and the parameter step in one pass.
+of `asgrad.tensor.cpu.jit.fuse`: both moments and the parameter step in one pass,
+serially or over Numba's threads as measured per parameter size
+(`asgrad.tensor.cpu.jit.threads.Site`), bit for bit the same either way.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.jit._numba import fresh, kernel
+from asgrad.tensor.cpu.jit._numba import fresh, kernel, parallel_kernel, prange
+from asgrad.tensor.cpu.jit.threads import CHUNK, PARALLEL, TIMED, Site
 
 
 @kernel
@@ -74,6 +78,57 @@ def _adam_loop(
         v2[i] = vi
         s = (step * mi) / (np.sqrt(vi) / bc2 + eps)
         p2[i] = (p[i] * decay if has_decay else p[i]) - s
+
+
+@parallel_kernel
+def _adam_loop_threads(
+    p: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    g1: np.ndarray,
+    g2: np.ndarray,
+    b1: Any,
+    c1: Any,
+    b2: Any,
+    c2: Any,
+    step: Any,
+    bc2: Any,
+    eps: Any,
+    decay: Any,
+    has_decay: bool,
+    m2: np.ndarray,
+    v2: np.ndarray,
+    p2: np.ndarray,
+) -> None:
+    """`_adam_loop` over Numba's threads: chunks of `CHUNK` elements, each run by the
+    serial loop (so every element is computed as serially, bit for bit)."""
+    n = p.size
+    for c in prange((n + CHUNK - 1) // CHUNK):
+        lo = c * CHUNK
+        hi = min(lo + CHUNK, n)
+        _adam_loop(
+            p[lo:hi],
+            m[lo:hi],
+            v[lo:hi],
+            g1[lo:hi],
+            g2[lo:hi],
+            b1,
+            c1,
+            b2,
+            c2,
+            step,
+            bc2,
+            eps,
+            decay,
+            has_decay,
+            m2[lo:hi],
+            v2[lo:hi],
+            p2[lo:hi],
+        )
+
+
+# The serial-or-parallel choice of `adam_step`, measured per parameter size.
+_site = Site("kernels_optim.adam_step")
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
@@ -137,7 +192,9 @@ def adam_step(
     dt = p.dtype.type
     out = np.empty(p.shape, p.dtype)
     flat = [a.reshape(-1) for a in (p, m, v, g1, g2)]  # views: the caller checked layouts
-    _adam_loop(
+    form = _site.form(p.size)
+    start = time.perf_counter()
+    (_adam_loop_threads if form & PARALLEL else _adam_loop)(
         *flat,
         dt(beta1),
         dt(1.0 - beta1),
@@ -152,4 +209,6 @@ def adam_step(
         v_out.reshape(-1),
         out.reshape(-1),
     )
+    if form & TIMED:
+        _site.timed(p.size, form, time.perf_counter() - start)
     return out
