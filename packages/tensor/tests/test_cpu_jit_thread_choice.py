@@ -42,9 +42,11 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
     before = numba.get_num_threads()
     numba.set_num_threads(2)
+    threads.new_step()  # the settings are read again
     yield tmp_path
     threads.set_threads(None)
     numba.set_num_threads(before)
+    threads.new_step()
 
 
 def _stored(cache: Path) -> dict[str, str]:
@@ -101,6 +103,7 @@ def test_a_saved_choice_is_reused_without_measuring(
     # ... unless asked to measure again
     monkeypatch.setenv(route.ENV, "measure")
     monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
+    threads.new_step()
     again = threads.Site("kernel_b")
     assert _measure(again, 100, serial=1.0, parallel=5.0)[:2] == [S, S]
     assert again.form(100) == S
@@ -110,15 +113,20 @@ def test_a_saved_choice_is_reused_without_measuring(
 def test_the_settings_force_a_form_without_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
     site = threads.Site("kernel_c")
     assert site.form(threads.PARALLEL_MIN - 1 if threads.PARALLEL_MIN > 1 else 0) == S
+    # the settings are read as a step begins (`new_step`), or when set_threads is called
     monkeypatch.setenv(threads.ENV, "1")
+    threads.new_step()
     assert [site.form(100) for _ in range(3)] == [S, S, S]
     monkeypatch.setenv(threads.ENV, "2")
+    threads.new_step()
     assert [site.form(100) for _ in range(3)] == [P, P, P]
     monkeypatch.delenv(threads.ENV)
     monkeypatch.setenv(route.ENV, "parallel")
+    threads.new_step()
     assert site.form(100) == P
     assert threads.may_thread(100)
     monkeypatch.setenv(route.ENV, "serial")
+    threads.new_step()
     assert site.form(100) == S
     assert not threads.may_thread(100)
     threads.set_threads(2)  # before the environment
@@ -126,6 +134,7 @@ def test_the_settings_force_a_form_without_measuring(monkeypatch: pytest.MonkeyP
     threads.set_threads(None)
     monkeypatch.delenv(route.ENV)
     numba.set_num_threads(1)
+    threads.new_step()
     assert site.form(100) == S  # one Numba thread: nothing to measure
     assert not threads.ROUTE.measured
     assert not site._trials
@@ -138,6 +147,7 @@ def test_a_bad_setting_is_a_typed_error(
     name: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(name, value)
+    threads.new_step()
     with pytest.raises(ArgumentError, match=name):
         threads.Site("kernel_d").form(100)
 
@@ -184,6 +194,7 @@ def test_a_measured_kernel_gives_the_same_bits_in_every_call(
     assert threads.ROUTE.measured == {site.key(size, 2)}
     for form in ("serial", "parallel"):
         monkeypatch.setenv(route.ENV, form)
+        threads.new_step()
         results.append(fn(*arrays, **attrs).tobytes())
     assert len(set(results)) == 1  # bit for bit, NaN and all
     module = sys.modules[fn.__module__]

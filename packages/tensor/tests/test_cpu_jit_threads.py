@@ -31,6 +31,7 @@ def _restore_threads() -> Iterator[None]:
     yield
     threads.set_threads(None)
     numba.set_num_threads(before)
+    threads.new_step()  # the settings are read again
 
 
 def _kernel(name: str, arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[Any, int]:

@@ -42,6 +42,9 @@ Settings, first match wins:
 * else Numba's thread count (``numba.get_num_threads()``: ``NUMBA_NUM_THREADS``, by
   default the cores): 1 runs serially, more are measured as above.
 
+The settings are read when a step begins (`new_step`) and when `set_threads` is
+called, not at every kernel's call (reading the environment costs microseconds).
+
 The matrix products keep BLAS's own threads (they run between the kernels, never at
 the same time). Nothing here imports Numba before a kernel asks.
 """
@@ -134,6 +137,7 @@ def new_step() -> None:
     """Count a step begun (each compiled line function calls it first): a kernel's
     calls in the step of its first call all run serially."""
     _steps[0] += 1
+    _parsed[0] = None  # the settings are read again
 
 
 def set_threads(n: int | None) -> None:
@@ -151,6 +155,26 @@ def set_threads(n: int | None) -> None:
     >>> set_threads(None)
     """
     _override[0] = None if n is None else _count(n, "set_threads")
+    _parsed[0] = None
+
+
+def _setting() -> tuple[int, bool, str | None]:
+    """The kernel threads (`threads`), whether that count was set (`set_threads`,
+    ``ASGRAD_CPU_THREADS``), and the form ``ASGRAD_CPU_ROUTE`` forces (``"serial"``,
+    ``"parallel"``) or None: read when a step begins (`new_step`) or the count is set,
+    not at every large kernel's call (reading the environment took microseconds)."""
+    parsed = _parsed[0]
+    if parsed is None:
+        fixed = _fixed()
+        wanted = ROUTE.forced() if fixed is None else None
+        n = fixed if fixed is not None else int(_numba().get_num_threads())
+        parsed = (n, fixed is not None, wanted if wanted in ("serial", "parallel") else None)
+        _parsed[0] = parsed
+    return parsed
+
+
+# `_setting`'s answer, None until read again.
+_parsed: list[tuple[int, bool, str | None] | None] = [None]
 
 
 def _fixed() -> int | None:
@@ -232,8 +256,9 @@ class Site:
 
     def form(self, size: int) -> int:
         """The form a call with a result of ``size`` elements runs: `SERIAL` or
-        `PARALLEL`, plus `TIMED` when the caller is to time it (`timed`); for the
-        parallel form, Numba's thread count (in the calling thread) is set.
+        `PARALLEL`, plus `TIMED` when the caller is to time it (`timed`). Where a
+        thread count was set (`set_threads`, ``ASGRAD_CPU_THREADS``), Numba's thread
+        count in the calling thread is set to it.
 
         Raises:
             ArgumentError: A bad ``ASGRAD_CPU_THREADS`` or ``ASGRAD_CPU_ROUTE``.
@@ -242,19 +267,14 @@ class Site:
             return SERIAL
         if self.force is not None:
             return PARALLEL if self.force == "parallel" else SERIAL
-        n = _fixed()
-        forced: str | None = "parallel"
-        if n is None:
-            wanted = ROUTE.forced()
-            forced = wanted if wanted in ("serial", "parallel") else None
-            if forced == "serial":
-                return SERIAL
-            n = int(_numba().get_num_threads())
-        if n < 2:
+        n, fixed, forced = _setting()
+        if n < 2 or forced == "serial":
             return SERIAL
-        numba = _numba()
-        if numba.get_num_threads() != n:
-            numba.set_num_threads(n)
+        if fixed:
+            numba = _numba()
+            if numba.get_num_threads() != n:
+                numba.set_num_threads(n)
+            return PARALLEL
         if forced == "parallel":
             return PARALLEL
         key = (self.name, size, n)
@@ -291,7 +311,7 @@ class Site:
 
     def timed(self, size: int, form: int, seconds: float) -> None:
         """Report a call's time (``form`` as `form` returned it); the last sample decides."""
-        key = (self.name, size, int(_numba().get_num_threads()))
+        key = (self.name, size, _setting()[0])
         with self._lock:
             trial = self._trials.get(key)
             if trial is None:
