@@ -241,7 +241,7 @@ class Site:
     """The serial-or-parallel choice of one generated kernel module (``name``: the
     module's, a hash of its source), per result size and thread count (see the module
     docstring). ``force``: ``"serial"`` or ``"parallel"`` (at Numba's thread count as
-    it is set, even one) for every call of at least `PARALLEL_MIN` elements (tests,
+    it is set, even one) for every call, whatever its size (tests,
     ``benchmarks/cpu_threads.py``), else None."""
 
     def __init__(self, name: str) -> None:
@@ -263,10 +263,10 @@ class Site:
         Raises:
             ArgumentError: A bad ``ASGRAD_CPU_THREADS`` or ``ASGRAD_CPU_ROUTE``.
         """
-        if size < PARALLEL_MIN:
-            return SERIAL
         if self.force is not None:
             return PARALLEL if self.force == "parallel" else SERIAL
+        if size < PARALLEL_MIN:
+            return SERIAL
         n, fixed, forced = _setting()
         if n < 2 or forced == "serial":
             return SERIAL
