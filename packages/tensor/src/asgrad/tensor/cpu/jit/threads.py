@@ -7,7 +7,9 @@ chunks of `CHUNK` elements, the row kernels over rows (``_rows``) or over the le
 axis (``_slabs``), each row reduced by one thread exactly as the serial kernel reduces
 it. Both forms compute every element the same way (a row's sum is always taken by one
 thread, in the serial kernel's order, never split between threads), so their results
-are bit-identical, and which form runs never changes a result.
+are bit-identical, and which form runs never changes a result. Adam's fused step
+(`asgrad.tensor.cpu.jit.kernels_optim.adam_step`) has the same chunked parallel form
+and the same choice.
 
 A kernel whose result has fewer than `PARALLEL_MIN` elements runs serially. Above it,
 which form runs is a measured choice per kernel (`Site`: the generated module, the
