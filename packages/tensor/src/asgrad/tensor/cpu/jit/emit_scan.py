@@ -120,6 +120,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
         _copy(k, c, init)
     if length == 0:
         return packed
+    start = len(k.body)
     t = k.fresh("t")
     order = f"range({length - 1}, -1, -1)" if node.attrs["reverse"] else f"range({length})"
     k.line(0, f"for {t} in {order}:")
@@ -154,6 +155,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
             f" {body.describe()}: numpy's kernels run it faster"
         )
     k.flops = before + per_step * length
+    k.outline(start)
     return packed
 
 
