@@ -33,6 +33,11 @@ FLOATS = ("float32", "float64")
 # arguments of its call: the kernel's parameters, written in when they are all known.
 ARGS = "__kernel_args__"
 
+# The elements a work buffer's arrays are aligned to when 0-d values lie among them
+# (``Kernel.scalars_in_work``): a product or a vectorised loop reads them unaligned
+# otherwise.
+ALIGN = 16
+
 
 class UnsupportedError(Exception):
     """The value cannot be written in Numba here: the step falls back to numpy."""
@@ -206,6 +211,8 @@ class Kernel:
         if 0 in shape:
             raise UnsupportedError("an empty value")
         off = self.work.get(dtype, 0)
+        if shape and self.scalars_in_work:  # past the 0-d values: 64-byte aligned
+            off = -(-off // ALIGN) * ALIGN
         self.work[dtype] = off + math.prod(shape)
         return flat_val(f"W_{dtype}", off, shape, dtype)
 
