@@ -257,7 +257,7 @@ def test_a_body_op_without_a_numba_lowering_keeps_the_numpy_function() -> None:
 
 def test_a_loop_step_too_large_to_win_keeps_the_numpy_function() -> None:
     jit.set_enabled(True)
-    model = nn.LSTM(8, 64, rng=0)
+    model = nn.LSTM(8, 256, rng=0)  # 278,528 operations a loop step
     g = Graph()
     x = g.input("x", (2, 16, 8), free=())
     out, _ = model(x)
