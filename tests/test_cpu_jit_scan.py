@@ -99,6 +99,42 @@ def test_a_training_step_with_scans_compiles_whole_and_matches_numpy(length: int
 
 
 @pytest.mark.slow
+def test_each_time_loop_is_a_function_of_its_own_reading_the_steps_values() -> None:
+    """Each scan's time loop is a function of its own that the step calls (LLVM
+    optimises a short function better than one long one); a 0-d value the step
+    computes before the loop (a scale from the inputs) reaches it through the work
+    buffer. Same results as the numpy path."""
+    w0 = np.random.default_rng(2).standard_normal((3, 3)) * 0.5
+    xs0 = np.random.default_rng(3).standard_normal((3, 2, 3))
+
+    def build(flag: bool) -> tuple[Program, dict[str, np.ndarray], list[Variable]]:
+        w = Variable("w", w0.copy())
+        g = Graph()
+        xs = g.input("xs", (3, 2, 3), "float64", free=())
+        wt = g.bind(w)
+        scale = (xs * xs).mean()
+
+        def rnn(h: Tensor, x: Tensor) -> tuple[Tensor, Tensor]:
+            new = (h @ wt + x * scale).tanh()
+            return new, new * scale
+
+        last, ys = scan(rnn, xs[0] * 0.0, xs)
+        loss = (ys * ys).mean() + last.sum() * scale
+        (d_w,) = grad(loss, [wt])
+        return compile([loss, d_w], {w: wt - 0.1 * d_w}), {"xs": xs0}, [w]
+
+    got, want, fn = _run_both(build, runs=2)
+    assert fn.whole_step_active(), fn.step_declined
+    source = fn.step_plan.source
+    loops = source.count("for t")
+    assert loops >= 2  # the forward loop and its gradient's
+    assert source.count("def _loop") == loops
+    assert "for t" not in source.split("def step(")[1]  # the kernel only calls them
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.slow
 def test_compiled_scan_gradients_equal_finite_differences() -> None:
     """float64: the compiled step's gradients with respect to ``xs`` and the captured
     weight against central differences of the numpy path's loss."""
@@ -221,7 +257,7 @@ def test_a_body_op_without_a_numba_lowering_keeps_the_numpy_function() -> None:
 
 def test_a_loop_step_too_large_to_win_keeps_the_numpy_function() -> None:
     jit.set_enabled(True)
-    model = nn.LSTM(8, 64, rng=0)
+    model = nn.LSTM(8, 256, rng=0)  # 278,528 operations a loop step
     g = Graph()
     x = g.input("x", (2, 16, 8), free=())
     out, _ = model(x)

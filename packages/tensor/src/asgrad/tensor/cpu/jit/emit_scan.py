@@ -16,6 +16,10 @@ shape (or a reduction) is not stored: its expression is written into its reader'
 loop (`fused`), so a cell's gate arithmetic (sigmoids, tanh, products) runs as a few
 loops per step rather than one per op; products call BLAS (`emit_ops.BLAS_AT`).
 
+Each time loop is written as a function of its own, which the kernel calls
+(`Kernel.outline`): LLVM optimises the short function better than the loop inside
+a long kernel.
+
 A body with an op that has no Numba lowering (or one its emitter declines) raises
 `UnsupportedError` naming the op and the body: the whole step then stays on the
 line-by-line function, whose numpy ``scan`` kernel runs the body step by step.
@@ -48,12 +52,13 @@ __all__ = ["LOOP_STEP_WORK", "emit_scan", "emit_scan_part", "emit_scan_unpart", 
 # The most scalar work (`Kernel.flops`) one step of a loop may do in a whole step, and
 # what the step may add per step of its loops (on top of `step.WORK_LIMIT`). A step of
 # the numpy kernel costs a Python call of the body (about 29 us) and a numpy call per
-# op; compiled, it costs its scalar loops. Measured on a 2-layer LSTM training step of
-# 128 time steps (one BLAS thread, the shared 2-core machine): at batch 4, hidden 16
-# (about 4,000 operations a loop step) the whole step took 17-27 ms against 76-85 ms
-# for the line-by-line function; at batch 16, hidden 64 (about 60,000) 210-270 ms
-# against 104-154 ms, numpy's vectorised kernels (tanh above all) winning.
-LOOP_STEP_WORK = 1 << 14
+# op; compiled, it costs its loops (each time loop a function of its own:
+# `Kernel.outline`). Measured on a 2-layer LSTM training step of 128 time steps
+# (batch 16, one BLAS thread, CPU time, the shared 2-core machine at a load average of
+# 6-9): the whole step took 20.7 ms against 46.7 ms line by line at hidden 64 (69,632
+# operations a loop step) and 64.8 ms against 79.9 ms at hidden 128 (139,264). Larger
+# steps are not measured; the limit is the next power of two.
+LOOP_STEP_WORK = 1 << 18
 
 # An expression longer than this (source characters) is stored rather than fused, so
 # that a reader using its operand twice cannot grow the source without bound.
@@ -120,6 +125,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
         _copy(k, c, init)
     if length == 0:
         return packed
+    start = len(k.body)
     t = k.fresh("t")
     order = f"range({length - 1}, -1, -1)" if node.attrs["reverse"] else f"range({length})"
     k.line(0, f"for {t} in {order}:")
@@ -154,6 +160,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
             f" {body.describe()}: numpy's kernels run it faster"
         )
     k.flops = before + per_step * length
+    k.outline(start)
     return packed
 
 

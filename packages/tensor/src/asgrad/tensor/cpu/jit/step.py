@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.cpu.jit.emit import (
+    ARGS,
     Kernel,
     UnsupportedError,
     Val,
@@ -213,7 +214,8 @@ def _plan(
     k.runtime_bounds = plan.runtime_bounds = loops > 0
     # In pieces, a 0-d value lives in the work buffer: a local of one piece is not
     # seen by the next.
-    k.scalars_in_work = pieces
+    # So does a value read by a loop, which is a function of its own (`Kernel.outline`).
+    k.scalars_in_work = pieces or loops > 0
     cuts: list[int] = []  # the body lines where a new piece starts
     piece_flops, piece_line = 0, 0
     vals: dict[int, Val] = {}
@@ -304,6 +306,10 @@ def _plan(
             defs += ["", jit, f"def _piece{p}({args}):", *k.body[start:stop]]
             defs.append(ret if last else "    return 0")
             body.append(f"    {'return ' if last else ''}_piece{p}({args})")
+    for lines in k.functions:  # the loops moved out of the kernel: same parameters
+        args = ", ".join(params)
+        defs += ["", jit, *(text.replace(ARGS, args) for text in lines)]
+    body = [text.replace(ARGS, ", ".join(params)) for text in body]
     plan.source = "\n".join(
         [
             "import numpy as np",

@@ -171,10 +171,18 @@ def _work_buffers(sizes: dict[str, int]) -> Callable[[], list[np.ndarray]]:
     def work() -> list[np.ndarray]:
         buffers: list[np.ndarray] | None = getattr(local, "buffers", None)
         if buffers is None:
-            buffers = local.buffers = [np.empty(n, np.dtype(d)) for d, n in sizes.items()]
+            buffers = local.buffers = [_aligned(n, np.dtype(d)) for d, n in sizes.items()]
         return buffers
 
     return work
+
+
+def _aligned(n: int, dtype: np.dtype[Any]) -> np.ndarray:
+    """``n`` elements of ``dtype`` starting at a multiple of 64 bytes (a cache line:
+    the kernel aligns its arrays within the buffer to it)."""
+    raw = np.empty(n * dtype.itemsize + 64, np.uint8)
+    skip = -raw.ctypes.data % 64
+    return raw[skip : skip + n * dtype.itemsize].view(dtype)
 
 
 def whole_step(plan: StepPlan, fallback: Callable[[Any], Any], numpy: Callable[[Any], Any]) -> Any:
