@@ -128,12 +128,15 @@ def forward_source(taps: int, block: int, remainder: bool) -> str:
 
 
 def weight_source(taps: int, block: int) -> str:
-    """The module of ``conv_weight(xp, gw, offs, dw, groups, q_end)``.
+    """The module of ``conv_weight(xt, gt, offs, dw, groups, q_end)``.
 
-    ``dw[o, c, t] = sum over n, q of gw[n, o, q] * xp[n, g * cg + c, q + offs[t]]``:
-    ``gw`` (N, O, OH * wp) is the output gradient in the wide layout, zero in the
-    dropped columns, so those columns add ``0 * x``: the caller checks the result
-    where ``x`` may hold infinities or NaN.
+    ``dw[o, c, t] = sum over q of gt[o, q] * xt[g * cg + c, q + offs[t]]``: ``xt`` (C, L)
+    holds each input channel's images stacked into one tall zero-padded plane (see
+    `asgrad.tensor.cpu.jit.kernels_conv.Tall`), ``gt`` (O, q_end) the output gradient
+    in the same tall wide layout, zero in the dropped columns and rows, so one dot
+    product of ``q_end`` terms runs over every image at once (its partial sums reduced
+    across the vector lanes once, not once per image). The dropped positions add
+    ``0 * x``: the caller checks the result where ``x`` may hold infinities or NaN.
     """
     acc = _names("s", block, taps)
     lines = [
@@ -144,21 +147,20 @@ def weight_source(taps: int, block: int) -> str:
         "@numba.njit("
         + _OPTIONS.format(fastmath="{'contract', 'reassoc'}").replace("parallel=True, ", "")
         + ")",
-        f"def _dot{block}(xp, ci, gw, offs, q_end, dw, o0, c):",
+        f"def _dot{block}(xt, ci, gt, offs, q_end, dw, o0, c):",
         *[f"    {acc[b][t]} = dw.dtype.type(0)" for b in range(block) for t in range(taps)],
-        "    for n in range(xp.shape[0]):",
-        "        xn = xp[n, ci]",
-        *[f"        u{t} = xn[offs[{t}]:]" for t in range(taps)],
-        *[f"        g{b} = gw[n, o0 + {b}]" for b in range(block)],
-        "        for q in range(q_end):",
-        *[f"            x{t} = u{t}[q]" for t in range(taps)],
-        *[f"            v{b} = g{b}[q]" for b in range(block)],
-        *[f"            {acc[b][t]} += v{b} * x{t}" for b in range(block) for t in range(taps)],
+        "    xc = xt[ci]",
+        *[f"    u{t} = xc[offs[{t}]:]" for t in range(taps)],
+        *[f"    g{b} = gt[o0 + {b}]" for b in range(block)],
+        "    for q in range(q_end):",
+        *[f"        x{t} = u{t}[q]" for t in range(taps)],
+        *[f"        v{b} = g{b}[q]" for b in range(block)],
+        *[f"        {acc[b][t]} += v{b} * x{t}" for b in range(block) for t in range(taps)],
         *[f"    dw[o0 + {b}, c, {t}] = {acc[b][t]}" for b in range(block) for t in range(taps)],
         "",
         "",
         "@numba.njit(" + _OPTIONS.format(fastmath="{'contract', 'reassoc'}") + ")",
-        "def conv_weight(xp, gw, offs, dw, groups, q_end):",
+        "def conv_weight(xt, gt, offs, dw, groups, q_end):",
         "    o_, cg = dw.shape[0], dw.shape[1]",
         "    og = o_ // groups",
         f"    nb = og // {block}",
@@ -167,7 +169,7 @@ def weight_source(taps: int, block: int) -> str:
         "        rest = item % (nb * cg)",
         f"        o0 = g * og + (rest // cg) * {block}",
         "        c = rest % cg",
-        f"        _dot{block}(xp, g * cg + c, gw, offs, q_end, dw, o0, c)",
+        f"        _dot{block}(xt, g * cg + c, gt, offs, q_end, dw, o0, c)",
         "",
     ]
     return "\n".join(lines)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.jit._numba import fresh
+from asgrad.tensor.cpu.jit._numba import fresh, parallel_kernel, prange
 from asgrad.tensor.cpu.jit.conv_source import forward_source, weight_source
 from asgrad.tensor.cpu.jit.route import Route, key_of, routed
 from asgrad.tensor.cpu.jit.step_run import load_module
@@ -82,20 +82,59 @@ def geometry(hw: Pair, kernel: Pair, padding: Pair, dilation: Pair) -> Geometry:
     return Geometry(hw, kernel, padding, dilation)
 
 
+class Tall:
+    """A batch's images stacked into one tall zero-padded plane per channel.
+
+    Image ``n`` starts ``n * rows`` rows down (its top padding included); between
+    two images lie ``gap`` zero rows, at least the padding below one image and the
+    padding above the next, so a kernel window at a real output row never reaches
+    another image. Output row ``n * rows + y`` (``y < oh``) is image ``n``'s row ``y``;
+    the rows between are computed and dropped. One loop over the whole tall plane
+    replaces one per image.
+    """
+
+    def __init__(self, n: int, h: int, geo: Geometry, kernel_reach: int) -> None:
+        ph = geo.padding[0]
+        self.gap = max(ph, geo.oh - h)  # >= the padding below, and >= oh - h rows
+        self.rows = h + self.gap
+        self.q_end = n * self.rows * geo.wp  # the tall output's wide length
+        # Reads reach kernel_reach rows and (kw - 1) * dw elements past the last output.
+        self.height = n * self.rows + max(ph, kernel_reach)
+        self.length = self.height * geo.wp + (geo.length - geo.hp * geo.wp)
+
+
+@parallel_kernel
+def _place(src: Any, dst: Any, tall: bool, top: int, left: int, rows: int, pitch: int) -> None:
+    """Zero ``dst`` (planes, length) and copy each image ``src[n, c]`` (H, W) into it
+    at row ``top`` and column ``left`` of rows ``pitch`` long: into plane ``c``, ``n *
+    rows`` rows further down, when ``tall``; else into plane ``n * C + c``."""
+    n_, c_, h, w = src.shape
+    for plane in prange(dst.shape[0]):
+        d = dst[plane]
+        d[:] = 0
+        c = plane % c_  # tall: plane < C, so plane // C == 0 below
+        for k in range(n_ if tall else 1):
+            n = plane // c_ + k
+            base = (top + k * rows) * pitch + left
+            img = src[n, c]
+            for y in range(h):
+                s, row = img[y], d[base + y * pitch :]
+                for x in range(w):
+                    row[x] = s[x]
+
+
+def _tall(x: np.ndarray, geo: Geometry, tall: Tall, role: str) -> np.ndarray:
+    """``x`` (N, C, H, W) as tall zero-padded planes (C, tall.length)."""
+    xt = scratch(role, (x.shape[1], tall.length), x.dtype)
+    _place(x, xt, True, geo.padding[0], geo.padding[1], tall.rows, geo.wp)
+    return xt
+
+
 def _padded(x: np.ndarray, geo: Geometry, role: str) -> np.ndarray:
     """``x`` (N, C, H, W) zero-padded into flattened planes (N, C, geo.length)."""
-    n, c, h, w = x.shape
-    ph, pw = geo.padding
+    n, c = x.shape[:2]
     xp = scratch(role, (n, c, geo.length), x.dtype)
-    planes = xp[:, :, : geo.hp * geo.wp].reshape(n, c, geo.hp, geo.wp)
-    xp[:, :, geo.hp * geo.wp :] = 0
-    if ph:
-        planes[:, :, :ph] = 0
-        planes[:, :, ph + h :] = 0
-    if pw:
-        planes[:, :, ph : ph + h, :pw] = 0
-        planes[:, :, ph : ph + h, pw + w :] = 0
-    planes[:, :, ph : ph + h, pw : pw + w] = x
+    _place(x, xp.reshape(n * c, geo.length), False, geo.padding[0], geo.padding[1], 0, geo.wp)
     return xp
 
 
@@ -209,13 +248,13 @@ def conv2d_backward_weight_direct(
     if result.size == 0:
         return result
     geo = geometry(x.shape[2:], (kh, kw), pad, dil)
-    xp = _padded(np.ascontiguousarray(x), geo, "conv_pad")
-    gw = scratch("conv_wide", (n, o, geo.oh, geo.wp), g.dtype)
-    gw[:, :, :, geo.ow :] = 0
-    gw[:, :, :, : geo.ow] = g
+    tall = Tall(n, x.shape[2], geo, (kh - 1) * dil[0])
+    xt = _tall(np.ascontiguousarray(x), geo, tall, "conv_pad")
+    gt = scratch("conv_wide", (o, tall.q_end), g.dtype)
+    _place(np.ascontiguousarray(g), gt, True, 0, 0, tall.rows, geo.wp)
     block = WEIGHT_BLOCK if og % WEIGHT_BLOCK == 0 else 1
     dw = result.reshape(o, cg, kh * kw)
-    _weight(kh * kw, block)(xp, gw.reshape(n, o, -1), geo.offs, dw, groups, geo.oh * geo.wp)
+    _weight(kh * kw, block)(xt, gt, geo.offs, dw, groups, tall.q_end)
     if not np.isfinite(dw).all():  # maybe 0 * inf from a dropped column: numpy's
         return _conv2d_backward_weight(
             x, g, kernel_size=kernel_size, stride=stride, padding=padding,
