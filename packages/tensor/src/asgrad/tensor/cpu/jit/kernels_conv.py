@@ -48,6 +48,8 @@ from asgrad.tensor.ops.spatial import Pair, pair, scratch
 # gradient's (whose accumulators, block * taps of them, must fit the registers).
 FORWARD_BLOCK = 4
 WEIGHT_BLOCK = 2
+# Elements of the tall wide plane per work item of the forward kernel (whole images).
+FORWARD_CHUNK = 1024
 
 
 @functools.cache
@@ -61,16 +63,23 @@ def _weight(taps: int, block: int) -> Any:
 
 
 class Geometry:
-    """A stride-1 convolution's planes: the padded input's pitch and length, the
-    output size and each kernel tap's offset in a flattened padded plane."""
+    """A stride-1 convolution's planes: the output size, the pitch of a flattened
+    padded row and each kernel tap's offset in a flattened padded plane.
+
+    Consecutive rows share their padding columns: the ``pw`` zero columns left of a
+    row are also the right padding of the row above (a window at a real output
+    column reaching past its row's end reads the next row's left padding). So the
+    pitch is ``w + pw`` (at least ``ow``, so that output rows do not overlap), not
+    ``w + 2 * pw``: fewer dropped columns computed."""
 
     def __init__(self, hw: Pair, kernel: Pair, padding: Pair, dilation: Pair) -> None:
         (h, w), (kh, kw), (ph, pw), (dh, dw) = hw, kernel, padding, dilation
-        self.hp, self.wp = h + 2 * ph, w + 2 * pw
-        self.oh, self.ow = self.hp - (kh - 1) * dh, self.wp - (kw - 1) * dw
+        self.oh, self.ow = h + 2 * ph - (kh - 1) * dh, w + 2 * pw - (kw - 1) * dw
+        self.wp = max(w + pw, self.ow)
         self.padding = (ph, pw)
-        # The wide rows of the last output row read up to (kw - 1) * dw past the plane.
-        self.length = self.hp * self.wp + (kw - 1) * dw
+        self.reach = (kh - 1) * dh  # rows a window reaches below its output row
+        # The wide rows of the last output row read up to (kw - 1) * dw past their end.
+        self.slack = (kw - 1) * dw
         self.offs = np.array(
             [i * dh * self.wp + j * dw for i in range(kh) for j in range(kw)], dtype=np.int64
         )
@@ -93,29 +102,26 @@ class Tall:
     replaces one per image.
     """
 
-    def __init__(self, n: int, h: int, geo: Geometry, kernel_reach: int) -> None:
+    def __init__(self, n: int, h: int, geo: Geometry) -> None:
         ph = geo.padding[0]
         self.gap = max(ph, geo.oh - h)  # >= the padding below, and >= oh - h rows
         self.rows = h + self.gap
         self.q_end = n * self.rows * geo.wp  # the tall output's wide length
-        # Reads reach kernel_reach rows and (kw - 1) * dw elements past the last output.
-        self.height = n * self.rows + max(ph, kernel_reach)
-        self.length = self.height * geo.wp + (geo.length - geo.hp * geo.wp)
+        # Reads reach geo.reach rows and geo.slack elements past the last output.
+        self.height = n * self.rows + max(ph, geo.reach)
+        self.length = self.height * geo.wp + geo.slack
 
 
 @parallel_kernel
-def _place(src: Any, dst: Any, tall: bool, top: int, left: int, rows: int, pitch: int) -> None:
-    """Zero ``dst`` (planes, length) and copy each image ``src[n, c]`` (H, W) into it
-    at row ``top`` and column ``left`` of rows ``pitch`` long: into plane ``c``, ``n *
-    rows`` rows further down, when ``tall``; else into plane ``n * C + c``."""
+def _place(src: Any, dst: Any, top: int, left: int, rows: int, pitch: int) -> None:
+    """Zero ``dst`` (C, length) and copy each image ``src[n, c]`` (H, W) into plane
+    ``c`` at row ``top + n * rows`` and column ``left`` (rows ``pitch`` long)."""
     n_, c_, h, w = src.shape
-    for plane in prange(dst.shape[0]):
-        d = dst[plane]
+    for c in prange(c_):
+        d = dst[c]
         d[:] = 0
-        c = plane % c_  # tall: plane < C, so plane // C == 0 below
-        for k in range(n_ if tall else 1):
-            n = plane // c_ + k
-            base = (top + k * rows) * pitch + left
+        for n in range(n_):
+            base = (top + n * rows) * pitch + left
             img = src[n, c]
             for y in range(h):
                 s, row = img[y], d[base + y * pitch :]
@@ -126,16 +132,8 @@ def _place(src: Any, dst: Any, tall: bool, top: int, left: int, rows: int, pitch
 def _tall(x: np.ndarray, geo: Geometry, tall: Tall, role: str) -> np.ndarray:
     """``x`` (N, C, H, W) as tall zero-padded planes (C, tall.length)."""
     xt = scratch(role, (x.shape[1], tall.length), x.dtype)
-    _place(x, xt, True, geo.padding[0], geo.padding[1], tall.rows, geo.wp)
+    _place(x, xt, geo.padding[0], geo.padding[1], tall.rows, geo.wp)
     return xt
-
-
-def _padded(x: np.ndarray, geo: Geometry, role: str) -> np.ndarray:
-    """``x`` (N, C, H, W) zero-padded into flattened planes (N, C, geo.length)."""
-    n, c = x.shape[:2]
-    xp = scratch(role, (n, c, geo.length), x.dtype)
-    _place(x, xp.reshape(n * c, geo.length), False, geo.padding[0], geo.padding[1], 0, geo.wp)
-    return xp
 
 
 def _direct_forward(
@@ -150,13 +148,16 @@ def _direct_forward(
 ) -> np.ndarray:
     o, cg, kh, kw = w.shape
     geo = geometry(x.shape[2:], (kh, kw), padding, dilation)
-    xp = _padded(x, geo, "conv_pad")
-    wide = scratch("conv_wide", (x.shape[0], o, geo.oh * geo.wp), x.dtype)
+    n = x.shape[0]
+    tall = Tall(n, x.shape[2], geo)
+    xt = _tall(x, geo, tall, "conv_pad")
+    wide = scratch("conv_wide", (o, tall.q_end), x.dtype)
     taps = kh * kw
     wt = np.ascontiguousarray(w).reshape(o, cg, taps)
     bias = np.zeros(1, x.dtype) if b is None else np.ascontiguousarray(b)
     kernel = _forward(taps, FORWARD_BLOCK, (o // groups) % FORWARD_BLOCK != 0)
-    kernel(xp, wt, bias, geo.offs, out, wide, groups, geo.wp, relu, b is not None)
+    per = max(1, min(n, FORWARD_CHUNK // (tall.rows * geo.wp)))
+    kernel(xt, wt, bias, geo.offs, out, wide, groups, geo.wp, tall.rows, per, relu, b is not None)
     return out
 
 
@@ -248,10 +249,10 @@ def conv2d_backward_weight_direct(
     if result.size == 0:
         return result
     geo = geometry(x.shape[2:], (kh, kw), pad, dil)
-    tall = Tall(n, x.shape[2], geo, (kh - 1) * dil[0])
+    tall = Tall(n, x.shape[2], geo)
     xt = _tall(np.ascontiguousarray(x), geo, tall, "conv_pad")
     gt = scratch("conv_wide", (o, tall.q_end), g.dtype)
-    _place(np.ascontiguousarray(g), gt, True, 0, 0, tall.rows, geo.wp)
+    _place(np.ascontiguousarray(g), gt, 0, 0, tall.rows, geo.wp)
     block = WEIGHT_BLOCK if og % WEIGHT_BLOCK == 0 else 1
     dw = result.reshape(o, cg, kh * kw)
     _weight(kh * kw, block)(xt, gt, geo.offs, dw, groups, tall.q_end)
