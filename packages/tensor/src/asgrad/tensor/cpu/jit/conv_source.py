@@ -1,21 +1,25 @@
 """Numba source of the direct convolution kernels, generated per tap count and block.
 
-A direct convolution's inner loop runs along a whole padded image plane, flattened
-(the *wide* layout: an output row is as long as a padded input row, ``Wp``, and the
-columns past the real output width are computed and dropped), so it is long and
-contiguous for any image width. Every kernel tap (``kh * kw`` of them) and every
-output channel of a block is unrolled in the loop body: each input element loaded
-feeds ``block`` multiply-adds, which keeps the loop compute-bound rather than
-bound by loads and stores. The unrolling needs the tap count and the block size at
-generation time, hence generated source (`forward_source`, `weight_source`),
-compiled once per pair and cached on disk like every kernel.
+A direct convolution's inner loop runs along a flattened zero-padded plane (the
+*wide* layout: an output row is as long as a padded input row, its pitch ``Wp``,
+and the columns past the real output width are computed and dropped). The batch's
+images are stacked into one *tall* plane per channel (`asgrad.tensor.cpu.jit.
+kernels_conv.Tall`: the rows between two images computed and dropped too), so the
+loop runs over several images at once: long and contiguous whatever the image size.
+Every kernel tap (``kh * kw`` of them) and every output channel of a block is
+unrolled in the loop body: each input element loaded feeds ``block`` multiply-adds,
+which keeps the loop compute-bound rather than bound by loads and stores (LLVM
+vectorises it with the machine's widest FMAs). The unrolling needs the tap count and
+the block size at generation time, hence generated source (`forward_source`,
+`weight_source`), compiled once per pair and cached on disk like every kernel.
 
-The kernels run their outer loop with ``numba.prange`` (over images and output
-channel blocks; over weight blocks for the weight gradient). Arithmetic may be
-contracted into fused multiply-adds, and the weight gradient's sums reassociated
-(so that they vectorise); nothing assumes finite values, so NaN and infinities
-propagate as in numpy's products. `pool_source` writes max pooling's tiled kernels
-the same way (every window offset unrolled).
+The kernels run their outer loop with ``numba.prange`` (over chunks of images and
+blocks of output channels; over weight blocks for the weight gradient). Arithmetic
+may be contracted into fused multiply-adds, and the weight gradient's sums
+reassociated (so that they vectorise: their order is fixed by the generated code,
+the same from run to run on a machine); nothing assumes finite values, so NaN and
+infinities propagate as in numpy's products. `pool_source` writes max pooling's
+tiled kernels the same way (every window offset unrolled).
 """
 
 from __future__ import annotations
@@ -30,15 +34,13 @@ def _names(prefix: str, block: int, taps: int) -> list[list[str]]:
     return [[f"{prefix}{b}_{t}" for t in range(taps)] for b in range(block)]
 
 
-def _accumulate(taps: int, block: int, fold: bool) -> list[str]:
+def _accumulate(taps: int, block: int) -> list[str]:
     """``_add{block}``: ``wide[o0 + b, q0 + q] (+)= sum_c sum_t w[o0 + b, c, t] *
     xt[c0 + c, q0 + q + offs[t]]`` for q < q_len and c < cg (every row read is
     contiguous). The first channel writes ``0 + its sum`` (no zeroing pass, same bits
     as adding to zeros), the others add theirs. One call per channel block and chunk
     of the tall plane takes every input channel of the group; each channel's weights
-    are loaded once per chunk. With ``fold``, each later channel's products are
-    added into the running value tap by tap (fused multiply-adds into it) instead of
-    being summed first and added once."""
+    are loaded once per chunk."""
     w = _names("w", block, taps)
     lines = [
         "@numba.njit("
@@ -63,14 +65,11 @@ def _accumulate(taps: int, block: int, fold: bool) -> list[str]:
     lines += [f"                x{t} = s{t}[q]" for t in range(taps)]
     for b in range(block):
         total = " + ".join(f"{w[b][t]} * x{t}" for t in range(taps))
-        if fold:
-            lines.append(f"                d{b}[q] = d{b}[q] + {total}")
-        else:
-            lines.append(f"                d{b}[q] += {total}")
+        lines.append(f"                d{b}[q] += {total}")
     return lines
 
 
-def forward_source(taps: int, block: int, remainder: bool, fold: bool = False) -> str:
+def forward_source(taps: int, block: int, remainder: bool) -> str:
     """The module of ``conv(xt, w, b, offs, out, wide, groups, wp, rows, per, relu, bias)``.
 
     ``xt`` (C, L): each input channel's images zero-padded and stacked into one tall
@@ -87,7 +86,7 @@ def forward_source(taps: int, block: int, remainder: bool, fold: bool = False) -
     blocks = [block, 1] if remainder and block != 1 else [block]
     lines = ["import numpy as np", "import numba", ""]
     for size in blocks:
-        lines += [*_accumulate(taps, size, fold), "", ""]
+        lines += [*_accumulate(taps, size), "", ""]
     lines += [
         "@numba.njit("
         + _OPTIONS.format(fastmath="{'contract'}").replace("parallel=True, ", "")

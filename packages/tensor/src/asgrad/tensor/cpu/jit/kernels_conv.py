@@ -5,16 +5,19 @@ Wrappers have the calling convention of an `IntoKernel`
 semantics of the ops' numpy kernels (`asgrad.tensor.ops.conv`), which run im2col
 or col2im around one BLAS product per group. The direct kernels
 (`asgrad.tensor.cpu.jit.conv_source`) instead slide the kernel over zero-padded
-image planes, with no column matrix:
+image planes, with no column matrix. Each input channel's images are first copied
+into one tall zero-padded plane (`Tall`: images stacked with shared padding rows,
+rows sharing their padding columns, `Geometry`), one compiled pass:
 
-* ``conv2d``: one pass per image and block of output channels accumulating into a
-  wide row buffer, then the bias (and, for `conv2d_relu`, the ReLU) applied while
-  the real columns are copied out;
+* ``conv2d``: one pass per chunk of images and block of output channels
+  accumulating into a wide buffer, then the bias (and, for `conv2d_relu`, the ReLU)
+  applied while the real rows and columns are copied out;
 * ``conv2d_backward_input``: at stride 1 the input gradient is the convolution of
   the output gradient, padded by ``(k - 1) * dilation - padding``, with the kernel
   flipped and its two channel axes swapped: the same forward kernel;
-* ``conv2d_backward_weight``: one dot product per weight element over images and
-  pixels, the output gradient laid out wide with zeros in the dropped columns. Those
+* ``conv2d_backward_weight``: one dot product per weight element over the whole
+  tall plane (every image at once), the output gradient laid out tall and wide with
+  zeros in the dropped columns and rows. Those
   zeros meet real input values, so where the input holds an infinity or NaN the
   result could hold a NaN that the numpy kernel's would not: a weight gradient with
   any non-finite element is computed again by the numpy kernel.
