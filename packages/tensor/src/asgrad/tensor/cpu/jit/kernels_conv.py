@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.jit._numba import fresh, parallel_kernel, prange
+from asgrad.tensor.cpu.jit._numba import fresh, kernel
 from asgrad.tensor.cpu.jit.conv_source import forward_source, weight_source
 from asgrad.tensor.cpu.jit.route import Route, key_of, routed
 from asgrad.tensor.cpu.jit.step_run import load_module
@@ -115,12 +115,14 @@ class Tall:
         self.length = self.height * geo.wp + geo.slack
 
 
-@parallel_kernel
+@kernel
 def _place(src: Any, dst: Any, top: int, left: int, rows: int, pitch: int) -> None:
     """Zero ``dst`` (C, length) and copy each image ``src[n, c]`` (H, W) into plane
-    ``c`` at row ``top + n * rows`` and column ``left`` (rows ``pitch`` long)."""
+    ``c`` at row ``top + n * rows`` and column ``left`` (rows ``pitch`` long). On
+    this thread: a copy gains little from a second one, and every parallel region
+    is one more point where a thread descheduled on a busy machine holds up all."""
     n_, c_, h, w = src.shape
-    for c in prange(c_):
+    for c in range(c_):
         d = dst[c]
         d[:] = 0
         for n in range(n_):
