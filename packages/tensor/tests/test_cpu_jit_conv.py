@@ -45,6 +45,12 @@ GEOMETRIES: list[tuple[tuple[int, ...], tuple[int, ...], dict[str, Any]]] = [
     ((1, 3, 6, 6), (3, 1, 3, 3), {"groups": 3, "padding": (1, 1)}),
     ((2, 5, 4, 4), (9, 5, 1, 1), {}),
     ((1, 1, 1, 1), (2, 1, 1, 1), {}),
+    # Padding beyond the kernel's reach: more rows between stacked images than the
+    # padding, and a pitch of the output's width (wider than a row and its padding).
+    ((3, 2, 4, 6), (3, 2, 3, 3), {"padding": (3, 2)}),
+    # Five images of 3 x 11 in chunks (three of them fill a chunk of the tall
+    # plane at most), six output channels: a block of four and two one by one.
+    ((5, 3, 3, 11), (6, 3, 2, 3), {"padding": (1, 2), "dilation": (2, 1)}),
 ]
 IDS = [f"{list(x)}x{list(w)}{a}" for x, w, a in GEOMETRIES]
 
@@ -114,6 +120,30 @@ def test_direct_gradients_are_the_adjoints_of_the_direct_forward_in_float64(
     if kc.input_applies(ws[2:], attrs["stride"], attrs["padding"], attrs["dilation"]):
         dx = kc.conv2d_backward_input_direct(g, w, x, **attrs)
         assert float(np.vdot(dx, x)) == pytest.approx(total, rel=1e-11, abs=1e-11)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_forward_kernel_gives_the_same_bits_whatever_its_chunk_of_images(
+    dtype: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Work items split the tall plane into chunks of whole images: a pixel's sum
+    runs in the same order whatever the chunk (one image, two with a shorter last
+    chunk, or all), so the result is the same bits."""
+    attrs = _attrs({"padding": (1, 1)})
+    x, w, b, g = _operands((5, 6, 5, 4), (5, 6, 3, 3), attrs, dtype, seed=5)
+    results = []
+    for chunk in (1, 2 * 6 * 5, 10**6):  # an image is 6 rows (5 and a gap) of pitch 5
+        monkeypatch.setattr(kc, "FORWARD_CHUNK", chunk)
+        results.append((
+            kc.conv2d_direct(x, w, b, relu=True, **attrs),
+            kc.conv2d_backward_input_direct(g, w, x, **attrs),
+        ))  # fmt: skip
+    for forward, back in results[1:]:
+        np.testing.assert_array_equal(forward, results[0][0])
+        np.testing.assert_array_equal(back, results[0][1])
+    np.testing.assert_allclose(
+        results[0][0], np.maximum(CONV(x, w, b, **attrs), 0), *_tolerance(dtype)
+    )
 
 
 def test_direct_weight_gradient_matches_finite_differences_in_float64() -> None:

@@ -1,21 +1,25 @@
 """Numba source of the direct convolution kernels, generated per tap count and block.
 
-A direct convolution's inner loop runs along a whole padded image plane, flattened
-(the *wide* layout: an output row is as long as a padded input row, ``Wp``, and the
-columns past the real output width are computed and dropped), so it is long and
-contiguous for any image width. Every kernel tap (``kh * kw`` of them) and every
-output channel of a block is unrolled in the loop body: each input element loaded
-feeds ``block`` multiply-adds, which keeps the loop compute-bound rather than
-bound by loads and stores. The unrolling needs the tap count and the block size at
-generation time, hence generated source (`forward_source`, `weight_source`),
-compiled once per pair and cached on disk like every kernel.
+A direct convolution's inner loop runs along a flattened zero-padded plane (the
+*wide* layout: an output row is as long as a padded input row, its pitch ``Wp``,
+and the columns past the real output width are computed and dropped). The batch's
+images are stacked into one *tall* plane per channel (`asgrad.tensor.cpu.jit.
+kernels_conv.Tall`: the rows between two images computed and dropped too), so the
+loop runs over several images at once: long and contiguous whatever the image size.
+Every kernel tap (``kh * kw`` of them) and every output channel of a block is
+unrolled in the loop body: each input element loaded feeds ``block`` multiply-adds,
+which keeps the loop compute-bound rather than bound by loads and stores (LLVM
+vectorises it with the machine's widest FMAs). The unrolling needs the tap count and
+the block size at generation time, hence generated source (`forward_source`,
+`weight_source`), compiled once per pair and cached on disk like every kernel.
 
-The kernels run their outer loop with ``numba.prange`` (over images and output
-channel blocks; over weight blocks for the weight gradient). Arithmetic may be
-contracted into fused multiply-adds, and the weight gradient's sums reassociated
-(so that they vectorise); nothing assumes finite values, so NaN and infinities
-propagate as in numpy's products. `pool_source` writes max pooling's tiled kernels
-the same way (every window offset unrolled).
+The kernels run their outer loop with ``numba.prange`` (over chunks of images and
+blocks of output channels; over weight blocks for the weight gradient). Arithmetic
+may be contracted into fused multiply-adds, and the weight gradient's sums
+reassociated (so that they vectorise: their order is fixed by the generated code,
+the same from run to run on a machine); nothing assumes finite values, so NaN and
+infinities propagate as in numpy's products. `pool_source` writes max pooling's
+tiled kernels the same way (every window offset unrolled).
 """
 
 from __future__ import annotations
@@ -31,43 +35,53 @@ def _names(prefix: str, block: int, taps: int) -> list[list[str]]:
 
 
 def _accumulate(taps: int, block: int) -> list[str]:
-    """``_add{block}``: ``wide[n, o0 + b, q] += sum_c sum_t w[o0 + b, c, t] * xp[n,
-    c0 + c, q + offs[t]]`` for q < q_end and c < cg (whole arrays and indices: every
-    row read is C-contiguous). One call per image and block takes every input channel
-    of the group: a call per channel cost more than its loop where planes are small."""
+    """``_add{block}``: ``wide[o0 + b, q0 + q] (+)= sum_c sum_t w[o0 + b, c, t] *
+    xt[c0 + c, q0 + q + offs[t]]`` for q < q_len and c < cg (every row read is
+    contiguous). The first channel writes ``0 + its sum`` (no zeroing pass, same bits
+    as adding to zeros), the others add theirs. One call per channel block and chunk
+    of the tall plane takes every input channel of the group; each channel's weights
+    are loaded once per chunk."""
     w = _names("w", block, taps)
     lines = [
         "@numba.njit("
         + _OPTIONS.format(fastmath="{'contract'}").replace("parallel=True, ", "")
         + ")",
-        f"def _add{block}(xp, n, c0, cg, w, o0, offs, wide, q_end):",
+        f"def _add{block}(xt, c0, cg, w, o0, offs, wide, q0, q_len):",
+        "    zero = wide.dtype.type(0)",
     ]
-    lines += [f"    d{b} = wide[n, o0 + {b}]" for b in range(block)]
-    lines += ["    for c in range(cg):", "        x = xp[n, c0 + c]"]
+    lines += [f"    d{b} = wide[o0 + {b}, q0:]" for b in range(block)]
+    lines += ["    for c in range(cg):", "        x = xt[c0 + c, q0:]"]
     # One view per tap, indexed by the loop counter alone: an index Numba cannot
     # prove non-negative gets a wraparound select, which stops vectorisation.
     lines += [f"        s{t} = x[offs[{t}]:]" for t in range(taps)]
     for b in range(block):
         lines += [f"        {w[b][t]} = w[o0 + {b}, c, {t}]" for t in range(taps)]
-    lines.append("        for q in range(q_end):")
-    lines += [f"            x{t} = s{t}[q]" for t in range(taps)]
+    lines += ["        if c == 0:", "            for q in range(q_len):"]
+    lines += [f"                x{t} = s{t}[q]" for t in range(taps)]
     for b in range(block):
         total = " + ".join(f"{w[b][t]} * x{t}" for t in range(taps))
-        lines.append(f"            d{b}[q] += {total}")
+        lines.append(f"                d{b}[q] = zero + ({total})")
+    lines += ["        else:", "            for q in range(q_len):"]
+    lines += [f"                x{t} = s{t}[q]" for t in range(taps)]
+    for b in range(block):
+        total = " + ".join(f"{w[b][t]} * x{t}" for t in range(taps))
+        lines.append(f"                d{b}[q] += {total}")
     return lines
 
 
 def forward_source(taps: int, block: int, remainder: bool) -> str:
-    """The module of ``conv(xp, w, b, offs, out, wide, groups, wp, relu, bias)``.
+    """The module of ``conv(xt, w, b, offs, out, wide, groups, wp, rows, per, relu, bias)``.
 
-    ``xp`` (N, C, L): the zero-padded input planes flattened with pitch ``wp`` (and
-    slack past the last row for the wide rows' overrun); ``w`` (O, C/groups, taps);
-    ``offs`` (taps,): each tap's offset in a plane; ``wide`` (N, O, OH * wp): scratch;
-    ``out`` (N, O, OH, OW) gets the real columns, plus ``b`` when ``bias``, then
-    ``max(., 0)`` when ``relu`` (NaN stays NaN). With ``remainder``, the output
-    channels per group need not be a multiple of ``block`` (the rest go one by one).
-    Each generated function costs compile time (seconds with an empty cache), so the
-    module has only those its shapes need.
+    ``xt`` (C, L): each input channel's images zero-padded and stacked into one tall
+    plane, flattened with pitch ``wp``, image ``n`` starting ``n * rows`` rows down
+    (`asgrad.tensor.cpu.jit.kernels_conv.Tall`); ``w`` (O, C/groups, taps); ``offs``
+    (taps,): each tap's offset in a plane; ``wide`` (O, N * rows * wp): scratch, the
+    output in the same tall wide layout; ``out`` (N, O, OH, OW) gets the real columns
+    and rows, plus ``b`` when ``bias``, then ``max(., 0)`` when ``relu`` (NaN stays
+    NaN). Work items are a block of output channels over a chunk of ``per`` images.
+    With ``remainder``, the output channels per group need not be a multiple of
+    ``block`` (the rest go one by one). Each generated function costs compile time
+    (seconds with an empty cache), so the module has only those its shapes need.
     """
     blocks = [block, 1] if remainder and block != 1 else [block]
     lines = ["import numpy as np", "import numba", ""]
@@ -92,48 +106,55 @@ def forward_source(taps: int, block: int, remainder: bool) -> str:
         "",
         "",
         "@numba.njit(" + _OPTIONS.format(fastmath="{'contract'}") + ")",
-        "def conv(xp, w, b, offs, out, wide, groups, wp, relu, bias):",
+        "def conv(xt, w, b, offs, out, wide, groups, wp, rows, per, relu, bias):",
         "    n_, o_ = out.shape[0], out.shape[1]",
         "    oh = out.shape[2]",
         "    cg = w.shape[1]",
         "    og = o_ // groups",
         f"    nb = (og + {block - 1}) // {block}",
-        "    q_end = oh * wp",
-        "    for item in numba.prange(n_ * groups * nb):",
-        "        n = item // (groups * nb)",
+        "    chunks = (n_ + per - 1) // per",
+        "    span = rows * wp",
+        "    for item in numba.prange(chunks * groups * nb):",
+        "        k = item // (groups * nb)",
         "        rest = item % (groups * nb)",
         "        g = rest // nb",
         f"        o0 = g * og + (rest % nb) * {block}",
         f"        o1 = min(o0 + {block}, (g + 1) * og)",
-        "        for o in range(o0, o1):",
-        "            wide[n, o, :] = 0",
+        "        n0 = k * per",
+        "        n1 = min(n_, n0 + per)",
+        "        q0 = n0 * span",
+        "        q_len = (n1 - n0 - 1) * span + oh * wp  # not the last image's dropped rows",
         *(
             [
                 f"        if o1 - o0 == {block}:",
-                f"            _add{block}(xp, n, g * cg, cg, w, o0, offs, wide, q_end)",
+                f"            _add{block}(xt, g * cg, cg, w, o0, offs, wide, q0, q_len)",
                 "        else:",
                 "            for o in range(o0, o1):",
-                "                _add1(xp, n, g * cg, cg, w, o, offs, wide, q_end)",
+                "                _add1(xt, g * cg, cg, w, o, offs, wide, q0, q_len)",
             ]
             if len(blocks) == 2
-            else [f"        _add{block}(xp, n, g * cg, cg, w, o0, offs, wide, q_end)"]
+            else [f"        _add{block}(xt, g * cg, cg, w, o0, offs, wide, q0, q_len)"]
         ),
         "        for o in range(o0, o1):",
         "            # + 0.0 would turn -0.0 into 0.0: without a bias, add -0.0",
         "            add = b[o] if bias else w.dtype.type(-0.0)",
-        "            _store(wide[n, o], out[n, o], wp, add, relu)",
+        "            for n in range(n0, n1):",
+        "                _store(wide[o, n * span:], out[n, o], wp, add, relu)",
         "",
     ]
     return "\n".join(lines)
 
 
 def weight_source(taps: int, block: int) -> str:
-    """The module of ``conv_weight(xp, gw, offs, dw, groups, q_end)``.
+    """The module of ``conv_weight(xt, gt, offs, dw, groups, q_end)``.
 
-    ``dw[o, c, t] = sum over n, q of gw[n, o, q] * xp[n, g * cg + c, q + offs[t]]``:
-    ``gw`` (N, O, OH * wp) is the output gradient in the wide layout, zero in the
-    dropped columns, so those columns add ``0 * x``: the caller checks the result
-    where ``x`` may hold infinities or NaN.
+    ``dw[o, c, t] = sum over q of gt[o, q] * xt[g * cg + c, q + offs[t]]``: ``xt`` (C, L)
+    holds each input channel's images stacked into one tall zero-padded plane (see
+    `asgrad.tensor.cpu.jit.kernels_conv.Tall`), ``gt`` (O, q_end) the output gradient
+    in the same tall wide layout, zero in the dropped columns and rows, so one dot
+    product of ``q_end`` terms runs over every image at once (its partial sums reduced
+    across the vector lanes once, not once per image). The dropped positions add
+    ``0 * x``: the caller checks the result where ``x`` may hold infinities or NaN.
     """
     acc = _names("s", block, taps)
     lines = [
@@ -144,21 +165,20 @@ def weight_source(taps: int, block: int) -> str:
         "@numba.njit("
         + _OPTIONS.format(fastmath="{'contract', 'reassoc'}").replace("parallel=True, ", "")
         + ")",
-        f"def _dot{block}(xp, ci, gw, offs, q_end, dw, o0, c):",
+        f"def _dot{block}(xt, ci, gt, offs, q_end, dw, o0, c):",
         *[f"    {acc[b][t]} = dw.dtype.type(0)" for b in range(block) for t in range(taps)],
-        "    for n in range(xp.shape[0]):",
-        "        xn = xp[n, ci]",
-        *[f"        u{t} = xn[offs[{t}]:]" for t in range(taps)],
-        *[f"        g{b} = gw[n, o0 + {b}]" for b in range(block)],
-        "        for q in range(q_end):",
-        *[f"            x{t} = u{t}[q]" for t in range(taps)],
-        *[f"            v{b} = g{b}[q]" for b in range(block)],
-        *[f"            {acc[b][t]} += v{b} * x{t}" for b in range(block) for t in range(taps)],
+        "    xc = xt[ci]",
+        *[f"    u{t} = xc[offs[{t}]:]" for t in range(taps)],
+        *[f"    g{b} = gt[o0 + {b}]" for b in range(block)],
+        "    for q in range(q_end):",
+        *[f"        x{t} = u{t}[q]" for t in range(taps)],
+        *[f"        v{b} = g{b}[q]" for b in range(block)],
+        *[f"        {acc[b][t]} += v{b} * x{t}" for b in range(block) for t in range(taps)],
         *[f"    dw[o0 + {b}, c, {t}] = {acc[b][t]}" for b in range(block) for t in range(taps)],
         "",
         "",
         "@numba.njit(" + _OPTIONS.format(fastmath="{'contract', 'reassoc'}") + ")",
-        "def conv_weight(xp, gw, offs, dw, groups, q_end):",
+        "def conv_weight(xt, gt, offs, dw, groups, q_end):",
         "    o_, cg = dw.shape[0], dw.shape[1]",
         "    og = o_ // groups",
         f"    nb = og // {block}",
@@ -167,7 +187,7 @@ def weight_source(taps: int, block: int) -> str:
         "        rest = item % (nb * cg)",
         f"        o0 = g * og + (rest // cg) * {block}",
         "        c = rest % cg",
-        f"        _dot{block}(xp, g * cg + c, gw, offs, q_end, dw, o0, c)",
+        f"        _dot{block}(xt, g * cg + c, gt, offs, q_end, dw, o0, c)",
         "",
     ]
     return "\n".join(lines)

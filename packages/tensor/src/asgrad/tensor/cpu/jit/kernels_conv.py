@@ -5,16 +5,19 @@ Wrappers have the calling convention of an `IntoKernel`
 semantics of the ops' numpy kernels (`asgrad.tensor.ops.conv`), which run im2col
 or col2im around one BLAS product per group. The direct kernels
 (`asgrad.tensor.cpu.jit.conv_source`) instead slide the kernel over zero-padded
-image planes, with no column matrix:
+image planes, with no column matrix. Each input channel's images are first copied
+into one tall zero-padded plane (`Tall`: images stacked with shared padding rows,
+rows sharing their padding columns, `Geometry`), one compiled pass:
 
-* ``conv2d``: one pass per image and block of output channels accumulating into a
-  wide row buffer, then the bias (and, for `conv2d_relu`, the ReLU) applied while
-  the real columns are copied out;
+* ``conv2d``: one pass per chunk of images and block of output channels
+  accumulating into a wide buffer, then the bias (and, for `conv2d_relu`, the ReLU)
+  applied while the real rows and columns are copied out;
 * ``conv2d_backward_input``: at stride 1 the input gradient is the convolution of
   the output gradient, padded by ``(k - 1) * dilation - padding``, with the kernel
   flipped and its two channel axes swapped: the same forward kernel;
-* ``conv2d_backward_weight``: one dot product per weight element over images and
-  pixels, the output gradient laid out wide with zeros in the dropped columns. Those
+* ``conv2d_backward_weight``: one dot product per weight element over the whole
+  tall plane (every image at once), the output gradient laid out tall and wide with
+  zeros in the dropped columns and rows. Those
   zeros meet real input values, so where the input holds an infinity or NaN the
   result could hold a NaN that the numpy kernel's would not: a weight gradient with
   any non-finite element is computed again by the numpy kernel.
@@ -33,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.jit._numba import fresh
+from asgrad.tensor.cpu.jit._numba import fresh, kernel
 from asgrad.tensor.cpu.jit.conv_source import forward_source, weight_source
 from asgrad.tensor.cpu.jit.route import Route, key_of, routed
 from asgrad.tensor.cpu.jit.step_run import load_module
@@ -48,6 +51,8 @@ from asgrad.tensor.ops.spatial import Pair, pair, scratch
 # gradient's (whose accumulators, block * taps of them, must fit the registers).
 FORWARD_BLOCK = 4
 WEIGHT_BLOCK = 2
+# Elements of the tall wide plane per work item of the forward kernel (whole images).
+FORWARD_CHUNK = 1024
 
 
 @functools.cache
@@ -61,16 +66,23 @@ def _weight(taps: int, block: int) -> Any:
 
 
 class Geometry:
-    """A stride-1 convolution's planes: the padded input's pitch and length, the
-    output size and each kernel tap's offset in a flattened padded plane."""
+    """A stride-1 convolution's planes: the output size, the pitch of a flattened
+    padded row and each kernel tap's offset in a flattened padded plane.
+
+    Consecutive rows share their padding columns: the ``pw`` zero columns left of a
+    row are also the right padding of the row above (a window at a real output
+    column reaching past its row's end reads the next row's left padding). So the
+    pitch is ``w + pw`` (at least ``ow``, so that output rows do not overlap), not
+    ``w + 2 * pw``: fewer dropped columns computed."""
 
     def __init__(self, hw: Pair, kernel: Pair, padding: Pair, dilation: Pair) -> None:
         (h, w), (kh, kw), (ph, pw), (dh, dw) = hw, kernel, padding, dilation
-        self.hp, self.wp = h + 2 * ph, w + 2 * pw
-        self.oh, self.ow = self.hp - (kh - 1) * dh, self.wp - (kw - 1) * dw
+        self.oh, self.ow = h + 2 * ph - (kh - 1) * dh, w + 2 * pw - (kw - 1) * dw
+        self.wp = max(w + pw, self.ow)
         self.padding = (ph, pw)
-        # The wide rows of the last output row read up to (kw - 1) * dw past the plane.
-        self.length = self.hp * self.wp + (kw - 1) * dw
+        self.reach = (kh - 1) * dh  # rows a window reaches below its output row
+        # The wide rows of the last output row read up to (kw - 1) * dw past their end.
+        self.slack = (kw - 1) * dw
         self.offs = np.array(
             [i * dh * self.wp + j * dw for i in range(kh) for j in range(kw)], dtype=np.int64
         )
@@ -82,21 +94,51 @@ def geometry(hw: Pair, kernel: Pair, padding: Pair, dilation: Pair) -> Geometry:
     return Geometry(hw, kernel, padding, dilation)
 
 
-def _padded(x: np.ndarray, geo: Geometry, role: str) -> np.ndarray:
-    """``x`` (N, C, H, W) zero-padded into flattened planes (N, C, geo.length)."""
-    n, c, h, w = x.shape
-    ph, pw = geo.padding
-    xp = scratch(role, (n, c, geo.length), x.dtype)
-    planes = xp[:, :, : geo.hp * geo.wp].reshape(n, c, geo.hp, geo.wp)
-    xp[:, :, geo.hp * geo.wp :] = 0
-    if ph:
-        planes[:, :, :ph] = 0
-        planes[:, :, ph + h :] = 0
-    if pw:
-        planes[:, :, ph : ph + h, :pw] = 0
-        planes[:, :, ph : ph + h, pw + w :] = 0
-    planes[:, :, ph : ph + h, pw : pw + w] = x
-    return xp
+class Tall:
+    """A batch's images stacked into one tall zero-padded plane per channel.
+
+    Image ``n`` starts ``n * rows`` rows down (its top padding included); between
+    two images lie ``gap`` zero rows, at least the padding below one image and the
+    padding above the next, so a kernel window at a real output row never reaches
+    another image. Output row ``n * rows + y`` (``y < oh``) is image ``n``'s row ``y``;
+    the rows between are computed and dropped. One loop over the whole tall plane
+    replaces one per image.
+    """
+
+    def __init__(self, n: int, h: int, geo: Geometry) -> None:
+        ph = geo.padding[0]
+        self.gap = max(ph, geo.oh - h)  # >= the padding below, and >= oh - h rows
+        self.rows = h + self.gap
+        self.q_end = n * self.rows * geo.wp  # the tall output's wide length
+        # Reads reach geo.reach rows and geo.slack elements past the last output.
+        self.height = n * self.rows + max(ph, geo.reach)
+        self.length = self.height * geo.wp + geo.slack
+
+
+@kernel
+def _place(src: Any, dst: Any, top: int, left: int, rows: int, pitch: int) -> None:
+    """Zero ``dst`` (C, length) and copy each image ``src[n, c]`` (H, W) into plane
+    ``c`` at row ``top + n * rows`` and column ``left`` (rows ``pitch`` long). On
+    this thread: a copy gains little from a second one, and every parallel region
+    is one more point where a thread descheduled on a busy machine holds up all."""
+    n_, c_, h, w = src.shape
+    for c in range(c_):
+        d = dst[c]
+        d[:] = 0
+        for n in range(n_):
+            base = (top + n * rows) * pitch + left
+            img = src[n, c]
+            for y in range(h):
+                s, row = img[y], d[base + y * pitch :]
+                for x in range(w):
+                    row[x] = s[x]
+
+
+def _tall(x: np.ndarray, geo: Geometry, tall: Tall, role: str) -> np.ndarray:
+    """``x`` (N, C, H, W) as tall zero-padded planes (C, tall.length)."""
+    xt = scratch(role, (x.shape[1], tall.length), x.dtype)
+    _place(x, xt, geo.padding[0], geo.padding[1], tall.rows, geo.wp)
+    return xt
 
 
 def _direct_forward(
@@ -111,13 +153,16 @@ def _direct_forward(
 ) -> np.ndarray:
     o, cg, kh, kw = w.shape
     geo = geometry(x.shape[2:], (kh, kw), padding, dilation)
-    xp = _padded(x, geo, "conv_pad")
-    wide = scratch("conv_wide", (x.shape[0], o, geo.oh * geo.wp), x.dtype)
+    n = x.shape[0]
+    tall = Tall(n, x.shape[2], geo)
+    xt = _tall(x, geo, tall, "conv_pad")
+    wide = scratch("conv_wide", (o, tall.q_end), x.dtype)
     taps = kh * kw
     wt = np.ascontiguousarray(w).reshape(o, cg, taps)
     bias = np.zeros(1, x.dtype) if b is None else np.ascontiguousarray(b)
     kernel = _forward(taps, FORWARD_BLOCK, (o // groups) % FORWARD_BLOCK != 0)
-    kernel(xp, wt, bias, geo.offs, out, wide, groups, geo.wp, relu, b is not None)
+    per = max(1, min(n, FORWARD_CHUNK // (tall.rows * geo.wp)))
+    kernel(xt, wt, bias, geo.offs, out, wide, groups, geo.wp, tall.rows, per, relu, b is not None)
     return out
 
 
@@ -209,13 +254,13 @@ def conv2d_backward_weight_direct(
     if result.size == 0:
         return result
     geo = geometry(x.shape[2:], (kh, kw), pad, dil)
-    xp = _padded(np.ascontiguousarray(x), geo, "conv_pad")
-    gw = scratch("conv_wide", (n, o, geo.oh, geo.wp), g.dtype)
-    gw[:, :, :, geo.ow :] = 0
-    gw[:, :, :, : geo.ow] = g
+    tall = Tall(n, x.shape[2], geo)
+    xt = _tall(np.ascontiguousarray(x), geo, tall, "conv_pad")
+    gt = scratch("conv_wide", (o, tall.q_end), g.dtype)
+    _place(np.ascontiguousarray(g), gt, 0, 0, tall.rows, geo.wp)
     block = WEIGHT_BLOCK if og % WEIGHT_BLOCK == 0 else 1
     dw = result.reshape(o, cg, kh * kw)
-    _weight(kh * kw, block)(xp, gw.reshape(n, o, -1), geo.offs, dw, groups, geo.oh * geo.wp)
+    _weight(kh * kw, block)(xt, gt, geo.offs, dw, groups, tall.q_end)
     if not np.isfinite(dw).all():  # maybe 0 * inf from a dropped column: numpy's
         return _conv2d_backward_weight(
             x, g, kernel_size=kernel_size, stride=stride, padding=padding,
