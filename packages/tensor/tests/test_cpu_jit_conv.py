@@ -308,7 +308,9 @@ def test_a_compiled_conv_net_agrees_with_the_numpy_path(direct: None, conv_out: 
     # The first ReLU's gradient is in the pooling's gradient kernel (on c1's mask, or
     # on relu(c1) > 0 where c1 is an output), and its mask's line is gone.
     assert sum("_pool_relu_backward" in line for line in lines) == 1, source
-    assert len(lines) < len(numpy_source.splitlines())
+    # Fewer lines of ops than the numpy path (the step's bookkeeping line aside).
+    ops = [line for line in lines if line.strip() != "_new_step()"]
+    assert len(ops) < len(numpy_source.splitlines())
 
 
 def test_a_pooling_gradient_that_is_an_output_keeps_its_own_line(direct: None) -> None:
