@@ -157,16 +157,15 @@ def build_plan(
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
-            shared = shared_products(schedule, users, inlined) | stored_chains(
-                schedule, users, inlined
-            )
+            stored = stored_chains(schedule, users, inlined, types)
+            shared = shared_products(schedule, users, inlined) | stored
             members = batch.members if batch is not None else frozenset()
             written = {n.id for _, n in schedule.updates} | set(in_place) | members
             covered = set(attention.covered) if attention is not None else set()
             siblings = {  # no attention kernel hosts a sibling, nor is one
                 host: found
                 for host, found in row_siblings(
-                    schedule, users, inlined, types, written | covered
+                    schedule, users, inlined, types, written | covered, stored
                 ).items()
                 if host not in covered
             }

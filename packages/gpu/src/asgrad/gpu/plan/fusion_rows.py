@@ -318,6 +318,7 @@ def _compose(
     siblings: Sequence[Deferred] = (),
     own: bool = False,
     out_dtype: np.dtype[Any] = _FLOATS[0],
+    kept: Sequence[tuple[Expr, Deferred]] = (),
 ) -> _Kernel | None:
     """``rows``'s program with its deferred element inputs as prologues and
     ``epilogue`` (an expression over leaves, the ``host``-th being ``rows``) as its
@@ -325,6 +326,8 @@ def _compose(
     elementwise kernel reading another row program over the same rows) that it can
     compute is stored beside the output (``array`` holds it once launched). ``own``:
     the epilogue has the reduction ``rows``'s own shape (written once per row).
+    ``kept``: subtrees of the epilogue (over its leaves) that other kernels read, of
+    the kernel's shape: stored beside the output as well.
     """
     ins = _Inputs(_full(rows), rows.program.axes)
     out = ins.program(rows)
@@ -352,6 +355,9 @@ def _compose(
                 return None
             out_args.append(e)
         out = substitute(tree, out_args)
+        for sub, value in kept:
+            if tuple(value.type.shape) == ins.shape and value.wgsl in ("f32", "f16"):
+                ins.stored.append((substitute(sub, out_args), value))
     for sibling in siblings:
         e = ins.sibling(sibling)
         if e is not None:
@@ -390,15 +396,16 @@ def rows_epilogue(
     siblings: Sequence[Deferred] = (),
     own: bool = False,
     out_dtype: np.dtype[Any] = _FLOATS[0],
+    kept: Sequence[tuple[Expr, Deferred]] = (),
 ) -> GpuArray | None:
     """The kernel of ``tree`` (over ``leaves``, the ``host``-th a `Rows` of the
     kernel's shape) launched as that row program's output expression, written as
     ``out_dtype`` (float32, or float16: a cast of a norm's output rounded as it is
     stored), or None, launching nothing, when a leaf cannot be its input
-    (``siblings``, ``own``: see `_compose`)."""
+    (``siblings``, ``own``, ``kept``: see `_compose`)."""
     rows = leaves[host]
     assert isinstance(rows, Rows)
-    kernel = _compose(rows, (tree, host, leaves), siblings, own, out_dtype)
+    kernel = _compose(rows, (tree, host, leaves), siblings, own, out_dtype, kept)
     if kernel is None:
         return None
     out = _run(rows, kernel)
