@@ -53,19 +53,21 @@ def test_the_gradients_round_only_the_probabilities_the_product_reads() -> None:
     q, k, v = (f[n].astype(np.float16) for n in "qkv")
     mask = np.triu(np.full((T, T), -1e9, np.float32), 1)
     scale = np.float16(1.0 / np.sqrt(D))
-    s = (np.matmul(q.astype(np.float32), k.swapaxes(-1, -2).astype(np.float32)))
+    s = np.matmul(q.astype(np.float32), k.swapaxes(-1, -2).astype(np.float32))
     s = (s.astype(np.float16) * scale).astype(np.float32) + mask
     e = np.exp(s - s.max(-1, keepdims=True))
     p16 = (e / e.sum(-1, keepdims=True)).astype(np.float16)
     y = np.matmul(p16.astype(np.float32), v.astype(np.float32)).astype(np.float16)
-    dy = (2.0 * y.astype(np.float32) * y.astype(np.float32).dtype.type(1.0 / y.size))
+    dy = 2.0 * y.astype(np.float32) * y.astype(np.float32).dtype.type(1.0 / y.size)
     dy16 = dy.astype(np.float16)
     dp = np.matmul(dy16.astype(np.float32), v.swapaxes(-1, -2).astype(np.float32))
     dp = dp.astype(np.float16).astype(np.float32)
     p = p16.astype(np.float32)
     ds = p * (dp - (dp * p).sum(-1, keepdims=True))
     dv = np.matmul(p16.swapaxes(-1, -2).astype(np.float32), dy16.astype(np.float32))
-    np.testing.assert_allclose(got[3], dv.astype(np.float16).astype(np.float32), rtol=2e-3, atol=1e-6)
+    np.testing.assert_allclose(
+        got[3], dv.astype(np.float16).astype(np.float32), rtol=2e-3, atol=1e-6
+    )
     want_q = np.matmul((ds.astype(np.float16) * scale).astype(np.float32), k.astype(np.float32))
     np.testing.assert_allclose(got[1], want_q, rtol=2e-2, atol=2e-5)
     # and within float16's rounding of the float32 step's gradients

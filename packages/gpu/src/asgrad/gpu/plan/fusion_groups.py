@@ -203,9 +203,8 @@ def stored_chains(
             continue
         if not any(u is not following[0] for u in following):
             continue
-        if following[0].op in ROW_OPS or following[0].op in ROW_REDUCTIONS:
-            stored.add(node.id)
-        elif _holds_rows(node, inlined, types):
+        first = following[0]
+        if first.op in ROW_OPS or first.op in ROW_REDUCTIONS or _holds_rows(node, inlined, types):
             stored.add(node.id)
     return frozenset(stored)
 
