@@ -365,8 +365,9 @@ def test_the_benchmark_transformer_step_pins_its_dispatches(device: Device) -> N
     # column reductions summing split-K weight gradients; 81 (86 in all) once the update
     # adds the split-K pieces and row kernels take the chains around them; 71 (76 in all)
     # with attention fused; 63 (68 in all) since the attention kernels write the merged
-    # heads and qkv's gradient where their views put them (8 view copies before)
-    assert sum(kinds.values()) <= 63, kinds
+    # heads and qkv's gradient where their views put them (8 view copies before); 62
+    # (67 in all) since the loss's log-softmax read by two kernels is stored by the first
+    assert sum(kinds.values()) <= 62, kinds
     assert kinds["column reduction"] == 0, kinds
     assert kinds["view copy"] == 0, kinds
 
@@ -392,15 +393,15 @@ def test_the_benchmark_transformer_mixed_step_pins_its_dispatches(device: Device
     kinds = _count(program, feeds, device)
     kinds.pop("optimizer update")  # as many as the storage bindings need
     kinds.pop("checks")  # likewise
-    # measured on lavapipe when pinned: 94 besides the updates and the checks (102 in
+    # measured on lavapipe when pinned: 92 besides the updates and the checks (100 in
     # all); 102 (110 in all) while the backward recomputed attention's softmax (and its
     # float16 copy) and each layer norm's gradient kernel recomputed the earlier ones'
     # (their sum read again by the next layer), and the weight-gradient terms of the
-    # norms were kernels of their own; 157 (169 in all) while each weight's cast was a
-    # kernel of its own and 48 column reductions summed the float16 gradients' split-K
-    # pieces and bias rows. Attention runs unfused (no float16 attention backward
-    # kernel): the most of the difference from the float32 step's 63
-    assert sum(kinds.values()) <= 94, kinds
+    # norms and the final norm's float16 cast were kernels of their own; 157 (169 in
+    # all) while each weight's cast was a kernel of its own and 48 column reductions
+    # summed the float16 gradients' split-K pieces and bias rows. Attention runs unfused (no float16 attention backward
+    # kernel): the most of the difference from the float32 step's 62
+    assert sum(kinds.values()) <= 92, kinds
     assert kinds["column reduction"] == 0, kinds
     assert kinds["gradient sums"] == 1, kinds
     assert kinds["variable casts"] == 1, kinds

@@ -150,3 +150,28 @@ def test_a_sum_holding_a_row_program_is_stored_once_for_its_other_readers(
     assert kinds["elementwise"] == 1, kinds  # ``s3 * 2``, reading the stored s3: no cast
     # no kernel repeats an earlier layer's norm (its mean and variance: two stages)
     assert max(stages, default=0) == 2, stages
+
+
+def test_a_norm_read_by_two_kernels_is_stored_by_the_first(device: Device) -> None:
+    # the final norm's gradient of a mixed step: cast to float16 for a product, and
+    # added to the residual's gradient
+    B, T, D = 3, 5, 32
+    feeds = {
+        "x": _normal(B, T, D),
+        "w": _normal(D, seed=1),
+        "b": _normal(D, seed=3),
+        "r": _normal(B, T, D, seed=2),
+    }
+    feeds["w"][3] = 7e4  # overflows float16: inf in the cast, finite in the sum
+    feeds["x"][2, 4, 0] = np.nan
+    g = Graph()
+    x, w, b, r = (g.input(k, v.shape, free=()) for k, v in feeds.items())
+    y = layer_norm(x, w, b)
+    got, want, kinds = _both([y.astype("float16"), (y + r) * 3.0], feeds, device)
+    assert got[0].dtype == np.float16
+    np.testing.assert_array_equal(np.isinf(got[0]), np.isinf(want[0]))
+    assert np.isinf(want[0]).any()
+    np.testing.assert_allclose(got[0], want[0], rtol=HALF_ULP, atol=1e-3, equal_nan=True)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-4, equal_nan=True)
+    assert kinds["norm"] == 1, kinds  # the float16 output, storing y beside it
+    assert kinds["elementwise"] == 1, kinds  # ``(y + r) * 3`` reads the stored y

@@ -502,7 +502,7 @@ def lower_node(
     rows = get_op(node.op).rows
     if rows is not None and out_type.dtype == "float32" and node.op in ROW_OPS:
         program = rows(len(in_shape), len(ins), **node.attrs)
-        value = Rows(program, list(ins), out_type, ROW_OPS[node.op])
+        value = Rows(program, list(ins), out_type, ROW_OPS[node.op], keep=shared)
         return value if inline else launch_rows(value, siblings)
     if _summed_product(ins[0], node):
         folded = _folded_product(ins[0], out_type)

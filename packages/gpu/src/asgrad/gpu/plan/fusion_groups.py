@@ -94,6 +94,8 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             inlined.add(node.id)  # stored through its reader's expression (fusion.emit)
         elif node.id not in kept and _rows_epilogue(node, following, types, users, inlined):
             inlined.add(node.id)  # its reader's expression is its output (fusion_rows)
+        elif node.id not in kept and _shared_rows(node, following, types):
+            inlined.add(node.id)  # the first reader's kernel stores it for the others
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
             node.id in inlined
@@ -165,6 +167,19 @@ def _rows_epilogue(
     )
 
 
+def _shared_rows(node: Node, following: list[Node], types: Types) -> bool:
+    """A row op read by several elementwise nodes of its shape (a norm's gradient read
+    cast to float16 and by a sum): the kernel of the first whose output expression
+    reads it stores it beside its output, for the others (`stored_chains`)."""
+    if _row_program_inputs(node, types) is None or len(following) < 2:
+        return False
+    shape = tuple(types[node.id].shape)
+    return all(
+        u.op in EXPRESSION_OPS and not _shape_only(u, node) and tuple(types[u.id].shape) == shape
+        for u in following
+    )
+
+
 def _prologue(node: Node, users: Users, types: Types) -> bool:
     """A float32 elementwise node whose first reader is a row op of its shape reading
     it at the element (layer norm of a residual sum): the row kernel computes it as it
@@ -197,6 +212,9 @@ def stored_chains(
     stored: set[int] = set()
     for node in schedule.nodes:
         following = users.get(node.id)
+        if node.id in inlined and following and _shared_rows(node, following, types):
+            stored.add(node.id)  # a row program read by several kernels
+            continue
         if node.id not in inlined or node.op not in EXPRESSION_OPS or not following:
             continue
         if node.op == "cast" and node.inputs[0].id not in inlined:
@@ -412,9 +430,9 @@ def _row_kernel(node: Node, users: Users, inlined: frozenset[int]) -> Node | Non
     if node.id not in inlined:
         return node
     following = users.get(node.id, [])
-    if len(following) != 1:
+    if not following:
         return None
-    current = following[0]
+    current = following[0]  # several: the first computes it (and stores it)
     for _ in range(MAX_EPILOGUE_SEARCH):
         if current.id not in inlined:
             return current

@@ -121,7 +121,8 @@ class _Inputs:
         self.arrays: list[GpuArray] = []
         self.reads: list[Read] = []
         self.stages: list[Stage] = []
-        self.stored: list[tuple[Expr, Deferred]] = []  # chains other kernels read too
+        # chains (and a kept program's value) other kernels read too
+        self.stored: list[tuple[Expr, Deferred | Rows]] = []
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -307,7 +308,7 @@ class _Kernel:
     arrays: list[GpuArray]
     wrapped: dict[int, int]
     stores: tuple[Expr, ...]  # chains stored beside the output
-    chains: list[Deferred]  # the values they are
+    chains: list[Deferred | Rows]  # the values they are
     per_row: bool
     out_dtype: np.dtype[Any]  # the output's storage: float32, or float16 (an epilogue's)
 
@@ -334,6 +335,8 @@ def _compose(
     if out is None:
         return None
     per_row = rows.full is not None and (epilogue is None or own)
+    if rows.keep and epilogue is not None and not per_row and rows.full is None:
+        ins.stored.append((out, rows))  # read by other kernels too: stored beside
     if epilogue is not None and per_row:  # a reader of the reduction's own shape
         tree, host, leaves = epilogue
         row_args: list[Expr] = []
@@ -350,6 +353,8 @@ def _compose(
             e = out if k == host else ins.chain(v) if isinstance(v, Deferred) else None
             if e is None and isinstance(v, Rows) and ins.inlines(v):
                 e = ins.program(v)
+                if e is not None and v.keep:
+                    ins.stored.append((e, v))
             e = e if e is not None else ins.leaf(v)
             if e is None:
                 return None
