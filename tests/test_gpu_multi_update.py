@@ -399,8 +399,9 @@ def test_the_benchmark_transformer_mixed_step_pins_its_dispatches(device: Device
     # (their sum read again by the next layer), and the weight-gradient terms of the
     # norms and the final norm's float16 cast were kernels of their own; 157 (169 in
     # all) while each weight's cast was a kernel of its own and 48 column reductions
-    # summed the float16 gradients' split-K pieces and bias rows. Attention runs unfused (no float16 attention backward
-    # kernel): the most of the difference from the float32 step's 62
+    # summed the float16 gradients' split-K pieces and bias rows. Attention runs
+    # unfused (no float16 attention backward kernel): the most of the difference from
+    # the float32 step's 62
     assert sum(kinds.values()) <= 92, kinds
     assert kinds["column reduction"] == 0, kinds
     assert kinds["gradient sums"] == 1, kinds
