@@ -393,8 +393,9 @@ def test_the_benchmark_transformer_mixed_step_pins_its_dispatches(device: Device
     kinds = _count(program, feeds, device)
     kinds.pop("optimizer update")  # as many as the storage bindings need
     kinds.pop("checks")  # likewise
-    # measured on lavapipe when pinned: 92 besides the updates and the checks (100 in
-    # all); 102 (110 in all) while the backward recomputed attention's softmax (and its
+    # measured on lavapipe when pinned: 88 besides the updates and the checks (96 in
+    # all); 92 (100 in all) while the & of the checks was a tree of kernels binding a
+    # few flags each; 102 (110 in all) while the backward recomputed attention's softmax (and its
     # float16 copy) and each layer norm's gradient kernel recomputed the earlier ones'
     # (their sum read again by the next layer), and the weight-gradient terms of the
     # norms and the final norm's float16 cast were kernels of their own; 157 (169 in
@@ -402,7 +403,7 @@ def test_the_benchmark_transformer_mixed_step_pins_its_dispatches(device: Device
     # summed the float16 gradients' split-K pieces and bias rows. Attention runs
     # unfused (no float16 attention backward kernel): the most of the difference from
     # the float32 step's 62
-    assert sum(kinds.values()) <= 92, kinds
+    assert sum(kinds.values()) <= 88, kinds
     assert kinds["column reduction"] == 0, kinds
     assert kinds["gradient sums"] == 1, kinds
     assert kinds["variable casts"] == 1, kinds
