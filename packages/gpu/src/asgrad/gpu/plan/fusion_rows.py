@@ -353,8 +353,8 @@ def _compose(
             e = out if k == host else ins.chain(v) if isinstance(v, Deferred) else None
             if e is None and isinstance(v, Rows) and ins.inlines(v):
                 e = ins.program(v)
-                if e is not None and v.keep:
-                    ins.stored.append((e, v))
+                if e is not None and v.keep and v.full is None:
+                    ins.stored.append((e, v))  # a program of this shape others read
             e = e if e is not None else ins.leaf(v)
             if e is None:
                 return None
