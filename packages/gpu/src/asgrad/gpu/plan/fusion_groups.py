@@ -229,7 +229,8 @@ def stored_chains(
 
 def _holds_rows(node: Node, inlined: frozenset[int], types: Types) -> bool:
     """Whether ``node``'s expression (through its inlined elementwise inputs) reads an
-    inlined row program or row reduction of its own shape."""
+    inlined row program (`fusion.ROW_OPS`: a norm, a softmax, their gradients) of its
+    own shape."""
     shape = tuple(types[node.id].shape)
     stack, seen = list(node.inputs), {node.id}
     while stack and len(seen) <= MAX_EPILOGUE_SEARCH:

@@ -361,7 +361,8 @@ def _compose(
             out_args.append(e)
         out = substitute(tree, out_args)
         for sub, value in kept:
-            if tuple(value.type.shape) == ins.shape and value.wgsl in ("f32", "f16"):
+            fits = tuple(value.type.shape) == ins.shape and value.wgsl in ("f32", "f16")
+            if fits and all(d is not value for _, d in ins.stored):
                 ins.stored.append((substitute(sub, out_args), value))
     for sibling in siblings:
         e = ins.sibling(sibling)
