@@ -471,6 +471,55 @@ def profile_workload(name: str, top: int, precision: str = "float32") -> list[Ro
     return rows
 
 
+# WGSL of float32 GELU (tanh-free, as the plan renders it) over ``v`` (an f32 value).
+_GELU_F32 = "((0.5 * {v}) * (1.0 + asg_erf(({v} * 0.7071067811865475))))"
+
+
+def bench_half_elementwise(n: int, reps: int = 20) -> list[Row]:
+    """GPU microseconds of elementwise kernels over ``n`` elements, float32 against
+    float16 storage, to tell what makes a float16 kernel slow where it moves half the
+    bytes: the 2-byte loads and stores (``copy``), numpy-exact narrowing (``asg_f2h``,
+    which maps overflow to infinity) against WGSL's ``f16()``, and float16 arithmetic
+    against the same chain computed in float32 from widened loads (GELU)."""
+    rng = np.random.default_rng(0)
+    x32 = to_gpu(rng.standard_normal(n).astype(np.float32))
+    y32 = to_gpu(rng.standard_normal(n).astype(np.float32))
+    x16 = to_gpu(rng.standard_normal(n).astype(np.float16))
+    y16 = to_gpu(rng.standard_normal(n).astype(np.float16))
+    f32, f16 = np.float32, np.float16
+    gelu_h = "(0.5h * x0) * (1.0h + asg_f2h(asg_erf(asg_h2f((x0 * 0.70703125h)))))"
+    cases: list[tuple[str, str, list[Any], Any]] = [
+        ("copy f32", "x0", [x32], f32),
+        ("copy f16", "x0", [x16], f16),
+        ("add f32", "x0 + x1", [x32, y32], f32),
+        ("add f16", "x0 + x1", [x16, y16], f16),
+        ("add f16 + f32 (asg_f2h)", "x0 + asg_f2h(x1)", [x16, y32], f16),
+        ("add f16 + f32 (f16())", "x0 + f16(x1)", [x16, y32], f16),
+        ("add f16 in f32 (asg_f2h)", "asg_f2h(f32(x0) + f32(x1))", [x16, y16], f16),
+        ("add f16 in f32 (f16())", "f16(f32(x0) + f32(x1))", [x16, y16], f16),
+        ("gelu f32", _GELU_F32.format(v="x0"), [x32], f32),
+        ("gelu f16 (f16 arithmetic)", gelu_h, [x16], f16),
+        ("gelu f16 in f32 (asg_f2h)", f"asg_f2h({_GELU_F32.format(v='f32(x0)')})", [x16], f16),
+        ("gelu f16 in f32 (f16())", f"f16({_GELU_F32.format(v='f32(x0)')})", [x16], f16),
+    ]
+    rows: list[Row] = []
+    for name, expr, ins, dtype in cases:
+        out = elementwise(expr, ins, dtype)
+
+        def record(expr: str = expr, ins: list[Any] = ins, out: Any = out) -> None:
+            elementwise(expr, ins, out=out)
+
+        sec = _gpu_time(record, reps)
+        moved = sum(a.nbytes for a in ins) + out.nbytes
+        row: Row = {"bench": "half_elementwise", "case": name, "n": n}
+        if sec is not None:
+            row.update(us=sec * 1e6, gb_per_s=moved / sec / 1e9)
+            print(f"# {name:32s} {sec * 1e6:9.1f} us  {moved / sec / 1e9:7.1f} GB/s", flush=True)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small sizes (lavapipe)")
@@ -493,8 +542,18 @@ def main() -> None:
         help="float32, mixed, or both comma-separated: the transformers' step for "
         "--dispatches and --profile (mixed: precision='mixed' under a GradScaler)",
     )
+    parser.add_argument(
+        "--half-elementwise",
+        type=int,
+        metavar="N",
+        help="time float32 and float16 elementwise kernels over N elements instead",
+    )
     args = parser.parse_args()
     precisions = args.precision.split(",")
+    if args.half_elementwise:
+        get_device()
+        bench_half_elementwise(args.half_elementwise)
+        return
     if args.dispatches:
         get_device()
         for name in args.dispatches.split(","):

@@ -103,3 +103,75 @@ def test_a_float16_norm_still_rounds_once(device: Device) -> None:
     for a, b in zip(got, want, strict=True):
         assert a.dtype == np.float16
         np.testing.assert_allclose(a, b, rtol=HALF_ULP, atol=1e-6, equal_nan=True)
+
+
+def test_a_sum_holding_a_row_program_is_stored_once_for_its_other_readers(
+    device: Device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the mixed step's residual gradient: each layer's norm gradient added to the sum so
+    # far, read cast to float16 (a product's input) and by the next layer's sum
+    import asgrad.gpu.plan.fusion_rows as fusion_rows
+
+    B, T, D = 3, 5, 32
+    feeds = {
+        "g": _normal(B, T, D),
+        "x1": _normal(B, T, D, seed=1),
+        "x2": _normal(B, T, D, seed=2),
+        "x3": _normal(B, T, D, seed=3),
+        "w": _normal(D, seed=4),
+        "b": _normal(D, seed=5),
+    }
+    feeds["g"][1, 2, 7] = 7e4  # overflows float16 in every cast below: inf
+    feeds["x2"][0, 1, 4] = np.nan  # a NaN row from the second norm on
+    g = Graph()
+    gr, x1, x2, x3, w, b = (g.input(k, v.shape, free=()) for k, v in feeds.items())
+    s1 = gr + layer_norm(x1, w, b)
+    s2 = s1 + layer_norm(x2, w, b)
+    s3 = s2 + layer_norm(x3, w, b)
+    outs = [s1.astype("float16"), s2.astype("float16"), s3.astype("float16"), s3 * 2.0]
+    stages: list[int] = []
+    launch = fusion_rows.row_kernel_stores
+
+    def counted(program: Any, *args: Any) -> Any:
+        stages.append(len(program.stages))
+        return launch(program, *args)
+
+    monkeypatch.setattr(fusion_rows, "row_kernel_stores", counted)
+    got, want, kinds = _both(outs, feeds, device)
+    for a, e in zip(got[:3], want[:3], strict=True):
+        assert a.dtype == np.float16
+        np.testing.assert_array_equal(np.isinf(a), np.isinf(e))
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(e))
+        np.testing.assert_allclose(a, e, rtol=HALF_ULP, atol=1e-3, equal_nan=True)
+    assert np.isinf(want[0]).any()
+    assert np.isnan(want[1]).any()
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert kinds["norm"] == 3, kinds  # one kernel a norm, each storing its sum
+    assert kinds["elementwise"] == 1, kinds  # ``s3 * 2``, reading the stored s3: no cast
+    # no kernel repeats an earlier layer's norm (its mean and variance: two stages)
+    assert max(stages, default=0) == 2, stages
+
+
+def test_a_norm_read_by_two_kernels_is_stored_by_the_first(device: Device) -> None:
+    # the final norm's gradient of a mixed step: cast to float16 for a product, and
+    # added to the residual's gradient
+    B, T, D = 3, 5, 32
+    feeds = {
+        "x": _normal(B, T, D),
+        "w": _normal(D, seed=1),
+        "b": _normal(D, seed=3),
+        "r": _normal(B, T, D, seed=2),
+    }
+    feeds["w"][3] = 7e4  # overflows float16: inf in the cast, finite in the sum
+    feeds["x"][2, 4, 0] = np.nan
+    g = Graph()
+    x, w, b, r = (g.input(k, v.shape, free=()) for k, v in feeds.items())
+    y = layer_norm(x, w, b)
+    got, want, kinds = _both([y.astype("float16"), (y + r) * 3.0], feeds, device)
+    assert got[0].dtype == np.float16
+    np.testing.assert_array_equal(np.isinf(got[0]), np.isinf(want[0]))
+    assert np.isinf(want[0]).any()
+    np.testing.assert_allclose(got[0], want[0], rtol=HALF_ULP, atol=1e-3, equal_nan=True)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-4, equal_nan=True)
+    assert kinds["norm"] == 1, kinds  # the float16 output, storing y beside it
+    assert kinds["elementwise"] == 1, kinds  # ``(y + r) * 3`` reads the stored y

@@ -57,6 +57,29 @@ def test_finite_checks_of_many_tensors_match_numpy(device: Device, dtype: str) -
     assert kinds["checks"] == 3, kinds
     assert kinds["reduction"] == 0, kinds
     assert kinds["fill"] == 1, kinds
+    # the & of the 15 checks is a flag of their kernels: the one elementwise kernel is
+    # ``~found`` (a kernel each binding a few flags before: 3)
+    assert kinds["elementwise"] == 1, kinds
+
+
+def test_the_and_of_checks_launched_apart_is_computed_from_their_flags(device: Device) -> None:
+    # a reader of one check between them launches the first checks on their own: the
+    # & over checks of two launches is then computed from the flags, as before
+    g = Graph()
+    xs = [g.input(f"x{k}", (40,), free=()) for k in range(4)]
+    oks = [x.isfinite().all() for x in xs]
+    early = xs[2] * oks[0].cast("float32")  # reads the first check before the others
+    found = oks[0] & oks[1] & oks[2] & oks[3]
+    program = compile([~found, early], backend="gpu")
+    rng = np.random.default_rng(0)
+    base = {f"x{k}": rng.standard_normal(40).astype(np.float32) for k in range(4)}
+    for bad in (None, 0, 3):
+        feeds = dict(base)
+        if bad is not None:
+            feeds[f"x{bad}"] = np.r_[np.ones(39), np.nan].astype(np.float32)
+        got_found, got_early = program(feeds)
+        assert bool(got_found) == (bad is not None), bad
+        np.testing.assert_array_equal(got_early, feeds["x2"] * float(bad != 0))
 
 
 def test_a_sum_read_elsewhere_is_no_check(device: Device) -> None:

@@ -114,3 +114,27 @@ def test_plan_memory_of_an_empty_schedule_is_its_leaves() -> None:
     x = Graph().input("x", (8,))
     plan = plan_memory([x.node], [x.node])
     assert (plan.peak, plan.inputs, plan.peak_step) == (32, 32, -1)
+
+
+def test_a_value_made_in_the_backward_from_forward_values_is_no_activation() -> None:
+    # e = exp(x) is kept for the backward; w = exp(e) reads forward values alone but is
+    # made in the backward, right before its reader: a temporary at the peak, not kept
+    from asgrad.tensor.ir.scopes import node_meta
+
+    g = Graph()
+    x = g.input("x", (256,))
+    e = x.exp()
+    loss = e.sum()
+    with node_meta(role="gradient"):
+        seed = loss * 2.0
+        w = e.exp()
+        grad = (w * e) * seed
+    order = [x, e, loss, seed, w, w * e, grad]
+    nodes = []
+    for t in order:  # each value after its inputs (constants where first read)
+        nodes += [i for i in t.node.inputs if i.op == "constant" and i not in nodes]
+        nodes.append(t.node)
+    nodes[-2] = grad.node.inputs[0]  # the product grad reads
+    plan = plan_memory(nodes, [loss.node, grad.node])
+    assert plan.activations == KIB + 4  # e and the loss: made in the forward, read after
+    assert plan.temporaries >= 2 * KIB  # w and w * e at the peak

@@ -75,7 +75,7 @@ from asgrad.gpu.plan.fusion_groups import (
     stored_chains,
 )
 from asgrad.gpu.plan.multi_copies import launch_variable_copies, variable_copies
-from asgrad.gpu.plan.multi_finite import Checks, none_true_checks
+from asgrad.gpu.plan.multi_finite import Checks, check_conjunctions, none_true_checks
 from asgrad.gpu.plan.multi_sums import ColumnSums
 from asgrad.gpu.plan.multi_update import launch_update_batch
 from asgrad.gpu.plan.update_chains import UpdateBatch, find_update_batch
@@ -157,16 +157,15 @@ def build_plan(
     scope = ScopedPool(device.pool)
     try:
         with capturing(device, scope) as capture:
-            shared = shared_products(schedule, users, inlined) | stored_chains(
-                schedule, users, inlined
-            )
+            stored = stored_chains(schedule, users, inlined, types)
+            shared = shared_products(schedule, users, inlined) | stored
             members = batch.members if batch is not None else frozenset()
             written = {n.id for _, n in schedule.updates} | set(in_place) | members
             covered = set(attention.covered) if attention is not None else set()
             siblings = {  # no attention kernel hosts a sibling, nor is one
                 host: found
                 for host, found in row_siblings(
-                    schedule, users, inlined, types, written | covered
+                    schedule, users, inlined, types, written | covered, stored
                 ).items()
                 if host not in covered
             }
@@ -343,7 +342,8 @@ def lower_schedule(
     bindings = Bindings()
     copied = {n.id for n in copies}
     ready: dict[int, GpuArray] = {}  # launched with the first of ``copies``
-    flags = Checks.of(checks or {}, device)
+    conjunctions = check_conjunctions(schedule.nodes, set(checks or {}), inlined)
+    flags = Checks.of(checks or {}, device, len(conjunctions))
     casts = {cast.id for _, cast, _ in (checks or {}).values()}
     compared = set(checks or {})
     passed = {total.id for _, _, total in (checks or {}).values()}
@@ -378,6 +378,12 @@ def lower_schedule(
             values[node.id] = flags.add(values[node.inputs[0].id])
         elif flags is not None and (node.id in passed or node.id in compared):
             values[node.id] = values[node.inputs[0].id]  # the check's flag, passed on
+        elif (
+            flags is not None
+            and node.id in conjunctions
+            and (flag := flags.all_of(_flag_leaves([values[i.id] for i in node.inputs])))
+        ):
+            values[node.id] = flag  # the & of checks: a flag of their kernel's
         elif batch is not None and node.id in members:
             var = batch.variables.get(node.id)  # None: an interior rule of the batch
             if var is not None:
@@ -475,6 +481,20 @@ def _checks(
         for nid, found in none_true_checks(schedule.nodes, types, kept).items()
         if not others & {nid, *(n.id for n in found)}
     }
+
+
+def _flag_leaves(values: Sequence[Value]) -> list[Value]:
+    """The leaves of ``values`` through deferred expressions (an ``&`` of checks: their
+    flags)."""
+    leaves: list[Value] = []
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Deferred) and v.array is None:
+            stack.extend(v.inputs)
+        else:
+            leaves.append(v)
+    return leaves
 
 
 def _check_readers(

@@ -174,11 +174,15 @@ def _same_leaf(a: Leaf, b: Leaf) -> bool:
 FusedLeaf = Leaf | Product | Rows | Summed
 
 
-def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedLeaf]] | None:
+def fused_expression(
+    expr: Expr, inputs: list[Value], kept: list[tuple[Expr, Deferred]] | None = None
+) -> tuple[Expr, list[FusedLeaf]] | None:
     """``expr`` (over ``arg(k)``: ``inputs[k]``) with every deferred input's
     expression substituted, and the leaves it reads (``arg(k)`` of the result: leaf
     k): arrays, views, and products not yet launched (`emit` stores one through the
     expression, materializes the others). A deferred value read twice is one subtree.
+    ``kept`` collects the subtrees of the deferred values other kernels read too
+    (``keep``, not yet stored): a row kernel computing the expression stores them.
 
     None when the leaves would exceed the kernel's bindings (`max_inputs`) or the
     expression `MAX_NODES`.
@@ -199,6 +203,8 @@ def fused_expression(expr: Expr, inputs: list[Value]) -> tuple[Expr, list[FusedL
                 if sub is None:
                     inner = build(value.expr, value.inputs)
                     sub = composed[id(value)] = typed(inner, value.wgsl)
+                    if kept is not None and value.keep:
+                        kept.append((sub, value))
                 args.append(sub)
                 continue
             if isinstance(value, (Scattered, Reshaped)):
@@ -286,13 +292,16 @@ def emit(
     is this chain) is launched with the expression as its epilogue: one dispatch
     stores ``act(x @ w + b)``. Other products are launched on their own first.
     """
-    fused = fused_expression(expr, inputs)
+    kept: list[tuple[Expr, Deferred]] = []
+    fused = fused_expression(expr, inputs, kept)
     if fused is None:
         # too many leaves for one kernel: launch parts of the deferred inputs first
         _cut(expr, inputs)
-        fused = fused_expression(expr, inputs)
+        kept.clear()
+        fused = fused_expression(expr, inputs, kept)
     if fused is None:
         inputs = [materialize(v) for v in inputs]
+        kept.clear()
         fused = fused_expression(expr, inputs)
         assert fused is not None
     tree, found = fused
@@ -318,7 +327,7 @@ def emit(
         else:
             matmul_into(_view(p.a), _view(p.b), result, epilogue=Epilogue(renamed, others))
         return result
-    rows = _rows_host(tree, leaves, out, target, siblings)
+    rows = _rows_host(tree, leaves, out, target, siblings, kept)
     if rows is not None:
         return rows
     arrays = [materialize(v) if isinstance(v, (Product, Rows, Summed)) else v for v in leaves]
@@ -404,11 +413,13 @@ def _rows_host(
     out: TensorType,
     target: GpuArray | Operand | None,
     siblings: Sequence[Deferred],
+    kept: Sequence[tuple[Expr, Deferred]] = (),
 ) -> GpuArray | None:
     """``tree`` launched as the output expression of a row program among its leaves
     (`asgrad.gpu.plan.fusion_rows`), or None: the program has the output's shape (a
     reduction: its elements' shape, or its own), the output is float32 or float16
-    (rounded as the kernel stores it; no view of another buffer) and no check is made."""
+    (rounded as the kernel stores it; no view of another buffer) and no check is made.
+    ``kept``: subtrees of ``tree`` (over its leaves) the kernel stores as well."""
     if target is not None or out.dtype not in ("float32", "float16"):
         return None
     if _calls_checks(_nodes(tree)):
@@ -419,7 +430,7 @@ def _rows_host(
         own = leaf.full is not None and tuple(leaf.type.shape) == tuple(out.shape)
         if own or can_host(leaf, tuple(out.shape)):
             dtype = np.dtype(numpy_dtype(out.dtype))
-            return rows_epilogue(tree, k, list(leaves), siblings, own, dtype)
+            return rows_epilogue(tree, k, list(leaves), siblings, own, dtype, kept)
     return None
 
 
@@ -491,7 +502,7 @@ def lower_node(
     rows = get_op(node.op).rows
     if rows is not None and out_type.dtype == "float32" and node.op in ROW_OPS:
         program = rows(len(in_shape), len(ins), **node.attrs)
-        value = Rows(program, list(ins), out_type, ROW_OPS[node.op])
+        value = Rows(program, list(ins), out_type, ROW_OPS[node.op], keep=shared)
         return value if inline else launch_rows(value, siblings)
     if _summed_product(ins[0], node):
         folded = _folded_product(ins[0], out_type)

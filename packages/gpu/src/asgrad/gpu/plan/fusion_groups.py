@@ -94,6 +94,8 @@ def inlined_nodes(schedule: Schedule, users: Users, types: Types) -> frozenset[i
             inlined.add(node.id)  # stored through its reader's expression (fusion.emit)
         elif node.id not in kept and _rows_epilogue(node, following, types, users, inlined):
             inlined.add(node.id)  # its reader's expression is its output (fusion_rows)
+        elif node.id not in kept and _shared_rows(node, following, types):
+            inlined.add(node.id)  # the first reader's kernel stores it for the others
     for node in schedule.nodes:  # a widely read scalar is recomputed only if it is short
         if (
             node.id in inlined
@@ -165,6 +167,19 @@ def _rows_epilogue(
     )
 
 
+def _shared_rows(node: Node, following: list[Node], types: Types) -> bool:
+    """A row op read by several elementwise nodes of its shape (a norm's gradient read
+    cast to float16 and by a sum): the kernel of the first whose output expression
+    reads it stores it beside its output, for the others (`stored_chains`)."""
+    if _row_program_inputs(node, types) is None or len(following) < 2:
+        return False
+    shape = tuple(types[node.id].shape)
+    return all(
+        u.op in EXPRESSION_OPS and not _shape_only(u, node) and tuple(types[u.id].shape) == shape
+        for u in following
+    )
+
+
 def _prologue(node: Node, users: Users, types: Types) -> bool:
     """A float32 elementwise node whose first reader is a row op of its shape reading
     it at the element (layer norm of a residual sum): the row kernel computes it as it
@@ -183,18 +198,51 @@ def _prologue(node: Node, users: Users, types: Types) -> bool:
     return all(layouts[k] == "element" for k, i in enumerate(first.inputs) if i.id == node.id)
 
 
-def stored_chains(schedule: Schedule, users: Users, inlined: frozenset[int]) -> frozenset[int]:
-    """The inlined elementwise nodes whose first reader is a row op and that other
-    nodes read too: the row kernel stores the value it computes for them."""
-    return frozenset(
-        node.id
-        for node in schedule.nodes
-        if node.id in inlined
-        and node.op in EXPRESSION_OPS
-        and users.get(node.id)
-        and (users[node.id][0].op in ROW_OPS or users[node.id][0].op in ROW_REDUCTIONS)
-        and any(u is not users[node.id][0] for u in users[node.id])
-    )
+def stored_chains(
+    schedule: Schedule, users: Users, inlined: frozenset[int], types: Types
+) -> frozenset[int]:
+    """The inlined elementwise nodes that a row kernel stores for their other readers:
+    those whose first reader is a row op and that other nodes read too, and those
+    read by several nodes whose expression holds an inlined row program (a layer
+    norm's input gradient added to the residual's gradient, read both cast to float16
+    by a product and by the next sum): the row kernel whose output expression
+    computes one first stores it, rather than each reader repeating the program's
+    reductions (`asgrad.gpu.plan.fusion_rows`). A cast of a launched array alone (a
+    float16 product widened) is never stored: reading it widened costs nothing."""
+    stored: set[int] = set()
+    for node in schedule.nodes:
+        following = users.get(node.id)
+        if node.id in inlined and following and _shared_rows(node, following, types):
+            stored.add(node.id)  # a row program read by several kernels
+            continue
+        if node.id not in inlined or node.op not in EXPRESSION_OPS or not following:
+            continue
+        if node.op == "cast" and node.inputs[0].id not in inlined:
+            continue
+        if not any(u is not following[0] for u in following):
+            continue
+        first = following[0]
+        if first.op in ROW_OPS or first.op in ROW_REDUCTIONS or _holds_rows(node, inlined, types):
+            stored.add(node.id)
+    return frozenset(stored)
+
+
+def _holds_rows(node: Node, inlined: frozenset[int], types: Types) -> bool:
+    """Whether ``node``'s expression (through its inlined elementwise inputs) reads an
+    inlined row program (`fusion.ROW_OPS`: a norm, a softmax, their gradients) of its
+    own shape."""
+    shape = tuple(types[node.id].shape)
+    stack, seen = list(node.inputs), {node.id}
+    while stack and len(seen) <= MAX_EPILOGUE_SEARCH:
+        current = stack.pop()
+        if current.id in seen or current.id not in inlined:
+            continue
+        seen.add(current.id)
+        if current.op in ROW_OPS and tuple(types[current.id].shape) == shape:
+            return True
+        if current.op in EXPRESSION_OPS:
+            stack.extend(current.inputs)
+    return False
 
 
 def _scatter_sums(schedule: Schedule, users: Users) -> set[int]:
@@ -375,19 +423,34 @@ def _row_axes(node: Node, types: Types) -> tuple[tuple[int, ...], tuple[int, ...
 
 def _row_kernel(node: Node, users: Users, inlined: frozenset[int]) -> Node | None:
     """The launched node whose kernel is the row op ``node``'s: itself, or the one
-    elementwise reader it is the output expression of."""
+    elementwise reader it is the output expression of, directly or through inlined
+    elementwise readers (the first reader of one read by several: the kernel that
+    computes it first and stores it, `stored_chains`)."""
     if node.op not in ROW_OPS:
         return None
     if node.id not in inlined:
         return node
     following = users.get(node.id, [])
-    if len(following) == 1 and following[0].id not in inlined:
-        return following[0]
+    if not following:
+        return None
+    current = following[0]  # several: the first computes it (and stores it)
+    for _ in range(MAX_EPILOGUE_SEARCH):
+        if current.id not in inlined:
+            return current
+        after = users.get(current.id, [])
+        if current.op not in EXPRESSION_OPS or not after:
+            return None
+        current = after[0]
     return None
 
 
 def row_siblings(
-    schedule: Schedule, users: Users, inlined: frozenset[int], types: Types, written: set[int]
+    schedule: Schedule,
+    users: Users,
+    inlined: frozenset[int],
+    types: Types,
+    written: set[int],
+    stored: frozenset[int] = frozenset(),
 ) -> dict[int, list[tuple[int, list[int]]]]:
     """Elementwise kernels computed in an earlier row kernel over the same rows.
 
@@ -397,7 +460,9 @@ def row_siblings(
     axes that reads an input of that program (the op, or the reader it is the output
     expression of), when everything the node reads is made before that kernel
     (`asgrad.gpu.plan.fusion_rows`: the sibling is stored beside its output).
-    Kernel's node id -> (the node, its inlined inputs in schedule order).
+    Kernel's node id -> (the node, its inlined inputs in schedule order). A ``stored``
+    chain (`stored_chains`) is read as the array its row kernel stored, not through
+    its inputs.
     """
     index = {n.id: i for i, n in enumerate(schedule.nodes)}
     result: dict[int, list[tuple[int, list[int]]]] = {}
@@ -409,7 +474,7 @@ def row_siblings(
         stack = list(node.inputs)
         while stack and len(closure) <= MAX_EPILOGUE_SEARCH:
             current = stack.pop()
-            if current.id in inlined:
+            if current.id in inlined and current.id not in stored:
                 if current.id not in closure:
                     closure[current.id] = current
                     stack.extend(current.inputs)

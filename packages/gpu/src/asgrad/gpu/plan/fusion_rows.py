@@ -121,7 +121,8 @@ class _Inputs:
         self.arrays: list[GpuArray] = []
         self.reads: list[Read] = []
         self.stages: list[Stage] = []
-        self.stored: list[tuple[Expr, Deferred]] = []  # chains other kernels read too
+        # chains (and a kept program's value) other kernels read too
+        self.stored: list[tuple[Expr, Deferred | Rows]] = []
 
     @property
     def layouts(self) -> tuple[Layout, ...]:
@@ -307,7 +308,7 @@ class _Kernel:
     arrays: list[GpuArray]
     wrapped: dict[int, int]
     stores: tuple[Expr, ...]  # chains stored beside the output
-    chains: list[Deferred]  # the values they are
+    chains: list[Deferred | Rows]  # the values they are
     per_row: bool
     out_dtype: np.dtype[Any]  # the output's storage: float32, or float16 (an epilogue's)
 
@@ -318,6 +319,7 @@ def _compose(
     siblings: Sequence[Deferred] = (),
     own: bool = False,
     out_dtype: np.dtype[Any] = _FLOATS[0],
+    kept: Sequence[tuple[Expr, Deferred]] = (),
 ) -> _Kernel | None:
     """``rows``'s program with its deferred element inputs as prologues and
     ``epilogue`` (an expression over leaves, the ``host``-th being ``rows``) as its
@@ -325,12 +327,16 @@ def _compose(
     elementwise kernel reading another row program over the same rows) that it can
     compute is stored beside the output (``array`` holds it once launched). ``own``:
     the epilogue has the reduction ``rows``'s own shape (written once per row).
+    ``kept``: subtrees of the epilogue (over its leaves) that other kernels read, of
+    the kernel's shape: stored beside the output as well.
     """
     ins = _Inputs(_full(rows), rows.program.axes)
     out = ins.program(rows)
     if out is None:
         return None
     per_row = rows.full is not None and (epilogue is None or own)
+    if rows.keep and epilogue is not None and not per_row and rows.full is None:
+        ins.stored.append((out, rows))  # read by other kernels too: stored beside
     if epilogue is not None and per_row:  # a reader of the reduction's own shape
         tree, host, leaves = epilogue
         row_args: list[Expr] = []
@@ -347,11 +353,17 @@ def _compose(
             e = out if k == host else ins.chain(v) if isinstance(v, Deferred) else None
             if e is None and isinstance(v, Rows) and ins.inlines(v):
                 e = ins.program(v)
+                if e is not None and v.keep and v.full is None:
+                    ins.stored.append((e, v))  # a program of this shape others read
             e = e if e is not None else ins.leaf(v)
             if e is None:
                 return None
             out_args.append(e)
         out = substitute(tree, out_args)
+        for sub, value in kept:
+            fits = tuple(value.type.shape) == ins.shape and value.wgsl in ("f32", "f16")
+            if fits and all(d is not value for _, d in ins.stored):
+                ins.stored.append((substitute(sub, out_args), value))
     for sibling in siblings:
         e = ins.sibling(sibling)
         if e is not None:
@@ -390,15 +402,16 @@ def rows_epilogue(
     siblings: Sequence[Deferred] = (),
     own: bool = False,
     out_dtype: np.dtype[Any] = _FLOATS[0],
+    kept: Sequence[tuple[Expr, Deferred]] = (),
 ) -> GpuArray | None:
     """The kernel of ``tree`` (over ``leaves``, the ``host``-th a `Rows` of the
     kernel's shape) launched as that row program's output expression, written as
     ``out_dtype`` (float32, or float16: a cast of a norm's output rounded as it is
     stored), or None, launching nothing, when a leaf cannot be its input
-    (``siblings``, ``own``: see `_compose`)."""
+    (``siblings``, ``own``, ``kept``: see `_compose`)."""
     rows = leaves[host]
     assert isinstance(rows, Rows)
-    kernel = _compose(rows, (tree, host, leaves), siblings, own, out_dtype)
+    kernel = _compose(rows, (tree, host, leaves), siblings, own, out_dtype, kept)
     if kernel is None:
         return None
     out = _run(rows, kernel)

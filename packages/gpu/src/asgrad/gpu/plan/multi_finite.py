@@ -34,7 +34,7 @@ from asgrad.tensor import TensorType
 from asgrad.tensor.ir.graph import Node
 from asgrad.tensor.ir.scalar import Expr, arg
 
-__all__ = ["Checks", "none_true_checks"]
+__all__ = ["Checks", "check_conjunctions", "none_true_checks"]
 
 _THREADS = 256
 
@@ -74,12 +74,30 @@ def none_true_checks(
     return found
 
 
+def check_conjunctions(nodes: Sequence[Node], checks: Set[int], inlined: Set[int]) -> set[int]:
+    """The inlined ``bitwise_and`` nodes over checks alone (through other such nodes),
+    none of them read by another: found_inf's ``&`` of every gradient's check. A plan
+    computes each as one more flag, cleared with those of its checks (`Checks.all_of`),
+    instead of a tree of kernels binding a few flags each."""
+    over_checks: set[int] = set()
+    for n in nodes:
+        if (
+            n.op == "bitwise_and"
+            and n.id in inlined
+            and all(i.id in checks or i.id in over_checks for i in n.inputs)
+        ):
+            over_checks.add(n.id)
+    inner = {i.id for n in nodes if n.id in over_checks for i in n.inputs}
+    return over_checks - inner
+
+
 @dataclass
 class _Job:
     flag: int
     tree: Expr
     leaves: list[GpuArray | Operand | Summed]  # a Summed: its partial sums, added up
     size: int
+    groups: list[int] = field(default_factory=list)  # conjunctions' flags it clears too
 
     def bindings(self) -> set[tuple[int, str]]:
         """The buffers (and element types) the job reads."""
@@ -101,14 +119,35 @@ class Checks:
     earlier launch's flags stays what it was."""
 
     device: Device
-    size: int  # flags an array holds: every check of the plan
+    size: int  # flags an array holds: every check of the plan, then its conjunctions
     pending: list[_Job] = field(default_factory=list)
     flags: GpuArray | None = None  # the pending checks' flags
+    groups: list[set[int]] = field(default_factory=list)  # pending conjunctions' flags
 
     @classmethod
-    def of(cls, found: Mapping[int, object], device: Device) -> Checks | None:
-        """The checks of ``found`` (None when there are none)."""
-        return cls(device, len(found)) if found else None
+    def of(
+        cls, found: Mapping[int, object], device: Device, conjunctions: int = 0
+    ) -> Checks | None:
+        """The checks of ``found`` and room for ``conjunctions`` (`all_of`); None when
+        there are none."""
+        return cls(device, len(found) + conjunctions) if found else None
+
+    def all_of(self, parts: Sequence[Value]) -> Operand | None:
+        """One flag set when each of ``parts`` (the flags of pending checks) is: cleared
+        by the same kernel as theirs. None, adding none, when a part is no pending
+        check's flag (an earlier launch's)."""
+        flags = self.flags
+        if flags is None or len(self.pending) + len(self.groups) >= self.size:
+            return None
+        offsets: set[int] = set()
+        for part in parts:
+            if not isinstance(part, Operand) or part.array is not flags or part.shape != ():
+                return None
+            offsets.add(part.offset)
+        if not offsets <= {job.flag for job in self.pending}:
+            return None
+        self.groups.append(offsets)
+        return Operand(flags, (), (), self.size - len(self.groups))
 
     def add(self, x: Value) -> Operand:
         """Check ``x`` (its elements' expression): its flag, launched with the others by
@@ -131,9 +170,14 @@ class Checks:
         if not self.pending or flags is None:
             return
         jobs, self.pending, self.flags = self.pending, [], None
+        groups, self.groups = self.groups, []
         for job in jobs:  # the sums they read launched first (column sums wait till now)
             job.bindings()
-        elementwise("1u", [], np.bool_, (len(jobs),), out=Operand(flags, (len(jobs),), (1,), 0))
+            # the conjunctions it belongs to: cleared with it
+            job.groups = [
+                self.size - 1 - g for g, members in enumerate(groups) if job.flag in members
+            ]
+        elementwise("1u", [], np.bool_, (self.size,), out=flags)
         group: list[_Job] = []
         bound: set[tuple[int, str]] = set()
         for job in jobs:
@@ -242,7 +286,10 @@ def _dispatch(jobs: Sequence[_Job], flags: GpuArray) -> None:
                     *loads,
                     *(f"            {s}" for s in lets),
                     f"            if (({body}) != 0u) {{",
-                    f"                atomicStore(&b0[{job.flag}u], 0u);",
+                    *(
+                        f"                atomicStore(&b0[{flag}u], 0u);"
+                        for flag in (job.flag, *job.groups)
+                    ),
                     "            }",
                     "        }",
                     "        return;",

@@ -13,7 +13,7 @@ import numpy as np
 from asgrad.gpu.device import Device, fold_groups
 from asgrad.gpu.device.array import GpuArray, Operand
 from asgrad.gpu.plan.fusion import materialize
-from asgrad.gpu.plan.values import Partial, Summed, Value
+from asgrad.gpu.plan.values import Deferred, Partial, Summed, Value
 from asgrad.tensor import TensorType
 
 _THREADS = 256
@@ -83,6 +83,7 @@ class ColumnSums:
         jobs: list[tuple[Summed, GpuArray | Operand, int, int, int]] = []
         total = 0
         for value, src, rows in pending:
+            src = _unwidened(src)
             if not (isinstance(src, GpuArray) or (isinstance(src, Operand) and _contiguous(src))):
                 src = materialize(src)
             n = math.prod(src.shape) // rows
@@ -107,6 +108,21 @@ class ColumnSums:
             value.partial = Partial(arena, offset, chunks, n, tuple(src.shape[lead:]))
             offset += chunks * n
         _dispatch_sums(group, arena, self.device)
+
+
+def _unwidened(src: Value) -> Value:
+    """``src``, or the float16 array it widens when it is a deferred cast of one to
+    float32 alone (a float16 product's gradient): the sums kernel reads float16
+    widened, exactly as the cast would, so the widened copy is never launched."""
+    if not isinstance(src, Deferred) or src.array is not None or src.wgsl != "f32":
+        return src
+    e = src.expr
+    if e.op != "cast" or e.value != "float32" or e.args[0].op != "arg" or len(src.inputs) != 1:
+        return src
+    (inner,) = src.inputs
+    if isinstance(inner, (GpuArray, Operand)) and Operand.of(inner).array.wgsl == "f16":
+        return inner
+    return src
 
 
 def _dispatch_sums(

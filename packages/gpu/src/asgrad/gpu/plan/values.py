@@ -120,6 +120,9 @@ class Rows:
     # a reduction: one value per row (``type`` its shape, rows over ``full``'s elements)
     full: tuple[int, ...] | None = None
     base: Rows | None = None  # the value this one reshapes (launched as that one)
+    # read by other kernels too: the first kernel whose output expression reads it
+    # stores it beside its output, and ``array`` holds it for the others
+    keep: bool = False
 
     def reshaped(self, t: TensorType) -> Rows:
         """This reduction seen with the type ``t`` (size-1 axes added or removed)."""

@@ -68,7 +68,9 @@ class MemoryPlan:
         parameters: Trainable variables' values (held throughout).
         state: Other variables' values: optimizer state, running statistics.
         inputs: Feeds and constants (held throughout).
-        activations: At the peak, forward values kept for the backward pass.
+        activations: At the peak, forward values kept for the backward pass (made
+            before it; a value the backward makes from forward values, right before its
+            reader, is a temporary).
         temporaries: At the peak, everything else: gradients, values in flight.
         peak_step: The index in the schedule's nodes of the step at the peak.
         live: The bytes held after each step computes its value.
@@ -213,7 +215,11 @@ def plan_memory(
         position = {n.id: i for i, n in enumerate(nodes)}
         for value, b in size.items():
             if position[value] <= peak_step <= death[value]:
-                kept = value in forward_values and death[value] >= first_backward
+                kept = (
+                    value in forward_values
+                    and position[value] < first_backward
+                    and death[value] >= first_backward
+                )
                 if kept and peak_step >= first_backward:
                     activations += b
                 else:

@@ -40,7 +40,7 @@ from asgrad.tensor.ir.memory_order import ORDERS, depth_first
 from asgrad.tensor.ir.passes import topological_order
 from asgrad.tensor.ir.registry import get_op
 
-__all__ = ["recompute_widened_softmax", "rematerialize", "work"]
+__all__ = ["rematerialize", "work"]
 
 _NOT_RECOMPUTED = frozenset({"input", "parameter", "constant"})
 
@@ -277,83 +277,3 @@ def _chain(
                 chain[i.id] = i
                 stack.append(i)
     return chain
-
-
-# Elementwise ops a mixed-precision step's scores pass through on their way from
-# float16 into a float32 softmax (a scale, a mask added, a masked fill).
-_SCORE_OPS = frozenset({"add", "sub", "mul", "div", "neg", "where"})
-
-
-def recompute_widened_softmax(
-    nodes: Sequence[Node], roots: Sequence[Node]
-) -> tuple[list[Node], list[Node]]:
-    """``nodes`` and ``roots`` where the backward recomputes each forward float32
-    softmax whose scores are computed elementwise from float16 values widened by
-    ``precision="mixed"`` (attention's ``cast(q @ k.T * scale) + mask``), with those
-    scores and the softmax's casts back to float16: the backward then keeps the float16
-    values the scores are made of instead of the float32 probabilities and their
-    float16 copy, a third of the bytes. Exact (`with_recomputed`: the same ops on the
-    same values); unchanged where there is no such softmax, or no backward.
-    `asgrad.tensor.make_schedule` applies it to every schedule.
-
-    >>> from asgrad.tensor import Graph, make_schedule
-    >>> from asgrad.tensor.api.precision import mixed_precision
-    >>> from asgrad.tensor.ir.scopes import node_meta
-    >>> q = Graph().input("q", (4, 8))
-    >>> [p], _ = mixed_precision([(q @ q.T).softmax(-1)])  # of float16 scores
-    >>> with node_meta(role="gradient"):  # a backward pass reading the probabilities
-    ...     dp = p * 2.0
-    >>> steps = make_schedule([p.sum(), dp]).nodes
-    >>> [n.meta.get("role") for n in steps if n.op == "softmax"]
-    [None, 'recompute']
-    """
-    forward = forward_ids(nodes, roots)
-    if len(forward) == len(nodes):
-        return list(nodes), list(roots)
-    users: dict[int, list[Node]] = {}
-    for node in nodes:
-        for i in node.inputs:
-            users.setdefault(i.id, []).append(node)
-    chosen: set[int] = set()
-    for node in nodes:
-        if node.op != "softmax" or node.dtype != "float32" or node.id not in forward:
-            continue
-        scores = _widened_chain(node.inputs[0], forward)
-        if scores is None:
-            continue
-        chosen |= scores | {node.id}
-        chosen |= {
-            u.id
-            for u in users.get(node.id, [])
-            if u.op == "cast" and u.dtype == "float16" and u.id in forward
-        }
-    if not chosen:
-        return list(nodes), list(roots)
-    return with_recomputed(nodes, roots, chosen, forward)
-
-
-def _widened_chain(node: Node, forward: set[int]) -> set[int] | None:
-    """The forward nodes computing ``node`` elementwise from float16 values widened by
-    the mixed-precision pass (and from values held anyway: inputs, constants,
-    parameters), or None when it is computed otherwise or widens no float16 value."""
-    found, widened = _chain_from(node, forward)
-    return found if found is not None and widened else None
-
-
-def _chain_from(node: Node, forward: set[int]) -> tuple[set[int] | None, bool]:
-    if node.op in _NOT_RECOMPUTED:
-        return set(), False
-    if node.id not in forward or not get_op(node.op).pure:
-        return None, False
-    if node.op == "cast" and node.meta.get("precision") == "mixed":
-        return ({node.id}, True) if node.inputs[0].dtype == "float16" else (None, False)
-    if node.op not in _SCORE_OPS and node.op not in VIEW_OPS:
-        return None, False
-    found, widened = {node.id}, False
-    for i in node.inputs:
-        part, wide = _chain_from(i, forward)
-        if part is None:
-            return None, False
-        found |= part
-        widened = widened or wide
-    return found, widened

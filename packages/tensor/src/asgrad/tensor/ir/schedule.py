@@ -16,7 +16,8 @@ from asgrad.tensor.ir.graph import Node, Variable
 from asgrad.tensor.ir.memory import MemoryPlan, last_uses, plan_memory
 from asgrad.tensor.ir.passes import optimize
 from asgrad.tensor.ir.registry import TensorType, get_op
-from asgrad.tensor.ir.remat import recompute_widened_softmax, rematerialize
+from asgrad.tensor.ir.remat import rematerialize
+from asgrad.tensor.ir.saved_half import read_saved_half
 
 if TYPE_CHECKING:  # the IR names the API's Tensor in annotations only
     from asgrad.tensor.api.tensor import Tensor
@@ -128,7 +129,7 @@ def make_schedule(
         from asgrad.tensor.ir.passes import topological_order
 
         nodes, new_roots = topological_order(roots), roots
-    nodes, new_roots = recompute_widened_softmax(nodes, new_roots)
+    nodes, new_roots = read_saved_half(nodes, new_roots)
     if memory_budget is not None:
         nodes, new_roots, _ = rematerialize(nodes, new_roots, memory_budget)
     outs = new_roots[: len(outputs)]
