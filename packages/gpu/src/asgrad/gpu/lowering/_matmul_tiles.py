@@ -7,8 +7,10 @@ A tile is named ``"BMxBN_TMxTN_kBK[flags][_wW]"`` (``"128x64_8x4_k8"``,
 ``"128x128_8x8_k16dpu_w8"``): a BM x BN block of C per workgroup, TM x TN outputs per
 thread (4, 8 or 16 each), K steps of BK; the flags ``d`` (two K-step buffers in
 workgroup memory), ``p`` (with ``d``: the K loop unrolled by two so each buffer is
-named by a constant, no buffer index at run time) and ``u`` (the K-step's inner loop
-written out);
+named by a constant, no buffer index at run time), ``q`` (an operand read along K is
+fetched in blocks of 4 rows x 4 k, transposed in registers and stored as 4 vec4 instead
+of 16 scalars; BM and BN multiples of 32) and ``u`` (the K-step's inner loop written
+out);
 ``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W) block of
 threads, so its fragment reads from workgroup memory touch W vec4 of B and 32 / W of A
 (without it, a subgroup is 32 / (BN / TN) whole rows of threads).
@@ -49,10 +51,11 @@ class Tile:
     unroll: bool = False  # the K-step's inner loop written out
     pingpong: bool = False  # (double) the K loop unrolled by two: constant buffer indexes
     warp: int = 0  # threads along N per 32-invocation subgroup (0: whole rows of threads)
+    quad: bool = False  # operands read along K: 4x4 blocks transposed in registers
 
     @property
     def name(self) -> str:
-        flags = "d" * self.double + "p" * self.pingpong + "u" * self.unroll
+        flags = "d" * self.double + "p" * self.pingpong + "q" * self.quad + "u" * self.unroll
         lanes = f"_w{self.warp}" if self.warp else ""
         return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}{lanes}"
 
@@ -87,7 +90,7 @@ def tile(name: str) -> Tile:
         tm, tn = (int(v) for v in thread.split("x"))
         flags = depth.removeprefix("k").lstrip("0123456789")
         bk = int(depth.removeprefix("k").removesuffix(flags))
-        if set(flags) - {"d", "p", "u"} or len(rest) > 1 or not depth.startswith("k"):
+        if set(flags) - {"d", "p", "q", "u"} or len(rest) > 1 or not depth.startswith("k"):
             raise ValueError(flags)
         warp = int(rest[0].removeprefix("w")) if rest else 0
         if rest and not rest[0].startswith("w"):
@@ -97,7 +100,7 @@ def tile(name: str) -> Tile:
             f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK[flags][_wW] (e.g. "
             "128x64_8x4_k8, 128x128_8x8_k16dpu_w8)"
         ) from None
-    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp)
+    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp, "q" in flags)
     ok = (
         tm in (4, 8, 16)
         and tn in (4, 8, 16)
@@ -107,13 +110,15 @@ def tile(name: str) -> Tile:
         and t.threads <= 1024
         and t.shared <= 32768
         and (t.double or not t.pingpong)
+        and (not t.quad or (bm % 32 == 0 and bn % 32 == 0))
         and (warp == 0 or (warp in (2, 4, 8, 16) and t.wx % warp == 0 and t.wy % (32 // warp) == 0))
     )
     if not ok:
         raise GpuUnsupportedError(
             f"matmul tile {name!r}: TM and TN must be 4, 8 or 16, dividing BM and BN; BK a "
             "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
-            "after BK: d (double buffer), p (with d: constant buffer indexes), u "
+            "after BK: d (double buffer), p (with d: constant buffer indexes), q (4x4 "
+            "blocks of an operand read along K, BM and BN multiples of 32), u "
             "(unrolled); _wW: W of 2, 4, 8 or 16 dividing BN / TN, 32 / W dividing BM / TM"
         )
     return t
@@ -124,6 +129,8 @@ def _fetch(
 ) -> tuple[str, list[str], list[str], list[str]]:
     """Loader functions of one operand, and the code of the first fetch, the stashes
     into workgroup memory and the next fetch (one vec4 register per chunk)."""
+    if t.quad and layout == "k":
+        return _fetch_quad(operand, t, vec)
     big = t.bm if operand == "a" else t.bn  # the tile's extent along M (A) or N (B)
     total = big * t.bk // 4  # vec4 chunks in the tile
     per = -(-total // t.threads)
@@ -184,6 +191,77 @@ def _fetch(
             f"k0 + {t.bk}u, kend); }}"
         )
     return fetch + "\n\n" + stash, first, stash_calls, nxt
+
+
+def _fetch_quad(
+    operand: str, t: Tile, vec: bool
+) -> tuple[str, list[str], list[str], list[str]]:
+    """`_fetch` of an operand read along K with `Tile.quad`: each fetch reads 4 rows (A)
+    / columns (B) x 4 k as a mat4x4 (a vec4 of 4 consecutive k per row), and the stash
+    writes its transpose, 4 vec4 of 4 rows at one k, into the k-major workgroup tile.
+    Block ``c`` of a workgroup: rows ``4 * r`` where ``r = (c / (8 * BK / 4)) * 8 + c %
+    8``, k ``4 * ((c / 8) % (BK / 4))``: 8 neighbouring blocks share k, so a quarter
+    subgroup's vec4 stores fall in 8 different banks, and a subgroup reads runs of BK
+    / 4 vec4 along K of 32 / (BK / 4) rows."""
+    big = t.bm if operand == "a" else t.bn
+    kc = t.bk // 4
+    total = big * kc // 4  # 4x4 blocks in the tile
+    per = -(-total // t.threads)
+    guard = total % t.threads != 0
+    shared = "As" if operand == "a" else "Bs"
+    pos = (
+        f"let r = (c / {8 * kc}u) * 8u + c % 8u;\n    let k = ((c / 8u) % {kc}u) * 4u;"
+    )
+    origin = "row0" if operand == "a" else "col0"
+    if operand == "a":
+        inside = "g < params.M && kg < kend"
+        flat = "(base + g * params.a_sm + kg * params.a_sk) / 4u"
+        scal = "load_a(base, g, kg{k}, kend)"
+        arr = "A"
+    else:
+        inside = "kg < kend && g < params.N"
+        flat = "(base + kg * params.b_sk + g * params.b_sn) / 4u"
+        scal = "load_b(base, kg{k}, g, kend)"
+        arr = "B"
+    if vec:
+        body = (
+            f"if ({inside}) {{\n        return vec4<f32>({arr}[{flat}]);\n    }}\n"
+            "    return vec4<f32>(0.0);"
+        )
+    else:
+        parts = [scal.format(k=f" + {e}u" if e else "") for e in range(4)]
+        body = "return vec4<f32>(" + ", ".join(parts) + ");"
+    line = (
+        f"fn line_{operand}(base: u32, g: u32, kg: u32, kend: u32) -> vec4<f32> {{\n"
+        f"    {body}\n}}"
+    )
+    rows = ", ".join(f"line_{operand}(base, g + {j}u, kg, kend)" for j in range(4))
+    fetch = (
+        f"fn fetch_{operand}(c: u32, base: u32, {origin}: u32, k0: u32, kend: u32)"
+        " -> mat4x4<f32> {\n"
+        f"    {pos}\n    let g = {origin} + 4u * r;\n    let kg = k0 + k;\n"
+        f"    return mat4x4<f32>({rows});\n}}"
+    )
+    stores = "\n".join(f"    {shared}[stage][k + {e}u][r] = w[{e}];" for e in range(4))
+    stash = (
+        f"fn stash_{operand}(c: u32, v: mat4x4<f32>, stage: u32) {{\n    {pos}\n"
+        f"    let w = transpose(v);\n{stores}\n}}"
+    )
+    first, stash_calls, nxt = [], [], []
+    for q in range(per):
+        c = f"li + {q * t.threads}u"
+        reg = f"next_{operand}{q}"
+        cond = f"if ({c} < {total}u) " if guard and (q + 1) * t.threads > total else ""
+        first.append(
+            f"    var {reg} = mat4x4<f32>();\n    {cond}{{ {reg} = fetch_{operand}({c}, "
+            f"{operand}_base, {origin}, kbeg, kend); }}"
+        )
+        stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, STAGE); }}")
+        nxt.append(
+            f"{cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
+            f"k0 + {t.bk}u, kend); }}"
+        )
+    return line + "\n\n" + fetch + "\n\n" + stash, first, stash_calls, nxt
 
 
 IDENTITY = (
