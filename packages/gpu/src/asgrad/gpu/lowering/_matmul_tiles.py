@@ -193,9 +193,7 @@ def _fetch(
     return fetch + "\n\n" + stash, first, stash_calls, nxt
 
 
-def _fetch_quad(
-    operand: str, t: Tile, vec: bool
-) -> tuple[str, list[str], list[str], list[str]]:
+def _fetch_quad(operand: str, t: Tile, vec: bool) -> tuple[str, list[str], list[str], list[str]]:
     """`_fetch` of an operand read along K with `Tile.quad`: each fetch reads 4 rows (A)
     / columns (B) x 4 k as a mat4x4 (a vec4 of 4 consecutive k per row), and the stash
     writes its transpose, 4 vec4 of 4 rows at one k, into the k-major workgroup tile.
@@ -209,9 +207,7 @@ def _fetch_quad(
     per = -(-total // t.threads)
     guard = total % t.threads != 0
     shared = "As" if operand == "a" else "Bs"
-    pos = (
-        f"let r = (c / {8 * kc}u) * 8u + c % 8u;\n    let k = ((c / 8u) % {kc}u) * 4u;"
-    )
+    pos = f"let r = (c / {8 * kc}u) * 8u + c % 8u;\n    let k = ((c / 8u) % {kc}u) * 4u;"
     origin = "row0" if operand == "a" else "col0"
     if operand == "a":
         inside = "g < params.M && kg < kend"
@@ -232,8 +228,7 @@ def _fetch_quad(
         parts = [scal.format(k=f" + {e}u" if e else "") for e in range(4)]
         body = "return vec4<f32>(" + ", ".join(parts) + ");"
     line = (
-        f"fn line_{operand}(base: u32, g: u32, kg: u32, kend: u32) -> vec4<f32> {{\n"
-        f"    {body}\n}}"
+        f"fn line_{operand}(base: u32, g: u32, kg: u32, kend: u32) -> vec4<f32> {{\n    {body}\n}}"
     )
     rows = ", ".join(f"line_{operand}(base, g + {j}u, kg, kend)" for j in range(4))
     fetch = (

@@ -1,0 +1,95 @@
+"""Tiles whose operands read along K are fetched as 4x4 blocks and stored transposed
+(the ``q`` flag): against numpy for every operand layout, scalar and vec4 reads, a
+batch, split-K and tile edges, on the test adapter (lavapipe in CI); their names."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from asgrad.gpu import Device, to_gpu
+from asgrad.gpu.errors import GpuUnsupportedError
+from asgrad.gpu.lowering import _matmul_tiles as tiles
+from asgrad.gpu.lowering.linalg import MatrixView, matmul
+
+pytestmark = pytest.mark.gpu
+Array = np.ndarray
+
+LAYOUTS = list(itertools.product((False, True), (False, True)))  # (A, B) stored transposed
+
+
+def _view(device: Device, x: Array, transposed: bool) -> MatrixView:
+    if transposed:  # stored transposed, read through swapped strides
+        return MatrixView(to_gpu(np.ascontiguousarray(np.swapaxes(x, -1, -2)), device)).transpose()
+    return MatrixView(to_gpu(x, device))
+
+
+@pytest.mark.parametrize("transpose", LAYOUTS)
+def test_quad_tile_matches_numpy_for_every_layout(
+    device: Device, transpose: tuple[bool, bool]
+) -> None:
+    """64x64_8x4_k16dpqu: 128 threads, 64 blocks of 4x4 per operand tile (half the
+    threads fetch, the rest wait); odd sizes read as scalars over a batch with K in
+    two uneven pieces (an odd and an even number of K steps), then aligned sizes read
+    as vec4 past the tile's edges (67 rows and 70 columns of 64-wide tiles)."""
+    rng = np.random.default_rng(21)
+    cases = [((2, 67, 37), (2, 37, 70), 2), ((68, 64), (64, 72), 1)]
+    for a_shape, b_shape, splits in cases:
+        a = rng.standard_normal(a_shape).astype(np.float32)
+        b = rng.standard_normal(b_shape).astype(np.float32)
+        va, vb = _view(device, a, transpose[0]), _view(device, b, transpose[1])
+        got = matmul(va, vb, "64x64_8x4_k16dpqu", splits).numpy()
+        np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"{a_shape}")
+
+
+@pytest.mark.parametrize(
+    ("shapes", "splits"), [(((131, 77), (77, 132)), 1), (((8, 40), (40, 12)), 3)]
+)
+def test_quad_tile_with_several_blocks_per_thread_matches_numpy(
+    device: Device, shapes: tuple[tuple[int, ...], tuple[int, ...]], splits: int
+) -> None:
+    """128x64_8x8_k32qu, both operands read along K: A's 128 x 32 tile is two 4x4
+    blocks per thread, B's one; across a second partial row of tiles, then a product
+    much smaller than one tile with K in 3 pieces of one step each."""
+    rng = np.random.default_rng(22)
+    a = rng.standard_normal(shapes[0]).astype(np.float32)
+    b = rng.standard_normal(shapes[1]).astype(np.float32)
+    got = matmul(_view(device, a, False), _view(device, b, True), "128x64_8x8_k32qu", splits)
+    np.testing.assert_allclose(got.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_quad_tile_reads_float16_along_k(device: Device) -> None:
+    """float16 operands, both read along K as vec4 blocks, batch broadcast, accumulated
+    in float32 and rounded once."""
+    if "shader-f16" not in device.capabilities.features:
+        pytest.skip("the adapter has no shader-f16")
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((2, 1, 12, 40)).astype(np.float16)
+    b = rng.standard_normal((3, 40, 20)).astype(np.float16)
+    got = matmul(_view(device, a, False), _view(device, b, True), "64x64_8x4_k16dpqu", 1)
+    want = np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=2e-3, atol=2e-3)
+
+
+def test_quad_flag_round_trips_and_needs_blocks_of_32() -> None:
+    for name in ("128x256_8x16_k16qu", "64x64_8x4_k16dpqu", "128x128_8x16_k16dqu_w4"):
+        t = tiles.tile(name)
+        assert t.quad
+        assert t.name == name
+    assert tiles.tile("128x128_8x16_k16u").quad is False
+    assert tiles.tile("64x64_8x4_k16qdpu").name == "64x64_8x4_k16dpqu"  # flags in any order
+    for bad in ("48x64_4x4_k8qu", "64x16_4x4_k8q"):
+        with pytest.raises(GpuUnsupportedError, match="multiples of 32"):
+            tiles.tile(bad)
+
+
+def test_quad_flag_changes_only_operands_read_along_k() -> None:
+    """Where both operands are read along M / N the q tile is its plain twin's kernel;
+    where one is read along K it differs from it."""
+    quad, plain = tiles.tile("64x64_8x4_k16dpqu"), tiles.tile("64x64_8x4_k16dpu")
+    assert tiles.source(quad, "m", "n", True, True) == tiles.source(plain, "m", "n", True, True)
+    assert tiles.source(quad, "k", "n", True, True) != tiles.source(plain, "k", "n", True, True)
+    assert "transpose(v)" in tiles.source(quad, "m", "k", False, False)
