@@ -513,6 +513,16 @@ SHAPE_TILES: tuple[str, ...] = (
     "64x64_8x4_k32qu",
 )
 
+# Tiles timed with K in pieces (`tuning.split_counts`) where 128x128 tiles leave the
+# GPU short of workgroups (the weight gradients): 8x16 outputs per thread.
+SPLIT_SHAPE_TILES: tuple[str, ...] = (
+    "128x128_8x16_k8u",
+    "128x128_8x16_k16u",
+    "128x128_8x16_k16qu",
+    "128x256_8x16_k8u",
+    "128x256_8x16_k16qu",
+)
+
 
 def parse_products(spec: str) -> list[Product]:
     """``default`` (`PRODUCTS`) or comma-separated ``MxNxK:LAYOUTS[:bBATCH]``."""
@@ -539,14 +549,16 @@ def _product_configs(
     """The (tile, splits) of ``--candidates spec`` for one product, each once (a q tile
     whose operands are both read along M / N is the same kernel as its plain twin)."""
     if spec in ("new", "all", "tuned"):
-        out = [] if spec == "tuned" else [(t, 1) for t in SHAPE_TILES]
+        out = []
+        few = problem.groups("128x128_8x8_k16u") < tuning.SPLIT_BELOW_GROUPS
+        if spec != "tuned" and few and problem.splittable:  # K in pieces: 8x16 tiles first
+            for name in SPLIT_SHAPE_TILES:
+                out += [(name, s) for s in tuning.split_counts(problem, name)]
+        out += [] if spec == "tuned" else [(t, 1) for t in SHAPE_TILES]
         if spec != "new":
             out += tuning.candidates(problem, rule)
-        if spec == "all" and problem.splittable:
+        if spec == "all":
             out += [(t, 1) for t in (*tuning.TILES, *TILES)]
-            if problem.groups("128x128_8x8_k16u") < tuning.SPLIT_BELOW_GROUPS:
-                for name in ("128x256_8x16_k8u", "128x128_8x16_k8u", "128x128_8x16_k16qu"):
-                    out += [(name, s) for s in tuning.split_counts(problem, name)]
     else:
         out = []
         for item in spec.split(","):
