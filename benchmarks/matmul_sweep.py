@@ -723,6 +723,7 @@ def _rank_products(products: list[Product], rows: list[Row], top: int) -> None:
         auto = next((r for r in ok if str(r["tile"]).startswith("auto")), None)
         best = next((r for r in ok if not str(r["tile"]).startswith(("auto", "torch"))), None)
         tor = next((r for r in ok if r["tile"] == "torch-cuda-fp32"), None)
+        best = best or auto
         if auto and best:
             total_auto += count * auto["us"]
             total_best += count * min(best["us"], auto["us"])
