@@ -12,6 +12,7 @@ import pytest
 from asgrad.gpu import Device, to_gpu
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
+from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering.linalg import MatrixView, matmul
 
 pytestmark = pytest.mark.gpu
@@ -93,3 +94,17 @@ def test_quad_flag_changes_only_operands_read_along_k() -> None:
     assert tiles.source(quad, "m", "n", True, True) == tiles.source(plain, "m", "n", True, True)
     assert tiles.source(quad, "k", "n", True, True) != tiles.source(plain, "k", "n", True, True)
     assert "transpose(v)" in tiles.source(quad, "m", "k", False, False)
+
+
+def test_tuner_times_quad_tiles_only_where_an_operand_is_read_along_k(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tuning, "TILES", ("128x128_8x16_k16qu", "128x128_8x16_k16u"))
+    monkeypatch.setattr(tuning, "SPLIT_TILES", ("128x128_8x16_k16qu",))
+    for layouts in (("k", "k"), ("k", "n"), ("m", "k")):
+        timed = tuning.candidates(tuning.Problem(512, 512, 8192, 1, layouts), ("x", 1))
+        assert ("128x128_8x16_k16qu", 1) in timed
+        assert ("128x128_8x16_k16qu", 4) in timed
+    timed = tuning.candidates(tuning.Problem(512, 512, 8192, 1, ("m", "n")), ("x", 1))
+    assert not [c for c in timed if "q" in c[0]]
+    assert ("128x128_8x16_k16u", 1) in timed

@@ -218,7 +218,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     where fewer than `SPLIT_AT_LEAST` do (an output smaller than most tiles), also the
     `SPLIT_AT_LEAST` wasting least. Tiles
     of fewer than 8x8 outputs per thread are left out where `FILLING` gives
-    `MANY_GROUPS` workgroups."""
+    `MANY_GROUPS` workgroups, and tiles staging operands read along K as 4x4 blocks
+    (``q``) where neither operand is read along K."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
@@ -236,6 +237,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     seen: set[Choice] = set()
     unique = []
     for choice in out:
+        if choice != default and "k" not in problem.layouts and tiles.tile(choice[0]).quad:
+            continue  # both operands staged as read: the kernel of its plain twin
         if choice not in seen and problem.fits(choice):
             seen.add(choice)
             unique.append(choice)
