@@ -478,11 +478,21 @@ PRODUCTS: tuple[Product, ...] = (
     ("att_dv", 256, 64, 256, ("m", "n"), 256, 4),
     ("att_dkt", 64, 256, 256, ("m", "n"), 256, 4),
 )
-# Tiles timed first for `--shapes` (before the tuner's own candidates): 8x16 outputs
-# per thread with operands read along K as 4x4 blocks (q) and K steps of 16, and for
-# the attention heads tiles covering a whole 64-wide N, deeper K steps, more outputs
-# per thread.
+# Tiles timed first for `--shapes` (before the tuner's own candidates): vec4 stores
+# (s), 8x16 outputs per thread with operands read along K as 4x4 blocks (q) and K
+# steps of 16, and for the attention heads tiles covering a whole 64-wide N, deeper K
+# steps, more outputs per thread.
 SHAPE_TILES: tuple[str, ...] = (
+    # s: C stored as vec4 (the attention scores write 64 MiB at K = 64)
+    "128x128_8x16_k16qsu",
+    "128x256_8x16_k16qsu",
+    "128x256_8x16_k8qsu",
+    "128x128_8x8_k16qsu",
+    "128x64_8x8_k16qsu",
+    "128x64_8x8_k32qsu",
+    "64x64_8x8_k16qsu",
+    "256x64_16x8_k16qsu",
+    "128x256_8x16_k8su",
     "128x256_8x16_k8qu",
     "128x256_8x16_k16qu",
     "128x256_8x16_k16u",
@@ -516,6 +526,7 @@ SHAPE_TILES: tuple[str, ...] = (
 # Tiles timed with K in pieces (`tuning.split_counts`) where 128x128 tiles leave the
 # GPU short of workgroups (the weight gradients): 8x16 outputs per thread.
 SPLIT_SHAPE_TILES: tuple[str, ...] = (
+    "128x128_8x16_k8su",
     "128x128_8x16_k8u",
     "128x128_8x16_k16u",
     "128x128_8x16_k16qu",

@@ -9,11 +9,12 @@ import itertools
 import numpy as np
 import pytest
 
-from asgrad.gpu import Device, to_gpu
+from asgrad.gpu import Device, GpuArray, to_gpu
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering import _matmul_tuning as tuning
-from asgrad.gpu.lowering.linalg import MatrixView, matmul
+from asgrad.gpu.lowering.linalg import Epilogue, MatrixView, matmul, matmul_into
+from asgrad.tensor.ir import scalar as s
 
 pytestmark = pytest.mark.gpu
 Array = np.ndarray
@@ -108,3 +109,42 @@ def test_tuner_times_quad_tiles_only_where_an_operand_is_read_along_k(
     timed = tuning.candidates(tuning.Problem(512, 512, 8192, 1, ("m", "n")), ("x", 1))
     assert not [c for c in timed if "q" in c[0]]
     assert ("128x128_8x16_k16u", 1) in timed
+
+
+@pytest.mark.parametrize(("n", "splits"), [(72, 1), (72, 2), (70, 1)])
+def test_vec4_stores_match_numpy(device: Device, n: int, splits: int) -> None:
+    """64x64_8x4_k16dpqsu: rows of C a multiple of 4 long stored as vec4 (whole, and
+    the partial products of a split K), past the tile's edges (72 columns of 64-wide
+    tiles, 67 rows); rows of 70 are stored as scalars (the same kernel as without s)."""
+    rng = np.random.default_rng(24)
+    a = rng.standard_normal((2, 67, 40)).astype(np.float32)
+    b = rng.standard_normal((2, 40, n)).astype(np.float32)
+    got = matmul(_view(device, a, False), _view(device, b, True), "64x64_8x4_k16dpqsu", splits)
+    np.testing.assert_allclose(got.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_vec4_stores_run_the_epilogue_per_element(device: Device) -> None:
+    """A fused bias and ReLU stored as vec4: each of the 4 outputs through the
+    epilogue at its own column."""
+    rng = np.random.default_rng(25)
+    a = rng.standard_normal((37, 24)).astype(np.float32)
+    b = rng.standard_normal((24, 12)).astype(np.float32)
+    bias = rng.standard_normal(12).astype(np.float32)
+    out = GpuArray.empty((37, 12), np.float32, device)
+    expr = s.maximum(s.arg(0) + s.arg(1), 0.0)
+    epilogue = Epilogue(expr, [to_gpu(bias, device)])
+    va, vb = _view(device, a, False), _view(device, b, False)
+    matmul_into(va, vb, out, "64x64_8x4_k16dpqsu", 1, epilogue)
+    np.testing.assert_allclose(out.numpy(), np.maximum(a @ b + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_vec4_store_flag_changes_only_float32_rows_of_whole_vec4() -> None:
+    plain, stored = tiles.tile("64x64_8x4_k16dpqu"), tiles.tile("64x64_8x4_k16dpqsu")
+    assert stored.vstore
+    assert stored.name == "64x64_8x4_k16dpqsu"
+    assert tiles.source(stored, "k", "n", True, True) == tiles.source(plain, "k", "n", True, True)
+    half = ("f16", "f16")
+    assert tiles.source(stored, "k", "n", True, True, types=half, vec_c=True) == tiles.source(
+        plain, "k", "n", True, True, types=half
+    )
+    assert "C[i / 4u] = vec4<f32>(" in tiles.source(stored, "k", "n", True, True, vec_c=True)

@@ -9,8 +9,9 @@ thread (4, 8 or 16 each), K steps of BK; the flags ``d`` (two K-step buffers in
 workgroup memory), ``p`` (with ``d``: the K loop unrolled by two so each buffer is
 named by a constant, no buffer index at run time), ``q`` (an operand read along K is
 fetched in blocks of 4 rows x 4 k, transposed in registers and stored as 4 vec4 instead
-of 16 scalars; BM and BN multiples of 32) and ``u`` (the K-step's inner loop written
-out);
+of 16 scalars; BM and BN multiples of 32), ``s`` (C stored as vec4 where N is a
+multiple of 4 and C float32; as 4 scalars otherwise) and ``u`` (the K-step's inner
+loop written out);
 ``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W) block of
 threads, so its fragment reads from workgroup memory touch W vec4 of B and 32 / W of A
 (without it, a subgroup is 32 / (BN / TN) whole rows of threads).
@@ -52,10 +53,17 @@ class Tile:
     pingpong: bool = False  # (double) the K loop unrolled by two: constant buffer indexes
     warp: int = 0  # threads along N per 32-invocation subgroup (0: whole rows of threads)
     quad: bool = False  # operands read along K: 4x4 blocks transposed in registers
+    vstore: bool = False  # C stored as vec4 where its rows allow
 
     @property
     def name(self) -> str:
-        flags = "d" * self.double + "p" * self.pingpong + "q" * self.quad + "u" * self.unroll
+        flags = (
+            "d" * self.double
+            + "p" * self.pingpong
+            + "q" * self.quad
+            + "s" * self.vstore
+            + "u" * self.unroll
+        )
         lanes = f"_w{self.warp}" if self.warp else ""
         return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}{lanes}"
 
@@ -90,7 +98,7 @@ def tile(name: str) -> Tile:
         tm, tn = (int(v) for v in thread.split("x"))
         flags = depth.removeprefix("k").lstrip("0123456789")
         bk = int(depth.removeprefix("k").removesuffix(flags))
-        if set(flags) - {"d", "p", "q", "u"} or len(rest) > 1 or not depth.startswith("k"):
+        if set(flags) - {"d", "p", "q", "s", "u"} or len(rest) > 1 or not depth.startswith("k"):
             raise ValueError(flags)
         warp = int(rest[0].removeprefix("w")) if rest else 0
         if rest and not rest[0].startswith("w"):
@@ -100,7 +108,10 @@ def tile(name: str) -> Tile:
             f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK[flags][_wW] (e.g. "
             "128x64_8x4_k8, 128x128_8x8_k16dpu_w8)"
         ) from None
-    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp, "q" in flags)
+    t = Tile(
+        bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp, "q" in flags,
+        "s" in flags,
+    )  # fmt: skip
     ok = (
         tm in (4, 8, 16)
         and tn in (4, 8, 16)
@@ -118,7 +129,8 @@ def tile(name: str) -> Tile:
             f"matmul tile {name!r}: TM and TN must be 4, 8 or 16, dividing BM and BN; BK a "
             "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
             "after BK: d (double buffer), p (with d: constant buffer indexes), q (4x4 "
-            "blocks of an operand read along K, BM and BN multiples of 32), u "
+            "blocks of an operand read along K, BM and BN multiples of 32), s (vec4 "
+            "stores), u "
             "(unrolled); _wW: W of 2, 4, 8 or 16 dividing BN / TN, 32 / W dividing BM / TM"
         )
     return t
@@ -402,6 +414,7 @@ def source(
     epilogue: str = IDENTITY,
     loads: str | None = None,
     types: tuple[str, str] = ("f32", "f32"),
+    vec_c: bool = False,
 ) -> str:
     """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
     and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``, storing
@@ -409,7 +422,8 @@ def source(
     loads ``load_a(base, m, k, kend)`` and ``load_b(base, k, n, kend)`` (a
     convolution's gathers; the operands then read as scalars). ``types``: the storage
     types of the operands and of C (``f16``: widened as read, C rounded as stored; the
-    products accumulate in f32 either way)."""
+    products accumulate in f32 either way). ``vec_c``: C's rows are multiples of 4
+    long, so a tile with `Tile.vstore` stores float32 outputs as vec4."""
     if loads is not None and (vec_a or vec_b):
         raise GpuUnsupportedError("gathered matmul operands are read as scalars, not vec4")
     elem, c_elem = types
@@ -446,12 +460,15 @@ def source(
         read_b = "B[i / 4u][i % 4u]" if vec_b else "B[i]"
         widen = (lambda r: r) if elem == "f32" else (lambda r: f"f32({r})")
         loads = _STRIDED_LOADS.format(a=widen(read_a), b=widen(read_b))
+    vstore = t.vstore and vec_c and c_elem == "f32"
     return render(
         "linalg_matmul_tiled",
         A_ELEM=f"vec4<{elem}>" if vec_a else elem,
         B_ELEM=f"vec4<{elem}>" if vec_b else elem,
-        C_ELEM=c_elem,
-        C_STORE="asg_f2h" if c_elem == "f16" else "",
+        C_ELEM="vec4<f32>" if vstore else c_elem,
+        STORE_FN=_STORE_VEC4
+        if vstore
+        else _STORE_SCALARS.replace("$S", "asg_f2h" if c_elem == "f16" else ""),
         AS_ROW=t.bm // 4,
         BS_ROW=t.bn // 4,
         STAGES=t.stages,
@@ -470,6 +487,43 @@ def source(
         STORE=store,
     )
 
+
+# store_row: 4 neighbouring outputs of a row of C, each where it lies inside C ($S: the
+# conversion to C's type)
+_STORE_SCALARS = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
+    if (m >= params.M) {
+        return;
+    }
+    let base = c_base + m * params.N;
+    let er = ep_row(base / params.N);
+    if (n + 3u < params.N) {
+        C[base + n] = $S(epilogue(v.x, base + n, n, er));
+        C[base + n + 1u] = $S(epilogue(v.y, base + n + 1u, n + 1u, er));
+        C[base + n + 2u] = $S(epilogue(v.z, base + n + 2u, n + 2u, er));
+        C[base + n + 3u] = $S(epilogue(v.w, base + n + 3u, n + 3u, er));
+        return;
+    }
+    if (n < params.N) { C[base + n] = $S(epilogue(v.x, base + n, n, er)); }
+    if (n + 1u < params.N) { C[base + n + 1u] = $S(epilogue(v.y, base + n + 1u, n + 1u, er)); }
+    if (n + 2u < params.N) { C[base + n + 2u] = $S(epilogue(v.z, base + n + 2u, n + 2u, er)); }
+}"""
+
+# store_row where every row of C is a multiple of 4 long (so 4 outputs starting at a
+# multiple of 4 lie inside C together or not at all) and C is float32: one vec4
+_STORE_VEC4 = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
+    if (m >= params.M || n >= params.N) {
+        return;
+    }
+    let base = c_base + m * params.N;
+    let er = ep_row(base / params.N);
+    let i = base + n;
+    C[i / 4u] = vec4<f32>(
+        epilogue(v.x, i, n, er),
+        epilogue(v.y, i + 1u, n + 1u, er),
+        epilogue(v.z, i + 2u, n + 2u, er),
+        epilogue(v.w, i + 3u, n + 3u, er),
+    );
+}"""
 
 _STRIDED_LOADS = """fn load_a(base: u32, m: u32, k: u32, kend: u32) -> f32 {{
     if (m < params.M && k < kend) {{

@@ -269,9 +269,10 @@ def matmul_into(
     loads = None if gather is None else gather.loads
     # split-K partial products stay float32 until their sum is rounded
     types = (elem, elem if splits == 1 else "f32")
+    vec_c = t.vstore and N % 4 == 0  # rows of C (and its split slabs) in whole vec4
     pipe = device.pipeline(
-        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, types, (epi,), loads),
-        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, loads, types),
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, types, (epi,), loads, vec_c),
+        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, loads, types, vec_c),
         binds,
     )
     groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
