@@ -613,7 +613,7 @@ def sweep_products(
 
     def emit(row: Row) -> None:
         if not quiet or "error" in row:
-            emit(row)
+            print(json.dumps(row), flush=True)
 
     begin_all = time.perf_counter()
     device = get_device()
