@@ -10,8 +10,11 @@ workgroup memory), ``p`` (with ``d``: the K loop unrolled by two so each buffer 
 named by a constant, no buffer index at run time), ``q`` (an operand read along K is
 fetched in blocks of 4 rows x 4 k, transposed in registers and stored as 4 vec4 instead
 of 16 scalars; BM and BN multiples of 32), ``s`` (C stored as vec4 where N is a
-multiple of 4 and C float32; as 4 scalars otherwise) and ``u`` (the K-step's inner
-loop written out);
+multiple of 4 and C float32; as 4 scalars otherwise), ``c`` (a B read along K, such
+as a linear layer's weight in ``x @ W^T``, is first copied into a contiguous K x N
+array, so the product runs on the kernel for B read along N: `asgrad.gpu.lowering.
+linalg.matmul_into`; the kernel is the tile's without ``c``) and ``u`` (the K-step's
+inner loop written out);
 ``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W) block of
 threads, so its fragment reads from workgroup memory touch W vec4 of B and 32 / W of A
 (without it, a subgroup is 32 / (BN / TN) whole rows of threads).
@@ -54,11 +57,13 @@ class Tile:
     warp: int = 0  # threads along N per 32-invocation subgroup (0: whole rows of threads)
     quad: bool = False  # operands read along K: 4x4 blocks transposed in registers
     vstore: bool = False  # C stored as vec4 where its rows allow
+    copy_b: bool = False  # a B read along K copied first to one contiguous along N
 
     @property
     def name(self) -> str:
         flags = (
-            "d" * self.double
+            "c" * self.copy_b
+            + "d" * self.double
             + "p" * self.pingpong
             + "q" * self.quad
             + "s" * self.vstore
@@ -98,7 +103,11 @@ def tile(name: str) -> Tile:
         tm, tn = (int(v) for v in thread.split("x"))
         flags = depth.removeprefix("k").lstrip("0123456789")
         bk = int(depth.removeprefix("k").removesuffix(flags))
-        if set(flags) - {"d", "p", "q", "s", "u"} or len(rest) > 1 or not depth.startswith("k"):
+        if (
+            set(flags) - {"c", "d", "p", "q", "s", "u"}
+            or len(rest) > 1
+            or not depth.startswith("k")
+        ):
             raise ValueError(flags)
         warp = int(rest[0].removeprefix("w")) if rest else 0
         if rest and not rest[0].startswith("w"):
@@ -110,7 +119,7 @@ def tile(name: str) -> Tile:
         ) from None
     t = Tile(
         bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp, "q" in flags,
-        "s" in flags,
+        "s" in flags, "c" in flags,
     )  # fmt: skip
     ok = (
         tm in (4, 8, 16)
@@ -130,7 +139,7 @@ def tile(name: str) -> Tile:
             "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
             "after BK: d (double buffer), p (with d: constant buffer indexes), q (4x4 "
             "blocks of an operand read along K, BM and BN multiples of 32), s (vec4 "
-            "stores), u "
+            "stores), c (B read along K copied along N first), u "
             "(unrolled); _wW: W of 2, 4, 8 or 16 dividing BN / TN, 32 / W dividing BM / TM"
         )
     return t

@@ -95,6 +95,12 @@ TILES: tuple[str, ...] = (
     "32x64_4x4_k8du",
     "32x32_4x4_k8d",
 )
+# Tiles timed where B is read along K (a linear layer's x @ W^T) in a matmul: B copied
+# first into a contiguous K x N array (a transposing copy of a weight is a few us),
+# then the tiles that win for operands as stored: on an H200 those ran 8192 x 2048 x
+# 512 in 409 us against 455 for the best tile reading B along K
+# (benchmarks/matmul_sweep.py --shapes default --candidates all, 2026-12-02).
+COPY_TILES: tuple[str, ...] = ("128x256_8x16_k8cu", "128x128_8x16_k8cu")
 # Tiles timed with K cut in pieces, for deep products with few output tiles (16x16,
 # 16 threads: outputs smaller than 32x32, such as a first convolution's weight gradient).
 SPLIT_TILES: tuple[str, ...] = (
@@ -233,7 +239,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     `SPLIT_AT_LEAST` wasting least. Tiles
     of fewer than 8x8 outputs per thread are left out where `FILLING` gives
     `MANY_GROUPS` workgroups, and tiles staging operands read along K as 4x4 blocks
-    (``q``) where neither operand is read along K."""
+    (``q``) where neither operand is read along K; where B is read along K (not
+    gathered), `COPY_TILES` too (B copied along N first)."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
@@ -242,6 +249,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
             continue
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
+    if problem.layouts[1] == "k" and problem.kind == "matmul":
+        out += [(name, 1) for name in COPY_TILES if problem.use(name) >= MIN_USE]
     if problem.splittable:
         few = [n for n in SPLIT_TILES if problem.groups(n) < SPLIT_BELOW_GROUPS]
         inside = [n for n in few if problem.use(n) >= MIN_USE]
@@ -285,7 +294,8 @@ def identity(device: Device) -> dict[str, str]:
     caps = device.capabilities
     wgpu_version = str(getattr(sys.modules.get("wgpu"), "__version__", ""))
     sample = tiles.source(tiles.tile(TILES[0]), "k", "n", True, True)  # the generator's output
-    kernel = kernel_text("linalg_matmul_tiled") + sample + "".join(TILES) + "".join(SPLIT_TILES)
+    names = "".join((*TILES, *SPLIT_TILES, *COPY_TILES))
+    kernel = kernel_text("linalg_matmul_tiled") + sample + names
     return {
         "format": str(FORMAT),
         "adapter": caps.adapter,
