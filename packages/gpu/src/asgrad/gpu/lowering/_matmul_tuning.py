@@ -99,7 +99,8 @@ TILES: tuple[str, ...] = (
 # first into a contiguous K x N array (a transposing copy of a weight is a few us),
 # then the tiles that win for operands as stored: on an H200 those ran 8192 x 2048 x
 # 512 in 409 us against 455 for the best tile reading B along K
-# (benchmarks/matmul_sweep.py --shapes default --candidates all, 2026-12-02).
+# (benchmarks/matmul_sweep.py --shapes default --candidates all, 2026-12-02; the copy
+# not included: these candidates are timed with it).
 COPY_TILES: tuple[str, ...] = ("128x256_8x16_k8cu", "128x128_8x16_k8cu")
 # Tiles timed with K cut in pieces, for deep products with few output tiles (16x16,
 # 16 threads: outputs smaller than 32x32, such as a first convolution's weight gradient).
