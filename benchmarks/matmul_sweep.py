@@ -28,11 +28,28 @@ CUDA is importable::
 ``--candidates``: ``tuned`` (what the tuner times for the shape), ``all`` (every tile
 the tuner knows, then a grid of tile parameters beyond them, `grid`), or tile names
 (``128x128_8x8_k16du,128x128_8x8_k16dpu_w8/2``: ``/S`` cuts K in S pieces).
+
+Given products, batched and transposed as a workload runs them (``--shapes default``:
+those of ``transformer_large``, `PRODUCTS`; or ``MxNxK:LAYOUTS[:bBATCH]`` items, e.g.
+``8192x1536x512:kk,256x64x256:mn:b256``, the layouts as in the tuner: A stored along
+"k" (row-major) or "m" (transposed), B along "n" (row-major) or "k" (transposed)), each
+candidate timed alone, checked against numpy (first and last rows of the first and
+last matrix), ranked per shape against ``torch.matmul`` of the same storage and batch
+(CUDA events, TF32 off), with the ``auto`` row (the tuned choice); a candidate that
+fails is reported as an error and the sweep goes on; each shape gets ``--budget``
+seconds after its tuning (``--total``: seconds for the whole sweep, past which a shape
+gets only its ``auto`` row; ``--quiet``: no JSON line per row)::
+
+    python benchmarks/matmul_sweep.py --shapes default --candidates all --budget 10 --quiet
+
+``--candidates`` there: ``tuned``, ``new`` (`SHAPE_TILES` only), ``all`` (`SHAPE_TILES`,
+the tuner's candidates, then the split tiles with K in pieces), or tile names.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import time
@@ -443,6 +460,297 @@ def sweep_sizes(sizes: list[int], spec: str, torch: Any, budget: float, top: int
     return rows
 
 
+# (name, M, N, K, layouts, batch, times per transformer_large step): the products of
+# the workload (B * T = 8192 rows, d 512, FF 2048, vocab 256, 4 layers, 32 x 8 heads
+# of 256 x 64): a linear's forward x @ W^T (W stored (out, in): B along K), its input
+# gradient dY @ W and weight gradient X^T @ dY (over the rows), the attention scores
+# Q @ K^T (and dP = dO @ V^T), P @ V (and dQ = dS @ K), dV = P^T @ dO and
+# dK^T = Q^T @ dS.
+Product = tuple[str, int, int, int, tuple[str, str], int, int]
+_LINEARS = (("qkv", 512, 1536, 4), ("proj", 512, 512, 4), ("ff1", 512, 2048, 4),
+            ("ff2", 2048, 512, 4), ("head", 512, 256, 1))  # fmt: skip
+PRODUCTS: tuple[Product, ...] = (
+    *((f"fwd_{n}", 8192, fout, fin, ("k", "k"), 1, c) for n, fin, fout, c in _LINEARS),
+    *((f"dx_{n}", 8192, fin, fout, ("k", "n"), 1, c) for n, fin, fout, c in _LINEARS),
+    *((f"dw_{n}", fin, fout, 8192, ("m", "n"), 1, c) for n, fin, fout, c in _LINEARS),
+    ("att_qk", 256, 256, 64, ("k", "k"), 256, 8),
+    ("att_pv", 256, 64, 256, ("k", "n"), 256, 8),
+    ("att_dv", 256, 64, 256, ("m", "n"), 256, 4),
+    ("att_dkt", 64, 256, 256, ("m", "n"), 256, 4),
+)
+# Tiles timed first for `--shapes` (before the tuner's own candidates): vec4 stores
+# (s), 8x16 outputs per thread with operands read along K as 4x4 blocks (q) and K
+# steps of 16, and for the attention heads tiles covering a whole 64-wide N, deeper K
+# steps, more outputs per thread.
+SHAPE_TILES: tuple[str, ...] = (
+    # s: C stored as vec4 (the attention scores write 64 MiB at K = 64)
+    "128x128_8x16_k16qsu",
+    "128x256_8x16_k16qsu",
+    "128x256_8x16_k8qsu",
+    "128x128_8x8_k16qsu",
+    "128x64_8x8_k16qsu",
+    "128x64_8x8_k32qsu",
+    "64x64_8x8_k16qsu",
+    "256x64_16x8_k16qsu",
+    "128x256_8x16_k8su",
+    "128x256_8x16_k8qu",
+    "128x256_8x16_k16qu",
+    "128x256_8x16_k16u",
+    "128x256_8x16_k8dqu",
+    "128x128_8x16_k8qu",
+    "128x128_8x16_k16qu",
+    "128x128_8x16_k16u",
+    "128x128_8x16_k16dqu",
+    "128x128_8x16_k8dqu",
+    "128x128_8x16_k32qu",
+    "256x128_16x8_k8qu",
+    "256x128_16x8_k16qu",
+    "128x128_8x8_k16qu",
+    "128x128_8x8_k16dqu",
+    "128x128_8x8_k8dqu_w8",
+    "128x128_8x8_k32qu",
+    "256x64_16x8_k16qu",
+    "256x64_8x16_k16qu",
+    "128x64_8x16_k16qu",
+    "128x64_8x8_k16qu",
+    "128x64_8x8_k32qu",
+    "128x64_8x8_k16dqu",
+    "64x256_8x16_k16qu",
+    "64x128_8x8_k16qu",
+    "64x64_8x8_k16qu",
+    "64x64_8x8_k32qu",
+    "64x64_8x4_k16dpqu",
+    "64x64_8x4_k32qu",
+)
+
+# Tiles timed with K in pieces (`tuning.split_counts`) where 128x128 tiles leave the
+# GPU short of workgroups (the weight gradients): 8x16 outputs per thread.
+SPLIT_SHAPE_TILES: tuple[str, ...] = (
+    "128x128_8x16_k8su",
+    "128x128_8x16_k8u",
+    "128x128_8x16_k16u",
+    "128x128_8x16_k16qu",
+    "128x256_8x16_k8u",
+    "128x256_8x16_k16qu",
+)
+
+
+def parse_products(spec: str) -> list[Product]:
+    """``default`` (`PRODUCTS`) or comma-separated ``MxNxK:LAYOUTS[:bBATCH]``."""
+    if spec == "default":
+        return list(PRODUCTS)
+    out: list[Product] = []
+    for item in spec.split(","):
+        dims, layouts, *rest = item.strip().split(":")
+        m, n, k = (int(v) for v in dims.split("x"))
+        if len(layouts) != 2 or layouts[0] not in "km" or layouts[1] not in "nk":
+            raise SystemExit(f"--shapes {item!r}: layouts are two letters, A k|m, B n|k")
+        batch = int(rest[0].removeprefix("b")) if rest else 1
+        out.append((item.strip(), m, n, k, (layouts[0], layouts[1]), batch, 1))
+    return out
+
+
+def _stored(x: np.ndarray, transposed: bool) -> np.ndarray:
+    return np.ascontiguousarray(np.swapaxes(x, -1, -2)) if transposed else x
+
+
+def _product_configs(
+    spec: str, problem: tuning.Problem, rule: tuple[str, int]
+) -> list[tuple[str, int]]:
+    """The (tile, splits) of ``--candidates spec`` for one product, each once (a q tile
+    whose operands are both read along M / N is the same kernel as its plain twin)."""
+    if spec in ("new", "all", "tuned"):
+        out = []
+        few = problem.groups("128x128_8x8_k16u") < tuning.SPLIT_BELOW_GROUPS
+        if spec != "tuned" and few and problem.splittable:  # K in pieces: 8x16 tiles first
+            for name in SPLIT_SHAPE_TILES:
+                out += [(name, s) for s in tuning.split_counts(problem, name)]
+        out += [] if spec == "tuned" else [(t, 1) for t in SHAPE_TILES]
+        if spec != "new":
+            out += tuning.candidates(problem, rule)
+        if spec == "all":
+            out += [(t, 1) for t in (*tuning.TILES, *TILES)]
+    else:
+        out = []
+        for item in spec.split(","):
+            name, _, splits = item.strip().partition("/")
+            out.append((name, int(splits or 1)))
+    seen: set[tuple[str, int]] = set()
+    unique = []
+    for name, splits in out:
+        try:
+            t = parse_tile(name)
+        except GpuError as exc:
+            print(f"# --candidates: {name}: error: {exc}", flush=True)
+            continue
+        if t.quad and "k" not in problem.layouts:
+            name = dataclasses.replace(t, quad=False).name
+        if spec in ("new", "all", "tuned") and problem.use(name) < tuning.MIN_USE:
+            continue
+        choice = (name, splits)
+        if choice not in seen and problem.fits(choice):
+            seen.add(choice)
+            unique.append(choice)
+    return unique
+
+
+def sweep_products(
+    products: list[Product],
+    spec: str,
+    torch: Any,
+    budget: float,
+    top: int = 12,
+    total: float = 0.0,
+    quiet: bool = False,
+) -> list[Row]:
+    """Each candidate of ``spec`` timed alone on each product of ``products`` (its
+    storage, transposition and batch), checked against numpy, with the ``auto`` row
+    and torch.matmul of the same operands; a ranking per product, then what the best
+    tiles would save per transformer_large step (times the product's count). Each
+    product's candidates get ``budget`` seconds after its tuning; past ``total`` seconds
+    of the whole sweep (0: no limit) a product gets only its ``auto`` row. ``quiet``:
+    no JSON line per row (the tables and errors only)."""
+
+    def emit(row: Row) -> None:
+        if not quiet or "error" in row:
+            print(json.dumps(row), flush=True)
+
+    begin_all = time.perf_counter()
+    device = get_device()
+    shared = device.limits["max-compute-workgroup-storage-size"]
+    registered = {*tuning.TILES, *tuning.SPLIT_TILES, *tuning.COPY_TILES}
+    rows: list[Row] = []
+    for name, M, N, K, layouts, batch, count in products:
+        rng = np.random.default_rng(0)
+        lead = (batch,) if batch > 1 else ()
+        a = rng.standard_normal((*lead, M, K), dtype=np.float32)
+        b = rng.standard_normal((*lead, K, N), dtype=np.float32)
+        ta, tb = layouts[0] == "m", layouts[1] == "k"
+        va, vb = MatrixView(to_gpu(_stored(a, ta))), MatrixView(to_gpu(_stored(b, tb)))
+        va, vb = (va.transpose() if ta else va), (vb.transpose() if tb else vb)
+        out = GpuArray.empty((*lead, M, N), np.float32)
+        edge = min(M, 32)
+        a3, b3 = a.reshape(-1, M, K), b.reshape(-1, K, N)
+        ends = sorted({0, len(a3) - 1})
+        refs = {(i, r0): a3[i, r0 : r0 + edge] @ b3[i] for i in ends for r0 in (0, M - edge)}
+        scale = max(float(np.abs(v).max()) for v in refs.values())
+        flops = 2.0 * batch * M * N * K
+        reps = max(2, min(100, int(5e-3 * 40e12 / flops)))
+        base: Row = {"bench": "matmul_product", "shape": name, "M": M, "N": N, "K": K,
+                     "layouts": "".join(layouts), "batch": batch, "count": count}  # fmt: skip
+        vec = (M % 4 == 0 if ta else K % 4 == 0, K % 4 == 0 if tb else N % 4 == 0)
+        problem = tuning.Problem(M, N, K, batch, layouts, vec, max_shared=shared,
+                                 max_groups=device.max_groups)  # fmt: skip
+        rule = select(M, N, K, batch, shared, layouts)
+        cublas = None
+        if torch is not None:
+            try:
+                xa, xb = (
+                    torch.from_numpy(_stored(a, ta)).cuda(),
+                    torch.from_numpy(_stored(b, tb)).cuda(),
+                )
+                xa, xb = (xa.transpose(-1, -2) if ta else xa), (xb.transpose(-1, -2) if tb else xb)
+                sec = _gpu_time_torch(torch, lambda xa=xa, xb=xb: xa @ xb, reps)
+                cublas = sec
+                rows.append({**base, "tile": "torch-cuda-fp32", "splits": 1, "us": sec * 1e6,
+                             "tflops": flops / sec / 1e12})  # fmt: skip
+                emit(rows[-1])
+            except Exception as exc:  # no comparison column, the sweep goes on
+                print(f"# {name}: torch failed: {str(exc)[:200]}", flush=True)
+        start = time.perf_counter()
+        try:
+            auto = choose(va, vb)  # the tuned choice (measured now at its bucket's first use)
+        except Exception as exc:
+            auto = rule
+            print(f"# {name}: tuning failed ({str(exc)[:200]}); auto is the rule's", flush=True)
+        tune_s = time.perf_counter() - start
+        start = time.perf_counter()
+        if total and start - begin_all > total:
+            budget_here = 0.0
+            print(f"# {name}: past --total, only the auto row", flush=True)
+        else:
+            budget_here = budget
+        configs: list[tuple[str | None, int]] = [(None, auto[1])]
+        configs += _product_configs(spec, problem, rule)
+        skipped = []
+        for tile, splits in configs:
+            if tile is not None and time.perf_counter() - start > budget_here:
+                skipped.append(f"{tile}/{splits}")
+                continue
+            record = partial(matmul_into, va, vb, out, tile, splits)
+            row: Row = {**base, "tile": tile or f"auto:{auto[0]}", "splits": splits}
+            try:
+                begin = time.perf_counter()
+                sec = _gpu_time_best(record, reps) or _gpu_time(record, reps)
+                row["first_s"] = round(time.perf_counter() - begin, 2)
+                got = out.numpy().reshape(-1, M, N)
+                err = max(
+                    float(np.abs(got[i, r0 : r0 + edge] - ref).max())
+                    for (i, r0), ref in refs.items()
+                ) / max(scale, 1e-30)
+            except Exception as exc:  # a kernel this adapter refuses: noted, the sweep goes on
+                row["error"] = str(exc)[:200]
+                rows.append(row)
+                emit(row)
+                continue
+            row.update(us=sec * 1e6, tflops=flops / sec / 1e12, relerr=err)
+            if err > 1e-4:
+                row["error"] = f"wrong result: relative error {err:.1e}"
+            row["registered"] = tile is None or tile in registered
+            if cublas:
+                row["vs_cublas"] = round(cublas / sec, 3)
+            if tile is None:
+                row.update(rule=f"{rule[0]}/{rule[1]}", tune_s=round(tune_s, 3))
+                row["tuned"] = tuning.enabled(device)
+            rows.append(row)
+            emit(row)
+        if skipped:
+            print(f"# {name}: over the budget, not timed: {' '.join(skipped)}", flush=True)
+    _rank_products(products, rows, top)
+    return rows
+
+
+def _rank_products(products: list[Product], rows: list[Row], top: int) -> None:
+    """Print the ranking per product and the step time the best tiles would save."""
+    total_auto = total_best = total_torch = 0.0
+    summary = []
+    for name, M, N, K, layouts, batch, count in products:
+        mine = [r for r in rows if r["shape"] == name]
+        ok = sorted((r for r in mine if "tflops" in r and "error" not in r), key=lambda r: r["us"])
+        print(f"\n| {name} {M}x{N}x{K} {''.join(layouts)} b{batch} | tile | splits | us | "
+              "TFLOP/s | vs cuBLAS | rel. err | registered |")  # fmt: skip
+        print("|---:|---|---:|---:|---:|---:|---:|---|")
+        for rank, r in enumerate(ok, 1):
+            if rank > top and not str(r["tile"]).startswith(("auto", "torch")):
+                continue
+            ratio = f"{r['vs_cublas']:.3f}" if "vs_cublas" in r else "-"
+            err = f"{r['relerr']:.1e}" if "relerr" in r else "-"
+            mark = "yes" if r.get("registered") else "-"
+            print(f"| {rank} | {r['tile']} | {r['splits']} | {r['us']:.1f} | "
+                  f"{r['tflops']:.2f} | {ratio} | {err} | {mark} |")  # fmt: skip
+        for r in mine:
+            if "error" in r:
+                print(f"  error: {r['tile']}/{r['splits']}: {r['error']}")
+        auto = next((r for r in ok if str(r["tile"]).startswith("auto")), None)
+        best = next((r for r in ok if not str(r["tile"]).startswith(("auto", "torch"))), None)
+        tor = next((r for r in ok if r["tile"] == "torch-cuda-fp32"), None)
+        best = best or auto
+        if auto and best:
+            total_auto += count * auto["us"]
+            total_best += count * min(best["us"], auto["us"])
+            total_torch += count * tor["us"] if tor else 0.0
+            summary.append(
+                f"| {name} | {count} | {auto['tile'].removeprefix('auto:')}/{auto['splits']} "
+                f"{auto['us']:.1f} | {best['tile']}/{best['splits']} {best['us']:.1f} | "
+                + (f"{tor['us']:.1f} |" if tor else "- |")
+            )
+    print("\n| product | per step | auto (us) | best timed (us) | torch (us) |")
+    print("|---|---:|---|---|---:|")
+    print("\n".join(summary))
+    print(f"\nper step: auto {total_auto / 1e3:.3f} ms, best {total_best / 1e3:.3f} ms, "
+          f"torch {total_torch / 1e3:.3f} ms")  # fmt: skip
+
+
 # How `sweep_sizes` groups the tiles in its summary: one line per parameter.
 _PARAMETERS: dict[str, Callable[[Any], str]] = {
     "block/thread": lambda t: f"{t.bm}x{t.bn}_{t.tm}x{t.tn}",
@@ -481,9 +789,18 @@ def main() -> None:
         help="with --sizes: tuned, all (the tuner's tiles and a grid beyond), or tile names",
     )
     parser.add_argument(
-        "--budget", type=float, default=200.0, help="with --sizes: seconds per size"
+        "--budget", type=float, default=200.0, help="with --sizes / --shapes: seconds per size"
     )
     parser.add_argument("--top", type=int, default=40, help="with --sizes: rows ranked")
+    parser.add_argument(
+        "--total", type=float, default=0.0, help="with --shapes: seconds for the whole sweep"
+    )
+    parser.add_argument("--quiet", action="store_true", help="with --shapes: tables only")
+    parser.add_argument(
+        "--shapes",
+        help="default (transformer_large's products) or MxNxK:LAYOUTS[:bBATCH],...: time "
+        "those products per candidate only (--candidates tuned, new, all or tile names)",
+    )
     args = parser.parse_args()
     limits.TILE_CAPS["max-compute-workgroup-storage-size"] = args.shared
     device = get_device()
@@ -500,6 +817,15 @@ def main() -> None:
     print(f"# matmul tuning ({tuning.ENV}): {where}", flush=True)
     torch = None if args.quick else _torch()
     rows: list[Row] = []
+    if args.shapes:
+        products = parse_products(args.shapes)
+        rows = sweep_products(
+            products, args.candidates, torch, args.budget, min(args.top, 12), args.total, args.quiet
+        )
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"adapter": caps.adapter, "rows": rows}, fh)
+        return
     if args.sizes:
         sizes = [int(v) for v in args.sizes.split(",")]
         rows = sweep_sizes(sizes, args.candidates, torch, args.budget, args.top)

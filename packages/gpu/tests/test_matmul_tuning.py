@@ -14,6 +14,7 @@ import pytest
 
 from asgrad.gpu import Device, GpuArray, to_gpu
 from asgrad.gpu.device.buffers import ScopedPool
+from asgrad.gpu.errors import GpuError
 from asgrad.gpu.lowering import _matmul_tiles as tiling
 from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering.linalg import MatrixView, choose, matmul, matmul_into, select
@@ -25,11 +26,11 @@ Array = np.ndarray
 # Every tile the tuner may pick, split or not.
 CANDIDATES = sorted(set(tuning.TILES) | set(tuning.SPLIT_TILES))
 # float16 changes only the loaders and the stores, which depend on the block, the
-# outputs per thread and the K step, not on the loop's buffers or on how the threads
+# outputs per thread, the K step and the q flag, not on the loop's buffers or on how the threads
 # sit in subgroups: one candidate of each such shape (the quickest to compile).
 _SHAPES: dict[tuple[int, ...], list[tiling.Tile]] = {}
 for _t in map(tiling.tile, CANDIDATES):
-    _SHAPES.setdefault((_t.bm, _t.bn, _t.tm, _t.tn, _t.bk), []).append(_t)
+    _SHAPES.setdefault((_t.bm, _t.bn, _t.tm, _t.tn, _t.bk, _t.quad), []).append(_t)
 LOAD_SHAPES = sorted(
     min(ts, key=lambda t: (t.pingpong, t.unroll, t.warp, t.double)).name for ts in _SHAPES.values()
 )
@@ -63,6 +64,19 @@ def test_every_candidate_matches_numpy_at_its_edges(device: Device, tile: str) -
     for splits in (2, 1):
         got = matmul(_view(device, a, False), _view(device, b, False), tile, splits).numpy()
         np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"{splits=}")
+
+
+@pytest.mark.parametrize("tile", [t for t in CANDIDATES if tiling.tile(t).quad])
+def test_every_quad_candidate_matches_numpy_with_both_operands_along_k(
+    device: Device, tile: str
+) -> None:
+    """A candidate staging operands read along K as 4x4 blocks, with B stored
+    transposed too, aligned (vec4 blocks) and past the edges of 256-row tiles."""
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((2, 260, 44)).astype(np.float32)
+    b = rng.standard_normal((2, 44, 72)).astype(np.float32)
+    got = matmul(_view(device, a, False), _view(device, b, True), tile, 1).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("tile", LOAD_SHAPES)
@@ -104,36 +118,82 @@ def test_candidates_fit_the_product_and_start_with_the_rule() -> None:
     assert not fused.fits(("64x64_8x8_k8du", 2))
 
 
-class _Timestamps:
-    """A device whose timestamps say each block of products took ``seconds``."""
+class _Clock:
+    """A device on which each candidate's block of products takes ``base[name]``
+    seconds, twice that while the GPU is cold: for ``cold[name]`` blocks after that
+    candidate's compile (a GPU left idle while a long kernel compiles lowers its
+    clocks); a candidate named in ``refused`` fails to compile."""
 
     capture = None
 
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.blocks = 0
+    def __init__(
+        self, base: dict[str, float], cold: dict[str, int], refused: tuple[str, ...] = ()
+    ) -> None:
+        self.base, self.cold, self.refused = base, cold, refused
+        self.cold_blocks = 0
+        self.current = ""
+        self.timed: list[str] = []  # the candidate of each block, warm-up included
+
+    def run(self, name: str, splits: int) -> Callable[[], object]:
+        compiled = False
+
+        def record() -> None:
+            nonlocal compiled
+            if name in self.refused:
+                raise GpuError(f"{name}: refused")
+            if not compiled:
+                compiled = True
+                self.cold_blocks = max(self.cold_blocks, self.cold.get(name, 0))
+            self.current = name
+
+        return record
 
     def synchronize(self) -> None:
         pass
 
     def gpu_seconds(self, record: Callable[[], object]) -> float:
         record()
-        self.blocks += 1
-        return self.seconds
+        self.timed.append(self.current)
+        factor = 2.0 if self.cold_blocks else 1.0
+        self.cold_blocks = max(0, self.cold_blocks - 1)
+        return self.base[self.current] * factor
 
 
-def test_timing_records_blocks_of_products_and_gives_up_on_slow_candidates() -> None:
+def _measure(clock: _Clock, names: list[str]) -> dict[tuning.Choice, float]:
     problem = tuning.Problem(1024, 1024, 1024, 1)
+    choices = [(n, 1) for n in names]
+    return tuning._measure(cast(Device, clock), problem, choices, clock.run)
+
+
+def test_timing_does_not_favour_candidates_that_compile_quickly() -> None:
+    """The fastest kernel compiles slowly (the GPU idles, its clocks drop): timed right
+    after its compile it would look 2x slower than a quickly compiled rival that is
+    1.3x slower; every candidate is compiled before the GPU is warmed and any timed."""
+    clock = _Clock({"fast": 1e-3, "rival": 1.3e-3}, {"fast": 6})
+    seconds = _measure(clock, ["fast", "rival"])
+    assert min(seconds, key=seconds.__getitem__) == ("fast", 1)
     reps = int(tuning.TARGET_FLOPS / (2.0 * 1024**3))
     assert reps >= 8  # many products per block: a launch's gap is not what is timed
-    calls: list[int] = []
-    clock = _Timestamps(2e-3)
-    seconds = tuning._time(cast(Device, clock), lambda: calls.append(1), problem)
-    assert seconds == pytest.approx(2e-3 / reps)
-    assert (clock.blocks, len(calls)) == (tuning.ROUNDS, 1 + tuning.ROUNDS * reps)
-    slow = _Timestamps(2e-3)
-    tuning._time(cast(Device, slow), lambda: None, problem, give_up=1e-3 / reps)
-    assert slow.blocks == 1  # its first block is past give_up: not timed again
+    assert seconds[("fast", 1)] == pytest.approx(1e-3 / reps)
+    warm = clock.timed.index("rival")
+    assert warm >= tuning.WARM_SECONDS / 2e-3  # the GPU kept busy first (<= 2 ms a block)
+
+
+def test_slow_candidates_leave_the_rounds_and_the_fastest_are_timed_again() -> None:
+    clock = _Clock({"a": 1e-3, "b": 1.1e-3, "c": 1.2e-3, "d": 1.3e-3, "slow": 2e-3}, {})
+    seconds = _measure(clock, ["a", "b", "c", "d", "slow"])
+    rounds = clock.timed[clock.timed.index("b") - 1 :]  # after the warm-up
+    assert rounds.count("slow") == 1  # past GIVE_UP after the first round
+    assert rounds.count("d") == tuning.ROUNDS  # not among the finalists
+    for name in "abc":
+        assert rounds.count(name) == tuning.ROUNDS + tuning.FINAL_ROUNDS
+    assert set(seconds) == {(n, 1) for n in ("a", "b", "c", "d", "slow")}
+
+
+def test_a_candidate_the_adapter_refuses_is_left_out() -> None:
+    clock = _Clock({"a": 1e-3, "b": 2e-3}, {}, refused=("a",))
+    assert set(_measure(clock, ["a", "b"])) == {("b", 1)}
+    assert _measure(_Clock({}, {}, refused=("a",)), ["a"]) == {}
 
 
 def test_buckets_round_sizes_up_to_powers_of_two() -> None:

@@ -7,8 +7,14 @@ A tile is named ``"BMxBN_TMxTN_kBK[flags][_wW]"`` (``"128x64_8x4_k8"``,
 ``"128x128_8x8_k16dpu_w8"``): a BM x BN block of C per workgroup, TM x TN outputs per
 thread (4, 8 or 16 each), K steps of BK; the flags ``d`` (two K-step buffers in
 workgroup memory), ``p`` (with ``d``: the K loop unrolled by two so each buffer is
-named by a constant, no buffer index at run time) and ``u`` (the K-step's inner loop
-written out);
+named by a constant, no buffer index at run time), ``q`` (an operand read along K is
+fetched in blocks of 4 rows x 4 k, transposed in registers and stored as 4 vec4 instead
+of 16 scalars; BM and BN multiples of 32), ``s`` (C stored as vec4 where N is a
+multiple of 4 and C float32; as 4 scalars otherwise), ``c`` (a B read along K, such
+as a linear layer's weight in ``x @ W^T``, is first copied into a contiguous K x N
+array, so the product runs on the kernel for B read along N: `asgrad.gpu.lowering.
+linalg.matmul_into`; the kernel is the tile's without ``c``) and ``u`` (the K-step's
+inner loop written out);
 ``_wW``: each 32-invocation subgroup (an NVIDIA warp) covers a W x (32 / W) block of
 threads, so its fragment reads from workgroup memory touch W vec4 of B and 32 / W of A
 (without it, a subgroup is 32 / (BN / TN) whole rows of threads).
@@ -49,10 +55,20 @@ class Tile:
     unroll: bool = False  # the K-step's inner loop written out
     pingpong: bool = False  # (double) the K loop unrolled by two: constant buffer indexes
     warp: int = 0  # threads along N per 32-invocation subgroup (0: whole rows of threads)
+    quad: bool = False  # operands read along K: 4x4 blocks transposed in registers
+    vstore: bool = False  # C stored as vec4 where its rows allow
+    copy_b: bool = False  # a B read along K copied first to one contiguous along N
 
     @property
     def name(self) -> str:
-        flags = "d" * self.double + "p" * self.pingpong + "u" * self.unroll
+        flags = (
+            "c" * self.copy_b
+            + "d" * self.double
+            + "p" * self.pingpong
+            + "q" * self.quad
+            + "s" * self.vstore
+            + "u" * self.unroll
+        )
         lanes = f"_w{self.warp}" if self.warp else ""
         return f"{self.bm}x{self.bn}_{self.tm}x{self.tn}_k{self.bk}{flags}{lanes}"
 
@@ -87,7 +103,11 @@ def tile(name: str) -> Tile:
         tm, tn = (int(v) for v in thread.split("x"))
         flags = depth.removeprefix("k").lstrip("0123456789")
         bk = int(depth.removeprefix("k").removesuffix(flags))
-        if set(flags) - {"d", "p", "u"} or len(rest) > 1 or not depth.startswith("k"):
+        if (
+            set(flags) - {"c", "d", "p", "q", "s", "u"}
+            or len(rest) > 1
+            or not depth.startswith("k")
+        ):
             raise ValueError(flags)
         warp = int(rest[0].removeprefix("w")) if rest else 0
         if rest and not rest[0].startswith("w"):
@@ -97,7 +117,10 @@ def tile(name: str) -> Tile:
             f"matmul tile {name!r} is not of the form BMxBN_TMxTN_kBK[flags][_wW] (e.g. "
             "128x64_8x4_k8, 128x128_8x8_k16dpu_w8)"
         ) from None
-    t = Tile(bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp)
+    t = Tile(
+        bm, bn, tm, tn, bk, "d" in flags, "u" in flags, "p" in flags, warp, "q" in flags,
+        "s" in flags, "c" in flags,
+    )  # fmt: skip
     ok = (
         tm in (4, 8, 16)
         and tn in (4, 8, 16)
@@ -107,13 +130,16 @@ def tile(name: str) -> Tile:
         and t.threads <= 1024
         and t.shared <= 32768
         and (t.double or not t.pingpong)
+        and (not t.quad or (bm % 32 == 0 and bn % 32 == 0))
         and (warp == 0 or (warp in (2, 4, 8, 16) and t.wx % warp == 0 and t.wy % (32 // warp) == 0))
     )
     if not ok:
         raise GpuUnsupportedError(
             f"matmul tile {name!r}: TM and TN must be 4, 8 or 16, dividing BM and BN; BK a "
             "multiple of 4; at most 1024 threads and 32 KiB of workgroup memory; flags "
-            "after BK: d (double buffer), p (with d: constant buffer indexes), u "
+            "after BK: d (double buffer), p (with d: constant buffer indexes), q (4x4 "
+            "blocks of an operand read along K, BM and BN multiples of 32), s (vec4 "
+            "stores), c (B read along K copied along N first), u "
             "(unrolled); _wW: W of 2, 4, 8 or 16 dividing BN / TN, 32 / W dividing BM / TM"
         )
     return t
@@ -124,6 +150,8 @@ def _fetch(
 ) -> tuple[str, list[str], list[str], list[str]]:
     """Loader functions of one operand, and the code of the first fetch, the stashes
     into workgroup memory and the next fetch (one vec4 register per chunk)."""
+    if t.quad and layout == "k":
+        return _fetch_quad(operand, t, vec)
     big = t.bm if operand == "a" else t.bn  # the tile's extent along M (A) or N (B)
     total = big * t.bk // 4  # vec4 chunks in the tile
     per = -(-total // t.threads)
@@ -184,6 +212,72 @@ def _fetch(
             f"k0 + {t.bk}u, kend); }}"
         )
     return fetch + "\n\n" + stash, first, stash_calls, nxt
+
+
+def _fetch_quad(operand: str, t: Tile, vec: bool) -> tuple[str, list[str], list[str], list[str]]:
+    """`_fetch` of an operand read along K with `Tile.quad`: each fetch reads 4 rows (A)
+    / columns (B) x 4 k as a mat4x4 (a vec4 of 4 consecutive k per row), and the stash
+    writes its transpose, 4 vec4 of 4 rows at one k, into the k-major workgroup tile.
+    Block ``c`` of a workgroup: rows ``4 * r`` where ``r = (c / (8 * BK / 4)) * 8 + c %
+    8``, k ``4 * ((c / 8) % (BK / 4))``: 8 neighbouring blocks share k, so a quarter
+    subgroup's vec4 stores fall in 8 different banks, and a subgroup reads runs of BK
+    / 4 vec4 along K of 32 / (BK / 4) rows."""
+    big = t.bm if operand == "a" else t.bn
+    kc = t.bk // 4
+    total = big * kc // 4  # 4x4 blocks in the tile
+    per = -(-total // t.threads)
+    guard = total % t.threads != 0
+    shared = "As" if operand == "a" else "Bs"
+    pos = f"let r = (c / {8 * kc}u) * 8u + c % 8u;\n    let k = ((c / 8u) % {kc}u) * 4u;"
+    origin = "row0" if operand == "a" else "col0"
+    if operand == "a":
+        inside = "g < params.M && kg < kend"
+        flat = "(base + g * params.a_sm + kg * params.a_sk) / 4u"
+        scal = "load_a(base, g, kg{k}, kend)"
+        arr = "A"
+    else:
+        inside = "kg < kend && g < params.N"
+        flat = "(base + kg * params.b_sk + g * params.b_sn) / 4u"
+        scal = "load_b(base, kg{k}, g, kend)"
+        arr = "B"
+    if vec:
+        body = (
+            f"if ({inside}) {{\n        return vec4<f32>({arr}[{flat}]);\n    }}\n"
+            "    return vec4<f32>(0.0);"
+        )
+    else:
+        parts = [scal.format(k=f" + {e}u" if e else "") for e in range(4)]
+        body = "return vec4<f32>(" + ", ".join(parts) + ");"
+    line = (
+        f"fn line_{operand}(base: u32, g: u32, kg: u32, kend: u32) -> vec4<f32> {{\n    {body}\n}}"
+    )
+    rows = ", ".join(f"line_{operand}(base, g + {j}u, kg, kend)" for j in range(4))
+    fetch = (
+        f"fn fetch_{operand}(c: u32, base: u32, {origin}: u32, k0: u32, kend: u32)"
+        " -> mat4x4<f32> {\n"
+        f"    {pos}\n    let g = {origin} + 4u * r;\n    let kg = k0 + k;\n"
+        f"    return mat4x4<f32>({rows});\n}}"
+    )
+    stores = "\n".join(f"    {shared}[stage][k + {e}u][r] = w[{e}];" for e in range(4))
+    stash = (
+        f"fn stash_{operand}(c: u32, v: mat4x4<f32>, stage: u32) {{\n    {pos}\n"
+        f"    let w = transpose(v);\n{stores}\n}}"
+    )
+    first, stash_calls, nxt = [], [], []
+    for q in range(per):
+        c = f"li + {q * t.threads}u"
+        reg = f"next_{operand}{q}"
+        cond = f"if ({c} < {total}u) " if guard and (q + 1) * t.threads > total else ""
+        first.append(
+            f"    var {reg} = mat4x4<f32>();\n    {cond}{{ {reg} = fetch_{operand}({c}, "
+            f"{operand}_base, {origin}, kbeg, kend); }}"
+        )
+        stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, STAGE); }}")
+        nxt.append(
+            f"{cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
+            f"k0 + {t.bk}u, kend); }}"
+        )
+    return line + "\n\n" + fetch + "\n\n" + stash, first, stash_calls, nxt
 
 
 IDENTITY = (
@@ -329,6 +423,7 @@ def source(
     epilogue: str = IDENTITY,
     loads: str | None = None,
     types: tuple[str, str] = ("f32", "f32"),
+    vec_c: bool = False,
 ) -> str:
     """The WGSL of tile ``t`` for operands contiguous along ``a_layout`` ("k" or "m")
     and ``b_layout`` ("n" or "k"), read as vec4 where ``vec_a`` / ``vec_b``, storing
@@ -336,7 +431,8 @@ def source(
     loads ``load_a(base, m, k, kend)`` and ``load_b(base, k, n, kend)`` (a
     convolution's gathers; the operands then read as scalars). ``types``: the storage
     types of the operands and of C (``f16``: widened as read, C rounded as stored; the
-    products accumulate in f32 either way)."""
+    products accumulate in f32 either way). ``vec_c``: C's rows are multiples of 4
+    long, so a tile with `Tile.vstore` stores float32 outputs as vec4."""
     if loads is not None and (vec_a or vec_b):
         raise GpuUnsupportedError("gathered matmul operands are read as scalars, not vec4")
     elem, c_elem = types
@@ -373,12 +469,15 @@ def source(
         read_b = "B[i / 4u][i % 4u]" if vec_b else "B[i]"
         widen = (lambda r: r) if elem == "f32" else (lambda r: f"f32({r})")
         loads = _STRIDED_LOADS.format(a=widen(read_a), b=widen(read_b))
+    vstore = t.vstore and vec_c and c_elem == "f32"
     return render(
         "linalg_matmul_tiled",
         A_ELEM=f"vec4<{elem}>" if vec_a else elem,
         B_ELEM=f"vec4<{elem}>" if vec_b else elem,
-        C_ELEM=c_elem,
-        C_STORE="asg_f2h" if c_elem == "f16" else "",
+        C_ELEM="vec4<f32>" if vstore else c_elem,
+        STORE_FN=_STORE_VEC4
+        if vstore
+        else _STORE_SCALARS.replace("$S", "asg_f2h" if c_elem == "f16" else ""),
         AS_ROW=t.bm // 4,
         BS_ROW=t.bn // 4,
         STAGES=t.stages,
@@ -397,6 +496,43 @@ def source(
         STORE=store,
     )
 
+
+# store_row: 4 neighbouring outputs of a row of C, each where it lies inside C ($S: the
+# conversion to C's type)
+_STORE_SCALARS = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
+    if (m >= params.M) {
+        return;
+    }
+    let base = c_base + m * params.N;
+    let er = ep_row(base / params.N);
+    if (n + 3u < params.N) {
+        C[base + n] = $S(epilogue(v.x, base + n, n, er));
+        C[base + n + 1u] = $S(epilogue(v.y, base + n + 1u, n + 1u, er));
+        C[base + n + 2u] = $S(epilogue(v.z, base + n + 2u, n + 2u, er));
+        C[base + n + 3u] = $S(epilogue(v.w, base + n + 3u, n + 3u, er));
+        return;
+    }
+    if (n < params.N) { C[base + n] = $S(epilogue(v.x, base + n, n, er)); }
+    if (n + 1u < params.N) { C[base + n + 1u] = $S(epilogue(v.y, base + n + 1u, n + 1u, er)); }
+    if (n + 2u < params.N) { C[base + n + 2u] = $S(epilogue(v.z, base + n + 2u, n + 2u, er)); }
+}"""
+
+# store_row where every row of C is a multiple of 4 long (so 4 outputs starting at a
+# multiple of 4 lie inside C together or not at all) and C is float32: one vec4
+_STORE_VEC4 = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
+    if (m >= params.M || n >= params.N) {
+        return;
+    }
+    let base = c_base + m * params.N;
+    let er = ep_row(base / params.N);
+    let i = base + n;
+    C[i / 4u] = vec4<f32>(
+        epilogue(v.x, i, n, er),
+        epilogue(v.y, i + 1u, n + 1u, er),
+        epilogue(v.z, i + 2u, n + 2u, er),
+        epilogue(v.w, i + 3u, n + 3u, er),
+    );
+}"""
 
 _STRIDED_LOADS = """fn load_a(base: u32, m: u32, k: u32, kend: u32) -> f32 {{
     if (m < params.M && k < kend) {{

@@ -82,12 +82,26 @@ TILES: tuple[str, ...] = (
     # against 25.4 for 128x64_8x8_k16du)
     "64x64_8x4_k16dpu",
     "64x64_8x4_k32u",
+    # the attention heads' p @ v (256 x (256 x 64 x 256)) on an H200: 81.3 us for
+    # 256x64_16x8_k16qsu (256 rows over the whole 64-wide N, C stored as vec4) and 85.4
+    # for 64x64_8x8_k8 against 91.6 for the best tile before them (64x64_4x4_k8du);
+    # 64x64_8x8_k8 second on p^T @ dO and q^T @ dS too (benchmarks/matmul_sweep.py
+    # --shapes default --candidates all, 2026-12-02)
+    "256x64_16x8_k16qsu",
+    "64x64_8x8_k8",
     "64x64_4x4_k16du",
     "64x64_4x4_k8du",
     "64x32_4x4_k8du",
     "32x64_4x4_k8du",
     "32x32_4x4_k8d",
 )
+# Tiles timed where B is read along K (a linear layer's x @ W^T) in a matmul: B copied
+# first into a contiguous K x N array (a transposing copy of a weight is a few us),
+# then the tiles that win for operands as stored: on an H200 those ran 8192 x 2048 x
+# 512 in 409 us against 455 for the best tile reading B along K
+# (benchmarks/matmul_sweep.py --shapes default --candidates all, 2026-12-02; the copy
+# not included: these candidates are timed with it).
+COPY_TILES: tuple[str, ...] = ("128x256_8x16_k8cu", "128x128_8x16_k8cu")
 # Tiles timed with K cut in pieces, for deep products with few output tiles (16x16,
 # 16 threads: outputs smaller than 32x32, such as a first convolution's weight gradient).
 SPLIT_TILES: tuple[str, ...] = (
@@ -130,9 +144,16 @@ MIN_TUNED = 1 << 21
 TARGET_FLOPS = 2e10
 MAX_REPS = 64
 ROUNDS = 3
-# A candidate whose first block is this much slower than the best so far is not timed
-# again (its later rounds could not make it the fastest).
+# After a round, a candidate this much slower than the fastest is not timed again (its
+# later rounds could not make it the fastest).
 GIVE_UP = 1.5
+# The fastest candidates after the rounds are timed again in FINAL_ROUNDS more rounds.
+FINALISTS = 3
+FINAL_ROUNDS = 3
+# GPU seconds of products run before the timing starts (its clocks up after the
+# compiles), in at most MAX_WARM_BLOCKS blocks.
+WARM_SECONDS = 0.1
+MAX_WARM_BLOCKS = 200
 
 
 @dataclass(frozen=True)
@@ -218,7 +239,9 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     where fewer than `SPLIT_AT_LEAST` do (an output smaller than most tiles), also the
     `SPLIT_AT_LEAST` wasting least. Tiles
     of fewer than 8x8 outputs per thread are left out where `FILLING` gives
-    `MANY_GROUPS` workgroups."""
+    `MANY_GROUPS` workgroups, and tiles staging operands read along K as 4x4 blocks
+    (``q``) where neither operand is read along K; where B is read along K (not
+    gathered), `COPY_TILES` too (B copied along N first)."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
@@ -227,6 +250,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
             continue
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
+    if problem.layouts[1] == "k" and problem.kind == "matmul":
+        out += [(name, 1) for name in COPY_TILES if problem.use(name) >= MIN_USE]
     if problem.splittable:
         few = [n for n in SPLIT_TILES if problem.groups(n) < SPLIT_BELOW_GROUPS]
         inside = [n for n in few if problem.use(n) >= MIN_USE]
@@ -236,6 +261,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     seen: set[Choice] = set()
     unique = []
     for choice in out:
+        if choice != default and "k" not in problem.layouts and tiles.tile(choice[0]).quad:
+            continue  # both operands staged as read: the kernel of its plain twin
         if choice not in seen and problem.fits(choice):
             seen.add(choice)
             unique.append(choice)
@@ -268,7 +295,8 @@ def identity(device: Device) -> dict[str, str]:
     caps = device.capabilities
     wgpu_version = str(getattr(sys.modules.get("wgpu"), "__version__", ""))
     sample = tiles.source(tiles.tile(TILES[0]), "k", "n", True, True)  # the generator's output
-    kernel = kernel_text("linalg_matmul_tiled") + sample + "".join(TILES) + "".join(SPLIT_TILES)
+    names = "".join((*TILES, *SPLIT_TILES, *COPY_TILES))
+    kernel = kernel_text("linalg_matmul_tiled") + sample + names
     return {
         "format": str(FORMAT),
         "adapter": caps.adapter,
@@ -374,7 +402,7 @@ def choose(
     """The tile and K pieces for ``problem``: ``default`` when tuning is off or the
     product is small (under `MIN_TUNED` multiply-adds), else the cached choice of its
     bucket, else the fastest of `candidates`, timed through ``run(tile, splits)`` (a
-    function recording one product) and cached."""
+    function recording one product, measured by `_measure`) and cached."""
     size = problem.M * problem.N * problem.K * problem.nbatch
     if size < MIN_TUNED or not enabled(device):
         return default
@@ -383,17 +411,10 @@ def choose(
     hit = cache.entries.get(key)
     if hit is not None and problem.fits(hit):
         return hit
-    times: dict[str, float] = {}
-    best, best_time = default, math.inf
     start = time.perf_counter()
-    for choice in candidates(problem, default):
-        try:
-            seconds = _time(device, run(*choice), problem, GIVE_UP * best_time)
-        except GpuError:
-            continue  # a kernel this adapter refuses is no candidate
-        times[f"{choice[0]}/{choice[1]}"] = round(seconds * 1e6, 2)
-        if seconds < best_time:
-            best, best_time = choice, seconds
+    measured = _measure(device, problem, candidates(problem, default), run)
+    best = min(measured, key=measured.__getitem__) if measured else default
+    times = {f"{name}/{splits}": round(sec * 1e6, 2) for (name, splits), sec in measured.items()}
     cache.entries[key] = best
     cache.timings[key] = times
     cache.tuning_seconds[key] = round(time.perf_counter() - start, 3)
@@ -401,29 +422,67 @@ def choose(
     return best
 
 
-def _time(
-    device: Device, record: Callable[[], object], problem: Problem, give_up: float = math.inf
-) -> float:
-    """Seconds per call of ``record`` on ``device`` (the least of `ROUNDS` blocks, or
-    of the first alone where it is over ``give_up``), outside any plan being captured."""
+def _block(device: Device, record: Callable[[], object], reps: int) -> float:
+    """GPU seconds of ``reps`` calls of ``record`` recorded back to back (timestamps), or
+    the wall time of their one submission where the adapter has no timestamps."""
+    seconds = device.gpu_seconds(lambda: [record() for _ in range(reps)])
+    if seconds is None:
+        start = time.perf_counter()
+        for _ in range(reps):
+            record()
+        device.synchronize()
+        seconds = time.perf_counter() - start
+    return seconds
+
+
+def _measure(
+    device: Device,
+    problem: Problem,
+    choices: list[Choice],
+    run: Callable[[str, int], Callable[[], object]],
+) -> dict[Choice, float]:
+    """Seconds per product of each of ``choices`` on ``device`` (those the adapter
+    refuses left out), outside any plan being captured.
+
+    Every candidate is compiled and run once before any is timed, and the GPU is then
+    kept busy with the first for `WARM_SECONDS` (a GPU left idle while kernels compile
+    lowers its clocks: a candidate timed right after its own compile would run on a
+    cold GPU, by how much depending on how long it compiled). Then `ROUNDS` rounds
+    time one block of products of each candidate in turn (after the first round only
+    those within `GIVE_UP` of the fastest), and the `FINALISTS` fastest are timed in
+    `FINAL_ROUNDS` more, in alternating order; a candidate's time is its least block
+    (a block is only ever slowed down: by clocks, other work, the host)."""
     flops = 2.0 * problem.M * problem.N * problem.K * problem.nbatch
     reps = max(1, min(MAX_REPS, int(TARGET_FLOPS / max(flops, 1.0))))
     capture, device.capture = device.capture, None
     try:
-        record()  # compile, warm
-        device.synchronize()
-        best = math.inf
-        for _ in range(ROUNDS):
-            seconds = device.gpu_seconds(lambda: [record() for _ in range(reps)])
-            if seconds is None:
-                start = time.perf_counter()
-                for _ in range(reps):
-                    record()
+        records: dict[Choice, Callable[[], object]] = {}
+        for choice in choices:
+            try:
+                record = run(*choice)
+                record()  # compile, warm
                 device.synchronize()
-                seconds = time.perf_counter() - start
-            best = min(best, seconds / reps)
-            if best > give_up:
-                break
+            except GpuError:
+                continue  # a kernel this adapter refuses is no candidate
+            records[choice] = record
+        if not records:
+            return {}
+        busy, blocks = 0.0, 0
+        first = next(iter(records.values()))
+        while busy < WARM_SECONDS and blocks < MAX_WARM_BLOCKS:
+            busy += _block(device, first, reps)
+            blocks += 1
+        best = dict.fromkeys(records, math.inf)
+        alive = list(records)
+        for _ in range(ROUNDS):
+            for choice in alive:
+                best[choice] = min(best[choice], _block(device, records[choice], reps) / reps)
+            fastest = min(best.values())
+            alive = [c for c in alive if best[c] <= GIVE_UP * fastest]
+        finalists = sorted(alive, key=best.__getitem__)[:FINALISTS]
+        for k in range(FINAL_ROUNDS):
+            for choice in finalists[:: -1 if k % 2 == 0 else 1]:
+                best[choice] = min(best[choice], _block(device, records[choice], reps) / reps)
         return best
     finally:
         device.capture = capture

@@ -12,6 +12,7 @@ products sharing one B matrix runs as one taller product.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 from collections.abc import Callable, Sequence
@@ -25,6 +26,7 @@ from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering import _matmul_tuning as tuning
 from asgrad.gpu.lowering.common import Attrs, Lowering
+from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.tensor import TensorType
 from asgrad.tensor.ir.scalar import Expr
@@ -244,6 +246,12 @@ def matmul_into(
         variant = chosen if variant is None else variant
         splits = chosen_splits if splits is None else splits
     t = tiles.tile(variant)
+    if t.copy_b:  # B read along K: copied to a contiguous K x N array first
+        if b_layout == "k" and gather is None:
+            b = MatrixView(elementwise("x0", [Operand(b.array, b.shape, b.strides, b.offset)],
+                                       b.array.dtype, b.shape))  # fmt: skip
+        plain = dataclasses.replace(t, copy_b=False).name
+        return matmul_into(a, b, out, plain, splits, epilogue, gather, sum_pieces)
     if t.shared > max_shared:
         raise GpuUnsupportedError(
             f"matmul tile {variant!r} needs {t.shared} bytes of workgroup memory; this "
@@ -269,9 +277,10 @@ def matmul_into(
     loads = None if gather is None else gather.loads
     # split-K partial products stay float32 until their sum is rounded
     types = (elem, elem if splits == 1 else "f32")
+    vec_c = t.vstore and N % 4 == 0  # rows of C (and its split slabs) in whole vec4
     pipe = device.pipeline(
-        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, types, (epi,), loads),
-        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, loads, types),
+        ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, types, (epi,), loads, vec_c),
+        lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, loads, types, vec_c),
         binds,
     )
     groups = (-(-N // t.bn), -(-M // t.bm), nbatch * splits)
