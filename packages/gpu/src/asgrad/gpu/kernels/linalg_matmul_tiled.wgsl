@@ -26,7 +26,11 @@
 // (i its flat index in C, n its column, er the row's operand offsets from ep_row, once
 // per row): the identity, or a fused elementwise expression of x0 and operands
 // broadcast to C's shape (a bias, an activation, a residual), so gelu(x @ W + b) needs
-// no second pass. Only with one split (C is then the product itself).
+// no second pass. Only with one split (C is then the product itself). Element i of the
+// product is stored at C[c_at(i, n, er)]: i itself, or through the output strides of a
+// strided destination (a permuted or sliced view of a larger array, read from the
+// epilogue's uniform like a strided operand's), so a product read only through views
+// (heads merged back, a slice of a gradient) is stored where those views put it.
 
 struct Meta {
     M: u32, N: u32, K: u32, k_len: u32,
@@ -66,15 +70,15 @@ fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
     let base = c_base + m * params.N;
     let er = ep_row(base / params.N);
     if (n + 3u < params.N) {
-        C[base + n] = ${C_STORE}(epilogue(v.x, base + n, n, er));
-        C[base + n + 1u] = ${C_STORE}(epilogue(v.y, base + n + 1u, n + 1u, er));
-        C[base + n + 2u] = ${C_STORE}(epilogue(v.z, base + n + 2u, n + 2u, er));
-        C[base + n + 3u] = ${C_STORE}(epilogue(v.w, base + n + 3u, n + 3u, er));
+        C[c_at(base + n, n, er)] = ${C_STORE}(epilogue(v.x, base + n, n, er));
+        C[c_at(base + n + 1u, n + 1u, er)] = ${C_STORE}(epilogue(v.y, base + n + 1u, n + 1u, er));
+        C[c_at(base + n + 2u, n + 2u, er)] = ${C_STORE}(epilogue(v.z, base + n + 2u, n + 2u, er));
+        C[c_at(base + n + 3u, n + 3u, er)] = ${C_STORE}(epilogue(v.w, base + n + 3u, n + 3u, er));
         return;
     }
-    if (n < params.N) { C[base + n] = ${C_STORE}(epilogue(v.x, base + n, n, er)); }
-    if (n + 1u < params.N) { C[base + n + 1u] = ${C_STORE}(epilogue(v.y, base + n + 1u, n + 1u, er)); }
-    if (n + 2u < params.N) { C[base + n + 2u] = ${C_STORE}(epilogue(v.z, base + n + 2u, n + 2u, er)); }
+    if (n < params.N) { C[c_at(base + n, n, er)] = ${C_STORE}(epilogue(v.x, base + n, n, er)); }
+    if (n + 1u < params.N) { C[c_at(base + n + 1u, n + 1u, er)] = ${C_STORE}(epilogue(v.y, base + n + 1u, n + 1u, er)); }
+    if (n + 2u < params.N) { C[c_at(base + n + 2u, n + 2u, er)] = ${C_STORE}(epilogue(v.z, base + n + 2u, n + 2u, er)); }
 }
 
 @compute @workgroup_size(${WX}, ${WY}, 1)

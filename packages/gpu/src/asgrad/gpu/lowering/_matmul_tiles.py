@@ -188,8 +188,13 @@ def _fetch(
 
 IDENTITY = (
     "fn ep_row(r: u32) -> array<u32, 1> {\n    return array<u32, 1>(0u);\n}\n"
-    "fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, 1>) -> f32 {\n    return x0;\n}"
+    "fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, 1>) -> f32 {\n    return x0;\n}\n"
+    "fn c_at(i: u32, n: u32, er: array<u32, 1>) -> u32 {\n    return i;\n}"
 )
+
+# The uniform slot of a strided destination's strides, offset and column stride (those
+# of operand slot 7: an epilogue reads at most `MAX_EPILOGUE_OPERANDS` = 5 operands).
+_STORE_SLOT = 7
 
 
 def epilogue_source(
@@ -198,6 +203,7 @@ def epilogue_source(
     out_shape: tuple[int, ...],
     second: bool = False,
     product: str = "f32",
+    store: Operand | None = None,
 ) -> tuple[str, bytes]:
     """The epilogue functions of ``expr`` (a scalar expression of ``arg(0)``, the
     product's element, and ``arg(k)``, operand k - 1 read at the same position of the
@@ -213,12 +219,19 @@ def epilogue_source(
     ``second`` the value goes into a second output (bound after the operands) at ``i``
     and C keeps the product. ``product``: the storage type of C (``f16``: the product
     is rounded to float16 before ``expr`` reads it, and ``expr`` computes in float16 as
-    the unfused ops would).
+    the unfused ops would). ``store``: a view of ``out_shape`` that C is (a strided
+    destination): element i is stored at ``c_at(i, n, er)``, the row's offset in it plus
+    ``n`` times its column stride, instead of at ``i``.
     """
     if len(out_shape) < 2:
         raise GpuUnsupportedError(
             f"a matmul epilogue needs the product as a matrix (its rows and columns); got "
             f"shape {out_shape}"
+        )
+    if store is not None and (second or tuple(store.shape) != tuple(out_shape)):
+        raise GpuUnsupportedError(
+            f"a matmul's strided destination must be of the product's shape {out_shape} and "
+            f"its only output; got shape {store.shape}"
         )
     strides = [o.broadcast_strides(out_shape) for o in operands]
     contiguous = contiguous_strides(out_shape)
@@ -226,7 +239,8 @@ def epilogue_source(
         "scalar" if all(s == 0 for s in st) else "contig" if st == contiguous else "strided"
         for st in strides
     ]
-    lead, lead_strides = _collapse(out_shape[:-1], [st[:-1] for st in strides])
+    walked = strides + ([tuple(store.strides)] if store is not None else [])
+    lead, lead_strides = _collapse(out_shape[:-1], [st[:-1] for st in walked])
     if len(lead) > _MAX_LEAD_DIMS:
         raise GpuUnsupportedError(
             f"a matmul epilogue reads operands over at most {_MAX_LEAD_DIMS} leading "
@@ -239,15 +253,21 @@ def epilogue_source(
         meta[12 + 8 * k : 12 + 8 * k + len(lead)] = [v & 0xFFFFFFFF for v in lead_strides[k]]
         meta[76 + k] = o.offset
         meta[84 + k] = st[-1] & 0xFFFFFFFF if st else 0
+    if store is not None:
+        k = _STORE_SLOT
+        meta[12 + 8 * k : 12 + 8 * k + len(lead)] = [v & 0xFFFFFFFF for v in lead_strides[-1]]
+        meta[76 + k] = store.offset
+        meta[84 + k] = store.strides[-1] & 0xFFFFFFFF
     root = simplify(expr)
     types = (product, *(o.array.wgsl for o in operands))
-    rank = len(lead) if "strided" in modes else 0
-    key = (id(root), tuple(modes), rank, types, second)
+    strided = store is not None
+    rank = len(lead) if "strided" in modes or strided else 0
+    key = (id(root), tuple(modes), rank, types, second, strided)
     hit = _EPILOGUES.get(key)
     if hit is not None and hit[0] is root:
         text = hit[1]
     else:
-        text = _epilogue_text(root, modes, rank, types, second)
+        text = _epilogue_text(root, modes, rank, types, second, strided)
         if len(_EPILOGUES) >= _MAX_EPILOGUES:
             _EPILOGUES.clear()
         _EPILOGUES[key] = (root, text)
@@ -264,18 +284,26 @@ _MAX_EPILOGUES = 1024
 
 
 def _epilogue_text(
-    root: Expr, modes: Sequence[str], rank: int, types: Sequence[str], second: bool
+    root: Expr,
+    modes: Sequence[str],
+    rank: int,
+    types: Sequence[str],
+    second: bool,
+    store: bool = False,
 ) -> str:
     """The WGSL of an epilogue (see `epilogue_source`): ``types`` those of the product
-    and the operands, ``rank`` the merged leading dims' where an operand is strided."""
+    and the operands, ``rank`` the merged leading dims' where an operand or the
+    destination (``store``) is strided."""
     n_operands = len(modes)
     strided = [k for k, m in enumerate(modes) if m == "strided"]
-    slots = max(1, len(strided))
+    walked = strided + [_STORE_SLOT] * store  # the destination's offset last
+    slots = max(1, len(walked))
     row = [f"    var o = array<u32, {slots}>({', '.join(['0u'] * slots)});"]
-    if strided:
-        row += [f"    o[{j}] = emu({76 + k}u);" for j, k in enumerate(strided)]
-        row += offset_lines("r", [(f"o[{j}]", k) for j, k in enumerate(strided)], rank, "emu")
+    if walked:
+        row += [f"    o[{j}] = emu({76 + k}u);" for j, k in enumerate(walked)]
+        row += offset_lines("r", [(f"o[{j}]", k) for j, k in enumerate(walked)], rank, "emu")
     row.append("    return o;")
+    at = f"er[{slots - 1}] + n * emu({84 + _STORE_SLOT}u)" if store else "i"
     lines: list[str] = []
     for k, mode in enumerate(modes):
         if mode == "strided":
@@ -293,7 +321,7 @@ def _epilogue_text(
         f"@group(0) @binding({5 + k}) var<storage, read> E{k + 1}: array<{types[k + 1]}>;"
         for k in range(n_operands)
     ]
-    if n_operands:
+    if n_operands or store:
         binds = [
             "@group(0) @binding(4) var<uniform> ep: array<vec4<u32>, 24>;",
             *binds,
@@ -314,6 +342,9 @@ def _epilogue_text(
             "}",
             f"fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, {slots}>) -> f32 {{",
             *lines,
+            "}",
+            f"fn c_at(i: u32, n: u32, er: array<u32, {slots}>) -> u32 {{",
+            f"    return {at};",
             "}",
         ]
     )

@@ -90,6 +90,7 @@ __all__ = [
     "lower_in_place",
     "lower_node",
     "materialize",
+    "product_into",
     "product_pieces",
     "strided_reshape",
     "sums_batch",
@@ -508,6 +509,14 @@ def lower_node(
     first = materialize(ins[0])  # a shape-only input is never read: any array stands in
     args = [first if k == 0 or k in shape_only else materialize(v) for k, v in enumerate(ins)]
     return lower(node.op, args, node.attrs, out_type)
+
+
+def product_into(ins: list[Value], into: Operand) -> Operand:
+    """The product of ``ins`` stored through ``into`` (a strided destination of its
+    shape, `asgrad.gpu.plan.destinations`): one matmul dispatch, no copy after it."""
+    a, b = (v if _matrix_like(v) else materialize(v) for v in ins)
+    matmul_into(_view(a), _view(b), into)
+    return into
 
 
 def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
