@@ -146,8 +146,11 @@ def build_plan(
     if fuse:  # outputs written where their readers' views put them: attention's, products'
         rules = frozenset(n.id for _, n in schedule.updates)
         roots = [n for group in attention.groups for n in group.outputs] if attention else []
-        roots += placed_products(schedule, types, attention, batch)
-        destinations = find_destinations(roots, device, users, inlined, types, rules)
+        products = placed_products(schedule, types, attention, batch)
+        half = frozenset(n.id for n in products)  # float16 products too (mixed precision)
+        destinations = find_destinations(
+            [*roots, *products], device, users, inlined, types, rules, half
+        )
         if attention is not None:
             attention.destinations = destinations
     checks = _checks(schedule, types, attention, batch) if fuse else {}
@@ -200,9 +203,9 @@ def build_plan(
 def placed_products(
     schedule: Schedule, types: Types, attention: AttentionPlan | None, batch: UpdateBatch | None
 ) -> list[Node]:
-    """The float32 products of matrices (batched or not) that may store their result
-    through a strided destination (`asgrad.gpu.plan.destinations`): none an attention
-    kernel or the update batch (split-K pieces) launches."""
+    """The float32 and float16 products of matrices (batched or not) that may store their
+    result through a strided destination (`asgrad.gpu.plan.destinations`): none an
+    attention kernel or the update batch (split-K pieces) launches."""
     covered = set(attention.covered) if attention is not None else set()
     pieces = batch.products if batch is not None else frozenset()
     return [
@@ -211,7 +214,8 @@ def placed_products(
         if n.op == "matmul"
         and n.id not in covered
         and n.id not in pieces
-        and types[n.id].dtype == "float32"
+        and types[n.id].dtype in ("float32", "float16")
+        and all(types[i.id].dtype == types[n.id].dtype for i in n.inputs)
         and all(len(types[i.id].shape) >= 2 for i in n.inputs)
         and len(types[n.id].shape) <= 2 + MAX_BATCH_DIMS
     ]
