@@ -658,7 +658,11 @@ def _folded_views(p: Product) -> tuple[MatrixView, MatrixView] | None:
 # the update adds them up (they live from the product to the update batch). A product
 # split into more pieces is split into as many as fit instead (at least 2), so that no
 # column reduction sums it (transformer_large's 512 x 2048 weight gradients: 4 pieces
-# of K = 8192 rather than 8).
+# of K = 8192 rather than 8; its plan's memory went from 2,496 to 2,479 MiB, the pieces
+# held while the forward's activations are released); a float16 product's is summed by
+# a column reduction instead (its float32 pieces would hold 8 times its gradient's bytes:
+# transformer_large's mixed step 1,742 -> 1,934 MiB). Measured with
+# `benchmarks/bench_worker.py`'s figure on lavapipe, 2026-12-02.
 MAX_PIECES = 1 << 22
 
 
@@ -689,6 +693,8 @@ def product_pieces(
         return None
     tile, splits = choose(a, b)
     fit = MAX_PIECES // max(1, math.prod(out_type.shape))
+    if splits > fit and dtype == np.float16:
+        return None  # float32 pieces of a float16 gradient: summed now, kept as float16
     if splits == 1 or fit < 2:
         return None  # K whole, or even two pieces holding too much memory until the update
     splits = min(splits, fit)
