@@ -450,7 +450,8 @@ def lower_schedule(
                         if isinstance(d, Deferred):
                             found.append((sibling, d))
                     into = None
-                    if split is None and destinations is not None and node.op == "matmul":
+                    placeable = node.op == "matmul" and node.id not in in_place
+                    if split is None and destinations is not None and placeable:
                         into = destinations.view(node)
                     if into is not None:  # stored where the views reading it put it
                         values[node.id] = product_into(ins, into)
