@@ -192,8 +192,9 @@ IDENTITY = (
     "fn c_at(i: u32, n: u32, er: array<u32, 1>) -> u32 {\n    return i;\n}"
 )
 
-# The uniform slot of a strided destination's strides, offset and column stride (those
-# of operand slot 7: an epilogue reads at most `MAX_EPILOGUE_OPERANDS` = 5 operands).
+# The uniform slot of a strided destination's offset (that of operand slot 7: an
+# epilogue reads at most `MAX_EPILOGUE_OPERANDS` = 5 operands); its dims and strides are
+# constants of the kernel.
 _STORE_SLOT = 7
 
 
@@ -254,20 +255,21 @@ def epilogue_source(
         meta[76 + k] = o.offset
         meta[84 + k] = st[-1] & 0xFFFFFFFF if st else 0
     if store is not None:
-        k = _STORE_SLOT
-        meta[12 + 8 * k : 12 + 8 * k + len(lead)] = [v & 0xFFFFFFFF for v in lead_strides[-1]]
-        meta[76 + k] = store.offset
-        meta[84 + k] = store.strides[-1] & 0xFFFFFFFF
+        meta[76 + _STORE_SLOT] = store.offset
     root = simplify(expr)
     types = (product, *(o.array.wgsl for o in operands))
-    strided = store is not None
-    rank = len(lead) if "strided" in modes or strided else 0
-    key = (id(root), tuple(modes), rank, types, second, strided)
+    # a destination's dims and strides are constants of the kernel (a division by a
+    # constant is a multiply and a shift); its offset is read from the uniform
+    layout = None
+    if store is not None:
+        layout = (tuple(lead), tuple(lead_strides[-1]), int(store.strides[-1]))
+    rank = len(lead) if "strided" in modes else 0
+    key = (id(root), tuple(modes), rank, types, second, layout)
     hit = _EPILOGUES.get(key)
     if hit is not None and hit[0] is root:
         text = hit[1]
     else:
-        text = _epilogue_text(root, modes, rank, types, second, strided)
+        text = _epilogue_text(root, modes, rank, types, second, layout)
         if len(_EPILOGUES) >= _MAX_EPILOGUES:
             _EPILOGUES.clear()
         _EPILOGUES[key] = (root, text)
@@ -289,21 +291,30 @@ def _epilogue_text(
     rank: int,
     types: Sequence[str],
     second: bool,
-    store: bool = False,
+    store: tuple[tuple[int, ...], tuple[int, ...], int] | None = None,
 ) -> str:
     """The WGSL of an epilogue (see `epilogue_source`): ``types`` those of the product
-    and the operands, ``rank`` the merged leading dims' where an operand or the
-    destination (``store``) is strided."""
+    and the operands, ``rank`` the merged leading dims' where an operand is strided;
+    ``store``: a strided destination's merged leading dims, its strides over them and
+    its column stride (written into the kernel as constants)."""
     n_operands = len(modes)
     strided = [k for k, m in enumerate(modes) if m == "strided"]
-    walked = strided + [_STORE_SLOT] * store  # the destination's offset last
-    slots = max(1, len(walked))
+    slots = max(1, len(strided) + (store is not None))  # the destination's offset last
     row = [f"    var o = array<u32, {slots}>({', '.join(['0u'] * slots)});"]
-    if walked:
-        row += [f"    o[{j}] = emu({76 + k}u);" for j, k in enumerate(walked)]
-        row += offset_lines("r", [(f"o[{j}]", k) for j, k in enumerate(walked)], rank, "emu")
+    if strided:
+        row += [f"    o[{j}] = emu({76 + k}u);" for j, k in enumerate(strided)]
+        row += offset_lines("r", [(f"o[{j}]", k) for j, k in enumerate(strided)], rank, "emu")
+    at = "i"
+    if store is not None:
+        dims, steps, column = store
+        row += [f"    o[{slots - 1}] = emu({76 + _STORE_SLOT}u);", "    var at = r;"]
+        for d in range(len(dims) - 1, -1, -1):
+            coord = "at" if d == 0 else f"at % {dims[d]}u"
+            row.append(f"    o[{slots - 1}] += ({coord}) * {steps[d] & 0xFFFFFFFF}u;")
+            if d:
+                row.append(f"    at = at / {dims[d]}u;")
+        at = f"er[{slots - 1}] + n * {column & 0xFFFFFFFF}u"
     row.append("    return o;")
-    at = f"er[{slots - 1}] + n * emu({84 + _STORE_SLOT}u)" if store else "i"
     lines: list[str] = []
     for k, mode in enumerate(modes):
         if mode == "strided":
@@ -321,7 +332,7 @@ def _epilogue_text(
         f"@group(0) @binding({5 + k}) var<storage, read> E{k + 1}: array<{types[k + 1]}>;"
         for k in range(n_operands)
     ]
-    if n_operands or store:
+    if n_operands or store is not None:
         binds = [
             "@group(0) @binding(4) var<uniform> ep: array<vec4<u32>, 24>;",
             *binds,

@@ -193,13 +193,14 @@ def matmul_into(
     (``out`` holds the product).
     """
     store: Operand | None = None
+    store_only = False  # an epilogue made only to store through the destination's strides
     if isinstance(into, Operand):
         if _plain(into):
             out = into.array
         else:
             store, out = into, into.array
             if epilogue is None:
-                epilogue = Epilogue(arg(0), [])
+                epilogue, store_only = Epilogue(arg(0), []), True
             elif epilogue.out is not None:
                 raise GpuUnsupportedError(
                     "a matmul with a strided destination writes no second output"
@@ -256,8 +257,10 @@ def matmul_into(
     if gather is not None:
         vec_a = vec_b = False
     if variant is None or splits is None:
+        # a product stored through strides alone takes the tile tuned for it stored
+        # plainly (its K is left whole all the same)
         problem = tuning.Problem(
-            M, N, K, nbatch, (a_layout, b_layout), (vec_a, vec_b), epilogue is None,
+            M, N, K, nbatch, (a_layout, b_layout), (vec_a, vec_b), epilogue is None or store_only,
             max_shared, device.max_groups, "matmul" if gather is None else gather.kind, elem,
         )  # fmt: skip
         chosen, chosen_splits = _choose(a, b, shape, problem, gather)
