@@ -1,6 +1,7 @@
 """A GELU's gradient computes its CDF and its density from one exp: ``1 + erf(c * t)``
 beside ``exp(-c**2 * t * t)`` renders as prelude.wgsl's ``asg_one_plus_erf`` of that
-exp (no branch, no exp of its own), with numpy's values, NaN and infinities included."""
+exp (no branch, no exp of its own), and a GELU's ``1 + erf`` alone without a branch
+(``asg_one_plus_erf_exp``), with numpy's values, NaN and infinities included."""
 
 from __future__ import annotations
 
@@ -41,16 +42,42 @@ def test_the_cdf_and_the_density_share_one_exp() -> None:
     assert "asg_erf(" not in text, text
 
 
-def test_an_erf_without_its_exp_keeps_its_own_spelling() -> None:
+def test_one_plus_erf_without_its_exp_takes_its_own_and_erf_alone_stays() -> None:
     t = s.arg(0)
     other = (s.const(1.0) + s.erf(t * 0.5)) * s.exp((s.const(-0.5) * t) * t)  # needs k=-1/4
     _, body = render_wgsl_lets(simplify(other), ["x0"], ["f32"], "f32")
-    assert "asg_erf(" in body
-    assert "asg_one_plus_erf" not in body
-    # without named values (render_wgsl) the exp is not computed twice either
+    assert "asg_one_plus_erf_exp(" in body  # a GELU's forward: no branch, its own exp
+    assert "asg_erf(" not in body
+    _, alone = render_wgsl_lets(simplify(s.erf(t) * 2.0), ["x0"], ["f32"], "f32")
+    assert "asg_erf(" in alone  # erf itself keeps its relative accuracy near 0
+    # without named values (render_wgsl) the op's own spelling is kept
     plain = render_wgsl(simplify(_gelu_gradient(t, s.arg(1))), ["x0", "x1"], ["f32"] * 2, "f32")
     assert "asg_erf(" in plain
     assert "asg_one_plus_erf" not in plain
+
+
+def _one_plus_erf(x: np.ndarray) -> np.ndarray:
+    """``1 + erf(x)`` in float64 as ``erfc(-x)``: no cancellation in the tail x << 0
+    (where the GPU keeps its digits too)."""
+    value = np.vectorize(math.erfc, otypes=[np.float64])(-np.nan_to_num(x))
+    return np.where(np.isnan(x), np.nan, value)
+
+
+def test_a_gelu_without_a_branch_matches_numpy(device: Device) -> None:
+    t = np.concatenate([np.linspace(-12, 12, 4001, dtype=np.float32), EDGES])
+    tree = (s.const(0.5) * s.arg(0)) * (s.const(1.0) + s.erf(s.arg(0) * C))
+    got = elementwise_tree(tree, [to_gpu(t, device)], np.float32, t.shape)
+    with np.errstate(all="ignore"):
+        t64 = t.astype(np.float64)
+        want = 0.5 * t64 * _one_plus_erf(t64 * C)
+    near = np.abs(t) < 5
+    np.testing.assert_allclose(got.numpy()[near], want[near], rtol=2e-6, atol=1e-37)
+    # the tail keeps its digits up to exp(-x * x) of a rounded x * x (relative 6e-8 of
+    # x * x, x = t / sqrt 2): where numpy's 1 + erf(x) has cancelled to 0
+    far = ~near
+    np.testing.assert_allclose(
+        got.numpy()[far], want[far].astype(np.float32), rtol=3e-5, atol=1e-37, equal_nan=True
+    )
 
 
 def test_the_shared_exp_matches_numpy_over_the_range_and_its_edges(device: Device) -> None:
@@ -60,9 +87,8 @@ def test_the_shared_exp_matches_numpy_over_the_range_and_its_edges(device: Devic
     got = elementwise_tree(tree, [to_gpu(dy, device), to_gpu(t, device)], np.float32, t.shape)
     with np.errstate(all="ignore"):
         t64 = t.astype(np.float64)
-        erf = np.vectorize(math.erf, otypes=[np.float64])(np.nan_to_num(t64 * C))
-        erf = np.where(np.isnan(t64), np.nan, erf)
-        want = dy * (0.5 * (1.0 + erf) + t64 * (np.exp(-0.5 * t64 * t64) * K))
+        cdf = 0.5 * _one_plus_erf(t64 * C)
+        want = dy * (cdf + t64 * (np.exp(-0.5 * t64 * t64) * K))
     np.testing.assert_allclose(
         got.numpy(), want.astype(np.float32), rtol=2e-6, atol=2e-7, equal_nan=True
     )

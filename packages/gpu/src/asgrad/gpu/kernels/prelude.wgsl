@@ -192,6 +192,11 @@ fn asg_one_plus_erf(x: f32, e: f32) -> f32 {
     return asg_keepnan(x, select(2.0 - r, r, x < 0.0));
 }
 
+// 1 + erf(x) with its own exp (a GELU's forward): still no branch
+fn asg_one_plus_erf_exp(x: f32) -> f32 {
+    return asg_one_plus_erf(x, asg_exp(-(x * x)));
+}
+
 // floor/ceil/trunc/round of NaN and +-inf are themselves (WGSL leaves them undefined)
 fn asg_floor(x: f32) -> f32 {
     return select(floor(x), x, !asg_isfinite(x));

@@ -136,7 +136,8 @@ def _render(
     texts: dict[tuple[int, str], str] = {}
     lets: list[str] = []
     shared = _shared_nodes(e) if prefix is not None else set()
-    # 1 + erf(y) beside exp(-y * y) (a GELU's gradient): one exp for both
+    # 1 + erf(y) (a GELU's CDF) without a branch; beside exp(-y * y) (a GELU's
+    # gradient: its density) from that exp
     erfs = _erf_with_exp(e) if prefix is not None else {}
     shared |= {id(found) for found in erfs.values()}
 
@@ -198,14 +199,13 @@ def _render(
             )
         inner = "bool" if node.op in ("logical_and", "logical_or", "logical_not") else None
         ok = inner or operand_kind(node, "f32" if k == "bool" else k)
-        shared_exp = erfs.get(id(node))
-        y = _erf_of(node) if shared_exp is not None else None
-        if (
-            y is not None
-            and shared_exp is not None
-            and k == ok == kind(y, "f32") == kind(shared_exp, "f32") == "f32"
-        ):
-            return f"asg_one_plus_erf({text(y, 'f32')}, {text(shared_exp, 'f32')})"
+        y = _erf_of(node) if prefix is not None else None
+        if y is not None and k == ok == kind(y, "f32") == "f32":
+            shared_exp = erfs.get(id(node))
+            if shared_exp is None:  # a GELU: its own exp, still no branch
+                return f"asg_one_plus_erf_exp({text(y, 'f32')})"
+            if kind(shared_exp, "f32") == "f32":
+                return f"asg_one_plus_erf({text(y, 'f32')}, {text(shared_exp, 'f32')})"
         if node.op == "where":
             branch = operand_kind(node, k)
             a = [text(node.args[0], "bool"), *(text(x, branch) for x in node.args[1:])]
