@@ -81,6 +81,29 @@ def test_a_slice_of_a_wider_array_is_written_alone(
     _check(end, want, np.float32)
 
 
+@pytest.mark.parametrize("layouts", [("k", "n"), ("m", "n"), ("k", "k"), ("m", "k")])
+def test_every_operand_layout_stores_through_the_view(
+    device: Device, layouts: tuple[str, str]
+) -> None:
+    """A transposed operand (A contiguous along M, B along K) reads through its own
+    strides; the store through the destination's is the same for each."""
+    B, H, T, DH = 2, 2, 11, 8
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((B, H, T, T)).astype(np.float32)
+    b = rng.standard_normal((B, H, T, DH)).astype(np.float32)
+    va = MatrixView(to_gpu(np.ascontiguousarray(a.swapaxes(-1, -2)), device)).transpose()
+    vb = MatrixView(to_gpu(np.ascontiguousarray(b.swapaxes(-1, -2)), device)).transpose()
+    if layouts[0] == "k":
+        va = MatrixView(to_gpu(a, device))
+    if layouts[1] == "n":
+        vb = MatrixView(to_gpu(b, device))
+    end = GpuArray.empty((B, T, H * DH), np.float32, device)
+    into = Operand(end, (B, T, H, DH), (T * H * DH, H * DH, DH, 1)).permute((0, 2, 1, 3))
+    matmul_into(va, vb, into)
+    want = (a @ b).transpose(0, 2, 1, 3).reshape(B, T, H * DH)
+    np.testing.assert_allclose(end.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("splits", [1, 4])
 def test_a_transposed_destination_of_a_deep_product_is_not_split(
     device: Device, splits: int
