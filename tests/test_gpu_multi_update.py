@@ -328,25 +328,6 @@ def test_split_k_weight_gradients_are_summed_by_the_update(device: Device) -> No
     assert kinds["optimizer update"] == 1, kinds
 
 
-def test_split_k_pieces_over_the_memory_cap_are_fewer_and_summed_by_the_update(
-    device: Device, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where the partial products chosen would hold more than `MAX_PIECES` elements
-    until the update, K is cut into as many pieces as fit (two of 64 x 64 here), still
-    summed by the update: no column reduction, the same values."""
-    from asgrad.gpu.plan import fusion
-
-    monkeypatch.setattr(fusion, "MAX_PIECES", 2 * 64 * 64 + 1)
-    rows = 2048
-    program, model, feeds = _wide_batch_step("gpu", rows)
-    _, cpu_model, _ = _wide_batch_step("cpu", rows)
-    for c, g in zip(cpu_model.parameters(), model.parameters(), strict=True):
-        np.testing.assert_allclose(g.value, c.value, rtol=1e-4, atol=1e-5, err_msg=g.name)
-    kinds = _count(program, feeds, device)
-    assert kinds["column reduction"] == 0, kinds
-    assert kinds["optimizer update"] == 1, kinds
-
-
 class _TinyGPT(nn.Module):
     """The benchmarks' transformer workload (benchmarks/asgrad_workloads.py)."""
 

@@ -655,14 +655,7 @@ def _folded_views(p: Product) -> tuple[MatrixView, MatrixView] | None:
 
 
 # The most elements the partial products of one split-K weight gradient may hold until
-# the update adds them up (they live from the product to the update batch). A product
-# split into more pieces is split into as many as fit instead (at least 2), so that no
-# column reduction sums it (transformer_large's 512 x 2048 weight gradients: 4 pieces
-# of K = 8192 rather than 8; its plan's memory went from 2,496 to 2,479 MiB, the pieces
-# held while the forward's activations are released); a float16 product's is summed by
-# a column reduction instead (its float32 pieces would hold 8 times its gradient's bytes:
-# transformer_large's mixed step 1,742 -> 1,934 MiB). Measured with
-# `benchmarks/bench_worker.py`'s figure on lavapipe, 2026-12-02.
+# the update adds them up (they live from the product to the update batch).
 MAX_PIECES = 1 << 22
 
 
@@ -671,11 +664,10 @@ def product_pieces(
 ) -> tuple[GpuArray, int] | None:
     """A float32 or float16 product ``node`` (a matmul of matrices, or a batched one
     summed over its batch, `_folded_product`) launched without summing its split K: the
-    float32 partial products, shaped ``(splits, size)``, and ``splits`` (at most
-    `MAX_PIECES` elements: fewer pieces than `choose` picks where its would hold more); a
-    multi-tensor update reads their sum (`asgrad.gpu.plan.multi_sums`), so no column
-    reduction is launched for them. None, launching nothing, when ``node`` is no such
-    product or K is not split.
+    float32 partial products, shaped ``(splits, size)``, and ``splits``; a multi-tensor
+    update reads their sum (`asgrad.gpu.plan.multi_sums`), so no column reduction is
+    launched for them. None, launching nothing, when ``node`` is no such product, K is
+    not split, or the pieces would hold more than `MAX_PIECES` elements.
     """
     if node.op == "matmul" and len(ins) == 2 and all(_matrix_like(v) for v in ins):
         a, b = (_view(v) for v in ins if _matrix_like(v))
@@ -692,12 +684,8 @@ def product_pieces(
     if dtype not in (np.float32, np.float16) or b.array.dtype != dtype:
         return None
     tile, splits = choose(a, b)
-    fit = MAX_PIECES // max(1, math.prod(out_type.shape))
-    if splits > fit and dtype == np.float16:
-        return None  # float32 pieces of a float16 gradient: summed now, kept as float16
-    if splits == 1 or fit < 2:
-        return None  # K whole, or even two pieces holding too much memory until the update
-    splits = min(splits, fit)
+    if splits == 1 or math.prod(out_type.shape) * splits > MAX_PIECES:
+        return None  # K whole, or pieces holding too much memory until the update
     out = GpuArray.empty((a.shape[-2], b.shape[-1]), dtype, a.array.device)
     if math.prod(out.shape) != math.prod(out_type.shape):
         return None
