@@ -200,6 +200,26 @@ def test_long_axes_reduce_in_pieces(
     _close(got, want.astype(np.float32), rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize(("rows", "kernel"), [(8, "reduction_cols"), (40, "reduction_cols_block")])
+def test_a_short_axis_of_many_columns_sums_a_thread_per_output(
+    device: Device, rows: int, kernel: str
+) -> None:
+    """Split-K's partial products, (splits, size): a few rows of many columns are summed
+    by a thread per output; a longer axis keeps the block kernel."""
+    from asgrad.gpu.device.buffers import ScopedPool
+    from asgrad.gpu.plan.capture import capturing, replay
+
+    x = np.random.default_rng(8).uniform(-1, 1, (rows, 65536 + 5)).astype(np.float32)
+    gx = to_gpu(x, device)
+    scope = ScopedPool(device.pool)
+    with capturing(device, scope) as capture:
+        out = reduce_axis("sum", gx, 0)
+    assert [str(c[-1]).split(" ")[0] for c in capture.commands] == [kernel]
+    replay(device, capture.commands)
+    _close(out.numpy(), x.astype(np.float64).sum(0).astype(np.float32), rtol=1e-5, atol=1e-5)
+    scope.close()
+
+
 def _exact_array(device: Device, n: int) -> GpuArray:
     """A float32 array in a buffer of exactly ``4 * n`` bytes (not a pooled size)."""
     from asgrad.gpu.device.buffers import GpuBuffer

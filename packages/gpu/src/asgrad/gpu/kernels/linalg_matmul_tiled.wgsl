@@ -29,7 +29,11 @@
 // (i its flat index in C, n its column, er the row's operand offsets from ep_row, once
 // per row): the identity, or a fused elementwise expression of x0 and operands
 // broadcast to C's shape (a bias, an activation, a residual), so gelu(x @ W + b) needs
-// no second pass. Only with one split (C is then the product itself).
+// no second pass. Only with one split (C is then the product itself). Element i of the
+// product is stored at C[c_at(i, n, er)]: i itself, or through the output strides of a
+// strided destination (a permuted or sliced view of a larger array, read from the
+// epilogue's uniform like a strided operand's), so a product read only through views
+// (heads merged back, a slice of a gradient) is stored where those views put it.
 
 struct Meta {
     M: u32, N: u32, K: u32, k_len: u32,

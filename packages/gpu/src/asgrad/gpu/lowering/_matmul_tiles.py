@@ -282,8 +282,14 @@ def _fetch_quad(operand: str, t: Tile, vec: bool) -> tuple[str, list[str], list[
 
 IDENTITY = (
     "fn ep_row(r: u32) -> array<u32, 1> {\n    return array<u32, 1>(0u);\n}\n"
-    "fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, 1>) -> f32 {\n    return x0;\n}"
+    "fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, 1>) -> f32 {\n    return x0;\n}\n"
+    "fn c_at(i: u32, n: u32, er: array<u32, 1>) -> u32 {\n    return i;\n}"
 )
+
+# The uniform slot of a strided destination's offset (that of operand slot 7: an
+# epilogue reads at most `MAX_EPILOGUE_OPERANDS` = 5 operands); its dims and strides are
+# constants of the kernel.
+_STORE_SLOT = 7
 
 
 def epilogue_source(
@@ -292,6 +298,7 @@ def epilogue_source(
     out_shape: tuple[int, ...],
     second: bool = False,
     product: str = "f32",
+    store: Operand | None = None,
 ) -> tuple[str, bytes]:
     """The epilogue functions of ``expr`` (a scalar expression of ``arg(0)``, the
     product's element, and ``arg(k)``, operand k - 1 read at the same position of the
@@ -307,12 +314,19 @@ def epilogue_source(
     ``second`` the value goes into a second output (bound after the operands) at ``i``
     and C keeps the product. ``product``: the storage type of C (``f16``: the product
     is rounded to float16 before ``expr`` reads it, and ``expr`` computes in float16 as
-    the unfused ops would).
+    the unfused ops would). ``store``: a view of ``out_shape`` that C is (a strided
+    destination): element i is stored at ``c_at(i, n, er)``, the row's offset in it plus
+    ``n`` times its column stride, instead of at ``i``.
     """
     if len(out_shape) < 2:
         raise GpuUnsupportedError(
             f"a matmul epilogue needs the product as a matrix (its rows and columns); got "
             f"shape {out_shape}"
+        )
+    if store is not None and (second or tuple(store.shape) != tuple(out_shape)):
+        raise GpuUnsupportedError(
+            f"a matmul's strided destination must be of the product's shape {out_shape} and "
+            f"its only output; got shape {store.shape}"
         )
     strides = [o.broadcast_strides(out_shape) for o in operands]
     contiguous = contiguous_strides(out_shape)
@@ -320,7 +334,8 @@ def epilogue_source(
         "scalar" if all(s == 0 for s in st) else "contig" if st == contiguous else "strided"
         for st in strides
     ]
-    lead, lead_strides = _collapse(out_shape[:-1], [st[:-1] for st in strides])
+    walked = strides + ([tuple(store.strides)] if store is not None else [])
+    lead, lead_strides = _collapse(out_shape[:-1], [st[:-1] for st in walked])
     if len(lead) > _MAX_LEAD_DIMS:
         raise GpuUnsupportedError(
             f"a matmul epilogue reads operands over at most {_MAX_LEAD_DIMS} leading "
@@ -333,15 +348,22 @@ def epilogue_source(
         meta[12 + 8 * k : 12 + 8 * k + len(lead)] = [v & 0xFFFFFFFF for v in lead_strides[k]]
         meta[76 + k] = o.offset
         meta[84 + k] = st[-1] & 0xFFFFFFFF if st else 0
+    if store is not None:
+        meta[76 + _STORE_SLOT] = store.offset
     root = simplify(expr)
     types = (product, *(o.array.wgsl for o in operands))
+    # a destination's dims and strides are constants of the kernel (a division by a
+    # constant is a multiply and a shift); its offset is read from the uniform
+    layout = None
+    if store is not None:
+        layout = (tuple(lead), tuple(lead_strides[-1]), int(store.strides[-1]))
     rank = len(lead) if "strided" in modes else 0
-    key = (id(root), tuple(modes), rank, types, second)
+    key = (id(root), tuple(modes), rank, types, second, layout)
     hit = _EPILOGUES.get(key)
     if hit is not None and hit[0] is root:
         text = hit[1]
     else:
-        text = _epilogue_text(root, modes, rank, types, second)
+        text = _epilogue_text(root, modes, rank, types, second, layout)
         if len(_EPILOGUES) >= _MAX_EPILOGUES:
             _EPILOGUES.clear()
         _EPILOGUES[key] = (root, text)
@@ -358,17 +380,34 @@ _MAX_EPILOGUES = 1024
 
 
 def _epilogue_text(
-    root: Expr, modes: Sequence[str], rank: int, types: Sequence[str], second: bool
+    root: Expr,
+    modes: Sequence[str],
+    rank: int,
+    types: Sequence[str],
+    second: bool,
+    store: tuple[tuple[int, ...], tuple[int, ...], int] | None = None,
 ) -> str:
     """The WGSL of an epilogue (see `epilogue_source`): ``types`` those of the product
-    and the operands, ``rank`` the merged leading dims' where an operand is strided."""
+    and the operands, ``rank`` the merged leading dims' where an operand is strided;
+    ``store``: a strided destination's merged leading dims, its strides over them and
+    its column stride (written into the kernel as constants)."""
     n_operands = len(modes)
     strided = [k for k, m in enumerate(modes) if m == "strided"]
-    slots = max(1, len(strided))
+    slots = max(1, len(strided) + (store is not None))  # the destination's offset last
     row = [f"    var o = array<u32, {slots}>({', '.join(['0u'] * slots)});"]
     if strided:
         row += [f"    o[{j}] = emu({76 + k}u);" for j, k in enumerate(strided)]
         row += offset_lines("r", [(f"o[{j}]", k) for j, k in enumerate(strided)], rank, "emu")
+    at = "i"
+    if store is not None:
+        dims, steps, column = store
+        row += [f"    o[{slots - 1}] = emu({76 + _STORE_SLOT}u);", "    var at = r;"]
+        for d in range(len(dims) - 1, -1, -1):
+            coord = "at" if d == 0 else f"at % {dims[d]}u"
+            row.append(f"    o[{slots - 1}] += ({coord}) * {steps[d] & 0xFFFFFFFF}u;")
+            if d:
+                row.append(f"    at = at / {dims[d]}u;")
+        at = f"er[{slots - 1}] + n * {column & 0xFFFFFFFF}u"
     row.append("    return o;")
     lines: list[str] = []
     for k, mode in enumerate(modes):
@@ -387,7 +426,7 @@ def _epilogue_text(
         f"@group(0) @binding({5 + k}) var<storage, read> E{k + 1}: array<{types[k + 1]}>;"
         for k in range(n_operands)
     ]
-    if n_operands:
+    if n_operands or store is not None:
         binds = [
             "@group(0) @binding(4) var<uniform> ep: array<vec4<u32>, 24>;",
             *binds,
@@ -408,6 +447,9 @@ def _epilogue_text(
             "}",
             f"fn epilogue(x0: f32, i: u32, n: u32, er: array<u32, {slots}>) -> f32 {{",
             *lines,
+            "}",
+            f"fn c_at(i: u32, n: u32, er: array<u32, {slots}>) -> u32 {{",
+            f"    return {at};",
             "}",
         ]
     )
@@ -497,8 +539,9 @@ def source(
     )
 
 
-# store_row: 4 neighbouring outputs of a row of C, each where it lies inside C ($S: the
-# conversion to C's type)
+# store_row: 4 neighbouring outputs of a row of C, each where it lies inside C, stored at
+# c_at (the epilogue's: the index itself, or through a strided destination's strides; $S:
+# the conversion to C's type)
 _STORE_SCALARS = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
     if (m >= params.M) {
         return;
@@ -506,19 +549,20 @@ _STORE_SCALARS = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
     let base = c_base + m * params.N;
     let er = ep_row(base / params.N);
     if (n + 3u < params.N) {
-        C[base + n] = $S(epilogue(v.x, base + n, n, er));
-        C[base + n + 1u] = $S(epilogue(v.y, base + n + 1u, n + 1u, er));
-        C[base + n + 2u] = $S(epilogue(v.z, base + n + 2u, n + 2u, er));
-        C[base + n + 3u] = $S(epilogue(v.w, base + n + 3u, n + 3u, er));
+        C[c_at(base + n, n, er)] = $S(epilogue(v.x, base + n, n, er));
+        C[c_at(base + n + 1u, n + 1u, er)] = $S(epilogue(v.y, base + n + 1u, n + 1u, er));
+        C[c_at(base + n + 2u, n + 2u, er)] = $S(epilogue(v.z, base + n + 2u, n + 2u, er));
+        C[c_at(base + n + 3u, n + 3u, er)] = $S(epilogue(v.w, base + n + 3u, n + 3u, er));
         return;
     }
-    if (n < params.N) { C[base + n] = $S(epilogue(v.x, base + n, n, er)); }
-    if (n + 1u < params.N) { C[base + n + 1u] = $S(epilogue(v.y, base + n + 1u, n + 1u, er)); }
-    if (n + 2u < params.N) { C[base + n + 2u] = $S(epilogue(v.z, base + n + 2u, n + 2u, er)); }
+    if (n < params.N) { C[c_at(base + n, n, er)] = $S(epilogue(v.x, base + n, n, er)); }
+    if (n + 1u < params.N) { C[c_at(base + n + 1u, n + 1u, er)] = $S(epilogue(v.y, base + n + 1u, n + 1u, er)); }
+    if (n + 2u < params.N) { C[c_at(base + n + 2u, n + 2u, er)] = $S(epilogue(v.z, base + n + 2u, n + 2u, er)); }
 }"""
 
 # store_row where every row of C is a multiple of 4 long (so 4 outputs starting at a
-# multiple of 4 lie inside C together or not at all) and C is float32: one vec4
+# multiple of 4 lie inside C together or not at all), C is float32 and stored plainly
+# (no strided destination): one vec4
 _STORE_VEC4 = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
     if (m >= params.M || n >= params.N) {
         return;

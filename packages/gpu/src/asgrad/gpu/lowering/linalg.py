@@ -29,7 +29,7 @@ from asgrad.gpu.lowering.common import Attrs, Lowering
 from asgrad.gpu.lowering.elementwise import elementwise
 from asgrad.gpu.lowering.reduction import reduce_axis
 from asgrad.tensor import TensorType
-from asgrad.tensor.ir.scalar import Expr
+from asgrad.tensor.ir.scalar import Expr, arg
 
 __all__ = [
     "LOWERINGS",
@@ -170,14 +170,17 @@ def _batch_strides(view: MatrixView, batch: tuple[int, ...]) -> list[int]:
 def matmul_into(
     a: MatrixView,
     b: MatrixView,
-    out: GpuArray,
+    into: GpuArray | Operand,
     variant: str | None = None,
     splits: int | None = None,
     epilogue: Epilogue | None = None,
     gather: Gather | None = None,
     sum_pieces: bool = True,
 ) -> GpuArray | None:
-    """Record ``out = a @ b``; ``out`` is C-contiguous of the broadcast result shape.
+    """Record ``into = a @ b``; ``into`` is an array of the broadcast result shape, or a
+    view of one of that shape (a strided destination: a permuted or sliced view of a
+    larger array, written through its strides as the product is stored; K is then not
+    split and no second output is written).
 
     ``variant`` names a tile (`asgrad.gpu.lowering._matmul_tiles.tile`) and
     ``splits`` the number of pieces K is cut into (split-K); by default both come from
@@ -191,6 +194,23 @@ def matmul_into(
     update adds them up), and ``out`` is left unwritten; None when K is not split
     (``out`` holds the product).
     """
+    store: Operand | None = None
+    store_only = False  # an epilogue made only to store through the destination's strides
+    if isinstance(into, Operand):
+        if _plain(into):
+            out = into.array
+        else:
+            store, out = into, into.array
+            if epilogue is None:
+                epilogue, store_only = Epilogue(arg(0), []), True
+            elif epilogue.out is not None:
+                raise GpuUnsupportedError(
+                    "a matmul with a strided destination writes no second output"
+                )
+            if sum_pieces is False:
+                raise GpuUnsupportedError("a strided destination takes the summed product")
+    else:
+        out = into
     device = out.device
     dtypes = {out.dtype, a.array.dtype, b.array.dtype}
     if len(dtypes) > 1 or not dtypes <= {np.dtype(np.float32), np.dtype(np.float16)}:
@@ -203,7 +223,8 @@ def matmul_into(
     K2, N = b.shape[-2], b.shape[-1]
     if K != K2:
         raise GpuUnsupportedError(f"matmul: shapes {a.shape} and {b.shape} do not align")
-    batch = tuple(out.shape[:-2])
+    shape = tuple(into.shape)
+    batch = shape[:-2]
     if len(batch) > MAX_BATCH_DIMS:
         raise GpuUnsupportedError(
             f"matmul on the GPU supports up to {MAX_BATCH_DIMS} batch dimensions, "
@@ -231,18 +252,20 @@ def matmul_into(
                 f"a matmul epilogue that keeps the product reads at most "
                 f"{MAX_EPILOGUE_OPERANDS - 1} operands besides it; got {len(extra)}"
             )
-        epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, tuple(out.shape), second, elem)
+        epi, ep_meta = tiles.epilogue_source(epilogue.expr, extra, shape, second, elem, store)
         splits = 1  # the epilogue runs as the product is stored: no partial products
     vec_a = _vec4(a.offset, a_bs, a_st, (M, K), 1 if a_layout == "k" else 0)
     vec_b = _vec4(b.offset, b_bs, b_st, (K, N), 1 if b_layout == "n" else 0)
     if gather is not None:
         vec_a = vec_b = False
     if variant is None or splits is None:
+        # a product stored through strides alone takes the tile tuned for it stored
+        # plainly (its K is left whole all the same)
         problem = tuning.Problem(
-            M, N, K, nbatch, (a_layout, b_layout), (vec_a, vec_b), epilogue is None,
+            M, N, K, nbatch, (a_layout, b_layout), (vec_a, vec_b), epilogue is None or store_only,
             max_shared, device.max_groups, "matmul" if gather is None else gather.kind, elem,
         )  # fmt: skip
-        chosen, chosen_splits = _choose(a, b, tuple(out.shape), problem, gather)
+        chosen, chosen_splits = _choose(a, b, shape, problem, gather)
         variant = chosen if variant is None else variant
         splits = chosen_splits if splits is None else splits
     t = tiles.tile(variant)
@@ -270,14 +293,15 @@ def matmul_into(
         *([1] * pad + list(batch)), *([0] * pad + a_bs), *([0] * pad + b_bs),
     )  # fmt: skip
     binds: tuple[str, ...] = ("uniform", "read", "read", "write")
-    if extra:
+    if extra or store is not None:
         binds += ("uniform",) + ("read",) * len(extra)
     if epilogue is not None and epilogue.out is not None:
         binds += ("write",)
     loads = None if gather is None else gather.loads
     # split-K partial products stay float32 until their sum is rounded
     types = (elem, elem if splits == 1 else "f32")
-    vec_c = t.vstore and N % 4 == 0  # rows of C (and its split slabs) in whole vec4
+    # rows of C (and its split slabs) in whole vec4, stored plainly (c_at is the index)
+    vec_c = t.vstore and N % 4 == 0 and store is None
     pipe = device.pipeline(
         ("linalg_matmul", t.name, a_layout, b_layout, vec_a, vec_b, types, (epi,), loads, vec_c),
         lambda: tiles.source(t, a_layout, b_layout, vec_a, vec_b, epi, loads, types, vec_c),
@@ -289,7 +313,7 @@ def matmul_into(
     target = out if splits == 1 else GpuArray.empty((splits, nbatch * M * N), np.float32, device)
     params = device.params(meta)
     buffers: tuple[GpuBuffer, ...] = (params, a.array.buffer, b.array.buffer, target.buffer)
-    if extra:
+    if extra or store is not None:
         buffers += (device.params(ep_meta), *(o.array.buffer for o in extra))
     if epilogue is not None and epilogue.out is not None:
         if epilogue.out.shape != out.shape or epilogue.out.dtype != out.dtype:
@@ -305,6 +329,15 @@ def matmul_into(
         return target
     reduce_axis("sum", target, 0, out=out.view((nbatch * M * N,)))  # one per piece of K
     return None
+
+
+def _plain(view: Operand) -> bool:
+    """Whether ``view`` is its whole array, C-contiguous (no strided store needed)."""
+    return (
+        view.offset == 0
+        and tuple(view.shape) == tuple(view.array.shape)
+        and tuple(view.strides) == contiguous_strides(view.shape)
+    )
 
 
 def _folded(

@@ -4,7 +4,8 @@ size_ratio; the scans (cumsum...) and sorts along one axis (`._scan`).
 `reduce_axis` reduces along axes with a workgroup per row (a tree,
 ``kernels/reduction_rows.wgsl``), a workgroup per block of 32 outputs along a wide
 strided axis (column sums, ``kernels/reduction_cols_block.wgsl``) or a thread per
-output (``kernels/reduction_cols.wgsl``), splitting long axes into pieces first; arg-reductions use
+output (``kernels/reduction_cols.wgsl``: narrow outputs, and a short axis of many outputs,
+split-K's partial products), splitting long axes into pieces first; arg-reductions use
 ``kernels/reduction_arg_rows.wgsl``. Reduced axes that are not adjacent are brought
 together by a permuting copy.
 
@@ -158,7 +159,7 @@ def reduce_axis(
         _launch(device, "reduction_rows", second, partial, out, (outer, chunks, 1), scale, 0, True)
     elif inner == 1:
         _launch(device, "reduction_rows", kind, src, out, (outer, r, inner), scale)
-    elif inner >= _BLOCK:
+    elif inner >= _BLOCK and (r > _FEW_ROWS or rows < _BUSY_THREADS):
         # wide rows (column sums): a workgroup per block of outputs; few blocks and a
         # long axis: partial results over pieces of the axis first
         blocks = outer * -(-inner // _BLOCK)
@@ -205,6 +206,11 @@ _MIN_CHUNK = 32
 _BLOCK = 32
 _BUSY_BLOCKS = 1024
 _BLOCK_CHUNK = 64
+# A column sum over at most this many rows with at least _BUSY_THREADS outputs (split-K
+# partial products, (splits, size)) runs a thread per output (reduction_cols.wgsl): in
+# the block kernel each of its 8 lanes of rows would read one or two elements and then
+# meet the others in workgroup memory, 8 threads and 3 barriers per output.
+_FEW_ROWS = 16
 # Workgroups that keep a large GPU busy, and the shortest piece of a row worth one.
 _BUSY_GROUPS = 512
 _ROW_CHUNK = 4096

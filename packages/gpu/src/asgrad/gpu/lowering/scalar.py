@@ -136,6 +136,10 @@ def _render(
     texts: dict[tuple[int, str], str] = {}
     lets: list[str] = []
     shared = _shared_nodes(e) if prefix is not None else set()
+    # 1 + erf(y) (a GELU's CDF) without a branch; beside exp(-y * y) (a GELU's
+    # gradient: its density) from that exp
+    erfs = _erf_with_exp(e) if prefix is not None else {}
+    shared |= {id(found) for found in erfs.values()}
 
     def kind(node: Expr, hint: str) -> str:
         key = (id(node), hint)
@@ -195,6 +199,13 @@ def _render(
             )
         inner = "bool" if node.op in ("logical_and", "logical_or", "logical_not") else None
         ok = inner or operand_kind(node, "f32" if k == "bool" else k)
+        y = _erf_of(node) if prefix is not None else None
+        if y is not None and k == ok == kind(y, "f32") == "f32":
+            shared_exp = erfs.get(id(node))
+            if shared_exp is None:  # a GELU: its own exp, still no branch
+                return f"asg_one_plus_erf_exp({text(y, 'f32')})"
+            if kind(shared_exp, "f32") == "f32":
+                return f"asg_one_plus_erf({text(y, 'f32')}, {text(shared_exp, 'f32')})"
         if node.op == "where":
             branch = operand_kind(node, k)
             a = [text(node.args[0], "bool"), *(text(x, branch) for x in node.args[1:])]
@@ -257,6 +268,74 @@ def _fixed_kind(node: Expr) -> str:
     value = node.value
     assert isinstance(value, tuple)  # (template, kind, operand kinds): see `wgsl_call`
     return str(value[1])
+
+
+def _erf_with_exp(e: Expr) -> dict[int, Expr]:
+    """The ``1 + erf(c * t)`` nodes of ``e`` (by id) whose ``exp(-c**2 * t * t)`` ``e``
+    computes too, and that exp: rendered as ``asg_one_plus_erf`` of it (prelude.wgsl),
+    which needs no exp of its own (the exp a GELU's gradient computes for its density
+    serves its CDF's erf as well)."""
+    nodes = _walk(e)
+    exps: dict[tuple[int, float], Expr] = {}  # (id of t, k) of exp(k * t * t)
+    for n in nodes:
+        if n.op == "exp":
+            found = _scaled_square(n.args[0])
+            if found is not None:
+                exps.setdefault((id(found[0]), found[1]), n)
+    pairs: dict[int, Expr] = {}
+    if not exps:
+        return pairs
+    for n in nodes:
+        y = _erf_of(n)
+        scaled = None if y is None else _scaled(y)
+        if scaled is None:
+            continue
+        t, c = scaled
+        for (tid, k), exp_node in exps.items():
+            if tid == id(t) and math.isclose(k, -c * c, rel_tol=1e-12):
+                pairs[id(n)] = exp_node
+                break
+    return pairs
+
+
+def _erf_of(n: Expr) -> Expr | None:
+    """``y`` where ``n`` is ``1 + erf(y)`` (either order), else None."""
+    if n.op != "add":
+        return None
+    a, b = n.args
+    if _is(a, 1.0) and b.op == "erf":
+        return b.args[0]
+    if _is(b, 1.0) and a.op == "erf":
+        return a.args[0]
+    return None
+
+
+def _scaled(y: Expr) -> tuple[Expr, float] | None:
+    """``(t, c)`` where ``y`` is ``c * t`` or ``t * c`` (c a float constant)."""
+    if y.op != "mul":
+        return None
+    a, b = y.args
+    if _float_const(b) and not _float_const(a):
+        return a, float(b.value)  # type: ignore[arg-type]  # a float constant
+    if _float_const(a) and not _float_const(b):
+        return b, float(a.value)  # type: ignore[arg-type]  # a float constant
+    return None
+
+
+def _scaled_square(x: Expr) -> tuple[Expr, float] | None:
+    """``(t, k)`` where ``x`` is ``k * t * t`` in any grouping, or ``-(t * t)`` (k = -1)."""
+    if x.op == "neg" and x.args[0].op == "mul" and x.args[0].args[0] is x.args[0].args[1]:
+        return x.args[0].args[0], -1.0
+    if x.op != "mul":
+        return None
+    a, b = x.args
+    for one, other in ((a, b), (b, a)):
+        inner = _scaled(one)
+        if inner is not None and inner[0] is other:  # (k * t) * t
+            return other, inner[1]
+        if _float_const(one) and other.op == "mul" and other.args[0] is other.args[1]:
+            return other.args[0], float(one.value)  # type: ignore[arg-type]  # k * (t * t)
+    return None
 
 
 def _shared_nodes(e: Expr) -> set[int]:

@@ -51,9 +51,10 @@ from asgrad.gpu.device.variables import GpuVariableStore, variable_store
 from asgrad.gpu.errors import GpuError
 from asgrad.gpu.lowering.elementwise import EXPRESSION_OPS
 from asgrad.gpu.lowering.leaf import LEAVES, Bindings, upload_constant
+from asgrad.gpu.lowering.linalg import MAX_BATCH_DIMS
 from asgrad.gpu.plan.attention import AttentionPlan, find_attention
 from asgrad.gpu.plan.capture import Command, capturing
-from asgrad.gpu.plan.destinations import find_destinations
+from asgrad.gpu.plan.destinations import Destinations, find_destinations
 from asgrad.gpu.plan.fusion import (
     SHAPE_INPUTS,
     VIEW_OPS,
@@ -62,6 +63,7 @@ from asgrad.gpu.plan.fusion import (
     lower_in_place,
     lower_node,
     materialize,
+    product_into,
     product_pieces,
 )
 from asgrad.gpu.plan.fusion_groups import (
@@ -140,10 +142,17 @@ def build_plan(
     if attention is not None:  # the attention kernels launch these nodes
         inlined = inlined - frozenset(attention.covered)
     batch = update_batch(schedule, users, inlined, types) if fuse else None
-    if attention is not None:  # their outputs written where their readers' views put them
+    destinations = None
+    if fuse:  # outputs written where their readers' views put them: attention's, products'
         rules = frozenset(n.id for _, n in schedule.updates)
-        roots = [n for group in attention.groups for n in group.outputs]
-        attention.destinations = find_destinations(roots, device, users, inlined, types, rules)
+        roots = [n for group in attention.groups for n in group.outputs] if attention else []
+        products = placed_products(schedule, types, attention, batch)
+        half = frozenset(n.id for n in products)  # float16 products too (mixed precision)
+        destinations = find_destinations(
+            [*roots, *products], device, users, inlined, types, rules, half
+        )
+        if attention is not None:
+            attention.destinations = destinations
     checks = _checks(schedule, types, attention, batch) if fuse else {}
     in_place = in_place_updates(schedule, users, inlined, store, batch) if fuse else {}
     copies: list[Node] = []
@@ -182,11 +191,33 @@ def build_plan(
                 siblings,
                 checks,
                 copies,
+                destinations,
             )
     except BaseException:
         scope.close()
         raise
     return Plan(device, scope, bindings, outputs, updates, capture.commands, capture.checked)
+
+
+def placed_products(
+    schedule: Schedule, types: Types, attention: AttentionPlan | None, batch: UpdateBatch | None
+) -> list[Node]:
+    """The float32 and float16 products of matrices (batched or not) that may store their
+    result through a strided destination (`asgrad.gpu.plan.destinations`): none an
+    attention kernel or the update batch (split-K pieces) launches."""
+    covered = set(attention.covered) if attention is not None else set()
+    pieces = batch.products if batch is not None else frozenset()
+    return [
+        n
+        for n in schedule.nodes
+        if n.op == "matmul"
+        and n.id not in covered
+        and n.id not in pieces
+        and types[n.id].dtype in ("float32", "float16")
+        and all(types[i.id].dtype == types[n.id].dtype for i in n.inputs)
+        and all(len(types[i.id].shape) >= 2 for i in n.inputs)
+        and len(types[n.id].shape) <= 2 + MAX_BATCH_DIMS
+    ]
 
 
 def users_of(schedule: Schedule) -> dict[int, list[Node]]:
@@ -324,6 +355,7 @@ def lower_schedule(
     siblings: Mapping[int, list[tuple[int, list[int]]]] | None = None,
     checks: Mapping[int, tuple[Node, Node, Node]] | None = None,
     copies: Sequence[Node] = (),
+    destinations: Destinations | None = None,
 ) -> tuple[Bindings, list[GpuArray], list[tuple[Variable, GpuArray]]]:
     """Lower every node in order; returns the leaves' bindings, the outputs and the
     updates (each variable's buffer, holding its new value after a run).
@@ -337,7 +369,9 @@ def lower_schedule(
     that op's step, and their values are what it stored; ``checks`` the comparisons
     computed as flags (`asgrad.gpu.plan.multi_finite`), launched together before the
     first kernel that reads one; ``copies`` the elementwise values of variables alone
-    (`asgrad.gpu.plan.multi_copies`), launched together at the first one's step.
+    (`asgrad.gpu.plan.multi_copies`), launched together at the first one's step;
+    ``destinations`` where products read only through views store their result
+    (`asgrad.gpu.plan.destinations`, `placed_products`).
     """
     bindings = Bindings()
     copied = {n.id for n in copies}
@@ -421,7 +455,13 @@ def lower_schedule(
                         d = lower_node(t, [values[x.id] for x in t.inputs], types[t.id], True)
                         if isinstance(d, Deferred):
                             found.append((sibling, d))
-                    if split is None:
+                    into = None
+                    placeable = node.op == "matmul" and node.id not in in_place
+                    if split is None and destinations is not None and placeable:
+                        into = destinations.view(node)
+                    if into is not None:  # stored where the views reading it put it
+                        values[node.id] = product_into(ins, into)
+                    elif split is None:
                         values[node.id] = _lower_one(
                             node,
                             ins,

@@ -55,6 +55,7 @@ class Chain:
     shape: tuple[int, ...]
     steps: tuple[Step, ...]
     scattered: bool
+    dtype: str = "float32"  # the root's and the end's
 
 
 @dataclass
@@ -72,7 +73,8 @@ class Destinations:
             self.waiting[chain.end] = self.waiting.get(chain.end, 0) + 1
 
     def view(self, root: Node | None) -> Operand | None:
-        """The float32 view ``root``'s kernel writes it through, or None (a new array)."""
+        """The view ``root``'s kernel writes it through (of the root's dtype), or None (a
+        new array)."""
         chain = self.chains.get(root.id) if root is not None else None
         if chain is None:
             return None
@@ -80,7 +82,8 @@ class Destinations:
             return None  # its readers' views are strides of a contiguous array already
         end = self.arrays.get(chain.end)
         if end is None:
-            end = self.arrays[chain.end] = GpuArray.empty(chain.shape, np.float32, self.device)
+            dtype = np.dtype(chain.dtype)
+            end = self.arrays[chain.end] = GpuArray.empty(chain.shape, dtype, self.device)
         self.waiting[chain.end] -= 1
         if self.waiting[chain.end] == 0:
             del self.arrays[chain.end]  # the views hold it from here on
@@ -119,8 +122,10 @@ def find_destinations(
     inlined: frozenset[int],
     types: Types,
     written: frozenset[int] = frozenset(),
+    half: frozenset[int] = frozenset(),
 ) -> Destinations:
-    """The chains of ``roots`` (float32 values whose kernels write through strides):
+    """The chains of ``roots`` (float32 values whose kernels write through strides, and
+    those of ``half`` that are float16):
     inlined views, each the only reader of the one before (or reshapes of it to one
     shape), ending where a reader is no view; or in a sum of scatter_slices (a tree of
     adds, none of them in ``written``: an update's value) whose pieces
@@ -130,7 +135,8 @@ def find_destinations(
     pieces: dict[int, list[tuple[int, Node]]] = {}  # sum -> (root, its scatter_slice)
     tops: dict[int, Node] = {}
     for root in roots:
-        if types[root.id].dtype != "float32":
+        dtype = types[root.id].dtype
+        if dtype != "float32" and not (dtype == "float16" and root.id in half):
             continue
         steps: list[Step] = []
         node = root
@@ -147,18 +153,20 @@ def find_destinations(
             elif reader.op == "scatter_slice":
                 steps.append(("slice", shape, tuple(reader.attrs["index"])))
                 top = _sum_of(reader, users, written)
-                if top is not None:
+                if top is not None and types[top.id].dtype == dtype:
                     tops[top.id] = top
                     pieces.setdefault(top.id, []).append((root.id, reader))
-                    chains[root.id] = Chain(top.id, tuple(types[top.id].shape), tuple(steps), True)
+                    shape = tuple(types[top.id].shape)
+                    chains[root.id] = Chain(top.id, shape, tuple(steps), True, dtype)
                 break
             else:
                 break
             node = reader
         if root.id not in chains and steps and steps[-1][0] != "slice":
             end = node
-            if types[end.id].dtype == "float32":
-                chains[root.id] = Chain(end.id, tuple(types[end.id].shape), tuple(steps), False)
+            if types[end.id].dtype == dtype:
+                shape = tuple(types[end.id].shape)
+                chains[root.id] = Chain(end.id, shape, tuple(steps), False, dtype)
     for top_id, found in pieces.items():
         shape = chains[found[0][0]].shape
         slices = {s.id: s for _, s in found}

@@ -90,6 +90,7 @@ __all__ = [
     "lower_in_place",
     "lower_node",
     "materialize",
+    "product_into",
     "product_pieces",
     "strided_reshape",
     "sums_batch",
@@ -521,6 +522,14 @@ def lower_node(
     return lower(node.op, args, node.attrs, out_type)
 
 
+def product_into(ins: list[Value], into: Operand) -> Operand:
+    """The product of ``ins`` stored through ``into`` (a strided destination of its
+    shape, `asgrad.gpu.plan.destinations`): one matmul dispatch, no copy after it."""
+    a, b = (v if _matrix_like(v) else materialize(v) for v in ins)
+    matmul_into(_view(a), _view(b), into)
+    return into
+
+
 def _write_pieces(scattered: Scattered, out_type: TensorType) -> GpuArray:
     """Zeros where no piece lands (none when they cover it), then each piece."""
     dtype = numpy_dtype(out_type.dtype)
@@ -666,9 +675,10 @@ def product_pieces(
 ) -> tuple[GpuArray, int] | None:
     """A float32 or float16 product ``node`` (a matmul of matrices, or a batched one
     summed over its batch, `_folded_product`) launched without summing its split K: the
-    float32 partial products, shaped ``(splits, size)``, and ``splits``; a multi-tensor update reads
-    their sum (`asgrad.gpu.plan.multi_sums`), so no column reduction is launched for
-    them. None, launching nothing, when ``node`` is no such product or K is not split.
+    float32 partial products, shaped ``(splits, size)``, and ``splits``; a multi-tensor
+    update reads their sum (`asgrad.gpu.plan.multi_sums`), so no column reduction is
+    launched for them. None, launching nothing, when ``node`` is no such product, K is
+    not split, or the pieces would hold more than `MAX_PIECES` elements.
     """
     if node.op == "matmul" and len(ins) == 2 and all(_matrix_like(v) for v in ins):
         a, b = (_view(v) for v in ins if _matrix_like(v))
