@@ -556,8 +556,12 @@ _STORE_SCALARS = """fn store_row(c_base: u32, m: u32, n: u32, v: vec4<f32>) {
         return;
     }
     if (n < params.N) { C[c_at(base + n, n, er)] = $S(epilogue(v.x, base + n, n, er)); }
-    if (n + 1u < params.N) { C[c_at(base + n + 1u, n + 1u, er)] = $S(epilogue(v.y, base + n + 1u, n + 1u, er)); }
-    if (n + 2u < params.N) { C[c_at(base + n + 2u, n + 2u, er)] = $S(epilogue(v.z, base + n + 2u, n + 2u, er)); }
+    if (n + 1u < params.N) {
+        C[c_at(base + n + 1u, n + 1u, er)] = $S(epilogue(v.y, base + n + 1u, n + 1u, er));
+    }
+    if (n + 2u < params.N) {
+        C[c_at(base + n + 2u, n + 2u, er)] = $S(epilogue(v.z, base + n + 2u, n + 2u, er));
+    }
 }"""
 
 # store_row where every row of C is a multiple of 4 long (so 4 outputs starting at a
