@@ -135,6 +135,24 @@ class Node:
     def __repr__(self) -> str:
         return f"<Node {self.name}: {self.op} -> {self.type}>"
 
+    def with_inputs(self, inputs: Sequence[Node]) -> Node:
+        """This node reading ``inputs`` instead: itself where they are its own inputs,
+        else a new node of the same op, attributes, type, name, location and meta."""
+        if len(inputs) == len(self.inputs) and all(
+            a is b for a, b in zip(inputs, self.inputs, strict=True)
+        ):
+            return self
+        return Node(
+            self.graph,
+            self.op,
+            tuple(inputs),
+            self.attrs,
+            self.type,
+            self.name,
+            self.location,
+            self.meta,
+        )
+
 
 class Graph:
     """A graph of tensor operations, built through symbolic [`Tensor`][asgrad.tensor.Tensor]

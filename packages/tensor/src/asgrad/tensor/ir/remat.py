@@ -112,21 +112,7 @@ def with_recomputed(
             rebuilt[node.id] = node
         else:
             inputs = tuple(copy(i) if i.id in chosen else rebuilt[i.id] for i in node.inputs)
-            same = all(a is b for a, b in zip(inputs, node.inputs, strict=True))
-            rebuilt[node.id] = (
-                node
-                if same
-                else Node(
-                    node.graph,
-                    node.op,
-                    inputs,
-                    node.attrs,
-                    node.type,
-                    node.name,
-                    node.location,
-                    node.meta,
-                )
-            )
+            rebuilt[node.id] = node.with_inputs(inputs)
         ordered.append(rebuilt[node.id])
     new_roots = [rebuilt[r.id] for r in roots]
     # a value made only for the backward (a gradient's transpose of an activation) that

@@ -89,20 +89,6 @@ def read_saved_half(nodes: Sequence[Node], roots: Sequence[Node]) -> tuple[list[
                 widened[i.id] = wide
                 ordered.append(wide)  # right before its first reader
             inputs.append(wide)
-        same = all(a is b for a, b in zip(inputs, node.inputs, strict=True))
-        rebuilt[node.id] = (
-            node
-            if same
-            else Node(
-                node.graph,
-                node.op,
-                tuple(inputs),
-                node.attrs,
-                node.type,
-                node.name,
-                node.location,
-                node.meta,
-            )
-        )
+        rebuilt[node.id] = node.with_inputs(inputs)
         ordered.append(rebuilt[node.id])
     return ordered, [rebuilt[r.id] for r in roots]
