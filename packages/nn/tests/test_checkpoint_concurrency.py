@@ -286,3 +286,24 @@ def test_another_users_lock_file_does_not_block_a_permitted_writer(
     finally:
         if root:
             shutil.rmtree(base)
+
+
+def test_latest_is_listed_again_when_a_rotation_deleted_what_a_listing_saw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer rotating faster than a reader lists can delete every folder the listing
+    saw before it is read: the listing finds no complete checkpoint though the folder
+    holds newer ones. The load lists again instead of reporting none."""
+    mgr = CheckpointManager(tmp_path, keep_last=2)
+    mgr.save(1, state(1))
+    mgr.save(2, state(2))
+    listed = CheckpointManager._complete
+    calls = [0]
+
+    def racing(self: CheckpointManager) -> dict[int, Path]:
+        calls[0] += 1
+        return {} if calls[0] <= 2 else listed(self)  # the first two listings lost the race
+
+    monkeypatch.setattr(CheckpointManager, "_complete", racing)
+    assert version(CheckpointManager(tmp_path).load().model_state) == 2
+    assert calls[0] == 3

@@ -28,6 +28,9 @@ from asgrad.nn.serialization.state import PathLike, check_state
 
 __all__ = ["CheckpointManager"]
 
+# Listings (and reads) a load makes before it reports a checkpoint missing, while a
+# concurrent writer's rotation may delete what it listed.
+LOAD_ATTEMPTS = 5
 _CKPT_NAME = re.compile(r"(?:\.old-)?ckpt-(\d+)")
 _STEP_NAMES = r"ckpt-\d+"
 
@@ -274,6 +277,11 @@ class CheckpointManager:
             else:
                 folder = self._complete().get(int(which))
             if folder is None:
+                if isinstance(which, str) and attempt < LOAD_ATTEMPTS:
+                    # a writer rotating faster than this listing can delete every folder
+                    # it listed before they are read: list again
+                    attempt += 1
+                    continue
                 raise CheckpointNotFoundError(
                     f"no {which if isinstance(which, str) else f'step {which}'} "
                     "checkpoint in "
@@ -283,7 +291,7 @@ class CheckpointManager:
             try:
                 data = load_checkpoint(folder)
             except CheckpointNotFoundError:
-                if attempt == 3:
+                if attempt >= LOAD_ATTEMPTS:
                     raise
                 attempt += 1
                 continue
