@@ -154,8 +154,6 @@ def _fetch(
         return _fetch_quad(operand, t, vec)
     big = t.bm if operand == "a" else t.bn  # the tile's extent along M (A) or N (B)
     total = big * t.bk // 4  # vec4 chunks in the tile
-    per = -(-total // t.threads)
-    guard = total % t.threads != 0
     shared = "As" if operand == "a" else "Bs"
     along_k = layout == "k"
     # chunk c -> (outer index, k) inside the tile
@@ -197,13 +195,26 @@ def _fetch(
     else:
         stores = f"    {shared}[stage][k][i / 4u] = v;"
     stash = f"fn stash_{operand}(c: u32, v: vec4<f32>, stage: u32) {{\n    {pos}\n{stores}\n}}"
+    first, stash_calls, nxt = _fetch_calls(operand, t, total, origin, "vec4<f32>(0.0)")
+    return fetch + "\n\n" + stash, first, stash_calls, nxt
+
+
+def _fetch_calls(
+    operand: str, t: Tile, total: int, origin: str, zero: str
+) -> tuple[list[str], list[str], list[str]]:
+    """The calls of `_fetch`/`_fetch_quad`'s functions for each block an invocation
+    loads (of ``total`` in the tile): its register declared as ``zero`` and the first K
+    step's fetch, the stash into workgroup memory, the next K step's fetch; guarded
+    where the last blocks do not cover every invocation."""
+    per = -(-total // t.threads)
+    guard = total % t.threads != 0
     first, stash_calls, nxt = [], [], []
     for q in range(per):
         c = f"li + {q * t.threads}u"
         reg = f"next_{operand}{q}"
         cond = f"if ({c} < {total}u) " if guard and (q + 1) * t.threads > total else ""
         first.append(
-            f"    var {reg} = vec4<f32>(0.0);\n    {cond}{{ {reg} = fetch_{operand}({c}, "
+            f"    var {reg} = {zero};\n    {cond}{{ {reg} = fetch_{operand}({c}, "
             f"{operand}_base, {origin}, kbeg, kend); }}"
         )
         stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, STAGE); }}")
@@ -211,7 +222,7 @@ def _fetch(
             f"{cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
             f"k0 + {t.bk}u, kend); }}"
         )
-    return fetch + "\n\n" + stash, first, stash_calls, nxt
+    return first, stash_calls, nxt
 
 
 def _fetch_quad(operand: str, t: Tile, vec: bool) -> tuple[str, list[str], list[str], list[str]]:
@@ -225,8 +236,6 @@ def _fetch_quad(operand: str, t: Tile, vec: bool) -> tuple[str, list[str], list[
     big = t.bm if operand == "a" else t.bn
     kc = t.bk // 4
     total = big * kc // 4  # 4x4 blocks in the tile
-    per = -(-total // t.threads)
-    guard = total % t.threads != 0
     shared = "As" if operand == "a" else "Bs"
     pos = f"let r = (c / {8 * kc}u) * 8u + c % 8u;\n    let k = ((c / 8u) % {kc}u) * 4u;"
     origin = "row0" if operand == "a" else "col0"
@@ -263,20 +272,7 @@ def _fetch_quad(operand: str, t: Tile, vec: bool) -> tuple[str, list[str], list[
         f"fn stash_{operand}(c: u32, v: mat4x4<f32>, stage: u32) {{\n    {pos}\n"
         f"    let w = transpose(v);\n{stores}\n}}"
     )
-    first, stash_calls, nxt = [], [], []
-    for q in range(per):
-        c = f"li + {q * t.threads}u"
-        reg = f"next_{operand}{q}"
-        cond = f"if ({c} < {total}u) " if guard and (q + 1) * t.threads > total else ""
-        first.append(
-            f"    var {reg} = mat4x4<f32>();\n    {cond}{{ {reg} = fetch_{operand}({c}, "
-            f"{operand}_base, {origin}, kbeg, kend); }}"
-        )
-        stash_calls.append(f"{cond}{{ stash_{operand}({c}, {reg}, STAGE); }}")
-        nxt.append(
-            f"{cond}{{ {reg} = fetch_{operand}({c}, {operand}_base, {origin}, "
-            f"k0 + {t.bk}u, kend); }}"
-        )
+    first, stash_calls, nxt = _fetch_calls(operand, t, total, origin, "mat4x4<f32>()")
     return line + "\n\n" + fetch + "\n\n" + stash, first, stash_calls, nxt
 
 
