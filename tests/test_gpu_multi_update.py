@@ -343,22 +343,39 @@ class _TinyGPT(nn.Module):
         return out
 
 
-def test_the_benchmark_transformer_step_pins_its_dispatches(device: Device) -> None:
-    """The plan of the benchmarks' transformer step (2 blocks, batch 16 x 64 tokens,
-    width 128), built without running it: a count that goes up fails here."""
-    V, T, D, H, FF, L, B = 64, 64, 128, 4, 512, 2, 16
-    model = _TinyGPT(V, T, D, H, FF, L)
+# Blocks of the benchmarks' transformer step.
+BENCH_LAYERS = 2
+
+
+def _benchmark_transformer_kinds(
+    device: Device, *, mixed: bool = False
+) -> tuple[dict[str, int], _TinyGPT]:
+    """The dispatches by kind of the benchmarks' transformer step (2 blocks, batch 16 x
+    64 tokens, width 128, AdamW), built without running it; ``mixed``: with
+    ``precision="mixed"`` and a GradScaler, as ``benchmarks/mixed_precision.py``."""
+    V, T, D, H, FF, B = 64, 64, 128, 4, 512, 16
+    model = _TinyGPT(V, T, D, H, FF, BENCH_LAYERS)
     model.initialize(0)
     g = Graph()
     idx, tgt = g.input("idx", (B, T), "int64"), g.input("tgt", (B * T,), "int64")
     loss = nn.cross_entropy(model(idx).reshape(B * T, V), tgt)
-    program = nn.AdamW(model.parameters(), lr=1e-3).compile(loss, backend="gpu")
+    optimizer = nn.AdamW(model.parameters(), lr=1e-3)
+    if mixed:
+        program = optimizer.compile(nn.GradScaler().scale(loss), backend="gpu", precision="mixed")
+    else:
+        program = optimizer.compile(loss, backend="gpu")
     rng = np.random.default_rng(0)
     feeds: dict[str, np.ndarray] = {
         "idx": rng.integers(0, V, (B, T)).astype(np.int64),
         "tgt": rng.integers(0, V, (B * T,)).astype(np.int64),
     }
-    kinds = _count(program, feeds, device)
+    return _count(program, feeds, device), model
+
+
+def test_the_benchmark_transformer_step_pins_its_dispatches(device: Device) -> None:
+    """The plan of the benchmarks' transformer step (2 blocks, batch 16 x 64 tokens,
+    width 128), built without running it: a count that goes up fails here."""
+    kinds, model = _benchmark_transformer_kinds(device)
     updates = kinds.pop("optimizer update")  # as many as the storage bindings need
     per_dispatch = (device.limits["max-storage-buffers-per-shader-stage"] - 4) // 4
     assert 1 <= updates <= math.ceil(len(model.parameters()) / per_dispatch)
@@ -380,19 +397,7 @@ def test_the_benchmark_transformer_step_with_attention_unfused_pins_its_dispatch
     (over the fused kernels' score limit) runs: the value product stores the merged heads,
     and dq, dk and dv go into qkv's gradient, where their views put them."""
     monkeypatch.setenv(MAX_SCORES_VARIABLE, "0")
-    V, T, D, H, FF, L, B = 64, 64, 128, 4, 512, 2, 16
-    model = _TinyGPT(V, T, D, H, FF, L)
-    model.initialize(0)
-    g = Graph()
-    idx, tgt = g.input("idx", (B, T), "int64"), g.input("tgt", (B * T,), "int64")
-    loss = nn.cross_entropy(model(idx).reshape(B * T, V), tgt)
-    program = nn.AdamW(model.parameters(), lr=1e-3).compile(loss, backend="gpu")
-    rng = np.random.default_rng(0)
-    feeds: dict[str, np.ndarray] = {
-        "idx": rng.integers(0, V, (B, T)).astype(np.int64),
-        "tgt": rng.integers(0, V, (B * T,)).astype(np.int64),
-    }
-    kinds = _count(program, feeds, device)
+    kinds, _ = _benchmark_transformer_kinds(device)
     assert kinds["attention"] == 0, kinds
     # measured on lavapipe when pinned: 78 in all; 86 with 8 view copies (2 merges of
     # heads, 6 of dq, dk and dv into qkv's gradient) before the products stored them
@@ -406,20 +411,7 @@ def test_the_benchmark_transformer_mixed_step_pins_its_dispatches(device: Device
     ``benchmarks/mixed_precision.py`` compiles it: the weights' float16 casts are one
     multi-tensor kernel, and the float16 gradients' split-K and bias sums are added up by
     found_inf's checks and the update (no column reduction of their own)."""
-    V, T, D, H, FF, L, B = 64, 64, 128, 4, 512, 2, 16
-    model = _TinyGPT(V, T, D, H, FF, L)
-    model.initialize(0)
-    g = Graph()
-    idx, tgt = g.input("idx", (B, T), "int64"), g.input("tgt", (B * T,), "int64")
-    loss = nn.GradScaler().scale(nn.cross_entropy(model(idx).reshape(B * T, V), tgt))
-    optimizer = nn.AdamW(model.parameters(), lr=1e-3)
-    program = optimizer.compile(loss, backend="gpu", precision="mixed")
-    rng = np.random.default_rng(0)
-    feeds: dict[str, np.ndarray] = {
-        "idx": rng.integers(0, V, (B, T)).astype(np.int64),
-        "tgt": rng.integers(0, V, (B * T,)).astype(np.int64),
-    }
-    kinds = _count(program, feeds, device)
+    kinds, _ = _benchmark_transformer_kinds(device, mixed=True)
     kinds.pop("optimizer update")  # as many as the storage bindings need
     kinds.pop("checks")  # likewise
     # measured on lavapipe when pinned: 80 besides the updates and the checks; 88 while
@@ -440,5 +432,5 @@ def test_the_benchmark_transformer_mixed_step_pins_its_dispatches(device: Device
     # as many row kernels as the float32 step's unfused attention needs: a softmax per
     # layer and the loss's, a norm kernel per layer norm (two a block, and the final
     # one) and one per norm's gradient
-    assert kinds["softmax"] == L + 1, kinds
-    assert kinds["norm"] == 2 * (2 * L + 1), kinds
+    assert kinds["softmax"] == BENCH_LAYERS + 1, kinds
+    assert kinds["norm"] == 2 * (2 * BENCH_LAYERS + 1), kinds
