@@ -128,14 +128,7 @@ def _gpu_time(record: Callable[[], object], reps: int) -> float:
     device = get_device()
     record()  # compile, warm
     device.synchronize()
-    seconds = device.gpu_seconds(lambda: [record() for _ in range(reps)])
-    if seconds is None:
-        start = time.perf_counter()
-        for _ in range(reps):
-            record()
-        device.synchronize()
-        seconds = time.perf_counter() - start
-    return seconds / reps
+    return tuning.block_seconds(device, record, reps) / reps
 
 
 def _torch_time(torch: Any, fn: Callable[[], object], reps: int) -> float:

@@ -44,6 +44,7 @@ __all__ = [
     "Choice",
     "Problem",
     "TileCache",
+    "block_seconds",
     "cache_dir",
     "candidates",
     "choose",
@@ -422,7 +423,7 @@ def choose(
     return best
 
 
-def _block(device: Device, record: Callable[[], object], reps: int) -> float:
+def block_seconds(device: Device, record: Callable[[], object], reps: int) -> float:
     """GPU seconds of ``reps`` calls of ``record`` recorded back to back (timestamps), or
     the wall time of their one submission where the adapter has no timestamps."""
     seconds = device.gpu_seconds(lambda: [record() for _ in range(reps)])
@@ -470,19 +471,21 @@ def _measure(
         busy, blocks = 0.0, 0
         first = next(iter(records.values()))
         while busy < WARM_SECONDS and blocks < MAX_WARM_BLOCKS:
-            busy += _block(device, first, reps)
+            busy += block_seconds(device, first, reps)
             blocks += 1
         best = dict.fromkeys(records, math.inf)
         alive = list(records)
         for _ in range(ROUNDS):
             for choice in alive:
-                best[choice] = min(best[choice], _block(device, records[choice], reps) / reps)
+                seconds = block_seconds(device, records[choice], reps) / reps
+                best[choice] = min(best[choice], seconds)
             fastest = min(best.values())
             alive = [c for c in alive if best[c] <= GIVE_UP * fastest]
         finalists = sorted(alive, key=best.__getitem__)[:FINALISTS]
         for k in range(FINAL_ROUNDS):
             for choice in finalists[:: -1 if k % 2 == 0 else 1]:
-                best[choice] = min(best[choice], _block(device, records[choice], reps) / reps)
+                seconds = block_seconds(device, records[choice], reps) / reps
+                best[choice] = min(best[choice], seconds)
         return best
     finally:
         device.capture = capture
