@@ -34,12 +34,14 @@ T = threads.TIMED
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty cache folder, no settings, no decisions, two kernel threads."""
+    """An empty cache folder, no settings, no decisions, two kernel threads, measured
+    from two threads up."""
     monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv(threads.ENV, raising=False)
     monkeypatch.delenv(route.ENV, raising=False)
     monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
     monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(threads, "MEASURE_MIN_THREADS", 2)
     before = numba.get_num_threads()
     numba.set_num_threads(2)
     threads.new_step()  # the settings are read again
@@ -248,3 +250,16 @@ def test_adams_fused_step_gives_the_same_bits_serially_and_over_threads(
     assert results[0] == results[1]
     assert ko._adam_loop_threads.signatures  # the parallel form ran
     np.testing.assert_array_equal(m2, m * np.float32(0.9) + g * np.float32(1 - 0.9))
+
+
+def test_below_the_measured_thread_count_a_kernel_stays_serial_unmeasured(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At fewer threads than `MEASURE_MIN_THREADS` an unset choice is serial from the
+    first call on: no parallel form compiled and timed inside the first steps."""
+    monkeypatch.setattr(threads, "MEASURE_MIN_THREADS", 4)
+    site = threads.Site("below")
+    for _ in range(12):
+        threads.new_step()
+        assert site.form(1 << 20) == threads.SERIAL
+    assert not site._trials

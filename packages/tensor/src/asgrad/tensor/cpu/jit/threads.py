@@ -100,6 +100,13 @@ SERIAL_FLOOR = 50e-6
 # What `Site.form` returns: the serial or parallel form, plus TIMED when the caller is to
 # time the call and report it (`Site.timed`), plus PROBE for a serial probe.
 SERIAL, PARALLEL, TIMED, PROBE = 0, 1, 2, 4
+# Numba's thread count from which an unset choice is measured (below it: serial). At 2
+# threads the measurement compiles each kernel's parallel form and times it inside the
+# first steps: a cold `benchmarks/run.py --threads 2` ran the mlp at 198 steps/s against
+# 1,985 serial and the transformer at 14.2 against 26.8 (2026-12-02), which a run of
+# hundreds of steps never wins back.
+MEASURE_MIN_THREADS = 4
+
 # The decisions, kept in routes.json (section "threads"), and the forced settings.
 ROUTE = route.Route("threads")
 
@@ -279,6 +286,8 @@ class Site:
             return PARALLEL
         if forced == "parallel":
             return PARALLEL
+        if n < MEASURE_MIN_THREADS:
+            return SERIAL
         key = (self.name, size, n)
         chosen = ROUTE.chosen.get(key)
         if chosen is None:
