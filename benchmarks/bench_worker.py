@@ -5,9 +5,16 @@ A measurement of one (framework, workload, device) returns a row:
 * ``import_s``: importing the framework (and the workload module);
 * ``first_step_s``: time to first step, from the start of building the model to the end
   of the first training step (build, gradients, compile, one step, its loss ready);
-* ``steps_per_s``: after two more untimed steps, the workload's timed steps, ended by
-  a sync (asgrad: reading the loss; PyTorch: ``torch.cuda.synchronize`` on CUDA; JAX:
-  ``block_until_ready``; PyTensor returns host values);
+* ``steps_per_s``: after two more untimed steps, blocks of the workload's timed steps,
+  each ended by a sync (asgrad: reading the loss; PyTorch: ``torch.cuda.synchronize`` on
+  CUDA; JAX: ``block_until_ready``; PyTensor returns host values), until the blocks
+  have taken ``MIN_TIMED_S`` together (at least one block, at most ``MAX_BLOCKS``): the
+  median of the blocks' rates. A block of a fast GPU workload lasts 20-100 ms, short
+  enough for one pause (the host, the GPU's clocks settling after a cold worker's first
+  step) to halve a single block's rate; the median is the rate the step keeps.
+  ``timed_blocks`` says how many blocks were timed;
+* ``final_loss``: the loss after the first timed block (the same number of steps for
+  every framework, whatever its speed);
 * ``peak_rss_mib``: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` at the end: the peak
   resident memory of the whole worker process (interpreter, imports, model, compiler;
   not the compiler subprocesses PyTensor starts);
@@ -29,6 +36,7 @@ import importlib
 import importlib.util
 import os
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +46,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WARMUP = 3
+MIN_TIMED_S = 1.0  # timed blocks continue until they have taken this long together
+MAX_BLOCKS = 50
 Row = dict[str, Any]
 Built = tuple[Callable[[], Any], int, Callable[[Any], None]]
 
@@ -58,7 +68,7 @@ def import_path() -> None:
 
 
 def measure(build: Callable[[], Built]) -> Row:
-    """Build, time the first step, warm up, then time the workload's steps."""
+    """Build, time the first step, warm up, then time blocks of the workload's steps."""
     start = time.perf_counter()
     step, steps, sync = build()
     loss = step()
@@ -67,12 +77,25 @@ def measure(build: Callable[[], Built]) -> Row:
     for _ in range(WARMUP - 1):
         loss = step()
     sync(loss)
-    start = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
-    sync(loss)
-    rate = steps / (time.perf_counter() - start)
-    return {"first_step_s": first, "steps_per_s": rate, "final_loss": _float(loss)}
+    rates: list[float] = []
+    final_loss: Any = None
+    timed = 0.0
+    while not rates or (timed < MIN_TIMED_S and len(rates) < MAX_BLOCKS):
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        sync(loss)
+        seconds = time.perf_counter() - start
+        timed += seconds
+        rates.append(steps / seconds)
+        if final_loss is None:
+            final_loss = _float(loss)
+    return {
+        "first_step_s": first,
+        "steps_per_s": statistics.median(rates),
+        "timed_blocks": len(rates),
+        "final_loss": final_loss,
+    }
 
 
 def _float(loss: Any) -> float:

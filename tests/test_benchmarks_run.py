@@ -318,6 +318,49 @@ def _worker(fw: str, workload: str, cache: Path | None) -> dict[str, Any]:
     return row
 
 
+worker = _load("bench_worker")
+
+
+class _FakeClock:
+    """perf_counter for bench_worker: each step advances it by the next step's seconds."""
+
+    def __init__(self, step_seconds: list[float]) -> None:
+        self.now = 0.0
+        self.left = list(step_seconds)
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def step(self) -> float:
+        self.now += self.left.pop(0) if self.left else 0.01
+        return self.now
+
+
+def test_measure_times_blocks_until_a_second_and_keeps_the_median_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # build + first step + 2 warm-up steps, then blocks of 10 steps: the first block
+    # slow (0.05 s a step, a cold start settling), the later ones 0.01 s a step.
+    clock = _FakeClock([0.5, 0.01, 0.01] + [0.05] * 10)
+    monkeypatch.setattr(worker.time, "perf_counter", clock.perf_counter)
+    row = worker.measure(lambda: (clock.step, 10, lambda _loss: None))
+    # 0.5 s for the slow block, then 0.1 s blocks until 1 s in all: 6 blocks
+    assert row["timed_blocks"] == 6
+    assert row["steps_per_s"] == pytest.approx(100.0)  # the median, not 60 / 1.0 s
+    assert row["first_step_s"] == pytest.approx(0.5)
+    assert row["final_loss"] == pytest.approx(0.5 + 0.02 + 0.5)  # after the first block
+
+
+def test_measure_times_one_block_when_it_takes_over_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = _FakeClock([1.0, 1.0, 1.0] + [0.3] * 10)
+    monkeypatch.setattr(worker.time, "perf_counter", clock.perf_counter)
+    row = worker.measure(lambda: (clock.step, 10, lambda _loss: None))
+    assert row["timed_blocks"] == 1
+    assert row["steps_per_s"] == pytest.approx(10 / 3.0)
+
+
 def _check_row(row: dict[str, Any], fw: str) -> None:
     assert row["framework"] == fw
     assert row["steps_per_s"] > 0
