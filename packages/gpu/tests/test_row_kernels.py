@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -63,27 +66,61 @@ def test_short_rows_share_a_workgroup() -> None:
 
 
 def test_a_kept_row_is_loaded_from_memory_once() -> None:
-    """Softmax's three loops over the row (max, sum, output) load it once where each
-    invocation keeps its elements, three times where not."""
+    """Softmax's three passes over the row (max, sum, output) load each element once,
+    into a register of its own (no private array), where each invocation keeps its
+    elements; three times where not."""
     rows = get_op("softmax").rows
     assert rows is not None
     kept = kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True, cache=8)
-    assert kept.count("in0[at]") == 1
-    assert kept.count("c0[j]") == 3
+    assert [kept.count(f"in0[at{j}]") for j in range(8)] == [1] * 8
+    assert "array<f32, 8>" not in kept
     assert kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True).count("in0[at]") == 3
 
 
+def test_subgroups_combine_a_row_without_a_tree_in_workgroup_memory() -> None:
+    rows = get_op("softmax").rows
+    assert rows is not None
+    source = kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True, cache=8, subgroups=True)
+    assert "subgroupShuffleXor(t0, o)" in source
+    assert "for (var s = " not in source
+    assert "subgroup" not in kernel_source(rows(4, 3, axis=-1), lanes=32, flat=True, cache=8)
+
+
+@pytest.fixture(params=["subgroups", "workgroup memory"])
+def lanes_combine(request: pytest.FixtureRequest, device: Device) -> Iterator[str]:
+    """How a row's lanes combine their partial results: subgroup shuffles (where the
+    device has the ``subgroup`` feature), or a tree in workgroup memory (the device's
+    capabilities without it: the kernels a device without subgroups gets)."""
+    caps = device.capabilities
+    if request.param == "subgroups" and not caps.subgroups:
+        pytest.skip("the device has no subgroup feature")
+    if request.param == "subgroups":
+        yield request.param
+        return
+    plain = dataclasses.replace(caps, features=tuple(f for f in caps.features if f != "subgroup"))
+    device.capabilities = plain
+    try:
+        yield request.param
+    finally:
+        device.capabilities = caps
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, at NaN and infinities
 @pytest.mark.parametrize("rows", [1, 9, 13])
 @pytest.mark.parametrize("length", [1, 5, 256, 257, 513, 2100, 4100])
 def test_rows_of_any_length_and_count_match_the_numpy_kernels(
-    device: Device, rows: int, length: int
+    device: Device, rows: int, length: int, lanes_combine: str
 ) -> None:
     """Several rows a workgroup (a last workgroup part empty), rows shorter than its
     lanes or longer than their elements per pass, kept by the invocations or (4100)
-    too long to keep: softmax, log-softmax, layer norm and
-    its gradient agree with numpy."""
+    too long to keep, NaN and infinities in rows: softmax, log-softmax, layer norm
+    and its gradient agree with numpy, the lanes combined either way."""
     rng = np.random.default_rng(rows * length)
     x = (rng.standard_normal((rows, length)) * 4).astype(np.float32)
+    if rows > 1:
+        x[0, length // 2] = np.nan
+        x[-1, -1] = np.inf
+        x[-2, 0] = -np.inf
     g = rng.standard_normal((rows, length)).astype(np.float32)
     w = rng.standard_normal(length).astype(np.float32)
     gx, gg, gw = (to_gpu(a, device) for a in (x, g, w))

@@ -40,7 +40,7 @@ fn addr(start: u32, k: u32) -> u32 {
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(num_workgroups) nwg: vec3<u32>,
-    @builtin(local_invocation_index) li: u32,
+    @builtin(local_invocation_index) li: u32${SUBGROUP}
 ) {
     let group = wid.x + wid.y * nwg.x;
     if (group * ${ROWS}u >= params.rows) {
