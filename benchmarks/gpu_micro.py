@@ -678,6 +678,17 @@ def main() -> None:
         "(GB/s against a copy of the same bytes; PyTorch CUDA's beside them)",
     )
     parser.add_argument(
+        "--no-subgroups",
+        action="store_true",
+        help="build kernels as for a device without the subgroup feature (an A/B)",
+    )
+    parser.add_argument(
+        "--items",
+        type=int,
+        help="elements per invocation of the elementwise kernels over contiguous operands "
+        "(an A/B of asgrad.gpu.lowering.elementwise.ITEMS)",
+    )
+    parser.add_argument(
         "--steps",
         type=int,
         default=2,
@@ -689,6 +700,15 @@ def main() -> None:
         get_device()
         bench_half_elementwise(args.half_elementwise)
         return
+    if args.no_subgroups:
+        import dataclasses
+
+        device = get_device()
+        caps = device.capabilities
+        features = tuple(f for f in caps.features if f != "subgroup")
+        device.capabilities = dataclasses.replace(caps, features=features)
+    if args.items:
+        importlib.import_module("asgrad.gpu.lowering.elementwise").ITEMS = args.items
     if args.rows:
         get_device()
         bench_rows(args.rows, args.steps, 3 if args.quick else 50, None if args.quick else _torch())

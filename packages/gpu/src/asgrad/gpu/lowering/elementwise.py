@@ -43,7 +43,7 @@ __all__ = [
     "strided_copy",
 ]
 
-WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl", "prelude.wgsl")
+WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl", "elementwise_items.wgsl", "prelude.wgsl")
 
 MAX_INPUTS = 7  # 8 storage buffers per stage (WebGPU default): 7 inputs + the output
 MAX_RANK = 8
@@ -60,8 +60,11 @@ def _source(
     rank: int,
     own: tuple[bool, ...],
     bound: list[int],
+    items: int = 1,
 ) -> str:
-    """The WGSL of one elementwise kernel: bindings, index arithmetic, loads, ``expr``."""
+    """The WGSL of one elementwise kernel: bindings, index arithmetic, loads, ``expr``
+    (``items`` elements per invocation where every operand is contiguous or one value:
+    `_items_source`)."""
     bindings = [
         f"@group(0) @binding({j + 1}) var<storage, read> in{k}: array<{in_types[k]}>;"
         for j, k in enumerate(bound)
@@ -84,6 +87,8 @@ def _source(
         source_array = "out" if own[k] else f"in{k}"
         loads.append(f"    let x{k} = {source_array}[{where}];")
     out_index = f"o{OUT_SLOT}" if out_mode == "strided" else f"i + mu({76 + OUT_SLOT}u)"
+    if items > 1:
+        return _items_source(expr, lets, in_types, out_type, modes, own, bindings, items)
     return render(
         "elementwise",
         PRELUDE=kernel_text("prelude"),
@@ -94,6 +99,68 @@ def _source(
         EXPR=expr,
         OUT_INDEX=out_index,
     )
+
+
+def _items_source(
+    expr: str,
+    lets: Sequence[str],
+    in_types: tuple[str, ...],
+    out_type: str,
+    modes: tuple[str, ...],
+    own: tuple[bool, ...],
+    bindings: list[str],
+    items: int,
+) -> str:
+    """The WGSL of an elementwise kernel over contiguous operands (or single values)
+    where each invocation computes ``items`` elements 256 apart (each load and store of
+    a subgroup coalesced): every load first, then the values, then the stores, so
+    ``items`` loads of each input are in flight together (a store before a load could
+    alias it: the compiler would keep their order). ``expr`` is a function of the
+    element's inputs (and its index ``i``)."""
+    params = ", ".join(["i: u32", *(f"x{k}: {t}" for k, t in enumerate(in_types))])
+    body = [f"fn value({params}) -> {out_type} {{", *(f"    {s}" for s in lets)]
+    body += [f"    return {expr};", "}"]
+    lines = [
+        f"    let first = (wid.x + wid.y * nwg.x) * {256 * items}u + li;",
+        "    let n = mu(0u);",
+        "    if (first >= n) {",
+        "        return;",
+        "    }",
+    ]
+    # past the end, an invocation recomputes the last element (its store skipped)
+    lines += [f"    let i{j} = min(first + {256 * j}u, n - 1u);" for j in range(items)]
+    for k, mode in enumerate(modes):
+        source_array = "out" if own[k] else f"in{k}"
+        if mode == "scalar":
+            lines.append(f"    let x{k} = {source_array}[mu({76 + k}u)];")
+            continue
+        lines += [
+            f"    let x{k}_{j} = {source_array}[i{j} + mu({76 + k}u)];" for j in range(items)
+        ]
+    for j in range(items):
+        args = [f"i{j}", *(f"x{k}" if m == "scalar" else f"x{k}_{j}" for k, m in enumerate(modes))]
+        lines.append(f"    let v{j} = value({', '.join(args)});")
+    lines.append(f"    out[first + mu({76 + OUT_SLOT}u)] = v0;")
+    for j in range(1, items):
+        lines += [
+            f"    if (first + {256 * j}u < n) {{",
+            f"        out[i{j} + mu({76 + OUT_SLOT}u)] = v{j};",
+            "    }",
+        ]
+    return render(
+        "elementwise_items",
+        PRELUDE=kernel_text("prelude"),
+        BINDINGS="\n".join(bindings),
+        VALUE="\n".join(body),
+        BODY="\n".join(lines),
+    )
+
+
+# Elements each invocation of an elementwise kernel over contiguous operands computes,
+# where the output has at least ITEMS_FROM elements: one load of each input per
+# invocation keeps too few bytes in flight for a large GPU's memory bandwidth.
+ITEMS = 4
+ITEMS_FROM = 1 << 16
 
 
 def max_inputs(expr: str) -> int:
@@ -215,17 +282,19 @@ def elementwise(
     checked = CHECKED in whole
     binds = ("uniform",) + ("read",) * len(bound) + ("write",) + ("checks",) * checked
     device = target.device
+    items = ITEMS if rank == 0 and out_mode == "contig" and n >= ITEMS_FROM else 1
     key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type, own, tuple(lets))
+    key += (f"items{items}",) * (items > 1)
     pipe = device.pipeline(
         key,
-        lambda: _source(expr, lets, in_types, out_type, modes, out_mode, rank, own, bound),
+        lambda: _source(expr, lets, in_types, out_type, modes, out_mode, rank, own, bound, items),
         binds,
     )
     params = device.params(struct.pack(f"<{len(meta)}I", *meta))
     buffers = (params, *(ops[k].array.buffer for k in bound), target.buffer)
     if checked:
         buffers = (*buffers, device.checks.buffer)
-    device.dispatch(pipe, buffers, fold_groups(-(-n // 256), device.max_groups))
+    device.dispatch(pipe, buffers, fold_groups(-(-n // (256 * items)), device.max_groups))
     return target
 
 
