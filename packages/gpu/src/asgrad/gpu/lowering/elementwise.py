@@ -134,9 +134,7 @@ def _items_source(
         if mode == "scalar":
             lines.append(f"    let x{k} = {source_array}[mu({76 + k}u)];")
             continue
-        lines += [
-            f"    let x{k}_{j} = {source_array}[i{j} + mu({76 + k}u)];" for j in range(items)
-        ]
+        lines += [f"    let x{k}_{j} = {source_array}[i{j} + mu({76 + k}u)];" for j in range(items)]
     for j in range(items):
         args = [f"i{j}", *(f"x{k}" if m == "scalar" else f"x{k}_{j}" for k, m in enumerate(modes))]
         lines.append(f"    let v{j} = value({', '.join(args)});")
@@ -283,7 +281,8 @@ def elementwise(
     binds = ("uniform",) + ("read",) * len(bound) + ("write",) + ("checks",) * checked
     device = target.device
     items = ITEMS if rank == 0 and out_mode == "contig" and n >= ITEMS_FROM else 1
-    key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type, own, tuple(lets))
+    key: tuple[object, ...] = ("elementwise", expr, modes, out_mode, rank, in_types, out_type)
+    key += (own, tuple(lets))
     key += (f"items{items}",) * (items > 1)
     pipe = device.pipeline(
         key,

@@ -4,8 +4,10 @@ A composite along rows (softmax, log-softmax, layer and batch norm and their inp
 gradients) states its meaning once, as a row program; `row_kernel` renders it into
 ``kernels/norm_rows.wgsl``: one workgroup per row (a short row takes fewer
 invocations and shares its workgroup with other rows: `lanes_for`), each pass of
-stages (`RowProgram.groups`) one loop over the row and one tree reduction in
-workgroup memory (the stages of a pass share its barriers), the row scalars'
+stages (`RowProgram.groups`) one loop over the row (unrolled over the elements an
+invocation holds in registers, loaded once: `cached_elements`) and one combination
+across the row's lanes (subgroup shuffles where the device has subgroups, else a
+tree in workgroup memory; the stages of a pass share it), the row scalars'
 subexpressions computed once per row, then one loop writing the output expression.
 Every expression is spelled by `render_wgsl`, NaN and infinities
 as numpy's (a row max propagates NaN).
@@ -202,8 +204,8 @@ def kernel_source(
         if cache:
             for slot in range(cache):
                 for j, e in zip(group, exprs, strict=True):
-                    value = _combine(program, j, f"t{j}", w.render_slot(e, slot))
-                    w.lines.append(f"    t{j} = select(t{j}, {value}, ok{slot});")
+                    combined = _combine(program, j, f"t{j}", w.render_slot(e, slot))
+                    w.lines.append(f"    t{j} = select(t{j}, {combined}, ok{slot});")
         else:
             w.lines.extend(w.loop(lanes, at))
             w.lines.extend(w.loads(exprs, "        "))
@@ -373,7 +375,8 @@ MAX_CACHED = 16
 
 def cached_elements(length: int, lanes: int) -> int:
     """The elements each of ``lanes`` invocations keeps of a row of ``length`` (a
-    power of two at least ``length / lanes``), 0 where that is over `MAX_CACHED`.
+    power of two at least ``length / lanes``; the kernel holds each in a register of
+    its own), 0 where that is over `MAX_CACHED`.
 
     >>> cached_elements(256, 32), cached_elements(300, 64), cached_elements(1 << 20, 256)
     (8, 8, 0)
@@ -467,8 +470,8 @@ def row_kernel_stores(
     lanes, flat = lanes_for(layout[1]), flat_rows(layout)
     cache = cached_elements(layout[1], lanes) if flat else 0
     subgroups = device.capabilities.subgroups
-    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes, cache)
-    key += ("subgroups",) * subgroups
+    key: tuple[object, ...] = (kind, program, kinds, out_kind, store_kinds, stores, wraps)
+    key += (per_row, lanes, cache, *("subgroups",) * subgroups)
     pipe = device.pipeline(
         key,
         lambda: kernel_source(
