@@ -81,14 +81,19 @@ class _Writer:
         ``k{j}``, a wrapped one at ``at{j}``."""
         names = list(self.names)
         for i, layout in enumerate(self.p.inputs):
-            if i in self.wrapped:
-                m = self.wrapped[i]
-                names[i] = f"in{i}[0]" if m == 1 else f"in{i}[at{j} % {m}u]"
-            elif layout == "element":
+            if self.wrapped.get(i) == 1:
+                names[i] = f"in{i}[0]"
+            elif i in self.wrapped or layout in ("element", "position"):
                 names[i] = f"x{i}_{j}"
-            elif layout == "position":
-                names[i] = f"in{i}[k{j}]"
         return render_wgsl(e, names, self.kinds, out)
+
+    def slot_load(self, i: int, j: int) -> str | None:
+        """Where input ``i`` is read for the element slot ``j`` (None: not per element)."""
+        if self.wrapped.get(i) == 1:
+            return None
+        if i in self.wrapped:
+            return f"in{i}[at{j} % {self.wrapped[i]}u]"
+        return {"element": f"in{i}[at{j}]", "position": f"in{i}[k{j}]"}.get(self.p.inputs[i])
 
     def hoist(self, e: Expr) -> Expr:
         """``e`` with each subexpression of row scalars alone computed once, before
@@ -187,15 +192,16 @@ def kernel_source(
         w.cache = cache
         every = (*(st.expr for st in program.stages), program.out, *stores)
         read = set().union(*(reads_inputs(e, w.n) for e in every))
-        elements = [i for i in sorted(read) if program.inputs[i] == "element"]
-        elements = [i for i in elements if i not in w.wrapped]
         for j in range(cache):
             w.lines += [
                 f"    let ok{j} = lane + {j * lanes}u < R;",
                 f"    let k{j} = select(0u, lane + {j * lanes}u, ok{j});",
                 f"    let at{j} = start + k{j} * params.d;",
             ]
-        w.lines += [f"    let x{i}_{j} = in{i}[at{j}];" for j in range(cache) for i in elements]
+        # every input read per element, in registers: loaded once, all in flight at once
+        for j in range(cache):
+            loads = [(i, w.slot_load(i, j)) for i in sorted(read)]
+            w.lines += [f"    let x{i}_{j} = {at};" for i, at in loads if at is not None]
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
         for j in group:
