@@ -156,9 +156,11 @@ def _items_source(
 
 # Elements each invocation of an elementwise kernel over contiguous operands computes,
 # where the output has at least ITEMS_FROM elements: one load of each input per
-# invocation keeps too few bytes in flight for a large GPU's memory bandwidth.
+# invocation keeps too few bytes in flight for a large GPU's memory bandwidth. A smaller
+# output keeps one per invocation: its launch is short of workgroups, not of loads
+# (2**20 elements are 1,024 workgroups of 4 each, several per SM of an H200).
 ITEMS = 4
-ITEMS_FROM = 1 << 16
+ITEMS_FROM = 1 << 20
 
 
 def max_inputs(expr: str) -> int:
