@@ -100,8 +100,9 @@ def test_elementwise_over_many_elements_computes_several_per_invocation(
     device: Device, n: int
 ) -> None:
     """Contiguous operands of many elements: each invocation computes `ITEMS` of them,
-    the last invocations past the end storing nothing; single values, integers, float16
-    and an input that is the output's own buffer (in place) too."""
+    the last invocations past the end storing nothing; single values, a row and a
+    column broadcast over a matrix, integers, float16 and an input that is the output's
+    own buffer (in place) too."""
     rng = np.random.default_rng(n)
     x = rng.standard_normal(n).astype(np.float32)
     y = rng.standard_normal(n).astype(np.float32)
@@ -111,6 +112,13 @@ def test_elementwise_over_many_elements_computes_several_per_invocation(
     i = rng.integers(-1000, 1000, n).astype(np.int32)
     got = elementwise("x0 * 3i", [to_gpu(i, device)], np.int32).numpy()
     np.testing.assert_array_equal(got, i * 3)
+    bias = rng.standard_normal(1024).astype(np.float32)
+    rows = rng.standard_normal(n // 1024).astype(np.float32)
+    m = n // 1024 * 1024
+    gb, gr = to_gpu(bias, device), to_gpu(rows[:, None], device)
+    xm = to_gpu(x[:m].reshape(-1, 1024), device)
+    got = elementwise("x0 + x1 * x2", [xm, gb, gr]).numpy()  # a bias, a column
+    _close(got, x[:m].reshape(-1, 1024) + bias * rows[:, None], 1e-6, 1e-6)
     h = x.astype(np.float16)
     got = elementwise("x0 * x0", [to_gpu(h, device)], np.float16).numpy()
     np.testing.assert_array_equal(got, h * h)

@@ -375,6 +375,13 @@ def lanes_for(length: int) -> int:
     return lanes
 
 
+# Whether a row's lanes combine by subgroup shuffles on a device with the ``subgroup``
+# feature (False: always the tree in workgroup memory, the kernels of a device without
+# it). H200, 2026-12-02, `gpu_micro.py --rows transformer_large`: the causal softmax
+# over [32, 8, 256, 256] at 0.70 of the copy kernel's bandwidth with shuffles, 0.40 with
+# the tree (0.19 before rows were held in registers).
+SUBGROUPS = True
+
 # The most elements of a row one invocation keeps (`cached_elements`).
 MAX_CACHED = 16
 
@@ -475,7 +482,7 @@ def row_kernel_stores(
     out_kind, store_kinds = out.wgsl, tuple(a.wgsl for a in extra)
     lanes, flat = lanes_for(layout[1]), flat_rows(layout)
     cache = cached_elements(layout[1], lanes) if flat else 0
-    subgroups = device.capabilities.subgroups
+    subgroups = SUBGROUPS and device.capabilities.subgroups
     key: tuple[object, ...] = (kind, program, kinds, out_kind, store_kinds, stores, wraps)
     key += (per_row, lanes, cache, *("subgroups",) * subgroups)
     pipe = device.pipeline(
