@@ -16,6 +16,7 @@ from asgrad.gpu.lowering.norm import (
     layer_norm_backward,
     softmax,
 )
+from asgrad.gpu.lowering import rows as row_kernels
 from asgrad.gpu.lowering.rows import ROW_ELEMENTS_VARIABLE, kernel_source, lanes_for
 from asgrad.tensor import get_op
 
@@ -135,6 +136,34 @@ def test_rows_of_any_length_and_count_match_the_numpy_kernels(
     want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(length,), eps=1e-5)
     got = layer_norm_backward(gg, gx, 1, 1e-5, gw).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's, at NaN and infinities
+@pytest.mark.parametrize("min_lanes", [4, 8, 16])
+def test_rows_of_fewer_lanes_than_a_subgroup_match_the_numpy_kernels(
+    device: Device, monkeypatch: pytest.MonkeyPatch, lanes_combine: str, min_lanes: int
+) -> None:
+    """Rows of 4, 8 or 16 lanes (`MIN_LANES` lowered; 32 rows or more a workgroup):
+    where one subgroup holds a row's lanes (lavapipe's subgroups are 8 wide, an H200's
+    32, its softmax rows of 256 taking 32 lanes) the shuffles alone combine them, no
+    workgroup memory; where not, the row's subgroups meet in workgroup memory."""
+    monkeypatch.setattr(row_kernels, "MIN_LANES", min_lanes)
+    rng = np.random.default_rng(min_lanes)
+    for length in (1, 5, min_lanes * 8, min_lanes * 8 + 1):
+        x = (rng.standard_normal((37, length)) * 4).astype(np.float32)
+        x[3, length // 2] = np.nan
+        x[-1, -1] = np.inf
+        g = rng.standard_normal((37, length)).astype(np.float32)
+        w = rng.standard_normal(length).astype(np.float32)
+        gx, gg, gw = (to_gpu(a, device) for a in (x, g, w))
+        want = get_op("softmax").kernel(x, axis=-1)
+        np.testing.assert_allclose(softmax(gx, -1).numpy(), want, rtol=1e-5, atol=1e-6)
+        want = get_op("layer_norm").kernel(x, w, w, normalized_shape=(length,), eps=1e-5)
+        got = layer_norm(gx, 1, 1e-5, gw, gw).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        want = get_op("layer_norm_backward").kernel(g, x, w, normalized_shape=(length,), eps=1e-5)
+        got = layer_norm_backward(gg, gx, 1, 1e-5, gw).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_the_elements_per_lane_are_read_from_the_environment(
