@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from asgrad.gpu import Device, GpuError, to_gpu
+from asgrad.gpu.lowering import rows as row_kernels
 from asgrad.gpu.lowering.norm import (
     batch_norm,
     batch_norm_backward,
@@ -16,7 +17,6 @@ from asgrad.gpu.lowering.norm import (
     layer_norm_backward,
     softmax,
 )
-from asgrad.gpu.lowering import rows as row_kernels
 from asgrad.gpu.lowering.rows import ROW_ELEMENTS_VARIABLE, kernel_source, lanes_for
 from asgrad.tensor import get_op
 
