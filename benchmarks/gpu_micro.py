@@ -471,6 +471,129 @@ def profile_workload(name: str, top: int, precision: str = "float32") -> list[Ro
     return rows
 
 
+# The kinds of kernel `bench_rows` times: row programs, elementwise kernels, column sums.
+_ROW_KINDS = ("softmax", "norm", "reduction", "elementwise", "column reduction")
+
+
+def bench_rows(name: str, steps: int, reps: int, torch: Any) -> list[Row]:
+    """GPU microseconds and GB/s of the row and elementwise kernels of one training
+    step of a workload, each timed alone: ``reps`` launches of the plan's own command
+    (its pipeline and bind group, after ``steps`` steps) back to back in one compute
+    pass between two timestamps, the least of three rounds. Bytes are the storage
+    buffers it binds (read and written once each, as a kernel at bandwidth would);
+    ``copy_us`` is the vec4 copy kernel moving the same bytes (half read, half
+    written) timed the same way, so ``vs_copy`` near 1 means at the copy's bandwidth.
+    With PyTorch CUDA, its kernels for the same shapes are timed too (CUDA events)."""
+    from asgrad.gpu.plan.capture import replay
+    from asgrad.gpu.plan.dispatch_kinds import kernel_kind
+
+    device = get_device()
+    bound: dict[int, int] = {}  # id(bind group) -> bytes of the storage buffers it binds
+    dispatch = device.dispatch
+
+    def recording(pipe: Any, buffers: Any, groups: tuple[int, int, int]) -> None:
+        dispatch(pipe, buffers, groups)
+        group = device.pipelines.bind_group(pipe, buffers)
+        kinds = zip(pipe.bindings, buffers, strict=True)
+        bound[id(group)] = sum(b.size for kind, b in kinds if kind in ("read", "write"))
+
+    device.dispatch = recording  # type: ignore[method-assign]
+    try:
+        workload, plan = _workload_plan(name, steps)
+    finally:
+        del device.dispatch
+    workload.sync()
+    first: dict[str, Any] = {}
+    for command in plan.commands:
+        label = str(command[3])
+        if kernel_kind(label) in _ROW_KINDS and label not in first:
+            first[label] = command
+    big = max(bound.values(), default=4)
+    src = GpuArray.empty((big // 8 + 4,), np.float32)
+    dst = GpuArray.empty((big // 8 + 4,), np.float32)
+    rows: list[Row] = []
+    print(f"# {name}: {len(first)} kernels, {reps} launches each, GPU timestamps", flush=True)
+    print(f"# {'us':>8s} {'MB':>7s} {'GB/s':>6s} {'copy us':>8s} {'vs copy':>7s}  kernel")
+    for label, command in first.items():
+        moved = bound.get(id(command[1]), 0)
+        sec = _gpu_time(lambda c=command: replay(device, [c] * reps, 1 << 30), 1) or 0.0
+        copy_sec = 0.0
+        if moved >= 64:
+            half = moved // 2 // 16 * 16
+            copy_sec = _gpu_time(lambda h=half: [copy_bytes(src, dst, h) for _ in range(reps)], 1)
+            copy_sec = copy_sec or 0.0
+        sec, copy_sec = sec / reps, copy_sec / reps
+        row: Row = {
+            "bench": "rows",
+            "workload": name,
+            "kind": kernel_kind(label),
+            "kernel": label,
+            "groups": list(command[2]),
+            "us": sec * 1e6,
+            "mb": moved / 1e6,
+            "gb_per_s": moved / sec / 1e9 if sec else 0.0,
+            "copy_us": copy_sec * 1e6,
+            "vs_copy": copy_sec / sec if sec else 0.0,
+        }
+        rows.append(row)
+        print(
+            f"# {row['us']:8.1f} {row['mb']:7.1f} {row['gb_per_s']:6.0f} {row['copy_us']:8.1f} "
+            f"{row['vs_copy']:7.2f}  {label[:110]}",
+            flush=True,
+        )
+        print(json.dumps(row), flush=True)
+    if torch is not None:
+        rows += _torch_rows(torch, reps)
+    return rows
+
+
+def _torch_rows(torch: Any, reps: int) -> list[Row]:
+    """PyTorch CUDA's kernels for transformer_large's rows and elementwise shapes."""
+    f = torch.nn.functional
+    aten = torch.ops.aten
+    cuda = {"device": "cuda", "dtype": torch.float32}
+    s = torch.randn(32, 8, 256, 256, **cuda)
+    mask = torch.triu(torch.full((256, 256), -1e9, **cuda), 1)
+    y = torch.softmax(s, -1)
+    x = torch.randn(8192, 512, **cuda)
+    w, b = torch.randn(512, **cuda), torch.randn(512, **cuda)
+    _, mean, rstd = aten.native_layer_norm(x, [512], w, b, 1e-5)
+    h = torch.randn(8192, 2048, **cuda)
+    cases: list[tuple[str, Callable[[], object], int]] = [
+        ("softmax [32,8,256,256]", lambda: torch.softmax(s, -1), 2 * s.nbytes),
+        (
+            "softmax of scaled masked scores (3 kernels)",
+            lambda: torch.softmax(s * 0.125 + mask, -1),
+            2 * s.nbytes,
+        ),
+        (
+            "softmax backward",
+            lambda: aten._softmax_backward_data(s, y, -1, torch.float32),
+            3 * s.nbytes,
+        ),
+        ("layer_norm [8192,512]", lambda: f.layer_norm(x, (512,), w, b), 2 * x.nbytes),
+        (
+            "layer_norm backward (input, weight, bias)",
+            lambda: aten.native_layer_norm_backward(
+                x, x, [512], mean, rstd, w, b, [True, True, True]
+            ),
+            3 * x.nbytes,
+        ),
+        ("gelu [8192,2048]", lambda: f.gelu(h), 2 * h.nbytes),
+        ("gelu backward", lambda: aten.gelu_backward(h, h), 3 * h.nbytes),
+        ("add [8192,512]", lambda: x + x, 3 * x.nbytes),
+    ]
+    rows: list[Row] = []
+    for case, fn, moved in cases:
+        sec = _gpu_time_torch(torch, fn, reps)
+        row: Row = {"bench": "rows", "impl": "torch-cuda", "kernel": case, "us": sec * 1e6}
+        row.update(mb=moved / 1e6, gb_per_s=moved / sec / 1e9)
+        rows.append(row)
+        print(f"# {row['us']:8.1f} {row['mb']:7.1f} {row['gb_per_s']:6.0f}  torch {case}")
+        print(json.dumps(row), flush=True)
+    return rows
+
+
 # WGSL of float32 GELU (tanh-free, as the plan renders it) over ``v`` (an f32 value).
 _GELU_F32 = "((0.5 * {v}) * (1.0 + asg_erf(({v} * 0.7071067811865475))))"
 
@@ -548,11 +671,47 @@ def main() -> None:
         metavar="N",
         help="time float32 and float16 elementwise kernels over N elements instead",
     )
+    parser.add_argument(
+        "--rows",
+        metavar="WORKLOAD",
+        help="time the row and elementwise kernels of a training step alone instead "
+        "(GB/s against a copy of the same bytes; PyTorch CUDA's beside them)",
+    )
+    parser.add_argument(
+        "--no-subgroups",
+        action="store_true",
+        help="build kernels as for a device without the subgroup feature (an A/B)",
+    )
+    parser.add_argument(
+        "--items",
+        type=int,
+        help="elements per invocation of the elementwise kernels over contiguous operands "
+        "(an A/B of asgrad.gpu.lowering.elementwise.ITEMS)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=2,
+        help="steps run before --rows times the plan's kernels (0: the plan only, lavapipe)",
+    )
     args = parser.parse_args()
     precisions = args.precision.split(",")
     if args.half_elementwise:
         get_device()
         bench_half_elementwise(args.half_elementwise)
+        return
+    if args.no_subgroups:
+        import dataclasses
+
+        device = get_device()
+        caps = device.capabilities
+        features = tuple(f for f in caps.features if f != "subgroup")
+        device.capabilities = dataclasses.replace(caps, features=features)
+    if args.items:
+        importlib.import_module("asgrad.gpu.lowering.elementwise").ITEMS = args.items
+    if args.rows:
+        get_device()
+        bench_rows(args.rows, args.steps, 3 if args.quick else 50, None if args.quick else _torch())
         return
     if args.dispatches:
         get_device()

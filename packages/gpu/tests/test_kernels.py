@@ -9,7 +9,7 @@ import pytest
 
 from asgrad.gpu import Device, GpuArray, to_gpu
 from asgrad.gpu.device.array import Operand
-from asgrad.gpu.lowering.elementwise import elementwise, expression
+from asgrad.gpu.lowering.elementwise import ITEMS_FROM, elementwise, expression
 from asgrad.gpu.lowering.linalg import MatrixView
 from asgrad.gpu.lowering.linalg import matmul as gpu_matmul
 from asgrad.gpu.lowering.norm import layer_norm, softmax
@@ -86,12 +86,44 @@ def test_elementwise_reads_permuted_views(device: Device) -> None:
 
 
 def test_elementwise_launch_over_65535_workgroups_is_folded(device: Device) -> None:
-    n = 65_535 * 256 + 1000
-    x = np.ones(n, np.float32)
-    out = elementwise("x0 * 2.0", [to_gpu(x, device)]).numpy()
-    assert out.shape == (n,)
-    assert out[-1] == 2.0
+    n = 65_535 * 256 + 1000  # a strided read: one element per invocation
+    x = np.ones((2, n // 2), np.float32)
+    view = Operand.of(to_gpu(x, device)).permute((1, 0))
+    out = elementwise("x0 * 2.0", [view]).numpy()
+    assert out.shape == (n // 2, 2)
+    assert out[-1, -1] == 2.0
     assert float(out.sum()) == 2.0 * n
+
+
+@pytest.mark.parametrize("n", [ITEMS_FROM, 3 * ITEMS_FROM + 7])
+def test_elementwise_over_many_elements_computes_several_per_invocation(
+    device: Device, n: int
+) -> None:
+    """Contiguous operands of many elements: each invocation computes `ITEMS` of them,
+    the last invocations past the end storing nothing; single values, a row and a
+    column broadcast over a matrix, integers, float16 and an input that is the output's
+    own buffer (in place) too."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    gx, gy = to_gpu(x, device), to_gpu(y, device)
+    s = to_gpu(np.float32(2.5).reshape(()), device)
+    _close(elementwise("x0 * x2 + x1", [gx, gy, s]).numpy(), x * np.float32(2.5) + y, 0, 0)
+    i = rng.integers(-1000, 1000, n).astype(np.int32)
+    got = elementwise("x0 * 3i", [to_gpu(i, device)], np.int32).numpy()
+    np.testing.assert_array_equal(got, i * 3)
+    bias = rng.standard_normal(1024).astype(np.float32)
+    rows = rng.standard_normal(n // 1024).astype(np.float32)
+    m = n // 1024 * 1024
+    gb, gr = to_gpu(bias, device), to_gpu(rows[:, None], device)
+    xm = to_gpu(x[:m].reshape(-1, 1024), device)
+    got = elementwise("x0 + x1 * x2", [xm, gb, gr]).numpy()  # a bias, a column
+    _close(got, x[:m].reshape(-1, 1024) + bias * rows[:, None], 1e-6, 1e-6)
+    h = x.astype(np.float16)
+    got = elementwise("x0 * x0", [to_gpu(h, device)], np.float16).numpy()
+    np.testing.assert_array_equal(got, h * h)
+    elementwise("x0 - x1", [gx, gy], out=gx)
+    _close(gx.numpy(), x - y, 0, 0)
 
 
 @pytest.mark.parametrize(
@@ -200,12 +232,15 @@ def test_long_axes_reduce_in_pieces(
     _close(got, want.astype(np.float32), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize(("rows", "kernel"), [(8, "reduction_cols"), (40, "reduction_cols_block")])
+@pytest.mark.parametrize(
+    ("rows", "kernel"), [(7, "reduction_cols"), (8, "reduction_cols"), (40, "reduction_cols_block")]
+)
 def test_a_short_axis_of_many_columns_sums_a_thread_per_output(
     device: Device, rows: int, kernel: str
 ) -> None:
     """Split-K's partial products, (splits, size): a few rows of many columns are summed
-    by a thread per output; a longer axis keeps the block kernel."""
+    by a thread per output (four rows at a time, the rest one by one); a longer axis
+    keeps the block kernel."""
     from asgrad.gpu.device.buffers import ScopedPool
     from asgrad.gpu.plan.capture import capturing, replay
 

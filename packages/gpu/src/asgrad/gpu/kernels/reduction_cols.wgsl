@@ -19,6 +19,10 @@ fn combine(a: ${T_ACC}, b: ${T_ACC}) -> ${T_ACC} {
     return ${COMBINE};
 }
 
+fn mapped(x: ${T_IN}) -> ${T_ACC} {
+    return ${MAP};
+}
+
 @compute @workgroup_size(256, 1, 1)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -40,9 +44,19 @@ fn main(
     }
     let base = o * params.R * params.inner + j;
     var acc: ${T_ACC} = ${INIT};
-    for (var r = r0; r < r1; r++) {
-        let x = src[base + r * params.inner];
-        acc = combine(acc, ${MAP});
+    // four loads in flight before they are combined, in order (the same result as one
+    // at a time): one load per iteration leaves most of the memory bandwidth idle
+    var r = r0;
+    for (; r + 4u <= r1; r += 4u) {
+        let at = base + r * params.inner;
+        let x0 = src[at];
+        let x1 = src[at + params.inner];
+        let x2 = src[at + 2u * params.inner];
+        let x3 = src[at + 3u * params.inner];
+        acc = combine(combine(combine(combine(acc, mapped(x0)), mapped(x1)), mapped(x2)), mapped(x3));
+    }
+    for (; r < r1; r++) {
+        acc = combine(acc, mapped(src[base + r * params.inner]));
     }
     let acc_final = acc;
     dst[row] = ${FINISH};

@@ -39,11 +39,12 @@ __all__ = [
     "elementwise_tree",
     "expression",
     "expression_tree",
+    "item_reads",
     "max_inputs",
     "strided_copy",
 ]
 
-WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl", "prelude.wgsl")
+WGSL_FILES: tuple[str, ...] = ("elementwise.wgsl", "elementwise_items.wgsl", "prelude.wgsl")
 
 MAX_INPUTS = 7  # 8 storage buffers per stage (WebGPU default): 7 inputs + the output
 MAX_RANK = 8
@@ -60,8 +61,12 @@ def _source(
     rank: int,
     own: tuple[bool, ...],
     bound: list[int],
+    items: int = 1,
+    reads: tuple[str, ...] = (),
 ) -> str:
-    """The WGSL of one elementwise kernel: bindings, index arithmetic, loads, ``expr``."""
+    """The WGSL of one elementwise kernel: bindings, index arithmetic, loads, ``expr``
+    (``items`` elements per invocation where every operand is read as ``reads`` say:
+    `_items_source`)."""
     bindings = [
         f"@group(0) @binding({j + 1}) var<storage, read> in{k}: array<{in_types[k]}>;"
         for j, k in enumerate(bound)
@@ -84,6 +89,8 @@ def _source(
         source_array = "out" if own[k] else f"in{k}"
         loads.append(f"    let x{k} = {source_array}[{where}];")
     out_index = f"o{OUT_SLOT}" if out_mode == "strided" else f"i + mu({76 + OUT_SLOT}u)"
+    if items > 1:
+        return _items_source(expr, lets, in_types, out_type, reads, own, bindings, items)
     return render(
         "elementwise",
         PRELUDE=kernel_text("prelude"),
@@ -94,6 +101,94 @@ def _source(
         EXPR=expr,
         OUT_INDEX=out_index,
     )
+
+
+def _items_source(
+    expr: str,
+    lets: Sequence[str],
+    in_types: tuple[str, ...],
+    out_type: str,
+    reads: tuple[str, ...],
+    own: tuple[bool, ...],
+    bindings: list[str],
+    items: int,
+) -> str:
+    """The WGSL of an elementwise kernel whose operands are each read at a function of
+    the element's flat index (`item_reads`), where each invocation computes ``items``
+    elements 256 apart (each load and store of a subgroup coalesced): every load first,
+    then the values, then the stores, so ``items`` loads of each input are in flight
+    together (a store before a load could alias it: the compiler would keep their
+    order). ``expr`` is a function of the element's inputs (and its index ``i``)."""
+    params = ", ".join(["i: u32", *(f"x{k}: {t}" for k, t in enumerate(in_types))])
+    body = [f"fn value({params}) -> {out_type} {{", *(f"    {s}" for s in lets)]
+    body += [f"    return {expr};", "}"]
+    lines = [
+        f"    let first = (wid.x + wid.y * nwg.x) * {256 * items}u + li;",
+        "    let n = mu(0u);",
+        "    if (first >= n) {",
+        "        return;",
+        "    }",
+    ]
+    # past the end, an invocation recomputes the last element (its store skipped)
+    lines += [f"    let i{j} = min(first + {256 * j}u, n - 1u);" for j in range(items)]
+    for k, read in enumerate(reads):
+        source_array = "out" if own[k] else f"in{k}"
+        if read == "scalar":
+            lines.append(f"    let x{k} = {source_array}[mu({76 + k}u)];")
+            continue
+        for j in range(items):
+            at = read.format(i=f"i{j}")
+            lines.append(f"    let x{k}_{j} = {source_array}[{at} + mu({76 + k}u)];")
+    for j in range(items):
+        args = [f"i{j}", *(f"x{k}" if r == "scalar" else f"x{k}_{j}" for k, r in enumerate(reads))]
+        lines.append(f"    let v{j} = value({', '.join(args)});")
+    lines.append(f"    out[first + mu({76 + OUT_SLOT}u)] = v0;")
+    for j in range(1, items):
+        lines += [
+            f"    if (first + {256 * j}u < n) {{",
+            f"        out[i{j} + mu({76 + OUT_SLOT}u)] = v{j};",
+            "    }",
+        ]
+    return render(
+        "elementwise_items",
+        PRELUDE=kernel_text("prelude"),
+        BINDINGS="\n".join(bindings),
+        VALUE="\n".join(body),
+        BODY="\n".join(lines),
+    )
+
+
+def item_reads(
+    shape: tuple[int, ...], strides: Sequence[tuple[int, ...]], modes: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """Each operand's index as a WGSL expression of the element's flat index ``{i}``
+    (``"scalar"``: one value), where every operand over the collapsed ``shape`` is
+    contiguous, one value, or, over two dims ``(M, N)``, broadcast along one of them:
+    a row of N (a bias) read at ``i % N``, a column of M at ``i / N``, N compiled in (a
+    multiply and shift, or a mask, where a uniform's divisor would cost a division
+    per element); None for any other operand.
+
+    >>> item_reads((8192, 512), [(512, 1), (0, 1), (1, 0)], ("contig", "strided", "strided"))
+    ('{i}', '{i} % 512u', '{i} / 512u')
+    """
+    reads = []
+    for st, mode in zip(strides, modes, strict=True):
+        if mode == "strided" and len(shape) == 2 and st in ((0, 1), (1, 0)):
+            reads.append(f"{{i}} % {shape[1]}u" if st == (0, 1) else f"{{i}} / {shape[1]}u")
+        elif mode == "strided":
+            return None
+        else:
+            reads.append("{i}" if mode == "contig" else "scalar")
+    return tuple(reads)
+
+
+# Elements each invocation of an elementwise kernel over contiguous operands computes,
+# where the output has at least ITEMS_FROM elements: one load of each input per
+# invocation keeps too few bytes in flight for a large GPU's memory bandwidth. A smaller
+# output keeps one per invocation: its launch is short of workgroups, not of loads
+# (2**20 elements are 1,024 workgroups of 4 each, several per SM of an H200).
+ITEMS = 4
+ITEMS_FROM = 1 << 20
 
 
 def max_inputs(expr: str) -> int:
@@ -215,17 +310,25 @@ def elementwise(
     checked = CHECKED in whole
     binds = ("uniform",) + ("read",) * len(bound) + ("write",) + ("checks",) * checked
     device = target.device
-    key = ("elementwise", expr, modes, out_mode, rank, in_types, out_type, own, tuple(lets))
+    reads = item_reads(shape, strides[: len(ops)], modes) if out_mode == "contig" else None
+    items = ITEMS if reads is not None and n >= ITEMS_FROM else 1
+    key: tuple[object, ...] = ("elementwise", expr, modes, out_mode, rank, in_types, out_type)
+    key += (own, tuple(lets))
+    if items > 1:
+        assert reads is not None
+        key += (f"items{items}", reads)
     pipe = device.pipeline(
         key,
-        lambda: _source(expr, lets, in_types, out_type, modes, out_mode, rank, own, bound),
+        lambda: _source(
+            expr, lets, in_types, out_type, modes, out_mode, rank, own, bound, items, reads or ()
+        ),
         binds,
     )
     params = device.params(struct.pack(f"<{len(meta)}I", *meta))
     buffers = (params, *(ops[k].array.buffer for k in bound), target.buffer)
     if checked:
         buffers = (*buffers, device.checks.buffer)
-    device.dispatch(pipe, buffers, fold_groups(-(-n // 256), device.max_groups))
+    device.dispatch(pipe, buffers, fold_groups(-(-n // (256 * items)), device.max_groups))
     return target
 
 

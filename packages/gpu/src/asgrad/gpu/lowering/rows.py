@@ -4,8 +4,10 @@ A composite along rows (softmax, log-softmax, layer and batch norm and their inp
 gradients) states its meaning once, as a row program; `row_kernel` renders it into
 ``kernels/norm_rows.wgsl``: one workgroup per row (a short row takes fewer
 invocations and shares its workgroup with other rows: `lanes_for`), each pass of
-stages (`RowProgram.groups`) one loop over the row and one tree reduction in
-workgroup memory (the stages of a pass share its barriers), the row scalars'
+stages (`RowProgram.groups`) one loop over the row (unrolled over the elements an
+invocation holds in registers, loaded once: `cached_elements`) and one combination
+across the row's lanes (subgroup shuffles where the device has subgroups, else a
+tree in workgroup memory; the stages of a pass share it), the row scalars'
 subexpressions computed once per row, then one loop writing the output expression.
 Every expression is spelled by `render_wgsl`, NaN and infinities
 as numpy's (a row max propagates NaN).
@@ -73,6 +75,26 @@ class _Writer:
     def render(self, e: Expr, out: str = "f32") -> str:
         return render_wgsl(e, self.names, self.kinds, out)
 
+    def render_slot(self, e: Expr, j: int, out: str = "f32") -> str:
+        """``e`` at the invocation's element slot ``j`` (`kernel_source`'s ``cache``):
+        an element input is its register ``x{i}_{j}``, a position input is read at
+        ``k{j}``, a wrapped one at ``at{j}``."""
+        names = list(self.names)
+        for i, layout in enumerate(self.p.inputs):
+            if self.wrapped.get(i) == 1:
+                names[i] = f"in{i}[0]"
+            elif i in self.wrapped or layout in ("element", "position"):
+                names[i] = f"x{i}_{j}"
+        return render_wgsl(e, names, self.kinds, out)
+
+    def slot_load(self, i: int, j: int) -> str | None:
+        """Where input ``i`` is read for the element slot ``j`` (None: not per element)."""
+        if self.wrapped.get(i) == 1:
+            return None
+        if i in self.wrapped:
+            return f"in{i}[at{j} % {self.wrapped[i]}u]"
+        return {"element": f"in{i}[at{j}]", "position": f"in{i}[k{j}]"}.get(self.p.inputs[i])
+
     def hoist(self, e: Expr) -> Expr:
         """``e`` with each subexpression of row scalars alone computed once, before
         (one reading a float16 input stays where it is: its kind is its own)."""
@@ -135,6 +157,7 @@ def kernel_source(
     lanes: int = 256,
     flat: bool = False,
     cache: int = 0,
+    subgroups: bool = False,
 ) -> str:
     """The WGSL of ``program``'s row kernel (its pipeline's source); each of ``stores``
     (expressions of the inputs at the element, as the output's) is written into an
@@ -149,53 +172,53 @@ def kernel_source(
     from 32 to 256): the invocations per row, 256 / lanes rows per workgroup
     (`lanes_for`); ``flat``: the row's elements are one stride apart (the layout's
     ``S >= R``: `flat_rows`), each one's index one multiply-add from the row's start;
-    ``cache`` (at least the row's length over ``lanes``; 0: none): the elements each
-    invocation keeps, so an input read by several loops is loaded from memory once
-    (`cached_elements`)."""
+    ``cache`` (at least the row's length over ``lanes``; 0: none; only with ``flat``):
+    the elements each invocation holds, in registers named per element (no array: a
+    dynamically indexed one lives in slow memory), all loaded from memory at once
+    before the first pass, so each is read once and every load is in flight together
+    (`cached_elements`); ``subgroups``: the lanes of a row combine their partial
+    results by subgroup shuffles (WGSL's ``subgroupShuffleXor``), through workgroup
+    memory only across subgroups, where the device has the ``subgroup`` feature."""
     kinds = tuple(kinds) or ("f32",) * len(program.inputs)
     store_kinds = tuple(store_kinds) or ("f32",) * len(stores)
     w = _Writer(program, kinds, wrapped)
     at = "        let at = start + k * params.d;" if flat else "        let at = addr(start, k);"
     width = max(len(g) for g in program.groups()) if program.stages else 0
+    if subgroups:  # the lanes of a row that one subgroup holds
+        w.lines.append(f"    let width = min({lanes}u, sg);")
     if cache:
-        loops = [
-            *(set().union(*(reads_inputs(program.stages[j].expr, w.n) for j in g))
-              for g in program.groups()),
-            set().union(*(reads_inputs(e, w.n) for e in (program.out, *stores))),
-        ]  # fmt: skip
-        seen: set[int] = set()
-        for read in loops:  # an element input read by a loop after its first is kept
-            w.kept |= {i for i in read & seen if program.inputs[i] == "element"}
-            seen |= read
-        w.kept -= set(w.wrapped)
-        w.cache = cache if w.kept else 0
-        w.lines += [f"    var c{i}: array<{kinds[i]}, {cache}>;" for i in sorted(w.kept)]
+        if not flat:
+            raise GpuError("a row kernel keeps its elements in registers only over flat rows")
+        w.cache = cache
+        every = (*(st.expr for st in program.stages), program.out, *stores)
+        read = set().union(*(reads_inputs(e, w.n) for e in every))
+        for j in range(cache):
+            w.lines += [
+                f"    let ok{j} = lane + {j * lanes}u < R;",
+                f"    let k{j} = select(0u, lane + {j * lanes}u, ok{j});",
+                f"    let at{j} = start + k{j} * params.d;",
+            ]
+        # every input read per element, in registers: loaded once, all in flight at once
+        for j in range(cache):
+            loads = [(i, w.slot_load(i, j)) for i in sorted(read)]
+            w.lines += [f"    let x{i}_{j} = {at};" for i, at in loads if at is not None]
     for group in program.groups():
         exprs = [w.hoist(program.stages[j].expr) for j in group]
         for j in group:
             start = _NEG_INF if program.stages[j].reduce == "max" else "0.0"
             w.lines.append(f"    var t{j} = {start};")
-        w.lines.extend(w.loop(lanes, at))
-        w.lines.extend(w.loads(exprs, "        "))
-        for j, e in zip(group, exprs, strict=True):
-            w.lines.append(f"        t{j} = {_combine(program, j, f't{j}', w.render(e))};")
-        w.lines.append("    }")
-        for m, j in enumerate(group):
-            w.lines.append(f"    p{m}[li] = t{j};")
-        w.lines.append("    workgroupBarrier();")
-        w.lines.append(f"    for (var s = {lanes // 2}u; s > 0u; s = s >> 1u) {{")
-        w.lines.append("        if (lane < s) {")
-        for m, j in enumerate(group):
-            w.lines.append(
-                f"            p{m}[li] = {_combine(program, j, f'p{m}[li]', f'p{m}[li + s]')};"
-            )
-        w.lines.append("        }")
-        w.lines.append("        workgroupBarrier();")
-        w.lines.append("    }")
-        for m, j in enumerate(group):
-            scale = " * params.inv_r" if program.stages[j].reduce == "mean" else ""
-            w.lines.append(f"    let s{j} = p{m}[base]{scale};")
-        w.lines.append("    workgroupBarrier();")
+        if cache:
+            for slot in range(cache):
+                for j, e in zip(group, exprs, strict=True):
+                    combined = _combine(program, j, f"t{j}", w.render_slot(e, slot))
+                    w.lines.append(f"    t{j} = select(t{j}, {combined}, ok{slot});")
+        else:
+            w.lines.extend(w.loop(lanes, at))
+            w.lines.extend(w.loads(exprs, "        "))
+            for j, e in zip(group, exprs, strict=True):
+                w.lines.append(f"        t{j} = {_combine(program, j, f't{j}', w.render(e))};")
+            w.lines.append("    }")
+        w.lines += _across_lanes(program, group, lanes, subgroups)
     result = w.hoist(program.out)
     extra = [w.hoist(e) for e in stores]
     bindings = [
@@ -209,17 +232,29 @@ def kernel_source(
         for m, k in enumerate(store_kinds)
     ]
 
-    def value(e: Expr, kind: str) -> str:  # converted to the storage type as written
-        return w.render(cast(e, _DTYPES[kind]), kind)
+    def value(e: Expr, kind: str, slot: int | None = None) -> str:  # as stored
+        typed = cast(e, _DTYPES[kind])
+        return w.render(typed, kind) if slot is None else w.render_slot(typed, slot, kind)
 
-    written = [
-        f"        dst{m}[at] = {value(e, k)};"
-        for m, (e, k) in enumerate(zip(extra, store_kinds, strict=True))
-    ]
-    loop = [*w.loads([result, *extra] if not per_row else extra, "        ")]
-    loop += [f"        dst[at] = {value(result, out)};"] if not per_row else []
-    output = w.loop(lanes, at)
-    output = [*output, *loop, *written, "    }"] if loop or written else []
+    output: list[str] = []
+    if cache:
+        for slot in range(cache):
+            written = [] if per_row else [f"        dst[at{slot}] = {value(result, out, slot)};"]
+            written += [
+                f"        dst{m}[at{slot}] = {value(e, k, slot)};"
+                for m, (e, k) in enumerate(zip(extra, store_kinds, strict=True))
+            ]
+            if written:
+                output += [f"    if (ok{slot}) {{", *written, "    }"]
+    else:
+        written = [
+            f"        dst{m}[at] = {value(e, k)};"
+            for m, (e, k) in enumerate(zip(extra, store_kinds, strict=True))
+        ]
+        loop = [*w.loads([result, *extra] if not per_row else extra, "        ")]
+        loop += [f"        dst[at] = {value(result, out)};"] if not per_row else []
+        output = w.loop(lanes, at)
+        output = [*output, *loop, *written, "    }"] if loop or written else []
     if per_row:
         store = f"        dst[row] = {value(result, out)};"
         output += ["    if (lane == 0u && live) {", store, "    }"]
@@ -230,9 +265,58 @@ def kernel_source(
         PRELUDE=kernel_text("prelude"),
         BINDINGS="\n".join(bindings),
         PARTIALS="\n".join(f"var<workgroup> p{m}: array<f32, 256>;" for m in range(width)),
+        SUBGROUP=", @builtin(subgroup_size) sg: u32" if subgroups else "",
         PASSES="\n".join(w.lines),
         OUTPUT="\n".join(output),
     )
+
+
+def _across_lanes(program: RowProgram, group: list[int], lanes: int, subgroups: bool) -> list[str]:
+    """WGSL combining each lane's partial results ``t{j}`` of the stages of ``group``
+    over the row's ``lanes`` invocations into the row scalars ``s{j}``: a tree in
+    workgroup memory (log2(lanes) barriers), or subgroup shuffles within each subgroup
+    (a row's lanes are consecutive invocations, so they fill one subgroup or several
+    whole ones) and workgroup memory across the row's subgroups (two barriers; none
+    where the row fits one subgroup)."""
+    lines: list[str] = []
+    if subgroups:
+        lines.append("    for (var o = 1u; o < width; o = o << 1u) {")
+        for j in group:
+            shuffled = _combine(program, j, f"t{j}", f"subgroupShuffleXor(t{j}, o)")
+            lines.append(f"        t{j} = {shuffled};")
+        lines.append("    }")
+        lines += [f"    var r{j} = t{j};" for j in group]
+        lines.append(f"    if (width < {lanes}u) {{  // uniform: the row spans subgroups")
+        lines += [f"        p{m}[li] = t{j};" for m, j in enumerate(group)]
+        lines.append("        workgroupBarrier();")
+        lines += [f"        r{j} = p{m}[base];" for m, j in enumerate(group)]
+        lines.append(f"        for (var o = width; o < {lanes}u; o += width) {{")
+        for m, j in enumerate(group):
+            lines.append(f"            r{j} = {_combine(program, j, f'r{j}', f'p{m}[base + o]')};")
+        lines.append("        }")
+        lines.append("        workgroupBarrier();")
+        lines.append("    }")
+        lines += [f"    let s{j} = r{j}{_scale(program, j)};" for j in group]
+        return lines
+    for m, j in enumerate(group):
+        lines.append(f"    p{m}[li] = t{j};")
+    lines.append("    workgroupBarrier();")
+    lines.append(f"    for (var s = {lanes // 2}u; s > 0u; s = s >> 1u) {{")
+    lines.append("        if (lane < s) {")
+    for m, j in enumerate(group):
+        lines.append(
+            f"            p{m}[li] = {_combine(program, j, f'p{m}[li]', f'p{m}[li + s]')};"
+        )
+    lines.append("        }")
+    lines.append("        workgroupBarrier();")
+    lines.append("    }")
+    lines += [f"    let s{j} = p{m}[base]{_scale(program, j)};" for m, j in enumerate(group)]
+    lines.append("    workgroupBarrier();")
+    return lines
+
+
+def _scale(program: RowProgram, j: int) -> str:
+    return " * params.inv_r" if program.stages[j].reduce == "mean" else ""
 
 
 _DTYPES = {"f32": "float32", "f16": "float16"}
@@ -291,13 +375,21 @@ def lanes_for(length: int) -> int:
     return lanes
 
 
+# Whether a row's lanes combine by subgroup shuffles on a device with the ``subgroup``
+# feature (False: always the tree in workgroup memory, the kernels of a device without
+# it). H200, 2026-12-02, `gpu_micro.py --rows transformer_large`: the causal softmax
+# over [32, 8, 256, 256] at 0.70 of the copy kernel's bandwidth with shuffles, 0.40 with
+# the tree (0.19 before rows were held in registers).
+SUBGROUPS = True
+
 # The most elements of a row one invocation keeps (`cached_elements`).
 MAX_CACHED = 16
 
 
 def cached_elements(length: int, lanes: int) -> int:
     """The elements each of ``lanes`` invocations keeps of a row of ``length`` (a
-    power of two at least ``length / lanes``), 0 where that is over `MAX_CACHED`.
+    power of two at least ``length / lanes``; the kernel holds each in a register of
+    its own), 0 where that is over `MAX_CACHED`.
 
     >>> cached_elements(256, 32), cached_elements(300, 64), cached_elements(1 << 20, 256)
     (8, 8, 0)
@@ -390,7 +482,9 @@ def row_kernel_stores(
     out_kind, store_kinds = out.wgsl, tuple(a.wgsl for a in extra)
     lanes, flat = lanes_for(layout[1]), flat_rows(layout)
     cache = cached_elements(layout[1], lanes) if flat else 0
-    key = (kind, program, kinds, out_kind, store_kinds, stores, wraps, per_row, lanes, cache)
+    subgroups = SUBGROUPS and device.capabilities.subgroups
+    key: tuple[object, ...] = (kind, program, kinds, out_kind, store_kinds, stores, wraps)
+    key += (per_row, lanes, cache, *("subgroups",) * subgroups)
     pipe = device.pipeline(
         key,
         lambda: kernel_source(
@@ -404,6 +498,7 @@ def row_kernel_stores(
             lanes,
             flat,
             cache,
+            subgroups,
         ),
         binds,
     )
