@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 Array = np.ndarray
 
 # Every tile the tuner may pick, split or not.
-CANDIDATES = sorted(set(tuning.TILES) | set(tuning.SPLIT_TILES))
+CANDIDATES = sorted(set(tuning.TILES) | set(tuning.SPLIT_TILES) | set(tuning.BATCH_TILES))
 # float16 changes only the loaders and the stores, which depend on the block, the
 # outputs per thread, the K step and the q flag, not on the loop's buffers or on how the threads
 # sit in subgroups: one candidate of each such shape (the quickest to compile).
@@ -196,10 +196,15 @@ def test_a_candidate_the_adapter_refuses_is_left_out() -> None:
     assert _measure(_Clock({}, {}, refused=("a",)), ["a"]) == {}
 
 
-def test_buckets_round_sizes_up_to_powers_of_two() -> None:
-    key = tuning.Problem(100, 64, 65, 3, ("m", "n"), (True, False)).key
-    assert key == tuning.Problem(128, 33, 128, 4, ("m", "n"), (True, False)).key
-    assert key != tuning.Problem(129, 33, 128, 4, ("m", "n"), (True, False)).key
+def test_buckets_round_sizes_up_to_powers_of_two_or_one_and_a_half_times_one() -> None:
+    key = tuning.Problem(100, 64, 97, 3, ("m", "n"), (True, False)).key
+    assert key == tuning.Problem(128, 49, 128, 3, ("m", "n"), (True, False)).key
+    assert key != tuning.Problem(129, 49, 128, 3, ("m", "n"), (True, False)).key
+    assert key != tuning.Problem(100, 48, 97, 3, ("m", "n"), (True, False)).key
+    # a qkv projection's weight gradient is not timed for the feed-forward layer's
+    qkv = tuning.Problem(512, 1536, 8192, 1, ("m", "n")).key
+    assert qkv == tuning.Problem(512, 1100, 8192, 1, ("m", "n")).key
+    assert qkv != tuning.Problem(512, 2048, 8192, 1, ("m", "n")).key
     assert key != tuning.Problem(100, 64, 65, 3, ("k", "n"), (True, False)).key
     assert key != tuning.Problem(100, 64, 65, 3, ("m", "n"), (True, False), False).key
 

@@ -2,7 +2,7 @@
 
 `select` in `asgrad.gpu.lowering.linalg` is a rule written from one GPU's
 measurements. With tuning on, the first product of each *bucket* (M, N and K rounded
-up to powers of two, the batch likewise, the operands' layouts and vec4 alignment,
+up to powers of two or three halves of one, the batch likewise, the operands' layouts and vec4 alignment,
 whether an epilogue forbids split-K, the workgroup memory allowed, a matmul or a
 convolution's gathered product) times the `candidates` (tiles of 32x32 to 128x128
 outputs, 4x4 to 8x8 per thread, and split-K for deep products with few outputs: K in
@@ -21,6 +21,7 @@ except on a CPU adapter (lavapipe, where the rule is kept: tests stay determinis
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -40,6 +41,7 @@ from asgrad.gpu.errors import GpuError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 
 __all__ = [
+    "BATCH_TILES",
     "ENV",
     "Choice",
     "Problem",
@@ -56,7 +58,7 @@ __all__ = [
 ENV = "ASGRAD_MATMUL_TUNING"
 
 # Bumped when the meaning of a cached entry changes (the bucket, the candidates).
-FORMAT = 2
+FORMAT = 3
 
 Choice = tuple[str, int]  # (tile name, K pieces)
 
@@ -103,9 +105,31 @@ TILES: tuple[str, ...] = (
 # (benchmarks/matmul_sweep.py --shapes default --candidates all, 2026-12-02; the copy
 # not included: these candidates are timed with it).
 COPY_TILES: tuple[str, ...] = ("128x256_8x16_k8cu", "128x128_8x16_k8cu")
+# Tiles timed for a batch of products (the attention heads: 256 x 64 or 64 x 256
+# outputs each, K 256): blocks covering a whole 64-wide output, or all 64 rows of
+# one, with more outputs per thread than 64x64_8x8 gives; C stored as vec4 (``s``),
+# operands read along K staged as 4x4 blocks (``q``; where neither is, the tile
+# without it).
+BATCH_TILES: tuple[str, ...] = (
+    "256x64_16x8_k8qsu",
+    "128x64_8x8_k16qsu",
+    "128x64_16x4_k16qsu",
+    "128x64_8x4_k16qsu",
+    "64x256_8x16_k16qsu",
+    "64x256_4x16_k16qsu",
+    "64x128_8x8_k16qsu",
+    "64x128_4x8_k16qsu",
+    "64x64_8x8_k16qsu",
+    "64x64_8x8_k32qsu",
+)
 # Tiles timed with K cut in pieces, for deep products with few output tiles (16x16,
 # 16 threads: outputs smaller than 32x32, such as a first convolution's weight gradient).
 SPLIT_TILES: tuple[str, ...] = (
+    # 8x16 outputs per thread (the fastest unsplit tiles at 4096^3) in fewer, longer
+    # pieces of K: fewer partial products to write and sum than 128x128 8x8 tiles need
+    # to fill the GPU (the weight gradients X^T @ dY, K = batch * seq)
+    "128x256_8x16_k8u",
+    "128x128_8x16_k8u",
     "128x128_8x8_k16du",
     "128x128_8x8_k16u",
     "64x64_8x8_k8du",
@@ -114,14 +138,18 @@ SPLIT_TILES: tuple[str, ...] = (
 )
 # K pieces timed for every split tile; more (powers of two) while the workgroups stay
 # within twice FILL_GROUPS (`split_counts`).
-SPLITS: tuple[int, ...] = (2, 4, 8, 16)
+# Counts between the powers of two let a tile of few workgroups (24 of 128x256 for a
+# 512 x 1536 output) come close to a whole number of waves of the GPU.
+SPLITS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 12, 16)
 # Workgroups that keep a large GPU busy: a few per compute unit of a 132-unit H200
 # (WebGPU does not report a device's compute units; the tuner measures the split
 # counts around this).
 FILL_GROUPS = 256
 # A piece of K is at least this long.
 MIN_PIECE = 64
-# Split-K is timed where a tile gives fewer workgroups than this.
+# Split-K is timed where a tile gives fewer workgroups than this (a tile of more than
+# 128x128 outputs counting as as many 128x128 blocks: 128 workgroups of 128x256 fill
+# the GPU as well as 256 of 128x128).
 SPLIT_BELOW_GROUPS = 256
 # Split tiles timed at least, however little of them lies inside the product (a
 # 16x9 output: 16x16 tiles of 16 threads and 32x32 ones of 64, both mostly outside).
@@ -178,10 +206,13 @@ class Problem:
 
     @property
     def key(self) -> str:
-        """The bucket: sizes rounded up to powers of two, and everything else."""
+        """The bucket: sizes rounded up to powers of two or three halves of one (a
+        1536-wide output is not a 2048-wide one: on an H200 their weight gradients
+        split K best into different numbers of pieces), and everything else."""
 
         def up(v: int) -> int:
-            return 1 << max(0, math.ceil(math.log2(max(v, 1))))
+            power = 1 << max(0, math.ceil(math.log2(max(v, 1))))
+            return power * 3 // 4 if power >= 4 and v <= power * 3 // 4 else power
 
         return (
             f"{self.kind}_m{up(self.M)}_n{up(self.N)}_k{up(self.K)}_b{up(self.nbatch)}"
@@ -251,10 +282,12 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
             continue
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
+    if problem.nbatch > 1:
+        out += [(name, 1) for name in BATCH_TILES if problem.use(name) >= MIN_USE]
     if problem.layouts[1] == "k" and problem.kind == "matmul":
         out += [(name, 1) for name in COPY_TILES if problem.use(name) >= MIN_USE]
     if problem.splittable:
-        few = [n for n in SPLIT_TILES if problem.groups(n) < SPLIT_BELOW_GROUPS]
+        few = [n for n in SPLIT_TILES if _blocks(problem, n) < SPLIT_BELOW_GROUPS]
         inside = [n for n in few if problem.use(n) >= MIN_USE]
         least = sorted(few, key=problem.use, reverse=True)[:SPLIT_AT_LEAST]
         for name in inside if len(inside) >= SPLIT_AT_LEAST else [*inside, *least]:
@@ -262,12 +295,21 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     seen: set[Choice] = set()
     unique = []
     for choice in out:
-        if choice != default and "k" not in problem.layouts and tiles.tile(choice[0]).quad:
-            continue  # both operands staged as read: the kernel of its plain twin
+        t = tiles.tile(choice[0])
+        if choice != default and "k" not in problem.layouts and t.quad:
+            # both operands staged as read: the kernel of its plain twin
+            choice = (dataclasses.replace(t, quad=False).name, choice[1])
         if choice not in seen and problem.fits(choice):
             seen.add(choice)
             unique.append(choice)
     return unique
+
+
+def _blocks(problem: Problem, name: str) -> int:
+    """Workgroups of tile ``name`` for ``problem``, a tile of more than 128x128 outputs
+    counted as that many 128x128 blocks."""
+    t = tiles.tile(name)
+    return problem.groups(name) * max(1, t.bm * t.bn // (128 * 128))
 
 
 def enabled(device: Device) -> bool:
@@ -296,7 +338,7 @@ def identity(device: Device) -> dict[str, str]:
     caps = device.capabilities
     wgpu_version = str(getattr(sys.modules.get("wgpu"), "__version__", ""))
     sample = tiles.source(tiles.tile(TILES[0]), "k", "n", True, True)  # the generator's output
-    names = "".join((*TILES, *SPLIT_TILES, *COPY_TILES))
+    names = "".join((*TILES, *SPLIT_TILES, *COPY_TILES, *BATCH_TILES))
     kernel = kernel_text("linalg_matmul_tiled") + sample + names
     return {
         "format": str(FORMAT),
