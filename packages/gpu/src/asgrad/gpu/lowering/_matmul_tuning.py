@@ -2,13 +2,13 @@
 
 `select` in `asgrad.gpu.lowering.linalg` is a rule written from one GPU's
 measurements. With tuning on, the first product of each *bucket* (M, N and K rounded
-up to powers of two or three halves of one, the batch likewise, the operands' layouts and vec4 alignment,
-whether an epilogue forbids split-K, the workgroup memory allowed, a matmul or a
-convolution's gathered product) times the `candidates` (tiles of 32x32 to 128x128
-outputs, 4x4 to 8x8 per thread, and split-K for deep products with few outputs: K in
-up to as many pieces as bring the workgroups to twice `FILL_GROUPS`, the pieces summed
-by a second pass) on the device, with timestamp queries where the
-adapter has them (wall time after a sync otherwise), and keeps the fastest: in memory
+up to powers of two or 1.5 times one, the batch likewise, the operands' layouts and
+vec4 alignment, whether an epilogue forbids split-K, the workgroup memory allowed, a
+matmul or a convolution's gathered product) times the `candidates` (tiles of 32x32 to
+128x256 outputs, 4x4 to 16x8 per thread, and split-K for deep products with few
+outputs: K in up to as many pieces as bring the workgroups to twice `FILL_GROUPS`, the
+pieces summed by a second pass) on the device, with timestamp queries where the adapter
+has them (wall time after a sync otherwise), and keeps the fastest: in memory
 and in a JSON file under `cache_dir`, one per adapter (its name, vendor, backend and
 driver description, the wgpu version and the kernel's text), so the next process
 measures nothing. A file that cannot be read, or that another adapter or kernel
@@ -206,7 +206,7 @@ class Problem:
 
     @property
     def key(self) -> str:
-        """The bucket: sizes rounded up to powers of two or three halves of one (a
+        """The bucket: sizes rounded up to powers of two or 1.5 times one (a
         1536-wide output is not a 2048-wide one: on an H200 their weight gradients
         split K best into different numbers of pieces), and everything else."""
 
@@ -271,9 +271,12 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     where fewer than `SPLIT_AT_LEAST` do (an output smaller than most tiles), also the
     `SPLIT_AT_LEAST` wasting least. Tiles
     of fewer than 8x8 outputs per thread are left out where `FILLING` gives
-    `MANY_GROUPS` workgroups, and tiles staging operands read along K as 4x4 blocks
-    (``q``) where neither operand is read along K; where B is read along K (not
-    gathered), `COPY_TILES` too (B copied along N first)."""
+    `MANY_GROUPS` workgroups; tiles staging operands read along K as 4x4 blocks
+    (``q``) are timed as their plain twin where neither operand is read along K; for a
+    batch of products, `BATCH_TILES` too; where B is read along K (not gathered),
+    `COPY_TILES` too (B copied along N first). A split tile is timed in pieces where
+    its workgroups, counted in blocks of 128x128 outputs, are under
+    `SPLIT_BELOW_GROUPS`."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
