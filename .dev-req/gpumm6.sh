@@ -6,14 +6,14 @@ export ASGRAD_CACHE_DIR="$(mktemp -d /tmp/gpumm6-cache.XXXXXX)"
 date -u
 echo "== 1: transformer_large products, the new tuner's candidates (fresh cache)"
 start=$SECONDS
-timeout 170 python3 "$B/matmul_sweep.py" --shapes default --quiet --total 130
+timeout 180 python3 "$B/matmul_sweep.py" --shapes default --quiet --total 90
 echo "== 1 took $((SECONDS - start)) s"
-echo "== tuner cache: per bucket the choice, tuning seconds and the 8 fastest (us)"
+echo "== tuner cache: per bucket the choice, tuning seconds and the 12 fastest (us)"
 python3 - <<'PY'
 import glob, json, os
 for path in glob.glob(os.path.join(os.environ["ASGRAD_CACHE_DIR"], "gpu", "matmul-tiles-*.json")):
     for key, e in sorted(json.load(open(path))["entries"].items()):
-        us = sorted(e.get("us", {}).items(), key=lambda kv: kv[1])[:8]
+        us = sorted(e.get("us", {}).items(), key=lambda kv: kv[1])[:12]
         print(f"{key}: {e['tile']}/{e['splits']} tuning {e.get('tuning_s')} s, n={len(e.get('us', {}))}")
         print("   " + ", ".join(f"{k} {v:.1f}" for k, v in us))
 PY
@@ -23,7 +23,7 @@ C=""
 for t in 128x256_8x16_k8su 128x256_8x16_k16u 128x128_8x16_k8su 128x128_8x16_k16u 128x256_8x16_k8du 256x128_16x8_k8u; do
   for s in 3 4 6 8; do C="$C,$t/$s"; done
 done
-timeout 40 python3 "$B/matmul_sweep.py" --shapes 512x1536x8192:mn,512x2048x8192:mn,2048x512x8192:mn,512x512x8192:mn \
+timeout 30 python3 "$B/matmul_sweep.py" --shapes 512x1536x8192:mn,512x2048x8192:mn,2048x512x8192:mn,512x512x8192:mn \
   --candidates "${C#,}" --quiet --budget 7
 echo "== 2 took $((SECONDS - start)) s"
 echo "== 3: attention heads (dv, dk^T, p @ v), more tiles"
@@ -31,7 +31,11 @@ start=$SECONDS
 A="256x64_16x8_k8dqsu,256x64_16x8_k16qsu_w4,256x64_16x8_k16qsu_w8,256x64_16x4_k16qsu,256x64_16x8_k16qu"
 A="$A,128x64_8x8_k16dqsu,128x64_8x8_k32qsu,128x64_8x8_k8qsu,128x64_16x4_k32qsu"
 A="$A,64x256_8x16_k8dqsu,64x256_8x16_k8qsu,64x256_4x16_k8qsu,64x128_8x8_k32qsu,64x128_8x8_k8dqsu"
-timeout 40 python3 "$B/matmul_sweep.py" --shapes 256x64x256:mn:b256,64x256x256:mn:b256,256x64x256:kn:b256 \
+timeout 30 python3 "$B/matmul_sweep.py" --shapes 256x64x256:mn:b256,64x256x256:mn:b256,256x64x256:kn:b256 \
   --candidates "$A" --quiet --budget 8
 echo "== 3 took $((SECONDS - start)) s"
+echo "== 4 (optional, may be cut): the transformer_large step, asgrad only, one worker, same cache"
+start=$SECONDS
+timeout 45 python3 "$B/run.py" --workloads transformer_large --device gpu --frameworks asgrad --no-torch --repeat 1 --no-warm
+echo "== 4 took $((SECONDS - start)) s"
 date -u
