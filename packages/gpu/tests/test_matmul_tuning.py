@@ -118,6 +118,39 @@ def test_candidates_fit_the_product_and_start_with_the_rule() -> None:
     assert not fused.fits(("64x64_8x8_k8du", 2))
 
 
+def test_weight_gradients_time_8x16_tiles_in_few_pieces_of_k() -> None:
+    """X^T @ dY over 8192 rows (a transformer's weight gradient, 512 x 2048 outputs):
+    the 8x16 tiles in 3 to 16 pieces, not only the 8x8 ones."""
+    chosen = tuning.candidates(tuning.Problem(512, 2048, 8192, 1, ("m", "n")), ("x", 1))
+    for pieces in (3, 4, 5, 6, 8, 16):
+        assert ("128x256_8x16_k8u", pieces) in chosen
+        assert ("128x128_8x16_k8u", pieces) in chosen
+    # 128 workgroups of 128x256 fill the GPU as 256 of 128x128 do: not split
+    square = tuning.candidates(tuning.Problem(2048, 2048, 8192, 1, ("m", "n")), ("x", 1))
+    assert ("128x256_8x16_k8u", 1) in square
+    assert all(s == 1 for _, s in square)
+
+
+def test_batches_of_narrow_products_time_the_batch_tiles() -> None:
+    """The attention heads' products (256 of 256 x 64 x 256) time `BATCH_TILES`, a q
+    tile as its plain twin where no operand is read along K; a single product does
+    not."""
+
+    def timed(m: int, n: int, batch: int, layouts: tuple[str, str]) -> set[str]:
+        problem = tuning.Problem(m, n, 256, batch, layouts, max_shared=32768)
+        return {t for t, _ in tuning.candidates(problem, ("x", 1))}
+
+    dv = timed(256, 64, 256, ("m", "n"))
+    assert {"256x64_16x8_k8su", "128x64_8x8_k16su", "256x64_16x8_k16su"} <= dv
+    assert not [t for t in dv if tiling.tile(t).quad]
+    assert {"256x64_16x8_k8qsu", "128x64_8x8_k16qsu"} <= timed(256, 64, 256, ("k", "n"))
+    dkt = timed(64, 256, 256, ("m", "n"))
+    assert "64x256_8x16_k16su" in dkt
+    assert "256x64_16x8_k8su" not in dkt  # three quarters of it outside the product
+    single = timed(256, 64, 1, ("k", "n"))
+    assert not single & set(tuning.BATCH_TILES)
+
+
 class _Clock:
     """A device on which each candidate's block of products takes ``base[name]``
     seconds, twice that while the GPU is cold: for ``cold[name]`` blocks after that
