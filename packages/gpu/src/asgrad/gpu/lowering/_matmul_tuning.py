@@ -106,30 +106,25 @@ TILES: tuple[str, ...] = (
 # not included: these candidates are timed with it).
 COPY_TILES: tuple[str, ...] = ("128x256_8x16_k8cu", "128x128_8x16_k8cu")
 # Tiles timed for a batch of products (the attention heads: 256 x 64 or 64 x 256
-# outputs each, K 256): blocks covering a whole 64-wide output, or all 64 rows of
-# one, with more outputs per thread than 64x64_8x8 gives; C stored as vec4 (``s``),
-# operands read along K staged as 4x4 blocks (``q``; where neither is, the tile
-# without it).
+# outputs each, K 256), each the fastest for one of them on an H200 (GPU time of 256
+# products; benchmarks/matmul_sweep.py --shapes 256x64x256:mn:b256,64x256x256:mn:b256,
+# 256x64x256:kn:b256 with tile names, 2026-12-02): p^T @ dO ("m n") 68.2 us for
+# 256x64_16x4_k16qsu (256 threads of 16x4 outputs; 72.4 for 256x64_16x8_k16qsu), q^T @ dS
+# (64 x 256, "m n") 68.5 for 64x256_4x16_k16qsu (85.1 for the tile tuned before,
+# 64x64_8x4_k16dpu), p @ v ("k n") 77.4 for 256x64_16x8_k8dqsu (81.1); cuBLAS 56-62. C
+# is stored as vec4 (``s``), an operand read along K staged as 4x4 blocks (``q``; where
+# neither is, the tile without it).
 BATCH_TILES: tuple[str, ...] = (
-    "256x64_16x8_k8qsu",
-    "128x64_8x8_k16qsu",
-    "128x64_16x4_k16qsu",
-    "128x64_8x4_k16qsu",
-    "64x256_8x16_k16qsu",
+    "256x64_16x4_k16qsu",
+    "256x64_16x8_k8dqsu",
     "64x256_4x16_k16qsu",
-    "64x128_8x8_k16qsu",
-    "64x128_4x8_k16qsu",
-    "64x64_8x8_k16qsu",
-    "64x64_8x8_k32qsu",
 )
 # Tiles timed with K cut in pieces, for deep products with few output tiles (16x16,
 # 16 threads: outputs smaller than 32x32, such as a first convolution's weight gradient).
+# (8x16 outputs per thread, the fastest unsplit tiles at 4096^3, lost split on an
+# H200: X^T @ dY of 512 x 2048 x 8192, "m n", 445 us in 4 pieces for 128x128_8x16_k16u,
+# 478-535 for the k8u 8x16 tiles, against 430 for 128x128_8x8_k16u; 2026-12-02.)
 SPLIT_TILES: tuple[str, ...] = (
-    # 8x16 outputs per thread (the fastest unsplit tiles at 4096^3) in fewer, longer
-    # pieces of K: fewer partial products to write and sum than 128x128 8x8 tiles need
-    # to fill the GPU (the weight gradients X^T @ dY, K = batch * seq)
-    "128x256_8x16_k8u",
-    "128x128_8x16_k8u",
     "128x128_8x8_k16du",
     "128x128_8x8_k16u",
     "64x64_8x8_k8du",
@@ -138,8 +133,9 @@ SPLIT_TILES: tuple[str, ...] = (
 )
 # K pieces timed for every split tile; more (powers of two) while the workgroups stay
 # within twice FILL_GROUPS (`split_counts`).
-# Counts between the powers of two let a tile of few workgroups (24 of 128x256 for a
-# 512 x 1536 output) come close to a whole number of waves of the GPU.
+# Counts between the powers of two let a tile of few workgroups come close to a whole
+# number of waves of the GPU: X^T @ dY of 512 x 1536 x 8192 on an H200 ran in 353 us
+# in 5 pieces of 128x128_8x8_k16u (240 workgroups), 430 in 4 (192), 356 in 16.
 SPLITS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 12, 16)
 # Workgroups that keep a large GPU busy: a few per compute unit of a 132-unit H200
 # (WebGPU does not report a device's compute units; the tuner measures the split
@@ -147,9 +143,7 @@ SPLITS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 12, 16)
 FILL_GROUPS = 256
 # A piece of K is at least this long.
 MIN_PIECE = 64
-# Split-K is timed where a tile gives fewer workgroups than this (a tile of more than
-# 128x128 outputs counting as as many 128x128 blocks: 128 workgroups of 128x256 fill
-# the GPU as well as 256 of 128x128).
+# Split-K is timed where a tile gives fewer workgroups than this.
 SPLIT_BELOW_GROUPS = 256
 # Split tiles timed at least, however little of them lies inside the product (a
 # 16x9 output: 16x16 tiles of 16 threads and 32x32 ones of 64, both mostly outside).
@@ -274,9 +268,7 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     `MANY_GROUPS` workgroups; tiles staging operands read along K as 4x4 blocks
     (``q``) are timed as their plain twin where neither operand is read along K; for a
     batch of products, `BATCH_TILES` too; where B is read along K (not gathered),
-    `COPY_TILES` too (B copied along N first). A split tile is timed in pieces where
-    its workgroups, counted in blocks of 128x128 outputs, are under
-    `SPLIT_BELOW_GROUPS`."""
+    `COPY_TILES` too (B copied along N first)."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
@@ -290,7 +282,7 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     if problem.layouts[1] == "k" and problem.kind == "matmul":
         out += [(name, 1) for name in COPY_TILES if problem.use(name) >= MIN_USE]
     if problem.splittable:
-        few = [n for n in SPLIT_TILES if _blocks(problem, n) < SPLIT_BELOW_GROUPS]
+        few = [n for n in SPLIT_TILES if problem.groups(n) < SPLIT_BELOW_GROUPS]
         inside = [n for n in few if problem.use(n) >= MIN_USE]
         least = sorted(few, key=problem.use, reverse=True)[:SPLIT_AT_LEAST]
         for name in inside if len(inside) >= SPLIT_AT_LEAST else [*inside, *least]:
@@ -306,13 +298,6 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
             seen.add(choice)
             unique.append(choice)
     return unique
-
-
-def _blocks(problem: Problem, name: str) -> int:
-    """Workgroups of tile ``name`` for ``problem``, a tile of more than 128x128 outputs
-    counted as that many 128x128 blocks."""
-    t = tiles.tile(name)
-    return problem.groups(name) * max(1, t.bm * t.bn // (128 * 128))
 
 
 def enabled(device: Device) -> bool:
