@@ -204,7 +204,7 @@ def test_timing_does_not_favour_candidates_that_compile_quickly() -> None:
     assert min(seconds, key=seconds.__getitem__) == ("fast", 1)
     reps = int(tuning.TARGET_FLOPS / (2.0 * 1024**3))
     assert reps >= 8  # many products per block: a launch's gap is not what is timed
-    assert seconds[("fast", 1)] == pytest.approx(1e-3 / reps)
+    assert seconds[("fast", 1)] == pytest.approx(1e-3 / (reps * tuning.FINAL_BLOCK))
     warm = clock.timed.index("rival")
     assert warm >= tuning.WARM_SECONDS / 2e-3  # the GPU kept busy first (<= 2 ms a block)
 
@@ -218,6 +218,45 @@ def test_slow_candidates_leave_the_rounds_and_the_fastest_are_timed_again() -> N
     for name in "abc":
         assert rounds.count(name) == tuning.ROUNDS + tuning.FINAL_ROUNDS
     assert set(seconds) == {(n, 1) for n in ("a", "b", "c", "d", "slow")}
+    assert min(seconds, key=seconds.__getitem__) == ("a", 1)
+
+
+def test_the_finalists_are_ranked_by_long_blocks() -> None:
+    """A tile that looks fastest in the rounds' short blocks but runs slower steadily
+    (in the finalists' long blocks) loses to one that keeps its pace; a candidate left
+    out of the finals never overtakes a finalist, however slow the long blocks."""
+    reps = int(tuning.TARGET_FLOPS / (2.0 * 1024**3))
+
+    class _Steady(_Clock):
+        """Each product takes ``base[name]`` seconds in a block of the rounds' length,
+        ``steady[name]`` in a longer one."""
+
+        def __init__(self, base: dict[str, float], steady: dict[str, float]) -> None:
+            super().__init__(base, {})
+            self.steady, self.calls = steady, 0
+
+        def run(self, name: str, splits: int) -> Callable[[], object]:
+            inner = super().run(name, splits)
+
+            def record() -> None:
+                self.calls += 1
+                inner()
+
+            return record
+
+        def gpu_seconds(self, record: Callable[[], object]) -> float:
+            self.calls = 0
+            record()
+            self.timed.append(self.current)
+            per = (self.steady if self.calls > reps else self.base)[self.current]
+            return per * self.calls
+
+    short = {"bursty": 1.00e-6, "steady": 1.05e-6, "third": 1.10e-6, "fourth": 1.12e-6}
+    steady = {**short, "bursty": 1.30e-6}
+    seconds = _measure(_Steady(short, steady), list(short))
+    assert min(seconds, key=seconds.__getitem__) == ("steady", 1)
+    assert seconds[("bursty", 1)] == pytest.approx(1.30e-6)
+    assert seconds[("fourth", 1)] >= seconds[("steady", 1)]
 
 
 def test_a_candidate_the_adapter_refuses_is_left_out() -> None:

@@ -170,9 +170,15 @@ ROUNDS = 3
 # After a round, a candidate this much slower than the fastest is not timed again (its
 # later rounds could not make it the fastest).
 GIVE_UP = 1.5
-# The fastest candidates after the rounds are timed again in FINAL_ROUNDS more rounds.
+# The fastest candidates after the rounds are timed again in FINAL_ROUNDS more rounds,
+# in blocks of FINAL_BLOCK times as many products (a few ms of a large GPU): short
+# blocks after an idle wait can rank tiles otherwise than the GPU running steadily
+# does. On an H200, 8192 x 512 x 512 (A along K) took 107 us with 128x128_8x16_k8u
+# and 110 with 128x256_8x16_k8u in the tuner's blocks of 4 products, 124 and 112 in
+# blocks of 46 (benchmarks/matmul_sweep.py --shapes default, 2026-12-02).
 FINALISTS = 3
 FINAL_ROUNDS = 3
+FINAL_BLOCK = 8
 # GPU seconds of products run before the timing starts (its clocks up after the
 # compiles), in at most MAX_WARM_BLOCKS blocks.
 WARM_SECONDS = 0.1
@@ -481,8 +487,11 @@ def _measure(
     cold GPU, by how much depending on how long it compiled). Then `ROUNDS` rounds
     time one block of products of each candidate in turn (after the first round only
     those within `GIVE_UP` of the fastest), and the `FINALISTS` fastest are timed in
-    `FINAL_ROUNDS` more, in alternating order; a candidate's time is its least block
-    (a block is only ever slowed down: by clocks, other work, the host)."""
+    `FINAL_ROUNDS` more, in alternating order, in blocks of `FINAL_BLOCK` times as many
+    products; a candidate's time is its least block (a block is only ever slowed down:
+    by clocks, other work, the host), a finalist's that of the long blocks, the
+    others' their rounds' scaled by the least ratio of a finalist's two times (so
+    the fastest is a finalist)."""
     flops = 2.0 * problem.M * problem.N * problem.K * problem.nbatch
     reps = max(1, min(MAX_REPS, int(TARGET_FLOPS / max(flops, 1.0))))
     capture, device.capture = device.capture, None
@@ -512,10 +521,16 @@ def _measure(
             fastest = min(best.values())
             alive = [c for c in alive if best[c] <= GIVE_UP * fastest]
         finalists = sorted(alive, key=best.__getitem__)[:FINALISTS]
+        final = dict.fromkeys(finalists, math.inf)
+        long = reps * FINAL_BLOCK
         for k in range(FINAL_ROUNDS):
             for choice in finalists[:: -1 if k % 2 == 0 else 1]:
-                seconds = block_seconds(device, records[choice], reps) / reps
-                best[choice] = min(best[choice], seconds)
-        return best
+                seconds = block_seconds(device, records[choice], long) / long
+                final[choice] = min(final[choice], seconds)
+        # the others' times in the measure of the long blocks, by the least ratio of a
+        # finalist's two times: no candidate slower in the rounds than a finalist
+        # overtakes it
+        scale = min(final[c] / best[c] for c in finalists)
+        return {c: final.get(c, t * scale) for c, t in best.items()}
     finally:
         device.capture = capture
