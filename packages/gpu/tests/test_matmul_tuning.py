@@ -274,8 +274,8 @@ def test_buckets_round_sizes_up_to_powers_of_two_or_one_and_a_half_times_one() -
     qkv = tuning.Problem(512, 1536, 8192, 1, ("m", "n")).key
     assert qkv == tuning.Problem(512, 1100, 8192, 1, ("m", "n")).key
     assert qkv != tuning.Problem(512, 2048, 8192, 1, ("m", "n")).key
-    assert key != tuning.Problem(100, 64, 65, 3, ("k", "n"), (True, False)).key
-    assert key != tuning.Problem(100, 64, 65, 3, ("m", "n"), (True, False), False).key
+    assert key != tuning.Problem(100, 64, 97, 3, ("k", "n"), (True, False)).key
+    assert key != tuning.Problem(100, 64, 97, 3, ("m", "n"), (True, False), False).key
 
 
 def test_cache_file_round_trip(tmp_path: Path) -> None:
