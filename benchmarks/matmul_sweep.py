@@ -611,7 +611,7 @@ def sweep_products(
     begin_all = time.perf_counter()
     device = get_device()
     shared = device.limits["max-compute-workgroup-storage-size"]
-    registered = {*tuning.TILES, *tuning.SPLIT_TILES, *tuning.COPY_TILES}
+    registered = {*tuning.TILES, *tuning.SPLIT_TILES, *tuning.COPY_TILES, *tuning.BATCH_TILES}
     rows: list[Row] = []
     for name, M, N, K, layouts, batch, count in products:
         rng = np.random.default_rng(0)

@@ -24,6 +24,10 @@ TILES = [
     ("64x32_4x4_k8du", 1),
     ("32x32_4x4_k8d", 1),
     ("64x64_8x8_k8du", 3),
+    # select()'s tiles for batches of narrow products (q: operands read along K staged
+    # as 4x4 blocks, the loads being the convolution's gathers)
+    ("256x64_16x4_k16qsu", 1),
+    ("64x256_4x16_k16qsu", 1),
 ]
 
 # x (N, C, H, W), w (O, C/G, kh, kw): groups, stride, padding and dilation together

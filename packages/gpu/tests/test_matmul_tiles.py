@@ -11,6 +11,8 @@ from asgrad.gpu.device.array import Operand
 from asgrad.gpu.errors import GpuUnsupportedError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 from asgrad.gpu.lowering.linalg import (
+    BATCH_TALL,
+    BATCH_WIDE,
     FEW,
     LARGE,
     LARGE_KN,
@@ -93,12 +95,16 @@ def test_select_picks_per_shape() -> None:
     assert select(4096, 4096, 4096, 1) == (LARGE_KN, 1)
     assert tiles.tile(LARGE_KN).shared <= 8192  # so it runs wherever LARGE does
     assert select(8192, 512, 2048, 1, layouts=("k", "k")) == (LARGE_T, 1)
-    # a deep K with few output tiles is cut into pieces
-    tile, splits = select(512, 2048, 8192, 1, layouts=("m", "n"))
-    assert splits >= 2
-    assert tile == LARGE_T
-    # attention heads, a product too small for 128x128 tiles to fill the GPU, small ones
+    # a deep K with few output tiles is cut into as many pieces as keep the workgroups
+    # within FILL_GROUPS (a transformer's weight gradients: 64, 48 and 16 tiles)
+    assert select(512, 2048, 8192, 1, layouts=("m", "n")) == (LARGE_T, 4)
+    assert select(512, 1536, 8192, 1, layouts=("m", "n")) == (LARGE_T, 5)
+    assert select(512, 512, 8192, 1, layouts=("m", "n")) == (LARGE_T, 16)
+    # attention heads (tiles over a whole 64-wide output where 20 KiB of workgroup
+    # memory is granted), a product too small for 128x128 tiles to fill the GPU, small ones
     assert select(256, 64, 256, 256) == (SHALLOW, 1)
+    assert select(256, 64, 256, 256, 32768, ("m", "n")) == (BATCH_TALL, 1)
+    assert select(64, 256, 256, 256, 32768, ("m", "n")) == (BATCH_WIDE, 1)
     assert select(256, 256, 64, 256, layouts=("k", "k")) == (SHALLOW, 1)
     assert select(1024, 1024, 1024, 1) == (FEW, 1)
     assert select(64, 128, 64, 1) == (MEDIUM, 1)

@@ -2,13 +2,13 @@
 
 `select` in `asgrad.gpu.lowering.linalg` is a rule written from one GPU's
 measurements. With tuning on, the first product of each *bucket* (M, N and K rounded
-up to powers of two, the batch likewise, the operands' layouts and vec4 alignment,
-whether an epilogue forbids split-K, the workgroup memory allowed, a matmul or a
-convolution's gathered product) times the `candidates` (tiles of 32x32 to 128x128
-outputs, 4x4 to 8x8 per thread, and split-K for deep products with few outputs: K in
-up to as many pieces as bring the workgroups to twice `FILL_GROUPS`, the pieces summed
-by a second pass) on the device, with timestamp queries where the
-adapter has them (wall time after a sync otherwise), and keeps the fastest: in memory
+up to powers of two or 1.5 times one, the batch likewise, the operands' layouts and
+vec4 alignment, whether an epilogue forbids split-K, the workgroup memory allowed, a
+matmul or a convolution's gathered product) times the `candidates` (tiles of 32x32 to
+128x256 outputs, 4x4 to 16x8 per thread, and split-K for deep products with few
+outputs: K in up to as many pieces as bring the workgroups to twice `FILL_GROUPS`, the
+pieces summed by a second pass) on the device, with timestamp queries where the adapter
+has them (wall time after a sync otherwise), and keeps the fastest: in memory
 and in a JSON file under `cache_dir`, one per adapter (its name, vendor, backend and
 driver description, the wgpu version and the kernel's text), so the next process
 measures nothing. A file that cannot be read, or that another adapter or kernel
@@ -21,6 +21,7 @@ except on a CPU adapter (lavapipe, where the rule is kept: tests stay determinis
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -40,6 +41,7 @@ from asgrad.gpu.errors import GpuError
 from asgrad.gpu.lowering import _matmul_tiles as tiles
 
 __all__ = [
+    "BATCH_TILES",
     "ENV",
     "Choice",
     "Problem",
@@ -56,7 +58,7 @@ __all__ = [
 ENV = "ASGRAD_MATMUL_TUNING"
 
 # Bumped when the meaning of a cached entry changes (the bucket, the candidates).
-FORMAT = 2
+FORMAT = 3
 
 Choice = tuple[str, int]  # (tile name, K pieces)
 
@@ -103,18 +105,43 @@ TILES: tuple[str, ...] = (
 # (benchmarks/matmul_sweep.py --shapes default --candidates all, 2026-12-02; the copy
 # not included: these candidates are timed with it).
 COPY_TILES: tuple[str, ...] = ("128x256_8x16_k8cu", "128x128_8x16_k8cu")
+# Tiles timed for a batch of products (the attention heads: 256 x 64 or 64 x 256
+# outputs each, K 256), each the fastest for one of them on an H200 (GPU time of 256
+# products; benchmarks/matmul_sweep.py --shapes 256x64x256:mn:b256,64x256x256:mn:b256,
+# 256x64x256:kn:b256 with tile names, 2026-12-02): p^T @ dO ("m n") 68.2 us for
+# 256x64_16x4_k16qsu (256 threads of 16x4 outputs; 72.4 for 256x64_16x8_k16qsu), q^T @ dS
+# (64 x 256, "m n") 68.5 for 64x256_4x16_k16qsu (85.1 for the tile tuned before,
+# 64x64_8x4_k16dpu), p @ v ("k n") 77.4 for 256x64_16x8_k8dqsu (81.1); cuBLAS 56-62. C
+# is stored as vec4 (``s``), an operand read along K staged as 4x4 blocks (``q``; where
+# neither is, the tile without it).
+BATCH_TILES: tuple[str, ...] = (
+    "256x64_16x4_k16qsu",
+    "256x64_16x8_k8dqsu",
+    "64x256_4x16_k16qsu",
+    # the two winners' parameters together (not yet timed on the H200)
+    "256x64_16x4_k8dqsu",
+)
 # Tiles timed with K cut in pieces, for deep products with few output tiles (16x16,
 # 16 threads: outputs smaller than 32x32, such as a first convolution's weight gradient).
+# (8x16 outputs per thread, the fastest unsplit tiles at 4096^3, lost split on an
+# H200: X^T @ dY of 512 x 2048 x 8192, "m n", 445 us in 4 pieces for 128x128_8x16_k16u,
+# 478-535 for the k8u 8x16 tiles, against 430 for 128x128_8x8_k16u; 2026-12-02.)
 SPLIT_TILES: tuple[str, ...] = (
     "128x128_8x8_k16du",
     "128x128_8x8_k16u",
+    # K steps of 32 (32 KiB of workgroup memory): K steps of 16 beat 8 on X^T @ dY (A
+    # read along M), 32 not yet timed on the H200
+    "128x128_8x8_k32u",
     "64x64_8x8_k8du",
     "32x32_4x4_k8d",
     "16x16_4x4_k16d",
 )
 # K pieces timed for every split tile; more (powers of two) while the workgroups stay
 # within twice FILL_GROUPS (`split_counts`).
-SPLITS: tuple[int, ...] = (2, 4, 8, 16)
+# Counts between the powers of two let a tile of few workgroups come close to a whole
+# number of waves of the GPU: X^T @ dY of 512 x 1536 x 8192 on an H200 ran in 353 us
+# in 5 pieces of 128x128_8x8_k16u (240 workgroups), 430 in 4 (192), 356 in 16.
+SPLITS: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 12, 16)
 # Workgroups that keep a large GPU busy: a few per compute unit of a 132-unit H200
 # (WebGPU does not report a device's compute units; the tuner measures the split
 # counts around this).
@@ -148,9 +175,15 @@ ROUNDS = 3
 # After a round, a candidate this much slower than the fastest is not timed again (its
 # later rounds could not make it the fastest).
 GIVE_UP = 1.5
-# The fastest candidates after the rounds are timed again in FINAL_ROUNDS more rounds.
+# The fastest candidates after the rounds are timed again in FINAL_ROUNDS more rounds,
+# in blocks of FINAL_BLOCK times as many products (a few ms of a large GPU): short
+# blocks after an idle wait can rank tiles otherwise than the GPU running steadily
+# does. On an H200, 8192 x 512 x 512 (A along K) took 107 us with 128x128_8x16_k8u
+# and 110 with 128x256_8x16_k8u in the tuner's blocks of 4 products, 124 and 112 in
+# blocks of 46 (benchmarks/matmul_sweep.py --shapes default, 2026-12-02).
 FINALISTS = 3
 FINAL_ROUNDS = 3
+FINAL_BLOCK = 8
 # GPU seconds of products run before the timing starts (its clocks up after the
 # compiles), in at most MAX_WARM_BLOCKS blocks.
 WARM_SECONDS = 0.1
@@ -178,10 +211,13 @@ class Problem:
 
     @property
     def key(self) -> str:
-        """The bucket: sizes rounded up to powers of two, and everything else."""
+        """The bucket: sizes rounded up to powers of two or 1.5 times one (a
+        1536-wide output is not a 2048-wide one: on an H200 their weight gradients
+        split K best into different numbers of pieces), and everything else."""
 
         def up(v: int) -> int:
-            return 1 << max(0, math.ceil(math.log2(max(v, 1))))
+            power = 1 << max(0, math.ceil(math.log2(max(v, 1))))
+            return power * 3 // 4 if power >= 4 and v <= power * 3 // 4 else power
 
         return (
             f"{self.kind}_m{up(self.M)}_n{up(self.N)}_k{up(self.K)}_b{up(self.nbatch)}"
@@ -240,9 +276,10 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     where fewer than `SPLIT_AT_LEAST` do (an output smaller than most tiles), also the
     `SPLIT_AT_LEAST` wasting least. Tiles
     of fewer than 8x8 outputs per thread are left out where `FILLING` gives
-    `MANY_GROUPS` workgroups, and tiles staging operands read along K as 4x4 blocks
-    (``q``) where neither operand is read along K; where B is read along K (not
-    gathered), `COPY_TILES` too (B copied along N first)."""
+    `MANY_GROUPS` workgroups; tiles staging operands read along K as 4x4 blocks
+    (``q``) are timed as their plain twin where neither operand is read along K; for a
+    batch of products, `BATCH_TILES` too; where B is read along K (not gathered),
+    `COPY_TILES` too (B copied along N first)."""
     out: list[Choice] = [default] if problem.fits(default) else []
     full = problem.groups(FILLING) >= MANY_GROUPS and problem.use(FILLING) >= MIN_USE
     for name in TILES:
@@ -251,6 +288,8 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
             continue
         if problem.use(name) >= MIN_USE or name == TILES[-1]:
             out.append((name, 1))
+    if problem.nbatch > 1:
+        out += [(name, 1) for name in BATCH_TILES if problem.use(name) >= MIN_USE]
     if problem.layouts[1] == "k" and problem.kind == "matmul":
         out += [(name, 1) for name in COPY_TILES if problem.use(name) >= MIN_USE]
     if problem.splittable:
@@ -262,8 +301,10 @@ def candidates(problem: Problem, default: Choice) -> list[Choice]:
     seen: set[Choice] = set()
     unique = []
     for choice in out:
-        if choice != default and "k" not in problem.layouts and tiles.tile(choice[0]).quad:
-            continue  # both operands staged as read: the kernel of its plain twin
+        t = tiles.tile(choice[0])
+        if choice != default and "k" not in problem.layouts and t.quad:
+            # both operands staged as read: the kernel of its plain twin
+            choice = (dataclasses.replace(t, quad=False).name, choice[1])
         if choice not in seen and problem.fits(choice):
             seen.add(choice)
             unique.append(choice)
@@ -296,7 +337,7 @@ def identity(device: Device) -> dict[str, str]:
     caps = device.capabilities
     wgpu_version = str(getattr(sys.modules.get("wgpu"), "__version__", ""))
     sample = tiles.source(tiles.tile(TILES[0]), "k", "n", True, True)  # the generator's output
-    names = "".join((*TILES, *SPLIT_TILES, *COPY_TILES))
+    names = "".join((*TILES, *SPLIT_TILES, *COPY_TILES, *BATCH_TILES))
     kernel = kernel_text("linalg_matmul_tiled") + sample + names
     return {
         "format": str(FORMAT),
@@ -451,8 +492,11 @@ def _measure(
     cold GPU, by how much depending on how long it compiled). Then `ROUNDS` rounds
     time one block of products of each candidate in turn (after the first round only
     those within `GIVE_UP` of the fastest), and the `FINALISTS` fastest are timed in
-    `FINAL_ROUNDS` more, in alternating order; a candidate's time is its least block
-    (a block is only ever slowed down: by clocks, other work, the host)."""
+    `FINAL_ROUNDS` more, in alternating order, in blocks of `FINAL_BLOCK` times as many
+    products; a candidate's time is its least block (a block is only ever slowed down:
+    by clocks, other work, the host), a finalist's that of the long blocks, the
+    others' their rounds' scaled by the least ratio of a finalist's two times (so
+    the fastest is a finalist)."""
     flops = 2.0 * problem.M * problem.N * problem.K * problem.nbatch
     reps = max(1, min(MAX_REPS, int(TARGET_FLOPS / max(flops, 1.0))))
     capture, device.capture = device.capture, None
@@ -482,10 +526,16 @@ def _measure(
             fastest = min(best.values())
             alive = [c for c in alive if best[c] <= GIVE_UP * fastest]
         finalists = sorted(alive, key=best.__getitem__)[:FINALISTS]
+        final = dict.fromkeys(finalists, math.inf)
+        long = reps * FINAL_BLOCK
         for k in range(FINAL_ROUNDS):
             for choice in finalists[:: -1 if k % 2 == 0 else 1]:
-                seconds = block_seconds(device, records[choice], reps) / reps
-                best[choice] = min(best[choice], seconds)
-        return best
+                seconds = block_seconds(device, records[choice], long) / long
+                final[choice] = min(final[choice], seconds)
+        # the others' times in the measure of the long blocks, by the least ratio of a
+        # finalist's two times: no candidate slower in the rounds than a finalist
+        # overtakes it
+        scale = min(final[c] / best[c] for c in finalists)
+        return {c: final.get(c, t * scale) for c, t in best.items()}
     finally:
         device.capture = capture

@@ -464,7 +464,8 @@ LARGE_KN = "128x128_8x16_k8u"
 # The tiles select() picks from, measured on an H200 (benchmarks/matmul_sweep.py):
 # LARGE (double-buffered, unrolled) for row-major operands, LARGE_T (BK 16, unrolled)
 # when an operand is read transposed, while they give LARGE_GROUPS workgroups; SHALLOW
-# for K below SHALLOW_K and batches of narrow matrices (attention heads); FEW (128
+# for K below SHALLOW_K and batches of narrow matrices (attention heads) where
+# BATCH_TALL and BATCH_WIDE (below) do not fit the device or the product; FEW (128
 # threads, 8x4 each) when 128x128 tiles would not fill the GPU; SPLIT_FEW for deep K
 # with very few outputs; MEDIUM and SMALL for small matrices; TINY (16x16, 16 threads)
 # for a split product whose output fills too little of a SMALL tile.
@@ -476,13 +477,22 @@ SPLIT_FEW = "64x64_8x4_k16dpu"
 MEDIUM = "64x64_8x8_k8"
 SMALL = "32x32_4x4_k8"
 TINY = "16x16_4x4_k16d"
+# Batches of narrow products (attention heads, 256 x 64 or 64 x 256 outputs each, K
+# 256) on an H200: BATCH_TALL 68 us for p^T @ dO and 80 for p @ v, BATCH_WIDE 69 for
+# q^T @ dS, against 98-100 for SHALLOW and 85 for FEW (GPU time of 256 products,
+# benchmarks/matmul_sweep.py --shapes, 2026-12-02); 20 KiB of workgroup memory each.
+BATCH_TALL = "256x64_16x4_k16qsu"
+BATCH_WIDE = "64x256_4x16_k16qsu"
 LARGE_GROUPS = 128
 SHALLOW_K = 256
 # The least fraction of a tile's outputs inside the matrix for it to be chosen.
 MIN_USE = 0.75
 # Split-K when the large tile gives fewer than LARGE_GROUPS workgroups and K is at
-# least DEEP times max(M, N): MAX_SPLITS pieces (fewer when K is short: at least
-# MIN_SPLIT_K each).
+# least DEEP times max(M, N): as many pieces as keep the workgroups within FILL_GROUPS
+# (one more piece past it starts a second wave: X^T @ dY of 512 x 1536 x 8192 ran in
+# 353 us in 5 pieces of LARGE_T, 240 workgroups, 430 in 4 and 395 in 12 on an H200;
+# 512 x 2048 best in 4, 512 x 512 in 16), at most 2 * MAX_SPLITS and at least 2, each
+# at least MIN_SPLIT_K long.
 DEEP = 4
 MIN_SPLIT_K = 256
 MAX_SPLITS = 8
@@ -529,13 +539,16 @@ def select(
         return SHALLOW, 1
     if usable(large) and groups >= LARGE_GROUPS:
         return large, 1
-    if nbatch > 1 and usable(SHALLOW) and grid(SHALLOW)[0] >= LARGE_GROUPS:
-        return SHALLOW, 1  # batches of matrices too narrow for 128x128 tiles
+    if nbatch > 1:  # batches of matrices too narrow for 128x128 tiles
+        for name in (BATCH_TALL, BATCH_WIDE, SHALLOW):
+            if usable(name) and grid(name)[0] >= LARGE_GROUPS:
+                return name, 1
     deep = max(DEEP * max(M, N), 2 * MIN_SPLIT_K)
     if nbatch == 1 and deep <= K:
         splits = min(MAX_SPLITS, K // MIN_SPLIT_K)
         if usable(large) and groups * splits >= LARGE_GROUPS:
-            return large, splits
+            wave = min(2 * MAX_SPLITS, FILL_GROUPS // groups, K // MIN_SPLIT_K)
+            return large, max(2, wave)
         if usable(SPLIT_FEW):
             return SPLIT_FEW, splits
     thin = grid(SPLIT_FEW)[0] < LARGE_GROUPS // 4
