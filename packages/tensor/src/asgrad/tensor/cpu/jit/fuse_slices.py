@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from asgrad.tensor.cpu.jit.split import split_copy
 from asgrad.tensor.cpu.records import (
     Call,
     Line,
@@ -75,7 +76,7 @@ def assemble(
                 np.copyto(target, part.reshape(target.shape))
                 continue
             target = view
-        np.copyto(target, part)
+        split_copy(target, part)  # a large part over the kernel threads
     return out
 
 

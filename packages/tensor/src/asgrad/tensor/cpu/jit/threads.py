@@ -11,8 +11,10 @@ are bit-identical, and which form runs never changes a result. Adam's fused step
 (`asgrad.tensor.cpu.jit.kernels_optim.adam_step`) has the same chunked parallel form
 and the same choice.
 
-A kernel whose result has fewer than `PARALLEL_MIN` elements runs serially. Above it,
-which form runs is a measured choice per kernel (`Site`: the generated module, the
+A kernel whose result has fewer than `PARALLEL_MIN` elements runs serially; one of at
+least `PARALLEL_SURE` elements runs its parallel form from its second step on (its
+first step serial, so that the first result waits for no compile of a parallel form),
+unmeasured. Between the two, which form runs is a measured choice per kernel (`Site`: the generated module, the
 result's size and the thread count), as the convolutions' routes are
 (`asgrad.tensor.cpu.jit.route`): whether threads pay depends on the kernel, its size,
 what runs around it (BLAS's threads, the convolutions' own parallel loops) and the
@@ -68,6 +70,7 @@ __all__ = [
     "ENV",
     "PARALLEL",
     "PARALLEL_MIN",
+    "PARALLEL_SURE",
     "PROBE",
     "PROBES",
     "ROUTE",
@@ -100,6 +103,14 @@ SERIAL_FLOOR = 50e-6
 # What `Site.form` returns: the serial or parallel form, plus TIMED when the caller is to
 # time the call and report it (`Site.timed`), plus PROBE for a serial probe.
 SERIAL, PARALLEL, TIMED, PROBE = 0, 1, 2, 4
+# Elements of a result from which a kernel runs over threads unmeasured (from its
+# second step). At 2 threads on the 2-core machine, the small transformer's GELU
+# gradient (524,288 float32) took 0.51 ms serially and its masked softmax (262,144)
+# 0.30 ms; at 16 threads on the device host transformer_large's took 12.8-15.2 ms and
+# 28.6 ms serially (2026-12-02): at such sizes the threads pay at any count, and the
+# measurement itself (compiling the parallel form, then timing both) ran inside the
+# timed steps of a cold benchmark run.
+PARALLEL_SURE = 1 << 18
 # Numba's thread count from which an unset choice is measured (below it: serial). At 2
 # threads the measurement compiles each kernel's parallel form and times it inside the
 # first steps: a cold `benchmarks/run.py --threads 2` ran the mlp at 198 steps/s against
@@ -257,6 +268,7 @@ class Site:
         self.name = name
         self.force: str | None = None
         self._trials: dict[Hashable, _Trial] = {}
+        self._first: dict[Hashable, int] = {}  # the step of a sure key's first call
         self._lock = threading.Lock()
 
     def key(self, size: int, n: int) -> Hashable:
@@ -286,9 +298,12 @@ class Site:
             return PARALLEL
         if forced == "parallel":
             return PARALLEL
+        key = (self.name, size, n)
+        if size >= PARALLEL_SURE:
+            first = self._first.setdefault(key, _steps[0])
+            return SERIAL if first == _steps[0] else PARALLEL
         if n < MEASURE_MIN_THREADS:
             return SERIAL
-        key = (self.name, size, n)
         chosen = ROUTE.chosen.get(key)
         if chosen is None:
             return self._measuring(key)
