@@ -92,7 +92,8 @@ def _run(shares: list[tuple[Any, ...]], job: Callable[[tuple[Any, ...]], Any], n
     """``job`` on every share, ``n`` at a time (this thread takes the first), with
     BLAS on one thread."""
     control = blas.blas_threads()
-    assert control.get is not None and control.set is not None
+    assert control.get is not None
+    assert control.set is not None
     before = control.get()
     control.set(1)
     try:

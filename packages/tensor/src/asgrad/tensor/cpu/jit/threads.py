@@ -14,8 +14,9 @@ and the same choice.
 A kernel whose result has fewer than `PARALLEL_MIN` elements runs serially; one of at
 least `PARALLEL_SURE` elements runs its parallel form from its second step on (its
 first step serial, so that the first result waits for no compile of a parallel form),
-unmeasured. Between the two, which form runs is a measured choice per kernel (`Site`: the generated module, the
-result's size and the thread count), as the convolutions' routes are
+unmeasured. Between the two, which form runs is a measured choice per kernel (`Site`:
+the generated module, the result's size and the thread count), as the convolutions'
+routes are
 (`asgrad.tensor.cpu.jit.route`): whether threads pay depends on the kernel, its size,
 what runs around it (BLAS's threads, the convolutions' own parallel loops) and the
 machine's load, and no fixed threshold held on the 2-core machine (docs/performance.md,
