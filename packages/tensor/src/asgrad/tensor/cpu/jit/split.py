@@ -1,24 +1,28 @@
-"""Batched matrix products and strided copies split over threads, on the compiled path.
+"""Batched matrix products, strided copies and bias sums split over threads, on the
+compiled path.
 
 numpy runs a batched product (``[B, H, T, d] @ [B, H, d, T]``, attention's) as one
 BLAS call per matrix, one after another, each over BLAS's threads: a matrix of
 attention's size is too small to keep many threads busy, so the product runs far below
 the machine's speed (transformer_large at 16 threads on the device host: 141 GFLOP/s
-for its batched products against 1.33 TFLOP/s for its large ones). A copy between
-transposed layouts (`asgrad.tensor.cpu.jit.fuse_slices.assemble`) runs on one thread.
+for its batched products against 1.33 TFLOP/s for its large ones, 2026-12-02). A copy
+between transposed layouts (`asgrad.tensor.cpu.jit.fuse_slices.assemble`) and a sum
+over leading axes (a bias gradient) run on one thread.
 
-`split_matmul` and `split_copy` cut such work along its leading axes into one share
-per kernel thread (`asgrad.tensor.cpu.jit.threads.threads`) and run the shares on a
-pool of Python threads at once (numpy releases the interpreter lock inside
-``matmul`` and copies), BLAS on one thread meanwhile (`asgrad.tensor.cpu.blas`: it is
-set back afterwards), so that each thread multiplies whole matrices. Every matrix
-of the result is computed by one BLAS call either way, so a split product differs
-from numpy's by nothing but BLAS's own partition of a matrix between its threads; a
-copy is exact.
+`split_matmul`, `split_copy` and `split_add_reduce` cut such work into one share per
+kernel thread (`asgrad.tensor.cpu.jit.threads.threads`): whole matrices along the
+leading axes, or columns of a sum, and run the shares on a pool of Python threads at
+once (numpy releases the interpreter lock inside ``matmul``, copies and reductions),
+BLAS on one thread meanwhile (`asgrad.tensor.cpu.blas`: it is set back afterwards).
+Every matrix of a product is computed by one BLAS call either way, so a split product
+differs from numpy's by nothing but BLAS's own partition of a matrix between its
+threads; a copy is exact, and each column of a split sum is added up by one thread in
+numpy's order (the same bits).
 
-Work below `MATMUL_MIN_FLOPS` (`COPY_MIN_ELEMENTS`), at one kernel thread, or where
-BLAS's threads cannot be reached runs as numpy would run it (waking threads costs tens
-of microseconds; BLAS's own threads would contend with each other).
+Work below `MATMUL_MIN_FLOPS` (`COPY_MIN_ELEMENTS`, `SUM_MIN_ELEMENTS`), at one kernel
+thread, or where BLAS's threads cannot be reached runs as numpy runs it (waking
+threads costs tens of microseconds; BLAS's own threads would contend with each other).
+`fuse_batched_products` (the linalg family's line group) makes the lines call them.
 """
 
 from __future__ import annotations
@@ -27,19 +31,22 @@ import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from asgrad.tensor.cpu import blas
-from asgrad.tensor.cpu.records import Call, Line, Ref, with_out
+from asgrad.tensor.cpu.records import Call, Divide, Expr, Line, Method, Ref, with_out
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
 __all__ = [
     "COPY_MIN_ELEMENTS",
     "MATMUL_MIN_FLOPS",
+    "SUM_MIN_ELEMENTS",
     "fuse_batched_products",
+    "split_add_reduce",
     "split_copy",
     "split_matmul",
 ]
@@ -48,8 +55,9 @@ __all__ = [
 # machine's transformer (16.8 Mflop, 64 matrices of 64 x 32 x 64) took 0.19 ms split
 # over 2 threads against 0.16 ms in numpy (2026-12-02).
 MATMUL_MIN_FLOPS = 1 << 25
-# Copies of fewer elements run on one thread.
+# Copies and sums of fewer elements run on one thread.
 COPY_MIN_ELEMENTS = 1 << 20
+SUM_MIN_ELEMENTS = 1 << 20
 
 # The pool and its thread count.
 _pool: list[tuple[ThreadPoolExecutor, int]] = []
@@ -170,6 +178,41 @@ def split_copy(dst: np.ndarray, src: np.ndarray) -> None:
     _run(_shares(dst.shape, n), job, n)
 
 
+def split_add_reduce(
+    x: np.ndarray,
+    axis: tuple[int, ...],
+    dtype: Any = None,
+    out: np.ndarray | None = None,
+    keepdims: bool = False,
+) -> Any:
+    """``add_reduce`` (`asgrad.tensor.cpu.specialize.add_reduce`: ``np.add.reduce`` in C
+    order); a sum of at least `SUM_MIN_ELEMENTS` over leading axes (a bias gradient)
+    is split along the last axis over the kernel threads. Each column is summed by one
+    thread in numpy's order, so the bits are numpy's.
+
+    >>> import numpy as np
+    >>> from asgrad.tensor.cpu.jit.split import split_add_reduce
+    >>> split_add_reduce(np.ones((4, 3), np.float32), (0,)).tolist()
+    [4.0, 4.0, 4.0]
+    """
+    if not x.flags.c_contiguous:
+        x = np.ascontiguousarray(x)
+    leading = axis == tuple(range(len(axis))) and len(axis) < x.ndim
+    n = _splits(x.size, SUM_MIN_ELEMENTS, x.shape[-1] // 16) if leading and out is None else 1
+    if n < 2 or dtype is not None:
+        return np.add.reduce(x, axis, dtype, out, keepdims)
+    kept = x.shape[len(axis) :]
+    result = np.empty(((1,) * len(axis) if keepdims else ()) + kept, x.dtype)
+    cols = x.shape[-1]
+
+    def job(index: tuple[Any, ...]) -> None:
+        (block,) = index
+        np.add.reduce(x[..., block], axis, None, result[..., block], keepdims)
+
+    _run([(slice(i * cols // n, (i + 1) * cols // n),) for i in range(n)], job, n)
+    return result
+
+
 def fuse_batched_products(
     lines: Sequence[Line],
     refs: Mapping[int, Ref],
@@ -178,11 +221,20 @@ def fuse_batched_products(
     context: Context,
 ) -> list[Line]:
     """``lines`` with each batched product of at least `MATMUL_MIN_FLOPS` (both
-    operands with batch axes: numpy's line ``_matmul(a, b)``) calling `split_matmul`
-    (the linalg family's line group on the compiled path)."""
+    operands with batch axes: numpy's line ``_matmul(a, b)``) calling `split_matmul`,
+    and each sum of at least `SUM_MIN_ELEMENTS` calling `split_add_reduce` (the linalg
+    family's line group on the compiled path)."""
     out = list(lines)
     for k, line in enumerate(lines):
         node, call = line.node, line.call
+        if node.op in ("sum", "sum_to_like") and node.inputs:
+            size = math.prod(types[node.inputs[0].id].shape)
+            if size >= SUM_MIN_ELEMENTS and context.registered(node.op):
+                renamed = _renamed(call, "_add_reduce", "_split_add_reduce")
+                if renamed != call:
+                    env["_split_add_reduce"] = split_add_reduce
+                    out[k] = replace(line, call=renamed)
+            continue
         if node.op != "matmul" or line.flops < MATMUL_MIN_FLOPS or not context.registered("matmul"):
             continue
         if not isinstance(call, Call) or call.fn != "_matmul" or call.kwargs:
@@ -196,3 +248,16 @@ def fuse_batched_products(
             node=node, call=split, reuse=line.reuse, into=into, work=line.work, flops=line.flops
         )
     return out
+
+
+def _renamed(expr: Expr, old: str, new: str) -> Expr:
+    """``expr`` with its calls of ``old`` calling ``new``."""
+    if isinstance(expr, Call):
+        args = tuple(_renamed(a, old, new) for a in expr.args)
+        kwargs = tuple((k, _renamed(a, old, new)) for k, a in expr.kwargs)
+        return Call(new if expr.fn == old else expr.fn, args, kwargs)
+    if isinstance(expr, Method):
+        return Method(_renamed(expr.obj, old, new), expr.name, expr.args)
+    if isinstance(expr, Divide):
+        return Divide(_renamed(expr.left, old, new), _renamed(expr.right, old, new))
+    return expr
