@@ -261,5 +261,25 @@ def test_below_the_measured_thread_count_a_kernel_stays_serial_unmeasured(
     site = threads.Site("below")
     for _ in range(12):
         threads.new_step()
-        assert site.form(1 << 20) == threads.SERIAL
+        assert site.form(threads.PARALLEL_SURE - 1) == threads.SERIAL
     assert not site._trials
+
+
+@pytest.mark.parametrize("measure_from", [2, 4])
+def test_a_large_kernel_runs_parallel_from_its_second_step_unmeasured(
+    monkeypatch: pytest.MonkeyPatch, cache: Path, measure_from: int
+) -> None:
+    """A result of `PARALLEL_SURE` elements or more runs serially in its kernel's first
+    step (no parallel form compiled before the first result) and in parallel from the
+    next, untimed and unrecorded, whether or not its thread count measures."""
+    monkeypatch.setattr(threads, "MEASURE_MIN_THREADS", measure_from)
+    site = threads.Site("large")
+    size = threads.PARALLEL_SURE
+    assert [site.form(size), site.form(size)] == [S, S]
+    for _ in range(3):
+        threads.new_step()
+        assert [site.form(size), site.form(size)] == [P, P]
+    assert not site._trials
+    assert site.form(size - 1) == S  # a smaller size: its own first step
+    assert not threads.ROUTE.chosen
+    assert not (cache / route.FILE).exists()
