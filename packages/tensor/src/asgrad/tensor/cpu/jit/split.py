@@ -59,6 +59,10 @@ MATMUL_MIN_FLOPS = 1 << 25
 COPY_MIN_ELEMENTS = 1 << 20
 SUM_MIN_ELEMENTS = 1 << 20
 
+# ``np.add.reduce`` with its arguments by position (numpy's stubs have no overload
+# taking ``out`` that may be None).
+_add_reduce: Any = np.add.reduce
+
 # The pool and its thread count.
 _pool: list[tuple[ThreadPoolExecutor, int]] = []
 _lock = threading.Lock()
@@ -200,14 +204,14 @@ def split_add_reduce(
     leading = axis == tuple(range(len(axis))) and len(axis) < x.ndim
     n = _splits(x.size, SUM_MIN_ELEMENTS, x.shape[-1] // 16) if leading and out is None else 1
     if n < 2 or dtype is not None:
-        return np.add.reduce(x, axis, dtype, out, keepdims)
+        return _add_reduce(x, axis, dtype, out, keepdims)
     kept = x.shape[len(axis) :]
     result = np.empty(((1,) * len(axis) if keepdims else ()) + kept, x.dtype)
     cols = x.shape[-1]
 
     def job(index: tuple[Any, ...]) -> None:
         (block,) = index
-        np.add.reduce(x[..., block], axis, None, result[..., block], keepdims)
+        _add_reduce(x[..., block], axis, None, result[..., block], keepdims)
 
     _run([(slice(i * cols // n, (i + 1) * cols // n),) for i in range(n)], job, n)
     return result
