@@ -164,3 +164,13 @@ def test_the_compiled_path_calls_the_split_product_for_large_batched_products(
     assert "_split_matmul" not in sources[0]
     assert sources[1].count("_split_matmul(") == 1  # the batched product, not w's
     np.testing.assert_allclose(results[1], results[0], rtol=1e-5)
+
+
+def test_a_split_reshape_views_where_numpy_views_and_copies_exactly_elsewhere() -> None:
+    x = np.arange(4 * 3 * 5 * 2, dtype=np.float32).reshape(4, 3, 5, 2)
+    view = split.split_reshape(x, (12, 10))
+    assert np.shares_memory(view, x)
+    heads = x.transpose(0, 2, 1, 3)  # attention's heads joined: a copy
+    joined = split.split_reshape(heads, (4, 5, 6))
+    assert not np.shares_memory(joined, x)
+    np.testing.assert_array_equal(joined, heads.reshape(4, 5, 6))

@@ -9,7 +9,8 @@ for its batched products against 1.33 TFLOP/s for its large ones, 2026-12-02). A
 between transposed layouts (`asgrad.tensor.cpu.jit.fuse_slices.assemble`) and a sum
 over leading axes (a bias gradient) run on one thread.
 
-`split_matmul`, `split_copy` and `split_add_reduce` cut such work into one share per
+`split_matmul`, `split_copy` (and `split_reshape`, where a reshape copies) and
+`split_add_reduce` cut such work into one share per
 kernel thread (`asgrad.tensor.cpu.jit.threads.threads`): whole matrices along the
 leading axes, or columns of a sum, and run the shares on a pool of Python threads at
 once (numpy releases the interpreter lock inside ``matmul``, copies and reductions),
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from asgrad.tensor.cpu import blas
-from asgrad.tensor.cpu.records import Call, Divide, Expr, Line, Method, Ref, with_out
+from asgrad.tensor.cpu.records import Call, Divide, Expr, Line, Method, Ref, Value, with_out
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
@@ -49,6 +50,7 @@ __all__ = [
     "split_add_reduce",
     "split_copy",
     "split_matmul",
+    "split_reshape",
 ]
 
 # Products of fewer flops run as numpy runs them: attention's products of the 2-core
@@ -217,6 +219,26 @@ def split_add_reduce(
     return result
 
 
+def split_reshape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``x.reshape(shape)``: a view where numpy makes one, else the copy (a transposed
+    layout made contiguous, attention's heads joined), split over the kernel threads
+    as `split_copy`.
+
+    >>> import numpy as np
+    >>> from asgrad.tensor.cpu.jit.split import split_reshape
+    >>> split_reshape(np.arange(6).reshape(2, 3).T, (6,)).tolist()
+    [0, 3, 1, 4, 2, 5]
+    """
+    try:
+        view: np.ndarray = np.reshape(x, shape, copy=False)
+        return view
+    except (ValueError, TypeError):  # a copy is needed (TypeError: numpy < 2.1)
+        pass
+    out = np.empty(shape, x.dtype)
+    split_copy(out.reshape(x.shape), x)
+    return out
+
+
 def fuse_batched_products(
     lines: Sequence[Line],
     refs: Mapping[int, Ref],
@@ -226,7 +248,8 @@ def fuse_batched_products(
 ) -> list[Line]:
     """``lines`` with each batched product of at least `MATMUL_MIN_FLOPS` (both
     operands with batch axes: numpy's line ``_matmul(a, b)``) calling `split_matmul`,
-    and each sum of at least `SUM_MIN_ELEMENTS` calling `split_add_reduce` (the linalg
+    each sum of at least `SUM_MIN_ELEMENTS` calling `split_add_reduce`, and each
+    reshape of at least `COPY_MIN_ELEMENTS` calling `split_reshape` (the linalg
     family's line group on the compiled path)."""
     out = list(lines)
     for k, line in enumerate(lines):
@@ -238,6 +261,17 @@ def fuse_batched_products(
                 if renamed != call:
                     env["_split_add_reduce"] = split_add_reduce
                     out[k] = replace(line, call=renamed)
+            continue
+        if (
+            node.op == "reshape"
+            and isinstance(call, Method)
+            and call.name == "reshape"
+            and isinstance(call.obj, Value)
+            and math.prod(types[node.id].shape) >= COPY_MIN_ELEMENTS
+            and context.registered("reshape")
+        ):
+            env["_split_reshape"] = split_reshape
+            out[k] = replace(line, call=Call("_split_reshape", (call.obj, *call.args)))
             continue
         if node.op != "matmul" or line.flops < MATMUL_MIN_FLOPS or not context.registered("matmul"):
             continue
