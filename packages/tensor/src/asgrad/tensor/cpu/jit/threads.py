@@ -105,13 +105,14 @@ SERIAL_FLOOR = 50e-6
 # time the call and report it (`Site.timed`), plus PROBE for a serial probe.
 SERIAL, PARALLEL, TIMED, PROBE = 0, 1, 2, 4
 # Elements of a result from which a kernel runs over threads unmeasured (from its
-# second step). At 2 threads on the 2-core machine, the small transformer's GELU
-# gradient (524,288 float32) took 0.51 ms serially and its masked softmax (262,144)
-# 0.30 ms; at 16 threads on the device host transformer_large's took 12.8-15.2 ms and
-# 28.6 ms serially (2026-12-02): at such sizes the threads pay at any count, and the
-# measurement itself (compiling the parallel form, then timing both) ran inside the
-# timed steps of a cold benchmark run.
-PARALLEL_SURE = 1 << 18
+# second step). transformer_large's GELU gradient (16.8M float32) took 12.8-15.2 ms and
+# its masked softmax 28.6 ms, serially, at 16 threads on the device host (2026-12-02):
+# at such sizes the threads pay at any count, and measuring (compiling the parallel
+# form, then timing both) ran inside the timed steps of a cold benchmark run. Smaller
+# kernels gain less than waking the threads may cost: at 2 threads on the 2-core
+# machine the masked softmax over 262,144 float32 took 0.230 ms both ways (best of
+# 200), over 2,097,152 1.54 ms serially and 0.81 ms over the threads.
+PARALLEL_SURE = 1 << 20
 # Numba's thread count from which an unset choice is measured (below it: serial). At 2
 # threads the measurement compiles each kernel's parallel form and times it inside the
 # first steps: a cold `benchmarks/run.py --threads 2` ran the mlp at 198 steps/s against
