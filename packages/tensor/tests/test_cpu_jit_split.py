@@ -174,3 +174,14 @@ def test_a_split_reshape_views_where_numpy_views_and_copies_exactly_elsewhere() 
     joined = split.split_reshape(heads, (4, 5, 6))
     assert not np.shares_memory(joined, x)
     np.testing.assert_array_equal(joined, heads.reshape(4, 5, 6))
+
+
+def test_a_split_while_another_thread_splits_runs_on_its_own_thread() -> None:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((4, 3, 6, 5)).astype(np.float32)
+    b = rng.standard_normal((4, 3, 5, 2)).astype(np.float32)
+    before = _blas_count()
+    with split._running:  # another thread's split
+        out = split.split_matmul(a, b)
+        assert _blas_count() == before
+    np.testing.assert_array_equal(out, np.matmul(a, b))

@@ -68,6 +68,8 @@ _add_reduce: Any = np.add.reduce
 # The pool and its thread count.
 _pool: list[tuple[ThreadPoolExecutor, int]] = []
 _lock = threading.Lock()
+# Held while a split runs.
+_running = threading.Lock()
 
 
 def _workers(n: int) -> ThreadPoolExecutor:
@@ -104,20 +106,28 @@ def _shares(shape: tuple[int, ...], n: int) -> list[tuple[Any, ...]]:
 
 def _run(shares: list[tuple[Any, ...]], job: Callable[[tuple[Any, ...]], Any], n: int) -> None:
     """``job`` on every share, ``n`` at a time (this thread takes the first), with
-    BLAS on one thread."""
+    BLAS on one thread; on this thread alone while another thread's split runs (BLAS's
+    thread count is the process's: two splits would set it back out of turn)."""
+    if not _running.acquire(blocking=False):
+        for share in shares:
+            job(share)
+        return
     control = blas.blas_threads()
-    assert control.get is not None
-    assert control.set is not None
-    before = control.get()
-    control.set(1)
     try:
-        pool = _workers(n - 1)
-        futures = [pool.submit(job, s) for s in shares[1:]]
-        job(shares[0])
-        for f in futures:
-            f.result()
+        assert control.get is not None
+        assert control.set is not None
+        before = control.get()
+        control.set(1)
+        try:
+            pool = _workers(n - 1)
+            futures = [pool.submit(job, s) for s in shares[1:]]
+            job(shares[0])
+            for f in futures:
+                f.result()
+        finally:
+            control.set(before)
     finally:
-        control.set(before)
+        _running.release()
 
 
 def _splits(work: int, least: int, batches: int) -> int:
