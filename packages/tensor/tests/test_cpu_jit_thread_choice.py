@@ -286,25 +286,30 @@ def test_below_the_measured_thread_count_a_kernel_stays_serial_unmeasured(
     site = threads.Site("below")
     for _ in range(12):
         threads.new_step()
-        assert site.form(threads.PARALLEL_SURE - 1) == threads.SERIAL
+        assert site.form(1 << 20) == threads.SERIAL
     assert not site._trials
 
 
-@pytest.mark.parametrize("measure_from", [2, 4])
-def test_a_large_kernel_runs_parallel_from_its_second_step_unmeasured(
-    monkeypatch: pytest.MonkeyPatch, cache: Path, measure_from: int
-) -> None:
-    """A result of `PARALLEL_SURE` elements or more runs serially in its kernel's first
-    step (no parallel form compiled before the first result) and in parallel from the
-    next, untimed and unrecorded, whether or not its thread count measures."""
-    monkeypatch.setattr(threads, "MEASURE_MIN_THREADS", measure_from)
-    site = threads.Site("large")
-    size = threads.PARALLEL_SURE
-    assert [site.form(size), site.form(size)] == [S, S]
-    for _ in range(3):
-        threads.new_step()
-        assert [site.form(size), site.form(size)] == [P, P]
-    assert not site._trials
-    assert site.form(size - 1) == S  # a smaller size: its own first step
-    assert not threads.ROUTE.chosen
-    assert not (cache / route.FILE).exists()
+def test_the_assembled_copy_gives_the_same_array_serially_and_over_threads() -> None:
+    from asgrad.tensor.cpu.jit import kernels_copy as kc
+    from asgrad.tensor.cpu.jit.fuse_slices import assemble
+
+    rng = np.random.default_rng(3)
+    b, t, h, d = 3, 11, 4, 16  # heads' layout, read from [b, h, t, d]
+    parts = [rng.standard_normal((b, h, t, d)).astype(np.float32) for _ in range(3)]
+    heads = [p.transpose(0, 2, 1, 3) for p in parts]
+    index = [(slice(None), slice(None), slice(k * h * d, (k + 1) * h * d)) for k in range(3)]
+    results = []
+    for form in ("serial", "parallel"):
+        kc._site.force = form
+        try:
+            out = assemble(
+                *heads, indices=index, covers=True, shape=(b, t, 3 * h * d), dtype="float32"
+            )
+        finally:
+            kc._site.force = None
+        results.append(out)
+    assert kc._copy_rows_p.signatures  # the parallel form ran
+    np.testing.assert_array_equal(results[0], results[1])
+    want = np.concatenate([x.reshape(b, t, h * d) for x in heads], axis=-1)
+    np.testing.assert_array_equal(results[1], want)

@@ -20,60 +20,9 @@ SERIAL_GEMM_FLOPS = int(os.environ.get("ASGRAD_SERIAL_GEMM_FLOPS", "0"))
 OPENBLAS_SERIAL_FLOPS = 1 << 19
 
 
-# The thread-count functions of the OpenBLAS builds numpy ships (the scipy-openblas
-# wheels' names first, then a plain OpenBLAS's).
-_OPENBLAS_GET = (
-    "scipy_openblas_get_num_threads64_",
-    "scipy_openblas_get_num_threads",
-    "openblas_get_num_threads64_",
-    "openblas_get_num_threads",
-)
-_OPENBLAS_SET = (
-    "scipy_openblas_set_num_threads64_",
-    "scipy_openblas_set_num_threads",
-    "openblas_set_num_threads64_",
-    "openblas_set_num_threads",
-)
-
-
-def _loaded_openblas() -> list[str]:
-    """The paths of the OpenBLAS libraries this process has loaded under numpy's
-    folders (Linux: ``/proc/self/maps``), numpy's own first."""
-    import numpy as np
-
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "openblas" in line.lower()}
-    except OSError:
-        return []
-    numpy_dir = os.path.dirname(np.__file__)
-    ours = [p for p in paths if p.startswith(numpy_dir)]  # numpy.libs sits beside numpy
-    return sorted(ours) + sorted(paths - set(ours))
-
-
-def _openblas_ctypes() -> tuple[Callable[[], Any], Callable[[int], Any]] | None:
-    """numpy's OpenBLAS thread count getter and setter through ctypes (threadpoolctl
-    not installed), or None."""
-    import ctypes
-
-    for path in _loaded_openblas():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        get = next((getattr(lib, n) for n in _OPENBLAS_GET if hasattr(lib, n)), None)
-        put = next((getattr(lib, n) for n in _OPENBLAS_SET if hasattr(lib, n)), None)
-        if get is not None and put is not None:
-            get.restype, get.argtypes = ctypes.c_int, []
-            put.restype, put.argtypes = None, [ctypes.c_int]
-            return get, put
-    return None
-
-
 class BlasThreads:
     """Gets and sets the thread count of numpy's BLAS (through threadpoolctl, when
-    installed, else OpenBLAS's own functions through ctypes); ``get``/``set`` are None
-    when it cannot be reached."""
+    installed); ``get``/``set`` are None when it cannot be reached."""
 
     def __init__(self) -> None:
         self.get: Callable[[], Any] | None = None
@@ -81,9 +30,6 @@ class BlasThreads:
         try:
             from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
         except ImportError:
-            found = _openblas_ctypes()
-            if found is not None:
-                self.get, self.set = found
             return
         try:
             blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]

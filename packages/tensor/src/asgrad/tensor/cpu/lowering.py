@@ -26,8 +26,7 @@ keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
 kernel, a ReLU's gradient in max pooling's gradient kernel, softmax's input gradient
 as one row kernel, a layer norm's weight gradient as one pass, attention's scaled and
-masked softmax as one pass, a sum of slice gradients as one assembled array, a large batched
-matrix product split over threads, an
+masked softmax as one pass, a sum of slice gradients as one assembled array, an
 elementwise line folded into the elementwise lines reading it).
 
 Each lowering is written for the op's registered kernel and is taken only while the
@@ -50,7 +49,6 @@ from asgrad.tensor.cpu.jit import fuse_elementwise as fe
 from asgrad.tensor.cpu.jit import fuse_pool as fp
 from asgrad.tensor.cpu.jit import fuse_rows as fr
 from asgrad.tensor.cpu.jit import fuse_slices as fs
-from asgrad.tensor.cpu.jit import split as sl
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
 from asgrad.tensor.ir.graph import Node
@@ -121,9 +119,7 @@ class OpLowering:
 
 
 FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
-    "linalg": FamilyLowering(
-        numpy={"matmul": sp.matmul}, emit={"matmul": em.matmul}, fuse=sl.fuse_batched_products
-    ),
+    "linalg": FamilyLowering(numpy={"matmul": sp.matmul}, emit={"matmul": em.matmul}),
     "reduction": FamilyLowering(
         numpy=dict.fromkeys(("sum", "mean", "max", "min"), sp.reduce),
         emit={name: em.reduction(name) for name in ("sum", "mean", "max", "min")},

@@ -11,12 +11,9 @@ are bit-identical, and which form runs never changes a result. Adam's fused step
 (`asgrad.tensor.cpu.jit.kernels_optim.adam_step`) has the same chunked parallel form
 and the same choice.
 
-A kernel whose result has fewer than `PARALLEL_MIN` elements runs serially; one of at
-least `PARALLEL_SURE` elements runs its parallel form from its second step on (its
-first step serial, so that the first result waits for no compile of a parallel form),
-unmeasured. Between the two, which form runs is a measured choice per kernel (`Site`:
-the generated module, the result's size and the thread count), as the convolutions'
-routes are
+A kernel whose result has fewer than `PARALLEL_MIN` elements runs serially. Above it,
+which form runs is a measured choice per kernel (`Site`: the generated module, the
+result's size and the thread count), as the convolutions' routes are
 (`asgrad.tensor.cpu.jit.route`): whether threads pay depends on the kernel, its size,
 what runs around it (BLAS's threads, the convolutions' own parallel loops) and the
 machine's load, and no fixed threshold held on the 2-core machine (docs/performance.md,
@@ -71,7 +68,6 @@ __all__ = [
     "ENV",
     "PARALLEL",
     "PARALLEL_MIN",
-    "PARALLEL_SURE",
     "PROBE",
     "PROBES",
     "ROUTE",
@@ -104,15 +100,6 @@ SERIAL_FLOOR = 50e-6
 # What `Site.form` returns: the serial or parallel form, plus TIMED when the caller is to
 # time the call and report it (`Site.timed`), plus PROBE for a serial probe.
 SERIAL, PARALLEL, TIMED, PROBE = 0, 1, 2, 4
-# Elements of a result from which a kernel runs over threads unmeasured (from its
-# second step). transformer_large's GELU gradient (16.8M float32) took 12.8-15.2 ms and
-# its masked softmax 28.6 ms, serially, at 16 threads on the device host (2026-12-02):
-# at such sizes the threads pay at any count, and measuring (compiling the parallel
-# form, then timing both) ran inside the timed steps of a cold benchmark run. Smaller
-# kernels gain less than waking the threads may cost: at 2 threads on the 2-core
-# machine the masked softmax over 262,144 float32 took 0.230 ms both ways (best of
-# 200), over 2,097,152 1.54 ms serially and 0.81 ms over the threads.
-PARALLEL_SURE = 1 << 20
 # Numba's thread count from which an unset choice is measured (below it: serial). At 2
 # threads the measurement compiles each kernel's parallel form and times it inside the
 # first steps: a cold `benchmarks/run.py --threads 2` ran the mlp at 198 steps/s against
@@ -270,7 +257,6 @@ class Site:
         self.name = name
         self.force: str | None = None
         self._trials: dict[Hashable, _Trial] = {}
-        self._first: dict[Hashable, int] = {}  # the step of a sure key's first call
         self._lock = threading.Lock()
 
     def key(self, size: int, n: int) -> Hashable:
@@ -300,12 +286,9 @@ class Site:
             return PARALLEL
         if forced == "parallel":
             return PARALLEL
-        key = (self.name, size, n)
-        if size >= PARALLEL_SURE:
-            first = self._first.setdefault(key, _steps[0])
-            return SERIAL if first == _steps[0] else PARALLEL
         if n < MEASURE_MIN_THREADS:
             return SERIAL
+        key = (self.name, size, n)
         chosen = ROUTE.chosen.get(key)
         if chosen is None:
             return self._measuring(key)
