@@ -252,6 +252,31 @@ def test_adams_fused_step_gives_the_same_bits_serially_and_over_threads(
     np.testing.assert_array_equal(m2, m * np.float32(0.9) + g * np.float32(1 - 0.9))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_masked_softmax_gives_the_same_bits_serially_and_over_threads(dtype: str) -> None:
+    from asgrad.tensor.cpu.jit import kernels_attention as ka
+
+    rng = np.random.default_rng(2)
+    n = 48  # rows of several chunks of CHUNK elements, the last one short
+    x = rng.standard_normal((3, threads.CHUNK // n * 2 + 7, n)).astype(dtype)
+    mask = np.triu(np.full((n, n), -np.inf), 1).astype(dtype)[:5]  # rows repeating
+    results = []
+    for form in ("serial", "parallel"):
+        ka._site.force = form
+        try:
+            results.append(ka.masked_softmax(x, 0.25, mask).tobytes())
+        finally:
+            ka._site.force = None
+    assert results[0] == results[1]
+    assert ka._masked_softmax_p.signatures  # the parallel form ran
+    rows = x.reshape(-1, n) * x.dtype.type(0.25)
+    rows += np.tile(mask, (len(rows) // len(mask) + 1, 1))[: len(rows)]
+    want = np.exp(rows - rows.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    got = np.frombuffer(results[1], dtype).reshape(-1, n)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_below_the_measured_thread_count_a_kernel_stays_serial_unmeasured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -263,3 +288,28 @@ def test_below_the_measured_thread_count_a_kernel_stays_serial_unmeasured(
         threads.new_step()
         assert site.form(1 << 20) == threads.SERIAL
     assert not site._trials
+
+
+def test_the_assembled_copy_gives_the_same_array_serially_and_over_threads() -> None:
+    from asgrad.tensor.cpu.jit import kernels_copy as kc
+    from asgrad.tensor.cpu.jit.fuse_slices import assemble
+
+    rng = np.random.default_rng(3)
+    b, t, h, d = 3, 11, 4, 16  # heads' layout, read from [b, h, t, d]
+    parts = [rng.standard_normal((b, h, t, d)).astype(np.float32) for _ in range(3)]
+    heads = [p.transpose(0, 2, 1, 3) for p in parts]
+    index = [(slice(None), slice(None), slice(k * h * d, (k + 1) * h * d)) for k in range(3)]
+    results = []
+    for form in ("serial", "parallel"):
+        kc._site.force = form
+        try:
+            out = assemble(
+                *heads, indices=index, covers=True, shape=(b, t, 3 * h * d), dtype="float32"
+            )
+        finally:
+            kc._site.force = None
+        results.append(out)
+    assert kc._copy_rows_p.signatures  # the parallel form ran
+    np.testing.assert_array_equal(results[0], results[1])
+    want = np.concatenate([x.reshape(b, t, h * d) for x in heads], axis=-1)
+    np.testing.assert_array_equal(results[1], want)

@@ -12,6 +12,9 @@ its slice of one array, the rest (if any) zero. A part that is a reshaped copy o
 another value read by nothing else (a transposed head layout) is copied from that
 value straight into its slice, without the copy.
 
+A 4-D part (attention's heads) is copied by `asgrad.tensor.cpu.jit.kernels_copy.copy_into`:
+numpy's copy, or a parallel one where the measured thread choice takes it.
+
 Adding a part to zeros returns the part, except that ``-0.0 + 0.0`` is ``+0.0``: the
 assembled array keeps a part's negative zeros where the numpy path's sum has positive
 ones (equal numbers; nothing else differs).
@@ -75,8 +78,26 @@ def assemble(
                 np.copyto(target, part.reshape(target.shape))
                 continue
             target = view
+        if _threadable(target, part):  # attention's heads: maybe over threads
+            from asgrad.tensor.cpu.jit.kernels_copy import copy_into
+
+            copy_into(target, part)
+            continue
         np.copyto(target, part)
     return out
+
+
+def _threadable(target: np.ndarray, part: np.ndarray) -> bool:
+    """Whether a part's copy may run over Numba's threads (`copy_into`): 4-D parts of
+    the target's shape and dtype, large enough for threads (`PARALLEL_MIN`)."""
+    from asgrad.tensor.cpu.jit.threads import PARALLEL_MIN
+
+    return (
+        target.ndim == 4
+        and part.shape == target.shape
+        and part.dtype == target.dtype
+        and target.size >= PARALLEL_MIN
+    )
 
 
 def _ranges(index: Any, shape: tuple[int, ...]) -> list[tuple[int, int]] | None:
