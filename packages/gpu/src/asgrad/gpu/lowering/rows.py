@@ -68,17 +68,14 @@ class _Writer:
         self.halves = {i for i, k in enumerate(kinds) if k == "f16"}
         self.hoisted: dict[Expr, Expr] = {}
         self.lines: list[str] = []
-        self.cache = 0  # elements of the row each invocation keeps (0: none kept)
-        self.kept: set[int] = set()  # inputs whose elements the invocation keeps
-        self.loaded: set[int] = set()  # kept inputs loaded by an earlier loop
 
     def render(self, e: Expr, out: str = "f32") -> str:
         return render_wgsl(e, self.names, self.kinds, out)
 
     def render_slot(self, e: Expr, j: int, out: str = "f32") -> str:
         """``e`` at the invocation's element slot ``j`` (`kernel_source`'s ``cache``):
-        an element input is its register ``x{i}_{j}``, a position input is read at
-        ``k{j}``, a wrapped one at ``at{j}``."""
+        an input read per element (at the element, along the row, wrapped) is its
+        register ``x{i}_{j}`` (`slot_load`), one value or one per row read as it is."""
         names = list(self.names)
         for i, layout in enumerate(self.p.inputs):
             if self.wrapped.get(i) == 1:
@@ -113,32 +110,17 @@ class _Writer:
         return Expr(e.op, tuple(self.hoist(a) for a in e.args), e.value)
 
     def loads(self, exprs: list[Expr], indent: str) -> list[str]:
-        """The element inputs ``exprs`` read, loaded at ``at`` (or, where the row is
-        kept, from the invocation's copy: loaded from memory once)."""
+        """The element inputs ``exprs`` read, loaded at ``at``."""
         read = sorted(set().union(*(reads_inputs(e, self.n) for e in exprs)))
-        lines = []
-        for i in read:
-            if self.p.inputs[i] != "element" or i in self.wrapped:
-                continue
-            if i in self.loaded:
-                lines.append(f"{indent}let x{i} = c{i}[j];")
-                continue
-            lines.append(f"{indent}let x{i} = in{i}[at];")
-            if i in self.kept:
-                lines.append(f"{indent}c{i}[j] = x{i};")
-        self.loaded |= self.kept & set(read)
-        return lines
+        return [
+            f"{indent}let x{i} = in{i}[at];"
+            for i in read
+            if self.p.inputs[i] == "element" and i not in self.wrapped
+        ]
 
     def loop(self, lanes: int, at: str) -> list[str]:
         """The head of a loop over the invocation's elements of the row."""
-        if not self.cache:
-            return [f"    for (var k = lane; k < R; k += {lanes}u) {{", at]
-        return [
-            f"    for (var j = 0u; j < {self.cache}u; j++) {{",
-            f"        let k = lane + j * {lanes}u;",
-            "        if (k >= R) { break; }",
-            at,
-        ]
+        return [f"    for (var k = lane; k < R; k += {lanes}u) {{", at]
 
 
 def _wrapped_name(i: int, modulus: int) -> str:
@@ -189,7 +171,6 @@ def kernel_source(
     if cache:
         if not flat:
             raise GpuError("a row kernel keeps its elements in registers only over flat rows")
-        w.cache = cache
         every = (*(st.expr for st in program.stages), program.out, *stores)
         read = set().union(*(reads_inputs(e, w.n) for e in every))
         for j in range(cache):
