@@ -328,6 +328,47 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         _STORE.save()
 
 
+# -- the machine's numerics in the run's header ---------------------------------------
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def numerics_header() -> str:
+    """The CPU, numpy and its BLAS with the kernels it chose: a floating-point warning
+    from a matrix product that only some runs raise may depend on them (CI's runners
+    differ in CPU, and ``OPENBLAS_CORETYPE`` changes OpenBLAS's kernels)."""
+    blas = "BLAS: unknown (threadpoolctl is not installed)"
+    try:
+        from threadpoolctl import threadpool_info  # type: ignore[import-untyped]
+    except ImportError:
+        pass
+    else:
+        found = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+        if found:
+            info = found[0]
+            blas = (
+                f"BLAS: {info.get('internal_api')} {info.get('version')}, kernels"
+                f" {info.get('architecture')}, {info.get('num_threads')} threads"
+            )
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if forced:
+        blas += f" (OPENBLAS_CORETYPE={forced})"
+    return f"numpy {np.__version__}, {blas}; CPU: {_cpu_model()}"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return numerics_header()
+
+
 # -- the tests left out by `hatch run test` -------------------------------------------
 
 _SLOW_LEFT_OUT = [0]  # tests marked slow that -m deselected (here, or the workers' count)

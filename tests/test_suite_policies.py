@@ -1,6 +1,6 @@
 """The root conftest's policies, run in a scratch pytest session: PyTorch's saved answers
-(``torch_reference``), the skip count by reason, the missing-package rule of CI and the
-line that says what ``hatch run test`` left out."""
+(``torch_reference``), the skip count by reason, the missing-package rule of CI, the
+line that says what ``hatch run test`` left out and the header naming the BLAS kernels."""
 
 from __future__ import annotations
 
@@ -117,6 +117,18 @@ def test_a_skip_for_a_package_ci_lacks_on_purpose_passes(
     monkeypatch.setenv("ASGRAD_REQUIRE_PACKAGES", "1")
     result = session.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == 0
+
+
+def test_the_header_names_numpy_its_blas_kernels_and_the_cpu(
+    session: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")  # read per run: no BLAS is reloaded
+    (session.path / "tests" / "test_one.py").write_text("def test_a():\n    pass\n")
+    result = session.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [f"numpy {np.__version__}, BLAS: * (OPENBLAS_CORETYPE=Haswell); CPU: ?*"]
+    )
 
 
 def test_leaving_out_slow_tests_says_how_many_and_how_to_run_them(
