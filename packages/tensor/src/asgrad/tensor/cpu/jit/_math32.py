@@ -26,6 +26,7 @@ from numba.core.typing import signature
 from numba.extending import lower_builtin, type_callable
 
 _F = np.float32
+_Real = float | np.floating[Any]
 _FLOAT = ir.FloatType()
 _INT = ir.IntType(32)
 
@@ -37,7 +38,7 @@ class _Float32:
         self.b = builder
 
     @staticmethod
-    def c(v: float) -> Any:
+    def c(v: _Real) -> Any:
         return ir.Constant(_FLOAT, float(_F(v)))
 
     def _v(self, v: Any) -> Any:
@@ -71,7 +72,7 @@ class _Float32:
     def select(self, cond: Any, a: Any, b: Any) -> Any:
         return self.b.select(cond, self._v(a), self._v(b))
 
-    def clamp(self, x: Any, low: float, high: float) -> Any:
+    def clamp(self, x: Any, low: _Real, high: _Real) -> Any:
         """x within [low, high]; NaN stays."""
         return self.select(self.cmp("<", x, low), low, self.select(self.cmp(">", x, high), high, x))
 
@@ -205,23 +206,21 @@ def register(stub: Callable[[Any], Any], form: Callable[[_Float32, Any], Any], e
     """Compile calls of ``stub`` in Numba: a float32 argument as ``form``'s
     instructions, any other number as ``exact`` (a ``math`` function) in float64."""
 
-    @type_callable(stub)
-    def _typer(context: Any) -> Any:
-        def typer(x: Any) -> Any:
-            if x == types.float32:
-                return types.float32
-            if isinstance(x, types.Number):
-                return types.float64
-            return None
+    def typer(x: Any) -> Any:
+        if x == types.float32:
+            return types.float32
+        if isinstance(x, types.Number):
+            return types.float64
+        return None
 
-        return typer
-
-    @lower_builtin(stub, types.float32)
-    def _lower32(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+    def lower32(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         return form(_Float32(builder), args[0])
 
-    @lower_builtin(stub, types.Number)
-    def _lower(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+    def lower(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         x = context.cast(builder, args[0], sig.args[0], types.float64)
         f64 = signature(types.float64, types.float64)
         return context.get_function(exact, f64)(builder, [x])
+
+    type_callable(stub)(lambda context: typer)
+    lower_builtin(stub, types.float32)(lower32)
+    lower_builtin(stub, types.Number)(lower)
