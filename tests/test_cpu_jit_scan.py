@@ -12,6 +12,7 @@ the line-by-line function and says why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -307,3 +308,26 @@ def test_a_loop_product_reads_its_transposed_weight_from_a_copy_made_before_the_
     assert "S_float32[" in kernel[:first_call]  # the weight's copy, before the loop
     for a, b in zip(got, want, strict=True):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.slow
+def test_both_bias_gradients_of_an_lstm_are_one_sum_in_the_whole_step() -> None:
+    """b_ih's and b_hh's gradients are the same sum of the gates' gradient over the
+    steps and the batch (``sum_to_like`` against two biases of one shape): the whole
+    step sums once and reads it for both. Same training as the numpy path."""
+
+    def build(flag: bool) -> tuple[Program, dict[str, np.ndarray], list[Variable]]:
+        return _recurrent("lstm", 3, 1, False)
+
+    got, want, fn = _run_both(build, runs=2)
+    assert fn.whole_step_active(), fn.step_declined
+    source = fn.step_plan.source.split("def step(")[1]
+    row_sums = [
+        line.strip()
+        for line in source.splitlines()
+        if (m := re.match(r"\s*(W_float64\[\d+ \+ \w+\]) = (.*)", line))
+        and m.group(2).startswith(m.group(1) + " + ")
+    ]
+    assert len(row_sums) == 1, "\n".join(row_sums)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)
