@@ -12,6 +12,7 @@ the line-by-line function and says why.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -267,3 +268,66 @@ def test_a_loop_step_too_large_to_win_keeps_the_numpy_function() -> None:
     fn = _fn(step, feeds)
     assert fn.step_plan is None
     assert "a loop step of more than" in fn.step_declined
+
+
+@pytest.mark.slow
+def test_a_loop_product_reads_its_transposed_weight_from_a_copy_made_before_the_loop() -> None:
+    """An LSTM's recurrent product ``h @ W_hh.T`` (large enough for BLAS: batch 4,
+    hidden 16) reads a contiguous copy of the weight that the step makes once, before
+    the forward loop, instead of the transposed weight every step (BLAS took twice as
+    long so). Same training as the numpy path."""
+    pytest.importorskip("scipy")  # Numba's np.dot needs SciPy's BLAS
+    model0 = nn.LSTM(8, 16, dtype="float32", rng=0)
+    state = {k: np.array(v) for k, v in model0.state_dict().items()}
+    rng = np.random.default_rng(4)
+    feeds = {
+        "x": rng.standard_normal((5, 4, 8)).astype(np.float32),
+        "target": rng.standard_normal((5, 4, 16)).astype(np.float32),
+    }
+
+    def build(flag: bool) -> tuple[Program, dict[str, np.ndarray], list[Variable]]:
+        model = nn.LSTM(8, 16, dtype="float32", rng=0)
+        model.load_state_dict(state)
+        g = Graph()
+        x = g.input("x", (5, 4, 8), "float32", free=())
+        target = g.input("target", (5, 4, 16), "float32", free=())
+        out, _ = model(x)
+        loss = ((out - target) * (out - target)).mean()
+        step = nn.Adam(model.parameters(), lr=1e-2).compile(loss)
+        return step, feeds, [p for _, p in model.named_parameters()]
+
+    got, want, fn = _run_both(build, runs=2)
+    assert fn.whole_step_active(), fn.step_declined
+    source = fn.step_plan.source
+    loops = [part.split("\n\n")[0] for part in source.split("def _loop")[1:]]
+    dots = [line for part in loops for line in part.splitlines() if "np.dot(" in line]
+    assert len(dots) == 2, "\n".join(dots)  # the forward product and the backward one
+    assert not [d for d in dots if ".T," in d.replace(".T.T,", ",")], "\n".join(dots)
+    kernel = source.split("def step(")[1]
+    first_call = kernel.index("_loop")
+    assert "S_float32[" in kernel[:first_call]  # the weight's copy, before the loop
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.slow
+def test_both_bias_gradients_of_an_lstm_are_one_sum_in_the_whole_step() -> None:
+    """b_ih's and b_hh's gradients are the same sum of the gates' gradient over the
+    steps and the batch (``sum_to_like`` against two biases of one shape): the whole
+    step sums once and reads it for both. Same training as the numpy path."""
+
+    def build(flag: bool) -> tuple[Program, dict[str, np.ndarray], list[Variable]]:
+        return _recurrent("lstm", 3, 1, False)
+
+    got, want, fn = _run_both(build, runs=2)
+    assert fn.whole_step_active(), fn.step_declined
+    source = fn.step_plan.source.split("def step(")[1]
+    row_sums = [
+        line.strip()
+        for line in source.splitlines()
+        if (m := re.match(r"\s*(W_float64\[\d+ \+ \w+\]) = (.*)", line))
+        and m.group(2).startswith(m.group(1) + " + ")
+    ]
+    assert len(row_sums) == 1, "\n".join(row_sums)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-11)

@@ -18,16 +18,17 @@ The convolution and max pooling kernels, which do far more work per element, run
 their outer loops over images and channels in parallel (`parallel_kernel`).
 
 ``exp``, ``exp_neg``, ``tanh`` and ``erf`` are generic over float32 and float64: float32
-gets branch-free forms that LLVM vectorises (an exponential by range reduction and a
-polynomial, within 2 ulp; tanh by a rational function, within 6 ulp; erf by
+gets branch-free forms that LLVM vectorises, written into the calling kernel as
+instructions (`asgrad.tensor.cpu.jit._math32`: an exponential by range reduction and
+a polynomial, within 2 ulp; tanh by a rational function, within 6 ulp; erf by
 Abramowitz & Stegun 7.1.26, absolute error below 1e-6, as the float32 numpy paths),
 float64 the C library's ``exp``, ``tanh`` and ``erf``. They
 are the per-primitive helpers of the rendered expressions
 (`asgrad.tensor.cpu.jit.render`) as well as the row kernels'.
 
 Numba keys a kernel's on-disk cache on its own source file only: after editing a
-helper here, clear the cache directory (an installed release rewrites every file,
-which invalidates all of it).
+helper here or a form in `asgrad.tensor.cpu.jit._math32`, clear the cache directory
+(an installed release rewrites every file, which invalidates all of it).
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ from asgrad.tensor.cpu import jit as _jit
 _jit.prepare_numba()
 
 import numba  # noqa: E402  # after the cache directory is set
-from llvmlite import ir  # noqa: E402
 from numba import types  # noqa: E402
-from numba.extending import intrinsic, overload  # noqa: E402
+
+from asgrad.tensor.cpu.jit import _math32  # noqa: E402  # imports Numba
 
 __all__ = [
     "KERNEL",
@@ -58,7 +59,6 @@ __all__ = [
     "num_threads",
     "on_one_thread",
     "one_thread",
-    "overloads",
     "parallel_kernel",
     "prange",
     "row_max",
@@ -129,130 +129,6 @@ def parallel_kernel(fn: Any) -> Any:
     return numba.njit(**KERNEL, parallel=True)(fn)
 
 
-def _intrinsic(fn: Any) -> Any:
-    return intrinsic(fn)
-
-
-def overloads(stub: Any) -> Callable[[Callable[..., Any]], Any]:
-    """Register the decorated function as ``stub``'s implementation in compiled code
-    (inlined): it gets the argument types and returns the function to run."""
-
-    def register(fn: Any) -> Any:
-        return overload(stub)(fn)
-
-    return register
-
-
-@_intrinsic
-def _f32_bits(typingctx: Any, x: Any) -> Any:
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
-
-
-@_intrinsic
-def _bits_f32(typingctx: Any, x: Any) -> Any:
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        return builder.bitcast(args[0], ir.FloatType())
-
-    return types.float32(types.int32), codegen
-
-
-_F = np.float32
-_MAGIC = _F(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer in the low bits
-_MAGIC_BITS = np.int32(np.array(_MAGIC).view(np.int32))
-_LOG2E = _F(1.4426950408889634)
-_LN2_HI, _LN2_LO = _F(0.693145751953125), _F(1.428606765330187e-06)
-_EXP_LOW = _F(-87.0)  # below: 0 (the true value is subnormal, under 1.7e-38)
-_P = tuple(
-    _F(c)
-    for c in (
-        1.9875691500e-4,
-        1.3981999507e-3,
-        8.3334519073e-3,
-        4.1665795894e-2,
-        1.6666665459e-1,
-        5.0000001201e-1,
-    )
-)
-
-
-def inline(fn: Any) -> Any:
-    """``numba.njit`` with `KERNEL`'s options for a scalar helper (LLVM inlines it;
-    Numba's own inlining, at its IR level, compiles much more slowly)."""
-    return numba.njit(**KERNEL)(fn)
-
-
-@inline
-def _exp_neg32(x: Any) -> Any:
-    """e**x for float32 x <= 0 (NaN stays NaN), within 2 ulp; 0 below -87."""
-    c = _EXP_LOW if x < _EXP_LOW else x  # NaN stays
-    t = c * _LOG2E + _MAGIC
-    n = t - _MAGIC
-    r = c - n * _LN2_HI
-    r = r - n * _LN2_LO
-    p = _P[0]
-    p = p * r + _P[1]
-    p = p * r + _P[2]
-    p = p * r + _P[3]
-    p = p * r + _P[4]
-    p = p * r + _P[5]
-    p = p * r * r + r + _F(1.0)
-    scale = _bits_f32(np.int32((_f32_bits(t) - _MAGIC_BITS + np.int32(127)) << np.int32(23)))
-    return p * scale if x >= _EXP_LOW or x != x else _F(0.0)
-
-
-_EXP_HIGH = _F(88.72283935546875)  # above: inf (the largest float32 is e**88.7228...)
-_EXP_FLOOR = _F(-104.0)  # below: 0 (under the smallest subnormal)
-
-
-@inline
-def _exp32(x: Any) -> Any:
-    """e**x for float32 x, within 2 ulp (subnormal results to 1e-45 absolute); branch
-    free, so that a loop of it vectorises. The scale 2**n is applied in two halves,
-    so that n may reach 128 or -150."""
-    c = _EXP_FLOOR if x < _EXP_FLOOR else (_EXP_HIGH if x > _EXP_HIGH else x)  # NaN stays
-    t = c * _LOG2E + _MAGIC
-    n = t - _MAGIC
-    r = c - n * _LN2_HI
-    r = r - n * _LN2_LO
-    p = _P[0]
-    p = p * r + _P[1]
-    p = p * r + _P[2]
-    p = p * r + _P[3]
-    p = p * r + _P[4]
-    p = p * r + _P[5]
-    p = p * r * r + r + _F(1.0)
-    k = _f32_bits(t) - _MAGIC_BITS
-    half = k >> np.int32(1)
-    s1 = _bits_f32(np.int32((half + np.int32(127)) << np.int32(23)))
-    s2 = _bits_f32(np.int32((k - half + np.int32(127)) << np.int32(23)))
-    inf = _F(np.inf)
-    return inf if x > _EXP_HIGH else (p * s1 * s2 if x == x else x)
-
-
-def _float32_form(stub: Any, fast: Any, exact: Any = math.exp) -> None:
-    """Compile ``stub`` as ``fast`` for float32 arguments and as ``exact`` (the C
-    library's function) otherwise."""
-
-    @overloads(stub)
-    def _overload(x: Any) -> Any:
-        if x == types.float32:
-
-            def f32(x: Any) -> Any:
-                return fast(x)
-
-            f32.__qualname__ = f"{stub.__name__}_f32"
-            return f32
-
-        def f64(x: Any) -> Any:
-            return exact(x)
-
-        f64.__qualname__ = f"{stub.__name__}_f64"
-        return f64
-
-
 def exp(x: Any) -> Any:
     """e**x (in compiled kernels only): float32 through a form that vectorises."""
     return math.exp(x)
@@ -263,78 +139,10 @@ def exp_neg(x: Any) -> Any:
     return math.exp(x)
 
 
-_float32_form(exp, _exp32)
-_float32_form(exp_neg, _exp_neg32)
-
-
-# tanh for float32: Eigen's rational form (odd degree 13 over even degree 6, on
-# [-7.905, 7.905], where it reaches 1), within 6 ulp; x itself below 4e-4.
-_TANH_P = tuple(
-    _F(c)
-    for c in (
-        -2.76076847742355e-16,
-        2.00018790482477e-13,
-        -8.60467152213735e-11,
-        5.12229709037114e-08,
-        1.48572235717979e-05,
-        6.37261928875436e-04,
-        4.89352455891786e-03,
-    )
-)
-_TANH_Q = tuple(_F(c) for c in (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03))
-_TANH_Q0 = _F(4.89352518554385e-03)
-_TANH_CLAMP, _TANH_TINY = _F(7.90531110763549805), _F(0.0004)
-
-
-@inline
-def _tanh32(x: Any) -> Any:
-    """tanh(x) for float32 x, branch free (a loop of it vectorises: 0.4 ns an element
-    where the C library's tanhf, which Numba calls, took 77 ns on the shared machine)."""
-    c = -_TANH_CLAMP if x < -_TANH_CLAMP else (_TANH_CLAMP if x > _TANH_CLAMP else x)
-    c2 = c * c
-    p = _TANH_P[0]
-    p = p * c2 + _TANH_P[1]
-    p = p * c2 + _TANH_P[2]
-    p = p * c2 + _TANH_P[3]
-    p = p * c2 + _TANH_P[4]
-    p = p * c2 + _TANH_P[5]
-    p = p * c2 + _TANH_P[6]
-    q = _TANH_Q[0]
-    q = q * c2 + _TANH_Q[1]
-    q = q * c2 + _TANH_Q[2]
-    q = q * c2 + _TANH_Q0
-    return c * p / q if abs(x) >= _TANH_TINY else x  # NaN stays
-
-
 def tanh(x: Any) -> Any:
     """The hyperbolic tangent (in compiled kernels only): float32 through a form that
     vectorises."""
     return math.tanh(x)
-
-
-_float32_form(tanh, _tanh32, math.tanh)
-
-
-_ERF_P = _F(0.3275911)
-_ERF_A = tuple(_F(a) for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429))
-
-
-@inline
-def _erfc_abs32(a: Any) -> Any:
-    """erfc(a) for float32 a >= 0 (Abramowitz & Stegun 7.1.26)."""
-    t = _F(1.0) / (_F(1.0) + _ERF_P * a)
-    y = _ERF_A[4]
-    y = y * t + _ERF_A[3]
-    y = y * t + _ERF_A[2]
-    y = y * t + _ERF_A[1]
-    y = y * t + _ERF_A[0]
-    return y * t * _exp_neg32(-(a * a))
-
-
-@inline
-def _erf32(x: Any) -> Any:
-    e = _F(1.0) - _erfc_abs32(abs(x))
-    return e if x >= _F(0.0) else (-e if x < _F(0.0) else x)
 
 
 def erf(x: Any) -> Any:
@@ -342,7 +150,10 @@ def erf(x: Any) -> Any:
     return math.erf(x)
 
 
-_float32_form(erf, _erf32, math.erf)
+_math32.register(exp, _math32.exp32, math.exp)
+_math32.register(exp_neg, _math32.exp_neg32, math.exp)
+_math32.register(tanh, _math32.tanh32, math.tanh)
+_math32.register(erf, _math32.erf32, math.erf)
 
 
 SUMS: dict[str, Any] = {**KERNEL, "fastmath": {"reassoc"}}

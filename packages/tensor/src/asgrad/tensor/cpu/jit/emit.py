@@ -12,6 +12,7 @@ bounds into a `Kernel` and returns its result's `Val`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -187,6 +188,11 @@ class Kernel:
         # parameters, and the arguments of the calls to them, are `ARGS`, which the
         # planner replaces with the kernel's own parameters.
         self.functions: list[list[str]] = []
+        # The body line where the time loop being written starts, and its step index
+        # (`asgrad.tensor.cpu.jit.emit_scan`): work that every step would repeat is
+        # written there instead, once, before the loop (`hoist`).
+        self.loop_head: int | None = None
+        self.loop_index = ""
 
     def constant(self, value: np.ndarray) -> Val:
         """A constant's value: a literal when 0-d, else a new argument of the kernel."""
@@ -253,6 +259,29 @@ class Kernel:
             head += ["    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")']
         self.functions.append([*head, *(text[pad:] for text in lines), "    return 0"])
         self.line(0, f"{name}({ARGS})")
+
+    def hoist(self, write: Callable[[], Val]) -> Val:
+        """``write()``'s lines written before the time loop being written (at
+        `loop_head`, which moves past them), where they run once rather than every step."""
+        assert self.loop_head is not None
+        lines, self.body = self.body, []
+        self.indent -= 1
+        try:
+            out = write()
+        finally:
+            new, self.body = self.body, lines
+            self.indent += 1
+        self.body[self.loop_head : self.loop_head] = new
+        self.loop_head += len(new)
+        return out
+
+    def invariant(self, v: Val) -> bool:
+        """Whether ``v``, an array expression, reads an argument of the kernel that no
+        loop writes (a feed, a variable's state, a constant; not a work buffer) at
+        elements that do not depend on the time loop's step."""
+        if v.array is None or v.array.startswith("W_"):
+            return False
+        return not re.search(rf"\b{self.loop_index}\b", v.array) if self.loop_index else True
 
     def line(self, depth: int, text: str) -> None:
         self.body.append("    " * (depth + 1 + self.indent) + text)

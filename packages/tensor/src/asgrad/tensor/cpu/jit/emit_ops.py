@@ -171,6 +171,7 @@ def _blas_matmul(k: Kernel, a: Val, b: Val, out_t: TensorType) -> Val:
     out = k.alloc(out_t.shape, out_t.dtype)
     assert out.flat is not None
     buf, off = out.flat
+    a, b = _untransposed(k, a), _untransposed(k, b)
     if len(b.shape) == 2 and tuple(a.shape[:-2]) == tuple(batch):
         tall = _array(k, a) if not batch else _reshaped(k, a, (nb * m, kk))
         target = f"{buf}[{off}:{off + nb * m * n}].reshape(({nb * m}, {n}))"
@@ -187,6 +188,19 @@ def _blas_matmul(k: Kernel, a: Val, b: Val, out_t: TensorType) -> Val:
     target = f"{buf}[{off}:{off + nb * m * n}].reshape(({nb}, {m}, {n}))[{i}]"
     k.line(1, f"np.dot({arrays[0]}, {arrays[1]}, {target})")
     return out
+
+
+def _untransposed(k: Kernel, v: Val) -> Val:
+    """``v``, or, in a time loop, a contiguous copy of it made once before the loop
+    when it is the same transposed argument every step (`Kernel.hoist`)."""
+    if k.loop_head is None or v.flat is not None or v.array is None or len(v.shape) != 2:
+        return v
+    text, transposes = v.array, 0
+    while text.endswith(".T"):
+        text, transposes = text[:-2], transposes + 1
+    if transposes % 2 == 0 or not k.invariant(v):
+        return v
+    return k.hoist(lambda: k.materialize(v))
 
 
 def _array(k: Kernel, v: Val) -> str:

@@ -14,7 +14,11 @@ from; ``scan_part`` is a view of it and ``scan_unpart`` a zeroed copy with one p
 Inside the body, an elementwise op whose only reader is another elementwise op of its
 shape (or a reduction) is not stored: its expression is written into its reader's
 loop (`fused`), so a cell's gate arithmetic (sigmoids, tanh, products) runs as a few
-loops per step rather than one per op; products call BLAS (`emit_ops.BLAS_AT`).
+loops per step rather than one per op; products call BLAS (`emit_ops.BLAS_AT`). A
+product's operand that is the same transposed argument every step (a recurrent weight
+read as ``W.T``) is copied into a contiguous buffer once, before the loop
+(`Kernel.hoist`): a (16, 64) @ (64, 256) product reading it transposed took 6.9 us
+through BLAS against 3.2 us reading the copy.
 
 Each time loop is written as a function of its own, which the kernel calls
 (`Kernel.outline`): LLVM optimises the short function better than the loop inside
@@ -125,9 +129,10 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
         _copy(k, c, init)
     if length == 0:
         return packed
-    start = len(k.body)
     t = k.fresh("t")
     order = f"range({length - 1}, -1, -1)" if node.attrs["reverse"] else f"range({length})"
+    outer = k.loop_head, k.loop_index
+    k.loop_head, k.loop_index = len(k.body), t
     k.line(0, f"for {t} in {order}:")
     k.indent += 1
     before = k.flops
@@ -153,6 +158,8 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
                 _copy(k, c, new)
     finally:
         k.indent -= 1
+        start = k.loop_head  # past what the body hoisted before the loop
+        k.loop_head, k.loop_index = outer
     per_step = k.flops - before
     if per_step > LOOP_STEP_WORK:
         raise UnsupportedError(
