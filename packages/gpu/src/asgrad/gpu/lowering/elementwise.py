@@ -76,6 +76,8 @@ def _source(
     )
     if CHECKED in expr or any(CHECKED in s for s in lets):
         bindings.append(checks_source(len(bound) + 2))
+    if items > 1:
+        return _items_source(expr, lets, in_types, out_type, reads, own, bindings, items)
     strided = [k for k, m in enumerate(modes) if m == "strided"]
     if out_mode == "strided":
         strided.append(OUT_SLOT)
@@ -89,8 +91,6 @@ def _source(
         source_array = "out" if own[k] else f"in{k}"
         loads.append(f"    let x{k} = {source_array}[{where}];")
     out_index = f"o{OUT_SLOT}" if out_mode == "strided" else f"i + mu({76 + OUT_SLOT}u)"
-    if items > 1:
-        return _items_source(expr, lets, in_types, out_type, reads, own, bindings, items)
     return render(
         "elementwise",
         PRELUDE=kernel_text("prelude"),
