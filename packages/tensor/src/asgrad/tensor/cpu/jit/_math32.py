@@ -26,6 +26,13 @@ from numba.core.typing import signature
 from numba.extending import lower_builtin, type_callable
 
 _F = np.float32
+
+
+def _coefficients(*values: float) -> tuple[np.float32, ...]:
+    """A polynomial's coefficients as float32 constants."""
+    return tuple(_F(v) for v in values)
+
+
 _Real = float | np.floating[Any]
 _FLOAT = ir.FloatType()
 _INT = ir.IntType(32)
@@ -101,16 +108,13 @@ _MAGIC = _F(12582912.0)  # 1.5 * 2**23: adding it rounds to an integer in the lo
 _MAGIC_BITS = int(np.array(_MAGIC).view(np.int32))
 _LOG2E = _F(1.4426950408889634)
 _LN2_HI, _LN2_LO = _F(0.693145751953125), _F(1.428606765330187e-06)
-_EXP_P = tuple(
-    _F(c)
-    for c in (
-        1.9875691500e-4,
-        1.3981999507e-3,
-        8.3334519073e-3,
-        4.1665795894e-2,
-        1.6666665459e-1,
-        5.0000001201e-1,
-    )
+_EXP_P = _coefficients(
+    1.9875691500e-4,
+    1.3981999507e-3,
+    8.3334519073e-3,
+    4.1665795894e-2,
+    1.6666665459e-1,
+    5.0000001201e-1,
 )
 
 
@@ -155,26 +159,20 @@ def exp32(f: _Float32, x: Any) -> Any:
 
 # tanh: Eigen's rational form (odd degree 13 over even degree 6, on [-7.905, 7.905],
 # where it reaches 1), within 6 ulp; x itself below 4e-4.
-_TANH_P = tuple(
-    _F(c)
-    for c in (
-        -2.76076847742355e-16,
-        2.00018790482477e-13,
-        -8.60467152213735e-11,
-        5.12229709037114e-08,
-        1.48572235717979e-05,
-        6.37261928875436e-04,
-        4.89352455891786e-03,
-    )
+_TANH_P = _coefficients(
+    -2.76076847742355e-16,
+    2.00018790482477e-13,
+    -8.60467152213735e-11,
+    5.12229709037114e-08,
+    1.48572235717979e-05,
+    6.37261928875436e-04,
+    4.89352455891786e-03,
 )
-_TANH_Q = tuple(
-    _F(c)
-    for c in (
-        1.19825839466702e-06,
-        1.18534705686654e-04,
-        2.26843463243900e-03,
-        4.89352518554385e-03,
-    )
+_TANH_Q = _coefficients(
+    1.19825839466702e-06,
+    1.18534705686654e-04,
+    2.26843463243900e-03,
+    4.89352518554385e-03,
 )
 _TANH_CLAMP, _TANH_TINY = _F(7.90531110763549805), _F(0.0004)
 
