@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgrad.gpu.device.buffers import GpuBuffer
+from asgrad.gpu.device.modules import checks_setting, create_shader_module
 from asgrad.gpu.device.source import enable_f16, uses_f16
 from asgrad.gpu.errors import GpuError, GpuFloat16Error
 from asgrad.tensor.runtime.progress import current
@@ -45,6 +46,7 @@ class PipelineCache:
         self._layouts: dict[tuple[Binding, ...], tuple[Any, Any]] = {}
         self._pipelines: dict[tuple[Any, ...], Pipeline] = {}
         self._bind_groups: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self.checks = checks_setting()
 
     def _layout(self, bindings: tuple[Binding, ...]) -> tuple[Any, Any]:
         cached = self._layouts.get(bindings)
@@ -99,7 +101,7 @@ class PipelineCache:
                 )
             code = enable_f16(code)
         try:
-            module = self.device.create_shader_module(code=code, label=str(key[0]))
+            module = create_shader_module(self.device, code, str(key[0]), self.checks)
             compute: dict[str, Any] = {"module": module, "entry_point": "main"}
             if constants:
                 compute["constants"] = dict(constants)

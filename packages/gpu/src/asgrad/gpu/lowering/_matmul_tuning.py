@@ -333,7 +333,8 @@ def cache_dir() -> Path:
 
 def identity(device: Device) -> dict[str, str]:
     """What a cache file must have been written for: the adapter, its driver, the wgpu
-    version and the kernel (a changed kernel times differently)."""
+    version, the kernel and the shader runtime checks it is compiled with (a changed
+    kernel times differently)."""
     caps = device.capabilities
     wgpu_version = str(getattr(sys.modules.get("wgpu"), "__version__", ""))
     sample = tiles.source(tiles.tile(TILES[0]), "k", "n", True, True)  # the generator's output
@@ -348,6 +349,7 @@ def identity(device: Device) -> dict[str, str]:
         "driver": caps.description,
         "wgpu": wgpu_version,
         "kernel": hashlib.sha256(kernel.encode()).hexdigest()[:16],
+        "checks": device.pipelines.checks,
     }
 
 
