@@ -26,7 +26,8 @@ keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
 kernel, a ReLU's gradient in max pooling's gradient kernel, softmax's input gradient
 as one row kernel, a layer norm's weight gradient as one pass, attention's scaled and
-masked softmax as one pass, a sum of slice gradients as one assembled array, an
+masked softmax as one pass, a sum of slice gradients as one assembled array, a
+batched matrix product of many small matrices over threads, an
 elementwise line folded into the elementwise lines reading it).
 
 Each lowering is written for the op's registered kernel and is taken only while the
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asgrad.tensor.cpu import specialize as sp
+from asgrad.tensor.cpu.jit import batched_matmul as fb
 from asgrad.tensor.cpu.jit import emit_ops as em
 from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
@@ -119,7 +121,9 @@ class OpLowering:
 
 
 FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
-    "linalg": FamilyLowering(numpy={"matmul": sp.matmul}, emit={"matmul": em.matmul}),
+    "linalg": FamilyLowering(
+        numpy={"matmul": sp.matmul}, emit={"matmul": em.matmul}, fuse=fb.fuse_batched_products
+    ),
     "reduction": FamilyLowering(
         numpy=dict.fromkeys(("sum", "mean", "max", "min"), sp.reduce),
         emit={name: em.reduction(name) for name in ("sum", "mean", "max", "min")},

@@ -1,0 +1,153 @@
+"""Batched matrix products of the transformers' attention: ``np.matmul`` against the batch
+over threads (`asgrad.tensor.cpu.jit.batched_matmul`), and PyTorch's where installed.
+
+    python benchmarks/cpu_bmm.py [--rounds 7] [--threads N] [--workloads transformer_large,transformer]
+    python benchmarks/cpu_bmm.py --steps 3 [--workloads transformer]
+
+For each workload's attention shapes (batch, heads, sequence, head size), the four
+products of a forward and backward step with the operands laid out as the compiled step
+has them (heads as strided views of the projections, ``k^T`` and the gradients'
+transposes as transposed views), times ``np.matmul`` (BLAS's own threads over each
+matrix), `over_threads` (the batch over N threads, BLAS on one thread each) and
+``torch.matmul`` (``torch.set_num_threads(N)``), alternating them round by round, and
+prints each one's median time, GFLOP/s, and whether the batch over threads gave
+``np.matmul``'s bits. N: ``--threads``, else Numba's thread count.
+
+``--steps S``: also times S whole compiled training steps of each workload with every
+eligible product forced to ``np.matmul`` and to the batch over threads, alternating
+step by step in one process (after two warm-up steps of each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+SHAPES = {"transformer_large": (32, 8, 256, 64), "transformer": (16, 4, 64, 32)}
+
+
+def _cases(b: int, h: int, t: int, d: int, rng: np.random.Generator) -> list[tuple[str, Any, Any]]:
+    def heads() -> np.ndarray:  # (b, t, h*d) -> (b, h, t, d), a strided view
+        x = rng.standard_normal((b, t, h * d), dtype=np.float32)
+        return x.reshape(b, t, h, d).transpose(0, 2, 1, 3)
+
+    q, k, v, g = heads(), heads(), heads(), heads()
+    p = rng.standard_normal((b, h, t, t), dtype=np.float32)
+    gt = np.ascontiguousarray(g.swapaxes(-1, -2))
+    return [
+        ("q @ k^T", q, k.swapaxes(-1, -2)),
+        ("p @ v", p, v),
+        ("dout @ v^T", g, v.swapaxes(-1, -2)),
+        ("dout^T @ p", gt, p),
+    ]
+
+
+def _median_ms(fn: Callable[[], Any], times: list[float]) -> None:
+    start = time.perf_counter()
+    fn()
+    times.append((time.perf_counter() - start) * 1e3)
+
+
+def micro(name: str, rounds: int, n: int) -> None:
+    from asgrad.tensor.cpu.jit.batched_matmul import blas_control, over_threads
+
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:
+        torch = None  # type: ignore[assignment]
+    rng = np.random.default_rng(0)
+    print(f"{name}: batch, heads, seq, head size = {SHAPES[name]}; {n} threads")
+    for label, a, b in _cases(*SHAPES[name], rng):
+        ref = np.matmul(a, b)
+        mine = np.full_like(ref, np.nan)
+        if not over_threads(a, b, mine, n):
+            print(f"  {label}: no batch over threads here (BLAS threads: {blas_control().get})")
+            continue
+        variants: dict[str, Callable[[], Any]] = {
+            "np.matmul": lambda a=a, b=b, ref=ref: np.matmul(a, b, out=ref),
+            "threads": lambda a=a, b=b, mine=mine: over_threads(a, b, mine, n),
+        }
+        if torch is not None:
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)  # the same strided views
+            to = torch.empty(ref.shape)
+            variants["torch"] = lambda ta=ta, tb=tb, to=to: torch.matmul(ta, tb, out=to)
+        times: dict[str, list[float]] = {k: [] for k in variants}
+        for fn in variants.values():
+            fn()
+        for r in range(rounds):
+            order = list(variants) if r % 2 == 0 else list(variants)[::-1]
+            for k in order:
+                _median_ms(variants[k], times[k])
+        np.matmul(a, b, out=ref)
+        over_threads(a, b, mine, n)
+        flops = 2 * ref.size * a.shape[-1]
+        cells = []
+        for k, ts in times.items():
+            ms = statistics.median(ts)
+            cells.append(f"{k} {ms:8.3f} ms {flops / ms / 1e6:6.0f} GFLOP/s")
+        speed = statistics.median(times["np.matmul"]) / statistics.median(times["threads"])
+        same = np.array_equal(ref, mine)
+        print(
+            f"  {label:11s} {a.shape}@{b.shape[-2:]}: {' | '.join(cells)}"
+            f" | threads/np {speed:.2f}x | same bits {same}"
+        )
+
+
+def steps(name: str, count: int) -> None:
+    import asgrad_workloads
+
+    from asgrad.tensor.cpu.jit import batched_matmul
+
+    w = asgrad_workloads.build(name, "cpu")
+    times: dict[str, list[float]] = {"np.matmul": [], "threads": []}
+    forms = {"np.matmul": "serial", "threads": "parallel"}
+    losses: dict[str, float] = {}
+    for r in range(2 + count):
+        order = list(forms) if r % 2 == 0 else list(forms)[::-1]
+        for k in order:
+            batched_matmul.FORCE[0] = forms[k]
+            start = time.perf_counter()
+            loss = float(w.step())
+            if r >= 2:
+                times[k].append((time.perf_counter() - start) * 1e3)
+            losses[k] = loss
+    batched_matmul.FORCE[0] = None
+    cells = [f"{k} {statistics.median(ts):9.2f} ms/step" for k, ts in times.items()]
+    speed = statistics.median(times["np.matmul"]) / statistics.median(times["threads"])
+    print(f"{name} step ({count} steps each, alternating): {' | '.join(cells)} | {speed:.2f}x")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--rounds", type=int, default=7)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--workloads", default="transformer_large,transformer")
+    args = p.parse_args()
+    from asgrad.tensor.cpu.jit import threads
+
+    n = args.threads or threads.threads()
+    print(f"load average {os.getloadavg()}; numpy {np.__version__}")
+    for name in args.workloads.split(","):
+        micro(name, args.rounds, n)
+    if args.steps:
+        os.environ.setdefault("ASGRAD_CPU_JIT", "1")
+        for name in args.workloads.split(","):
+            steps(name, args.steps)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
