@@ -1,21 +1,27 @@
 """Batched matrix products of the transformers' attention: ``np.matmul`` against the batch
 over threads (`asgrad.tensor.cpu.jit.batched_matmul`), and PyTorch's where installed.
 
-    python benchmarks/cpu_bmm.py [--rounds 7] [--threads N] [--workloads transformer_large,transformer]
+    python benchmarks/cpu_bmm.py [--rounds 7] [--threads N] [--also 4,8]
+                                 [--workloads transformer_large,transformer]
     python benchmarks/cpu_bmm.py --steps 3 [--workloads transformer]
 
 For each workload's attention shapes (batch, heads, sequence, head size), the four
 products of a forward and backward step with the operands laid out as the compiled step
 has them (heads as strided views of the projections, ``k^T`` and the gradients'
 transposes as transposed views), times ``np.matmul`` (BLAS's own threads over each
-matrix), `over_threads` (the batch over N threads, BLAS on one thread each) and
-``torch.matmul`` (``torch.set_num_threads(N)``), alternating them round by round, and
-prints each one's median time, GFLOP/s, and whether the batch over threads gave
-``np.matmul``'s bits. N: ``--threads``, else Numba's thread count.
+matrix), `gemm_batch` (one ``cblas_sgemm_batch`` call: each matrix on one of BLAS's
+threads; where it applies), `pool_products` (the batch over N Python threads, BLAS on
+one thread meanwhile; ``--also``: over other thread counts too) and ``torch.matmul``
+(``torch.set_num_threads(N)``), alternating them round by round, and prints each one's
+median time, GFLOP/s, and whether the batch routes gave ``np.matmul``'s bits (and
+those of ``np.matmul`` with BLAS on one thread). N: ``--threads``, else Numba's thread
+count.
 
 ``--steps S``: also times S whole compiled training steps of each workload with every
 eligible product forced to ``np.matmul`` and to the batch over threads, alternating
-step by step in one process (after two warm-up steps of each).
+step by step in one process (after two warm-up steps of each). ``--torch-steps S``
+times S of PyTorch's steps of each workload instead (``benchmarks/torch_workloads.py``,
+N threads; run it in a process of its own, as ``benchmarks/run.py`` does).
 """
 
 from __future__ import annotations
@@ -58,8 +64,8 @@ def _median_ms(fn: Callable[[], Any], times: list[float]) -> None:
     times.append((time.perf_counter() - start) * 1e3)
 
 
-def micro(name: str, rounds: int, n: int) -> None:
-    from asgrad.tensor.cpu.jit.batched_matmul import blas_control, over_threads
+def micro(name: str, rounds: int, n: int, also: tuple[int, ...] = ()) -> None:
+    from asgrad.tensor.cpu.jit.batched_matmul import blas_control, gemm_batch, pool_products
 
     try:
         import torch
@@ -67,18 +73,29 @@ def micro(name: str, rounds: int, n: int) -> None:
         torch.set_num_threads(n)
     except ImportError:
         torch = None  # type: ignore[assignment]
+    control = blas_control()
     rng = np.random.default_rng(0)
-    print(f"{name}: batch, heads, seq, head size = {SHAPES[name]}; {n} threads")
+    print(f"{name}: batch, heads, seq, head size = {SHAPES[name]}; {n} threads", flush=True)
     for label, a, b in _cases(*SHAPES[name], rng):
         ref = np.matmul(a, b)
-        mine = np.full_like(ref, np.nan)
-        if not over_threads(a, b, mine, n):
-            print(f"  {label}: no batch over threads here (BLAS threads: {blas_control().get})")
-            continue
+        before = control.get() if control.get is not None else None
+        if control.set is not None:
+            control.set(1)
+        one = np.matmul(a, b)
+        if control.set is not None:
+            control.set(before)
         variants: dict[str, Callable[[], Any]] = {
-            "np.matmul": lambda a=a, b=b, ref=ref: np.matmul(a, b, out=ref),
-            "threads": lambda a=a, b=b, mine=mine: over_threads(a, b, mine, n),
+            "np.matmul": lambda a=a, b=b, ref=ref: np.matmul(a, b, out=ref)
         }
+        outs: dict[str, np.ndarray] = {}
+        if gemm_batch(a, b, np.empty_like(ref)):
+            outs["batch"] = np.full_like(ref, np.nan)
+            variants["batch"] = lambda a=a, b=b, o=outs["batch"]: gemm_batch(a, b, o)
+        for m in (n, *also):
+            outs[f"pool/{m}"] = np.full_like(ref, np.nan)
+            variants[f"pool/{m}"] = lambda a=a, b=b, o=outs[f"pool/{m}"], m=m: pool_products(
+                a, b, o, m
+            )
         if torch is not None:
             ta, tb = torch.from_numpy(a), torch.from_numpy(b)  # the same strided views
             to = torch.empty(ref.shape)
@@ -90,24 +107,22 @@ def micro(name: str, rounds: int, n: int) -> None:
             order = list(variants) if r % 2 == 0 else list(variants)[::-1]
             for k in order:
                 _median_ms(variants[k], times[k])
-        np.matmul(a, b, out=ref)
-        over_threads(a, b, mine, n)
         flops = 2 * ref.size * a.shape[-1]
         cells = []
         for k, ts in times.items():
             ms = statistics.median(ts)
-            cells.append(f"{k} {ms:8.3f} ms {flops / ms / 1e6:6.0f} GFLOP/s")
-        speed = statistics.median(times["np.matmul"]) / statistics.median(times["threads"])
-        same = np.array_equal(ref, mine)
-        print(
-            f"  {label:11s} {a.shape}@{b.shape[-2:]}: {' | '.join(cells)}"
-            f" | threads/np {speed:.2f}x | same bits {same}"
-        )
+            cells.append(f"{k} {ms:.3f} ms {flops / ms / 1e6:.0f} GFLOP/s")
+        bits = [
+            f"{k} same bits as np.matmul {np.array_equal(o, ref)}, as one thread's"
+            f" {np.array_equal(o, one)}"
+            for k, o in outs.items()
+        ]
+        print(f"  {label:11s} {a.shape}@{b.shape[-2:]}: {' | '.join(cells)}", flush=True)
+        print(f"    {'; '.join(bits)}", flush=True)
 
 
 def steps(name: str, count: int) -> None:
     import asgrad_workloads
-
     from asgrad.tensor.cpu.jit import batched_matmul
 
     w = asgrad_workloads.build(name, "cpu")
@@ -127,6 +142,25 @@ def steps(name: str, count: int) -> None:
     cells = [f"{k} {statistics.median(ts):9.2f} ms/step" for k, ts in times.items()]
     speed = statistics.median(times["np.matmul"]) / statistics.median(times["threads"])
     print(f"{name} step ({count} steps each, alternating): {' | '.join(cells)} | {speed:.2f}x")
+    print(f"  losses of the last steps: {losses}", flush=True)
+
+
+def torch_steps(name: str, count: int, n: int) -> None:
+    import torch_workloads
+
+    step, _, sync = torch_workloads.build(name, "cpu", n)
+    for _ in range(2):
+        step()
+    sync()
+    times = []
+    for _ in range(count):
+        start = time.perf_counter()
+        step()
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    print(
+        f"{name} PyTorch step ({count} steps, {n} threads): {statistics.median(times):9.2f} ms/step"
+    )
 
 
 def main() -> int:
@@ -134,14 +168,20 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--torch-steps", type=int, default=0)
+    p.add_argument("--also", default="", help="other thread counts for the batch, e.g. 4,8")
     p.add_argument("--workloads", default="transformer_large,transformer")
     args = p.parse_args()
+    if args.torch_steps:
+        for name in args.workloads.split(","):
+            torch_steps(name, args.torch_steps, args.threads or os.cpu_count() or 1)
+        return 0
     from asgrad.tensor.cpu.jit import threads
 
     n = args.threads or threads.threads()
     print(f"load average {os.getloadavg()}; numpy {np.__version__}")
     for name in args.workloads.split(","):
-        micro(name, args.rounds, n)
+        micro(name, args.rounds, n, tuple(int(m) for m in args.also.split(",") if m))
     if args.steps:
         os.environ.setdefault("ASGRAD_CPU_JIT", "1")
         for name in args.workloads.split(","):

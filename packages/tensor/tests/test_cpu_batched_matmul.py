@@ -53,9 +53,9 @@ def _heads(rng: np.random.Generator, b: int, t: int, h: int, d: int, dtype: str)
     return x.reshape(b, t, h, d).transpose(0, 2, 1, 3)
 
 
-def _operands(kind: str, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def _operands(kind: str, dtype: str, t: int = 13, d: int = 7) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
-    b, h, t, d = 3, 5, 13, 7  # odd sizes: 15 matrices over any thread count
+    b, h = 3, 5  # 15 matrices: an odd count over any thread count
     q, k = _heads(rng, b, t, h, d, dtype), _heads(rng, b, t, h, d, dtype)
     p = rng.standard_normal((b, h, t, t)).astype(dtype)
     if kind == "q @ k^T":
@@ -67,9 +67,9 @@ def _operands(kind: str, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     if kind == "every other matrix":
         return p[:, ::2], p[:, ::2, ::-1].copy()[:, :, :, 1:]
     if kind == "broadcast batch":
-        return q, rng.standard_normal((1, h, d, 11)).astype(dtype)
+        return q, rng.standard_normal((1, h, d, t + 4)).astype(dtype)
     assert kind == "matrix against a stack"
-    return rng.standard_normal((9, t)).astype(dtype), p
+    return rng.standard_normal((t - 2, t)).astype(dtype), p
 
 
 KINDS = [
@@ -80,25 +80,96 @@ KINDS = [
     "broadcast batch",
     "matrix against a stack",
 ]
+# Sizes of the small products (the pool only) and of products above
+# `bm.BATCH_MIN_MNK` (one gemm_batch call where numpy's OpenBLAS has it).
+SMALL, LARGE = (13, 7), (120, 110)
+
+
+def _one_blas_thread(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.matmul`` with BLAS on one thread: each matrix's product as the routes make it
+    (an OpenBLAS may round its threaded products differently, with OPENBLAS_L2_SIZE set
+    for one)."""
+    control = bm.blas_control()
+    assert control.get is not None
+    assert control.set is not None
+    before = control.get()
+    control.set(1)
+    try:
+        return np.matmul(a, b)
+    finally:
+        control.set(before)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n", [2, 4, 15])
-def test_the_batch_over_threads_gives_np_matmuls_bits(kind: str, dtype: str, n: int) -> None:
-    a, b = _operands(kind, dtype)
-    expected = np.matmul(a, b)
+def test_the_pool_gives_the_bits_of_np_matmul_on_one_blas_thread(
+    kind: str, dtype: str, n: int
+) -> None:
+    for size in (SMALL, LARGE):
+        a, b = _operands(kind, dtype, *size)
+        out = np.full(
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+            np.nan,
+            dtype,
+        )
+        assert bm.pool_products(a, b, out, n)
+        np.testing.assert_array_equal(out, _one_blas_thread(a, b), strict=True)
+        # np.matmul's threads may round differently: within the op's float tolerance.
+        tol = 1e-5 if dtype == "float32" else 1e-12
+        np.testing.assert_allclose(out, np.matmul(a, b), rtol=tol, atol=tol * np.abs(out).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_gemm_batch_gives_the_bits_of_np_matmul_on_one_blas_thread(kind: str, dtype: str) -> None:
+    a, b = _operands(kind, dtype, *LARGE)
+    expected = _one_blas_thread(a, b)
     out = np.full_like(expected, np.nan)
-    assert bm.over_threads(a, b, out, n)
+    assert bm.gemm_batch(a, b, out)
     np.testing.assert_array_equal(out, expected, strict=True)
+
+
+def test_numpys_openblas_has_gemm_batch_here() -> None:
+    # numpy's wheels ship OpenBLAS 0.3.30 or later (numpy 2.3 on), with cblas_?gemm_batch.
+    assert set(bm.blas_control().batch) == {"f", "d"}
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["small", "a matrix times its transpose", "a dimension of 1", "no BLAS layout", "mixed"],
+)
+def test_gemm_batch_declines_what_numpy_multiplies_otherwise(case: str) -> None:
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 120, 110)).astype(np.float32)
+    a, b = x, rng.standard_normal((4, 110, 120)).astype(np.float32)
+    if case == "small":
+        a, b = a[:, :90, :90], b[:, :90, :90]  # 90**3 multiply-adds
+    elif case == "a matrix times its transpose":
+        b = x.swapaxes(-1, -2)  # numpy's syrk
+    elif case == "a dimension of 1":
+        a = a[:, :1]
+    elif case == "no BLAS layout":
+        a = a[:, :, ::2]
+        b = b[:, :55]
+    else:
+        b = b.astype(np.float64)
+    out = np.full(
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+        np.nan,
+        np.float32,
+    )
+    assert not bm.gemm_batch(a, b, out)
+    assert np.isnan(out).all()
 
 
 def test_numpys_blas_threads_are_reachable_and_restored_after_a_call() -> None:
     control = bm.blas_control()
-    assert control.get is not None and control.set is not None
+    assert control.get is not None
+    assert control.set is not None
     before = control.get()
     a, b = _operands("p @ v", "float32")
-    assert bm.over_threads(a, b, np.matmul(a, b), 2)
+    assert bm.pool_products(a, b, np.matmul(a, b), 2)
     assert control.get() == before
 
 
@@ -154,6 +225,26 @@ def test_set_threads_runs_the_batch_over_them_and_one_thread_runs_np_matmul(
     threads.set_threads(1)
     np.testing.assert_array_equal(bm.batched_matmul(a, b), np.matmul(a, b))
     assert seen == [2]
+
+
+@two_threads
+def test_a_product_whose_threads_round_differently_stays_np_matmul(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a, b = _operands("q @ k^T", "float64")
+    calls: list[int] = []
+
+    def off_by_one(a: Any, b: Any, out: Any, n: int) -> bool:
+        calls.append(n)
+        np.matmul(a, b, out=out)
+        out += 1.0
+        return True
+
+    monkeypatch.setattr(bm, "over_threads", off_by_one)
+    threads.set_threads(2)
+    for _ in range(3):
+        np.testing.assert_array_equal(bm.batched_matmul(a, b), np.matmul(a, b), strict=True)
+    assert calls == [2]  # the first call compares, then np.matmul only
 
 
 def test_a_batch_smaller_than_the_threads_runs_np_matmul(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,12 +67,40 @@ FORCE: list[str | None] = [None]
 Index = tuple[int | slice, ...]
 
 
+# The names numpy's and SciPy's OpenBLAS builds give OpenBLAS's functions (scipy-openblas
+# wheels: a prefix and, for 64-bit integers, a suffix), most specific first.
+_AFFIXES = (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", ""))
+
+
+def _loaded_openblas() -> list[ctypes.CDLL]:
+    """The OpenBLAS libraries this process has loaded (``/proc/self/maps``), numpy's
+    own first (SciPy may have loaded another copy, left alone); none where the file
+    cannot be read."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+    except OSError:
+        return []
+    libs = []
+    for path in sorted(paths, key=lambda p: os.sep + "numpy" not in p):
+        with contextlib.suppress(OSError):
+            libs.append(ctypes.CDLL(path))
+    return libs
+
+
 class BlasControl:
-    """Gets and sets the thread count of numpy's OpenBLAS (``get``/``set``; both None
-    where it cannot be reached): through threadpoolctl when installed
-    (`asgrad.tensor.cpu.blas.blas_threads`), else the library's own functions, found
-    among the loaded libraries (``/proc/self/maps``) by the names numpy's and SciPy's
-    builds give them."""
+    """numpy's OpenBLAS as this module uses it; each part None where it cannot be
+    reached.
+
+    Attributes:
+        get: Its thread count: through threadpoolctl when installed
+            (`asgrad.tensor.cpu.blas.blas_threads`), else the library's own function.
+        set: Sets its thread count (the process's: OpenBLAS has no per-thread count).
+        batch: ``cblas_sgemm_batch`` and ``cblas_dgemm_batch`` by dtype character
+            (``"f"``, ``"d"``; OpenBLAS 0.3.30 on): a batch of products, each on one of
+            BLAS's threads (`gemm_batch`).
+        index: The C integer type of the library's sizes (64 bits in numpy's wheels).
+    """
 
     def __init__(self) -> None:
         from asgrad.tensor.cpu.blas import blas_threads
@@ -80,25 +108,37 @@ class BlasControl:
         found = blas_threads()
         self.get: Callable[[], Any] | None = found.get
         self.set: Callable[[int], Any] | None = found.set
-        if self.set is None:
-            self._from_library()
-
-    def _from_library(self) -> None:
-        with contextlib.suppress(OSError):
-            with open("/proc/self/maps") as maps:
-                paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
-            # numpy's own copy first (SciPy may have loaded another, left alone).
-            for path in sorted(paths, key=lambda p: os.sep + "numpy" not in p):
-                lib = ctypes.CDLL(path)
-                for prefix, suffix in (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", "")):
-                    setter = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
-                    getter = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
-                    if setter is None or getter is None:
-                        continue
-                    setter.argtypes, setter.restype = [ctypes.c_int], None
-                    getter.argtypes, getter.restype = [], ctypes.c_int
+        self.batch: dict[str, Any] = {}
+        self.index: Any = ctypes.c_int64
+        for lib in _loaded_openblas():
+            for prefix, suffix in _AFFIXES:
+                getter = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+                setter = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+                if getter is None or setter is None:
+                    continue
+                getter.argtypes, getter.restype = [], ctypes.c_int
+                setter.argtypes, setter.restype = [ctypes.c_int], None
+                if self.set is None:
                     self.get, self.set = getter, setter
-                    return
+                self._find_batch(lib, prefix, suffix)
+                return
+
+    def _find_batch(self, lib: ctypes.CDLL, prefix: str, suffix: str) -> None:
+        config = getattr(lib, f"{prefix}openblas_get_config{suffix}", None)
+        if config is not None:
+            config.argtypes, config.restype = [], ctypes.c_char_p
+            wide = b"USE64BITINT" in (config() or b"")
+            self.index = ctypes.c_int64 if wide else ctypes.c_int32
+        elif suffix != "64_":
+            self.index = ctypes.c_int32
+        for char in "sd":
+            fn = getattr(lib, f"{prefix}cblas_{char}gemm_batch{suffix}", None)
+            if fn is None:
+                continue
+            # order, then pointers to the 13 per-group arrays, group count, group sizes.
+            fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 13, self.index, ctypes.c_void_p]
+            fn.restype = None
+            self.batch["f" if char == "s" else "d"] = fn
 
 
 _control: list[BlasControl] = []
@@ -217,24 +257,130 @@ def _products(a: np.ndarray, b: np.ndarray, out: np.ndarray, at: Sequence[Index]
         np.matmul(a[index], b[index], out=out[index])
 
 
-# One measured choice per product: keyed by the operands' shapes, strides and dtype.
+# One measured choice per product (`Site`), keyed by the operands' shapes, strides and
+# dtype; and whether its batch over threads gave np.matmul's bits (`_agrees`).
 _sites: dict[Any, Any] = {}
+_agrees: dict[Any, bool] = {}
 
 
-def _site(a: np.ndarray, b: np.ndarray) -> Any:
-    key = (a.shape, a.strides, b.shape, b.strides, a.dtype.char)
+def _key(a: np.ndarray, b: np.ndarray) -> Any:
+    return (a.shape, a.strides, b.shape, b.strides, a.dtype.char)
+
+
+def _site(key: Any) -> Any:
     site = _sites.get(key)
     if site is None:
         from asgrad.tensor.cpu.jit.threads import Site
 
-        name = f"batched_matmul {a.shape}{a.strides} {b.shape}{b.strides} {a.dtype}"
-        site = _sites[key] = Site(name)
+        a_shape, a_strides, b_shape, b_strides, dtype = key
+        site = _sites[key] = Site(
+            f"batched_matmul {a_shape}{a_strides} {b_shape}{b_strides} {dtype}"
+        )
     return site
 
 
+# OpenBLAS runs a product of at most 100**3 multiply-adds (m * n * k) through its
+# small-matrix kernels where they exist, and 0.3.30-0.3.31 crash doing that inside
+# ``gemm_batch`` in DYNAMIC_ARCH builds (numpy's wheels; OpenMathLib/OpenBLAS#5980):
+# smaller products take the pool.
+BATCH_MIN_MNK = 100**3
+_CBLAS_NO_TRANS, _CBLAS_TRANS, _CBLAS_ROW_MAJOR = 111, 112, 101
+
+
+def _blas_layout(
+    rows: int, cols: int, strides: tuple[int, ...], size: int
+) -> tuple[int, int] | None:
+    """A matrix's (transpose flag, leading dimension) as numpy's ``matmul`` passes it to
+    BLAS (``is_blasable2d``: unit stride along one axis, the other at least that
+    extent), else None (numpy multiplies it without BLAS)."""
+    rs, cs = strides[-2], strides[-1]
+    if cs == size and rs % size == 0 and rs // size >= cols:
+        return _CBLAS_NO_TRANS, rs // size
+    if rs == size and cs % size == 0 and cs // size >= rows:
+        return _CBLAS_TRANS, cs // size
+    return None
+
+
+# Each operand's matrices' offsets from its first, by (batch, strides).
+_offsets: dict[Any, np.ndarray] = {}
+
+
+def _matrix_offsets(batch: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    key = (batch, strides)
+    found = _offsets.get(key)
+    if found is None:
+        found = np.zeros(batch, np.int64)
+        for axis, (extent, stride) in enumerate(zip(batch, strides, strict=True)):
+            shape = [1] * len(batch)
+            shape[axis] = extent
+            found = found + (np.arange(extent, dtype=np.int64) * stride).reshape(shape)
+        found = _offsets[key] = found.reshape(-1)
+    return found
+
+
+def gemm_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    """``out[...] = a @ b`` as one ``cblas_?gemm_batch`` call (each matrix's product on
+    one of BLAS's threads, the interpreter lock released), or False, having done
+    nothing, where it does not apply: no such function (`BlasControl.batch`), a matrix
+    numpy would multiply without BLAS or with ``syrk`` (``a @ a^T``), a dimension of 1,
+    a product of at most `BATCH_MIN_MNK` multiply-adds, or a result whose rows are not
+    contiguous. ``a`` and ``b`` are stacks whose batch axes broadcast to ``out``'s."""
+    fn = blas_control().batch.get(out.dtype.char)
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if fn is None or min(m, k, n) < 2 or m * k * n <= BATCH_MIN_MNK:
+        return False
+    if not (a.dtype == b.dtype == out.dtype):
+        return False
+    size = out.itemsize
+    la = _blas_layout(m, k, a.strides, size)
+    lb = _blas_layout(k, n, b.strides, size)
+    lc = _blas_layout(m, n, out.strides, size)
+    if la is None or lb is None or lc is None or lc[0] != _CBLAS_NO_TRANS:
+        return False
+    batch = out.shape[:-2]
+    pointers = []
+    for x in (a, b, out):
+        x = np.broadcast_to(x, batch + x.shape[-2:])
+        offsets = _matrix_offsets(batch, x.strides[:-2])
+        pointers.append(offsets + np.int64(x.ctypes.data))
+    if (
+        la[0] != lb[0]
+        and m == n
+        and a.strides[-2:] == b.strides[-1:-3:-1]
+        and bool(np.any(pointers[0] == pointers[1]))
+    ):
+        return False  # numpy multiplies a matrix by its own transpose with syrk
+    ints = np.dtype(np.int64 if blas_control().index is ctypes.c_int64 else np.int32)
+    sizes = np.array([m, n, k, la[1], lb[1], lc[1], math.prod(batch)], ints)
+    flags = np.array([la[0], lb[0]], np.intc)
+    scalars = np.array([1.0, 0.0], out.dtype)
+
+    def at(array: np.ndarray, i: int = 0) -> int:
+        return int(array.ctypes.data) + i * array.itemsize
+
+    fn(
+        _CBLAS_ROW_MAJOR,
+        at(flags, 0), at(flags, 1),
+        at(sizes, 0), at(sizes, 1), at(sizes, 2),
+        at(scalars, 0), at(pointers[0]), at(sizes, 3),
+        at(pointers[1]), at(sizes, 4),
+        at(scalars, 1), at(pointers[2]), at(sizes, 5),
+        1, at(sizes, 6),
+    )  # fmt: skip
+    return True
+
+
 def over_threads(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int) -> bool:
-    """``out[...] = a @ b`` with the batch over ``n`` threads (BLAS on one thread for
-    the call), or False, having done nothing, where BLAS's threads cannot be set or
+    """``out[...] = a @ b`` with the batch over threads: `gemm_batch` (BLAS's own
+    threads) where it applies, else `pool_products` over ``n`` threads; False, having
+    done nothing, where neither can run it."""
+    return gemm_batch(a, b, out) or pool_products(a, b, out, n)
+
+
+def pool_products(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int) -> bool:
+    """``out[...] = a @ b`` with the batch over ``n`` threads of the `Pool`, each
+    calling ``np.matmul`` on a run of matrices (`pieces`) with BLAS set to one thread
+    for the call; or False, having done nothing, where BLAS's threads cannot be set or
     the pool is in use. ``a`` and ``b`` are stacks whose batch axes broadcast to
     ``out``'s."""
     control = blas_control()
@@ -249,8 +395,7 @@ def over_threads(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int) -> bool:
         b = np.broadcast_to(b, batch + b.shape[-2:])
         total = math.prod(batch)
         calls = [
-            (a, b, out, list(pieces(batch, total * i // n, total * (i + 1) // n)))
-            for i in range(n)
+            (a, b, out, list(pieces(batch, total * i // n, total * (i + 1) // n))) for i in range(n)
         ]
         before = int(control.get())
         if before != 1:
@@ -265,10 +410,24 @@ def over_threads(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int) -> bool:
     return True
 
 
+def _checked(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int, key: Any) -> bool:
+    """The first call over threads at ``key``: `over_threads` into ``out`` and
+    ``np.matmul`` beside it; whether they agree bit for bit is kept (`_agrees`), and
+    ``out`` holds ``np.matmul``'s result either way. False: nothing ran over threads."""
+    expected = np.matmul(a, b)
+    if not over_threads(a, b, out, n):
+        out[...] = expected
+        return False
+    _agrees[key] = same = bool(np.array_equal(out, expected))
+    if not same:
+        out[...] = expected
+    return True
+
+
 def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``np.matmul(a, b, out=out)`` for stacked float operands of one dtype, its batch
-    over threads where that is measured (or set) to be faster (see the module
-    docstring); the same bits either way."""
+    over threads where that is measured (or set) to be faster and gives the same bits
+    (see the module docstring)."""
     from asgrad.tensor.cpu.jit import threads
 
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
@@ -282,12 +441,20 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
         if FORCE[0] != "parallel" or not over_threads(a, b, out, n):
             np.matmul(a, b, out=out)
         return out
-    site = _site(a, b)
+    key = _key(a, b)
+    site = _site(key)
     form = site.form(out.size)
-    if not form & threads.PARALLEL:
+    agrees = _agrees.get(key)
+    if form & threads.PARALLEL and agrees is None:
+        if _checked(a, b, out, n, key) and not _agrees[key]:
+            # Different bits (an OpenBLAS whose one-thread products round differently
+            # from its threaded ones): this product stays np.matmul in this process.
+            threads.ROUTE.chosen[site.key(out.size, n)] = "serial"
+        return out
+    if not form & threads.PARALLEL or not agrees:
         start = time.perf_counter() if form & threads.TIMED else 0.0
         np.matmul(a, b, out=out)
-        if form & threads.TIMED:
+        if form & threads.TIMED and not form & threads.PARALLEL:
             site.timed(out.size, form, time.perf_counter() - start)
         return out
     start = time.perf_counter()
