@@ -8,6 +8,7 @@ closely as the compiled path itself does.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +22,7 @@ from asgrad.tensor.cpu.jit import batched_matmul, threads
 
 numba = pytest.importorskip("numba")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-
-import asgrad_workloads  # noqa: E402
+asgrad_workloads: Any = importlib.import_module("asgrad_workloads")
 
 
 @pytest.fixture(autouse=True)

@@ -85,6 +85,10 @@ KINDS = [
 SMALL, LARGE = (13, 7), (120, 110)
 
 
+def _result_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...]:
+    return (*np.broadcast_shapes(a.shape[:-2], b.shape[:-2]), a.shape[-2], b.shape[-1])
+
+
 def _one_blas_thread(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul`` with BLAS on one thread: each matrix's product as the routes make it
     (an OpenBLAS may round its threaded products differently, with OPENBLAS_L2_SIZE set
@@ -109,7 +113,7 @@ def test_the_pool_gives_the_bits_of_np_matmul_on_one_blas_thread(
     for size in (SMALL, LARGE):
         a, b = _operands(kind, dtype, *size)
         out = np.full(
-            np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+            _result_shape(a, b),
             np.nan,
             dtype,
         )
@@ -155,7 +159,7 @@ def test_gemm_batch_declines_what_numpy_multiplies_otherwise(case: str) -> None:
     else:
         b = b.astype(np.float64)
     out = np.full(
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]),
+        _result_shape(a, b),
         np.nan,
         np.float32,
     )

@@ -4,32 +4,43 @@
 of those products over all its threads: an attention's ``q @ k^T`` of 256 matrices of
 256x256x64 keeps 16 threads busy with products too small to share (about 150 GFLOP/s
 at 16 threads on the device host, against about 1.4 TFLOP/s for the step's large 2-D
-products; docs/performance.md, "Batched products"). PyTorch's ``bmm`` runs the batch in
-parallel instead, each matrix on one thread. `batched_matmul` does the same with
-numpy's own BLAS: BLAS is set to one thread for the call, the batch is cut into one
-contiguous run of matrices per thread (`pieces`), and each thread of a small pool
-(`Pool`) calls ``np.matmul`` on its run, which releases the GIL while BLAS works.
+products; docs/performance.md, "Batched products over threads"). PyTorch's ``bmm`` runs
+the batch in parallel instead, each matrix on one thread. `over_threads` does the same
+with numpy's own OpenBLAS, two ways:
 
-Each matrix is still one BLAS call of the same operands, so the result is the bits
-``np.matmul`` gives: OpenBLAS computes every element of a product on one thread, in the
-same order, whatever its thread count (the tests check it against ``np.matmul``). Which
-form runs therefore never changes a result, and it is a measured choice per product
-(`asgrad.tensor.cpu.jit.threads.Site`, keyed by the operands' shapes and strides and the
-thread count, kept in ``routes.json``): ``np.matmul`` in the first step, then timed calls
-of each form alternate, and the faster stays (a close race keeps the threads). The
-settings are the compiled kernels' (`asgrad.tensor.cpu.jit.threads`):
+* `gemm_batch`: one call of OpenBLAS's ``cblas_?gemm_batch`` (0.3.30 on: numpy 2.3's
+  wheels and later), which runs each matrix's product on one of BLAS's own threads,
+  the interpreter lock released; for products above `BATCH_MIN_MNK` multiply-adds
+  (below it 0.3.30-0.3.31 crash in numpy's builds) whose matrices numpy would hand to
+  ``gemm`` (not ``syrk``, nor its loops for layouts BLAS cannot read);
+* else `pool_products`: BLAS set to one thread for the call, the batch cut into one
+  run of matrices per thread (`pieces`), and each thread of a small `Pool` calling
+  ``np.matmul`` on its run (numpy releases the lock inside it).
+
+Either way each matrix is one BLAS product on one thread: the bits of ``np.matmul`` with
+BLAS on one thread, which are those of ``np.matmul`` itself where OpenBLAS rounds its
+threaded products as its one-thread ones (numpy's wheels do; this machine's
+``OPENBLAS_L2_SIZE`` setting does not). `batched_matmul` takes the route only where it
+gave ``np.matmul``'s bits: its first call over threads for a product (shapes, strides,
+dtype) computes both and compares, and a product whose bits differ stays ``np.matmul``
+in the process. So which form runs never changes a result, and it is a measured choice
+per product (`asgrad.tensor.cpu.jit.threads.Site`, keyed by the operands' shapes and
+strides and the thread count, kept in ``routes.json``): ``np.matmul`` in the first step,
+then timed calls of each form alternate, and the faster stays (a close race keeps the
+threads). The settings are the compiled kernels' (`asgrad.tensor.cpu.jit.threads`):
 ``ASGRAD_CPU_THREADS=n`` (``n`` >= 2) or ``set_threads`` runs every eligible product
-over ``n`` threads unmeasured, 1 runs ``np.matmul``; ``ASGRAD_CPU_ROUTE=parallel`` or
-``serial`` forces a form; below four threads (``threads.MEASURE_MIN_THREADS``) an
-unset choice is ``np.matmul``, which at two threads was as fast or faster
-(docs/performance.md).
+over the threads unmeasured (`pool_products` over ``n``; `gemm_batch` over BLAS's), 1
+runs ``np.matmul``; ``ASGRAD_CPU_ROUTE=parallel`` or ``serial`` forces a form; below
+four threads (``threads.MEASURE_MIN_THREADS``) an unset choice is ``np.matmul``, which
+at two threads on the 2-core machine was about as fast (docs/performance.md).
 
-A product takes the route (`fuse_batched_products`, the linalg family's fusion on the
-compiled path) when both operands are stacks (a stack against a matrix is already one
-tall product, `asgrad.tensor.cpu.specialize.matmul`) of float32 or float64, and at run
-time only where its batch has at least as many matrices as threads, numpy's BLAS is
-OpenBLAS whose thread count can be set (`blas_control`), and no other thread is inside
-the pool; otherwise it is ``np.matmul``.
+A product takes `batched_matmul` (`fuse_batched_products`, the linalg family's fusion
+on the compiled path) when both operands are stacks (a stack against a matrix is
+already one tall product, `asgrad.tensor.cpu.specialize.matmul`) of float32 or float64
+(`eligible`), and runs over threads only where its batch has at least as many matrices
+as there are kernel threads (`asgrad.tensor.cpu.jit.threads.threads`) and one of the
+two ways applies (`pool_products` needs BLAS's thread count, `BlasControl`, and the
+pool free: another thread inside it runs ``np.matmul``); otherwise it is ``np.matmul``.
 """
 
 from __future__ import annotations
