@@ -441,11 +441,11 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
     (see the module docstring)."""
     from asgrad.tensor.cpu.jit import threads
 
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if out is None:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.result_type(a, b))
     n = threads.threads()
-    if math.prod(batch) < n or n < 2:  # threads would idle: BLAS's own threads
+    if out.size // (out.shape[-2] * out.shape[-1]) < n or n < 2:  # threads would idle
         result: np.ndarray = np.matmul(a, b, out=out)
         return result
     if FORCE[0] is not None:
