@@ -445,7 +445,7 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.result_type(a, b))
     n = threads.threads()
-    if out.size // (out.shape[-2] * out.shape[-1]) < n or n < 2:  # threads would idle
+    if math.prod(out.shape[:-2]) < n or n < 2:  # threads would idle: BLAS's own threads
         result: np.ndarray = np.matmul(a, b, out=out)
         return result
     if FORCE[0] is not None:
