@@ -91,8 +91,8 @@ def _result_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...]:
 
 def _one_blas_thread(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.matmul`` with BLAS on one thread: each matrix's product as the routes make it
-    (an OpenBLAS may round its threaded products differently, with OPENBLAS_L2_SIZE set
-    for one)."""
+    (an OpenBLAS may round its threaded products differently: with OPENBLAS_CORETYPE
+    set to Haswell on an AMD CPU, for one)."""
     control = bm.blas_control()
     assert control.get is not None
     assert control.set is not None

@@ -19,8 +19,8 @@ with numpy's own OpenBLAS, two ways:
 
 Either way each matrix is one BLAS product on one thread: the bits of ``np.matmul`` with
 BLAS on one thread, which are those of ``np.matmul`` itself where OpenBLAS rounds its
-threaded products as its one-thread ones (numpy's wheels do; this machine's
-``OPENBLAS_L2_SIZE`` setting does not). `batched_matmul` takes the route only where it
+threaded products as its one-thread ones (numpy's wheels do; with the 2-core machine's
+``OPENBLAS_CORETYPE=Haswell`` they do not). `batched_matmul` takes the route only where it
 gave ``np.matmul``'s bits: its first call over threads for a product (shapes, strides,
 dtype) computes both and compares, and a product whose bits differ stays ``np.matmul``
 in the process. So which form runs never changes a result, and it is a measured choice
