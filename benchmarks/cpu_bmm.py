@@ -1,7 +1,7 @@
 """Batched matrix products of the transformers' attention: ``np.matmul`` against the batch
 over threads (`asgrad.tensor.cpu.jit.batched_matmul`), and PyTorch's where installed.
 
-    python benchmarks/cpu_bmm.py [--rounds 7] [--threads N] [--also 4,8]
+    python benchmarks/cpu_bmm.py [--rounds 7] [--threads N]
                                  [--workloads transformer_large,transformer]
     python benchmarks/cpu_bmm.py --steps 3 [--workloads transformer]
 
@@ -10,12 +10,11 @@ products of a forward and backward step with the operands laid out as the compil
 has them (heads as strided views of the projections, ``k^T`` and the gradients'
 transposes as transposed views), times ``np.matmul`` (BLAS's own threads over each
 matrix), `gemm_batch` (one ``cblas_sgemm_batch`` call: each matrix on one of BLAS's
-threads; where it applies), `pool_products` (the batch over N Python threads, BLAS on
-one thread meanwhile; ``--also``: over other thread counts too) and ``torch.matmul``
-(``torch.set_num_threads(N)``), alternating them round by round, and prints each one's
-median time, GFLOP/s, and whether the batch routes gave ``np.matmul``'s bits (and
-those of ``np.matmul`` with BLAS on one thread). N: ``--threads``, else Numba's thread
-count.
+threads; where it applies) and ``torch.matmul`` (``torch.set_num_threads(N)``),
+alternating them round by round, and prints each one's median time, GFLOP/s, and
+whether the batch gave ``np.matmul``'s bits (and those of ``np.matmul`` with BLAS on
+one thread, where threadpoolctl can set it). N: ``--threads``, else Numba's thread
+count. BLAS runs its own thread count (``OPENBLAS_NUM_THREADS``).
 
 ``--steps S``: also times S whole compiled training steps of each workload with every
 eligible product forced to ``np.matmul`` and to the batch over threads, alternating
@@ -64,8 +63,9 @@ def _median_ms(fn: Callable[[], Any], times: list[float]) -> None:
     times.append((time.perf_counter() - start) * 1e3)
 
 
-def micro(name: str, rounds: int, n: int, also: tuple[int, ...] = ()) -> None:
-    from asgrad.tensor.cpu.jit.batched_matmul import blas_control, gemm_batch, pool_products
+def micro(name: str, rounds: int, n: int) -> None:
+    from asgrad.tensor.cpu.blas import blas_threads
+    from asgrad.tensor.cpu.jit.batched_matmul import gemm_batch
 
     try:
         import torch
@@ -73,29 +73,23 @@ def micro(name: str, rounds: int, n: int, also: tuple[int, ...] = ()) -> None:
         torch.set_num_threads(n)
     except ImportError:
         torch = None  # type: ignore[assignment]
-    control = blas_control()
+    control = blas_threads()
     rng = np.random.default_rng(0)
     print(f"{name}: batch, heads, seq, head size = {SHAPES[name]}; {n} threads", flush=True)
     for label, a, b in _cases(*SHAPES[name], rng):
         ref = np.matmul(a, b)
-        before = control.get() if control.get is not None else None
-        if control.set is not None:
+        one = None
+        if control.set is not None and control.get is not None:
+            before = control.get()
             control.set(1)
-        one = np.matmul(a, b)
-        if control.set is not None:
+            one = np.matmul(a, b)
             control.set(before)
         variants: dict[str, Callable[[], Any]] = {
             "np.matmul": lambda a=a, b=b, ref=ref: np.matmul(a, b, out=ref)
         }
-        outs: dict[str, np.ndarray] = {}
-        if gemm_batch(a, b, np.empty_like(ref)):
-            outs["batch"] = np.full_like(ref, np.nan)
-            variants["batch"] = lambda a=a, b=b, o=outs["batch"]: gemm_batch(a, b, o)
-        for m in (n, *also):
-            outs[f"pool/{m}"] = np.full_like(ref, np.nan)
-            variants[f"pool/{m}"] = lambda a=a, b=b, o=outs[f"pool/{m}"], m=m: pool_products(
-                a, b, o, m
-            )
+        mine = np.full_like(ref, np.nan)
+        if gemm_batch(a, b, mine):
+            variants["batch"] = lambda a=a, b=b, o=mine: gemm_batch(a, b, o)
         if torch is not None:
             ta, tb = torch.from_numpy(a), torch.from_numpy(b)  # the same strided views
             to = torch.empty(ref.shape)
@@ -112,13 +106,13 @@ def micro(name: str, rounds: int, n: int, also: tuple[int, ...] = ()) -> None:
         for k, ts in times.items():
             ms = statistics.median(ts)
             cells.append(f"{k} {ms:.3f} ms {flops / ms / 1e6:.0f} GFLOP/s")
-        bits = [
-            f"{k} same bits as np.matmul {np.array_equal(o, ref)}, as one thread's"
-            f" {np.array_equal(o, one)}"
-            for k, o in outs.items()
-        ]
         print(f"  {label:11s} {a.shape}@{b.shape[-2:]}: {' | '.join(cells)}", flush=True)
-        print(f"    {'; '.join(bits)}", flush=True)
+        if "batch" in variants:
+            same = np.array_equal(mine, ref)
+            alone = "?" if one is None else np.array_equal(mine, one)
+            print(f"    batch: np.matmul's bits {same}, one BLAS thread's {alone}", flush=True)
+        else:
+            print("    batch: not applicable (np.matmul runs it)", flush=True)
 
 
 def steps(name: str, count: int) -> None:
@@ -169,7 +163,6 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--steps", type=int, default=0)
     p.add_argument("--torch-steps", type=int, default=0)
-    p.add_argument("--also", default="", help="other thread counts for the batch, e.g. 4,8")
     p.add_argument("--workloads", default="transformer_large,transformer")
     args = p.parse_args()
     if args.torch_steps:
@@ -181,7 +174,7 @@ def main() -> int:
     n = args.threads or threads.threads()
     print(f"load average {os.getloadavg()}; numpy {np.__version__}")
     for name in args.workloads.split(","):
-        micro(name, args.rounds, n, tuple(int(m) for m in args.also.split(",") if m))
+        micro(name, args.rounds, n)
     if args.steps:
         os.environ.setdefault("ASGRAD_CPU_JIT", "1")
         for name in args.workloads.split(","):

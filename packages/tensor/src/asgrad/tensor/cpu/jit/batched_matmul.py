@@ -1,46 +1,43 @@
-"""Batched matrix products of many small matrices: the batch over threads, one BLAS thread each.
+"""Batched matrix products of many small matrices: each matrix on one of BLAS's threads.
 
 ``np.matmul`` on stacked operands calls BLAS once per matrix, and OpenBLAS splits each
 of those products over all its threads: an attention's ``q @ k^T`` of 256 matrices of
 256x256x64 keeps 16 threads busy with products too small to share (about 150 GFLOP/s
 at 16 threads on the device host, against about 1.4 TFLOP/s for the step's large 2-D
-products; docs/performance.md, "Batched products over threads"). PyTorch's ``bmm`` runs
-the batch in parallel instead, each matrix on one thread. `over_threads` does the same
-with numpy's own OpenBLAS, two ways:
+products). PyTorch's ``bmm`` runs the batch in parallel instead, each matrix on one
+thread. `gemm_batch` does the same with numpy's own OpenBLAS: one call of its
+``cblas_sgemm_batch`` (``cblas_dgemm_batch``; OpenBLAS 0.3.30 on, numpy 2.3's wheels and
+later), which runs each matrix's product on one of BLAS's own threads, the interpreter
+lock released. On the 16-core host it ran transformer_large's four attention products
+in 2.6-4.1 ms against ``np.matmul``'s 10.1-12.9 ms (docs/performance.md, "Batched products
+over threads"); a pool of Python threads each calling ``np.matmul`` with BLAS on one
+thread, measured beside it, took 6.6-12.8 ms and lost to ``np.matmul`` at the small
+transformer's sizes, so it is not used.
 
-* `gemm_batch`: one call of OpenBLAS's ``cblas_?gemm_batch`` (0.3.30 on: numpy 2.3's
-  wheels and later), which runs each matrix's product on one of BLAS's own threads,
-  the interpreter lock released; for products above `BATCH_MIN_MNK` multiply-adds
-  (below it 0.3.30-0.3.31 crash in numpy's builds) whose matrices numpy would hand to
-  ``gemm`` (not ``syrk``, nor its loops for layouts BLAS cannot read);
-* else `pool_products`: BLAS set to one thread for the call, the batch cut into one
-  run of matrices per thread (`pieces`), and each thread of a small `Pool` calling
-  ``np.matmul`` on its run (numpy releases the lock inside it).
+Each matrix is one BLAS product on one thread: the bits of ``np.matmul`` with BLAS on one
+thread, which are ``np.matmul``'s own where OpenBLAS rounds its threaded products as its
+one-thread ones (numpy's wheels as they come, checked on the 16-core host; with the
+2-core machine's ``OPENBLAS_CORETYPE=Haswell`` they differ in the last bits).
+`batched_matmul` takes the route only where it gave ``np.matmul``'s bits: its first call
+over threads for a product (shapes, strides, dtype) computes both and compares, and a
+product whose bits differ stays ``np.matmul`` in the process. So which form runs never
+changes a result, and it is a measured choice per product
+(`asgrad.tensor.cpu.jit.threads.Site`, keyed by the operands' shapes and strides and the
+thread count, kept in ``routes.json``): ``np.matmul`` in the first step, then timed calls
+of each form alternate, and the faster stays (a close race keeps the threads). The
+settings are the compiled kernels' (`asgrad.tensor.cpu.jit.threads`):
+``ASGRAD_CPU_THREADS=n`` (``n`` >= 2) or ``set_threads`` runs every eligible product's
+batch over BLAS's threads unmeasured, 1 runs ``np.matmul``; ``ASGRAD_CPU_ROUTE=parallel``
+or ``serial`` forces a form; below four threads (``threads.MEASURE_MIN_THREADS``) an
+unset choice is ``np.matmul``, about as fast at two threads on the 2-core machine.
 
-Either way each matrix is one BLAS product on one thread: the bits of ``np.matmul`` with
-BLAS on one thread, which are those of ``np.matmul`` itself where OpenBLAS rounds its
-threaded products as its one-thread ones (numpy's wheels do; with the 2-core machine's
-``OPENBLAS_CORETYPE=Haswell`` they do not). `batched_matmul` takes the route only where it
-gave ``np.matmul``'s bits: its first call over threads for a product (shapes, strides,
-dtype) computes both and compares, and a product whose bits differ stays ``np.matmul``
-in the process. So which form runs never changes a result, and it is a measured choice
-per product (`asgrad.tensor.cpu.jit.threads.Site`, keyed by the operands' shapes and
-strides and the thread count, kept in ``routes.json``): ``np.matmul`` in the first step,
-then timed calls of each form alternate, and the faster stays (a close race keeps the
-threads). The settings are the compiled kernels' (`asgrad.tensor.cpu.jit.threads`):
-``ASGRAD_CPU_THREADS=n`` (``n`` >= 2) or ``set_threads`` runs every eligible product
-over the threads unmeasured (`pool_products` over ``n``; `gemm_batch` over BLAS's), 1
-runs ``np.matmul``; ``ASGRAD_CPU_ROUTE=parallel`` or ``serial`` forces a form; below
-four threads (``threads.MEASURE_MIN_THREADS``) an unset choice is ``np.matmul``, which
-at two threads on the 2-core machine was about as fast (docs/performance.md).
-
-A product takes `batched_matmul` (`fuse_batched_products`, the linalg family's fusion
-on the compiled path) when both operands are stacks (a stack against a matrix is
+A product's line calls `batched_matmul` (`fuse_batched_products`, the linalg family's
+fusion on the compiled path) when both operands are stacks (a stack against a matrix is
 already one tall product, `asgrad.tensor.cpu.specialize.matmul`) of float32 or float64
-(`eligible`), and runs over threads only where its batch has at least as many matrices
-as there are kernel threads (`asgrad.tensor.cpu.jit.threads.threads`) and one of the
-two ways applies (`pool_products` needs BLAS's thread count, `BlasControl`, and the
-pool free: another thread inside it runs ``np.matmul``); otherwise it is ``np.matmul``.
+matrices of more than `BATCH_MIN_MNK` multiply-adds each (`eligible`); it runs over
+threads only where its batch has at least as many matrices as there are kernel threads
+(`asgrad.tensor.cpu.jit.threads.threads`) and `gemm_batch` applies; otherwise it is
+``np.matmul``.
 """
 
 from __future__ import annotations
@@ -49,10 +46,8 @@ import contextlib
 import ctypes
 import math
 import os
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,22 +57,20 @@ from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
 
 __all__ = [
-    "BlasControl",
-    "Pool",
+    "BATCH_MIN_MNK",
+    "FORCE",
+    "BlasBatch",
     "batched_matmul",
-    "blas_control",
+    "blas_batch",
     "eligible",
     "fuse_batched_products",
-    "pieces",
+    "gemm_batch",
 ]
 
 _FLOATS = ("float32", "float64")
-# ``"parallel"`` or ``"serial"`` (``np.matmul``): every call's form, unmeasured (tests,
-# ``benchmarks/cpu_bmm.py``); None: as the module docstring says.
+# ``"parallel"`` or ``"serial"`` (``np.matmul``): every call's form, unmeasured and
+# unchecked (tests, ``benchmarks/cpu_bmm.py``); None: as the module docstring says.
 FORCE: list[str | None] = [None]
-Index = tuple[int | slice, ...]
-
-
 # The names numpy's and SciPy's OpenBLAS builds give OpenBLAS's functions (scipy-openblas
 # wheels: a prefix and, for 64-bit integers, a suffix), most specific first.
 _AFFIXES = (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", ""))
@@ -99,42 +92,26 @@ def _loaded_openblas() -> list[ctypes.CDLL]:
     return libs
 
 
-class BlasControl:
-    """numpy's OpenBLAS as this module uses it; each part None where it cannot be
-    reached.
+class BlasBatch:
+    """numpy's OpenBLAS's batched products, where it has them.
 
     Attributes:
-        get: Its thread count: through threadpoolctl when installed
-            (`asgrad.tensor.cpu.blas.blas_threads`), else the library's own function.
-        set: Sets its thread count (the process's: OpenBLAS has no per-thread count).
-        batch: ``cblas_sgemm_batch`` and ``cblas_dgemm_batch`` by dtype character
-            (``"f"``, ``"d"``; OpenBLAS 0.3.30 on): a batch of products, each on one of
-            BLAS's threads (`gemm_batch`).
+        fns: ``cblas_sgemm_batch`` and ``cblas_dgemm_batch`` by dtype character
+            (``"f"``, ``"d"``): empty where numpy's BLAS is not an OpenBLAS with them.
         index: The C integer type of the library's sizes (64 bits in numpy's wheels).
     """
 
     def __init__(self) -> None:
-        from asgrad.tensor.cpu.blas import blas_threads
-
-        found = blas_threads()
-        self.get: Callable[[], Any] | None = found.get
-        self.set: Callable[[int], Any] | None = found.set
-        self.batch: dict[str, Any] = {}
+        self.fns: dict[str, Any] = {}
         self.index: Any = ctypes.c_int64
         for lib in _loaded_openblas():
             for prefix, suffix in _AFFIXES:
-                getter = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
-                setter = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
-                if getter is None or setter is None:
+                if getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None) is None:
                     continue
-                getter.argtypes, getter.restype = [], ctypes.c_int
-                setter.argtypes, setter.restype = [ctypes.c_int], None
-                if self.set is None:
-                    self.get, self.set = getter, setter
-                self._find_batch(lib, prefix, suffix)
+                self._find(lib, prefix, suffix)
                 return
 
-    def _find_batch(self, lib: ctypes.CDLL, prefix: str, suffix: str) -> None:
+    def _find(self, lib: ctypes.CDLL, prefix: str, suffix: str) -> None:
         config = getattr(lib, f"{prefix}openblas_get_config{suffix}", None)
         if config is not None:
             config.argtypes, config.restype = [], ctypes.c_char_p
@@ -149,151 +126,24 @@ class BlasControl:
             # order, then pointers to the 13 per-group arrays, group count, group sizes.
             fn.argtypes = [ctypes.c_int, *[ctypes.c_void_p] * 13, self.index, ctypes.c_void_p]
             fn.restype = None
-            self.batch["f" if char == "s" else "d"] = fn
+            self.fns["f" if char == "s" else "d"] = fn
 
 
-_control: list[BlasControl] = []
+_batch: list[BlasBatch] = []
 
 
-def blas_control() -> BlasControl:
-    """The process's `BlasControl` (made on first use)."""
-    if not _control:
-        _control.append(BlasControl())
-    return _control[0]
-
-
-class Pool:
-    """``n - 1`` worker threads and the caller: `run` calls ``fn(*args)`` once per
-    argument tuple, the first on the calling thread, and returns when all have; a
-    worker's exception is raised again in the caller. One `run` at a time (`busy`)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.busy = threading.Lock()
-        self._jobs: list[queue.SimpleQueue[Any]] = [queue.SimpleQueue() for _ in range(n - 1)]
-        self._done: queue.SimpleQueue[BaseException | None] = queue.SimpleQueue()
-        for jobs in self._jobs:
-            threading.Thread(target=self._work, args=(jobs,), daemon=True).start()
-
-    def _work(self, jobs: queue.SimpleQueue[Any]) -> None:
-        while True:
-            job = jobs.get()
-            if job is None:
-                return
-            fn, args = job
-            try:
-                fn(*args)
-            except BaseException as e:  # handed to the caller
-                self._done.put(e)
-            else:
-                self._done.put(None)
-
-    def run(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> None:
-        """``fn(*args)`` for each of ``calls`` (at most `n`), in parallel."""
-        for jobs, args in zip(self._jobs, calls[1:], strict=False):
-            jobs.put((fn, args))
-        error: BaseException | None = None
-        try:
-            fn(*calls[0])
-        except BaseException as e:
-            error = e
-        for _ in calls[1:]:
-            failed = self._done.get()
-            error = error or failed
-        if error is not None:
-            raise error
-
-    def close(self) -> None:
-        """Stop the workers (after the jobs queued)."""
-        for jobs in self._jobs:
-            jobs.put(None)
-
-
-_pools: dict[int, Pool] = {}
-_pools_lock = threading.Lock()
-
-
-def _pool(n: int) -> Pool:
-    pool = _pools.get(n)
-    if pool is None:
-        with _pools_lock:
-            pool = _pools.get(n)
-            if pool is None:
-                pool = _pools[n] = Pool(n)
-    return pool
-
-
-def _forget_pools() -> None:
-    """A forked child has none of its parent's threads: it starts pools of its own."""
-    _pools.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pools)
-
-
-def pieces(batch: tuple[int, ...], lo: int, hi: int) -> Iterator[Index]:
-    """Indexes (integers and at most one slice, over the leading axes of ``batch``)
-    that together select the matrices ``lo`` to ``hi`` of the C-order flattened batch:
-    a run of matrices as few views as the batch's shape allows, none copied.
-
-    >>> list(pieces((4, 8), 4, 20))
-    [(0, slice(4, 8, None)), (slice(1, 2, None),), (2, slice(0, 4, None))]
-    """
-    if lo >= hi:
-        return
-    if len(batch) == 1:
-        yield (slice(lo, hi),)
-        return
-    inner = math.prod(batch[1:])
-    first, start = divmod(lo, inner)
-    last, stop = divmod(hi, inner)
-    if first == last:
-        for rest in pieces(batch[1:], start, stop):
-            yield (first, *rest)
-        return
-    if start:
-        for rest in pieces(batch[1:], start, inner):
-            yield (first, *rest)
-        first += 1
-    if last > first:
-        yield (slice(first, last),)
-    if stop:
-        for rest in pieces(batch[1:], 0, stop):
-            yield (last, *rest)
-
-
-def _products(a: np.ndarray, b: np.ndarray, out: np.ndarray, at: Sequence[Index]) -> None:
-    for index in at:
-        np.matmul(a[index], b[index], out=out[index])
-
-
-# One measured choice per product (`Site`), keyed by the operands' shapes, strides and
-# dtype; and whether its batch over threads gave np.matmul's bits (`_agrees`).
-_sites: dict[Any, Any] = {}
-_agrees: dict[Any, bool] = {}
-
-
-def _key(a: np.ndarray, b: np.ndarray) -> Any:
-    return (a.shape, a.strides, b.shape, b.strides, a.dtype.char)
-
-
-def _site(key: Any) -> Any:
-    site = _sites.get(key)
-    if site is None:
-        from asgrad.tensor.cpu.jit.threads import Site
-
-        a_shape, a_strides, b_shape, b_strides, dtype = key
-        site = _sites[key] = Site(
-            f"batched_matmul {a_shape}{a_strides} {b_shape}{b_strides} {dtype}"
-        )
-    return site
+def blas_batch() -> BlasBatch:
+    """The process's `BlasBatch` (made on first use: numpy is loaded by then)."""
+    if not _batch:
+        _batch.append(BlasBatch())
+    return _batch[0]
 
 
 # OpenBLAS runs a product of at most 100**3 multiply-adds (m * n * k) through its
 # small-matrix kernels where they exist, and 0.3.30-0.3.31 crash doing that inside
 # ``gemm_batch`` in DYNAMIC_ARCH builds (numpy's wheels; OpenMathLib/OpenBLAS#5980):
-# smaller products take the pool.
+# smaller products stay np.matmul (at the small transformer's 64 x 32 x 64 it was the
+# fastest there was on the 16-core host).
 BATCH_MIN_MNK = 100**3
 _CBLAS_NO_TRANS, _CBLAS_TRANS, _CBLAS_ROW_MAJOR = 111, 112, 101
 
@@ -332,11 +182,11 @@ def _matrix_offsets(batch: tuple[int, ...], strides: tuple[int, ...]) -> np.ndar
 def gemm_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     """``out[...] = a @ b`` as one ``cblas_?gemm_batch`` call (each matrix's product on
     one of BLAS's threads, the interpreter lock released), or False, having done
-    nothing, where it does not apply: no such function (`BlasControl.batch`), a matrix
+    nothing, where it does not apply: no such function (`BlasBatch.fns`), a matrix
     numpy would multiply without BLAS or with ``syrk`` (``a @ a^T``), a dimension of 1,
     a product of at most `BATCH_MIN_MNK` multiply-adds, or a result whose rows are not
     contiguous. ``a`` and ``b`` are stacks whose batch axes broadcast to ``out``'s."""
-    fn = blas_control().batch.get(out.dtype.char)
+    fn = blas_batch().fns.get(out.dtype.char)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if fn is None or min(m, k, n) < 2 or m * k * n <= BATCH_MIN_MNK:
         return False
@@ -361,7 +211,7 @@ def gemm_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
         and bool(np.any(pointers[0] == pointers[1]))
     ):
         return False  # numpy multiplies a matrix by its own transpose with syrk
-    ints = np.dtype(np.int64 if blas_control().index is ctypes.c_int64 else np.int32)
+    ints = np.dtype(np.int64 if blas_batch().index is ctypes.c_int64 else np.int32)
     sizes = np.array([m, n, k, la[1], lb[1], lc[1], math.prod(batch)], ints)
     flags = np.array([la[0], lb[0]], np.intc)
     scalars = np.array([1.0, 0.0], out.dtype)
@@ -381,58 +231,37 @@ def gemm_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     return True
 
 
-def over_threads(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int) -> bool:
-    """``out[...] = a @ b`` with the batch over threads: `gemm_batch` (BLAS's own
-    threads) where it applies, else `pool_products` over ``n`` threads; False, having
-    done nothing, where neither can run it."""
-    return gemm_batch(a, b, out) or pool_products(a, b, out, n)
+# One measured choice per product (`Site`), keyed by the operands' shapes, strides and
+# dtype; and whether its batch over threads gave np.matmul's bits (`_agrees`).
+_sites: dict[Any, Any] = {}
+_agrees: dict[Any, bool] = {}
 
 
-def pool_products(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int) -> bool:
-    """``out[...] = a @ b`` with the batch over ``n`` threads of the `Pool`, each
-    calling ``np.matmul`` on a run of matrices (`pieces`) with BLAS set to one thread
-    for the call; or False, having done nothing, where BLAS's threads cannot be set or
-    the pool is in use. ``a`` and ``b`` are stacks whose batch axes broadcast to
-    ``out``'s."""
-    control = blas_control()
-    if control.set is None or control.get is None:
-        return False
-    pool = _pool(n)
-    if not pool.busy.acquire(blocking=False):
-        return False
-    try:
-        batch = out.shape[:-2]
-        a = np.broadcast_to(a, batch + a.shape[-2:])
-        b = np.broadcast_to(b, batch + b.shape[-2:])
-        total = math.prod(batch)
-        calls = [
-            (a, b, out, list(pieces(batch, total * i // n, total * (i + 1) // n))) for i in range(n)
-        ]
-        before = int(control.get())
-        if before != 1:
-            control.set(1)
-        try:
-            pool.run(_products, calls)
-        finally:
-            if before != 1:
-                control.set(before)
-    finally:
-        pool.busy.release()
-    return True
+def _key(a: np.ndarray, b: np.ndarray) -> Any:
+    return (a.shape, a.strides, b.shape, b.strides, a.dtype.char)
 
 
-def _checked(a: np.ndarray, b: np.ndarray, out: np.ndarray, n: int, key: Any) -> bool:
-    """The first call over threads at ``key``: `over_threads` into ``out`` and
-    ``np.matmul`` beside it; whether they agree bit for bit is kept (`_agrees`), and
-    ``out`` holds ``np.matmul``'s result either way. False: nothing ran over threads."""
+def _site(key: Any) -> Any:
+    site = _sites.get(key)
+    if site is None:
+        from asgrad.tensor.cpu.jit.threads import Site
+
+        a_shape, a_strides, b_shape, b_strides, dtype = key
+        name = f"batched_matmul {a_shape}{a_strides} {b_shape}{b_strides} {dtype}"
+        site = _sites[key] = Site(name)
+    return site
+
+
+def _checked(a: np.ndarray, b: np.ndarray, out: np.ndarray, key: Any) -> bool:
+    """The first call over threads at ``key``: `gemm_batch` into ``out`` and
+    ``np.matmul`` beside it, ``out`` holding ``np.matmul``'s result either way; whether
+    the batch ran and gave the same bits is kept (`_agrees`) and returned."""
     expected = np.matmul(a, b)
-    if not over_threads(a, b, out, n):
-        out[...] = expected
-        return False
-    _agrees[key] = same = bool(np.array_equal(out, expected))
+    same = gemm_batch(a, b, out) and bool(np.array_equal(out, expected))
     if not same:
         out[...] = expected
-    return True
+    _agrees[key] = same
+    return same
 
 
 def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -449,7 +278,7 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
         result: np.ndarray = np.matmul(a, b, out=out)
         return result
     if FORCE[0] is not None:
-        if FORCE[0] != "parallel" or not over_threads(a, b, out, n):
+        if FORCE[0] != "parallel" or not gemm_batch(a, b, out):
             np.matmul(a, b, out=out)
         return out
     key = _key(a, b)
@@ -457,9 +286,10 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
     form = site.form(out.size)
     agrees = _agrees.get(key)
     if form & threads.PARALLEL and agrees is None:
-        if _checked(a, b, out, n, key) and not _agrees[key]:
+        if not _checked(a, b, out, key):
             # Different bits (an OpenBLAS whose one-thread products round differently
-            # from its threaded ones): this product stays np.matmul in this process.
+            # from its threaded ones), or operands gemm_batch declines: this product
+            # stays np.matmul in this process.
             threads.ROUTE.chosen[site.key(out.size, n)] = "serial"
         return out
     if not form & threads.PARALLEL or not agrees:
@@ -469,7 +299,7 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
             site.timed(out.size, form, time.perf_counter() - start)
         return out
     start = time.perf_counter()
-    if not over_threads(a, b, out, n):
+    if not gemm_batch(a, b, out):
         np.matmul(a, b, out=out)
     elif form & threads.TIMED:
         site.timed(out.size, form, time.perf_counter() - start)
@@ -478,13 +308,16 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
 
 def eligible(ins: Sequence[TensorType], out: TensorType) -> bool:
     """Whether a matrix product at these types takes `batched_matmul`: a float32 or
-    float64 result of at least two matrices, both operands stacks of its dtype."""
-    return (
+    float64 result of at least two matrices, both operands stacks of its dtype, each
+    matrix's product of more than `BATCH_MIN_MNK` multiply-adds (`gemm_batch`'s)."""
+    if not (
         out.dtype in _FLOATS
+        and len(ins) == 2
         and all(t.dtype == out.dtype and len(t.shape) >= 3 for t in ins)
-        and math.prod(out.shape[:-2]) >= 2
-        and 0 not in out.shape
-    )
+    ):
+        return False
+    m, n, k = out.shape[-2], out.shape[-1], ins[0].shape[-1]
+    return math.prod(out.shape[:-2]) >= 2 and min(m, n, k) >= 2 and m * n * k > BATCH_MIN_MNK
 
 
 def _renamed(expr: Any, name: str) -> Any:
