@@ -184,14 +184,17 @@ def gemm_batch(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
     one of BLAS's threads, the interpreter lock released), or False, having done
     nothing, where it does not apply: no such function (`BlasBatch.fns`), a matrix
     numpy would multiply without BLAS or with ``syrk`` (``a @ a^T``), a dimension of 1,
-    a product of at most `BATCH_MIN_MNK` multiply-adds, or a result whose rows are not
-    contiguous. ``a`` and ``b`` are stacks whose batch axes broadcast to ``out``'s."""
+    a product of at most `BATCH_MIN_MNK` multiply-adds, a result whose rows are not
+    contiguous or that may overlap an operand. ``a`` and ``b`` are stacks whose batch
+    axes broadcast to ``out``'s."""
     fn = blas_batch().fns.get(out.dtype.char)
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     if fn is None or min(m, k, n) < 2 or m * k * n <= BATCH_MIN_MNK:
         return False
     if not (a.dtype == b.dtype == out.dtype):
         return False
+    if np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return False  # numpy copies an overlapping operand first
     size = out.itemsize
     la = _blas_layout(m, k, a.strides, size)
     lb = _blas_layout(k, n, b.strides, size)
