@@ -18,7 +18,8 @@ count. BLAS runs its own thread count (``OPENBLAS_NUM_THREADS``).
 
 ``--steps S``: also times S whole compiled training steps of each workload with every
 eligible product forced to ``np.matmul`` and to the batch over threads, alternating
-step by step in one process (after two warm-up steps of each). ``--torch-steps S``
+step by step in one process (after two warm-up steps of each); ``--rounds 0`` skips the
+products alone. ``--torch-steps S``
 times S of PyTorch's steps of each workload instead (``benchmarks/torch_workloads.py``,
 N threads; run it in a process of its own, as ``benchmarks/run.py`` does).
 """
@@ -174,7 +175,8 @@ def main() -> int:
     n = args.threads or threads.threads()
     print(f"load average {os.getloadavg()}; numpy {np.__version__}")
     for name in args.workloads.split(","):
-        micro(name, args.rounds, n)
+        if args.rounds:
+            micro(name, args.rounds, n)
     if args.steps:
         os.environ.setdefault("ASGRAD_CPU_JIT", "1")
         for name in args.workloads.split(","):
