@@ -277,9 +277,12 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.result_type(a, b))
     n = threads.threads()
-    if math.prod(out.shape[:-2]) < n or n < 2:  # threads would idle: BLAS's own threads
+    if out.dtype.char not in blas_batch().fns:  # no gemm_batch in numpy's BLAS
         result: np.ndarray = np.matmul(a, b, out=out)
         return result
+    if math.prod(out.shape[:-2]) < n or n < 2:  # threads would idle: BLAS's own threads
+        np.matmul(a, b, out=out)
+        return out
     if FORCE[0] is not None:
         if FORCE[0] != "parallel" or not gemm_batch(a, b, out):
             np.matmul(a, b, out=out)
