@@ -26,12 +26,14 @@ keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
 kernel, a ReLU's gradient in max pooling's gradient kernel, softmax's input gradient
 as one row kernel, a layer norm's weight gradient as one pass, attention's scaled and
-masked softmax as one pass, a sum of slice gradients as one assembled array, a
-batched matrix product of many small matrices over threads, an
+masked softmax as one pass, a sum of slice gradients as one assembled array, an
 elementwise line folded into the elementwise lines reading it).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
+
+The linalg family's fusion runs a batched product of many small matrices with each
+matrix on one of BLAS's threads (`asgrad.tensor.cpu.jit.batched_matmul`).
 """
 
 from __future__ import annotations
