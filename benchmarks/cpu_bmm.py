@@ -27,6 +27,7 @@ N threads; run it in a process of its own, as ``benchmarks/run.py`` does).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import statistics
 import sys
@@ -35,7 +36,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+# asgrad before numpy, as a program importing asgrad first: asgrad may set OpenBLAS's
+# settings before numpy loads OpenBLAS.
+importlib.import_module("asgrad.tensor")
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
