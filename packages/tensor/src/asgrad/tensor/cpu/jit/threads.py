@@ -78,6 +78,7 @@ __all__ = [
     "Site",
     "may_thread",
     "new_step",
+    "report",
     "set_threads",
     "threads",
 ]
@@ -258,6 +259,10 @@ class Site:
         self.force: str | None = None
         self._trials: dict[Hashable, _Trial] = {}
         self._lock = threading.Lock()
+        # Per key decided by a measurement here: (serial, parallel) median seconds
+        # (the parallel one None where the probes kept it serial), for `report`.
+        self.measured: dict[Hashable, tuple[float, float | None]] = {}
+        _SITES.append(self)
 
     def key(self, size: int, n: int) -> Hashable:
         """The routes file's key of this kernel at ``size`` elements over ``n`` threads."""
@@ -313,6 +318,7 @@ class Site:
             if min(trial.probes, default=0.0) < SERIAL_FLOOR:  # too quick for threads to pay
                 with self._lock:
                     self._trials.pop(key, None)
+                    self.measured[key] = (min(trial.probes, default=0.0), None)
                 ROUTE.decided(key, "serial")
                 return SERIAL
             return PARALLEL  # the warm-up: it may compile
@@ -335,4 +341,54 @@ class Site:
                 return
             del self._trials[key]
         serial, parallel = (float(np.median(t)) for t in trial.times)
+        self.measured[key] = (serial, parallel)
         ROUTE.decided(key, route.decide({"parallel": parallel, "serial": serial}))
+
+
+# Every `Site` made in this process (one per kernel module), for `report`.
+_SITES: list[Site] = []
+
+
+def report() -> list[dict[str, Any]]:
+    """What each kernel of this process chose, per size and thread count: a row per
+    key with ``kernel`` (the module), ``size``, ``threads``, ``form`` (``"serial"``,
+    ``"parallel"``, or ``"measuring"`` with ``calls`` so far), ``source``
+    (``"measured"`` or ``"routes.json"``) and, where measured here,
+    ``serial_ms`` and ``parallel_ms`` (the medians that decided; ``parallel_ms`` None
+    where the serial probes were under `SERIAL_FLOOR`). Keys decided unmeasured
+    (`set_threads`, ``ASGRAD_CPU_ROUTE``, below `PARALLEL_MIN`) have no row.
+
+    >>> from asgrad.tensor.cpu.jit.threads import report
+    >>> isinstance(report(), list)
+    True
+    """
+    rows: list[dict[str, Any]] = []
+    for site in list(_SITES):
+        for key, choice in list(ROUTE.chosen.items()):
+            if not (isinstance(key, tuple) and key[:1] == (site.name,)):
+                continue
+            row: dict[str, Any] = {
+                "kernel": site.name,
+                "size": key[1],
+                "threads": key[2],
+                "form": choice,
+                "source": "measured" if key in ROUTE.measured else "routes.json",
+            }
+            times = site.measured.get(key)
+            if times is not None:
+                row["serial_ms"] = times[0] * 1e3
+                row["parallel_ms"] = None if times[1] is None else times[1] * 1e3
+            rows.append(row)
+        for key, trial in list(site._trials.items()):
+            assert isinstance(key, tuple)
+            rows.append(
+                {
+                    "kernel": site.name,
+                    "size": key[1],
+                    "threads": key[2],
+                    "form": "measuring",
+                    "source": "measured",
+                    "calls": trial.calls,
+                }
+            )
+    return rows
