@@ -47,8 +47,11 @@ Settings, first match wins:
 The settings are read when a step begins (`new_step`) and when `set_threads` is
 called, not at every kernel's call (reading the environment costs microseconds).
 
-The matrix products keep BLAS's own threads (they run between the kernels, never at
-the same time). Nothing here imports Numba before a kernel asks.
+The matrix products keep BLAS's own threads. They run between the kernels, but
+OpenBLAS's idle threads poll for about 0.1 s after a product unless told otherwise, on
+the cores a parallel kernel needs: `asgrad.tensor._openblas` shortens that where the
+kernels may thread. `report` lists the choices made and the times behind them. Nothing
+here imports Numba before a kernel asks.
 """
 
 from __future__ import annotations
