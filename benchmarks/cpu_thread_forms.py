@@ -1,6 +1,7 @@
 """Which thread form each compiled CPU kernel of a workload took, and why.
 
     python benchmarks/cpu_thread_forms.py transformer_large [--steps 8] [--kernels] [--json F]
+        [--batch B]
 
 Prints what decides the kernels' threads on this machine (cores, CPU quota, Numba's
 thread count and threading layer, ``OMP_WAIT_POLICY``, ``OPENBLAS_THREAD_TIMEOUT``),
@@ -135,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--kernels", action="store_true", help="time three kernels alone first")
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--json", default="", help="write everything to this file too")
+    p.add_argument("--batch", type=int, default=0, help="a transformer's batch (0: its own)")
     args = p.parse_args(argv)
     os.environ.setdefault("ASGRAD_CPU_JIT", "1")
 
@@ -146,19 +148,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"kernels alone (median of {args.rounds}, ms):", flush=True)
         result["kernels"] = _kernels(args.rounds)
     if args.steps > 0:
-        result.update(_workload(args.workload, args.steps))
+        result.update(_workload(args.workload, args.steps, args.batch))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
     return 0
 
 
-def _workload(name: str, count: int) -> dict[str, Any]:
+def _workload(name: str, count: int, batch: int = 0) -> dict[str, Any]:
     """``count`` steps of workload ``name``, then the thread choices made."""
     import asgrad_workloads
     from asgrad.tensor.cpu.jit import threads
 
     start = time.perf_counter()
-    w = asgrad_workloads.build(name, "cpu")
+    if batch:
+        w = asgrad_workloads.transformer("cpu", large=name == "transformer_large", batch=batch)
+    else:
+        w = asgrad_workloads.build(name, "cpu")
     print(f"{name}: built in {time.perf_counter() - start:.1f} s", flush=True)
     steps = []
     for i in range(count):

@@ -89,6 +89,12 @@ def test_a_leading_sum_of_a_transposed_array_sums_its_values() -> None:
     np.testing.assert_array_equal(ks.leading_sum(x, 300), x.sum((0, 1)))
 
 
+@pytest.mark.parametrize(("shape", "n"), [((0, 4), 4), ((3, 0), 0)])
+def test_a_leading_sum_of_nothing_is_zeros(shape: tuple[int, ...], n: int) -> None:
+    got = ks.leading_sum(np.ones(shape, np.float32), n)
+    np.testing.assert_array_equal(got, np.zeros(n, np.float32))
+
+
 def test_the_blocks_depend_on_the_row_count_alone() -> None:
     assert ks.blocks(1) == (ks.ROWS, 1)
     assert ks.blocks(ks.ROWS + 1) == (ks.ROWS, 2)

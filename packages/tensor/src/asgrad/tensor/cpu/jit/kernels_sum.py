@@ -119,12 +119,11 @@ def leading_sum(x: np.ndarray, n: int) -> np.ndarray:
     >>> leading_sum(np.arange(12.0).reshape(2, 3, 2), 2).tolist()
     [30.0, 36.0]
     """
+    if n == 0 or x.size == 0:
+        return np.zeros(n, x.dtype)
     x2 = np.ascontiguousarray(x).reshape(-1, n)
     out = np.empty(n, x2.dtype)
     rows = x2.shape[0]
-    if rows == 0:
-        out[...] = 0
-        return out
     per, count = blocks(rows)
     partial = np.empty((count, n), x2.dtype)
     form = _site.form(x2.size)
