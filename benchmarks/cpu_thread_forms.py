@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import sys
 import time
@@ -154,6 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _workload(name: str, count: int, batch: int = 0) -> dict[str, Any]:
     """``count`` steps of workload ``name``, then the thread choices made."""
     import asgrad_workloads
@@ -166,16 +171,20 @@ def _workload(name: str, count: int, batch: int = 0) -> dict[str, Any]:
         w = asgrad_workloads.build(name, "cpu")
     print(f"{name}: built in {time.perf_counter() - start:.1f} s", flush=True)
     steps = []
-    for i in range(count):
-        start = time.perf_counter()
-        w.step()
-        w.sync()
-        steps.append(time.perf_counter() - start)
-        print(f"  step {i + 1}: {steps[-1] * 1e3:.1f} ms", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # `timeout` stops it: report what it has
+    try:
+        for i in range(count):
+            start = time.perf_counter()
+            w.step()
+            w.sync()
+            steps.append(time.perf_counter() - start)
+            print(f"  step {i + 1}: {steps[-1] * 1e3:.1f} ms", flush=True)
+    except KeyboardInterrupt:
+        print(f"  stopped after {len(steps)} steps", flush=True)
     rows = sorted(threads.report(), key=lambda r: (-r["size"], r["kernel"]))
     print(f"thread forms ({len(rows)} keys; ms are the medians that decided):")
     for r in rows:
-        times = ""
+        times = f"({r['source']})"
         if "serial_ms" in r:
             par = r["parallel_ms"]
             times = f"serial {r['serial_ms']:.3f}" + (
