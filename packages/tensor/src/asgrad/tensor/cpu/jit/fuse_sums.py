@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from asgrad.tensor.cpu.jit.threads import PARALLEL_MIN
+from asgrad.tensor.cpu.jit import threads
 from asgrad.tensor.cpu.records import Call, Expr, Line, Method, Ref, Reuse, Value
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType
@@ -74,7 +74,7 @@ def fuse_leading_sums(
             or dst.dtype != src.dtype
             or not 0 < k < len(src.shape)
             or axes != tuple(range(k))
-            or math.prod(src.shape) < PARALLEL_MIN
+            or math.prod(src.shape) < threads.PARALLEL_MIN
             or math.prod(dst.shape) != kept
         ):
             out.append(line)
