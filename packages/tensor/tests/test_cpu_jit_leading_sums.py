@@ -188,3 +188,7 @@ def test_openblas_polls_briefly_where_kernels_may_thread_and_numpy_is_not_loaded
         monkeypatch.delitem(sys.modules, "numpy")
     assert ob.configure() is (want == ob.TIMEOUT and "OPENBLAS_THREAD_TIMEOUT" not in env)
     assert ob.os.environ.get("OPENBLAS_THREAD_TIMEOUT") == want
+
+
+def test_openblas_polls_briefly_from_the_thread_count_kernels_are_measured_at() -> None:
+    assert ob.MIN_THREADS == threads.MEASURE_MIN_THREADS

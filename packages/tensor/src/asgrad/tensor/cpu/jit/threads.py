@@ -22,8 +22,9 @@ machine's load, and no fixed threshold held on the 2-core machine (docs/performa
 * the calls during the first step (`new_step`, which each compiled line function
   calls when it starts) run serially, so the first result waits for no compile of a
   parallel form;
-* from a later step on, `PROBES` serial calls are timed: a kernel whose best time is
-  under `SERIAL_FLOOR` (50 us) stays serial, and its parallel form is never compiled;
+* from a later step on, `PROBES` serial calls (one) are timed: a kernel whose best
+  time is under `SERIAL_FLOOR` (50 us) stays serial, and its parallel form is never
+  compiled;
 * else the next call runs the parallel form untimed (a warm-up: it compiles, about a
   second on a cold cache), then `SAMPLES` calls of each form alternate
   (P S S P P S S P), each timed as it runs in the step: no extra work, every call
@@ -94,8 +95,11 @@ CHUNK = 16384
 ENV = "ASGRAD_CPU_THREADS"
 # Timed serial calls that first probe a kernel's time (its best under `SERIAL_FLOOR`
 # seconds: it stays serial, its parallel form never compiled), then the timed calls of
-# each form before its choice is made.
-PROBES = 2
+# each form before its choice is made. One probe: a kernel called once a step compiles
+# its parallel form (the warm-up) in its third step, inside `benchmarks/bench_worker.py`'s
+# three untimed steps (with two probes it was the fourth, the first timed one, about a
+# second on a cold cache). A probe slowed by chance only makes a quick kernel measured.
+PROBES = 1
 SAMPLES = 4
 # Waking a second thread and waiting for the slower one costs on the order of 10 us, so
 # a kernel this quick on one thread cannot gain enough to be measured reliably, and
