@@ -150,6 +150,7 @@ def test_the_report_gives_each_measured_choice_with_its_times() -> None:
     key = ("reported", 1 << 20, n)
     site.measured[key] = (2e-3, 1e-3)
     threads.ROUTE.decided(key, "parallel")
+    threads.Site("reported")  # the module made again: still one row
     rows = [r for r in threads.report() if r["kernel"] == "reported"]
     assert rows == [
         {
