@@ -63,6 +63,8 @@ def _forms(call: object, site: threads.Site) -> list[bytes]:
         ((ks.ROWS + 1, 3), "float32"),
         ((7, 311, 24), "float32"),  # 2,177 rows: 18 blocks, the last one short
         ((1000, 1), "float64"),
+        ((32, 4100), "float32"),  # one block in bands of columns over the threads
+        ((2, 100, 2500), "float64"),  # two blocks, three bands each
     ],
 )
 def test_a_leading_sum_gives_the_same_bits_serially_and_over_any_threads(

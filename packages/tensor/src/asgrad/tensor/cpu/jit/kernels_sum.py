@@ -10,8 +10,9 @@ reads a short piece of each row, a page apart.
 `leading_sum` reads the array as ``[rows, n]`` and splits the rows into blocks whose
 size depends on the row count alone (`blocks`: `ROWS` rows, more where there would be
 over `MAX_BLOCKS` blocks): each block's rows are added in order into a partial row,
-then the partial rows are added in block order. Its parallel form runs the blocks over
-threads, then bands of columns; every element is made by the same additions in the same
+then the partial rows are added in block order. Its parallel form runs the blocks (or,
+where there are few, pieces of them: bands of their columns) over threads, then bands of
+columns; every element is made by the same additions in the same
 order in both forms, at any thread count, so the choice between them (measured per size
 as every compiled kernel's is: `asgrad.tensor.cpu.jit.threads.Site`) never changes a
 result. Up to `ROWS` rows there is one block: numpy's own order, bit for bit; above it
@@ -54,27 +55,27 @@ def blocks(rows: int) -> tuple[int, int]:
 
 
 @kernel
-def _block_sums(x: Any, per: Any, lo: Any, hi: Any, partial: Any) -> None:
-    """Blocks ``lo`` to ``hi``: each block's rows added in order into its partial row
-    (four rows a pass through the partial row, ``((p + a) + b) + ...``: the order of
-    one row at a time, with a quarter of the partial row's loads and stores)."""
-    n = x.shape[1]
-    for b in range(lo, hi):
-        r0 = b * per
-        r1 = min(r0 + per, x.shape[0])
-        p = partial[b]
+def _block_sums(x: Any, per: Any, lo: Any, hi: Any, partial: Any, c0: Any, c1: Any) -> None:
+    """Blocks ``lo`` to ``hi``, columns ``c0`` to ``c1``: each block's rows added in
+    order into its partial row (four rows a pass through the partial row,
+    ``((p + r1) + r2) + ...``: the order of one row at a time, with a quarter of the
+    partial row's loads and stores)."""
+    for blk in range(lo, hi):
+        r0 = blk * per
+        end = min(r0 + per, x.shape[0])
+        p = partial[blk]
         first = x[r0]
-        for j in range(n):
+        for j in range(c0, c1):
             p[j] = first[j]
         r = r0 + 1
-        while r + 4 <= r1:  # four rows a pass, added left to right: the same order
-            a, b, c, d = x[r], x[r + 1], x[r + 2], x[r + 3]
-            for j in range(n):
-                p[j] = p[j] + a[j] + b[j] + c[j] + d[j]
+        while r + 4 <= end:  # four rows a pass, added left to right: the same order
+            q1, q2, q3, q4 = x[r], x[r + 1], x[r + 2], x[r + 3]
+            for j in range(c0, c1):
+                p[j] = p[j] + q1[j] + q2[j] + q3[j] + q4[j]
             r += 4
-        while r < r1:
+        while r < end:
             row = x[r]
-            for j in range(n):
+            for j in range(c0, c1):
                 p[j] += row[j]
             r += 1
 
@@ -92,15 +93,18 @@ def combine_blocks(partial: Any, lo: Any, hi: Any, out: Any) -> None:
 
 @kernel
 def _sum_serial(x: Any, per: Any, partial: Any, out: Any) -> None:
-    _block_sums(x, per, 0, partial.shape[0], partial)
+    _block_sums(x, per, 0, partial.shape[0], partial, 0, out.shape[0])
     combine_blocks(partial, 0, out.shape[0], out)
 
 
 @parallel_kernel
-def _sum_parallel(x: Any, per: Any, partial: Any, out: Any, band: Any) -> None:
-    for b in prange(partial.shape[0]):
-        _block_sums(x, per, b, b + 1, partial)
+def _sum_parallel(x: Any, per: Any, partial: Any, out: Any, cols: Any, band: Any) -> None:
     n = out.shape[0]
+    bands = (n + cols - 1) // cols
+    for t in prange(partial.shape[0] * bands):  # (block, band of columns) pairs
+        blk = t // bands
+        c0 = (t - blk * bands) * cols
+        _block_sums(x, per, blk, blk + 1, partial, c0, min(c0 + cols, n))
     for c in prange((n + band - 1) // band):
         lo = c * band
         combine_blocks(partial, lo, min(lo + band, n), out)
@@ -129,7 +133,11 @@ def leading_sum(x: np.ndarray, n: int) -> np.ndarray:
     form = _site.form(x2.size)
     start = perf_counter()
     if form & PARALLEL:
-        _sum_parallel(x2, per, partial, out, max(16, CHUNK // max(1, count)))
+        # Enough (block, columns) pieces for the threads even with few blocks (a
+        # positional embedding's gradient: 32 rows of 131,072): which piece a thread
+        # takes changes no element's additions.
+        cols = max(1024, -(-n // max(1, 64 // count)))
+        _sum_parallel(x2, per, partial, out, cols, max(16, CHUNK // max(1, count)))
     else:
         _sum_serial(x2, per, partial, out)
     if form & TIMED:
