@@ -169,12 +169,16 @@ class TinyGPT(nn.Module):
         return logits
 
 
-def transformer(backend: str, large: bool = False, precision: str = "float32") -> Workload:
+def transformer(
+    backend: str, large: bool = False, precision: str = "float32", batch: int | None = None
+) -> Workload:
     """The transformer workloads; ``precision="mixed"``: float16 products under a
-    `nn.GradScaler` (see ``benchmarks/mixed_precision.py``)."""
+    `nn.GradScaler` (see ``benchmarks/mixed_precision.py``); ``batch``: another batch
+    size (diagnostics on a small machine)."""
     V, T, D, H, FF, L, B = (
         (256, 256, 512, 8, 2048, 4, 32) if large else (64, 64, 128, 4, 512, 2, 16)
     )
+    B = B if batch is None else batch
     rng = np.random.default_rng(0)
     model = TinyGPT(V, T, D, H, FF, L)
     model.initialize(0)

@@ -117,6 +117,10 @@ def _asgrad(workload: str, device: str) -> tuple[Row, Callable[[], Built]]:
     # compile, as before the tiers.
     if importlib.util.find_spec("numba") is not None:
         os.environ.setdefault("ASGRAD_CPU_JIT", "1")
+    # asgrad before numpy (which the workloads module imports), as a program importing
+    # asgrad first runs: it sets OpenBLAS's polling time before numpy loads OpenBLAS
+    # (asgrad.tensor._openblas).
+    import asgrad.tensor  # noqa: F401
     import asgrad_workloads
     from asgrad.tensor import __version__
 

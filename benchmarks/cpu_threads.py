@@ -66,7 +66,7 @@ def _variants(
         for label, n in [("serial", 0), *((f"par{n}", n) for n in counts)]:
 
             def run(call: Callable[[], Any] = call, module: Any = module, n: int = n) -> Any:
-                module._parallel = (lambda size: True) if n else (lambda size: False)
+                module._site.force = "parallel" if n else "serial"
                 numba.set_num_threads(max(n, 1))
                 return call()
 

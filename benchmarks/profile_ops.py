@@ -16,6 +16,7 @@ with more it adds the threads' times, spinning included).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import time
@@ -23,8 +24,6 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "2")
@@ -38,6 +37,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--cpu-time", action="store_true", help="time by CPU time, not wall time")
     args = p.parse_args(argv)
+
+    # asgrad before numpy, as a program importing asgrad first: it sets OpenBLAS's
+    # polling time before numpy loads OpenBLAS (asgrad.tensor._openblas).
+    importlib.import_module("asgrad.tensor")
+    import numpy as np
 
     import asgrad_workloads
     from asgrad.tensor import Program

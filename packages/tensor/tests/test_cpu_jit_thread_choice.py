@@ -79,8 +79,9 @@ def test_a_kernel_runs_serially_in_its_first_step_then_alternates_and_decides(
     forms = _measure(site, 100, serial=1.0, parallel=3.0)
     probe = threads.PROBE + T + S
     # serial while the first step runs, timed serial probes, an untimed warm-up
-    assert forms[:5] == [S, S, probe, probe, P]
-    timed = forms[5:]
+    warm = 2 + threads.PROBES
+    assert forms[: warm + 1] == [S, S, *[probe] * threads.PROBES, P]
+    timed = forms[warm + 1 :]
     assert all(f & T for f in timed)
     assert [f & P for f in timed] == [P, S, S, P, P, S, S, P][: len(timed)]
     assert site.form(100) == S  # decided: serial was 3x faster

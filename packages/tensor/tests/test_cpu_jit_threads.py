@@ -152,6 +152,10 @@ def test_a_loop_over_threads_takes_an_input_repeated_along_the_rows(
     if not bias_first:
         given = x.copy()
         assert fn(given, bias, out=given).tobytes() == want.tobytes()
+    # Leading ones aside, a trailing part: [1, 3, 9] repeated along [n, 3, 9]'s rows.
+    lead = bias.reshape(1, 3, 9)
+    fn, _ = _kernel("add", [x, lead], {})
+    assert fn(x, lead).tobytes() == np.add(x, lead).tobytes()
     # A shape that is not a trailing part of the result's: numpy's broadcasting stays.
     assert _choose("add", [_f32(rng, 4, 1), _f32(rng, 4, 5)], {}) is None
 

@@ -11,8 +11,11 @@
 
 import os
 
+from asgrad.tensor import (
+    _openblas,  # noqa: F401  # first: OpenBLAS's polling, before numpy loads
+    linalg,
+)
 from asgrad.tensor import cpu as _cpu  # noqa: F401  # compiles loop bodies for the numpy scan
-from asgrad.tensor import linalg
 from asgrad.tensor import ops as _ops  # noqa: F401  # registers the built-in ops
 from asgrad.tensor.api.functional import (
     cat,

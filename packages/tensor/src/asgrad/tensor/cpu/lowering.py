@@ -25,9 +25,10 @@ families (reductions, shape, linalg, conv, pool, index, control, optim) have ent
 keyed by op inside their family's entry, and a family may fuse groups of lines
 (``fuse``: Adam's three ops per parameter as one pass, a convolution's ReLU in its
 kernel, a ReLU's gradient in max pooling's gradient kernel, softmax's input gradient
-as one row kernel, a layer norm's weight gradient as one pass, attention's scaled and
-masked softmax as one pass, a sum of slice gradients as one assembled array, an
-elementwise line folded into the elementwise lines reading it).
+as one row kernel, a layer norm's weight gradient as one pass, a large sum over
+leading axes in blocks of rows over threads, a transposed value's reshape copied over
+threads, attention's scaled and masked softmax as one pass, a sum of slice gradients as
+one assembled array, an elementwise line folded into the elementwise lines reading it).
 
 Each lowering is written for the op's registered kernel and is taken only while the
 op's kernel is that one (the code generator and the whole step check).
@@ -49,10 +50,12 @@ from asgrad.tensor.cpu.jit import emit_scan as es
 from asgrad.tensor.cpu.jit import fuse as fu
 from asgrad.tensor.cpu.jit import fuse_attention as fa
 from asgrad.tensor.cpu.jit import fuse_conv as fc
+from asgrad.tensor.cpu.jit import fuse_copies as fcp
 from asgrad.tensor.cpu.jit import fuse_elementwise as fe
 from asgrad.tensor.cpu.jit import fuse_pool as fp
 from asgrad.tensor.cpu.jit import fuse_rows as fr
 from asgrad.tensor.cpu.jit import fuse_slices as fs
+from asgrad.tensor.cpu.jit import fuse_sums as fsum
 from asgrad.tensor.cpu.jit.kernels import JitKernel, rendered_kernel
 from asgrad.tensor.cpu.records import Line, Ref
 from asgrad.tensor.ir.graph import Node
@@ -129,7 +132,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
     "reduction": FamilyLowering(
         numpy=dict.fromkeys(("sum", "mean", "max", "min"), sp.reduce),
         emit={name: em.reduction(name) for name in ("sum", "mean", "max", "min")},
-        fuse=fr.fuse_softmax_backward,
+        fuse=_chain(fr.fuse_softmax_backward, fsum.fuse_leading_sums),
     ),
     "shape": FamilyLowering(
         numpy={
@@ -145,6 +148,7 @@ FAMILY_LOWERINGS: dict[str, FamilyLowering] = {
             "sum_to_like": em.sum_to_like,
             "concat": em.concat,
         },
+        fuse=fcp.fuse_transposed_reshapes,
     ),
     "norm": FamilyLowering(fuse=_chain(fr.fuse_layer_norm_weight_grad, fa.fuse_masked_softmax)),
     "conv": FamilyLowering(

@@ -133,7 +133,8 @@ def rendered_kernel(
     """The compiled loop of an elementwise expression at these types, or None.
 
     Taken for a float result of rank >= 1 whose inputs have its shape or none, or one
-    shape that is a trailing part of it (a bias: ``[512]`` against ``[32, 256, 512]``),
+    shape that is a trailing part of it (a bias: ``[512]`` against ``[32, 256, 512]``;
+    leading ones aside: a positional embedding's ``[1, 256, 512]``),
     when every primitive of the expression vectorises in a loop (`vectorises`) and
     either the expression applies at least `RENDER_MIN_PRIMITIVES` primitives over
     inputs of the result's shape (one compiled pass beats numpy's pass per primitive)
@@ -146,7 +147,7 @@ def rendered_kernel(
 
     if out.dtype not in _FLOATS or not out.shape:
         return None
-    rows = {t.shape for t in ins if t.shape not in ((), out.shape)}
+    rows = {_bare(t.shape) for t in ins if t.shape not in ((), out.shape)}
     if len(rows) > 1 or any(out.shape[len(out.shape) - len(r) :] != r for r in rows):
         return None
     full = [j for j, t in enumerate(ins) if t.shape == out.shape]
@@ -219,6 +220,15 @@ def rendered_kernel(
     shaped_like = [t.shape == out.shape for t in ins]
     leading = shaped_like.index(False) if rows else len(ins)
     return JitKernel("asgrad_loop", "kernel", leading=leading, source=source)
+
+
+def _bare(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` without its leading ones, unless nothing would be left (``[1, 256, 512]``
+    repeated along ``[32, 256, 512]``'s rows holds the elements of ``[256, 512]``)."""
+    k = 0
+    while k < len(shape) - 1 and shape[k] == 1:
+        k += 1
+    return shape[k:]
 
 
 def _timed_call(loop: str, args: str, ind: str) -> str:

@@ -8,6 +8,11 @@ took 14.7 ms a layer at 16 threads on the device host, 2026-12-02). `copy_into` 
 parallel form over the rows of the first two axes, chosen per size by measuring as
 every compiled kernel's is (`asgrad.tensor.cpu.jit.threads.Site`); its serial form is
 numpy's ``copyto`` itself. A copy is exact either way.
+
+`reshaped` is a reshape that numpy would make by copying (attention's heads merged back,
+``[B, H, T, d]`` read as ``[B, T, H * d]``: one copy of 4.2M float32 a layer in
+transformer_large), with that copy made by `copy_into`
+(`asgrad.tensor.cpu.jit.fuse_copies`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 from asgrad.tensor.cpu.jit._numba import kernel, parallel_kernel, prange
 from asgrad.tensor.cpu.jit.threads import CHUNK, PARALLEL, TIMED, Site
 
-__all__ = ["copy_into"]
+__all__ = ["copy_into", "reshaped"]
 
 
 @kernel
@@ -66,3 +71,27 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         np.copyto(dst, src)
     if form & TIMED:
         _site.timed(dst.size, form, perf_counter() - start)
+
+
+def reshaped(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``x.reshape(shape)``: a view where numpy makes one, else a copy, of a 4-D ``x``
+    by `copy_into` (over threads where its choice says so), of others by numpy.
+
+    >>> import numpy as np
+    >>> from asgrad.tensor.cpu.jit.kernels_copy import reshaped
+    >>> x = np.arange(24.0).reshape(1, 2, 3, 4).transpose(0, 2, 1, 3)
+    >>> bool((reshaped(x, (1, 3, 8)) == x.reshape(1, 3, 8)).all())
+    True
+    """
+    try:
+        return np.reshape(x, shape, copy=False)
+    except ValueError:  # numpy would copy
+        pass
+    except TypeError:  # numpy < 2.1: no ``copy``
+        if x.flags.c_contiguous:
+            return x.reshape(shape)
+    if x.ndim != 4:
+        return x.reshape(shape)
+    out = np.empty(x.shape, x.dtype)
+    copy_into(out, x)
+    return out.reshape(shape)

@@ -22,8 +22,9 @@ machine's load, and no fixed threshold held on the 2-core machine (docs/performa
 * the calls during the first step (`new_step`, which each compiled line function
   calls when it starts) run serially, so the first result waits for no compile of a
   parallel form;
-* from a later step on, `PROBES` serial calls are timed: a kernel whose best time is
-  under `SERIAL_FLOOR` (50 us) stays serial, and its parallel form is never compiled;
+* from a later step on, `PROBES` serial calls (one) are timed: a kernel whose best
+  time is under `SERIAL_FLOOR` (50 us) stays serial, and its parallel form is never
+  compiled;
 * else the next call runs the parallel form untimed (a warm-up: it compiles, about a
   second on a cold cache), then `SAMPLES` calls of each form alternate
   (P S S P P S S P), each timed as it runs in the step: no extra work, every call
@@ -47,8 +48,11 @@ Settings, first match wins:
 The settings are read when a step begins (`new_step`) and when `set_threads` is
 called, not at every kernel's call (reading the environment costs microseconds).
 
-The matrix products keep BLAS's own threads (they run between the kernels, never at
-the same time). Nothing here imports Numba before a kernel asks.
+The matrix products keep BLAS's own threads. They run between the kernels, but
+OpenBLAS's idle threads poll for about 0.1 s after a product unless told otherwise, on
+the cores a parallel kernel needs: `asgrad.tensor._openblas` shortens that where the
+kernels may thread. `report` lists the choices made and the times behind them. Nothing
+here imports Numba before a kernel asks.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ __all__ = [
     "Site",
     "may_thread",
     "new_step",
+    "report",
     "set_threads",
     "threads",
 ]
@@ -90,8 +95,11 @@ CHUNK = 16384
 ENV = "ASGRAD_CPU_THREADS"
 # Timed serial calls that first probe a kernel's time (its best under `SERIAL_FLOOR`
 # seconds: it stays serial, its parallel form never compiled), then the timed calls of
-# each form before its choice is made.
-PROBES = 2
+# each form before its choice is made. One probe: a kernel called once a step compiles
+# its parallel form (the warm-up) in its third step, inside `benchmarks/bench_worker.py`'s
+# three untimed steps (with two probes it was the fourth, the first timed one, about a
+# second on a cold cache). A probe slowed by chance only makes a quick kernel measured.
+PROBES = 1
 SAMPLES = 4
 # Waking a second thread and waiting for the slower one costs on the order of 10 us, so
 # a kernel this quick on one thread cannot gain enough to be measured reliably, and
@@ -258,6 +266,10 @@ class Site:
         self.force: str | None = None
         self._trials: dict[Hashable, _Trial] = {}
         self._lock = threading.Lock()
+        # Per key decided by a measurement here: (serial, parallel) median seconds
+        # (the parallel one None where the probes kept it serial), for `report`.
+        self.measured: dict[Hashable, tuple[float, float | None]] = {}
+        _SITES.append(self)
 
     def key(self, size: int, n: int) -> Hashable:
         """The routes file's key of this kernel at ``size`` elements over ``n`` threads."""
@@ -313,6 +325,7 @@ class Site:
             if min(trial.probes, default=0.0) < SERIAL_FLOOR:  # too quick for threads to pay
                 with self._lock:
                     self._trials.pop(key, None)
+                    self.measured[key] = (min(trial.probes, default=0.0), None)
                 ROUTE.decided(key, "serial")
                 return SERIAL
             return PARALLEL  # the warm-up: it may compile
@@ -335,4 +348,59 @@ class Site:
                 return
             del self._trials[key]
         serial, parallel = (float(np.median(t)) for t in trial.times)
+        self.measured[key] = (serial, parallel)
         ROUTE.decided(key, route.decide({"parallel": parallel, "serial": serial}))
+
+
+# Every `Site` made in this process (one per kernel module), for `report`.
+_SITES: list[Site] = []
+
+
+def report() -> list[dict[str, Any]]:
+    """What each kernel of this process chose, per size and thread count: a row per
+    key with ``kernel`` (the module), ``size``, ``threads``, ``form`` (``"serial"``,
+    ``"parallel"``, or ``"measuring"`` with ``calls`` so far), ``source``
+    (``"measured"`` or ``"routes.json"``) and, where measured here,
+    ``serial_ms`` and ``parallel_ms`` (the medians that decided; ``parallel_ms`` None
+    where the serial probes were under `SERIAL_FLOOR`). Keys decided unmeasured
+    (`set_threads`, ``ASGRAD_CPU_ROUTE``, below `PARALLEL_MIN`) have no row.
+
+    >>> from asgrad.tensor.cpu.jit.threads import report
+    >>> isinstance(report(), list)
+    True
+    """
+    rows: list[dict[str, Any]] = []
+    named: set[str] = set()  # a module made again (a test) has one Site per making
+    for site in list(_SITES):
+        if site.name in named:
+            continue
+        named.add(site.name)
+        same = [s for s in _SITES if s.name == site.name]
+        for key, choice in list(ROUTE.chosen.items()):
+            if not (isinstance(key, tuple) and key[:1] == (site.name,)):
+                continue
+            row: dict[str, Any] = {
+                "kernel": site.name,
+                "size": key[1],
+                "threads": key[2],
+                "form": choice,
+                "source": "measured" if key in ROUTE.measured else "routes.json",
+            }
+            times = next((s.measured[key] for s in same if key in s.measured), None)
+            if times is not None:
+                row["serial_ms"] = times[0] * 1e3
+                row["parallel_ms"] = None if times[1] is None else times[1] * 1e3
+            rows.append(row)
+        for key, trial in [kt for s in same for kt in list(s._trials.items())]:
+            assert isinstance(key, tuple)
+            rows.append(
+                {
+                    "kernel": site.name,
+                    "size": key[1],
+                    "threads": key[2],
+                    "form": "measuring",
+                    "source": "measured",
+                    "calls": trial.calls,
+                }
+            )
+    return rows
