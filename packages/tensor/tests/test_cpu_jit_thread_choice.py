@@ -67,6 +67,8 @@ def _measure(site: threads.Site, size: int, serial: float, parallel: float) -> l
     forms.append(site.form(size))  # the warm-up
     for _ in range(2 * threads.SAMPLES):
         form = site.form(size)
+        if not form & T:  # decided
+            break
         forms.append(form)
         site.timed(size, form, parallel if form & P else serial)
     return forms
@@ -82,16 +84,40 @@ def test_a_kernel_runs_serially_in_its_first_step_then_alternates_and_decides(
     warm = 2 + threads.PROBES
     assert forms[: warm + 1] == [S, S, *[probe] * threads.PROBES, P]
     timed = forms[warm + 1 :]
+    # serial was 3x faster in each of the first two calls of each form: decided there
+    assert [f & P for f in timed] == [P, S, S, P]
     assert all(f & T for f in timed)
-    assert [f & P for f in timed] == [P, S, S, P, P, S, S, P][: len(timed)]
-    assert site.form(100) == S  # decided: serial was 3x faster
+    assert site.form(100) == S
     key = repr(site.key(100, 2))
     assert _stored(cache) == {key: "serial"}
     assert threads.ROUTE.measured == {site.key(100, 2)}
-    # another size is another decision; a close race keeps the parallel form
-    _measure(site, 200, serial=1.0, parallel=1.05)
+    # another size is another decision; a close race takes every sample of each form
+    # and keeps the parallel form
+    timed = _measure(site, 200, serial=1.0, parallel=1.05)[warm + 1 :]
+    assert [f & P for f in timed] == [P, S, S, P, P, S, S, P]
     assert site.form(200) == P
     assert _stored(cache)[repr(site.key(200, 2))] == "parallel"
+
+
+def test_a_clear_difference_in_some_samples_only_takes_every_sample() -> None:
+    site = threads.Site("kernel_noisy")
+    forms = [site.form(100), site.form(100)]  # the first step
+    threads.new_step()
+    for _ in range(threads.PROBES):
+        form = site.form(100)
+        site.timed(100, form, 1.0)
+    forms.append(site.form(100))  # the warm-up
+    # parallel 4x faster, but one of its first two calls was slowed: not clear yet
+    parallel = iter([0.25, 0.9, 0.25, 0.25])
+    timed = []
+    for _ in range(2 * threads.SAMPLES):
+        form = site.form(100)
+        if not form & T:
+            break
+        timed.append(form & P)
+        site.timed(100, form, next(parallel) if form & P else 1.0)
+    assert timed == [P, S, S, P, P, S, S, P]
+    assert site.form(100) == P
 
 
 def test_a_saved_choice_is_reused_without_measuring(

@@ -28,7 +28,8 @@ machine's load, and no fixed threshold held on the 2-core machine (docs/performa
 * else the next call runs the parallel form untimed (a warm-up: it compiles, about a
   second on a cold cache), then `SAMPLES` calls of each form alternate
   (P S S P P S S P), each timed as it runs in the step: no extra work, every call
-  computes the step's result;
+  computes the step's result; a form `CLEAR` (2) times faster than the other in each
+  of the first `EARLY` (2) calls of each decides there (P S S P);
 * their median times decide, a close race (within ``route.MARGIN``) keeping the
   parallel form (`asgrad.tensor.cpu.jit.route.decide`), and the decision is written
   to the cache folder's ``routes.json`` (section ``threads``, keyed by the machine,
@@ -69,6 +70,8 @@ from asgrad.tensor.errors import ArgumentError
 
 __all__ = [
     "CHUNK",
+    "CLEAR",
+    "EARLY",
     "ENV",
     "PARALLEL",
     "PARALLEL_MIN",
@@ -101,6 +104,11 @@ ENV = "ASGRAD_CPU_THREADS"
 # second on a cold cache). A probe slowed by chance only makes a quick kernel measured.
 PROBES = 1
 SAMPLES = 4
+# A form faster than the other by at least `CLEAR` times in each of the first `EARLY`
+# samples of each decides there (P S S P): the other form's slow calls stop sooner, and
+# the choice is made inside fewer of the first steps. A closer race takes all `SAMPLES`.
+EARLY = 2
+CLEAR = 2.0
 # Waking a second thread and waiting for the slower one costs on the order of 10 us, so
 # a kernel this quick on one thread cannot gain enough to be measured reliably, and
 # compiling its parallel form (about a second) would not pay.
@@ -241,6 +249,22 @@ def may_thread(size: int) -> bool:
     return threads() >= 2
 
 
+def _enough(serial: list[float], parallel: list[float]) -> bool:
+    """Whether a trial's samples decide: `SAMPLES` of each form, or `EARLY` of each with
+    one form `CLEAR` times faster than the other in every one of them.
+
+    >>> _enough([1.0, 1.1], [0.2, 0.3])
+    True
+    >>> _enough([1.0, 0.4], [0.2, 0.3])
+    False
+    """
+    if len(serial) >= SAMPLES and len(parallel) >= SAMPLES:
+        return True
+    if len(serial) < EARLY or len(parallel) < EARLY:
+        return False
+    return CLEAR * max(parallel) <= min(serial) or CLEAR * max(serial) <= min(parallel)
+
+
 class _Trial:
     """A key's measurement: the step of its first call, its calls since, the serial
     probes' times and the alternating calls' (serial, parallel)."""
@@ -344,7 +368,7 @@ class Site:
                 trial.probes.append(seconds)
                 return
             trial.times[form & PARALLEL].append(seconds)
-            if len(trial.times[0]) < SAMPLES or len(trial.times[1]) < SAMPLES:
+            if not _enough(*trial.times):
                 return
             del self._trials[key]
         serial, parallel = (float(np.median(t)) for t in trial.times)
