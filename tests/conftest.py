@@ -7,14 +7,18 @@ depend on each other lives here: the GPU tests that differentiate or train
 tests of ``asgrad.gpu`` and ``asgrad.tensor`` alone are in ``packages/gpu/tests``), the
 docs, the viewer in a browser, ONNX against PyTorch, the distributions' versions.
 
-The fixtures: the GPU device, the compiled CPU path's line-by-line function, and a
-headless Chromium for the graph viewer's browser tests."""
+The fixtures: the GPU device, the compiled CPU path's line-by-line function, a
+benchmark script loaded as a module, and a headless Chromium for the graph viewer's
+browser tests."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
@@ -44,6 +48,28 @@ def line_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(step, "STEP_WORK_LIMIT", 0)
     yield
     jit.set_enabled(None)
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def benchmark_script() -> Callable[[str], Any]:
+    """``load(name)``: ``benchmarks/<name>.py`` as a module of its own (its folder on
+    ``sys.path`` for the scripts it imports), loaded again at each call."""
+
+    def load(name: str) -> Any:
+        if str(BENCHMARKS) not in sys.path:
+            sys.path.insert(0, str(BENCHMARKS))
+        path = BENCHMARKS / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(f"benchmark_{name}_under_test", path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
 
 
 # -- a headless Chromium for the graph viewer's browser tests ---------------------------

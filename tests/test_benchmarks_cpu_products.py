@@ -3,9 +3,7 @@ rows of the first operand and its columns of the second, whatever the operands' 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,24 +11,13 @@ import pytest
 
 from asgrad.tensor.cpu.jit.batched_matmul import gemm_batch
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load() -> Any:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("bench_cpu_products", BENCH / "cpu_products.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.mark.parametrize("layout", ["nn", "tn", "nt"])
 @pytest.mark.parametrize("grid", [(2, 2), (4, 1), (1, 2)])
-def test_tiles_over_gemm_batch_make_the_whole_product(layout: str, grid: tuple[int, int]) -> None:
-    bench = _load()
+def test_tiles_over_gemm_batch_make_the_whole_product(
+    layout: str, grid: tuple[int, int], benchmark_script: Callable[[str], Any]
+) -> None:
+    bench = benchmark_script("cpu_products")
     a, b = bench.operands(256, 160, 256, layout, seed=3)
     assert (a.flags.c_contiguous, b.flags.c_contiguous) == (layout[0] == "n", layout[1] == "n")
     out = np.full((256, 256), np.nan, np.float32)

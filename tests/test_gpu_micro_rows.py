@@ -4,9 +4,7 @@ runs it on the H200 to see how far each kernel is from the memory bandwidth)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,26 +13,11 @@ from asgrad.gpu import Device
 
 pytestmark = pytest.mark.gpu
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _module() -> Any:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(
-        "gpu_micro_rows_under_test", BENCH / "gpu_micro.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_the_row_and_elementwise_kernels_of_a_step_are_timed_against_a_copy(
-    device: Device,
+    device: Device, benchmark_script: Callable[[str], Any]
 ) -> None:
-    rows = _module().bench_rows("transformer", steps=0, reps=1, torch=None)
+    rows = benchmark_script("gpu_micro").bench_rows("transformer", steps=0, reps=1, torch=None)
     kinds = {r["kind"] for r in rows}
     assert {"norm", "elementwise"} <= kinds
     norms = [r for r in rows if r["kind"] == "norm"]
