@@ -224,6 +224,9 @@ def test_unset_it_runs_np_matmul_in_the_first_step_then_measures_and_decides(
 ) -> None:
     monkeypatch.setattr(threads, "MEASURE_MIN_THREADS", 2)
     monkeypatch.setattr(threads, "SERIAL_FLOOR", 0.0)
+    # every sample of each form, whatever the times (a clear winner may decide after
+    # `threads.EARLY` of each: `test_cpu_jit_thread_choice.py` pins that on given times)
+    monkeypatch.setattr(threads, "CLEAR", float("inf"))
     before = numba.get_num_threads()
     numba.set_num_threads(2)
     try:
