@@ -48,6 +48,7 @@ import math
 import os
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -277,10 +278,8 @@ def batched_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) 
         batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
         out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.result_type(a, b))
     n = threads.threads()
-    if out.dtype.char not in blas_batch().fns:  # no gemm_batch in numpy's BLAS
-        result: np.ndarray = np.matmul(a, b, out=out)
-        return result
-    if math.prod(out.shape[:-2]) < n or n < 2:  # threads would idle: BLAS's own threads
+    # No gemm_batch in numpy's BLAS, or threads that would idle: BLAS's own threads.
+    if out.dtype.char not in blas_batch().fns or n < 2 or math.prod(out.shape[:-2]) < n:
         np.matmul(a, b, out=out)
         return out
     if FORCE[0] is not None:
@@ -352,12 +351,9 @@ def fuse_batched_products(
         ):
             continue
         env["_batched_matmul"] = batched_matmul
-        out[k] = Line(
-            node=node,
+        out[k] = replace(
+            line,
             call=_renamed(call, "_batched_matmul"),
-            reuse=line.reuse,
             into=_renamed(line.into, "_batched_matmul"),
-            work=line.work,
-            flops=line.flops,
         )
     return out
