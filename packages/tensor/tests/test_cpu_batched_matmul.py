@@ -21,7 +21,7 @@ from asgrad.tensor import Graph, compile
 from asgrad.tensor.cpu import CPUExecutable, jit
 from asgrad.tensor.cpu.blas import blas_threads
 from asgrad.tensor.cpu.jit import batched_matmul as bm
-from asgrad.tensor.cpu.jit import route, threads
+from asgrad.tensor.cpu.jit import threads
 from asgrad.tensor.ir.registry import TensorType
 
 numba = pytest.importorskip("numba")
@@ -32,20 +32,14 @@ two_threads = pytest.mark.skipif(
 
 
 @pytest.fixture(autouse=True)
-def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def settings(fresh_choices: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """An empty cache folder, no thread or route settings, no decisions."""
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(threads.ENV, raising=False)
-    monkeypatch.delenv(route.ENV, raising=False)
-    monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
     monkeypatch.setattr(bm, "_sites", {})
     monkeypatch.setattr(bm, "_agrees", {})
-    threads.new_step()
     yield
     bm.FORCE[0] = None
     threads.set_threads(None)
     jit.set_enabled(None)
-    threads.new_step()
 
 
 def _heads(rng: np.random.Generator, b: int, t: int, h: int, d: int, dtype: str) -> np.ndarray:

@@ -19,7 +19,7 @@ import pytest
 from asgrad.tensor import Graph, make_schedule
 from asgrad.tensor import _openblas as ob
 from asgrad.tensor.cpu.codegen import generate_cpu_function
-from asgrad.tensor.cpu.jit import route, threads
+from asgrad.tensor.cpu.jit import threads
 
 numba = pytest.importorskip("numba")
 if numba.config.NUMBA_NUM_THREADS < 2:
@@ -30,17 +30,11 @@ from asgrad.tensor.cpu.jit import kernels_sum as ks  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def _fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(threads.ENV, raising=False)
-    monkeypatch.delenv(route.ENV, raising=False)
-    monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
+def _fresh(fresh_choices: Path) -> Iterator[None]:
     before = numba.get_num_threads()
-    threads.new_step()
     yield
     ks._site.force = kn._site.force = None
     numba.set_num_threads(before)
-    threads.new_step()
 
 
 def _forms(call: object, site: threads.Site) -> list[bytes]:

@@ -33,22 +33,17 @@ T = threads.TIMED
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def cache(fresh_choices: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An empty cache folder, no settings, no decisions, two kernel threads, measured
     from two threads up."""
-    monkeypatch.setenv("ASGRAD_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(threads.ENV, raising=False)
-    monkeypatch.delenv(route.ENV, raising=False)
-    monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))
     monkeypatch.setattr(threads, "PARALLEL_MIN", 1)
     monkeypatch.setattr(threads, "MEASURE_MIN_THREADS", 2)
     before = numba.get_num_threads()
     numba.set_num_threads(2)
     threads.new_step()  # the settings are read again
-    yield tmp_path
+    yield fresh_choices
     threads.set_threads(None)
     numba.set_num_threads(before)
-    threads.new_step()
 
 
 def _stored(cache: Path) -> dict[str, str]:
