@@ -8,10 +8,13 @@ A measurement of one (framework, workload, device) returns a row:
 * ``steps_per_s``: after two more untimed steps, blocks of the workload's timed steps,
   each ended by a sync (asgrad: reading the loss; PyTorch: ``torch.cuda.synchronize`` on
   CUDA; JAX: ``block_until_ready``; PyTensor returns host values), until the blocks
-  have taken ``MIN_TIMED_S`` together (at least one block, at most ``MAX_BLOCKS``): the
-  median of the blocks' rates. A block of a fast GPU workload lasts 20-100 ms, short
+  have taken ``MIN_TIMED_S`` together (at least ``MIN_BLOCKS``, at most ``MAX_BLOCKS``):
+  the median of the blocks' rates. A block of a fast GPU workload lasts 20-100 ms, short
   enough for one pause (the host, the GPU's clocks settling after a cold worker's first
-  step) to halve a single block's rate; the median is the rate the step keeps.
+  step) to halve a single block's rate; the median is the rate the step keeps. A block
+  of a slow workload (transformer_large on the CPU: about 9 s) is long enough on its
+  own, but one block's rate moved by a tenth between workers on a shared host: three
+  of them give a median.
   ``timed_blocks`` says how many blocks were timed;
 * ``final_loss``: the loss after the first timed block (the same number of steps for
   every framework, whatever its speed);
@@ -47,6 +50,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 WARMUP = 3
 MIN_TIMED_S = 1.0  # timed blocks continue until they have taken this long together
+MIN_BLOCKS = 3
 MAX_BLOCKS = 50
 Row = dict[str, Any]
 Built = tuple[Callable[[], Any], int, Callable[[Any], None]]
@@ -80,7 +84,7 @@ def measure(build: Callable[[], Built]) -> Row:
     rates: list[float] = []
     final_loss: Any = None
     timed = 0.0
-    while not rates or (timed < MIN_TIMED_S and len(rates) < MAX_BLOCKS):
+    while len(rates) < MIN_BLOCKS or (timed < MIN_TIMED_S and len(rates) < MAX_BLOCKS):
         start = time.perf_counter()
         for _ in range(steps):
             loss = step()

@@ -23,7 +23,7 @@ first worker of each framework starts with an empty compile cache folder (*cold*
 ``base_compiledir``); the later ones reuse it (*warm*). A worker times the first step
 (from the start of building the model to the end of the first step: graph, gradients,
 compile, one step), then two untimed steps and blocks of the workload's timed steps
-(until they have taken a second: the median block's rate), and reports its peak
+(until they have taken a second, three at least: the median block's rate), and reports its peak
 memory. The table keeps the best steps/s, the cold and the best warm time to first
 step and the largest peak memory of each (see bench_worker.py for what
 is measured exactly). One JSON line per result on stdout, then two markdown tables

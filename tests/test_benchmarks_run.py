@@ -351,14 +351,17 @@ def test_measure_times_blocks_until_a_second_and_keeps_the_median_block(
     assert row["final_loss"] == pytest.approx(0.5 + 0.02 + 0.5)  # after the first block
 
 
-def test_measure_times_one_block_when_it_takes_over_a_second(
+def test_measure_times_three_blocks_when_each_takes_over_a_second(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    clock = _FakeClock([1.0, 1.0, 1.0] + [0.3] * 10)
+    # Blocks of 3.5, 2.5 and 3.0 s: three of them although the first passes a second,
+    # and the median's rate, not the first's.
+    clock = _FakeClock([1.0, 1.0, 1.0] + [0.35] * 10 + [0.25] * 10 + [0.3] * 10)
     monkeypatch.setattr(worker.time, "perf_counter", clock.perf_counter)
     row = worker.measure(lambda: (clock.step, 10, lambda _loss: None))
-    assert row["timed_blocks"] == 1
+    assert row["timed_blocks"] == 3
     assert row["steps_per_s"] == pytest.approx(10 / 3.0)
+    assert row["final_loss"] == pytest.approx(3.0 + 3.5)  # after the first block
 
 
 def _check_row(row: dict[str, Any], fw: str) -> None:
