@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu import jit, malloc
+from asgrad.tensor.cpu import jit
 from asgrad.tensor.cpu.codegen import generate_cpu_function
 from asgrad.tensor.cpu.jit.tier import compiled_now, step_counter, tiered
 from asgrad.tensor.ir.cache import LRUCache
@@ -44,16 +44,12 @@ class CPUExecutable:
     loop: compiled while a tiered program's compiled form runs, numpy otherwise.
     Functions are kept per fed shapes, per `set_enabled` setting and, for a loop body,
     per tier, so switching takes effect for the next run.
-
-    The first one made in a process sets glibc's malloc to keep freed memory for the
-    next step (`asgrad.tensor.cpu.malloc`; ``ASGRAD_CPU_MALLOC=0`` leaves it alone).
     """
 
     # Generated functions kept, one per set of fed shapes, the most recently used.
     MAX_SPECIALIZATIONS = 16
 
     def __init__(self, schedule: Schedule, *, loop_body: bool = False) -> None:
-        malloc.configure()  # the process's first CPU program: freed memory kept for reuse
         self.schedule = schedule
         self.loop_body = loop_body
         self._input_names = tuple(n.name for n in schedule.inputs)
