@@ -62,7 +62,8 @@ def _cases(b: int, h: int, t: int, d: int, rng: np.random.Generator) -> list[tup
     ]
 
 
-def _median_ms(fn: Callable[[], Any], times: list[float]) -> None:
+def _time_into(fn: Callable[[], Any], times: list[float]) -> None:
+    """One call of ``fn``, its time in ms appended to ``times``."""
     start = time.perf_counter()
     fn()
     times.append((time.perf_counter() - start) * 1e3)
@@ -105,7 +106,7 @@ def micro(name: str, rounds: int, n: int) -> None:
         for r in range(rounds):
             order = list(variants) if r % 2 == 0 else list(variants)[::-1]
             for k in order:
-                _median_ms(variants[k], times[k])
+                _time_into(variants[k], times[k])
         flops = 2 * ref.size * a.shape[-1]
         cells = []
         for k, ts in times.items():
