@@ -197,12 +197,16 @@ def pool_source(kh: int, kw: int) -> str:
     """The module of ``pool(x, out)`` and ``pool_backward(g, x, out)`` for max pooling
     windows that tile the input, ``x`` and ``out`` viewed as rows of windows (R, kh,
     OW, kw), ``g`` as (R, OW). Every offset of a window is unrolled in the loop over
-    ``ox``, so its loads and stores are interleaved groups that LLVM vectorises.
-    ``pool`` reads each of a row's ``kh`` input rows as a 1-D slice of the flattened
-    input (indexing the 3-D row instead took 1.7x as long for a [32, 16, 28, 28] input,
-    0.107 against 0.063 ms on one thread); ``pool_backward`` indexes the 3-D rows
-    (through 1-D slices it took about 3.5x as long, its argmax kept as an index or
-    as comparison masks alike; 2026-12-03, the 2-core machine).
+    ``ox`` (LLVM vectorises ``pool``'s at 16 lanes; a row of fewer windows runs the
+    loop's scalar form).
+    Both read each of a row's ``kh`` input rows as a 1-D slice of the flattened input
+    (indexing the 3-D row instead took 1.7x as long in ``pool`` for a [32, 16, 28, 28]
+    input, 0.107 against 0.063 ms on one thread). ``pool_backward`` keeps each offset's
+    "taken" flag and writes the gradient where an offset was taken and no later one
+    was (a running argmax index took 1.1-1.3x as long); its stores index the 3-D rows:
+    through 1-D slices LLVM vectorises the loop at 16 lanes, more windows than a row
+    of a small image has (14 for a 28-wide input), and it took 1.4-2x as long
+    (2026-12-03, the 2-core machine).
 
     ``pool``: the window's maximum, NaN when any of it is NaN (``np.maximum``).
     ``pool_backward``: ``g`` at the window's argmax (its first offset, then the last
@@ -216,7 +220,6 @@ def pool_source(kh: int, kw: int) -> str:
         f"            x{i} = flat[(r * {kh} + {i}) * w:(r * {kh} + {i} + 1) * w]" for i in range(kh)
     ]
     flat_loads = [f"                v{k} = x{i}[ox * {kw} + {j}]" for k, (i, j) in enumerate(taps)]
-    loads = [f"            v{k} = xr[{i}, ox, {j}]" for k, (i, j) in enumerate(taps)]
     lines = [
         "import numpy as np",
         "import numba",
@@ -246,27 +249,38 @@ def pool_source(kh: int, kw: int) -> str:
         f"@numba.njit({options})",
         "def pool_backward(g, x, out, positive):",
         "    rows, ow = g.shape",
+        f"    w = ow * {kw}",
         "    zero = out.dtype.type(0)",
+        "    flat = x.reshape(x.size)",
         "    for task in numba.prange((rows + ROWS - 1) // ROWS):",
         "        for r in range(task * ROWS, min(rows, (task + 1) * ROWS)):",
-        "            xr, gr, dst = x[r], g[r], out[r]",
+        *rows_of,
+        "            gr, dst = g[r], out[r]",
         "            for ox in range(ow):",
-        *["    " + line for line in loads],
+        *flat_loads,
         "                best = v0",
-        "                win = 0",
     ]
     for k in range(1, len(taps)):
         lines += [
-            f"                take = v{k} > best",
-            f"                best = v{k} if take else best",
-            f"                win = {k} if take else win",
+            f"                t{k} = v{k} > best",
+            f"                best = v{k} if t{k} else best",
         ]
     lines += [
         "                gv = gr[ox]",
         "                if positive and not best > zero:",
         "                    gv = zero",
     ]
+    # Offset k wins where it was taken and no later offset was: ``later{k}`` is the
+    # union of the takes after k (the last offset's is empty).
+    last = len(taps) - 1
+    for k in range(last - 1, -1, -1):
+        later = f"t{k + 1}" if k + 1 == last else f"(t{k + 1} | later{k + 1})"
+        lines.append(f"                later{k} = {later}")
     for k, (i, j) in enumerate(taps):
-        lines.append(f"                dst[{i}, ox, {j}] = gv if win == {k} else zero")
+        if k == last == 0:
+            lines.append(f"                dst[{i}, ox, {j}] = gv")
+            continue
+        won = f"t{k}" if k == last else "not later0" if k == 0 else f"t{k} & (not later{k})"
+        lines.append(f"                dst[{i}, ox, {j}] = gv if {won} else zero")
     lines.append("")
     return "\n".join(lines)
