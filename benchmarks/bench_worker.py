@@ -15,7 +15,9 @@ A measurement of one (framework, workload, device) returns a row:
   of a slow workload (transformer_large on the CPU: about 9 s) is long enough on its
   own, but one block's rate moved by a tenth between workers on a shared host: three
   of them give a median.
-  ``timed_blocks`` says how many blocks were timed;
+  ``timed_blocks`` says how many blocks were timed and ``block_steps_per_s`` gives
+  each one's rate, in order (a worker slow in every block and one slow only at first
+  read differently);
 * ``final_loss``: the loss after the first timed block (the same number of steps for
   every framework, whatever its speed);
 * ``peak_rss_mib``: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` at the end: the peak
@@ -98,6 +100,7 @@ def measure(build: Callable[[], Built]) -> Row:
         "first_step_s": first,
         "steps_per_s": statistics.median(rates),
         "timed_blocks": len(rates),
+        "block_steps_per_s": rates,
         "final_loss": final_loss,
     }
 

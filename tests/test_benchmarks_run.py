@@ -360,6 +360,7 @@ def test_measure_times_three_blocks_when_each_takes_over_a_second(
     monkeypatch.setattr(worker.time, "perf_counter", clock.perf_counter)
     row = worker.measure(lambda: (clock.step, 10, lambda _loss: None))
     assert row["timed_blocks"] == 3
+    assert row["block_steps_per_s"] == pytest.approx([10 / 3.5, 10 / 2.5, 10 / 3.0])
     assert row["steps_per_s"] == pytest.approx(10 / 3.0)
     assert row["final_loss"] == pytest.approx(3.0 + 3.5)  # after the first block
 

@@ -203,7 +203,7 @@ def pool_source(kh: int, kw: int) -> str:
     (indexing the 3-D row instead took 1.7x as long in ``pool`` for a [32, 16, 28, 28]
     input, 0.107 against 0.063 ms on one thread). ``pool_backward`` keeps each offset's
     "taken" flag and writes the gradient where an offset was taken and no later one
-    was (a running argmax index took 1.1-1.3x as long); its stores index the 3-D rows:
+    was (a running argmax index took 1.04-1.24x as long); its stores index the 3-D rows:
     through 1-D slices LLVM vectorises the loop at 16 lanes, more windows than a row
     of a small image has (14 for a 28-wide input), and it took 1.4-2x as long
     (2026-12-03, the 2-core machine).
