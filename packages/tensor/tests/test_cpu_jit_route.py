@@ -118,6 +118,28 @@ def test_a_decision_on_disk_is_reused_without_measuring(cache: Path) -> None:
     assert not later.measured
 
 
+def test_a_decision_for_another_kernel_than_the_threads_is_measured_again(cache: Path) -> None:
+    """A decision made where one thread won (a moment of load) is not kept by a later
+    process: it measures again and writes what it finds; the threads' decision is kept."""
+    (cache / rt.FILE).write_text(json.dumps({f"{rt.machine()}|test": {repr("key"): "serial"}}))
+    calls: list[str] = []
+    kernels = _kernels(calls, LOOPS)  # "parallel" is the fastest here
+    later = Route("test")  # as in a later process
+    assert later.stored("key") is None
+    for _ in range(rt.TRIALS):
+        assert later.run("key", kernels, None, _spare)[0] == 20000  # the reference's
+    assert set(calls) == set(LOOPS)  # measured
+    assert later.measured == {"key"}
+    assert later.describe() == {"key": "parallel"}
+    stored = json.loads((cache / rt.FILE).read_text())
+    assert stored[f"{rt.machine()}|test"][repr("key")] == "parallel"  # written anew
+    calls.clear()
+    again = Route("test")
+    assert again.stored("key") == "parallel"
+    assert again.run("key", kernels, None, _spare)[0] == 0
+    assert calls == ["parallel"]
+
+
 def test_a_decision_of_another_machine_or_route_is_not_used(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,9 +159,10 @@ def test_a_decision_of_another_machine_or_route_is_not_used(
 def test_the_environment_forces_a_kernel_or_a_new_measurement(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (cache / rt.FILE).write_text(json.dumps({f"{rt.machine()}|test": {repr("key"): "serial"}}))
+    (cache / rt.FILE).write_text(json.dumps({f"{rt.machine()}|test": {repr("key"): "parallel"}}))
     calls: list[str] = []
-    kernels = _kernels(calls, LOOPS)
+    # "serial" the fastest: a new measurement overturns the file's "parallel"
+    kernels = _kernels(calls, {"numpy": 20000, "parallel": 200000, "serial": 0})
     monkeypatch.setenv(rt.ENV, "numpy")
     assert Route("test").run("key", kernels, None, _spare)[0] == 20000
     assert calls == ["numpy"]
@@ -148,9 +171,9 @@ def test_the_environment_forces_a_kernel_or_a_new_measurement(
     route = Route("test")
     for _ in range(rt.TRIALS):
         route.run("key", kernels, None, _spare)
-    assert route.describe() == {"key": "parallel"}
+    assert route.describe() == {"key": "serial"}
     stored = json.loads((cache / rt.FILE).read_text())
-    assert stored[f"{rt.machine()}|test"][repr("key")] == "parallel"  # written anew
+    assert stored[f"{rt.machine()}|test"][repr("key")] == "serial"  # written anew
 
 
 @pytest.mark.parametrize("value", ["fastest", "1"])

@@ -134,6 +134,24 @@ def test_a_saved_choice_is_reused_without_measuring(
     assert _stored(cache) == {repr(again.key(100, 2)): "serial"}
 
 
+def test_a_saved_serial_choice_is_measured_again_in_a_later_process(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Serial won under load; a later process on a quiet machine measures again and the
+    parallel form, now faster, replaces the file's decision."""
+    _measure(threads.Site("kernel_d"), 100, serial=1.0, parallel=5.0)
+    key = repr(threads.Site("kernel_d").key(100, 2))
+    assert _stored(cache) == {key: "serial"}
+    monkeypatch.setattr(threads, "ROUTE", route.Route("threads"))  # a later process
+    threads.new_step()
+    later = threads.Site("kernel_d")
+    forms = _measure(later, 100, serial=5.0, parallel=1.0)
+    assert forms[:2] == [S, S]  # the first step serial, as before any measurement
+    assert any(form & T for form in forms)  # timed: measured again
+    assert later.form(100) == P
+    assert _stored(cache) == {key: "parallel"}
+
+
 def test_the_settings_force_a_form_without_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
     site = threads.Site("kernel_c")
     assert site.form(threads.PARALLEL_MIN - 1 if threads.PARALLEL_MIN > 1 else 0) == S

@@ -21,8 +21,14 @@ op, the shapes, the dtype, the attributes and Numba's thread count):
 
 A decision is written to ``routes.json`` in the cache folder (``ASGRAD_CACHE_DIR``,
 beside Numba's compiled kernels), per machine (its architecture, CPU model and core
-count) and key, and a later process reads it instead of measuring: once measured, a
-shape runs the same kernel in every run on that machine.
+count) and key, and a later process reads it instead of measuring where it is the
+preferred kernel (Numba's threads, `PREFERRED`'s first): once the threads have won, a
+shape runs on them in every run on that machine. A decision for another kernel is
+measured again, once, in each later process (and the new decision written): one
+thread beats the threads where the machine's cores were busy when it was measured,
+and a decision made in a moment of load must not keep a quiet machine's runs on one
+thread (on the 2-core machine the file held "serial" for the cnn's pooling gradient,
+whose kernel ran 2.5x as fast over both threads when the machine was quiet).
 ``ASGRAD_CPU_ROUTE`` overrides it: a kernel's name (``parallel``, ``serial`` or
 ``numpy``) runs that kernel everywhere, ``measure`` measures again (and writes the new
 decision); unset, the file decides, else the measurement.
@@ -160,6 +166,9 @@ class Route:
         return f"{machine()}|{self.name}"
 
     def _from_disk(self, key: Hashable) -> str | None:
+        """The routes file's decision at ``key`` where it is the preferred kernel
+        (`PREFERRED`'s first); None where there is none, where it names another kernel
+        (measured again, see the module docstring), or under ``ASGRAD_CPU_ROUTE=measure``."""
         if not self.persist or setting() == "measure":
             return None
         path = str(store_path())
@@ -167,7 +176,7 @@ class Route:
             section = _read(Path(path)).get(self._section(), {})
             self._stored[path] = section if isinstance(section, dict) else {}
         found = self._stored[path].get(repr(key))
-        return found if isinstance(found, str) else None
+        return found if found == PREFERRED[0] else None
 
     def _to_disk(self, key: Hashable, choice: str) -> None:
         if not self.persist:
@@ -185,8 +194,9 @@ class Route:
         self._stored.setdefault(str(path), {})[repr(key)] = choice
 
     def stored(self, key: Hashable) -> str | None:
-        """The decision at ``key`` in the routes file (None: none, or
-        ``ASGRAD_CPU_ROUTE=measure``)."""
+        """The decision at ``key`` in the routes file that a new process keeps: the
+        preferred kernel's name, else None (none, another kernel's, to be measured again,
+        or ``ASGRAD_CPU_ROUTE=measure``)."""
         return self._from_disk(key)
 
     def decided(self, key: Hashable, choice: str) -> None:

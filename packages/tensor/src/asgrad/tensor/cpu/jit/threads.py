@@ -34,7 +34,8 @@ machine's load, and no fixed threshold held on the 2-core machine (docs/performa
   parallel form (`asgrad.tensor.cpu.jit.route.decide`), and the decision is written
   to the cache folder's ``routes.json`` (section ``threads``, keyed by the machine,
   the kernel's module, the size and the thread count), which later processes on the
-  machine read instead of measuring.
+  machine read instead of measuring where the parallel form won (a serial decision is
+  measured again in each later process, as the route's are: `asgrad.tensor.cpu.jit.route`).
 
 Settings, first match wins:
 
@@ -333,10 +334,9 @@ class Site:
     def _measuring(self, key: Hashable) -> int:
         trial = self._trials.get(key)
         if trial is None:
-            stored = ROUTE.stored(key)
-            if stored in ("serial", "parallel"):
-                ROUTE.chosen[key] = stored
-                return PARALLEL if stored == "parallel" else SERIAL
+            if ROUTE.stored(key) == "parallel":
+                ROUTE.chosen[key] = "parallel"
+                return PARALLEL
             self._trials[key] = _Trial(_steps[0])
             return SERIAL
         if trial.step == _steps[0]:
