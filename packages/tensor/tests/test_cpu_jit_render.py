@@ -138,3 +138,35 @@ def test_constants_take_numpys_type_beside_their_operand() -> None:
     assert "np.float32(0.1)" in text
     text = render_numba(s.arg(0) * 0.5, ["i"], ["int64"], "float64")
     assert "np.float64(0.5)" in text
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_exponential_of_a_negated_square_is_erfs_own_and_numpys_value(dtype: str) -> None:
+    """``exp(-(y * y))`` is spelled as erf's float32 form spells its exponential
+    (``_exp_neg``), so that LLVM computes one where both apply (GELU's gradient); its
+    values are numpy's (NaN stays NaN; an infinite y gives 0; below e**-87, where numpy's
+    float32 result is subnormal, within 1e-37)."""
+    y = s.arg(0)
+    e = s.exp(-(y * y))
+    body = render_numba(e, ["x0[i]"], [dtype], dtype)
+    assert body.startswith("_exp_neg(")
+    assert render_numba(s.exp(-(y * s.arg(1))), ["a", "b"], [dtype] * 2, dtype).startswith("_exp(")
+    x = np.concatenate([_FLOAT, np.linspace(-12.0, 12.0, 97)]).astype(dtype)
+    source = "\n".join(
+        [
+            "import numpy as np",
+            "import numba",
+            PRELUDE,
+            "@numba.njit(cache=True, error_model='numpy')",
+            "def f(x0, out):",
+            "    for i in range(out.shape[0]):",
+            f"        out[i] = {body}",
+        ]
+    )
+    got = np.empty_like(x)
+    load_module(source, "asgrad_test_render_exp_neg").f(x, got)
+    with np.errstate(all="ignore"):
+        want = np.exp(-(x * x))
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    rtol = 3e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-37)

@@ -91,8 +91,13 @@ def _gelu_backward_expr(g: Expr, x: Expr, approximate: str) -> Expr:
             _SQRT_2_OVER_PI * (1.0 + 3.0 * _TANH_A * x2)
         )
         return g * d
-    cdf = 0.5 * (1.0 + s.erf(x * _INV_SQRT_2))
-    pdf = s.exp(-0.5 * x * x) * _INV_SQRT_2PI
+    z = x * _INV_SQRT_2
+    a = abs(z)
+    cdf = 0.5 * (1.0 + s.erf(z))
+    # The density's exp(-x**2 / 2) as exp(-|z| * |z|): the exponential erf's float32
+    # forms compute for z (the numpy path's `gelu_backward_f32`, the compiled
+    # `_math32.erf32`), so that one serves both.
+    pdf = s.exp(-(a * a)) * _INV_SQRT_2PI
     return g * (cdf + x * pdf)
 
 

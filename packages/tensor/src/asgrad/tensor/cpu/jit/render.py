@@ -41,6 +41,7 @@ __all__ = ["PRELUDE", "SPELLINGS", "Spelling", "cost", "render_numba"]
 PRELUDE = """
 from asgrad.tensor.cpu.jit._numba import erf as _erf
 from asgrad.tensor.cpu.jit._numba import exp as _exp
+from asgrad.tensor.cpu.jit._numba import exp_neg as _exp_neg
 from asgrad.tensor.cpu.jit._numba import tanh as _tanh
 
 
@@ -199,6 +200,21 @@ SPELLINGS: dict[str, Spelling] = {
     "remainder": Spelling(_integer_division),
 }
 
+# e**-(y*y): the exponential of a non-positive argument, spelled as `erf`'s float32 form
+# spells its own (`_math32.erf32`: exp_neg32 of -(|x| * |x|)), so that where both apply
+# to one value (GELU's gradient: erf(z) and the density exp(-z*z)) LLVM computes the
+# exponential once. Its float32 form is 0 below e**-87 where ``_exp`` gives subnormals.
+_EXP_NEG = _float_only(_call("_exp_neg", 8, True))
+
+
+def _negated_square(e: Expr) -> bool:
+    """Whether ``e`` is ``-(y * y)`` (never above zero; NaN where y is)."""
+    if e.op != "neg" or e.args[0].op != "mul":
+        return False
+    a, b = e.args[0].args
+    return a == b
+
+
 # The operands whose dtypes type a constant next to them (a condition's does not).
 _VALUE_OPERANDS: dict[str, slice] = {"where": slice(1, None)}
 
@@ -239,6 +255,8 @@ class _Writer:
         if e in self.memo:
             return self.memo[e]
         spelling = SPELLINGS.get(e.op)
+        if e.op == "exp" and _negated_square(e.args[0]):
+            spelling = _EXP_NEG
         if spelling is None:
             raise UnsupportedError(f"no Numba spelling of the primitive {e.op!r}")
         picked = _VALUE_OPERANDS.get(e.op, slice(None))
