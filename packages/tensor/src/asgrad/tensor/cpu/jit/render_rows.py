@@ -228,7 +228,6 @@ def _source(program: RowProgram, dtype: str) -> tuple[str, int]:
             "from asgrad.tensor.cpu.jit.threads import Site as _Site",
             "_site = _Site(__name__)",
             "from asgrad.tensor.cpu.jit._numba import SUMS as _SUMS",
-            "from asgrad.tensor.cpu.jit._numba import exp_neg as _exp_neg",
             "from asgrad.tensor.cpu.jit._numba import row_max as _row_max",
             "from asgrad.tensor.cpu.jit._numba import row_max_nan as _row_max_nan",
             "from asgrad.tensor.cpu.jit._numba import row_sum as _row_sum",
