@@ -1,0 +1,58 @@
+"""benchmarks/paired.py: the worker's block protocol and the rounds' summary.
+
+The worker runs for real in a subprocess (asgrad's xor step, no peer needed); the
+orchestrator's summary is checked on given rates.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _load(name: str) -> Any:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_under_test_{name}", BENCH / f"{name}.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+paired = _load("paired")
+
+
+def test_the_summary_pairs_each_rounds_blocks() -> None:
+    got = paired.summary([(3.0, 2.0), (1.0, 2.0), (4.0, 2.0), (2.0, 1.0)])
+    assert got["rounds"] == 4
+    assert got["ratios"] == [1.5, 0.5, 2.0, 2.0]
+    assert got["median_ratio"] == 1.75
+    assert (got["min_ratio"], got["max_ratio"]) == (0.5, 2.0)
+    # the frameworks' own medians (2.5 and 2.0) give another figure than the pairs
+    assert got["ratio_of_medians"] == pytest.approx(1.25)
+
+
+def test_a_worker_says_ready_then_answers_each_block_with_its_rate() -> None:
+    env = {**os.environ, "ASGRAD_CPU_JIT": "0"}  # the numpy path: no compiler in the test
+    argv = [sys.executable, str(BENCH / "paired.py"), "--serve", "asgrad", "xor", "--threads", "1"]
+    worker = subprocess.run(
+        argv, input="block 7\nblock 0\nquit\n", capture_output=True, text=True, env=env, timeout=300
+    )
+    assert worker.returncode == 0, worker.stderr
+    ready, first, second = worker.stdout.split("\n")[:3]
+    word, steps, seconds = ready.split()
+    assert word == "ready"
+    assert int(steps) > 0
+    assert float(seconds) > 0
+    assert float(first) > 0
+    assert float(second) > 0
