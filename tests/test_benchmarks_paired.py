@@ -6,10 +6,10 @@ orchestrator's summary is checked on given rates.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +18,8 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _load(name: str) -> Any:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_under_test_{name}", BENCH / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-paired = _load("paired")
-
-
-def test_the_summary_pairs_each_rounds_blocks() -> None:
-    got = paired.summary([(3.0, 2.0), (1.0, 2.0), (4.0, 2.0), (2.0, 1.0)])
+def test_the_summary_pairs_each_rounds_blocks(benchmark_script: Callable[[str], Any]) -> None:
+    got = benchmark_script("paired").summary([(3.0, 2.0), (1.0, 2.0), (4.0, 2.0), (2.0, 1.0)])
     assert got["rounds"] == 4
     assert got["ratios"] == [1.5, 0.5, 2.0, 2.0]
     assert got["median_ratio"] == 1.75
