@@ -48,16 +48,21 @@ from run import worker_env  # noqa: E402  # the environment run.py gives its wor
 
 def serve(framework: str, workload: str, device: str, threads: int) -> int:
     """A worker: build and warm up ``framework``'s step, say ``ready``, then answer each
-    ``block N`` line on stdin with the rate of N timed steps, until ``quit``."""
+    ``block N`` line on stdin with the rate of N timed steps, until ``quit``; or say
+    ``unavailable`` and why (PyTorch not installed, a workload asgrad lacks)."""
     import bench_worker
 
     bench_worker.import_path()
-    if framework == "asgrad":
-        _, build = bench_worker._asgrad(workload, device)
-    else:
-        _, build = bench_worker._torch(workload, device, threads)
     start = time.perf_counter()
-    step, steps, sync = build()
+    try:
+        if framework == "asgrad":
+            _, build = bench_worker._asgrad(workload, device)
+        else:
+            _, build = bench_worker._torch(workload, device, threads)
+        step, steps, sync = build()
+    except bench_worker.UnavailableError as exc:
+        print(f"unavailable {exc}", flush=True)
+        return 2
     for _ in range(bench_worker.WARMUP):
         sync(step())
     print(f"ready {steps} {time.perf_counter() - start:.3f}", flush=True)
@@ -131,7 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for name in ("asgrad", "torch"):  # one at a time: a build is timed alone
             workers[name] = _spawn(name, args)
-            _, steps, seconds = _ask(workers[name]).split()
+            word, *said = _ask(workers[name]).split(" ", 1)
+            if word != "ready":
+                raise SystemExit(f"paired.py: {name} cannot run {args.workload} here: {said[0]}")
+            steps, seconds = said[0].split()
             print(
                 f"# {name}: {steps} steps a block; built and warmed up in {seconds} s", flush=True
             )

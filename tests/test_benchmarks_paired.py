@@ -42,3 +42,21 @@ def test_a_worker_says_ready_then_answers_each_block_with_its_rate() -> None:
     assert float(seconds) > 0
     assert float(first) > 0
     assert float(second) > 0
+
+
+def test_a_framework_that_cannot_run_stops_the_pairing_with_its_reason(
+    benchmark_script: Callable[[str], Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paired = benchmark_script("paired")
+    answers = iter(["ready 10 1.0", "unavailable PyTorch is not importable"])
+    monkeypatch.setattr(paired, "_spawn", lambda name, args: _Exited())
+    monkeypatch.setattr(paired, "_ask", lambda worker, line=None: next(answers))
+    with pytest.raises(SystemExit, match="torch cannot run xor here: PyTorch is not importable"):
+        paired.main(["xor", "--rounds", "1"])
+
+
+class _Exited:
+    """A worker process that has ended."""
+
+    def poll(self) -> int:
+        return 0
