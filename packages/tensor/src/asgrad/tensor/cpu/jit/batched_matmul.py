@@ -141,8 +141,9 @@ def blas_batch() -> BlasBatch:
 
 
 # OpenBLAS runs a product of at most 100**3 multiply-adds (m * n * k) through its
-# small-matrix kernels where they exist, and 0.3.30-0.3.31 crash doing that inside
-# ``gemm_batch`` in DYNAMIC_ARCH builds (numpy's wheels; OpenMathLib/OpenBLAS#5980):
+# small-matrix kernels where they exist, and 0.3.30-0.3.34 crash doing that inside
+# ``gemm_batch`` in DYNAMIC_ARCH builds (numpy's wheels; OpenMathLib/OpenBLAS#5980; numpy
+# 2.5.2's 0.3.34 segfaulted on 64 x 64 x 64 products on the 16-core host, 2026-12-03):
 # smaller products stay np.matmul (at the small transformer's 64 x 32 x 64 it was the
 # fastest there was on the 16-core host).
 BATCH_MIN_MNK = 100**3
