@@ -87,11 +87,7 @@ def measure(build: Callable[[], Built]) -> Row:
     final_loss: Any = None
     timed = 0.0
     while len(rates) < MIN_BLOCKS or (timed < MIN_TIMED_S and len(rates) < MAX_BLOCKS):
-        start = time.perf_counter()
-        for _ in range(steps):
-            loss = step()
-        sync(loss)
-        seconds = time.perf_counter() - start
+        seconds, loss = timed_block(step, sync, steps)
         timed += seconds
         rates.append(steps / seconds)
         if final_loss is None:
@@ -103,6 +99,18 @@ def measure(build: Callable[[], Built]) -> Row:
         "block_steps_per_s": rates,
         "final_loss": final_loss,
     }
+
+
+def timed_block(
+    step: Callable[[], Any], sync: Callable[[Any], None], steps: int
+) -> tuple[float, Any]:
+    """One timed block: ``steps`` steps ended by the sync; its seconds and last loss."""
+    start = time.perf_counter()
+    loss = None
+    for _ in range(steps):
+        loss = step()
+    sync(loss)
+    return time.perf_counter() - start, loss
 
 
 def _float(loss: Any) -> float:

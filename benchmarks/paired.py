@@ -71,12 +71,8 @@ def serve(framework: str, workload: str, device: str, threads: int) -> int:
         if not words or words[0] == "quit":
             break
         n = int(words[1]) or steps
-        begin = time.perf_counter()
-        loss = None
-        for _ in range(n):
-            loss = step()
-        sync(loss)
-        print(f"{n / (time.perf_counter() - begin)!r}", flush=True)
+        seconds, _ = bench_worker.timed_block(step, sync, n)
+        print(f"{n / seconds!r}", flush=True)
     return 0
 
 
