@@ -39,13 +39,15 @@ def device() -> Device:
 
 @pytest.fixture
 def line_path(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The compiled CPU path's line-by-line function (no whole step, which the line
-    fusions are not for), the environment's switch again after the test."""
+    """The compiled CPU path's line-by-line function, each op or fused group its own
+    line (no whole step and no segments, which the line fusions are not for), the
+    environment's switch again after the test."""
     from asgrad.tensor.cpu import jit
-    from asgrad.tensor.cpu.jit import step
+    from asgrad.tensor.cpu.jit import fuse_segments, step
 
     monkeypatch.setattr(step, "WORK_LIMIT", 0)
     monkeypatch.setattr(step, "STEP_WORK_LIMIT", 0)
+    monkeypatch.setattr(fuse_segments, "SMALL_ELEMENTS", 0)
     yield
     jit.set_enabled(None)
 

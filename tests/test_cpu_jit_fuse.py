@@ -21,8 +21,13 @@ from asgrad.tensor.cpu.jit import fuse
 
 
 @pytest.fixture(autouse=True)
-def _switch_back() -> Iterator[None]:
-    """The environment's switch again after each test (the tests set theirs)."""
+def _switch_back(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Each parameter's Adam ops as lines or one fused line (no segments, which would
+    take the small ones), the environment's switch again after each test (the tests
+    set theirs)."""
+    from asgrad.tensor.cpu.jit import fuse_segments
+
+    monkeypatch.setattr(fuse_segments, "SMALL_ELEMENTS", 0)
     yield
     jit.set_enabled(None)
 

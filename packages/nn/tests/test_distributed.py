@@ -193,7 +193,7 @@ def _dropout_batchnorm_step(overlap: bool) -> tuple[nn.Module, dist.DistributedS
 
 
 def _overlapped_and_plain_runs(
-    same: Callable[[np.ndarray, np.ndarray], None],
+    same: Callable[[np.ndarray, np.ndarray, str], None],
 ) -> dist.DistributedStep:
     """The overlapped and the unsplit step side by side over six steps, their losses and
     parameters compared by ``same`` after each."""
@@ -209,13 +209,15 @@ def _overlapped_and_plain_runs(
         ys = rng.integers(0, 3, size=batch).astype(np.int64)
         (a,) = overlapped(x=xs, y=ys)
         (b,) = plain(x=xs, y=ys)
-        same(np.asarray(a), np.asarray(b))
-        for p, q in zip(split.state_dict().values(), whole.state_dict().values(), strict=True):
-            same(np.asarray(p), np.asarray(q))
+        same(np.asarray(a), np.asarray(b), "loss")
+        for (name, p), q in zip(
+            split.state_dict().items(), whole.state_dict().values(), strict=True
+        ):
+            same(np.asarray(p), np.asarray(q), name)
     return overlapped
 
 
-def _bit_identical(a: np.ndarray, b: np.ndarray) -> None:
+def _bit_identical(a: np.ndarray, b: np.ndarray, name: str = "") -> None:
     assert a.tobytes() == b.tobytes()
 
 
@@ -231,12 +233,17 @@ def test_the_overlapped_step_is_bit_identical_to_the_unsplit_one() -> None:
 def test_the_compiled_overlapped_step_agrees_with_the_unsplit_one_within_roundings() -> None:
     """Compiled, the stages are programs of their own whose kernels fuse other chains
     than the whole step's: a parameter may differ by a float32 rounding (one element of
-    the first weight by one unit in the last place after the first update)."""
+    the first weight by one unit in the last place after the first update). But for
+    the bias of the Linear before the batch norm: its gradient is zero but for rounding
+    (the norm takes out the batch's mean), and AdamW turns that noise into steps of up
+    to its learning rate (0.01) whichever way the roundings fall; the running mean
+    carries a tenth of it (its momentum)."""
     pytest.importorskip("numba")
+    noise = {"3.bias": 6 * 0.01, "4.running_mean": 6 * 0.01 * 0.1}
 
-    def close(a: np.ndarray, b: np.ndarray) -> None:
+    def close(a: np.ndarray, b: np.ndarray, name: str) -> None:
         if a.dtype.kind == "f":
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=noise.get(name, 1e-7), err_msg=name)
         else:
             _bit_identical(a, b)
 

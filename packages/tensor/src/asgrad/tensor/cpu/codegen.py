@@ -29,6 +29,7 @@ import numpy as np
 import asgrad.tensor.ir.registry as registry
 from asgrad.tensor.cpu import blas, jit
 from asgrad.tensor.cpu.buffers import BufferPlan, no_reuse, plan_buffers, reuse_enabled
+from asgrad.tensor.cpu.jit.fuse_segments import fuse_segments
 from asgrad.tensor.cpu.lowering import OpLowering, fusers, resolve
 from asgrad.tensor.cpu.records import (
     Call,
@@ -80,9 +81,13 @@ def generate_cpu_function(
     current().stage(f"CPU: planning buffers and compiling {len(maker.lines):,} lines")
     lines = _needed(maker.lines, maker.refs, maker.roots)
     if compiled:
+        own = {id(line) for line in lines}
         for fuse in fusers():  # imports no Numba
             lines = fuse(lines, maker.refs, types, maker.env, maker.context)
         lines = _needed(lines, maker.refs, maker.roots)  # lines a fusion left unread
+        lines = fuse_segments(
+            lines, maker.refs, types, maker.env, maker.context, own, maker.name_of
+        )
     reads = [[a for a in values(line.call) if not maker.refs[a].is_const] for line in lines]
     last = _last_uses(reads, maker.refs, maker.roots)
     if reuse_enabled():
