@@ -144,3 +144,43 @@ def test_a_segment_numba_cannot_compile_runs_on_numpy_with_a_warning(
     np.testing.assert_allclose(on[0], off[0], rtol=1e-12)
     for a, b in zip(on[1], off[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_elementwise_ops_join_one_loop_only_where_each_reads_the_element_it_writes() -> None:
+    from asgrad.tensor import compile
+
+    x = np.arange(16, dtype=np.float32).reshape(4, 4) / 7.0
+    g = Graph()
+    t = g.input("x", (4, 4))
+    a = t * 2.0
+    # b reads a where its loop writes it; c reads a transposed and d a row of it
+    # broadcast: both read elements a later iteration of a's loop would write.
+    b = (a + 1.0).exp()
+    c = a.swapaxes(0, 1) - b
+    d = a[1:2, :] * c
+    ys = [b * 1.5, c * 0.5, d.sum()]
+    jit.set_enabled(True)
+    program = compile(ys)
+    got = program({"x": x})
+    source = fuse_segments_source(program, x)
+    jit.set_enabled(False)
+    expected = compile(ys)({"x": x})
+    for p, q in zip(got, expected, strict=True):
+        np.testing.assert_allclose(p, q, rtol=1e-6)
+    # One segment: a, b and b's output in one loop; c (and its output) in a second,
+    # since it reads a transposed; d in a third (it reads a through a view, which
+    # the open loop's check does not look into); the sum's loop its own.
+    assert source.count("for i0_0 in range(4 * _u):") == 3, source
+
+
+def fuse_segments_source(program: Any, x: np.ndarray) -> str:
+    """The Numba source of the one segment ``program``'s function calls (compiled by
+    the call before, its module's file)."""
+    from pathlib import Path
+
+    executable: Any = program.executable
+    fn = executable.function({"x": x})
+    names = re.findall(r"= (_segment\d+)\(", fn.source)
+    assert len(names) == 1, fn.source
+    callee = fn.__globals__[names[0]]
+    return Path(callee.py_func.__code__.co_filename).read_text()

@@ -193,6 +193,11 @@ class Kernel:
         # written there instead, once, before the loop (`hoist`).
         self.loop_head: int | None = None
         self.loop_index = ""
+        # Whether an elementwise op over the shape of the loop just written joins that
+        # loop (`elementwise`): one loop for a chain (Adam's moments and step) compiles
+        # in a fraction of the time of one loop per op and runs in one pass.
+        self.fuse_loops = False
+        self._open: _OpenLoop | None = None
 
     def constant(self, value: np.ndarray) -> Val:
         """A constant's value: a literal when 0-d, else a new argument of the kernel."""
@@ -290,14 +295,24 @@ class Kernel:
         self, out_t: TensorType, ins: Sequence[Val], expr: Callable[[list[str]], str]
     ) -> Val:
         """``out = expr(elements of ins)`` over the output's shape, inputs broadcast."""
+        open_loop = self._open if out_t.shape else None
+        joins = open_loop is not None and open_loop.takes(self, out_t.shape, ins)
         out = self.alloc(out_t.shape, out_t.dtype)
         self.flops += max(1, math.prod(out_t.shape))
         if not out_t.shape:
             self.line(0, f"{out.at([])} = {dt(out_t.dtype)}({expr([v.at([]) for v in ins])})")
             return out
-        idx, depth = self.loops(out_t.shape, 0)
+        if joins:
+            assert open_loop is not None
+            idx, depth = open_loop.idx, open_loop.depth
+        else:
+            idx, depth = self.loops(out_t.shape, 0)
         elems = [v.at(broadcast_index(v.shape, out_t.shape, idx)) for v in ins]
         self.line(depth, f"{out.at(idx)} = {expr(elems)}")
+        if self.fuse_loops and out.flat is not None:
+            if not joins or open_loop is None:
+                open_loop = self._open = _OpenLoop(tuple(out_t.shape), idx, depth)
+            open_loop.add(self, out)
         return out
 
     def materialize(self, v: Val) -> Val:
@@ -382,6 +397,47 @@ class Kernel:
         idx, depth = self.loops(kept, depth)
         self.line(depth, f"{out.at(idx)} = {out.at(idx)} + {x.at([*rows, *idx])}")
         return out
+
+
+class _OpenLoop:
+    """The elementwise loop last written into a kernel (`Kernel.fuse_loops`): its shape,
+    indices and body depth, the values it writes, and the body's length after it (a
+    line written since, by any other op, closes it)."""
+
+    def __init__(self, shape: tuple[int, ...], idx: list[str], depth: int) -> None:
+        self.shape, self.idx, self.depth = shape, idx, depth
+        self.outputs: set[int] = set()  # id() of the values it writes
+        self.regions: list[tuple[str, int, int]] = []  # (buffer, first, past last element)
+        self.end = -1
+        self.indent = 0
+
+    def add(self, k: Kernel, out: Val) -> None:
+        assert out.flat is not None
+        buf, off = out.flat
+        self.outputs.add(id(out))
+        self.regions.append((buf, off, off + math.prod(out.shape)))
+        self.end, self.indent = len(k.body), k.indent
+
+    def takes(self, k: Kernel, shape: Sequence[int], ins: Sequence[Val]) -> bool:
+        """Whether an elementwise op over ``shape`` reading ``ins`` may join the loop:
+        nothing written since, the same shape, and every element of ``ins`` it reads
+        either written by the loop at that same element or not written by it at all."""
+        if not k.fuse_loops or (k.target is not None and k.target.flat is None):
+            return False
+        if len(k.body) != self.end or k.indent != self.indent or tuple(shape) != self.shape:
+            return False
+        return all(self._reads_safely(v) for v in ins)
+
+    def _reads_safely(self, v: Val) -> bool:
+        if id(v) in self.outputs:
+            return tuple(v.shape) == self.shape  # read at the element being written
+        if v.flat is not None:  # an array of its own: not one the loop writes?
+            buf, off = v.flat
+            end = off + max(1, math.prod(v.shape))
+            return not any(b == buf and off < e and s < end for b, s, e in self.regions)
+        # A view, an argument, a constant or a local: it must not read the loop's buffers.
+        text = v.at(["_"] * len(v.shape))
+        return not any(re.search(rf"\b{b}\[", text) for b, _, _ in self.regions)
 
 
 def const_val(value: np.ndarray, name: str) -> Val:

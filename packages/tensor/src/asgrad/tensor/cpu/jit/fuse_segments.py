@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.jit.emit import Kernel, UnsupportedError, Val, arr_val, dt
+from asgrad.tensor.cpu.jit.emit import Kernel, UnsupportedError, Val, arr_val, dt, flat_val
 from asgrad.tensor.cpu.records import (
     Call,
     Line,
@@ -208,8 +208,23 @@ def _segment(
     from asgrad.tensor.cpu.lowering import resolve
 
     inside = set(run.taken)
+    escaping = [
+        lines[i].node.id
+        for i in run.taken
+        if lines[i].node.id in roots
+        or any(r not in inside for r in readers.get(lines[i].node.id, ()))
+    ]
+    if not escaping:
+        return None
+    *written, returned = escaping
+    # Where each escaping value goes: its output array (``o<j>``, ``r``), seen flat
+    # (``O<j>``, ``R``: a reshape, where it has two axes or more).
+    names = {node_id: f"o{j}" for j, node_id in enumerate(written)} | {returned: "r"}
+    targets = {node_id: _output(name, types[node_id]) for node_id, name in names.items()}
     k = Kernel()
     k.work_limit = SEGMENT_WORK
+    k.runtime_bounds = True
+    k.fuse_loops = True
     vals: dict[int, Val] = {}
     args: list[int] = []  # the value ids passed in, in order
     value = value_reader(k, refs, vals)
@@ -231,28 +246,29 @@ def _segment(
                 else _unread(types[n.id])
                 for n in node.inputs
             ]
+            # An escaping value is written into its output where its op's first array
+            # is its result (else copied there at the end).
+            k.target = targets.get(node.id)
             vals[node.id] = emit(k, node, ins, types[node.id])
-        escaping = [
-            lines[i].node.id
-            for i in run.taken
-            if lines[i].node.id in roots
-            or any(r not in inside for r in readers.get(lines[i].node.id, ()))
-        ]
-        if not escaping:
-            return None
-        *written, returned = escaping
-        params = [f"a{j}" for j in range(len(args))]
-        for j, node_id in enumerate(written):
-            params.append(f"o{j}")
-            _copy(k, vals[node_id], arr_val(f"o{j}", types[node_id].shape, types[node_id].dtype))
-        t = types[returned]
-        k.line(0, f"r = np.empty({t.shape!r}, {dt(t.dtype)})")
-        _copy(k, vals[returned], arr_val("r", t.shape, t.dtype))
+            k.target = None
+        for node_id in escaping:
+            target, v = targets[node_id], vals[node_id]
+            if v is not target and (v.flat is None or v.flat != target.flat):
+                _copy(k, v, target)
     except UnsupportedError:
         return None
-    params += [f"c{j}" for j in range(len(k.consts))]
     name = f"_segment{returned}"
-    head = [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
+    params = [f"a{j}" for j in range(len(args))] + [f"o{j}" for j in range(len(written))]
+    params += [f"c{j}" for j in range(len(k.consts))] + ["_u"]
+    t = types[returned]
+    head = ["    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")']
+    head += [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
+    head.append(f"    r = np.empty({t.shape!r}, {dt(t.dtype)})")
+    head += [
+        f"    {name.upper()} = {name}.reshape(-1)"
+        for node_id, name in names.items()
+        if len(types[node_id].shape) > 1
+    ]
     source = _module(name, params, [*head, *k.body, "    return r"])
     numpy = _numpy_form(
         name, [lines[i] for i in run.taken], args, written, returned, types, env, name_of
@@ -270,6 +286,7 @@ def _segment(
     for j, c in enumerate(k.consts):
         env[f"{name}_c{j}"] = c
         call_args.append(f"{name}_c{j}")
+    call_args.append("1")
     made = [
         Line(
             node=lines[_index(lines, run, node_id)].node,
@@ -281,6 +298,15 @@ def _segment(
     node = lines[_index(lines, run, returned)].node
     made.append(Line(node=node, call=Call(name, tuple(call_args)), reuse=Reuse.FRESH))
     return made
+
+
+def _output(name: str, t: TensorType) -> Val:
+    """The value an output array ``name`` of type ``t`` is written as: an element of it
+    (0-d), or of it seen flat (its own name when 1-d, else the name upper-cased, a
+    reshape the segment makes first)."""
+    if not t.shape:
+        return arr_val(name, (), t.dtype)
+    return flat_val(name if len(t.shape) == 1 else name.upper(), 0, t.shape, t.dtype)
 
 
 def _unread(t: TensorType) -> Val:
