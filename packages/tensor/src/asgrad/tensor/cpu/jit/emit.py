@@ -315,6 +315,15 @@ class Kernel:
             open_loop.add(self, out)
         return out
 
+    def copy(self, target: Val, src: Val) -> None:
+        """``target[...] = src``, element by element (counted as work)."""
+        if not target.shape:
+            self.line(0, f"{target.at([])} = {src.at([])}")
+            return
+        idx, depth = self.loops(target.shape, 0)
+        self.line(depth, f"{target.at(idx)} = {src.at(idx)}")
+        self.flops += math.prod(target.shape)
+
     def materialize(self, v: Val) -> Val:
         """``v`` copied into a C-contiguous work buffer (unless it already is one)."""
         if v.flat is not None or not v.shape:

@@ -98,15 +98,6 @@ def _views(packed: Val, parts: Sequence[TensorType]) -> list[Val]:
     return views
 
 
-def _copy(k: Kernel, target: Val, src: Val) -> None:
-    if not target.shape:
-        k.line(0, f"{target.at([])} = {src.at([])}")
-        return
-    idx, depth = k.loops(target.shape, 0)
-    k.line(depth, f"{target.at(idx)} = {src.at(idx)}")
-    k.flops += math.prod(target.shape)
-
-
 def _step_view(x: Val, t: str) -> Val:
     """Step ``t`` (a loop index) of ``x``: a view of its leading axis."""
     array = f"{x.array}[{t}]" if x.array is not None and len(x.shape) > 1 else None
@@ -126,7 +117,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
     ny = body.n_y
     carries, ys, saved = views[:nc], views[nc : nc + ny], views[nc + ny :]
     for c, init in zip(carries, ins[:nc], strict=True):
-        _copy(k, c, init)
+        k.copy(c, init)
     if length == 0:
         return packed
     t = k.fresh("t")
@@ -138,7 +129,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
     before = k.flops
     try:
         for view, c in zip(saved, carries if saved else [], strict=True):
-            _copy(k, _step_view(view, t), c)
+            k.copy(_step_view(view, t), c)
         inputs = [*carries, *(_step_view(x, t) for x in ins[nc : nc + nx]), *ins[nc + nx :]]
         fed = {n.name: v for n, v in zip(body.inputs, inputs, strict=True)}
         mark = dict(k.work)
@@ -146,7 +137,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
         outs = emit_body(k, body, in_types, fed, [*([None] * nc), *slots])
         for slot, y in zip(slots, outs[nc:], strict=True):
             if y is not slot:
-                _copy(k, slot, y)
+                k.copy(slot, y)
         # A new carry computed this step (in a buffer allocated inside the loop, or a
         # slot of the stacked outputs) cannot read a carry; any other (a carry passed on,
         # a view of one) is copied out first, so that the carries are replaced at once.
@@ -155,7 +146,7 @@ def emit_scan(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorType) -> V
         ]
         for c, new in zip(carries, news, strict=True):
             if new is not c:
-                _copy(k, c, new)
+                k.copy(c, new)
     finally:
         k.indent -= 1
         start = k.loop_head  # past what the body hoisted before the loop
@@ -185,7 +176,7 @@ def loop_work(nodes: Sequence[Node], types: Mapping[int, TensorType]) -> int:
 def _stored(k: Kernel, v: Val) -> Val:
     """``v`` copied into a new buffer."""
     out = k.alloc(v.shape, v.dtype)
-    _copy(k, out, v)
+    k.copy(out, v)
     return out
 
 
@@ -210,7 +201,7 @@ def emit_scan_unpart(k: Kernel, node: Node, ins: Sequence[Val], out_t: TensorTyp
     idx, depth = k.loops(out_t.shape, 0)
     k.line(depth, f"{out.at(idx)} = {literal(0, out_t.dtype)}")
     k.flops += math.prod(out_t.shape)
-    _copy(k, _views(out, parts)[int(node.attrs["part"])], ins[0])
+    k.copy(_views(out, parts)[int(node.attrs["part"])], ins[0])
     return out
 
 

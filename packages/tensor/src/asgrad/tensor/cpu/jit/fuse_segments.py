@@ -254,7 +254,7 @@ def _segment(
         for node_id in escaping:
             target, v = targets[node_id], vals[node_id]
             if v is not target and (v.flat is None or v.flat != target.flat):
-                _copy(k, v, target)
+                k.copy(target, v)
     except UnsupportedError:
         return None
     name = f"_segment{returned}"
@@ -321,15 +321,6 @@ def _unread(t: TensorType) -> Val:
 
 def _index(lines: Sequence[Line], run: _Run, node_id: int) -> int:
     return next(i for i in run.taken if lines[i].node.id == node_id)
-
-
-def _copy(k: Kernel, src: Val, dst: Val) -> None:
-    """``dst[...] = src`` elementwise."""
-    if not src.shape:
-        k.line(0, f"{dst.at([])} = {src.at([])}")
-        return
-    idx, depth = k.loops(src.shape, 0)
-    k.line(depth, f"{dst.at(idx)} = {src.at(idx)}")
 
 
 def _module(name: str, params: Sequence[str], body: Sequence[str]) -> str:
