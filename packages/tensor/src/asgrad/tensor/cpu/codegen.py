@@ -8,7 +8,9 @@
    (`asgrad.tensor.cpu.lowering`: a numpy form at exact types, or a compiled
    kernel on the compiled path), the rest call their kernel, or its float32 path
    (``OpDef.into``), as the op's declared facts allow;
-2. `_needed` drops the lines no output or update needs, and `_last_uses`
+2. `_needed` drops the lines no output or update needs (on the compiled path after
+   the families' fusions of line groups, and before runs of small lines become one
+   compiled call each: `asgrad.tensor.cpu.jit.fuse_segments`), and `_last_uses`
    finds the line after which each value dies;
 3. `plan_buffers` decides where each line writes;
 4. `_source` renders the lines, deleting each value after its last use, and
@@ -70,7 +72,8 @@ def generate_cpu_function(
     ``compiled`` takes the compiled path (`asgrad.tensor.cpu.jit`; None: as
     `enabled` says): the ops' compiled kernels (found by
     `resolve`), the families' fused line groups (each
-    large parameter's Adam update as one Numba pass), and a small training step
+    large parameter's Adam update as one Numba pass), runs of small lines as one Numba
+    function each (`asgrad.tensor.cpu.jit.fuse_segments`), and a small training step
     compiled whole (`asgrad.tensor.cpu.jit.step`).
     """
     if compiled is None:
