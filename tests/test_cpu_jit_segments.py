@@ -184,3 +184,32 @@ def fuse_segments_source(program: Any, x: np.ndarray) -> str:
     assert len(names) == 1, fn.source
     callee = fn.__globals__[names[0]]
     return Path(callee.py_func.__code__.co_filename).read_text()
+
+
+def test_segments_stay_within_the_compile_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    off = _train(False, "float64")
+    with monkeypatch.context() as m:
+        m.setattr(fuse_segments, "COMPILE_BUDGET", 0.0)
+        none = _train(True, "float64")
+    everything = _train(True, "float64")
+    costs: dict[str, float] = {}
+
+    def spy(source: str) -> float:
+        cost = real(source)
+        costs[source] = cost
+        return cost
+
+    real = fuse_segments.compile_seconds
+    with monkeypatch.context() as m:
+        m.setattr(fuse_segments, "compile_seconds", spy)
+        _train(True, "float64")
+        cheapest = min(costs.values())
+        m.setattr(fuse_segments, "COMPILE_BUDGET", cheapest * 1.01)
+        one = _train(True, "float64")
+    assert "_segment" not in none[2]
+    assert len(re.findall(r"= _segment\d+\(", everything[2])) >= 3
+    assert len(re.findall(r"= _segment\d+\(", one[2])) == 1, one[2]
+    for run in (none, one, everything):
+        np.testing.assert_allclose(run[0], off[0], rtol=1e-10)

@@ -71,7 +71,14 @@ from asgrad.tensor.cpu.records import (
 from asgrad.tensor.cpu.specialize import Context
 from asgrad.tensor.ir.registry import TensorType, get_op
 
-__all__ = ["SEGMENT_MIN_LINES", "SMALL_ELEMENTS", "SMALL_WORK", "fuse_segments"]
+__all__ = [
+    "COMPILE_BUDGET",
+    "SEGMENT_MIN_LINES",
+    "SMALL_ELEMENTS",
+    "SMALL_WORK",
+    "compile_seconds",
+    "fuse_segments",
+]
 
 # The most elements of a result taken into a run: above, numpy's vectorised loop (or
 # a threaded compiled kernel) and the call's microsecond no longer compare.
@@ -85,6 +92,11 @@ SEGMENT_WORK = 1 << 18
 SEGMENT_LINES = 600
 # The fewest computing lines (views aside) a run needs to become a segment.
 SEGMENT_MIN_LINES = 2
+# The most compile time (`compile_seconds`, estimated) one function's segments may
+# cost: a program of many small ops (a test's tiny encoder stack: 35 s of segments)
+# keeps its other runs as lines. The segments saving the most calls per second of
+# compiling are taken first.
+COMPILE_BUDGET = 4.0
 
 # Ops whose lines are never taken: a value the function reads, not computes.
 _SOURCES = ("input", "parameter")
@@ -165,13 +177,24 @@ def fuse_segments(
     roots = runtime_roots(refs, context.roots)
     taken: set[int] = set()
     calls: dict[int, list[Line]] = {}
+    candidates: list[tuple[float, float, _Run, list[Line]]] = []
     for run in runs:
         if run.computing < SEGMENT_MIN_LINES:
             continue
         made = _segment(run, lines, refs, types, env, readers, roots, name_of)
         if made is not None:
-            taken.update(run.taken)
-            calls[run.end] = made
+            segment = env[_callee(made[-1])]
+            cost = compile_seconds(segment.source)
+            candidates.append(((run.computing - 1) / cost, cost, run, made))
+    # The most calls saved per second of compiling first, within the budget.
+    spent = 0.0
+    for _, cost, run, made in sorted(candidates, key=lambda c: -c[0]):
+        if spent + cost > COMPILE_BUDGET:
+            env.pop(_callee(made[-1]))
+            continue
+        spent += cost
+        taken.update(run.taken)
+        calls[run.end] = made
     if not calls:
         return list(lines)
     out: list[Line] = []
@@ -181,6 +204,20 @@ def fuse_segments(
             out.append(line)
     out += calls.get(len(lines), [])
     return out
+
+
+def compile_seconds(source: str) -> float:
+    """About how long Numba takes to compile a segment's module, in seconds on the 2-core
+    machine (fitted to 14 segments of the benchmark workloads, 2026-12-03: within a
+    factor of two): a fixed cost, and more per argument, loop and source line."""
+    head = source[source.index("def segment(") :].split("\n", 1)[0]
+    args = head.count(",") + 1
+    return 0.1 + 0.012 * args + 0.025 * source.count("for ") + 0.004 * source.count("\n")
+
+
+def _callee(line: Line) -> str:
+    assert isinstance(line.call, Call)
+    return line.call.fn
 
 
 def _take(run: _Run, k: int, line: Line, size: tuple[int, int]) -> None:
