@@ -34,6 +34,10 @@ FLOATS = ("float32", "float64")
 # arguments of its call: the kernel's parameters, written in when they are all known.
 ARGS = "__kernel_args__"
 
+# The first lines of a function whose loop bounds are ``n * _u`` (`Kernel.runtime_bounds`):
+# the check that tells LLVM ``0 <= _u <= 1``.
+BOUNDS_CHECK = ("    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")')
+
 # The elements a work buffer's arrays are aligned to when 0-d values lie among them
 # (``Kernel.scalars_in_work``): a product or a vectorised loop reads them unaligned
 # otherwise.
@@ -261,7 +265,7 @@ class Kernel:
         name = self.fresh("_loop")
         head = [f"def {name}({ARGS}):"]
         if self.runtime_bounds:
-            head += ["    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")']
+            head += BOUNDS_CHECK
         self.functions.append([*head, *(text[pad:] for text in lines), "    return 0"])
         self.line(0, f"{name}({ARGS})")
 

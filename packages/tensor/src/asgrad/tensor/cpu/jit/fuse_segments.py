@@ -56,7 +56,16 @@ from typing import Any
 
 import numpy as np
 
-from asgrad.tensor.cpu.jit.emit import Kernel, UnsupportedError, Val, arr_val, dt, flat_val
+from asgrad.tensor.cpu.jit.emit import (
+    BOUNDS_CHECK,
+    Kernel,
+    UnsupportedError,
+    Val,
+    arr_val,
+    dt,
+    flat_val,
+)
+from asgrad.tensor.cpu.jit.render import njit_module
 from asgrad.tensor.cpu.records import (
     Call,
     Line,
@@ -308,7 +317,7 @@ def _segment(
     params = [f"a{j}" for j in range(len(args))] + [f"o{j}" for j in range(len(written))]
     params += [f"c{j}" for j in range(len(k.consts))] + ["_u"]
     t = types[returned]
-    head = ["    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")']
+    head = list(BOUNDS_CHECK)
     head += [f"    W_{d} = np.empty({n}, {dt(d)})" for d, n in k.work.items()]
     head.append(f"    r = np.empty({t.shape!r}, {dt(t.dtype)})")
     head += [
@@ -316,12 +325,11 @@ def _segment(
         for node_id, name in names.items()
         if len(types[node_id].shape) > 1
     ]
-    source = _module(name, params, [*head, *k.body, "    return r"])
+    source = njit_module("segment", params, [*head, *k.body, "    return r"])
     numpy = _numpy_form(
         name, [lines[i] for i in run.taken], args, written, returned, types, env, name_of
     )
-    checked = any("raise IndexError" in text for text in k.body)
-    env[name] = _LazySegment(env, name, source, numpy, checked)
+    env[name] = _LazySegment(env, name, source, numpy)
     env["_empty"] = np.empty
     call_args: list[Any] = []
     for node_id in args:
@@ -334,16 +342,16 @@ def _segment(
         env[f"{name}_c{j}"] = c
         call_args.append(f"{name}_c{j}")
     call_args.append("1")
+    node_of = {lines[i].node.id: lines[i].node for i in run.taken}
     made = [
         Line(
-            node=lines[_index(lines, run, node_id)].node,
+            node=node_of[node_id],
             call=Call("_empty", (repr(types[node_id].shape), repr(types[node_id].dtype))),
             reuse=Reuse.FRESH,
         )
         for node_id in written
     ]
-    node = lines[_index(lines, run, returned)].node
-    made.append(Line(node=node, call=Call(name, tuple(call_args)), reuse=Reuse.FRESH))
+    made.append(Line(node=node_of[returned], call=Call(name, tuple(call_args)), reuse=Reuse.FRESH))
     return made
 
 
@@ -364,27 +372,6 @@ def _unread(t: TensorType) -> Val:
         raise UnsupportedError("an input read for its shape only")
 
     return Val(t.shape, t.dtype, at)
-
-
-def _index(lines: Sequence[Line], run: _Run, node_id: int) -> int:
-    return next(i for i in run.taken if lines[i].node.id == node_id)
-
-
-def _module(name: str, params: Sequence[str], body: Sequence[str]) -> str:
-    from asgrad.tensor.cpu.jit.render import PRELUDE
-
-    return "\n".join(
-        [
-            "import numpy as np",
-            "import numba",
-            PRELUDE,
-            "",
-            '@numba.njit(cache=True, error_model="numpy")',
-            f"def segment({', '.join(params)}):",
-            *body,
-            "",
-        ]
-    )
 
 
 def _numpy_form(
@@ -419,10 +406,10 @@ class _LazySegment:
     warning."""
 
     def __init__(
-        self, env: dict[str, Any], name: str, source: str, numpy: Callable[..., Any], checked: bool
+        self, env: dict[str, Any], name: str, source: str, numpy: Callable[..., Any]
     ) -> None:
-        self.env, self.name, self.source = env, name, source
-        self.numpy, self.checked = numpy, checked
+        self.env, self.name, self.source, self.numpy = env, name, source, numpy
+        self.checked = "raise IndexError" in source  # an index range check (`one_hot`...)
 
     def __call__(self, *args: Any) -> Any:
         from numba.core.errors import NumbaError

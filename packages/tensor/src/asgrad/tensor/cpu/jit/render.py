@@ -33,7 +33,7 @@ import numpy as np
 from asgrad.tensor.cpu.jit.emit import FLOATS, UnsupportedError, dt, literal
 from asgrad.tensor.ir.scalar import PRIMITIVES, Expr
 
-__all__ = ["PRELUDE", "SPELLINGS", "Spelling", "cost", "render_numba"]
+__all__ = ["NJIT", "PRELUDE", "SPELLINGS", "Spelling", "cost", "njit_module", "render_numba"]
 
 # Helpers the spellings call, in every generated module: NaN-propagating max and min
 # as source (the module's on-disk cache is keyed on its own file), exp and erf from
@@ -54,6 +54,19 @@ def _fmax(a, b):
 def _fmin(a, b):
     return a if (a <= b or a != a) else b
 """
+
+# How a whole step's functions (and a segment's) are compiled: cached on disk, numpy's
+# error model (a division by zero gives inf, as numpy's).
+NJIT = '@numba.njit(cache=True, error_model="numpy")'
+
+
+def njit_module(
+    name: str, params: Sequence[str], body: Sequence[str], defs: Sequence[str] = ()
+) -> str:
+    """The source of a generated module: `PRELUDE`, the functions ``defs`` (source lines,
+    decorators included) and ``name(params)`` with ``body``, compiled by `NJIT`."""
+    head = ["import numpy as np", "import numba", PRELUDE, *defs, "", NJIT]
+    return "\n".join([*head, f"def {name}({', '.join(params)}):", *body, ""])
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ import numpy as np
 
 from asgrad.tensor.cpu.jit.emit import (
     ARGS,
+    BOUNDS_CHECK,
     Kernel,
     UnsupportedError,
     Val,
@@ -61,7 +62,7 @@ from asgrad.tensor.cpu.jit.emit import (
     flat_val,
 )
 from asgrad.tensor.cpu.jit.emit_scan import loop_work
-from asgrad.tensor.cpu.jit.render import PRELUDE
+from asgrad.tensor.cpu.jit.render import NJIT, njit_module
 from asgrad.tensor.cpu.jit.step_run import whole_step
 from asgrad.tensor.cpu.lowering import resolve
 from asgrad.tensor.cpu.records import Ref
@@ -300,9 +301,8 @@ def _plan(
         # Bounds LLVM may rely on: the loops run at most their sizes (so it can tell
         # the work buffer's slices apart and vectorise), yet not a known number of
         # times (so it does not unroll them fully; see `Kernel.runtime_bounds`).
-        head = ["    if _u < 0 or _u > 1:", '        raise ValueError("_u must be 1")']
+        head = list(BOUNDS_CHECK)
     ret = f"    return ({''.join(r + ', ' for r in returned)})" if returned else "    return 0"
-    jit = '@numba.njit(cache=True, error_model="numpy")'
     defs: list[str] = []
     body = [*head, *k.body, ret]
     if cuts:  # pieces: each a function of every argument and work buffer
@@ -312,26 +312,14 @@ def _plan(
         body = list(head)
         for p, (start, stop) in enumerate(itertools.pairwise(bounds)):
             last = p == len(cuts)
-            defs += ["", jit, f"def _piece{p}({args}):", *k.body[start:stop]]
+            defs += ["", NJIT, f"def _piece{p}({args}):", *k.body[start:stop]]
             defs.append(ret if last else "    return 0")
             body.append(f"    {'return ' if last else ''}_piece{p}({args})")
     for lines in k.functions:  # the loops moved out of the kernel: same parameters
         args = ", ".join(params)
-        defs += ["", jit, *(text.replace(ARGS, args) for text in lines)]
+        defs += ["", NJIT, *(text.replace(ARGS, args) for text in lines)]
     body = [text.replace(ARGS, ", ".join(params)) for text in body]
-    plan.source = "\n".join(
-        [
-            "import numpy as np",
-            "import numba",
-            PRELUDE,
-            *defs,
-            "",
-            jit,
-            f"def step({', '.join(params)}):",
-            *body,
-            "",
-        ]
-    )
+    plan.source = njit_module("step", params, body, defs)
     return plan
 
 
